@@ -1,0 +1,124 @@
+//! Commands other services send to agentd (through the HTTP API or the Redis command stream),
+//! and the reply they get.
+
+use crate::control::Control;
+use crate::error::AgentdError;
+use crate::manage::ManageOptions;
+use serde::{Deserialize, Serialize};
+
+/// What a service asks to create an agent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpawnRequest {
+    /// Agent type (e.g. `lead`, `research`); default `subagent`.
+    #[serde(default, alias = "agentType")]
+    pub agent_type: Option<String>,
+    /// Title; defaults to the type's title.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// First message; the agent starts working on it at once.
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// Parent agent; `None` creates a foreground root.
+    #[serde(default, alias = "parentId")]
+    pub parent_id: Option<String>,
+    /// Tools the new agent may use (a subset of its type's tools).
+    #[serde(default, alias = "allowedTools")]
+    pub allowed_tools: Option<Vec<String>>,
+    /// Files attached to the first message.
+    #[serde(default, alias = "contextFiles")]
+    pub context_files: Vec<String>,
+    /// Manage options override for this root's workers.
+    #[serde(default)]
+    pub manage: Option<ManageOptions>,
+}
+
+/// A request from outside agentd.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Command {
+    /// Create an agent.
+    Spawn(SpawnRequest),
+    /// Send text to an agent (a root's conversation or a follow-up to any agent).
+    Send {
+        /// Target agent.
+        agent_id: String,
+        /// The text.
+        text: String,
+        /// Abort the running turn first.
+        #[serde(default)]
+        interrupt: bool,
+    },
+    /// Apply a lifecycle control.
+    Control {
+        /// Target agent.
+        agent_id: String,
+        /// The control.
+        control: Control,
+    },
+    /// Post `reset` to an agent.
+    Reset {
+        /// Target agent.
+        agent_id: String,
+        /// Seed message.
+        #[serde(default)]
+        message: Option<String>,
+    },
+    /// Post `compact` to an agent.
+    Compact {
+        /// Target agent.
+        agent_id: String,
+    },
+    /// Read one agent's record.
+    Inspect {
+        /// Target agent.
+        agent_id: String,
+    },
+    /// List the children of an agent, or all roots.
+    List {
+        /// Parent; `None` lists roots.
+        #[serde(default)]
+        parent_id: Option<String>,
+    },
+    /// Read an agent's thread.
+    Thread {
+        /// Target agent.
+        agent_id: String,
+    },
+    /// Run a tool as if `agent_id`'s model had called it (for gateways and tests).
+    InvokeTool {
+        /// The calling agent (its thread is the tool's runtime thread). Required.
+        #[serde(default)]
+        agent_id: Option<String>,
+        /// Tool name.
+        tool: String,
+        /// Tool arguments.
+        #[serde(default)]
+        args: serde_json::Value,
+    },
+}
+
+/// The answer to a [`Command`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    /// The command's result, if it succeeded.
+    #[serde(default)]
+    pub result: Option<serde_json::Value>,
+    /// The error, if it failed.
+    #[serde(default)]
+    pub error: Option<AgentdError>,
+}
+
+impl From<Result<serde_json::Value, AgentdError>> for Reply {
+    fn from(r: Result<serde_json::Value, AgentdError>) -> Self {
+        match r {
+            Ok(v) => Reply {
+                result: Some(v),
+                error: None,
+            },
+            Err(e) => Reply {
+                result: None,
+                error: Some(e),
+            },
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! Stable error codes. A caller (a model, a service, a script) branches on the code, never on
+//! the message text, so codes never change once published.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Every failure a caller can see carries one of these codes (serialized snake_case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// Manage was invoked without the caller's (parent) thread id (seed 000).
+    MissingThreadId,
+    /// `send_message` on a parent with no connected workers (seed 000).
+    NoWorkers,
+    /// The worker title does not match any connected worker (seed 000).
+    UnknownWorker,
+    /// A required field (worker, message, threadAlias, ...) is missing or empty.
+    MissingField,
+    /// A worker title is empty or duplicates another after trimming (refused at configuration).
+    InvalidTitle,
+    /// A child's output could not be forwarded because its parent no longer exists (seed 000).
+    ManageMissingParent,
+    /// The parent exists but has no channel that can take the forwarded text (seed 000).
+    MissingParentChannel,
+    /// A management tool was used by an agent that is not allowed to manage (seed 004).
+    NotRoot,
+    /// An agent tried to reset or compact itself (seed 003).
+    SelfTarget,
+    /// Control was attempted on an agent that is not a descendant of the caller.
+    NotAncestor,
+    /// No agent with that id exists.
+    AgentNotFound,
+    /// The tool is not among the caller's allowed tools.
+    ToolNotAllowed,
+    /// No tool of that name exists.
+    UnknownTool,
+    /// The agent type named is not configured.
+    UnknownAgentType,
+    /// Spawning would exceed the depth limit.
+    DepthLimit,
+    /// Spawning would exceed the per-parent children limit.
+    FanoutLimit,
+    /// An encoded envelope exceeds the decode size cap.
+    PayloadTooLarge,
+    /// An envelope could not be decoded or has an unknown version.
+    BadEnvelope,
+    /// A status change that the transition table does not allow.
+    InvalidTransition,
+    /// A token, cost or time budget was exceeded.
+    BudgetExceeded,
+    /// Missing or wrong credentials.
+    Unauthorized,
+    /// An argument has the wrong type or value.
+    InvalidArgument,
+    /// The model backend failed.
+    ModelError,
+    /// The store failed.
+    StoreError,
+    /// The target cannot take more work right now (mailbox full, shutting down).
+    Unavailable,
+    /// An internal invariant broke; a bug.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The stable wire name, e.g. `"manage_missing_parent"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::MissingThreadId => "missing_thread_id",
+            ErrorCode::NoWorkers => "no_workers",
+            ErrorCode::UnknownWorker => "unknown_worker",
+            ErrorCode::MissingField => "missing_field",
+            ErrorCode::InvalidTitle => "invalid_title",
+            ErrorCode::ManageMissingParent => "manage_missing_parent",
+            ErrorCode::MissingParentChannel => "missing_parent_channel",
+            ErrorCode::NotRoot => "not_root",
+            ErrorCode::SelfTarget => "self_target",
+            ErrorCode::NotAncestor => "not_ancestor",
+            ErrorCode::AgentNotFound => "agent_not_found",
+            ErrorCode::ToolNotAllowed => "tool_not_allowed",
+            ErrorCode::UnknownTool => "unknown_tool",
+            ErrorCode::UnknownAgentType => "unknown_agent_type",
+            ErrorCode::DepthLimit => "depth_limit",
+            ErrorCode::FanoutLimit => "fanout_limit",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::BadEnvelope => "bad_envelope",
+            ErrorCode::InvalidTransition => "invalid_transition",
+            ErrorCode::BudgetExceeded => "budget_exceeded",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::InvalidArgument => "invalid_argument",
+            ErrorCode::ModelError => "model_error",
+            ErrorCode::StoreError => "store_error",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    /// The HTTP status an API answers with for this code.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::AgentNotFound | ErrorCode::UnknownTool | ErrorCode::UnknownAgentType => 404,
+            ErrorCode::Unauthorized => 401,
+            ErrorCode::NotRoot
+            | ErrorCode::NotAncestor
+            | ErrorCode::ToolNotAllowed
+            | ErrorCode::SelfTarget => 403,
+            ErrorCode::InvalidTransition => 409,
+            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::DepthLimit | ErrorCode::FanoutLimit | ErrorCode::BudgetExceeded => 429,
+            ErrorCode::Unavailable => 503,
+            ErrorCode::ModelError
+            | ErrorCode::StoreError
+            | ErrorCode::Internal
+            | ErrorCode::ManageMissingParent
+            | ErrorCode::MissingParentChannel => 500,
+            _ => 400,
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An error as every caller sees it: a stable code and a human message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct AgentdError {
+    /// What went wrong, for programs.
+    pub code: ErrorCode,
+    /// What went wrong, for people.
+    pub message: String,
+}
+
+impl AgentdError {
+    /// Builds an error from a code and a message.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// `missing_field` naming the field, the most common validation failure.
+    pub fn missing_field(field: &str) -> Self {
+        Self::new(
+            ErrorCode::MissingField,
+            format!("`{field}` is required and must not be empty"),
+        )
+    }
+
+    /// `agent_not_found` naming the id.
+    pub fn agent_not_found(agent_id: &str) -> Self {
+        Self::new(
+            ErrorCode::AgentNotFound,
+            format!("no agent with id `{agent_id}`"),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serde_name_matches_as_str() {
+        for code in [
+            ErrorCode::MissingThreadId,
+            ErrorCode::ManageMissingParent,
+            ErrorCode::MissingParentChannel,
+            ErrorCode::PayloadTooLarge,
+            ErrorCode::Internal,
+        ] {
+            let json = serde_json::to_string(&code).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", code.as_str()));
+        }
+    }
+}

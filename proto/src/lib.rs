@@ -1,0 +1,50 @@
+//! `agentd-proto`: the wire vocabulary every agentd component and every outside client shares.
+//!
+//! Nothing here does I/O, so any crate (and any language, through MessagePack maps) can depend on
+//! these shapes without pulling in actors, Redis or HTTP.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`error`] | [`ErrorCode`] (stable snake_case codes) and [`AgentdError`] |
+//! | [`address`] | [`Address`]: who sends and who receives an envelope |
+//! | [`envelope`] | [`Envelope`] and [`Item`], the unit that travels between actors and processes |
+//! | [`command`] | [`Command`]: what other services may ask of agentd |
+//! | [`inbox`] | [`InboxItem`]: what an agent handles in arrival order |
+//! | [`control`] | [`Control`]: lifecycle controls |
+//! | [`event`] | [`Event`]: what agentd tells observers |
+//! | [`status`] | [`AgentStatus`] and its one transition table |
+//! | [`record`] | [`AgentRecord`] and the [`Channel`] descriptor of a thread |
+//! | [`thread`] | [`ThreadEntry`], [`Role`], [`ToolCall`] |
+//! | [`usage`] | [`Usage`] in four kinds and [`Price`] tables |
+//! | [`manage`] | arguments and options of the `Manage` tool (seed 000) |
+//! | [`codec`] | MessagePack encode/decode with size and version checks |
+//! | [`ids`] | id generation: v7 for new things, v5 for derived (replay-stable) ids |
+
+pub mod address;
+pub mod codec;
+pub mod command;
+pub mod control;
+pub mod envelope;
+pub mod error;
+pub mod event;
+pub mod ids;
+pub mod inbox;
+pub mod manage;
+pub mod record;
+pub mod status;
+pub mod thread;
+pub mod usage;
+
+pub use address::Address;
+pub use codec::{DEFAULT_MAX_ENVELOPE_BYTES, decode_envelope, encode_envelope};
+pub use command::{Command, Reply, SpawnRequest};
+pub use control::Control;
+pub use envelope::{Envelope, Item, PROTOCOL_VERSION};
+pub use error::{AgentdError, ErrorCode};
+pub use event::Event;
+pub use inbox::InboxItem;
+pub use manage::{ManageCommand, ManageMode, ManageOptions, ManageRequest};
+pub use record::{AgentId, AgentRecord, Channel};
+pub use status::AgentStatus;
+pub use thread::{Role, ThreadEntry, ToolCall};
+pub use usage::{Price, Usage};

@@ -1,0 +1,103 @@
+//! The persisted record of one agent, and the channel descriptor that tells the router where
+//! the agent's output goes.
+
+use crate::manage::ManageOptions;
+use crate::status::AgentStatus;
+use crate::usage::Usage;
+use serde::{Deserialize, Serialize};
+
+/// Agent ids are strings (uuid v7 text); an agent's id is also its session and thread id.
+pub type AgentId = String;
+
+/// Where an agent's output is delivered (seed 000: the thread's descriptor).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Channel {
+    /// A root: output stays on its thread (readers use the API or events).
+    #[default]
+    None,
+    /// A worker thread created through `Manage send_message`.
+    Manage {
+        /// The parent agent (whose thread is the parent thread).
+        parent_id: AgentId,
+        /// The worker's trimmed title.
+        worker_title: String,
+        /// The thread alias under the parent.
+        alias: String,
+        /// Mode, prefix and correlation settings in force for this thread.
+        options: ManageOptions,
+    },
+    /// A sub-agent created by `spawn_agent` (seeds 002 and 004).
+    Spawn {
+        /// The parent agent.
+        parent_id: AgentId,
+    },
+}
+
+impl Channel {
+    /// The parent this channel forwards to, if any.
+    pub fn parent_id(&self) -> Option<&str> {
+        match self {
+            Channel::None => None,
+            Channel::Manage { parent_id, .. } | Channel::Spawn { parent_id } => Some(parent_id),
+        }
+    }
+}
+
+/// Everything agentd keeps about one agent besides its thread.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentRecord {
+    /// Agent id = session id = thread id.
+    pub id: AgentId,
+    /// Parent agent, `None` for roots.
+    #[serde(default)]
+    pub parent_id: Option<AgentId>,
+    /// The root of this agent's tree (itself for roots).
+    pub root_id: AgentId,
+    /// 0 for roots, parent depth + 1 otherwise.
+    #[serde(default)]
+    pub depth: u32,
+    /// Display title (workers are addressed by it, trimmed).
+    pub title: String,
+    /// Agent type name (a key of the agent type table).
+    pub agent_type: String,
+    /// Current status.
+    pub status: AgentStatus,
+    /// Why the status was entered (e.g. a pause reason), if said.
+    #[serde(default)]
+    pub status_reason: Option<String>,
+    /// Created by a person or a service (not by another agent).
+    #[serde(default)]
+    pub foreground: bool,
+    /// Tools this agent may use; `None` means "what its type allows".
+    #[serde(default)]
+    pub allowed_tools: Option<Vec<String>>,
+    /// Where its output goes.
+    #[serde(default)]
+    pub channel: Channel,
+    /// Last error message, kept after recovery for inspection.
+    #[serde(default)]
+    pub last_error: Option<String>,
+    /// Tokens used by this agent's own model calls.
+    #[serde(default)]
+    pub usage: Usage,
+    /// Cost of `usage` in USD.
+    #[serde(default)]
+    pub cost_usd: f64,
+    /// Current phase (from `=== PHASE N COMPLETE ===` markers).
+    #[serde(default)]
+    pub phase: Option<u32>,
+    /// What the agent is doing now, in a few words.
+    #[serde(default)]
+    pub current_step: Option<String>,
+    /// Turns completed.
+    #[serde(default)]
+    pub turns: u64,
+    /// The yield result, once the agent completed its task.
+    #[serde(default)]
+    pub result: Option<serde_json::Value>,
+    /// Creation time, ms since the epoch.
+    pub created_at_ms: u64,
+    /// Last change, ms since the epoch.
+    pub updated_at_ms: u64,
+}
