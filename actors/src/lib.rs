@@ -1,1 +1,40 @@
-//! placeholder
+//! `agentd-actors`: the actors of agentd and the ports they talk through.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`ports`] | `ThreadStore`, `ModelClient`, `EventSink`: what the actors need from outside |
+//! | [`clock`] | `Clock`, `SystemClock`, `ManualClock`: time as a port |
+//! | [`config`] | limits, agent types (validated titles), prices, prompts |
+//! | [`deps`] | the bundle of ports and config each actor holds |
+//! | [`messages`] | the typed actix messages between actors |
+//! | [`agent`] | `AgentActor`: one agent, its inbox queue, its turns, its status |
+//! | [`turn`] | one turn: model call → tools → repeat; reset and compaction |
+//! | [`tools`] | tool catalog, visibility rules, Manage and the sub-agent tools |
+//! | [`parent_router`] | `ParentRouter`: worker aliases, sync waits, forwarding to the parent |
+//! | [`channel_router`] | `ChannelRouter`: where every envelope and child output goes |
+//! | [`supervisor`] | `Supervisor`: agent directory, spawn limits, activation, cascades |
+//! | [`ops`] | operations shared by the tools and the facade |
+//! | [`system`] | `AgentSystem`: the facade services and tests use |
+
+pub mod agent;
+pub mod channel_router;
+pub mod clock;
+pub mod config;
+pub mod deps;
+pub mod messages;
+pub mod ops;
+pub mod parent_router;
+pub mod ports;
+pub mod supervisor;
+pub mod system;
+pub mod tools;
+mod turn;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::{AgentType, AgentTypes, Limits, RuntimeConfig};
+pub use deps::Deps;
+pub use ports::{
+    EventSink, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, StoreError,
+    StoreResult, ThreadStore, ToolSpec, WorkerAlias,
+};
+pub use system::AgentSystem;

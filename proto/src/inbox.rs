@@ -1,7 +1,12 @@
 //! Inbox items: what an agent handles, one at a time, in arrival order (seed 003's
 //! `AgentInboxItem`).
 
+use crate::thread::Role;
 use serde::{Deserialize, Serialize};
+
+fn user() -> Role {
+    Role::User
+}
 
 /// One unit of work for an agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -19,9 +24,13 @@ pub enum InboxItem {
         /// results coming back from sub-agents, seeds 002/004).
         #[serde(default)]
         urgent: bool,
-        /// The text is already on the thread (forwarded by a ParentRouter); only run a turn.
-        #[serde(default)]
-        on_thread: bool,
+        /// Role the text is stored with: `user` (default), or `assistant` for worker replies
+        /// forwarded through Manage (seed 000).
+        #[serde(default = "user")]
+        role: Role,
+        /// The sub-agent this text was forwarded from, if it was.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_agent: Option<String>,
     },
     /// Clear the session, optionally seeding it with `message` (seed 003).
     Reset {
@@ -45,7 +54,8 @@ impl InboxItem {
             text: text.into(),
             interrupt: false,
             urgent: false,
-            on_thread: false,
+            role: Role::User,
+            from_agent: None,
         }
     }
 

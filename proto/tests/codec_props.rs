@@ -45,14 +45,15 @@ fn usage() -> impl Strategy<Value = Usage> {
 
 fn inbox() -> impl Strategy<Value = InboxItem> {
     prop_oneof![
-        (text(), any::<bool>(), any::<bool>(), any::<bool>()).prop_map(|(t, i, u, o)| {
-            InboxItem::Message {
+        (text(), any::<bool>(), any::<bool>(), any::<bool>(), proptest::option::of(text())).prop_map(
+            |(t, i, u, a, from)| InboxItem::Message {
                 text: t,
                 interrupt: i,
                 urgent: u,
-                on_thread: o,
+                role: if a { Role::Assistant } else { Role::User },
+                from_agent: from,
             }
-        }),
+        ),
         proptest::option::of(text()).prop_map(|message| InboxItem::Reset { message }),
         Just(InboxItem::Compact),
         json_value().prop_map(|result| InboxItem::Yield { result }),

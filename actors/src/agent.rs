@@ -1,0 +1,434 @@
+//! `AgentActor`: one agent = one session = one thread. It owns its status, its inbox queue and
+//! its running turn. Items are handled one at a time in arrival order; an `interrupt` message
+//! aborts the running turn and goes first; `urgent` messages (results of sub-agents) go before
+//! what is queued without aborting anything. A turn's error or panic marks this agent `failed`
+//! and never touches another agent.
+
+use crate::channel_router::ChannelRouter;
+use crate::deps::Deps;
+use crate::messages::{
+    AddUsage, AgentStopped, ApplyControl, ChildOutput, Deliver, Forget, Output, Snapshot,
+    StopAgent,
+};
+use crate::supervisor::Supervisor;
+use crate::tools::ToolContext;
+use crate::turn::{Turn, TurnInput, TurnResult};
+use actix::prelude::*;
+use agentd_proto::ids::derived_id;
+use agentd_proto::{
+    AgentRecord, AgentStatus, AgentdError, Channel, Control, Envelope, ErrorCode, Event,
+    InboxItem, Item, Role, ThreadEntry,
+};
+use futures::FutureExt;
+use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tracing::Instrument;
+use uuid::Uuid;
+
+struct RunningTurn {
+    handle: SpawnHandle,
+    cause: Uuid,
+    stop: Arc<AtomicBool>,
+}
+
+/// The actor of one agent.
+pub struct AgentActor {
+    rec: AgentRecord,
+    deps: Deps,
+    supervisor: Addr<Supervisor>,
+    router: Addr<ChannelRouter>,
+    inbox: VecDeque<Envelope>,
+    turn: Option<RunningTurn>,
+    /// A pause stopped a turn at a step boundary; resume continues it.
+    paused_mid_turn: bool,
+}
+
+impl AgentActor {
+    /// An actor for `rec` (started by the [`Supervisor`]).
+    pub fn new(rec: AgentRecord, deps: Deps, supervisor: Addr<Supervisor>, router: Addr<ChannelRouter>) -> Self {
+        AgentActor {
+            rec,
+            deps,
+            supervisor,
+            router,
+            inbox: VecDeque::new(),
+            turn: None,
+            paused_mid_turn: false,
+        }
+    }
+
+    /// Moves to `to` if the transition table allows it, persisting the record (before any
+    /// further message is handled) and publishing the event.
+    fn set_status(&mut self, to: AgentStatus, reason: Option<String>, ctx: &mut Context<Self>) -> Result<(), AgentdError> {
+        let from = self.rec.status;
+        if from == to {
+            return Ok(());
+        }
+        if !from.can_become(to) {
+            return Err(AgentdError::new(
+                ErrorCode::InvalidTransition,
+                format!("agent `{}` cannot go from {from} to {to}", self.rec.id),
+            ));
+        }
+        self.rec.status = to;
+        self.rec.status_reason = reason.clone();
+        self.deps.events.publish(&Event::StatusChanged {
+            agent_id: self.rec.id.clone(),
+            from,
+            to,
+            reason,
+        });
+        self.persist(ctx);
+        Ok(())
+    }
+
+    fn persist(&mut self, ctx: &mut Context<Self>) {
+        self.rec.updated_at_ms = self.deps.clock.now_ms();
+        let store = self.deps.store.clone();
+        let rec = self.rec.clone();
+        ctx.wait(
+            async move {
+                if let Err(e) = store.put_agent(&rec).await {
+                    tracing::error!(agent_id = %rec.id, error = %e, "persisting the agent record failed");
+                }
+            }
+            .into_actor(self),
+        );
+    }
+
+    fn enqueue(&mut self, env: Envelope, ctx: &mut Context<Self>) {
+        let (interrupt, urgent) = match &env.item {
+            Item::Inbox(InboxItem::Message { interrupt, urgent, .. }) => (*interrupt, *urgent),
+            _ => (false, false),
+        };
+        if interrupt {
+            self.abort_turn(true, ctx);
+            self.inbox.push_front(env);
+        } else if urgent {
+            // After other urgent items (they keep their order), before everything else.
+            let at = self
+                .inbox
+                .iter()
+                .position(|e| !matches!(&e.item, Item::Inbox(InboxItem::Message { urgent: true, .. } | InboxItem::Message { interrupt: true, .. })))
+                .unwrap_or(self.inbox.len());
+            self.inbox.insert(at, env);
+        } else {
+            self.inbox.push_back(env);
+        }
+    }
+
+    /// Aborts the running turn; its persisted output stays, followed by a marker entry.
+    fn abort_turn(&mut self, mark: bool, ctx: &mut Context<Self>) {
+        let Some(turn) = self.turn.take() else { return };
+        ctx.cancel_future(turn.handle);
+        if mark {
+            let entry = ThreadEntry {
+                interrupted: true,
+                ..ThreadEntry::text(
+                    derived_id(turn.cause, "interrupted"),
+                    Role::System,
+                    "(the previous turn was interrupted)",
+                    self.deps.clock.now_ms(),
+                )
+            };
+            let store = self.deps.store.clone();
+            let id = self.rec.id.clone();
+            ctx.wait(
+                async move {
+                    if let Err(e) = store.append(&id, &entry).await {
+                        tracing::error!(agent_id = %id, error = %e, "recording the interruption failed");
+                    }
+                }
+                .into_actor(self),
+            );
+        }
+    }
+
+    /// Starts the next turn if nothing runs and the status lets work start.
+    fn pump(&mut self, ctx: &mut Context<Self>) {
+        if self.turn.is_some() || self.paused_mid_turn {
+            return;
+        }
+        let status = self.rec.status;
+        if !(status.accepts_turns() || status == AgentStatus::Running) {
+            return;
+        }
+        let Some(env) = self.inbox.pop_front() else {
+            if status == AgentStatus::Running {
+                let _ = self.set_status(AgentStatus::Idle, None, ctx);
+            }
+            return;
+        };
+        let input = match &env.item {
+            Item::Inbox(InboxItem::Message { text, role, from_agent, .. }) => {
+                let mut entry = ThreadEntry::text(derived_id(env.id, "input"), *role, text.clone(), self.deps.clock.now_ms());
+                entry.from_agent = from_agent.clone();
+                TurnInput::Message(entry)
+            }
+            Item::Inbox(InboxItem::Yield { result }) => {
+                let text = match result {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let mut entry = ThreadEntry::text(derived_id(env.id, "input"), Role::User, text, self.deps.clock.now_ms());
+                entry.from_agent = env.from.agent_id().map(str::to_string);
+                TurnInput::Message(entry)
+            }
+            Item::Inbox(InboxItem::Reset { message }) => TurnInput::Reset(message.clone()),
+            Item::Inbox(InboxItem::Compact) => TurnInput::Compact,
+            _ => return self.pump(ctx),
+        };
+        if let Err(e) = self.set_status(AgentStatus::Running, None, ctx) {
+            tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot start a turn");
+            return;
+        }
+        if matches!(input, TurnInput::Reset(_)) {
+            self.rec.result = None;
+            self.rec.last_error = None;
+        }
+        self.start_turn(env.id, input, ctx);
+    }
+
+    fn start_turn(&mut self, cause: Uuid, input: TurnInput, ctx: &mut Context<Self>) {
+        let stop = Arc::new(AtomicBool::new(false));
+        let turn = Turn {
+            rec: self.rec.clone(),
+            deps: self.deps.clone(),
+            tools: ToolContext {
+                caller: self.rec.clone(),
+                deps: self.deps.clone(),
+                supervisor: self.supervisor.clone(),
+                router: self.router.clone(),
+                cause,
+            },
+            me: ctx.address(),
+            stop: stop.clone(),
+            cause,
+        };
+        let span = tracing::info_span!("turn", agent_id = %self.rec.id, thread_id = %self.rec.id, message_id = %cause);
+        let fut = AssertUnwindSafe(turn.run(input).instrument(span)).catch_unwind();
+        let handle = ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
+            act.turn_done(cause, res, ctx);
+        }));
+        self.turn = Some(RunningTurn { handle, cause, stop });
+    }
+
+    fn turn_done(
+        &mut self,
+        cause: Uuid,
+        res: Result<Result<TurnResult, AgentdError>, Box<dyn std::any::Any + Send>>,
+        ctx: &mut Context<Self>,
+    ) {
+        if self.turn.as_ref().map(|t| t.cause) != Some(cause) {
+            return; // an aborted turn's late completion
+        }
+        self.turn = None;
+        let outcome = match res {
+            Ok(r) => r,
+            Err(panic) => {
+                let msg = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                Err(AgentdError::new(ErrorCode::Internal, format!("turn panicked: {msg}")))
+            }
+        };
+        match outcome {
+            Err(e) => self.fail(e, cause, ctx),
+            Ok(r) => {
+                self.rec.turns += 1;
+                if r.paused {
+                    self.paused_mid_turn = true;
+                    let _ = self.set_status(AgentStatus::Paused, Some("paused by control".into()), ctx);
+                } else if let Some(result) = r.yielded {
+                    self.rec.result = Some(result.clone());
+                    let _ = self.set_status(AgentStatus::Completed, Some("yielded".into()), ctx);
+                    if let Some(parent_id) = self.rec.channel.parent_id() {
+                        self.deps.events.publish(&Event::Yielded {
+                            agent_id: self.rec.id.clone(),
+                            parent_id: parent_id.to_string(),
+                            result: result.clone(),
+                        });
+                    }
+                    self.output(Output::Yield(result), cause);
+                } else {
+                    if r.step_limit {
+                        tracing::warn!(agent_id = %self.rec.id, "turn ended at the step limit");
+                    }
+                    if matches!(self.rec.channel, Channel::Spawn { .. }) && !r.final_text.trim().is_empty() {
+                        // Seed 004: a finished sub-agent turn reports its final text.
+                        self.output(Output::Reply(r.final_text), derived_id(cause, "final"));
+                    }
+                    self.persist(ctx);
+                }
+            }
+        }
+        self.pump(ctx);
+    }
+
+    fn fail(&mut self, e: AgentdError, cause: Uuid, ctx: &mut Context<Self>) {
+        tracing::warn!(agent_id = %self.rec.id, error = %e, "turn failed");
+        self.rec.last_error = Some(e.to_string());
+        self.deps.events.publish(&Event::TurnFailed {
+            agent_id: self.rec.id.clone(),
+            message: e.to_string(),
+        });
+        let _ = self.set_status(AgentStatus::Failed, Some(e.code.as_str().into()), ctx);
+        self.output(Output::Failed(e.to_string()), derived_id(cause, "failed"));
+    }
+
+    fn output(&self, output: Output, cause: Uuid) {
+        if self.rec.channel.parent_id().is_some() {
+            self.router.do_send(ChildOutput {
+                child: self.rec.clone(),
+                output,
+                cause,
+            });
+        }
+    }
+
+    fn control(&mut self, control: Control, ctx: &mut Context<Self>) -> Result<AgentRecord, AgentdError> {
+        match control {
+            Control::Pause => {
+                if let Some(turn) = &self.turn {
+                    if self.rec.status == AgentStatus::Paused {
+                        return Ok(self.rec.clone());
+                    }
+                    // Stop at the next step boundary; the turn continues on resume.
+                    turn.stop.store(true, Ordering::SeqCst);
+                    self.rec.status_reason = Some("pause requested".into());
+                } else {
+                    self.set_status(AgentStatus::Paused, Some("paused by control".into()), ctx)?;
+                }
+            }
+            Control::Resume => {
+                if self.rec.status != AgentStatus::Paused {
+                    if let Some(turn) = &self.turn {
+                        turn.stop.store(false, Ordering::SeqCst);
+                        return Ok(self.rec.clone());
+                    }
+                    return Err(AgentdError::new(
+                        ErrorCode::InvalidTransition,
+                        format!("agent `{}` is {}, not paused", self.rec.id, self.rec.status),
+                    ));
+                }
+                if self.paused_mid_turn {
+                    self.paused_mid_turn = false;
+                    self.set_status(AgentStatus::Running, Some("resumed".into()), ctx)?;
+                    let cause = agentd_proto::ids::new_id();
+                    self.start_turn(cause, TurnInput::Continue, ctx);
+                } else {
+                    self.set_status(AgentStatus::Idle, Some("resumed".into()), ctx)?;
+                }
+            }
+            Control::Cancel | Control::Terminate => {
+                let to = if control == Control::Cancel { AgentStatus::Cancelled } else { AgentStatus::Terminated };
+                if !self.rec.status.can_become(to) && self.rec.status != to {
+                    return Err(AgentdError::new(
+                        ErrorCode::InvalidTransition,
+                        format!("agent `{}` cannot go from {} to {to}", self.rec.id, self.rec.status),
+                    ));
+                }
+                self.abort_turn(control == Control::Cancel, ctx);
+                self.inbox.clear();
+                self.paused_mid_turn = false;
+                self.set_status(to, Some(format!("{} by control", control.as_str())), ctx)?;
+            }
+            Control::Close | Control::Delete => {
+                return Err(AgentdError::new(
+                    ErrorCode::InvalidArgument,
+                    "close and delete go through the supervisor",
+                ));
+            }
+        }
+        self.pump(ctx);
+        Ok(self.rec.clone())
+    }
+}
+
+impl Actor for AgentActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(1024);
+    }
+
+    fn stopped(&mut self, _ctx: &mut Self::Context) {
+        self.supervisor.do_send(AgentStopped(self.rec.id.clone()));
+        self.router.do_send(Forget(self.rec.id.clone()));
+    }
+}
+
+impl Handler<Deliver> for AgentActor {
+    type Result = ();
+
+    fn handle(&mut self, Deliver(env): Deliver, ctx: &mut Self::Context) {
+        let span = tracing::debug_span!("deliver", agent_id = %self.rec.id, thread_id = %self.rec.id, message_id = %env.id);
+        let _g = span.enter();
+        match env.item {
+            Item::Inbox(_) => {
+                self.enqueue(env, ctx);
+                self.pump(ctx);
+            }
+            Item::Control(c) => {
+                if let Err(e) = self.control(c, ctx) {
+                    tracing::warn!(error = %e, "control refused");
+                }
+            }
+            _ => tracing::warn!("an agent only takes inbox and control items; dropped"),
+        }
+    }
+}
+
+impl Handler<ApplyControl> for AgentActor {
+    type Result = Result<AgentRecord, AgentdError>;
+
+    fn handle(&mut self, ApplyControl(c): ApplyControl, ctx: &mut Self::Context) -> Self::Result {
+        self.control(c, ctx)
+    }
+}
+
+impl Handler<Snapshot> for AgentActor {
+    type Result = MessageResult<Snapshot>;
+
+    fn handle(&mut self, _: Snapshot, _: &mut Self::Context) -> Self::Result {
+        MessageResult(self.rec.clone())
+    }
+}
+
+impl Handler<AddUsage> for AgentActor {
+    type Result = ();
+
+    fn handle(&mut self, AddUsage(usage): AddUsage, _: &mut Self::Context) {
+        let model = self.deps.config.types.get(&self.rec.agent_type).and_then(|t| t.model.clone());
+        let cost = self.deps.config.price_of(model.as_deref()).cost(&usage);
+        self.rec.usage += usage;
+        self.rec.cost_usd += cost;
+        self.deps.events.publish(&Event::TokenUsage {
+            agent_id: self.rec.id.clone(),
+            usage,
+            cost_usd: cost,
+        });
+    }
+}
+
+impl Handler<StopAgent> for AgentActor {
+    type Result = MessageResult<StopAgent>;
+
+    fn handle(&mut self, msg: StopAgent, ctx: &mut Self::Context) -> Self::Result {
+        self.abort_turn(msg.final_status.is_some(), ctx);
+        self.paused_mid_turn = false;
+        if let Some(to) = msg.final_status {
+            if self.rec.status != to && !self.rec.status.can_become(to) {
+                // e.g. a running agent being closed: settle it first, then close.
+                self.rec.status = AgentStatus::Idle;
+            }
+            let _ = self.set_status(to, Some("closed by control".into()), ctx);
+        }
+        ctx.stop();
+        MessageResult(self.rec.clone())
+    }
+}

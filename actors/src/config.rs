@@ -1,0 +1,237 @@
+//! Runtime configuration the actors read: limits, agent types, prices, prompts. The service
+//! builds it from layered config files; tests build it in code.
+
+use agentd_proto::{AgentdError, ErrorCode, ManageOptions, Price};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+
+/// Limits that keep trees bounded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Deepest allowed agent (roots are depth 0). Default 1: only roots manage (seed 004).
+    pub max_depth: u32,
+    /// Children one parent may have (live or closed). Default 64.
+    pub max_children: u32,
+    /// Model calls in one turn before it is ended. Default 16.
+    pub max_steps_per_turn: u32,
+    /// Largest context file attached to a spawn, in bytes. Default 64 KiB.
+    pub context_file_max_bytes: u64,
+    /// Entries kept verbatim after a compaction. Default 4.
+    pub compact_keep_recent: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_depth: 1,
+            max_children: 64,
+            max_steps_per_turn: 16,
+            context_file_max_bytes: 64 * 1024,
+            compact_keep_recent: 4,
+        }
+    }
+}
+
+/// One agent type: what an agent of this type is told, may use and may talk to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentType {
+    /// Type name (the table key; filled in when loaded).
+    pub name: String,
+    /// Default title of agents of this type; workers are addressed by it, trimmed.
+    pub title: String,
+    /// One line for people and for the spawn tool's description.
+    pub description: String,
+    /// The type's system prompt overlay.
+    pub prompt: String,
+    /// Regular (non-management) tools agents of this type get.
+    pub tools: Vec<String>,
+    /// Agent types connected as Manage workers (seed 000).
+    pub workers: Vec<String>,
+    /// Manage options for this type's workers.
+    pub manage: ManageOptions,
+    /// Sub-agents of this type get the management tools while `depth < max_depth`.
+    pub grants_management: bool,
+    /// Model name passed to the backend, if the type pins one.
+    pub model: Option<String>,
+}
+
+impl Default for AgentType {
+    fn default() -> Self {
+        AgentType {
+            name: String::new(),
+            title: String::new(),
+            description: String::new(),
+            prompt: String::new(),
+            tools: Vec::new(),
+            workers: Vec::new(),
+            manage: ManageOptions::default(),
+            grants_management: false,
+            model: None,
+        }
+    }
+}
+
+/// The agent type table, with the seed's aliases (`worker` = `coding`, `debugger` = `debug`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentTypes {
+    types: BTreeMap<String, AgentType>,
+}
+
+impl AgentTypes {
+    /// The type names that name another type (seed 004).
+    pub const ALIASES: [(&'static str, &'static str); 3] = [
+        ("worker", "coding"),
+        ("debugger", "debug"),
+        ("spawn_subagent", "subagent"),
+    ];
+
+    /// Builds and validates a table. Worker titles must be non-empty and unique after
+    /// trimming (`invalid_title`); workers must name known types (`unknown_agent_type`).
+    pub fn new(types: impl IntoIterator<Item = AgentType>) -> Result<Self, AgentdError> {
+        let mut map = BTreeMap::new();
+        for mut t in types {
+            if t.title.trim().is_empty() {
+                t.title = t.name.clone();
+            }
+            map.insert(t.name.clone(), t);
+        }
+        let table = AgentTypes { types: map };
+        table.validate()?;
+        Ok(table)
+    }
+
+    fn validate(&self) -> Result<(), AgentdError> {
+        for t in self.types.values() {
+            let mut seen = HashSet::new();
+            for w in &t.workers {
+                let worker = self.get(w).ok_or_else(|| {
+                    AgentdError::new(
+                        ErrorCode::UnknownAgentType,
+                        format!("agent type `{}` names unknown worker type `{w}`", t.name),
+                    )
+                })?;
+                let title = worker.title.trim();
+                if title.is_empty() {
+                    return Err(AgentdError::new(
+                        ErrorCode::InvalidTitle,
+                        format!("worker `{w}` of `{}` has an empty title", t.name),
+                    ));
+                }
+                if !seen.insert(title.to_string()) {
+                    return Err(AgentdError::new(
+                        ErrorCode::InvalidTitle,
+                        format!("agent type `{}` has two workers titled `{title}`", t.name),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolves a type name (or alias).
+    pub fn get(&self, name: &str) -> Option<&AgentType> {
+        let name = name.trim();
+        let canonical = Self::ALIASES
+            .iter()
+            .find(|(alias, _)| *alias == name)
+            .map(|(_, to)| *to)
+            .unwrap_or(name);
+        self.types.get(canonical).or_else(|| self.types.get(name))
+    }
+
+    /// All types, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &AgentType> {
+        self.types.values()
+    }
+
+    /// The worker types of `parent_type`, by trimmed title.
+    pub fn workers_of(&self, parent_type: &str) -> Vec<&AgentType> {
+        self.get(parent_type)
+            .map(|t| t.workers.iter().filter_map(|w| self.get(w)).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Everything the actors need to know that is not a port.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Limits.
+    pub limits: Limits,
+    /// Agent types.
+    pub types: AgentTypes,
+    /// Price per model name; models not listed use `default_price`.
+    pub prices: BTreeMap<String, Price>,
+    /// Price of unlisted models (seed 001's Claude pricing by default).
+    pub default_price: Price,
+    /// Base system prompt of every agent.
+    pub base_prompt: String,
+    /// Overlay for every sub-agent (seed 004's sub-agent role).
+    pub subagent_prompt: String,
+    /// Directories context files may be read from.
+    pub context_dirs: Vec<PathBuf>,
+    /// Arbiters (threads) that host agents; 0 means one per core.
+    pub arbiters: usize,
+}
+
+impl RuntimeConfig {
+    /// A config with default limits and prompts around `types`.
+    pub fn with_types(types: AgentTypes) -> Self {
+        RuntimeConfig {
+            limits: Limits::default(),
+            types,
+            prices: BTreeMap::new(),
+            default_price: Price::default(),
+            base_prompt: "You are an agent run by agentd.".into(),
+            subagent_prompt: "You are a sub-agent. Do the task you were given and finish it \
+                              with yield_to_parent, passing your result."
+                .into(),
+            context_dirs: vec![PathBuf::from(".")],
+            arbiters: 1,
+        }
+    }
+
+    /// The price of `model` (or the default price).
+    pub fn price_of(&self, model: Option<&str>) -> Price {
+        model
+            .and_then(|m| self.prices.get(m))
+            .copied()
+            .unwrap_or(self.default_price)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ty(name: &str, title: &str, workers: &[&str]) -> AgentType {
+        AgentType {
+            name: name.into(),
+            title: title.into(),
+            workers: workers.iter().map(|w| w.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn duplicate_trimmed_titles_are_invalid_title() {
+        let err = AgentTypes::new([
+            ty("lead", "Lead", &["a", "b"]),
+            ty("a", "Ops", &[]),
+            ty("b", "  Ops ", &[]),
+        ])
+        .err()
+        .map(|e| e.code);
+        assert_eq!(err, Some(ErrorCode::InvalidTitle));
+    }
+
+    #[test]
+    fn aliases_resolve() {
+        let t = AgentTypes::new([ty("coding", "Coder", &[]), ty("debug", "Debugger", &[])]);
+        let t = t.unwrap_or_default();
+        assert_eq!(t.get("worker").map(|t| t.name.as_str()), Some("coding"));
+        assert_eq!(t.get("debugger").map(|t| t.name.as_str()), Some("debug"));
+    }
+}

@@ -1,0 +1,190 @@
+//! The typed actix messages the actors exchange. Inbox items and lifecycle controls travel
+//! inside [`Deliver`] envelopes or as [`ApplyControl`]; everything else is internal wiring.
+
+use crate::agent::AgentActor;
+use crate::parent_router::ParentRouter;
+use actix::prelude::*;
+use agentd_proto::{
+    AgentRecord, AgentStatus, AgentdError, Channel, Control, Envelope, ManageOptions, Usage,
+};
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+/// An envelope for one agent: an inbox item (queued in arrival order) or a control.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Deliver(pub Envelope);
+
+/// Pause, resume, cancel or terminate one live agent; answers its record afterwards.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<AgentRecord, AgentdError>")]
+pub struct ApplyControl(pub Control);
+
+/// The live agent's current record.
+#[derive(Message, Debug)]
+#[rtype(result = "AgentRecord")]
+pub struct Snapshot;
+
+/// Stop a live agent: abort its turn, persist `final_status` (e.g. `closed`) and stop the actor.
+/// Answers once the record is persisted, so a re-activation never sees a stale status.
+#[derive(Message, Debug)]
+#[rtype(result = "AgentRecord")]
+pub struct StopAgent {
+    /// Status to persist before stopping; `None` leaves the record as it is (delete).
+    pub final_status: Option<AgentStatus>,
+}
+
+/// Tokens of one model call, reported by a running turn to its agent.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct AddUsage(pub Usage);
+
+/// What a child produced for its parent.
+#[derive(Debug, Clone)]
+pub enum Output {
+    /// An assistant message (Manage children: each one; spawned children: the turn's last).
+    Reply(String),
+    /// The result of `yield_to_parent`.
+    Yield(serde_json::Value),
+    /// The child's turn failed.
+    Failed(String),
+}
+
+/// A child's output on its way to the parent's [`ParentRouter`] (the thread "outbox").
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct ChildOutput {
+    /// The child's record (its channel says where the output goes).
+    pub child: AgentRecord,
+    /// What it produced.
+    pub output: Output,
+    /// Id of the thread entry (or envelope) that carries it; forwards derive their ids from it.
+    pub cause: Uuid,
+}
+
+/// Route an envelope to its receiver, activating a persisted agent if needed.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<(), AgentdError>")]
+pub struct Route(pub Envelope);
+
+/// Tell the router about a live agent (saves an activation hop).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Register {
+    /// Agent id.
+    pub agent_id: String,
+    /// Its actor.
+    pub addr: Addr<AgentActor>,
+}
+
+/// Tell the router an agent's actor is gone.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Forget(pub String);
+
+/// What to create.
+#[derive(Debug, Clone, Default)]
+pub struct SpawnSpec {
+    /// Id to use (Manage children get theirs from the alias table); `None` makes a new one.
+    pub id: Option<String>,
+    /// Parent record; `None` creates a foreground root.
+    pub parent: Option<AgentRecord>,
+    /// Agent type name.
+    pub agent_type: String,
+    /// Title; defaults to the type's.
+    pub title: Option<String>,
+    /// First message.
+    pub prompt: Option<String>,
+    /// Tool allow-list.
+    pub allowed_tools: Option<Vec<String>>,
+    /// Where output goes.
+    pub channel: Channel,
+}
+
+/// Create an agent (and deliver its first message).
+#[derive(Message, Debug)]
+#[rtype(result = "Result<AgentRecord, AgentdError>")]
+pub struct Spawn(pub SpawnSpec);
+
+/// Get the live actor of an agent, loading it from the store if needed (re-opening a closed
+/// agent).
+#[derive(Message, Debug)]
+#[rtype(result = "Result<Addr<AgentActor>, AgentdError>")]
+pub struct Activate(pub String);
+
+/// The live actor of an agent, if it is live.
+#[derive(Message, Debug)]
+#[rtype(result = "Option<Addr<AgentActor>>")]
+pub struct Lookup(pub String);
+
+/// The ParentRouter of a parent (created with its first child).
+#[derive(Message, Debug)]
+#[rtype(result = "Addr<ParentRouter>")]
+pub struct ParentRouterFor(pub String);
+
+/// A lifecycle control through the supervisor (cascades where the design says so).
+#[derive(Message, Debug)]
+#[rtype(result = "Result<Option<AgentRecord>, AgentdError>")]
+pub struct Lifecycle {
+    /// Target agent.
+    pub agent_id: String,
+    /// The control.
+    pub control: Control,
+}
+
+/// An agent actor stopped.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct AgentStopped(pub String);
+
+/// Stop every agent (persisting their state) and the arbiters.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Shutdown;
+
+/// The outcome of a sync Manage wait.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitResult {
+    /// `ok`, `failed` or `timeout`.
+    pub status: &'static str,
+    /// Assistant messages collected.
+    pub messages: Vec<String>,
+    /// The child's error, for `failed`.
+    pub error: Option<String>,
+}
+
+/// What a Manage `send_message` did.
+#[derive(Debug)]
+pub struct Dispatched {
+    /// The child agent (= child thread).
+    pub child_id: String,
+    /// Whether the child was created by this call.
+    pub created: bool,
+    /// In sync mode: the wait id and where the result arrives.
+    pub wait: Option<(u64, oneshot::Receiver<WaitResult>)>,
+}
+
+/// Route a Manage message to a worker's child thread (get-or-create by alias).
+#[derive(Message, Debug)]
+#[rtype(result = "Result<Dispatched, AgentdError>")]
+pub struct ManageSend {
+    /// The parent (caller) record.
+    pub parent: AgentRecord,
+    /// Worker agent type name.
+    pub worker_type: String,
+    /// Trimmed worker title.
+    pub worker_title: String,
+    /// Thread alias.
+    pub alias: String,
+    /// The message.
+    pub message: String,
+    /// Options in force for this call.
+    pub options: ManageOptions,
+    /// The envelope/turn that caused this call.
+    pub cause: Uuid,
+}
+
+/// Give up a sync wait; answers the messages collected so far, or `None` if it already ended.
+#[derive(Message, Debug)]
+#[rtype(result = "Option<Vec<String>>")]
+pub struct CancelWait(pub u64);

@@ -1,0 +1,194 @@
+//! Operations shared by the tools (an agent acting on its sub-agents) and the [`AgentSystem`]
+//! facade (a service acting through the API): one implementation, two doors.
+//!
+//! [`AgentSystem`]: crate::system::AgentSystem
+
+use crate::channel_router::ChannelRouter;
+use crate::clock::{Clock, SystemClock};
+use crate::deps::Deps;
+use crate::messages::{Activate, ApplyControl, Lifecycle, Lookup, Route, Snapshot, Spawn, SpawnSpec};
+use crate::supervisor::Supervisor;
+use actix::{Addr, MailboxError};
+use agentd_proto::{
+    Address, AgentRecord, AgentdError, Control, Envelope, ErrorCode, InboxItem, Item,
+};
+use serde_json::{Value, json};
+use std::path::Path;
+use uuid::Uuid;
+
+/// Maps a mailbox failure (actor gone or full) to `unavailable`.
+pub fn mailbox(e: MailboxError) -> AgentdError {
+    AgentdError::new(ErrorCode::Unavailable, format!("actor mailbox: {e}"))
+}
+
+/// The address of an agent sender.
+pub fn from_agent(id: &str) -> Address {
+    Address::agent(id)
+}
+
+/// Creates an agent through the supervisor.
+pub async fn spawn(supervisor: &Addr<Supervisor>, spec: SpawnSpec) -> Result<AgentRecord, AgentdError> {
+    supervisor.send(Spawn(spec)).await.map_err(mailbox)?
+}
+
+/// Posts an inbox item to `target` through the channel router (activating it if needed).
+pub async fn post(
+    router: &Addr<ChannelRouter>,
+    from: Address,
+    target: &str,
+    item: InboxItem,
+    cause: Option<Uuid>,
+) -> Result<Uuid, AgentdError> {
+    let mut env = Envelope::new(from, Address::agent(target), Item::Inbox(item), 0);
+    env.sent_at = SystemClock.now_ms();
+    if let Some(cause) = cause {
+        env.causation_id = Some(cause);
+        env.correlation_id = Some(cause);
+    }
+    let id = env.id;
+    router.send(Route(env)).await.map_err(mailbox)??;
+    Ok(id)
+}
+
+/// Applies a lifecycle control: pause/resume on the (activated) agent itself; cancel,
+/// terminate, close and delete through the supervisor, which cascades them.
+pub async fn lifecycle(
+    deps: &Deps,
+    supervisor: &Addr<Supervisor>,
+    target: &str,
+    control: Control,
+) -> Result<Option<AgentRecord>, AgentdError> {
+    if matches!(control, Control::Pause | Control::Resume) {
+        let rec = deps
+            .store
+            .get_agent(target)
+            .await?
+            .ok_or_else(|| AgentdError::agent_not_found(target))?;
+        if rec.status == agentd_proto::AgentStatus::Closed {
+            return Err(AgentdError::new(
+                ErrorCode::InvalidTransition,
+                format!("agent `{target}` is closed"),
+            ));
+        }
+        let addr = supervisor
+            .send(Activate(target.to_string()))
+            .await
+            .map_err(mailbox)??;
+        return addr.send(ApplyControl(control)).await.map_err(mailbox)?.map(Some);
+    }
+    supervisor
+        .send(Lifecycle {
+            agent_id: target.to_string(),
+            control,
+        })
+        .await
+        .map_err(mailbox)?
+}
+
+/// The freshest record of an agent: the live actor's, else the stored one.
+pub async fn record(deps: &Deps, supervisor: &Addr<Supervisor>, id: &str) -> Result<AgentRecord, AgentdError> {
+    if let Some(addr) = supervisor.send(Lookup(id.to_string())).await.map_err(mailbox)? {
+        if let Ok(rec) = addr.send(Snapshot).await {
+            return Ok(rec);
+        }
+    }
+    deps.store
+        .get_agent(id)
+        .await?
+        .ok_or_else(|| AgentdError::agent_not_found(id))
+}
+
+/// Checks that `target` is `caller` or one of its descendants (`not_ancestor` otherwise).
+pub async fn require_descendant(deps: &Deps, caller: &str, target: &str) -> Result<(), AgentdError> {
+    let mut current = deps
+        .store
+        .get_agent(target)
+        .await?
+        .ok_or_else(|| AgentdError::agent_not_found(target))?;
+    for _ in 0..=64 {
+        if current.id == caller {
+            return Ok(());
+        }
+        let Some(parent) = current.parent_id.clone() else { break };
+        match deps.store.get_agent(&parent).await? {
+            Some(p) => current = p,
+            None => break,
+        }
+    }
+    Err(AgentdError::new(
+        ErrorCode::NotAncestor,
+        format!("agent `{target}` is not a descendant of `{caller}`"),
+    ))
+}
+
+/// One agent as `inspect_agent` and the API show it.
+pub fn view(rec: &AgentRecord, children: usize) -> Value {
+    json!({
+        "agent_id": rec.id, "parent_id": rec.parent_id, "root_id": rec.root_id,
+        "title": rec.title, "agent_type": rec.agent_type, "depth": rec.depth,
+        "status": rec.status, "status_reason": rec.status_reason,
+        "foreground": rec.foreground, "phase": rec.phase, "current_step": rec.current_step,
+        "progress": rec.phase.map(|p| p as f64),
+        "last_error": rec.last_error, "usage": rec.usage, "tokens_used": rec.usage.total(),
+        "cost_usd": rec.cost_usd, "turns": rec.turns, "children": children,
+        "result": rec.result, "channel": rec.channel,
+        "created_at_ms": rec.created_at_ms, "updated_at_ms": rec.updated_at_ms,
+    })
+}
+
+/// Inspects one agent (live or persisted).
+pub async fn inspect(deps: &Deps, supervisor: &Addr<Supervisor>, id: &str) -> Result<Value, AgentdError> {
+    let rec = record(deps, supervisor, id).await?;
+    let children = deps.store.children(id).await?.len();
+    Ok(view(&rec, children))
+}
+
+/// Children of `parent` (live and closed), or all roots when `parent` is `None`.
+pub async fn list(deps: &Deps, supervisor: &Addr<Supervisor>, parent: Option<&str>) -> Result<Vec<Value>, AgentdError> {
+    let ids: Vec<String> = match parent {
+        Some(p) => deps.store.children(p).await?,
+        None => deps.store.list_roots().await?.into_iter().map(|r| r.id).collect(),
+    };
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Ok(v) = inspect(deps, supervisor, &id).await {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+/// Appends the context files to a spawn prompt: each read from an allowed directory only (no
+/// `..` or symlink escape), and capped in size.
+pub fn attach_context_files(deps: &Deps, prompt: &str, files: &[String]) -> Result<String, AgentdError> {
+    let mut out = prompt.to_string();
+    let cap = deps.config.limits.context_file_max_bytes;
+    let roots: Vec<_> = deps
+        .config
+        .context_dirs
+        .iter()
+        .filter_map(|d| d.canonicalize().ok())
+        .collect();
+    for f in files {
+        let bad = |why: &str| AgentdError::new(ErrorCode::InvalidArgument, format!("context file `{f}`: {why}"));
+        let path = Path::new(f)
+            .canonicalize()
+            .map_err(|e| bad(&e.to_string()))?;
+        if !roots.iter().any(|r| path.starts_with(r)) {
+            return Err(AgentdError::new(
+                ErrorCode::ToolNotAllowed,
+                format!("context file `{f}` is outside the allowed directories"),
+            ));
+        }
+        let meta = std::fs::metadata(&path).map_err(|e| bad(&e.to_string()))?;
+        if meta.len() > cap {
+            return Err(AgentdError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("context file `{f}` has {} bytes; the cap is {cap}", meta.len()),
+            ));
+        }
+        let text = std::fs::read_to_string(&path).map_err(|e| bad(&e.to_string()))?;
+        out.push_str(&format!("\n\n<context_file path=\"{f}\">\n{text}\n</context_file>"));
+    }
+    Ok(out)
+}

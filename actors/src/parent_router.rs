@@ -1,0 +1,276 @@
+//! `ParentRouter`: one per parent agent, created with its first child. It resolves
+//! `(worker title, threadAlias)` to a persistent child agent (get-or-create), holds the
+//! pending sync waits, and forwards child output to the parent (seed 000's ManageAdapter).
+
+use crate::channel_router::ChannelRouter;
+use crate::deps::Deps;
+use crate::messages::{
+    CancelWait, ChildOutput, Dispatched, ManageSend, Output, Route, Spawn, SpawnSpec, WaitResult,
+};
+use crate::ops::mailbox;
+use crate::supervisor::Supervisor;
+use actix::prelude::*;
+use agentd_proto::ids::{derived_id, new_id};
+use agentd_proto::{
+    Address, AgentStatus, AgentdError, Channel, Envelope, ErrorCode, Event, InboxItem, Item,
+    ManageMode, ManageOptions, Role,
+};
+use std::collections::HashMap;
+use tokio::sync::oneshot;
+
+struct Waiter {
+    id: u64,
+    child_id: String,
+    needed: usize,
+    messages: Vec<String>,
+    tx: oneshot::Sender<WaitResult>,
+}
+
+/// The router of one parent's children.
+pub struct ParentRouter {
+    parent_id: String,
+    deps: Deps,
+    supervisor: Addr<Supervisor>,
+    router: Addr<ChannelRouter>,
+    waiters: Vec<Waiter>,
+    next_wait: u64,
+    /// Options of the latest call per child (per-call overrides win over the stored ones).
+    options: HashMap<String, ManageOptions>,
+}
+
+impl ParentRouter {
+    /// A router for `parent_id`.
+    pub fn new(parent_id: String, deps: Deps, supervisor: Addr<Supervisor>, router: Addr<ChannelRouter>) -> Self {
+        ParentRouter {
+            parent_id,
+            deps,
+            supervisor,
+            router,
+            waiters: Vec::new(),
+            next_wait: 1,
+            options: HashMap::new(),
+        }
+    }
+
+    fn complete(&mut self, index: usize, status: &'static str, error: Option<String>) {
+        let w = self.waiters.remove(index);
+        let _ = w.tx.send(WaitResult {
+            status,
+            messages: w.messages,
+            error,
+        });
+    }
+
+    fn delivery_failed(&self, child_id: &str, e: AgentdError) {
+        tracing::warn!(agent_id = %child_id, parent_id = %self.parent_id, error = %e, "child output not delivered");
+        self.deps.events.publish(&Event::DeliveryFailed {
+            agent_id: child_id.to_string(),
+            code: e.code,
+            message: e.message,
+        });
+    }
+}
+
+impl Actor for ParentRouter {
+    type Context = Context<Self>;
+}
+
+impl Handler<ManageSend> for ParentRouter {
+    type Result = AtomicResponse<Self, Result<Dispatched, AgentdError>>;
+
+    fn handle(&mut self, msg: ManageSend, _: &mut Self::Context) -> Self::Result {
+        let deps = self.deps.clone();
+        let supervisor = self.supervisor.clone();
+        let parent_id = self.parent_id.clone();
+        let msg_for_fut = msg.clone_light();
+        let fut = async move {
+            let m = msg_for_fut;
+            let candidate = new_id().to_string();
+            let (child_id, created) = deps
+                .store
+                .alias_get_or_create(&parent_id, &m.worker_title, &m.alias, &candidate)
+                .await?;
+            let exists = deps.store.get_agent(&child_id).await?.is_some();
+            if !exists {
+                supervisor
+                    .send(Spawn(SpawnSpec {
+                        id: Some(child_id.clone()),
+                        parent: Some(m.parent.clone()),
+                        agent_type: m.worker_type.clone(),
+                        title: Some(m.worker_title.clone()),
+                        prompt: None,
+                        allowed_tools: None,
+                        channel: Channel::Manage {
+                            parent_id: parent_id.clone(),
+                            worker_title: m.worker_title.clone(),
+                            alias: m.alias.clone(),
+                            options: m.options.clone(),
+                        },
+                    }))
+                    .await
+                    .map_err(mailbox)??;
+            }
+            Ok::<_, AgentdError>((child_id, created))
+        };
+        AtomicResponse::new(Box::pin(fut.into_actor(self).then(move |res, act, _ctx| {
+            let router = act.router.clone();
+            let outcome = match res {
+                Err(e) => Err(e),
+                Ok((child_id, created)) => {
+                    act.options.insert(child_id.clone(), msg.options.clone());
+                    let wait = if msg.options.mode == ManageMode::Sync {
+                        let (tx, rx) = oneshot::channel();
+                        let id = act.next_wait;
+                        act.next_wait += 1;
+                        act.waiters.push(Waiter {
+                            id,
+                            child_id: child_id.clone(),
+                            needed: msg.options.sync_max_messages.max(1) as usize,
+                            messages: Vec::new(),
+                            tx,
+                        });
+                        Some((id, rx))
+                    } else {
+                        None
+                    };
+                    let mut env = Envelope::new(
+                        Address::agent(&act.parent_id),
+                        Address::agent(&child_id),
+                        Item::Inbox(InboxItem::message(msg.message.clone())),
+                        act.deps.clock.now_ms(),
+                    );
+                    env.causation_id = Some(msg.cause);
+                    Ok((env, Dispatched { child_id, created, wait }))
+                }
+            };
+            async move {
+                let (env, dispatched) = outcome?;
+                router.send(Route(env)).await.map_err(mailbox)??;
+                Ok(dispatched)
+            }
+            .into_actor(act)
+        })))
+    }
+}
+
+impl ManageSend {
+    fn clone_light(&self) -> ManageSend {
+        ManageSend {
+            parent: self.parent.clone(),
+            worker_type: self.worker_type.clone(),
+            worker_title: self.worker_title.clone(),
+            alias: self.alias.clone(),
+            message: self.message.clone(),
+            options: self.options.clone(),
+            cause: self.cause,
+        }
+    }
+}
+
+impl Handler<CancelWait> for ParentRouter {
+    type Result = Option<Vec<String>>;
+
+    fn handle(&mut self, CancelWait(id): CancelWait, _: &mut Self::Context) -> Self::Result {
+        let index = self.waiters.iter().position(|w| w.id == id)?;
+        Some(self.waiters.remove(index).messages)
+    }
+}
+
+impl Handler<ChildOutput> for ParentRouter {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, out: ChildOutput, _: &mut Self::Context) -> Self::Result {
+        let child = out.child;
+        // A pending sync wait takes the output first.
+        if let Some(index) = self.waiters.iter().position(|w| w.child_id == child.id) {
+            match &out.output {
+                Output::Reply(text) => self.waiters[index].messages.push(text.clone()),
+                Output::Yield(v) => self.waiters[index].messages.push(value_text(v)),
+                Output::Failed(e) => {
+                    self.complete(index, "failed", Some(e.clone()));
+                    return Box::pin(actix::fut::ready(()));
+                }
+            }
+            if self.waiters[index].messages.len() >= self.waiters[index].needed {
+                self.complete(index, "ok", None);
+            }
+            return Box::pin(actix::fut::ready(()));
+        }
+        let (role, prefix, forward) = match &child.channel {
+            Channel::Manage { worker_title, alias, options, .. } => {
+                let opts = self.options.get(&child.id).unwrap_or(options);
+                let forward = opts.mode == ManageMode::Async || !matches!(out.output, Output::Reply(_));
+                (Role::Assistant, opts.render_prefix(worker_title, alias, &child.id), forward)
+            }
+            Channel::Spawn { .. } => (
+                Role::User,
+                ManageOptions::default().render_prefix(&child.title, "", &child.id),
+                true,
+            ),
+            Channel::None => return Box::pin(actix::fut::ready(())),
+        };
+        if !forward {
+            // Sync mode without a waiter: a late reply stays on the child thread only.
+            return Box::pin(actix::fut::ready(()));
+        }
+        let body = match &out.output {
+            Output::Reply(t) => t.clone(),
+            Output::Yield(v) => value_text(v),
+            Output::Failed(e) => format!("[failed] {e}"),
+        };
+        let text = format!("{prefix}{body}");
+        let urgent = matches!(child.channel, Channel::Spawn { .. }) || !matches!(out.output, Output::Reply(_));
+        let deps = self.deps.clone();
+        let router = self.router.clone();
+        let parent_id = self.parent_id.clone();
+        let child_id = child.id.clone();
+        let fut = async move {
+            let parent = deps.store.get_agent(&parent_id).await?;
+            let Some(parent) = parent else {
+                return Err(AgentdError::new(
+                    ErrorCode::ManageMissingParent,
+                    format!("parent `{parent_id}` of `{}` no longer exists", child.id),
+                ));
+            };
+            if matches!(parent.status, AgentStatus::Cancelled | AgentStatus::Terminated) {
+                return Err(AgentdError::new(
+                    ErrorCode::MissingParentChannel,
+                    format!("parent `{parent_id}` is {} and takes no messages", parent.status),
+                ));
+            }
+            let mut env = Envelope::new(
+                Address::agent(&child.id),
+                Address::agent(&parent_id),
+                Item::Inbox(InboxItem::Message {
+                    text: text.clone(),
+                    interrupt: false,
+                    urgent,
+                    role,
+                    from_agent: Some(child.id.clone()),
+                }),
+                deps.clock.now_ms(),
+            );
+            env.id = derived_id(out.cause, "forward");
+            env.causation_id = Some(out.cause);
+            router.send(Route(env)).await.map_err(mailbox)??;
+            deps.events.publish(&Event::Forwarded {
+                parent_id: parent_id.clone(),
+                child_id: child.id.clone(),
+                text,
+            });
+            Ok(())
+        };
+        Box::pin(fut.into_actor(self).map(move |res, act, _| {
+            if let Err(e) = res {
+                act.delivery_failed(&child_id, e);
+            }
+        }))
+    }
+}
+
+fn value_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,159 @@
+//! The ports the actors talk through. Actors know storage, models and event transport only
+//! through these traits, so the same actors run on memory, redb or Redis, and on a scripted or
+//! a real model.
+
+use agentd_proto::{AgentRecord, AgentdError, ErrorCode, Event, ThreadEntry, ToolCall, Usage};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+/// A failure of the store. Stores map their own errors into this one.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The backend failed (I/O, corruption, connection).
+    #[error("store backend: {0}")]
+    Backend(String),
+    /// A stored value could not be decoded.
+    #[error("store decode: {0}")]
+    Decode(String),
+}
+
+impl From<StoreError> for AgentdError {
+    fn from(e: StoreError) -> Self {
+        AgentdError::new(ErrorCode::StoreError, e.to_string())
+    }
+}
+
+/// Results of store calls.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// A `(worker title, thread alias) → child agent` entry of a parent (seed 000).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerAlias {
+    /// Trimmed worker title.
+    pub worker_title: String,
+    /// Thread alias.
+    pub alias: String,
+    /// The child agent (= child thread) id.
+    pub child_id: String,
+}
+
+/// Durable memory of agentd: agent records, threads, the parent→child map and worker aliases.
+///
+/// Every implementation passes the same conformance suite (`agentd_store::conformance`).
+#[async_trait]
+pub trait ThreadStore: Send + Sync + 'static {
+    /// A short name for logs and `/v1/info` (`memory`, `embedded`, `redis`).
+    fn kind(&self) -> &'static str;
+    /// Creates or replaces an agent record.
+    async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()>;
+    /// Reads an agent record.
+    async fn get_agent(&self, agent_id: &str) -> StoreResult<Option<AgentRecord>>;
+    /// Every agent without a parent.
+    async fn list_roots(&self) -> StoreResult<Vec<AgentRecord>>;
+    /// Appends an entry to an agent's thread. Returns `false` (and changes nothing) if an entry
+    /// with the same id is already there: replays de-duplicate.
+    async fn append(&self, agent_id: &str, entry: &ThreadEntry) -> StoreResult<bool>;
+    /// The whole thread, in order.
+    async fn thread(&self, agent_id: &str) -> StoreResult<Vec<ThreadEntry>>;
+    /// Replaces the whole thread (reset, compact).
+    async fn replace_thread(&self, agent_id: &str, entries: &[ThreadEntry]) -> StoreResult<()>;
+    /// Records `child` under `parent` (idempotent). Closed children stay listed.
+    async fn add_child(&self, parent_id: &str, child_id: &str) -> StoreResult<()>;
+    /// Children of `parent`, oldest first.
+    async fn children(&self, parent_id: &str) -> StoreResult<Vec<String>>;
+    /// Returns the child for `(parent, worker, alias)`, creating the mapping to `candidate` if
+    /// there is none. Atomic: two racing callers get the same child. Returns `(child, created)`.
+    async fn alias_get_or_create(
+        &self,
+        parent_id: &str,
+        worker_title: &str,
+        alias: &str,
+        candidate: &str,
+    ) -> StoreResult<(String, bool)>;
+    /// The worker aliases of a parent.
+    async fn aliases(&self, parent_id: &str) -> StoreResult<Vec<WorkerAlias>>;
+    /// Removes an agent: record, thread, its own aliases and children list, and its entries in
+    /// its parent's children list and aliases.
+    async fn delete_agent(&self, agent_id: &str) -> StoreResult<()>;
+}
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Name the model calls.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON schema of the arguments.
+    pub parameters: serde_json::Value,
+}
+
+/// Why the model is called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// A step of an ordinary turn.
+    Turn,
+    /// Writing the summary that replaces old history (seed 003's compaction).
+    Compact,
+}
+
+/// One model call's input.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    /// The calling agent.
+    pub agent_id: String,
+    /// Its type.
+    pub agent_type: String,
+    /// Its title.
+    pub title: String,
+    /// The model name to use, if the agent type names one.
+    pub model: Option<String>,
+    /// Layered system prompt (base + sub-agent role + type overlay).
+    pub system_prompt: String,
+    /// The thread so far.
+    pub thread: Vec<ThreadEntry>,
+    /// Tools the agent may call.
+    pub tools: Vec<ToolSpec>,
+    /// Why the model is called.
+    pub purpose: Purpose,
+}
+
+/// One model call's output.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelResponse {
+    /// Text of the answer (may be empty when only tools are called).
+    pub text: String,
+    /// Tool calls requested.
+    pub tool_calls: Vec<ToolCall>,
+    /// Tokens used.
+    pub usage: Usage,
+}
+
+/// Why a model call failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ModelError {
+    /// The provider asks to wait.
+    #[error("rate limited; retry after {retry_after_ms} ms")]
+    RateLimited {
+        /// How long to wait.
+        retry_after_ms: u64,
+    },
+    /// Anything else.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A language model (or an agent process) that produces the next assistant message.
+#[async_trait]
+pub trait ModelClient: Send + Sync + 'static {
+    /// Backend name for logs and the API (`scripted`, `openai`, ...).
+    fn backend(&self) -> &'static str;
+    /// Produces the next message for `request`.
+    async fn complete(&self, request: ModelRequest) -> Result<ModelResponse, ModelError>;
+}
+
+/// Where events go (in-process broadcast, Redis stream, ...). Publishing never blocks a turn.
+pub trait EventSink: Send + Sync + 'static {
+    /// Publishes one event.
+    fn publish(&self, event: &Event);
+}

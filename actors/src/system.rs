@@ -1,0 +1,230 @@
+//! [`AgentSystem`]: the facade services and tests use. It starts the actors of one process and
+//! turns every [`Command`] into the same operations the tools use.
+
+use crate::channel_router::{ChannelRouter, SetSupervisor};
+use crate::deps::Deps;
+use crate::messages::{Shutdown, SpawnSpec};
+use crate::ops::{self, mailbox};
+use crate::supervisor::Supervisor;
+use crate::tools::{self, ToolContext, ToolOutcome};
+use actix::prelude::*;
+use agentd_proto::{
+    Address, AgentRecord, AgentdError, Channel, Command, Control, ErrorCode, InboxItem,
+    SpawnRequest, ThreadEntry,
+};
+use serde_json::{Value, json};
+
+/// The running actors of one process.
+#[derive(Clone)]
+pub struct AgentSystem {
+    deps: Deps,
+    supervisor: Addr<Supervisor>,
+    router: Addr<ChannelRouter>,
+}
+
+impl AgentSystem {
+    /// Starts the ChannelRouter and the Supervisor. Must run inside an actix `System`.
+    pub fn start(deps: Deps) -> Self {
+        let router = ChannelRouter::default().start();
+        let supervisor = Supervisor::new(deps.clone(), router.clone()).start();
+        router.do_send(SetSupervisor(supervisor.clone()));
+        tracing::info!(
+            model = deps.model.backend(),
+            store = deps.store.kind(),
+            "agent system started"
+        );
+        AgentSystem { deps, supervisor, router }
+    }
+
+    /// Ports and config.
+    pub fn deps(&self) -> &Deps {
+        &self.deps
+    }
+
+    /// Creates an agent; without a parent it is a foreground root.
+    pub async fn spawn(&self, req: SpawnRequest) -> Result<AgentRecord, AgentdError> {
+        let parent = match &req.parent_id {
+            Some(p) => Some(ops::record(&self.deps, &self.supervisor, p).await?),
+            None => None,
+        };
+        let prompt = match &req.prompt {
+            Some(p) => Some(ops::attach_context_files(&self.deps, p, &req.context_files)?),
+            None if !req.context_files.is_empty() => {
+                Some(ops::attach_context_files(&self.deps, "", &req.context_files)?)
+            }
+            None => None,
+        };
+        let channel = match &parent {
+            Some(p) => Channel::Spawn { parent_id: p.id.clone() },
+            None => Channel::None,
+        };
+        ops::spawn(
+            &self.supervisor,
+            SpawnSpec {
+                id: None,
+                parent,
+                agent_type: req.agent_type.clone().unwrap_or_else(|| "subagent".into()),
+                title: req.title.clone(),
+                prompt,
+                allowed_tools: req.allowed_tools.clone(),
+                channel,
+            },
+        )
+        .await
+    }
+
+    /// Sends text to an agent (re-opening it if closed).
+    pub async fn send(&self, agent_id: &str, text: &str, interrupt: bool) -> Result<(), AgentdError> {
+        if text.trim().is_empty() {
+            return Err(AgentdError::missing_field("text"));
+        }
+        self.require_exists(agent_id).await?;
+        let item = InboxItem::Message {
+            text: text.to_string(),
+            interrupt,
+            urgent: false,
+            role: agentd_proto::Role::User,
+            from_agent: None,
+        };
+        ops::post(&self.router, external(), agent_id, item, None).await.map(|_| ())
+    }
+
+    /// Posts any inbox item (reset, compact, ...).
+    pub async fn post(&self, agent_id: &str, item: InboxItem) -> Result<(), AgentdError> {
+        self.require_exists(agent_id).await?;
+        ops::post(&self.router, external(), agent_id, item, None).await.map(|_| ())
+    }
+
+    async fn require_exists(&self, agent_id: &str) -> Result<(), AgentdError> {
+        match self.deps.store.get_agent(agent_id).await? {
+            Some(_) => Ok(()),
+            None => Err(AgentdError::agent_not_found(agent_id)),
+        }
+    }
+
+    /// Applies a lifecycle control (cascading where the design says so).
+    pub async fn control(&self, agent_id: &str, control: Control) -> Result<Option<AgentRecord>, AgentdError> {
+        ops::lifecycle(&self.deps, &self.supervisor, agent_id, control).await
+    }
+
+    /// The freshest record of an agent.
+    pub async fn record(&self, agent_id: &str) -> Result<AgentRecord, AgentdError> {
+        ops::record(&self.deps, &self.supervisor, agent_id).await
+    }
+
+    /// The inspect view of an agent.
+    pub async fn inspect(&self, agent_id: &str) -> Result<Value, AgentdError> {
+        ops::inspect(&self.deps, &self.supervisor, agent_id).await
+    }
+
+    /// Children of `parent` or all roots.
+    pub async fn list(&self, parent: Option<&str>) -> Result<Vec<Value>, AgentdError> {
+        ops::list(&self.deps, &self.supervisor, parent).await
+    }
+
+    /// Every root with its descendants, nested, with statuses and costs rolled up.
+    pub async fn tree(&self) -> Result<Vec<Value>, AgentdError> {
+        let mut out = Vec::new();
+        for root in self.deps.store.list_roots().await? {
+            out.push(self.subtree(&root.id, 0).await?);
+        }
+        Ok(out)
+    }
+
+    fn subtree<'a>(&'a self, id: &'a str, depth: u32) -> futures::future::BoxFuture<'a, Result<Value, AgentdError>> {
+        Box::pin(async move {
+            let mut node = self.inspect(id).await?;
+            let mut kids = Vec::new();
+            let mut cost = node["cost_usd"].as_f64().unwrap_or(0.0);
+            let mut tokens = node["tokens_used"].as_u64().unwrap_or(0);
+            if depth < 64 {
+                for c in self.deps.store.children(id).await? {
+                    let child = self.subtree(&c, depth + 1).await?;
+                    cost += child["tree_cost_usd"].as_f64().unwrap_or(0.0);
+                    tokens += child["tree_tokens"].as_u64().unwrap_or(0);
+                    kids.push(child);
+                }
+            }
+            node["children"] = json!(kids);
+            node["tree_cost_usd"] = json!(cost);
+            node["tree_tokens"] = json!(tokens);
+            Ok(node)
+        })
+    }
+
+    /// An agent's thread.
+    pub async fn thread(&self, agent_id: &str) -> Result<Vec<ThreadEntry>, AgentdError> {
+        self.require_exists(agent_id).await?;
+        Ok(self.deps.store.thread(agent_id).await?)
+    }
+
+    /// Runs a tool as `agent_id` would (its thread is the runtime thread). Without an agent id
+    /// there is no runtime thread: `missing_thread_id` (seed 000).
+    pub async fn invoke_tool(&self, agent_id: Option<&str>, tool: &str, args: Value) -> Result<Value, AgentdError> {
+        let Some(agent_id) = agent_id.filter(|a| !a.trim().is_empty()) else {
+            return Err(AgentdError::new(
+                ErrorCode::MissingThreadId,
+                "a tool call needs the caller's thread id (agent_id)",
+            ));
+        };
+        let caller = ops::record(&self.deps, &self.supervisor, agent_id).await?;
+        let ctx = ToolContext {
+            caller,
+            deps: self.deps.clone(),
+            supervisor: self.supervisor.clone(),
+            router: self.router.clone(),
+            cause: agentd_proto::ids::new_id(),
+        };
+        match tools::execute(&ctx, tool, &args).await? {
+            ToolOutcome::Value(v) => Ok(v),
+            ToolOutcome::Yielded(v) => Err(AgentdError::new(
+                ErrorCode::ToolNotAllowed,
+                format!("yield_to_parent only ends a running turn (result: {v})"),
+            )),
+        }
+    }
+
+    /// The tools `agent_id` sees, as its model is shown them.
+    pub async fn tools_of(&self, agent_id: &str) -> Result<Vec<crate::ports::ToolSpec>, AgentdError> {
+        let rec = self.record(agent_id).await?;
+        Ok(tools::visible_specs(&rec, &self.deps))
+    }
+
+    /// Executes a command from another service and answers its result as JSON.
+    pub async fn execute(&self, cmd: Command) -> Result<Value, AgentdError> {
+        match cmd {
+            Command::Spawn(req) => self.spawn(req).await.map(|r| ops::view(&r, 0)),
+            Command::Send { agent_id, text, interrupt } => {
+                self.send(&agent_id, &text, interrupt).await?;
+                Ok(json!({"agent_id": agent_id, "status": "sent"}))
+            }
+            Command::Control { agent_id, control } => {
+                let rec = self.control(&agent_id, control).await?;
+                Ok(json!({"agent_id": agent_id, "control": control.as_str(), "status": rec.map(|r| r.status)}))
+            }
+            Command::Reset { agent_id, message } => {
+                self.post(&agent_id, InboxItem::Reset { message }).await?;
+                Ok(json!({"summary": "Agent session reset requested.", "target_agent_id": agent_id}))
+            }
+            Command::Compact { agent_id } => {
+                self.post(&agent_id, InboxItem::Compact).await?;
+                Ok(json!({"summary": "Agent compaction requested.", "target_agent_id": agent_id}))
+            }
+            Command::Inspect { agent_id } => self.inspect(&agent_id).await,
+            Command::List { parent_id } => self.list(parent_id.as_deref()).await.map(|v| json!({"agents": v})),
+            Command::Thread { agent_id } => self.thread(&agent_id).await.map(|t| json!({"entries": t})),
+            Command::InvokeTool { agent_id, tool, args } => self.invoke_tool(agent_id.as_deref(), &tool, args).await,
+        }
+    }
+
+    /// Stops every agent (records stay as persisted) and the supervisor.
+    pub async fn shutdown(&self) {
+        if let Err(e) = self.supervisor.send(Shutdown).await.map_err(mailbox) {
+            tracing::warn!(error = %e, "shutdown");
+        }
+    }
+}
+
+fn external() -> Address {
+    Address::External { name: "api".into() }
+}

@@ -1,0 +1,119 @@
+//! The Manage tool (seed 000): `send_message` to a worker's persistent child thread (sync or
+//! async), and `check_status` of the caller's child threads.
+
+use super::ToolContext;
+use crate::messages::{CancelWait, ManageSend, ParentRouterFor, WaitResult};
+use agentd_proto::{AgentdError, ErrorCode, ManageCommand, ManageMode, ManageRequest};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+
+fn mailbox(e: actix::MailboxError) -> AgentdError {
+    AgentdError::new(ErrorCode::Unavailable, format!("actor mailbox: {e}"))
+}
+
+pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
+    let req = ManageRequest::from_json(args)?;
+    let types = &ctx.deps.config.types;
+    let workers = types.workers_of(&ctx.caller.agent_type);
+    match req.command {
+        ManageCommand::CheckStatus => check_status(ctx, workers.is_empty()).await,
+        ManageCommand::SendMessage => {
+            if workers.is_empty() {
+                return Err(AgentdError::new(
+                    ErrorCode::NoWorkers,
+                    format!("agent type `{}` has no connected workers", ctx.caller.agent_type),
+                ));
+            }
+            let worker = ManageRequest::required(&req.worker, "worker")?;
+            ManageRequest::required(&req.message, "message")?;
+            let message = req.message.clone().unwrap_or_default();
+            let alias = ManageRequest::required(&req.thread_alias, "threadAlias")?.to_string();
+            let worker_type = workers
+                .iter()
+                .find(|w| w.title.trim() == worker)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = workers.iter().map(|w| w.title.trim()).collect();
+                    AgentdError::new(
+                        ErrorCode::UnknownWorker,
+                        format!("no worker titled `{worker}` (workers: {})", known.join(", ")),
+                    )
+                })?;
+            let base = types
+                .get(&ctx.caller.agent_type)
+                .map(|t| t.manage.clone())
+                .unwrap_or_default();
+            let options = base.with_overrides(&req);
+            let router = ctx
+                .supervisor
+                .send(ParentRouterFor(ctx.caller.id.clone()))
+                .await
+                .map_err(mailbox)?;
+            let dispatched = router
+                .send(ManageSend {
+                    parent: ctx.caller.clone(),
+                    worker_type: worker_type.name.clone(),
+                    worker_title: worker_type.title.trim().to_string(),
+                    alias: alias.clone(),
+                    message,
+                    options: options.clone(),
+                    cause: ctx.cause,
+                })
+                .await
+                .map_err(mailbox)??;
+            let child = dispatched.child_id.clone();
+            let Some((wait_id, rx)) = dispatched.wait else {
+                debug_assert_eq!(options.mode, ManageMode::Async);
+                return Ok(json!({
+                    "status": "sent", "mode": "async", "worker": worker_type.title.trim(),
+                    "threadAlias": alias, "childThreadId": child, "created": dispatched.created,
+                }));
+            };
+            let sleep = ctx.deps.clock.sleep(options.sync_timeout_ms);
+            let mut rx = rx;
+            let dropped = || WaitResult {
+                status: "failed",
+                messages: vec![],
+                error: Some("the wait was dropped".into()),
+            };
+            let result = tokio::select! {
+                done = &mut rx => done.unwrap_or_else(|_| dropped()),
+                _ = sleep => match router.send(CancelWait(wait_id)).await {
+                    Ok(Some(messages)) => WaitResult { status: "timeout", messages, error: None },
+                    // The wait completed between the timer and the cancel: its result is in `rx`.
+                    _ => rx.await.unwrap_or_else(|_| dropped()),
+                },
+            };
+            let mut out = json!({
+                "status": result.status, "mode": "sync", "worker": worker_type.title.trim(),
+                "threadAlias": alias, "childThreadId": child, "created": dispatched.created,
+                "messages": result.messages,
+            });
+            if let Some(err) = result.error {
+                out["error"] = json!(err);
+            }
+            Ok(out)
+        }
+    }
+}
+
+async fn check_status(ctx: &ToolContext, no_workers: bool) -> Result<Value, AgentdError> {
+    if no_workers {
+        return Ok(json!({ "activeTasks": 0, "childThreadIds": [] }));
+    }
+    let store = &ctx.deps.store;
+    let children: BTreeSet<String> = store
+        .aliases(&ctx.caller.id)
+        .await?
+        .into_iter()
+        .map(|a| a.child_id)
+        .collect();
+    let mut active = Vec::new();
+    for child in children {
+        if let Some(rec) = store.get_agent(&child).await? {
+            if rec.status.is_active() {
+                active.push(child);
+            }
+        }
+    }
+    Ok(json!({ "activeTasks": active.len(), "childThreadIds": active }))
+}

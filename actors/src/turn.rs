@@ -1,0 +1,212 @@
+//! One turn of an agent: build the context (layered system prompt, thread, allowed tools), call
+//! the model, execute tool calls, append results, repeat until the model answers without tool
+//! calls, yields, is paused, or hits the step limit. Reset and compaction run here too, because
+//! they are turns of a kind: they rewrite the thread in the agent's inbox order.
+//!
+//! Every entry a turn writes has an id derived from the turn's input id and its step, so a
+//! turn re-run after a crash writes the same ids and the store de-duplicates them.
+
+use crate::agent::AgentActor;
+use crate::deps::Deps;
+use crate::messages::{AddUsage, ChildOutput, Output};
+use crate::ports::{ModelError, ModelRequest, Purpose};
+use crate::tools::{self, ToolContext, ToolOutcome};
+use actix::Addr;
+use agentd_proto::ids::derived_id;
+use agentd_proto::{AgentRecord, AgentdError, Channel, ErrorCode, Role, ThreadEntry};
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use uuid::Uuid;
+
+/// What a turn starts from.
+#[derive(Debug, Clone)]
+pub(crate) enum TurnInput {
+    /// A new entry to append, then run the model.
+    Message(ThreadEntry),
+    /// Clear the thread, optionally seeding it.
+    Reset(Option<String>),
+    /// Replace old history with a summary.
+    Compact,
+    /// Continue a turn that a pause stopped at a step boundary.
+    Continue,
+}
+
+/// How a turn ended.
+#[derive(Debug, Default)]
+pub(crate) struct TurnResult {
+    /// The text of the last assistant message.
+    pub final_text: String,
+    /// `yield_to_parent` was called with this result.
+    pub yielded: Option<serde_json::Value>,
+    /// A pause stopped the turn at a step boundary.
+    pub paused: bool,
+    /// The step limit ended the turn.
+    pub step_limit: bool,
+}
+
+/// What a running turn needs; cloned from the actor when the turn starts.
+pub(crate) struct Turn {
+    pub rec: AgentRecord,
+    pub deps: Deps,
+    pub tools: ToolContext,
+    pub me: Addr<AgentActor>,
+    pub stop: Arc<AtomicBool>,
+    pub cause: Uuid,
+}
+
+fn model_error(e: ModelError) -> AgentdError {
+    AgentdError::new(ErrorCode::ModelError, e.to_string())
+}
+
+/// The layered system prompt: base + sub-agent role (sub-agents only) + agent type overlay.
+pub(crate) fn system_prompt(rec: &AgentRecord, deps: &Deps) -> String {
+    let cfg = &deps.config;
+    let mut layers = vec![cfg.base_prompt.trim().to_string()];
+    if rec.parent_id.is_some() {
+        layers.push(cfg.subagent_prompt.trim().to_string());
+    }
+    if let Some(t) = cfg.types.get(&rec.agent_type) {
+        layers.push(t.prompt.trim().to_string());
+    }
+    layers.retain(|l| !l.is_empty());
+    layers.join("\n\n")
+}
+
+impl Turn {
+    fn now(&self) -> u64 {
+        self.deps.clock.now_ms()
+    }
+
+    async fn append(&self, entry: &ThreadEntry) -> Result<(), AgentdError> {
+        self.deps.store.append(&self.rec.id, entry).await?;
+        Ok(())
+    }
+
+    fn request(&self, thread: Vec<ThreadEntry>, purpose: Purpose) -> ModelRequest {
+        let tools = match purpose {
+            Purpose::Turn => tools::visible_specs(&self.rec, &self.deps),
+            Purpose::Compact => Vec::new(),
+        };
+        ModelRequest {
+            agent_id: self.rec.id.clone(),
+            agent_type: self.rec.agent_type.clone(),
+            title: self.rec.title.clone(),
+            model: self.deps.config.types.get(&self.rec.agent_type).and_then(|t| t.model.clone()),
+            system_prompt: system_prompt(&self.rec, &self.deps),
+            thread,
+            tools,
+            purpose,
+        }
+    }
+
+    /// Runs the turn to its end.
+    pub(crate) async fn run(self, input: TurnInput) -> Result<TurnResult, AgentdError> {
+        match input {
+            TurnInput::Message(entry) => self.append(&entry).await?,
+            TurnInput::Reset(seed) => {
+                self.deps.store.replace_thread(&self.rec.id, &[]).await?;
+                match seed {
+                    None => return Ok(TurnResult::default()),
+                    Some(text) => {
+                        let entry = ThreadEntry::text(derived_id(self.cause, "reset-seed"), Role::User, text, self.now());
+                        self.append(&entry).await?;
+                    }
+                }
+            }
+            TurnInput::Compact => return self.compact().await,
+            TurnInput::Continue => {}
+        }
+        let max_steps = self.deps.config.limits.max_steps_per_turn.max(1);
+        let mut result = TurnResult::default();
+        for step in 1..=max_steps {
+            if self.stop.load(Ordering::SeqCst) {
+                result.paused = true;
+                return Ok(result);
+            }
+            let thread = self.deps.store.thread(&self.rec.id).await?;
+            let resp = self
+                .deps
+                .model
+                .complete(self.request(thread, Purpose::Turn))
+                .await
+                .map_err(model_error)?;
+            self.me.do_send(AddUsage(resp.usage));
+            let step_id = derived_id(self.cause, &format!("step-{step}"));
+            let mut entry = ThreadEntry::text(step_id, Role::Assistant, resp.text.clone(), self.now());
+            entry.tool_calls = resp.tool_calls.clone();
+            entry.usage = Some(resp.usage);
+            self.append(&entry).await?;
+            if !resp.text.trim().is_empty() {
+                result.final_text = resp.text.clone();
+                if matches!(self.rec.channel, Channel::Manage { .. }) {
+                    // Manage workers: every assistant message goes to the thread outbox.
+                    self.tools.router.do_send(ChildOutput {
+                        child: self.rec.clone(),
+                        output: Output::Reply(resp.text.clone()),
+                        cause: step_id,
+                    });
+                }
+            }
+            if resp.tool_calls.is_empty() {
+                return Ok(result);
+            }
+            for (i, call) in resp.tool_calls.iter().enumerate() {
+                let outcome = tools::execute(&self.tools, &call.name, &call.arguments).await;
+                let (text, yielded) = match outcome {
+                    Ok(ToolOutcome::Value(v)) => (v.to_string(), None),
+                    Ok(ToolOutcome::Yielded(v)) => (json!({"status": "yielded"}).to_string(), Some(v)),
+                    Err(e) => (json!({ "error": e }).to_string(), None),
+                };
+                let mut te = ThreadEntry::text(
+                    derived_id(self.cause, &format!("step-{step}-tool-{i}")),
+                    Role::Tool,
+                    text,
+                    self.now(),
+                );
+                te.tool_call_id = Some(call.id.clone());
+                self.append(&te).await?;
+                if yielded.is_some() {
+                    result.yielded = yielded;
+                    return Ok(result);
+                }
+            }
+        }
+        result.step_limit = true;
+        Ok(result)
+    }
+
+    /// Compaction (seed 003): the model summarises everything but the most recent entries; the
+    /// thread becomes `[summary] + recent`.
+    async fn compact(self) -> Result<TurnResult, AgentdError> {
+        let thread = self.deps.store.thread(&self.rec.id).await?;
+        let keep = self.deps.config.limits.compact_keep_recent;
+        if thread.len() <= keep {
+            return Ok(TurnResult::default());
+        }
+        let mut split = thread.len() - keep;
+        // Never start the kept part with a tool result whose call was summarised away.
+        while split < thread.len() && thread[split].role == Role::Tool {
+            split += 1;
+        }
+        let (old, recent) = thread.split_at(split);
+        let resp = self
+            .deps
+            .model
+            .complete(self.request(old.to_vec(), Purpose::Compact))
+            .await
+            .map_err(model_error)?;
+        self.me.do_send(AddUsage(resp.usage));
+        let mut summary = ThreadEntry::text(
+            derived_id(self.cause, "compact-summary"),
+            Role::System,
+            format!("Summary of the earlier conversation: {}", resp.text.trim()),
+            self.now(),
+        );
+        summary.usage = Some(resp.usage);
+        let mut next = vec![summary];
+        next.extend_from_slice(recent);
+        self.deps.store.replace_thread(&self.rec.id, &next).await?;
+        Ok(TurnResult::default())
+    }
+}
