@@ -35,7 +35,7 @@ impl Default for Limits {
 }
 
 /// One agent type: what an agent of this type is told, may use and may talk to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AgentType {
     /// Type name (the table key; filled in when loaded).
@@ -58,22 +58,6 @@ pub struct AgentType {
     pub model: Option<String>,
 }
 
-impl Default for AgentType {
-    fn default() -> Self {
-        AgentType {
-            name: String::new(),
-            title: String::new(),
-            description: String::new(),
-            prompt: String::new(),
-            tools: Vec::new(),
-            workers: Vec::new(),
-            manage: ManageOptions::default(),
-            grants_management: false,
-            model: None,
-        }
-    }
-}
-
 /// The agent type table, with the seed's aliases (`worker` = `coding`, `debugger` = `debug`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AgentTypes {
@@ -92,10 +76,7 @@ impl AgentTypes {
     /// trimming (`invalid_title`); workers must name known types (`unknown_agent_type`).
     pub fn new(types: impl IntoIterator<Item = AgentType>) -> Result<Self, AgentdError> {
         let mut map = BTreeMap::new();
-        for mut t in types {
-            if t.title.trim().is_empty() {
-                t.title = t.name.clone();
-            }
+        for t in types {
             map.insert(t.name.clone(), t);
         }
         let table = AgentTypes { types: map };
@@ -140,6 +121,14 @@ impl AgentTypes {
             .map(|(_, to)| *to)
             .unwrap_or(name);
         self.types.get(canonical).or_else(|| self.types.get(name))
+    }
+
+    /// The title agents of type `t` get by default: its title, or its name if it has none.
+    pub fn default_title(t: &AgentType) -> String {
+        match t.title.trim() {
+            "" => t.name.clone(),
+            title => title.to_string(),
+        }
     }
 
     /// All types, by name.
@@ -224,6 +213,14 @@ mod tests {
         ])
         .err()
         .map(|e| e.code);
+        assert_eq!(err, Some(ErrorCode::InvalidTitle));
+    }
+
+    #[test]
+    fn empty_worker_titles_are_invalid_title() {
+        let err = AgentTypes::new([ty("lead", "Lead", &["a"]), ty("a", "   ", &[])])
+            .err()
+            .map(|e| e.code);
         assert_eq!(err, Some(ErrorCode::InvalidTitle));
     }
 

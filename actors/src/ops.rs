@@ -87,10 +87,10 @@ pub async fn lifecycle(
 
 /// The freshest record of an agent: the live actor's, else the stored one.
 pub async fn record(deps: &Deps, supervisor: &Addr<Supervisor>, id: &str) -> Result<AgentRecord, AgentdError> {
-    if let Some(addr) = supervisor.send(Lookup(id.to_string())).await.map_err(mailbox)? {
-        if let Ok(rec) = addr.send(Snapshot).await {
-            return Ok(rec);
-        }
+    if let Some(addr) = supervisor.send(Lookup(id.to_string())).await.map_err(mailbox)?
+        && let Ok(rec) = addr.send(Snapshot).await
+    {
+        return Ok(rec);
     }
     deps.store
         .get_agent(id)

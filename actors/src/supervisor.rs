@@ -165,7 +165,7 @@ impl Handler<Spawn> for Supervisor {
                 .title
                 .clone()
                 .filter(|t| !t.trim().is_empty())
-                .unwrap_or_else(|| ty.title.clone());
+                .unwrap_or_else(|| crate::config::AgentTypes::default_title(ty));
             let rec = AgentRecord {
                 id: id.clone(),
                 parent_id: spec.parent.as_ref().map(|p| p.id.clone()),
@@ -295,7 +295,14 @@ impl Handler<Lifecycle> for Supervisor {
                 }
                 Control::Cancel | Control::Terminate => {
                     let mut last = None;
-                    for id in subtree_postorder(&deps, &agent_id).await? {
+                    // Cancel reaches the whole subtree, deepest first; terminate is immediate
+                    // and hits the one agent.
+                    let targets = if control == Control::Cancel {
+                        subtree_postorder(&deps, &agent_id).await?
+                    } else {
+                        vec![agent_id.clone()]
+                    };
+                    for id in targets {
                         let target = id == agent_id;
                         let res = match live.get(&id).filter(|a| a.connected()) {
                             Some(addr) => addr.send(ApplyControl(control)).await.map_err(mailbox)?,
@@ -382,6 +389,7 @@ impl Handler<Shutdown> for Supervisor {
         };
         AtomicResponse::new(Box::pin(fut.into_actor(self).map(|_, act, ctx| {
             act.agents.clear();
+            act.parents.clear();
             ctx.stop();
         })))
     }

@@ -1,1 +1,154 @@
-//! placeholder
+//! Helpers for agentd's cross-crate tests: a whole in-process agent system on a scripted model,
+//! and condition polling (tests wait for a state, they never sleep a fixed time and assert).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use agentd_actors::{
+    AgentSystem, AgentType, AgentTypes, Clock, Deps, ManualClock, RuntimeConfig, SystemClock,
+    ThreadStore,
+};
+use agentd_bus::InProcessBus;
+use agentd_models::ScriptedModel;
+use agentd_proto::{AgentRecord, Event, ManageOptions, Role, ThreadEntry};
+use agentd_store::MemoryStore;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A started in-process agent system and what a test needs to observe it.
+pub struct TestSystem {
+    /// The facade.
+    pub system: AgentSystem,
+    /// The store behind it.
+    pub store: Arc<dyn ThreadStore>,
+    /// The event bus behind it.
+    pub bus: InProcessBus,
+}
+
+/// An agent type with a title and workers.
+pub fn agent_type(name: &str, title: &str, workers: &[&str]) -> AgentType {
+    AgentType {
+        name: name.into(),
+        title: title.into(),
+        workers: workers.iter().map(|w| w.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+/// The usual cast: a `lead` with workers `ops` ("Ops") and `qa` ("QA"), plus `subagent`,
+/// `coding` ("Coder") and a `plain` root type without workers.
+pub fn default_types(lead_manage: ManageOptions) -> Vec<AgentType> {
+    let mut lead = agent_type("lead", "Lead", &["ops", "qa"]);
+    lead.manage = lead_manage;
+    vec![
+        lead,
+        agent_type("ops", "  Ops  ", &[]),
+        agent_type("qa", "QA", &[]),
+        agent_type("subagent", "Sub-agent", &[]),
+        agent_type("coding", "Coder", &[]),
+        agent_type("plain", "Plain", &[]),
+    ]
+}
+
+/// Starts an agent system. Must run inside an actix `System` (e.g. `#[actix_rt::test]`).
+pub fn start(script: &str, types: Vec<AgentType>, store: Arc<dyn ThreadStore>, clock: Arc<dyn Clock>) -> TestSystem {
+    let model = ScriptedModel::from_toml_str(script, clock.clone()).expect("script");
+    let bus = InProcessBus::default();
+    let config = RuntimeConfig::with_types(AgentTypes::new(types).expect("types"));
+    let deps = Deps {
+        store: store.clone(),
+        model: Arc::new(model),
+        events: Arc::new(bus.clone()),
+        clock,
+        config: Arc::new(config),
+    };
+    TestSystem {
+        system: AgentSystem::start(deps),
+        store,
+        bus,
+    }
+}
+
+/// [`start`] on a memory store and the real clock.
+pub fn start_simple(script: &str, types: Vec<AgentType>) -> TestSystem {
+    start(script, types, Arc::new(MemoryStore::new()), Arc::new(SystemClock))
+}
+
+/// [`start`] on a memory store and a manual clock.
+pub fn start_manual(script: &str, types: Vec<AgentType>) -> (TestSystem, ManualClock) {
+    let clock = ManualClock::new(1_000_000);
+    let sys = start(script, types, Arc::new(MemoryStore::new()), Arc::new(clock.clone()));
+    (sys, clock)
+}
+
+/// Polls `cond` until it holds or 10 s pass (then panics with `what`).
+pub async fn wait_until<F, Fut>(what: &str, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !cond().await {
+        if start.elapsed() > Duration::from_secs(10) {
+            panic!("timed out waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+impl TestSystem {
+    /// Spawns a foreground root of `agent_type`, optionally with a first message.
+    pub async fn root(&self, agent_type: &str, prompt: Option<&str>) -> AgentRecord {
+        self.system
+            .spawn(agentd_proto::SpawnRequest {
+                agent_type: Some(agent_type.into()),
+                prompt: prompt.map(str::to_string),
+                ..Default::default()
+            })
+            .await
+            .expect("spawn root")
+    }
+
+    /// The thread of `id`.
+    pub async fn thread(&self, id: &str) -> Vec<ThreadEntry> {
+        self.store.thread(id).await.expect("thread")
+    }
+
+    /// Waits until `id`'s thread has an entry of `role` containing `text`; returns the thread.
+    pub async fn wait_for_entry(&self, id: &str, role: Role, text: &str) -> Vec<ThreadEntry> {
+        let what = format!("{role:?} entry containing {text:?} on {id}");
+        wait_until(&what, || async {
+            self.thread(id).await.iter().any(|e| e.role == role && e.text.contains(text))
+        })
+        .await;
+        self.thread(id).await
+    }
+
+    /// The stored record of `id`.
+    pub async fn record(&self, id: &str) -> AgentRecord {
+        self.system.record(id).await.expect("record")
+    }
+
+    /// Waits until `id` has status `status`.
+    pub async fn wait_for_status(&self, id: &str, status: agentd_proto::AgentStatus) -> AgentRecord {
+        wait_until(&format!("{id} to be {status}"), || async { self.record(id).await.status == status }).await;
+        self.record(id).await
+    }
+
+    /// A receiver of every event from now on.
+    pub fn events(&self) -> tokio::sync::broadcast::Receiver<Event> {
+        self.bus.subscribe()
+    }
+}
+
+/// Receives events until one satisfies `pred` (10 s limit).
+pub async fn next_event(rx: &mut tokio::sync::broadcast::Receiver<Event>, what: &str, pred: impl Fn(&Event) -> bool) -> Event {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Ok(e)) if pred(&e) => return e,
+            Ok(Ok(_)) | Ok(Err(tokio::sync::broadcast::error::RecvError::Lagged(_))) => continue,
+            Ok(Err(e)) => panic!("event stream closed while waiting for {what}: {e}"),
+            Err(_) => panic!("timed out waiting for event: {what}"),
+        }
+    }
+}

@@ -109,10 +109,10 @@ async fn check_status(ctx: &ToolContext, no_workers: bool) -> Result<Value, Agen
         .collect();
     let mut active = Vec::new();
     for child in children {
-        if let Some(rec) = store.get_agent(&child).await? {
-            if rec.status.is_active() {
-                active.push(child);
-            }
+        if let Some(rec) = store.get_agent(&child).await?
+            && rec.status.is_active()
+        {
+            active.push(child);
         }
     }
     Ok(json!({ "activeTasks": active.len(), "childThreadIds": active }))

@@ -1,1 +1,256 @@
-fn main() {}
+//! `agentctl`: the command-line client of the agentd HTTP API. Human output by default,
+//! `--json` for scripts; exit code 0 on success, 1 on an API error, 2 on a usage or connection
+//! error.
+
+use anyhow::anyhow;
+use clap::{Parser, Subcommand};
+use serde_json::{Value, json};
+use std::process::ExitCode;
+
+/// Drive a running agentd.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Base URL of the agentd API.
+    #[arg(long, global = true, env = "AGENTD_URL", default_value = "http://127.0.0.1:7878")]
+    url: String,
+    /// Print raw JSON.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Spawn a root agent (or a child with --parent) and give it a first message.
+    Spawn {
+        /// First message.
+        prompt: Option<String>,
+        /// Agent type (lead, subagent, research, coding, debug, ...).
+        #[arg(long = "type", default_value = "lead")]
+        agent_type: String,
+        /// Title.
+        #[arg(long)]
+        title: Option<String>,
+        /// Parent agent id.
+        #[arg(long)]
+        parent: Option<String>,
+    },
+    /// Send a message (follow-up) to an agent.
+    Send {
+        /// Agent id.
+        agent_id: String,
+        /// The text.
+        text: String,
+        /// Abort the agent's running turn first.
+        #[arg(long)]
+        interrupt: bool,
+    },
+    /// Show one agent.
+    Inspect {
+        /// Agent id.
+        agent_id: String,
+    },
+    /// List the roots, or the children of --parent.
+    List {
+        /// Parent agent id.
+        #[arg(long)]
+        parent: Option<String>,
+    },
+    /// Show every tree with statuses and costs.
+    Tree,
+    /// Show an agent's thread.
+    Thread {
+        /// Agent id.
+        agent_id: String,
+    },
+    /// pause | resume | cancel | terminate | close | delete an agent.
+    Control {
+        /// Agent id.
+        agent_id: String,
+        /// The control.
+        action: String,
+    },
+    /// Reset an agent's session.
+    Reset {
+        /// Agent id.
+        agent_id: String,
+        /// Seed message of the fresh session.
+        #[arg(long)]
+        message: Option<String>,
+    },
+    /// Compact an agent's session.
+    Compact {
+        /// Agent id.
+        agent_id: String,
+    },
+    /// Show the service's model backend, store and agent types.
+    Info,
+}
+
+enum Failure {
+    Api(Value),
+    Other(anyhow::Error),
+}
+
+fn call(method: &str, url: &str, body: Option<Value>) -> Result<Value, Failure> {
+    let req = ureq::request(method, url);
+    let res = match body {
+        Some(b) => req.send_json(b),
+        None => req.call(),
+    };
+    match res {
+        Ok(r) => r.into_json::<Value>().map_err(|e| Failure::Other(anyhow!("reading the answer: {e}"))),
+        Err(ureq::Error::Status(_, r)) => Err(Failure::Api(r.into_json::<Value>().unwrap_or(Value::Null))),
+        Err(e) => Err(Failure::Other(anyhow!("cannot reach agentd at {url}: {e}"))),
+    }
+}
+
+fn run(cli: &Cli) -> Result<Value, Failure> {
+    let base = cli.url.trim_end_matches('/');
+    let v1 = |p: &str| format!("{base}/v1{p}");
+    match &cli.command {
+        Cmd::Spawn { prompt, agent_type, title, parent } => call(
+            "POST",
+            &v1("/agents"),
+            Some(json!({"agent_type": agent_type, "title": title, "prompt": prompt, "parent_id": parent})),
+        ),
+        Cmd::Send { agent_id, text, interrupt } => call(
+            "POST",
+            &v1(&format!("/agents/{agent_id}/messages")),
+            Some(json!({"text": text, "interrupt": interrupt})),
+        ),
+        Cmd::Inspect { agent_id } => call("GET", &v1(&format!("/agents/{agent_id}")), None),
+        Cmd::List { parent } => match parent {
+            Some(p) => call("GET", &v1(&format!("/agents?parent_id={p}")), None),
+            None => call("GET", &v1("/agents"), None),
+        },
+        Cmd::Tree => call("GET", &v1("/tree"), None),
+        Cmd::Thread { agent_id } => call("GET", &v1(&format!("/agents/{agent_id}/thread")), None),
+        Cmd::Control { agent_id, action } => call(
+            "POST",
+            &v1(&format!("/agents/{agent_id}/control")),
+            Some(json!({"control": action})),
+        ),
+        Cmd::Reset { agent_id, message } => call(
+            "POST",
+            &v1(&format!("/agents/{agent_id}/reset")),
+            Some(json!({"message": message})),
+        ),
+        Cmd::Compact { agent_id } => call("POST", &v1(&format!("/agents/{agent_id}/compact")), Some(json!({}))),
+        Cmd::Info => call("GET", &v1("/info"), None),
+    }
+}
+
+fn print_tree(node: &Value, indent: usize, out: &mut String) {
+    let s = |k: &str| node[k].as_str().unwrap_or("-").to_string();
+    out.push_str(&format!(
+        "{:indent$}{} [{}] {} ({}) tokens={} cost=${:.4}\n",
+        "",
+        s("title"),
+        s("status"),
+        s("agent_id"),
+        s("agent_type"),
+        node["tree_tokens"].as_u64().unwrap_or(0),
+        node["tree_cost_usd"].as_f64().unwrap_or(0.0),
+        indent = indent * 2
+    ));
+    for c in node["children"].as_array().into_iter().flatten() {
+        print_tree(c, indent + 1, out);
+    }
+}
+
+fn human(cmd: &Cmd, v: &Value) -> String {
+    match cmd {
+        Cmd::Tree => {
+            let mut out = String::new();
+            for root in v["roots"].as_array().into_iter().flatten() {
+                print_tree(root, 0, &mut out);
+            }
+            if out.is_empty() {
+                out.push_str("(no agents)\n");
+            }
+            out
+        }
+        Cmd::Thread { .. } => {
+            let mut out = String::new();
+            for e in v["entries"].as_array().into_iter().flatten() {
+                let role = e["role"].as_str().unwrap_or("?");
+                let text = e["text"].as_str().unwrap_or("");
+                out.push_str(&format!("{role:>9}: {text}\n"));
+                for call in e["tool_calls"].as_array().into_iter().flatten() {
+                    out.push_str(&format!("{:>9}  -> {}({})\n", "", call["name"].as_str().unwrap_or("?"), call["arguments"]));
+                }
+            }
+            out
+        }
+        Cmd::List { .. } => {
+            let mut out = String::new();
+            for a in v["agents"].as_array().into_iter().flatten() {
+                out.push_str(&format!(
+                    "{}  {:<18} {:<10} {}\n",
+                    a["agent_id"].as_str().unwrap_or("-"),
+                    a["status"].as_str().unwrap_or("-"),
+                    a["agent_type"].as_str().unwrap_or("-"),
+                    a["title"].as_str().unwrap_or("-")
+                ));
+            }
+            out
+        }
+        Cmd::Spawn { .. } => format!(
+            "spawned {} ({}, {})\n",
+            v["agent_id"].as_str().unwrap_or("-"),
+            v["agent_type"].as_str().unwrap_or("-"),
+            v["status"].as_str().unwrap_or("-")
+        ),
+        _ => format!("{}\n", serde_json::to_string_pretty(v).unwrap_or_default()),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(v) => {
+            if cli.json {
+                println!("{v}");
+            } else {
+                print!("{}", human(&cli.command, &v));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(Failure::Api(v)) => {
+            if cli.json {
+                println!("{v}");
+            } else {
+                eprintln!(
+                    "error {}: {}",
+                    v["code"].as_str().unwrap_or("unknown"),
+                    v["message"].as_str().unwrap_or("")
+                );
+            }
+            ExitCode::from(1)
+        }
+        Err(Failure::Other(e)) => {
+            let e: anyhow::Error = e.context("agentctl");
+            eprintln!("{e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_is_printed_nested() {
+        let v = json!({"roots": [{"title": "Lead", "status": "idle", "agent_id": "a", "agent_type": "lead",
+            "tree_tokens": 10, "tree_cost_usd": 0.5,
+            "children": [{"title": "Coder", "status": "completed", "agent_id": "b", "agent_type": "coding",
+                          "tree_tokens": 4, "tree_cost_usd": 0.1, "children": []}]}]});
+        let out = human(&Cmd::Tree, &v);
+        assert!(out.contains("Lead [idle] a (lead)"));
+        assert!(out.contains("  Coder [completed] b (coding)"));
+    }
+}

@@ -1,1 +1,18 @@
-//! placeholder
+//! The agentd service: settings, wiring and the HTTP API around the actors.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`settings`] | layered, typed configuration |
+//! | [`builtin`] | agent types and the demo script shipped in the binary |
+//! | [`wiring`] | settings → store, model, types, event bus |
+//! | [`http`] | the `/v1` HTTP API |
+//! | [`app`] | start and stop a whole service (used by `main` and by tests) |
+
+pub mod app;
+pub mod builtin;
+pub mod http;
+pub mod settings;
+pub mod wiring;
+
+pub use app::{Running, start};
+pub use settings::Settings;

@@ -1,1 +1,88 @@
-fn main() {}
+//! `agentd`: runs the agent service, or checks its configuration.
+
+use agentd::Settings;
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use tracing_subscriber::EnvFilter;
+
+/// Runs LLM agents as actors; parents spawn, message and manage their sub-agents.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Configuration file layered over the built-in defaults.
+    #[arg(long, global = true, env = "AGENTD_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Cmd>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the service (the default).
+    Run,
+    /// Validate the configuration and print the effective settings.
+    CheckConfig,
+}
+
+fn init_logs(settings: &Settings) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&settings.log.filter));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if settings.log.format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let settings = Settings::load(cli.config.as_deref()).context("loading configuration")?;
+    match cli.command.unwrap_or(Cmd::Run) {
+        Cmd::CheckConfig => {
+            agentd::wiring::wire(&settings, std::sync::Arc::new(agentd_actors::SystemClock))?;
+            println!("{}", toml::to_string_pretty(&settings).context("printing settings")?);
+            Ok(())
+        }
+        Cmd::Run => {
+            init_logs(&settings);
+            actix_rt::System::new().block_on(run(settings))
+        }
+    }
+}
+
+async fn run(settings: Settings) -> anyhow::Result<()> {
+    let running = agentd::start(&settings).await?;
+    let url = format!("http://{}", running.addr);
+    tracing::info!(%url, model = "scripted", store = ?settings.store.kind, "agentd is up");
+    println!("agentd listening on {url} (model backend: scripted, offline; store: {:?} in {})",
+        settings.store.kind, settings.store.data_dir.display());
+    println!("Try:  cargo run -p agentctl -- spawn --type lead \"build a parser\"");
+    println!("then: cargo run -p agentctl -- tree   and   cargo run -p agentctl -- thread <agent_id>");
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    running.stop().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {},
+                    _ = term.recv() => {},
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,211 @@
+//! Typed settings, layered: built-in `deploy/default.toml` < `--config FILE` < environment
+//! variables `AGENTD__SECTION__KEY`. Unknown keys are an error, so a typo never silently
+//! falls back to a default.
+
+use agentd_actors::Limits;
+use agentd_proto::Price;
+use config::{Config, Environment, File, FileFormat};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The built-in defaults (the same file operators read).
+pub const DEFAULT_TOML: &str = include_str!("../../../deploy/default.toml");
+
+/// Why settings could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// A layer could not be read or merged, or a value has the wrong type or an unknown key.
+    #[error("configuration: {0}")]
+    Config(#[from] config::ConfigError),
+    /// A value is out of range or inconsistent.
+    #[error("configuration: {0}")]
+    Invalid(String),
+}
+
+/// HTTP API settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSettings {
+    /// Address to bind.
+    pub bind: String,
+    /// Largest request body, bytes.
+    pub max_body_bytes: usize,
+}
+
+/// Which store backs threads and records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreKind {
+    /// Durable redb file under `data_dir`.
+    Embedded,
+    /// In memory (tests, throwaway runs).
+    Memory,
+}
+
+/// Store settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSettings {
+    /// Backend.
+    pub kind: StoreKind,
+    /// Directory of the embedded store.
+    pub data_dir: PathBuf,
+}
+
+/// Model settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSettings {
+    /// Backend name (`scripted`).
+    pub backend: String,
+    /// Script of the scripted backend; empty = built-in demo.
+    pub script: String,
+}
+
+/// Agent type settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentsSettings {
+    /// Extra agent type directory; empty = built-in only.
+    pub dir: String,
+    /// Directories context files may come from.
+    pub context_dirs: Vec<PathBuf>,
+}
+
+/// System prompt layers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptSettings {
+    /// Base prompt of every agent.
+    pub base: String,
+    /// Overlay of every sub-agent.
+    pub subagent: String,
+}
+
+/// Actor runtime settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeSettings {
+    /// Arbiters; 0 = one per core.
+    pub arbiters: usize,
+}
+
+/// Price table.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PricingSettings {
+    /// Price of models without an entry.
+    pub default: Price,
+    /// Per-model prices.
+    #[serde(default)]
+    pub models: BTreeMap<String, Price>,
+}
+
+/// Logging settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSettings {
+    /// `human` or `json`.
+    pub format: String,
+    /// Filter (RUST_LOG syntax).
+    pub filter: String,
+}
+
+/// Everything agentd reads at start-up.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// HTTP API.
+    pub server: ServerSettings,
+    /// Store.
+    pub store: StoreSettings,
+    /// Model backend.
+    pub model: ModelSettings,
+    /// Agent types.
+    pub agents: AgentsSettings,
+    /// Limits.
+    pub limits: Limits,
+    /// Prompts.
+    pub prompts: PromptSettings,
+    /// Runtime.
+    pub runtime: RuntimeSettings,
+    /// Prices.
+    pub pricing: PricingSettings,
+    /// Logs.
+    pub log: LogSettings,
+}
+
+impl Settings {
+    /// Loads defaults < `file` < environment.
+    pub fn load(file: Option<&Path>) -> Result<Settings, SettingsError> {
+        let mut builder = Config::builder().add_source(File::from_str(DEFAULT_TOML, FileFormat::Toml));
+        if let Some(path) = file {
+            builder = builder.add_source(File::from(path).format(FileFormat::Toml).required(true));
+        }
+        builder = builder.add_source(
+            Environment::with_prefix("AGENTD")
+                .prefix_separator("__")
+                .separator("__")
+                .try_parsing(true),
+        );
+        let settings: Settings = builder.build()?.try_deserialize()?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Loads defaults < `overrides` (TOML text), without the environment: for tests and tools
+    /// that must not pick up the caller's environment.
+    pub fn from_overrides(overrides: &str) -> Result<Settings, SettingsError> {
+        let settings: Settings = Config::builder()
+            .add_source(File::from_str(DEFAULT_TOML, FileFormat::Toml))
+            .add_source(File::from_str(overrides, FileFormat::Toml))
+            .build()?
+            .try_deserialize()?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    fn validate(&self) -> Result<(), SettingsError> {
+        if self.server.bind.parse::<std::net::SocketAddr>().is_err() {
+            return Err(SettingsError::Invalid(format!(
+                "server.bind `{}` is not an address like 127.0.0.1:7878",
+                self.server.bind
+            )));
+        }
+        if !matches!(self.log.format.as_str(), "human" | "json") {
+            return Err(SettingsError::Invalid(format!("log.format `{}` must be human or json", self.log.format)));
+        }
+        if self.model.backend != "scripted" {
+            return Err(SettingsError::Invalid(format!(
+                "model.backend `{}` is not available; this build has: scripted",
+                self.model.backend
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_load_and_overrides_apply() {
+        let s = Settings::from_overrides("[server]\nbind = \"127.0.0.1:0\"\n[limits]\nmax_depth = 2\n");
+        let s = s.map_err(|e| e.to_string());
+        assert!(s.is_ok(), "{s:?}");
+        if let Ok(s) = s {
+            assert_eq!(s.server.bind, "127.0.0.1:0");
+            assert_eq!(s.limits.max_depth, 2);
+            assert_eq!(s.limits.max_children, 64);
+            assert_eq!(s.store.kind, StoreKind::Embedded);
+        }
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let err = Settings::from_overrides("[limits]\nmax_deptth = 2\n").err().map(|e| e.to_string());
+        assert!(err.unwrap_or_default().contains("max_deptth"));
+    }
+}

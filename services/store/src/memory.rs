@@ -1,0 +1,142 @@
+//! In-memory `ThreadStore`: the same semantics as the durable stores, nothing on disk.
+
+use agentd_actors::{StoreResult, ThreadStore, WorkerAlias};
+use agentd_proto::{AgentRecord, ThreadEntry};
+use async_trait::async_trait;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
+
+#[derive(Default)]
+struct Inner {
+    agents: HashMap<String, AgentRecord>,
+    threads: HashMap<String, (Vec<ThreadEntry>, HashSet<uuid::Uuid>)>,
+    children: HashMap<String, Vec<String>>,
+    /// parent → (title, alias) → child
+    aliases: HashMap<String, BTreeMap<(String, String), String>>,
+}
+
+/// A `ThreadStore` in process memory.
+#[derive(Default)]
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave a half-applied change (every method
+        // mutates after all checks), so a poisoned lock is safe to keep using.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[async_trait]
+impl ThreadStore for MemoryStore {
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()> {
+        self.lock().agents.insert(record.id.clone(), record.clone());
+        Ok(())
+    }
+
+    async fn get_agent(&self, agent_id: &str) -> StoreResult<Option<AgentRecord>> {
+        Ok(self.lock().agents.get(agent_id).cloned())
+    }
+
+    async fn list_roots(&self) -> StoreResult<Vec<AgentRecord>> {
+        let mut roots: Vec<AgentRecord> =
+            self.lock().agents.values().filter(|r| r.parent_id.is_none()).cloned().collect();
+        roots.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
+        Ok(roots)
+    }
+
+    async fn append(&self, agent_id: &str, entry: &ThreadEntry) -> StoreResult<bool> {
+        let mut inner = self.lock();
+        let (entries, seen) = inner.threads.entry(agent_id.to_string()).or_default();
+        if !seen.insert(entry.id) {
+            return Ok(false);
+        }
+        entries.push(entry.clone());
+        Ok(true)
+    }
+
+    async fn thread(&self, agent_id: &str) -> StoreResult<Vec<ThreadEntry>> {
+        Ok(self.lock().threads.get(agent_id).map(|(e, _)| e.clone()).unwrap_or_default())
+    }
+
+    async fn replace_thread(&self, agent_id: &str, entries: &[ThreadEntry]) -> StoreResult<()> {
+        let seen = entries.iter().map(|e| e.id).collect();
+        self.lock().threads.insert(agent_id.to_string(), (entries.to_vec(), seen));
+        Ok(())
+    }
+
+    async fn add_child(&self, parent_id: &str, child_id: &str) -> StoreResult<()> {
+        let mut inner = self.lock();
+        let kids = inner.children.entry(parent_id.to_string()).or_default();
+        if !kids.iter().any(|c| c == child_id) {
+            kids.push(child_id.to_string());
+        }
+        Ok(())
+    }
+
+    async fn children(&self, parent_id: &str) -> StoreResult<Vec<String>> {
+        Ok(self.lock().children.get(parent_id).cloned().unwrap_or_default())
+    }
+
+    async fn alias_get_or_create(
+        &self,
+        parent_id: &str,
+        worker_title: &str,
+        alias: &str,
+        candidate: &str,
+    ) -> StoreResult<(String, bool)> {
+        let mut inner = self.lock();
+        let map = inner.aliases.entry(parent_id.to_string()).or_default();
+        let key = (worker_title.to_string(), alias.to_string());
+        if let Some(existing) = map.get(&key) {
+            return Ok((existing.clone(), false));
+        }
+        map.insert(key, candidate.to_string());
+        Ok((candidate.to_string(), true))
+    }
+
+    async fn aliases(&self, parent_id: &str) -> StoreResult<Vec<WorkerAlias>> {
+        Ok(self
+            .lock()
+            .aliases
+            .get(parent_id)
+            .map(|m| {
+                m.iter()
+                    .map(|((title, alias), child)| WorkerAlias {
+                        worker_title: title.clone(),
+                        alias: alias.clone(),
+                        child_id: child.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
+        let mut inner = self.lock();
+        let parent = inner.agents.remove(agent_id).and_then(|r| r.parent_id);
+        inner.threads.remove(agent_id);
+        inner.children.remove(agent_id);
+        inner.aliases.remove(agent_id);
+        if let Some(parent) = parent {
+            if let Some(kids) = inner.children.get_mut(&parent) {
+                kids.retain(|c| c != agent_id);
+            }
+            if let Some(map) = inner.aliases.get_mut(&parent) {
+                map.retain(|_, child| child != agent_id);
+            }
+        }
+        Ok(())
+    }
+}

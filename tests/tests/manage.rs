@@ -1,0 +1,302 @@
+//! The Manage tool (seed 000) through real actors: sync and async send_message, aliases,
+//! check_status, the sync timeout on a manual clock, and every seed error by its code.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use agentd_proto::{AgentStatus, Control, ErrorCode, Event, ManageOptions, Role};
+use agentd_tests::*;
+use serde_json::{Value, json};
+
+const SCRIPT: &str = r#"
+[[rule]]
+agent = "lead"
+role = "user"
+contains = "delegate"
+text = "Asking Ops."
+[[rule.tool_calls]]
+name = "Manage"
+arguments = { command = "send_message", worker = "Ops", message = "deploy build 7", threadAlias = "deploy" }
+
+[[rule]]
+agent = "lead"
+role = "user"
+contains = "go async"
+text = "Sent to Ops in the background."
+[[rule.tool_calls]]
+name = "Manage"
+arguments = { command = "send_message", worker = "Ops", message = "status please", threadAlias = "bg", mode = "async" }
+
+[[rule]]
+agent = "lead"
+role = "tool"
+text = "Tool said: {{input}}"
+
+[[rule]]
+agent = "lead"
+role = "assistant"
+contains = "From Ops"
+text = "Noted the forward: {{input}}"
+
+[[rule]]
+agent = "ops"
+contains = "slow"
+delay_ms = 20000
+text = "ops late answer"
+
+[[rule]]
+agent = "ops"
+role = "user"
+contains = "two answers"
+text = "part one"
+[[rule.tool_calls]]
+name = "current_time"
+arguments = {}
+
+[[rule]]
+agent = "ops"
+role = "tool"
+text = "part two"
+
+[[rule]]
+agent = "ops"
+text = "ops did: {{input}}"
+
+[[rule]]
+agent = "qa"
+text = "qa checked: {{input}}"
+"#;
+
+fn types() -> Vec<agentd_actors::AgentType> {
+    let mut t = default_types(ManageOptions::default());
+    for ty in &mut t {
+        if ty.name == "ops" {
+            ty.tools = vec!["current_time".into()];
+        }
+    }
+    t
+}
+
+async fn manage(sys: &TestSystem, caller: &str, args: Value) -> Result<Value, agentd_proto::AgentdError> {
+    sys.system.invoke_tool(Some(caller), "Manage", args).await
+}
+
+#[actix_rt::test]
+async fn a_root_turn_calls_manage_sync_and_gets_the_answer_as_tool_result() {
+    let sys = start_simple(SCRIPT, types());
+    let lead = sys.root("lead", Some("please delegate this")).await;
+    let thread = sys.wait_for_entry(&lead.id, Role::Assistant, "Tool said").await;
+    let tool = thread.iter().find(|e| e.role == Role::Tool).expect("tool entry");
+    let result: Value = serde_json::from_str(&tool.text).unwrap();
+    assert_eq!(result["status"], "ok");
+    assert_eq!(result["messages"], json!(["ops did: deploy build 7"]));
+    assert_eq!(result["threadAlias"], "deploy");
+    // The child thread holds the conversation; its record names the parent.
+    let child = result["childThreadId"].as_str().unwrap();
+    let child_rec = sys.record(child).await;
+    assert_eq!(child_rec.parent_id.as_deref(), Some(lead.id.as_str()));
+    assert_eq!(child_rec.title, "Ops");
+    let ct = sys.thread(child).await;
+    assert_eq!(ct[0].role, Role::User);
+    assert_eq!(ct[0].text, "deploy build 7");
+    assert!(ct.iter().any(|e| e.role == Role::Assistant && e.text == "ops did: deploy build 7"));
+    sys.wait_for_status(&lead.id, AgentStatus::Idle).await;
+}
+
+#[actix_rt::test]
+async fn two_workers_two_aliases_same_alias_same_child_and_check_status() {
+    let sys = start_simple(SCRIPT, types());
+    let lead = sys.root("lead", None).await;
+    let a = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "  Ops ", "message": "first", "threadAlias": "a1"})).await.unwrap();
+    let b = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "QA", "message": "check it", "threadAlias": "b1"})).await.unwrap();
+    assert_eq!(a["messages"], json!(["ops did: first"]));
+    assert_eq!(b["messages"], json!(["qa checked: check it"]));
+    assert_eq!(a["created"], true);
+    let a_child = a["childThreadId"].as_str().unwrap().to_string();
+    let b_child = b["childThreadId"].as_str().unwrap().to_string();
+    assert_ne!(a_child, b_child);
+
+    // Same alias again (snake_case name this time) → same child thread, history kept.
+    let a2 = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "Ops", "message": "second", "thread_alias": "a1"})).await.unwrap();
+    assert_eq!(a2["childThreadId"], a_child.as_str());
+    assert_eq!(a2["created"], false);
+    assert_eq!(a2["messages"], json!(["ops did: second"]));
+    let texts: Vec<String> = sys.thread(&a_child).await.into_iter().filter(|e| e.role == Role::User).map(|e| e.text).collect();
+    assert_eq!(texts, vec!["first", "second"]);
+    // Same alias under another worker is another thread.
+    let a3 = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "QA", "message": "x", "threadAlias": "a1"})).await.unwrap();
+    assert_ne!(a3["childThreadId"], a_child.as_str());
+    let a3_child = a3["childThreadId"].as_str().unwrap().to_string();
+
+    let status = manage(&sys, &lead.id, json!({"command": "check_status", "threadAlias": "status"})).await.unwrap();
+    assert_eq!(status["activeTasks"], 3);
+    let mut ids: Vec<String> = serde_json::from_value(status["childThreadIds"].clone()).unwrap();
+    ids.sort();
+    let mut expected = vec![a_child.clone(), b_child.clone(), a3_child.clone()];
+    expected.sort();
+    assert_eq!(ids, expected);
+
+    // A closed child thread is no longer active; check_status only covers this parent.
+    sys.system.control(&b_child, Control::Close).await.unwrap();
+    let status = manage(&sys, &lead.id, json!({"command": "check_status", "threadAlias": "status"})).await.unwrap();
+    assert_eq!(status["activeTasks"], 2);
+    assert!(!status["childThreadIds"].as_array().unwrap().iter().any(|v| v == b_child.as_str()));
+    let other = sys.root("lead", None).await;
+    let status = manage(&sys, &other.id, json!({"command": "check_status", "threadAlias": "s"})).await.unwrap();
+    assert_eq!(status, json!({"activeTasks": 0, "childThreadIds": []}));
+}
+
+#[actix_rt::test]
+async fn sync_max_messages_collects_several_assistant_messages() {
+    let sys = start_simple(SCRIPT, types());
+    let lead = sys.root("lead", None).await;
+    let r = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "Ops", "message": "two answers please", "threadAlias": "m", "syncMaxMessages": 2})).await.unwrap();
+    assert_eq!(r["status"], "ok");
+    assert_eq!(r["messages"], json!(["part one", "part two"]));
+}
+
+#[actix_rt::test]
+async fn async_mode_forwards_the_reply_to_the_parent_thread_as_assistant_with_prefix() {
+    let sys = start_simple(SCRIPT, types());
+    let mut events = sys.events();
+    let lead = sys.root("lead", Some("go async")).await;
+    let thread = sys.wait_for_entry(&lead.id, Role::Assistant, "Noted the forward").await;
+    // The tool returned at once.
+    let tool = thread.iter().find(|e| e.role == Role::Tool).unwrap();
+    let result: Value = serde_json::from_str(&tool.text).unwrap();
+    assert_eq!(result["status"], "sent");
+    // The forwarded text is on the parent thread as assistant, with the default prefix.
+    let fwd = thread.iter().find(|e| e.text.starts_with("From Ops: ")).expect("forward");
+    assert_eq!(fwd.role, Role::Assistant);
+    assert_eq!(fwd.text, "From Ops: ops did: status please");
+    assert_eq!(fwd.from_agent.as_deref(), result["childThreadId"].as_str());
+    // ... and the parent ran a turn on it.
+    let last = thread.last().unwrap();
+    assert_eq!(last.text, "Noted the forward: From Ops: ops did: status please");
+    next_event(&mut events, "forwarded", |e| matches!(e, Event::Forwarded { .. })).await;
+}
+
+#[actix_rt::test]
+async fn async_prefix_and_correlation_are_configurable() {
+    let opts = ManageOptions {
+        mode: agentd_proto::ManageMode::Async,
+        async_prefix: "<{{agentTitle}}> ".into(),
+        show_correlation_in_output: true,
+        ..Default::default()
+    };
+    let sys = start_simple(SCRIPT, default_types(opts));
+    let lead = sys.root("lead", None).await;
+    let r = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "QA", "message": "hello", "threadAlias": "corr"})).await.unwrap();
+    assert_eq!(r["status"], "sent");
+    let child = r["childThreadId"].as_str().unwrap();
+    let expected = format!("[alias=corr thread={child}] <QA> qa checked: hello");
+    let thread = sys.wait_for_entry(&lead.id, Role::Assistant, &expected).await;
+    assert!(thread.iter().any(|e| e.text == expected), "{thread:#?}");
+}
+
+#[actix_rt::test]
+async fn sync_timeout_returns_timeout_and_the_late_reply_is_kept_on_the_child_thread() {
+    let (sys, clock) = start_manual(SCRIPT, types());
+    let lead = sys.root("lead", None).await;
+    let s2 = sys.system.clone();
+    let lead_id = lead.id.clone();
+    let call = actix_rt::spawn(async move {
+        s2.invoke_tool(Some(&lead_id), "Manage", json!({"command": "send_message", "worker": "Ops", "message": "slow job", "threadAlias": "slow", "syncTimeoutMs": 15000})).await
+    });
+    // Both timers armed: the worker's model delay (20 s) and the sync wait (15 s).
+    wait_until("two timers", || async { clock.sleepers() == 2 }).await;
+    clock.advance(14_999);
+    tokio::task::yield_now().await;
+    assert!(!call.is_finished(), "returned before the timeout");
+    clock.advance(1);
+    let r = call.await.unwrap().unwrap();
+    assert_eq!(r["status"], "timeout");
+    assert_eq!(r["messages"], json!([]));
+    let child = r["childThreadId"].as_str().unwrap().to_string();
+    // Nothing lost: the late reply lands on the child thread.
+    clock.advance(5_000);
+    sys.wait_for_entry(&child, Role::Assistant, "ops late answer").await;
+    // In sync mode a late reply is not forwarded to the parent.
+    sys.wait_for_status(&child, AgentStatus::Idle).await;
+    assert!(!sys.thread(&lead.id).await.iter().any(|e| e.text.contains("ops late answer")));
+}
+
+#[actix_rt::test]
+async fn every_seed_error_has_its_code() {
+    let sys = start_simple(SCRIPT, types());
+    let lead = sys.root("lead", None).await;
+    let code = |r: Result<Value, agentd_proto::AgentdError>| r.err().map(|e| e.code);
+
+    // missing_thread_id: no runtime thread.
+    let r = sys.system.invoke_tool(None, "Manage", json!({"command": "check_status", "threadAlias": "x"})).await;
+    assert_eq!(code(r), Some(ErrorCode::MissingThreadId));
+
+    // no_workers: send_message fails, check_status answers zero.
+    let plain = sys.root("plain", None).await;
+    let r = manage(&sys, &plain.id, json!({"command": "send_message", "worker": "Ops", "message": "m", "threadAlias": "t"})).await;
+    assert_eq!(code(r), Some(ErrorCode::NoWorkers));
+    let r = manage(&sys, &plain.id, json!({"command": "check_status", "threadAlias": "t"})).await.unwrap();
+    assert_eq!(r, json!({"activeTasks": 0, "childThreadIds": []}));
+
+    // unknown_worker.
+    let r = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "Nobody", "message": "m", "threadAlias": "t"})).await;
+    assert_eq!(code(r), Some(ErrorCode::UnknownWorker));
+
+    // missing_field for worker, message and threadAlias, each named.
+    for (args, field) in [
+        (json!({"command": "send_message", "message": "m", "threadAlias": "t"}), "worker"),
+        (json!({"command": "send_message", "worker": "Ops", "message": "  ", "threadAlias": "t"}), "message"),
+        (json!({"command": "send_message", "worker": "Ops", "message": "m"}), "threadAlias"),
+    ] {
+        let e = manage(&sys, &lead.id, args).await.err().unwrap();
+        assert_eq!(e.code, ErrorCode::MissingField);
+        assert!(e.message.contains(field), "{e}");
+    }
+
+    // invalid_title: refused at configuration (empty and duplicate trimmed titles).
+    let dup = agentd_actors::AgentTypes::new(vec![
+        agent_type("p", "P", &["x", "y"]),
+        agent_type("x", "Same", &[]),
+        agent_type("y", " Same ", &[]),
+    ]);
+    assert_eq!(dup.err().map(|e| e.code), Some(ErrorCode::InvalidTitle));
+    let empty = agentd_actors::AgentTypes::new(vec![agent_type("p", "P", &["x"]), agent_type("x", "", &[])]);
+    assert_eq!(empty.err().map(|e| e.code), Some(ErrorCode::InvalidTitle));
+}
+
+#[actix_rt::test]
+async fn forwarding_to_a_parent_that_is_gone_is_manage_missing_parent() {
+    let (sys, clock) = start_manual(SCRIPT, types());
+    let mut events = sys.events();
+    let lead = sys.root("lead", None).await;
+    let r = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "Ops", "message": "slow", "threadAlias": "t", "mode": "async"})).await.unwrap();
+    let child = r["childThreadId"].as_str().unwrap().to_string();
+    wait_until("worker model armed", || async { clock.sleepers() == 1 }).await;
+    // The parent's thread disappears (e.g. removed by another process) while the worker runs.
+    sys.store.delete_agent(&lead.id).await.unwrap();
+    clock.advance(20_000);
+    let e = next_event(&mut events, "delivery failure", |e| matches!(e, Event::DeliveryFailed { .. })).await;
+    match e {
+        Event::DeliveryFailed { agent_id, code, .. } => {
+            assert_eq!(agent_id, child);
+            assert_eq!(code, ErrorCode::ManageMissingParent);
+        }
+        _ => unreachable!(),
+    }
+    // The worker's reply is still on its own thread.
+    sys.wait_for_entry(&child, Role::Assistant, "ops late answer").await;
+}
+
+#[actix_rt::test]
+async fn forwarding_to_a_parent_without_a_live_channel_is_missing_parent_channel() {
+    let (sys, clock) = start_manual(SCRIPT, types());
+    let mut events = sys.events();
+    let lead = sys.root("lead", None).await;
+    let r = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "Ops", "message": "slow", "threadAlias": "t", "mode": "async"})).await.unwrap();
+    let child = r["childThreadId"].as_str().unwrap().to_string();
+    wait_until("worker model armed", || async { clock.sleepers() == 1 }).await;
+    // Terminate hits the parent only; its worker keeps running and then has nowhere to deliver.
+    sys.system.control(&lead.id, Control::Terminate).await.unwrap();
+    clock.advance(20_000);
+    let e = next_event(&mut events, "delivery failure", |e| matches!(e, Event::DeliveryFailed { .. })).await;
+    assert!(matches!(e, Event::DeliveryFailed { ref agent_id, code: ErrorCode::MissingParentChannel, .. } if *agent_id == child), "{e:?}");
+    assert!(!sys.thread(&lead.id).await.iter().any(|e| e.text.contains("ops late answer")));
+}
