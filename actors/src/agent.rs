@@ -7,8 +7,7 @@
 use crate::channel_router::ChannelRouter;
 use crate::deps::Deps;
 use crate::messages::{
-    AddUsage, AgentStopped, ApplyControl, ChildOutput, Deliver, Forget, Output, Snapshot,
-    StopAgent,
+    AddUsage, AgentStopped, ApplyControl, ChildOutput, Deliver, Forget, Output, Snapshot, StopAgent,
 };
 use crate::supervisor::Supervisor;
 use crate::tools::ToolContext;
@@ -16,8 +15,8 @@ use crate::turn::{Turn, TurnInput, TurnResult};
 use actix::prelude::*;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{
-    AgentRecord, AgentStatus, AgentdError, Channel, Control, Envelope, ErrorCode, Event,
-    InboxItem, Item, Role, ThreadEntry,
+    AgentRecord, AgentStatus, AgentdError, Channel, Control, Envelope, ErrorCode, Event, InboxItem,
+    Item, Role, ThreadEntry,
 };
 use futures::FutureExt;
 use std::collections::VecDeque;
@@ -47,7 +46,12 @@ pub struct AgentActor {
 
 impl AgentActor {
     /// An actor for `rec` (started by the [`Supervisor`]).
-    pub fn new(rec: AgentRecord, deps: Deps, supervisor: Addr<Supervisor>, router: Addr<ChannelRouter>) -> Self {
+    pub fn new(
+        rec: AgentRecord,
+        deps: Deps,
+        supervisor: Addr<Supervisor>,
+        router: Addr<ChannelRouter>,
+    ) -> Self {
         AgentActor {
             rec,
             deps,
@@ -59,12 +63,12 @@ impl AgentActor {
         }
     }
 
-    /// Moves to `to` if the transition table allows it, persisting the record (before any
-    /// further message is handled) and publishing the event.
-    fn set_status(&mut self, to: AgentStatus, reason: Option<String>, ctx: &mut Context<Self>) -> Result<(), AgentdError> {
+    /// Moves to `to` if the transition table allows it and publishes the event; the caller
+    /// persists.
+    fn transition(&mut self, to: AgentStatus, reason: Option<String>) -> Result<bool, AgentdError> {
         let from = self.rec.status;
         if from == to {
-            return Ok(());
+            return Ok(false);
         }
         if !from.can_become(to) {
             return Err(AgentdError::new(
@@ -80,7 +84,19 @@ impl AgentActor {
             to,
             reason,
         });
-        self.persist(ctx);
+        Ok(true)
+    }
+
+    /// [`Self::transition`], then persists the record before any further message is handled.
+    fn set_status(
+        &mut self,
+        to: AgentStatus,
+        reason: Option<String>,
+        ctx: &mut Context<Self>,
+    ) -> Result<(), AgentdError> {
+        if self.transition(to, reason)? {
+            self.persist(ctx);
+        }
         Ok(())
     }
 
@@ -100,18 +116,31 @@ impl AgentActor {
 
     fn enqueue(&mut self, env: Envelope, ctx: &mut Context<Self>) {
         let (interrupt, urgent) = match &env.item {
-            Item::Inbox(InboxItem::Message { interrupt, urgent, .. }) => (*interrupt, *urgent),
+            Item::Inbox(InboxItem::Message {
+                interrupt, urgent, ..
+            }) => (*interrupt, *urgent),
             _ => (false, false),
         };
         if interrupt {
-            self.abort_turn(true, ctx);
+            self.interrupt_turn(ctx);
             self.inbox.push_front(env);
         } else if urgent {
             // After other urgent items (they keep their order), before everything else.
             let at = self
                 .inbox
                 .iter()
-                .position(|e| !matches!(&e.item, Item::Inbox(InboxItem::Message { urgent: true, .. } | InboxItem::Message { interrupt: true, .. })))
+                .position(|e| {
+                    !matches!(
+                        &e.item,
+                        Item::Inbox(
+                            InboxItem::Message { urgent: true, .. }
+                                | InboxItem::Message {
+                                    interrupt: true,
+                                    ..
+                                }
+                        )
+                    )
+                })
                 .unwrap_or(self.inbox.len());
             self.inbox.insert(at, env);
         } else {
@@ -119,31 +148,37 @@ impl AgentActor {
         }
     }
 
-    /// Aborts the running turn; its persisted output stays, followed by a marker entry.
-    fn abort_turn(&mut self, mark: bool, ctx: &mut Context<Self>) {
-        let Some(turn) = self.turn.take() else { return };
+    /// Aborts the running turn; its persisted output stays. Returns the marker entry that
+    /// records the interruption (the caller writes it).
+    fn abort_turn(&mut self, ctx: &mut Context<Self>) -> Option<ThreadEntry> {
+        let turn = self.turn.take()?;
         ctx.cancel_future(turn.handle);
-        if mark {
-            let entry = ThreadEntry {
-                interrupted: true,
-                ..ThreadEntry::text(
-                    derived_id(turn.cause, "interrupted"),
-                    Role::System,
-                    "(the previous turn was interrupted)",
-                    self.deps.clock.now_ms(),
-                )
-            };
-            let store = self.deps.store.clone();
-            let id = self.rec.id.clone();
-            ctx.wait(
-                async move {
-                    if let Err(e) = store.append(&id, &entry).await {
-                        tracing::error!(agent_id = %id, error = %e, "recording the interruption failed");
-                    }
+        Some(ThreadEntry {
+            interrupted: true,
+            ..ThreadEntry::text(
+                derived_id(turn.cause, "interrupted"),
+                Role::System,
+                "(the previous turn was interrupted)",
+                self.deps.clock.now_ms(),
+            )
+        })
+    }
+
+    /// Aborts the running turn and writes the interruption marker before the next message.
+    fn interrupt_turn(&mut self, ctx: &mut Context<Self>) {
+        let Some(entry) = self.abort_turn(ctx) else {
+            return;
+        };
+        let store = self.deps.store.clone();
+        let id = self.rec.id.clone();
+        ctx.wait(
+            async move {
+                if let Err(e) = store.append(&id, &entry).await {
+                    tracing::error!(agent_id = %id, error = %e, "recording the interruption failed");
                 }
-                .into_actor(self),
-            );
-        }
+            }
+            .into_actor(self),
+        );
     }
 
     /// Starts the next turn if nothing runs and the status lets work start.
@@ -162,8 +197,18 @@ impl AgentActor {
             return;
         };
         let input = match &env.item {
-            Item::Inbox(InboxItem::Message { text, role, from_agent, .. }) => {
-                let mut entry = ThreadEntry::text(derived_id(env.id, "input"), *role, text.clone(), self.deps.clock.now_ms());
+            Item::Inbox(InboxItem::Message {
+                text,
+                role,
+                from_agent,
+                ..
+            }) => {
+                let mut entry = ThreadEntry::text(
+                    derived_id(env.id, "input"),
+                    *role,
+                    text.clone(),
+                    self.deps.clock.now_ms(),
+                );
                 entry.from_agent = from_agent.clone();
                 TurnInput::Message(entry)
             }
@@ -172,7 +217,12 @@ impl AgentActor {
                     serde_json::Value::String(s) => s.clone(),
                     other => other.to_string(),
                 };
-                let mut entry = ThreadEntry::text(derived_id(env.id, "input"), Role::User, text, self.deps.clock.now_ms());
+                let mut entry = ThreadEntry::text(
+                    derived_id(env.id, "input"),
+                    Role::User,
+                    text,
+                    self.deps.clock.now_ms(),
+                );
                 entry.from_agent = env.from.agent_id().map(str::to_string);
                 TurnInput::Message(entry)
             }
@@ -212,7 +262,11 @@ impl AgentActor {
         let handle = ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
             act.turn_done(cause, res, ctx);
         }));
-        self.turn = Some(RunningTurn { handle, cause, stop });
+        self.turn = Some(RunningTurn {
+            handle,
+            cause,
+            stop,
+        });
     }
 
     fn turn_done(
@@ -233,7 +287,10 @@ impl AgentActor {
                     .map(|s| s.to_string())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown panic".into());
-                Err(AgentdError::new(ErrorCode::Internal, format!("turn panicked: {msg}")))
+                Err(AgentdError::new(
+                    ErrorCode::Internal,
+                    format!("turn panicked: {msg}"),
+                ))
             }
         };
         match outcome {
@@ -242,7 +299,8 @@ impl AgentActor {
                 self.rec.turns += 1;
                 if r.paused {
                     self.paused_mid_turn = true;
-                    let _ = self.set_status(AgentStatus::Paused, Some("paused by control".into()), ctx);
+                    let _ =
+                        self.set_status(AgentStatus::Paused, Some("paused by control".into()), ctx);
                 } else if let Some(result) = r.yielded {
                     self.rec.result = Some(result.clone());
                     let _ = self.set_status(AgentStatus::Completed, Some("yielded".into()), ctx);
@@ -258,7 +316,9 @@ impl AgentActor {
                     if r.step_limit {
                         tracing::warn!(agent_id = %self.rec.id, "turn ended at the step limit");
                     }
-                    if matches!(self.rec.channel, Channel::Spawn { .. }) && !r.final_text.trim().is_empty() {
+                    if matches!(self.rec.channel, Channel::Spawn { .. })
+                        && !r.final_text.trim().is_empty()
+                    {
                         // Seed 004: a finished sub-agent turn reports its final text.
                         self.output(Output::Reply(r.final_text), derived_id(cause, "final"));
                     }
@@ -290,7 +350,11 @@ impl AgentActor {
         }
     }
 
-    fn control(&mut self, control: Control, ctx: &mut Context<Self>) -> Result<AgentRecord, AgentdError> {
+    fn control(
+        &mut self,
+        control: Control,
+        ctx: &mut Context<Self>,
+    ) -> Result<AgentRecord, AgentdError> {
         match control {
             Control::Pause => {
                 if let Some(turn) = &self.turn {
@@ -325,14 +389,25 @@ impl AgentActor {
                 }
             }
             Control::Cancel | Control::Terminate => {
-                let to = if control == Control::Cancel { AgentStatus::Cancelled } else { AgentStatus::Terminated };
+                let to = if control == Control::Cancel {
+                    AgentStatus::Cancelled
+                } else {
+                    AgentStatus::Terminated
+                };
                 if !self.rec.status.can_become(to) && self.rec.status != to {
                     return Err(AgentdError::new(
                         ErrorCode::InvalidTransition,
-                        format!("agent `{}` cannot go from {} to {to}", self.rec.id, self.rec.status),
+                        format!(
+                            "agent `{}` cannot go from {} to {to}",
+                            self.rec.id, self.rec.status
+                        ),
                     ));
                 }
-                self.abort_turn(control == Control::Cancel, ctx);
+                if control == Control::Cancel {
+                    self.interrupt_turn(ctx);
+                } else {
+                    self.abort_turn(ctx);
+                }
                 self.inbox.clear();
                 self.paused_mid_turn = false;
                 self.set_status(to, Some(format!("{} by control", control.as_str())), ctx)?;
@@ -403,7 +478,12 @@ impl Handler<AddUsage> for AgentActor {
     type Result = ();
 
     fn handle(&mut self, AddUsage(usage): AddUsage, _: &mut Self::Context) {
-        let model = self.deps.config.types.get(&self.rec.agent_type).and_then(|t| t.model.clone());
+        let model = self
+            .deps
+            .config
+            .types
+            .get(&self.rec.agent_type)
+            .and_then(|t| t.model.clone());
         let cost = self.deps.config.price_of(model.as_deref()).cost(&usage);
         self.rec.usage += usage;
         self.rec.cost_usd += cost;
@@ -416,19 +496,42 @@ impl Handler<AddUsage> for AgentActor {
 }
 
 impl Handler<StopAgent> for AgentActor {
-    type Result = MessageResult<StopAgent>;
+    // The answer comes once the record (and the interruption marker) are persisted, so a
+    // re-activation right after never reads a stale status.
+    type Result = ResponseActFuture<Self, AgentRecord>;
 
     fn handle(&mut self, msg: StopAgent, ctx: &mut Self::Context) -> Self::Result {
-        self.abort_turn(msg.final_status.is_some(), ctx);
+        let marker = self.abort_turn(ctx).filter(|_| msg.final_status.is_some());
         self.paused_mid_turn = false;
+        self.inbox.clear();
         if let Some(to) = msg.final_status {
             if self.rec.status != to && !self.rec.status.can_become(to) {
-                // e.g. a running agent being closed: settle it first, then close.
-                self.rec.status = AgentStatus::Idle;
+                // e.g. a running agent being closed: its turn is over, so it is idle first.
+                let _ = self.transition(AgentStatus::Idle, None);
             }
-            let _ = self.set_status(to, Some("closed by control".into()), ctx);
+            let _ = self.transition(to, Some("closed by control".into()));
+            self.rec.updated_at_ms = self.deps.clock.now_ms();
         }
-        ctx.stop();
-        MessageResult(self.rec.clone())
+        let persist = msg.final_status.is_some();
+        let store = self.deps.store.clone();
+        let rec = self.rec.clone();
+        Box::pin(
+            async move {
+                if let Some(entry) = marker
+                    && let Err(e) = store.append(&rec.id, &entry).await
+                {
+                    tracing::error!(agent_id = %rec.id, error = %e, "recording the interruption failed");
+                }
+                if persist && let Err(e) = store.put_agent(&rec).await {
+                    tracing::error!(agent_id = %rec.id, error = %e, "persisting the agent record failed");
+                }
+                rec
+            }
+            .into_actor(self)
+            .map(|rec, _, ctx| {
+                ctx.stop();
+                rec
+            }),
+        )
     }
 }

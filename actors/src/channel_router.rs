@@ -93,7 +93,13 @@ impl Handler<Route> for ChannelRouter {
                 "router not wired",
             )))));
         };
-        let fut = async move { supervisor.send(Activate(target.clone())).await.map_err(mailbox)?.map(|a| (target, a)) };
+        let fut = async move {
+            supervisor
+                .send(Activate(target.clone()))
+                .await
+                .map_err(mailbox)?
+                .map(|a| (target, a))
+        };
         AtomicResponse::new(Box::pin(fut.into_actor(self).map(move |res, act, _| {
             let (target, addr) = res?;
             addr.do_send(Deliver(env));
@@ -117,13 +123,20 @@ impl Handler<ChildOutput> for ChannelRouter {
         let Some(supervisor) = self.supervisor.clone() else {
             return AtomicResponse::new(Box::pin(actix::fut::ready(())));
         };
-        let fut = async move { supervisor.send(ParentRouterFor(parent_id.clone())).await.map(|a| (parent_id, a)) };
-        AtomicResponse::new(Box::pin(fut.into_actor(self).map(move |res, act, _| match res {
-            Ok((parent_id, pr)) => {
-                pr.do_send(out);
-                act.parents.insert(parent_id, pr);
-            }
-            Err(e) => tracing::error!(error = %e, "no parent router; child output dropped"),
-        })))
+        let fut = async move {
+            supervisor
+                .send(ParentRouterFor(parent_id.clone()))
+                .await
+                .map(|a| (parent_id, a))
+        };
+        AtomicResponse::new(Box::pin(fut.into_actor(self).map(
+            move |res, act, _| match res {
+                Ok((parent_id, pr)) => {
+                    pr.do_send(out);
+                    act.parents.insert(parent_id, pr);
+                }
+                Err(e) => tracing::error!(error = %e, "no parent router; child output dropped"),
+            },
+        )))
     }
 }

@@ -63,8 +63,10 @@ impl ManualClock {
             let mut st = self.lock();
             st.now += ms;
             let now = st.now;
-            let (due, keep): (Vec<_>, Vec<_>) =
-                st.sleepers.drain(..).partition(|(deadline, _)| *deadline <= now);
+            let (due, keep): (Vec<_>, Vec<_>) = st
+                .sleepers
+                .drain(..)
+                .partition(|(deadline, _)| *deadline <= now);
             st.sleepers = keep;
             due
         };

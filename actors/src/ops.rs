@@ -6,7 +6,9 @@
 use crate::channel_router::ChannelRouter;
 use crate::clock::{Clock, SystemClock};
 use crate::deps::Deps;
-use crate::messages::{Activate, ApplyControl, Lifecycle, Lookup, Route, Snapshot, Spawn, SpawnSpec};
+use crate::messages::{
+    Activate, ApplyControl, Lifecycle, Lookup, Route, Snapshot, Spawn, SpawnSpec,
+};
 use crate::supervisor::Supervisor;
 use actix::{Addr, MailboxError};
 use agentd_proto::{
@@ -27,7 +29,10 @@ pub fn from_agent(id: &str) -> Address {
 }
 
 /// Creates an agent through the supervisor.
-pub async fn spawn(supervisor: &Addr<Supervisor>, spec: SpawnSpec) -> Result<AgentRecord, AgentdError> {
+pub async fn spawn(
+    supervisor: &Addr<Supervisor>,
+    spec: SpawnSpec,
+) -> Result<AgentRecord, AgentdError> {
     supervisor.send(Spawn(spec)).await.map_err(mailbox)?
 }
 
@@ -74,7 +79,11 @@ pub async fn lifecycle(
             .send(Activate(target.to_string()))
             .await
             .map_err(mailbox)??;
-        return addr.send(ApplyControl(control)).await.map_err(mailbox)?.map(Some);
+        return addr
+            .send(ApplyControl(control))
+            .await
+            .map_err(mailbox)?
+            .map(Some);
     }
     supervisor
         .send(Lifecycle {
@@ -86,8 +95,15 @@ pub async fn lifecycle(
 }
 
 /// The freshest record of an agent: the live actor's, else the stored one.
-pub async fn record(deps: &Deps, supervisor: &Addr<Supervisor>, id: &str) -> Result<AgentRecord, AgentdError> {
-    if let Some(addr) = supervisor.send(Lookup(id.to_string())).await.map_err(mailbox)?
+pub async fn record(
+    deps: &Deps,
+    supervisor: &Addr<Supervisor>,
+    id: &str,
+) -> Result<AgentRecord, AgentdError> {
+    if let Some(addr) = supervisor
+        .send(Lookup(id.to_string()))
+        .await
+        .map_err(mailbox)?
         && let Ok(rec) = addr.send(Snapshot).await
     {
         return Ok(rec);
@@ -99,7 +115,11 @@ pub async fn record(deps: &Deps, supervisor: &Addr<Supervisor>, id: &str) -> Res
 }
 
 /// Checks that `target` is `caller` or one of its descendants (`not_ancestor` otherwise).
-pub async fn require_descendant(deps: &Deps, caller: &str, target: &str) -> Result<(), AgentdError> {
+pub async fn require_descendant(
+    deps: &Deps,
+    caller: &str,
+    target: &str,
+) -> Result<(), AgentdError> {
     let mut current = deps
         .store
         .get_agent(target)
@@ -109,7 +129,9 @@ pub async fn require_descendant(deps: &Deps, caller: &str, target: &str) -> Resu
         if current.id == caller {
             return Ok(());
         }
-        let Some(parent) = current.parent_id.clone() else { break };
+        let Some(parent) = current.parent_id.clone() else {
+            break;
+        };
         match deps.store.get_agent(&parent).await? {
             Some(p) => current = p,
             None => break,
@@ -137,17 +159,31 @@ pub fn view(rec: &AgentRecord, children: usize) -> Value {
 }
 
 /// Inspects one agent (live or persisted).
-pub async fn inspect(deps: &Deps, supervisor: &Addr<Supervisor>, id: &str) -> Result<Value, AgentdError> {
+pub async fn inspect(
+    deps: &Deps,
+    supervisor: &Addr<Supervisor>,
+    id: &str,
+) -> Result<Value, AgentdError> {
     let rec = record(deps, supervisor, id).await?;
     let children = deps.store.children(id).await?.len();
     Ok(view(&rec, children))
 }
 
 /// Children of `parent` (live and closed), or all roots when `parent` is `None`.
-pub async fn list(deps: &Deps, supervisor: &Addr<Supervisor>, parent: Option<&str>) -> Result<Vec<Value>, AgentdError> {
+pub async fn list(
+    deps: &Deps,
+    supervisor: &Addr<Supervisor>,
+    parent: Option<&str>,
+) -> Result<Vec<Value>, AgentdError> {
     let ids: Vec<String> = match parent {
         Some(p) => deps.store.children(p).await?,
-        None => deps.store.list_roots().await?.into_iter().map(|r| r.id).collect(),
+        None => deps
+            .store
+            .list_roots()
+            .await?
+            .into_iter()
+            .map(|r| r.id)
+            .collect(),
     };
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
@@ -160,7 +196,11 @@ pub async fn list(deps: &Deps, supervisor: &Addr<Supervisor>, parent: Option<&st
 
 /// Appends the context files to a spawn prompt: each read from an allowed directory only (no
 /// `..` or symlink escape), and capped in size.
-pub fn attach_context_files(deps: &Deps, prompt: &str, files: &[String]) -> Result<String, AgentdError> {
+pub fn attach_context_files(
+    deps: &Deps,
+    prompt: &str,
+    files: &[String],
+) -> Result<String, AgentdError> {
     let mut out = prompt.to_string();
     let cap = deps.config.limits.context_file_max_bytes;
     let roots: Vec<_> = deps
@@ -170,7 +210,12 @@ pub fn attach_context_files(deps: &Deps, prompt: &str, files: &[String]) -> Resu
         .filter_map(|d| d.canonicalize().ok())
         .collect();
     for f in files {
-        let bad = |why: &str| AgentdError::new(ErrorCode::InvalidArgument, format!("context file `{f}`: {why}"));
+        let bad = |why: &str| {
+            AgentdError::new(
+                ErrorCode::InvalidArgument,
+                format!("context file `{f}`: {why}"),
+            )
+        };
         let path = Path::new(f)
             .canonicalize()
             .map_err(|e| bad(&e.to_string()))?;
@@ -184,11 +229,16 @@ pub fn attach_context_files(deps: &Deps, prompt: &str, files: &[String]) -> Resu
         if meta.len() > cap {
             return Err(AgentdError::new(
                 ErrorCode::PayloadTooLarge,
-                format!("context file `{f}` has {} bytes; the cap is {cap}", meta.len()),
+                format!(
+                    "context file `{f}` has {} bytes; the cap is {cap}",
+                    meta.len()
+                ),
             ));
         }
         let text = std::fs::read_to_string(&path).map_err(|e| bad(&e.to_string()))?;
-        out.push_str(&format!("\n\n<context_file path=\"{f}\">\n{text}\n</context_file>"));
+        out.push_str(&format!(
+            "\n\n<context_file path=\"{f}\">\n{text}\n</context_file>"
+        ));
     }
     Ok(out)
 }

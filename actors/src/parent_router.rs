@@ -40,7 +40,12 @@ pub struct ParentRouter {
 
 impl ParentRouter {
     /// A router for `parent_id`.
-    pub fn new(parent_id: String, deps: Deps, supervisor: Addr<Supervisor>, router: Addr<ChannelRouter>) -> Self {
+    pub fn new(
+        parent_id: String,
+        deps: Deps,
+        supervisor: Addr<Supervisor>,
+        router: Addr<ChannelRouter>,
+    ) -> Self {
         ParentRouter {
             parent_id,
             deps,
@@ -112,44 +117,53 @@ impl Handler<ManageSend> for ParentRouter {
             }
             Ok::<_, AgentdError>((child_id, created))
         };
-        AtomicResponse::new(Box::pin(fut.into_actor(self).then(move |res, act, _ctx| {
-            let router = act.router.clone();
-            let outcome = match res {
-                Err(e) => Err(e),
-                Ok((child_id, created)) => {
-                    act.options.insert(child_id.clone(), msg.options.clone());
-                    let wait = if msg.options.mode == ManageMode::Sync {
-                        let (tx, rx) = oneshot::channel();
-                        let id = act.next_wait;
-                        act.next_wait += 1;
-                        act.waiters.push(Waiter {
-                            id,
-                            child_id: child_id.clone(),
-                            needed: msg.options.sync_max_messages.max(1) as usize,
-                            messages: Vec::new(),
-                            tx,
-                        });
-                        Some((id, rx))
-                    } else {
-                        None
-                    };
-                    let mut env = Envelope::new(
-                        Address::agent(&act.parent_id),
-                        Address::agent(&child_id),
-                        Item::Inbox(InboxItem::message(msg.message.clone())),
-                        act.deps.clock.now_ms(),
-                    );
-                    env.causation_id = Some(msg.cause);
-                    Ok((env, Dispatched { child_id, created, wait }))
+        AtomicResponse::new(Box::pin(fut.into_actor(self).then(
+            move |res, act, _ctx| {
+                let router = act.router.clone();
+                let outcome = match res {
+                    Err(e) => Err(e),
+                    Ok((child_id, created)) => {
+                        act.options.insert(child_id.clone(), msg.options.clone());
+                        let wait = if msg.options.mode == ManageMode::Sync {
+                            let (tx, rx) = oneshot::channel();
+                            let id = act.next_wait;
+                            act.next_wait += 1;
+                            act.waiters.push(Waiter {
+                                id,
+                                child_id: child_id.clone(),
+                                needed: msg.options.sync_max_messages.max(1) as usize,
+                                messages: Vec::new(),
+                                tx,
+                            });
+                            Some((id, rx))
+                        } else {
+                            None
+                        };
+                        let mut env = Envelope::new(
+                            Address::agent(&act.parent_id),
+                            Address::agent(&child_id),
+                            Item::Inbox(InboxItem::message(msg.message.clone())),
+                            act.deps.clock.now_ms(),
+                        );
+                        env.causation_id = Some(msg.cause);
+                        Ok((
+                            env,
+                            Dispatched {
+                                child_id,
+                                created,
+                                wait,
+                            },
+                        ))
+                    }
+                };
+                async move {
+                    let (env, dispatched) = outcome?;
+                    router.send(Route(env)).await.map_err(mailbox)??;
+                    Ok(dispatched)
                 }
-            };
-            async move {
-                let (env, dispatched) = outcome?;
-                router.send(Route(env)).await.map_err(mailbox)??;
-                Ok(dispatched)
-            }
-            .into_actor(act)
-        })))
+                .into_actor(act)
+            },
+        )))
     }
 }
 
@@ -197,10 +211,20 @@ impl Handler<ChildOutput> for ParentRouter {
             return Box::pin(actix::fut::ready(()));
         }
         let (role, prefix, forward) = match &child.channel {
-            Channel::Manage { worker_title, alias, options, .. } => {
+            Channel::Manage {
+                worker_title,
+                alias,
+                options,
+                ..
+            } => {
                 let opts = self.options.get(&child.id).unwrap_or(options);
-                let forward = opts.mode == ManageMode::Async || !matches!(out.output, Output::Reply(_));
-                (Role::Assistant, opts.render_prefix(worker_title, alias, &child.id), forward)
+                let forward =
+                    opts.mode == ManageMode::Async || !matches!(out.output, Output::Reply(_));
+                (
+                    Role::Assistant,
+                    opts.render_prefix(worker_title, alias, &child.id),
+                    forward,
+                )
             }
             Channel::Spawn { .. } => (
                 Role::User,
@@ -219,7 +243,8 @@ impl Handler<ChildOutput> for ParentRouter {
             Output::Failed(e) => format!("[failed] {e}"),
         };
         let text = format!("{prefix}{body}");
-        let urgent = matches!(child.channel, Channel::Spawn { .. }) || !matches!(out.output, Output::Reply(_));
+        let urgent = matches!(child.channel, Channel::Spawn { .. })
+            || !matches!(out.output, Output::Reply(_));
         let deps = self.deps.clone();
         let router = self.router.clone();
         let parent_id = self.parent_id.clone();
@@ -232,10 +257,16 @@ impl Handler<ChildOutput> for ParentRouter {
                     format!("parent `{parent_id}` of `{}` no longer exists", child.id),
                 ));
             };
-            if matches!(parent.status, AgentStatus::Cancelled | AgentStatus::Terminated) {
+            if matches!(
+                parent.status,
+                AgentStatus::Cancelled | AgentStatus::Terminated
+            ) {
                 return Err(AgentdError::new(
                     ErrorCode::MissingParentChannel,
-                    format!("parent `{parent_id}` is {} and takes no messages", parent.status),
+                    format!(
+                        "parent `{parent_id}` is {} and takes no messages",
+                        parent.status
+                    ),
                 ));
             }
             let mut env = Envelope::new(

@@ -14,8 +14,8 @@ use crate::ops::mailbox;
 use crate::parent_router::ParentRouter;
 use actix::prelude::*;
 use agentd_proto::{
-    Address, AgentRecord, AgentStatus, AgentdError, Control, Envelope, ErrorCode, Event,
-    InboxItem, Item,
+    Address, AgentRecord, AgentStatus, AgentdError, Control, Envelope, ErrorCode, Event, InboxItem,
+    Item,
 };
 use std::collections::HashMap;
 
@@ -33,10 +33,16 @@ impl Supervisor {
     /// one).
     pub fn new(deps: Deps, router: Addr<ChannelRouter>) -> Self {
         let n = match deps.config.arbiters {
-            0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            0 => std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
             n => n,
         };
-        let arbiters = if n <= 1 { Vec::new() } else { (0..n).map(|_| Arbiter::new()).collect() };
+        let arbiters = if n <= 1 {
+            Vec::new()
+        } else {
+            (0..n).map(|_| Arbiter::new()).collect()
+        };
         Supervisor {
             deps,
             router,
@@ -62,7 +68,9 @@ impl Supervisor {
         let me = ctx.address();
         let router = self.router.clone();
         let addr = match self.arbiter_for(&rec.root_id) {
-            Some(arb) => AgentActor::start_in_arbiter(&arb, move |_| AgentActor::new(rec, deps, me, router)),
+            Some(arb) => {
+                AgentActor::start_in_arbiter(&arb, move |_| AgentActor::new(rec, deps, me, router))
+            }
             None => AgentActor::new(rec, deps, me, router).start(),
         };
         self.agents.insert(id.clone(), addr.clone());
@@ -123,11 +131,21 @@ impl Handler<AgentStopped> for Supervisor {
 impl Handler<ParentRouterFor> for Supervisor {
     type Result = MessageResult<ParentRouterFor>;
 
-    fn handle(&mut self, ParentRouterFor(id): ParentRouterFor, ctx: &mut Self::Context) -> Self::Result {
+    fn handle(
+        &mut self,
+        ParentRouterFor(id): ParentRouterFor,
+        ctx: &mut Self::Context,
+    ) -> Self::Result {
         if let Some(pr) = self.parents.get(&id).filter(|a| a.connected()) {
             return MessageResult(pr.clone());
         }
-        let pr = ParentRouter::new(id.clone(), self.deps.clone(), ctx.address(), self.router.clone()).start();
+        let pr = ParentRouter::new(
+            id.clone(),
+            self.deps.clone(),
+            ctx.address(),
+            self.router.clone(),
+        )
+        .start();
         self.parents.insert(id, pr.clone());
         MessageResult(pr)
     }
@@ -141,26 +159,38 @@ impl Handler<Spawn> for Supervisor {
         let fut = async move {
             let cfg = &deps.config;
             let ty = cfg.types.get(&spec.agent_type).ok_or_else(|| {
-                AgentdError::new(ErrorCode::UnknownAgentType, format!("no agent type `{}`", spec.agent_type))
+                AgentdError::new(
+                    ErrorCode::UnknownAgentType,
+                    format!("no agent type `{}`", spec.agent_type),
+                )
             })?;
             let depth = spec.parent.as_ref().map(|p| p.depth + 1).unwrap_or(0);
             if let Some(parent) = &spec.parent {
                 if depth > cfg.limits.max_depth {
                     return Err(AgentdError::new(
                         ErrorCode::DepthLimit,
-                        format!("a child of `{}` would be at depth {depth}; the limit is {}", parent.id, cfg.limits.max_depth),
+                        format!(
+                            "a child of `{}` would be at depth {depth}; the limit is {}",
+                            parent.id, cfg.limits.max_depth
+                        ),
                     ));
                 }
                 let n = deps.store.children(&parent.id).await?.len();
                 if n as u32 >= cfg.limits.max_children {
                     return Err(AgentdError::new(
                         ErrorCode::FanoutLimit,
-                        format!("`{}` already has {n} children; the limit is {}", parent.id, cfg.limits.max_children),
+                        format!(
+                            "`{}` already has {n} children; the limit is {}",
+                            parent.id, cfg.limits.max_children
+                        ),
                     ));
                 }
             }
             let now = deps.clock.now_ms();
-            let id = spec.id.clone().unwrap_or_else(|| agentd_proto::ids::new_id().to_string());
+            let id = spec
+                .id
+                .clone()
+                .unwrap_or_else(|| agentd_proto::ids::new_id().to_string());
             let title = spec
                 .title
                 .clone()
@@ -169,7 +199,11 @@ impl Handler<Spawn> for Supervisor {
             let rec = AgentRecord {
                 id: id.clone(),
                 parent_id: spec.parent.as_ref().map(|p| p.id.clone()),
-                root_id: spec.parent.as_ref().map(|p| p.root_id.clone()).unwrap_or_else(|| id.clone()),
+                root_id: spec
+                    .parent
+                    .as_ref()
+                    .map(|p| p.root_id.clone())
+                    .unwrap_or_else(|| id.clone()),
                 depth,
                 title: title.trim().to_string(),
                 agent_type: ty.name.clone(),
@@ -204,8 +238,17 @@ impl Handler<Spawn> for Supervisor {
                 title: rec.title.clone(),
             });
             if let Some(prompt) = prompt {
-                let from = rec.parent_id.as_deref().map(Address::agent).unwrap_or(Address::System);
-                let env = Envelope::new(from, Address::agent(&rec.id), Item::Inbox(InboxItem::message(prompt)), act.deps.clock.now_ms());
+                let from = rec
+                    .parent_id
+                    .as_deref()
+                    .map(Address::agent)
+                    .unwrap_or(Address::System);
+                let env = Envelope::new(
+                    from,
+                    Address::agent(&rec.id),
+                    Item::Inbox(InboxItem::message(prompt)),
+                    act.deps.clock.now_ms(),
+                );
                 addr.do_send(Deliver(env));
             }
             Ok(rec)
@@ -222,12 +265,18 @@ impl Handler<Activate> for Supervisor {
         }
         let deps = self.deps.clone();
         let fut = async move {
-            let mut rec = deps.store.get_agent(&id).await?.ok_or_else(|| AgentdError::agent_not_found(&id))?;
+            let mut rec = deps
+                .store
+                .get_agent(&id)
+                .await?
+                .ok_or_else(|| AgentdError::agent_not_found(&id))?;
             let from = rec.status;
             // Closed agents re-open lazily; a turn that was running when the process stopped
             // is over (its persisted output stays).
             let to = match from {
-                AgentStatus::Closed | AgentStatus::Running | AgentStatus::Queued => Some(AgentStatus::Idle),
+                AgentStatus::Closed | AgentStatus::Running | AgentStatus::Queued => {
+                    Some(AgentStatus::Idle)
+                }
                 _ => None,
             };
             if let Some(to) = to {
@@ -285,13 +334,20 @@ impl Handler<Lifecycle> for Supervisor {
         let live: HashMap<String, Addr<AgentActor>> = self.agents.clone();
         let Lifecycle { agent_id, control } = msg;
         let fut = async move {
-            let rec = deps.store.get_agent(&agent_id).await?.ok_or_else(|| AgentdError::agent_not_found(&agent_id))?;
+            let rec = deps
+                .store
+                .get_agent(&agent_id)
+                .await?
+                .ok_or_else(|| AgentdError::agent_not_found(&agent_id))?;
             match control {
                 Control::Pause | Control::Resume => {
                     // Needs activation, which this (atomic) handler cannot await on itself:
                     // `ops::lifecycle` does it.
                     let _ = rec;
-                    Err(AgentdError::new(ErrorCode::Internal, "pause/resume go through ops::lifecycle"))
+                    Err(AgentdError::new(
+                        ErrorCode::Internal,
+                        "pause/resume go through ops::lifecycle",
+                    ))
                 }
                 Control::Cancel | Control::Terminate => {
                     let mut last = None;
@@ -305,8 +361,21 @@ impl Handler<Lifecycle> for Supervisor {
                     for id in targets {
                         let target = id == agent_id;
                         let res = match live.get(&id).filter(|a| a.connected()) {
-                            Some(addr) => addr.send(ApplyControl(control)).await.map_err(mailbox)?,
-                            None => settle_stored(&deps, &id, if control == Control::Cancel { AgentStatus::Cancelled } else { AgentStatus::Terminated }).await,
+                            Some(addr) => {
+                                addr.send(ApplyControl(control)).await.map_err(mailbox)?
+                            }
+                            None => {
+                                settle_stored(
+                                    &deps,
+                                    &id,
+                                    if control == Control::Cancel {
+                                        AgentStatus::Cancelled
+                                    } else {
+                                        AgentStatus::Terminated
+                                    },
+                                )
+                                .await
+                            }
                         };
                         match res {
                             Ok(r) if target => last = Some(r),
@@ -320,7 +389,13 @@ impl Handler<Lifecycle> for Supervisor {
                     let mut last = None;
                     for id in subtree_postorder(&deps, &agent_id).await? {
                         let r = match live.get(&id).filter(|a| a.connected()) {
-                            Some(addr) => Some(addr.send(StopAgent { final_status: Some(AgentStatus::Closed) }).await.map_err(mailbox)?),
+                            Some(addr) => Some(
+                                addr.send(StopAgent {
+                                    final_status: Some(AgentStatus::Closed),
+                                })
+                                .await
+                                .map_err(mailbox)?,
+                            ),
                             None => settle_stored(&deps, &id, AgentStatus::Closed).await.ok(),
                         };
                         if id == agent_id {
@@ -332,7 +407,9 @@ impl Handler<Lifecycle> for Supervisor {
                 Control::Delete => {
                     for id in subtree_postorder(&deps, &agent_id).await? {
                         if let Some(addr) = live.get(&id).filter(|a| a.connected()) {
-                            addr.send(StopAgent { final_status: None }).await.map_err(mailbox)?;
+                            addr.send(StopAgent { final_status: None })
+                                .await
+                                .map_err(mailbox)?;
                         }
                         deps.store.delete_agent(&id).await?;
                         router.do_send(ForgetParent(id.clone()));
@@ -354,7 +431,11 @@ impl Handler<Lifecycle> for Supervisor {
 
 /// Moves a non-live agent's stored record to `to` if the table allows it.
 async fn settle_stored(deps: &Deps, id: &str, to: AgentStatus) -> Result<AgentRecord, AgentdError> {
-    let mut rec = deps.store.get_agent(id).await?.ok_or_else(|| AgentdError::agent_not_found(id))?;
+    let mut rec = deps
+        .store
+        .get_agent(id)
+        .await?
+        .ok_or_else(|| AgentdError::agent_not_found(id))?;
     if rec.status == to {
         return Ok(rec);
     }
@@ -381,7 +462,12 @@ impl Handler<Shutdown> for Supervisor {
     type Result = AtomicResponse<Self, ()>;
 
     fn handle(&mut self, _: Shutdown, _: &mut Self::Context) -> Self::Result {
-        let live: Vec<Addr<AgentActor>> = self.agents.values().filter(|a| a.connected()).cloned().collect();
+        let live: Vec<Addr<AgentActor>> = self
+            .agents
+            .values()
+            .filter(|a| a.connected())
+            .cloned()
+            .collect();
         let fut = async move {
             for addr in live {
                 let _ = addr.send(StopAgent { final_status: None }).await;

@@ -33,7 +33,11 @@ impl AgentSystem {
             store = deps.store.kind(),
             "agent system started"
         );
-        AgentSystem { deps, supervisor, router }
+        AgentSystem {
+            deps,
+            supervisor,
+            router,
+        }
     }
 
     /// Ports and config.
@@ -48,14 +52,22 @@ impl AgentSystem {
             None => None,
         };
         let prompt = match &req.prompt {
-            Some(p) => Some(ops::attach_context_files(&self.deps, p, &req.context_files)?),
-            None if !req.context_files.is_empty() => {
-                Some(ops::attach_context_files(&self.deps, "", &req.context_files)?)
-            }
+            Some(p) => Some(ops::attach_context_files(
+                &self.deps,
+                p,
+                &req.context_files,
+            )?),
+            None if !req.context_files.is_empty() => Some(ops::attach_context_files(
+                &self.deps,
+                "",
+                &req.context_files,
+            )?),
             None => None,
         };
         let channel = match &parent {
-            Some(p) => Channel::Spawn { parent_id: p.id.clone() },
+            Some(p) => Channel::Spawn {
+                parent_id: p.id.clone(),
+            },
             None => Channel::None,
         };
         ops::spawn(
@@ -74,7 +86,12 @@ impl AgentSystem {
     }
 
     /// Sends text to an agent (re-opening it if closed).
-    pub async fn send(&self, agent_id: &str, text: &str, interrupt: bool) -> Result<(), AgentdError> {
+    pub async fn send(
+        &self,
+        agent_id: &str,
+        text: &str,
+        interrupt: bool,
+    ) -> Result<(), AgentdError> {
         if text.trim().is_empty() {
             return Err(AgentdError::missing_field("text"));
         }
@@ -86,13 +103,17 @@ impl AgentSystem {
             role: agentd_proto::Role::User,
             from_agent: None,
         };
-        ops::post(&self.router, external(), agent_id, item, None).await.map(|_| ())
+        ops::post(&self.router, external(), agent_id, item, None)
+            .await
+            .map(|_| ())
     }
 
     /// Posts any inbox item (reset, compact, ...).
     pub async fn post(&self, agent_id: &str, item: InboxItem) -> Result<(), AgentdError> {
         self.require_exists(agent_id).await?;
-        ops::post(&self.router, external(), agent_id, item, None).await.map(|_| ())
+        ops::post(&self.router, external(), agent_id, item, None)
+            .await
+            .map(|_| ())
     }
 
     async fn require_exists(&self, agent_id: &str) -> Result<(), AgentdError> {
@@ -103,7 +124,11 @@ impl AgentSystem {
     }
 
     /// Applies a lifecycle control (cascading where the design says so).
-    pub async fn control(&self, agent_id: &str, control: Control) -> Result<Option<AgentRecord>, AgentdError> {
+    pub async fn control(
+        &self,
+        agent_id: &str,
+        control: Control,
+    ) -> Result<Option<AgentRecord>, AgentdError> {
         ops::lifecycle(&self.deps, &self.supervisor, agent_id, control).await
     }
 
@@ -131,7 +156,11 @@ impl AgentSystem {
         Ok(out)
     }
 
-    fn subtree<'a>(&'a self, id: &'a str, depth: u32) -> futures::future::BoxFuture<'a, Result<Value, AgentdError>> {
+    fn subtree<'a>(
+        &'a self,
+        id: &'a str,
+        depth: u32,
+    ) -> futures::future::BoxFuture<'a, Result<Value, AgentdError>> {
         Box::pin(async move {
             let mut node = self.inspect(id).await?;
             let mut kids = Vec::new();
@@ -160,7 +189,12 @@ impl AgentSystem {
 
     /// Runs a tool as `agent_id` would (its thread is the runtime thread). Without an agent id
     /// there is no runtime thread: `missing_thread_id` (seed 000).
-    pub async fn invoke_tool(&self, agent_id: Option<&str>, tool: &str, args: Value) -> Result<Value, AgentdError> {
+    pub async fn invoke_tool(
+        &self,
+        agent_id: Option<&str>,
+        tool: &str,
+        args: Value,
+    ) -> Result<Value, AgentdError> {
         let Some(agent_id) = agent_id.filter(|a| !a.trim().is_empty()) else {
             return Err(AgentdError::new(
                 ErrorCode::MissingThreadId,
@@ -185,7 +219,10 @@ impl AgentSystem {
     }
 
     /// The tools `agent_id` sees, as its model is shown them.
-    pub async fn tools_of(&self, agent_id: &str) -> Result<Vec<crate::ports::ToolSpec>, AgentdError> {
+    pub async fn tools_of(
+        &self,
+        agent_id: &str,
+    ) -> Result<Vec<crate::ports::ToolSpec>, AgentdError> {
         let rec = self.record(agent_id).await?;
         Ok(tools::visible_specs(&rec, &self.deps))
     }
@@ -194,26 +231,43 @@ impl AgentSystem {
     pub async fn execute(&self, cmd: Command) -> Result<Value, AgentdError> {
         match cmd {
             Command::Spawn(req) => self.spawn(req).await.map(|r| ops::view(&r, 0)),
-            Command::Send { agent_id, text, interrupt } => {
+            Command::Send {
+                agent_id,
+                text,
+                interrupt,
+            } => {
                 self.send(&agent_id, &text, interrupt).await?;
                 Ok(json!({"agent_id": agent_id, "status": "sent"}))
             }
             Command::Control { agent_id, control } => {
                 let rec = self.control(&agent_id, control).await?;
-                Ok(json!({"agent_id": agent_id, "control": control.as_str(), "status": rec.map(|r| r.status)}))
+                Ok(
+                    json!({"agent_id": agent_id, "control": control.as_str(), "status": rec.map(|r| r.status)}),
+                )
             }
             Command::Reset { agent_id, message } => {
                 self.post(&agent_id, InboxItem::Reset { message }).await?;
-                Ok(json!({"summary": "Agent session reset requested.", "target_agent_id": agent_id}))
+                Ok(
+                    json!({"summary": "Agent session reset requested.", "target_agent_id": agent_id}),
+                )
             }
             Command::Compact { agent_id } => {
                 self.post(&agent_id, InboxItem::Compact).await?;
                 Ok(json!({"summary": "Agent compaction requested.", "target_agent_id": agent_id}))
             }
             Command::Inspect { agent_id } => self.inspect(&agent_id).await,
-            Command::List { parent_id } => self.list(parent_id.as_deref()).await.map(|v| json!({"agents": v})),
-            Command::Thread { agent_id } => self.thread(&agent_id).await.map(|t| json!({"entries": t})),
-            Command::InvokeTool { agent_id, tool, args } => self.invoke_tool(agent_id.as_deref(), &tool, args).await,
+            Command::List { parent_id } => self
+                .list(parent_id.as_deref())
+                .await
+                .map(|v| json!({"agents": v})),
+            Command::Thread { agent_id } => {
+                self.thread(&agent_id).await.map(|t| json!({"entries": t}))
+            }
+            Command::InvokeTool {
+                agent_id,
+                tool,
+                args,
+            } => self.invoke_tool(agent_id.as_deref(), &tool, args).await,
         }
     }
 

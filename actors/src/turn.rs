@@ -92,7 +92,12 @@ impl Turn {
             agent_id: self.rec.id.clone(),
             agent_type: self.rec.agent_type.clone(),
             title: self.rec.title.clone(),
-            model: self.deps.config.types.get(&self.rec.agent_type).and_then(|t| t.model.clone()),
+            model: self
+                .deps
+                .config
+                .types
+                .get(&self.rec.agent_type)
+                .and_then(|t| t.model.clone()),
             system_prompt: system_prompt(&self.rec, &self.deps),
             thread,
             tools,
@@ -109,7 +114,12 @@ impl Turn {
                 match seed {
                     None => return Ok(TurnResult::default()),
                     Some(text) => {
-                        let entry = ThreadEntry::text(derived_id(self.cause, "reset-seed"), Role::User, text, self.now());
+                        let entry = ThreadEntry::text(
+                            derived_id(self.cause, "reset-seed"),
+                            Role::User,
+                            text,
+                            self.now(),
+                        );
                         self.append(&entry).await?;
                     }
                 }
@@ -133,7 +143,8 @@ impl Turn {
                 .map_err(model_error)?;
             self.me.do_send(AddUsage(resp.usage));
             let step_id = derived_id(self.cause, &format!("step-{step}"));
-            let mut entry = ThreadEntry::text(step_id, Role::Assistant, resp.text.clone(), self.now());
+            let mut entry =
+                ThreadEntry::text(step_id, Role::Assistant, resp.text.clone(), self.now());
             entry.tool_calls = resp.tool_calls.clone();
             entry.usage = Some(resp.usage);
             self.append(&entry).await?;
@@ -155,7 +166,9 @@ impl Turn {
                 let outcome = tools::execute(&self.tools, &call.name, &call.arguments).await;
                 let (text, yielded) = match outcome {
                     Ok(ToolOutcome::Value(v)) => (v.to_string(), None),
-                    Ok(ToolOutcome::Yielded(v)) => (json!({"status": "yielded"}).to_string(), Some(v)),
+                    Ok(ToolOutcome::Yielded(v)) => {
+                        (json!({"status": "yielded"}).to_string(), Some(v))
+                    }
                     Err(e) => (json!({ "error": e }).to_string(), None),
                 };
                 let mut te = ThreadEntry::text(

@@ -43,14 +43,20 @@ pub fn decode_envelope(bytes: &[u8], max_bytes: usize) -> Result<Envelope, Agent
     if bytes.len() > max_bytes {
         return Err(AgentdError::new(
             ErrorCode::PayloadTooLarge,
-            format!("envelope of {} bytes exceeds the cap of {max_bytes}", bytes.len()),
+            format!(
+                "envelope of {} bytes exceeds the cap of {max_bytes}",
+                bytes.len()
+            ),
         ));
     }
     let probe: VersionProbe = decode(bytes)?;
     if probe.v != PROTOCOL_VERSION {
         return Err(AgentdError::new(
             ErrorCode::BadEnvelope,
-            format!("unknown envelope version {} (this build speaks {PROTOCOL_VERSION})", probe.v),
+            format!(
+                "unknown envelope version {} (this build speaks {PROTOCOL_VERSION})",
+                probe.v
+            ),
         ));
     }
     decode(bytes)

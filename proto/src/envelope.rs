@@ -79,7 +79,13 @@ impl Envelope {
     }
 
     /// A new envelope caused by `cause`: same correlation, `causation_id = cause.id`.
-    pub fn caused_by(cause: &Envelope, from: Address, to: Address, item: Item, sent_at: u64) -> Self {
+    pub fn caused_by(
+        cause: &Envelope,
+        from: Address,
+        to: Address,
+        item: Item,
+        sent_at: u64,
+    ) -> Self {
         let mut env = Envelope::new(from, to, item, sent_at);
         env.correlation_id = Some(cause.correlation_id.unwrap_or(cause.id));
         env.causation_id = Some(cause.id);

@@ -155,7 +155,10 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(req.thread_alias.as_deref(), Some("t1"));
         assert_eq!(req.sync_timeout_ms, Some(5));
-        assert_eq!(ManageRequest::required(&req.worker, "worker").ok(), Some("ops"));
+        assert_eq!(
+            ManageRequest::required(&req.worker, "worker").ok(),
+            Some("ops")
+        );
     }
 
     #[test]
@@ -163,6 +166,9 @@ mod tests {
         let mut o = ManageOptions::default();
         assert_eq!(o.render_prefix("Ops", "a", "c"), "From Ops: ");
         o.show_correlation_in_output = true;
-        assert_eq!(o.render_prefix("Ops", "a", "c"), "[alias=a thread=c] From Ops: ");
+        assert_eq!(
+            o.render_prefix("Ops", "a", "c"),
+            "[alias=a thread=c] From Ops: "
+        );
     }
 }

@@ -93,10 +93,12 @@ impl AgentStatus {
                 Cancelled,
                 Terminated,
             ],
-            WaitingReview => &[Completed, Running, Queued, Paused, Closed, Cancelled, Terminated],
-            WaitingDependency | WaitingQuestion | WaitingRateLimit => {
-                &[Running, Queued, Paused, Failed, Closed, Cancelled, Terminated]
-            }
+            WaitingReview => &[
+                Completed, Running, Queued, Paused, Closed, Cancelled, Terminated,
+            ],
+            WaitingDependency | WaitingQuestion | WaitingRateLimit => &[
+                Running, Queued, Paused, Failed, Closed, Cancelled, Terminated,
+            ],
             Paused => &[
                 Running,
                 Idle,

@@ -45,15 +45,20 @@ fn usage() -> impl Strategy<Value = Usage> {
 
 fn inbox() -> impl Strategy<Value = InboxItem> {
     prop_oneof![
-        (text(), any::<bool>(), any::<bool>(), any::<bool>(), proptest::option::of(text())).prop_map(
-            |(t, i, u, a, from)| InboxItem::Message {
+        (
+            text(),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+            proptest::option::of(text())
+        )
+            .prop_map(|(t, i, u, a, from)| InboxItem::Message {
                 text: t,
                 interrupt: i,
                 urgent: u,
                 role: if a { Role::Assistant } else { Role::User },
                 from_agent: from,
-            }
-        ),
+            }),
         proptest::option::of(text()).prop_map(|message| InboxItem::Reset { message }),
         Just(InboxItem::Compact),
         json_value().prop_map(|result| InboxItem::Yield { result }),
@@ -62,15 +67,18 @@ fn inbox() -> impl Strategy<Value = InboxItem> {
 
 fn command() -> impl Strategy<Value = Command> {
     prop_oneof![
-        (proptest::option::of(text()), proptest::option::of(text()), any::<bool>()).prop_map(
-            |(t, p, m)| Command::Spawn(SpawnRequest {
+        (
+            proptest::option::of(text()),
+            proptest::option::of(text()),
+            any::<bool>()
+        )
+            .prop_map(|(t, p, m)| Command::Spawn(SpawnRequest {
                 agent_type: t,
                 prompt: p,
                 context_files: vec!["a.txt".into()],
                 manage: m.then(ManageOptions::default),
                 ..Default::default()
-            })
-        ),
+            })),
         (text(), text(), any::<bool>()).prop_map(|(a, t, i)| Command::Send {
             agent_id: a,
             text: t,
@@ -80,8 +88,10 @@ fn command() -> impl Strategy<Value = Command> {
             agent_id: a,
             control: c
         }),
-        (text(), proptest::option::of(text()))
-            .prop_map(|(a, m)| Command::Reset { agent_id: a, message: m }),
+        (text(), proptest::option::of(text())).prop_map(|(a, m)| Command::Reset {
+            agent_id: a,
+            message: m
+        }),
         text().prop_map(|a| Command::Compact { agent_id: a }),
         text().prop_map(|a| Command::Inspect { agent_id: a }),
         proptest::option::of(text()).prop_map(|p| Command::List { parent_id: p }),
@@ -186,7 +196,12 @@ proptest! {
 
 #[test]
 fn oversize_is_payload_too_large() {
-    let env = Envelope::new(Address::System, Address::agent("a"), Item::Inbox(InboxItem::message("x".repeat(2048))), 1);
+    let env = Envelope::new(
+        Address::System,
+        Address::agent("a"),
+        Item::Inbox(InboxItem::message("x".repeat(2048))),
+        1,
+    );
     let bytes = encode_envelope(&env).unwrap_or_default();
     let err = decode_envelope(&bytes, 1024).err().map(|e| e.code);
     assert_eq!(err, Some(ErrorCode::PayloadTooLarge));
@@ -194,7 +209,12 @@ fn oversize_is_payload_too_large() {
 
 #[test]
 fn unknown_version_is_bad_envelope() {
-    let mut env = Envelope::new(Address::System, Address::agent("a"), Item::Inbox(InboxItem::Compact), 1);
+    let mut env = Envelope::new(
+        Address::System,
+        Address::agent("a"),
+        Item::Inbox(InboxItem::Compact),
+        1,
+    );
     env.v = 99;
     let bytes = encode_envelope(&env).unwrap_or_default();
     let err = decode_envelope(&bytes, DEFAULT_MAX_ENVELOPE_BYTES).err();
@@ -212,7 +232,15 @@ fn a_plain_map_from_another_language_decodes() {
     });
     let bytes = rmp_serde::to_vec_named(&map).unwrap_or_default();
     let env = decode_envelope(&bytes, DEFAULT_MAX_ENVELOPE_BYTES).map_err(|e| e.to_string());
-    let env = match env { Ok(e) => e, Err(e) => panic!("{e}") };
+    let env = match env {
+        Ok(e) => e,
+        Err(e) => panic!("{e}"),
+    };
     assert_eq!(env.attempt, 1);
-    assert_eq!(env.item, Item::Inbox(InboxItem::Reset { message: Some("start over".into()) }));
+    assert_eq!(
+        env.item,
+        Item::Inbox(InboxItem::Reset {
+            message: Some("start over".into())
+        })
+    );
 }

@@ -50,7 +50,12 @@ pub fn default_types(lead_manage: ManageOptions) -> Vec<AgentType> {
 }
 
 /// Starts an agent system. Must run inside an actix `System` (e.g. `#[actix_rt::test]`).
-pub fn start(script: &str, types: Vec<AgentType>, store: Arc<dyn ThreadStore>, clock: Arc<dyn Clock>) -> TestSystem {
+pub fn start(
+    script: &str,
+    types: Vec<AgentType>,
+    store: Arc<dyn ThreadStore>,
+    clock: Arc<dyn Clock>,
+) -> TestSystem {
     let model = ScriptedModel::from_toml_str(script, clock.clone()).expect("script");
     let bus = InProcessBus::default();
     let config = RuntimeConfig::with_types(AgentTypes::new(types).expect("types"));
@@ -70,13 +75,23 @@ pub fn start(script: &str, types: Vec<AgentType>, store: Arc<dyn ThreadStore>, c
 
 /// [`start`] on a memory store and the real clock.
 pub fn start_simple(script: &str, types: Vec<AgentType>) -> TestSystem {
-    start(script, types, Arc::new(MemoryStore::new()), Arc::new(SystemClock))
+    start(
+        script,
+        types,
+        Arc::new(MemoryStore::new()),
+        Arc::new(SystemClock),
+    )
 }
 
 /// [`start`] on a memory store and a manual clock.
 pub fn start_manual(script: &str, types: Vec<AgentType>) -> (TestSystem, ManualClock) {
     let clock = ManualClock::new(1_000_000);
-    let sys = start(script, types, Arc::new(MemoryStore::new()), Arc::new(clock.clone()));
+    let sys = start(
+        script,
+        types,
+        Arc::new(MemoryStore::new()),
+        Arc::new(clock.clone()),
+    );
     (sys, clock)
 }
 
@@ -117,7 +132,10 @@ impl TestSystem {
     pub async fn wait_for_entry(&self, id: &str, role: Role, text: &str) -> Vec<ThreadEntry> {
         let what = format!("{role:?} entry containing {text:?} on {id}");
         wait_until(&what, || async {
-            self.thread(id).await.iter().any(|e| e.role == role && e.text.contains(text))
+            self.thread(id)
+                .await
+                .iter()
+                .any(|e| e.role == role && e.text.contains(text))
         })
         .await;
         self.thread(id).await
@@ -129,8 +147,15 @@ impl TestSystem {
     }
 
     /// Waits until `id` has status `status`.
-    pub async fn wait_for_status(&self, id: &str, status: agentd_proto::AgentStatus) -> AgentRecord {
-        wait_until(&format!("{id} to be {status}"), || async { self.record(id).await.status == status }).await;
+    pub async fn wait_for_status(
+        &self,
+        id: &str,
+        status: agentd_proto::AgentStatus,
+    ) -> AgentRecord {
+        wait_until(&format!("{id} to be {status}"), || async {
+            self.record(id).await.status == status
+        })
+        .await;
         self.record(id).await
     }
 
@@ -141,7 +166,11 @@ impl TestSystem {
 }
 
 /// Receives events until one satisfies `pred` (10 s limit).
-pub async fn next_event(rx: &mut tokio::sync::broadcast::Receiver<Event>, what: &str, pred: impl Fn(&Event) -> bool) -> Event {
+pub async fn next_event(
+    rx: &mut tokio::sync::broadcast::Receiver<Event>,
+    what: &str,
+    pred: impl Fn(&Event) -> bool,
+) -> Event {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         match tokio::time::timeout_at(deadline, rx.recv()).await {

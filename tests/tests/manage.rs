@@ -75,7 +75,11 @@ fn types() -> Vec<agentd_actors::AgentType> {
     t
 }
 
-async fn manage(sys: &TestSystem, caller: &str, args: Value) -> Result<Value, agentd_proto::AgentdError> {
+async fn manage(
+    sys: &TestSystem,
+    caller: &str,
+    args: Value,
+) -> Result<Value, agentd_proto::AgentdError> {
     sys.system.invoke_tool(Some(caller), "Manage", args).await
 }
 
@@ -83,8 +87,13 @@ async fn manage(sys: &TestSystem, caller: &str, args: Value) -> Result<Value, ag
 async fn a_root_turn_calls_manage_sync_and_gets_the_answer_as_tool_result() {
     let sys = start_simple(SCRIPT, types());
     let lead = sys.root("lead", Some("please delegate this")).await;
-    let thread = sys.wait_for_entry(&lead.id, Role::Assistant, "Tool said").await;
-    let tool = thread.iter().find(|e| e.role == Role::Tool).expect("tool entry");
+    let thread = sys
+        .wait_for_entry(&lead.id, Role::Assistant, "Tool said")
+        .await;
+    let tool = thread
+        .iter()
+        .find(|e| e.role == Role::Tool)
+        .expect("tool entry");
     let result: Value = serde_json::from_str(&tool.text).unwrap();
     assert_eq!(result["status"], "ok");
     assert_eq!(result["messages"], json!(["ops did: deploy build 7"]));
@@ -97,7 +106,10 @@ async fn a_root_turn_calls_manage_sync_and_gets_the_answer_as_tool_result() {
     let ct = sys.thread(child).await;
     assert_eq!(ct[0].role, Role::User);
     assert_eq!(ct[0].text, "deploy build 7");
-    assert!(ct.iter().any(|e| e.role == Role::Assistant && e.text == "ops did: deploy build 7"));
+    assert!(
+        ct.iter()
+            .any(|e| e.role == Role::Assistant && e.text == "ops did: deploy build 7")
+    );
     sys.wait_for_status(&lead.id, AgentStatus::Idle).await;
 }
 
@@ -119,14 +131,32 @@ async fn two_workers_two_aliases_same_alias_same_child_and_check_status() {
     assert_eq!(a2["childThreadId"], a_child.as_str());
     assert_eq!(a2["created"], false);
     assert_eq!(a2["messages"], json!(["ops did: second"]));
-    let texts: Vec<String> = sys.thread(&a_child).await.into_iter().filter(|e| e.role == Role::User).map(|e| e.text).collect();
+    let texts: Vec<String> = sys
+        .thread(&a_child)
+        .await
+        .into_iter()
+        .filter(|e| e.role == Role::User)
+        .map(|e| e.text)
+        .collect();
     assert_eq!(texts, vec!["first", "second"]);
     // Same alias under another worker is another thread.
-    let a3 = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "QA", "message": "x", "threadAlias": "a1"})).await.unwrap();
+    let a3 = manage(
+        &sys,
+        &lead.id,
+        json!({"command": "send_message", "worker": "QA", "message": "x", "threadAlias": "a1"}),
+    )
+    .await
+    .unwrap();
     assert_ne!(a3["childThreadId"], a_child.as_str());
     let a3_child = a3["childThreadId"].as_str().unwrap().to_string();
 
-    let status = manage(&sys, &lead.id, json!({"command": "check_status", "threadAlias": "status"})).await.unwrap();
+    let status = manage(
+        &sys,
+        &lead.id,
+        json!({"command": "check_status", "threadAlias": "status"}),
+    )
+    .await
+    .unwrap();
     assert_eq!(status["activeTasks"], 3);
     let mut ids: Vec<String> = serde_json::from_value(status["childThreadIds"].clone()).unwrap();
     ids.sort();
@@ -136,11 +166,29 @@ async fn two_workers_two_aliases_same_alias_same_child_and_check_status() {
 
     // A closed child thread is no longer active; check_status only covers this parent.
     sys.system.control(&b_child, Control::Close).await.unwrap();
-    let status = manage(&sys, &lead.id, json!({"command": "check_status", "threadAlias": "status"})).await.unwrap();
+    let status = manage(
+        &sys,
+        &lead.id,
+        json!({"command": "check_status", "threadAlias": "status"}),
+    )
+    .await
+    .unwrap();
     assert_eq!(status["activeTasks"], 2);
-    assert!(!status["childThreadIds"].as_array().unwrap().iter().any(|v| v == b_child.as_str()));
+    assert!(
+        !status["childThreadIds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v == b_child.as_str())
+    );
     let other = sys.root("lead", None).await;
-    let status = manage(&sys, &other.id, json!({"command": "check_status", "threadAlias": "s"})).await.unwrap();
+    let status = manage(
+        &sys,
+        &other.id,
+        json!({"command": "check_status", "threadAlias": "s"}),
+    )
+    .await
+    .unwrap();
     assert_eq!(status, json!({"activeTasks": 0, "childThreadIds": []}));
 }
 
@@ -158,20 +206,31 @@ async fn async_mode_forwards_the_reply_to_the_parent_thread_as_assistant_with_pr
     let sys = start_simple(SCRIPT, types());
     let mut events = sys.events();
     let lead = sys.root("lead", Some("go async")).await;
-    let thread = sys.wait_for_entry(&lead.id, Role::Assistant, "Noted the forward").await;
+    let thread = sys
+        .wait_for_entry(&lead.id, Role::Assistant, "Noted the forward")
+        .await;
     // The tool returned at once.
     let tool = thread.iter().find(|e| e.role == Role::Tool).unwrap();
     let result: Value = serde_json::from_str(&tool.text).unwrap();
     assert_eq!(result["status"], "sent");
     // The forwarded text is on the parent thread as assistant, with the default prefix.
-    let fwd = thread.iter().find(|e| e.text.starts_with("From Ops: ")).expect("forward");
+    let fwd = thread
+        .iter()
+        .find(|e| e.text.starts_with("From Ops: "))
+        .expect("forward");
     assert_eq!(fwd.role, Role::Assistant);
     assert_eq!(fwd.text, "From Ops: ops did: status please");
     assert_eq!(fwd.from_agent.as_deref(), result["childThreadId"].as_str());
     // ... and the parent ran a turn on it.
     let last = thread.last().unwrap();
-    assert_eq!(last.text, "Noted the forward: From Ops: ops did: status please");
-    next_event(&mut events, "forwarded", |e| matches!(e, Event::Forwarded { .. })).await;
+    assert_eq!(
+        last.text,
+        "Noted the forward: From Ops: ops did: status please"
+    );
+    next_event(&mut events, "forwarded", |e| {
+        matches!(e, Event::Forwarded { .. })
+    })
+    .await;
 }
 
 #[actix_rt::test]
@@ -188,7 +247,9 @@ async fn async_prefix_and_correlation_are_configurable() {
     assert_eq!(r["status"], "sent");
     let child = r["childThreadId"].as_str().unwrap();
     let expected = format!("[alias=corr thread={child}] <QA> qa checked: hello");
-    let thread = sys.wait_for_entry(&lead.id, Role::Assistant, &expected).await;
+    let thread = sys
+        .wait_for_entry(&lead.id, Role::Assistant, &expected)
+        .await;
     assert!(thread.iter().any(|e| e.text == expected), "{thread:#?}");
 }
 
@@ -213,10 +274,16 @@ async fn sync_timeout_returns_timeout_and_the_late_reply_is_kept_on_the_child_th
     let child = r["childThreadId"].as_str().unwrap().to_string();
     // Nothing lost: the late reply lands on the child thread.
     clock.advance(5_000);
-    sys.wait_for_entry(&child, Role::Assistant, "ops late answer").await;
+    sys.wait_for_entry(&child, Role::Assistant, "ops late answer")
+        .await;
     // In sync mode a late reply is not forwarded to the parent.
     sys.wait_for_status(&child, AgentStatus::Idle).await;
-    assert!(!sys.thread(&lead.id).await.iter().any(|e| e.text.contains("ops late answer")));
+    assert!(
+        !sys.thread(&lead.id)
+            .await
+            .iter()
+            .any(|e| e.text.contains("ops late answer"))
+    );
 }
 
 #[actix_rt::test]
@@ -226,25 +293,57 @@ async fn every_seed_error_has_its_code() {
     let code = |r: Result<Value, agentd_proto::AgentdError>| r.err().map(|e| e.code);
 
     // missing_thread_id: no runtime thread.
-    let r = sys.system.invoke_tool(None, "Manage", json!({"command": "check_status", "threadAlias": "x"})).await;
+    let r = sys
+        .system
+        .invoke_tool(
+            None,
+            "Manage",
+            json!({"command": "check_status", "threadAlias": "x"}),
+        )
+        .await;
     assert_eq!(code(r), Some(ErrorCode::MissingThreadId));
 
     // no_workers: send_message fails, check_status answers zero.
     let plain = sys.root("plain", None).await;
-    let r = manage(&sys, &plain.id, json!({"command": "send_message", "worker": "Ops", "message": "m", "threadAlias": "t"})).await;
+    let r = manage(
+        &sys,
+        &plain.id,
+        json!({"command": "send_message", "worker": "Ops", "message": "m", "threadAlias": "t"}),
+    )
+    .await;
     assert_eq!(code(r), Some(ErrorCode::NoWorkers));
-    let r = manage(&sys, &plain.id, json!({"command": "check_status", "threadAlias": "t"})).await.unwrap();
+    let r = manage(
+        &sys,
+        &plain.id,
+        json!({"command": "check_status", "threadAlias": "t"}),
+    )
+    .await
+    .unwrap();
     assert_eq!(r, json!({"activeTasks": 0, "childThreadIds": []}));
 
     // unknown_worker.
-    let r = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "Nobody", "message": "m", "threadAlias": "t"})).await;
+    let r = manage(
+        &sys,
+        &lead.id,
+        json!({"command": "send_message", "worker": "Nobody", "message": "m", "threadAlias": "t"}),
+    )
+    .await;
     assert_eq!(code(r), Some(ErrorCode::UnknownWorker));
 
     // missing_field for worker, message and threadAlias, each named.
     for (args, field) in [
-        (json!({"command": "send_message", "message": "m", "threadAlias": "t"}), "worker"),
-        (json!({"command": "send_message", "worker": "Ops", "message": "  ", "threadAlias": "t"}), "message"),
-        (json!({"command": "send_message", "worker": "Ops", "message": "m"}), "threadAlias"),
+        (
+            json!({"command": "send_message", "message": "m", "threadAlias": "t"}),
+            "worker",
+        ),
+        (
+            json!({"command": "send_message", "worker": "Ops", "message": "  ", "threadAlias": "t"}),
+            "message",
+        ),
+        (
+            json!({"command": "send_message", "worker": "Ops", "message": "m"}),
+            "threadAlias",
+        ),
     ] {
         let e = manage(&sys, &lead.id, args).await.err().unwrap();
         assert_eq!(e.code, ErrorCode::MissingField);
@@ -258,7 +357,10 @@ async fn every_seed_error_has_its_code() {
         agent_type("y", " Same ", &[]),
     ]);
     assert_eq!(dup.err().map(|e| e.code), Some(ErrorCode::InvalidTitle));
-    let empty = agentd_actors::AgentTypes::new(vec![agent_type("p", "P", &["x"]), agent_type("x", "", &[])]);
+    let empty = agentd_actors::AgentTypes::new(vec![
+        agent_type("p", "P", &["x"]),
+        agent_type("x", "", &[]),
+    ]);
     assert_eq!(empty.err().map(|e| e.code), Some(ErrorCode::InvalidTitle));
 }
 
@@ -273,7 +375,10 @@ async fn forwarding_to_a_parent_that_is_gone_is_manage_missing_parent() {
     // The parent's thread disappears (e.g. removed by another process) while the worker runs.
     sys.store.delete_agent(&lead.id).await.unwrap();
     clock.advance(20_000);
-    let e = next_event(&mut events, "delivery failure", |e| matches!(e, Event::DeliveryFailed { .. })).await;
+    let e = next_event(&mut events, "delivery failure", |e| {
+        matches!(e, Event::DeliveryFailed { .. })
+    })
+    .await;
     match e {
         Event::DeliveryFailed { agent_id, code, .. } => {
             assert_eq!(agent_id, child);
@@ -282,7 +387,8 @@ async fn forwarding_to_a_parent_that_is_gone_is_manage_missing_parent() {
         _ => unreachable!(),
     }
     // The worker's reply is still on its own thread.
-    sys.wait_for_entry(&child, Role::Assistant, "ops late answer").await;
+    sys.wait_for_entry(&child, Role::Assistant, "ops late answer")
+        .await;
 }
 
 #[actix_rt::test]
@@ -294,9 +400,23 @@ async fn forwarding_to_a_parent_without_a_live_channel_is_missing_parent_channel
     let child = r["childThreadId"].as_str().unwrap().to_string();
     wait_until("worker model armed", || async { clock.sleepers() == 1 }).await;
     // Terminate hits the parent only; its worker keeps running and then has nowhere to deliver.
-    sys.system.control(&lead.id, Control::Terminate).await.unwrap();
+    sys.system
+        .control(&lead.id, Control::Terminate)
+        .await
+        .unwrap();
     clock.advance(20_000);
-    let e = next_event(&mut events, "delivery failure", |e| matches!(e, Event::DeliveryFailed { .. })).await;
-    assert!(matches!(e, Event::DeliveryFailed { ref agent_id, code: ErrorCode::MissingParentChannel, .. } if *agent_id == child), "{e:?}");
-    assert!(!sys.thread(&lead.id).await.iter().any(|e| e.text.contains("ops late answer")));
+    let e = next_event(&mut events, "delivery failure", |e| {
+        matches!(e, Event::DeliveryFailed { .. })
+    })
+    .await;
+    assert!(
+        matches!(e, Event::DeliveryFailed { ref agent_id, code: ErrorCode::MissingParentChannel, .. } if *agent_id == child),
+        "{e:?}"
+    );
+    assert!(
+        !sys.thread(&lead.id)
+            .await
+            .iter()
+            .any(|e| e.text.contains("ops late answer"))
+    );
 }

@@ -88,21 +88,45 @@ async fn spawn_work_yield_answer_round_trip() {
     let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
     let mut events = sys.events();
     let lead = sys.root("lead", Some("spawn one")).await;
-    let thread = sys.wait_for_entry(&lead.id, Role::Assistant, "Thanks, coder").await;
+    let thread = sys
+        .wait_for_entry(&lead.id, Role::Assistant, "Thanks, coder")
+        .await;
     // The yield arrived as a user message with the sub-agent's prefix, then the lead answered.
-    let fwd = thread.iter().find(|e| e.text == "From Coder: code written").expect("forwarded yield");
+    let fwd = thread
+        .iter()
+        .find(|e| e.text == "From Coder: code written")
+        .expect("forwarded yield");
     assert_eq!(fwd.role, Role::User);
-    assert_eq!(thread.last().unwrap().text, "Thanks, coder: From Coder: code written");
+    assert_eq!(
+        thread.last().unwrap().text,
+        "Thanks, coder: From Coder: code written"
+    );
     let child_id = fwd.from_agent.clone().unwrap();
     let child = sys.wait_for_status(&child_id, AgentStatus::Completed).await;
     assert_eq!(child.result, Some(json!("code written")));
     assert_eq!(child.agent_type, "coding", "worker is an alias of coding");
     assert_eq!(child.depth, 1);
     assert_eq!(child.allowed_tools, Some(vec!["current_time".to_string()]));
-    next_event(&mut events, "yielded", |e| matches!(e, Event::Yielded { agent_id, .. } if *agent_id == child_id)).await;
+    next_event(
+        &mut events,
+        "yielded",
+        |e| matches!(e, Event::Yielded { agent_id, .. } if *agent_id == child_id),
+    )
+    .await;
     // The sub-agent's system prompt had the three layers and it saw only its allowed tools.
-    let tools: Vec<String> = sys.system.tools_of(&child_id).await.unwrap().into_iter().map(|t| t.name).collect();
-    assert_eq!(tools, vec!["yield_to_parent"], "coding type lists no regular tools, so only yield remains");
+    let tools: Vec<String> = sys
+        .system
+        .tools_of(&child_id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(
+        tools,
+        vec!["yield_to_parent"],
+        "coding type lists no regular tools, so only yield remains"
+    );
 }
 
 #[actix_rt::test]
@@ -115,14 +139,30 @@ async fn a_yield_is_handled_before_messages_already_queued_for_the_parent() {
     let mut events = sys.events();
     let spawned = sys
         .system
-        .invoke_tool(Some(&lead.id), "spawn_agent", json!({"agent_type": "coding", "prompt": "write the code"}))
+        .invoke_tool(
+            Some(&lead.id),
+            "spawn_agent",
+            json!({"agent_type": "coding", "prompt": "write the code"}),
+        )
         .await
         .unwrap();
     let child = spawned["agent_id"].as_str().unwrap().to_string();
-    next_event(&mut events, "forward to lead", |e| matches!(e, Event::Forwarded { child_id, .. } if *child_id == child)).await;
+    next_event(
+        &mut events,
+        "forward to lead",
+        |e| matches!(e, Event::Forwarded { child_id, .. } if *child_id == child),
+    )
+    .await;
     clock.advance(1000);
-    sys.wait_for_entry(&lead.id, Role::Assistant, "lead saw: m2").await;
-    let users: Vec<String> = sys.thread(&lead.id).await.into_iter().filter(|e| e.role == Role::User).map(|e| e.text).collect();
+    sys.wait_for_entry(&lead.id, Role::Assistant, "lead saw: m2")
+        .await;
+    let users: Vec<String> = sys
+        .thread(&lead.id)
+        .await
+        .into_iter()
+        .filter(|e| e.role == Role::User)
+        .map(|e| e.text)
+        .collect();
     assert_eq!(users, vec!["busy", "From Coder: code written", "m1", "m2"]);
 }
 
@@ -130,30 +170,76 @@ async fn a_yield_is_handled_before_messages_already_queued_for_the_parent() {
 async fn a_json_result_is_kept_as_json() {
     let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
     let lead = sys.root("lead", None).await;
-    let r = sys.system.invoke_tool(Some(&lead.id), "spawn_subagent", json!({"agentType": "coding", "prompt": "json please"})).await.unwrap();
+    let r = sys
+        .system
+        .invoke_tool(
+            Some(&lead.id),
+            "spawn_subagent",
+            json!({"agentType": "coding", "prompt": "json please"}),
+        )
+        .await
+        .unwrap();
     let child = r["agent_id"].as_str().unwrap();
     let rec = sys.wait_for_status(child, AgentStatus::Completed).await;
     assert_eq!(rec.result, Some(json!({"files": 2, "ok": true})));
-    sys.wait_for_entry(&lead.id, Role::User, "\"files\":2").await;
+    sys.wait_for_entry(&lead.id, Role::User, "\"files\":2")
+        .await;
 }
 
 #[actix_rt::test]
 async fn management_tools_are_hidden_from_sub_agents_and_refused_when_called() {
     let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
     let lead = sys.root("lead", None).await;
-    let root_tools: Vec<String> = sys.system.tools_of(&lead.id).await.unwrap().into_iter().map(|t| t.name).collect();
-    assert!(root_tools.contains(&"Manage".to_string()) && root_tools.contains(&"spawn_agent".to_string()));
-    assert!(!root_tools.contains(&"yield_to_parent".to_string()), "roots cannot yield");
-    let r = sys.system.invoke_tool(Some(&lead.id), "spawn_agent", json!({"agent_type": "coding", "prompt": "try manage"})).await.unwrap();
+    let root_tools: Vec<String> = sys
+        .system
+        .tools_of(&lead.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert!(
+        root_tools.contains(&"Manage".to_string())
+            && root_tools.contains(&"spawn_agent".to_string())
+    );
+    assert!(
+        !root_tools.contains(&"yield_to_parent".to_string()),
+        "roots cannot yield"
+    );
+    let r = sys
+        .system
+        .invoke_tool(
+            Some(&lead.id),
+            "spawn_agent",
+            json!({"agent_type": "coding", "prompt": "try manage"}),
+        )
+        .await
+        .unwrap();
     let child = r["agent_id"].as_str().unwrap().to_string();
     // The child's model called spawn_agent anyway: refused with not_root, visible on its thread.
-    let thread = sys.wait_for_entry(&child, Role::Assistant, "tool result").await;
+    let thread = sys
+        .wait_for_entry(&child, Role::Assistant, "tool result")
+        .await;
     let tool = thread.iter().find(|e| e.role == Role::Tool).unwrap();
     assert!(tool.text.contains("not_root"), "{}", tool.text);
-    let e = sys.system.invoke_tool(Some(&child), "Manage", json!({"command": "check_status", "threadAlias": "x"})).await.err().unwrap();
+    let e = sys
+        .system
+        .invoke_tool(
+            Some(&child),
+            "Manage",
+            json!({"command": "check_status", "threadAlias": "x"}),
+        )
+        .await
+        .err()
+        .unwrap();
     assert_eq!(e.code, ErrorCode::NotRoot);
     // A root cannot yield.
-    let e = sys.system.invoke_tool(Some(&lead.id), "yield_to_parent", json!({"result": "x"})).await.err().unwrap();
+    let e = sys
+        .system
+        .invoke_tool(Some(&lead.id), "yield_to_parent", json!({"result": "x"}))
+        .await
+        .err()
+        .unwrap();
     assert_eq!(e.code, ErrorCode::ToolNotAllowed);
 }
 
@@ -164,17 +250,31 @@ async fn a_panicking_turn_fails_only_its_agent() {
     let a = sys.root("plain", Some("explode now")).await;
     let b = sys.root("plain", None).await;
     let failed = sys.wait_for_status(&a.id, AgentStatus::Failed).await;
-    assert!(failed.last_error.as_deref().unwrap_or("").contains("boom in the model"), "{failed:?}");
-    next_event(&mut events, "turn failed", |e| matches!(e, Event::TurnFailed { agent_id, .. } if *agent_id == a.id)).await;
+    assert!(
+        failed
+            .last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("boom in the model"),
+        "{failed:?}"
+    );
+    next_event(
+        &mut events,
+        "turn failed",
+        |e| matches!(e, Event::TurnFailed { agent_id, .. } if *agent_id == a.id),
+    )
+    .await;
     // The other agent is unaffected.
     sys.system.send(&b.id, "hello", false).await.unwrap();
-    sys.wait_for_entry(&b.id, Role::Assistant, "plain ok: hello").await;
+    sys.wait_for_entry(&b.id, Role::Assistant, "plain ok: hello")
+        .await;
     // A model error fails too, with its code; a follow-up re-opens the failed agent.
     sys.system.send(&b.id, "fail please", false).await.unwrap();
     let rec = sys.wait_for_status(&b.id, AgentStatus::Failed).await;
     assert!(rec.last_error.unwrap().contains("model_error"));
     sys.system.send(&a.id, "again", false).await.unwrap();
-    sys.wait_for_entry(&a.id, Role::Assistant, "plain ok: again").await;
+    sys.wait_for_entry(&a.id, Role::Assistant, "plain ok: again")
+        .await;
     sys.wait_for_status(&a.id, AgentStatus::Idle).await;
 }
 
@@ -183,11 +283,19 @@ async fn items_are_handled_in_arrival_order_per_agent() {
     let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
     let a = sys.root("plain", None).await;
     for i in 0..20 {
-        sys.system.send(&a.id, &format!("msg {i}"), false).await.unwrap();
+        sys.system
+            .send(&a.id, &format!("msg {i}"), false)
+            .await
+            .unwrap();
     }
-    sys.wait_for_entry(&a.id, Role::Assistant, "plain ok: msg 19").await;
+    sys.wait_for_entry(&a.id, Role::Assistant, "plain ok: msg 19")
+        .await;
     let thread = sys.thread(&a.id).await;
-    let users: Vec<String> = thread.iter().filter(|e| e.role == Role::User).map(|e| e.text.clone()).collect();
+    let users: Vec<String> = thread
+        .iter()
+        .filter(|e| e.role == Role::User)
+        .map(|e| e.text.clone())
+        .collect();
     let expected: Vec<String> = (0..20).map(|i| format!("msg {i}")).collect();
     assert_eq!(users, expected);
     // Each answer directly follows its message.

@@ -12,7 +12,10 @@ pub(super) async fn run(ctx: &ToolContext, name: &str, args: &Value) -> Result<V
         "send_agent_followup" => {
             let target = descendant(ctx, args).await?;
             let message = required_str(args, "message")?;
-            let interrupt = args.get("interrupt").and_then(Value::as_bool).unwrap_or(false);
+            let interrupt = args
+                .get("interrupt")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
             not_self(ctx, &target)?;
             let item = InboxItem::Message {
                 text: message.to_string(),
@@ -21,7 +24,14 @@ pub(super) async fn run(ctx: &ToolContext, name: &str, args: &Value) -> Result<V
                 role: agentd_proto::Role::User,
                 from_agent: None,
             };
-            ops::post(&ctx.router, ops::from_agent(&ctx.caller.id), &target, item, Some(ctx.cause)).await?;
+            ops::post(
+                &ctx.router,
+                ops::from_agent(&ctx.caller.id),
+                &target,
+                item,
+                Some(ctx.cause),
+            )
+            .await?;
             Ok(json!({ "agent_id": target, "status": "sent", "interrupt": interrupt }))
         }
         "inspect_agent" => {
@@ -35,9 +45,17 @@ pub(super) async fn run(ctx: &ToolContext, name: &str, args: &Value) -> Result<V
         "close_agent" | "delete_agent" => {
             let target = descendant(ctx, args).await?;
             not_self(ctx, &target)?;
-            let control = if name == "close_agent" { Control::Close } else { Control::Delete };
+            let control = if name == "close_agent" {
+                Control::Close
+            } else {
+                Control::Delete
+            };
             ops::lifecycle(&ctx.deps, &ctx.supervisor, &target, control).await?;
-            let status = if control == Control::Close { "closed" } else { "deleted" };
+            let status = if control == Control::Close {
+                "closed"
+            } else {
+                "deleted"
+            };
             Ok(json!({ "agent_id": target, "status": status }))
         }
         "agent_reset" | "agent_compact" => {
@@ -53,11 +71,25 @@ pub(super) async fn run(ctx: &ToolContext, name: &str, args: &Value) -> Result<V
             } else {
                 InboxItem::Compact
             };
-            let summary = if name == "agent_reset" { "Agent session reset requested." } else { "Agent compaction requested." };
-            ops::post(&ctx.router, ops::from_agent(&ctx.caller.id), &target, item, Some(ctx.cause)).await?;
+            let summary = if name == "agent_reset" {
+                "Agent session reset requested."
+            } else {
+                "Agent compaction requested."
+            };
+            ops::post(
+                &ctx.router,
+                ops::from_agent(&ctx.caller.id),
+                &target,
+                item,
+                Some(ctx.cause),
+            )
+            .await?;
             Ok(json!({ "summary": summary, "target_agent_id": target }))
         }
-        other => Err(AgentdError::new(ErrorCode::UnknownTool, format!("no tool named `{other}`"))),
+        other => Err(AgentdError::new(
+            ErrorCode::UnknownTool,
+            format!("no tool named `{other}`"),
+        )),
     }
 }
 
@@ -74,7 +106,11 @@ fn not_self(ctx: &ToolContext, target: &str) -> Result<(), AgentdError> {
 /// Resolves `agent_id` (`"0"` = the caller's root) and checks it is the caller or below it.
 async fn descendant(ctx: &ToolContext, args: &Value) -> Result<String, AgentdError> {
     let raw = required_str2(args, "agent_id", "agentId")?;
-    let target = if raw == "0" { ctx.caller.root_id.clone() } else { raw.to_string() };
+    let target = if raw == "0" {
+        ctx.caller.root_id.clone()
+    } else {
+        raw.to_string()
+    };
     ops::require_descendant(&ctx.deps, &ctx.caller.id, &target).await?;
     Ok(target)
 }
@@ -87,7 +123,10 @@ async fn spawn(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
         .and_then(Value::as_str)
         .filter(|s| !s.trim().is_empty())
         .unwrap_or("subagent");
-    let title = args.get("title").and_then(Value::as_str).map(str::to_string);
+    let title = args
+        .get("title")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let allowed_tools = string_list(args, "allowed_tools", "allowedTools")?;
     let files = string_list(args, "context_files", "contextFiles")?.unwrap_or_default();
     let prompt = ops::attach_context_files(&ctx.deps, prompt, &files)?;
@@ -100,7 +139,9 @@ async fn spawn(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
             title,
             prompt: Some(prompt),
             allowed_tools,
-            channel: Channel::Spawn { parent_id: ctx.caller.id.clone() },
+            channel: Channel::Spawn {
+                parent_id: ctx.caller.id.clone(),
+            },
         },
     )
     .await?;
@@ -117,11 +158,17 @@ fn string_list(args: &Value, field: &str, alias: &str) -> Result<Option<Vec<Stri
             .iter()
             .map(|v| {
                 v.as_str().map(str::to_string).ok_or_else(|| {
-                    AgentdError::new(ErrorCode::InvalidArgument, format!("`{field}` must be a list of strings"))
+                    AgentdError::new(
+                        ErrorCode::InvalidArgument,
+                        format!("`{field}` must be a list of strings"),
+                    )
                 })
             })
             .collect::<Result<Vec<_>, _>>()
             .map(Some),
-        Some(_) => Err(AgentdError::new(ErrorCode::InvalidArgument, format!("`{field}` must be a list of strings"))),
+        Some(_) => Err(AgentdError::new(
+            ErrorCode::InvalidArgument,
+            format!("`{field}` must be a list of strings"),
+        )),
     }
 }

@@ -21,7 +21,10 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
             if workers.is_empty() {
                 return Err(AgentdError::new(
                     ErrorCode::NoWorkers,
-                    format!("agent type `{}` has no connected workers", ctx.caller.agent_type),
+                    format!(
+                        "agent type `{}` has no connected workers",
+                        ctx.caller.agent_type
+                    ),
                 ));
             }
             let worker = ManageRequest::required(&req.worker, "worker")?;
@@ -35,7 +38,10 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
                     let known: Vec<&str> = workers.iter().map(|w| w.title.trim()).collect();
                     AgentdError::new(
                         ErrorCode::UnknownWorker,
-                        format!("no worker titled `{worker}` (workers: {})", known.join(", ")),
+                        format!(
+                            "no worker titled `{worker}` (workers: {})",
+                            known.join(", ")
+                        ),
                     )
                 })?;
             let base = types

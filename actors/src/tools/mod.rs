@@ -7,10 +7,10 @@
 mod agents;
 mod manage;
 
-use crate::deps::Deps;
 use crate::channel_router::ChannelRouter;
-use crate::supervisor::Supervisor;
+use crate::deps::Deps;
 use crate::ports::ToolSpec;
+use crate::supervisor::Supervisor;
 use actix::Addr;
 use agentd_proto::{AgentRecord, AgentdError, ErrorCode};
 use serde_json::{Value, json};
@@ -95,7 +95,8 @@ pub fn visible_specs(rec: &AgentRecord, deps: &Deps) -> Vec<ToolSpec> {
 }
 
 fn spec(name: &str, rec: &AgentRecord, deps: &Deps) -> ToolSpec {
-    let id_arg = json!({"type": "string", "description": "Target agent id (\"0\" names your root)."});
+    let id_arg =
+        json!({"type": "string", "description": "Target agent id (\"0\" names your root)."});
     let (description, parameters) = match name {
         MANAGE => {
             let titles: Vec<String> = deps
@@ -109,7 +110,11 @@ fn spec(name: &str, rec: &AgentRecord, deps: &Deps) -> ToolSpec {
                 format!(
                     "Send a message to a connected worker on a persistent child thread, or check \
                      the status of your child threads. Workers: {}.",
-                    if titles.is_empty() { "none".into() } else { titles.join(", ") }
+                    if titles.is_empty() {
+                        "none".into()
+                    } else {
+                        titles.join(", ")
+                    }
                 ),
                 json!({"type": "object", "properties": {
                     "command": {"type": "string", "enum": ["send_message", "check_status"]},
@@ -151,7 +156,8 @@ fn spec(name: &str, rec: &AgentRecord, deps: &Deps) -> ToolSpec {
             json!({"type": "object", "properties": {}}),
         ),
         "close_agent" => (
-            "Free a sub-agent's runtime, keeping its history (a follow-up re-opens it).".to_string(),
+            "Free a sub-agent's runtime, keeping its history (a follow-up re-opens it)."
+                .to_string(),
             json!({"type": "object", "properties": {"agent_id": id_arg}, "required": ["agent_id"]}),
         ),
         "delete_agent" => (
@@ -208,13 +214,21 @@ pub enum ToolOutcome {
 }
 
 /// Runs tool `name` for `ctx.caller`, refusing what the caller may not see.
-pub async fn execute(ctx: &ToolContext, name: &str, args: &Value) -> Result<ToolOutcome, AgentdError> {
+pub async fn execute(
+    ctx: &ToolContext,
+    name: &str,
+    args: &Value,
+) -> Result<ToolOutcome, AgentdError> {
     let name = canonical(name);
     let visible = visible_tool_names(&ctx.caller, &ctx.deps);
     if !visible.contains(&name) {
         return Err(refusal(ctx, name));
     }
-    let args = if args.is_null() { json!({}) } else { args.clone() };
+    let args = if args.is_null() {
+        json!({})
+    } else {
+        args.clone()
+    };
     tracing::debug!(tool = name, agent_id = %ctx.caller.id, "tool call");
     let value = match name {
         MANAGE => manage::run(ctx, &args).await?,
@@ -236,12 +250,21 @@ fn refusal(ctx: &ToolContext, name: &str) -> AgentdError {
     if MANAGEMENT_TOOLS.contains(&name) {
         AgentdError::new(
             ErrorCode::NotRoot,
-            format!("`{name}` is for foreground (root) agents; `{}` may not manage agents", ctx.caller.id),
+            format!(
+                "`{name}` is for foreground (root) agents; `{}` may not manage agents",
+                ctx.caller.id
+            ),
         )
     } else if name == YIELD_TO_PARENT {
-        AgentdError::new(ErrorCode::ToolNotAllowed, "only sub-agents can yield to a parent")
+        AgentdError::new(
+            ErrorCode::ToolNotAllowed,
+            "only sub-agents can yield to a parent",
+        )
     } else if REGULAR_TOOLS.contains(&name) {
-        AgentdError::new(ErrorCode::ToolNotAllowed, format!("`{name}` is not among this agent's tools"))
+        AgentdError::new(
+            ErrorCode::ToolNotAllowed,
+            format!("`{name}` is not among this agent's tools"),
+        )
     } else {
         AgentdError::new(ErrorCode::UnknownTool, format!("no tool named `{name}`"))
     }
@@ -256,6 +279,11 @@ pub(crate) fn required_str<'a>(args: &'a Value, field: &str) -> Result<&'a str, 
 }
 
 /// A string argument under either of two names (snake_case and the seed's camelCase).
-pub(crate) fn required_str2<'a>(args: &'a Value, field: &str, alias: &str) -> Result<&'a str, AgentdError> {
-    required_str(args, field).or_else(|_| required_str(args, alias).map_err(|_| AgentdError::missing_field(field)))
+pub(crate) fn required_str2<'a>(
+    args: &'a Value,
+    field: &str,
+    alias: &str,
+) -> Result<&'a str, AgentdError> {
+    required_str(args, field)
+        .or_else(|_| required_str(args, alias).map_err(|_| AgentdError::missing_field(field)))
 }

@@ -12,7 +12,12 @@ use std::process::ExitCode;
 #[command(version, about)]
 struct Cli {
     /// Base URL of the agentd API.
-    #[arg(long, global = true, env = "AGENTD_URL", default_value = "http://127.0.0.1:7878")]
+    #[arg(
+        long,
+        global = true,
+        env = "AGENTD_URL",
+        default_value = "http://127.0.0.1:7878"
+    )]
     url: String,
     /// Print raw JSON.
     #[arg(long, global = true)]
@@ -101,8 +106,12 @@ fn call(method: &str, url: &str, body: Option<Value>) -> Result<Value, Failure> 
         None => req.call(),
     };
     match res {
-        Ok(r) => r.into_json::<Value>().map_err(|e| Failure::Other(anyhow!("reading the answer: {e}"))),
-        Err(ureq::Error::Status(_, r)) => Err(Failure::Api(r.into_json::<Value>().unwrap_or(Value::Null))),
+        Ok(r) => r
+            .into_json::<Value>()
+            .map_err(|e| Failure::Other(anyhow!("reading the answer: {e}"))),
+        Err(ureq::Error::Status(_, r)) => {
+            Err(Failure::Api(r.into_json::<Value>().unwrap_or(Value::Null)))
+        }
         Err(e) => Err(Failure::Other(anyhow!("cannot reach agentd at {url}: {e}"))),
     }
 }
@@ -111,12 +120,23 @@ fn run(cli: &Cli) -> Result<Value, Failure> {
     let base = cli.url.trim_end_matches('/');
     let v1 = |p: &str| format!("{base}/v1{p}");
     match &cli.command {
-        Cmd::Spawn { prompt, agent_type, title, parent } => call(
+        Cmd::Spawn {
+            prompt,
+            agent_type,
+            title,
+            parent,
+        } => call(
             "POST",
             &v1("/agents"),
-            Some(json!({"agent_type": agent_type, "title": title, "prompt": prompt, "parent_id": parent})),
+            Some(
+                json!({"agent_type": agent_type, "title": title, "prompt": prompt, "parent_id": parent}),
+            ),
         ),
-        Cmd::Send { agent_id, text, interrupt } => call(
+        Cmd::Send {
+            agent_id,
+            text,
+            interrupt,
+        } => call(
             "POST",
             &v1(&format!("/agents/{agent_id}/messages")),
             Some(json!({"text": text, "interrupt": interrupt})),
@@ -138,7 +158,11 @@ fn run(cli: &Cli) -> Result<Value, Failure> {
             &v1(&format!("/agents/{agent_id}/reset")),
             Some(json!({"message": message})),
         ),
-        Cmd::Compact { agent_id } => call("POST", &v1(&format!("/agents/{agent_id}/compact")), Some(json!({}))),
+        Cmd::Compact { agent_id } => call(
+            "POST",
+            &v1(&format!("/agents/{agent_id}/compact")),
+            Some(json!({})),
+        ),
         Cmd::Info => call("GET", &v1("/info"), None),
     }
 }
@@ -180,7 +204,12 @@ fn human(cmd: &Cmd, v: &Value) -> String {
                 let text = e["text"].as_str().unwrap_or("");
                 out.push_str(&format!("{role:>9}: {text}\n"));
                 for call in e["tool_calls"].as_array().into_iter().flatten() {
-                    out.push_str(&format!("{:>9}  -> {}({})\n", "", call["name"].as_str().unwrap_or("?"), call["arguments"]));
+                    out.push_str(&format!(
+                        "{:>9}  -> {}({})\n",
+                        "",
+                        call["name"].as_str().unwrap_or("?"),
+                        call["arguments"]
+                    ));
                 }
             }
             out

@@ -36,10 +36,15 @@ pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
 }
 
 /// Starts agentd with a given clock (tests use a manual one).
-pub async fn start_with_clock(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Running> {
+pub async fn start_with_clock(
+    settings: &Settings,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<Running> {
     let wired = wire(settings, clock)?;
     let system = AgentSystem::start(wired.deps);
-    let state = web::Data::new(ApiState { system: system.clone() });
+    let state = web::Data::new(ApiState {
+        system: system.clone(),
+    });
     let limit = settings.server.max_body_bytes;
     let server = HttpServer::new(move || {
         App::new()

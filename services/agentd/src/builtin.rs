@@ -10,17 +10,36 @@ pub const DEMO_SCRIPT: &str = include_str!("../../../deploy/scripts/demo.toml");
 
 /// The built-in agent type files (`deploy/agents/*.toml`).
 pub const AGENT_TYPE_FILES: [(&str, &str); 5] = [
-    ("lead.toml", include_str!("../../../deploy/agents/lead.toml")),
-    ("subagent.toml", include_str!("../../../deploy/agents/subagent.toml")),
-    ("research.toml", include_str!("../../../deploy/agents/research.toml")),
-    ("coding.toml", include_str!("../../../deploy/agents/coding.toml")),
-    ("debug.toml", include_str!("../../../deploy/agents/debug.toml")),
+    (
+        "lead.toml",
+        include_str!("../../../deploy/agents/lead.toml"),
+    ),
+    (
+        "subagent.toml",
+        include_str!("../../../deploy/agents/subagent.toml"),
+    ),
+    (
+        "research.toml",
+        include_str!("../../../deploy/agents/research.toml"),
+    ),
+    (
+        "coding.toml",
+        include_str!("../../../deploy/agents/coding.toml"),
+    ),
+    (
+        "debug.toml",
+        include_str!("../../../deploy/agents/debug.toml"),
+    ),
 ];
 
 /// Parses one agent type file; the name defaults to the file stem.
 pub fn parse_agent_type(file: &str, text: &str) -> Result<AgentType, AgentdError> {
-    let mut t: AgentType = toml::from_str(text)
-        .map_err(|e| AgentdError::new(ErrorCode::InvalidArgument, format!("agent type file {file}: {e}")))?;
+    let mut t: AgentType = toml::from_str(text).map_err(|e| {
+        AgentdError::new(
+            ErrorCode::InvalidArgument,
+            format!("agent type file {file}: {e}"),
+        )
+    })?;
     if t.name.trim().is_empty() {
         t.name = Path::new(file)
             .file_stem()
@@ -40,7 +59,10 @@ pub fn load_agent_types(dir: Option<&Path>) -> Result<AgentTypes, AgentdError> {
     }
     if let Some(dir) = dir {
         let entries = std::fs::read_dir(dir).map_err(|e| {
-            AgentdError::new(ErrorCode::InvalidArgument, format!("agent type dir {}: {e}", dir.display()))
+            AgentdError::new(
+                ErrorCode::InvalidArgument,
+                format!("agent type dir {}: {e}", dir.display()),
+            )
         })?;
         let mut paths: Vec<_> = entries
             .filter_map(Result::ok)
@@ -50,7 +72,10 @@ pub fn load_agent_types(dir: Option<&Path>) -> Result<AgentTypes, AgentdError> {
         paths.sort();
         for p in paths {
             let text = std::fs::read_to_string(&p).map_err(|e| {
-                AgentdError::new(ErrorCode::InvalidArgument, format!("agent type file {}: {e}", p.display()))
+                AgentdError::new(
+                    ErrorCode::InvalidArgument,
+                    format!("agent type file {}: {e}", p.display()),
+                )
             })?;
             let t = parse_agent_type(&p.display().to_string(), &text)?;
             types.retain(|x: &AgentType| x.name != t.name);

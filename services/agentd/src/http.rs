@@ -73,7 +73,12 @@ async fn healthz() -> HttpResponse {
 }
 
 async fn readyz(st: web::Data<ApiState>) -> ApiResult {
-    st.system.deps().store.list_roots().await.map_err(AgentdError::from)?;
+    st.system
+        .deps()
+        .store
+        .list_roots()
+        .await
+        .map_err(AgentdError::from)?;
     Ok(HttpResponse::Ok().json(json!({"status": "ready"})))
 }
 
@@ -133,7 +138,11 @@ struct SendBody {
     interrupt: bool,
 }
 
-async fn send(st: web::Data<ApiState>, id: web::Path<String>, body: web::Json<SendBody>) -> ApiResult {
+async fn send(
+    st: web::Data<ApiState>,
+    id: web::Path<String>,
+    body: web::Json<SendBody>,
+) -> ApiResult {
     st.system.send(&id, &body.text, body.interrupt).await?;
     Ok(HttpResponse::Accepted().json(json!({"agent_id": id.into_inner(), "status": "sent"})))
 }
@@ -144,13 +153,21 @@ struct ControlBody {
     control: String,
 }
 
-async fn control(st: web::Data<ApiState>, id: web::Path<String>, body: web::Json<ControlBody>) -> ApiResult {
-    let control: Control = serde_json::from_value(json!({"type": body.control.trim()})).map_err(|_| {
-        AgentdError::new(
-            ErrorCode::InvalidArgument,
-            format!("unknown control `{}` (pause, resume, cancel, terminate, close, delete)", body.control),
-        )
-    })?;
+async fn control(
+    st: web::Data<ApiState>,
+    id: web::Path<String>,
+    body: web::Json<ControlBody>,
+) -> ApiResult {
+    let control: Control =
+        serde_json::from_value(json!({"type": body.control.trim()})).map_err(|_| {
+            AgentdError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "unknown control `{}` (pause, resume, cancel, terminate, close, delete)",
+                    body.control
+                ),
+            )
+        })?;
     let rec = st.system.control(&id, control).await?;
     Ok(HttpResponse::Ok().json(json!({
         "agent_id": id.into_inner(), "control": control.as_str(), "status": rec.map(|r| r.status)
@@ -163,19 +180,30 @@ struct ResetBody {
     message: Option<String>,
 }
 
-async fn reset(st: web::Data<ApiState>, id: web::Path<String>, body: Option<web::Json<ResetBody>>) -> ApiResult {
-    let message = body.and_then(|b| b.into_inner().message).filter(|m| !m.trim().is_empty());
+async fn reset(
+    st: web::Data<ApiState>,
+    id: web::Path<String>,
+    body: Option<web::Json<ResetBody>>,
+) -> ApiResult {
+    let message = body
+        .and_then(|b| b.into_inner().message)
+        .filter(|m| !m.trim().is_empty());
     st.system.post(&id, InboxItem::Reset { message }).await?;
-    Ok(HttpResponse::Accepted().json(json!({"summary": "Agent session reset requested.", "target_agent_id": id.into_inner()})))
+    Ok(HttpResponse::Accepted().json(
+        json!({"summary": "Agent session reset requested.", "target_agent_id": id.into_inner()}),
+    ))
 }
 
 async fn compact(st: web::Data<ApiState>, id: web::Path<String>) -> ApiResult {
     st.system.post(&id, InboxItem::Compact).await?;
-    Ok(HttpResponse::Accepted().json(json!({"summary": "Agent compaction requested.", "target_agent_id": id.into_inner()})))
+    Ok(HttpResponse::Accepted().json(
+        json!({"summary": "Agent compaction requested.", "target_agent_id": id.into_inner()}),
+    ))
 }
 
 async fn thread(st: web::Data<ApiState>, id: web::Path<String>) -> ApiResult {
-    Ok(HttpResponse::Ok().json(json!({"agent_id": id.as_str(), "entries": st.system.thread(&id).await?})))
+    Ok(HttpResponse::Ok()
+        .json(json!({"agent_id": id.as_str(), "entries": st.system.thread(&id).await?})))
 }
 
 async fn children(st: web::Data<ApiState>, id: web::Path<String>) -> ApiResult {
@@ -187,9 +215,17 @@ async fn tools(st: web::Data<ApiState>, id: web::Path<String>) -> ApiResult {
     Ok(HttpResponse::Ok().json(json!({"tools": st.system.tools_of(&id).await?})))
 }
 
-async fn invoke_tool(st: web::Data<ApiState>, path: web::Path<(String, String)>, body: web::Json<Value>) -> ApiResult {
+async fn invoke_tool(
+    st: web::Data<ApiState>,
+    path: web::Path<(String, String)>,
+    body: web::Json<Value>,
+) -> ApiResult {
     let (id, tool) = path.into_inner();
-    Ok(HttpResponse::Ok().json(st.system.invoke_tool(Some(&id), &tool, body.into_inner()).await?))
+    Ok(HttpResponse::Ok().json(
+        st.system
+            .invoke_tool(Some(&id), &tool, body.into_inner())
+            .await?,
+    ))
 }
 
 #[derive(Deserialize)]
@@ -200,7 +236,15 @@ struct DetachedToolBody {
     args: Value,
 }
 
-async fn invoke_tool_detached(st: web::Data<ApiState>, tool: web::Path<String>, body: web::Json<DetachedToolBody>) -> ApiResult {
+async fn invoke_tool_detached(
+    st: web::Data<ApiState>,
+    tool: web::Path<String>,
+    body: web::Json<DetachedToolBody>,
+) -> ApiResult {
     let body = body.into_inner();
-    Ok(HttpResponse::Ok().json(st.system.invoke_tool(body.agent_id.as_deref(), &tool, body.args).await?))
+    Ok(HttpResponse::Ok().json(
+        st.system
+            .invoke_tool(body.agent_id.as_deref(), &tool, body.args)
+            .await?,
+    ))
 }

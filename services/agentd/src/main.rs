@@ -26,7 +26,8 @@ enum Cmd {
 }
 
 fn init_logs(settings: &Settings) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&settings.log.filter));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&settings.log.filter));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     if settings.log.format == "json" {
         builder.json().init();
@@ -41,7 +42,10 @@ fn main() -> anyhow::Result<()> {
     match cli.command.unwrap_or(Cmd::Run) {
         Cmd::CheckConfig => {
             agentd::wiring::wire(&settings, std::sync::Arc::new(agentd_actors::SystemClock))?;
-            println!("{}", toml::to_string_pretty(&settings).context("printing settings")?);
+            println!(
+                "{}",
+                toml::to_string_pretty(&settings).context("printing settings")?
+            );
             Ok(())
         }
         Cmd::Run => {
@@ -55,10 +59,15 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
     let running = agentd::start(&settings).await?;
     let url = format!("http://{}", running.addr);
     tracing::info!(%url, model = "scripted", store = ?settings.store.kind, "agentd is up");
-    println!("agentd listening on {url} (model backend: scripted, offline; store: {:?} in {})",
-        settings.store.kind, settings.store.data_dir.display());
+    println!(
+        "agentd listening on {url} (model backend: scripted, offline; store: {:?} in {})",
+        settings.store.kind,
+        settings.store.data_dir.display()
+    );
     println!("Try:  cargo run -p agentctl -- spawn --type lead \"build a parser\"");
-    println!("then: cargo run -p agentctl -- tree   and   cargo run -p agentctl -- thread <agent_id>");
+    println!(
+        "then: cargo run -p agentctl -- tree   and   cargo run -p agentctl -- thread <agent_id>"
+    );
     shutdown_signal().await;
     tracing::info!("shutting down");
     running.stop().await;

@@ -139,7 +139,8 @@ pub struct Settings {
 impl Settings {
     /// Loads defaults < `file` < environment.
     pub fn load(file: Option<&Path>) -> Result<Settings, SettingsError> {
-        let mut builder = Config::builder().add_source(File::from_str(DEFAULT_TOML, FileFormat::Toml));
+        let mut builder =
+            Config::builder().add_source(File::from_str(DEFAULT_TOML, FileFormat::Toml));
         if let Some(path) = file {
             builder = builder.add_source(File::from(path).format(FileFormat::Toml).required(true));
         }
@@ -174,7 +175,10 @@ impl Settings {
             )));
         }
         if !matches!(self.log.format.as_str(), "human" | "json") {
-            return Err(SettingsError::Invalid(format!("log.format `{}` must be human or json", self.log.format)));
+            return Err(SettingsError::Invalid(format!(
+                "log.format `{}` must be human or json",
+                self.log.format
+            )));
         }
         if self.model.backend != "scripted" {
             return Err(SettingsError::Invalid(format!(
@@ -192,7 +196,8 @@ mod tests {
 
     #[test]
     fn defaults_load_and_overrides_apply() {
-        let s = Settings::from_overrides("[server]\nbind = \"127.0.0.1:0\"\n[limits]\nmax_depth = 2\n");
+        let s =
+            Settings::from_overrides("[server]\nbind = \"127.0.0.1:0\"\n[limits]\nmax_depth = 2\n");
         let s = s.map_err(|e| e.to_string());
         assert!(s.is_ok(), "{s:?}");
         if let Ok(s) = s {
@@ -205,7 +210,9 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_refused() {
-        let err = Settings::from_overrides("[limits]\nmax_deptth = 2\n").err().map(|e| e.to_string());
+        let err = Settings::from_overrides("[limits]\nmax_deptth = 2\n")
+            .err()
+            .map(|e| e.to_string());
         assert!(err.unwrap_or_default().contains("max_deptth"));
     }
 }

@@ -23,15 +23,23 @@ pub struct Wired {
 pub fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Wired> {
     let store: Arc<dyn ThreadStore> = match settings.store.kind {
         StoreKind::Memory => Arc::new(MemoryStore::new()),
-        StoreKind::Embedded => Arc::new(
-            RedbStore::open(&settings.store.data_dir)
-                .with_context(|| format!("opening the embedded store in {}", settings.store.data_dir.display()))?,
-        ),
+        StoreKind::Embedded => {
+            Arc::new(RedbStore::open(&settings.store.data_dir).with_context(|| {
+                format!(
+                    "opening the embedded store in {}",
+                    settings.store.data_dir.display()
+                )
+            })?)
+        }
     };
     let model: Arc<dyn ModelClient> = match settings.model.script.trim() {
-        "" => Arc::new(ScriptedModel::from_toml_str(builtin::DEMO_SCRIPT, clock.clone()).context("built-in demo script")?),
+        "" => Arc::new(
+            ScriptedModel::from_toml_str(builtin::DEMO_SCRIPT, clock.clone())
+                .context("built-in demo script")?,
+        ),
         path => Arc::new(
-            ScriptedModel::from_file(Path::new(path), clock.clone()).with_context(|| format!("model script {path}"))?,
+            ScriptedModel::from_file(Path::new(path), clock.clone())
+                .with_context(|| format!("model script {path}"))?,
         ),
     };
     let dir = settings.agents.dir.trim();

@@ -45,7 +45,14 @@ mod tests {
     fn subscribers_see_events_published_after_they_subscribe() {
         let bus = InProcessBus::new(16);
         let mut rx = bus.subscribe();
-        bus.publish(&Event::Deleted { agent_id: "a".into() });
-        assert_eq!(rx.try_recv().ok(), Some(Event::Deleted { agent_id: "a".into() }));
+        bus.publish(&Event::Deleted {
+            agent_id: "a".into(),
+        });
+        assert_eq!(
+            rx.try_recv().ok(),
+            Some(Event::Deleted {
+                agent_id: "a".into()
+            })
+        );
     }
 }

@@ -128,9 +128,14 @@ impl ScriptedModel {
         for (i, r) in script.rules.iter().enumerate() {
             let bad = |why: String| ScriptError::Rule { index: i + 1, why };
             if let Some(role) = &r.role
-                && !matches!(role.as_str(), "user" | "assistant" | "tool" | "system" | "any")
+                && !matches!(
+                    role.as_str(),
+                    "user" | "assistant" | "tool" | "system" | "any"
+                )
             {
-                return Err(bad(format!("role `{role}` is not user, assistant, tool, system or any")));
+                return Err(bad(format!(
+                    "role `{role}` is not user, assistant, tool, system or any"
+                )));
             }
             if let Some(p) = &r.purpose
                 && !matches!(p.as_str(), "turn" | "compact")
@@ -141,7 +146,10 @@ impl ScriptedModel {
                 return Err(bad("a tool call has no name".into()));
             }
         }
-        tracing::info!(rules = script.rules.len(), "scripted model loaded (offline backend: answers come from the script, not an LLM)");
+        tracing::info!(
+            rules = script.rules.len(),
+            "scripted model loaded (offline backend: answers come from the script, not an LLM)"
+        );
         Ok(ScriptedModel {
             script,
             clock,
@@ -167,7 +175,14 @@ impl ScriptedModel {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn matches(&self, index: usize, rule: &Rule, req: &ModelRequest, last_role: Option<Role>, input: &str) -> bool {
+    fn matches(
+        &self,
+        index: usize,
+        rule: &Rule,
+        req: &ModelRequest,
+        last_role: Option<Role>,
+        input: &str,
+    ) -> bool {
         if let Some(agent) = &rule.agent {
             let agent = agent.trim();
             if agent != req.agent_type && agent != req.title.trim() {
@@ -211,7 +226,12 @@ fn substitute(text: &str, req: &ModelRequest, input: &str) -> String {
 fn substitute_value(v: &Value, req: &ModelRequest, input: &str) -> Value {
     match v {
         Value::String(s) => Value::String(substitute(s, req, input)),
-        Value::Array(items) => Value::Array(items.iter().map(|i| substitute_value(i, req, input)).collect()),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|i| substitute_value(i, req, input))
+                .collect(),
+        ),
         Value::Object(map) => Value::Object(
             map.iter()
                 .map(|(k, v)| (k.clone(), substitute_value(v, req, input)))
@@ -235,7 +255,8 @@ impl ModelClient for ScriptedModel {
         let last = req.thread.last();
         let input = last.map(|e| e.text.clone()).unwrap_or_default();
         let last_role = last.map(|e| e.role);
-        let context_chars: usize = req.system_prompt.len() + req.thread.iter().map(|e| e.text.len()).sum::<usize>();
+        let context_chars: usize =
+            req.system_prompt.len() + req.thread.iter().map(|e| e.text.len()).sum::<usize>();
         let found = self
             .script
             .rules
@@ -279,7 +300,11 @@ impl ModelClient for ScriptedModel {
         if let Some(ms) = rule.rate_limit_ms {
             return Err(ModelError::RateLimited { retry_after_ms: ms });
         }
-        let text = rule.text.as_deref().map(|t| substitute(t, &req, &input)).unwrap_or_default();
+        let text = rule
+            .text
+            .as_deref()
+            .map(|t| substitute(t, &req, &input))
+            .unwrap_or_default();
         let tool_calls = rule
             .tool_calls
             .iter()
@@ -302,6 +327,10 @@ impl ModelClient for ScriptedModel {
             output: estimate(text.len()),
             ..Usage::default()
         });
-        Ok(ModelResponse { text, tool_calls, usage })
+        Ok(ModelResponse {
+            text,
+            tool_calls,
+            usage,
+        })
     }
 }

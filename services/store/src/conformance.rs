@@ -30,7 +30,12 @@ pub fn record(id: &str, parent: Option<&str>, created: u64) -> AgentRecord {
             None => Channel::None,
         },
         last_error: None,
-        usage: Usage { input: 1, output: 2, cache_write: 3, cache_read: 4 },
+        usage: Usage {
+            input: 1,
+            output: 2,
+            cache_write: 3,
+            cache_read: 4,
+        },
         cost_usd: 0.25,
         phase: Some(2),
         current_step: Some("step".into()),
@@ -71,10 +76,19 @@ async fn records_round_trip(store: &dyn ThreadStore) {
     let mut changed = root.clone();
     changed.status = AgentStatus::Closed;
     store.put_agent(&changed).await.unwrap();
-    assert_eq!(store.get_agent("c-root").await.unwrap().map(|r| r.status), Some(AgentStatus::Closed));
+    assert_eq!(
+        store.get_agent("c-root").await.unwrap().map(|r| r.status),
+        Some(AgentStatus::Closed)
+    );
     let early = record("c-early", None, 5);
     store.put_agent(&early).await.unwrap();
-    let roots: Vec<String> = store.list_roots().await.unwrap().into_iter().map(|r| r.id).collect();
+    let roots: Vec<String> = store
+        .list_roots()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
     assert_eq!(roots, vec!["c-early", "c-root"], "roots only, oldest first");
 }
 
@@ -83,17 +97,35 @@ async fn threads_keep_order_and_deduplicate(store: &dyn ThreadStore) {
     let b = entry("two");
     assert!(store.append("t1", &a).await.unwrap());
     assert!(store.append("t1", &b).await.unwrap());
-    assert!(!store.append("t1", &a).await.unwrap(), "a replayed entry is not appended twice");
-    assert!(store.append("t2", &a).await.unwrap(), "ids de-duplicate per thread");
+    assert!(
+        !store.append("t1", &a).await.unwrap(),
+        "a replayed entry is not appended twice"
+    );
+    assert!(
+        store.append("t2", &a).await.unwrap(),
+        "ids de-duplicate per thread"
+    );
     let t = store.thread("t1").await.unwrap();
     assert_eq!(t, vec![a.clone(), b.clone()]);
     assert!(store.thread("empty").await.unwrap().is_empty());
     let c = entry("three");
-    store.replace_thread("t1", &[b.clone(), c.clone()]).await.unwrap();
-    assert_eq!(texts(&store.thread("t1").await.unwrap()), vec!["two", "three"]);
-    assert!(store.append("t1", &a).await.unwrap(), "an entry removed by replace can come back");
+    store
+        .replace_thread("t1", &[b.clone(), c.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        texts(&store.thread("t1").await.unwrap()),
+        vec!["two", "three"]
+    );
+    assert!(
+        store.append("t1", &a).await.unwrap(),
+        "an entry removed by replace can come back"
+    );
     assert!(!store.append("t1", &c).await.unwrap());
-    assert_eq!(texts(&store.thread("t1").await.unwrap()), vec!["two", "three", "one"]);
+    assert_eq!(
+        texts(&store.thread("t1").await.unwrap()),
+        vec!["two", "three", "one"]
+    );
     store.replace_thread("t1", &[]).await.unwrap();
     assert!(store.thread("t1").await.unwrap().is_empty());
 }
@@ -107,17 +139,39 @@ async fn children_keep_order_and_are_idempotent(store: &dyn ThreadStore) {
 }
 
 async fn aliases_get_or_create(store: &dyn ThreadStore) {
-    let (c1, created) = store.alias_get_or_create("ap", "Ops", "a1", "child-1").await.unwrap();
+    let (c1, created) = store
+        .alias_get_or_create("ap", "Ops", "a1", "child-1")
+        .await
+        .unwrap();
     assert_eq!((c1.as_str(), created), ("child-1", true));
-    let (c2, created) = store.alias_get_or_create("ap", "Ops", "a1", "child-2").await.unwrap();
-    assert_eq!((c2.as_str(), created), ("child-1", false), "same alias, same child");
-    let (c3, _) = store.alias_get_or_create("ap", "QA", "a1", "child-3").await.unwrap();
-    assert_eq!(c3, "child-3", "same alias under another worker is another thread");
-    let (c4, _) = store.alias_get_or_create("other", "Ops", "a1", "child-4").await.unwrap();
+    let (c2, created) = store
+        .alias_get_or_create("ap", "Ops", "a1", "child-2")
+        .await
+        .unwrap();
+    assert_eq!(
+        (c2.as_str(), created),
+        ("child-1", false),
+        "same alias, same child"
+    );
+    let (c3, _) = store
+        .alias_get_or_create("ap", "QA", "a1", "child-3")
+        .await
+        .unwrap();
+    assert_eq!(
+        c3, "child-3",
+        "same alias under another worker is another thread"
+    );
+    let (c4, _) = store
+        .alias_get_or_create("other", "Ops", "a1", "child-4")
+        .await
+        .unwrap();
     assert_eq!(c4, "child-4", "aliases are per parent");
     let mut list = store.aliases("ap").await.unwrap();
     list.sort_by(|a, b| a.child_id.cmp(&b.child_id));
-    let got: Vec<(String, String, String)> = list.into_iter().map(|a| (a.worker_title, a.alias, a.child_id)).collect();
+    let got: Vec<(String, String, String)> = list
+        .into_iter()
+        .map(|a| (a.worker_title, a.alias, a.child_id))
+        .collect();
     assert_eq!(
         got,
         vec![
@@ -132,7 +186,9 @@ async fn racing_aliases_agree(store: Arc<dyn ThreadStore>) {
     for i in 0..16 {
         let s = store.clone();
         tasks.push(tokio::spawn(async move {
-            s.alias_get_or_create("race", "Ops", "same", &format!("cand-{i}")).await.unwrap()
+            s.alias_get_or_create("race", "Ops", "same", &format!("cand-{i}"))
+                .await
+                .unwrap()
         }));
     }
     let mut winners = Vec::new();
@@ -149,15 +205,30 @@ async fn racing_aliases_agree(store: Arc<dyn ThreadStore>) {
 
 async fn delete_removes_everything(store: &dyn ThreadStore) {
     store.put_agent(&record("d-parent", None, 1)).await.unwrap();
-    store.put_agent(&record("d-child", Some("d-parent"), 2)).await.unwrap();
-    store.put_agent(&record("d-sibling", Some("d-parent"), 3)).await.unwrap();
+    store
+        .put_agent(&record("d-child", Some("d-parent"), 2))
+        .await
+        .unwrap();
+    store
+        .put_agent(&record("d-sibling", Some("d-parent"), 3))
+        .await
+        .unwrap();
     store.add_child("d-parent", "d-child").await.unwrap();
     store.add_child("d-parent", "d-sibling").await.unwrap();
     store.add_child("d-child", "d-grandchild").await.unwrap();
     store.append("d-child", &entry("hello")).await.unwrap();
-    store.alias_get_or_create("d-parent", "Ops", "x", "d-child").await.unwrap();
-    store.alias_get_or_create("d-parent", "Ops", "y", "d-sibling").await.unwrap();
-    store.alias_get_or_create("d-child", "Ops", "z", "d-grandchild").await.unwrap();
+    store
+        .alias_get_or_create("d-parent", "Ops", "x", "d-child")
+        .await
+        .unwrap();
+    store
+        .alias_get_or_create("d-parent", "Ops", "y", "d-sibling")
+        .await
+        .unwrap();
+    store
+        .alias_get_or_create("d-child", "Ops", "z", "d-grandchild")
+        .await
+        .unwrap();
 
     store.delete_agent("d-child").await.unwrap();
     assert_eq!(store.get_agent("d-child").await.unwrap(), None);
@@ -165,10 +236,19 @@ async fn delete_removes_everything(store: &dyn ThreadStore) {
     assert!(store.children("d-child").await.unwrap().is_empty());
     assert!(store.aliases("d-child").await.unwrap().is_empty());
     assert_eq!(store.children("d-parent").await.unwrap(), vec!["d-sibling"]);
-    let left: Vec<String> = store.aliases("d-parent").await.unwrap().into_iter().map(|a| a.child_id).collect();
+    let left: Vec<String> = store
+        .aliases("d-parent")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| a.child_id)
+        .collect();
     assert_eq!(left, vec!["d-sibling"]);
     // A deleted child's id is free again: the alias can be re-created.
-    let (again, created) = store.alias_get_or_create("d-parent", "Ops", "x", "d-new").await.unwrap();
+    let (again, created) = store
+        .alias_get_or_create("d-parent", "Ops", "x", "d-new")
+        .await
+        .unwrap();
     assert_eq!((again.as_str(), created), ("d-new", true));
     // Deleting what is not there is fine.
     store.delete_agent("d-child").await.unwrap();

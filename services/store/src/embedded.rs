@@ -86,8 +86,14 @@ fn scan<V: redb::Value + 'static, T>(
     Ok(out)
 }
 
-fn next_seq<V: redb::Value + 'static>(table: &impl ReadableTable<(&'static str, u64), V>, id: &str) -> StoreResult<u64> {
-    let last = table.range((id, 0u64)..=(id, u64::MAX)).map_err(be)?.next_back();
+fn next_seq<V: redb::Value + 'static>(
+    table: &impl ReadableTable<(&'static str, u64), V>,
+    id: &str,
+) -> StoreResult<u64> {
+    let last = table
+        .range((id, 0u64)..=(id, u64::MAX))
+        .map_err(be)?
+        .next_back();
     Ok(match last {
         Some(item) => item.map_err(be)?.0.value().1 + 1,
         None => 0,
@@ -105,7 +111,10 @@ impl ThreadStore for RedbStore {
         let id = record.id.clone();
         self.run(move |db| {
             let tx = db.begin_write().map_err(be)?;
-            tx.open_table(AGENTS).map_err(be)?.insert(id.as_str(), bytes.as_slice()).map_err(be)?;
+            tx.open_table(AGENTS)
+                .map_err(be)?
+                .insert(id.as_str(), bytes.as_slice())
+                .map_err(be)?;
             tx.commit().map_err(be)
         })
         .await
@@ -150,13 +159,20 @@ impl ThreadStore for RedbStore {
             let tx = db.begin_write().map_err(be)?;
             {
                 let mut ids = tx.open_table(THREAD_IDS).map_err(be)?;
-                if ids.get((id.as_str(), entry_id.as_str())).map_err(be)?.is_some() {
+                if ids
+                    .get((id.as_str(), entry_id.as_str()))
+                    .map_err(be)?
+                    .is_some()
+                {
                     return Ok(false);
                 }
                 let mut threads = tx.open_table(THREADS).map_err(be)?;
                 let seq = next_seq(&threads, &id)?;
-                threads.insert((id.as_str(), seq), bytes.as_slice()).map_err(be)?;
-                ids.insert((id.as_str(), entry_id.as_str()), seq).map_err(be)?;
+                threads
+                    .insert((id.as_str(), seq), bytes.as_slice())
+                    .map_err(be)?;
+                ids.insert((id.as_str(), entry_id.as_str()), seq)
+                    .map_err(be)?;
             }
             tx.commit().map_err(be)?;
             Ok(true)
@@ -184,12 +200,17 @@ impl ThreadStore for RedbStore {
             let tx = db.begin_write().map_err(be)?;
             {
                 let mut threads = tx.open_table(THREADS).map_err(be)?;
-                threads.retain_in((id.as_str(), 0u64)..=(id.as_str(), u64::MAX), |_, _| false).map_err(be)?;
+                threads
+                    .retain_in((id.as_str(), 0u64)..=(id.as_str(), u64::MAX), |_, _| false)
+                    .map_err(be)?;
                 let mut ids = tx.open_table(THREAD_IDS).map_err(be)?;
                 remove_prefix_str(&mut ids, &id)?;
                 for (seq, (entry_id, bytes)) in encoded.iter().enumerate() {
-                    threads.insert((id.as_str(), seq as u64), bytes.as_slice()).map_err(be)?;
-                    ids.insert((id.as_str(), entry_id.as_str()), seq as u64).map_err(be)?;
+                    threads
+                        .insert((id.as_str(), seq as u64), bytes.as_slice())
+                        .map_err(be)?;
+                    ids.insert((id.as_str(), entry_id.as_str()), seq as u64)
+                        .map_err(be)?;
                 }
             }
             tx.commit().map_err(be)
@@ -206,7 +227,9 @@ impl ThreadStore for RedbStore {
                 let existing = scan(&table, &parent, |_, v| Ok(v == child.as_str()))?;
                 if !existing.contains(&true) {
                     let seq = next_seq(&table, &parent)?;
-                    table.insert((parent.as_str(), seq), child.as_str()).map_err(be)?;
+                    table
+                        .insert((parent.as_str(), seq), child.as_str())
+                        .map_err(be)?;
                 }
             }
             tx.commit().map_err(be)
@@ -239,11 +262,16 @@ impl ThreadStore for RedbStore {
             let tx = db.begin_write().map_err(be)?;
             let out = {
                 let mut table = tx.open_table(ALIASES).map_err(be)?;
-                let existing = table.get((parent.as_str(), key.as_str())).map_err(be)?.map(|v| v.value().to_string());
+                let existing = table
+                    .get((parent.as_str(), key.as_str()))
+                    .map_err(be)?
+                    .map(|v| v.value().to_string());
                 match existing {
                     Some(child) => (child, false),
                     None => {
-                        table.insert((parent.as_str(), key.as_str()), candidate.as_str()).map_err(be)?;
+                        table
+                            .insert((parent.as_str(), key.as_str()), candidate.as_str())
+                            .map_err(be)?;
                         (candidate, true)
                     }
                 }
@@ -289,11 +317,15 @@ impl ThreadStore for RedbStore {
                     None => None,
                 };
                 let mut threads = tx.open_table(THREADS).map_err(be)?;
-                threads.retain_in((id.as_str(), 0u64)..=(id.as_str(), u64::MAX), |_, _| false).map_err(be)?;
+                threads
+                    .retain_in((id.as_str(), 0u64)..=(id.as_str(), u64::MAX), |_, _| false)
+                    .map_err(be)?;
                 let mut ids = tx.open_table(THREAD_IDS).map_err(be)?;
                 remove_prefix_str(&mut ids, &id)?;
                 let mut children = tx.open_table(CHILDREN).map_err(be)?;
-                children.retain_in((id.as_str(), 0u64)..=(id.as_str(), u64::MAX), |_, _| false).map_err(be)?;
+                children
+                    .retain_in((id.as_str(), 0u64)..=(id.as_str(), u64::MAX), |_, _| false)
+                    .map_err(be)?;
                 let mut aliases = tx.open_table(ALIASES).map_err(be)?;
                 remove_prefix_str(&mut aliases, &id)?;
                 if let Some(parent) = parent {

@@ -50,8 +50,13 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn list_roots(&self) -> StoreResult<Vec<AgentRecord>> {
-        let mut roots: Vec<AgentRecord> =
-            self.lock().agents.values().filter(|r| r.parent_id.is_none()).cloned().collect();
+        let mut roots: Vec<AgentRecord> = self
+            .lock()
+            .agents
+            .values()
+            .filter(|r| r.parent_id.is_none())
+            .cloned()
+            .collect();
         roots.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
         Ok(roots)
     }
@@ -67,12 +72,19 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn thread(&self, agent_id: &str) -> StoreResult<Vec<ThreadEntry>> {
-        Ok(self.lock().threads.get(agent_id).map(|(e, _)| e.clone()).unwrap_or_default())
+        Ok(self
+            .lock()
+            .threads
+            .get(agent_id)
+            .map(|(e, _)| e.clone())
+            .unwrap_or_default())
     }
 
     async fn replace_thread(&self, agent_id: &str, entries: &[ThreadEntry]) -> StoreResult<()> {
         let seen = entries.iter().map(|e| e.id).collect();
-        self.lock().threads.insert(agent_id.to_string(), (entries.to_vec(), seen));
+        self.lock()
+            .threads
+            .insert(agent_id.to_string(), (entries.to_vec(), seen));
         Ok(())
     }
 
@@ -86,7 +98,12 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn children(&self, parent_id: &str) -> StoreResult<Vec<String>> {
-        Ok(self.lock().children.get(parent_id).cloned().unwrap_or_default())
+        Ok(self
+            .lock()
+            .children
+            .get(parent_id)
+            .cloned()
+            .unwrap_or_default())
     }
 
     async fn alias_get_or_create(

@@ -30,10 +30,21 @@ async fn embedded_store_keeps_everything_across_a_reopen() {
         s.alias_get_or_create("p", "Ops", "a1", "c").await.unwrap();
     }
     let s = RedbStore::open(dir.path()).unwrap();
-    assert_eq!(s.get_agent("c").await.unwrap(), Some(record("c", Some("p"), 2)));
+    assert_eq!(
+        s.get_agent("c").await.unwrap(),
+        Some(record("c", Some("p"), 2))
+    );
     assert_eq!(s.children("p").await.unwrap(), vec!["c"]);
     assert_eq!(s.thread("c").await.unwrap(), vec![e1.clone()]);
-    assert!(!s.append("c", &e1).await.unwrap(), "de-duplication survives the re-open");
-    assert_eq!(s.alias_get_or_create("p", "Ops", "a1", "other").await.unwrap(), ("c".to_string(), false));
+    assert!(
+        !s.append("c", &e1).await.unwrap(),
+        "de-duplication survives the re-open"
+    );
+    assert_eq!(
+        s.alias_get_or_create("p", "Ops", "a1", "other")
+            .await
+            .unwrap(),
+        ("c".to_string(), false)
+    );
     assert_eq!(s.list_roots().await.unwrap().len(), 1);
 }
