@@ -7,7 +7,8 @@
 use crate::channel_router::ChannelRouter;
 use crate::deps::Deps;
 use crate::messages::{
-    AddUsage, AgentStopped, ApplyControl, ChildOutput, Deliver, Forget, Output, Snapshot, StopAgent,
+    AddUsage, AgentStopped, ApplyControl, ChildOutput, Deliver, Forget, Output, Runtime,
+    RuntimeState, Snapshot, StopAgent,
 };
 use crate::supervisor::Supervisor;
 use crate::tools::ToolContext;
@@ -471,6 +472,17 @@ impl Handler<Snapshot> for AgentActor {
 
     fn handle(&mut self, _: Snapshot, _: &mut Self::Context) -> Self::Result {
         MessageResult(self.rec.clone())
+    }
+}
+
+impl Handler<RuntimeState> for AgentActor {
+    type Result = MessageResult<RuntimeState>;
+
+    fn handle(&mut self, _: RuntimeState, _: &mut Self::Context) -> Self::Result {
+        MessageResult(Runtime {
+            inbox: self.inbox.len(),
+            turn_running: self.turn.is_some(),
+        })
     }
 }
 

@@ -20,6 +20,9 @@ pub struct Limits {
     pub context_file_max_bytes: u64,
     /// Entries kept verbatim after a compaction. Default 4.
     pub compact_keep_recent: usize,
+    /// Live agent actors one process hosts; spawns and re-activations beyond it are refused
+    /// with `unavailable`. Default 100000.
+    pub max_live_agents: usize,
 }
 
 impl Default for Limits {
@@ -30,6 +33,7 @@ impl Default for Limits {
             max_steps_per_turn: 16,
             context_file_max_bytes: 64 * 1024,
             compact_keep_recent: 4,
+            max_live_agents: 100_000,
         }
     }
 }

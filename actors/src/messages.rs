@@ -25,6 +25,20 @@ pub struct ApplyControl(pub Control);
 #[rtype(result = "AgentRecord")]
 pub struct Snapshot;
 
+/// What a live agent holds besides its record: queued inbox items and whether a turn runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Runtime {
+    /// Inbox items waiting.
+    pub inbox: usize,
+    /// A turn is in progress.
+    pub turn_running: bool,
+}
+
+/// The live agent's [`Runtime`] state.
+#[derive(Message, Debug)]
+#[rtype(result = "Runtime")]
+pub struct RuntimeState;
+
 /// Stop a live agent: abort its turn, persist `final_status` (e.g. `closed`) and stop the actor.
 /// Answers once the record is persisted, so a re-activation never sees a stale status.
 #[derive(Message, Debug)]

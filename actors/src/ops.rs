@@ -7,7 +7,7 @@ use crate::channel_router::ChannelRouter;
 use crate::clock::{Clock, SystemClock};
 use crate::deps::Deps;
 use crate::messages::{
-    Activate, ApplyControl, Lifecycle, Lookup, Route, Snapshot, Spawn, SpawnSpec,
+    Activate, ApplyControl, Lifecycle, Lookup, Route, RuntimeState, Snapshot, Spawn, SpawnSpec,
 };
 use crate::supervisor::Supervisor;
 use actix::{Addr, MailboxError};
@@ -158,7 +158,8 @@ pub fn view(rec: &AgentRecord, children: usize) -> Value {
     })
 }
 
-/// Inspects one agent (live or persisted).
+/// Inspects one agent (live or persisted): its record, child count, and for a live agent its
+/// inbox depth and whether a turn runs.
 pub async fn inspect(
     deps: &Deps,
     supervisor: &Addr<Supervisor>,
@@ -166,7 +167,19 @@ pub async fn inspect(
 ) -> Result<Value, AgentdError> {
     let rec = record(deps, supervisor, id).await?;
     let children = deps.store.children(id).await?.len();
-    Ok(view(&rec, children))
+    let mut v = view(&rec, children);
+    let live = supervisor
+        .send(Lookup(id.to_string()))
+        .await
+        .map_err(mailbox)?;
+    let runtime = match &live {
+        Some(addr) => addr.send(RuntimeState).await.ok(),
+        None => None,
+    };
+    v["live"] = json!(runtime.is_some());
+    v["inbox"] = json!(runtime.map(|r| r.inbox).unwrap_or(0));
+    v["turn_running"] = json!(runtime.is_some_and(|r| r.turn_running));
+    Ok(v)
 }
 
 /// Children of `parent` (live and closed), or all roots when `parent` is `None`.

@@ -81,6 +81,23 @@ impl Supervisor {
         addr
     }
 
+    /// `unavailable` when one more live agent would exceed `limits.max_live_agents`.
+    fn check_live_limit(&mut self) -> Result<(), AgentdError> {
+        let max = self.deps.config.limits.max_live_agents;
+        if self.agents.len() >= max {
+            self.agents.retain(|_, a| a.connected());
+            if self.agents.len() >= max {
+                return Err(AgentdError::new(
+                    ErrorCode::Unavailable,
+                    format!(
+                        "this process already hosts {max} live agents (limits.max_live_agents); close some first"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn live(&self, id: &str) -> Option<Addr<AgentActor>> {
         self.agents.get(id).filter(|a| a.connected()).cloned()
     }
@@ -155,6 +172,9 @@ impl Handler<Spawn> for Supervisor {
     type Result = AtomicResponse<Self, Result<AgentRecord, AgentdError>>;
 
     fn handle(&mut self, Spawn(spec): Spawn, _: &mut Self::Context) -> Self::Result {
+        if let Err(e) = self.check_live_limit() {
+            return AtomicResponse::new(Box::pin(actix::fut::ready(Err(e))));
+        }
         let deps = self.deps.clone();
         let fut = async move {
             let cfg = &deps.config;
@@ -262,6 +282,9 @@ impl Handler<Activate> for Supervisor {
     fn handle(&mut self, Activate(id): Activate, _: &mut Self::Context) -> Self::Result {
         if let Some(addr) = self.live(&id) {
             return AtomicResponse::new(Box::pin(actix::fut::ready(Ok(addr))));
+        }
+        if let Err(e) = self.check_live_limit() {
+            return AtomicResponse::new(Box::pin(actix::fut::ready(Err(e))));
         }
         let deps = self.deps.clone();
         let fut = async move {

@@ -147,11 +147,23 @@ impl AgentSystem {
         ops::list(&self.deps, &self.supervisor, parent).await
     }
 
-    /// Every root with its descendants, nested, with statuses and costs rolled up.
-    pub async fn tree(&self) -> Result<Vec<Value>, AgentdError> {
+    /// Every root (or only `scope`'s tree) with its descendants, nested, with statuses and
+    /// costs rolled up.
+    pub async fn tree(&self, scope: Option<&str>) -> Result<Vec<Value>, AgentdError> {
+        let roots: Vec<String> = match scope {
+            Some(root) => vec![self.record(root).await?.id],
+            None => self
+                .deps
+                .store
+                .list_roots()
+                .await?
+                .into_iter()
+                .map(|r| r.id)
+                .collect(),
+        };
         let mut out = Vec::new();
-        for root in self.deps.store.list_roots().await? {
-            out.push(self.subtree(&root.id, 0).await?);
+        for root in roots {
+            out.push(self.subtree(&root, 0).await?);
         }
         Ok(out)
     }
@@ -227,6 +239,64 @@ impl AgentSystem {
         Ok(tools::visible_specs(&rec, &self.deps))
     }
 
+    /// Checks that an external caller scoped to `scope` (a root it names) may act on `target`:
+    /// the root itself or one of its descendants (`not_ancestor` otherwise). No scope = operator.
+    pub async fn check_scope(&self, scope: Option<&str>, target: &str) -> Result<(), AgentdError> {
+        match scope {
+            Some(root) => ops::require_descendant(&self.deps, root, target).await,
+            None => Ok(()),
+        }
+    }
+
+    /// [`Self::execute`] for a caller scoped to the tree of `scope` (if any): targets must be
+    /// in that tree, spawns without a parent become children of the scope root, lists without
+    /// a parent list its children.
+    pub async fn execute_scoped(
+        &self,
+        cmd: Command,
+        scope: Option<&str>,
+    ) -> Result<Value, AgentdError> {
+        let Some(root) = scope else {
+            return self.execute(cmd).await;
+        };
+        let cmd = match cmd {
+            Command::Spawn(mut req) => {
+                let parent = req
+                    .parent_id
+                    .get_or_insert_with(|| root.to_string())
+                    .clone();
+                self.check_scope(scope, &parent).await?;
+                Command::Spawn(req)
+            }
+            Command::List { parent_id } => {
+                let parent = parent_id.unwrap_or_else(|| root.to_string());
+                self.check_scope(scope, &parent).await?;
+                Command::List {
+                    parent_id: Some(parent),
+                }
+            }
+            Command::InvokeTool {
+                agent_id: Some(id),
+                tool,
+                args,
+            } => {
+                self.check_scope(scope, &id).await?;
+                Command::InvokeTool {
+                    agent_id: Some(id),
+                    tool,
+                    args,
+                }
+            }
+            other => {
+                if let Some(target) = command_target(&other) {
+                    self.check_scope(scope, target).await?;
+                }
+                other
+            }
+        };
+        self.execute(cmd).await
+    }
+
     /// Executes a command from another service and answers its result as JSON.
     pub async fn execute(&self, cmd: Command) -> Result<Value, AgentdError> {
         match cmd {
@@ -276,6 +346,21 @@ impl AgentSystem {
         if let Err(e) = self.supervisor.send(Shutdown).await.map_err(mailbox) {
             tracing::warn!(error = %e, "shutdown");
         }
+    }
+}
+
+/// The agent a command acts on, if it names one.
+pub fn command_target(cmd: &Command) -> Option<&str> {
+    match cmd {
+        Command::Send { agent_id, .. }
+        | Command::Control { agent_id, .. }
+        | Command::Reset { agent_id, .. }
+        | Command::Compact { agent_id }
+        | Command::Inspect { agent_id }
+        | Command::Thread { agent_id } => Some(agent_id),
+        Command::InvokeTool { agent_id, .. } => agent_id.as_deref(),
+        Command::Spawn(req) => req.parent_id.as_deref(),
+        Command::List { parent_id } => parent_id.as_deref(),
     }
 }
 

@@ -56,9 +56,21 @@ pub fn start(
     store: Arc<dyn ThreadStore>,
     clock: Arc<dyn Clock>,
 ) -> TestSystem {
+    start_custom(script, types, store, clock, |_| {})
+}
+
+/// [`start`] with a hook that adjusts the runtime config (limits, prompts, ...).
+pub fn start_custom(
+    script: &str,
+    types: Vec<AgentType>,
+    store: Arc<dyn ThreadStore>,
+    clock: Arc<dyn Clock>,
+    tweak: impl FnOnce(&mut RuntimeConfig),
+) -> TestSystem {
     let model = ScriptedModel::from_toml_str(script, clock.clone()).expect("script");
     let bus = InProcessBus::default();
-    let config = RuntimeConfig::with_types(AgentTypes::new(types).expect("types"));
+    let mut config = RuntimeConfig::with_types(AgentTypes::new(types).expect("types"));
+    tweak(&mut config);
     let deps = Deps {
         store: store.clone(),
         model: Arc::new(model),

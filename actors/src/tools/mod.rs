@@ -36,6 +36,9 @@ pub const MANAGEMENT_TOOLS: [&str; 9] = [
     "agent_compact",
 ];
 
+/// Management tools no background agent gets, even when its type grants management.
+pub const FOREGROUND_ONLY_TOOLS: [&str; 2] = ["agent_reset", "agent_compact"];
+
 /// Ordinary tools an agent type may list.
 pub const REGULAR_TOOLS: [&str; 1] = ["current_time"];
 
@@ -51,11 +54,16 @@ pub fn canonical(name: &str) -> &str {
         .unwrap_or(name)
 }
 
+/// Whether `rec` is a foreground agent: a root created by a person or a service.
+pub fn is_foreground(rec: &AgentRecord) -> bool {
+    rec.parent_id.is_none() && rec.foreground
+}
+
 /// Whether `rec` may use management tools: a foreground root, or a sub-agent whose type grants
 /// them while `depth < max_depth`.
 pub fn may_manage(rec: &AgentRecord, deps: &Deps) -> bool {
     let cfg = &deps.config;
-    if rec.parent_id.is_none() && rec.foreground {
+    if is_foreground(rec) {
         return true;
     }
     cfg.types
@@ -69,6 +77,10 @@ pub fn visible_tool_names(rec: &AgentRecord, deps: &Deps) -> Vec<&'static str> {
     let mut names: Vec<&'static str> = Vec::new();
     if may_manage(rec, deps) {
         names.extend(MANAGEMENT_TOOLS);
+        if !is_foreground(rec) {
+            // Seed 003: reset and compact stay with foreground agents, whatever a type grants.
+            names.retain(|n| !FOREGROUND_ONLY_TOOLS.contains(n));
+        }
     }
     if let Some(ty) = deps.config.types.get(&rec.agent_type) {
         for t in REGULAR_TOOLS {

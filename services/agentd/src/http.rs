@@ -2,11 +2,14 @@
 //! `{code, message}` with the stable codes.
 
 use actix_web::http::StatusCode;
-use actix_web::{HttpResponse, ResponseError, web};
+use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use agentd_actors::AgentSystem;
-use agentd_proto::{AgentdError, Command, Control, ErrorCode, InboxItem, SpawnRequest};
+use agentd_proto::{AgentdError, Command, Control, ErrorCode, SpawnRequest};
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+/// Header that scopes an external caller to one root's tree (`not_ancestor` outside it).
+pub const SCOPE_HEADER: &str = "x-agentd-root";
 
 /// Shared state of the HTTP handlers.
 #[derive(Clone)]
@@ -97,9 +100,25 @@ async fn info(st: web::Data<ApiState>) -> HttpResponse {
     }))
 }
 
-async fn spawn(st: web::Data<ApiState>, body: web::Json<SpawnRequest>) -> ApiResult {
-    let rec = st.system.spawn(body.into_inner()).await?;
-    let view = st.system.inspect(&rec.id).await?;
+/// The root an external caller is scoped to (`X-Agentd-Root`), if it names one.
+fn scope(req: &HttpRequest) -> Option<String> {
+    req.headers()
+        .get(SCOPE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+async fn run(st: &ApiState, req: &HttpRequest, cmd: Command) -> Result<Value, ApiError> {
+    Ok(st.system.execute_scoped(cmd, scope(req).as_deref()).await?)
+}
+
+async fn spawn(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    body: web::Json<SpawnRequest>,
+) -> ApiResult {
+    let view = run(&st, &req, Command::Spawn(body.into_inner())).await?;
     Ok(HttpResponse::Created().json(view))
 }
 
@@ -108,26 +127,37 @@ struct ListQuery {
     parent_id: Option<String>,
 }
 
-async fn list(st: web::Data<ApiState>, q: web::Query<ListQuery>) -> ApiResult {
-    let agents = st.system.list(q.parent_id.as_deref()).await?;
-    Ok(HttpResponse::Ok().json(json!({"agents": agents})))
+async fn list(st: web::Data<ApiState>, req: HttpRequest, q: web::Query<ListQuery>) -> ApiResult {
+    let parent_id = q.into_inner().parent_id;
+    Ok(HttpResponse::Ok().json(run(&st, &req, Command::List { parent_id }).await?))
 }
 
-async fn tree(st: web::Data<ApiState>) -> ApiResult {
-    Ok(HttpResponse::Ok().json(json!({"roots": st.system.tree().await?})))
+async fn tree(st: web::Data<ApiState>, req: HttpRequest) -> ApiResult {
+    let roots = st.system.tree(scope(&req).as_deref()).await?;
+    Ok(HttpResponse::Ok().json(json!({"roots": roots})))
 }
 
-async fn command(st: web::Data<ApiState>, body: web::Json<Command>) -> ApiResult {
-    Ok(HttpResponse::Ok().json(st.system.execute(body.into_inner()).await?))
+async fn command(st: web::Data<ApiState>, req: HttpRequest, body: web::Json<Command>) -> ApiResult {
+    Ok(HttpResponse::Ok().json(run(&st, &req, body.into_inner()).await?))
 }
 
-async fn inspect(st: web::Data<ApiState>, id: web::Path<String>) -> ApiResult {
-    Ok(HttpResponse::Ok().json(st.system.inspect(&id).await?))
+async fn inspect(st: web::Data<ApiState>, req: HttpRequest, id: web::Path<String>) -> ApiResult {
+    let agent_id = id.into_inner();
+    Ok(HttpResponse::Ok().json(run(&st, &req, Command::Inspect { agent_id }).await?))
 }
 
-async fn delete(st: web::Data<ApiState>, id: web::Path<String>) -> ApiResult {
-    st.system.control(&id, Control::Delete).await?;
-    Ok(HttpResponse::Ok().json(json!({"agent_id": id.into_inner(), "status": "deleted"})))
+async fn delete(st: web::Data<ApiState>, req: HttpRequest, id: web::Path<String>) -> ApiResult {
+    let agent_id = id.into_inner();
+    run(
+        &st,
+        &req,
+        Command::Control {
+            agent_id: agent_id.clone(),
+            control: Control::Delete,
+        },
+    )
+    .await?;
+    Ok(HttpResponse::Ok().json(json!({"agent_id": agent_id, "status": "deleted"})))
 }
 
 #[derive(Deserialize)]
@@ -140,11 +170,22 @@ struct SendBody {
 
 async fn send(
     st: web::Data<ApiState>,
+    req: HttpRequest,
     id: web::Path<String>,
     body: web::Json<SendBody>,
 ) -> ApiResult {
-    st.system.send(&id, &body.text, body.interrupt).await?;
-    Ok(HttpResponse::Accepted().json(json!({"agent_id": id.into_inner(), "status": "sent"})))
+    let SendBody { text, interrupt } = body.into_inner();
+    let v = run(
+        &st,
+        &req,
+        Command::Send {
+            agent_id: id.into_inner(),
+            text,
+            interrupt,
+        },
+    )
+    .await?;
+    Ok(HttpResponse::Accepted().json(v))
 }
 
 #[derive(Deserialize)]
@@ -155,6 +196,7 @@ struct ControlBody {
 
 async fn control(
     st: web::Data<ApiState>,
+    req: HttpRequest,
     id: web::Path<String>,
     body: web::Json<ControlBody>,
 ) -> ApiResult {
@@ -168,10 +210,16 @@ async fn control(
                 ),
             )
         })?;
-    let rec = st.system.control(&id, control).await?;
-    Ok(HttpResponse::Ok().json(json!({
-        "agent_id": id.into_inner(), "control": control.as_str(), "status": rec.map(|r| r.status)
-    })))
+    let v = run(
+        &st,
+        &req,
+        Command::Control {
+            agent_id: id.into_inner(),
+            control,
+        },
+    )
+    .await?;
+    Ok(HttpResponse::Ok().json(v))
 }
 
 #[derive(Deserialize, Default)]
@@ -182,50 +230,84 @@ struct ResetBody {
 
 async fn reset(
     st: web::Data<ApiState>,
+    req: HttpRequest,
     id: web::Path<String>,
     body: Option<web::Json<ResetBody>>,
 ) -> ApiResult {
     let message = body
         .and_then(|b| b.into_inner().message)
         .filter(|m| !m.trim().is_empty());
-    st.system.post(&id, InboxItem::Reset { message }).await?;
-    Ok(HttpResponse::Accepted().json(
-        json!({"summary": "Agent session reset requested.", "target_agent_id": id.into_inner()}),
+    let v = run(
+        &st,
+        &req,
+        Command::Reset {
+            agent_id: id.into_inner(),
+            message,
+        },
+    )
+    .await?;
+    Ok(HttpResponse::Accepted().json(v))
+}
+
+async fn compact(st: web::Data<ApiState>, req: HttpRequest, id: web::Path<String>) -> ApiResult {
+    let v = run(
+        &st,
+        &req,
+        Command::Compact {
+            agent_id: id.into_inner(),
+        },
+    )
+    .await?;
+    Ok(HttpResponse::Accepted().json(v))
+}
+
+async fn thread(st: web::Data<ApiState>, req: HttpRequest, id: web::Path<String>) -> ApiResult {
+    let agent_id = id.into_inner();
+    let mut v = run(
+        &st,
+        &req,
+        Command::Thread {
+            agent_id: agent_id.clone(),
+        },
+    )
+    .await?;
+    v["agent_id"] = json!(agent_id);
+    Ok(HttpResponse::Ok().json(v))
+}
+
+async fn children(st: web::Data<ApiState>, req: HttpRequest, id: web::Path<String>) -> ApiResult {
+    let agent_id = id.into_inner();
+    st.system.record(&agent_id).await?;
+    Ok(HttpResponse::Ok().json(
+        run(
+            &st,
+            &req,
+            Command::List {
+                parent_id: Some(agent_id),
+            },
+        )
+        .await?,
     ))
 }
 
-async fn compact(st: web::Data<ApiState>, id: web::Path<String>) -> ApiResult {
-    st.system.post(&id, InboxItem::Compact).await?;
-    Ok(HttpResponse::Accepted().json(
-        json!({"summary": "Agent compaction requested.", "target_agent_id": id.into_inner()}),
-    ))
-}
-
-async fn thread(st: web::Data<ApiState>, id: web::Path<String>) -> ApiResult {
-    Ok(HttpResponse::Ok()
-        .json(json!({"agent_id": id.as_str(), "entries": st.system.thread(&id).await?})))
-}
-
-async fn children(st: web::Data<ApiState>, id: web::Path<String>) -> ApiResult {
-    st.system.record(&id).await?;
-    Ok(HttpResponse::Ok().json(json!({"agents": st.system.list(Some(&id)).await?})))
-}
-
-async fn tools(st: web::Data<ApiState>, id: web::Path<String>) -> ApiResult {
+async fn tools(st: web::Data<ApiState>, req: HttpRequest, id: web::Path<String>) -> ApiResult {
+    st.system.check_scope(scope(&req).as_deref(), &id).await?;
     Ok(HttpResponse::Ok().json(json!({"tools": st.system.tools_of(&id).await?})))
 }
 
 async fn invoke_tool(
     st: web::Data<ApiState>,
+    req: HttpRequest,
     path: web::Path<(String, String)>,
     body: web::Json<Value>,
 ) -> ApiResult {
     let (id, tool) = path.into_inner();
-    Ok(HttpResponse::Ok().json(
-        st.system
-            .invoke_tool(Some(&id), &tool, body.into_inner())
-            .await?,
-    ))
+    let cmd = Command::InvokeTool {
+        agent_id: Some(id),
+        tool,
+        args: body.into_inner(),
+    };
+    Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }
 
 #[derive(Deserialize)]
@@ -238,13 +320,15 @@ struct DetachedToolBody {
 
 async fn invoke_tool_detached(
     st: web::Data<ApiState>,
+    req: HttpRequest,
     tool: web::Path<String>,
     body: web::Json<DetachedToolBody>,
 ) -> ApiResult {
     let body = body.into_inner();
-    Ok(HttpResponse::Ok().json(
-        st.system
-            .invoke_tool(body.agent_id.as_deref(), &tool, body.args)
-            .await?,
-    ))
+    let cmd = Command::InvokeTool {
+        agent_id: body.agent_id,
+        tool: tool.into_inner(),
+        args: body.args,
+    };
+    Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }

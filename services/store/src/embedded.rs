@@ -68,6 +68,41 @@ impl RedbStore {
     }
 }
 
+impl RedbStore {
+    /// How many rows of any table still mention `id` (as a key, or as a child/alias value).
+    /// Deletion tests use it to prove nothing is left behind.
+    pub async fn rows_mentioning(&self, id: &str) -> StoreResult<usize> {
+        let id = id.to_string();
+        self.run(move |db| {
+            let tx = db.begin_read().map_err(be)?;
+            let mut n = 0;
+            n += usize::from(
+                tx.open_table(AGENTS)
+                    .map_err(be)?
+                    .get(id.as_str())
+                    .map_err(be)?
+                    .is_some(),
+            );
+            for item in tx.open_table(THREADS).map_err(be)?.iter().map_err(be)? {
+                n += usize::from(item.map_err(be)?.0.value().0 == id);
+            }
+            for item in tx.open_table(THREAD_IDS).map_err(be)?.iter().map_err(be)? {
+                n += usize::from(item.map_err(be)?.0.value().0 == id);
+            }
+            for item in tx.open_table(CHILDREN).map_err(be)?.iter().map_err(be)? {
+                let (k, v) = item.map_err(be)?;
+                n += usize::from(k.value().0 == id || v.value() == id);
+            }
+            for item in tx.open_table(ALIASES).map_err(be)?.iter().map_err(be)? {
+                let (k, v) = item.map_err(be)?;
+                n += usize::from(k.value().0 == id || v.value() == id);
+            }
+            Ok(n)
+        })
+        .await
+    }
+}
+
 fn alias_key(title: &str, alias: &str) -> String {
     format!("{title}{SEP}{alias}")
 }

@@ -1,0 +1,807 @@
+//! The management surface through real actors: every tool's success path, every rule's error
+//! code, interrupts, close/re-open, delete, cascades, limits, lifecycle controls and scoping.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use agentd_actors::{AgentType, ManualClock};
+use agentd_proto::{
+    AgentStatus, AgentdError, Command, Control, ErrorCode, Event, ManageOptions, Role, SpawnRequest,
+};
+use agentd_store::{MemoryStore, RedbStore};
+use agentd_tests::*;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+const SCRIPT: &str = r#"
+[[rule]]
+agent = "coding"
+role = "user"
+contains = "long task"
+delay_ms = 1000
+text = "long task done"
+
+[[rule]]
+agent = "coding"
+role = "user"
+contains = "urgent"
+text = "handled urgent"
+
+[[rule]]
+agent = "coding"
+role = "user"
+contains = "use the clock"
+[[rule.tool_calls]]
+name = "current_time"
+
+[[rule]]
+agent = "coding"
+role = "user"
+text = "coder: {{input}}"
+
+[[rule]]
+agent = "coding"
+role = "tool"
+text = "clock answer: {{input}}"
+
+[[rule]]
+agent = "mgr"
+role = "user"
+contains = "spawn grandchild"
+[[rule.tool_calls]]
+name = "spawn_agent"
+arguments = { agent_type = "coding", prompt = "leaf work: long task" }
+
+[[rule]]
+agent = "mgr"
+role = "tool"
+text = "grandchild spawned"
+
+[[rule]]
+purpose = "compact"
+text = "SUMMARY of earlier work"
+
+[[rule]]
+agent = "lead"
+text = "lead: {{input}}"
+"#;
+
+fn types() -> Vec<AgentType> {
+    let mut t = default_types(ManageOptions::default());
+    for ty in &mut t {
+        if ty.name == "coding" {
+            ty.tools = vec!["current_time".into()];
+        }
+    }
+    let mut mgr = agent_type("mgr", "Manager", &[]);
+    mgr.grants_management = true;
+    t.push(mgr);
+    t
+}
+
+async fn tool(
+    sys: &TestSystem,
+    caller: &str,
+    name: &str,
+    args: Value,
+) -> Result<Value, AgentdError> {
+    sys.system.invoke_tool(Some(caller), name, args).await
+}
+
+async fn spawn_coder(sys: &TestSystem, parent: &str, prompt: &str) -> String {
+    let r = tool(
+        sys,
+        parent,
+        "spawn_agent",
+        json!({"agent_type": "coding", "prompt": prompt}),
+    )
+    .await
+    .unwrap();
+    r["agent_id"].as_str().unwrap().to_string()
+}
+
+fn code(r: Result<Value, AgentdError>) -> Option<ErrorCode> {
+    r.err().map(|e| e.code)
+}
+
+#[actix_rt::test]
+async fn every_management_tool_succeeds_on_its_path() {
+    let sys = start_simple(SCRIPT, types());
+    let mut events = sys.events();
+    let lead = sys.root("lead", None).await;
+    let child = spawn_coder(&sys, &lead.id, "write a parser").await;
+    sys.wait_for_entry(&child, Role::Assistant, "coder: write a parser")
+        .await;
+    sys.wait_for_status(&child, AgentStatus::Idle).await;
+
+    // follow-up
+    let r = tool(
+        &sys,
+        &lead.id,
+        "send_agent_followup",
+        json!({"agent_id": child, "message": "add tests"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["status"], "sent");
+    sys.wait_for_entry(&child, Role::Assistant, "coder: add tests")
+        .await;
+    sys.wait_for_status(&child, AgentStatus::Idle).await;
+
+    // inspect: status, tokens and cost, child count
+    let v = tool(&sys, &lead.id, "inspect_agent", json!({"agentId": child}))
+        .await
+        .unwrap();
+    assert_eq!(v["status"], "idle");
+    assert_eq!(v["title"], "Coder");
+    assert_eq!(v["children"], 0);
+    assert_eq!(v["turns"], 2);
+    assert!(v["tokens_used"].as_u64().unwrap() > 0);
+    assert!(v["cost_usd"].as_f64().unwrap() > 0.0);
+    assert!(
+        v.get("last_error").is_some()
+            && v.get("phase").is_some()
+            && v.get("current_step").is_some()
+    );
+
+    // list
+    let v = tool(&sys, &lead.id, "list_agents", json!({}))
+        .await
+        .unwrap();
+    let agents = v["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 1);
+    assert_eq!(agents[0]["agent_id"], child.as_str());
+    assert_eq!(agents[0]["status"], "idle");
+
+    // compact: old history becomes a summary, recent entries stay
+    for m in ["one", "two"] {
+        tool(
+            &sys,
+            &lead.id,
+            "send_agent_followup",
+            json!({"agent_id": child, "message": m}),
+        )
+        .await
+        .unwrap();
+        sys.wait_for_entry(&child, Role::Assistant, &format!("coder: {m}"))
+            .await;
+    }
+    sys.wait_for_status(&child, AgentStatus::Idle).await;
+    assert_eq!(sys.thread(&child).await.len(), 8);
+    let v = tool(&sys, &lead.id, "agent_compact", json!({"agent_id": child}))
+        .await
+        .unwrap();
+    assert_eq!(v["target_agent_id"], child.as_str());
+    assert!(v["summary"].as_str().unwrap().contains("compaction"));
+    wait_until("compacted", || async {
+        sys.thread(&child).await.len() == 5
+    })
+    .await;
+    let t = sys.thread(&child).await;
+    assert_eq!(t[0].role, Role::System);
+    assert_eq!(
+        t[0].text,
+        "Summary of the earlier conversation: SUMMARY of earlier work"
+    );
+    let rest: Vec<&str> = t[1..].iter().map(|e| e.text.as_str()).collect();
+    assert_eq!(rest, vec!["one", "coder: one", "two", "coder: two"]);
+
+    // reset with a seed message: a fresh session that starts from it
+    let v = tool(
+        &sys,
+        &lead.id,
+        "agent_reset",
+        json!({"agent_id": child, "message": "start over"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(v["target_agent_id"], child.as_str());
+    wait_until("reset", || async {
+        let t = sys.thread(&child).await;
+        t.len() == 2 && t[0].text == "start over" && t[1].text == "coder: start over"
+    })
+    .await;
+    // reset without a message: an empty session
+    tool(&sys, &lead.id, "agent_reset", json!({"agent_id": child}))
+        .await
+        .unwrap();
+    wait_until("empty", || async { sys.thread(&child).await.is_empty() }).await;
+
+    // close keeps history; a follow-up re-opens it
+    tool(
+        &sys,
+        &lead.id,
+        "send_agent_followup",
+        json!({"agent_id": child, "message": "before close"}),
+    )
+    .await
+    .unwrap();
+    sys.wait_for_entry(&child, Role::Assistant, "coder: before close")
+        .await;
+    sys.wait_for_status(&child, AgentStatus::Idle).await;
+    let v = tool(&sys, &lead.id, "close_agent", json!({"agent_id": child}))
+        .await
+        .unwrap();
+    assert_eq!(v["status"], "closed");
+    assert_eq!(sys.record(&child).await.status, AgentStatus::Closed);
+    let v = tool(&sys, &lead.id, "list_agents", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        v["agents"][0]["status"], "closed",
+        "closed children are still listed"
+    );
+    tool(
+        &sys,
+        &lead.id,
+        "send_agent_followup",
+        json!({"agent_id": child, "message": "after close"}),
+    )
+    .await
+    .unwrap();
+    let t = sys
+        .wait_for_entry(&child, Role::Assistant, "coder: after close")
+        .await;
+    let texts: Vec<&str> = t.iter().map(|e| e.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        vec![
+            "before close",
+            "coder: before close",
+            "after close",
+            "coder: after close"
+        ]
+    );
+
+    // delete removes it for good
+    sys.wait_for_status(&child, AgentStatus::Idle).await;
+    let v = tool(&sys, &lead.id, "delete_agent", json!({"agent_id": child}))
+        .await
+        .unwrap();
+    assert_eq!(v["status"], "deleted");
+    assert!(sys.store.get_agent(&child).await.unwrap().is_none());
+    assert!(sys.thread(&child).await.is_empty());
+    assert!(
+        tool(&sys, &lead.id, "list_agents", json!({}))
+            .await
+            .unwrap()["agents"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    next_event(
+        &mut events,
+        "deleted",
+        |e| matches!(e, Event::Deleted { agent_id } if *agent_id == child),
+    )
+    .await;
+}
+
+#[actix_rt::test]
+async fn every_rule_is_enforced_with_its_code() {
+    let sys = start_simple(SCRIPT, types());
+    let lead = sys.root("lead", None).await;
+    let other = sys.root("lead", None).await;
+    let child = spawn_coder(&sys, &lead.id, "hello").await;
+    let strangers_child = spawn_coder(&sys, &other.id, "hello").await;
+
+    // self_target: no agent resets or compacts itself ("0" names its root, i.e. itself here)
+    assert_eq!(
+        code(tool(&sys, &lead.id, "agent_reset", json!({"agent_id": "0"})).await),
+        Some(ErrorCode::SelfTarget)
+    );
+    assert_eq!(
+        code(
+            tool(
+                &sys,
+                &lead.id,
+                "agent_compact",
+                json!({"agent_id": lead.id})
+            )
+            .await
+        ),
+        Some(ErrorCode::SelfTarget)
+    );
+    // not_ancestor: only descendants
+    for t in [
+        "inspect_agent",
+        "close_agent",
+        "delete_agent",
+        "agent_reset",
+        "agent_compact",
+    ] {
+        assert_eq!(
+            code(tool(&sys, &lead.id, t, json!({"agent_id": strangers_child})).await),
+            Some(ErrorCode::NotAncestor),
+            "{t}"
+        );
+    }
+    assert_eq!(
+        code(
+            tool(
+                &sys,
+                &lead.id,
+                "send_agent_followup",
+                json!({"agent_id": other.id, "message": "x"})
+            )
+            .await
+        ),
+        Some(ErrorCode::NotAncestor)
+    );
+    // agent_not_found
+    assert_eq!(
+        code(tool(&sys, &lead.id, "inspect_agent", json!({"agent_id": "nope"})).await),
+        Some(ErrorCode::AgentNotFound)
+    );
+    // not_root: a sub-agent has no management tools, and calling one is refused
+    let child_tools: Vec<String> = sys
+        .system
+        .tools_of(&child)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(child_tools, vec!["current_time", "yield_to_parent"]);
+    for t in ["spawn_agent", "agent_reset", "list_agents", "Manage"] {
+        assert_eq!(
+            code(tool(&sys, &child, t, json!({"agent_id": child, "prompt": "x"})).await),
+            Some(ErrorCode::NotRoot),
+            "{t}"
+        );
+    }
+    // tool_not_allowed: a sub-agent spawned without current_time cannot use it
+    let r = tool(
+        &sys,
+        &lead.id,
+        "spawn_agent",
+        json!({"agent_type": "coding", "prompt": "x", "allowed_tools": []}),
+    )
+    .await
+    .unwrap();
+    let restricted = r["agent_id"].as_str().unwrap();
+    assert_eq!(
+        code(tool(&sys, restricted, "current_time", json!({})).await),
+        Some(ErrorCode::ToolNotAllowed)
+    );
+    assert_eq!(
+        code(tool(&sys, &child, "current_time", json!({})).await),
+        None
+    );
+    // unknown_tool, unknown_agent_type, missing_field, invalid_argument
+    assert_eq!(
+        code(tool(&sys, &lead.id, "rm_rf", json!({})).await),
+        Some(ErrorCode::UnknownTool)
+    );
+    assert_eq!(
+        code(
+            tool(
+                &sys,
+                &lead.id,
+                "spawn_agent",
+                json!({"agent_type": "wizard", "prompt": "x"})
+            )
+            .await
+        ),
+        Some(ErrorCode::UnknownAgentType)
+    );
+    assert_eq!(
+        code(
+            tool(
+                &sys,
+                &lead.id,
+                "spawn_agent",
+                json!({"agent_type": "coding"})
+            )
+            .await
+        ),
+        Some(ErrorCode::MissingField)
+    );
+    assert_eq!(
+        code(
+            tool(
+                &sys,
+                &lead.id,
+                "spawn_agent",
+                json!({"prompt": "x", "allowed_tools": "all"})
+            )
+            .await
+        ),
+        Some(ErrorCode::InvalidArgument)
+    );
+    // depth_limit: with max_depth 1, a child of a child is refused
+    let deeper = sys
+        .system
+        .spawn(SpawnRequest {
+            agent_type: Some("coding".into()),
+            parent_id: Some(child.clone()),
+            prompt: Some("x".into()),
+            ..Default::default()
+        })
+        .await;
+    assert_eq!(deeper.err().map(|e| e.code), Some(ErrorCode::DepthLimit));
+    // invalid_transition: resume an agent that is not paused; pause a closed one
+    sys.wait_for_status(&other.id, AgentStatus::Idle).await;
+    assert_eq!(
+        sys.system
+            .control(&other.id, Control::Resume)
+            .await
+            .err()
+            .map(|e| e.code),
+        Some(ErrorCode::InvalidTransition)
+    );
+    sys.wait_for_status(&strangers_child, AgentStatus::Idle)
+        .await;
+    sys.system
+        .control(&strangers_child, Control::Close)
+        .await
+        .unwrap();
+    assert_eq!(
+        sys.system
+            .control(&strangers_child, Control::Pause)
+            .await
+            .err()
+            .map(|e| e.code),
+        Some(ErrorCode::InvalidTransition)
+    );
+    assert_eq!(
+        sys.record(&strangers_child).await.status,
+        AgentStatus::Closed,
+        "a refused transition changes nothing"
+    );
+}
+
+#[actix_rt::test]
+async fn an_interrupting_follow_up_aborts_the_turn_and_goes_first() {
+    let clock = ManualClock::new(1);
+    let sys = start(
+        SCRIPT,
+        types(),
+        Arc::new(MemoryStore::new()),
+        Arc::new(clock.clone()),
+    );
+    let lead = sys.root("lead", None).await;
+    let child = spawn_coder(&sys, &lead.id, "long task").await;
+    wait_until("long turn running", || async { clock.sleepers() == 1 }).await;
+    tool(
+        &sys,
+        &lead.id,
+        "send_agent_followup",
+        json!({"agent_id": child, "message": "queued m1"}),
+    )
+    .await
+    .unwrap();
+    tool(
+        &sys,
+        &lead.id,
+        "send_agent_followup",
+        json!({"agent_id": child, "message": "urgent stop", "interrupt": true}),
+    )
+    .await
+    .unwrap();
+    sys.wait_for_entry(&child, Role::Assistant, "coder: queued m1")
+        .await;
+    clock.advance(5_000);
+    sys.wait_for_status(&child, AgentStatus::Idle).await;
+    let t = sys.thread(&child).await;
+    let got: Vec<(Role, &str, bool)> = t
+        .iter()
+        .map(|e| (e.role, e.text.as_str(), e.interrupted))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (Role::User, "long task", false),
+            (Role::System, "(the previous turn was interrupted)", true),
+            (Role::User, "urgent stop", false),
+            (Role::Assistant, "handled urgent", false),
+            (Role::User, "queued m1", false),
+            (Role::Assistant, "coder: queued m1", false),
+        ]
+    );
+    assert!(
+        !t.iter().any(|e| e.text == "long task done"),
+        "the aborted turn never answers"
+    );
+}
+
+#[actix_rt::test]
+async fn cancel_cascades_through_a_three_level_tree_deepest_first() {
+    let clock = ManualClock::new(1);
+    let sys = start_custom(
+        SCRIPT,
+        types(),
+        Arc::new(MemoryStore::new()),
+        Arc::new(clock.clone()),
+        |c| c.limits.max_depth = 2,
+    );
+    let lead = sys.root("lead", None).await;
+    let r = tool(
+        &sys,
+        &lead.id,
+        "spawn_agent",
+        json!({"agent_type": "mgr", "prompt": "spawn grandchild"}),
+    )
+    .await
+    .unwrap();
+    let mgr = r["agent_id"].as_str().unwrap().to_string();
+    sys.wait_for_entry(&mgr, Role::Assistant, "grandchild spawned")
+        .await;
+    let kids = sys.store.children(&mgr).await.unwrap();
+    assert_eq!(kids.len(), 1);
+    let leaf = kids[0].clone();
+    assert_eq!(sys.record(&leaf).await.depth, 2);
+    // The manager (depth 1 < max_depth 2) manages; reset/compact stay foreground-only.
+    let mgr_tools: Vec<String> = sys
+        .system
+        .tools_of(&mgr)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert!(
+        mgr_tools.contains(&"spawn_agent".to_string())
+            && !mgr_tools.contains(&"agent_reset".to_string()),
+        "{mgr_tools:?}"
+    );
+    assert_eq!(
+        code(tool(&sys, &mgr, "agent_reset", json!({"agent_id": leaf})).await),
+        Some(ErrorCode::NotRoot)
+    );
+    // The leaf (depth 2) does not.
+    assert_eq!(
+        code(tool(&sys, &leaf, "spawn_agent", json!({"prompt": "x"})).await),
+        Some(ErrorCode::NotRoot)
+    );
+    wait_until("leaf running", || async { clock.sleepers() == 1 }).await;
+
+    let mut events = sys.events();
+    sys.system.control(&lead.id, Control::Cancel).await.unwrap();
+    let mut order = Vec::new();
+    while order.len() < 3 {
+        if let Event::StatusChanged {
+            agent_id,
+            to: AgentStatus::Cancelled,
+            ..
+        } = next_event(&mut events, "cancelled", |e| {
+            matches!(
+                e,
+                Event::StatusChanged {
+                    to: AgentStatus::Cancelled,
+                    ..
+                }
+            )
+        })
+        .await
+        {
+            order.push(agent_id);
+        }
+    }
+    assert_eq!(order, vec![leaf.clone(), mgr.clone(), lead.id.clone()]);
+    for id in [&leaf, &mgr, &lead.id] {
+        assert_eq!(sys.record(id).await.status, AgentStatus::Cancelled);
+    }
+    // A follow-up re-opens a cancelled agent as a new task.
+    sys.system.send(&lead.id, "again", false).await.unwrap();
+    sys.wait_for_entry(&lead.id, Role::Assistant, "lead: again")
+        .await;
+}
+
+#[actix_rt::test]
+async fn fifty_concurrent_spawns_against_a_fanout_of_ten_make_exactly_ten() {
+    let sys = start_custom(
+        SCRIPT,
+        types(),
+        Arc::new(MemoryStore::new()),
+        Arc::new(agentd_actors::SystemClock),
+        |c| c.limits.max_children = 10,
+    );
+    let lead = sys.root("lead", None).await;
+    let calls = (0..50).map(|i| {
+        let s = sys.system.clone();
+        let id = lead.id.clone();
+        actix_rt::spawn(async move {
+            s.invoke_tool(
+                Some(&id),
+                "spawn_agent",
+                json!({"agent_type": "coding", "prompt": format!("job {i}")}),
+            )
+            .await
+        })
+    });
+    let results = futures::future::join_all(calls).await;
+    let ok = results.iter().filter(|r| matches!(r, Ok(Ok(_)))).count();
+    let limited = results
+        .iter()
+        .filter(|r| matches!(r, Ok(Err(e)) if e.code == ErrorCode::FanoutLimit))
+        .count();
+    assert_eq!((ok, limited), (10, 40));
+    assert_eq!(sys.store.children(&lead.id).await.unwrap().len(), 10);
+}
+
+#[actix_rt::test]
+async fn pause_holds_work_resume_releases_it_terminate_stops() {
+    let sys = start_simple(SCRIPT, types());
+    let lead = sys.root("lead", None).await;
+    let rec = sys
+        .system
+        .control(&lead.id, Control::Pause)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.status, AgentStatus::Paused);
+    sys.system.send(&lead.id, "held", false).await.unwrap();
+    // Held while paused: the item is in the agent's inbox, and nothing ran.
+    wait_until("item queued", || async {
+        sys.system.inspect(&lead.id).await.unwrap()["inbox"] == 1
+    })
+    .await;
+    let snapshot = sys.system.inspect(&lead.id).await.unwrap();
+    assert_eq!(snapshot["status"], "paused");
+    assert_eq!(snapshot["turn_running"], false);
+    assert!(sys.thread(&lead.id).await.is_empty());
+    sys.system.control(&lead.id, Control::Resume).await.unwrap();
+    sys.wait_for_entry(&lead.id, Role::Assistant, "lead: held")
+        .await;
+    let rec = sys.wait_for_status(&lead.id, AgentStatus::Idle).await;
+    assert_eq!(rec.turns, 1);
+    let rec = sys
+        .system
+        .control(&lead.id, Control::Terminate)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.status, AgentStatus::Terminated);
+    sys.system.send(&lead.id, "new task", false).await.unwrap();
+    sys.wait_for_entry(&lead.id, Role::Assistant, "lead: new task")
+        .await;
+}
+
+#[actix_rt::test]
+async fn delete_leaves_no_row_behind_in_the_embedded_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(RedbStore::open(dir.path()).unwrap());
+    let sys = start(
+        SCRIPT,
+        types(),
+        store.clone(),
+        Arc::new(agentd_actors::SystemClock),
+    );
+    let lead = sys.root("lead", Some("hi")).await;
+    let keep = sys.root("lead", Some("keep me")).await;
+    let child = spawn_coder(&sys, &lead.id, "work").await;
+    let m = tool(
+        &sys,
+        &lead.id,
+        "Manage",
+        json!({"command": "send_message", "worker": "Ops", "message": "x", "threadAlias": "a"}),
+    )
+    .await
+    .unwrap();
+    let worker = m["childThreadId"].as_str().unwrap().to_string();
+    sys.wait_for_entry(&child, Role::Assistant, "coder: work")
+        .await;
+    sys.wait_for_entry(&keep.id, Role::Assistant, "lead: keep me")
+        .await;
+    for id in [&lead.id, &child, &worker] {
+        assert!(store.rows_mentioning(id).await.unwrap() > 0);
+    }
+    sys.system.control(&lead.id, Control::Delete).await.unwrap();
+    for id in [&lead.id, &child, &worker] {
+        assert_eq!(
+            store.rows_mentioning(id).await.unwrap(),
+            0,
+            "rows left for {id}"
+        );
+    }
+    assert!(
+        store.rows_mentioning(&keep.id).await.unwrap() > 0,
+        "other trees are untouched"
+    );
+    assert_eq!(
+        sys.system.inspect(&lead.id).await.err().map(|e| e.code),
+        Some(ErrorCode::AgentNotFound)
+    );
+}
+
+#[actix_rt::test]
+async fn external_callers_are_scoped_to_the_root_they_name() {
+    let sys = start_simple(SCRIPT, types());
+    let a = sys.root("lead", None).await;
+    let b = sys.root("lead", None).await;
+    let scoped = |cmd: Command| {
+        let s = sys.system.clone();
+        let root = a.id.clone();
+        async move { s.execute_scoped(cmd, Some(&root)).await }
+    };
+    let v = scoped(Command::Spawn(SpawnRequest {
+        agent_type: Some("coding".into()),
+        prompt: Some("scoped".into()),
+        ..Default::default()
+    }))
+    .await
+    .unwrap();
+    assert_eq!(
+        v["parent_id"],
+        a.id.as_str(),
+        "a scoped spawn lands under the scope root"
+    );
+    assert_eq!(
+        scoped(Command::Inspect {
+            agent_id: b.id.clone()
+        })
+        .await
+        .err()
+        .map(|e| e.code),
+        Some(ErrorCode::NotAncestor)
+    );
+    assert_eq!(
+        scoped(Command::Send {
+            agent_id: b.id.clone(),
+            text: "x".into(),
+            interrupt: false
+        })
+        .await
+        .err()
+        .map(|e| e.code),
+        Some(ErrorCode::NotAncestor)
+    );
+    let listed = scoped(Command::List { parent_id: None }).await.unwrap();
+    assert_eq!(listed["agents"].as_array().unwrap().len(), 1);
+    assert!(
+        scoped(Command::Inspect {
+            agent_id: a.id.clone()
+        })
+        .await
+        .is_ok()
+    );
+}
+
+#[actix_rt::test]
+async fn the_live_agent_limit_is_enforced_and_freed_by_close() {
+    let sys = start_custom(
+        SCRIPT,
+        types(),
+        Arc::new(MemoryStore::new()),
+        Arc::new(agentd_actors::SystemClock),
+        |c| c.limits.max_live_agents = 2,
+    );
+    let a = sys.root("lead", None).await;
+    let _b = sys.root("lead", None).await;
+    let third = sys
+        .system
+        .spawn(SpawnRequest {
+            agent_type: Some("lead".into()),
+            ..Default::default()
+        })
+        .await;
+    assert_eq!(third.err().map(|e| e.code), Some(ErrorCode::Unavailable));
+    sys.system.control(&a.id, Control::Close).await.unwrap();
+    wait_until("slot freed", || async {
+        sys.system
+            .spawn(SpawnRequest {
+                agent_type: Some("lead".into()),
+                ..Default::default()
+            })
+            .await
+            .is_ok()
+    })
+    .await;
+}
+
+#[actix_rt::test]
+async fn a_tool_using_sub_agent_runs_its_allowed_tool() {
+    let sys = start_simple(SCRIPT, types());
+    let lead = sys.root("lead", None).await;
+    let child = spawn_coder(&sys, &lead.id, "use the clock").await;
+    let t = sys
+        .wait_for_entry(&child, Role::Assistant, "clock answer")
+        .await;
+    let tool_entry = t.iter().find(|e| e.role == Role::Tool).unwrap();
+    assert!(tool_entry.text.contains("now_ms"), "{}", tool_entry.text);
+    assert_eq!(
+        tool_entry.tool_call_id.as_deref(),
+        t.iter()
+            .find(|e| !e.tool_calls.is_empty())
+            .map(|e| e.tool_calls[0].id.as_str())
+    );
+}
