@@ -7,7 +7,7 @@
 use crate::channel_router::ChannelRouter;
 use crate::deps::Deps;
 use crate::messages::{
-    AddUsage, AgentStopped, ApplyControl, ChildOutput, Deliver, Forget, Output, Runtime,
+    AddUsage, AgentStopped, ApplyControl, ChildOutput, Deliver, Forget, Output, Restore, Runtime,
     RuntimeState, Snapshot, StopAgent,
 };
 use crate::supervisor::Supervisor;
@@ -30,6 +30,8 @@ use uuid::Uuid;
 struct RunningTurn {
     handle: SpawnHandle,
     cause: Uuid,
+    /// The inbox envelope this turn handles (marked done in the store when the turn ends).
+    input: Option<Uuid>,
     stop: Arc<AtomicBool>,
 }
 
@@ -43,6 +45,8 @@ pub struct AgentActor {
     turn: Option<RunningTurn>,
     /// A pause stopped a turn at a step boundary; resume continues it.
     paused_mid_turn: bool,
+    /// The inbox envelope of the paused turn.
+    paused_input: Option<Uuid>,
 }
 
 impl AgentActor {
@@ -61,6 +65,7 @@ impl AgentActor {
             inbox: VecDeque::new(),
             turn: None,
             paused_mid_turn: false,
+            paused_input: None,
         }
     }
 
@@ -151,9 +156,12 @@ impl AgentActor {
 
     /// Aborts the running turn; its persisted output stays. Returns the marker entry that
     /// records the interruption (the caller writes it).
-    fn abort_turn(&mut self, ctx: &mut Context<Self>) -> Option<ThreadEntry> {
+    fn abort_turn(&mut self, mark_done: bool, ctx: &mut Context<Self>) -> Option<ThreadEntry> {
         let turn = self.turn.take()?;
         ctx.cancel_future(turn.handle);
+        if mark_done {
+            self.done(turn.input, ctx);
+        }
         Some(ThreadEntry {
             interrupted: true,
             ..ThreadEntry::text(
@@ -167,7 +175,7 @@ impl AgentActor {
 
     /// Aborts the running turn and writes the interruption marker before the next message.
     fn interrupt_turn(&mut self, ctx: &mut Context<Self>) {
-        let Some(entry) = self.abort_turn(ctx) else {
+        let Some(entry) = self.abort_turn(true, ctx) else {
             return;
         };
         let store = self.deps.store.clone();
@@ -180,6 +188,31 @@ impl AgentActor {
             }
             .into_actor(self),
         );
+    }
+
+    /// Marks an inbox envelope handled in the durable inbox.
+    fn done(&self, input: Option<Uuid>, ctx: &mut Context<Self>) {
+        let Some(env_id) = input else { return };
+        let store = self.deps.store.clone();
+        let id = self.rec.id.clone();
+        ctx.spawn(
+            async move {
+                if let Err(e) = store.inbox_done(&id, env_id).await {
+                    tracing::warn!(agent_id = %id, error = %e, "marking an inbox item done failed");
+                }
+            }
+            .into_actor(self),
+        );
+    }
+
+    /// Drops every queued item (cancel, terminate, close), marking them done.
+    fn drop_queue(&mut self, ctx: &mut Context<Self>) {
+        for env in std::mem::take(&mut self.inbox) {
+            self.done(Some(env.id), ctx);
+        }
+        let paused = self.paused_input.take();
+        self.done(paused, ctx);
+        self.paused_mid_turn = false;
     }
 
     /// Starts the next turn if nothing runs and the status lets work start.
@@ -239,10 +272,16 @@ impl AgentActor {
             self.rec.result = None;
             self.rec.last_error = None;
         }
-        self.start_turn(env.id, input, ctx);
+        self.start_turn(env.id, Some(env.id), input, ctx);
     }
 
-    fn start_turn(&mut self, cause: Uuid, input: TurnInput, ctx: &mut Context<Self>) {
+    fn start_turn(
+        &mut self,
+        cause: Uuid,
+        env_id: Option<Uuid>,
+        input: TurnInput,
+        ctx: &mut Context<Self>,
+    ) {
         let stop = Arc::new(AtomicBool::new(false));
         let turn = Turn {
             rec: self.rec.clone(),
@@ -266,6 +305,7 @@ impl AgentActor {
         self.turn = Some(RunningTurn {
             handle,
             cause,
+            input: env_id,
             stop,
         });
     }
@@ -279,7 +319,7 @@ impl AgentActor {
         if self.turn.as_ref().map(|t| t.cause) != Some(cause) {
             return; // an aborted turn's late completion
         }
-        self.turn = None;
+        let input = self.turn.take().and_then(|t| t.input);
         let outcome = match res {
             Ok(r) => r,
             Err(panic) => {
@@ -300,6 +340,7 @@ impl AgentActor {
                 self.rec.turns += 1;
                 if r.paused {
                     self.paused_mid_turn = true;
+                    self.paused_input = input;
                     let _ =
                         self.set_status(AgentStatus::Paused, Some("paused by control".into()), ctx);
                 } else if let Some(result) = r.yielded {
@@ -326,6 +367,9 @@ impl AgentActor {
                     self.persist(ctx);
                 }
             }
+        }
+        if !self.paused_mid_turn {
+            self.done(input, ctx);
         }
         self.pump(ctx);
     }
@@ -384,7 +428,8 @@ impl AgentActor {
                     self.paused_mid_turn = false;
                     self.set_status(AgentStatus::Running, Some("resumed".into()), ctx)?;
                     let cause = agentd_proto::ids::new_id();
-                    self.start_turn(cause, TurnInput::Continue, ctx);
+                    let input = self.paused_input.take();
+                    self.start_turn(cause, input, TurnInput::Continue, ctx);
                 } else {
                     self.set_status(AgentStatus::Idle, Some("resumed".into()), ctx)?;
                 }
@@ -407,10 +452,9 @@ impl AgentActor {
                 if control == Control::Cancel {
                     self.interrupt_turn(ctx);
                 } else {
-                    self.abort_turn(ctx);
+                    self.abort_turn(true, ctx);
                 }
-                self.inbox.clear();
-                self.paused_mid_turn = false;
+                self.drop_queue(ctx);
                 self.set_status(to, Some(format!("{} by control", control.as_str())), ctx)?;
             }
             Control::Close | Control::Delete => {
@@ -439,23 +483,58 @@ impl Actor for AgentActor {
 }
 
 impl Handler<Deliver> for AgentActor {
-    type Result = ();
+    // Atomic: the item is in the durable inbox before the next message is handled, so arrival
+    // order is kept and a transport may acknowledge once this answers.
+    type Result = AtomicResponse<Self, Result<bool, AgentdError>>;
 
-    fn handle(&mut self, Deliver(env): Deliver, ctx: &mut Self::Context) {
+    fn handle(&mut self, Deliver(env): Deliver, ctx: &mut Self::Context) -> Self::Result {
         let span = tracing::debug_span!("deliver", agent_id = %self.rec.id, thread_id = %self.rec.id, message_id = %env.id);
         let _g = span.enter();
         match env.item {
             Item::Inbox(_) => {
-                self.enqueue(env, ctx);
-                self.pump(ctx);
+                let store = self.deps.store.clone();
+                let id = self.rec.id.clone();
+                AtomicResponse::new(Box::pin(
+                    async move {
+                        let pushed = store.inbox_push(&id, &env).await;
+                        (pushed, env)
+                    }
+                    .into_actor(self)
+                    .map(|(pushed, env), act, ctx| {
+                        let fresh = pushed.map_err(AgentdError::from)?;
+                        if fresh {
+                            act.enqueue(env, ctx);
+                            act.pump(ctx);
+                        } else {
+                            tracing::debug!(agent_id = %act.rec.id, message_id = %env.id, "duplicate envelope ignored");
+                        }
+                        Ok(fresh)
+                    }),
+                ))
             }
             Item::Control(c) => {
-                if let Err(e) = self.control(c, ctx) {
+                let res = self.control(c, ctx).map(|_| true);
+                if let Err(e) = &res {
                     tracing::warn!(error = %e, "control refused");
                 }
+                AtomicResponse::new(Box::pin(actix::fut::ready(res)))
             }
-            _ => tracing::warn!("an agent only takes inbox and control items; dropped"),
+            _ => AtomicResponse::new(Box::pin(actix::fut::ready(Err(AgentdError::new(
+                ErrorCode::BadEnvelope,
+                "an agent only takes inbox and control items",
+            ))))),
         }
+    }
+}
+
+impl Handler<Restore> for AgentActor {
+    type Result = ();
+
+    fn handle(&mut self, Restore(items): Restore, ctx: &mut Self::Context) {
+        for env in items {
+            self.enqueue(env, ctx);
+        }
+        self.pump(ctx);
     }
 }
 
@@ -513,9 +592,16 @@ impl Handler<StopAgent> for AgentActor {
     type Result = ResponseActFuture<Self, AgentRecord>;
 
     fn handle(&mut self, msg: StopAgent, ctx: &mut Self::Context) -> Self::Result {
-        let marker = self.abort_turn(ctx).filter(|_| msg.final_status.is_some());
-        self.paused_mid_turn = false;
-        self.inbox.clear();
+        // Close drops queued work; a shutdown (no final status) keeps it in the durable inbox
+        // for the next activation.
+        let closing = msg.final_status.is_some();
+        let marker = self.abort_turn(closing, ctx).filter(|_| closing);
+        if closing {
+            self.drop_queue(ctx);
+        } else {
+            self.inbox.clear();
+            self.paused_mid_turn = false;
+        }
         if let Some(to) = msg.final_status {
             if self.rec.status != to && !self.rec.status.can_become(to) {
                 // e.g. a running agent being closed: its turn is over, so it is idle first.

@@ -34,7 +34,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{AgentType, AgentTypes, Limits, RuntimeConfig};
 pub use deps::Deps;
 pub use ports::{
-    EventSink, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, StoreError,
-    StoreResult, ThreadStore, ToolSpec, WorkerAlias,
+    DEDUP_WINDOW, EventSink, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose,
+    StoreError, StoreResult, ThreadStore, ToolSpec, WorkerAlias,
 };
 pub use system::AgentSystem;

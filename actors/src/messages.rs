@@ -10,10 +10,17 @@ use agentd_proto::{
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
-/// An envelope for one agent: an inbox item (queued in arrival order) or a control.
+/// An envelope for one agent: an inbox item (queued durably, once, in arrival order) or a
+/// control. Answers `Ok(true)` once the item is in the agent's durable inbox, `Ok(false)` for a
+/// duplicate (already queued before), so a transport acknowledges only what is safe.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<bool, AgentdError>")]
+pub struct Deliver(pub Envelope);
+
+/// Items of the durable inbox that a freshly activated agent resumes from (already stored).
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
-pub struct Deliver(pub Envelope);
+pub struct Restore(pub Vec<Envelope>);
 
 /// Pause, resume, cancel or terminate one live agent; answers its record afterwards.
 #[derive(Message, Debug)]

@@ -2,9 +2,12 @@
 //! through these traits, so the same actors run on memory, redb or Redis, and on a scripted or
 //! a real model.
 
-use agentd_proto::{AgentRecord, AgentdError, ErrorCode, Event, ThreadEntry, ToolCall, Usage};
+use agentd_proto::{
+    AgentRecord, AgentdError, Envelope, ErrorCode, Event, ThreadEntry, ToolCall, Usage,
+};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 /// A failure of the store. Stores map their own errors into this one.
 #[derive(Debug, thiserror::Error)]
@@ -72,10 +75,22 @@ pub trait ThreadStore: Send + Sync + 'static {
     ) -> StoreResult<(String, bool)>;
     /// The worker aliases of a parent.
     async fn aliases(&self, parent_id: &str) -> StoreResult<Vec<WorkerAlias>>;
-    /// Removes an agent: record, thread, its own aliases and children list, and its entries in
-    /// its parent's children list and aliases.
+    /// Removes an agent: record, thread, inbox, its own aliases and children list, and its
+    /// entries in its parent's children list and aliases.
     async fn delete_agent(&self, agent_id: &str) -> StoreResult<()>;
+    /// Durably queues an envelope for an agent, once: returns `false` (and changes nothing) if
+    /// an envelope with the same id was queued before (within the de-duplication window of the
+    /// last [`DEDUP_WINDOW`] ids). A transport acknowledges its entry only after this returns.
+    async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool>;
+    /// The envelopes queued for an agent and not yet done, in arrival order (an activated agent
+    /// resumes from them after a restart or a failover).
+    async fn inbox_pending(&self, agent_id: &str) -> StoreResult<Vec<Envelope>>;
+    /// Marks a queued envelope handled (its turn finished).
+    async fn inbox_done(&self, agent_id: &str, env_id: Uuid) -> StoreResult<()>;
 }
+
+/// How many envelope ids per agent the stores remember for de-duplication.
+pub const DEDUP_WINDOW: usize = 10_000;
 
 /// A tool as the model sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use crate::channel_router::{ChannelRouter, ForgetParent};
 use crate::deps::Deps;
 use crate::messages::{
     Activate, AgentStopped, ApplyControl, Deliver, Lifecycle, Lookup, ParentRouterFor, Register,
-    Shutdown, Spawn, StopAgent,
+    Restore, Shutdown, Spawn, StopAgent,
 };
 use crate::ops::mailbox;
 use crate::parent_router::ParentRouter;
@@ -314,14 +314,20 @@ impl Handler<Activate> for Supervisor {
                     reason: rec.status_reason.clone(),
                 });
             }
-            Ok::<_, AgentdError>(rec)
+            let pending = deps.store.inbox_pending(&rec.id).await?;
+            Ok::<_, AgentdError>((rec, pending))
         };
         AtomicResponse::new(Box::pin(fut.into_actor(self).map(|res, act, ctx| {
-            let rec = res?;
+            let (rec, pending) = res?;
             if let Some(addr) = act.live(&rec.id) {
                 return Ok(addr);
             }
-            Ok(act.start_agent(rec, ctx))
+            let addr = act.start_agent(rec, ctx);
+            if !pending.is_empty() {
+                // Work that was queued when the agent last stopped (restart, failover).
+                addr.do_send(Restore(pending));
+            }
+            Ok(addr)
         })))
     }
 }

@@ -63,6 +63,52 @@ pub async fn run_all(store: Arc<dyn ThreadStore>) {
     aliases_get_or_create(store.as_ref()).await;
     racing_aliases_agree(store.clone()).await;
     delete_removes_everything(store.as_ref()).await;
+    inbox_is_durable_once_and_ordered(store.as_ref()).await;
+}
+
+fn envelope(text: &str) -> agentd_proto::Envelope {
+    agentd_proto::Envelope::new(
+        agentd_proto::Address::System,
+        agentd_proto::Address::agent("i-agent"),
+        agentd_proto::Item::Inbox(agentd_proto::InboxItem::message(text)),
+        1,
+    )
+}
+
+async fn inbox_is_durable_once_and_ordered(store: &dyn ThreadStore) {
+    let (a, b, c) = (envelope("a"), envelope("b"), envelope("c"));
+    assert!(store.inbox_push("i-agent", &a).await.unwrap());
+    assert!(store.inbox_push("i-agent", &b).await.unwrap());
+    assert!(
+        !store.inbox_push("i-agent", &a).await.unwrap(),
+        "a redelivered envelope is queued once"
+    );
+    assert!(store.inbox_push("i-agent", &c).await.unwrap());
+    assert_eq!(
+        store.inbox_pending("i-agent").await.unwrap(),
+        vec![a.clone(), b.clone(), c.clone()]
+    );
+    store.inbox_done("i-agent", b.id).await.unwrap();
+    assert_eq!(
+        store.inbox_pending("i-agent").await.unwrap(),
+        vec![a.clone(), c.clone()]
+    );
+    assert!(
+        !store.inbox_push("i-agent", &b).await.unwrap(),
+        "done envelopes are still remembered"
+    );
+    store.inbox_done("i-agent", a.id).await.unwrap();
+    store.inbox_done("i-agent", c.id).await.unwrap();
+    assert!(store.inbox_pending("i-agent").await.unwrap().is_empty());
+    store.inbox_push("i-agent", &envelope("d")).await.unwrap();
+    store.put_agent(&record("i-agent", None, 50)).await.unwrap();
+    store.delete_agent("i-agent").await.unwrap();
+    assert!(store.inbox_pending("i-agent").await.unwrap().is_empty());
+    assert!(
+        store.inbox_push("i-agent", &a).await.unwrap(),
+        "delete forgets the window too"
+    );
+    store.delete_agent("i-agent").await.unwrap();
 }
 
 async fn records_round_trip(store: &dyn ThreadStore) {

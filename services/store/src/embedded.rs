@@ -3,13 +3,14 @@
 //! leaves either the whole change or none of it. redb is blocking; calls run on tokio's
 //! blocking pool so they never stall an actor's Arbiter.
 
-use agentd_actors::{StoreError, StoreResult, ThreadStore, WorkerAlias};
+use agentd_actors::{DEDUP_WINDOW, StoreError, StoreResult, ThreadStore, WorkerAlias};
 use agentd_proto::codec::{decode, encode};
-use agentd_proto::{AgentRecord, ThreadEntry};
+use agentd_proto::{AgentRecord, Envelope, ThreadEntry};
 use async_trait::async_trait;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use std::path::Path;
 use std::sync::Arc;
+use uuid::Uuid;
 
 /// id → MessagePack record.
 const AGENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("agents");
@@ -21,6 +22,15 @@ const THREAD_IDS: TableDefinition<(&str, &str), u64> = TableDefinition::new("thr
 const CHILDREN: TableDefinition<(&str, u64), &str> = TableDefinition::new("children");
 /// (parent, "title\x1falias") → child.
 const ALIASES: TableDefinition<(&str, &str), &str> = TableDefinition::new("aliases");
+
+/// (agent, seq) → MessagePack envelope: the durable inbox.
+const INBOX: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("inbox");
+/// (agent, envelope id) → inbox seq.
+const INBOX_IDS: TableDefinition<(&str, &str), u64> = TableDefinition::new("inbox_ids");
+/// (agent, envelope id) → seen seq: the de-duplication window.
+const SEEN: TableDefinition<(&str, &str), u64> = TableDefinition::new("seen");
+/// (agent, seen seq) → envelope id, to drop the oldest id when the window is full.
+const SEEN_SEQ: TableDefinition<(&str, u64), &str> = TableDefinition::new("seen_seq");
 
 const SEP: char = '\x1f';
 
@@ -51,6 +61,10 @@ impl RedbStore {
             tx.open_table(THREAD_IDS).map_err(be)?;
             tx.open_table(CHILDREN).map_err(be)?;
             tx.open_table(ALIASES).map_err(be)?;
+            tx.open_table(INBOX).map_err(be)?;
+            tx.open_table(INBOX_IDS).map_err(be)?;
+            tx.open_table(SEEN).map_err(be)?;
+            tx.open_table(SEEN_SEQ).map_err(be)?;
         }
         tx.commit().map_err(be)?;
         Ok(RedbStore { db: Arc::new(db) })
@@ -96,6 +110,12 @@ impl RedbStore {
             for item in tx.open_table(ALIASES).map_err(be)?.iter().map_err(be)? {
                 let (k, v) = item.map_err(be)?;
                 n += usize::from(k.value().0 == id || v.value() == id);
+            }
+            for item in tx.open_table(INBOX).map_err(be)?.iter().map_err(be)? {
+                n += usize::from(item.map_err(be)?.0.value().0 == id);
+            }
+            for item in tx.open_table(SEEN).map_err(be)?.iter().map_err(be)? {
+                n += usize::from(item.map_err(be)?.0.value().0 == id);
             }
             Ok(n)
         })
@@ -363,6 +383,17 @@ impl ThreadStore for RedbStore {
                     .map_err(be)?;
                 let mut aliases = tx.open_table(ALIASES).map_err(be)?;
                 remove_prefix_str(&mut aliases, &id)?;
+                let a = id.as_str();
+                tx.open_table(INBOX)
+                    .map_err(be)?
+                    .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
+                    .map_err(be)?;
+                tx.open_table(SEEN_SEQ)
+                    .map_err(be)?
+                    .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
+                    .map_err(be)?;
+                remove_prefix_str(&mut tx.open_table(INBOX_IDS).map_err(be)?, a)?;
+                remove_prefix_str(&mut tx.open_table(SEEN).map_err(be)?, a)?;
                 if let Some(parent) = parent {
                     let p = parent.as_str();
                     children
@@ -384,6 +415,81 @@ impl ThreadStore for RedbStore {
                     for k in keys {
                         aliases.remove((p, k.as_str())).map_err(be)?;
                     }
+                }
+            }
+            tx.commit().map_err(be)
+        })
+        .await
+    }
+
+    async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
+        let bytes = encode(env).map_err(de)?;
+        let id = agent_id.to_string();
+        let env_id = env.id.to_string();
+        self.run(move |db| {
+            let tx = db.begin_write().map_err(be)?;
+            {
+                let a = id.as_str();
+                let mut seen = tx.open_table(SEEN).map_err(be)?;
+                if seen.get((a, env_id.as_str())).map_err(be)?.is_some() {
+                    return Ok(false);
+                }
+                let mut order = tx.open_table(SEEN_SEQ).map_err(be)?;
+                let seq = next_seq(&order, a)?;
+                seen.insert((a, env_id.as_str()), seq).map_err(be)?;
+                order.insert((a, seq), env_id.as_str()).map_err(be)?;
+                if seq >= DEDUP_WINDOW as u64 {
+                    let old = seq - DEDUP_WINDOW as u64;
+                    let gone = order
+                        .remove((a, old))
+                        .map_err(be)?
+                        .map(|v| v.value().to_string());
+                    if let Some(gone) = gone {
+                        seen.remove((a, gone.as_str())).map_err(be)?;
+                    }
+                }
+                let mut inbox = tx.open_table(INBOX).map_err(be)?;
+                let slot = next_seq(&inbox, a)?;
+                inbox.insert((a, slot), bytes.as_slice()).map_err(be)?;
+                tx.open_table(INBOX_IDS)
+                    .map_err(be)?
+                    .insert((a, env_id.as_str()), slot)
+                    .map_err(be)?;
+            }
+            tx.commit().map_err(be)?;
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn inbox_pending(&self, agent_id: &str) -> StoreResult<Vec<Envelope>> {
+        let id = agent_id.to_string();
+        self.run(move |db| {
+            let tx = db.begin_read().map_err(be)?;
+            let table = tx.open_table(INBOX).map_err(be)?;
+            scan(&table, &id, |_, v| decode(v).map_err(de))
+        })
+        .await
+    }
+
+    async fn inbox_done(&self, agent_id: &str, env_id: Uuid) -> StoreResult<()> {
+        let id = agent_id.to_string();
+        let env_id = env_id.to_string();
+        self.run(move |db| {
+            let tx = db.begin_write().map_err(be)?;
+            {
+                let a = id.as_str();
+                let slot = tx
+                    .open_table(INBOX_IDS)
+                    .map_err(be)?
+                    .remove((a, env_id.as_str()))
+                    .map_err(be)?
+                    .map(|v| v.value());
+                if let Some(slot) = slot {
+                    tx.open_table(INBOX)
+                        .map_err(be)?
+                        .remove((a, slot))
+                        .map_err(be)?;
                 }
             }
             tx.commit().map_err(be)

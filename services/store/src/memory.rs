@@ -1,18 +1,28 @@
 //! In-memory `ThreadStore`: the same semantics as the durable stores, nothing on disk.
 
+use agentd_actors::DEDUP_WINDOW;
 use agentd_actors::{StoreResult, ThreadStore, WorkerAlias};
-use agentd_proto::{AgentRecord, ThreadEntry};
+use agentd_proto::{AgentRecord, Envelope, ThreadEntry};
 use async_trait::async_trait;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
+use uuid::Uuid;
 
 #[derive(Default)]
 struct Inner {
     agents: HashMap<String, AgentRecord>,
-    threads: HashMap<String, (Vec<ThreadEntry>, HashSet<uuid::Uuid>)>,
+    threads: HashMap<String, (Vec<ThreadEntry>, HashSet<Uuid>)>,
     children: HashMap<String, Vec<String>>,
     /// parent → (title, alias) → child
     aliases: HashMap<String, BTreeMap<(String, String), String>>,
+    inboxes: HashMap<String, Inbox>,
+}
+
+#[derive(Default)]
+struct Inbox {
+    pending: Vec<Envelope>,
+    seen: HashSet<Uuid>,
+    seen_order: VecDeque<Uuid>,
 }
 
 /// A `ThreadStore` in process memory.
@@ -144,6 +154,7 @@ impl ThreadStore for MemoryStore {
         let mut inner = self.lock();
         let parent = inner.agents.remove(agent_id).and_then(|r| r.parent_id);
         inner.threads.remove(agent_id);
+        inner.inboxes.remove(agent_id);
         inner.children.remove(agent_id);
         inner.aliases.remove(agent_id);
         if let Some(parent) = parent {
@@ -153,6 +164,38 @@ impl ThreadStore for MemoryStore {
             if let Some(map) = inner.aliases.get_mut(&parent) {
                 map.retain(|_, child| child != agent_id);
             }
+        }
+        Ok(())
+    }
+
+    async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
+        let mut inner = self.lock();
+        let inbox = inner.inboxes.entry(agent_id.to_string()).or_default();
+        if !inbox.seen.insert(env.id) {
+            return Ok(false);
+        }
+        inbox.seen_order.push_back(env.id);
+        if inbox.seen_order.len() > DEDUP_WINDOW
+            && let Some(old) = inbox.seen_order.pop_front()
+        {
+            inbox.seen.remove(&old);
+        }
+        inbox.pending.push(env.clone());
+        Ok(true)
+    }
+
+    async fn inbox_pending(&self, agent_id: &str) -> StoreResult<Vec<Envelope>> {
+        Ok(self
+            .lock()
+            .inboxes
+            .get(agent_id)
+            .map(|i| i.pending.clone())
+            .unwrap_or_default())
+    }
+
+    async fn inbox_done(&self, agent_id: &str, env_id: Uuid) -> StoreResult<()> {
+        if let Some(inbox) = self.lock().inboxes.get_mut(agent_id) {
+            inbox.pending.retain(|e| e.id != env_id);
         }
         Ok(())
     }
