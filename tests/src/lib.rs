@@ -2,6 +2,10 @@
 //! and condition polling (tests wait for a state, they never sleep a fixed time and assert).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod redis_server;
+
+pub use redis_server::RedisServer;
+
 use agentd_actors::{
     AgentSystem, AgentType, AgentTypes, Clock, Deps, ManualClock, RuntimeConfig, SystemClock,
     ThreadStore,

@@ -1,0 +1,87 @@
+//! Redis key names, in one place. `{…}` is a Redis Cluster hash tag: every key of one agent
+//! shares the slot of `{<agent id>}`, so one Lua script can update them atomically.
+
+/// Builds the keys of one namespace.
+#[derive(Debug, Clone)]
+pub struct Keys {
+    ns: String,
+}
+
+impl Keys {
+    /// Keys under namespace `ns` (default `agentd`).
+    pub fn new(ns: &str) -> Self {
+        Keys { ns: ns.to_string() }
+    }
+
+    /// The namespace.
+    pub fn ns(&self) -> &str {
+        &self.ns
+    }
+
+    /// The agent record (hash).
+    pub fn agent(&self, id: &str) -> String {
+        format!("{}:agent:{{{id}}}", self.ns)
+    }
+
+    /// A per-agent key `<ns>:agent:{<id>}:<suffix>`.
+    pub fn agent_part(&self, id: &str, suffix: &str) -> String {
+        format!("{}:agent:{{{id}}}:{suffix}", self.ns)
+    }
+
+    /// Every per-agent key, for deletion.
+    pub fn all_of_agent(&self, id: &str) -> Vec<String> {
+        let mut keys = vec![self.agent(id)];
+        for s in AGENT_PARTS {
+            keys.push(self.agent_part(id, s));
+        }
+        keys
+    }
+
+    /// Roots by creation time (sorted set).
+    pub fn roots(&self) -> String {
+        format!("{}:roots", self.ns)
+    }
+
+    /// The command stream other services write to.
+    pub fn commands(&self) -> String {
+        format!("{}:commands", self.ns)
+    }
+
+    /// The event stream.
+    pub fn events(&self) -> String {
+        format!("{}:events", self.ns)
+    }
+
+    /// The dead-letter stream.
+    pub fn dead(&self) -> String {
+        format!("{}:dead", self.ns)
+    }
+
+    /// Live processes (sorted set: process id → heartbeat ms).
+    pub fn members(&self) -> String {
+        format!("{}:members", self.ns)
+    }
+
+    /// The inbox stream of partition `k`.
+    pub fn partition(&self, k: u32) -> String {
+        format!("{}:p:{{{k}}}", self.ns)
+    }
+
+    /// The lease of partition `k`.
+    pub fn lease(&self, k: u32) -> String {
+        format!("{}:lease:{{{k}}}", self.ns)
+    }
+}
+
+/// Suffixes of the per-agent keys besides the record.
+pub const AGENT_PARTS: [&str; 9] = [
+    "thread",
+    "eids",
+    "children",
+    "childseq",
+    "workers",
+    "inbox",
+    "inboxdata",
+    "seen",
+    "seenseq",
+];

@@ -1,0 +1,430 @@
+//! The Redis `ThreadStore`: records in hashes, threads in streams, the parent→child map in
+//! sorted sets, worker aliases in hashes (`HSETNX`: race-free get-or-create across processes),
+//! the durable inbox in a sorted set + hash. Multi-key changes of one agent run as one Lua
+//! script in that agent's hash-tag slot.
+
+use crate::redis_keys::Keys;
+use agentd_actors::{DEDUP_WINDOW, StoreError, StoreResult, ThreadStore, WorkerAlias};
+use agentd_proto::codec::{decode, encode};
+use agentd_proto::{AgentRecord, Envelope, ThreadEntry};
+use async_trait::async_trait;
+use redis::aio::ConnectionManager;
+use redis::streams::StreamRangeReply;
+use redis::{Script, cmd};
+use std::time::Duration;
+use uuid::Uuid;
+
+fn be(e: redis::RedisError) -> StoreError {
+    StoreError::Backend(format!("redis: {e}"))
+}
+
+fn de(e: agentd_proto::AgentdError) -> StoreError {
+    StoreError::Decode(e.message)
+}
+
+const APPEND: &str = r"
+if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then return 0 end
+redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], 'e', ARGV[2])
+return 1";
+
+const REPLACE: &str = r"
+redis.call('DEL', KEYS[1], KEYS[2])
+for i = 1, #ARGV, 2 do
+  redis.call('XADD', KEYS[1], '*', 'id', ARGV[i], 'e', ARGV[i + 1])
+  redis.call('SADD', KEYS[2], ARGV[i])
+end
+return 1";
+
+const ADD_CHILD: &str = r"
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+local n = redis.call('INCR', KEYS[2])
+redis.call('ZADD', KEYS[1], n, ARGV[1])
+return 1";
+
+/// KEYS: seen, seenseq, inbox, inboxdata; ARGV: env id, bytes, window.
+const INBOX_PUSH: &str = r"
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+local n = redis.call('INCR', KEYS[2])
+redis.call('ZADD', KEYS[1], n, ARGV[1])
+local size = redis.call('ZCARD', KEYS[1])
+if size > tonumber(ARGV[3]) then
+  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, size - tonumber(ARGV[3]) - 1)
+end
+redis.call('ZADD', KEYS[3], n, ARGV[1])
+redis.call('HSET', KEYS[4], ARGV[1], ARGV[2])
+return 1";
+
+/// A `ThreadStore` in Redis.
+#[derive(Clone)]
+pub struct RedisStore {
+    con: ConnectionManager,
+    keys: Keys,
+    append: Script,
+    replace: Script,
+    add_child: Script,
+    inbox_push: Script,
+}
+
+impl RedisStore {
+    /// Connects to `url` (`redis://` or `rediss://`, with user and password if needed); fails
+    /// at once if Redis cannot be reached. The connection reconnects by itself afterwards.
+    pub async fn connect(url: &str, namespace: &str) -> StoreResult<Self> {
+        let client = redis::Client::open(url).map_err(be)?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_response_timeout(Some(Duration::from_secs(10)))
+            .set_connection_timeout(Some(Duration::from_secs(3)))
+            .set_max_delay(Duration::from_secs(2))
+            .set_number_of_retries(6);
+        let con = client
+            .get_connection_manager_with_config(config)
+            .await
+            .map_err(be)?;
+        Ok(Self::with_connection(con, namespace))
+    }
+
+    /// A store over an existing connection.
+    pub fn with_connection(con: ConnectionManager, namespace: &str) -> Self {
+        RedisStore {
+            con,
+            keys: Keys::new(namespace),
+            append: Script::new(APPEND),
+            replace: Script::new(REPLACE),
+            add_child: Script::new(ADD_CHILD),
+            inbox_push: Script::new(INBOX_PUSH),
+        }
+    }
+
+    /// The key builder of this store's namespace.
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// A clone of the multiplexed command connection.
+    pub fn connection(&self) -> ConnectionManager {
+        self.con.clone()
+    }
+
+    /// How many keys of the namespace mention `id` (deletion tests prove none is left).
+    pub async fn keys_mentioning(&self, id: &str) -> StoreResult<usize> {
+        let mut con = self.con.clone();
+        let pattern = format!("{}:*{id}*", self.keys.ns());
+        let keys: Vec<String> = cmd("KEYS")
+            .arg(&pattern)
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        let mut n = keys.len();
+        // Membership of `id` in other agents' children sets and alias hashes.
+        let all: Vec<String> = cmd("KEYS")
+            .arg(format!("{}:agent:*", self.keys.ns()))
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        for k in all {
+            if k.ends_with(":children") {
+                let score: Option<f64> = cmd("ZSCORE")
+                    .arg(&k)
+                    .arg(id)
+                    .query_async(&mut con)
+                    .await
+                    .map_err(be)?;
+                n += usize::from(score.is_some());
+            } else if k.ends_with(":workers") {
+                let vals: Vec<String> = cmd("HVALS")
+                    .arg(&k)
+                    .query_async(&mut con)
+                    .await
+                    .map_err(be)?;
+                n += vals.iter().filter(|v| *v == id).count();
+            }
+        }
+        Ok(n)
+    }
+}
+
+#[async_trait]
+impl ThreadStore for RedisStore {
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+
+    async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()> {
+        let bytes = encode(record).map_err(de)?;
+        let mut con = self.con.clone();
+        // Record and roots index live in different slots: two commands, record first.
+        let mut pipe = redis::pipe();
+        pipe.cmd("HSET")
+            .arg(self.keys.agent(&record.id))
+            .arg("rec")
+            .arg(bytes)
+            .arg("status")
+            .arg(record.status.as_str())
+            .arg("title")
+            .arg(&record.title)
+            .arg("type")
+            .arg(&record.agent_type)
+            .arg("parent")
+            .arg(record.parent_id.as_deref().unwrap_or(""))
+            .ignore();
+        if record.parent_id.is_none() {
+            pipe.cmd("ZADD")
+                .arg(self.keys.roots())
+                .arg(record.created_at_ms)
+                .arg(&record.id)
+                .ignore();
+        }
+        pipe.query_async::<()>(&mut con).await.map_err(be)
+    }
+
+    async fn get_agent(&self, agent_id: &str) -> StoreResult<Option<AgentRecord>> {
+        let mut con = self.con.clone();
+        let bytes: Option<Vec<u8>> = cmd("HGET")
+            .arg(self.keys.agent(agent_id))
+            .arg("rec")
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        bytes.map(|b| decode(&b).map_err(de)).transpose()
+    }
+
+    async fn list_roots(&self) -> StoreResult<Vec<AgentRecord>> {
+        let mut con = self.con.clone();
+        let ids: Vec<String> = cmd("ZRANGE")
+            .arg(self.keys.roots())
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(rec) = self.get_agent(&id).await? {
+                out.push(rec);
+            }
+        }
+        out.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
+        Ok(out)
+    }
+
+    async fn append(&self, agent_id: &str, entry: &ThreadEntry) -> StoreResult<bool> {
+        let bytes = encode(entry).map_err(de)?;
+        let mut con = self.con.clone();
+        let n: i64 = self
+            .append
+            .key(self.keys.agent_part(agent_id, "thread"))
+            .key(self.keys.agent_part(agent_id, "eids"))
+            .arg(entry.id.to_string())
+            .arg(bytes)
+            .invoke_async(&mut con)
+            .await
+            .map_err(be)?;
+        Ok(n == 1)
+    }
+
+    async fn thread(&self, agent_id: &str) -> StoreResult<Vec<ThreadEntry>> {
+        let mut con = self.con.clone();
+        let reply: StreamRangeReply = cmd("XRANGE")
+            .arg(self.keys.agent_part(agent_id, "thread"))
+            .arg("-")
+            .arg("+")
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        reply
+            .ids
+            .iter()
+            .map(|sid| {
+                let bytes: Vec<u8> = sid.get("e").ok_or_else(|| {
+                    StoreError::Decode(format!("thread entry {} has no `e` field", sid.id))
+                })?;
+                decode(&bytes).map_err(de)
+            })
+            .collect()
+    }
+
+    async fn replace_thread(&self, agent_id: &str, entries: &[ThreadEntry]) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        let mut inv = self.replace.prepare_invoke();
+        inv.key(self.keys.agent_part(agent_id, "thread"))
+            .key(self.keys.agent_part(agent_id, "eids"));
+        for e in entries {
+            inv.arg(e.id.to_string()).arg(encode(e).map_err(de)?);
+        }
+        inv.invoke_async::<i64>(&mut con).await.map_err(be)?;
+        Ok(())
+    }
+
+    async fn add_child(&self, parent_id: &str, child_id: &str) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        self.add_child
+            .key(self.keys.agent_part(parent_id, "children"))
+            .key(self.keys.agent_part(parent_id, "childseq"))
+            .arg(child_id)
+            .invoke_async::<i64>(&mut con)
+            .await
+            .map_err(be)?;
+        Ok(())
+    }
+
+    async fn children(&self, parent_id: &str) -> StoreResult<Vec<String>> {
+        let mut con = self.con.clone();
+        cmd("ZRANGE")
+            .arg(self.keys.agent_part(parent_id, "children"))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut con)
+            .await
+            .map_err(be)
+    }
+
+    async fn alias_get_or_create(
+        &self,
+        parent_id: &str,
+        worker_title: &str,
+        alias: &str,
+        candidate: &str,
+    ) -> StoreResult<(String, bool)> {
+        let mut con = self.con.clone();
+        let key = self.keys.agent_part(parent_id, "workers");
+        let field = format!("{worker_title}\x1f{alias}");
+        let created: bool = cmd("HSETNX")
+            .arg(&key)
+            .arg(&field)
+            .arg(candidate)
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        if created {
+            return Ok((candidate.to_string(), true));
+        }
+        let child: String = cmd("HGET")
+            .arg(&key)
+            .arg(&field)
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        Ok((child, false))
+    }
+
+    async fn aliases(&self, parent_id: &str) -> StoreResult<Vec<WorkerAlias>> {
+        let mut con = self.con.clone();
+        let pairs: Vec<(String, String)> = cmd("HGETALL")
+            .arg(self.keys.agent_part(parent_id, "workers"))
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        Ok(pairs
+            .into_iter()
+            .map(|(field, child_id)| {
+                let (title, alias) = field.split_once('\x1f').unwrap_or((field.as_str(), ""));
+                WorkerAlias {
+                    worker_title: title.to_string(),
+                    alias: alias.to_string(),
+                    child_id,
+                }
+            })
+            .collect())
+    }
+
+    async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
+        let parent = self.get_agent(agent_id).await?.and_then(|r| r.parent_id);
+        let mut con = self.con.clone();
+        let mut pipe = redis::pipe();
+        pipe.cmd("DEL")
+            .arg(self.keys.all_of_agent(agent_id))
+            .ignore();
+        pipe.cmd("ZREM")
+            .arg(self.keys.roots())
+            .arg(agent_id)
+            .ignore();
+        if let Some(parent) = &parent {
+            pipe.cmd("ZREM")
+                .arg(self.keys.agent_part(parent, "children"))
+                .arg(agent_id)
+                .ignore();
+        }
+        pipe.query_async::<()>(&mut con).await.map_err(be)?;
+        if let Some(parent) = parent {
+            let key = self.keys.agent_part(&parent, "workers");
+            let pairs: Vec<(String, String)> = cmd("HGETALL")
+                .arg(&key)
+                .query_async(&mut con)
+                .await
+                .map_err(be)?;
+            let fields: Vec<&String> = pairs
+                .iter()
+                .filter(|(_, c)| c == agent_id)
+                .map(|(f, _)| f)
+                .collect();
+            if !fields.is_empty() {
+                cmd("HDEL")
+                    .arg(&key)
+                    .arg(fields)
+                    .query_async::<()>(&mut con)
+                    .await
+                    .map_err(be)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
+        let bytes = encode(env).map_err(de)?;
+        let mut con = self.con.clone();
+        let n: i64 = self
+            .inbox_push
+            .key(self.keys.agent_part(agent_id, "seen"))
+            .key(self.keys.agent_part(agent_id, "seenseq"))
+            .key(self.keys.agent_part(agent_id, "inbox"))
+            .key(self.keys.agent_part(agent_id, "inboxdata"))
+            .arg(env.id.to_string())
+            .arg(bytes)
+            .arg(DEDUP_WINDOW)
+            .invoke_async(&mut con)
+            .await
+            .map_err(be)?;
+        Ok(n == 1)
+    }
+
+    async fn inbox_pending(&self, agent_id: &str) -> StoreResult<Vec<Envelope>> {
+        let mut con = self.con.clone();
+        let ids: Vec<String> = cmd("ZRANGE")
+            .arg(self.keys.agent_part(agent_id, "inbox"))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let data: Vec<Option<Vec<u8>>> = cmd("HMGET")
+            .arg(self.keys.agent_part(agent_id, "inboxdata"))
+            .arg(&ids)
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        data.into_iter()
+            .flatten()
+            .map(|b| decode(&b).map_err(de))
+            .collect()
+    }
+
+    async fn inbox_done(&self, agent_id: &str, env_id: Uuid) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        let id = env_id.to_string();
+        redis::pipe()
+            .atomic()
+            .cmd("ZREM")
+            .arg(self.keys.agent_part(agent_id, "inbox"))
+            .arg(&id)
+            .ignore()
+            .cmd("HDEL")
+            .arg(self.keys.agent_part(agent_id, "inboxdata"))
+            .arg(&id)
+            .ignore()
+            .query_async::<()>(&mut con)
+            .await
+            .map_err(be)
+    }
+}

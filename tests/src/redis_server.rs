@@ -1,0 +1,117 @@
+//! A private `redis-server` per test, on a free loopback port, that the test can stop, kill
+//! (`SIGKILL`) and restart on the same port and directory.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running (or stopped) redis-server owned by a test.
+pub struct RedisServer {
+    /// The port it listens on (127.0.0.1 only).
+    pub port: u16,
+    dir: tempfile::TempDir,
+    extra: Vec<String>,
+    child: Option<Child>,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+impl RedisServer {
+    /// Starts a server without persistence.
+    pub fn start() -> RedisServer {
+        Self::start_with(&["--save", "", "--appendonly", "no"])
+    }
+
+    /// Starts a server with extra arguments (e.g. `--appendonly yes --appendfsync always`).
+    pub fn start_with(args: &[&str]) -> RedisServer {
+        let mut server = RedisServer {
+            port: free_port(),
+            dir: tempfile::tempdir().expect("tempdir"),
+            extra: args.iter().map(|a| a.to_string()).collect(),
+            child: None,
+        };
+        server.launch();
+        server
+    }
+
+    /// The URL clients connect to.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The server's working directory (AOF and RDB files).
+    pub fn dir(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    fn launch(&mut self) {
+        let child = Command::new("redis-server")
+            .arg("--port")
+            .arg(self.port.to_string())
+            .arg("--bind")
+            .arg("127.0.0.1")
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(&self.extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (scripts/test.sh installs it)");
+        self.child = Some(child);
+        let start = Instant::now();
+        loop {
+            if let Ok(client) = redis::Client::open(self.url())
+                && let Ok(mut con) = client.get_connection()
+                && redis::cmd("PING").query::<String>(&mut con).is_ok()
+            {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "redis-server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A blocking client connection (for tests that act as an outside service).
+    pub fn client(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .expect("connect to the test redis")
+    }
+
+    /// `SIGKILL`: no shutdown, no final fsync.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// A graceful stop (`SHUTDOWN`, which writes the AOF/RDB as configured).
+    pub fn stop(&mut self) {
+        let mut con = self.client();
+        let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").query(&mut con);
+        if let Some(mut c) = self.child.take() {
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts again on the same port and directory.
+    pub fn restart(&mut self) {
+        self.launch();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
