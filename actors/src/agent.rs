@@ -353,7 +353,7 @@ impl AgentActor {
                             result: result.clone(),
                         });
                     }
-                    self.output(Output::Yield(result), cause);
+                    self.output(Output::Yield { result: result }, cause);
                 } else {
                     if r.step_limit {
                         tracing::warn!(agent_id = %self.rec.id, "turn ended at the step limit");
@@ -362,7 +362,10 @@ impl AgentActor {
                         && !r.final_text.trim().is_empty()
                     {
                         // Seed 004: a finished sub-agent turn reports its final text.
-                        self.output(Output::Reply(r.final_text), derived_id(cause, "final"));
+                        self.output(
+                            Output::Reply { text: r.final_text },
+                            derived_id(cause, "final"),
+                        );
                     }
                     self.persist(ctx);
                 }
@@ -382,7 +385,12 @@ impl AgentActor {
             message: e.to_string(),
         });
         let _ = self.set_status(AgentStatus::Failed, Some(e.code.as_str().into()), ctx);
-        self.output(Output::Failed(e.to_string()), derived_id(cause, "failed"));
+        self.output(
+            Output::Failed {
+                error: e.to_string(),
+            },
+            derived_id(cause, "failed"),
+        );
     }
 
     fn output(&self, output: Output, cause: Uuid) {

@@ -4,21 +4,53 @@
 //! thing goes, so a remote transport (Redis partitions) plugs in here and nowhere else.
 
 use crate::agent::AgentActor;
+use crate::deps::Deps;
 use crate::messages::{Activate, ChildOutput, Deliver, Forget, ParentRouterFor, Register, Route};
 use crate::ops::mailbox;
 use crate::parent_router::ParentRouter;
 use crate::supervisor::Supervisor;
 use actix::prelude::*;
-use agentd_proto::{AgentdError, ErrorCode};
+use agentd_proto::ids::derived_id;
+use agentd_proto::{Address, AgentdError, Envelope, ErrorCode, Item};
 use std::collections::HashMap;
 
 /// The process router.
-#[derive(Default)]
 pub struct ChannelRouter {
+    deps: Deps,
     supervisor: Option<Addr<Supervisor>>,
     agents: HashMap<String, Addr<AgentActor>>,
     parents: HashMap<String, Addr<ParentRouter>>,
 }
+
+impl ChannelRouter {
+    /// A router over `deps` (its transport decides what is local).
+    pub fn new(deps: Deps) -> Self {
+        ChannelRouter {
+            deps,
+            supervisor: None,
+            agents: HashMap::new(),
+            parents: HashMap::new(),
+        }
+    }
+}
+
+/// A child's output that arrived from another process (`Item::Output` envelope): the child's
+/// record is read from the store and the output handed to the local ParentRouter.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<(), AgentdError>")]
+pub struct RemoteOutput(pub Envelope);
+
+/// Like [`Route`], but answers only once the receiver has the item in its durable inbox
+/// (`Ok(false)`: it was a duplicate). Transports acknowledge their stream entries after it.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<bool, AgentdError>")]
+pub struct RouteAcked(pub Envelope);
+
+/// Stops the live agents this process no longer owns (a partition lease was lost or given
+/// up); their durable inboxes stay for the new owner.
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct Passivate(pub Box<dyn Fn(&str) -> bool + Send>);
 
 /// Wires the supervisor in after both actors exist.
 #[derive(Message)]
@@ -83,6 +115,11 @@ impl Handler<Route> for ChannelRouter {
                 "only agent addresses are routed",
             )))));
         };
+        if let Some(transport) = self.deps.transport.clone().filter(|t| !t.is_local(&target)) {
+            // Another process owns the receiver: hand it over through its partition.
+            let fut = async move { transport.forward(&env).await };
+            return AtomicResponse::new(Box::pin(fut.into_actor(self)));
+        }
         if let Some(addr) = self.agents.get(&target).filter(|a| a.connected()) {
             addr.do_send(Deliver(env));
             return AtomicResponse::new(Box::pin(actix::fut::ready(Ok(()))));
@@ -109,6 +146,75 @@ impl Handler<Route> for ChannelRouter {
     }
 }
 
+impl Handler<RouteAcked> for ChannelRouter {
+    type Result = AtomicResponse<Self, Result<bool, AgentdError>>;
+
+    fn handle(&mut self, RouteAcked(env): RouteAcked, _: &mut Self::Context) -> Self::Result {
+        let Some(target) = env.to.agent_id().map(str::to_string) else {
+            return AtomicResponse::new(Box::pin(actix::fut::ready(Err(AgentdError::new(
+                ErrorCode::BadEnvelope,
+                "only agent addresses are routed",
+            )))));
+        };
+        if let Some(transport) = self.deps.transport.clone().filter(|t| !t.is_local(&target)) {
+            let fut = async move { transport.forward(&env).await.map(|_| true) };
+            return AtomicResponse::new(Box::pin(fut.into_actor(self)));
+        }
+        let cached = self.agents.get(&target).filter(|a| a.connected()).cloned();
+        let supervisor = self.supervisor.clone();
+        let fut = async move {
+            let addr = match cached {
+                Some(a) => a,
+                None => {
+                    let s = supervisor.ok_or_else(|| {
+                        AgentdError::new(ErrorCode::Unavailable, "router not wired")
+                    })?;
+                    s.send(Activate(target.clone())).await.map_err(mailbox)??
+                }
+            };
+            let fresh = addr.send(Deliver(env)).await.map_err(mailbox)??;
+            Ok::<_, AgentdError>((target, addr, fresh))
+        };
+        AtomicResponse::new(Box::pin(fut.into_actor(self).map(|res, act, _| {
+            let (target, addr, fresh) = res?;
+            act.agents.insert(target, addr);
+            Ok(fresh)
+        })))
+    }
+}
+
+impl Handler<RemoteOutput> for ChannelRouter {
+    type Result = ResponseActFuture<Self, Result<(), AgentdError>>;
+
+    fn handle(&mut self, RemoteOutput(env): RemoteOutput, ctx: &mut Self::Context) -> Self::Result {
+        let store = self.deps.store.clone();
+        let me = ctx.address();
+        let fut = async move {
+            let Item::Output(output) = env.item else {
+                return Err(AgentdError::new(
+                    ErrorCode::BadEnvelope,
+                    "not an output envelope",
+                ));
+            };
+            let child_id = env.from.agent_id().unwrap_or_default().to_string();
+            let child = store
+                .get_agent(&child_id)
+                .await?
+                .ok_or_else(|| AgentdError::agent_not_found(&child_id))?;
+            let cause = env.causation_id.unwrap_or(env.id);
+            me.send(ChildOutput {
+                child,
+                output,
+                cause,
+            })
+            .await
+            .map_err(mailbox)?;
+            Ok(())
+        };
+        Box::pin(fut.into_actor(self))
+    }
+}
+
 impl Handler<ChildOutput> for ChannelRouter {
     type Result = AtomicResponse<Self, ()>;
 
@@ -116,6 +222,27 @@ impl Handler<ChildOutput> for ChannelRouter {
         let Some(parent_id) = out.child.channel.parent_id().map(str::to_string) else {
             return AtomicResponse::new(Box::pin(actix::fut::ready(())));
         };
+        if let Some(transport) = self
+            .deps
+            .transport
+            .clone()
+            .filter(|t| !t.is_local(&parent_id))
+        {
+            let mut env = Envelope::new(
+                Address::agent(&out.child.id),
+                Address::agent(&parent_id),
+                Item::Output(out.output),
+                self.deps.clock.now_ms(),
+            );
+            env.id = derived_id(out.cause, "output");
+            env.causation_id = Some(out.cause);
+            let fut = async move {
+                if let Err(e) = transport.forward(&env).await {
+                    tracing::error!(error = %e, "child output could not be forwarded to its parent's process");
+                }
+            };
+            return AtomicResponse::new(Box::pin(fut.into_actor(self)));
+        }
         if let Some(pr) = self.parents.get(&parent_id).filter(|a| a.connected()) {
             pr.do_send(out);
             return AtomicResponse::new(Box::pin(actix::fut::ready(())));

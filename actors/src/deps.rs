@@ -2,7 +2,7 @@
 
 use crate::clock::Clock;
 use crate::config::RuntimeConfig;
-use crate::ports::{EventSink, ModelClient, ThreadStore};
+use crate::ports::{EventSink, ModelClient, ThreadStore, Transport};
 use std::sync::Arc;
 
 /// Ports and config shared by the actors of one process (cheap to clone).
@@ -18,4 +18,15 @@ pub struct Deps {
     pub clock: Arc<dyn Clock>,
     /// Limits, types, prices, prompts.
     pub config: Arc<RuntimeConfig>,
+    /// Cross-process delivery; `None` = every agent lives in this process.
+    pub transport: Option<Arc<dyn Transport>>,
+}
+
+impl Deps {
+    /// Whether `agent_id` is delivered by another process.
+    pub fn is_remote(&self, agent_id: &str) -> bool {
+        self.transport
+            .as_ref()
+            .is_some_and(|t| !t.is_local(agent_id))
+    }
 }

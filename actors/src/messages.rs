@@ -60,16 +60,8 @@ pub struct StopAgent {
 #[rtype(result = "()")]
 pub struct AddUsage(pub Usage);
 
-/// What a child produced for its parent.
-#[derive(Debug, Clone)]
-pub enum Output {
-    /// An assistant message (Manage children: each one; spawned children: the turn's last).
-    Reply(String),
-    /// The result of `yield_to_parent`.
-    Yield(serde_json::Value),
-    /// The child's turn failed.
-    Failed(String),
-}
+/// What a child produced for its parent (the wire type, re-exported).
+pub use agentd_proto::Output;
 
 /// A child's output on its way to the parent's [`ParentRouter`] (the thread "outbox").
 #[derive(Message, Debug, Clone)]

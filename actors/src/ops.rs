@@ -63,6 +63,12 @@ pub async fn lifecycle(
     target: &str,
     control: Control,
 ) -> Result<Option<AgentRecord>, AgentdError> {
+    if deps.is_remote(target) && !matches!(control, Control::Delete) {
+        // The owner applies it (and cascades from there).
+        return crate::supervisor::forward_control(deps, target, control)
+            .await
+            .map(Some);
+    }
     if matches!(control, Control::Pause | Control::Resume) {
         let rec = deps
             .store

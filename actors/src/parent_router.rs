@@ -198,9 +198,9 @@ impl Handler<ChildOutput> for ParentRouter {
         // A pending sync wait takes the output first.
         if let Some(index) = self.waiters.iter().position(|w| w.child_id == child.id) {
             match &out.output {
-                Output::Reply(text) => self.waiters[index].messages.push(text.clone()),
-                Output::Yield(v) => self.waiters[index].messages.push(value_text(v)),
-                Output::Failed(e) => {
+                Output::Reply { text } => self.waiters[index].messages.push(text.clone()),
+                Output::Yield { result: v } => self.waiters[index].messages.push(value_text(v)),
+                Output::Failed { error: e } => {
                     self.complete(index, "failed", Some(e.clone()));
                     return Box::pin(actix::fut::ready(()));
                 }
@@ -218,8 +218,8 @@ impl Handler<ChildOutput> for ParentRouter {
                 ..
             } => {
                 let opts = self.options.get(&child.id).unwrap_or(options);
-                let forward =
-                    opts.mode == ManageMode::Async || !matches!(out.output, Output::Reply(_));
+                let forward = opts.mode == ManageMode::Async
+                    || !matches!(out.output, Output::Reply { text: _ });
                 (
                     Role::Assistant,
                     opts.render_prefix(worker_title, alias, &child.id),
@@ -238,13 +238,13 @@ impl Handler<ChildOutput> for ParentRouter {
             return Box::pin(actix::fut::ready(()));
         }
         let body = match &out.output {
-            Output::Reply(t) => t.clone(),
-            Output::Yield(v) => value_text(v),
-            Output::Failed(e) => format!("[failed] {e}"),
+            Output::Reply { text: t } => t.clone(),
+            Output::Yield { result: v } => value_text(v),
+            Output::Failed { error: e } => format!("[failed] {e}"),
         };
         let text = format!("{prefix}{body}");
         let urgent = matches!(child.channel, Channel::Spawn { .. })
-            || !matches!(out.output, Output::Reply(_));
+            || !matches!(out.output, Output::Reply { text: _ });
         let deps = self.deps.clone();
         let router = self.router.clone();
         let parent_id = self.parent_id.clone();

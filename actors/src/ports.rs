@@ -89,6 +89,16 @@ pub trait ThreadStore: Send + Sync + 'static {
     async fn inbox_done(&self, agent_id: &str, env_id: Uuid) -> StoreResult<()>;
 }
 
+/// How envelopes reach agents that live in another process (Redis partition streams). The
+/// ChannelRouter asks it first; without a transport every agent is local.
+#[async_trait]
+pub trait Transport: Send + Sync + 'static {
+    /// Whether this process delivers to `agent_id` itself (it owns the agent's partition).
+    fn is_local(&self, agent_id: &str) -> bool;
+    /// Hands `env` to the process that owns its receiver; returns once it is durably queued.
+    async fn forward(&self, env: &Envelope) -> Result<(), AgentdError>;
+}
+
 /// How many envelope ids per agent the stores remember for de-duplication.
 pub const DEDUP_WINDOW: usize = 10_000;
 

@@ -250,13 +250,32 @@ impl Handler<Spawn> for Supervisor {
         };
         AtomicResponse::new(Box::pin(fut.into_actor(self).map(|res, act, ctx| {
             let (rec, prompt) = res?;
-            let addr = act.start_agent(rec.clone(), ctx);
             act.deps.events.publish(&Event::Spawned {
                 agent_id: rec.id.clone(),
                 parent_id: rec.parent_id.clone(),
                 agent_type: rec.agent_type.clone(),
                 title: rec.title.clone(),
             });
+            if act.deps.is_remote(&rec.id) {
+                // Its partition belongs to another process: that process activates it when
+                // the first message arrives.
+                if let Some(prompt) = prompt {
+                    let from = rec
+                        .parent_id
+                        .as_deref()
+                        .map(Address::agent)
+                        .unwrap_or(Address::System);
+                    let env = Envelope::new(
+                        from,
+                        Address::agent(&rec.id),
+                        Item::Inbox(InboxItem::message(prompt)),
+                        act.deps.clock.now_ms(),
+                    );
+                    act.router.do_send(crate::messages::Route(env));
+                }
+                return Ok(rec);
+            }
+            let addr = act.start_agent(rec.clone(), ctx);
             if let Some(prompt) = prompt {
                 let from = rec
                     .parent_id
@@ -363,11 +382,13 @@ impl Handler<Lifecycle> for Supervisor {
         let live: HashMap<String, Addr<AgentActor>> = self.agents.clone();
         let Lifecycle { agent_id, control } = msg;
         let fut = async move {
-            let rec = deps
-                .store
-                .get_agent(&agent_id)
-                .await?
-                .ok_or_else(|| AgentdError::agent_not_found(&agent_id))?;
+            let rec = deps.store.get_agent(&agent_id).await?;
+            // A delete forwarded from another process may find the record already gone; it
+            // still stops the live actor here.
+            let live_here = live.get(&agent_id).is_some_and(|a| a.connected());
+            if rec.is_none() && !(control == Control::Delete && live_here) {
+                return Err(AgentdError::agent_not_found(&agent_id));
+            }
             match control {
                 Control::Pause | Control::Resume => {
                     // Needs activation, which this (atomic) handler cannot await on itself:
@@ -392,6 +413,9 @@ impl Handler<Lifecycle> for Supervisor {
                         let res = match live.get(&id).filter(|a| a.connected()) {
                             Some(addr) => {
                                 addr.send(ApplyControl(control)).await.map_err(mailbox)?
+                            }
+                            None if deps.is_remote(&id) => {
+                                forward_control(&deps, &id, control).await
                             }
                             None => {
                                 settle_stored(
@@ -425,6 +449,9 @@ impl Handler<Lifecycle> for Supervisor {
                                 .await
                                 .map_err(mailbox)?,
                             ),
+                            None if deps.is_remote(&id) => {
+                                forward_control(&deps, &id, control).await.ok()
+                            }
                             None => settle_stored(&deps, &id, AgentStatus::Closed).await.ok(),
                         };
                         if id == agent_id {
@@ -439,6 +466,8 @@ impl Handler<Lifecycle> for Supervisor {
                             addr.send(StopAgent { final_status: None })
                                 .await
                                 .map_err(mailbox)?;
+                        } else if deps.is_remote(&id) {
+                            let _ = forward_control(&deps, &id, Control::Delete).await;
                         }
                         deps.store.delete_agent(&id).await?;
                         router.do_send(ForgetParent(id.clone()));
@@ -456,6 +485,27 @@ impl Handler<Lifecycle> for Supervisor {
             res
         })))
     }
+}
+
+/// Sends a control to the process that owns `id`; answers the stored record.
+pub(crate) async fn forward_control(
+    deps: &Deps,
+    id: &str,
+    control: Control,
+) -> Result<AgentRecord, AgentdError> {
+    if let Some(t) = &deps.transport {
+        let env = Envelope::new(
+            Address::System,
+            Address::agent(id),
+            Item::Control(control),
+            deps.clock.now_ms(),
+        );
+        t.forward(&env).await?;
+    }
+    deps.store
+        .get_agent(id)
+        .await?
+        .ok_or_else(|| AgentdError::agent_not_found(id))
 }
 
 /// Moves a non-live agent's stored record to `to` if the table allows it.
@@ -507,5 +557,23 @@ impl Handler<Shutdown> for Supervisor {
             act.parents.clear();
             ctx.stop();
         })))
+    }
+}
+
+impl Handler<crate::channel_router::Passivate> for Supervisor {
+    type Result = usize;
+
+    fn handle(&mut self, msg: crate::channel_router::Passivate, _: &mut Self::Context) -> usize {
+        let filter = msg.0;
+        let mut n = 0;
+        for (id, addr) in self.agents.iter() {
+            if filter(id) && addr.connected() {
+                addr.do_send(StopAgent { final_status: None });
+                n += 1;
+            }
+        }
+        self.agents.retain(|id, _| !filter(id));
+        self.parents.retain(|id, _| !filter(id));
+        n
     }
 }

@@ -25,7 +25,7 @@ pub struct AgentSystem {
 impl AgentSystem {
     /// Starts the ChannelRouter and the Supervisor. Must run inside an actix `System`.
     pub fn start(deps: Deps) -> Self {
-        let router = ChannelRouter::default().start();
+        let router = ChannelRouter::new(deps.clone()).start();
         let supervisor = Supervisor::new(deps.clone(), router.clone()).start();
         router.do_send(SetSupervisor(supervisor.clone()));
         tracing::info!(
@@ -38,6 +38,20 @@ impl AgentSystem {
             supervisor,
             router,
         }
+    }
+
+    /// The process channel router (transports hand it what arrives from other processes).
+    pub fn router(&self) -> &Addr<ChannelRouter> {
+        &self.router
+    }
+
+    /// Stops the live agents for which `filter` holds (their partition moved to another
+    /// process); answers how many were stopped. Their durable inboxes stay.
+    pub async fn passivate(&self, filter: Box<dyn Fn(&str) -> bool + Send>) -> usize {
+        self.supervisor
+            .send(crate::channel_router::Passivate(filter))
+            .await
+            .unwrap_or(0)
     }
 
     /// Ports and config.

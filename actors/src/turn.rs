@@ -154,7 +154,9 @@ impl Turn {
                     // Manage workers: every assistant message goes to the thread outbox.
                     self.tools.router.do_send(ChildOutput {
                         child: self.rec.clone(),
-                        output: Output::Reply(resp.text.clone()),
+                        output: Output::Reply {
+                            text: resp.text.clone(),
+                        },
                         cause: step_id,
                     });
                 }

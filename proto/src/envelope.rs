@@ -5,6 +5,7 @@ use crate::command::{Command, Reply};
 use crate::control::Control;
 use crate::event::Event;
 use crate::inbox::InboxItem;
+use crate::output::Output;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -26,6 +27,8 @@ pub enum Item {
     Event(Event),
     /// The answer to a command.
     Reply(Reply),
+    /// A child's output for its parent's router (crosses processes when they differ).
+    Output(Output),
 }
 
 /// Addressing, identity and causality around one [`Item`].

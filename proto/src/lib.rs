@@ -17,6 +17,7 @@
 //! | [`thread`] | [`ThreadEntry`], [`Role`], [`ToolCall`] |
 //! | [`usage`] | [`Usage`] in four kinds and [`Price`] tables |
 //! | [`manage`] | arguments and options of the `Manage` tool (seed 000) |
+//! | [`output`] | [`Output`]: what a child produces for its parent |
 //! | [`codec`] | MessagePack encode/decode with size and version checks |
 //! | [`ids`] | id generation: v7 for new things, v5 for derived (replay-stable) ids |
 
@@ -30,6 +31,7 @@ pub mod event;
 pub mod ids;
 pub mod inbox;
 pub mod manage;
+pub mod output;
 pub mod record;
 pub mod status;
 pub mod thread;
@@ -44,6 +46,7 @@ pub use error::{AgentdError, ErrorCode};
 pub use event::Event;
 pub use inbox::InboxItem;
 pub use manage::{ManageCommand, ManageMode, ManageOptions, ManageRequest};
+pub use output::Output;
 pub use record::{AgentId, AgentRecord, Channel};
 pub use status::AgentStatus;
 pub use thread::{Role, ThreadEntry, ToolCall};

@@ -147,6 +147,8 @@ fn item() -> impl Strategy<Value = Item> {
         control().prop_map(Item::Control),
         event().prop_map(Item::Event),
         json_value().prop_map(|v| Item::Reply(Reply::from(Ok(v)))),
+        text().prop_map(|text| Item::Output(Output::Reply { text })),
+        json_value().prop_map(|result| Item::Output(Output::Yield { result })),
         text().prop_map(|m| Item::Reply(Reply::from(Err(AgentdError::new(
             ErrorCode::UnknownWorker,
             m

@@ -81,6 +81,7 @@ pub fn start_custom(
         events: Arc::new(bus.clone()),
         clock,
         config: Arc::new(config),
+        transport: None,
     };
     TestSystem {
         system: AgentSystem::start(deps),

@@ -6,13 +6,17 @@ use crate::settings::Settings;
 use crate::wiring::wire;
 use actix_web::{App, HttpServer, web};
 use agentd_actors::{AgentSystem, Clock, SystemClock};
-use agentd_bus::InProcessBus;
+use agentd_bus::{CommandConsumer, DeadLetters, InProcessBus, RedisBus};
 use anyhow::Context as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A started service.
 pub struct Running {
+    /// The Redis bus, when Redis is configured.
+    pub redis: Option<Arc<RedisBus>>,
+    commands_stop: Option<Arc<AtomicBool>>,
     /// Where the HTTP API listens (the real port when `bind` asked for port 0).
     pub addr: SocketAddr,
     /// The actors.
@@ -26,7 +30,13 @@ impl Running {
     /// Stops taking requests, then stops every agent (records stay as persisted).
     pub async fn stop(self) {
         self.server.stop(true).await;
+        if let Some(flag) = &self.commands_stop {
+            flag.store(true, Ordering::SeqCst);
+        }
         self.system.shutdown().await;
+        if let Some(bus) = &self.redis {
+            bus.shutdown().await;
+        }
     }
 }
 
@@ -40,10 +50,34 @@ pub async fn start_with_clock(
     settings: &Settings,
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<Running> {
-    let wired = wire(settings, clock)?;
+    let wired = wire(settings, clock).await?;
     let system = AgentSystem::start(wired.deps);
+    let mut commands_stop = None;
+    if let (Some(bus), Some(store)) = (&wired.redis, &wired.redis_store) {
+        bus.start(system.clone())
+            .await
+            .map_err(|e| anyhow::anyhow!("starting the Redis bus: {e}"))?;
+        let consumer = CommandConsumer::new(
+            &settings.redis.url,
+            store.keys().commands(),
+            bus.process_id().to_string(),
+            settings.redis.max_envelope_bytes,
+            store.connection(),
+            DeadLetters::new(
+                store.connection(),
+                store.keys().dead(),
+                settings.redis.dead_maxlen,
+            ),
+        );
+        commands_stop = Some(consumer.stop_flag());
+        consumer
+            .start(system.clone())
+            .await
+            .map_err(|e| anyhow::anyhow!("starting the command consumer: {e}"))?;
+    }
     let state = web::Data::new(ApiState {
         system: system.clone(),
+        redis: wired.redis.clone(),
     });
     let limit = settings.server.max_body_bytes;
     let server = HttpServer::new(move || {
@@ -65,6 +99,8 @@ pub async fn start_with_clock(
     let handle = server.handle();
     actix_rt::spawn(server);
     Ok(Running {
+        redis: wired.redis,
+        commands_stop,
         addr,
         system,
         bus: wired.bus,

@@ -16,6 +16,8 @@ pub const SCOPE_HEADER: &str = "x-agentd-root";
 pub struct ApiState {
     /// The actors.
     pub system: AgentSystem,
+    /// The Redis bus, when configured (its partitions show in `/v1/info`).
+    pub redis: Option<std::sync::Arc<agentd_bus::RedisBus>>,
 }
 
 /// An [`AgentdError`] as an HTTP response.
@@ -97,6 +99,8 @@ async fn info(st: web::Data<ApiState>) -> HttpResponse {
         "service": "agentd", "version": env!("CARGO_PKG_VERSION"),
         "model_backend": deps.model.backend(), "store": deps.store.kind(),
         "agent_types": types,
+        "process_id": st.redis.as_ref().map(|r| r.process_id().to_string()),
+        "partitions_owned": st.redis.as_ref().map(|r| r.owned()),
     }))
 }
 

@@ -41,10 +41,17 @@ fn main() -> anyhow::Result<()> {
     let settings = Settings::load(cli.config.as_deref()).context("loading configuration")?;
     match cli.command.unwrap_or(Cmd::Run) {
         Cmd::CheckConfig => {
-            agentd::wiring::wire(&settings, std::sync::Arc::new(agentd_actors::SystemClock))?;
+            // Wiring proves the store, the script and the agent types load (and Redis answers).
+            actix_rt::System::new().block_on(async {
+                agentd::wiring::wire(&settings, std::sync::Arc::new(agentd_actors::SystemClock))
+                    .await
+                    .map(|_| ())
+            })?;
+            let mut shown = settings.clone();
+            shown.redis.url = shown.redis.masked_url();
             println!(
                 "{}",
-                toml::to_string_pretty(&settings).context("printing settings")?
+                toml::to_string_pretty(&shown).context("printing settings")?
             );
             Ok(())
         }
@@ -59,11 +66,16 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
     let running = agentd::start(&settings).await?;
     let url = format!("http://{}", running.addr);
     tracing::info!(%url, model = "scripted", store = ?settings.store.kind, "agentd is up");
-    println!(
-        "agentd listening on {url} (model backend: scripted, offline; store: {:?} in {})",
-        settings.store.kind,
-        settings.store.data_dir.display()
-    );
+    let store = if settings.redis.enabled() {
+        format!("redis at {}", settings.redis.masked_url())
+    } else {
+        format!(
+            "{:?} in {}",
+            settings.store.kind,
+            settings.store.data_dir.display()
+        )
+    };
+    println!("agentd listening on {url} (model backend: scripted, offline; store: {store})");
     println!("Try:  cargo run -p agentctl -- spawn --type lead \"build a parser\"");
     println!(
         "then: cargo run -p agentctl -- tree   and   cargo run -p agentctl -- thread <agent_id>"

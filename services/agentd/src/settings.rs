@@ -53,6 +53,49 @@ pub struct StoreSettings {
     pub data_dir: PathBuf,
 }
 
+/// Redis settings (empty `url` = no Redis).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisSettings {
+    /// `redis://` or `rediss://` URL; empty disables Redis.
+    pub url: String,
+    /// Key namespace.
+    pub namespace: String,
+    /// Partition streams.
+    pub partitions: u32,
+    /// Lease time, ms.
+    pub lease_ms: u64,
+    /// Entries per read.
+    pub batch: usize,
+    /// Cap of `<ns>:events`.
+    pub events_maxlen: usize,
+    /// Cap of `<ns>:dead`.
+    pub dead_maxlen: usize,
+    /// Largest envelope, bytes.
+    pub max_envelope_bytes: usize,
+    /// Process id; empty = random.
+    pub process_id: String,
+}
+
+impl RedisSettings {
+    /// Whether Redis is configured.
+    pub fn enabled(&self) -> bool {
+        !self.url.trim().is_empty()
+    }
+
+    /// The URL with any password replaced by `***`, for logs and `check-config`.
+    pub fn masked_url(&self) -> String {
+        match (self.url.find("://"), self.url.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                let creds = &self.url[scheme + 3..at];
+                let user = creds.split(':').next().unwrap_or("");
+                format!("{}{user}:***{}", &self.url[..scheme + 3], &self.url[at..])
+            }
+            _ => self.url.clone(),
+        }
+    }
+}
+
 /// Model settings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -120,6 +163,8 @@ pub struct Settings {
     pub server: ServerSettings,
     /// Store.
     pub store: StoreSettings,
+    /// Redis (store and bus) when configured.
+    pub redis: RedisSettings,
     /// Model backend.
     pub model: ModelSettings,
     /// Agent types.
@@ -180,6 +225,20 @@ impl Settings {
                 self.log.format
             )));
         }
+        if self.redis.enabled() {
+            if !(self.redis.url.starts_with("redis://") || self.redis.url.starts_with("rediss://"))
+            {
+                return Err(SettingsError::Invalid(format!(
+                    "redis.url `{}` must start with redis:// or rediss://",
+                    self.redis.masked_url()
+                )));
+            }
+            if self.redis.partitions == 0 || self.redis.lease_ms < 100 {
+                return Err(SettingsError::Invalid(
+                    "redis.partitions must be > 0 and redis.lease_ms >= 100".into(),
+                ));
+            }
+        }
         if self.model.backend != "scripted" {
             return Err(SettingsError::Invalid(format!(
                 "model.backend `{}` is not available; this build has: scripted",
@@ -206,6 +265,17 @@ mod tests {
             assert_eq!(s.limits.max_children, 64);
             assert_eq!(s.store.kind, StoreKind::Embedded);
         }
+    }
+
+    #[test]
+    fn redis_passwords_are_masked() {
+        let mut s = Settings::from_overrides("").map_err(|e| e.to_string());
+        if let Ok(s) = s.as_mut() {
+            s.redis.url = "rediss://app:s3cret@db:6380/0".into();
+            assert_eq!(s.redis.masked_url(), "rediss://app:***@db:6380/0");
+            assert!(!s.redis.masked_url().contains("s3cret"));
+        }
+        assert!(s.is_ok());
     }
 
     #[test]

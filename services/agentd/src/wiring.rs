@@ -1,35 +1,79 @@
 //! Builds the ports and the runtime config from settings: which store, which model, which
-//! agent types. The only place that knows every implementation.
+//! agent types, which transport. The only place that knows every implementation.
 
 use crate::builtin;
 use crate::settings::{Settings, StoreKind};
-use agentd_actors::{Clock, Deps, EventSink, ModelClient, RuntimeConfig, ThreadStore};
-use agentd_bus::InProcessBus;
+use agentd_actors::{Clock, Deps, EventSink, ModelClient, RuntimeConfig, ThreadStore, Transport};
+use agentd_bus::{Fanout, InProcessBus, RedisBus, RedisBusConfig, RedisEvents};
 use agentd_models::ScriptedModel;
-use agentd_store::{MemoryStore, RedbStore};
+use agentd_store::{MemoryStore, RedbStore, RedisStore};
 use anyhow::Context as _;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Ports built from settings, plus the event bus (the HTTP API subscribes to it).
+/// Ports built from settings, plus what the service starts around the actors.
 pub struct Wired {
     /// What the actors get.
     pub deps: Deps,
-    /// The in-process event bus behind `deps.events`.
+    /// The in-process event bus behind `deps.events` (SSE and tests subscribe to it).
     pub bus: InProcessBus,
+    /// The Redis bus, when Redis is configured.
+    pub redis: Option<Arc<RedisBus>>,
+    /// The Redis store, when Redis is configured (for the command consumer's connection).
+    pub redis_store: Option<RedisStore>,
 }
 
-/// Builds the store, the model, the types and the config.
-pub fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Wired> {
-    let store: Arc<dyn ThreadStore> = match settings.store.kind {
-        StoreKind::Memory => Arc::new(MemoryStore::new()),
-        StoreKind::Embedded => {
-            Arc::new(RedbStore::open(&settings.store.data_dir).with_context(|| {
-                format!(
-                    "opening the embedded store in {}",
-                    settings.store.data_dir.display()
-                )
-            })?)
+/// Builds the store, the model, the types, the transport and the config. Must run inside a
+/// tokio runtime when Redis is configured (it connects, and fails at once if it cannot).
+pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Wired> {
+    let bus = InProcessBus::default();
+    let mut events: Arc<dyn EventSink> = Arc::new(bus.clone());
+    let mut transport: Option<Arc<dyn Transport>> = None;
+    let mut redis = None;
+    let mut redis_store = None;
+    let store: Arc<dyn ThreadStore> = if settings.redis.enabled() {
+        let r = &settings.redis;
+        let store = RedisStore::connect(&r.url, &r.namespace)
+            .await
+            .with_context(|| format!("connecting to Redis at {}", r.masked_url()))?;
+        let process_id = match r.process_id.trim() {
+            "" => agentd_proto::ids::new_id().to_string(),
+            id => id.to_string(),
+        };
+        let cfg = RedisBusConfig {
+            url: r.url.clone(),
+            namespace: r.namespace.clone(),
+            partitions: r.partitions,
+            lease_ms: r.lease_ms,
+            batch: r.batch,
+            max_envelope_bytes: r.max_envelope_bytes,
+            dead_maxlen: r.dead_maxlen,
+            process_id,
+        };
+        let rb = RedisBus::connect(cfg, store.connection())
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let redis_events: Arc<dyn EventSink> = Arc::new(RedisEvents::start(
+            store.connection(),
+            store.keys().events(),
+            r.events_maxlen,
+        ));
+        events = Arc::new(Fanout(vec![events, redis_events]));
+        transport = Some(rb.clone());
+        redis = Some(rb);
+        redis_store = Some(store.clone());
+        Arc::new(store)
+    } else {
+        match settings.store.kind {
+            StoreKind::Memory => Arc::new(MemoryStore::new()),
+            StoreKind::Embedded => {
+                Arc::new(RedbStore::open(&settings.store.data_dir).with_context(|| {
+                    format!(
+                        "opening the embedded store in {}",
+                        settings.store.data_dir.display()
+                    )
+                })?)
+            }
         }
     };
     let model: Arc<dyn ModelClient> = match settings.model.script.trim() {
@@ -53,8 +97,6 @@ pub fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Wired>
     config.subagent_prompt = settings.prompts.subagent.clone();
     config.context_dirs = settings.agents.context_dirs.clone();
     config.arbiters = settings.runtime.arbiters;
-    let bus = InProcessBus::default();
-    let events: Arc<dyn EventSink> = Arc::new(bus.clone());
     Ok(Wired {
         deps: Deps {
             store,
@@ -62,7 +104,10 @@ pub fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Wired>
             events,
             clock,
             config: Arc::new(config),
+            transport,
         },
         bus,
+        redis,
+        redis_store,
     })
 }

@@ -1,12 +1,21 @@
-//! `agentd-bus`: how events leave the actors.
+//! `agentd-bus`: how envelopes and events cross process boundaries.
 //!
 //! | module | what it holds |
 //! |---|---|
 //! | [`inproc`] | [`InProcessBus`]: a broadcast of events to in-process subscribers (SSE, tests) |
-//!
-//! The Redis streams bus (partitions, leases, the command stream) arrives with the Redis issue
-//! and implements the same `EventSink` port.
+//! | [`redis_bus`] | [`RedisBus`]: partition streams, leases, failover; the `Transport` of the ChannelRouter |
+//! | [`commands`] | [`CommandConsumer`]: the `<ns>:commands` stream other services write to |
+//! | [`redis_events`] | [`RedisEvents`]: events to `<ns>:events`; [`Fanout`] to several sinks |
+//! | [`dead`] | [`DeadLetters`]: the `<ns>:dead` stream |
 
+pub mod commands;
+pub mod dead;
 pub mod inproc;
+pub mod redis_bus;
+pub mod redis_events;
 
+pub use commands::CommandConsumer;
+pub use dead::DeadLetters;
 pub use inproc::InProcessBus;
+pub use redis_bus::{RedisBus, RedisBusConfig};
+pub use redis_events::{Fanout, RedisEvents};

@@ -1,0 +1,521 @@
+//! The Redis streams bus: agents are spread over `partitions` streams (`<ns>:p:{k}`, agent →
+//! `fnv1a64(id) % partitions`). Each partition is owned by one live process at a time through a
+//! lease (`SET NX PX`, renewed every lease/3); live processes heartbeat in `<ns>:members` and
+//! each takes at most `ceil(partitions / live)` leases, so partitions spread evenly and move
+//! when a process dies. The owner reads its partitions with one blocking `XREADGROUP` on a
+//! dedicated connection (no response timeout), claims what a dead owner left pending
+//! (`XAUTOCLAIM`), hands each entry to the receiving agent's durable inbox, and acknowledges
+//! (`XACK`) only after that. Entries that cannot be decoded or delivered go to `<ns>:dead`.
+
+use crate::dead::DeadLetters;
+use actix::MailboxError;
+use agentd_actors::channel_router::{RemoteOutput, RouteAcked};
+use agentd_actors::supervisor::fnv1a64;
+use agentd_actors::{AgentSystem, Transport};
+use agentd_proto::codec::{decode_envelope, encode_envelope};
+use agentd_proto::{AgentdError, Control, Envelope, ErrorCode, Item};
+use agentd_store::Keys;
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, MultiplexedConnection};
+use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadReply};
+use redis::{AsyncConnectionConfig, Script, cmd};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The consumer group every agentd process reads with.
+pub const GROUP: &str = "agentd";
+
+/// Settings of the Redis bus.
+#[derive(Debug, Clone)]
+pub struct RedisBusConfig {
+    /// `redis://` or `rediss://` URL.
+    pub url: String,
+    /// Key namespace.
+    pub namespace: String,
+    /// Number of partition streams.
+    pub partitions: u32,
+    /// Lease time of a partition, ms.
+    pub lease_ms: u64,
+    /// Entries read per `XREADGROUP`.
+    pub batch: usize,
+    /// Largest envelope accepted, bytes.
+    pub max_envelope_bytes: usize,
+    /// Approximate cap of `<ns>:dead`.
+    pub dead_maxlen: usize,
+    /// This process's id (consumer name and lease value).
+    pub process_id: String,
+}
+
+fn be(e: redis::RedisError) -> AgentdError {
+    AgentdError::new(ErrorCode::Unavailable, format!("redis: {e}"))
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+const RENEW: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0";
+
+const RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0";
+
+/// The Redis bus of one process: a [`Transport`] for the ChannelRouter plus the lease and
+/// consumer loops started by [`RedisBus::start`].
+pub struct RedisBus {
+    cfg: RedisBusConfig,
+    keys: Keys,
+    con: ConnectionManager,
+    owned: RwLock<BTreeSet<u32>>,
+    to_claim: RwLock<BTreeSet<u32>>,
+    stopping: AtomicBool,
+    dead: DeadLetters,
+    renew: Script,
+    release: Script,
+}
+
+impl RedisBus {
+    /// Connects (failing at once if Redis is unreachable).
+    pub async fn connect(
+        cfg: RedisBusConfig,
+        con: ConnectionManager,
+    ) -> Result<Arc<Self>, AgentdError> {
+        let keys = Keys::new(&cfg.namespace);
+        let dead = DeadLetters::new(con.clone(), keys.dead(), cfg.dead_maxlen);
+        Ok(Arc::new(RedisBus {
+            cfg,
+            keys,
+            con,
+            owned: RwLock::new(BTreeSet::new()),
+            to_claim: RwLock::new(BTreeSet::new()),
+            stopping: AtomicBool::new(false),
+            dead,
+            renew: Script::new(RENEW),
+            release: Script::new(RELEASE),
+        }))
+    }
+
+    /// The partition of an agent.
+    pub fn partition_of(&self, agent_id: &str) -> u32 {
+        (fnv1a64(agent_id.as_bytes()) % u64::from(self.cfg.partitions.max(1))) as u32
+    }
+
+    /// The partitions this process owns now.
+    pub fn owned(&self) -> Vec<u32> {
+        self.owned
+            .read()
+            .map(|o| o.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// This process's id.
+    pub fn process_id(&self) -> &str {
+        &self.cfg.process_id
+    }
+
+    /// Takes the first leases, then runs the lease loop and the partition reader in the
+    /// background until [`RedisBus::shutdown`].
+    pub async fn start(self: &Arc<Self>, system: AgentSystem) -> Result<(), AgentdError> {
+        let mut con = self.con.clone();
+        for k in 0..self.cfg.partitions {
+            let r: redis::RedisResult<()> = cmd("XGROUP")
+                .arg("CREATE")
+                .arg(self.keys.partition(k))
+                .arg(GROUP)
+                .arg("0")
+                .arg("MKSTREAM")
+                .query_async(&mut con)
+                .await;
+            if let Err(e) = r
+                && !e.to_string().contains("BUSYGROUP")
+            {
+                return Err(be(e));
+            }
+        }
+        self.lease_round(&system).await?;
+        let me = self.clone();
+        let sys = system.clone();
+        actix_rt::spawn(async move { me.lease_loop(sys).await });
+        let me = self.clone();
+        actix_rt::spawn(async move { me.read_loop(system).await });
+        Ok(())
+    }
+
+    /// Stops reading, releases every lease and leaves the member set.
+    pub async fn shutdown(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let mut con = self.con.clone();
+        for k in self.owned() {
+            let _: redis::RedisResult<i64> = self
+                .release
+                .key(self.keys.lease(k))
+                .arg(&self.cfg.process_id)
+                .invoke_async(&mut con)
+                .await;
+        }
+        if let Ok(mut o) = self.owned.write() {
+            o.clear();
+        }
+        let _: redis::RedisResult<()> = cmd("ZREM")
+            .arg(self.keys.members())
+            .arg(&self.cfg.process_id)
+            .query_async(&mut con)
+            .await;
+    }
+
+    async fn lease_loop(self: Arc<Self>, system: AgentSystem) {
+        let tick = Duration::from_millis((self.cfg.lease_ms / 3).max(50));
+        while !self.stopping.load(Ordering::SeqCst) {
+            tokio::time::sleep(tick).await;
+            if self.stopping.load(Ordering::SeqCst) {
+                break;
+            }
+            if let Err(e) = self.lease_round(&system).await {
+                tracing::warn!(error = %e, "lease round failed; retrying");
+            }
+        }
+    }
+
+    /// One round: heartbeat, renew what we hold, drop what we lost, take our fair share of
+    /// free partitions, give up the surplus.
+    async fn lease_round(&self, system: &AgentSystem) -> Result<(), AgentdError> {
+        let mut con = self.con.clone();
+        let now = now_ms();
+        let lease = self.cfg.lease_ms;
+        let members = self.keys.members();
+        let live: usize = redis::pipe()
+            .cmd("ZADD")
+            .arg(&members)
+            .arg(now)
+            .arg(&self.cfg.process_id)
+            .ignore()
+            .cmd("ZREMRANGEBYSCORE")
+            .arg(&members)
+            .arg("-inf")
+            .arg(now.saturating_sub(2 * lease))
+            .ignore()
+            .cmd("ZCARD")
+            .arg(&members)
+            .query_async::<(usize,)>(&mut con)
+            .await
+            .map_err(be)?
+            .0;
+        let fair = (self.cfg.partitions as usize).div_ceil(live.max(1));
+        let mut lost = Vec::new();
+        for k in self.owned() {
+            let kept: i64 = self
+                .renew
+                .key(self.keys.lease(k))
+                .arg(&self.cfg.process_id)
+                .arg(lease)
+                .invoke_async(&mut con)
+                .await
+                .map_err(be)?;
+            if kept == 0 {
+                lost.push(k);
+            }
+        }
+        let mut owned_now = self.owned().len() - lost.len();
+        // Surplus: give back the highest partitions beyond the fair share.
+        let mut surplus = Vec::new();
+        if owned_now > fair {
+            let mut mine: Vec<u32> = self
+                .owned()
+                .into_iter()
+                .filter(|k| !lost.contains(k))
+                .collect();
+            mine.sort_unstable();
+            surplus = mine.split_off(fair);
+            owned_now = fair;
+        }
+        let gone: Vec<u32> = lost.iter().chain(surplus.iter()).copied().collect();
+        if !gone.is_empty() {
+            if let Ok(mut o) = self.owned.write() {
+                for k in &gone {
+                    o.remove(k);
+                }
+            }
+            let partitions = self.cfg.partitions;
+            let set: BTreeSet<u32> = gone.iter().copied().collect();
+            let stopped = system
+                .passivate(Box::new(move |id| {
+                    set.contains(&((fnv1a64(id.as_bytes()) % u64::from(partitions.max(1))) as u32))
+                }))
+                .await;
+            for k in &surplus {
+                let _: i64 = self
+                    .release
+                    .key(self.keys.lease(*k))
+                    .arg(&self.cfg.process_id)
+                    .invoke_async(&mut con)
+                    .await
+                    .map_err(be)?;
+            }
+            tracing::info!(lost = ?lost, released = ?surplus, passivated = stopped, "partitions moved away");
+        }
+        if owned_now < fair {
+            // Start at a process-specific offset so concurrent starters rarely collide.
+            let offset = (fnv1a64(self.cfg.process_id.as_bytes())
+                % u64::from(self.cfg.partitions.max(1))) as u32;
+            for i in 0..self.cfg.partitions {
+                if owned_now >= fair {
+                    break;
+                }
+                let k = (offset + i) % self.cfg.partitions;
+                if self.owned().contains(&k) {
+                    continue;
+                }
+                let got: Option<String> = cmd("SET")
+                    .arg(self.keys.lease(k))
+                    .arg(&self.cfg.process_id)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(lease)
+                    .query_async(&mut con)
+                    .await
+                    .map_err(be)?;
+                if got.is_some() {
+                    if let Ok(mut c) = self.to_claim.write() {
+                        c.insert(k);
+                    }
+                    if let Ok(mut o) = self.owned.write() {
+                        o.insert(k);
+                    }
+                    owned_now += 1;
+                    tracing::info!(partition = k, "partition lease taken");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn reader(&self) -> Result<MultiplexedConnection, AgentdError> {
+        let client = redis::Client::open(self.cfg.url.as_str()).map_err(be)?;
+        // Blocking reads must not hit the default response timeout.
+        let config = AsyncConnectionConfig::new().set_response_timeout(None);
+        client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(be)
+    }
+
+    async fn read_loop(self: Arc<Self>, system: AgentSystem) {
+        let mut backoff = Duration::from_millis(100);
+        while !self.stopping.load(Ordering::SeqCst) {
+            match self.read_until_error(&system).await {
+                Ok(()) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, backoff_ms = backoff.as_millis() as u64, "partition reader lost Redis; reconnecting");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                }
+            }
+        }
+    }
+
+    async fn read_until_error(&self, system: &AgentSystem) -> Result<(), AgentdError> {
+        let mut reader = self.reader().await?;
+        let mut con = self.con.clone();
+        while !self.stopping.load(Ordering::SeqCst) {
+            // Partitions just taken: claim what their previous owner left pending.
+            let claims: Vec<u32> = self
+                .to_claim
+                .write()
+                .map(|mut c| std::mem::take(&mut *c).into_iter().collect())
+                .unwrap_or_default();
+            for k in claims {
+                if let Err(e) = self.claim(k, system, &mut con).await {
+                    if let Ok(mut c) = self.to_claim.write() {
+                        c.insert(k);
+                    }
+                    return Err(e);
+                }
+            }
+            let owned = self.owned();
+            if owned.is_empty() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            let mut read = cmd("XREADGROUP");
+            read.arg("GROUP")
+                .arg(GROUP)
+                .arg(&self.cfg.process_id)
+                .arg("COUNT")
+                .arg(self.cfg.batch)
+                .arg("BLOCK")
+                .arg(200)
+                .arg("STREAMS");
+            for k in &owned {
+                read.arg(self.keys.partition(*k));
+            }
+            for _ in &owned {
+                read.arg(">");
+            }
+            let reply: Option<StreamReadReply> = read.query_async(&mut reader).await.map_err(be)?;
+            for stream in reply.map(|r| r.keys).unwrap_or_default() {
+                let ids: Vec<&StreamId> = stream.ids.iter().collect();
+                self.handle_entries(&stream.key, &ids, system, &mut con)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn claim(
+        &self,
+        k: u32,
+        system: &AgentSystem,
+        con: &mut ConnectionManager,
+    ) -> Result<(), AgentdError> {
+        let key = self.keys.partition(k);
+        let mut start = "0-0".to_string();
+        loop {
+            let reply: StreamAutoClaimReply = cmd("XAUTOCLAIM")
+                .arg(&key)
+                .arg(GROUP)
+                .arg(&self.cfg.process_id)
+                .arg(0)
+                .arg(&start)
+                .arg("COUNT")
+                .arg(self.cfg.batch)
+                .query_async(con)
+                .await
+                .map_err(be)?;
+            let ids: Vec<&StreamId> = reply.claimed.iter().collect();
+            if !ids.is_empty() {
+                tracing::info!(
+                    partition = k,
+                    entries = ids.len(),
+                    "claimed pending entries"
+                );
+            }
+            self.handle_entries(&key, &ids, system, con).await?;
+            if reply.next_stream_id == "0-0" {
+                return Ok(());
+            }
+            start = reply.next_stream_id;
+        }
+    }
+
+    /// Delivers entries in order; each is acknowledged once it is durably with its agent (or
+    /// moved to the dead-letter stream).
+    async fn handle_entries(
+        &self,
+        key: &str,
+        ids: &[&StreamId],
+        system: &AgentSystem,
+        con: &mut ConnectionManager,
+    ) -> Result<(), AgentdError> {
+        let mut acks = Vec::with_capacity(ids.len());
+        for sid in ids {
+            let raw: Option<Vec<u8>> = sid.get("m");
+            let outcome = match raw {
+                None => Err(AgentdError::new(
+                    ErrorCode::BadEnvelope,
+                    "entry has no `m` field",
+                )),
+                Some(bytes) => match decode_envelope(&bytes, self.cfg.max_envelope_bytes) {
+                    Err(e) => Err(e),
+                    Ok(env) => deliver(system, env).await,
+                },
+            };
+            match outcome {
+                Ok(()) => {}
+                Err(e) if e.code == ErrorCode::Unavailable => return Err(e),
+                Err(e) => {
+                    self.dead
+                        .send(key, &sid.id, &e, sid.get::<Vec<u8>>("m"))
+                        .await
+                }
+            }
+            acks.push(sid.id.clone());
+        }
+        if !acks.is_empty() {
+            cmd("XACK")
+                .arg(key)
+                .arg(GROUP)
+                .arg(&acks)
+                .query_async::<i64>(con)
+                .await
+                .map_err(be)?;
+        }
+        Ok(())
+    }
+}
+
+fn mailbox(e: MailboxError) -> AgentdError {
+    AgentdError::new(ErrorCode::Unavailable, format!("actor mailbox: {e}"))
+}
+
+/// Hands one envelope from a partition to the local actors.
+async fn deliver(system: &AgentSystem, env: Envelope) -> Result<(), AgentdError> {
+    let target = env
+        .to
+        .agent_id()
+        .ok_or_else(|| {
+            AgentdError::new(
+                ErrorCode::BadEnvelope,
+                "partition entries are addressed to agents",
+            )
+        })?
+        .to_string();
+    match &env.item {
+        Item::Inbox(_)
+        | Item::Control(Control::Pause | Control::Resume | Control::Cancel | Control::Terminate) => {
+            system
+                .router()
+                .send(RouteAcked(env))
+                .await
+                .map_err(mailbox)?
+                .map(|_| ())
+        }
+        Item::Control(c) => system.control(&target, *c).await.map(|_| ()),
+        Item::Output(_) => system
+            .router()
+            .send(RemoteOutput(env))
+            .await
+            .map_err(mailbox)?,
+        _ => Err(AgentdError::new(
+            ErrorCode::BadEnvelope,
+            "unexpected item on a partition stream",
+        )),
+    }
+}
+
+#[async_trait]
+impl Transport for RedisBus {
+    fn is_local(&self, agent_id: &str) -> bool {
+        let k = self.partition_of(agent_id);
+        self.owned.read().map(|o| o.contains(&k)).unwrap_or(false)
+    }
+
+    async fn forward(&self, env: &Envelope) -> Result<(), AgentdError> {
+        let target = env.to.agent_id().ok_or_else(|| {
+            AgentdError::new(
+                ErrorCode::BadEnvelope,
+                "only agent envelopes travel on partitions",
+            )
+        })?;
+        let bytes = encode_envelope(env)?;
+        let mut con = self.con.clone();
+        cmd("XADD")
+            .arg(self.keys.partition(self.partition_of(target)))
+            .arg("*")
+            .arg("m")
+            .arg(bytes)
+            .query_async::<String>(&mut con)
+            .await
+            .map_err(be)?;
+        Ok(())
+    }
+}
