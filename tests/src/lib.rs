@@ -2,8 +2,10 @@
 //! and condition polling (tests wait for a state, they never sleep a fixed time and assert).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod process;
 pub mod redis_server;
 
+pub use process::AgentdProcess;
 pub use redis_server::RedisServer;
 
 use agentd_actors::{

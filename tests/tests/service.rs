@@ -3,99 +3,18 @@
 //! parent→child map.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use agentd_tests::AgentdProcess;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-struct Agentd {
-    child: Child,
-    url: String,
-}
+type Agentd = AgentdProcess;
 
-impl Agentd {
-    fn start(data_dir: &Path) -> Agentd {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agentd"))
-            .env("AGENTD__SERVER__BIND", "127.0.0.1:0")
-            .env("AGENTD__STORE__DATA_DIR", data_dir)
-            .env("AGENTD__RUNTIME__ARBITERS", "2")
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start agentd");
-        let stdout = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(stdout).lines();
-        let url = loop {
-            let line = lines
-                .next()
-                .expect("agentd exited before listening")
-                .unwrap();
-            if let Some(rest) = line.strip_prefix("agentd listening on ") {
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-        };
-        // Keep draining stdout so the process never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines.by_ref() {});
-        Agentd { child, url }
-    }
-
-    fn get(&self, path: &str) -> Value {
-        ureq::get(&format!("{}{path}", self.url))
-            .call()
-            .unwrap()
-            .into_json()
-            .unwrap()
-    }
-
-    fn post(&self, path: &str, body: Value) -> Result<Value, (u16, Value)> {
-        match ureq::post(&format!("{}{path}", self.url)).send_json(body) {
-            Ok(r) => Ok(r.into_json().unwrap()),
-            Err(ureq::Error::Status(code, r)) => Err((code, r.into_json().unwrap())),
-            Err(e) => panic!("{e}"),
-        }
-    }
-
-    fn wait_for<F: Fn(&Agentd) -> bool>(&self, what: &str, cond: F) {
-        let start = Instant::now();
-        while !cond(self) {
-            assert!(
-                start.elapsed() < Duration::from_secs(15),
-                "timed out waiting for {what}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// SIGTERM, then wait for a clean exit.
-    fn stop(mut self) {
-        let status = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                assert!(status.success(), "agentd exited with {status}");
-                return;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "agentd did not stop on SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Agentd {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn start_agentd(data_dir: &Path) -> Agentd {
+    AgentdProcess::start(&[
+        ("AGENTD__STORE__DATA_DIR", data_dir.display().to_string()),
+        ("AGENTD__RUNTIME__ARBITERS", "2".to_string()),
+    ])
 }
 
 fn texts(thread: &Value) -> Vec<String> {
@@ -108,19 +27,13 @@ fn texts(thread: &Value) -> Vec<String> {
 }
 
 fn agentctl() -> PathBuf {
-    let p = Path::new(env!("CARGO_BIN_EXE_agentd")).with_file_name("agentctl");
-    assert!(
-        p.exists(),
-        "agentctl is built with the workspace tests (cargo test --workspace): {}",
-        p.display()
-    );
-    p
+    agentd_tests::process::binary("agentctl")
 }
 
 #[test]
 fn demo_round_trip_agentctl_and_restart_on_the_same_data_dir() {
     let dir = tempfile::tempdir().unwrap();
-    let agentd = Agentd::start(dir.path());
+    let agentd = start_agentd(dir.path());
     let info = agentd.get("/v1/info");
     assert_eq!(info["model_backend"], "scripted");
     assert_eq!(info["store"], "embedded");
@@ -230,7 +143,7 @@ fn demo_round_trip_agentctl_and_restart_on_the_same_data_dir() {
 
     // Restart on the same data directory.
     agentd.stop();
-    let agentd = Agentd::start(dir.path());
+    let agentd = start_agentd(dir.path());
     assert_eq!(
         agentd.get(&thread_path)["entries"],
         before["entries"],

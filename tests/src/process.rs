@@ -1,0 +1,151 @@
+//! A real `agentd` process for end-to-end tests: started from the workspace's binary with
+//! environment overrides on a free loopback port, driven over HTTP, stopped with SIGTERM or
+//! killed with SIGKILL.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+static BUILD: Once = Once::new();
+
+/// The workspace's target directory (`target/debug`), from the running test binary's path.
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    // target/debug/deps/<test> → target/debug
+    exe.parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .expect("target dir")
+}
+
+/// Path of a workspace binary, built (once per test process) so it is never stale.
+pub fn binary(name: &str) -> PathBuf {
+    BUILD.call_once(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "-q", "-p", "agentd", "-p", "agentctl"])
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "building agentd and agentctl failed");
+    });
+    let p = bin_dir().join(name);
+    assert!(p.exists(), "{} was not built", p.display());
+    p
+}
+
+/// A running agentd process.
+pub struct AgentdProcess {
+    child: Child,
+    /// Base URL of its HTTP API.
+    pub url: String,
+}
+
+impl AgentdProcess {
+    /// Starts `agentd` with `env` overrides (e.g. `AGENTD__REDIS__URL`), bound to a free port.
+    pub fn start(env: &[(&str, String)]) -> AgentdProcess {
+        let mut cmd = Command::new(binary("agentd"));
+        cmd.env("AGENTD__SERVER__BIND", "127.0.0.1:0")
+            .env("RUST_LOG", "warn");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start agentd");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let url = loop {
+            let line = lines
+                .next()
+                .expect("agentd exited before listening")
+                .expect("read stdout");
+            if let Some(rest) = line.strip_prefix("agentd listening on ") {
+                break rest.split_whitespace().next().expect("url").to_string();
+            }
+        };
+        std::thread::spawn(move || for _ in lines.by_ref() {});
+        AgentdProcess { child, url }
+    }
+
+    /// GET a JSON path.
+    pub fn get(&self, path: &str) -> Value {
+        ureq::get(&format!("{}{path}", self.url))
+            .call()
+            .expect("GET")
+            .into_json()
+            .expect("json")
+    }
+
+    /// POST JSON; `Err((status, body))` for API errors.
+    pub fn post(&self, path: &str, body: Value) -> Result<Value, (u16, Value)> {
+        match ureq::post(&format!("{}{path}", self.url)).send_json(body) {
+            Ok(r) => Ok(r.into_json().expect("json")),
+            Err(ureq::Error::Status(code, r)) => Err((code, r.into_json().unwrap_or(Value::Null))),
+            Err(e) => Err((0, Value::String(e.to_string()))),
+        }
+    }
+
+    /// The texts of an agent's thread.
+    pub fn texts(&self, agent_id: &str) -> Vec<String> {
+        self.get(&format!("/v1/agents/{agent_id}/thread"))["entries"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|e| e["text"].as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Polls `cond` for up to 20 s.
+    pub fn wait_for(&self, what: &str, cond: impl Fn(&AgentdProcess) -> bool) {
+        let start = Instant::now();
+        while !cond(self) {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "timed out waiting for {what}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then wait for a clean exit.
+    pub fn stop(mut self) {
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                assert!(status.success(), "agentd exited with {status}");
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "agentd did not stop on SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// SIGKILL: no shutdown at all.
+    pub fn kill9(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for AgentdProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,489 @@
+//! agentd on Redis, as real processes on a private redis-server: cross-process Manage (sync and
+//! async), the command stream used by a plain Redis client, de-duplication of redelivered
+//! entries, dead letters, and failover after `kill -9` of a partition owner.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use agentd_actors::supervisor::fnv1a64;
+use agentd_proto::codec::{decode_envelope, encode_envelope};
+use agentd_proto::{Address, Command, Envelope, InboxItem, Item, SpawnRequest};
+use agentd_tests::{AgentdProcess, RedisServer};
+use serde_json::json;
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+const PARTITIONS: u32 = 8;
+const NS: &str = "t";
+
+const SCRIPT: &str = r#"
+[[rule]]
+agent = "research"
+text = "Findings for: {{input}}"
+
+[[rule]]
+agent = "lead"
+text = "ok"
+
+[[rule]]
+text = "echo: {{input}}"
+"#;
+
+struct Cluster {
+    redis: RedisServer,
+    _dir: tempfile::TempDir,
+    env: Vec<(&'static str, String)>,
+}
+
+impl Cluster {
+    fn new() -> Cluster {
+        let redis = RedisServer::start();
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("script.toml");
+        std::fs::write(&script, SCRIPT).unwrap();
+        let env = vec![
+            ("AGENTD__REDIS__URL", redis.url()),
+            ("AGENTD__REDIS__NAMESPACE", NS.to_string()),
+            ("AGENTD__REDIS__PARTITIONS", PARTITIONS.to_string()),
+            ("AGENTD__REDIS__LEASE_MS", "1000".to_string()),
+            ("AGENTD__REDIS__MAX_ENVELOPE_BYTES", "8192".to_string()),
+            ("AGENTD__MODEL__SCRIPT", script.display().to_string()),
+        ];
+        Cluster {
+            redis,
+            _dir: dir,
+            env,
+        }
+    }
+
+    fn process(&self) -> AgentdProcess {
+        AgentdProcess::start(&self.env)
+    }
+}
+
+fn partition(id: &str) -> u32 {
+    (fnv1a64(id.as_bytes()) % u64::from(PARTITIONS)) as u32
+}
+
+fn owned(p: &AgentdProcess) -> HashSet<u32> {
+    p.get("/v1/info")["partitions_owned"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect()
+}
+
+/// Waits until the two processes split the partitions between them.
+fn balanced(a: &AgentdProcess, b: &AgentdProcess) {
+    let start = Instant::now();
+    loop {
+        let (x, y) = (owned(a), owned(b));
+        if x.len() + y.len() == PARTITIONS as usize
+            && x.is_disjoint(&y)
+            && !x.is_empty()
+            && !y.is_empty()
+        {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "partitions never balanced: {x:?} {y:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn spawn(p: &AgentdProcess, agent_type: &str) -> String {
+    let v = p
+        .post("/v1/agents", json!({"agent_type": agent_type}))
+        .unwrap();
+    v["agent_id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn manage_sync_and_async_across_two_processes() {
+    let cluster = Cluster::new();
+    let a = cluster.process();
+    let b = cluster.process();
+    balanced(&a, &b);
+    // A root owned by A.
+    let root = loop {
+        let id = spawn(&a, "lead");
+        if owned(&a).contains(&partition(&id)) {
+            break id;
+        }
+    };
+    // A worker thread whose partition B owns: aliases map to new child ids until one lands there.
+    let mut worker = None;
+    for i in 0..64 {
+        let r = a
+            .post(&format!("/v1/agents/{root}/tools/Manage"), json!({"command": "send_message", "worker": "Researcher", "message": format!("q{i}"), "threadAlias": format!("w{i}")}))
+            .unwrap();
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(
+            r["messages"],
+            json!([format!("Findings for: q{i}")]),
+            "sync answer, whichever process the worker is on"
+        );
+        let child = r["childThreadId"].as_str().unwrap().to_string();
+        if owned(&b).contains(&partition(&child)) {
+            worker = Some((format!("w{i}"), child));
+            break;
+        }
+    }
+    let (alias, child) = worker.expect("a worker on B");
+    assert!(
+        b.get(&format!("/v1/agents/{child}"))["live"]
+            .as_bool()
+            .unwrap(),
+        "the worker runs in B"
+    );
+    // Sync again on the same alias: same child thread, answered across processes.
+    let r = a.post(&format!("/v1/agents/{root}/tools/Manage"), json!({"command": "send_message", "worker": "Researcher", "message": "sync again", "threadAlias": alias})).unwrap();
+    assert_eq!(
+        (r["childThreadId"].as_str(), r["created"].as_bool()),
+        (Some(child.as_str()), Some(false))
+    );
+    assert_eq!(r["messages"], json!(["Findings for: sync again"]));
+    // Async: three messages; the forwards come back to A's root in order.
+    for n in 1..=3 {
+        let r = a.post(&format!("/v1/agents/{root}/tools/Manage"), json!({"command": "send_message", "worker": "Researcher", "message": format!("async {n}"), "threadAlias": alias, "mode": "async"})).unwrap();
+        assert_eq!(r["status"], "sent");
+    }
+    a.wait_for("three forwards", |p| {
+        p.texts(&root)
+            .iter()
+            .filter(|t| t.starts_with("From Researcher: "))
+            .count()
+            == 3
+    });
+    let forwards: Vec<String> = a
+        .texts(&root)
+        .into_iter()
+        .filter(|t| t.starts_with("From Researcher: "))
+        .collect();
+    assert_eq!(
+        forwards,
+        vec![
+            "From Researcher: Findings for: async 1",
+            "From Researcher: Findings for: async 2",
+            "From Researcher: Findings for: async 3"
+        ]
+    );
+}
+
+fn xadd(con: &mut redis::Connection, key: &str, bytes: &[u8]) {
+    let _: String = redis::cmd("XADD")
+        .arg(key)
+        .arg("*")
+        .arg("m")
+        .arg(bytes)
+        .query(con)
+        .unwrap();
+}
+
+fn read_stream(con: &mut redis::Connection, key: &str) -> Vec<Vec<u8>> {
+    let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg(key)
+        .arg("-")
+        .arg("+")
+        .query(con)
+        .unwrap();
+    reply
+        .ids
+        .iter()
+        .filter_map(|id| id.get::<Vec<u8>>("m").or_else(|| id.get::<Vec<u8>>("e")))
+        .collect()
+}
+
+#[test]
+fn an_outside_service_drives_agents_through_the_command_stream() {
+    let cluster = Cluster::new();
+    let p = cluster.process();
+    let mut con = cluster.redis.client();
+    // A plain Redis client and a MessagePack map, as a service in any language would write it.
+    let spawn = json!({
+        "v": 1, "id": "0190a5f2-7b6e-7cc0-8a4b-1d2e3f405162",
+        "from": {"type": "external", "name": "billing"}, "to": {"type": "system"},
+        "reply_to": "billing:replies", "sent_at": 1,
+        "item": {"kind": "command", "type": "spawn", "agent_type": "subagent", "prompt": "hello from billing"}
+    });
+    xadd(
+        &mut con,
+        &format!("{NS}:commands"),
+        &rmp_serde::to_vec_named(&spawn).unwrap(),
+    );
+    let start = Instant::now();
+    let reply = loop {
+        let r = read_stream(&mut con, "billing:replies");
+        if let Some(first) = r.first() {
+            break decode_envelope(first, 1 << 20).unwrap();
+        }
+        assert!(start.elapsed() < Duration::from_secs(15), "no reply");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        reply.correlation_id.map(|u| u.to_string()).as_deref(),
+        Some("0190a5f2-7b6e-7cc0-8a4b-1d2e3f405162")
+    );
+    let Item::Reply(r) = reply.item else {
+        panic!("not a reply")
+    };
+    let agent_id = r.result.unwrap()["agent_id"].as_str().unwrap().to_string();
+    // A follow-up message through the same stream, with the typed envelope this time.
+    let mut send = Envelope::new(
+        Address::External {
+            name: "billing".into(),
+        },
+        Address::System,
+        Item::Command(Command::Send {
+            agent_id: agent_id.clone(),
+            text: "second".into(),
+            interrupt: false,
+        }),
+        2,
+    );
+    send.reply_to = Some("billing:replies".into());
+    xadd(
+        &mut con,
+        &format!("{NS}:commands"),
+        &encode_envelope(&send).unwrap(),
+    );
+    p.wait_for("both answers", |p| {
+        p.texts(&agent_id).iter().any(|t| t == "echo: second")
+    });
+    assert_eq!(
+        p.texts(&agent_id),
+        vec![
+            "hello from billing",
+            "echo: hello from billing",
+            "second",
+            "echo: second"
+        ]
+    );
+    // Events: status changes and token usage of that agent are on <ns>:events.
+    let start = Instant::now();
+    loop {
+        let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+            .arg(format!("{NS}:events"))
+            .arg("-")
+            .arg("+")
+            .query(&mut con)
+            .unwrap();
+        let kinds: HashSet<String> = reply
+            .ids
+            .iter()
+            .filter(|e| e.get::<String>("agent_id").as_deref() == Some(agent_id.as_str()))
+            .filter_map(|e| e.get::<String>("type"))
+            .collect();
+        if kinds.contains("spawned")
+            && kinds.contains("status_changed")
+            && kinds.contains("token_usage")
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "events missing: {kinds:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A command for an unknown agent answers an error reply, not silence.
+    let bad = Envelope {
+        reply_to: Some("billing:replies".into()),
+        ..Envelope::new(
+            Address::External {
+                name: "billing".into(),
+            },
+            Address::System,
+            Item::Command(Command::Inspect {
+                agent_id: "nope".into(),
+            }),
+            3,
+        )
+    };
+    xadd(
+        &mut con,
+        &format!("{NS}:commands"),
+        &encode_envelope(&bad).unwrap(),
+    );
+    let start = Instant::now();
+    loop {
+        let replies = read_stream(&mut con, "billing:replies");
+        if let Some(last) = replies.get(2) {
+            let env = decode_envelope(last, 1 << 20).unwrap();
+            let Item::Reply(r) = env.item else { panic!() };
+            assert_eq!(r.error.unwrap().code.as_str(), "agent_not_found");
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "no error reply");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = SpawnRequest::default();
+}
+
+#[test]
+fn redelivered_entries_apply_once_and_bad_entries_go_to_dead_letters() {
+    let cluster = Cluster::new();
+    let p = cluster.process();
+    let agent = spawn(&p, "subagent");
+    let mut con = cluster.redis.client();
+    let stream = format!("{NS}:p:{{{}}}", partition(&agent));
+    let env = Envelope::new(
+        Address::External { name: "t".into() },
+        Address::agent(&agent),
+        Item::Inbox(InboxItem::message("only once")),
+        1,
+    );
+    let bytes = encode_envelope(&env).unwrap();
+    xadd(&mut con, &stream, &bytes);
+    xadd(&mut con, &stream, &bytes);
+    // Bad entries on the same partition: garbage, oversize, unknown agent; then a good one.
+    xadd(&mut con, &stream, b"\xc1 not msgpack");
+    let big = Envelope::new(
+        Address::System,
+        Address::agent(&agent),
+        Item::Inbox(InboxItem::message("x".repeat(10_000))),
+        1,
+    );
+    xadd(&mut con, &stream, &encode_envelope(&big).unwrap());
+    let ghost = Envelope::new(
+        Address::System,
+        Address::agent("no-such-agent"),
+        Item::Inbox(InboxItem::message("boo")),
+        1,
+    );
+    xadd(
+        &mut con,
+        &format!("{NS}:p:{{{}}}", partition("no-such-agent")),
+        &encode_envelope(&ghost).unwrap(),
+    );
+    let _: () = redis::cmd("XADD")
+        .arg(&stream)
+        .arg("*")
+        .arg("other")
+        .arg("field")
+        .query::<String>(&mut con)
+        .map(|_| ())
+        .unwrap();
+    let last = Envelope::new(
+        Address::External { name: "t".into() },
+        Address::agent(&agent),
+        Item::Inbox(InboxItem::message("marker")),
+        1,
+    );
+    xadd(&mut con, &stream, &encode_envelope(&last).unwrap());
+    p.wait_for("marker answered", |p| {
+        p.texts(&agent).iter().any(|t| t == "echo: marker")
+    });
+    let texts = p.texts(&agent);
+    assert_eq!(
+        texts.iter().filter(|t| *t == "only once").count(),
+        1,
+        "{texts:?}"
+    );
+    assert_eq!(
+        texts,
+        vec!["only once", "echo: only once", "marker", "echo: marker"]
+    );
+    let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg(format!("{NS}:dead"))
+        .arg("-")
+        .arg("+")
+        .query(&mut con)
+        .unwrap();
+    let mut codes: Vec<String> = reply
+        .ids
+        .iter()
+        .filter_map(|e| e.get::<String>("code"))
+        .collect();
+    codes.sort();
+    assert_eq!(
+        codes,
+        vec![
+            "agent_not_found",
+            "bad_envelope",
+            "bad_envelope",
+            "payload_too_large"
+        ]
+    );
+    // Everything was acknowledged: nothing pending in the group.
+    let summary: Vec<redis::Value> = redis::cmd("XPENDING")
+        .arg(&stream)
+        .arg("agentd")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        summary.first(),
+        Some(&redis::Value::Int(0)),
+        "nothing left pending"
+    );
+}
+
+#[test]
+fn kill_9_of_a_partition_owner_moves_its_agents_without_losing_or_doubling_messages() {
+    let cluster = Cluster::new();
+    let a = cluster.process();
+    let b = cluster.process();
+    balanced(&a, &b);
+    // Agents on both processes.
+    let mut agents = Vec::new();
+    while agents.len() < 6
+        || !agents
+            .iter()
+            .any(|id: &String| owned(&b).contains(&partition(id)))
+    {
+        agents.push(spawn(&a, "subagent"));
+    }
+    let on_b: Vec<&String> = agents
+        .iter()
+        .filter(|id| owned(&b).contains(&partition(id)))
+        .collect();
+    assert!(!on_b.is_empty());
+    let mut sent: Vec<(String, String)> = Vec::new();
+    let send = |n: usize, sent: &mut Vec<(String, String)>| {
+        let id = agents[n % agents.len()].clone();
+        let text = format!("msg {n}");
+        let r = a.post(&format!("/v1/agents/{id}/messages"), json!({"text": text}));
+        assert!(r.is_ok(), "{r:?}");
+        sent.push((id, text));
+    };
+    for n in 0..30 {
+        send(n, &mut sent);
+    }
+    b.kill9();
+    for n in 30..60 {
+        send(n, &mut sent);
+    }
+    // A takes over every partition and finishes everything, each message exactly once.
+    a.wait_for("all partitions on A", |a| {
+        owned(a).len() == PARTITIONS as usize
+    });
+    for (id, text) in &sent {
+        a.wait_for(&format!("{text} answered"), |a| {
+            a.texts(id).iter().any(|t| *t == format!("echo: {text}"))
+        });
+    }
+    for id in &agents {
+        let texts = a.texts(id);
+        let mine: Vec<&String> = sent
+            .iter()
+            .filter(|(i, _)| i == id)
+            .map(|(_, t)| t)
+            .collect();
+        for t in &mine {
+            assert_eq!(
+                texts.iter().filter(|x| x == t).count(),
+                1,
+                "{t} on {id}: {texts:?}"
+            );
+            assert_eq!(
+                texts.iter().filter(|x| **x == format!("echo: {t}")).count(),
+                1,
+                "{t} answer on {id}"
+            );
+        }
+        // Per-agent order is kept.
+        let order: Vec<&String> = texts.iter().filter(|t| t.starts_with("msg ")).collect();
+        assert_eq!(order, mine, "order on {id}");
+    }
+}
