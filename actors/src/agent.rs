@@ -30,8 +30,9 @@ use uuid::Uuid;
 struct RunningTurn {
     handle: SpawnHandle,
     cause: Uuid,
-    /// The inbox envelope this turn handles (marked done in the store when the turn ends).
-    input: Option<Uuid>,
+    /// The inbox envelope this turn handles (marked done in the store when the turn ends, or
+    /// queued again when the store was unreachable).
+    input: Option<Envelope>,
     stop: Arc<AtomicBool>,
 }
 
@@ -46,7 +47,11 @@ pub struct AgentActor {
     /// A pause stopped a turn at a step boundary; resume continues it.
     paused_mid_turn: bool,
     /// The inbox envelope of the paused turn.
-    paused_input: Option<Uuid>,
+    paused_input: Option<Envelope>,
+    /// Delay before retrying a turn that hit an unreachable store.
+    retry_backoff_ms: u64,
+    /// The queue is held until a scheduled retry.
+    holding_for_retry: bool,
 }
 
 impl AgentActor {
@@ -66,6 +71,8 @@ impl AgentActor {
             turn: None,
             paused_mid_turn: false,
             paused_input: None,
+            retry_backoff_ms: 0,
+            holding_for_retry: false,
         }
     }
 
@@ -160,7 +167,7 @@ impl AgentActor {
         let turn = self.turn.take()?;
         ctx.cancel_future(turn.handle);
         if mark_done {
-            self.done(turn.input, ctx);
+            self.done(turn.input.map(|e| e.id), ctx);
         }
         Some(ThreadEntry {
             interrupted: true,
@@ -210,14 +217,14 @@ impl AgentActor {
         for env in std::mem::take(&mut self.inbox) {
             self.done(Some(env.id), ctx);
         }
-        let paused = self.paused_input.take();
+        let paused = self.paused_input.take().map(|e| e.id);
         self.done(paused, ctx);
         self.paused_mid_turn = false;
     }
 
     /// Starts the next turn if nothing runs and the status lets work start.
     fn pump(&mut self, ctx: &mut Context<Self>) {
-        if self.turn.is_some() || self.paused_mid_turn {
+        if self.turn.is_some() || self.paused_mid_turn || self.holding_for_retry {
             return;
         }
         let status = self.rec.status;
@@ -272,13 +279,13 @@ impl AgentActor {
             self.rec.result = None;
             self.rec.last_error = None;
         }
-        self.start_turn(env.id, Some(env.id), input, ctx);
+        self.start_turn(env.id, Some(env), input, ctx);
     }
 
     fn start_turn(
         &mut self,
         cause: Uuid,
-        env_id: Option<Uuid>,
+        env: Option<Envelope>,
         input: TurnInput,
         ctx: &mut Context<Self>,
     ) {
@@ -305,7 +312,7 @@ impl AgentActor {
         self.turn = Some(RunningTurn {
             handle,
             cause,
-            input: env_id,
+            input: env,
             stop,
         });
     }
@@ -320,6 +327,7 @@ impl AgentActor {
             return; // an aborted turn's late completion
         }
         let input = self.turn.take().and_then(|t| t.input);
+        let input_id = input.as_ref().map(|e| e.id);
         let outcome = match res {
             Ok(r) => r,
             Err(panic) => {
@@ -335,8 +343,28 @@ impl AgentActor {
             }
         };
         match outcome {
+            Err(e) if matches!(e.code, ErrorCode::StoreError | ErrorCode::Unavailable) => {
+                // The store (e.g. Redis) is unreachable: nothing is lost. The item goes back to
+                // the front of the queue and the turn is retried after a backoff; outputs
+                // already written de-duplicate by their derived ids.
+                self.retry_backoff_ms = (self.retry_backoff_ms * 2).clamp(100, 2_000);
+                tracing::warn!(agent_id = %self.rec.id, error = %e, retry_ms = self.retry_backoff_ms, "turn hit an unavailable store; retrying");
+                if let Some(env) = input {
+                    self.inbox.push_front(env);
+                }
+                self.holding_for_retry = true;
+                ctx.run_later(
+                    std::time::Duration::from_millis(self.retry_backoff_ms),
+                    |act, ctx| {
+                        act.holding_for_retry = false;
+                        act.pump(ctx);
+                    },
+                );
+                return;
+            }
             Err(e) => self.fail(e, cause, ctx),
             Ok(r) => {
+                self.retry_backoff_ms = 0;
                 self.rec.turns += 1;
                 if r.paused {
                     self.paused_mid_turn = true;
@@ -353,7 +381,7 @@ impl AgentActor {
                             result: result.clone(),
                         });
                     }
-                    self.output(Output::Yield { result: result }, cause);
+                    self.output(Output::Yield { result }, cause);
                 } else {
                     if r.step_limit {
                         tracing::warn!(agent_id = %self.rec.id, "turn ended at the step limit");
@@ -372,7 +400,7 @@ impl AgentActor {
             }
         }
         if !self.paused_mid_turn {
-            self.done(input, ctx);
+            self.done(input_id, ctx);
         }
         self.pump(ctx);
     }

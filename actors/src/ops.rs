@@ -4,10 +4,11 @@
 //! [`AgentSystem`]: crate::system::AgentSystem
 
 use crate::channel_router::ChannelRouter;
+use crate::channel_router::RouteAcked;
 use crate::clock::{Clock, SystemClock};
 use crate::deps::Deps;
 use crate::messages::{
-    Activate, ApplyControl, Lifecycle, Lookup, Route, RuntimeState, Snapshot, Spawn, SpawnSpec,
+    Activate, ApplyControl, Lifecycle, Lookup, RuntimeState, Snapshot, Spawn, SpawnSpec,
 };
 use crate::supervisor::Supervisor;
 use actix::{Addr, MailboxError};
@@ -51,7 +52,7 @@ pub async fn post(
         env.correlation_id = Some(cause);
     }
     let id = env.id;
-    router.send(Route(env)).await.map_err(mailbox)??;
+    router.send(RouteAcked(env)).await.map_err(mailbox)??;
     Ok(id)
 }
 

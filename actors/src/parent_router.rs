@@ -3,9 +3,10 @@
 //! pending sync waits, and forwards child output to the parent (seed 000's ManageAdapter).
 
 use crate::channel_router::ChannelRouter;
+use crate::channel_router::RouteAcked;
 use crate::deps::Deps;
 use crate::messages::{
-    CancelWait, ChildOutput, Dispatched, ManageSend, Output, Route, Spawn, SpawnSpec, WaitResult,
+    CancelWait, ChildOutput, Dispatched, ManageSend, Output, Spawn, SpawnSpec, WaitResult,
 };
 use crate::ops::mailbox;
 use crate::supervisor::Supervisor;
@@ -158,7 +159,7 @@ impl Handler<ManageSend> for ParentRouter {
                 };
                 async move {
                     let (env, dispatched) = outcome?;
-                    router.send(Route(env)).await.map_err(mailbox)??;
+                    router.send(RouteAcked(env)).await.map_err(mailbox)??;
                     Ok(dispatched)
                 }
                 .into_actor(act)
@@ -283,7 +284,7 @@ impl Handler<ChildOutput> for ParentRouter {
             );
             env.id = derived_id(out.cause, "forward");
             env.causation_id = Some(out.cause);
-            router.send(Route(env)).await.map_err(mailbox)??;
+            router.send(RouteAcked(env)).await.map_err(mailbox)??;
             deps.events.publish(&Event::Forwarded {
                 parent_id: parent_id.clone(),
                 child_id: child.id.clone(),

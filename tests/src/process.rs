@@ -68,7 +68,12 @@ impl AgentdProcess {
                 break rest.split_whitespace().next().expect("url").to_string();
             }
         };
-        std::thread::spawn(move || for _ in lines.by_ref() {});
+        // Keep draining stdout (agentd's logs) so it never blocks; show it with --nocapture.
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                eprintln!("[agentd] {line}");
+            }
+        });
         AgentdProcess { child, url }
     }
 

@@ -1,0 +1,131 @@
+//! Redis restarts under agentd: a graceful restart (AOF, `appendfsync everysec`) and a `kill -9`
+//! with `appendfsync always`. agentd reconnects by itself and every acknowledged message is in
+//! its thread exactly once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use agentd_tests::{AgentdProcess, RedisServer};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+const SCRIPT: &str = r#"
+[[rule]]
+text = "echo: {{input}}"
+"#;
+
+fn run(redis_args: &[&str], restart: impl Fn(&mut RedisServer)) {
+    let mut redis = RedisServer::start_with(redis_args);
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.toml");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let p = AgentdProcess::start(&[
+        ("AGENTD__REDIS__URL", redis.url()),
+        ("AGENTD__REDIS__PARTITIONS", "4".to_string()),
+        ("AGENTD__REDIS__LEASE_MS", "1000".to_string()),
+        ("AGENTD__MODEL__SCRIPT", script.display().to_string()),
+        (
+            "RUST_LOG",
+            std::env::var("AGENTD_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+        ),
+    ]);
+    let agents: Vec<String> = (0..3)
+        .map(|_| {
+            p.post("/v1/agents", json!({"agent_type": "subagent"}))
+                .unwrap()["agent_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let mut acknowledged: Vec<(String, String)> = Vec::new();
+    let send = |n: usize, acknowledged: &mut Vec<(String, String)>| {
+        let id = agents[n % agents.len()].clone();
+        let text = format!("msg {n}");
+        let start = Instant::now();
+        // A client retries until agentd acknowledges (202); refusals during the outage are fine.
+        loop {
+            if p.post(&format!("/v1/agents/{id}/messages"), json!({"text": text}))
+                .is_ok()
+            {
+                acknowledged.push((id, text));
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "agentd never recovered"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    for n in 0..15 {
+        send(n, &mut acknowledged);
+    }
+    restart(&mut redis);
+    for n in 15..30 {
+        send(n, &mut acknowledged);
+    }
+    if std::env::var("AGENTD_TEST_LOG").is_ok() {
+        std::thread::sleep(Duration::from_secs(5));
+        for id in &agents {
+            eprintln!(
+                "DEBUG {id}: {} {:?}",
+                p.get(&format!("/v1/agents/{id}")),
+                p.texts(id)
+            );
+        }
+    }
+    for (id, text) in &acknowledged {
+        p.wait_for(&format!("{text} answered"), |p| {
+            p.texts(id).iter().any(|t| *t == format!("echo: {text}"))
+        });
+    }
+    for id in &agents {
+        let texts = p.texts(id);
+        for (_, t) in acknowledged.iter().filter(|(i, _)| i == id) {
+            assert_eq!(
+                texts.iter().filter(|x| *x == t).count(),
+                1,
+                "{t}: {texts:?}"
+            );
+        }
+    }
+    p.wait_for("ready again", |p| {
+        ureq::get(&format!("{}/readyz", p.url)).call().is_ok()
+    });
+}
+
+#[test]
+fn a_graceful_redis_restart_with_aof_everysec_loses_nothing() {
+    run(
+        &[
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+        ],
+        |r| {
+            r.stop();
+            r.restart();
+        },
+    );
+}
+
+#[test]
+fn a_kill_9_of_redis_with_appendfsync_always_loses_nothing() {
+    run(
+        &[
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ],
+        |r| {
+            r.kill9();
+            std::thread::sleep(Duration::from_millis(300));
+            r.restart();
+        },
+    );
+}
