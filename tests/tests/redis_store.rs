@@ -29,3 +29,52 @@ async fn an_unreachable_redis_is_a_clear_error() {
         .unwrap_or_default();
     assert!(err.contains("redis"), "{err}");
 }
+
+#[actix_rt::test]
+async fn actors_on_the_redis_store_delete_leaves_no_key_behind() {
+    use agentd_proto::{Control, ManageOptions, Role};
+    use agentd_tests::*;
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url(), "del").await.unwrap();
+    let script = "[[rule]]\ntext = \"echo: {{input}}\"\n";
+    let sys = start(
+        script,
+        default_types(ManageOptions::default()),
+        Arc::new(store.clone()),
+        Arc::new(agentd_actors::SystemClock),
+    );
+    let lead = sys.root("lead", Some("hi")).await;
+    let keep = sys.root("lead", Some("keep")).await;
+    let r = sys
+        .system
+        .invoke_tool(
+            Some(&lead.id),
+            "spawn_agent",
+            serde_json::json!({"agent_type": "coding", "prompt": "work"}),
+        )
+        .await
+        .unwrap();
+    let child = r["agent_id"].as_str().unwrap().to_string();
+    let m = sys
+        .system
+        .invoke_tool(Some(&lead.id), "Manage", serde_json::json!({"command": "send_message", "worker": "Ops", "message": "x", "threadAlias": "a"}))
+        .await
+        .unwrap();
+    let worker = m["childThreadId"].as_str().unwrap().to_string();
+    sys.wait_for_entry(&child, Role::Assistant, "echo: work")
+        .await;
+    sys.wait_for_entry(&keep.id, Role::Assistant, "echo: keep")
+        .await;
+    for id in [&lead.id, &child, &worker] {
+        assert!(store.keys_mentioning(id).await.unwrap() > 0);
+    }
+    sys.system.control(&lead.id, Control::Delete).await.unwrap();
+    for id in [&lead.id, &child, &worker] {
+        assert_eq!(
+            store.keys_mentioning(id).await.unwrap(),
+            0,
+            "keys left for {id}"
+        );
+    }
+    assert!(store.keys_mentioning(&keep.id).await.unwrap() > 0);
+}

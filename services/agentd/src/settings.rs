@@ -73,6 +73,8 @@ pub struct RedisSettings {
     pub dead_maxlen: usize,
     /// Largest envelope, bytes.
     pub max_envelope_bytes: usize,
+    /// Envelope ids remembered per agent for de-duplication.
+    pub dedup_window: usize,
     /// Process id; empty = random.
     pub process_id: String,
 }

@@ -35,7 +35,8 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
         let r = &settings.redis;
         let store = RedisStore::connect(&r.url, &r.namespace)
             .await
-            .with_context(|| format!("connecting to Redis at {}", r.masked_url()))?;
+            .with_context(|| format!("connecting to Redis at {}", r.masked_url()))?
+            .with_dedup_window(r.dedup_window);
         let process_id = match r.process_id.trim() {
             "" => agentd_proto::ids::new_id().to_string(),
             id => id.to_string(),

@@ -63,6 +63,7 @@ pub struct RedisStore {
     replace: Script,
     add_child: Script,
     inbox_push: Script,
+    dedup_window: usize,
 }
 
 impl RedisStore {
@@ -70,6 +71,18 @@ impl RedisStore {
     /// at once if Redis cannot be reached. The connection reconnects by itself afterwards.
     pub async fn connect(url: &str, namespace: &str) -> StoreResult<Self> {
         let client = redis::Client::open(url).map_err(be)?;
+        // One plain connection and a PING first: an unreachable Redis is a clear error at once,
+        // not a series of reconnect attempts.
+        let probe = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(3)));
+        let mut first = client
+            .get_multiplexed_async_connection_with_config(&probe)
+            .await
+            .map_err(be)?;
+        cmd("PING")
+            .query_async::<String>(&mut first)
+            .await
+            .map_err(be)?;
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_response_timeout(Some(Duration::from_secs(10)))
             .set_connection_timeout(Some(Duration::from_secs(3)))
@@ -91,7 +104,15 @@ impl RedisStore {
             replace: Script::new(REPLACE),
             add_child: Script::new(ADD_CHILD),
             inbox_push: Script::new(INBOX_PUSH),
+            dedup_window: DEDUP_WINDOW,
         }
+    }
+
+    /// Remembers the last `window` envelope ids per agent for de-duplication (default
+    /// [`DEDUP_WINDOW`]).
+    pub fn with_dedup_window(mut self, window: usize) -> Self {
+        self.dedup_window = window.max(1);
+        self
     }
 
     /// The key builder of this store's namespace.
@@ -379,7 +400,7 @@ impl ThreadStore for RedisStore {
             .key(self.keys.agent_part(agent_id, "inboxdata"))
             .arg(env.id.to_string())
             .arg(bytes)
-            .arg(DEDUP_WINDOW)
+            .arg(self.dedup_window)
             .invoke_async(&mut con)
             .await
             .map_err(be)?;
