@@ -805,3 +805,113 @@ async fn a_tool_using_sub_agent_runs_its_allowed_tool() {
             .map(|e| e.tool_calls[0].id.as_str())
     );
 }
+
+#[actix_rt::test]
+async fn context_files_are_attached_only_from_allowed_directories_and_capped() {
+    let allowed = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(allowed.path().join("spec.md"), "the spec says hello").unwrap();
+    std::fs::write(allowed.path().join("big.txt"), "x".repeat(2048)).unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "top secret").unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.txt"),
+        allowed.path().join("link.txt"),
+    )
+    .unwrap();
+    let dir = allowed.path().to_path_buf();
+    let sys = start_custom(
+        SCRIPT,
+        types(),
+        Arc::new(MemoryStore::new()),
+        Arc::new(agentd_actors::SystemClock),
+        move |c| {
+            c.context_dirs = vec![dir];
+            c.limits.context_file_max_bytes = 1024;
+        },
+    );
+    let lead = sys.root("lead", None).await;
+    let spec = allowed.path().join("spec.md").display().to_string();
+    let r = tool(
+        &sys,
+        &lead.id,
+        "spawn_agent",
+        json!({"agent_type": "coding", "prompt": "read it", "contextFiles": [spec]}),
+    )
+    .await
+    .unwrap();
+    let child = r["agent_id"].as_str().unwrap();
+    let t = sys.wait_for_entry(child, Role::User, "read it").await;
+    assert!(
+        t[0].text.contains("the spec says hello") && t[0].text.contains("<context_file"),
+        "{}",
+        t[0].text
+    );
+    let escape = format!(
+        "{}/../{}/secret.txt",
+        allowed.path().display(),
+        outside.path().file_name().unwrap().to_string_lossy()
+    );
+    for (file, expected) in [
+        (
+            outside.path().join("secret.txt").display().to_string(),
+            ErrorCode::ToolNotAllowed,
+        ),
+        (escape, ErrorCode::ToolNotAllowed),
+        (
+            allowed.path().join("link.txt").display().to_string(),
+            ErrorCode::ToolNotAllowed,
+        ),
+        (
+            allowed.path().join("big.txt").display().to_string(),
+            ErrorCode::PayloadTooLarge,
+        ),
+        (
+            allowed.path().join("missing.txt").display().to_string(),
+            ErrorCode::InvalidArgument,
+        ),
+    ] {
+        let r = tool(
+            &sys,
+            &lead.id,
+            "spawn_agent",
+            json!({"agent_type": "coding", "prompt": "x", "context_files": [file]}),
+        )
+        .await;
+        assert_eq!(code(r), Some(expected), "{file}");
+    }
+}
+
+#[actix_rt::test]
+async fn the_system_prompt_stacks_base_subagent_and_type_overlays() {
+    const ECHO_PROMPT: &str = "[[rule]]\ntext = \"{{system_prompt}}\"\n";
+    let mut t = types();
+    for ty in &mut t {
+        if ty.name == "coding" {
+            ty.prompt = "TYPE OVERLAY".into();
+        }
+    }
+    let sys = start_custom(
+        ECHO_PROMPT,
+        t,
+        Arc::new(MemoryStore::new()),
+        Arc::new(agentd_actors::SystemClock),
+        |c| {
+            c.base_prompt = "BASE".into();
+            c.subagent_prompt = "SUBAGENT ROLE".into();
+        },
+    );
+    let lead = sys.root("lead", Some("hi")).await;
+    let root_prompt = sys.wait_for_entry(&lead.id, Role::Assistant, "BASE").await;
+    assert_eq!(
+        root_prompt.last().unwrap().text,
+        "BASE",
+        "roots get no sub-agent overlay"
+    );
+    let child = spawn_coder(&sys, &lead.id, "go").await;
+    let t = sys.wait_for_entry(&child, Role::Assistant, "BASE").await;
+    assert_eq!(
+        t.last().unwrap().text,
+        "BASE\n\nSUBAGENT ROLE\n\nTYPE OVERLAY"
+    );
+}

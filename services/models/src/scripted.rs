@@ -14,7 +14,7 @@
 //! equals = "deploy now"            # the whole (trimmed) text
 //! purpose = "turn"                 # turn | compact
 //! once = false                     # fire at most once per agent
-//! text = "Deploying {{input}}"     # {{input}} {{title}} {{agent_type}} {{agent_id}}
+//! text = "Deploying {{input}}"     # {{input}} {{title}} {{agent_type}} {{agent_id}} {{system_prompt}}
 //! delay_ms = 0                     # wait on the clock first
 //! usage = { input = 10, output = 5 }
 //! [[rule.tool_calls]]
@@ -221,6 +221,7 @@ fn substitute(text: &str, req: &ModelRequest, input: &str) -> String {
         .replace("{{title}}", &req.title)
         .replace("{{agent_type}}", &req.agent_type)
         .replace("{{agent_id}}", &req.agent_id)
+        .replace("{{system_prompt}}", &req.system_prompt)
 }
 
 fn substitute_value(v: &Value, req: &ModelRequest, input: &str) -> Value {
