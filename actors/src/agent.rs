@@ -10,6 +10,7 @@ use crate::messages::{
     AddUsage, AgentStopped, ApplyControl, ChildOutput, Deliver, Forget, Output, Restore, Runtime,
     RuntimeState, Snapshot, StopAgent,
 };
+use crate::metrics;
 use crate::supervisor::Supervisor;
 use crate::tools::ToolContext;
 use crate::turn::{Turn, TurnInput, TurnResult};
@@ -34,6 +35,7 @@ struct RunningTurn {
     /// queued again when the store was unreachable).
     input: Option<Envelope>,
     stop: Arc<AtomicBool>,
+    started: std::time::Instant,
 }
 
 /// The actor of one agent.
@@ -91,6 +93,7 @@ impl AgentActor {
         }
         self.rec.status = to;
         self.rec.status_reason = reason.clone();
+        metrics::global().agent_status(&self.rec.id, Some(to.as_str()));
         self.deps.events.publish(&Event::StatusChanged {
             agent_id: self.rec.id.clone(),
             from,
@@ -128,6 +131,12 @@ impl AgentActor {
     }
 
     fn enqueue(&mut self, env: Envelope, ctx: &mut Context<Self>) {
+        metrics::global().add(
+            "agentd_inbox_depth",
+            "Inbox items queued in this process.",
+            &[],
+            1.0,
+        );
         let (interrupt, urgent) = match &env.item {
             Item::Inbox(InboxItem::Message {
                 interrupt, urgent, ..
@@ -214,6 +223,12 @@ impl AgentActor {
 
     /// Drops every queued item (cancel, terminate, close), marking them done.
     fn drop_queue(&mut self, ctx: &mut Context<Self>) {
+        metrics::global().add(
+            "agentd_inbox_depth",
+            "Inbox items queued in this process.",
+            &[],
+            -(self.inbox.len() as f64),
+        );
         for env in std::mem::take(&mut self.inbox) {
             self.done(Some(env.id), ctx);
         }
@@ -231,7 +246,16 @@ impl AgentActor {
         if !(status.accepts_turns() || status == AgentStatus::Running) {
             return;
         }
-        let Some(env) = self.inbox.pop_front() else {
+        let popped = self.inbox.pop_front();
+        if popped.is_some() {
+            metrics::global().add(
+                "agentd_inbox_depth",
+                "Inbox items queued in this process.",
+                &[],
+                -1.0,
+            );
+        }
+        let Some(env) = popped else {
             if status == AgentStatus::Running {
                 let _ = self.set_status(AgentStatus::Idle, None, ctx);
             }
@@ -314,6 +338,7 @@ impl AgentActor {
             cause,
             input: env,
             stop,
+            started: std::time::Instant::now(),
         });
     }
 
@@ -326,7 +351,18 @@ impl AgentActor {
         if self.turn.as_ref().map(|t| t.cause) != Some(cause) {
             return; // an aborted turn's late completion
         }
-        let input = self.turn.take().and_then(|t| t.input);
+        let (input, started) = match self.turn.take() {
+            Some(t) => (t.input, Some(t.started)),
+            None => (None, None),
+        };
+        if let Some(started) = started {
+            metrics::global().observe(
+                "agentd_turn_seconds",
+                "Duration of agent turns.",
+                &[("agent_type", &self.rec.agent_type)],
+                started.elapsed().as_secs_f64(),
+            );
+        }
         let input_id = input.as_ref().map(|e| e.id);
         let outcome = match res {
             Ok(r) => r,
@@ -350,6 +386,12 @@ impl AgentActor {
                 self.retry_backoff_ms = (self.retry_backoff_ms * 2).clamp(100, 2_000);
                 tracing::warn!(agent_id = %self.rec.id, error = %e, retry_ms = self.retry_backoff_ms, "turn hit an unavailable store; retrying");
                 if let Some(env) = input {
+                    metrics::global().add(
+                        "agentd_inbox_depth",
+                        "Inbox items queued in this process.",
+                        &[],
+                        1.0,
+                    );
                     self.inbox.push_front(env);
                 }
                 self.holding_for_retry = true;
@@ -526,6 +568,17 @@ impl Handler<Deliver> for AgentActor {
     fn handle(&mut self, Deliver(env): Deliver, ctx: &mut Self::Context) -> Self::Result {
         let span = tracing::debug_span!("deliver", agent_id = %self.rec.id, thread_id = %self.rec.id, message_id = %env.id);
         let _g = span.enter();
+        let kind = match &env.item {
+            Item::Inbox(i) => i.kind(),
+            Item::Control(c) => c.as_str(),
+            _ => "other",
+        };
+        metrics::global().inc(
+            "agentd_messages_in_total",
+            "Envelopes delivered to agents, by kind.",
+            &[("kind", kind)],
+            1.0,
+        );
         match env.item {
             Item::Inbox(_) => {
                 let store = self.deps.store.clone();
@@ -614,6 +667,27 @@ impl Handler<AddUsage> for AgentActor {
         let cost = self.deps.config.price_of(model.as_deref()).cost(&usage);
         self.rec.usage += usage;
         self.rec.cost_usd += cost;
+        let model_name = model.as_deref().unwrap_or("default");
+        let m = metrics::global();
+        for (kind, n) in [
+            ("input", usage.input),
+            ("output", usage.output),
+            ("cache_write", usage.cache_write),
+            ("cache_read", usage.cache_read),
+        ] {
+            m.inc(
+                "agentd_tokens_total",
+                "Tokens used, by model and kind.",
+                &[("model", model_name), ("kind", kind)],
+                n as f64,
+            );
+        }
+        m.inc(
+            "agentd_cost_usd_total",
+            "Cost in USD, by model.",
+            &[("model", model_name)],
+            cost,
+        );
         self.deps.events.publish(&Event::TokenUsage {
             agent_id: self.rec.id.clone(),
             usage,
@@ -635,6 +709,12 @@ impl Handler<StopAgent> for AgentActor {
         if closing {
             self.drop_queue(ctx);
         } else {
+            metrics::global().add(
+                "agentd_inbox_depth",
+                "Inbox items queued in this process.",
+                &[],
+                -(self.inbox.len() as f64),
+            );
             self.inbox.clear();
             self.paused_mid_turn = false;
         }

@@ -7,6 +7,7 @@
 //! | [`config`] | limits, agent types (validated titles), prices, prompts |
 //! | [`deps`] | the bundle of ports and config each actor holds |
 //! | [`messages`] | the typed actix messages between actors |
+//! | [`metrics`] | the process metrics registry (Prometheus text) |
 //! | [`agent`] | `AgentActor`: one agent, its inbox queue, its turns, its status |
 //! | [`turn`] | one turn: model call → tools → repeat; reset and compaction |
 //! | [`tools`] | tool catalog, visibility rules, Manage and the sub-agent tools |
@@ -22,6 +23,7 @@ pub mod clock;
 pub mod config;
 pub mod deps;
 pub mod messages;
+pub mod metrics;
 pub mod ops;
 pub mod parent_router;
 pub mod ports;

@@ -244,6 +244,11 @@ impl Handler<ChildOutput> for ParentRouter {
             Output::Failed { error: e } => format!("[failed] {e}"),
         };
         let text = format!("{prefix}{body}");
+        let kind = match &out.output {
+            Output::Reply { .. } => "reply",
+            Output::Yield { .. } => "yield",
+            Output::Failed { .. } => "failed",
+        };
         let urgent = matches!(child.channel, Channel::Spawn { .. })
             || !matches!(out.output, Output::Reply { text: _ });
         let deps = self.deps.clone();
@@ -285,6 +290,12 @@ impl Handler<ChildOutput> for ParentRouter {
             env.id = derived_id(out.cause, "forward");
             env.causation_id = Some(out.cause);
             router.send(RouteAcked(env)).await.map_err(mailbox)??;
+            crate::metrics::global().inc(
+                "agentd_messages_out_total",
+                "Child output forwarded to parents, by kind.",
+                &[("kind", kind)],
+                1.0,
+            );
             deps.events.publish(&Event::Forwarded {
                 parent_id: parent_id.clone(),
                 child_id: child.id.clone(),

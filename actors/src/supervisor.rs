@@ -275,6 +275,7 @@ impl Handler<Spawn> for Supervisor {
                 }
                 return Ok(rec);
             }
+            crate::metrics::global().agent_status(&rec.id, Some(rec.status.as_str()));
             let addr = act.start_agent(rec.clone(), ctx);
             if let Some(prompt) = prompt {
                 let from = rec
@@ -471,6 +472,7 @@ impl Handler<Lifecycle> for Supervisor {
                         }
                         deps.store.delete_agent(&id).await?;
                         router.do_send(ForgetParent(id.clone()));
+                        crate::metrics::global().agent_status(&id, None);
                         deps.events.publish(&Event::Deleted { agent_id: id });
                     }
                     Ok(None)

@@ -355,6 +355,53 @@ impl AgentSystem {
         }
     }
 
+    /// Re-activates, after a restart, every agent of this process that was running or queued
+    /// when the previous process stopped: their durable inboxes (the interrupted item first)
+    /// are resumed. Answers how many were activated.
+    pub async fn recover(&self) -> Result<usize, AgentdError> {
+        let mut stack: Vec<String> = self
+            .deps
+            .store
+            .list_roots()
+            .await?
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        let mut n = 0;
+        let mut seen = std::collections::HashSet::new();
+        while let Some(id) = stack.pop() {
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            stack.extend(self.deps.store.children(&id).await?);
+            if self.deps.is_remote(&id) {
+                continue;
+            }
+            let Some(rec) = self.deps.store.get_agent(&id).await? else {
+                continue;
+            };
+            let pending = !self.deps.store.inbox_pending(&id).await?.is_empty();
+            if matches!(
+                rec.status,
+                agentd_proto::AgentStatus::Running | agentd_proto::AgentStatus::Queued
+            ) || (pending && rec.status.accepts_turns())
+            {
+                self.supervisor
+                    .send(crate::messages::Activate(id.clone()))
+                    .await
+                    .map_err(mailbox)??;
+                n += 1;
+            }
+        }
+        if n > 0 {
+            tracing::info!(
+                agents = n,
+                "resumed agents that had work when the last process stopped"
+            );
+        }
+        Ok(n)
+    }
+
     /// Stops every agent (records stay as persisted) and the supervisor.
     pub async fn shutdown(&self) {
         if let Err(e) = self.supervisor.send(Shutdown).await.map_err(mailbox) {

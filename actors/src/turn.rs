@@ -78,6 +78,32 @@ impl Turn {
         self.deps.clock.now_ms()
     }
 
+    /// One model call, timed and counted per backend.
+    async fn call_model(
+        &self,
+        req: ModelRequest,
+    ) -> Result<crate::ports::ModelResponse, AgentdError> {
+        let backend = self.deps.model.backend();
+        let started = std::time::Instant::now();
+        let res = self.deps.model.complete(req).await;
+        let m = crate::metrics::global();
+        m.observe(
+            "agentd_model_call_seconds",
+            "Model call latency, by backend.",
+            &[("backend", backend)],
+            started.elapsed().as_secs_f64(),
+        );
+        if res.is_err() {
+            m.inc(
+                "agentd_model_errors_total",
+                "Failed model calls, by backend.",
+                &[("backend", backend)],
+                1.0,
+            );
+        }
+        res.map_err(model_error)
+    }
+
     async fn append(&self, entry: &ThreadEntry) -> Result<(), AgentdError> {
         self.deps.store.append(&self.rec.id, entry).await?;
         Ok(())
@@ -135,12 +161,7 @@ impl Turn {
                 return Ok(result);
             }
             let thread = self.deps.store.thread(&self.rec.id).await?;
-            let resp = self
-                .deps
-                .model
-                .complete(self.request(thread, Purpose::Turn))
-                .await
-                .map_err(model_error)?;
+            let resp = self.call_model(self.request(thread, Purpose::Turn)).await?;
             self.me.do_send(AddUsage(resp.usage));
             let step_id = derived_id(self.cause, &format!("step-{step}"));
             let mut entry =
@@ -206,11 +227,8 @@ impl Turn {
         }
         let (old, recent) = thread.split_at(split);
         let resp = self
-            .deps
-            .model
-            .complete(self.request(old.to_vec(), Purpose::Compact))
-            .await
-            .map_err(model_error)?;
+            .call_model(self.request(old.to_vec(), Purpose::Compact))
+            .await?;
         self.me.do_send(AddUsage(resp.usage));
         let mut summary = ThreadEntry::text(
             derived_id(self.cause, "compact-summary"),

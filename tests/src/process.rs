@@ -86,6 +86,19 @@ impl AgentdProcess {
             .expect("json")
     }
 
+    /// GET with an optional bearer token; `(status, body)` whatever the status.
+    pub fn get_status(&self, path: &str, token: Option<&str>) -> (u16, Value) {
+        let mut req = ureq::get(&format!("{}{path}", self.url));
+        if let Some(t) = token {
+            req = req.set("Authorization", &format!("Bearer {t}"));
+        }
+        match req.call() {
+            Ok(r) => (r.status(), r.into_json().unwrap_or(Value::Null)),
+            Err(ureq::Error::Status(code, r)) => (code, r.into_json().unwrap_or(Value::Null)),
+            Err(e) => (0, Value::String(e.to_string())),
+        }
+    }
+
     /// POST JSON; `Err((status, body))` for API errors.
     pub fn post(&self, path: &str, body: Value) -> Result<Value, (u16, Value)> {
         match ureq::post(&format!("{}{path}", self.url)).send_json(body) {

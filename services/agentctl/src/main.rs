@@ -22,6 +22,9 @@ struct Cli {
     /// Print raw JSON.
     #[arg(long, global = true)]
     json: bool,
+    /// Bearer token (required when agentd has auth on).
+    #[arg(long, global = true, env = "AGENTD_TOKEN", hide_env_values = true)]
+    token: Option<String>,
     #[command(subcommand)]
     command: Cmd,
 }
@@ -92,6 +95,58 @@ enum Cmd {
     },
     /// Show the service's model backend, store and agent types.
     Info,
+    /// Send a follow-up to an agent (same as `send`).
+    Followup {
+        /// Agent id.
+        agent_id: String,
+        /// The text.
+        text: String,
+        /// Abort the agent's running turn first.
+        #[arg(long)]
+        interrupt: bool,
+    },
+    /// Pause an agent.
+    Pause {
+        /// Agent id.
+        agent_id: String,
+    },
+    /// Resume a paused agent.
+    Resume {
+        /// Agent id.
+        agent_id: String,
+    },
+    /// Cancel an agent and its descendants.
+    Cancel {
+        /// Agent id.
+        agent_id: String,
+    },
+    /// Terminate an agent at once.
+    Terminate {
+        /// Agent id.
+        agent_id: String,
+    },
+    /// Close an agent (history kept) and its descendants.
+    Close {
+        /// Agent id.
+        agent_id: String,
+    },
+    /// Delete an agent and its descendants with their history.
+    Delete {
+        /// Agent id.
+        agent_id: String,
+    },
+    /// Follow live events (all, or one agent's subtree).
+    Events {
+        /// Only this agent and its descendants.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Stop after this many events.
+        #[arg(long)]
+        count: Option<usize>,
+        /// Keep following (the default; kept for readability in scripts).
+        #[arg(long)]
+        follow: bool,
+    },
 }
 
 enum Failure {
@@ -99,8 +154,16 @@ enum Failure {
     Other(anyhow::Error),
 }
 
-fn call(method: &str, url: &str, body: Option<Value>) -> Result<Value, Failure> {
-    let req = ureq::request(method, url);
+fn call(
+    token: Option<&str>,
+    method: &str,
+    url: &str,
+    body: Option<Value>,
+) -> Result<Value, Failure> {
+    let mut req = ureq::request(method, url);
+    if let Some(t) = token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
     let res = match body {
         Some(b) => req.send_json(b),
         None => req.call(),
@@ -116,9 +179,63 @@ fn call(method: &str, url: &str, body: Option<Value>) -> Result<Value, Failure> 
     }
 }
 
+fn follow_events(cli: &Cli, agent: Option<&str>, count: Option<usize>) -> Result<Value, Failure> {
+    use std::io::BufRead;
+    let base = cli.url.trim_end_matches('/');
+    let url = match agent {
+        Some(a) => format!("{base}/v1/events?agent_id={a}"),
+        None => format!("{base}/v1/events"),
+    };
+    let mut req = ureq::get(&url);
+    if let Some(t) = &cli.token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
+    let resp = match req.call() {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => {
+            return Err(Failure::Api(r.into_json::<Value>().unwrap_or(Value::Null)));
+        }
+        Err(e) => return Err(Failure::Other(anyhow!("cannot reach agentd at {url}: {e}"))),
+    };
+    let mut seen = 0;
+    for line in std::io::BufReader::new(resp.into_reader()).lines() {
+        let line = line.map_err(|e| Failure::Other(anyhow!("reading events: {e}")))?;
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        if cli.json {
+            println!("{data}");
+        } else {
+            let v: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+            let agent = v["agent_id"]
+                .as_str()
+                .or(v["parent_id"].as_str())
+                .unwrap_or("-");
+            println!(
+                "{:<16} {agent}  {data}",
+                v["type"].as_str().unwrap_or("event")
+            );
+        }
+        seen += 1;
+        if count.is_some_and(|c| seen >= c) {
+            break;
+        }
+    }
+    Ok(Value::Null)
+}
+
 fn run(cli: &Cli) -> Result<Value, Failure> {
     let base = cli.url.trim_end_matches('/');
     let v1 = |p: &str| format!("{base}/v1{p}");
+    let token = cli.token.as_deref();
+    let call = |method: &str, url: &str, body: Option<Value>| call(token, method, url, body);
+    let control = |agent_id: &str, action: &str| {
+        call(
+            "POST",
+            &v1(&format!("/agents/{agent_id}/control")),
+            Some(json!({"control": action})),
+        )
+    };
     match &cli.command {
         Cmd::Spawn {
             prompt,
@@ -164,6 +281,22 @@ fn run(cli: &Cli) -> Result<Value, Failure> {
             Some(json!({})),
         ),
         Cmd::Info => call("GET", &v1("/info"), None),
+        Cmd::Followup {
+            agent_id,
+            text,
+            interrupt,
+        } => call(
+            "POST",
+            &v1(&format!("/agents/{agent_id}/messages")),
+            Some(json!({"text": text, "interrupt": interrupt})),
+        ),
+        Cmd::Pause { agent_id } => control(agent_id, "pause"),
+        Cmd::Resume { agent_id } => control(agent_id, "resume"),
+        Cmd::Cancel { agent_id } => control(agent_id, "cancel"),
+        Cmd::Terminate { agent_id } => control(agent_id, "terminate"),
+        Cmd::Close { agent_id } => control(agent_id, "close"),
+        Cmd::Delete { agent_id } => control(agent_id, "delete"),
+        Cmd::Events { agent, count, .. } => follow_events(cli, agent.as_deref(), *count),
     }
 }
 
@@ -240,6 +373,7 @@ fn human(cmd: &Cmd, v: &Value) -> String {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(&cli) {
+        Ok(_) if matches!(cli.command, Cmd::Events { .. }) => ExitCode::SUCCESS,
         Ok(v) => {
             if cli.json {
                 println!("{v}");

@@ -1,9 +1,11 @@
 //! Starting and stopping one agentd: actors, event bus and HTTP server. `main` and the
 //! end-to-end tests use the same function, so the tests exercise the real wiring.
 
+use crate::auth::{Auth, require_token};
 use crate::http::{ApiState, routes};
 use crate::settings::Settings;
 use crate::wiring::wire;
+use actix_web::middleware::from_fn;
 use actix_web::{App, HttpServer, web};
 use agentd_actors::{AgentSystem, Clock, SystemClock};
 use agentd_bus::{CommandConsumer, DeadLetters, InProcessBus, RedisBus};
@@ -75,13 +77,23 @@ pub async fn start_with_clock(
             .await
             .map_err(|e| anyhow::anyhow!("starting the command consumer: {e}"))?;
     }
+    system
+        .recover()
+        .await
+        .map_err(|e| anyhow::anyhow!("recovering agents: {e}"))?;
     let state = web::Data::new(ApiState {
         system: system.clone(),
         redis: wired.redis.clone(),
+        bus: wired.bus.clone(),
+    });
+    let auth = web::Data::new(Auth {
+        token: settings.auth.resolve()?,
     });
     let limit = settings.server.max_body_bytes;
     let server = HttpServer::new(move || {
         App::new()
+            .wrap(from_fn(require_token))
+            .app_data(auth.clone())
             .app_data(state.clone())
             .app_data(web::JsonConfig::default().limit(limit))
             .configure(routes)

@@ -18,6 +18,128 @@ pub struct ApiState {
     pub system: AgentSystem,
     /// The Redis bus, when configured (its partitions show in `/v1/info`).
     pub redis: Option<std::sync::Arc<agentd_bus::RedisBus>>,
+    /// The in-process event bus (`/v1/events`).
+    pub bus: agentd_bus::InProcessBus,
+}
+
+/// Every route of the API: `(method, path, summary)`. `/v1/openapi.json` is built from this
+/// table and a test calls each entry against a running server.
+pub const ROUTES: &[(&str, &str, &str)] = &[
+    ("get", "/healthz", "Liveness: the process is up."),
+    (
+        "get",
+        "/readyz",
+        "Readiness: the store (and Redis, when configured) answers.",
+    ),
+    ("get", "/metrics", "Prometheus metrics."),
+    (
+        "get",
+        "/v1/info",
+        "Version, model backend, store, agent types, owned partitions.",
+    ),
+    ("get", "/v1/openapi.json", "This document."),
+    (
+        "get",
+        "/v1/events",
+        "Server-Sent Events; `agent_id` or `root_id` narrows to a subtree.",
+    ),
+    (
+        "post",
+        "/v1/agents",
+        "Spawn an agent (a root, or a child with `parent_id`).",
+    ),
+    (
+        "get",
+        "/v1/agents",
+        "List roots, or the children of `parent_id`.",
+    ),
+    (
+        "get",
+        "/v1/tree",
+        "Every tree with statuses, tokens and cost rolled up.",
+    ),
+    (
+        "post",
+        "/v1/commands",
+        "Execute any command (same schema as the Redis command stream).",
+    ),
+    (
+        "post",
+        "/v1/tools/{tool}",
+        "Run a tool as `agent_id` (missing: `missing_thread_id`).",
+    ),
+    ("get", "/v1/agents/{id}", "Inspect an agent."),
+    (
+        "delete",
+        "/v1/agents/{id}",
+        "Delete an agent and its descendants with their history.",
+    ),
+    (
+        "post",
+        "/v1/agents/{id}/messages",
+        "Send a message or follow-up (`interrupt` aborts the turn).",
+    ),
+    (
+        "post",
+        "/v1/agents/{id}/control",
+        "pause, resume, cancel, terminate, close or delete.",
+    ),
+    (
+        "post",
+        "/v1/agents/{id}/reset",
+        "Reset the session (optionally seeded with `message`).",
+    ),
+    ("post", "/v1/agents/{id}/compact", "Compact the session."),
+    ("get", "/v1/agents/{id}/thread", "The agent's thread."),
+    (
+        "get",
+        "/v1/agents/{id}/children",
+        "The agent's children (live and closed).",
+    ),
+    (
+        "get",
+        "/v1/agents/{id}/tools",
+        "The tools the agent's model is shown.",
+    ),
+    (
+        "post",
+        "/v1/agents/{id}/tools/{tool}",
+        "Run a tool as the agent.",
+    ),
+];
+
+/// The OpenAPI 3 document of [`ROUTES`].
+pub fn openapi() -> Value {
+    let mut paths = serde_json::Map::new();
+    for (method, path, summary) in ROUTES {
+        let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
+        let params: Vec<Value> = path
+            .split('/')
+            .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+            .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
+            .collect();
+        entry[*method] = json!({
+            "summary": summary,
+            "parameters": params,
+            "responses": {
+                "200": {"description": "OK"},
+                "default": {"description": "Error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+            }
+        });
+    }
+    json!({
+        "openapi": "3.0.3",
+        "info": {"title": "agentd", "version": env!("CARGO_PKG_VERSION")},
+        "paths": paths,
+        "components": {
+            "schemas": {"Error": {"type": "object", "required": ["code", "message"], "properties": {
+                "code": {"type": "string", "description": "stable snake_case error code"},
+                "message": {"type": "string"}
+            }}},
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}
+        },
+        "security": [{"bearer": []}]
+    })
 }
 
 /// An [`AgentdError`] as an HTTP response.
@@ -52,9 +174,12 @@ type ApiResult = Result<HttpResponse, ApiError>;
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/healthz", web::get().to(healthz))
         .route("/readyz", web::get().to(readyz))
+        .route("/metrics", web::get().to(metrics))
         .service(
             web::scope("/v1")
                 .route("/info", web::get().to(info))
+                .route("/openapi.json", web::get().to(openapi_doc))
+                .route("/events", web::get().to(crate::sse::events))
                 .route("/agents", web::post().to(spawn))
                 .route("/agents", web::get().to(list))
                 .route("/tree", web::get().to(tree))
@@ -75,6 +200,40 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 
 async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "ok"}))
+}
+
+async fn openapi_doc() -> HttpResponse {
+    HttpResponse::Ok().json(openapi())
+}
+
+async fn metrics(st: web::Data<ApiState>) -> HttpResponse {
+    let m = agentd_actors::metrics::global();
+    if let Some(bus) = &st.redis {
+        m.set(
+            "agentd_partitions_owned",
+            "Partitions this process owns.",
+            &[],
+            bus.owned().len() as f64,
+        );
+        for (k, pending, lag) in bus.partition_stats().await {
+            let k = k.to_string();
+            m.set(
+                "agentd_stream_pending",
+                "Entries read but not acknowledged, per partition.",
+                &[("partition", &k)],
+                pending as f64,
+            );
+            m.set(
+                "agentd_stream_lag",
+                "Entries not yet read, per partition.",
+                &[("partition", &k)],
+                lag as f64,
+            );
+        }
+    }
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(m.render())
 }
 
 async fn readyz(st: web::Data<ApiState>) -> ApiResult {

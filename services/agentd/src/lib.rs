@@ -5,13 +5,17 @@
 //! | [`settings`] | layered, typed configuration |
 //! | [`builtin`] | agent types and the demo script shipped in the binary |
 //! | [`wiring`] | settings → store, model, types, event bus |
-//! | [`http`] | the `/v1` HTTP API |
+//! | [`http`] | the `/v1` HTTP API and its OpenAPI document |
+//! | [`sse`] | `/v1/events` as Server-Sent Events |
+//! | [`auth`] | bearer-token authentication |
 //! | [`app`] | start and stop a whole service (used by `main` and by tests) |
 
 pub mod app;
+pub mod auth;
 pub mod builtin;
 pub mod http;
 pub mod settings;
+pub mod sse;
 pub mod wiring;
 
 pub use app::{Running, start};

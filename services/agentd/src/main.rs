@@ -49,6 +49,9 @@ fn main() -> anyhow::Result<()> {
             })?;
             let mut shown = settings.clone();
             shown.redis.url = shown.redis.masked_url();
+            if !shown.auth.token.is_empty() {
+                shown.auth.token = "***".into();
+            }
             println!(
                 "{}",
                 toml::to_string_pretty(&shown).context("printing settings")?
@@ -81,7 +84,15 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
         "then: cargo run -p agentctl -- tree   and   cargo run -p agentctl -- thread <agent_id>"
     );
     shutdown_signal().await;
-    tracing::info!("shutting down");
+    tracing::info!(
+        "shutting down: no new work; queued and in-flight items stay in the durable inboxes"
+    );
+    // A second signal exits at once.
+    actix_rt::spawn(async {
+        shutdown_signal().await;
+        tracing::warn!("second signal: exiting now");
+        std::process::exit(130);
+    });
     running.stop().await;
     Ok(())
 }

@@ -98,6 +98,35 @@ impl RedisSettings {
     }
 }
 
+/// API authentication.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSettings {
+    /// Require the bearer token even on loopback.
+    pub required: bool,
+    /// The token (prefer `AGENTD__AUTH__TOKEN` or `token_file`).
+    pub token: String,
+    /// File holding the token.
+    pub token_file: String,
+}
+
+impl AuthSettings {
+    /// The configured token, read from `token_file` if `token` is empty.
+    pub fn resolve(&self) -> Result<Option<String>, SettingsError> {
+        if !self.token.trim().is_empty() {
+            return Ok(Some(self.token.trim().to_string()));
+        }
+        if self.token_file.trim().is_empty() {
+            return Ok(None);
+        }
+        std::fs::read_to_string(self.token_file.trim())
+            .map(|t| Some(t.trim().to_string()).filter(|t| !t.is_empty()))
+            .map_err(|e| {
+                SettingsError::Invalid(format!("auth.token_file {}: {e}", self.token_file))
+            })
+    }
+}
+
 /// Model settings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -163,6 +192,8 @@ pub struct LogSettings {
 pub struct Settings {
     /// HTTP API.
     pub server: ServerSettings,
+    /// API authentication.
+    pub auth: AuthSettings,
     /// Store.
     pub store: StoreSettings,
     /// Redis (store and bus) when configured.
@@ -218,6 +249,19 @@ impl Settings {
         if self.server.bind.parse::<std::net::SocketAddr>().is_err() {
             return Err(SettingsError::Invalid(format!(
                 "server.bind `{}` is not an address like 127.0.0.1:7878",
+                self.server.bind
+            )));
+        }
+        let token = self.auth.resolve()?;
+        let loopback = self
+            .server
+            .bind
+            .parse::<std::net::SocketAddr>()
+            .map(|a| a.ip().is_loopback())
+            .unwrap_or(false);
+        if token.is_none() && (self.auth.required || !loopback) {
+            return Err(SettingsError::Invalid(format!(
+                "the API binds to {} or auth.required is set: configure auth.token or auth.token_file",
                 self.server.bind
             )));
         }

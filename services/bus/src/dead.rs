@@ -40,6 +40,12 @@ impl DeadLetters {
         raw: Option<Vec<u8>>,
     ) {
         self.count.fetch_add(1, Ordering::Relaxed);
+        agentd_actors::metrics::global().inc(
+            "agentd_dead_letters_total",
+            "Entries moved to the dead-letter stream.",
+            &[("stream", stream)],
+            1.0,
+        );
         tracing::warn!(stream, entry_id, code = %err.code, error = %err.message, "entry moved to the dead-letter stream");
         let mut con = self.con.clone();
         let r: redis::RedisResult<String> = redis::cmd("XADD")

@@ -118,6 +118,36 @@ impl RedisBus {
             .unwrap_or_default()
     }
 
+    /// Per owned partition: (partition, pending entries, lag) from `XINFO GROUPS`, for metrics.
+    pub async fn partition_stats(&self) -> Vec<(u32, u64, u64)> {
+        let mut con = self.con.clone();
+        let mut out = Vec::new();
+        for k in self.owned() {
+            let groups: redis::RedisResult<Vec<std::collections::HashMap<String, redis::Value>>> =
+                cmd("XINFO")
+                    .arg("GROUPS")
+                    .arg(self.keys.partition(k))
+                    .query_async(&mut con)
+                    .await;
+            let Ok(groups) = groups else { continue };
+            for g in groups {
+                let name: Option<String> = g
+                    .get("name")
+                    .and_then(|v| redis::from_redis_value_ref(v).ok());
+                if name.as_deref() != Some(GROUP) {
+                    continue;
+                }
+                let num = |key: &str| -> u64 {
+                    g.get(key)
+                        .and_then(|v| redis::from_redis_value_ref::<u64>(v).ok())
+                        .unwrap_or(0)
+                };
+                out.push((k, num("pending"), num("lag")));
+            }
+        }
+        out
+    }
+
     /// This process's id.
     pub fn process_id(&self) -> &str {
         &self.cfg.process_id
@@ -261,6 +291,19 @@ impl RedisBus {
                     .await
                     .map_err(be)?;
             }
+            let m = agentd_actors::metrics::global();
+            m.inc(
+                "agentd_lease_changes_total",
+                "Partition lease changes.",
+                &[("change", "lost")],
+                lost.len() as f64,
+            );
+            m.inc(
+                "agentd_lease_changes_total",
+                "Partition lease changes.",
+                &[("change", "released")],
+                surplus.len() as f64,
+            );
             tracing::info!(lost = ?lost, released = ?surplus, passivated = stopped, "partitions moved away");
         }
         if owned_now < fair {
@@ -292,6 +335,12 @@ impl RedisBus {
                         o.insert(k);
                     }
                     owned_now += 1;
+                    agentd_actors::metrics::global().inc(
+                        "agentd_lease_changes_total",
+                        "Partition lease changes.",
+                        &[("change", "taken")],
+                        1.0,
+                    );
                     tracing::info!(partition = k, "partition lease taken");
                 }
             }

@@ -1,0 +1,103 @@
+//! `/v1/events`: live events as Server-Sent Events. `?agent_id=` (or `?root_id=`) narrows the
+//! stream to that agent and its descendants (sub-agents spawned later join automatically); every
+//! event names its agent. Browsers read it with streaming `fetch` so the bearer header can be
+//! sent.
+
+use actix_web::web::Bytes;
+use actix_web::{HttpResponse, web};
+use agentd_actors::AgentSystem;
+use agentd_bus::InProcessBus;
+use agentd_proto::Event;
+use serde::Deserialize;
+use std::collections::HashSet;
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+
+/// Query of `/v1/events`.
+#[derive(Deserialize)]
+pub struct EventsQuery {
+    /// Only this agent and its descendants.
+    pub agent_id: Option<String>,
+    /// Same as `agent_id`, named for a tree.
+    pub root_id: Option<String>,
+}
+
+fn event_type(e: &Event) -> String {
+    serde_json::to_value(e)
+        .ok()
+        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_string))
+        .unwrap_or_else(|| "event".into())
+}
+
+/// Streams events until the client goes away.
+pub async fn stream(system: AgentSystem, bus: InProcessBus, q: EventsQuery) -> HttpResponse {
+    let rx = bus.subscribe();
+    let filter = q.agent_id.or(q.root_id);
+    let mut known: HashSet<String> = HashSet::new();
+    if let Some(root) = &filter {
+        // The subtree as it is now; later spawns join through their Spawned event.
+        let mut stack = vec![root.clone()];
+        while let Some(id) = stack.pop() {
+            if known.insert(id.clone())
+                && let Ok(kids) = system.deps().store.children(&id).await
+            {
+                stack.extend(kids);
+            }
+        }
+    }
+    let body = futures::stream::unfold(
+        (rx, known, filter.is_some()),
+        |(mut rx, mut known, filtered)| async move {
+            loop {
+                match tokio::time::timeout(Duration::from_secs(15), rx.recv()).await {
+                    Err(_) => {
+                        return Some((
+                            Ok::<_, actix_web::Error>(Bytes::from_static(b": keep-alive\n\n")),
+                            (rx, known, filtered),
+                        ));
+                    }
+                    Ok(Err(RecvError::Closed)) => return None,
+                    Ok(Err(RecvError::Lagged(n))) => {
+                        let msg = format!("event: lagged\ndata: {{\"missed\":{n}}}\n\n");
+                        return Some((Ok(Bytes::from(msg)), (rx, known, filtered)));
+                    }
+                    Ok(Ok(event)) => {
+                        if filtered {
+                            if let Event::Spawned {
+                                agent_id,
+                                parent_id: Some(p),
+                                ..
+                            } = &event
+                                && known.contains(p)
+                            {
+                                known.insert(agent_id.clone());
+                            }
+                            let subject = match &event {
+                                Event::Forwarded { parent_id, .. } => parent_id.as_str(),
+                                other => other.agent_id(),
+                            };
+                            if !known.contains(subject) {
+                                continue;
+                            }
+                        }
+                        let data = serde_json::to_string(&event).unwrap_or_default();
+                        let msg = format!("event: {}\ndata: {data}\n\n", event_type(&event));
+                        return Some((Ok(Bytes::from(msg)), (rx, known, filtered)));
+                    }
+                }
+            }
+        },
+    );
+    HttpResponse::Ok()
+        .insert_header(("Content-Type", "text/event-stream"))
+        .insert_header(("Cache-Control", "no-cache"))
+        .streaming(body)
+}
+
+/// The handler.
+pub async fn events(
+    st: web::Data<crate::http::ApiState>,
+    q: web::Query<EventsQuery>,
+) -> HttpResponse {
+    stream(st.system.clone(), st.bus.clone(), q.into_inner()).await
+}

@@ -1,0 +1,254 @@
+//! Operating agentd as a real process: metrics after a run, live events over SSE, the OpenAPI
+//! document against the real routes, bearer-token auth, and SIGTERM in the middle of a run.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use agentd_tests::AgentdProcess;
+use agentd_tests::process::binary;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::process::Command;
+use std::sync::mpsc;
+use std::time::Duration;
+
+fn metric(text: &str, line_prefix: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(line_prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no metric {line_prefix} in:\n{text}"))
+}
+
+#[test]
+fn metrics_events_and_openapi_after_a_scripted_run() {
+    let p = AgentdProcess::start(&[("AGENTD__STORE__KIND", "memory".to_string())]);
+    let lead = p.post("/v1/agents", json!({"agent_type": "lead"})).unwrap()["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Follow the lead's subtree over SSE before the run starts.
+    let (tx, rx) = mpsc::channel::<Value>();
+    let url = format!("{}/v1/events?agent_id={lead}", p.url);
+    std::thread::spawn(move || {
+        let resp = ureq::get(&url).call().unwrap();
+        assert_eq!(resp.header("content-type"), Some("text/event-stream"));
+        for line in BufReader::new(resp.into_reader()).lines() {
+            let Ok(line) = line else { return };
+            if let Some(data) = line.strip_prefix("data: ")
+                && tx.send(serde_json::from_str(data).unwrap()).is_err()
+            {
+                return;
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    p.post(
+        &format!("/v1/agents/{lead}/messages"),
+        json!({"text": "build a parser"}),
+    )
+    .unwrap();
+    p.wait_for("the lead's answer", |p| {
+        p.texts(&lead).iter().any(|t| t.starts_with("All done."))
+    });
+    // The child's yield reached the lead's event stream, tagged with the child's id.
+    let mut spawned_children = Vec::new();
+    let yielded = loop {
+        let e = rx.recv_timeout(Duration::from_secs(10)).expect("events");
+        if e["type"] == "spawned" && e["parent_id"] == lead.as_str() {
+            spawned_children.push(e["agent_id"].as_str().unwrap().to_string());
+        }
+        if e["type"] == "yielded" {
+            break e;
+        }
+    };
+    assert_eq!(yielded["parent_id"], lead.as_str());
+    assert!(spawned_children.contains(&yielded["agent_id"].as_str().unwrap().to_string()));
+
+    let (status, _) = p.get_status("/metrics", None);
+    assert_eq!(status, 200);
+    let text = ureq::get(&format!("{}/metrics", p.url))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    assert!(metric(&text, "agentd_messages_in_total{kind=\"message\"}") >= 4.0);
+    assert_eq!(
+        metric(&text, "agentd_messages_out_total{kind=\"yield\"}"),
+        1.0
+    );
+    assert_eq!(
+        metric(&text, "agentd_agents{status=\"completed\"}"),
+        1.0,
+        "the coder"
+    );
+    assert!(metric(&text, "agentd_turn_seconds_count{agent_type=\"lead\"}") >= 2.0);
+    assert!(
+        metric(
+            &text,
+            "agentd_model_call_seconds_count{backend=\"scripted\"}"
+        ) >= 5.0
+    );
+    assert!(
+        metric(
+            &text,
+            "agentd_tokens_total{model=\"default\",kind=\"input\"}"
+        ) > 0.0
+    );
+    assert!(metric(&text, "agentd_cost_usd_total{model=\"default\"}") > 0.0);
+    assert_eq!(metric(&text, "agentd_inbox_depth"), 0.0);
+
+    // Every route of the OpenAPI document exists on the server.
+    let doc = p.get("/v1/openapi.json");
+    let paths = doc["paths"].as_object().unwrap();
+    assert!(paths.len() >= 18);
+    let mut routes: Vec<(String, String)> = paths
+        .iter()
+        .flat_map(|(path, methods)| {
+            methods
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(move |m| (path.clone(), m.clone()))
+        })
+        .collect();
+    routes.sort_by_key(|(_, m)| m == "delete"); // delete the agent last
+    {
+        for (path, method) in &routes {
+            let (path, method) = (path.as_str(), method.as_str());
+            let real = path.replace("{id}", &lead).replace("{tool}", "Manage");
+            let url = format!("{}{real}", p.url);
+            if real == "/v1/events" {
+                continue; // a stream; covered above
+            }
+            let req = ureq::request(&method.to_uppercase(), &url).timeout(Duration::from_secs(5));
+            let status = match if method == "get" || method == "delete" {
+                req.call()
+            } else {
+                req.send_json(json!({}))
+            } {
+                Ok(r) => r.status(),
+                Err(ureq::Error::Status(code, _)) => code,
+                Err(e) => panic!("{method} {real}: {e}"),
+            };
+            assert!(
+                status != 404 && status != 405,
+                "{method} {real} answered {status}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_api_requires_the_bearer_token_when_auth_is_on() {
+    let p = AgentdProcess::start(&[
+        ("AGENTD__STORE__KIND", "memory".to_string()),
+        ("AGENTD__AUTH__REQUIRED", "true".to_string()),
+        ("AGENTD__AUTH__TOKEN", "s3cret-token".to_string()),
+    ]);
+    let (status, body) = p.get_status("/v1/info", None);
+    assert_eq!((status, body["code"].as_str()), (401, Some("unauthorized")));
+    assert_eq!(p.get_status("/v1/info", Some("wrong")).0, 401);
+    assert_eq!(p.get_status("/v1/events", None).0, 401);
+    assert_eq!(p.get_status("/metrics", None).0, 401);
+    assert_eq!(p.get_status("/v1/info", Some("s3cret-token")).0, 200);
+    assert_eq!(p.get_status("/healthz", None).0, 200, "probes stay open");
+    assert_eq!(p.get_status("/readyz", None).0, 200);
+    let out = Command::new(binary("agentctl"))
+        .args(["--url", &p.url, "tree"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unauthorized"));
+    let out = Command::new(binary("agentctl"))
+        .args([
+            "--url",
+            &p.url,
+            "--token",
+            "s3cret-token",
+            "spawn",
+            "--type",
+            "lead",
+            "hi",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A non-loopback bind without a token is refused at start-up, with the reason.
+    let out = Command::new(binary("agentd"))
+        .arg("check-config")
+        .env("AGENTD__SERVER__BIND", "0.0.0.0:7878")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("auth.token"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // check-config masks secrets.
+    let out = Command::new(binary("agentd"))
+        .arg("check-config")
+        .env("AGENTD__AUTH__TOKEN", "s3cret-token")
+        .env("AGENTD__STORE__KIND", "memory")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains("max_depth = 1") && !shown.contains("s3cret-token"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn sigterm_in_the_middle_of_a_run_exits_cleanly_and_the_run_finishes_after_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.toml");
+    std::fs::write(&script, "[[rule]]\ncontains = \"slow\"\ndelay_ms = 1500\ntext = \"done: {{input}}\"\n\n[[rule]]\ntext = \"done: {{input}}\"\n").unwrap();
+    let env = [
+        (
+            "AGENTD__STORE__DATA_DIR",
+            dir.path().join("data").display().to_string(),
+        ),
+        ("AGENTD__MODEL__SCRIPT", script.display().to_string()),
+    ];
+    let p = AgentdProcess::start(&env);
+    let id = p
+        .post(
+            "/v1/agents",
+            json!({"agent_type": "subagent", "prompt": "slow job"}),
+        )
+        .unwrap()["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    p.post(
+        &format!("/v1/agents/{id}/messages"),
+        json!({"text": "queued after"}),
+    )
+    .unwrap();
+    p.wait_for("turn running", |p| {
+        p.get(&format!("/v1/agents/{id}"))["turn_running"] == true
+    });
+    p.stop(); // asserts exit status 0
+    let p = AgentdProcess::start(&env);
+    p.wait_for("the run finished", |p| {
+        p.texts(&id).iter().any(|t| t == "done: queued after")
+    });
+    assert_eq!(
+        p.texts(&id),
+        vec![
+            "slow job",
+            "done: slow job",
+            "queued after",
+            "done: queued after"
+        ]
+    );
+}
