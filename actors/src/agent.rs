@@ -15,6 +15,7 @@ use crate::supervisor::Supervisor;
 use crate::tools::ToolContext;
 use crate::turn::{Turn, TurnInput, TurnResult};
 use actix::prelude::*;
+use agentd_proto::Marker;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{
     AgentRecord, AgentStatus, AgentdError, Channel, Control, Envelope, ErrorCode, Event, InboxItem,
@@ -54,6 +55,9 @@ pub struct AgentActor {
     retry_backoff_ms: u64,
     /// The queue is held until a scheduled retry.
     holding_for_retry: bool,
+    /// An interrupted turn's item (rate limit, unreachable store): it runs again before
+    /// anything queued, urgent items included.
+    retry: Option<Envelope>,
 }
 
 impl AgentActor {
@@ -75,6 +79,7 @@ impl AgentActor {
             paused_input: None,
             retry_backoff_ms: 0,
             holding_for_retry: false,
+            retry: None,
         }
     }
 
@@ -232,6 +237,8 @@ impl AgentActor {
         for env in std::mem::take(&mut self.inbox) {
             self.done(Some(env.id), ctx);
         }
+        let retry = self.retry.take().map(|e| e.id);
+        self.done(retry, ctx);
         let paused = self.paused_input.take().map(|e| e.id);
         self.done(paused, ctx);
         self.paused_mid_turn = false;
@@ -246,7 +253,18 @@ impl AgentActor {
         if !(status.accepts_turns() || status == AgentStatus::Running) {
             return;
         }
-        let popped = self.inbox.pop_front();
+        let popped = match self.retry.take() {
+            Some(env) => {
+                metrics::global().add(
+                    "agentd_inbox_depth",
+                    "Inbox items queued in this process.",
+                    &[],
+                    1.0,
+                );
+                Some(env)
+            }
+            None => self.inbox.pop_front(),
+        };
         if popped.is_some() {
             metrics::global().add(
                 "agentd_inbox_depth",
@@ -386,15 +404,7 @@ impl AgentActor {
                 // already written de-duplicate by their derived ids.
                 self.retry_backoff_ms = (self.retry_backoff_ms * 2).clamp(100, 2_000);
                 tracing::warn!(agent_id = %self.rec.id, error = %e, retry_ms = self.retry_backoff_ms, "turn hit an unavailable store; retrying");
-                if let Some(env) = input {
-                    metrics::global().add(
-                        "agentd_inbox_depth",
-                        "Inbox items queued in this process.",
-                        &[],
-                        1.0,
-                    );
-                    self.inbox.push_front(env);
-                }
+                self.retry = input;
                 self.holding_for_retry = true;
                 ctx.run_later(
                     std::time::Duration::from_millis(self.retry_backoff_ms),
@@ -406,9 +416,15 @@ impl AgentActor {
                 return;
             }
             Err(e) => self.fail(e, cause, ctx),
+            Ok(r) if r.rate_limited.is_some() => {
+                let ms = r.rate_limited.unwrap_or(1000);
+                self.rate_limited(ms, input, ctx);
+                return;
+            }
             Ok(r) => {
                 self.retry_backoff_ms = 0;
                 self.rec.turns += 1;
+                let wait = self.apply_markers(&r.markers, &r.malformed);
                 if r.paused {
                     self.paused_mid_turn = true;
                     self.paused_input = input;
@@ -438,7 +454,12 @@ impl AgentActor {
                             derived_id(cause, "final"),
                         );
                     }
-                    self.persist(ctx);
+                    match wait {
+                        Some((status, reason)) => {
+                            let _ = self.set_status(status, Some(reason), ctx);
+                        }
+                        None => self.persist(ctx),
+                    }
                 }
             }
         }
@@ -446,6 +467,96 @@ impl AgentActor {
             self.done(input_id, ctx);
         }
         self.pump(ctx);
+    }
+
+    /// Publishes marker events and updates phase and last error; answers the waiting status a
+    /// dependency request or a user question puts the agent in.
+    fn apply_markers(
+        &mut self,
+        markers: &[Marker],
+        malformed: &[String],
+    ) -> Option<(AgentStatus, String)> {
+        let mut wait = None;
+        for problem in malformed {
+            tracing::warn!(agent_id = %self.rec.id, problem, "malformed protocol marker");
+            self.deps.events.publish(&Event::MarkerMalformed {
+                agent_id: self.rec.id.clone(),
+                problem: problem.clone(),
+            });
+        }
+        for m in markers {
+            match m {
+                Marker::PhaseComplete { phase } => {
+                    self.rec.phase = Some(*phase);
+                    self.rec.current_step = Some(format!("phase {phase} complete"));
+                }
+                Marker::Error { message } => self.rec.last_error = Some(message.clone()),
+                Marker::DependencyRequest { request } => {
+                    wait = Some((AgentStatus::WaitingDependency, request.clone()));
+                }
+                Marker::UserQuestion { question } => {
+                    wait = Some((AgentStatus::WaitingQuestion, question.clone()))
+                }
+            }
+            self.deps.events.publish(&Event::Marker {
+                agent_id: self.rec.id.clone(),
+                marker: m.clone(),
+            });
+        }
+        wait
+    }
+
+    /// A provider rate limit: the item goes back to the front of the queue, the agent waits in
+    /// `waiting_rate_limit`, and resumes by itself after `ms` (on the injected clock); the turn
+    /// re-runs once, its recorded outputs and tool results de-duplicated.
+    fn rate_limited(&mut self, ms: u64, input: Option<Envelope>, ctx: &mut Context<Self>) {
+        let resume_at = self.deps.clock.now_ms() + ms;
+        self.retry = input;
+        let _ = self.set_status(
+            AgentStatus::WaitingRateLimit,
+            Some(format!("provider rate limit; resumes at {resume_at}")),
+            ctx,
+        );
+        self.deps.events.publish(&Event::RateLimited {
+            agent_id: self.rec.id.clone(),
+            resume_at_ms: resume_at,
+        });
+        let sleep = self.deps.clock.sleep(ms);
+        ctx.spawn(sleep.into_actor(self).map(|_, act, ctx| {
+            if act.rec.status == AgentStatus::WaitingRateLimit {
+                let _ = act.set_status(AgentStatus::Running, Some("rate limit over".into()), ctx);
+                act.pump(ctx);
+            }
+        }));
+    }
+
+    /// A dependency or an answer for an agent that waits for one: it becomes the next message
+    /// and the agent runs again.
+    fn provide(
+        &mut self,
+        env: Envelope,
+        waiting_for: AgentStatus,
+        ctx: &mut Context<Self>,
+    ) -> Result<AgentRecord, AgentdError> {
+        if self.rec.status != waiting_for {
+            return Err(AgentdError::new(
+                ErrorCode::InvalidTransition,
+                format!(
+                    "agent `{}` is {}, not {waiting_for}",
+                    self.rec.id, self.rec.status
+                ),
+            ));
+        }
+        self.set_status(AgentStatus::Running, Some("provided".into()), ctx)?;
+        metrics::global().add(
+            "agentd_inbox_depth",
+            "Inbox items queued in this process.",
+            &[],
+            1.0,
+        );
+        self.inbox.push_front(env);
+        self.pump(ctx);
+        Ok(self.rec.clone())
     }
 
     fn fail(&mut self, e: AgentdError, cause: Uuid, ctx: &mut Context<Self>) {
@@ -614,6 +725,29 @@ impl Handler<Deliver> for AgentActor {
                 "an agent only takes inbox and control items",
             ))))),
         }
+    }
+}
+
+impl Handler<crate::messages::Provide> for AgentActor {
+    // Atomic: the provided text is durably queued before the agent runs on it.
+    type Result = AtomicResponse<Self, Result<AgentRecord, AgentdError>>;
+
+    fn handle(&mut self, msg: crate::messages::Provide, _: &mut Self::Context) -> Self::Result {
+        let store = self.deps.store.clone();
+        let id = self.rec.id.clone();
+        let env = msg.env;
+        let waiting_for = msg.waiting_for;
+        AtomicResponse::new(Box::pin(
+            async move {
+                let pushed = store.inbox_push(&id, &env).await;
+                (pushed, env)
+            }
+            .into_actor(self)
+            .map(move |(pushed, env), act, ctx| {
+                pushed.map_err(AgentdError::from)?;
+                act.provide(env, waiting_for, ctx)
+            }),
+        ))
     }
 }
 

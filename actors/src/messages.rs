@@ -201,3 +201,14 @@ pub struct ManageSend {
 #[derive(Message, Debug)]
 #[rtype(result = "Option<Vec<String>>")]
 pub struct CancelWait(pub u64);
+
+/// A dependency (`waiting_for = waiting_dependency`) or an answer (`waiting_question`) for a
+/// waiting agent: `env` carries it as a message.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<AgentRecord, AgentdError>")]
+pub struct Provide {
+    /// The message envelope.
+    pub env: Envelope,
+    /// The status the agent must be in.
+    pub waiting_for: AgentStatus,
+}

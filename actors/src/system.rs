@@ -137,6 +137,39 @@ impl AgentSystem {
         }
     }
 
+    /// Hands a dependency (`waiting_dependency`) or an answer (`waiting_question`) to a waiting
+    /// agent, which runs again on it; `invalid_transition` if it is not waiting for that.
+    pub async fn provide(
+        &self,
+        agent_id: &str,
+        waiting_for: agentd_proto::AgentStatus,
+        text: &str,
+    ) -> Result<AgentRecord, AgentdError> {
+        if text.trim().is_empty() {
+            return Err(AgentdError::missing_field("value"));
+        }
+        self.require_exists(agent_id).await?;
+        let label = if waiting_for == agentd_proto::AgentStatus::WaitingQuestion {
+            "Answer"
+        } else {
+            "Dependency provided"
+        };
+        let env = agentd_proto::Envelope::new(
+            external(),
+            Address::agent(agent_id),
+            agentd_proto::Item::Inbox(InboxItem::message(format!("{label}: {text}"))),
+            self.deps.clock.now_ms(),
+        );
+        let addr = self
+            .supervisor
+            .send(crate::messages::Activate(agent_id.to_string()))
+            .await
+            .map_err(mailbox)??;
+        addr.send(crate::messages::Provide { env, waiting_for })
+            .await
+            .map_err(mailbox)?
+    }
+
     /// Applies a lifecycle control (cascading where the design says so).
     pub async fn control(
         &self,
@@ -314,6 +347,22 @@ impl AgentSystem {
     /// Executes a command from another service and answers its result as JSON.
     pub async fn execute(&self, cmd: Command) -> Result<Value, AgentdError> {
         match cmd {
+            Command::ProvideDependency { agent_id, value } => self
+                .provide(
+                    &agent_id,
+                    agentd_proto::AgentStatus::WaitingDependency,
+                    &value,
+                )
+                .await
+                .map(|r| ops::view(&r, 0)),
+            Command::AnswerQuestion { agent_id, answer } => self
+                .provide(
+                    &agent_id,
+                    agentd_proto::AgentStatus::WaitingQuestion,
+                    &answer,
+                )
+                .await
+                .map(|r| ops::view(&r, 0)),
             Command::Spawn(req) => self.spawn(req).await.map(|r| ops::view(&r, 0)),
             Command::Send {
                 agent_id,
@@ -418,7 +467,9 @@ pub fn command_target(cmd: &Command) -> Option<&str> {
         | Command::Reset { agent_id, .. }
         | Command::Compact { agent_id }
         | Command::Inspect { agent_id }
-        | Command::Thread { agent_id } => Some(agent_id),
+        | Command::Thread { agent_id }
+        | Command::ProvideDependency { agent_id, .. }
+        | Command::AnswerQuestion { agent_id, .. } => Some(agent_id),
         Command::InvokeTool { agent_id, .. } => agent_id.as_deref(),
         Command::Spawn(req) => req.parent_id.as_deref(),
         Command::List { parent_id } => parent_id.as_deref(),

@@ -13,8 +13,9 @@ use crate::ports::{ModelError, ModelRequest, Purpose};
 use crate::tools::{self, ToolContext, ToolOutcome};
 use actix::Addr;
 use agentd_proto::ids::derived_id;
-use agentd_proto::{AgentRecord, AgentdError, Channel, ErrorCode, Role, ThreadEntry};
+use agentd_proto::{AgentRecord, AgentdError, Channel, ErrorCode, Marker, Role, ThreadEntry};
 use serde_json::json;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use uuid::Uuid;
@@ -43,6 +44,12 @@ pub(crate) struct TurnResult {
     pub paused: bool,
     /// The step limit ended the turn.
     pub step_limit: bool,
+    /// Protocol markers found in the turn's assistant messages, in order.
+    pub markers: Vec<Marker>,
+    /// Malformed markers found.
+    pub malformed: Vec<String>,
+    /// The provider rate-limited the turn; retry after this many ms.
+    pub rate_limited: Option<u64>,
 }
 
 /// What a running turn needs; cloned from the actor when the turn starts.
@@ -78,11 +85,11 @@ impl Turn {
         self.deps.clock.now_ms()
     }
 
-    /// One model call, timed and counted per backend.
+    /// One model call, timed and counted per backend. `Ok(Err(ms))` is a rate limit.
     async fn call_model(
         &self,
         req: ModelRequest,
-    ) -> Result<crate::ports::ModelResponse, AgentdError> {
+    ) -> Result<Result<crate::ports::ModelResponse, u64>, AgentdError> {
         let backend = self.deps.model.backend();
         let started = std::time::Instant::now();
         let res = self.deps.model.complete(req).await;
@@ -101,7 +108,11 @@ impl Turn {
                 1.0,
             );
         }
-        res.map_err(model_error)
+        match res {
+            Ok(r) => Ok(Ok(r)),
+            Err(ModelError::RateLimited { retry_after_ms }) => Ok(Err(retry_after_ms)),
+            Err(e) => Err(model_error(e)),
+        }
     }
 
     async fn append(&self, entry: &ThreadEntry) -> Result<(), AgentdError> {
@@ -161,17 +172,48 @@ impl Turn {
                 return Ok(result);
             }
             let thread = self.deps.store.thread(&self.rec.id).await?;
-            let resp = self.call_model(self.request(thread, Purpose::Turn)).await?;
-            self.me.do_send(AddUsage(resp.usage));
+            // Entries a previous run of this turn already wrote (a retry after a rate limit or
+            // a crash): their tool calls are not executed twice.
+            let recorded: HashSet<uuid::Uuid> = thread.iter().map(|e| e.id).collect();
             let step_id = derived_id(self.cause, &format!("step-{step}"));
-            let mut entry =
-                ThreadEntry::text(step_id, Role::Assistant, resp.text.clone(), self.now());
-            entry.tool_calls = resp.tool_calls.clone();
-            entry.usage = Some(resp.usage);
-            self.append(&entry).await?;
+            // A step a previous run already recorded is replayed from the thread, not asked
+            // of the model again: the retry resumes where that run stopped.
+            let replayed = thread.iter().find(|e| e.id == step_id).cloned();
+            let resp = match replayed {
+                Some(e) => crate::ports::ModelResponse {
+                    text: e.text,
+                    tool_calls: e.tool_calls,
+                    usage: Default::default(),
+                },
+                None => match self.call_model(self.request(thread, Purpose::Turn)).await? {
+                    Ok(r) => {
+                        self.me.do_send(AddUsage(r.usage));
+                        let mut entry =
+                            ThreadEntry::text(step_id, Role::Assistant, r.text.clone(), self.now());
+                        entry.tool_calls = r.tool_calls.clone();
+                        entry.usage = Some(r.usage);
+                        self.append(&entry).await?;
+                        r
+                    }
+                    Err(ms) => {
+                        result.rate_limited = Some(ms);
+                        return Ok(result);
+                    }
+                },
+            };
+            let fresh = !recorded.contains(&step_id);
+            let (markers, malformed) = agentd_proto::markers::parse(&resp.text);
+            let waits = markers.iter().any(|m| {
+                matches!(
+                    m,
+                    Marker::DependencyRequest { .. } | Marker::UserQuestion { .. }
+                )
+            });
+            result.markers.extend(markers);
+            result.malformed.extend(malformed);
             if !resp.text.trim().is_empty() {
                 result.final_text = resp.text.clone();
-                if matches!(self.rec.channel, Channel::Manage { .. }) {
+                if fresh && matches!(self.rec.channel, Channel::Manage { .. }) {
                     // Manage workers: every assistant message goes to the thread outbox.
                     self.tools.router.do_send(ChildOutput {
                         child: self.rec.clone(),
@@ -186,6 +228,14 @@ impl Turn {
                 return Ok(result);
             }
             for (i, call) in resp.tool_calls.iter().enumerate() {
+                let tool_id = derived_id(self.cause, &format!("step-{step}-tool-{i}"));
+                if recorded.contains(&tool_id) {
+                    if tools::canonical(&call.name) == tools::YIELD_TO_PARENT {
+                        result.yielded = call.arguments.get("result").cloned();
+                        return Ok(result);
+                    }
+                    continue;
+                }
                 let outcome = tools::execute(&self.tools, &call.name, &call.arguments).await;
                 let (text, yielded) = match outcome {
                     Ok(ToolOutcome::Value(v)) => (v.to_string(), None),
@@ -194,18 +244,17 @@ impl Turn {
                     }
                     Err(e) => (json!({ "error": e }).to_string(), None),
                 };
-                let mut te = ThreadEntry::text(
-                    derived_id(self.cause, &format!("step-{step}-tool-{i}")),
-                    Role::Tool,
-                    text,
-                    self.now(),
-                );
+                let mut te = ThreadEntry::text(tool_id, Role::Tool, text, self.now());
                 te.tool_call_id = Some(call.id.clone());
                 self.append(&te).await?;
                 if yielded.is_some() {
                     result.yielded = yielded;
                     return Ok(result);
                 }
+            }
+            if waits {
+                // The model asked for a dependency or a user answer: it waits for it.
+                return Ok(result);
             }
         }
         result.step_limit = true;
@@ -226,9 +275,18 @@ impl Turn {
             split += 1;
         }
         let (old, recent) = thread.split_at(split);
-        let resp = self
+        let resp = match self
             .call_model(self.request(old.to_vec(), Purpose::Compact))
-            .await?;
+            .await?
+        {
+            Ok(r) => r,
+            Err(ms) => {
+                return Ok(TurnResult {
+                    rate_limited: Some(ms),
+                    ..TurnResult::default()
+                });
+            }
+        };
         self.me.do_send(AddUsage(resp.usage));
         let mut summary = ThreadEntry::text(
             derived_id(self.cause, "compact-summary"),

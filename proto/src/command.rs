@@ -84,6 +84,20 @@ pub enum Command {
         /// Target agent.
         agent_id: String,
     },
+    /// Provide what an agent in `waiting_dependency` asked for.
+    ProvideDependency {
+        /// Target agent.
+        agent_id: String,
+        /// The dependency (text or JSON as text).
+        value: String,
+    },
+    /// Answer the question of an agent in `waiting_question`.
+    AnswerQuestion {
+        /// Target agent.
+        agent_id: String,
+        /// The answer.
+        answer: String,
+    },
     /// Run a tool as if `agent_id`'s model had called it (for gateways and tests).
     InvokeTool {
         /// The calling agent (its thread is the tool's runtime thread). Required.

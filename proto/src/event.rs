@@ -75,6 +75,34 @@ pub enum Event {
         /// The error.
         message: String,
     },
+    /// A protocol marker was found in an agent's output.
+    Marker {
+        /// The agent.
+        agent_id: String,
+        /// The marker.
+        marker: crate::markers::Marker,
+    },
+    /// An agent's output had a malformed or unclosed marker.
+    MarkerMalformed {
+        /// The agent.
+        agent_id: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A provider rate limit stopped the agent; it resumes by itself at `resume_at_ms`.
+    RateLimited {
+        /// The agent.
+        agent_id: String,
+        /// When it resumes, ms since the epoch.
+        resume_at_ms: u64,
+    },
+    /// An agent went over its budget and was paused.
+    BudgetExceeded {
+        /// The agent.
+        agent_id: String,
+        /// Which limit (`tokens`, `cost`, `deadline`).
+        limit: String,
+    },
     /// An agent was deleted with its history.
     Deleted {
         /// The agent.
@@ -92,6 +120,10 @@ impl Event {
             | Event::TokenUsage { agent_id, .. }
             | Event::DeliveryFailed { agent_id, .. }
             | Event::TurnFailed { agent_id, .. }
+            | Event::Marker { agent_id, .. }
+            | Event::MarkerMalformed { agent_id, .. }
+            | Event::RateLimited { agent_id, .. }
+            | Event::BudgetExceeded { agent_id, .. }
             | Event::Deleted { agent_id } => agent_id,
             Event::Forwarded { parent_id, .. } => parent_id,
         }

@@ -16,6 +16,7 @@
 //! | [`record`] | [`AgentRecord`] and the [`Channel`] descriptor of a thread |
 //! | [`thread`] | [`ThreadEntry`], [`Role`], [`ToolCall`] |
 //! | [`usage`] | [`Usage`] in four kinds and [`Price`] tables |
+//! | [`markers`] | protocol markers in agent output, parsed strictly |
 //! | [`manage`] | arguments and options of the `Manage` tool (seed 000) |
 //! | [`output`] | [`Output`]: what a child produces for its parent |
 //! | [`codec`] | MessagePack encode/decode with size and version checks |
@@ -31,6 +32,7 @@ pub mod event;
 pub mod ids;
 pub mod inbox;
 pub mod manage;
+pub mod markers;
 pub mod output;
 pub mod record;
 pub mod status;
@@ -46,6 +48,7 @@ pub use error::{AgentdError, ErrorCode};
 pub use event::Event;
 pub use inbox::InboxItem;
 pub use manage::{ManageCommand, ManageMode, ManageOptions, ManageRequest};
+pub use markers::Marker;
 pub use output::Output;
 pub use record::{AgentId, AgentRecord, Channel};
 pub use status::AgentStatus;

@@ -135,6 +135,20 @@ enum Cmd {
         /// Agent id.
         agent_id: String,
     },
+    /// Provide what a `waiting_dependency` agent asked for.
+    Provide {
+        /// Agent id.
+        agent_id: String,
+        /// The dependency.
+        value: String,
+    },
+    /// Answer a `waiting_question` agent.
+    Answer {
+        /// Agent id.
+        agent_id: String,
+        /// The answer.
+        answer: String,
+    },
     /// Follow live events (all, or one agent's subtree).
     Events {
         /// Only this agent and its descendants.
@@ -296,6 +310,16 @@ fn run(cli: &Cli) -> Result<Value, Failure> {
         Cmd::Terminate { agent_id } => control(agent_id, "terminate"),
         Cmd::Close { agent_id } => control(agent_id, "close"),
         Cmd::Delete { agent_id } => control(agent_id, "delete"),
+        Cmd::Provide { agent_id, value } => call(
+            "POST",
+            &v1(&format!("/agents/{agent_id}/dependency")),
+            Some(json!({"value": value})),
+        ),
+        Cmd::Answer { agent_id, answer } => call(
+            "POST",
+            &v1(&format!("/agents/{agent_id}/answer")),
+            Some(json!({"answer": answer})),
+        ),
         Cmd::Events { agent, count, .. } => follow_events(cli, agent.as_deref(), *count),
     }
 }

@@ -90,6 +90,16 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "Reset the session (optionally seeded with `message`).",
     ),
     ("post", "/v1/agents/{id}/compact", "Compact the session."),
+    (
+        "post",
+        "/v1/agents/{id}/dependency",
+        "Provide what a `waiting_dependency` agent asked for (`value`).",
+    ),
+    (
+        "post",
+        "/v1/agents/{id}/answer",
+        "Answer a `waiting_question` agent (`answer`).",
+    ),
     ("get", "/v1/agents/{id}/thread", "The agent's thread."),
     (
         "get",
@@ -191,6 +201,11 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                 .route("/agents/{id}/control", web::post().to(control))
                 .route("/agents/{id}/reset", web::post().to(reset))
                 .route("/agents/{id}/compact", web::post().to(compact))
+                .route(
+                    "/agents/{id}/dependency",
+                    web::post().to(provide_dependency),
+                )
+                .route("/agents/{id}/answer", web::post().to(answer_question))
                 .route("/agents/{id}/thread", web::get().to(thread))
                 .route("/agents/{id}/children", web::get().to(children))
                 .route("/agents/{id}/tools", web::get().to(tools))
@@ -422,6 +437,38 @@ async fn compact(st: web::Data<ApiState>, req: HttpRequest, id: web::Path<String
     )
     .await?;
     Ok(HttpResponse::Accepted().json(v))
+}
+
+#[derive(Deserialize)]
+struct ProvideBody {
+    #[serde(alias = "answer", alias = "text")]
+    value: String,
+}
+
+async fn provide_dependency(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    body: web::Json<ProvideBody>,
+) -> ApiResult {
+    let cmd = Command::ProvideDependency {
+        agent_id: id.into_inner(),
+        value: body.into_inner().value,
+    };
+    Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
+}
+
+async fn answer_question(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    body: web::Json<ProvideBody>,
+) -> ApiResult {
+    let cmd = Command::AnswerQuestion {
+        agent_id: id.into_inner(),
+        answer: body.into_inner().value,
+    };
+    Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }
 
 async fn thread(st: web::Data<ApiState>, req: HttpRequest, id: web::Path<String>) -> ApiResult {

@@ -1,0 +1,245 @@
+//! Protocol markers and rate limits through real actors on the scripted model.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use agentd_proto::{AgentStatus, ErrorCode, Event, ManageOptions, Marker, Role};
+use agentd_tests::*;
+use serde_json::json;
+
+const SCRIPT: &str = r#"
+[[rule]]
+agent = "plain"
+contains = "plan"
+text = "Phase one is done.\n=== PHASE 1 COMPLETE ===\n[DEPENDENCY_REQUEST]the API key[/DEPENDENCY_REQUEST]"
+
+[[rule]]
+agent = "plain"
+contains = "Dependency provided"
+text = "[USER_QUESTION]Which region?[/USER_QUESTION]"
+
+[[rule]]
+agent = "plain"
+contains = "Answer:"
+text = "=== PHASE 2 COMPLETE ===\nAll set."
+
+[[rule]]
+agent = "plain"
+contains = "broken"
+text = "[ERROR] never closed"
+
+[[rule]]
+agent = "plain"
+contains = "report error"
+text = "[ERROR]disk full[/ERROR]"
+
+[[rule]]
+agent = "plain"
+contains = "busy"
+once = true
+rate_limit_ms = 30000
+
+[[rule]]
+agent = "lead"
+role = "user"
+contains = "spawn then limit"
+[[rule.tool_calls]]
+name = "spawn_agent"
+arguments = { agent_type = "coding", prompt = "side effect" }
+
+[[rule]]
+agent = "lead"
+role = "tool"
+once = true
+rate_limit_ms = 1000
+
+[[rule]]
+agent = "lead"
+role = "tool"
+text = "spawned ok"
+
+[[rule]]
+text = "ok: {{input}}"
+"#;
+
+#[actix_rt::test]
+async fn markers_drive_phase_dependency_and_question_states() {
+    let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
+    let mut events = sys.events();
+    let a = sys.root("plain", Some("plan the work")).await;
+    let rec = sys
+        .wait_for_status(&a.id, AgentStatus::WaitingDependency)
+        .await;
+    assert_eq!(rec.phase, Some(1));
+    assert_eq!(rec.status_reason.as_deref(), Some("the API key"));
+    let e = next_event(&mut events, "phase marker", |e| {
+        matches!(e, Event::Marker { .. })
+    })
+    .await;
+    assert!(
+        matches!(
+            e,
+            Event::Marker {
+                marker: Marker::PhaseComplete { phase: 1 },
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    next_event(&mut events, "dependency marker", |e| {
+        matches!(
+            e,
+            Event::Marker {
+                marker: Marker::DependencyRequest { .. },
+                ..
+            }
+        )
+    })
+    .await;
+    // Work sent meanwhile waits; answering a question it did not ask is refused.
+    sys.system
+        .send(&a.id, "queued meanwhile", false)
+        .await
+        .unwrap();
+    let e = sys
+        .system
+        .provide(&a.id, AgentStatus::WaitingQuestion, "x")
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(e.code, ErrorCode::InvalidTransition);
+    sys.system
+        .provide(&a.id, AgentStatus::WaitingDependency, "KEY-123")
+        .await
+        .unwrap();
+    let rec = sys
+        .wait_for_status(&a.id, AgentStatus::WaitingQuestion)
+        .await;
+    assert_eq!(rec.status_reason.as_deref(), Some("Which region?"));
+    sys.system
+        .execute(agentd_proto::Command::AnswerQuestion {
+            agent_id: a.id.clone(),
+            answer: "eu-west".into(),
+        })
+        .await
+        .unwrap();
+    sys.wait_for_entry(&a.id, Role::Assistant, "ok: queued meanwhile")
+        .await;
+    let rec = sys.wait_for_status(&a.id, AgentStatus::Idle).await;
+    assert_eq!(rec.phase, Some(2));
+    let users: Vec<String> = sys
+        .thread(&a.id)
+        .await
+        .into_iter()
+        .filter(|e| e.role == Role::User)
+        .map(|e| e.text)
+        .collect();
+    assert_eq!(
+        users,
+        vec![
+            "plan the work",
+            "Dependency provided: KEY-123",
+            "Answer: eu-west",
+            "queued meanwhile"
+        ]
+    );
+}
+
+#[actix_rt::test]
+async fn error_markers_are_recorded_and_malformed_ones_reported() {
+    let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
+    let mut events = sys.events();
+    let a = sys.root("plain", Some("report error")).await;
+    sys.wait_for_entry(&a.id, Role::Assistant, "disk full")
+        .await;
+    let rec = sys.wait_for_status(&a.id, AgentStatus::Idle).await;
+    assert_eq!(rec.last_error.as_deref(), Some("disk full"));
+    sys.system
+        .send(&a.id, "broken marker", false)
+        .await
+        .unwrap();
+    let e = next_event(&mut events, "malformed", |e| {
+        matches!(e, Event::MarkerMalformed { .. })
+    })
+    .await;
+    assert!(
+        matches!(e, Event::MarkerMalformed { ref problem, .. } if problem.contains("not closed")),
+        "{e:?}"
+    );
+    assert_eq!(
+        sys.wait_for_status(&a.id, AgentStatus::Idle).await.status,
+        AgentStatus::Idle,
+        "not guessed into a state"
+    );
+}
+
+#[actix_rt::test]
+async fn a_rate_limit_waits_then_resumes_by_itself_on_the_clock() {
+    let (sys, clock) = start_manual(SCRIPT, default_types(ManageOptions::default()));
+    let mut events = sys.events();
+    let a = sys.root("plain", Some("busy work")).await;
+    let rec = sys
+        .wait_for_status(&a.id, AgentStatus::WaitingRateLimit)
+        .await;
+    assert!(rec.status_reason.unwrap().contains("rate limit"));
+    let e = next_event(&mut events, "rate limited", |e| {
+        matches!(e, Event::RateLimited { .. })
+    })
+    .await;
+    assert!(
+        matches!(e, Event::RateLimited { resume_at_ms, .. } if resume_at_ms == 1_000_000 + 30_000)
+    );
+    wait_until("resume timer", || async { clock.sleepers() == 1 }).await;
+    clock.advance(29_999);
+    tokio::task::yield_now().await;
+    assert_eq!(
+        sys.record(&a.id).await.status,
+        AgentStatus::WaitingRateLimit
+    );
+    clock.advance(1);
+    sys.wait_for_entry(&a.id, Role::Assistant, "ok: busy work")
+        .await;
+    sys.wait_for_status(&a.id, AgentStatus::Idle).await;
+    let t = sys.thread(&a.id).await;
+    assert_eq!(
+        t.iter().filter(|e| e.text == "busy work").count(),
+        1,
+        "the retried turn did not repeat its input"
+    );
+}
+
+#[actix_rt::test]
+async fn a_retried_turn_does_not_repeat_tool_side_effects() {
+    let (sys, clock) = start_manual(SCRIPT, default_types(ManageOptions::default()));
+    let lead = sys.root("lead", Some("spawn then limit")).await;
+    sys.wait_for_status(&lead.id, AgentStatus::WaitingRateLimit)
+        .await;
+    assert_eq!(sys.store.children(&lead.id).await.unwrap().len(), 1);
+    wait_until("resume timer", || async { clock.sleepers() == 1 }).await;
+    clock.advance(1000);
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    eprintln!(
+        "DEBUG {:?} {:#?}",
+        sys.record(&lead.id).await.status,
+        sys.thread(&lead.id)
+            .await
+            .iter()
+            .map(|e| (e.role, e.text.clone(), e.tool_calls.len()))
+            .collect::<Vec<_>>()
+    );
+    sys.wait_for_entry(&lead.id, Role::Assistant, "spawned ok")
+        .await;
+    assert_eq!(
+        sys.store.children(&lead.id).await.unwrap().len(),
+        1,
+        "spawn_agent ran once"
+    );
+    let tools = sys
+        .thread(&lead.id)
+        .await
+        .into_iter()
+        .filter(|e| e.role == Role::Tool)
+        .count();
+    assert_eq!(tools, 1);
+    let _ = json!({});
+}
