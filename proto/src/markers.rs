@@ -34,7 +34,10 @@ pub enum Marker {
     },
 }
 
-const BLOCKS: [(&str, &str, fn(String) -> Marker); 3] = [
+/// Builds a marker from a block's body.
+type MakeMarker = fn(String) -> Marker;
+
+const BLOCKS: [(&str, &str, MakeMarker); 3] = [
     ("[DEPENDENCY_REQUEST]", "[/DEPENDENCY_REQUEST]", |s| {
         Marker::DependencyRequest { request: s }
     }),

@@ -215,18 +215,6 @@ async fn a_retried_turn_does_not_repeat_tool_side_effects() {
     assert_eq!(sys.store.children(&lead.id).await.unwrap().len(), 1);
     wait_until("resume timer", || async { clock.sleepers() == 1 }).await;
     clock.advance(1000);
-    for _ in 0..50 {
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    eprintln!(
-        "DEBUG {:?} {:#?}",
-        sys.record(&lead.id).await.status,
-        sys.thread(&lead.id)
-            .await
-            .iter()
-            .map(|e| (e.role, e.text.clone(), e.tool_calls.len()))
-            .collect::<Vec<_>>()
-    );
     sys.wait_for_entry(&lead.id, Role::Assistant, "spawned ok")
         .await;
     assert_eq!(
