@@ -2,9 +2,11 @@
 //! and condition polling (tests wait for a state, they never sleep a fixed time and assert).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod mock_http;
 pub mod process;
 pub mod redis_server;
 
+pub use mock_http::{Canned, MockHttp};
 pub use process::AgentdProcess;
 pub use redis_server::RedisServer;
 
@@ -74,12 +76,23 @@ pub fn start_custom(
     tweak: impl FnOnce(&mut RuntimeConfig),
 ) -> TestSystem {
     let model = ScriptedModel::from_toml_str(script, clock.clone()).expect("script");
+    start_with_model(Arc::new(model), types, store, clock, tweak)
+}
+
+/// An agent system on any model backend.
+pub fn start_with_model(
+    model: Arc<dyn agentd_actors::ModelClient>,
+    types: Vec<AgentType>,
+    store: Arc<dyn ThreadStore>,
+    clock: Arc<dyn Clock>,
+    tweak: impl FnOnce(&mut RuntimeConfig),
+) -> TestSystem {
     let bus = InProcessBus::default();
     let mut config = RuntimeConfig::with_types(AgentTypes::new(types).expect("types"));
     tweak(&mut config);
     let deps = Deps {
         store: store.clone(),
-        model: Arc::new(model),
+        model,
         events: Arc::new(bus.clone()),
         clock,
         config: Arc::new(config),

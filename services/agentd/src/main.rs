@@ -68,7 +68,7 @@ fn main() -> anyhow::Result<()> {
 async fn run(settings: Settings) -> anyhow::Result<()> {
     let running = agentd::start(&settings).await?;
     let url = format!("http://{}", running.addr);
-    tracing::info!(%url, model = "scripted", store = ?settings.store.kind, "agentd is up");
+    tracing::info!(%url, model = %settings.model.backend, store = ?settings.store.kind, "agentd is up");
     let store = if settings.redis.enabled() {
         format!("redis at {}", settings.redis.masked_url())
     } else {
@@ -78,7 +78,11 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
             settings.store.data_dir.display()
         )
     };
-    println!("agentd listening on {url} (model backend: scripted, offline; store: {store})");
+    let backend = match settings.model.backend.as_str() {
+        "scripted" => "scripted, offline".to_string(),
+        other => other.to_string(),
+    };
+    println!("agentd listening on {url} (model backend: {backend}; store: {store})");
     println!("Try:  cargo run -p agentctl -- spawn --type lead \"build a parser\"");
     println!(
         "then: cargo run -p agentctl -- tree   and   cargo run -p agentctl -- thread <agent_id>"

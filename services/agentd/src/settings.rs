@@ -131,10 +131,24 @@ impl AuthSettings {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSettings {
-    /// Backend name (`scripted`).
+    /// Backend: `scripted`, `openai` (any OpenAI-compatible endpoint) or `anthropic`.
     pub backend: String,
     /// Script of the scripted backend; empty = built-in demo.
     pub script: String,
+    /// Base URL of an HTTP backend; empty = the provider's public API.
+    pub base_url: String,
+    /// Model name used unless the agent type names one.
+    pub model: String,
+    /// Name of the environment variable holding the API key (the key itself is never in a file).
+    pub api_key_env: String,
+    /// Whole-request timeout, ms.
+    pub timeout_ms: u64,
+    /// Retries after a 5xx or a connection error.
+    pub max_retries: u32,
+    /// First retry backoff, ms (doubled per retry, jittered).
+    pub backoff_ms: u64,
+    /// `max_tokens` of Anthropic requests.
+    pub max_tokens: u32,
 }
 
 /// Agent type settings.
@@ -285,9 +299,12 @@ impl Settings {
                 ));
             }
         }
-        if self.model.backend != "scripted" {
+        if !matches!(
+            self.model.backend.as_str(),
+            "scripted" | "openai" | "anthropic"
+        ) {
             return Err(SettingsError::Invalid(format!(
-                "model.backend `{}` is not available; this build has: scripted",
+                "model.backend `{}` is not one of scripted, openai, anthropic",
                 self.model.backend
             )));
         }

@@ -5,7 +5,7 @@ use crate::builtin;
 use crate::settings::{Settings, StoreKind};
 use agentd_actors::{Clock, Deps, EventSink, ModelClient, RuntimeConfig, ThreadStore, Transport};
 use agentd_bus::{Fanout, InProcessBus, RedisBus, RedisBusConfig, RedisEvents};
-use agentd_models::ScriptedModel;
+use agentd_models::{AnthropicModel, HttpSettings, OpenAiModel, ScriptedModel};
 use agentd_store::{MemoryStore, RedbStore, RedisStore};
 use anyhow::Context as _;
 use std::path::Path;
@@ -21,6 +21,53 @@ pub struct Wired {
     pub redis: Option<Arc<RedisBus>>,
     /// The Redis store, when Redis is configured (for the command consumer's connection).
     pub redis_store: Option<RedisStore>,
+}
+
+/// The model backend of `settings.model`.
+pub fn build_model(
+    settings: &Settings,
+    clock: Arc<dyn Clock>,
+) -> anyhow::Result<Arc<dyn ModelClient>> {
+    let m = &settings.model;
+    let http = |default_url: &str| -> anyhow::Result<HttpSettings> {
+        let api_key = match m.api_key_env.trim() {
+            "" => String::new(),
+            var => std::env::var(var)
+                .with_context(|| format!("model.api_key_env names `{var}`, which is not set"))?,
+        };
+        Ok(HttpSettings {
+            base_url: if m.base_url.trim().is_empty() {
+                default_url.to_string()
+            } else {
+                m.base_url.trim().to_string()
+            },
+            api_key,
+            timeout: std::time::Duration::from_millis(m.timeout_ms),
+            max_retries: m.max_retries,
+            backoff: std::time::Duration::from_millis(m.backoff_ms),
+        })
+    };
+    Ok(match m.backend.as_str() {
+        "openai" => Arc::new(OpenAiModel::new(
+            http("https://api.openai.com/v1")?,
+            m.model.clone(),
+        )),
+        "anthropic" => Arc::new(AnthropicModel::new(
+            http("https://api.anthropic.com")?,
+            m.model.clone(),
+            m.max_tokens,
+        )),
+        _ => match m.script.trim() {
+            "" => Arc::new(
+                ScriptedModel::from_toml_str(builtin::DEMO_SCRIPT, clock)
+                    .context("built-in demo script")?,
+            ),
+            path => Arc::new(
+                ScriptedModel::from_file(Path::new(path), clock)
+                    .with_context(|| format!("model script {path}"))?,
+            ),
+        },
+    })
 }
 
 /// Builds the store, the model, the types, the transport and the config. Must run inside a

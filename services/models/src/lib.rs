@@ -3,7 +3,16 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`scripted`] | [`ScriptedModel`]: deterministic answers from a TOML script; the offline default and the backend of the tests |
+//! | [`openai`] | [`OpenAiModel`]: any OpenAI-compatible chat-completions endpoint |
+//! | [`anthropic`] | [`AnthropicModel`]: the Anthropic Messages API |
+//! | [`http`] | timeouts, retries with jittered backoff, rate limits and errors shared by the HTTP backends |
 
+pub mod anthropic;
+pub mod http;
+pub mod openai;
 pub mod scripted;
 
+pub use anthropic::AnthropicModel;
+pub use http::HttpSettings;
+pub use openai::OpenAiModel;
 pub use scripted::{ScriptError, ScriptedModel};

@@ -1,0 +1,244 @@
+//! The HTTP model backends against a local canned server, through real actors: tool-call round
+//! trip, usage in four kinds and cost, 429 → waiting_rate_limit → automatic resume on a manual
+//! clock, 5xx retried, malformed response → a clear error.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use agentd_actors::{ManualClock, ModelClient, SystemClock};
+use agentd_models::{AnthropicModel, HttpSettings, OpenAiModel};
+use agentd_proto::{AgentStatus, ManageOptions, Role};
+use agentd_store::MemoryStore;
+use agentd_tests::*;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn http(url: &str) -> HttpSettings {
+    HttpSettings {
+        base_url: url.to_string(),
+        api_key: "test-key".into(),
+        timeout: Duration::from_secs(5),
+        max_retries: 2,
+        backoff: Duration::from_millis(5),
+    }
+}
+
+fn types() -> Vec<agentd_actors::AgentType> {
+    let mut t = default_types(ManageOptions::default());
+    for ty in &mut t {
+        if ty.name == "plain" {
+            ty.tools = vec!["current_time".into()];
+        }
+    }
+    t
+}
+
+fn openai_tool_call() -> Canned {
+    Canned::json(
+        json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "current_time", "arguments": "{}"}}
+    ]}}], "usage": {"prompt_tokens": 100, "completion_tokens": 10, "prompt_tokens_details": {"cached_tokens": 40}}}),
+    )
+}
+
+fn openai_text(text: &str) -> Canned {
+    Canned::json(
+        json!({"choices": [{"message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 5}}),
+    )
+}
+
+#[actix_rt::test]
+async fn openai_tool_call_round_trip_with_usage_and_cost() {
+    let server = MockHttp::start(vec![
+        Canned::raw(503, "busy"),
+        openai_tool_call(),
+        openai_text("It is late."),
+    ]);
+    let model: Arc<dyn ModelClient> =
+        Arc::new(OpenAiModel::new(http(&server.url), "gpt-test".into()));
+    let sys = start_with_model(
+        model,
+        types(),
+        Arc::new(MemoryStore::new()),
+        Arc::new(SystemClock),
+        |_| {},
+    );
+    let a = sys.root("plain", Some("what time is it?")).await;
+    let t = sys
+        .wait_for_entry(&a.id, Role::Assistant, "It is late.")
+        .await;
+    assert!(t.iter().any(|e| e.role == Role::Tool
+        && e.text.contains("now_ms")
+        && e.tool_call_id.as_deref() == Some("call_1")));
+    let rec = sys.wait_for_status(&a.id, AgentStatus::Idle).await;
+    assert_eq!(
+        (rec.usage.input, rec.usage.cache_read, rec.usage.output),
+        (60 + 120, 40, 15)
+    );
+    let expected = (180.0 * 3.0 + 15.0 * 15.0 + 40.0 * 0.30) / 1e6;
+    assert!(
+        (rec.cost_usd - expected).abs() < 1e-12,
+        "{} vs {expected}",
+        rec.cost_usd
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3, "the 503 was retried");
+    assert_eq!(reqs[1].path, "/chat/completions");
+    assert!(
+        reqs[1]
+            .headers
+            .iter()
+            .any(|(k, v)| k == "authorization" && v == "Bearer test-key")
+    );
+    assert_eq!(reqs[1].body["model"], "gpt-test");
+    let names: Vec<&str> = reqs[1].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"current_time") && names.contains(&"Manage"),
+        "{names:?}"
+    );
+    // The second call carries the tool call and its result back.
+    let msgs = reqs[2].body["messages"].as_array().unwrap();
+    assert_eq!(msgs[2]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(msgs[3]["role"], "tool");
+    assert_eq!(msgs[3]["tool_call_id"], "call_1");
+}
+
+#[actix_rt::test]
+async fn openai_429_waits_then_resumes_by_itself() {
+    let mut limited = Canned::raw(429, "{\"error\": \"slow down\"}");
+    limited.headers.push(("retry-after".into(), "7".into()));
+    let server = MockHttp::start(vec![limited, openai_text("done after the limit")]);
+    let clock = ManualClock::new(1_000);
+    let model: Arc<dyn ModelClient> =
+        Arc::new(OpenAiModel::new(http(&server.url), "gpt-test".into()));
+    let sys = start_with_model(
+        model,
+        types(),
+        Arc::new(MemoryStore::new()),
+        Arc::new(clock.clone()),
+        |_| {},
+    );
+    let a = sys.root("plain", Some("hello")).await;
+    sys.wait_for_status(&a.id, AgentStatus::WaitingRateLimit)
+        .await;
+    wait_until("resume timer", || async { clock.sleepers() == 1 }).await;
+    clock.advance(6_999);
+    tokio::task::yield_now().await;
+    assert_eq!(
+        sys.record(&a.id).await.status,
+        AgentStatus::WaitingRateLimit
+    );
+    clock.advance(1);
+    sys.wait_for_entry(&a.id, Role::Assistant, "done after the limit")
+        .await;
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[actix_rt::test]
+async fn a_malformed_response_fails_the_agent_with_a_clear_error() {
+    let server = MockHttp::start(vec![
+        Canned::raw(200, "{not json"),
+        Canned::raw(400, "{\"error\": {\"message\": \"bad model\"}}"),
+    ]);
+    let model: Arc<dyn ModelClient> =
+        Arc::new(OpenAiModel::new(http(&server.url), "gpt-test".into()));
+    let sys = start_with_model(
+        model,
+        types(),
+        Arc::new(MemoryStore::new()),
+        Arc::new(SystemClock),
+        |_| {},
+    );
+    let a = sys.root("plain", Some("hello")).await;
+    let rec = sys.wait_for_status(&a.id, AgentStatus::Failed).await;
+    assert!(
+        rec.last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("malformed response"),
+        "{rec:?}"
+    );
+    sys.system.send(&a.id, "again", false).await.unwrap();
+    wait_until("second failure", || async {
+        sys.record(&a.id)
+            .await
+            .last_error
+            .unwrap_or_default()
+            .contains("400")
+    })
+    .await;
+    assert!(
+        sys.record(&a.id)
+            .await
+            .last_error
+            .unwrap()
+            .contains("bad model")
+    );
+}
+
+#[actix_rt::test]
+async fn anthropic_tool_use_round_trip_with_four_usage_kinds() {
+    let server = MockHttp::start(vec![
+        Canned::json(
+            json!({"content": [{"type": "text", "text": "Checking."}, {"type": "tool_use", "id": "toolu_1", "name": "current_time", "input": {}}],
+            "usage": {"input_tokens": 50, "output_tokens": 8, "cache_creation_input_tokens": 20, "cache_read_input_tokens": 30}}),
+        ),
+        Canned::json(
+            json!({"content": [{"type": "text", "text": "Done."}], "usage": {"input_tokens": 60, "output_tokens": 2}}),
+        ),
+    ]);
+    let model: Arc<dyn ModelClient> = Arc::new(AnthropicModel::new(
+        http(&server.url),
+        "claude-test".into(),
+        1024,
+    ));
+    let sys = start_with_model(
+        model,
+        types(),
+        Arc::new(MemoryStore::new()),
+        Arc::new(SystemClock),
+        |_| {},
+    );
+    let a = sys.root("plain", Some("time?")).await;
+    sys.wait_for_entry(&a.id, Role::Assistant, "Done.").await;
+    let rec = sys.wait_for_status(&a.id, AgentStatus::Idle).await;
+    assert_eq!(
+        (
+            rec.usage.input,
+            rec.usage.output,
+            rec.usage.cache_write,
+            rec.usage.cache_read
+        ),
+        (110, 10, 20, 30)
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs[0].path, "/v1/messages");
+    assert!(
+        reqs[0]
+            .headers
+            .iter()
+            .any(|(k, v)| k == "x-api-key" && v == "test-key")
+    );
+    assert!(
+        reqs[0]
+            .headers
+            .iter()
+            .any(|(k, _)| k == "anthropic-version")
+    );
+    assert!(
+        reqs[0].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "current_time" && t["input_schema"].is_object())
+    );
+    let msgs = reqs[1].body["messages"].as_array().unwrap();
+    assert_eq!(msgs[1]["content"][1]["type"], "tool_use");
+    assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
+    assert_eq!(msgs[2]["content"][0]["tool_use_id"], "toolu_1");
+}
