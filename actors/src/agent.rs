@@ -58,6 +58,8 @@ pub struct AgentActor {
     /// An interrupted turn's item (rate limit, unreachable store): it runs again before
     /// anything queued, urgent items included.
     retry: Option<Envelope>,
+    /// Why a pause requested at a step boundary happens (a budget), if not a control.
+    pause_reason: Option<String>,
 }
 
 impl AgentActor {
@@ -80,6 +82,7 @@ impl AgentActor {
             retry_backoff_ms: 0,
             holding_for_retry: false,
             retry: None,
+            pause_reason: None,
         }
     }
 
@@ -251,6 +254,9 @@ impl AgentActor {
         }
         let status = self.rec.status;
         if !(status.accepts_turns() || status == AgentStatus::Running) {
+            return;
+        }
+        if (self.retry.is_some() || !self.inbox.is_empty()) && self.pause_if_over_budget(ctx) {
             return;
         }
         let popped = match self.retry.take() {
@@ -428,8 +434,11 @@ impl AgentActor {
                 if r.paused {
                     self.paused_mid_turn = true;
                     self.paused_input = input;
-                    let _ =
-                        self.set_status(AgentStatus::Paused, Some("paused by control".into()), ctx);
+                    let reason = self
+                        .pause_reason
+                        .take()
+                        .unwrap_or_else(|| "paused by control".into());
+                    let _ = self.set_status(AgentStatus::Paused, Some(reason), ctx);
                 } else if let Some(result) = r.yielded {
                     self.rec.result = Some(result.clone());
                     let _ = self.set_status(AgentStatus::Completed, Some("yielded".into()), ctx);
@@ -458,7 +467,11 @@ impl AgentActor {
                         Some((status, reason)) => {
                             let _ = self.set_status(status, Some(reason), ctx);
                         }
-                        None => self.persist(ctx),
+                        None => {
+                            if !self.pause_if_over_budget(ctx) {
+                                self.persist(ctx);
+                            }
+                        }
                     }
                 }
             }
@@ -467,6 +480,36 @@ impl AgentActor {
             self.done(input_id, ctx);
         }
         self.pump(ctx);
+    }
+
+    /// Which budget limit the agent is over, if any.
+    fn over_budget(&self) -> Option<&'static str> {
+        self.rec
+            .budget
+            .and_then(|b| b.exceeded(&self.rec.usage, self.rec.cost_usd, self.deps.clock.now_ms()))
+    }
+
+    /// Pauses the agent (reason `budget_exceeded: <limit>`, event) if it is over its budget;
+    /// answers whether it did. Raising the budget and resuming continues it.
+    fn pause_if_over_budget(&mut self, ctx: &mut Context<Self>) -> bool {
+        let Some(limit) = self.over_budget() else {
+            return false;
+        };
+        if self.rec.status == AgentStatus::Paused {
+            return true;
+        }
+        let reason = format!("{}: {limit}", ErrorCode::BudgetExceeded.as_str());
+        if self
+            .set_status(AgentStatus::Paused, Some(reason), ctx)
+            .is_err()
+        {
+            return false;
+        }
+        self.deps.events.publish(&Event::BudgetExceeded {
+            agent_id: self.rec.id.clone(),
+            limit: limit.to_string(),
+        });
+        true
     }
 
     /// Publishes marker events and updates phase and last error; answers the waiting status a
@@ -751,6 +794,16 @@ impl Handler<crate::messages::Provide> for AgentActor {
     }
 }
 
+impl Handler<crate::messages::SetBudget> for AgentActor {
+    type Result = MessageResult<crate::messages::SetBudget>;
+
+    fn handle(&mut self, msg: crate::messages::SetBudget, ctx: &mut Self::Context) -> Self::Result {
+        self.rec.budget = Some(msg.0);
+        self.persist(ctx);
+        MessageResult(self.rec.clone())
+    }
+}
+
 impl Handler<Restore> for AgentActor {
     type Result = ();
 
@@ -792,7 +845,7 @@ impl Handler<RuntimeState> for AgentActor {
 impl Handler<AddUsage> for AgentActor {
     type Result = ();
 
-    fn handle(&mut self, AddUsage(usage): AddUsage, _: &mut Self::Context) {
+    fn handle(&mut self, AddUsage(usage): AddUsage, ctx: &mut Self::Context) {
         let model = self
             .deps
             .config
@@ -828,6 +881,26 @@ impl Handler<AddUsage> for AgentActor {
             usage,
             cost_usd: cost,
         });
+        if let Some(limit) = self.over_budget() {
+            match &self.turn {
+                Some(turn) if !turn.stop.load(Ordering::SeqCst) => {
+                    // Stop at the next step boundary; the turn continues once the budget is
+                    // raised and the agent resumed.
+                    turn.stop.store(true, Ordering::SeqCst);
+                    self.pause_reason =
+                        Some(format!("{}: {limit}", ErrorCode::BudgetExceeded.as_str()));
+                    self.deps.events.publish(&Event::BudgetExceeded {
+                        agent_id: self.rec.id.clone(),
+                        limit: limit.to_string(),
+                    });
+                }
+                Some(_) => {}
+                // The turn already ended: pause now.
+                None => {
+                    self.pause_if_over_budget(ctx);
+                }
+            }
+        }
     }
 }
 

@@ -112,6 +112,8 @@ pub struct SpawnSpec {
     pub allowed_tools: Option<Vec<String>>,
     /// Where output goes.
     pub channel: Channel,
+    /// Spending limits (capped by the parent's; `None` inherits the parent's).
+    pub budget: Option<agentd_proto::Budget>,
 }
 
 /// Create an agent (and deliver its first message).
@@ -212,3 +214,8 @@ pub struct Provide {
     /// The status the agent must be in.
     pub waiting_for: AgentStatus,
 }
+
+/// Replaces a live agent's budget.
+#[derive(Message, Debug)]
+#[rtype(result = "AgentRecord")]
+pub struct SetBudget(pub agentd_proto::Budget);

@@ -106,6 +106,7 @@ impl Handler<ManageSend> for ParentRouter {
                         title: Some(m.worker_title.clone()),
                         prompt: None,
                         allowed_tools: None,
+                        budget: None,
                         channel: Channel::Manage {
                             parent_id: parent_id.clone(),
                             worker_title: m.worker_title.clone(),

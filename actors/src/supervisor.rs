@@ -238,6 +238,11 @@ impl Handler<Spawn> for Supervisor {
                 phase: None,
                 current_step: None,
                 turns: 0,
+                budget: match (spec.budget, spec.parent.as_ref().and_then(|p| p.budget)) {
+                    (Some(b), Some(cap)) => Some(b.capped_by(&cap)),
+                    (Some(b), None) => Some(b),
+                    (None, cap) => cap,
+                },
                 result: None,
                 created_at_ms: now,
                 updated_at_ms: now,

@@ -94,6 +94,7 @@ impl AgentSystem {
                 prompt,
                 allowed_tools: req.allowed_tools.clone(),
                 channel,
+                budget: req.budget,
             },
         )
         .await
@@ -168,6 +169,23 @@ impl AgentSystem {
         addr.send(crate::messages::Provide { env, waiting_for })
             .await
             .map_err(mailbox)?
+    }
+
+    /// Replaces an agent's budget (raise it, then `resume` a paused agent).
+    pub async fn set_budget(
+        &self,
+        agent_id: &str,
+        budget: agentd_proto::Budget,
+    ) -> Result<AgentRecord, AgentdError> {
+        self.require_exists(agent_id).await?;
+        let addr = self
+            .supervisor
+            .send(crate::messages::Activate(agent_id.to_string()))
+            .await
+            .map_err(mailbox)??;
+        addr.send(crate::messages::SetBudget(budget))
+            .await
+            .map_err(mailbox)
     }
 
     /// Applies a lifecycle control (cascading where the design says so).
@@ -347,6 +365,10 @@ impl AgentSystem {
     /// Executes a command from another service and answers its result as JSON.
     pub async fn execute(&self, cmd: Command) -> Result<Value, AgentdError> {
         match cmd {
+            Command::SetBudget { agent_id, budget } => self
+                .set_budget(&agent_id, budget)
+                .await
+                .map(|r| ops::view(&r, 0)),
             Command::ProvideDependency { agent_id, value } => self
                 .provide(
                     &agent_id,
@@ -469,7 +491,8 @@ pub fn command_target(cmd: &Command) -> Option<&str> {
         | Command::Inspect { agent_id }
         | Command::Thread { agent_id }
         | Command::ProvideDependency { agent_id, .. }
-        | Command::AnswerQuestion { agent_id, .. } => Some(agent_id),
+        | Command::AnswerQuestion { agent_id, .. }
+        | Command::SetBudget { agent_id, .. } => Some(agent_id),
         Command::InvokeTool { agent_id, .. } => agent_id.as_deref(),
         Command::Spawn(req) => req.parent_id.as_deref(),
         Command::List { parent_id } => parent_id.as_deref(),

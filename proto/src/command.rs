@@ -30,6 +30,9 @@ pub struct SpawnRequest {
     /// Manage options override for this root's workers.
     #[serde(default)]
     pub manage: Option<ManageOptions>,
+    /// Spending limits (capped by the parent's).
+    #[serde(default)]
+    pub budget: Option<crate::usage::Budget>,
 }
 
 /// A request from outside agentd.
@@ -97,6 +100,13 @@ pub enum Command {
         agent_id: String,
         /// The answer.
         answer: String,
+    },
+    /// Replace an agent's budget (e.g. raise it, then `resume`).
+    SetBudget {
+        /// Target agent.
+        agent_id: String,
+        /// The new limits.
+        budget: crate::usage::Budget,
     },
     /// Run a tool as if `agent_id`'s model had called it (for gateways and tests).
     InvokeTool {

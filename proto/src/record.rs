@@ -93,6 +93,9 @@ pub struct AgentRecord {
     /// Turns completed.
     #[serde(default)]
     pub turns: u64,
+    /// Spending limits (inherited from and capped by the parent's).
+    #[serde(default)]
+    pub budget: Option<crate::usage::Budget>,
     /// The yield result, once the agent completed its task.
     #[serde(default)]
     pub result: Option<serde_json::Value>,

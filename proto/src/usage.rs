@@ -75,6 +75,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn budgets_cap_and_detect() {
+        let parent = Budget {
+            max_tokens: Some(100),
+            max_cost_usd: None,
+            deadline_ms: Some(50),
+        };
+        let child = Budget {
+            max_tokens: Some(500),
+            max_cost_usd: Some(1.0),
+            deadline_ms: None,
+        }
+        .capped_by(&parent);
+        assert_eq!(
+            child,
+            Budget {
+                max_tokens: Some(100),
+                max_cost_usd: Some(1.0),
+                deadline_ms: Some(50)
+            }
+        );
+        let u = Usage {
+            input: 60,
+            output: 41,
+            ..Usage::default()
+        };
+        assert_eq!(child.exceeded(&u, 0.0, 10), Some("tokens"));
+        assert_eq!(child.exceeded(&Usage::default(), 2.0, 10), Some("cost"));
+        assert_eq!(child.exceeded(&Usage::default(), 0.0, 51), Some("deadline"));
+        assert_eq!(child.exceeded(&Usage::default(), 0.0, 50), None);
+    }
+
+    #[test]
     fn default_price_matches_the_seed() {
         let usage = Usage {
             input: 1_000_000,
@@ -84,5 +116,49 @@ mod tests {
         };
         let cost = Price::default().cost(&usage);
         assert!((cost - (3.0 + 15.0 + 3.75 + 0.30)).abs() < 1e-9);
+    }
+}
+
+/// Limits on what an agent may spend (per spawn; a child's budget is capped by its parent's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Budget {
+    /// Most tokens (all four kinds) its model calls may use.
+    pub max_tokens: Option<u64>,
+    /// Most USD its model calls may cost.
+    pub max_cost_usd: Option<f64>,
+    /// Wall-clock deadline, ms since the epoch.
+    pub deadline_ms: Option<u64>,
+}
+
+impl Budget {
+    /// Each limit the tighter of `self`'s and `cap`'s.
+    pub fn capped_by(&self, cap: &Budget) -> Budget {
+        fn min<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(x), Some(y)) => Some(if x < y { x } else { y }),
+                (x, None) => x,
+                (None, y) => y,
+            }
+        }
+        Budget {
+            max_tokens: min(self.max_tokens, cap.max_tokens),
+            max_cost_usd: min(self.max_cost_usd, cap.max_cost_usd),
+            deadline_ms: min(self.deadline_ms, cap.deadline_ms),
+        }
+    }
+
+    /// Which limit `usage`/`cost` at `now_ms` exceeds, if any (`tokens`, `cost`, `deadline`).
+    pub fn exceeded(&self, usage: &Usage, cost: f64, now_ms: u64) -> Option<&'static str> {
+        if self.max_tokens.is_some_and(|m| usage.total() > m) {
+            return Some("tokens");
+        }
+        if self.max_cost_usd.is_some_and(|m| cost > m) {
+            return Some("cost");
+        }
+        if self.deadline_ms.is_some_and(|d| now_ms > d) {
+            return Some("deadline");
+        }
+        None
     }
 }

@@ -57,6 +57,12 @@ role = "tool"
 text = "spawned ok"
 
 [[rule]]
+agent = "plain"
+contains = "spend"
+text = "spent on {{input}}"
+usage = { input = 10, output = 5 }
+
+[[rule]]
 text = "ok: {{input}}"
 "#;
 
@@ -230,4 +236,101 @@ async fn a_retried_turn_does_not_repeat_tool_side_effects() {
         .count();
     assert_eq!(tools, 1);
     let _ = json!({});
+}
+
+#[actix_rt::test]
+async fn a_budget_pauses_the_agent_and_raising_it_continues() {
+    let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
+    let mut events = sys.events();
+    let budget = agentd_proto::Budget {
+        max_tokens: Some(20),
+        ..Default::default()
+    };
+    let a = sys
+        .system
+        .spawn(agentd_proto::SpawnRequest {
+            agent_type: Some("plain".into()),
+            prompt: Some("spend one".into()),
+            budget: Some(budget),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    sys.wait_for_entry(&a.id, Role::Assistant, "spent on spend one")
+        .await;
+    assert_eq!(
+        sys.wait_for_status(&a.id, AgentStatus::Idle)
+            .await
+            .usage
+            .total(),
+        15
+    );
+    sys.system.send(&a.id, "spend two", false).await.unwrap();
+    let rec = sys.wait_for_status(&a.id, AgentStatus::Paused).await;
+    assert_eq!(
+        rec.status_reason.as_deref(),
+        Some("budget_exceeded: tokens")
+    );
+    let e = next_event(&mut events, "budget", |e| {
+        matches!(e, Event::BudgetExceeded { .. })
+    })
+    .await;
+    assert!(matches!(e, Event::BudgetExceeded { ref limit, .. } if limit == "tokens"));
+    sys.system.send(&a.id, "spend three", false).await.unwrap();
+    // Resuming without more budget pauses again; raising it continues the held work.
+    sys.system
+        .control(&a.id, agentd_proto::Control::Resume)
+        .await
+        .unwrap();
+    sys.wait_for_status(&a.id, AgentStatus::Paused).await;
+    assert!(
+        !sys.thread(&a.id)
+            .await
+            .iter()
+            .any(|e| e.text == "spend three")
+    );
+    sys.system
+        .set_budget(
+            &a.id,
+            agentd_proto::Budget {
+                max_tokens: Some(100),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    sys.system
+        .control(&a.id, agentd_proto::Control::Resume)
+        .await
+        .unwrap();
+    sys.wait_for_entry(&a.id, Role::Assistant, "spent on spend three")
+        .await;
+    // A child's budget is capped by its parent's.
+    let lead = sys
+        .system
+        .spawn(agentd_proto::SpawnRequest {
+            agent_type: Some("lead".into()),
+            budget: Some(budget),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let r = sys
+        .system
+        .invoke_tool(
+            Some(&lead.id),
+            "spawn_agent",
+            json!({"prompt": "x", "budget": {"max_tokens": 500, "max_cost_usd": 1.0}}),
+        )
+        .await
+        .unwrap();
+    let child = sys.record(r["agent_id"].as_str().unwrap()).await;
+    assert_eq!(
+        child.budget,
+        Some(agentd_proto::Budget {
+            max_tokens: Some(20),
+            max_cost_usd: Some(1.0),
+            deadline_ms: None
+        })
+    );
 }

@@ -139,6 +139,12 @@ async fn spawn(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
             title,
             prompt: Some(prompt),
             allowed_tools,
+            budget: match args.get("budget") {
+                None | Some(Value::Null) => None,
+                Some(b) => Some(serde_json::from_value(b.clone()).map_err(|e| {
+                    AgentdError::new(ErrorCode::InvalidArgument, format!("`budget`: {e}"))
+                })?),
+            },
             channel: Channel::Spawn {
                 parent_id: ctx.caller.id.clone(),
             },

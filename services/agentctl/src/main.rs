@@ -149,6 +149,20 @@ enum Cmd {
         /// The answer.
         answer: String,
     },
+    /// Replace an agent's budget (then `resume` it if it was paused for its budget).
+    Budget {
+        /// Agent id.
+        agent_id: String,
+        /// Most tokens.
+        #[arg(long)]
+        max_tokens: Option<u64>,
+        /// Most USD.
+        #[arg(long)]
+        max_cost_usd: Option<f64>,
+        /// Deadline, ms since the epoch.
+        #[arg(long)]
+        deadline_ms: Option<u64>,
+    },
     /// Follow live events (all, or one agent's subtree).
     Events {
         /// Only this agent and its descendants.
@@ -319,6 +333,18 @@ fn run(cli: &Cli) -> Result<Value, Failure> {
             "POST",
             &v1(&format!("/agents/{agent_id}/answer")),
             Some(json!({"answer": answer})),
+        ),
+        Cmd::Budget {
+            agent_id,
+            max_tokens,
+            max_cost_usd,
+            deadline_ms,
+        } => call(
+            "POST",
+            &v1(&format!("/agents/{agent_id}/budget")),
+            Some(
+                json!({"max_tokens": max_tokens, "max_cost_usd": max_cost_usd, "deadline_ms": deadline_ms}),
+            ),
         ),
         Cmd::Events { agent, count, .. } => follow_events(cli, agent.as_deref(), *count),
     }

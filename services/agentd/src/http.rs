@@ -206,6 +206,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                     web::post().to(provide_dependency),
                 )
                 .route("/agents/{id}/answer", web::post().to(answer_question))
+                .route("/agents/{id}/budget", web::post().to(set_budget))
                 .route("/agents/{id}/thread", web::get().to(thread))
                 .route("/agents/{id}/children", web::get().to(children))
                 .route("/agents/{id}/tools", web::get().to(tools))
@@ -467,6 +468,19 @@ async fn answer_question(
     let cmd = Command::AnswerQuestion {
         agent_id: id.into_inner(),
         answer: body.into_inner().value,
+    };
+    Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
+}
+
+async fn set_budget(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    body: web::Json<agentd_proto::Budget>,
+) -> ApiResult {
+    let cmd = Command::SetBudget {
+        agent_id: id.into_inner(),
+        budget: body.into_inner(),
     };
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }

@@ -40,6 +40,11 @@ pub fn record(id: &str, parent: Option<&str>, created: u64) -> AgentRecord {
         phase: Some(2),
         current_step: Some("step".into()),
         turns: 3,
+        budget: Some(agentd_proto::Budget {
+            max_tokens: Some(9),
+            max_cost_usd: Some(0.5),
+            deadline_ms: None,
+        }),
         result: Some(serde_json::json!({"ok": true})),
         created_at_ms: created,
         updated_at_ms: created,
