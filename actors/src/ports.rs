@@ -64,6 +64,10 @@ pub trait ThreadStore: Send + Sync + 'static {
     async fn add_child(&self, parent_id: &str, child_id: &str) -> StoreResult<()>;
     /// Children of `parent`, oldest first.
     async fn children(&self, parent_id: &str) -> StoreResult<Vec<String>>;
+    /// How many children `parent` has (the fan-out check runs it on every spawn).
+    async fn child_count(&self, parent_id: &str) -> StoreResult<usize> {
+        Ok(self.children(parent_id).await?.len())
+    }
     /// Returns the child for `(parent, worker, alias)`, creating the mapping to `candidate` if
     /// there is none. Atomic: two racing callers get the same child. Returns `(child, created)`.
     async fn alias_get_or_create(

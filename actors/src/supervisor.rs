@@ -195,7 +195,7 @@ impl Handler<Spawn> for Supervisor {
                         ),
                     ));
                 }
-                let n = deps.store.children(&parent.id).await?.len();
+                let n = deps.store.child_count(&parent.id).await?;
                 if n as u32 >= cfg.limits.max_children {
                     return Err(AgentdError::new(
                         ErrorCode::FanoutLimit,

@@ -63,7 +63,14 @@ async fn inproc_roundtrip(n: usize) -> anyhow::Result<(f64, f64)> {
         sys.invoke_tool(Some(&root.id), "Manage", args.clone()).await.map_err(e)?;
     }
     let mut samples = Vec::with_capacity(n);
-    for _ in 0..n {
+    for i in 0..n {
+        // A new worker thread every 100 round trips keeps threads short (each turn reads its
+        // whole thread; long conversations are what compaction is for).
+        let mut args = args.clone();
+        args["threadAlias"] = json!(format!("bench-{}", i / 100));
+        if i % 100 == 0 {
+            sys.invoke_tool(Some(&root.id), "Manage", args.clone()).await.map_err(e)?;
+        }
         let t = Instant::now();
         let r = sys.invoke_tool(Some(&root.id), "Manage", args.clone()).await.map_err(e)?;
         samples.push(t.elapsed().as_secs_f64() * 1e6);

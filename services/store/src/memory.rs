@@ -12,7 +12,8 @@ use uuid::Uuid;
 struct Inner {
     agents: HashMap<String, AgentRecord>,
     threads: HashMap<String, (Vec<ThreadEntry>, HashSet<Uuid>)>,
-    children: HashMap<String, Vec<String>>,
+    /// parent → children in insertion order, plus a set for O(1) idempotence.
+    children: HashMap<String, (Vec<String>, HashSet<String>)>,
     /// parent → (title, alias) → child
     aliases: HashMap<String, BTreeMap<(String, String), String>>,
     inboxes: HashMap<String, Inbox>,
@@ -100,9 +101,9 @@ impl ThreadStore for MemoryStore {
 
     async fn add_child(&self, parent_id: &str, child_id: &str) -> StoreResult<()> {
         let mut inner = self.lock();
-        let kids = inner.children.entry(parent_id.to_string()).or_default();
-        if !kids.iter().any(|c| c == child_id) {
-            kids.push(child_id.to_string());
+        let (order, set) = inner.children.entry(parent_id.to_string()).or_default();
+        if set.insert(child_id.to_string()) {
+            order.push(child_id.to_string());
         }
         Ok(())
     }
@@ -112,8 +113,12 @@ impl ThreadStore for MemoryStore {
             .lock()
             .children
             .get(parent_id)
-            .cloned()
+            .map(|(order, _)| order.clone())
             .unwrap_or_default())
+    }
+
+    async fn child_count(&self, parent_id: &str) -> StoreResult<usize> {
+        Ok(self.lock().children.get(parent_id).map(|(o, _)| o.len()).unwrap_or(0))
     }
 
     async fn alias_get_or_create(
@@ -158,8 +163,9 @@ impl ThreadStore for MemoryStore {
         inner.children.remove(agent_id);
         inner.aliases.remove(agent_id);
         if let Some(parent) = parent {
-            if let Some(kids) = inner.children.get_mut(&parent) {
-                kids.retain(|c| c != agent_id);
+            if let Some((order, set)) = inner.children.get_mut(&parent) {
+                order.retain(|c| c != agent_id);
+                set.remove(agent_id);
             }
             if let Some(map) = inner.aliases.get_mut(&parent) {
                 map.retain(|_, child| child != agent_id);

@@ -298,6 +298,15 @@ impl ThreadStore for RedisStore {
             .map_err(be)
     }
 
+    async fn child_count(&self, parent_id: &str) -> StoreResult<usize> {
+        let mut con = self.con.clone();
+        cmd("ZCARD")
+            .arg(self.keys.agent_part(parent_id, "children"))
+            .query_async(&mut con)
+            .await
+            .map_err(be)
+    }
+
     async fn alias_get_or_create(
         &self,
         parent_id: &str,
