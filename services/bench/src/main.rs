@@ -4,7 +4,9 @@
 //!
 //! `cargo run --release -p agentd-bench -- --json bench.json`
 
-use agentd_actors::{AgentSystem, AgentType, AgentTypes, Deps, RuntimeConfig, SystemClock, ThreadStore};
+use agentd_actors::{
+    AgentSystem, AgentType, AgentTypes, Deps, RuntimeConfig, SystemClock, ThreadStore,
+};
 use agentd_bus::InProcessBus;
 use agentd_models::ScriptedModel;
 use agentd_proto::{ManageOptions, SpawnRequest};
@@ -19,15 +21,35 @@ use std::time::{Duration, Instant};
 const SCRIPT: &str = "[[rule]]\nagent = \"worker\"\ntext = \"done\"\nusage = { input = 1, output = 1 }\n\n[[rule]]\nagent = \"sink\"\ntext = \"\"\nusage = { input = 1, output = 1 }\n\n[[rule]]\ntext = \"\"\n";
 
 fn types() -> anyhow::Result<AgentTypes> {
-    let mut root = AgentType { name: "root".into(), title: "Root".into(), workers: vec!["worker".into()], ..Default::default() };
+    let mut root = AgentType {
+        name: "root".into(),
+        title: "Root".into(),
+        workers: vec!["worker".into()],
+        ..Default::default()
+    };
     root.manage = ManageOptions::default();
-    let worker = AgentType { name: "worker".into(), title: "Worker".into(), ..Default::default() };
-    let sink = AgentType { name: "sink".into(), title: "Sink".into(), ..Default::default() };
-    let sub = AgentType { name: "subagent".into(), title: "Sub".into(), ..Default::default() };
+    let worker = AgentType {
+        name: "worker".into(),
+        title: "Worker".into(),
+        ..Default::default()
+    };
+    let sink = AgentType {
+        name: "sink".into(),
+        title: "Sink".into(),
+        ..Default::default()
+    };
+    let sub = AgentType {
+        name: "subagent".into(),
+        title: "Sub".into(),
+        ..Default::default()
+    };
     AgentTypes::new([root, worker, sink, sub]).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-fn system(store: Arc<dyn ThreadStore>, tweak: impl FnOnce(&mut RuntimeConfig)) -> anyhow::Result<AgentSystem> {
+fn system(
+    store: Arc<dyn ThreadStore>,
+    tweak: impl FnOnce(&mut RuntimeConfig),
+) -> anyhow::Result<AgentSystem> {
     let clock = Arc::new(SystemClock);
     let model = ScriptedModel::from_toml_str(SCRIPT, clock.clone())?;
     let mut config = RuntimeConfig::with_types(types()?);
@@ -57,10 +79,18 @@ fn e(err: agentd_proto::AgentdError) -> anyhow::Error {
 /// Root → Manage send_message (sync) → worker → reply, memory store, one Arbiter.
 async fn inproc_roundtrip(n: usize) -> anyhow::Result<(f64, f64)> {
     let sys = system(Arc::new(MemoryStore::new()), |_| {})?;
-    let root = sys.spawn(SpawnRequest { agent_type: Some("root".into()), ..Default::default() }).await.map_err(e)?;
+    let root = sys
+        .spawn(SpawnRequest {
+            agent_type: Some("root".into()),
+            ..Default::default()
+        })
+        .await
+        .map_err(e)?;
     let args = json!({"command": "send_message", "worker": "Worker", "message": "ping", "threadAlias": "bench"});
     for _ in 0..50 {
-        sys.invoke_tool(Some(&root.id), "Manage", args.clone()).await.map_err(e)?;
+        sys.invoke_tool(Some(&root.id), "Manage", args.clone())
+            .await
+            .map_err(e)?;
     }
     let mut samples = Vec::with_capacity(n);
     for i in 0..n {
@@ -69,25 +99,45 @@ async fn inproc_roundtrip(n: usize) -> anyhow::Result<(f64, f64)> {
         let mut args = args.clone();
         args["threadAlias"] = json!(format!("bench-{}", i / 100));
         if i % 100 == 0 {
-            sys.invoke_tool(Some(&root.id), "Manage", args.clone()).await.map_err(e)?;
+            sys.invoke_tool(Some(&root.id), "Manage", args.clone())
+                .await
+                .map_err(e)?;
         }
         let t = Instant::now();
-        let r = sys.invoke_tool(Some(&root.id), "Manage", args.clone()).await.map_err(e)?;
+        let r = sys
+            .invoke_tool(Some(&root.id), "Manage", args.clone())
+            .await
+            .map_err(e)?;
         samples.push(t.elapsed().as_secs_f64() * 1e6);
         if r["status"] != "ok" {
             bail!("round trip answered {r}");
         }
     }
     sys.shutdown().await;
-    Ok((percentile(&mut samples, 0.5), percentile(&mut samples, 0.99)))
+    Ok((
+        percentile(&mut samples, 0.5),
+        percentile(&mut samples, 0.99),
+    ))
 }
 
 /// One-way messages into the threads of `agents` agents whose script answers nothing.
-async fn msgs_per_s(store: Arc<dyn ThreadStore>, agents: usize, messages: usize) -> anyhow::Result<f64> {
+async fn msgs_per_s(
+    store: Arc<dyn ThreadStore>,
+    agents: usize,
+    messages: usize,
+) -> anyhow::Result<f64> {
     let sys = system(store.clone(), |_| {})?;
     let mut ids = Vec::with_capacity(agents);
     for _ in 0..agents {
-        ids.push(sys.spawn(SpawnRequest { agent_type: Some("sink".into()), ..Default::default() }).await.map_err(e)?.id);
+        ids.push(
+            sys.spawn(SpawnRequest {
+                agent_type: Some("sink".into()),
+                ..Default::default()
+            })
+            .await
+            .map_err(e)?
+            .id,
+        );
     }
     let t = Instant::now();
     let mut sends = futures::stream::FuturesUnordered::new();
@@ -130,13 +180,25 @@ async fn msgs_per_s(store: Arc<dyn ThreadStore>, agents: usize, messages: usize)
 }
 
 async fn spawn_per_s(n: usize) -> anyhow::Result<f64> {
-    let sys = system(Arc::new(MemoryStore::new()), |c| c.limits.max_children = u32::MAX)?;
-    let root = sys.spawn(SpawnRequest { agent_type: Some("root".into()), ..Default::default() }).await.map_err(e)?;
+    let sys = system(Arc::new(MemoryStore::new()), |c| {
+        c.limits.max_children = u32::MAX
+    })?;
+    let root = sys
+        .spawn(SpawnRequest {
+            agent_type: Some("root".into()),
+            ..Default::default()
+        })
+        .await
+        .map_err(e)?;
     let t = Instant::now();
     for _ in 0..n {
-        sys.spawn(SpawnRequest { agent_type: Some("subagent".into()), parent_id: Some(root.id.clone()), ..Default::default() })
-            .await
-            .map_err(e)?;
+        sys.spawn(SpawnRequest {
+            agent_type: Some("subagent".into()),
+            parent_id: Some(root.id.clone()),
+            ..Default::default()
+        })
+        .await
+        .map_err(e)?;
     }
     let rate = n as f64 / t.elapsed().as_secs_f64();
     sys.shutdown().await;
@@ -146,7 +208,11 @@ async fn spawn_per_s(n: usize) -> anyhow::Result<f64> {
 fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u64>().ok())
+        })
         .map(|pages| pages * 4096)
         .unwrap_or(0)
 }
@@ -155,7 +221,12 @@ async fn rss_per_idle_agent(n: usize) -> anyhow::Result<f64> {
     let sys = system(Arc::new(MemoryStore::new()), |_| {})?;
     let before = rss_bytes();
     for _ in 0..n {
-        sys.spawn(SpawnRequest { agent_type: Some("subagent".into()), ..Default::default() }).await.map_err(e)?;
+        sys.spawn(SpawnRequest {
+            agent_type: Some("subagent".into()),
+            ..Default::default()
+        })
+        .await
+        .map_err(e)?;
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     let after = rss_bytes();
@@ -177,7 +248,16 @@ fn start_redis() -> anyhow::Result<Redis> {
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let dir = tempfile::tempdir()?;
     let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
         .arg("--dir")
         .arg(dir.path())
         .stdout(Stdio::null())
@@ -197,7 +277,13 @@ fn start_redis() -> anyhow::Result<Redis> {
 /// Raw XADD → XREADGROUP → XACK of `payload`-byte entries, 100 per pipeline / COUNT 100.
 fn redis_raw_msgs_per_s(url: &str, n: usize, payload: usize) -> anyhow::Result<f64> {
     let mut con = redis::Client::open(url)?.get_connection()?;
-    let _: redis::RedisResult<()> = redis::cmd("XGROUP").arg("CREATE").arg("raw").arg("g").arg("0").arg("MKSTREAM").query(&mut con);
+    let _: redis::RedisResult<()> = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg("raw")
+        .arg("g")
+        .arg("0")
+        .arg("MKSTREAM")
+        .query(&mut con);
     let body = vec![b'x'; payload];
     let t = Instant::now();
     let mut sent = 0;
@@ -206,16 +292,39 @@ fn redis_raw_msgs_per_s(url: &str, n: usize, payload: usize) -> anyhow::Result<f
         if sent < n {
             let mut p = redis::pipe();
             for _ in 0..100 {
-                p.cmd("XADD").arg("raw").arg("*").arg("m").arg(&body).ignore();
+                p.cmd("XADD")
+                    .arg("raw")
+                    .arg("*")
+                    .arg("m")
+                    .arg(&body)
+                    .ignore();
             }
             p.query::<()>(&mut con)?;
             sent += 100;
         }
-        let reply: Option<redis::streams::StreamReadReply> =
-            redis::cmd("XREADGROUP").arg("GROUP").arg("g").arg("c").arg("COUNT").arg(100).arg("STREAMS").arg("raw").arg(">").query(&mut con)?;
-        let ids: Vec<String> = reply.map(|r| r.keys).unwrap_or_default().into_iter().flat_map(|k| k.ids).map(|i| i.id).collect();
+        let reply: Option<redis::streams::StreamReadReply> = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg("g")
+            .arg("c")
+            .arg("COUNT")
+            .arg(100)
+            .arg("STREAMS")
+            .arg("raw")
+            .arg(">")
+            .query(&mut con)?;
+        let ids: Vec<String> = reply
+            .map(|r| r.keys)
+            .unwrap_or_default()
+            .into_iter()
+            .flat_map(|k| k.ids)
+            .map(|i| i.id)
+            .collect();
         if !ids.is_empty() {
-            redis::cmd("XACK").arg("raw").arg("g").arg(&ids).query::<i64>(&mut con)?;
+            redis::cmd("XACK")
+                .arg("raw")
+                .arg("g")
+                .arg(&ids)
+                .query::<i64>(&mut con)?;
             got += ids.len();
         }
     }
@@ -231,13 +340,23 @@ fn redis_raw_roundtrip_p50_us(url: &str, n: usize, payload: usize) -> anyhow::Re
     let echoer = std::thread::spawn(move || -> anyhow::Result<()> {
         let mut last = "0".to_string();
         for _ in 0..n {
-            let reply: redis::streams::StreamReadReply =
-                redis::cmd("XREAD").arg("BLOCK").arg(0).arg("STREAMS").arg("ping").arg(&last).query(&mut echo)?;
+            let reply: redis::streams::StreamReadReply = redis::cmd("XREAD")
+                .arg("BLOCK")
+                .arg(0)
+                .arg("STREAMS")
+                .arg("ping")
+                .arg(&last)
+                .query(&mut echo)?;
             for k in reply.keys {
                 for id in k.ids {
                     last = id.id.clone();
                     let m: Vec<u8> = id.get("m").unwrap_or_default();
-                    redis::cmd("XADD").arg("pong").arg("*").arg("m").arg(m).query::<String>(&mut echo)?;
+                    redis::cmd("XADD")
+                        .arg("pong")
+                        .arg("*")
+                        .arg("m")
+                        .arg(m)
+                        .query::<String>(&mut echo)?;
                 }
             }
         }
@@ -247,20 +366,37 @@ fn redis_raw_roundtrip_p50_us(url: &str, n: usize, payload: usize) -> anyhow::Re
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
-        redis::cmd("XADD").arg("ping").arg("*").arg("m").arg(&body).query::<String>(&mut con)?;
-        let reply: redis::streams::StreamReadReply = redis::cmd("XREAD").arg("BLOCK").arg(0).arg("STREAMS").arg("pong").arg(&last).query(&mut con)?;
+        redis::cmd("XADD")
+            .arg("ping")
+            .arg("*")
+            .arg("m")
+            .arg(&body)
+            .query::<String>(&mut con)?;
+        let reply: redis::streams::StreamReadReply = redis::cmd("XREAD")
+            .arg("BLOCK")
+            .arg(0)
+            .arg("STREAMS")
+            .arg("pong")
+            .arg(&last)
+            .query(&mut con)?;
         if let Some(id) = reply.keys.first().and_then(|k| k.ids.last()) {
             last = id.id.clone();
         }
         samples.push(t.elapsed().as_secs_f64() * 1e6);
     }
-    echoer.join().map_err(|_| anyhow::anyhow!("echo thread"))??;
+    echoer
+        .join()
+        .map_err(|_| anyhow::anyhow!("echo thread"))??;
     Ok(percentile(&mut samples, 0.5))
 }
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let json_path = args.iter().position(|a| a == "--json").and_then(|i| args.get(i + 1)).cloned();
+    let json_path = args
+        .iter()
+        .position(|a| a == "--json")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
     let quick = args.iter().any(|a| a == "--quick");
     let scale = if quick { 10 } else { 1 };
     let mut figures = Map::new();
@@ -272,21 +408,47 @@ fn main() -> anyhow::Result<()> {
     let (p50, p99) = sys.block_on(inproc_roundtrip(5_000 / scale))?;
     put("inproc_roundtrip_p50_us", p50);
     put("inproc_roundtrip_p99_us", p99);
-    put("inproc_msgs_per_s", sys.block_on(msgs_per_s(Arc::new(MemoryStore::new()), 1_000, 100_000 / scale))?);
+    put(
+        "inproc_msgs_per_s",
+        sys.block_on(msgs_per_s(
+            Arc::new(MemoryStore::new()),
+            1_000,
+            100_000 / scale,
+        ))?,
+    );
     let dir = tempfile::tempdir()?;
     let redb: Arc<dyn ThreadStore> = Arc::new(RedbStore::open(dir.path())?);
-    put("embedded_msgs_per_s", sys.block_on(msgs_per_s(redb, 100, 2_000 / scale))?);
+    put(
+        "embedded_msgs_per_s",
+        sys.block_on(msgs_per_s(redb, 100, 2_000 / scale))?,
+    );
     put("spawn_per_s", sys.block_on(spawn_per_s(20_000 / scale))?);
-    put("rss_bytes_per_idle_agent", sys.block_on(rss_per_idle_agent(100_000 / scale))?);
+    put(
+        "rss_bytes_per_idle_agent",
+        sys.block_on(rss_per_idle_agent(100_000 / scale))?,
+    );
     let redis = start_redis()?;
     let url = format!("redis://127.0.0.1:{}/", redis.1);
-    put("redis_raw_msgs_per_s", redis_raw_msgs_per_s(&url, 200_000 / scale, 200)?);
-    put("redis_raw_roundtrip_p50_us", redis_raw_roundtrip_p50_us(&url, 2_000 / scale, 200)?);
-    let store: Arc<dyn ThreadStore> = Arc::new(sys.block_on(agentd_store::RedisStore::connect(&url, "bench"))?);
-    put("redis_store_msgs_per_s", sys.block_on(msgs_per_s(store, 100, 5_000 / scale))?);
+    put(
+        "redis_raw_msgs_per_s",
+        redis_raw_msgs_per_s(&url, 200_000 / scale, 200)?,
+    );
+    put(
+        "redis_raw_roundtrip_p50_us",
+        redis_raw_roundtrip_p50_us(&url, 2_000 / scale, 200)?,
+    );
+    let store: Arc<dyn ThreadStore> =
+        Arc::new(sys.block_on(agentd_store::RedisStore::connect(&url, "bench"))?);
+    put(
+        "redis_store_msgs_per_s",
+        sys.block_on(msgs_per_s(store, 100, 5_000 / scale))?,
+    );
     drop(redis);
     if let Some(path) = json_path {
-        std::fs::write(&path, serde_json::to_string_pretty(&Value::Object(figures))?)?;
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&Value::Object(figures))?,
+        )?;
         println!("wrote {path}");
     }
     Ok(())

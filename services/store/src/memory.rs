@@ -118,7 +118,12 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn child_count(&self, parent_id: &str) -> StoreResult<usize> {
-        Ok(self.lock().children.get(parent_id).map(|(o, _)| o.len()).unwrap_or(0))
+        Ok(self
+            .lock()
+            .children
+            .get(parent_id)
+            .map(|(o, _)| o.len())
+            .unwrap_or(0))
     }
 
     async fn alias_get_or_create(
