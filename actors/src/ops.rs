@@ -189,6 +189,17 @@ pub async fn inspect(
     Ok(v)
 }
 
+/// The ids of every root, oldest first.
+pub async fn root_ids(deps: &Deps) -> Result<Vec<String>, AgentdError> {
+    Ok(deps
+        .store
+        .list_roots()
+        .await?
+        .into_iter()
+        .map(|r| r.id)
+        .collect())
+}
+
 /// Children of `parent` (live and closed), or all roots when `parent` is `None`.
 pub async fn list(
     deps: &Deps,
@@ -197,13 +208,7 @@ pub async fn list(
 ) -> Result<Vec<Value>, AgentdError> {
     let ids: Vec<String> = match parent {
         Some(p) => deps.store.children(p).await?,
-        None => deps
-            .store
-            .list_roots()
-            .await?
-            .into_iter()
-            .map(|r| r.id)
-            .collect(),
+        None => root_ids(deps).await?,
     };
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {

@@ -261,39 +261,31 @@ impl Handler<Spawn> for Supervisor {
                 agent_type: rec.agent_type.clone(),
                 title: rec.title.clone(),
             });
+            // The first message, if the spawn has a prompt.
+            let first = prompt.map(|prompt| {
+                let from = rec
+                    .parent_id
+                    .as_deref()
+                    .map(Address::agent)
+                    .unwrap_or(Address::System);
+                Envelope::new(
+                    from,
+                    Address::agent(&rec.id),
+                    Item::Inbox(InboxItem::message(prompt)),
+                    act.deps.clock.now_ms(),
+                )
+            });
             if act.deps.is_remote(&rec.id) {
                 // Its partition belongs to another process: that process activates it when
                 // the first message arrives.
-                if let Some(prompt) = prompt {
-                    let from = rec
-                        .parent_id
-                        .as_deref()
-                        .map(Address::agent)
-                        .unwrap_or(Address::System);
-                    let env = Envelope::new(
-                        from,
-                        Address::agent(&rec.id),
-                        Item::Inbox(InboxItem::message(prompt)),
-                        act.deps.clock.now_ms(),
-                    );
+                if let Some(env) = first {
                     act.router.do_send(crate::messages::Route(env));
                 }
                 return Ok(rec);
             }
             crate::metrics::global().agent_status(&rec.id, Some(rec.status.as_str()));
             let addr = act.start_agent(rec.clone(), ctx);
-            if let Some(prompt) = prompt {
-                let from = rec
-                    .parent_id
-                    .as_deref()
-                    .map(Address::agent)
-                    .unwrap_or(Address::System);
-                let env = Envelope::new(
-                    from,
-                    Address::agent(&rec.id),
-                    Item::Inbox(InboxItem::message(prompt)),
-                    act.deps.clock.now_ms(),
-                );
+            if let Some(env) = first {
                 addr.do_send(Deliver(env));
             }
             Ok(rec)

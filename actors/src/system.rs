@@ -111,13 +111,7 @@ impl AgentSystem {
             return Err(AgentdError::missing_field("text"));
         }
         self.require_exists(agent_id).await?;
-        let item = InboxItem::Message {
-            text: text.to_string(),
-            interrupt,
-            urgent: false,
-            role: agentd_proto::Role::User,
-            from_agent: None,
-        };
+        let item = InboxItem::followup(text, interrupt);
         ops::post(&self.router, external(), agent_id, item, None)
             .await
             .map(|_| ())
@@ -217,14 +211,7 @@ impl AgentSystem {
     pub async fn tree(&self, scope: Option<&str>) -> Result<Vec<Value>, AgentdError> {
         let roots: Vec<String> = match scope {
             Some(root) => vec![self.record(root).await?.id],
-            None => self
-                .deps
-                .store
-                .list_roots()
-                .await?
-                .into_iter()
-                .map(|r| r.id)
-                .collect(),
+            None => ops::root_ids(&self.deps).await?,
         };
         let mut out = Vec::new();
         for root in roots {

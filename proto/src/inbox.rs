@@ -50,9 +50,14 @@ pub enum InboxItem {
 impl InboxItem {
     /// A plain message that neither interrupts nor jumps the queue.
     pub fn message(text: impl Into<String>) -> Self {
+        Self::followup(text, false)
+    }
+
+    /// A user message that may interrupt the running turn (follow-ups, API sends).
+    pub fn followup(text: impl Into<String>, interrupt: bool) -> Self {
         InboxItem::Message {
             text: text.into(),
-            interrupt: false,
+            interrupt,
             urgent: false,
             role: Role::User,
             from_agent: None,

@@ -127,6 +127,38 @@ pub fn start_manual(script: &str, types: Vec<AgentType>) -> (TestSystem, ManualC
     (sys, clock)
 }
 
+/// [`start_custom`] on a memory store and the real clock.
+pub fn start_simple_with(
+    script: &str,
+    types: Vec<AgentType>,
+    tweak: impl FnOnce(&mut RuntimeConfig),
+) -> TestSystem {
+    start_custom(
+        script,
+        types,
+        Arc::new(MemoryStore::new()),
+        Arc::new(SystemClock),
+        tweak,
+    )
+}
+
+/// [`start_custom`] on a memory store and a manual clock.
+pub fn start_manual_with(
+    script: &str,
+    types: Vec<AgentType>,
+    tweak: impl FnOnce(&mut RuntimeConfig),
+) -> (TestSystem, ManualClock) {
+    let clock = ManualClock::new(1_000_000);
+    let sys = start_custom(
+        script,
+        types,
+        Arc::new(MemoryStore::new()),
+        Arc::new(clock.clone()),
+        tweak,
+    );
+    (sys, clock)
+}
+
 /// Polls `cond` until it holds or 10 s pass (then panics with `what`).
 pub async fn wait_until<F, Fut>(what: &str, mut cond: F)
 where

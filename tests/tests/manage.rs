@@ -83,6 +83,16 @@ async fn manage(
     sys.system.invoke_tool(Some(caller), "Manage", args).await
 }
 
+async fn check_status(sys: &TestSystem, caller: &str) -> Value {
+    manage(
+        sys,
+        caller,
+        json!({"command": "check_status", "threadAlias": "status"}),
+    )
+    .await
+    .unwrap()
+}
+
 #[actix_rt::test]
 async fn a_root_turn_calls_manage_sync_and_gets_the_answer_as_tool_result() {
     let sys = start_simple(SCRIPT, types());
@@ -150,13 +160,7 @@ async fn two_workers_two_aliases_same_alias_same_child_and_check_status() {
     assert_ne!(a3["childThreadId"], a_child.as_str());
     let a3_child = a3["childThreadId"].as_str().unwrap().to_string();
 
-    let status = manage(
-        &sys,
-        &lead.id,
-        json!({"command": "check_status", "threadAlias": "status"}),
-    )
-    .await
-    .unwrap();
+    let status = check_status(&sys, &lead.id).await;
     assert_eq!(status["activeTasks"], 3);
     let mut ids: Vec<String> = serde_json::from_value(status["childThreadIds"].clone()).unwrap();
     ids.sort();
@@ -166,13 +170,7 @@ async fn two_workers_two_aliases_same_alias_same_child_and_check_status() {
 
     // A closed child thread is no longer active; check_status only covers this parent.
     sys.system.control(&b_child, Control::Close).await.unwrap();
-    let status = manage(
-        &sys,
-        &lead.id,
-        json!({"command": "check_status", "threadAlias": "status"}),
-    )
-    .await
-    .unwrap();
+    let status = check_status(&sys, &lead.id).await;
     assert_eq!(status["activeTasks"], 2);
     assert!(
         !status["childThreadIds"]

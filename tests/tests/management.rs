@@ -2,7 +2,7 @@
 //! code, interrupts, close/re-open, delete, cascades, limits, lifecycle controls and scoping.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_actors::{AgentType, ManualClock};
+use agentd_actors::AgentType;
 use agentd_proto::{
     AgentStatus, AgentdError, Command, Control, ErrorCode, Event, ManageOptions, Role, SpawnRequest,
 };
@@ -451,13 +451,7 @@ async fn every_rule_is_enforced_with_its_code() {
 
 #[actix_rt::test]
 async fn an_interrupting_follow_up_aborts_the_turn_and_goes_first() {
-    let clock = ManualClock::new(1);
-    let sys = start(
-        SCRIPT,
-        types(),
-        Arc::new(MemoryStore::new()),
-        Arc::new(clock.clone()),
-    );
+    let (sys, clock) = start_manual_with(SCRIPT, types(), |_| {});
     let lead = sys.root("lead", None).await;
     let child = spawn_coder(&sys, &lead.id, "long task").await;
     wait_until("long turn running", || async { clock.sleepers() == 1 }).await;
@@ -505,14 +499,7 @@ async fn an_interrupting_follow_up_aborts_the_turn_and_goes_first() {
 
 #[actix_rt::test]
 async fn cancel_cascades_through_a_three_level_tree_deepest_first() {
-    let clock = ManualClock::new(1);
-    let sys = start_custom(
-        SCRIPT,
-        types(),
-        Arc::new(MemoryStore::new()),
-        Arc::new(clock.clone()),
-        |c| c.limits.max_depth = 2,
-    );
+    let (sys, clock) = start_manual_with(SCRIPT, types(), |c| c.limits.max_depth = 2);
     let lead = sys.root("lead", None).await;
     let r = tool(
         &sys,
@@ -588,13 +575,7 @@ async fn cancel_cascades_through_a_three_level_tree_deepest_first() {
 
 #[actix_rt::test]
 async fn fifty_concurrent_spawns_against_a_fanout_of_ten_make_exactly_ten() {
-    let sys = start_custom(
-        SCRIPT,
-        types(),
-        Arc::new(MemoryStore::new()),
-        Arc::new(agentd_actors::SystemClock),
-        |c| c.limits.max_children = 10,
-    );
+    let sys = start_simple_with(SCRIPT, types(), |c| c.limits.max_children = 10);
     let lead = sys.root("lead", None).await;
     let calls = (0..50).map(|i| {
         let s = sys.system.clone();
@@ -758,13 +739,7 @@ async fn external_callers_are_scoped_to_the_root_they_name() {
 
 #[actix_rt::test]
 async fn the_live_agent_limit_is_enforced_and_freed_by_close() {
-    let sys = start_custom(
-        SCRIPT,
-        types(),
-        Arc::new(MemoryStore::new()),
-        Arc::new(agentd_actors::SystemClock),
-        |c| c.limits.max_live_agents = 2,
-    );
+    let sys = start_simple_with(SCRIPT, types(), |c| c.limits.max_live_agents = 2);
     let a = sys.root("lead", None).await;
     let _b = sys.root("lead", None).await;
     let third = sys
@@ -820,16 +795,10 @@ async fn context_files_are_attached_only_from_allowed_directories_and_capped() {
     )
     .unwrap();
     let dir = allowed.path().to_path_buf();
-    let sys = start_custom(
-        SCRIPT,
-        types(),
-        Arc::new(MemoryStore::new()),
-        Arc::new(agentd_actors::SystemClock),
-        move |c| {
-            c.context_dirs = vec![dir];
-            c.limits.context_file_max_bytes = 1024;
-        },
-    );
+    let sys = start_simple_with(SCRIPT, types(), move |c| {
+        c.context_dirs = vec![dir];
+        c.limits.context_file_max_bytes = 1024;
+    });
     let lead = sys.root("lead", None).await;
     let spec = allowed.path().join("spec.md").display().to_string();
     let r = tool(

@@ -17,21 +17,7 @@ pub(super) async fn run(ctx: &ToolContext, name: &str, args: &Value) -> Result<V
                 .and_then(Value::as_bool)
                 .unwrap_or(false);
             not_self(ctx, &target)?;
-            let item = InboxItem::Message {
-                text: message.to_string(),
-                interrupt,
-                urgent: false,
-                role: agentd_proto::Role::User,
-                from_agent: None,
-            };
-            ops::post(
-                &ctx.router,
-                ops::from_agent(&ctx.caller.id),
-                &target,
-                item,
-                Some(ctx.cause),
-            )
-            .await?;
+            post_as_caller(ctx, &target, InboxItem::followup(message, interrupt)).await?;
             Ok(json!({ "agent_id": target, "status": "sent", "interrupt": interrupt }))
         }
         "inspect_agent" => {
@@ -76,14 +62,7 @@ pub(super) async fn run(ctx: &ToolContext, name: &str, args: &Value) -> Result<V
             } else {
                 "Agent compaction requested."
             };
-            ops::post(
-                &ctx.router,
-                ops::from_agent(&ctx.caller.id),
-                &target,
-                item,
-                Some(ctx.cause),
-            )
-            .await?;
+            post_as_caller(ctx, &target, item).await?;
             Ok(json!({ "summary": summary, "target_agent_id": target }))
         }
         other => Err(AgentdError::new(
@@ -91,6 +70,23 @@ pub(super) async fn run(ctx: &ToolContext, name: &str, args: &Value) -> Result<V
             format!("no tool named `{other}`"),
         )),
     }
+}
+
+/// Posts `item` to `target` as sent by the calling agent, caused by the current turn.
+async fn post_as_caller(
+    ctx: &ToolContext,
+    target: &str,
+    item: InboxItem,
+) -> Result<(), AgentdError> {
+    ops::post(
+        &ctx.router,
+        ops::from_agent(&ctx.caller.id),
+        target,
+        item,
+        Some(ctx.cause),
+    )
+    .await
+    .map(|_| ())
 }
 
 fn not_self(ctx: &ToolContext, target: &str) -> Result<(), AgentdError> {

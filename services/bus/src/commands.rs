@@ -61,19 +61,7 @@ impl CommandConsumer {
     /// Creates the group and runs the loop in the background.
     pub async fn start(self, system: AgentSystem) -> Result<(), AgentdError> {
         let mut con = self.con.clone();
-        let r: redis::RedisResult<()> = cmd("XGROUP")
-            .arg("CREATE")
-            .arg(&self.key)
-            .arg(GROUP)
-            .arg("0")
-            .arg("MKSTREAM")
-            .query_async(&mut con)
-            .await;
-        if let Err(e) = r
-            && !e.to_string().contains("BUSYGROUP")
-        {
-            return Err(be(e));
-        }
+        crate::redis_bus::ensure_group(&mut con, &self.key).await?;
         actix_rt::spawn(async move { self.run(system).await });
         Ok(())
     }

@@ -158,19 +158,7 @@ impl RedisBus {
     pub async fn start(self: &Arc<Self>, system: AgentSystem) -> Result<(), AgentdError> {
         let mut con = self.con.clone();
         for k in 0..self.cfg.partitions {
-            let r: redis::RedisResult<()> = cmd("XGROUP")
-                .arg("CREATE")
-                .arg(self.keys.partition(k))
-                .arg(GROUP)
-                .arg("0")
-                .arg("MKSTREAM")
-                .query_async(&mut con)
-                .await;
-            if let Err(e) = r
-                && !e.to_string().contains("BUSYGROUP")
-            {
-                return Err(be(e));
-            }
+            ensure_group(&mut con, &self.keys.partition(k)).await?;
         }
         self.lease_round(&system).await?;
         let me = self.clone();
@@ -499,6 +487,25 @@ impl RedisBus {
                 .map_err(be)?;
         }
         Ok(())
+    }
+}
+
+/// Creates consumer group `agentd` on `stream` (and the stream), unless it exists.
+pub(crate) async fn ensure_group(
+    con: &mut ConnectionManager,
+    stream: &str,
+) -> Result<(), AgentdError> {
+    let r: redis::RedisResult<()> = cmd("XGROUP")
+        .arg("CREATE")
+        .arg(stream)
+        .arg(GROUP)
+        .arg("0")
+        .arg("MKSTREAM")
+        .query_async(con)
+        .await;
+    match r {
+        Err(e) if !e.to_string().contains("BUSYGROUP") => Err(be(e)),
+        _ => Ok(()),
     }
 }
 

@@ -123,6 +123,23 @@ impl RedbStore {
     }
 }
 
+impl RedbStore {
+    /// The decoded values of `table` under `(id, seq)` keys, in sequence order.
+    async fn read_sequence<T: serde::de::DeserializeOwned + Send + 'static>(
+        &self,
+        table: TableDefinition<'static, (&'static str, u64), &'static [u8]>,
+        id: &str,
+    ) -> StoreResult<Vec<T>> {
+        let id = id.to_string();
+        self.run(move |db| {
+            let tx = db.begin_read().map_err(be)?;
+            let t = tx.open_table(table).map_err(be)?;
+            scan(&t, &id, |_, v| decode(v).map_err(de))
+        })
+        .await
+    }
+}
+
 fn alias_key(title: &str, alias: &str) -> String {
     format!("{title}{SEP}{alias}")
 }
@@ -236,13 +253,7 @@ impl ThreadStore for RedbStore {
     }
 
     async fn thread(&self, agent_id: &str) -> StoreResult<Vec<ThreadEntry>> {
-        let id = agent_id.to_string();
-        self.run(move |db| {
-            let tx = db.begin_read().map_err(be)?;
-            let table = tx.open_table(THREADS).map_err(be)?;
-            scan(&table, &id, |_, v| decode(v).map_err(de))
-        })
-        .await
+        self.read_sequence(THREADS, agent_id).await
     }
 
     async fn replace_thread(&self, agent_id: &str, entries: &[ThreadEntry]) -> StoreResult<()> {
@@ -463,13 +474,7 @@ impl ThreadStore for RedbStore {
     }
 
     async fn inbox_pending(&self, agent_id: &str) -> StoreResult<Vec<Envelope>> {
-        let id = agent_id.to_string();
-        self.run(move |db| {
-            let tx = db.begin_read().map_err(be)?;
-            let table = tx.open_table(INBOX).map_err(be)?;
-            scan(&table, &id, |_, v| decode(v).map_err(de))
-        })
-        .await
+        self.read_sequence(INBOX, agent_id).await
     }
 
     async fn inbox_done(&self, agent_id: &str, env_id: Uuid) -> StoreResult<()> {
