@@ -633,6 +633,19 @@ impl AgentActor {
         control: Control,
         ctx: &mut Context<Self>,
     ) -> Result<AgentRecord, AgentdError> {
+        let res = self.apply_control(control, ctx);
+        if res.is_ok() {
+            // Backends with a process per agent follow the same control (signals).
+            self.deps.model.control(&self.rec.id, control);
+        }
+        res
+    }
+
+    fn apply_control(
+        &mut self,
+        control: Control,
+        ctx: &mut Context<Self>,
+    ) -> Result<AgentRecord, AgentdError> {
         match control {
             Control::Pause => {
                 if let Some(turn) = &self.turn {
@@ -910,6 +923,9 @@ impl Handler<StopAgent> for AgentActor {
     type Result = ResponseActFuture<Self, AgentRecord>;
 
     fn handle(&mut self, msg: StopAgent, ctx: &mut Self::Context) -> Self::Result {
+        // The agent's runtime ends: a process-per-agent backend ends its process too (it is
+        // started again, with the whole thread, on re-activation).
+        self.deps.model.control(&self.rec.id, Control::Terminate);
         // Close drops queued work; a shutdown (no final status) keeps it in the durable inbox
         // for the next activation.
         let closing = msg.final_status.is_some();

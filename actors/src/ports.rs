@@ -179,6 +179,10 @@ pub trait ModelClient: Send + Sync + 'static {
     fn backend(&self) -> &'static str;
     /// Produces the next message for `request`.
     async fn complete(&self, request: ModelRequest) -> Result<ModelResponse, ModelError>;
+
+    /// A lifecycle control of an agent, for backends that run something per agent (the process
+    /// backend signals its process). Stateless backends ignore it.
+    fn control(&self, _agent_id: &str, _control: agentd_proto::Control) {}
 }
 
 /// Where events go (in-process broadcast, Redis stream, ...). Publishing never blocks a turn.

@@ -149,6 +149,10 @@ pub struct ModelSettings {
     pub backoff_ms: u64,
     /// `max_tokens` of Anthropic requests.
     pub max_tokens: u32,
+    /// Program and arguments of the process backend (one process per agent).
+    pub command: Vec<String>,
+    /// Grace period of the process backend's signals (SIGTSTP→SIGSTOP, SIGTERM→SIGKILL), ms.
+    pub grace_ms: u64,
 }
 
 /// Agent type settings.

@@ -5,7 +5,7 @@ use crate::builtin;
 use crate::settings::{Settings, StoreKind};
 use agentd_actors::{Clock, Deps, EventSink, ModelClient, RuntimeConfig, ThreadStore, Transport};
 use agentd_bus::{Fanout, InProcessBus, RedisBus, RedisBusConfig, RedisEvents};
-use agentd_models::{AnthropicModel, HttpSettings, OpenAiModel, ScriptedModel};
+use agentd_models::{AnthropicModel, HttpSettings, OpenAiModel, ProcessModel, ScriptedModel};
 use agentd_store::{MemoryStore, RedbStore, RedisStore};
 use anyhow::Context as _;
 use std::path::Path;
@@ -51,6 +51,11 @@ pub fn build_model(
         "openai" => Arc::new(OpenAiModel::new(
             http("https://api.openai.com/v1")?,
             m.model.clone(),
+        )),
+        "process" => Arc::new(ProcessModel::new(
+            m.command.clone(),
+            std::time::Duration::from_millis(m.grace_ms),
+            std::time::Duration::from_millis(m.timeout_ms),
         )),
         "anthropic" => Arc::new(AnthropicModel::new(
             http("https://api.anthropic.com")?,

@@ -5,14 +5,17 @@
 //! | [`scripted`] | [`ScriptedModel`]: deterministic answers from a TOML script; the offline default and the backend of the tests |
 //! | [`openai`] | [`OpenAiModel`]: any OpenAI-compatible chat-completions endpoint |
 //! | [`anthropic`] | [`AnthropicModel`]: the Anthropic Messages API |
+//! | [`process`] | [`ProcessModel`]: one OS process per agent, JSON lines, lifecycle signals |
 //! | [`http`] | timeouts, retries with jittered backoff, rate limits and errors shared by the HTTP backends |
 
 pub mod anthropic;
 pub mod http;
 pub mod openai;
+pub mod process;
 pub mod scripted;
 
 pub use anthropic::AnthropicModel;
 pub use http::HttpSettings;
 pub use openai::OpenAiModel;
+pub use process::ProcessModel;
 pub use scripted::{ScriptError, ScriptedModel};

@@ -1,0 +1,101 @@
+//! The process backend: one real OS process per agent, JSON lines, usage parsed from its
+//! output, and pause/resume/terminate observed on the process state.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use agentd_actors::{ModelClient, SystemClock};
+use agentd_models::ProcessModel;
+use agentd_models::process::is_stopped;
+use agentd_proto::{AgentStatus, Control, ManageOptions, Role};
+use agentd_store::MemoryStore;
+use agentd_tests::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+const AGENT: &str = r#"#!/usr/bin/env bash
+# Ignores SIGTSTP, so pausing must escalate to SIGSTOP.
+trap '' TSTP
+while IFS= read -r line; do
+  echo "chatter that is not JSON"
+  echo "{\"text\":\"pid $$ at your service\",\"usage\":{\"input\":7,\"output\":3}}"
+done
+"#;
+
+fn state_of(pid: u32) -> Option<char> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s.rsplit(')').next()?.trim_start().chars().next()
+}
+
+#[actix_rt::test]
+async fn a_process_per_agent_follows_pause_resume_and_terminate() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("agent.sh");
+    std::fs::write(&script, AGENT).unwrap();
+    let backend = Arc::new(ProcessModel::new(
+        vec!["bash".into(), script.display().to_string()],
+        Duration::from_millis(200),
+        Duration::from_secs(10),
+    ));
+    let model: Arc<dyn ModelClient> = backend.clone();
+    let sys = start_with_model(
+        model,
+        default_types(ManageOptions::default()),
+        Arc::new(MemoryStore::new()),
+        Arc::new(SystemClock),
+        |_| {},
+    );
+    let a = sys.root("plain", Some("hello")).await;
+    let t = sys
+        .wait_for_entry(&a.id, Role::Assistant, "at your service")
+        .await;
+    let pid = backend.pid(&a.id).expect("a process runs for the agent");
+    assert!(
+        t.iter()
+            .any(|e| e.text == format!("pid {pid} at your service"))
+    );
+    let rec = sys.wait_for_status(&a.id, AgentStatus::Idle).await;
+    assert_eq!(
+        (rec.usage.input, rec.usage.output),
+        (7, 3),
+        "usage parsed from the process output"
+    );
+
+    sys.system.control(&a.id, Control::Pause).await.unwrap();
+    wait_until(
+        "process stopped (SIGTSTP ignored, then SIGSTOP)",
+        || async { is_stopped(pid) },
+    )
+    .await;
+    sys.system.control(&a.id, Control::Resume).await.unwrap();
+    wait_until("process running again", || async { !is_stopped(pid) }).await;
+    // Still the same process, and it still answers.
+    sys.system.send(&a.id, "again", false).await.unwrap();
+    wait_until("second answer", || async {
+        sys.thread(&a.id)
+            .await
+            .iter()
+            .filter(|e| e.role == Role::Assistant)
+            .count()
+            == 2
+    })
+    .await;
+    assert_eq!(backend.pid(&a.id), Some(pid));
+
+    sys.system.control(&a.id, Control::Terminate).await.unwrap();
+    wait_until("process gone and reaped (no zombie)", || async {
+        state_of(pid).is_none()
+    })
+    .await;
+    assert_eq!(backend.pid(&a.id), None);
+    // A follow-up starts a fresh process with the whole thread.
+    sys.system.send(&a.id, "back again", false).await.unwrap();
+    wait_until("a new process answers", || async {
+        sys.thread(&a.id)
+            .await
+            .iter()
+            .filter(|e| e.role == Role::Assistant)
+            .count()
+            == 3
+    })
+    .await;
+    assert_ne!(backend.pid(&a.id), Some(pid));
+}
