@@ -60,6 +60,12 @@ pub struct AgentActor {
     retry: Option<Envelope>,
     /// Why a pause requested at a step boundary happens (a budget), if not a control.
     pause_reason: Option<String>,
+    /// Turn slots under a concurrency limit, if one is set.
+    scheduler: Option<Addr<crate::scheduler::Scheduler>>,
+    /// The item waiting for a turn slot.
+    awaiting_permit: Option<(Envelope, TurnInput)>,
+    /// This agent holds a turn slot.
+    has_permit: bool,
 }
 
 impl AgentActor {
@@ -83,7 +89,26 @@ impl AgentActor {
             holding_for_retry: false,
             retry: None,
             pause_reason: None,
+            scheduler: None,
+            awaiting_permit: None,
+            has_permit: false,
         }
+    }
+
+    /// Turns of this agent take slots from `scheduler` (a concurrency limit).
+    pub fn with_scheduler(mut self, scheduler: Option<Addr<crate::scheduler::Scheduler>>) -> Self {
+        self.scheduler = scheduler;
+        self
+    }
+
+    /// Gives the turn slot back (or withdraws a queued request).
+    fn release_permit(&mut self) {
+        if let Some(s) = &self.scheduler
+            && (self.has_permit || self.awaiting_permit.is_some())
+        {
+            s.do_send(crate::scheduler::Release(self.rec.id.clone()));
+        }
+        self.has_permit = false;
     }
 
     /// Moves to `to` if the transition table allows it and publishes the event; the caller
@@ -183,6 +208,7 @@ impl AgentActor {
     fn abort_turn(&mut self, mark_done: bool, ctx: &mut Context<Self>) -> Option<ThreadEntry> {
         let turn = self.turn.take()?;
         ctx.cancel_future(turn.handle);
+        self.release_permit();
         if mark_done {
             self.done(turn.input.map(|e| e.id), ctx);
         }
@@ -242,6 +268,9 @@ impl AgentActor {
         }
         let retry = self.retry.take().map(|e| e.id);
         self.done(retry, ctx);
+        self.release_permit();
+        let waiting = self.awaiting_permit.take().map(|(e, _)| e.id);
+        self.done(waiting, ctx);
         let paused = self.paused_input.take().map(|e| e.id);
         self.done(paused, ctx);
         self.paused_mid_turn = false;
@@ -249,7 +278,11 @@ impl AgentActor {
 
     /// Starts the next turn if nothing runs and the status lets work start.
     fn pump(&mut self, ctx: &mut Context<Self>) {
-        if self.turn.is_some() || self.paused_mid_turn || self.holding_for_retry {
+        if self.turn.is_some()
+            || self.paused_mid_turn
+            || self.holding_for_retry
+            || self.awaiting_permit.is_some()
+        {
             return;
         }
         let status = self.rec.status;
@@ -319,8 +352,29 @@ impl AgentActor {
             Item::Inbox(InboxItem::Compact) => TurnInput::Compact,
             _ => return self.pump(ctx),
         };
+        if let Some(scheduler) = self.scheduler.clone().filter(|_| !self.has_permit) {
+            // Wait for a turn slot; the agent shows `queued` meanwhile.
+            let _ = self.set_status(
+                AgentStatus::Queued,
+                Some("waiting for a turn slot".into()),
+                ctx,
+            );
+            scheduler.do_send(crate::scheduler::Acquire {
+                agent_id: self.rec.id.clone(),
+                priority: self.rec.priority,
+                addr: ctx.address(),
+            });
+            self.awaiting_permit = Some((env, input));
+            return;
+        }
+        self.begin(env, input, ctx);
+    }
+
+    /// Starts the turn of `env` now (a slot is held, or there is no limit).
+    fn begin(&mut self, env: Envelope, input: TurnInput, ctx: &mut Context<Self>) {
         if let Err(e) = self.set_status(AgentStatus::Running, None, ctx) {
             tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot start a turn");
+            self.release_permit();
             return;
         }
         if matches!(input, TurnInput::Reset(_)) {
@@ -389,6 +443,7 @@ impl AgentActor {
             );
         }
         let input_id = input.as_ref().map(|e| e.id);
+        self.release_permit();
         let outcome = match res {
             Ok(r) => r,
             Err(panic) => {
@@ -723,6 +778,7 @@ impl Actor for AgentActor {
     }
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
+        self.release_permit();
         self.supervisor.do_send(AgentStopped(self.rec.id.clone()));
         self.router.do_send(Forget(self.rec.id.clone()));
     }
@@ -814,6 +870,18 @@ impl Handler<crate::messages::SetBudget> for AgentActor {
         self.rec.budget = Some(msg.0);
         self.persist(ctx);
         MessageResult(self.rec.clone())
+    }
+}
+
+impl Handler<crate::scheduler::Permit> for AgentActor {
+    type Result = ();
+
+    fn handle(&mut self, _: crate::scheduler::Permit, ctx: &mut Self::Context) {
+        self.has_permit = true;
+        match self.awaiting_permit.take() {
+            Some((env, input)) => self.begin(env, input, ctx),
+            None => self.release_permit(),
+        }
     }
 }
 

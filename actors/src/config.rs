@@ -23,6 +23,8 @@ pub struct Limits {
     /// Live agent actors one process hosts; spawns and re-activations beyond it are refused
     /// with `unavailable`. Default 100000.
     pub max_live_agents: usize,
+    /// Turns running at once in one process; more wait in `queued` by priority. 0 = no limit.
+    pub max_running_turns: usize,
 }
 
 impl Default for Limits {
@@ -34,6 +36,7 @@ impl Default for Limits {
             context_file_max_bytes: 64 * 1024,
             compact_keep_recent: 4,
             max_live_agents: 100_000,
+            max_running_turns: 0,
         }
     }
 }

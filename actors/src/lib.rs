@@ -13,6 +13,7 @@
 //! | [`tools`] | tool catalog, visibility rules, Manage and the sub-agent tools |
 //! | [`parent_router`] | `ParentRouter`: worker aliases, sync waits, forwarding to the parent |
 //! | [`channel_router`] | `ChannelRouter`: where every envelope and child output goes |
+//! | [`scheduler`] | `Scheduler`: turn slots by priority under a concurrency limit |
 //! | [`supervisor`] | `Supervisor`: agent directory, spawn limits, activation, cascades |
 //! | [`ops`] | operations shared by the tools and the facade |
 //! | [`system`] | `AgentSystem`: the facade services and tests use |
@@ -27,6 +28,7 @@ pub mod metrics;
 pub mod ops;
 pub mod parent_router;
 pub mod ports;
+pub mod scheduler;
 pub mod supervisor;
 pub mod system;
 pub mod tools;

@@ -114,6 +114,8 @@ pub struct SpawnSpec {
     pub channel: Channel,
     /// Spending limits (capped by the parent's; `None` inherits the parent's).
     pub budget: Option<agentd_proto::Budget>,
+    /// Scheduling priority (`None` inherits the parent's).
+    pub priority: Option<agentd_proto::Priority>,
 }
 
 /// Create an agent (and deliver its first message).

@@ -107,6 +107,7 @@ impl Handler<ManageSend> for ParentRouter {
                         prompt: None,
                         allowed_tools: None,
                         budget: None,
+                        priority: None,
                         channel: Channel::Manage {
                             parent_id: parent_id.clone(),
                             worker_title: m.worker_title.clone(),

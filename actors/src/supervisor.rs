@@ -26,6 +26,8 @@ pub struct Supervisor {
     agents: HashMap<String, Addr<AgentActor>>,
     parents: HashMap<String, Addr<ParentRouter>>,
     arbiters: Vec<Arbiter>,
+    /// Turn slots, when `limits.max_running_turns` is set.
+    scheduler: Option<Addr<crate::scheduler::Scheduler>>,
 }
 
 impl Supervisor {
@@ -43,12 +45,15 @@ impl Supervisor {
         } else {
             (0..n).map(|_| Arbiter::new()).collect()
         };
+        let limit = deps.config.limits.max_running_turns;
+        let scheduler = (limit > 0).then(|| crate::scheduler::Scheduler::new(limit).start());
         Supervisor {
             deps,
             router,
             agents: HashMap::new(),
             parents: HashMap::new(),
             arbiters,
+            scheduler,
         }
     }
 
@@ -67,11 +72,14 @@ impl Supervisor {
         let deps = self.deps.clone();
         let me = ctx.address();
         let router = self.router.clone();
+        let scheduler = self.scheduler.clone();
         let addr = match self.arbiter_for(&rec.root_id) {
-            Some(arb) => {
-                AgentActor::start_in_arbiter(&arb, move |_| AgentActor::new(rec, deps, me, router))
-            }
-            None => AgentActor::new(rec, deps, me, router).start(),
+            Some(arb) => AgentActor::start_in_arbiter(&arb, move |_| {
+                AgentActor::new(rec, deps, me, router).with_scheduler(scheduler)
+            }),
+            None => AgentActor::new(rec, deps, me, router)
+                .with_scheduler(scheduler)
+                .start(),
         };
         self.agents.insert(id.clone(), addr.clone());
         self.router.do_send(Register {
@@ -238,6 +246,10 @@ impl Handler<Spawn> for Supervisor {
                 phase: None,
                 current_step: None,
                 turns: 0,
+                priority: spec
+                    .priority
+                    .or(spec.parent.as_ref().map(|p| p.priority))
+                    .unwrap_or_default(),
                 budget: match (spec.budget, spec.parent.as_ref().and_then(|p| p.budget)) {
                     (Some(b), Some(cap)) => Some(b.capped_by(&cap)),
                     (Some(b), None) => Some(b),

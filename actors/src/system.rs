@@ -95,6 +95,7 @@ impl AgentSystem {
                 allowed_tools: req.allowed_tools.clone(),
                 channel,
                 budget: req.budget,
+                priority: req.priority,
             },
         )
         .await

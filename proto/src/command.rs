@@ -33,6 +33,9 @@ pub struct SpawnRequest {
     /// Spending limits (capped by the parent's).
     #[serde(default)]
     pub budget: Option<crate::usage::Budget>,
+    /// Scheduling priority (default: the parent's, or normal).
+    #[serde(default)]
+    pub priority: Option<crate::usage::Priority>,
 }
 
 /// A request from outside agentd.

@@ -53,4 +53,4 @@ pub use output::Output;
 pub use record::{AgentId, AgentRecord, Channel};
 pub use status::AgentStatus;
 pub use thread::{Role, ThreadEntry, ToolCall};
-pub use usage::{Budget, Price, Usage};
+pub use usage::{Budget, Price, Priority, Usage};

@@ -96,6 +96,9 @@ pub struct AgentRecord {
     /// Spending limits (inherited from and capped by the parent's).
     #[serde(default)]
     pub budget: Option<crate::usage::Budget>,
+    /// Scheduling priority of its turns.
+    #[serde(default)]
+    pub priority: crate::usage::Priority,
     /// The yield result, once the agent completed its task.
     #[serde(default)]
     pub result: Option<serde_json::Value>,

@@ -83,6 +83,7 @@ impl AgentStatus {
             Queued => &[Running, Idle, Paused, Closed, Cancelled, Terminated],
             Running => &[
                 Idle,
+                Queued,
                 WaitingReview,
                 WaitingDependency,
                 WaitingQuestion,

@@ -162,3 +162,21 @@ impl Budget {
         None
     }
 }
+
+/// Which agent's turn starts first when the concurrency limit is full (seed 001): critical >
+/// high > normal > low, first come first served within a level.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Priority {
+    /// User-blocked work.
+    Critical,
+    /// Time-sensitive work.
+    High,
+    /// Regular work (the default).
+    #[default]
+    Normal,
+    /// Background work.
+    Low,
+}

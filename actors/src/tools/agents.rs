@@ -141,6 +141,12 @@ async fn spawn(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
                     AgentdError::new(ErrorCode::InvalidArgument, format!("`budget`: {e}"))
                 })?),
             },
+            priority: match args.get("priority") {
+                None | Some(Value::Null) => None,
+                Some(p) => Some(serde_json::from_value(p.clone()).map_err(|e| {
+                    AgentdError::new(ErrorCode::InvalidArgument, format!("`priority`: {e}"))
+                })?),
+            },
             channel: Channel::Spawn {
                 parent_id: ctx.caller.id.clone(),
             },
