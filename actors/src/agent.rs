@@ -66,6 +66,8 @@ pub struct AgentActor {
     awaiting_permit: Option<(Envelope, TurnInput)>,
     /// This agent holds a turn slot.
     has_permit: bool,
+    /// Dependencies (spawn `depends_on`) that have not completed yet; turns wait for them.
+    unmet: std::collections::HashSet<String>,
 }
 
 impl AgentActor {
@@ -92,12 +94,19 @@ impl AgentActor {
             scheduler: None,
             awaiting_permit: None,
             has_permit: false,
+            unmet: std::collections::HashSet::new(),
         }
     }
 
     /// Turns of this agent take slots from `scheduler` (a concurrency limit).
     pub fn with_scheduler(mut self, scheduler: Option<Addr<crate::scheduler::Scheduler>>) -> Self {
         self.scheduler = scheduler;
+        self
+    }
+
+    /// The dependencies this agent still waits for.
+    pub fn with_unmet(mut self, unmet: std::collections::HashSet<String>) -> Self {
+        self.unmet = unmet;
         self
     }
 
@@ -290,6 +299,21 @@ impl AgentActor {
             return;
         }
         if (self.retry.is_some() || !self.inbox.is_empty()) && self.pause_if_over_budget(ctx) {
+            return;
+        }
+        if !self.unmet.is_empty() && (self.retry.is_some() || !self.inbox.is_empty()) {
+            if self.rec.status != AgentStatus::WaitingDependency {
+                let mut deps: Vec<&String> = self.unmet.iter().collect();
+                deps.sort();
+                let reason = format!(
+                    "depends on {}",
+                    deps.iter()
+                        .map(|d| d.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                let _ = self.set_status(AgentStatus::WaitingDependency, Some(reason), ctx);
+            }
             return;
         }
         let popped = match self.retry.take() {
@@ -497,6 +521,10 @@ impl AgentActor {
                 } else if let Some(result) = r.yielded {
                     self.rec.result = Some(result.clone());
                     let _ = self.set_status(AgentStatus::Completed, Some("yielded".into()), ctx);
+                    self.supervisor.do_send(crate::messages::Finished {
+                        agent_id: self.rec.id.clone(),
+                        ok: true,
+                    });
                     if let Some(parent_id) = self.rec.channel.parent_id() {
                         self.deps.events.publish(&Event::Yielded {
                             agent_id: self.rec.id.clone(),
@@ -665,6 +693,10 @@ impl AgentActor {
             message: e.to_string(),
         });
         let _ = self.set_status(AgentStatus::Failed, Some(e.code.as_str().into()), ctx);
+        self.supervisor.do_send(crate::messages::Finished {
+            agent_id: self.rec.id.clone(),
+            ok: false,
+        });
         self.output(
             Output::Failed {
                 error: e.to_string(),
@@ -882,6 +914,35 @@ impl Handler<crate::scheduler::Permit> for AgentActor {
             Some((env, input)) => self.begin(env, input, ctx),
             None => self.release_permit(),
         }
+    }
+}
+
+impl Handler<crate::messages::DependencyDone> for AgentActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: crate::messages::DependencyDone, ctx: &mut Self::Context) {
+        if !self.unmet.contains(&msg.agent_id) {
+            return;
+        }
+        if !msg.ok {
+            if self.deps.config.limits.on_dependency_failure == "fail" {
+                let e = AgentdError::new(
+                    ErrorCode::InvalidTransition,
+                    format!("dependency `{}` failed", msg.agent_id),
+                );
+                self.fail(e, agentd_proto::ids::new_id(), ctx);
+            }
+            return; // hold: wait until it completes after all
+        }
+        self.unmet.remove(&msg.agent_id);
+        if self.unmet.is_empty() && self.rec.status == AgentStatus::WaitingDependency {
+            let _ = self.set_status(
+                AgentStatus::Idle,
+                Some("dependencies completed".into()),
+                ctx,
+            );
+        }
+        self.pump(ctx);
     }
 }
 

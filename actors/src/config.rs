@@ -25,6 +25,8 @@ pub struct Limits {
     pub max_live_agents: usize,
     /// Turns running at once in one process; more wait in `queued` by priority. 0 = no limit.
     pub max_running_turns: usize,
+    /// When a dependency fails: `hold` its dependents (default) or `fail` them.
+    pub on_dependency_failure: String,
 }
 
 impl Default for Limits {
@@ -37,6 +39,7 @@ impl Default for Limits {
             compact_keep_recent: 4,
             max_live_agents: 100_000,
             max_running_turns: 0,
+            on_dependency_failure: "hold".into(),
         }
     }
 }

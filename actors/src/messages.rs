@@ -116,6 +116,8 @@ pub struct SpawnSpec {
     pub budget: Option<agentd_proto::Budget>,
     /// Scheduling priority (`None` inherits the parent's).
     pub priority: Option<agentd_proto::Priority>,
+    /// Agents that must complete first.
+    pub depends_on: Vec<String>,
 }
 
 /// Create an agent (and deliver its first message).
@@ -221,3 +223,23 @@ pub struct Provide {
 #[derive(Message, Debug)]
 #[rtype(result = "AgentRecord")]
 pub struct SetBudget(pub agentd_proto::Budget);
+
+/// An agent reached `completed` (`ok`) or `failed`: its dependents may go on.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Finished {
+    /// The agent.
+    pub agent_id: String,
+    /// Completed (true) or failed (false).
+    pub ok: bool,
+}
+
+/// One of an agent's dependencies finished.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct DependencyDone {
+    /// The dependency.
+    pub agent_id: String,
+    /// Completed (true) or failed (false).
+    pub ok: bool,
+}

@@ -108,6 +108,7 @@ impl Handler<ManageSend> for ParentRouter {
                         allowed_tools: None,
                         budget: None,
                         priority: None,
+                        depends_on: Vec::new(),
                         channel: Channel::Manage {
                             parent_id: parent_id.clone(),
                             worker_title: m.worker_title.clone(),

@@ -28,6 +28,8 @@ pub struct Supervisor {
     arbiters: Vec<Arbiter>,
     /// Turn slots, when `limits.max_running_turns` is set.
     scheduler: Option<Addr<crate::scheduler::Scheduler>>,
+    /// dependency → agents waiting for it to finish.
+    dependents: HashMap<String, Vec<String>>,
 }
 
 impl Supervisor {
@@ -54,6 +56,7 @@ impl Supervisor {
             parents: HashMap::new(),
             arbiters,
             scheduler,
+            dependents: HashMap::new(),
         }
     }
 
@@ -67,7 +70,22 @@ impl Supervisor {
         Some(self.arbiters[i].handle())
     }
 
-    fn start_agent(&mut self, rec: AgentRecord, ctx: &mut Context<Self>) -> Addr<AgentActor> {
+    /// Remembers that `agent_id` waits for `unmet` to finish.
+    fn watch(&mut self, agent_id: &str, unmet: &std::collections::HashSet<String>) {
+        for dep in unmet {
+            let list = self.dependents.entry(dep.clone()).or_default();
+            if !list.iter().any(|d| d == agent_id) {
+                list.push(agent_id.to_string());
+            }
+        }
+    }
+
+    fn start_agent(
+        &mut self,
+        rec: AgentRecord,
+        unmet: std::collections::HashSet<String>,
+        ctx: &mut Context<Self>,
+    ) -> Addr<AgentActor> {
         let id = rec.id.clone();
         let deps = self.deps.clone();
         let me = ctx.address();
@@ -75,10 +93,13 @@ impl Supervisor {
         let scheduler = self.scheduler.clone();
         let addr = match self.arbiter_for(&rec.root_id) {
             Some(arb) => AgentActor::start_in_arbiter(&arb, move |_| {
-                AgentActor::new(rec, deps, me, router).with_scheduler(scheduler)
+                AgentActor::new(rec, deps, me, router)
+                    .with_scheduler(scheduler)
+                    .with_unmet(unmet)
             }),
             None => AgentActor::new(rec, deps, me, router)
                 .with_scheduler(scheduler)
+                .with_unmet(unmet)
                 .start(),
         };
         self.agents.insert(id.clone(), addr.clone());
@@ -219,6 +240,19 @@ impl Handler<Spawn> for Supervisor {
                 .id
                 .clone()
                 .unwrap_or_else(|| agentd_proto::ids::new_id().to_string());
+            // Dependencies name existing agents only, so they cannot form a cycle.
+            for dep in &spec.depends_on {
+                if *dep == id {
+                    return Err(AgentdError::new(
+                        ErrorCode::InvalidArgument,
+                        "an agent cannot depend on itself",
+                    ));
+                }
+                if deps.store.get_agent(dep).await?.is_none() {
+                    return Err(AgentdError::agent_not_found(dep));
+                }
+            }
+            let unmet = unmet_dependencies(&deps, &spec.depends_on).await?;
             let title = spec
                 .title
                 .clone()
@@ -246,6 +280,7 @@ impl Handler<Spawn> for Supervisor {
                 phase: None,
                 current_step: None,
                 turns: 0,
+                depends_on: spec.depends_on.clone(),
                 priority: spec
                     .priority
                     .or(spec.parent.as_ref().map(|p| p.priority))
@@ -263,10 +298,11 @@ impl Handler<Spawn> for Supervisor {
             if let Some(parent) = &spec.parent {
                 deps.store.add_child(&parent.id, &id).await?;
             }
-            Ok((rec, spec.prompt))
+            Ok((rec, spec.prompt, unmet))
         };
         AtomicResponse::new(Box::pin(fut.into_actor(self).map(|res, act, ctx| {
-            let (rec, prompt) = res?;
+            let (rec, prompt, unmet) = res?;
+            act.watch(&rec.id, &unmet);
             act.deps.events.publish(&Event::Spawned {
                 agent_id: rec.id.clone(),
                 parent_id: rec.parent_id.clone(),
@@ -296,7 +332,7 @@ impl Handler<Spawn> for Supervisor {
                 return Ok(rec);
             }
             crate::metrics::global().agent_status(&rec.id, Some(rec.status.as_str()));
-            let addr = act.start_agent(rec.clone(), ctx);
+            let addr = act.start_agent(rec.clone(), unmet, ctx);
             if let Some(env) = first {
                 addr.do_send(Deliver(env));
             }
@@ -344,20 +380,65 @@ impl Handler<Activate> for Supervisor {
                 });
             }
             let pending = deps.store.inbox_pending(&rec.id).await?;
-            Ok::<_, AgentdError>((rec, pending))
+            let unmet = unmet_dependencies(&deps, &rec.depends_on).await?;
+            Ok::<_, AgentdError>((rec, pending, unmet))
         };
         AtomicResponse::new(Box::pin(fut.into_actor(self).map(|res, act, ctx| {
-            let (rec, pending) = res?;
+            let (rec, pending, unmet) = res?;
             if let Some(addr) = act.live(&rec.id) {
                 return Ok(addr);
             }
-            let addr = act.start_agent(rec, ctx);
+            act.watch(&rec.id, &unmet);
+            let addr = act.start_agent(rec, unmet, ctx);
             if !pending.is_empty() {
                 // Work that was queued when the agent last stopped (restart, failover).
                 addr.do_send(Restore(pending));
             }
             Ok(addr)
         })))
+    }
+}
+
+/// The dependencies of `depends_on` that have not completed yet.
+async fn unmet_dependencies(
+    deps: &Deps,
+    depends_on: &[String],
+) -> Result<std::collections::HashSet<String>, AgentdError> {
+    let mut unmet = std::collections::HashSet::new();
+    for dep in depends_on {
+        let done = deps
+            .store
+            .get_agent(dep)
+            .await?
+            .is_some_and(|r| r.status == AgentStatus::Completed);
+        if !done {
+            unmet.insert(dep.clone());
+        }
+    }
+    Ok(unmet)
+}
+
+impl Handler<crate::messages::Finished> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: crate::messages::Finished, _: &mut Self::Context) {
+        let hold = self.deps.config.limits.on_dependency_failure != "fail";
+        let waiting = if msg.ok || !hold {
+            self.dependents.remove(&msg.agent_id).unwrap_or_default()
+        } else {
+            self.dependents
+                .get(&msg.agent_id)
+                .cloned()
+                .unwrap_or_default()
+        };
+        for dependent in waiting {
+            if let Some(addr) = self.live(&dependent) {
+                addr.do_send(crate::messages::DependencyDone {
+                    agent_id: msg.agent_id.clone(),
+                    ok: msg.ok,
+                });
+            }
+        }
     }
 }
 

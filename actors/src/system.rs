@@ -96,6 +96,7 @@ impl AgentSystem {
                 channel,
                 budget: req.budget,
                 priority: req.priority,
+                depends_on: req.depends_on.clone(),
             },
         )
         .await

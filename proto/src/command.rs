@@ -36,6 +36,9 @@ pub struct SpawnRequest {
     /// Scheduling priority (default: the parent's, or normal).
     #[serde(default)]
     pub priority: Option<crate::usage::Priority>,
+    /// Agents that must complete before this one runs.
+    #[serde(default, alias = "dependsOn")]
+    pub depends_on: Vec<String>,
 }
 
 /// A request from outside agentd.

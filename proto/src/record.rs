@@ -99,6 +99,9 @@ pub struct AgentRecord {
     /// Scheduling priority of its turns.
     #[serde(default)]
     pub priority: crate::usage::Priority,
+    /// Agents that must complete before this one runs (`waiting_dependency` until then).
+    #[serde(default)]
+    pub depends_on: Vec<AgentId>,
     /// The yield result, once the agent completed its task.
     #[serde(default)]
     pub result: Option<serde_json::Value>,

@@ -79,7 +79,15 @@ impl AgentStatus {
     /// Whether the table allows `self → next`. A status never "changes" to itself.
     pub fn can_become(self, next: AgentStatus) -> bool {
         let allowed: &[AgentStatus] = match self {
-            Idle => &[Running, Queued, Paused, Closed, Cancelled, Terminated],
+            Idle => &[
+                Running,
+                Queued,
+                WaitingDependency,
+                Paused,
+                Closed,
+                Cancelled,
+                Terminated,
+            ],
             Queued => &[Running, Idle, Paused, Closed, Cancelled, Terminated],
             Running => &[
                 Idle,
@@ -98,7 +106,7 @@ impl AgentStatus {
                 Completed, Running, Queued, Paused, Closed, Cancelled, Terminated,
             ],
             WaitingDependency | WaitingQuestion | WaitingRateLimit => &[
-                Running, Queued, Paused, Failed, Closed, Cancelled, Terminated,
+                Running, Idle, Queued, Paused, Failed, Closed, Cancelled, Terminated,
             ],
             Paused => &[
                 Running,

@@ -98,3 +98,132 @@ async fn priority_then_fifo_under_a_limit_of_one() {
     sys.wait_for_entry(&blocker.id, Role::Assistant, "busy done")
         .await;
 }
+
+const DEPS: &str = r#"
+[[rule]]
+agent = "coding"
+role = "user"
+contains = "broken"
+delay_ms = 1000
+error = "it broke"
+
+[[rule]]
+agent = "coding"
+role = "user"
+contains = "slow"
+delay_ms = 1000
+[[rule.tool_calls]]
+name = "yield_to_parent"
+arguments = { result = "{{input}} done" }
+
+[[rule]]
+agent = "coding"
+role = "user"
+[[rule.tool_calls]]
+name = "yield_to_parent"
+arguments = { result = "{{input}} done" }
+
+[[rule]]
+text = "ok"
+"#;
+
+async fn spawn_dep(
+    sys: &TestSystem,
+    parent: &str,
+    prompt: &str,
+    deps: &[&str],
+) -> Result<String, agentd_proto::AgentdError> {
+    sys.system
+        .invoke_tool(
+            Some(parent),
+            "spawn_agent",
+            serde_json::json!({"agent_type": "coding", "prompt": prompt, "depends_on": deps}),
+        )
+        .await
+        .map(|v| v["agent_id"].as_str().unwrap().to_string())
+}
+
+#[actix_rt::test]
+async fn dependency_chain_and_diamond_run_in_order() {
+    let (sys, clock) = start_manual_with(DEPS, default_types(ManageOptions::default()), |_| {});
+    let lead = sys.root("lead", None).await;
+    let a = spawn_dep(&sys, &lead.id, "slow a", &[]).await.unwrap();
+    let b = spawn_dep(&sys, &lead.id, "work b", &[&a]).await.unwrap();
+    let c = spawn_dep(&sys, &lead.id, "work c", &[&a]).await.unwrap();
+    let d = spawn_dep(&sys, &lead.id, "work d", &[&b, &c])
+        .await
+        .unwrap();
+    for id in [&b, &c, &d] {
+        let rec = sys
+            .wait_for_status(id, AgentStatus::WaitingDependency)
+            .await;
+        assert!(rec.status_reason.unwrap().starts_with("depends on"));
+    }
+    assert_eq!(sys.record(&d).await.depends_on, vec![b.clone(), c.clone()]);
+    let unknown = spawn_dep(&sys, &lead.id, "x", &["no-such-agent"]).await;
+    assert_eq!(
+        unknown.err().map(|e| e.code),
+        Some(agentd_proto::ErrorCode::AgentNotFound)
+    );
+    let mut events = sys.events();
+    wait_until("a running", || async { clock.sleepers() == 1 }).await;
+    clock.advance(1000);
+    let mut completed = Vec::new();
+    while completed.len() < 4 {
+        if let Event::StatusChanged {
+            agent_id,
+            to: AgentStatus::Completed,
+            ..
+        } = next_event(&mut events, "completed", |e| {
+            matches!(
+                e,
+                Event::StatusChanged {
+                    to: AgentStatus::Completed,
+                    ..
+                }
+            )
+        })
+        .await
+        {
+            completed.push(agent_id);
+        }
+    }
+    assert_eq!(completed[0], a);
+    assert_eq!(completed[3], d, "the diamond's tip runs last");
+    assert_eq!(
+        sys.record(&d).await.result,
+        Some(serde_json::json!("work d done"))
+    );
+}
+
+#[actix_rt::test]
+async fn a_failed_dependency_holds_or_fails_its_dependents_by_config() {
+    for (policy, expected) in [
+        ("hold", AgentStatus::WaitingDependency),
+        ("fail", AgentStatus::Failed),
+    ] {
+        let (sys, clock) = start_manual_with(DEPS, default_types(ManageOptions::default()), |c| {
+            c.limits.on_dependency_failure = policy.into()
+        });
+        let lead = sys.root("lead", None).await;
+        let f = spawn_dep(&sys, &lead.id, "broken f", &[]).await.unwrap();
+        let e = spawn_dep(&sys, &lead.id, "work e", &[&f]).await.unwrap();
+        sys.wait_for_status(&e, AgentStatus::WaitingDependency)
+            .await;
+        wait_until("f running", || async { clock.sleepers() == 1 }).await;
+        clock.advance(1000);
+        sys.wait_for_status(&f, AgentStatus::Failed).await;
+        let rec = sys.wait_for_status(&e, expected).await;
+        if policy == "fail" {
+            assert!(rec.last_error.unwrap().contains("failed"));
+        } else {
+            // Held: nothing ran.
+            assert!(
+                !sys.thread(&e)
+                    .await
+                    .iter()
+                    .any(|x| x.role == Role::Assistant)
+            );
+        }
+    }
+}

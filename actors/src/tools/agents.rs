@@ -147,6 +147,7 @@ async fn spawn(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
                     AgentdError::new(ErrorCode::InvalidArgument, format!("`priority`: {e}"))
                 })?),
             },
+            depends_on: string_list(args, "depends_on", "dependsOn")?.unwrap_or_default(),
             channel: Channel::Spawn {
                 parent_id: ctx.caller.id.clone(),
             },
