@@ -68,6 +68,8 @@ pub struct AgentActor {
     has_permit: bool,
     /// Dependencies (spawn `depends_on`) that have not completed yet; turns wait for them.
     unmet: std::collections::HashSet<String>,
+    /// The inbox item of the latest turn (a re-run of the same item counts as an attempt).
+    last_task: Option<Uuid>,
 }
 
 impl AgentActor {
@@ -95,6 +97,7 @@ impl AgentActor {
             awaiting_permit: None,
             has_permit: false,
             unmet: std::collections::HashSet::new(),
+            last_task: None,
         }
     }
 
@@ -405,6 +408,12 @@ impl AgentActor {
             self.rec.result = None;
             self.rec.last_error = None;
         }
+        if self.last_task == Some(env.id) {
+            self.rec.attempts += 1;
+        } else {
+            self.rec.attempts = 1;
+            self.last_task = Some(env.id);
+        }
         self.start_turn(env.id, Some(env), input, ctx);
     }
 
@@ -498,6 +507,40 @@ impl AgentActor {
                         act.pump(ctx);
                     },
                 );
+                return;
+            }
+            Err(e)
+                if self.rec.attempts < self.deps.config.limits.max_attempts && input.is_some() =>
+            {
+                // Automatic retry with capped exponential backoff; the attempt shows in inspect.
+                let limits = &self.deps.config.limits;
+                let shift = self.rec.attempts.saturating_sub(1).min(20);
+                let delay = limits
+                    .retry_backoff_ms
+                    .saturating_mul(1u64 << shift)
+                    .min(limits.retry_backoff_max_ms);
+                tracing::warn!(agent_id = %self.rec.id, error = %e, attempt = self.rec.attempts, retry_ms = delay, "turn failed; retrying");
+                self.rec.last_error = Some(e.to_string());
+                self.deps.events.publish(&Event::TurnFailed {
+                    agent_id: self.rec.id.clone(),
+                    message: format!(
+                        "{e} (attempt {}, retrying in {delay} ms)",
+                        self.rec.attempts
+                    ),
+                });
+                self.retry = input;
+                self.holding_for_retry = true;
+                let reason = format!(
+                    "retry {} of {} in {delay} ms",
+                    self.rec.attempts + 1,
+                    self.deps.config.limits.max_attempts
+                );
+                let _ = self.set_status(AgentStatus::Queued, Some(reason), ctx);
+                let sleep = self.deps.clock.sleep(delay);
+                ctx.spawn(sleep.into_actor(self).map(|_, act, ctx| {
+                    act.holding_for_retry = false;
+                    act.pump(ctx);
+                }));
                 return;
             }
             Err(e) => self.fail(e, cause, ctx),

@@ -27,6 +27,12 @@ pub struct Limits {
     pub max_running_turns: usize,
     /// When a dependency fails: `hold` its dependents (default) or `fail` them.
     pub on_dependency_failure: String,
+    /// Attempts of a failing task before the agent is `failed` (1 = no automatic retry).
+    pub max_attempts: u32,
+    /// First retry delay, ms; doubled per attempt up to `retry_backoff_max_ms`.
+    pub retry_backoff_ms: u64,
+    /// Longest retry delay, ms.
+    pub retry_backoff_max_ms: u64,
 }
 
 impl Default for Limits {
@@ -40,6 +46,9 @@ impl Default for Limits {
             max_live_agents: 100_000,
             max_running_turns: 0,
             on_dependency_failure: "hold".into(),
+            max_attempts: 1,
+            retry_backoff_ms: 1_000,
+            retry_backoff_max_ms: 60_000,
         }
     }
 }

@@ -159,7 +159,8 @@ pub fn view(rec: &AgentRecord, children: usize) -> Value {
         "foreground": rec.foreground, "phase": rec.phase, "current_step": rec.current_step,
         "progress": rec.phase.map(|p| p as f64),
         "last_error": rec.last_error, "usage": rec.usage, "tokens_used": rec.usage.total(),
-        "cost_usd": rec.cost_usd, "turns": rec.turns, "children": children,
+        "cost_usd": rec.cost_usd, "turns": rec.turns, "attempts": rec.attempts,
+        "priority": rec.priority, "depends_on": rec.depends_on, "budget": rec.budget, "children": children,
         "result": rec.result, "channel": rec.channel,
         "created_at_ms": rec.created_at_ms, "updated_at_ms": rec.updated_at_ms,
     })

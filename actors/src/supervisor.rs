@@ -281,6 +281,7 @@ impl Handler<Spawn> for Supervisor {
                 current_step: None,
                 turns: 0,
                 depends_on: spec.depends_on.clone(),
+                attempts: 0,
                 priority: spec
                     .priority
                     .or(spec.parent.as_ref().map(|p| p.priority))

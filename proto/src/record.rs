@@ -102,6 +102,9 @@ pub struct AgentRecord {
     /// Agents that must complete before this one runs (`waiting_dependency` until then).
     #[serde(default)]
     pub depends_on: Vec<AgentId>,
+    /// Attempts of the current task (1 on the first run; more after automatic retries).
+    #[serde(default)]
+    pub attempts: u32,
     /// The yield result, once the agent completed its task.
     #[serde(default)]
     pub result: Option<serde_json::Value>,

@@ -227,3 +227,67 @@ async fn a_failed_dependency_holds_or_fails_its_dependents_by_config() {
         }
     }
 }
+
+const FLAKY: &str = r#"
+[[rule]]
+contains = "flaky"
+once = true
+error = "transient failure"
+
+[[rule]]
+contains = "always broken"
+error = "permanent failure"
+
+[[rule]]
+text = "ok: {{input}}"
+"#;
+
+#[actix_rt::test]
+async fn failed_turns_are_retried_with_backoff_and_attempts_show() {
+    let (sys, clock) = start_manual_with(FLAKY, default_types(ManageOptions::default()), |c| {
+        c.limits.max_attempts = 3;
+        c.limits.retry_backoff_ms = 500;
+        c.limits.retry_backoff_max_ms = 800;
+    });
+    let a = sys.root("plain", Some("flaky job")).await;
+    let rec = sys.wait_for_status(&a.id, AgentStatus::Queued).await;
+    assert_eq!(rec.status_reason.as_deref(), Some("retry 2 of 3 in 500 ms"));
+    assert_eq!(sys.system.inspect(&a.id).await.unwrap()["attempts"], 1);
+    wait_until("backoff armed", || async { clock.sleepers() == 1 }).await;
+    clock.advance(499);
+    tokio::task::yield_now().await;
+    assert_eq!(sys.record(&a.id).await.status, AgentStatus::Queued);
+    clock.advance(1);
+    sys.wait_for_entry(&a.id, Role::Assistant, "ok: flaky job")
+        .await;
+    let rec = sys.wait_for_status(&a.id, AgentStatus::Idle).await;
+    assert_eq!(rec.attempts, 2);
+    assert_eq!(
+        sys.thread(&a.id)
+            .await
+            .iter()
+            .filter(|e| e.text == "flaky job")
+            .count(),
+        1
+    );
+    // Retries exhausted: failed after three attempts, backoff doubling and capped.
+    sys.system
+        .send(&a.id, "always broken", false)
+        .await
+        .unwrap();
+    wait_until("second retry scheduled", || async {
+        sys.record(&a.id).await.status_reason.as_deref() == Some("retry 2 of 3 in 500 ms")
+    })
+    .await;
+    wait_until("armed", || async { clock.sleepers() == 1 }).await;
+    clock.advance(500);
+    wait_until("third attempt scheduled", || async {
+        sys.record(&a.id).await.status_reason.as_deref() == Some("retry 3 of 3 in 800 ms")
+    })
+    .await;
+    wait_until("armed", || async { clock.sleepers() == 1 }).await;
+    clock.advance(800);
+    let rec = sys.wait_for_status(&a.id, AgentStatus::Failed).await;
+    assert_eq!(rec.attempts, 3);
+    assert!(rec.last_error.unwrap().contains("permanent failure"));
+}

@@ -42,6 +42,7 @@ pub fn record(id: &str, parent: Option<&str>, created: u64) -> AgentRecord {
         turns: 3,
         priority: agentd_proto::Priority::High,
         depends_on: vec!["dep-a".into()],
+        attempts: 2,
         budget: Some(agentd_proto::Budget {
             max_tokens: Some(9),
             max_cost_usd: Some(0.5),
