@@ -252,3 +252,57 @@ fn sigterm_in_the_middle_of_a_run_exits_cleanly_and_the_run_finishes_after_resta
         ]
     );
 }
+
+#[test]
+fn kill_9_mid_run_on_the_embedded_store_finishes_after_restart_with_every_message_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.toml");
+    std::fs::write(&script, "[[rule]]\ncontains = \"slow\"\ndelay_ms = 300\ntext = \"done: {{input}}\"\n\n[[rule]]\ntext = \"done: {{input}}\"\n").unwrap();
+    let env = [
+        (
+            "AGENTD__STORE__DATA_DIR",
+            dir.path().join("data").display().to_string(),
+        ),
+        ("AGENTD__MODEL__SCRIPT", script.display().to_string()),
+    ];
+    let p = AgentdProcess::start(&env);
+    let agents: Vec<String> = (0..3)
+        .map(|_| {
+            p.post("/v1/agents", json!({"agent_type": "subagent"}))
+                .unwrap()["agent_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let mut sent = Vec::new();
+    for n in 0..12 {
+        let id = &agents[n % 3];
+        let text = format!("slow m{n}");
+        p.post(&format!("/v1/agents/{id}/messages"), json!({"text": text}))
+            .unwrap();
+        sent.push((id.clone(), text));
+    }
+    // Kill while turns are running and items are queued.
+    p.wait_for("a turn running", |p| {
+        agents
+            .iter()
+            .any(|id| p.get(&format!("/v1/agents/{id}"))["turn_running"] == true)
+    });
+    p.kill9();
+    let p = AgentdProcess::start(&env);
+    for (id, text) in &sent {
+        p.wait_for(&format!("{text} answered"), |p| {
+            p.texts(id).iter().any(|t| *t == format!("done: {text}"))
+        });
+    }
+    // The same threads as a run that was never interrupted: each message once, in order.
+    for id in &agents {
+        let expected: Vec<String> = sent
+            .iter()
+            .filter(|(i, _)| i == id)
+            .flat_map(|(_, t)| [t.clone(), format!("done: {t}")])
+            .collect();
+        assert_eq!(p.texts(id), expected, "thread of {id}");
+    }
+}
