@@ -18,8 +18,8 @@ use actix::prelude::*;
 use agentd_proto::Marker;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{
-    AgentRecord, AgentStatus, AgentdError, Channel, Control, Envelope, ErrorCode, Event, InboxItem,
-    Item, Role, ThreadEntry,
+    AgentRecord, AgentStatus, AgentdError, Channel, CheckpointReason, Control, Envelope, ErrorCode,
+    Event, InboxItem, Item, Role, ThreadEntry,
 };
 use futures::FutureExt;
 use std::collections::VecDeque;
@@ -155,10 +155,47 @@ impl AgentActor {
         reason: Option<String>,
         ctx: &mut Context<Self>,
     ) -> Result<(), AgentdError> {
-        if self.transition(to, reason)? {
+        if self.transition(to, reason.clone())? {
             self.persist(ctx);
+            // Seed 001: automatic checkpoints on a pause, a rate limit and an error.
+            let trigger = reason.unwrap_or_else(|| to.as_str().to_string());
+            match to {
+                AgentStatus::Paused => self.checkpoint(CheckpointReason::Auto, &trigger, ctx),
+                AgentStatus::WaitingRateLimit => {
+                    self.checkpoint(CheckpointReason::RateLimit, &trigger, ctx)
+                }
+                AgentStatus::Failed => self.checkpoint(CheckpointReason::Error, &trigger, ctx),
+                _ => {}
+            }
         }
         Ok(())
+    }
+
+    /// Saves a checkpoint of the agent as it is now, before any further message is handled.
+    fn checkpoint(&mut self, reason: CheckpointReason, trigger: &str, ctx: &mut Context<Self>) {
+        let deps = self.deps.clone();
+        let rec = self.rec.clone();
+        let trigger = trigger.to_string();
+        ctx.wait(
+            async move {
+                if let Err(e) = crate::checkpoints::capture(&deps, &rec, reason, &trigger).await {
+                    tracing::warn!(agent_id = %rec.id, error = %e, "taking a checkpoint failed");
+                }
+            }
+            .into_actor(self),
+        );
+    }
+
+    /// Resumes a rate-limited agent by itself after `ms` (on the injected clock).
+    fn schedule_rate_limit_resume(&mut self, ms: u64, ctx: &mut Context<Self>) {
+        let sleep = self.deps.clock.sleep(ms);
+        ctx.spawn(sleep.into_actor(self).map(|_, act, ctx| {
+            if act.rec.status == AgentStatus::WaitingRateLimit {
+                act.rec.resume_at_ms = None;
+                let _ = act.set_status(AgentStatus::Running, Some("rate limit over".into()), ctx);
+                act.pump(ctx);
+            }
+        }));
     }
 
     fn persist(&mut self, ctx: &mut Context<Self>) {
@@ -536,6 +573,7 @@ impl AgentActor {
                     self.deps.config.limits.max_attempts
                 );
                 let _ = self.set_status(AgentStatus::Queued, Some(reason), ctx);
+                self.checkpoint(CheckpointReason::Error, &e.to_string(), ctx);
                 let sleep = self.deps.clock.sleep(delay);
                 ctx.spawn(sleep.into_actor(self).map(|_, act, ctx| {
                     act.holding_for_retry = false;
@@ -553,6 +591,16 @@ impl AgentActor {
                 self.retry_backoff_ms = 0;
                 self.rec.turns += 1;
                 let wait = self.apply_markers(&r.markers, &r.malformed);
+                for m in &r.markers {
+                    if let Marker::PhaseComplete { phase } = m {
+                        self.persist(ctx);
+                        self.checkpoint(
+                            CheckpointReason::Auto,
+                            &format!("phase {phase} complete"),
+                            ctx,
+                        );
+                    }
+                }
                 if r.paused {
                     self.paused_mid_turn = true;
                     self.paused_input = input;
@@ -658,6 +706,14 @@ impl AgentActor {
                 Marker::PhaseComplete { phase } => {
                     self.rec.phase = Some(*phase);
                     self.rec.current_step = Some(format!("phase {phase} complete"));
+                    let phases = self
+                        .deps
+                        .config
+                        .types
+                        .get(&self.rec.agent_type)
+                        .and_then(|t| t.phases)
+                        .filter(|n| *n > 0);
+                    self.rec.progress = phases.map(|n| (f64::from(*phase) / f64::from(n)).min(1.0));
                 }
                 Marker::Error { message } => self.rec.last_error = Some(message.clone()),
                 Marker::DependencyRequest { request } => {
@@ -681,6 +737,7 @@ impl AgentActor {
     fn rate_limited(&mut self, ms: u64, input: Option<Envelope>, ctx: &mut Context<Self>) {
         let resume_at = self.deps.clock.now_ms() + ms;
         self.retry = input;
+        self.rec.resume_at_ms = Some(resume_at);
         let _ = self.set_status(
             AgentStatus::WaitingRateLimit,
             Some(format!("provider rate limit; resumes at {resume_at}")),
@@ -690,13 +747,7 @@ impl AgentActor {
             agent_id: self.rec.id.clone(),
             resume_at_ms: resume_at,
         });
-        let sleep = self.deps.clock.sleep(ms);
-        ctx.spawn(sleep.into_actor(self).map(|_, act, ctx| {
-            if act.rec.status == AgentStatus::WaitingRateLimit {
-                let _ = act.set_status(AgentStatus::Running, Some("rate limit over".into()), ctx);
-                act.pump(ctx);
-            }
-        }));
+        self.schedule_rate_limit_resume(ms, ctx);
     }
 
     /// A dependency or an answer for an agent that waits for one: it becomes the next message
@@ -828,6 +879,8 @@ impl AgentActor {
                 if control == Control::Cancel {
                     self.interrupt_turn(ctx);
                 } else {
+                    // Seed 001: always checkpoint before terminating.
+                    self.checkpoint(CheckpointReason::Auto, "terminate", ctx);
                     self.abort_turn(true, ctx);
                 }
                 self.drop_queue(ctx);
@@ -850,6 +903,12 @@ impl Actor for AgentActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(1024);
+        if self.rec.status == AgentStatus::WaitingRateLimit {
+            // Re-activated (restart, failover) while rate-limited: it still resumes by itself.
+            let now = self.deps.clock.now_ms();
+            let ms = self.rec.resume_at_ms.unwrap_or(now).saturating_sub(now);
+            self.schedule_rate_limit_resume(ms, ctx);
+        }
     }
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
@@ -1143,5 +1202,87 @@ impl Handler<StopAgent> for AgentActor {
                 rec
             }),
         )
+    }
+}
+
+impl Handler<crate::messages::TakeCheckpoint> for AgentActor {
+    // Atomic: the checkpoint is the agent's state between two of its messages.
+    type Result = AtomicResponse<Self, Result<agentd_proto::Checkpoint, AgentdError>>;
+
+    fn handle(
+        &mut self,
+        msg: crate::messages::TakeCheckpoint,
+        _: &mut Self::Context,
+    ) -> Self::Result {
+        let deps = self.deps.clone();
+        let rec = self.rec.clone();
+        AtomicResponse::new(Box::pin(
+            async move { crate::checkpoints::capture(&deps, &rec, msg.reason, &msg.trigger).await }
+                .into_actor(self),
+        ))
+    }
+}
+
+impl Handler<crate::messages::RestoreCheckpoint> for AgentActor {
+    // Atomic: nothing else touches the agent between dropping its work and re-queuing the
+    // checkpoint's.
+    type Result = AtomicResponse<Self, Result<AgentRecord, AgentdError>>;
+
+    fn handle(
+        &mut self,
+        crate::messages::RestoreCheckpoint(cp): crate::messages::RestoreCheckpoint,
+        ctx: &mut Self::Context,
+    ) -> Self::Result {
+        // What runs or waits now is dropped (marked done); the checkpoint's pending items
+        // replace it.
+        self.abort_turn(true, ctx);
+        self.drop_queue(ctx);
+        self.holding_for_retry = false;
+        let plan = crate::checkpoints::plan(&cp, agentd_proto::ids::new_id());
+        let store = self.deps.store.clone();
+        let id = self.rec.id.clone();
+        AtomicResponse::new(Box::pin(
+            async move {
+                store.replace_thread(&id, &plan.conversation).await?;
+                let mut queued = Vec::new();
+                for env in plan.pending {
+                    if store.inbox_push(&id, &env).await? {
+                        queued.push(env);
+                    }
+                }
+                Ok::<_, AgentdError>(queued)
+            }
+            .into_actor(self)
+            .map(move |res, act, ctx| {
+                let queued = res?;
+                act.rec.phase = cp.phase;
+                act.rec.current_step = cp.current_step.clone();
+                act.rec.progress = cp.progress;
+                act.rec.env = cp.environment.clone();
+                act.rec.result = None;
+                act.rec.last_error = None;
+                act.rec.resume_at_ms = None;
+                act.rec.attempts = 0;
+                act.last_task = None;
+                // A process-backend agent starts a new process, with the restored environment
+                // and the restored conversation, on its next turn.
+                act.deps.model.control(&act.rec.id, Control::Terminate);
+                act.deps.events.publish(&Event::Restored {
+                    agent_id: act.rec.id.clone(),
+                    checkpoint_id: cp.id,
+                });
+                for env in queued {
+                    act.enqueue(env, ctx);
+                }
+                // Running until the pump finds nothing to do (then idle): every status may
+                // become running but closed, which activation already re-opened.
+                let reason = Some(format!("restored from checkpoint {}", cp.id));
+                if act.set_status(AgentStatus::Running, reason, ctx).is_err() {
+                    act.persist(ctx);
+                }
+                act.pump(ctx);
+                Ok(act.rec.clone())
+            }),
+        ))
     }
 }

@@ -75,6 +75,11 @@ pub struct AgentType {
     pub grants_management: bool,
     /// Model name passed to the backend, if the type pins one.
     pub model: Option<String>,
+    /// Model provider (a `[providers.<name>]` of the config), if the type pins one.
+    pub provider: Option<String>,
+    /// How many phases a task of this type has (`=== PHASE N COMPLETE ===`); progress is
+    /// phase / phases.
+    pub phases: Option<u32>,
 }
 
 /// The agent type table, with the seed's aliases (`worker` = `coding`, `debugger` = `debug`).
@@ -182,6 +187,11 @@ pub struct RuntimeConfig {
     pub context_dirs: Vec<PathBuf>,
     /// Arbiters (threads) that host agents; 0 means one per core.
     pub arbiters: usize,
+    /// Names of the configured model providers besides the default (spawns and types may
+    /// name them).
+    pub providers: std::collections::BTreeSet<String>,
+    /// Checkpoints kept per agent (older ones are pruned; 0 keeps all).
+    pub checkpoints_keep: usize,
 }
 
 impl RuntimeConfig {
@@ -198,6 +208,8 @@ impl RuntimeConfig {
                 .into(),
             context_dirs: vec![PathBuf::from(".")],
             arbiters: 1,
+            providers: Default::default(),
+            checkpoints_keep: 20,
         }
     }
 

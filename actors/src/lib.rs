@@ -9,6 +9,7 @@
 //! | [`messages`] | the typed actix messages between actors |
 //! | [`metrics`] | the process metrics registry (Prometheus text) |
 //! | [`agent`] | `AgentActor`: one agent, its inbox queue, its turns, its status |
+//! | [`checkpoints`] | taking checkpoints and planning restores (seed 001) |
 //! | [`turn`] | one turn: model call → tools → repeat; reset and compaction |
 //! | [`tools`] | tool catalog, visibility rules, Manage and the sub-agent tools |
 //! | [`parent_router`] | `ParentRouter`: worker aliases, sync waits, forwarding to the parent |
@@ -20,6 +21,7 @@
 
 pub mod agent;
 pub mod channel_router;
+pub mod checkpoints;
 pub mod clock;
 pub mod config;
 pub mod deps;

@@ -27,6 +27,23 @@ pub struct Restore(pub Vec<Envelope>);
 #[rtype(result = "Result<AgentRecord, AgentdError>")]
 pub struct ApplyControl(pub Control);
 
+/// Take a checkpoint of the agent now.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<agentd_proto::Checkpoint, AgentdError>")]
+pub struct TakeCheckpoint {
+    /// Why.
+    pub reason: agentd_proto::CheckpointReason,
+    /// What triggered it.
+    pub trigger: String,
+}
+
+/// Bring the agent back to a checkpoint: its running turn and queue are dropped, the
+/// conversation, phase, step, progress and environment are put back, and the checkpoint's
+/// pending items are queued again.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<AgentRecord, AgentdError>")]
+pub struct RestoreCheckpoint(pub agentd_proto::Checkpoint);
+
 /// The live agent's current record.
 #[derive(Message, Debug)]
 #[rtype(result = "AgentRecord")]
@@ -118,6 +135,12 @@ pub struct SpawnSpec {
     pub priority: Option<agentd_proto::Priority>,
     /// Agents that must complete first.
     pub depends_on: Vec<String>,
+    /// Model provider override (`None`: the type's, else the default).
+    pub provider: Option<String>,
+    /// Model name override (`None`: the type's, else the provider's default).
+    pub model: Option<String>,
+    /// Environment variables, over the parent's.
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 /// Create an agent (and deliver its first message).

@@ -109,6 +109,9 @@ impl Handler<ManageSend> for ParentRouter {
                         budget: None,
                         priority: None,
                         depends_on: Vec::new(),
+                        provider: None,
+                        model: None,
+                        env: Default::default(),
                         channel: Channel::Manage {
                             parent_id: parent_id.clone(),
                             worker_title: m.worker_title.clone(),

@@ -3,7 +3,7 @@
 //! a real model.
 
 use agentd_proto::{
-    AgentRecord, AgentdError, Envelope, ErrorCode, Event, ThreadEntry, ToolCall, Usage,
+    AgentRecord, AgentdError, Checkpoint, Envelope, ErrorCode, Event, ThreadEntry, ToolCall, Usage,
 };
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -79,7 +79,7 @@ pub trait ThreadStore: Send + Sync + 'static {
     ) -> StoreResult<(String, bool)>;
     /// The worker aliases of a parent.
     async fn aliases(&self, parent_id: &str) -> StoreResult<Vec<WorkerAlias>>;
-    /// Removes an agent: record, thread, inbox, its own aliases and children list, and its
+    /// Removes an agent: record, thread, inbox, checkpoints, its own aliases and children list, and its
     /// entries in its parent's children list and aliases.
     async fn delete_agent(&self, agent_id: &str) -> StoreResult<()>;
     /// Durably queues an envelope for an agent, once: returns `false` (and changes nothing) if
@@ -91,6 +91,11 @@ pub trait ThreadStore: Send + Sync + 'static {
     async fn inbox_pending(&self, agent_id: &str) -> StoreResult<Vec<Envelope>>;
     /// Marks a queued envelope handled (its turn finished).
     async fn inbox_done(&self, agent_id: &str, env_id: Uuid) -> StoreResult<()>;
+    /// Saves a checkpoint, then prunes the agent's oldest ones so that at most `keep` remain
+    /// (`keep` 0 keeps all).
+    async fn checkpoint_put(&self, checkpoint: &Checkpoint, keep: usize) -> StoreResult<()>;
+    /// An agent's checkpoints, newest first.
+    async fn checkpoints(&self, agent_id: &str) -> StoreResult<Vec<Checkpoint>>;
 }
 
 /// How envelopes reach agents that live in another process (Redis partition streams). The
@@ -135,8 +140,13 @@ pub struct ModelRequest {
     pub agent_type: String,
     /// Its title.
     pub title: String,
-    /// The model name to use, if the agent type names one.
+    /// The model name to use, if the spawn or the agent type names one.
     pub model: Option<String>,
+    /// The provider to call (`None` = the default one); a [`ModelClient`] routing between
+    /// providers reads it.
+    pub provider: Option<String>,
+    /// The agent's environment variables (a process backend passes them to its process).
+    pub env: std::collections::BTreeMap<String, String>,
     /// Layered system prompt (base + sub-agent role + type overlay).
     pub system_prompt: String,
     /// The thread so far.

@@ -253,6 +253,21 @@ impl Handler<Spawn> for Supervisor {
                 }
             }
             let unmet = unmet_dependencies(&deps, &spec.depends_on).await?;
+            let provider = spec.provider.clone().or_else(|| ty.provider.clone());
+            if let Some(p) = &provider
+                && !cfg.providers.contains(p)
+            {
+                return Err(AgentdError::new(
+                    ErrorCode::UnknownProvider,
+                    format!("no model provider `{p}` is configured"),
+                ));
+            }
+            let mut env = spec
+                .parent
+                .as_ref()
+                .map(|p| p.env.clone())
+                .unwrap_or_default();
+            env.extend(spec.env.clone());
             let title = spec
                 .title
                 .clone()
@@ -279,6 +294,11 @@ impl Handler<Spawn> for Supervisor {
                 cost_usd: 0.0,
                 phase: None,
                 current_step: None,
+                progress: None,
+                resume_at_ms: None,
+                provider,
+                model: spec.model.clone().or_else(|| ty.model.clone()),
+                env,
                 turns: 0,
                 depends_on: spec.depends_on.clone(),
                 attempts: 0,

@@ -97,6 +97,9 @@ impl AgentSystem {
                 budget: req.budget,
                 priority: req.priority,
                 depends_on: req.depends_on.clone(),
+                provider: req.provider.clone(),
+                model: req.model.clone(),
+                env: req.env.clone(),
             },
         )
         .await
@@ -127,11 +130,12 @@ impl AgentSystem {
             .map(|_| ())
     }
 
-    async fn require_exists(&self, agent_id: &str) -> Result<(), AgentdError> {
-        match self.deps.store.get_agent(agent_id).await? {
-            Some(_) => Ok(()),
-            None => Err(AgentdError::agent_not_found(agent_id)),
-        }
+    async fn require_exists(&self, agent_id: &str) -> Result<AgentRecord, AgentdError> {
+        self.deps
+            .store
+            .get_agent(agent_id)
+            .await?
+            .ok_or_else(|| AgentdError::agent_not_found(agent_id))
     }
 
     /// Hands a dependency (`waiting_dependency`) or an answer (`waiting_question`) to a waiting
@@ -182,6 +186,59 @@ impl AgentSystem {
         addr.send(crate::messages::SetBudget(budget))
             .await
             .map_err(mailbox)
+    }
+
+    /// Takes a checkpoint of an agent now (reason `manual`). A live agent takes it between two
+    /// of its messages; an agent that is not live is read from the store (and stays as it is).
+    pub async fn checkpoint(
+        &self,
+        agent_id: &str,
+    ) -> Result<agentd_proto::Checkpoint, AgentdError> {
+        let rec = self.require_exists(agent_id).await?;
+        let live = self
+            .supervisor
+            .send(crate::messages::Lookup(agent_id.to_string()))
+            .await
+            .map_err(mailbox)?;
+        let reason = agentd_proto::CheckpointReason::Manual;
+        match live {
+            Some(addr) => addr
+                .send(crate::messages::TakeCheckpoint {
+                    reason,
+                    trigger: "manual".into(),
+                })
+                .await
+                .map_err(mailbox)?,
+            None => crate::checkpoints::capture(&self.deps, &rec, reason, "manual").await,
+        }
+    }
+
+    /// An agent's checkpoints, newest first.
+    pub async fn checkpoints(
+        &self,
+        agent_id: &str,
+    ) -> Result<Vec<agentd_proto::Checkpoint>, AgentdError> {
+        self.require_exists(agent_id).await?;
+        Ok(self.deps.store.checkpoints(agent_id).await?)
+    }
+
+    /// Brings an agent back to checkpoint `id` (`None` = its newest): conversation, phase,
+    /// step, progress and environment as they were, its pending items queued again.
+    pub async fn restore(
+        &self,
+        agent_id: &str,
+        id: Option<uuid::Uuid>,
+    ) -> Result<AgentRecord, AgentdError> {
+        self.require_exists(agent_id).await?;
+        let cp = crate::checkpoints::find(&self.deps, agent_id, id).await?;
+        let addr = self
+            .supervisor
+            .send(crate::messages::Activate(agent_id.to_string()))
+            .await
+            .map_err(mailbox)??;
+        addr.send(crate::messages::RestoreCheckpoint(cp))
+            .await
+            .map_err(mailbox)?
     }
 
     /// Applies a lifecycle control (cascading where the design says so).
@@ -412,6 +469,19 @@ impl AgentSystem {
                 tool,
                 args,
             } => self.invoke_tool(agent_id.as_deref(), &tool, args).await,
+            Command::Checkpoint { agent_id } => {
+                self.checkpoint(&agent_id).await.map(|c| c.summary())
+            }
+            Command::Checkpoints { agent_id } => self.checkpoints(&agent_id).await.map(|l| {
+                json!({"checkpoints": l.iter().map(agentd_proto::Checkpoint::summary).collect::<Vec<_>>()})
+            }),
+            Command::Restore {
+                agent_id,
+                checkpoint_id,
+            } => self
+                .restore(&agent_id, checkpoint_id)
+                .await
+                .map(|r| ops::view(&r, 0)),
         }
     }
 
@@ -441,9 +511,12 @@ impl AgentSystem {
                 continue;
             };
             let pending = !self.deps.store.inbox_pending(&id).await?.is_empty();
+            // Rate-limited agents come back too: they resume by themselves at their reset time.
             if matches!(
                 rec.status,
-                agentd_proto::AgentStatus::Running | agentd_proto::AgentStatus::Queued
+                agentd_proto::AgentStatus::Running
+                    | agentd_proto::AgentStatus::Queued
+                    | agentd_proto::AgentStatus::WaitingRateLimit
             ) || (pending && rec.status.accepts_turns())
             {
                 self.supervisor
@@ -481,7 +554,10 @@ pub fn command_target(cmd: &Command) -> Option<&str> {
         | Command::Thread { agent_id }
         | Command::ProvideDependency { agent_id, .. }
         | Command::AnswerQuestion { agent_id, .. }
-        | Command::SetBudget { agent_id, .. } => Some(agent_id),
+        | Command::SetBudget { agent_id, .. }
+        | Command::Checkpoint { agent_id }
+        | Command::Checkpoints { agent_id }
+        | Command::Restore { agent_id, .. } => Some(agent_id),
         Command::InvokeTool { agent_id, .. } => agent_id.as_deref(),
         Command::Spawn(req) => req.parent_id.as_deref(),
         Command::List { parent_id } => parent_id.as_deref(),

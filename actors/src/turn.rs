@@ -129,12 +129,15 @@ impl Turn {
             agent_id: self.rec.id.clone(),
             agent_type: self.rec.agent_type.clone(),
             title: self.rec.title.clone(),
-            model: self
-                .deps
-                .config
-                .types
-                .get(&self.rec.agent_type)
-                .and_then(|t| t.model.clone()),
+            model: self.rec.model.clone().or_else(|| {
+                self.deps
+                    .config
+                    .types
+                    .get(&self.rec.agent_type)
+                    .and_then(|t| t.model.clone())
+            }),
+            provider: self.rec.provider.clone(),
+            env: self.rec.env.clone(),
             system_prompt: system_prompt(&self.rec, &self.deps),
             thread,
             tools,

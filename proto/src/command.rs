@@ -39,6 +39,15 @@ pub struct SpawnRequest {
     /// Agents that must complete before this one runs.
     #[serde(default, alias = "dependsOn")]
     pub depends_on: Vec<String>,
+    /// Model provider override (a `[providers.<name>]` of the config).
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// Model name override.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Environment variables (a process-backend agent's process gets them).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 /// A request from outside agentd.
@@ -113,6 +122,24 @@ pub enum Command {
         agent_id: String,
         /// The new limits.
         budget: crate::usage::Budget,
+    },
+    /// Take a checkpoint of an agent now (reason `manual`).
+    Checkpoint {
+        /// Target agent.
+        agent_id: String,
+    },
+    /// List an agent's checkpoints, newest first.
+    Checkpoints {
+        /// Target agent.
+        agent_id: String,
+    },
+    /// Bring an agent back to one of its checkpoints.
+    Restore {
+        /// Target agent.
+        agent_id: String,
+        /// The checkpoint; `None` = the newest.
+        #[serde(default)]
+        checkpoint_id: Option<uuid::Uuid>,
     },
     /// Run a tool as if `agent_id`'s model had called it (for gateways and tests).
     InvokeTool {

@@ -36,6 +36,12 @@ pub enum ErrorCode {
     UnknownTool,
     /// The agent type named is not configured.
     UnknownAgentType,
+    /// The model provider named is not configured.
+    UnknownProvider,
+    /// No checkpoint with that id exists for the agent.
+    CheckpointNotFound,
+    /// Tool arguments do not match the tool's JSON schema.
+    InvalidToolArguments,
     /// Spawning would exceed the depth limit.
     DepthLimit,
     /// Spawning would exceed the per-parent children limit.
@@ -80,6 +86,9 @@ impl ErrorCode {
             ErrorCode::ToolNotAllowed => "tool_not_allowed",
             ErrorCode::UnknownTool => "unknown_tool",
             ErrorCode::UnknownAgentType => "unknown_agent_type",
+            ErrorCode::UnknownProvider => "unknown_provider",
+            ErrorCode::CheckpointNotFound => "checkpoint_not_found",
+            ErrorCode::InvalidToolArguments => "invalid_tool_arguments",
             ErrorCode::DepthLimit => "depth_limit",
             ErrorCode::FanoutLimit => "fanout_limit",
             ErrorCode::PayloadTooLarge => "payload_too_large",
@@ -98,7 +107,11 @@ impl ErrorCode {
     /// The HTTP status an API answers with for this code.
     pub fn http_status(self) -> u16 {
         match self {
-            ErrorCode::AgentNotFound | ErrorCode::UnknownTool | ErrorCode::UnknownAgentType => 404,
+            ErrorCode::AgentNotFound
+            | ErrorCode::UnknownTool
+            | ErrorCode::UnknownAgentType
+            | ErrorCode::UnknownProvider
+            | ErrorCode::CheckpointNotFound => 404,
             ErrorCode::Unauthorized => 401,
             ErrorCode::NotRoot
             | ErrorCode::NotAncestor

@@ -108,6 +108,24 @@ pub enum Event {
         /// The agent.
         agent_id: String,
     },
+    /// A checkpoint of an agent was saved.
+    Checkpointed {
+        /// The agent.
+        agent_id: String,
+        /// The checkpoint.
+        checkpoint_id: uuid::Uuid,
+        /// Why it was taken.
+        reason: crate::checkpoint::CheckpointReason,
+        /// What triggered it.
+        trigger: String,
+    },
+    /// An agent was brought back to one of its checkpoints.
+    Restored {
+        /// The agent.
+        agent_id: String,
+        /// The checkpoint.
+        checkpoint_id: uuid::Uuid,
+    },
 }
 
 impl Event {
@@ -124,6 +142,8 @@ impl Event {
             | Event::MarkerMalformed { agent_id, .. }
             | Event::RateLimited { agent_id, .. }
             | Event::BudgetExceeded { agent_id, .. }
+            | Event::Checkpointed { agent_id, .. }
+            | Event::Restored { agent_id, .. }
             | Event::Deleted { agent_id } => agent_id,
             Event::Forwarded { parent_id, .. } => parent_id,
         }

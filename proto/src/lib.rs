@@ -13,6 +13,7 @@
 //! | [`control`] | [`Control`]: lifecycle controls |
 //! | [`event`] | [`Event`]: what agentd tells observers |
 //! | [`status`] | [`AgentStatus`] and its one transition table |
+//! | [`checkpoint`] | [`Checkpoint`]: a saved state an agent can be restored to |
 //! | [`record`] | [`AgentRecord`] and the [`Channel`] descriptor of a thread |
 //! | [`thread`] | [`ThreadEntry`], [`Role`], [`ToolCall`] |
 //! | [`usage`] | [`Usage`] in four kinds and [`Price`] tables |
@@ -23,6 +24,7 @@
 //! | [`ids`] | id generation: v7 for new things, v5 for derived (replay-stable) ids |
 
 pub mod address;
+pub mod checkpoint;
 pub mod codec;
 pub mod command;
 pub mod control;
@@ -40,6 +42,7 @@ pub mod thread;
 pub mod usage;
 
 pub use address::Address;
+pub use checkpoint::{Checkpoint, CheckpointReason};
 pub use codec::{DEFAULT_MAX_ENVELOPE_BYTES, decode_envelope, encode_envelope};
 pub use command::{Command, Reply, SpawnRequest};
 pub use control::Control;

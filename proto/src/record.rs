@@ -90,6 +90,22 @@ pub struct AgentRecord {
     /// What the agent is doing now, in a few words.
     #[serde(default)]
     pub current_step: Option<String>,
+    /// Progress 0.0–1.0: phase / the type's phase count, when the type declares one.
+    #[serde(default)]
+    pub progress: Option<f64>,
+    /// When a rate-limited agent resumes by itself, ms since the epoch.
+    #[serde(default)]
+    pub resume_at_ms: Option<u64>,
+    /// Model provider (a `[providers.<name>]` of the config); `None` = the default `[model]`.
+    #[serde(default)]
+    pub provider: Option<String>,
+    /// Model name for the provider; `None` = the type's or the provider's default.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Environment variables of the agent: passed to a process-backend agent's process and
+    /// saved in checkpoints (restoring reinjects them).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
     /// Turns completed.
     #[serde(default)]
     pub turns: u64,

@@ -148,6 +148,15 @@ async fn spawn(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
                 })?),
             },
             depends_on: string_list(args, "depends_on", "dependsOn")?.unwrap_or_default(),
+            provider: args
+                .get("provider")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            model: args
+                .get("model")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            env: Default::default(),
             channel: Channel::Spawn {
                 parent_id: ctx.caller.id.clone(),
             },

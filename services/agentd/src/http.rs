@@ -116,6 +116,26 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "/v1/agents/{id}/tools/{tool}",
         "Run a tool as the agent.",
     ),
+    (
+        "get",
+        "/v1/agents/{id}/checkpoints",
+        "The agent's checkpoints, newest first (summaries).",
+    ),
+    (
+        "post",
+        "/v1/agents/{id}/checkpoints",
+        "Take a checkpoint now (reason `manual`).",
+    ),
+    (
+        "get",
+        "/v1/agents/{id}/checkpoints/{checkpoint}",
+        "One checkpoint in full: conversation, pending items, environment.",
+    ),
+    (
+        "post",
+        "/v1/agents/{id}/restore",
+        "Restore the agent to `checkpoint_id` (default: its newest checkpoint).",
+    ),
 ];
 
 /// The OpenAPI 3 document of [`ROUTES`].
@@ -210,7 +230,14 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                 .route("/agents/{id}/thread", web::get().to(thread))
                 .route("/agents/{id}/children", web::get().to(children))
                 .route("/agents/{id}/tools", web::get().to(tools))
-                .route("/agents/{id}/tools/{tool}", web::post().to(invoke_tool)),
+                .route("/agents/{id}/tools/{tool}", web::post().to(invoke_tool))
+                .route("/agents/{id}/checkpoints", web::get().to(checkpoints))
+                .route("/agents/{id}/checkpoints", web::post().to(take_checkpoint))
+                .route(
+                    "/agents/{id}/checkpoints/{checkpoint}",
+                    web::get().to(checkpoint),
+                )
+                .route("/agents/{id}/restore", web::post().to(restore)),
         );
 }
 
@@ -481,6 +508,73 @@ async fn set_budget(
     let cmd = Command::SetBudget {
         agent_id: id.into_inner(),
         budget: body.into_inner(),
+    };
+    Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
+}
+
+async fn checkpoints(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+) -> ApiResult {
+    let cmd = Command::Checkpoints {
+        agent_id: id.into_inner(),
+    };
+    Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
+}
+
+async fn take_checkpoint(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+) -> ApiResult {
+    let cmd = Command::Checkpoint {
+        agent_id: id.into_inner(),
+    };
+    Ok(HttpResponse::Created().json(run(&st, &req, cmd).await?))
+}
+
+async fn checkpoint(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+) -> ApiResult {
+    let (agent_id, checkpoint) = path.into_inner();
+    st.system
+        .check_scope(scope(&req).as_deref(), &agent_id)
+        .await?;
+    let id = uuid::Uuid::parse_str(&checkpoint).map_err(|e| {
+        AgentdError::new(
+            ErrorCode::InvalidArgument,
+            format!("`{checkpoint}` is not a checkpoint id: {e}"),
+        )
+    })?;
+    let cp = agentd_actors::checkpoints::find(st.system.deps(), &agent_id, Some(id)).await?;
+    let mut v = cp.summary();
+    v["conversation"] = json!(cp.conversation);
+    v["pending"] = json!(cp.pending);
+    v["environment"] = json!(cp.environment);
+    Ok(HttpResponse::Ok().json(v))
+}
+
+#[derive(Deserialize, Default)]
+struct RestoreBody {
+    #[serde(default, alias = "checkpointId")]
+    checkpoint_id: Option<uuid::Uuid>,
+}
+
+async fn restore(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    body: Option<web::Json<RestoreBody>>,
+) -> ApiResult {
+    let cmd = Command::Restore {
+        agent_id: id.into_inner(),
+        checkpoint_id: body
+            .map(|b| b.into_inner())
+            .unwrap_or_default()
+            .checkpoint_id,
     };
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }

@@ -71,6 +71,7 @@ impl ProcessModel {
             .ok_or_else(|| ModelError::Failed("model.command is empty".into()))?;
         let mut child = Command::new(program)
             .args(args)
+            .envs(&req.env)
             .env("AGENTD_AGENT_ID", &req.agent_id)
             .env("AGENTD_AGENT_TYPE", &req.agent_type)
             .stdin(std::process::Stdio::piped())

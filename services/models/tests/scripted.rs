@@ -14,6 +14,8 @@ fn req(agent_type: &str, title: &str, entries: &[(Role, &str)]) -> ModelRequest 
         agent_type: agent_type.into(),
         title: title.into(),
         model: None,
+        provider: None,
+        env: Default::default(),
         system_prompt: "sys".into(),
         thread: entries
             .iter()

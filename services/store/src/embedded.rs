@@ -5,7 +5,7 @@
 
 use agentd_actors::{DEDUP_WINDOW, StoreError, StoreResult, ThreadStore, WorkerAlias};
 use agentd_proto::codec::{decode, encode};
-use agentd_proto::{AgentRecord, Envelope, ThreadEntry};
+use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use std::path::Path;
@@ -31,6 +31,9 @@ const INBOX_IDS: TableDefinition<(&str, &str), u64> = TableDefinition::new("inbo
 const SEEN: TableDefinition<(&str, &str), u64> = TableDefinition::new("seen");
 /// (agent, seen seq) → envelope id, to drop the oldest id when the window is full.
 const SEEN_SEQ: TableDefinition<(&str, u64), &str> = TableDefinition::new("seen_seq");
+
+/// (agent, seq) → MessagePack checkpoint, oldest first.
+const CHECKPOINTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("checkpoints");
 
 const SEP: char = '\x1f';
 
@@ -65,6 +68,7 @@ impl RedbStore {
             tx.open_table(INBOX_IDS).map_err(be)?;
             tx.open_table(SEEN).map_err(be)?;
             tx.open_table(SEEN_SEQ).map_err(be)?;
+            tx.open_table(CHECKPOINTS).map_err(be)?;
         }
         tx.commit().map_err(be)?;
         Ok(RedbStore { db: Arc::new(db) })
@@ -115,6 +119,9 @@ impl RedbStore {
                 n += usize::from(item.map_err(be)?.0.value().0 == id);
             }
             for item in tx.open_table(SEEN).map_err(be)?.iter().map_err(be)? {
+                n += usize::from(item.map_err(be)?.0.value().0 == id);
+            }
+            for item in tx.open_table(CHECKPOINTS).map_err(be)?.iter().map_err(be)? {
                 n += usize::from(item.map_err(be)?.0.value().0 == id);
             }
             Ok(n)
@@ -403,6 +410,10 @@ impl ThreadStore for RedbStore {
                     .map_err(be)?
                     .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
                     .map_err(be)?;
+                tx.open_table(CHECKPOINTS)
+                    .map_err(be)?
+                    .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
+                    .map_err(be)?;
                 remove_prefix_str(&mut tx.open_table(INBOX_IDS).map_err(be)?, a)?;
                 remove_prefix_str(&mut tx.open_table(SEEN).map_err(be)?, a)?;
                 if let Some(parent) = parent {
@@ -500,6 +511,35 @@ impl ThreadStore for RedbStore {
             tx.commit().map_err(be)
         })
         .await
+    }
+
+    async fn checkpoint_put(&self, checkpoint: &Checkpoint, keep: usize) -> StoreResult<()> {
+        let bytes = encode(checkpoint).map_err(de)?;
+        let id = checkpoint.agent_id.clone();
+        self.run(move |db| {
+            let tx = db.begin_write().map_err(be)?;
+            {
+                let a = id.as_str();
+                let mut table = tx.open_table(CHECKPOINTS).map_err(be)?;
+                let seq = next_seq(&table, a)?;
+                table.insert((a, seq), bytes.as_slice()).map_err(be)?;
+                if keep > 0 && seq >= keep as u64 {
+                    // Sequences are dense from 0, so everything below seq - keep + 1 goes.
+                    let first_kept = seq + 1 - keep as u64;
+                    table
+                        .retain_in((a, 0u64)..(a, first_kept), |_, _| false)
+                        .map_err(be)?;
+                }
+            }
+            tx.commit().map_err(be)
+        })
+        .await
+    }
+
+    async fn checkpoints(&self, agent_id: &str) -> StoreResult<Vec<Checkpoint>> {
+        let mut list: Vec<Checkpoint> = self.read_sequence(CHECKPOINTS, agent_id).await?;
+        list.reverse();
+        Ok(list)
     }
 }
 

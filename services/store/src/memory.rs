@@ -2,7 +2,7 @@
 
 use agentd_actors::DEDUP_WINDOW;
 use agentd_actors::{StoreResult, ThreadStore, WorkerAlias};
-use agentd_proto::{AgentRecord, Envelope, ThreadEntry};
+use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Mutex, MutexGuard};
@@ -17,6 +17,8 @@ struct Inner {
     /// parent → (title, alias) → child
     aliases: HashMap<String, BTreeMap<(String, String), String>>,
     inboxes: HashMap<String, Inbox>,
+    /// agent → checkpoints, oldest first.
+    checkpoints: HashMap<String, VecDeque<Checkpoint>>,
 }
 
 #[derive(Default)]
@@ -165,6 +167,7 @@ impl ThreadStore for MemoryStore {
         let parent = inner.agents.remove(agent_id).and_then(|r| r.parent_id);
         inner.threads.remove(agent_id);
         inner.inboxes.remove(agent_id);
+        inner.checkpoints.remove(agent_id);
         inner.children.remove(agent_id);
         inner.aliases.remove(agent_id);
         if let Some(parent) = parent {
@@ -209,5 +212,27 @@ impl ThreadStore for MemoryStore {
             inbox.pending.retain(|e| e.id != env_id);
         }
         Ok(())
+    }
+
+    async fn checkpoint_put(&self, checkpoint: &Checkpoint, keep: usize) -> StoreResult<()> {
+        let mut inner = self.lock();
+        let list = inner
+            .checkpoints
+            .entry(checkpoint.agent_id.clone())
+            .or_default();
+        list.push_back(checkpoint.clone());
+        while keep > 0 && list.len() > keep {
+            list.pop_front();
+        }
+        Ok(())
+    }
+
+    async fn checkpoints(&self, agent_id: &str) -> StoreResult<Vec<Checkpoint>> {
+        Ok(self
+            .lock()
+            .checkpoints
+            .get(agent_id)
+            .map(|l| l.iter().rev().cloned().collect())
+            .unwrap_or_default())
     }
 }

@@ -74,7 +74,7 @@ impl Keys {
 }
 
 /// Suffixes of the per-agent keys besides the record.
-pub const AGENT_PARTS: [&str; 9] = [
+pub const AGENT_PARTS: [&str; 10] = [
     "thread",
     "eids",
     "children",
@@ -84,4 +84,5 @@ pub const AGENT_PARTS: [&str; 9] = [
     "inboxdata",
     "seen",
     "seenseq",
+    "checkpoints",
 ];

@@ -1,12 +1,12 @@
 //! The Redis `ThreadStore`: records in hashes, threads in streams, the parent→child map in
 //! sorted sets, worker aliases in hashes (`HSETNX`: race-free get-or-create across processes),
-//! the durable inbox in a sorted set + hash. Multi-key changes of one agent run as one Lua
+//! the durable inbox in a sorted set + hash, checkpoints in a list (newest first). Multi-key changes of one agent run as one Lua
 //! script in that agent's hash-tag slot.
 
 use crate::redis_keys::Keys;
 use agentd_actors::{DEDUP_WINDOW, StoreError, StoreResult, ThreadStore, WorkerAlias};
 use agentd_proto::codec::{decode, encode};
-use agentd_proto::{AgentRecord, Envelope, ThreadEntry};
+use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
 use redis::aio::ConnectionManager;
 use redis::streams::StreamRangeReply;
@@ -456,5 +456,29 @@ impl ThreadStore for RedisStore {
             .query_async::<()>(&mut con)
             .await
             .map_err(be)
+    }
+
+    async fn checkpoint_put(&self, checkpoint: &Checkpoint, keep: usize) -> StoreResult<()> {
+        let bytes = encode(checkpoint).map_err(de)?;
+        let key = self.keys.agent_part(&checkpoint.agent_id, "checkpoints");
+        let mut con = self.con.clone();
+        let mut pipe = redis::pipe();
+        pipe.atomic().cmd("LPUSH").arg(&key).arg(bytes).ignore();
+        if keep > 0 {
+            pipe.cmd("LTRIM").arg(&key).arg(0).arg(keep - 1).ignore();
+        }
+        pipe.query_async::<()>(&mut con).await.map_err(be)
+    }
+
+    async fn checkpoints(&self, agent_id: &str) -> StoreResult<Vec<Checkpoint>> {
+        let mut con = self.con.clone();
+        let items: Vec<Vec<u8>> = cmd("LRANGE")
+            .arg(self.keys.agent_part(agent_id, "checkpoints"))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        items.iter().map(|b| decode(b).map_err(de)).collect()
     }
 }
