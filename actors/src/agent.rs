@@ -426,6 +426,12 @@ impl AgentActor {
             scheduler.do_send(crate::scheduler::Acquire {
                 agent_id: self.rec.id.clone(),
                 priority: self.rec.priority,
+                parent: self.rec.parent_id.clone(),
+                provider: self
+                    .rec
+                    .provider
+                    .clone()
+                    .unwrap_or_else(|| "default".into()),
                 addr: ctx.address(),
             });
             self.awaiting_permit = Some((env, input));

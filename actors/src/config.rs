@@ -25,6 +25,8 @@ pub struct Limits {
     pub max_live_agents: usize,
     /// Turns running at once in one process; more wait in `queued` by priority. 0 = no limit.
     pub max_running_turns: usize,
+    /// Turns of one parent's children running at once. 0 = no limit.
+    pub max_running_turns_per_parent: usize,
     /// When a dependency fails: `hold` its dependents (default) or `fail` them.
     pub on_dependency_failure: String,
     /// Attempts of a failing task before the agent is `failed` (1 = no automatic retry).
@@ -45,6 +47,7 @@ impl Default for Limits {
             compact_keep_recent: 4,
             max_live_agents: 100_000,
             max_running_turns: 0,
+            max_running_turns_per_parent: 0,
             on_dependency_failure: "hold".into(),
             max_attempts: 1,
             retry_backoff_ms: 1_000,
@@ -192,6 +195,9 @@ pub struct RuntimeConfig {
     pub providers: std::collections::BTreeSet<String>,
     /// Checkpoints kept per agent (older ones are pruned; 0 keeps all).
     pub checkpoints_keep: usize,
+    /// Running turns allowed per provider (`default` = the default provider); providers not
+    /// listed have no limit.
+    pub provider_limits: BTreeMap<String, usize>,
 }
 
 impl RuntimeConfig {
@@ -210,6 +216,7 @@ impl RuntimeConfig {
             arbiters: 1,
             providers: Default::default(),
             checkpoints_keep: 20,
+            provider_limits: BTreeMap::new(),
         }
     }
 

@@ -187,6 +187,11 @@ pub enum ModelError {
 pub trait ModelClient: Send + Sync + 'static {
     /// Backend name for logs and the API (`scripted`, `openai`, ...).
     fn backend(&self) -> &'static str;
+
+    /// The backend that serves `provider` (a router of several providers overrides it).
+    fn backend_of(&self, _provider: Option<&str>) -> &'static str {
+        self.backend()
+    }
     /// Produces the next message for `request`.
     async fn complete(&self, request: ModelRequest) -> Result<ModelResponse, ModelError>;
 

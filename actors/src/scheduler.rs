@@ -1,13 +1,16 @@
-//! `Scheduler`: one per process. When `limits.max_running_turns` is set, an agent asks it for a
-//! turn slot before each turn; a full limit queues the request by priority (critical > high >
-//! normal > low) and arrival (FIFO within a level), and the agent shows `queued`. Waiting work
-//! holds no slot. Each agent's own inbox keeps its arrival order; priorities order turns
-//! *across* agents.
+//! `Scheduler`: one per process. When a concurrency limit is set — running turns per process
+//! (`limits.max_running_turns`), per parent (`limits.max_running_turns_per_parent`) or per
+//! model provider (`max_concurrent` of a provider) — an agent asks it for a turn slot before
+//! each turn. A request that a full limit holds back waits by priority (critical > high >
+//! normal > low) and arrival (FIFO within a level), and the agent shows `queued`; the first
+//! waiting request that every limit allows is granted, so a saturated parent or provider does
+//! not hold back other agents' work. Waiting work holds no slot. Each agent's own inbox keeps
+//! its arrival order; priorities order turns *across* agents.
 
 use crate::agent::AgentActor;
 use actix::prelude::*;
 use agentd_proto::Priority;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 /// A granted turn slot.
 #[derive(Message, Debug)]
@@ -22,6 +25,10 @@ pub struct Acquire {
     pub agent_id: String,
     /// Its priority.
     pub priority: Priority,
+    /// Its parent (for the per-parent limit).
+    pub parent: Option<String>,
+    /// Its model provider (`default` for the default one).
+    pub provider: String,
     /// Where the permit goes.
     pub addr: Addr<AgentActor>,
 }
@@ -31,41 +38,119 @@ pub struct Acquire {
 #[rtype(result = "()")]
 pub struct Release(pub String);
 
-/// How full the limit is: (running, queued).
+/// How full the limits are: (running, queued).
 #[derive(Message, Debug)]
 #[rtype(result = "(usize, usize)")]
 pub struct Load;
 
+/// The limits a scheduler enforces (0 = no limit).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SchedulerLimits {
+    /// Running turns in the process.
+    pub total: usize,
+    /// Running turns of one parent's children.
+    pub per_parent: usize,
+    /// Running turns per provider name.
+    pub per_provider: BTreeMap<String, usize>,
+}
+
+impl SchedulerLimits {
+    /// Whether any limit is set (without one, agents need no scheduler).
+    pub fn any(&self) -> bool {
+        self.total > 0 || self.per_parent > 0 || self.per_provider.values().any(|n| *n > 0)
+    }
+}
+
+struct Waiting {
+    agent_id: String,
+    parent: Option<String>,
+    provider: String,
+    addr: Addr<AgentActor>,
+}
+
 /// The process scheduler.
 pub struct Scheduler {
-    limit: usize,
-    running: HashSet<String>,
-    queue: BTreeMap<(Priority, u64), (String, Addr<AgentActor>)>,
+    limits: SchedulerLimits,
+    /// agent → (parent, provider) of each running turn.
+    running: HashMap<String, (Option<String>, String)>,
+    by_parent: HashMap<String, usize>,
+    by_provider: HashMap<String, usize>,
+    queue: BTreeMap<(Priority, u64), Waiting>,
     seq: u64,
 }
 
 impl Scheduler {
-    /// A scheduler allowing `limit` turns at once (0 = unlimited).
-    pub fn new(limit: usize) -> Self {
+    /// A scheduler enforcing `limits`.
+    pub fn new(limits: SchedulerLimits) -> Self {
         Scheduler {
-            limit,
-            running: HashSet::new(),
+            limits,
+            running: HashMap::new(),
+            by_parent: HashMap::new(),
+            by_provider: HashMap::new(),
             queue: BTreeMap::new(),
             seq: 0,
         }
     }
 
+    fn allows(&self, w: &Waiting) -> bool {
+        let parent_ok = match (&w.parent, self.limits.per_parent) {
+            (Some(p), limit) if limit > 0 => self.by_parent.get(p).copied().unwrap_or(0) < limit,
+            _ => true,
+        };
+        let provider_ok = match self.limits.per_provider.get(&w.provider) {
+            Some(&limit) if limit > 0 => {
+                self.by_provider.get(&w.provider).copied().unwrap_or(0) < limit
+            }
+            _ => true,
+        };
+        parent_ok && provider_ok
+    }
+
     fn grant_next(&mut self) {
-        while self.limit == 0 || self.running.len() < self.limit {
-            let Some((_, (agent_id, addr))) = self.queue.pop_first() else {
+        loop {
+            if self.limits.total > 0 && self.running.len() >= self.limits.total {
+                return;
+            }
+            self.queue.retain(|_, w| w.addr.connected());
+            let Some(key) = self
+                .queue
+                .iter()
+                .find(|(_, w)| self.allows(w))
+                .map(|(k, _)| *k)
+            else {
                 return;
             };
-            if !addr.connected() {
-                continue;
+            let Some(w) = self.queue.remove(&key) else {
+                return;
+            };
+            if let Some(p) = &w.parent {
+                *self.by_parent.entry(p.clone()).or_default() += 1;
             }
-            self.running.insert(agent_id);
-            addr.do_send(Permit);
+            *self.by_provider.entry(w.provider.clone()).or_default() += 1;
+            self.running
+                .insert(w.agent_id.clone(), (w.parent.clone(), w.provider.clone()));
+            w.addr.do_send(Permit);
         }
+    }
+
+    fn release(&mut self, agent_id: &str) {
+        if let Some((parent, provider)) = self.running.remove(agent_id) {
+            if let Some(p) = parent
+                && let Some(n) = self.by_parent.get_mut(&p)
+            {
+                *n -= 1;
+                if *n == 0 {
+                    self.by_parent.remove(&p);
+                }
+            }
+            if let Some(n) = self.by_provider.get_mut(&provider) {
+                *n -= 1;
+                if *n == 0 {
+                    self.by_provider.remove(&provider);
+                }
+            }
+        }
+        self.queue.retain(|_, w| w.agent_id != agent_id);
     }
 }
 
@@ -78,8 +163,15 @@ impl Handler<Acquire> for Scheduler {
 
     fn handle(&mut self, msg: Acquire, _: &mut Self::Context) {
         self.seq += 1;
-        self.queue
-            .insert((msg.priority, self.seq), (msg.agent_id, msg.addr));
+        self.queue.insert(
+            (msg.priority, self.seq),
+            Waiting {
+                agent_id: msg.agent_id,
+                parent: msg.parent,
+                provider: msg.provider,
+                addr: msg.addr,
+            },
+        );
         self.grant_next();
     }
 }
@@ -88,8 +180,7 @@ impl Handler<Release> for Scheduler {
     type Result = ();
 
     fn handle(&mut self, Release(agent_id): Release, _: &mut Self::Context) {
-        self.running.remove(&agent_id);
-        self.queue.retain(|_, (id, _)| *id != agent_id);
+        self.release(&agent_id);
         self.grant_next();
     }
 }

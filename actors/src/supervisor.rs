@@ -47,8 +47,14 @@ impl Supervisor {
         } else {
             (0..n).map(|_| Arbiter::new()).collect()
         };
-        let limit = deps.config.limits.max_running_turns;
-        let scheduler = (limit > 0).then(|| crate::scheduler::Scheduler::new(limit).start());
+        let limits = crate::scheduler::SchedulerLimits {
+            total: deps.config.limits.max_running_turns,
+            per_parent: deps.config.limits.max_running_turns_per_parent,
+            per_provider: deps.config.provider_limits.clone(),
+        };
+        let scheduler = limits
+            .any()
+            .then(|| crate::scheduler::Scheduler::new(limits).start());
         Supervisor {
             deps,
             router,

@@ -431,7 +431,7 @@ impl AgentSystem {
                 )
                 .await
                 .map(|r| ops::view(&r, 0)),
-            Command::Spawn(req) => self.spawn(req).await.map(|r| ops::view(&r, 0)),
+            Command::Spawn(req) => self.spawn(*req).await.map(|r| ops::view(&r, 0)),
             Command::Send {
                 agent_id,
                 text,

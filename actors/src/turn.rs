@@ -90,21 +90,24 @@ impl Turn {
         &self,
         req: ModelRequest,
     ) -> Result<Result<crate::ports::ModelResponse, u64>, AgentdError> {
-        let backend = self.deps.model.backend();
+        let provider = req.provider.clone();
+        let backend = self.deps.model.backend_of(provider.as_deref());
+        let provider = provider.as_deref().unwrap_or("default");
         let started = std::time::Instant::now();
         let res = self.deps.model.complete(req).await;
         let m = crate::metrics::global();
+        let labels = [("provider", provider), ("backend", backend)];
         m.observe(
             "agentd_model_call_seconds",
-            "Model call latency, by backend.",
-            &[("backend", backend)],
+            "Model call latency, by provider and backend.",
+            &labels,
             started.elapsed().as_secs_f64(),
         );
         if res.is_err() {
             m.inc(
                 "agentd_model_errors_total",
-                "Failed model calls, by backend.",
-                &[("backend", backend)],
+                "Failed model calls, by provider and backend.",
+                &labels,
                 1.0,
             );
         }

@@ -55,7 +55,7 @@ pub struct SpawnRequest {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Command {
     /// Create an agent.
-    Spawn(SpawnRequest),
+    Spawn(Box<SpawnRequest>),
     /// Send text to an agent (a root's conversation or a follow-up to any agent).
     Send {
         /// Target agent.

@@ -72,13 +72,13 @@ fn command() -> impl Strategy<Value = Command> {
             proptest::option::of(text()),
             any::<bool>()
         )
-            .prop_map(|(t, p, m)| Command::Spawn(SpawnRequest {
+            .prop_map(|(t, p, m)| Command::Spawn(Box::new(SpawnRequest {
                 agent_type: t,
                 prompt: p,
                 context_files: vec!["a.txt".into()],
                 manage: m.then(ManageOptions::default),
                 ..Default::default()
-            })),
+            }))),
         (text(), text(), any::<bool>()).prop_map(|(a, t, i)| Command::Send {
             agent_id: a,
             text: t,

@@ -694,11 +694,11 @@ async fn external_callers_are_scoped_to_the_root_they_name() {
         let root = a.id.clone();
         async move { s.execute_scoped(cmd, Some(&root)).await }
     };
-    let v = scoped(Command::Spawn(SpawnRequest {
+    let v = scoped(Command::Spawn(Box::new(SpawnRequest {
         agent_type: Some("coding".into()),
         prompt: Some("scoped".into()),
         ..Default::default()
-    }))
+    })))
     .await
     .unwrap();
     assert_eq!(

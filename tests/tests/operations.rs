@@ -84,7 +84,7 @@ fn metrics_events_and_openapi_after_a_scripted_run() {
     assert!(
         metric(
             &text,
-            "agentd_model_call_seconds_count{backend=\"scripted\"}"
+            "agentd_model_call_seconds_count{provider=\"default\",backend=\"scripted\"}"
         ) >= 5.0
     );
     assert!(

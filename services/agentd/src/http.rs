@@ -324,7 +324,7 @@ async fn spawn(
     req: HttpRequest,
     body: web::Json<SpawnRequest>,
 ) -> ApiResult {
-    let view = run(&st, &req, Command::Spawn(body.into_inner())).await?;
+    let view = run(&st, &req, Command::Spawn(Box::new(body.into_inner()))).await?;
     Ok(HttpResponse::Created().json(view))
 }
 

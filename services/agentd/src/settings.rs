@@ -153,6 +153,73 @@ pub struct ModelSettings {
     pub command: Vec<String>,
     /// Grace period of the process backend's signals (SIGTSTP→SIGSTOP, SIGTERM→SIGKILL), ms.
     pub grace_ms: u64,
+    /// Turns of this provider's agents running at once (0 = no provider limit).
+    pub max_concurrent: usize,
+}
+
+/// A named model provider (`[providers.<name>]`): every key is optional and defaults to the
+/// `[model]` section's, so a provider names only what differs (backend, model, key, limit).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProviderSettings {
+    /// See [`ModelSettings::backend`].
+    pub backend: Option<String>,
+    /// See [`ModelSettings::script`].
+    pub script: Option<String>,
+    /// See [`ModelSettings::base_url`].
+    pub base_url: Option<String>,
+    /// See [`ModelSettings::model`].
+    pub model: Option<String>,
+    /// See [`ModelSettings::api_key_env`].
+    pub api_key_env: Option<String>,
+    /// See [`ModelSettings::timeout_ms`].
+    pub timeout_ms: Option<u64>,
+    /// See [`ModelSettings::max_retries`].
+    pub max_retries: Option<u32>,
+    /// See [`ModelSettings::backoff_ms`].
+    pub backoff_ms: Option<u64>,
+    /// See [`ModelSettings::max_tokens`].
+    pub max_tokens: Option<u32>,
+    /// See [`ModelSettings::command`].
+    pub command: Option<Vec<String>>,
+    /// See [`ModelSettings::grace_ms`].
+    pub grace_ms: Option<u64>,
+    /// See [`ModelSettings::max_concurrent`].
+    pub max_concurrent: Option<usize>,
+}
+
+impl ProviderSettings {
+    /// The provider's full settings: its own keys over `base`'s.
+    pub fn over(&self, base: &ModelSettings) -> ModelSettings {
+        ModelSettings {
+            backend: self.backend.clone().unwrap_or_else(|| base.backend.clone()),
+            script: self.script.clone().unwrap_or_else(|| base.script.clone()),
+            base_url: self
+                .base_url
+                .clone()
+                .unwrap_or_else(|| base.base_url.clone()),
+            model: self.model.clone().unwrap_or_else(|| base.model.clone()),
+            api_key_env: self
+                .api_key_env
+                .clone()
+                .unwrap_or_else(|| base.api_key_env.clone()),
+            timeout_ms: self.timeout_ms.unwrap_or(base.timeout_ms),
+            max_retries: self.max_retries.unwrap_or(base.max_retries),
+            backoff_ms: self.backoff_ms.unwrap_or(base.backoff_ms),
+            max_tokens: self.max_tokens.unwrap_or(base.max_tokens),
+            command: self.command.clone().unwrap_or_else(|| base.command.clone()),
+            grace_ms: self.grace_ms.unwrap_or(base.grace_ms),
+            max_concurrent: self.max_concurrent.unwrap_or(0),
+        }
+    }
+}
+
+/// Checkpoint settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointSettings {
+    /// Checkpoints kept per agent; older ones are pruned (0 keeps all).
+    pub keep: usize,
 }
 
 /// Agent type settings.
@@ -216,8 +283,13 @@ pub struct Settings {
     pub store: StoreSettings,
     /// Redis (store and bus) when configured.
     pub redis: RedisSettings,
-    /// Model backend.
+    /// The default model provider.
     pub model: ModelSettings,
+    /// Further model providers by name (agent types and spawns choose one).
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderSettings>,
+    /// Checkpoints.
+    pub checkpoints: CheckpointSettings,
     /// Agent types.
     pub agents: AgentsSettings,
     /// Limits.
@@ -303,14 +375,27 @@ impl Settings {
                 ));
             }
         }
-        if !matches!(
-            self.model.backend.as_str(),
-            "scripted" | "openai" | "anthropic"
-        ) {
-            return Err(SettingsError::Invalid(format!(
-                "model.backend `{}` is not one of scripted, openai, anthropic",
-                self.model.backend
-            )));
+        let providers = self
+            .providers
+            .iter()
+            .map(|(name, p)| (format!("providers.{name}"), p.over(&self.model)));
+        for (section, m) in
+            std::iter::once(("model".to_string(), self.model.clone())).chain(providers)
+        {
+            if !matches!(
+                m.backend.as_str(),
+                "scripted" | "openai" | "anthropic" | "process"
+            ) {
+                return Err(SettingsError::Invalid(format!(
+                    "{section}.backend `{}` is not one of scripted, openai, anthropic, process",
+                    m.backend
+                )));
+            }
+            if m.backend == "process" && m.command.is_empty() {
+                return Err(SettingsError::Invalid(format!(
+                    "{section}.backend is process: set {section}.command"
+                )));
+            }
         }
         Ok(())
     }
@@ -343,6 +428,25 @@ mod tests {
             assert!(!s.redis.masked_url().contains("s3cret"));
         }
         assert!(s.is_ok());
+    }
+
+    #[test]
+    fn providers_inherit_the_model_section() {
+        let s = Settings::from_overrides(
+            "[model]\ntimeout_ms = 999\n[providers.fast]\nbackend = \"process\"\ncommand = [\"cat\"]\nmax_concurrent = 2\n",
+        )
+        .map_err(|e| e.to_string());
+        assert!(s.is_ok(), "{s:?}");
+        if let Ok(s) = s {
+            let fast = s.providers["fast"].over(&s.model);
+            assert_eq!(fast.backend, "process");
+            assert_eq!(fast.timeout_ms, 999);
+            assert_eq!(fast.max_concurrent, 2);
+        }
+        let err = Settings::from_overrides("[providers.bad]\nbackend = \"nope\"\n")
+            .err()
+            .map(|e| e.to_string());
+        assert!(err.unwrap_or_default().contains("providers.bad.backend"));
     }
 
     #[test]

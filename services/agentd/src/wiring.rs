@@ -2,10 +2,12 @@
 //! agent types, which transport. The only place that knows every implementation.
 
 use crate::builtin;
-use crate::settings::{Settings, StoreKind};
+use crate::settings::{ModelSettings, Settings, StoreKind};
 use agentd_actors::{Clock, Deps, EventSink, ModelClient, RuntimeConfig, ThreadStore, Transport};
 use agentd_bus::{Fanout, InProcessBus, RedisBus, RedisBusConfig, RedisEvents};
-use agentd_models::{AnthropicModel, HttpSettings, OpenAiModel, ProcessModel, ScriptedModel};
+use agentd_models::{
+    AnthropicModel, HttpSettings, ModelRouter, OpenAiModel, ProcessModel, ScriptedModel,
+};
 use agentd_store::{MemoryStore, RedbStore, RedisStore};
 use anyhow::Context as _;
 use std::path::Path;
@@ -23,17 +25,18 @@ pub struct Wired {
     pub redis_store: Option<RedisStore>,
 }
 
-/// The model backend of `settings.model`.
-pub fn build_model(
-    settings: &Settings,
+/// The model backend of one provider's settings (`section` names it in errors).
+pub fn build_provider(
+    section: &str,
+    m: &ModelSettings,
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<Arc<dyn ModelClient>> {
-    let m = &settings.model;
     let http = |default_url: &str| -> anyhow::Result<HttpSettings> {
         let api_key = match m.api_key_env.trim() {
             "" => String::new(),
-            var => std::env::var(var)
-                .with_context(|| format!("model.api_key_env names `{var}`, which is not set"))?,
+            var => std::env::var(var).with_context(|| {
+                format!("{section}.api_key_env names `{var}`, which is not set")
+            })?,
         };
         Ok(HttpSettings {
             base_url: if m.base_url.trim().is_empty() {
@@ -69,10 +72,24 @@ pub fn build_model(
             ),
             path => Arc::new(
                 ScriptedModel::from_file(Path::new(path), clock)
-                    .with_context(|| format!("model script {path}"))?,
+                    .with_context(|| format!("{section}.script {path}"))?,
             ),
         },
     })
+}
+
+/// Every configured provider behind one router: `[model]` as the default, each
+/// `[providers.<name>]` by name.
+pub fn build_models(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<ModelRouter> {
+    let mut router = ModelRouter::new(build_provider("model", &settings.model, clock.clone())?);
+    for (name, p) in &settings.providers {
+        let section = format!("providers.{name}");
+        router = router.with(
+            name.clone(),
+            build_provider(&section, &p.over(&settings.model), clock.clone())?,
+        );
+    }
+    Ok(router)
 }
 
 /// Builds the store, the model, the types, the transport and the config. Must run inside a
@@ -129,16 +146,7 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
             }
         }
     };
-    let model: Arc<dyn ModelClient> = match settings.model.script.trim() {
-        "" => Arc::new(
-            ScriptedModel::from_toml_str(builtin::DEMO_SCRIPT, clock.clone())
-                .context("built-in demo script")?,
-        ),
-        path => Arc::new(
-            ScriptedModel::from_file(Path::new(path), clock.clone())
-                .with_context(|| format!("model script {path}"))?,
-        ),
-    };
+    let model: Arc<dyn ModelClient> = Arc::new(build_models(settings, clock.clone())?);
     let dir = settings.agents.dir.trim();
     let types = builtin::load_agent_types((!dir.is_empty()).then(|| Path::new(dir)))
         .map_err(|e| anyhow::anyhow!("agent types: {e}"))?;
@@ -150,6 +158,18 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
     config.subagent_prompt = settings.prompts.subagent.clone();
     config.context_dirs = settings.agents.context_dirs.clone();
     config.arbiters = settings.runtime.arbiters;
+    config.checkpoints_keep = settings.checkpoints.keep;
+    config.providers = settings.providers.keys().cloned().collect();
+    let mut provider_limits = std::collections::BTreeMap::new();
+    provider_limits.insert("default".to_string(), settings.model.max_concurrent);
+    for (name, p) in &settings.providers {
+        provider_limits.insert(name.clone(), p.over(&settings.model).max_concurrent);
+    }
+    provider_limits.retain(|_, n| *n > 0);
+    config.provider_limits = provider_limits;
+    if let Some((ty, provider)) = types_needing_providers(&config).into_iter().next() {
+        anyhow::bail!("agent type `{ty}` names provider `{provider}`, which is not configured");
+    }
     Ok(Wired {
         deps: Deps {
             store,
@@ -163,4 +183,18 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
         redis,
         redis_store,
     })
+}
+
+/// Agent types that name a provider the config does not have: `(type, provider)`.
+fn types_needing_providers(config: &RuntimeConfig) -> Vec<(String, String)> {
+    config
+        .types
+        .iter()
+        .filter_map(|t| {
+            t.provider
+                .as_ref()
+                .filter(|p| !config.providers.contains(*p))
+                .map(|p| (t.name.clone(), p.clone()))
+        })
+        .collect()
 }

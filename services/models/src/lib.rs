@@ -6,16 +6,19 @@
 //! | [`openai`] | [`OpenAiModel`]: any OpenAI-compatible chat-completions endpoint |
 //! | [`anthropic`] | [`AnthropicModel`]: the Anthropic Messages API |
 //! | [`process`] | [`ProcessModel`]: one OS process per agent, JSON lines, lifecycle signals |
+//! | [`router`] | [`ModelRouter`]: providers by name (per agent type or spawn) behind one client |
 //! | [`http`] | timeouts, retries with jittered backoff, rate limits and errors shared by the HTTP backends |
 
 pub mod anthropic;
 pub mod http;
 pub mod openai;
 pub mod process;
+pub mod router;
 pub mod scripted;
 
 pub use anthropic::AnthropicModel;
 pub use http::HttpSettings;
 pub use openai::OpenAiModel;
 pub use process::ProcessModel;
+pub use router::ModelRouter;
 pub use scripted::{ScriptError, ScriptedModel};
