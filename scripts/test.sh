@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole agentd test suite. Installs what the tests need when it is missing
-# (redis-server, from Debian's packages, for the Redis tests), then runs the cargo tests.
+# (redis-server, from Debian's packages, for the Redis tests; chromium and the npm packages of
+# tests/browser for the dashboard test), then runs the cargo tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +11,23 @@ if ! command -v redis-server >/dev/null 2>&1; then
   if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+fi
+
+# The dashboard's browser test: Debian's chromium, node/npm and playwright-core (pinned by
+# tests/browser/package-lock.json).
+BROWSER_PKGS=""
+if [ ! -x /usr/bin/chromium ]; then BROWSER_PKGS=" chromium"; fi
+if ! command -v npm >/dev/null 2>&1; then BROWSER_PKGS="$BROWSER_PKGS nodejs npm"; fi
+if [ -n "$BROWSER_PKGS" ]; then
+  echo "installing${BROWSER_PKGS} from Debian's packages (dashboard browser test)" >&2
+  SUDO=""
+  if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  # shellcheck disable=SC2086 # a list of package names
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $BROWSER_PKGS >/dev/null
+fi
+if [ ! -d tests/browser/node_modules ]; then
+  npm ci --prefix tests/browser --no-audit --no-fund
 fi
 
 cargo fmt --all -- --check

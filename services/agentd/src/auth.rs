@@ -1,6 +1,7 @@
 //! Bearer-token authentication. Required when the API binds to anything but loopback, or when
-//! `auth.required` is set; `/healthz` and `/readyz` stay open for probes. Tokens are compared in
-//! constant time.
+//! `auth.required` is set; `/healthz` and `/readyz` stay open for probes, and the dashboard's
+//! static shell ([`crate::dashboard::SHELL_PATHS`]) so the page can load and ask for the token.
+//! Tokens are compared in constant time.
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
@@ -41,7 +42,7 @@ pub async fn require_token(
             .await
             .map(ServiceResponse::map_into_boxed_body);
     };
-    if OPEN_PATHS.contains(&req.path()) {
+    if OPEN_PATHS.contains(&req.path()) || crate::dashboard::SHELL_PATHS.contains(&req.path()) {
         return next
             .call(req)
             .await

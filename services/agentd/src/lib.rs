@@ -8,11 +8,13 @@
 //! | [`http`] | the `/v1` HTTP API and its OpenAPI document |
 //! | [`sse`] | `/v1/events` as Server-Sent Events |
 //! | [`auth`] | bearer-token authentication |
+//! | [`dashboard`] | the web dashboard at `/`, embedded in the binary |
 //! | [`app`] | start and stop a whole service (used by `main` and by tests) |
 
 pub mod app;
 pub mod auth;
 pub mod builtin;
+pub mod dashboard;
 pub mod http;
 pub mod settings;
 pub mod sse;
