@@ -70,6 +70,8 @@ pub struct AgentActor {
     unmet: std::collections::HashSet<String>,
     /// The inbox item of the latest turn (a re-run of the same item counts as an attempt).
     last_task: Option<Uuid>,
+    /// The environment changed during a turn: the backend's process restarts after it.
+    restart_backend_after_turn: bool,
 }
 
 impl AgentActor {
@@ -98,6 +100,7 @@ impl AgentActor {
             has_permit: false,
             unmet: std::collections::HashSet::new(),
             last_task: None,
+            restart_backend_after_turn: false,
         }
     }
 
@@ -184,6 +187,16 @@ impl AgentActor {
             }
             .into_actor(self),
         );
+    }
+
+    /// Ends a process-per-agent backend's process so that its next turn starts a new one with
+    /// the agent's current environment; a running turn finishes first.
+    fn restart_backend(&mut self, _ctx: &mut Context<Self>) {
+        if self.turn.is_some() {
+            self.restart_backend_after_turn = true;
+        } else {
+            self.deps.model.control(&self.rec.id, Control::Terminate);
+        }
     }
 
     /// Resumes a rate-limited agent by itself after `ms` (on the injected clock).
@@ -520,6 +533,9 @@ impl AgentActor {
         }
         let input_id = input.as_ref().map(|e| e.id);
         self.release_permit();
+        if std::mem::take(&mut self.restart_backend_after_turn) {
+            self.deps.model.control(&self.rec.id, Control::Terminate);
+        }
         let outcome = match res {
             Ok(r) => r,
             Err(panic) => {
@@ -1013,6 +1029,17 @@ impl Handler<crate::messages::SetBudget> for AgentActor {
     }
 }
 
+impl Handler<crate::messages::SetEnv> for AgentActor {
+    type Result = MessageResult<crate::messages::SetEnv>;
+
+    fn handle(&mut self, msg: crate::messages::SetEnv, ctx: &mut Self::Context) -> Self::Result {
+        self.rec.env = msg.0;
+        self.persist(ctx);
+        self.restart_backend(ctx);
+        MessageResult(self.rec.clone())
+    }
+}
+
 impl Handler<crate::scheduler::Permit> for AgentActor {
     type Result = ();
 
@@ -1272,7 +1299,7 @@ impl Handler<crate::messages::RestoreCheckpoint> for AgentActor {
                 act.last_task = None;
                 // A process-backend agent starts a new process, with the restored environment
                 // and the restored conversation, on its next turn.
-                act.deps.model.control(&act.rec.id, Control::Terminate);
+                act.restart_backend(ctx);
                 act.deps.events.publish(&Event::Restored {
                     agent_id: act.rec.id.clone(),
                     checkpoint_id: cp.id,

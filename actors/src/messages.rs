@@ -247,6 +247,11 @@ pub struct Provide {
 #[rtype(result = "AgentRecord")]
 pub struct SetBudget(pub agentd_proto::Budget);
 
+/// Replaces a live agent's environment variables.
+#[derive(Message, Debug)]
+#[rtype(result = "AgentRecord")]
+pub struct SetEnv(pub std::collections::BTreeMap<String, String>);
+
 /// An agent reached `completed` (`ok`) or `failed`: its dependents may go on.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]

@@ -241,6 +241,23 @@ impl AgentSystem {
             .map_err(mailbox)?
     }
 
+    /// Replaces an agent's environment variables.
+    pub async fn set_env(
+        &self,
+        agent_id: &str,
+        env: std::collections::BTreeMap<String, String>,
+    ) -> Result<AgentRecord, AgentdError> {
+        self.require_exists(agent_id).await?;
+        let addr = self
+            .supervisor
+            .send(crate::messages::Activate(agent_id.to_string()))
+            .await
+            .map_err(mailbox)??;
+        addr.send(crate::messages::SetEnv(env))
+            .await
+            .map_err(mailbox)
+    }
+
     /// Applies a lifecycle control (cascading where the design says so).
     pub async fn control(
         &self,
@@ -469,6 +486,10 @@ impl AgentSystem {
                 tool,
                 args,
             } => self.invoke_tool(agent_id.as_deref(), &tool, args).await,
+            Command::SetEnv { agent_id, env } => self
+                .set_env(&agent_id, env)
+                .await
+                .map(|r| ops::view(&r, 0)),
             Command::Checkpoint { agent_id } => {
                 self.checkpoint(&agent_id).await.map(|c| c.summary())
             }
@@ -555,6 +576,7 @@ pub fn command_target(cmd: &Command) -> Option<&str> {
         | Command::ProvideDependency { agent_id, .. }
         | Command::AnswerQuestion { agent_id, .. }
         | Command::SetBudget { agent_id, .. }
+        | Command::SetEnv { agent_id, .. }
         | Command::Checkpoint { agent_id }
         | Command::Checkpoints { agent_id }
         | Command::Restore { agent_id, .. } => Some(agent_id),

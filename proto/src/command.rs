@@ -123,6 +123,14 @@ pub enum Command {
         /// The new limits.
         budget: crate::usage::Budget,
     },
+    /// Replace an agent's environment variables (a process-backend agent's process is started
+    /// again with them before its next turn).
+    SetEnv {
+        /// Target agent.
+        agent_id: String,
+        /// The new variables.
+        env: std::collections::BTreeMap<String, String>,
+    },
     /// Take a checkpoint of an agent now (reason `manual`).
     Checkpoint {
         /// Target agent.

@@ -306,3 +306,91 @@ fn kill_9_mid_run_on_the_embedded_store_finishes_after_restart_with_every_messag
         assert_eq!(p.texts(id), expected, "thread of {id}");
     }
 }
+
+/// Runs agentctl against `p`; `(exit code, stdout)`.
+fn agentctl(p: &AgentdProcess, args: &[&str]) -> (i32, String) {
+    let out = Command::new(binary("agentctl"))
+        .args(["--url", &p.url])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn agentctl_takes_lists_and_restores_checkpoints_and_sets_env() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = AgentdProcess::start(&[(
+        "AGENTD__STORE__DATA_DIR",
+        dir.path().join("data").display().to_string(),
+    )]);
+    let (code, out) = agentctl(
+        &p,
+        &[
+            "--json",
+            "spawn",
+            "first task",
+            "--type",
+            "subagent",
+            "--env",
+            "REGION=eu",
+            "--priority",
+            "high",
+        ],
+    );
+    assert_eq!(code, 0, "{out}");
+    let spawned: Value = serde_json::from_str(&out).unwrap();
+    let id = spawned["agent_id"].as_str().unwrap().to_string();
+    assert_eq!(spawned["env"], json!(["REGION"]));
+    assert_eq!(spawned["priority"], "high");
+    p.wait_for("the first answer", |p| p.texts(&id).len() == 2);
+
+    let (code, out) = agentctl(&p, &["--json", "checkpoint", &id]);
+    assert_eq!(code, 0, "{out}");
+    let cp: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(cp["reason"], "manual");
+    let cp_id = cp["checkpoint_id"].as_str().unwrap().to_string();
+
+    let (code, _) = agentctl(&p, &["send", &id, "second task"]);
+    assert_eq!(code, 0);
+    p.wait_for("the second answer", |p| p.texts(&id).len() == 4);
+
+    let (code, out) = agentctl(&p, &["checkpoints", &id]);
+    assert_eq!(code, 0);
+    assert!(out.contains(&cp_id) && out.contains("manual"), "{out}");
+    let (code, out) = agentctl(&p, &["env", &id, "REGION=us", "TIER=gold"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        p.get(&format!("/v1/agents/{id}"))["env"],
+        json!(["REGION", "TIER"])
+    );
+
+    let (code, out) = agentctl(&p, &["--json", "restore", &id, "--checkpoint", &cp_id]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        p.texts(&id).len(),
+        2,
+        "the thread is back at the checkpoint"
+    );
+    assert_eq!(p.get(&format!("/v1/agents/{id}"))["env"], json!(["REGION"]));
+    let full = p.get(&format!("/v1/agents/{id}/checkpoints/{cp_id}"));
+    assert_eq!(full["environment"]["REGION"], "eu");
+    assert_eq!(full["conversation"].as_array().unwrap().len(), 2);
+
+    // Exit codes scripts can test: 1 for an API error.
+    let (code, out) = agentctl(
+        &p,
+        &[
+            "--json",
+            "restore",
+            &id,
+            "--checkpoint",
+            &uuid::Uuid::nil().to_string(),
+        ],
+    );
+    assert_eq!(code, 1);
+    assert!(out.contains("checkpoint_not_found"), "{out}");
+}

@@ -99,3 +99,76 @@ async fn a_process_per_agent_follows_pause_resume_and_terminate() {
     .await;
     assert_ne!(backend.pid(&a.id), Some(pid));
 }
+
+const ENV_AGENT: &str = r#"#!/usr/bin/env bash
+while IFS= read -r line; do
+  echo "{\"text\":\"region=${REGION:-none} pid=$$\"}"
+done
+"#;
+
+#[actix_rt::test]
+async fn restoring_a_checkpoint_reinjects_its_environment_into_a_new_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("env-agent.sh");
+    std::fs::write(&script, ENV_AGENT).unwrap();
+    let backend = Arc::new(ProcessModel::new(
+        vec!["bash".into(), script.display().to_string()],
+        Duration::from_millis(200),
+        Duration::from_secs(10),
+    ));
+    let sys = start_with_model(
+        backend.clone(),
+        default_types(ManageOptions::default()),
+        Arc::new(MemoryStore::new()),
+        Arc::new(SystemClock),
+        |_| {},
+    );
+    let a = sys
+        .system
+        .spawn(agentd_proto::SpawnRequest {
+            agent_type: Some("plain".into()),
+            prompt: Some("where are you".into()),
+            env: [("REGION".to_string(), "eu".to_string())].into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    sys.wait_for_entry(&a.id, Role::Assistant, "region=eu")
+        .await;
+    sys.wait_for_status(&a.id, AgentStatus::Idle).await;
+    let first_pid = backend.pid(&a.id).unwrap();
+    let cp = sys.system.checkpoint(&a.id).await.unwrap();
+
+    // A new environment: the process is started again with it.
+    sys.system
+        .set_env(&a.id, [("REGION".to_string(), "us".to_string())].into())
+        .await
+        .unwrap();
+    sys.system.send(&a.id, "and now", false).await.unwrap();
+    sys.wait_for_entry(&a.id, Role::Assistant, "region=us")
+        .await;
+    let second_pid = backend.pid(&a.id).unwrap();
+    assert_ne!(first_pid, second_pid);
+    wait_until("the old process is gone", || async {
+        state_of(first_pid).is_none()
+    })
+    .await;
+
+    // Restoring the checkpoint brings REGION=eu back, in a new process.
+    sys.wait_for_status(&a.id, AgentStatus::Idle).await;
+    sys.system.restore(&a.id, Some(cp.id)).await.unwrap();
+    sys.system
+        .send(&a.id, "after restore", false)
+        .await
+        .unwrap();
+    wait_until("an answer after the restore", || async {
+        sys.thread(&a.id).await.len() == 4
+    })
+    .await;
+    let t = sys.thread(&a.id).await;
+    assert_eq!(t[0].text, "where are you");
+    assert!(t[1].text.starts_with("region=eu"), "{t:?}");
+    assert_eq!(t[2].text, "after restore");
+    assert!(t[3].text.starts_with("region=eu"), "{t:?}");
+    assert_ne!(backend.pid(&a.id).unwrap(), second_pid);
+}

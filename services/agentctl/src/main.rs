@@ -44,6 +44,21 @@ enum Cmd {
         /// Parent agent id.
         #[arg(long)]
         parent: Option<String>,
+        /// Model provider (a `[providers.<name>]` of agentd's config).
+        #[arg(long)]
+        provider: Option<String>,
+        /// Model name.
+        #[arg(long)]
+        model: Option<String>,
+        /// Priority: critical, high, normal or low.
+        #[arg(long)]
+        priority: Option<String>,
+        /// Agents that must complete first (repeatable).
+        #[arg(long = "depends-on")]
+        depends_on: Vec<String>,
+        /// Environment variable KEY=VALUE (repeatable).
+        #[arg(long = "env", value_parser = parse_env)]
+        env: Vec<(String, String)>,
     },
     /// Send a message (follow-up) to an agent.
     Send {
@@ -163,6 +178,32 @@ enum Cmd {
         #[arg(long)]
         deadline_ms: Option<u64>,
     },
+    /// List an agent's checkpoints, newest first.
+    Checkpoints {
+        /// Agent id.
+        agent_id: String,
+    },
+    /// Take a checkpoint of an agent now.
+    Checkpoint {
+        /// Agent id.
+        agent_id: String,
+    },
+    /// Restore an agent to a checkpoint (default: its newest).
+    Restore {
+        /// Agent id.
+        agent_id: String,
+        /// Checkpoint id.
+        #[arg(long)]
+        checkpoint: Option<String>,
+    },
+    /// Replace an agent's environment variables.
+    Env {
+        /// Agent id.
+        agent_id: String,
+        /// KEY=VALUE pairs (none clears the environment).
+        #[arg(value_parser = parse_env)]
+        vars: Vec<(String, String)>,
+    },
     /// Follow live events (all, or one agent's subtree).
     Events {
         /// Only this agent and its descendants.
@@ -270,12 +311,40 @@ fn run(cli: &Cli) -> Result<Value, Failure> {
             agent_type,
             title,
             parent,
+            provider,
+            model,
+            priority,
+            depends_on,
+            env,
         } => call(
             "POST",
             &v1("/agents"),
-            Some(
-                json!({"agent_type": agent_type, "title": title, "prompt": prompt, "parent_id": parent}),
-            ),
+            Some(json!({
+                "agent_type": agent_type, "title": title, "prompt": prompt, "parent_id": parent,
+                "provider": provider, "model": model, "priority": priority,
+                "depends_on": depends_on, "env": env_map(env),
+            })),
+        ),
+        Cmd::Checkpoints { agent_id } => {
+            call("GET", &v1(&format!("/agents/{agent_id}/checkpoints")), None)
+        }
+        Cmd::Checkpoint { agent_id } => call(
+            "POST",
+            &v1(&format!("/agents/{agent_id}/checkpoints")),
+            Some(json!({})),
+        ),
+        Cmd::Restore {
+            agent_id,
+            checkpoint,
+        } => call(
+            "POST",
+            &v1(&format!("/agents/{agent_id}/restore")),
+            Some(json!({"checkpoint_id": checkpoint})),
+        ),
+        Cmd::Env { agent_id, vars } => call(
+            "POST",
+            &v1(&format!("/agents/{agent_id}/env")),
+            Some(json!({"env": env_map(vars)})),
         ),
         Cmd::Send {
             agent_id,
@@ -350,6 +419,20 @@ fn run(cli: &Cli) -> Result<Value, Failure> {
     }
 }
 
+/// Parses `KEY=VALUE`.
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("`{s}` is not KEY=VALUE")),
+    }
+}
+
+fn env_map(vars: &[(String, String)]) -> serde_json::Map<String, Value> {
+    vars.iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect()
+}
+
 fn print_tree(node: &Value, indent: usize, out: &mut String) {
     let s = |k: &str| node[k].as_str().unwrap_or("-").to_string();
     out.push_str(&format!(
@@ -407,6 +490,28 @@ fn human(cmd: &Cmd, v: &Value) -> String {
                     a["agent_type"].as_str().unwrap_or("-"),
                     a["title"].as_str().unwrap_or("-")
                 ));
+            }
+            out
+        }
+        Cmd::Checkpoints { .. } => {
+            let mut out = String::new();
+            for c in v["checkpoints"].as_array().into_iter().flatten() {
+                out.push_str(&format!(
+                    "{}  {:<10} {:<20} phase={} entries={} pending={}  {}\n",
+                    c["checkpoint_id"].as_str().unwrap_or("-"),
+                    c["reason"].as_str().unwrap_or("-"),
+                    c["status"].as_str().unwrap_or("-"),
+                    c["phase"]
+                        .as_u64()
+                        .map(|p| p.to_string())
+                        .unwrap_or("-".into()),
+                    c["entries"].as_u64().unwrap_or(0),
+                    c["pending_actions"].as_array().map(Vec::len).unwrap_or(0),
+                    c["trigger"].as_str().unwrap_or(""),
+                ));
+            }
+            if out.is_empty() {
+                out.push_str("(no checkpoints)\n");
             }
             out
         }

@@ -117,6 +117,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "Run a tool as the agent.",
     ),
     (
+        "post",
+        "/v1/agents/{id}/env",
+        "Replace the agent's environment variables (`env`: a map).",
+    ),
+    (
         "get",
         "/v1/agents/{id}/checkpoints",
         "The agent's checkpoints, newest first (summaries).",
@@ -202,6 +207,7 @@ type ApiResult = Result<HttpResponse, ApiError>;
 
 /// Registers every route.
 pub fn routes(cfg: &mut web::ServiceConfig) {
+    crate::dashboard::routes(cfg);
     cfg.route("/healthz", web::get().to(healthz))
         .route("/readyz", web::get().to(readyz))
         .route("/metrics", web::get().to(metrics))
@@ -237,7 +243,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                     "/agents/{id}/checkpoints/{checkpoint}",
                     web::get().to(checkpoint),
                 )
-                .route("/agents/{id}/restore", web::post().to(restore)),
+                .route("/agents/{id}/restore", web::post().to(restore))
+                .route("/agents/{id}/env", web::post().to(set_env)),
         );
 }
 
@@ -508,6 +515,24 @@ async fn set_budget(
     let cmd = Command::SetBudget {
         agent_id: id.into_inner(),
         budget: body.into_inner(),
+    };
+    Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
+}
+
+#[derive(Deserialize)]
+struct EnvBody {
+    env: std::collections::BTreeMap<String, String>,
+}
+
+async fn set_env(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    body: web::Json<EnvBody>,
+) -> ApiResult {
+    let cmd = Command::SetEnv {
+        agent_id: id.into_inner(),
+        env: body.into_inner().env,
     };
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }
