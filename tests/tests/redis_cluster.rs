@@ -487,3 +487,77 @@ fn kill_9_of_a_partition_owner_moves_its_agents_without_losing_or_doubling_messa
         assert_eq!(order, mine, "order on {id}");
     }
 }
+
+/// Follows `/v1/events` of `p` on a thread; the parsed `data:` lines arrive on the channel.
+fn follow_events(p: &AgentdProcess) -> std::sync::mpsc::Receiver<serde_json::Value> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let url = format!("{}/v1/events", p.url);
+    std::thread::spawn(move || {
+        let resp = ureq::get(&url).call().unwrap();
+        for line in std::io::BufReader::new(resp.into_reader()).lines() {
+            let Ok(line) = line else { return };
+            if let Some(data) = line.strip_prefix("data: ")
+                && tx.send(serde_json::from_str(data).unwrap()).is_err()
+            {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+#[test]
+fn events_of_every_process_reach_each_event_stream() {
+    let cluster = Cluster::new();
+    let a = cluster.process();
+    let b = cluster.process();
+    balanced(&a, &b);
+    let pb = owned(&b);
+    let events = follow_events(&a);
+    std::thread::sleep(Duration::from_millis(300));
+    // An agent whose partition b owns: its events come from b, and show on a's stream.
+    let on_b = (0..500)
+        .map(|_| spawn(&b, "subagent"))
+        .find(|id| pb.contains(&partition(id)))
+        .expect("an agent on one of b's partitions");
+    b.post(
+        &format!("/v1/agents/{on_b}/messages"),
+        json!({"text": "hello from b"}),
+    )
+    .unwrap();
+    loop {
+        let e = events
+            .recv_timeout(Duration::from_secs(10))
+            .expect("b's events on a's stream");
+        if e["type"] == "status_changed" && e["agent_id"] == on_b.as_str() && e["to"] == "idle" {
+            break;
+        }
+    }
+}
+
+#[test]
+fn readyz_fails_once_a_lease_this_process_believes_it_owns_is_taken() {
+    let mut cluster = Cluster::new();
+    // A long lease: the lease loop does not run again while the test takes a lease away.
+    for (k, v) in cluster.env.iter_mut() {
+        if *k == "AGENTD__REDIS__LEASE_MS" {
+            *v = "60000".into();
+        }
+    }
+    let a = cluster.process();
+    let (code, v) = a.get_status("/readyz", None);
+    assert_eq!(code, 200, "{v}");
+    let owned_by_a = v["partitions_owned"].as_array().unwrap().clone();
+    assert_eq!(owned_by_a.len(), PARTITIONS as usize, "alone, it owns all");
+    let mut con = cluster.redis.client();
+    let _: () = redis::cmd("SET")
+        .arg(format!("{NS}:lease:{{{}}}", owned_by_a[0]))
+        .arg("someone-else")
+        .query(&mut con)
+        .unwrap();
+    let (code, v) = a.get_status("/readyz", None);
+    assert_eq!(code, 503, "{v}");
+    assert_eq!(v["code"], "unavailable");
+    assert!(v["message"].as_str().unwrap().contains("no longer leased"));
+}

@@ -19,6 +19,7 @@ pub struct Running {
     /// The Redis bus, when Redis is configured.
     pub redis: Option<Arc<RedisBus>>,
     commands_stop: Option<Arc<AtomicBool>>,
+    events_tail: Option<agentd_bus::RedisEventsTail>,
     /// Where the HTTP API listens (the real port when `bind` asked for port 0).
     pub addr: SocketAddr,
     /// The actors.
@@ -34,6 +35,9 @@ impl Running {
         self.server.stop(true).await;
         if let Some(flag) = &self.commands_stop {
             flag.store(true, Ordering::SeqCst);
+        }
+        if let Some(tail) = &self.events_tail {
+            tail.stop();
         }
         self.system.shutdown().await;
         if let Some(bus) = &self.redis {
@@ -81,10 +85,23 @@ pub async fn start_with_clock(
         .recover()
         .await
         .map_err(|e| anyhow::anyhow!("recovering agents: {e}"))?;
+    // With Redis, `/v1/events` follows `<ns>:events`: every process's events, not only ours.
+    let (sse_bus, events_tail) = match &wired.redis_store {
+        Some(store) => {
+            let bus = InProcessBus::default();
+            let tail = agentd_bus::RedisEventsTail::start(
+                settings.redis.url.clone(),
+                store.keys().events(),
+                bus.clone(),
+            );
+            (bus, Some(tail))
+        }
+        None => (wired.bus.clone(), None),
+    };
     let state = web::Data::new(ApiState {
         system: system.clone(),
         redis: wired.redis.clone(),
-        bus: wired.bus.clone(),
+        bus: sse_bus,
     });
     let auth = web::Data::new(Auth {
         token: settings.auth.resolve()?,
@@ -113,6 +130,7 @@ pub async fn start_with_clock(
     Ok(Running {
         redis: wired.redis,
         commands_stop,
+        events_tail,
         addr,
         system,
         bus: wired.bus,

@@ -293,7 +293,15 @@ async fn readyz(st: web::Data<ApiState>) -> ApiResult {
         .list_roots()
         .await
         .map_err(AgentdError::from)?;
-    Ok(HttpResponse::Ok().json(json!({"status": "ready"})))
+    let partitions = match &st.redis {
+        Some(bus) => Some(
+            bus.check_leases()
+                .await
+                .map_err(|m| AgentdError::new(ErrorCode::Unavailable, m))?,
+        ),
+        None => None,
+    };
+    Ok(HttpResponse::Ok().json(json!({"status": "ready", "partitions_owned": partitions})))
 }
 
 async fn info(st: web::Data<ApiState>) -> HttpResponse {

@@ -18,4 +18,4 @@ pub use commands::CommandConsumer;
 pub use dead::DeadLetters;
 pub use inproc::InProcessBus;
 pub use redis_bus::{RedisBus, RedisBusConfig};
-pub use redis_events::{Fanout, RedisEvents};
+pub use redis_events::{Fanout, RedisEvents, RedisEventsTail};

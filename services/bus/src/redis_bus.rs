@@ -148,6 +148,28 @@ impl RedisBus {
         out
     }
 
+    /// Readiness of the bus: Redis answers, and every partition this process believes it owns
+    /// is still leased to it (a process that lost a lease without noticing must not take
+    /// traffic). Answers the owned partitions, or why the bus is not ready.
+    pub async fn check_leases(&self) -> Result<Vec<u32>, String> {
+        let mut con = self.con.clone();
+        let owned = self.owned();
+        for k in &owned {
+            let holder: Option<String> = cmd("GET")
+                .arg(self.keys.lease(*k))
+                .query_async(&mut con)
+                .await
+                .map_err(|e| format!("redis: {e}"))?;
+            if holder.as_deref() != Some(self.cfg.process_id.as_str()) {
+                return Err(format!(
+                    "partition {k} is no longer leased to this process (holder: {})",
+                    holder.as_deref().unwrap_or("none")
+                ));
+            }
+        }
+        Ok(owned)
+    }
+
     /// This process's id.
     pub fn process_id(&self) -> &str {
         &self.cfg.process_id

@@ -63,3 +63,102 @@ impl EventSink for Fanout {
         }
     }
 }
+
+/// Follows `<ns>:events` (every process's events) and republishes them to an in-process bus,
+/// so `/v1/events` of any process shows the whole cluster. It starts at the stream's end,
+/// and after a lost connection it goes on from the last entry it saw, so nothing in between is
+/// missed. Entries it cannot decode are logged and skipped (events are observations).
+pub struct RedisEventsTail {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl RedisEventsTail {
+    /// Starts following `key` on its own connection to `url`, publishing into `bus`.
+    pub fn start(url: String, key: String, bus: crate::InProcessBus) -> Self {
+        use agentd_actors::EventSink as _;
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
+        actix_rt::spawn(async move {
+            let mut last = "$".to_string();
+            let mut backoff = std::time::Duration::from_millis(100);
+            while !stopping.load(Ordering::SeqCst) {
+                let r = follow(&url, &key, &mut last, &stopping, |event| {
+                    bus.publish(&event)
+                })
+                .await;
+                if let Err(e) = r {
+                    tracing::warn!(error = %e, "event stream reader lost Redis; reconnecting");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(std::time::Duration::from_secs(2));
+                }
+            }
+        });
+        RedisEventsTail { stop }
+    }
+
+    /// Stops following (within one blocking read).
+    pub fn stop(&self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+async fn follow(
+    url: &str,
+    key: &str,
+    last: &mut String,
+    stopping: &std::sync::atomic::AtomicBool,
+    mut publish: impl FnMut(Event),
+) -> redis::RedisResult<()> {
+    let client = redis::Client::open(url)?;
+    let mut reader = client
+        .get_multiplexed_async_connection_with_config(
+            &redis::AsyncConnectionConfig::new().set_response_timeout(None),
+        )
+        .await?;
+    if last == "$" {
+        // Pin the starting point to a real id, so a reconnect resumes exactly after it.
+        let newest: redis::streams::StreamRangeReply = redis::cmd("XREVRANGE")
+            .arg(key)
+            .arg("+")
+            .arg("-")
+            .arg("COUNT")
+            .arg(1)
+            .query_async(&mut reader)
+            .await?;
+        *last = newest
+            .ids
+            .first()
+            .map(|sid| sid.id.clone())
+            .unwrap_or_else(|| "0-0".into());
+    }
+    while !stopping.load(std::sync::atomic::Ordering::SeqCst) {
+        let reply: Option<redis::streams::StreamReadReply> = redis::cmd("XREAD")
+            .arg("COUNT")
+            .arg(256)
+            .arg("BLOCK")
+            .arg(500)
+            .arg("STREAMS")
+            .arg(key)
+            .arg(last.as_str())
+            .query_async(&mut reader)
+            .await?;
+        for sid in reply
+            .map(|r| r.keys)
+            .unwrap_or_default()
+            .into_iter()
+            .flat_map(|k| k.ids)
+        {
+            *last = sid.id.clone();
+            let raw: Option<Vec<u8>> = sid.get("e");
+            match raw.as_deref().map(agentd_proto::codec::decode::<Event>) {
+                Some(Ok(event)) => publish(event),
+                Some(Err(e)) => {
+                    tracing::warn!(id = %sid.id, error = %e, "undecodable event skipped")
+                }
+                None => tracing::warn!(id = %sid.id, "event entry without `e` skipped"),
+            }
+        }
+    }
+    Ok(())
+}
