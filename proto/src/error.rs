@@ -40,8 +40,6 @@ pub enum ErrorCode {
     UnknownProvider,
     /// No checkpoint with that id exists for the agent.
     CheckpointNotFound,
-    /// Tool arguments do not match the tool's JSON schema.
-    InvalidToolArguments,
     /// Spawning would exceed the depth limit.
     DepthLimit,
     /// Spawning would exceed the per-parent children limit.
@@ -88,7 +86,6 @@ impl ErrorCode {
             ErrorCode::UnknownAgentType => "unknown_agent_type",
             ErrorCode::UnknownProvider => "unknown_provider",
             ErrorCode::CheckpointNotFound => "checkpoint_not_found",
-            ErrorCode::InvalidToolArguments => "invalid_tool_arguments",
             ErrorCode::DepthLimit => "depth_limit",
             ErrorCode::FanoutLimit => "fanout_limit",
             ErrorCode::PayloadTooLarge => "payload_too_large",

@@ -884,3 +884,54 @@ async fn the_system_prompt_stacks_base_subagent_and_type_overlays() {
         "BASE\n\nSUBAGENT ROLE\n\nTYPE OVERLAY"
     );
 }
+
+#[actix_rt::test]
+async fn tool_arguments_are_checked_against_the_schema_the_model_sees() {
+    let sys = start_simple(SCRIPT, types());
+    let lead = sys.root("lead", None).await;
+    for (name, args, expected) in [
+        (
+            "Manage",
+            json!({"command": "send_message", "worker": "Coder", "threadAlias": "a", "message": "hi", "syncTimeoutMs": "soon"}),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            "Manage",
+            json!({"command": "reboot", "threadAlias": "a"}),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            "spawn_agent",
+            json!({"prompt": "x", "priority": "urgent"}),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            "spawn_agent",
+            json!({"prompt": "x", "budget": {"max_tokens": -5}}),
+            ErrorCode::InvalidArgument,
+        ),
+        (
+            "send_agent_followup",
+            json!({"agentId": "x"}),
+            ErrorCode::MissingField,
+        ),
+        (
+            "send_agent_followup",
+            json!({"agent_id": "x", "message": "m", "interrupt": "yes"}),
+            ErrorCode::InvalidArgument,
+        ),
+    ] {
+        let r = tool(&sys, &lead.id, name, args.clone()).await;
+        assert_eq!(code(r), Some(expected), "{name} {args}");
+    }
+    // camelCase spellings of snake_case fields pass the check.
+    let r = tool(
+        &sys,
+        &lead.id,
+        "spawn_agent",
+        json!({"prompt": "camel", "agentType": "coding", "allowedTools": []}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r["agent_type"], "coding");
+}

@@ -6,6 +6,7 @@
 
 mod agents;
 mod manage;
+pub mod schema;
 
 use crate::channel_router::ChannelRouter;
 use crate::deps::Deps;
@@ -149,7 +150,16 @@ fn spec(name: &str, rec: &AgentRecord, deps: &Deps) -> ToolSpec {
                 "title": {"type": "string"},
                 "allowed_tools": {"type": "array", "items": {"type": "string"}},
                 "context_files": {"type": "array", "items": {"type": "string"}},
-                "background": {"type": "boolean"}
+                "background": {"type": "boolean"},
+                "priority": {"type": "string", "enum": ["critical", "high", "normal", "low"]},
+                "depends_on": {"type": "array", "items": {"type": "string"}, "description": "Agent ids that must complete first."},
+                "budget": {"type": "object", "properties": {
+                    "max_tokens": {"type": "integer", "minimum": 0},
+                    "max_cost_usd": {"type": "number", "minimum": 0},
+                    "deadline_ms": {"type": "integer", "minimum": 0}
+                }},
+                "provider": {"type": "string", "description": "A configured model provider."},
+                "model": {"type": "string"}
             }, "required": ["prompt"]}),
         ),
         "send_agent_followup" => (
@@ -241,6 +251,8 @@ pub async fn execute(
     } else {
         args.clone()
     };
+    // The arguments must fit the schema the model was shown.
+    schema::validate(&spec(name, &ctx.caller, &ctx.deps).parameters, &args, "")?;
     tracing::debug!(tool = name, agent_id = %ctx.caller.id, "tool call");
     let value = match name {
         MANAGE => manage::run(ctx, &args).await?,
