@@ -678,6 +678,83 @@ impl AgentActor {
         self.pump(ctx);
     }
 
+    /// Pauses the agent for budget `limit`: a running turn stops at its next step boundary
+    /// (and continues once the budget is raised and the agent resumed); otherwise now.
+    fn pause_for_budget(&mut self, limit: String, ctx: &mut Context<Self>) {
+        let reason = format!("{}: {limit}", ErrorCode::BudgetExceeded.as_str());
+        match &self.turn {
+            Some(turn) if !turn.stop.load(Ordering::SeqCst) => {
+                turn.stop.store(true, Ordering::SeqCst);
+                self.pause_reason = Some(reason);
+            }
+            Some(_) => return,
+            None => {
+                if self.rec.status == AgentStatus::Paused
+                    || self
+                        .set_status(AgentStatus::Paused, Some(reason), ctx)
+                        .is_err()
+                {
+                    return;
+                }
+            }
+        }
+        self.deps.events.publish(&Event::BudgetExceeded {
+            agent_id: self.rec.id.clone(),
+            limit,
+        });
+    }
+
+    /// Checks the root's budget against the whole tree's spending (usage and cost of every
+    /// agent as stored, this one's as it is now); a spent tree budget pauses every agent of
+    /// the tree (reason `budget_exceeded: tree …`). In a tree with a budget, each agent's
+    /// usage is persisted after every model call so the others' checks see it.
+    fn check_tree_budget(&mut self, ctx: &mut Context<Self>) {
+        let deps = self.deps.clone();
+        let me = self.rec.clone();
+        ctx.spawn(
+            async move {
+                let root = if me.parent_id.is_none() {
+                    Some(me.clone())
+                } else {
+                    deps.store.get_agent(&me.root_id).await.ok().flatten()
+                };
+                let budget = root.as_ref().and_then(|r| r.budget)?;
+                let (mut usage, mut cost) = (agentd_proto::Usage::default(), 0.0);
+                let mut stack = vec![me.root_id.clone()];
+                while let Some(id) = stack.pop() {
+                    let rec = if id == me.id {
+                        Some(me.clone())
+                    } else {
+                        deps.store.get_agent(&id).await.ok().flatten()
+                    };
+                    if let Some(rec) = rec {
+                        usage += rec.usage;
+                        cost += rec.cost_usd;
+                    }
+                    stack.extend(deps.store.children(&id).await.unwrap_or_default());
+                }
+                Some(
+                    budget
+                        .exceeded(&usage, cost, deps.clock.now_ms())
+                        .map(|limit| format!("tree {limit}")),
+                )
+            }
+            .into_actor(self)
+            .map(|checked, act, ctx| {
+                let Some(limit) = checked else {
+                    return; // no tree budget
+                };
+                act.persist(ctx);
+                if let Some(limit) = limit {
+                    act.supervisor.do_send(crate::messages::PauseTree {
+                        root_id: act.rec.root_id.clone(),
+                        limit,
+                    });
+                }
+            }),
+        );
+    }
+
     /// Which budget limit the agent is over, if any.
     fn over_budget(&self) -> Option<&'static str> {
         self.rec
@@ -1159,25 +1236,17 @@ impl Handler<AddUsage> for AgentActor {
             cost_usd: cost,
         });
         if let Some(limit) = self.over_budget() {
-            match &self.turn {
-                Some(turn) if !turn.stop.load(Ordering::SeqCst) => {
-                    // Stop at the next step boundary; the turn continues once the budget is
-                    // raised and the agent resumed.
-                    turn.stop.store(true, Ordering::SeqCst);
-                    self.pause_reason =
-                        Some(format!("{}: {limit}", ErrorCode::BudgetExceeded.as_str()));
-                    self.deps.events.publish(&Event::BudgetExceeded {
-                        agent_id: self.rec.id.clone(),
-                        limit: limit.to_string(),
-                    });
-                }
-                Some(_) => {}
-                // The turn already ended: pause now.
-                None => {
-                    self.pause_if_over_budget(ctx);
-                }
-            }
+            self.pause_for_budget(limit.to_string(), ctx);
         }
+        self.check_tree_budget(ctx);
+    }
+}
+
+impl Handler<crate::messages::BudgetPause> for AgentActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: crate::messages::BudgetPause, ctx: &mut Self::Context) {
+        self.pause_for_budget(msg.0, ctx);
     }
 }
 

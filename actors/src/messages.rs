@@ -247,6 +247,21 @@ pub struct Provide {
 #[rtype(result = "AgentRecord")]
 pub struct SetBudget(pub agentd_proto::Budget);
 
+/// Pause every live agent of a tree: its root's budget is spent (`limit` names which part).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct PauseTree {
+    /// The tree's root.
+    pub root_id: String,
+    /// Which limit (`tree tokens`, `tree cost`, `tree deadline`).
+    pub limit: String,
+}
+
+/// Pause this agent for a budget (at the next step boundary if a turn runs).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct BudgetPause(pub String);
+
 /// Replaces a live agent's environment variables.
 #[derive(Message, Debug)]
 #[rtype(result = "AgentRecord")]

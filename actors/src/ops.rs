@@ -86,11 +86,11 @@ pub async fn lifecycle(
             .send(Activate(target.to_string()))
             .await
             .map_err(mailbox)??;
-        return addr
-            .send(ApplyControl(control))
-            .await
-            .map_err(mailbox)?
-            .map(Some);
+        let res = addr.send(ApplyControl(control)).await.map_err(mailbox)??;
+        if control == Control::Resume && rec.parent_id.is_none() {
+            resume_tree_budget_pauses(deps, supervisor, target).await?;
+        }
+        return Ok(Some(res));
     }
     supervisor
         .send(Lifecycle {
@@ -99,6 +99,38 @@ pub async fn lifecycle(
         })
         .await
         .map_err(mailbox)?
+}
+
+/// Resuming a root also resumes the agents of its tree that a spent tree budget paused (once
+/// the budget is raised they go on; if it is still spent they pause again).
+async fn resume_tree_budget_pauses(
+    deps: &Deps,
+    supervisor: &Addr<Supervisor>,
+    root: &str,
+) -> Result<(), AgentdError> {
+    let tree_pause = format!("{}: tree", ErrorCode::BudgetExceeded.as_str());
+    let mut stack = deps.store.children(root).await?;
+    while let Some(id) = stack.pop() {
+        stack.extend(deps.store.children(&id).await?);
+        let Some(rec) = deps.store.get_agent(&id).await? else {
+            continue;
+        };
+        if rec.status == agentd_proto::AgentStatus::Paused
+            && rec
+                .status_reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with(&tree_pause))
+        {
+            let addr = supervisor
+                .send(Activate(id.clone()))
+                .await
+                .map_err(mailbox)??;
+            addr.send(ApplyControl(Control::Resume))
+                .await
+                .map_err(mailbox)??;
+        }
+    }
+    Ok(())
 }
 
 /// The freshest record of an agent: the live actor's, else the stored one.

@@ -24,6 +24,8 @@ pub struct Supervisor {
     deps: Deps,
     router: Addr<ChannelRouter>,
     agents: HashMap<String, Addr<AgentActor>>,
+    /// The root of each live agent (a spent tree budget pauses the whole tree).
+    roots: HashMap<String, String>,
     parents: HashMap<String, Addr<ParentRouter>>,
     arbiters: Vec<Arbiter>,
     /// Turn slots, when `limits.max_running_turns` is set.
@@ -59,6 +61,7 @@ impl Supervisor {
             deps,
             router,
             agents: HashMap::new(),
+            roots: HashMap::new(),
             parents: HashMap::new(),
             arbiters,
             scheduler,
@@ -93,6 +96,7 @@ impl Supervisor {
         ctx: &mut Context<Self>,
     ) -> Addr<AgentActor> {
         let id = rec.id.clone();
+        let root_id = rec.root_id.clone();
         let deps = self.deps.clone();
         let me = ctx.address();
         let router = self.router.clone();
@@ -109,6 +113,7 @@ impl Supervisor {
                 .start(),
         };
         self.agents.insert(id.clone(), addr.clone());
+        self.roots.insert(id.clone(), root_id);
         self.router.do_send(Register {
             agent_id: id,
             addr: addr.clone(),
@@ -176,6 +181,7 @@ impl Handler<AgentStopped> for Supervisor {
     fn handle(&mut self, AgentStopped(id): AgentStopped, _: &mut Self::Context) {
         if self.agents.get(&id).is_some_and(|a| !a.connected()) {
             self.agents.remove(&id);
+            self.roots.remove(&id);
         }
     }
 }
@@ -315,7 +321,9 @@ impl Handler<Spawn> for Supervisor {
                 budget: match (spec.budget, spec.parent.as_ref().and_then(|p| p.budget)) {
                     (Some(b), Some(cap)) => Some(b.capped_by(&cap)),
                     (Some(b), None) => Some(b),
-                    (None, cap) => cap,
+                    // The root's budget covers the whole tree (checked on the tree's totals),
+                    // so a child without its own budget takes no copy of it.
+                    (None, _) => None,
                 },
                 result: None,
                 created_at_ms: now,
@@ -694,5 +702,19 @@ impl Handler<crate::channel_router::Passivate> for Supervisor {
         self.agents.retain(|id, _| !filter(id));
         self.parents.retain(|id, _| !filter(id));
         n
+    }
+}
+
+impl Handler<crate::messages::PauseTree> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: crate::messages::PauseTree, _: &mut Self::Context) {
+        for (id, root) in &self.roots {
+            if *root == msg.root_id
+                && let Some(addr) = self.agents.get(id)
+            {
+                addr.do_send(crate::messages::BudgetPause(msg.limit.clone()));
+            }
+        }
     }
 }

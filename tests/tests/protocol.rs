@@ -334,3 +334,81 @@ async fn a_budget_pauses_the_agent_and_raising_it_continues() {
         })
     );
 }
+
+#[actix_rt::test]
+async fn a_root_budget_covers_its_whole_tree_and_raising_it_resumes_the_tree() {
+    let script = r#"
+[[rule]]
+agent = "coding"
+contains = "spend"
+text = "spent on {{input}}"
+usage = { input = 10, output = 5 }
+
+[[rule]]
+text = "ok"
+usage = { input = 0, output = 0 }
+"#;
+    let sys = start_simple(script, default_types(ManageOptions::default()));
+    let root = sys
+        .system
+        .spawn(agentd_proto::SpawnRequest {
+            agent_type: Some("plain".into()),
+            budget: Some(agentd_proto::Budget {
+                max_tokens: Some(40),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut kids = Vec::new();
+    for n in 0..3 {
+        let kid = sys
+            .system
+            .spawn(agentd_proto::SpawnRequest {
+                agent_type: Some("coding".into()),
+                parent_id: Some(root.id.clone()),
+                prompt: Some(format!("spend {n}")),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(kid.budget, None, "the tree budget is not copied");
+        sys.wait_for_entry(&kid.id, Role::Assistant, &format!("spent on spend {n}"))
+            .await;
+        kids.push(kid.id);
+    }
+    // 3 × 15 tokens > 40: every agent of the tree is paused, root included.
+    for id in kids.iter().chain([&root.id]) {
+        let rec = sys.wait_for_status(id, AgentStatus::Paused).await;
+        assert_eq!(
+            rec.status_reason.as_deref(),
+            Some("budget_exceeded: tree tokens"),
+            "{id}"
+        );
+    }
+    sys.system
+        .send(&kids[0], "spend more", false)
+        .await
+        .unwrap();
+    // Raising the root's budget and resuming the root continues the tree.
+    sys.system
+        .set_budget(
+            &root.id,
+            agentd_proto::Budget {
+                max_tokens: Some(1000),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    sys.system
+        .control(&root.id, agentd_proto::Control::Resume)
+        .await
+        .unwrap();
+    sys.wait_for_entry(&kids[0], Role::Assistant, "spent on spend more")
+        .await;
+    for id in &kids[1..] {
+        assert_ne!(sys.record(id).await.status, AgentStatus::Paused);
+    }
+}
