@@ -321,6 +321,47 @@ impl AgentSystem {
         })
     }
 
+    /// The work queue (seed 001): every agent with work pending or in progress, in the order
+    /// turns start when slots are scarce (priority, then age). Each task shows its queue state
+    /// — `executing` (a turn runs), `queued` (waiting for a turn slot), `waiting_rate_limit`
+    /// (with `resume_at_ms`), `waiting_dependency` (with `depends_on`), `held` (paused or
+    /// waiting for an answer with items queued), or `ready` (items queued, about to start).
+    pub async fn queue(&self, scope: Option<&str>) -> Result<Vec<Value>, AgentdError> {
+        use agentd_proto::AgentStatus as S;
+        let mut stack: Vec<String> = match scope {
+            Some(root) => vec![self.record(root).await?.id],
+            None => ops::root_ids(&self.deps).await?,
+        };
+        let mut tasks = Vec::new();
+        while let Some(id) = stack.pop() {
+            stack.extend(self.deps.store.children(&id).await?);
+            let rec = self.record(&id).await?;
+            let pending = self.deps.store.inbox_pending(&id).await?.len();
+            let state = match rec.status {
+                S::Running => "executing",
+                S::Queued => "queued",
+                S::WaitingRateLimit => "waiting_rate_limit",
+                S::WaitingDependency => "waiting_dependency",
+                _ if pending == 0 => continue,
+                S::Paused | S::WaitingQuestion | S::WaitingReview | S::Closed => "held",
+                _ => "ready",
+            };
+            tasks.push((
+                (rec.priority, rec.created_at_ms, rec.id.clone()),
+                json!({
+                    "agent_id": rec.id, "title": rec.title, "agent_type": rec.agent_type,
+                    "root_id": rec.root_id, "priority": rec.priority, "queue_state": state,
+                    "status": rec.status, "status_reason": rec.status_reason,
+                    "depends_on": rec.depends_on, "pending": pending,
+                    "resume_at_ms": rec.resume_at_ms, "attempts": rec.attempts,
+                    "provider": rec.provider,
+                }),
+            ));
+        }
+        tasks.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(tasks.into_iter().map(|(_, v)| v).collect())
+    }
+
     /// An agent's thread.
     pub async fn thread(&self, agent_id: &str) -> Result<Vec<ThreadEntry>, AgentdError> {
         self.require_exists(agent_id).await?;

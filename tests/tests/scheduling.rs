@@ -291,3 +291,65 @@ async fn failed_turns_are_retried_with_backoff_and_attempts_show() {
     assert_eq!(rec.attempts, 3);
     assert!(rec.last_error.unwrap().contains("permanent failure"));
 }
+
+#[actix_rt::test]
+async fn the_queue_lists_work_by_priority_with_its_queue_state() {
+    let (sys, clock) = start_manual_with(SCRIPT, default_types(ManageOptions::default()), |c| {
+        c.limits.max_running_turns = 1
+    });
+    let blocker = sys.root("plain", Some("busy")).await;
+    wait_until("the slot is taken", || async { clock.sleepers() == 1 }).await;
+    let spawn = |title: &str, p: Priority, deps: Vec<String>| {
+        let sys = &sys;
+        let title = title.to_string();
+        async move {
+            sys.system
+                .spawn(SpawnRequest {
+                    agent_type: Some("plain".into()),
+                    title: Some(title.clone()),
+                    prompt: Some(format!("job {title}")),
+                    priority: Some(p),
+                    depends_on: deps,
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+        }
+    };
+    let low = spawn("low", Priority::Low, vec![]).await;
+    let high = spawn("high", Priority::High, vec![]).await;
+    let waiting = spawn("waiting", Priority::Critical, vec![blocker.id.clone()]).await;
+    sys.wait_for_status(&low.id, AgentStatus::Queued).await;
+    sys.wait_for_status(&high.id, AgentStatus::Queued).await;
+    sys.wait_for_status(&waiting.id, AgentStatus::WaitingDependency)
+        .await;
+    let idle = sys.root("plain", None).await; // no work: not in the queue
+    let tasks = sys.system.queue(None).await.unwrap();
+    let rows: Vec<(String, String)> = tasks
+        .iter()
+        .map(|t| {
+            (
+                t["title"].as_str().unwrap().to_string(),
+                t["queue_state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("waiting".to_string(), "waiting_dependency".to_string()),
+            ("high".to_string(), "queued".to_string()),
+            (blocker.title.clone(), "executing".to_string()),
+            ("low".to_string(), "queued".to_string()),
+        ]
+    );
+    assert_eq!(tasks[0]["depends_on"][0], blocker.id.as_str());
+    assert!(tasks.iter().all(|t| t["agent_id"] != idle.id.as_str()));
+    clock.advance(1000);
+    // The blocker's turn ends (idle, not completed): only the dependent still waits.
+    wait_until("the queue drains but for the dependent", || async {
+        let q = sys.system.queue(None).await.unwrap();
+        q.len() == 1 && q[0]["agent_id"] == waiting.id.as_str()
+    })
+    .await;
+}

@@ -178,6 +178,8 @@ enum Cmd {
         #[arg(long)]
         deadline_ms: Option<u64>,
     },
+    /// The work queue: agents with work pending or running, by priority then age.
+    Queue,
     /// List an agent's checkpoints, newest first.
     Checkpoints {
         /// Agent id.
@@ -325,6 +327,7 @@ fn run(cli: &Cli) -> Result<Value, Failure> {
                 "depends_on": depends_on, "env": env_map(env),
             })),
         ),
+        Cmd::Queue => call("GET", &v1("/queue"), None),
         Cmd::Checkpoints { agent_id } => {
             call("GET", &v1(&format!("/agents/{agent_id}/checkpoints")), None)
         }
@@ -490,6 +493,35 @@ fn human(cmd: &Cmd, v: &Value) -> String {
                     a["agent_type"].as_str().unwrap_or("-"),
                     a["title"].as_str().unwrap_or("-")
                 ));
+            }
+            out
+        }
+        Cmd::Queue => {
+            let mut out = String::new();
+            for t in v["tasks"].as_array().into_iter().flatten() {
+                let deps: Vec<&str> = t["depends_on"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                out.push_str(&format!(
+                    "{:<8} {:<19} {}  {:<16} pending={} {}{}\n",
+                    t["priority"].as_str().unwrap_or("-"),
+                    t["queue_state"].as_str().unwrap_or("-"),
+                    t["agent_id"].as_str().unwrap_or("-"),
+                    t["title"].as_str().unwrap_or("-"),
+                    t["pending"].as_u64().unwrap_or(0),
+                    t["status_reason"].as_str().unwrap_or(""),
+                    if deps.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" depends_on={}", deps.join(","))
+                    },
+                ));
+            }
+            if out.is_empty() {
+                out.push_str("(queue empty)\n");
             }
             out
         }

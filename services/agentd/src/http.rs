@@ -59,6 +59,11 @@ pub const ROUTES: &[(&str, &str, &str)] = &[
         "Every tree with statuses, tokens and cost rolled up.",
     ),
     (
+        "get",
+        "/v1/queue",
+        "Agents with work pending or running, by priority then age, with their queue state.",
+    ),
+    (
         "post",
         "/v1/commands",
         "Execute any command (same schema as the Redis command stream).",
@@ -219,6 +224,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                 .route("/agents", web::post().to(spawn))
                 .route("/agents", web::get().to(list))
                 .route("/tree", web::get().to(tree))
+                .route("/queue", web::get().to(queue))
                 .route("/commands", web::post().to(command))
                 .route("/tools/{tool}", web::post().to(invoke_tool_detached))
                 .route("/agents/{id}", web::get().to(inspect))
@@ -543,6 +549,11 @@ async fn set_env(
         env: body.into_inner().env,
     };
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
+}
+
+async fn queue(st: web::Data<ApiState>, req: HttpRequest) -> ApiResult {
+    let tasks = st.system.queue(scope(&req).as_deref()).await?;
+    Ok(HttpResponse::Ok().json(json!({ "tasks": tasks })))
 }
 
 async fn checkpoints(
