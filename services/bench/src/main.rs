@@ -18,6 +18,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod cluster;
+
 const SCRIPT: &str = "[[rule]]\nagent = \"worker\"\ntext = \"done\"\nusage = { input = 1, output = 1 }\n\n[[rule]]\nagent = \"sink\"\ntext = \"\"\nusage = { input = 1, output = 1 }\n\n[[rule]]\ntext = \"\"\n";
 
 fn types() -> anyhow::Result<AgentTypes> {
@@ -392,6 +394,11 @@ fn redis_raw_roundtrip_p50_us(url: &str, n: usize, payload: usize) -> anyhow::Re
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
+    if let (Some("--serve"), Some(url), Some(dir)) =
+        (args.get(1).map(String::as_str), args.get(2), args.get(3))
+    {
+        return cluster::serve(url, std::path::Path::new(dir));
+    }
     let json_path = args
         .iter()
         .position(|a| a == "--json")
@@ -443,6 +450,10 @@ fn main() -> anyhow::Result<()> {
         "redis_store_msgs_per_s",
         sys.block_on(msgs_per_s(store, 100, 5_000 / scale))?,
     );
+    let (msgs, rt, failover) = sys.block_on(cluster::run(&url, 100_000 / scale, 2_000 / scale))?;
+    put("redis_msgs_per_s", msgs);
+    put("redis_roundtrip_p50_us", rt);
+    put("failover_ms", failover);
     drop(redis);
     if let Some(path) = json_path {
         std::fs::write(

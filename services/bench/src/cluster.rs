@@ -1,0 +1,277 @@
+//! The two-process Redis scenarios. This process runs one agentd (the real service, on Redis);
+//! the second is this same binary re-executed with `--serve`, so one command builds all it
+//! needs. Both share a private redis-server, 8 partitions and a 1,000 ms lease.
+
+use agentd::settings::Settings;
+use agentd_proto::SpawnRequest;
+use agentd_store::Keys;
+use anyhow::{Context as _, bail};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const NS: &str = "benchc";
+const PARTITIONS: u32 = 8;
+const LEASE_MS: u64 = 1_000;
+
+/// The settings both processes run with.
+fn settings(url: &str, dir: &Path) -> anyhow::Result<Settings> {
+    let overrides = format!(
+        "[server]\nbind = \"127.0.0.1:0\"\n\
+         [redis]\nurl = \"{url}\"\nnamespace = \"{NS}\"\npartitions = {PARTITIONS}\nlease_ms = {LEASE_MS}\n\
+         [model]\nscript = \"{}\"\n\
+         [agents]\ndir = \"{}\"\n\
+         [limits]\nmax_live_agents = 1000000\n\
+         [log]\nfilter = \"error\"\n",
+        dir.join("script.toml").display(),
+        dir.join("types").display()
+    );
+    Settings::from_overrides(&overrides).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Writes the scripted model and the agent types both processes load.
+fn prepare(dir: &Path) -> anyhow::Result<()> {
+    // `worker` names a built-in alias (of `coding`), so the worker type is `bworker` here.
+    std::fs::write(
+        dir.join("script.toml"),
+        crate::SCRIPT.replace("agent = \"worker\"", "agent = \"bworker\""),
+    )?;
+    let types = dir.join("types");
+    std::fs::create_dir_all(&types)?;
+    std::fs::write(
+        types.join("root.toml"),
+        "name = \"root\"\ntitle = \"Root\"\nworkers = [\"bworker\"]\n",
+    )?;
+    std::fs::write(
+        types.join("worker.toml"),
+        "name = \"bworker\"\ntitle = \"Worker\"\n",
+    )?;
+    std::fs::write(
+        types.join("sink.toml"),
+        "name = \"sink\"\ntitle = \"Sink\"\n",
+    )?;
+    Ok(())
+}
+
+/// `agentd-bench --serve URL DIR`: the second agentd process (runs until killed).
+pub fn serve(url: &str, dir: &Path) -> anyhow::Result<()> {
+    let settings = settings(url, dir)?;
+    actix_rt::System::new().block_on(async move {
+        let running = agentd::app::start(&settings).await?;
+        let id = running
+            .redis
+            .as_ref()
+            .map(|b| b.process_id().to_string())
+            .unwrap_or_default();
+        println!("SERVING {id}");
+        futures::future::pending::<()>().await;
+        Ok(())
+    })
+}
+
+/// The second process, killed on drop.
+struct Peer {
+    child: Child,
+    id: String,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_peer(url: &str, dir: &Path) -> anyhow::Result<Peer> {
+    let mut child = Command::new(std::env::current_exe()?)
+        .arg("--serve")
+        .arg(url)
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("re-executing agentd-bench --serve")?;
+    let stdout = child.stdout.take().context("peer stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let id = loop {
+        match lines.next() {
+            Some(line) => {
+                if let Some(id) = line?.strip_prefix("SERVING ") {
+                    break id.to_string();
+                }
+            }
+            None => bail!("the second agentd exited before serving"),
+        }
+    };
+    std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+    Ok(Peer { child, id })
+}
+
+/// Who holds each partition's lease now.
+async fn holders(con: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<Vec<String>> {
+    let keys = Keys::new(NS);
+    let mut out = Vec::new();
+    for k in 0..PARTITIONS {
+        let h: Option<String> = redis::cmd("GET")
+            .arg(keys.lease(k))
+            .query_async(con)
+            .await?;
+        out.push(h.unwrap_or_default());
+    }
+    Ok(out)
+}
+
+/// Figures of the two-process scenarios: `(redis_msgs_per_s, redis_roundtrip_p50_us,
+/// failover_ms)`.
+pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Result<(f64, f64, f64)> {
+    let dir = tempfile::tempdir()?;
+    prepare(dir.path())?;
+    let here = agentd::app::start(&settings(url, dir.path())?).await?;
+    let me = here
+        .redis
+        .as_ref()
+        .map(|b| b.process_id().to_string())
+        .context("the bench's agentd runs without Redis")?;
+    let peer = start_peer(url, dir.path())?;
+    let mut con = redis::Client::open(url)?
+        .get_multiplexed_async_connection()
+        .await?;
+    // Wait until the partitions are split between the two.
+    let t = Instant::now();
+    loop {
+        let h = holders(&mut con).await?;
+        if h.iter().all(|x| *x == me || *x == peer.id) && h.contains(&me) && h.contains(&peer.id) {
+            break;
+        }
+        if t.elapsed() > Duration::from_secs(30) {
+            bail!("partitions never split between the two processes: {h:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let bus = here.redis.clone().context("bus")?;
+    let sys = here.system.clone();
+    let h = holders(&mut con).await?;
+    let on_peer = |id: &str| h[bus.partition_of(id) as usize] == peer.id;
+
+    // One-way messages from this process to 100 agents the peer owns.
+    let mut sinks = Vec::new();
+    while sinks.len() < 100 {
+        let rec = sys
+            .spawn(SpawnRequest {
+                agent_type: Some("sink".into()),
+                ..Default::default()
+            })
+            .await
+            .map_err(crate::e)?;
+        if on_peer(&rec.id) {
+            sinks.push(rec.id);
+        }
+    }
+    let keys = Keys::new(NS);
+    let t = Instant::now();
+    {
+        use futures::StreamExt;
+        let mut sends = futures::stream::FuturesUnordered::new();
+        for i in 0..messages {
+            let s = sys.clone();
+            let id = sinks[i % sinks.len()].clone();
+            sends.push(async move { s.send(&id, &format!("m{i}"), false).await });
+            if sends.len() >= 256
+                && let Some(r) = sends.next().await
+            {
+                r.map_err(crate::e)?;
+            }
+        }
+        while let Some(r) = sends.next().await {
+            r.map_err(crate::e)?;
+        }
+    }
+    loop {
+        let mut entries = 0u64;
+        for id in &sinks {
+            let n: u64 = redis::cmd("XLEN")
+                .arg(keys.agent_part(id, "thread"))
+                .query_async(&mut con)
+                .await?;
+            entries += n;
+        }
+        if entries >= 2 * messages as u64 {
+            break;
+        }
+        if t.elapsed() > Duration::from_secs(300) {
+            bail!("messages not handled in 300 s ({entries} entries)");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let msgs_per_s = messages as f64 / t.elapsed().as_secs_f64();
+
+    // Manage sync round trips from a root here to worker threads the peer owns.
+    let root = sys
+        .spawn(SpawnRequest {
+            agent_type: Some("root".into()),
+            ..Default::default()
+        })
+        .await
+        .map_err(crate::e)?;
+    let mut aliases = Vec::new();
+    for i in 0..64 {
+        let alias = format!("w{i}");
+        let args = serde_json::json!({"command": "send_message", "worker": "Worker",
+            "message": "ping", "threadAlias": alias});
+        let r = sys
+            .invoke_tool(Some(&root.id), "Manage", args.clone())
+            .await
+            .map_err(crate::e)?;
+        let child = r["childThreadId"].as_str().unwrap_or_default().to_string();
+        if on_peer(&child) {
+            aliases.push(args);
+        }
+    }
+    if aliases.is_empty() {
+        bail!("no worker thread landed on the peer");
+    }
+    let mut samples = Vec::with_capacity(roundtrips);
+    for i in 0..roundtrips {
+        let args = aliases[i % aliases.len()].clone();
+        let t = Instant::now();
+        let r = sys
+            .invoke_tool(Some(&root.id), "Manage", args)
+            .await
+            .map_err(crate::e)?;
+        samples.push(t.elapsed().as_secs_f64() * 1e6);
+        if r["status"] != "ok" {
+            bail!("round trip answered {r}");
+        }
+    }
+    let p50 = crate::percentile(&mut samples, 0.5);
+
+    // Failover: kill -9 the peer, then time until a message for one of its agents is handled
+    // here.
+    let target = sinks[0].clone();
+    let before: u64 = redis::cmd("XLEN")
+        .arg(keys.agent_part(&target, "thread"))
+        .query_async(&mut con)
+        .await?;
+    drop(peer);
+    let t = Instant::now();
+    sys.send(&target, "after the owner died", false)
+        .await
+        .map_err(crate::e)?;
+    loop {
+        let n: u64 = redis::cmd("XLEN")
+            .arg(keys.agent_part(&target, "thread"))
+            .query_async(&mut con)
+            .await?;
+        if n >= before + 2 {
+            break;
+        }
+        if t.elapsed() > Duration::from_secs(60) {
+            bail!("the dead owner's partition was never taken over");
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let failover_ms = t.elapsed().as_secs_f64() * 1e3;
+    here.stop().await;
+    Ok((msgs_per_s, p50, failover_ms))
+}
