@@ -445,6 +445,7 @@ impl AgentActor {
                     .provider
                     .clone()
                     .unwrap_or_else(|| "default".into()),
+                queued_at_ms: env.sent_at,
                 addr: ctx.address(),
             });
             self.awaiting_permit = Some((env, input));
@@ -623,7 +624,20 @@ impl AgentActor {
                         );
                     }
                 }
-                if r.paused {
+                let error_marker = r.markers.iter().find_map(|m| match m {
+                    Marker::Error { message } => Some(message.clone()),
+                    _ => None,
+                });
+                if let Some(message) =
+                    error_marker.filter(|_| self.deps.config.limits.fail_on_error_marker)
+                {
+                    // `[ERROR]…[/ERROR]` fails the agent when the config says so.
+                    let e = AgentdError::new(
+                        ErrorCode::ModelError,
+                        format!("agent reported: {message}"),
+                    );
+                    self.fail(e, cause, ctx);
+                } else if r.paused {
                     self.paused_mid_turn = true;
                     self.paused_input = input;
                     let reason = self

@@ -35,6 +35,8 @@ pub struct Limits {
     pub retry_backoff_ms: u64,
     /// Longest retry delay, ms.
     pub retry_backoff_max_ms: u64,
+    /// An `[ERROR]…[/ERROR]` marker fails the agent (otherwise it is recorded as `last_error`).
+    pub fail_on_error_marker: bool,
 }
 
 impl Default for Limits {
@@ -52,6 +54,7 @@ impl Default for Limits {
             max_attempts: 1,
             retry_backoff_ms: 1_000,
             retry_backoff_max_ms: 60_000,
+            fail_on_error_marker: false,
         }
     }
 }

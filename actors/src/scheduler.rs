@@ -29,6 +29,9 @@ pub struct Acquire {
     pub parent: Option<String>,
     /// Its model provider (`default` for the default one).
     pub provider: String,
+    /// When the work arrived (the envelope's `sent_at`, persisted with it): FIFO within a
+    /// priority follows arrival, so the order survives a restart that re-queues everything.
+    pub queued_at_ms: u64,
     /// Where the permit goes.
     pub addr: Addr<AgentActor>,
 }
@@ -75,7 +78,7 @@ pub struct Scheduler {
     running: HashMap<String, (Option<String>, String)>,
     by_parent: HashMap<String, usize>,
     by_provider: HashMap<String, usize>,
-    queue: BTreeMap<(Priority, u64), Waiting>,
+    queue: BTreeMap<(Priority, u64, u64), Waiting>,
     seq: u64,
 }
 
@@ -164,7 +167,7 @@ impl Handler<Acquire> for Scheduler {
     fn handle(&mut self, msg: Acquire, _: &mut Self::Context) {
         self.seq += 1;
         self.queue.insert(
-            (msg.priority, self.seq),
+            (msg.priority, msg.queued_at_ms, self.seq),
             Waiting {
                 agent_id: msg.agent_id,
                 parent: msg.parent,

@@ -178,6 +178,22 @@ async fn error_markers_are_recorded_and_malformed_ones_reported() {
 }
 
 #[actix_rt::test]
+async fn an_error_marker_fails_the_agent_when_configured() {
+    let sys = start_simple_with(SCRIPT, default_types(ManageOptions::default()), |c| {
+        c.limits.fail_on_error_marker = true
+    });
+    let a = sys.root("plain", Some("report error")).await;
+    let rec = sys.wait_for_status(&a.id, AgentStatus::Failed).await;
+    assert_eq!(
+        rec.last_error.as_deref(),
+        Some("model_error: agent reported: disk full")
+    );
+    // The failure took an error checkpoint.
+    let cps = sys.system.checkpoints(&a.id).await.unwrap();
+    assert_eq!(cps[0].reason, agentd_proto::CheckpointReason::Error);
+}
+
+#[actix_rt::test]
 async fn a_rate_limit_waits_then_resumes_by_itself_on_the_clock() {
     let (sys, clock) = start_manual(SCRIPT, default_types(ManageOptions::default()));
     let mut events = sys.events();

@@ -206,14 +206,20 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
     }
     let msgs_per_s = messages as f64 / t.elapsed().as_secs_f64();
 
-    // Manage sync round trips from a root here to worker threads the peer owns.
-    let root = sys
-        .spawn(SpawnRequest {
-            agent_type: Some("root".into()),
-            ..Default::default()
-        })
-        .await
-        .map_err(crate::e)?;
+    // Manage sync round trips from a root this process owns (its sync waits live here) to
+    // worker threads the peer owns.
+    let root = loop {
+        let rec = sys
+            .spawn(SpawnRequest {
+                agent_type: Some("root".into()),
+                ..Default::default()
+            })
+            .await
+            .map_err(crate::e)?;
+        if !on_peer(&rec.id) {
+            break rec;
+        }
+    };
     let mut aliases = Vec::new();
     for i in 0..64 {
         let alias = format!("w{i}");

@@ -450,7 +450,7 @@ fn main() -> anyhow::Result<()> {
         "redis_store_msgs_per_s",
         sys.block_on(msgs_per_s(store, 100, 5_000 / scale))?,
     );
-    let (msgs, rt, failover) = sys.block_on(cluster::run(&url, 100_000 / scale, 2_000 / scale))?;
+    let (msgs, rt, failover) = sys.block_on(cluster::run(&url, 20_000 / scale, 2_000 / scale))?;
     put("redis_msgs_per_s", msgs);
     put("redis_roundtrip_p50_us", rt);
     put("failover_ms", failover);
