@@ -68,8 +68,6 @@ pub struct AgentActor {
     has_permit: bool,
     /// Dependencies (spawn `depends_on`) that have not completed yet; turns wait for them.
     unmet: std::collections::HashSet<String>,
-    /// The inbox item of the latest turn (a re-run of the same item counts as an attempt).
-    last_task: Option<Uuid>,
     /// The environment changed during a turn: the backend's process restarts after it.
     restart_backend_after_turn: bool,
 }
@@ -99,7 +97,6 @@ impl AgentActor {
             awaiting_permit: None,
             has_permit: false,
             unmet: std::collections::HashSet::new(),
-            last_task: None,
             restart_backend_after_turn: false,
         }
     }
@@ -456,20 +453,36 @@ impl AgentActor {
 
     /// Starts the turn of `env` now (a slot is held, or there is no limit).
     fn begin(&mut self, env: Envelope, input: TurnInput, ctx: &mut Context<Self>) {
-        if let Err(e) = self.set_status(AgentStatus::Running, None, ctx) {
-            tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot start a turn");
+        if !self.rec.status.can_become(AgentStatus::Running)
+            && self.rec.status != AgentStatus::Running
+        {
+            tracing::warn!(agent_id = %self.rec.id, status = %self.rec.status, "cannot start a turn");
             self.release_permit();
             return;
+        }
+        // The task and its attempt are persisted with `running`, so a turn re-run after a
+        // crash (same inbox item) shows as the next attempt.
+        let (task, attempts) = (self.rec.current_task, self.rec.attempts);
+        let was_running = self.rec.status == AgentStatus::Running;
+        if self.rec.current_task == Some(env.id) {
+            self.rec.attempts += 1;
+        } else {
+            self.rec.attempts = 1;
+            self.rec.current_task = Some(env.id);
+        }
+        if let Err(e) = self.set_status(AgentStatus::Running, None, ctx) {
+            tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot start a turn");
+            (self.rec.current_task, self.rec.attempts) = (task, attempts);
+            self.release_permit();
+            return;
+        }
+        if was_running {
+            // No status change to persist it with (e.g. after a rate limit): persist anyway.
+            self.persist(ctx);
         }
         if matches!(input, TurnInput::Reset(_)) {
             self.rec.result = None;
             self.rec.last_error = None;
-        }
-        if self.last_task == Some(env.id) {
-            self.rec.attempts += 1;
-        } else {
-            self.rec.attempts = 1;
-            self.last_task = Some(env.id);
         }
         self.start_turn(env.id, Some(env), input, ctx);
     }
@@ -1379,7 +1392,7 @@ impl Handler<crate::messages::RestoreCheckpoint> for AgentActor {
                 act.rec.last_error = None;
                 act.rec.resume_at_ms = None;
                 act.rec.attempts = 0;
-                act.last_task = None;
+                act.rec.current_task = None;
                 // A process-backend agent starts a new process, with the restored environment
                 // and the restored conversation, on its next turn.
                 act.restart_backend(ctx);

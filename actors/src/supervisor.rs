@@ -314,6 +314,7 @@ impl Handler<Spawn> for Supervisor {
                 turns: 0,
                 depends_on: spec.depends_on.clone(),
                 attempts: 0,
+                current_task: None,
                 priority: spec
                     .priority
                     .or(spec.parent.as_ref().map(|p| p.priority))

@@ -118,9 +118,13 @@ pub struct AgentRecord {
     /// Agents that must complete before this one runs (`waiting_dependency` until then).
     #[serde(default)]
     pub depends_on: Vec<AgentId>,
-    /// Attempts of the current task (1 on the first run; more after automatic retries).
+    /// Attempts of the current task (1 on the first run; more after automatic retries and
+    /// after a crash re-ran it).
     #[serde(default)]
     pub attempts: u32,
+    /// The inbox item the latest turn handled (a re-run of the same item is another attempt).
+    #[serde(default)]
+    pub current_task: Option<uuid::Uuid>,
     /// The yield result, once the agent completed its task.
     #[serde(default)]
     pub result: Option<serde_json::Value>,

@@ -291,6 +291,12 @@ fn kill_9_mid_run_on_the_embedded_store_finishes_after_restart_with_every_messag
     });
     p.kill9();
     let p = AgentdProcess::start(&env);
+    // A turn that was running when agentd died runs again, as attempt 2 (a 300 ms window).
+    p.wait_for("a re-run turn shown as attempt 2", |p| {
+        agents
+            .iter()
+            .any(|id| p.get(&format!("/v1/agents/{id}"))["attempts"] == 2)
+    });
     for (id, text) in &sent {
         p.wait_for(&format!("{text} answered"), |p| {
             p.texts(id).iter().any(|t| *t == format!("done: {text}"))

@@ -48,6 +48,7 @@ pub fn record(id: &str, parent: Option<&str>, created: u64) -> AgentRecord {
         priority: agentd_proto::Priority::High,
         depends_on: vec!["dep-a".into()],
         attempts: 2,
+        current_task: Some(uuid::Uuid::nil()),
         budget: Some(agentd_proto::Budget {
             max_tokens: Some(9),
             max_cost_usd: Some(0.5),
