@@ -208,18 +208,26 @@ impl AgentActor {
         }));
     }
 
+    /// Writes the record before any further message is handled. The record is read when the
+    /// write starts, not when it is queued: actix runs queued `wait` futures last-in first-out,
+    /// so two writes queued in one handler must both write the latest record, or the older
+    /// one would land last.
     fn persist(&mut self, ctx: &mut Context<Self>) {
         self.rec.updated_at_ms = self.deps.clock.now_ms();
         let store = self.deps.store.clone();
-        let rec = self.rec.clone();
-        ctx.wait(
-            async move {
-                if let Err(e) = store.put_agent(&rec).await {
-                    tracing::error!(agent_id = %rec.id, error = %e, "persisting the agent record failed");
+        let write = actix::ActorFutureExt::then(
+            actix::fut::ready::<()>(()),
+            move |_, act: &mut Self, _| {
+                let rec = act.rec.clone();
+                async move {
+                    if let Err(e) = store.put_agent(&rec).await {
+                        tracing::error!(agent_id = %rec.id, error = %e, "persisting the agent record failed");
+                    }
                 }
-            }
-            .into_actor(self),
+                .into_actor(act)
+            },
         );
+        ctx.wait(write);
     }
 
     fn enqueue(&mut self, env: Envelope, ctx: &mut Context<Self>) {
@@ -316,23 +324,30 @@ impl AgentActor {
 
     /// Drops every queued item (cancel, terminate, close), marking them done.
     fn drop_queue(&mut self, ctx: &mut Context<Self>) {
+        for id in self.take_queue() {
+            self.done(Some(id), ctx);
+        }
+    }
+
+    /// Empties the queue (inbox, retry, the item waiting for a slot, a paused turn's item) and
+    /// answers the ids the caller must mark done in the durable inbox.
+    fn take_queue(&mut self) -> Vec<Uuid> {
         metrics::global().add(
             "agentd_inbox_depth",
             "Inbox items queued in this process.",
             &[],
             -(self.inbox.len() as f64),
         );
-        for env in std::mem::take(&mut self.inbox) {
-            self.done(Some(env.id), ctx);
-        }
-        let retry = self.retry.take().map(|e| e.id);
-        self.done(retry, ctx);
+        let mut ids: Vec<Uuid> = std::mem::take(&mut self.inbox)
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        ids.extend(self.retry.take().map(|e| e.id));
         self.release_permit();
-        let waiting = self.awaiting_permit.take().map(|(e, _)| e.id);
-        self.done(waiting, ctx);
-        let paused = self.paused_input.take().map(|e| e.id);
-        self.done(paused, ctx);
+        ids.extend(self.awaiting_permit.take().map(|(e, _)| e.id));
+        ids.extend(self.paused_input.take().map(|e| e.id));
         self.paused_mid_turn = false;
+        ids
     }
 
     /// Starts the next turn if nothing runs and the status lets work start.
@@ -1289,9 +1304,19 @@ impl Handler<StopAgent> for AgentActor {
         // Close drops queued work; a shutdown (no final status) keeps it in the durable inbox
         // for the next activation.
         let closing = msg.final_status.is_some();
-        let marker = self.abort_turn(closing, ctx).filter(|_| closing);
+        // The actor stops right after this answer, so dropped items are marked done in the
+        // answer's own future (a spawned one would never run).
+        let mut dropped: Vec<Uuid> = Vec::new();
         if closing {
-            self.drop_queue(ctx);
+            dropped.extend(
+                self.turn
+                    .as_ref()
+                    .and_then(|t| t.input.as_ref().map(|e| e.id)),
+            );
+        }
+        let marker = self.abort_turn(false, ctx).filter(|_| closing);
+        if closing {
+            dropped.extend(self.take_queue());
         } else {
             metrics::global().add(
                 "agentd_inbox_depth",
@@ -1319,6 +1344,11 @@ impl Handler<StopAgent> for AgentActor {
                     && let Err(e) = store.append(&rec.id, &entry).await
                 {
                     tracing::error!(agent_id = %rec.id, error = %e, "recording the interruption failed");
+                }
+                for id in dropped {
+                    if let Err(e) = store.inbox_done(&rec.id, id).await {
+                        tracing::warn!(agent_id = %rec.id, error = %e, "dropping a queued item failed");
+                    }
                 }
                 if persist && let Err(e) = store.put_agent(&rec).await {
                     tracing::error!(agent_id = %rec.id, error = %e, "persisting the agent record failed");

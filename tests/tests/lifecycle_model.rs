@@ -1,0 +1,124 @@
+//! The lifecycle state machine against a model: proptest drives random sequences of messages
+//! and controls at one agent (real actors, scripted model) and, after each step settles,
+//! compares the persisted status and the number of answered messages with what the model of
+//! the transition table says.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use agentd_proto::{AgentStatus, Control, ManageOptions, Role};
+use agentd_tests::*;
+use proptest::prelude::*;
+
+const SCRIPT: &str = "[[rule]]\ntext = \"ok: {{input}}\"\n";
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Send,
+    Control(Control),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => Just(Op::Send),
+        2 => Just(Op::Control(Control::Pause)),
+        2 => Just(Op::Control(Control::Resume)),
+        1 => Just(Op::Control(Control::Cancel)),
+        1 => Just(Op::Control(Control::Terminate)),
+        1 => Just(Op::Control(Control::Close)),
+    ]
+}
+
+/// What the transition table says happens; `(status, answered, held)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Model {
+    status: AgentStatus,
+    answered: usize,
+    held: usize,
+}
+
+impl Model {
+    fn apply(&mut self, op: Op) {
+        use AgentStatus::*;
+        let settle = |m: &mut Model, to: AgentStatus| {
+            if m.status == to || m.status.can_become(to) {
+                m.status = to;
+                m.held = 0; // queued work is dropped
+            }
+        };
+        match op {
+            Op::Send if self.status == Paused => self.held += 1,
+            Op::Send => {
+                self.answered += 1;
+                self.status = Idle; // runs a turn, then idle (a closed agent re-opens)
+            }
+            Op::Control(Control::Pause) => {
+                if self.status != Closed
+                    && (self.status == Paused || self.status.can_become(Paused))
+                {
+                    self.status = Paused;
+                }
+            }
+            Op::Control(Control::Resume) => {
+                if self.status == Paused {
+                    self.status = Idle;
+                    self.answered += self.held;
+                    self.held = 0;
+                }
+            }
+            Op::Control(Control::Cancel) => settle(self, Cancelled),
+            Op::Control(Control::Terminate) => settle(self, Terminated),
+            Op::Control(Control::Close) => {
+                self.status = Closed;
+                self.held = 0;
+            }
+            Op::Control(_) => {}
+        }
+    }
+}
+
+async fn settled(sys: &TestSystem, id: &str) {
+    wait_until("the agent settles", || async {
+        let v = sys.system.inspect(id).await.unwrap();
+        (v["inbox"] == 0 || v["status"] == "paused")
+            && v["turn_running"] == false
+            && !matches!(v["status"].as_str(), Some("running" | "queued"))
+    })
+    .await;
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn persisted_status_follows_the_model(ops in proptest::collection::vec(op(), 1..14)) {
+        actix_rt::System::new().block_on(async {
+            let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
+            let a = sys.root("plain", None).await;
+            let mut model = Model { status: AgentStatus::Idle, answered: 0, held: 0 };
+            for (step, op) in ops.iter().enumerate() {
+                match op {
+                    Op::Send => {
+                        sys.system.send(&a.id, &format!("m{step}"), false).await.unwrap();
+                    }
+                    Op::Control(c) => {
+                        let _ = sys.system.control(&a.id, *c).await;
+                    }
+                }
+                model.apply(*op);
+                settled(&sys, &a.id).await;
+                let stored = sys.store.get_agent(&a.id).await.unwrap().unwrap();
+                let answered = sys
+                    .thread(&a.id)
+                    .await
+                    .iter()
+                    .filter(|e| e.role == Role::Assistant && e.text.starts_with("ok: "))
+                    .count();
+                assert_eq!(
+                    (stored.status, answered),
+                    (model.status, model.answered),
+                    "after {:?} (step {step} of {ops:?})",
+                    op
+                );
+            }
+        });
+    }
+}
