@@ -77,6 +77,11 @@ impl AgentdProcess {
         AgentdProcess { child, url }
     }
 
+    /// The OS process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// GET a JSON path.
     pub fn get(&self, path: &str) -> Value {
         ureq::get(&format!("{}{path}", self.url))

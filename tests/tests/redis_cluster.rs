@@ -561,3 +561,103 @@ fn readyz_fails_once_a_lease_this_process_believes_it_owns_is_taken() {
     assert_eq!(v["code"], "unavailable");
     assert!(v["message"].as_str().unwrap().contains("no longer leased"));
 }
+
+/// Resident memory of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn pending(con: &mut redis::Connection, stream: &str) -> i64 {
+    let summary: Vec<redis::Value> = redis::cmd("XPENDING")
+        .arg(stream)
+        .arg("agentd")
+        .query(con)
+        .unwrap();
+    match summary.first() {
+        Some(redis::Value::Int(n)) => *n,
+        other => panic!("XPENDING answered {other:?}"),
+    }
+}
+
+#[test]
+fn generated_garbage_on_the_command_and_partition_streams_is_dead_lettered_or_handled() {
+    use proptest::strategy::{Strategy, ValueTree};
+    let cluster = Cluster::new();
+    let p = cluster.process();
+    let agent = spawn(&p, "subagent");
+    let mut con = cluster.redis.client();
+    let partition_stream = format!("{NS}:p:{{{}}}", partition(&agent));
+    let commands = format!("{NS}:commands");
+    let valid = encode_envelope(&Envelope::new(
+        Address::External { name: "t".into() },
+        Address::agent(&agent),
+        Item::Inbox(InboxItem::message("valid")),
+        1,
+    ))
+    .unwrap();
+    // Random bytes, and valid envelopes with random bytes overwritten (mostly undecodable,
+    // sometimes decodable with odd values).
+    let garbage = proptest::prop_oneof![
+        proptest::collection::vec(proptest::num::u8::ANY, 0..300),
+        proptest::collection::vec((0..valid.len(), proptest::num::u8::ANY), 1..6).prop_map(
+            move |flips| {
+                let mut b = valid.clone();
+                for (i, v) in flips {
+                    b[i] = v;
+                }
+                b
+            }
+        ),
+    ];
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let rss_before = rss_kib(p.pid());
+    for round in 0..400 {
+        let bytes = garbage.new_tree(&mut runner).unwrap().current();
+        let stream = if round % 2 == 0 {
+            &commands
+        } else {
+            &partition_stream
+        };
+        xadd(&mut con, stream, &bytes);
+    }
+    let marker = Envelope::new(
+        Address::External { name: "t".into() },
+        Address::agent(&agent),
+        Item::Inbox(InboxItem::message("marker")),
+        1,
+    );
+    xadd(
+        &mut con,
+        &partition_stream,
+        &encode_envelope(&marker).unwrap(),
+    );
+    p.wait_for("the marker after the garbage", |p| {
+        p.texts(&agent).iter().any(|t| t == "echo: marker")
+    });
+    // Every entry was handled or dead-lettered, and acknowledged; the process is fine.
+    let start = Instant::now();
+    while pending(&mut con, &commands) + pending(&mut con, &partition_stream) > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "entries left pending"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let dead: u64 = redis::cmd("XLEN")
+        .arg(format!("{NS}:dead"))
+        .query(&mut con)
+        .unwrap();
+    assert!(dead > 0, "undecodable entries are dead-lettered");
+    assert!(dead <= 400);
+    assert_eq!(p.get_status("/healthz", None).0, 200);
+    let grown = rss_kib(p.pid()).saturating_sub(rss_before);
+    assert!(grown < 64 * 1024, "memory grew by {grown} KiB");
+}
