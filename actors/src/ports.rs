@@ -40,6 +40,27 @@ pub struct WorkerAlias {
     pub child_id: String,
 }
 
+/// One write of a [`ThreadStore::write_batch`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoreWrite {
+    /// As [`ThreadStore::put_agent`].
+    PutAgent(AgentRecord),
+    /// As [`ThreadStore::append`] (a duplicate entry id changes nothing).
+    Append {
+        /// Whose thread.
+        agent_id: String,
+        /// The entry.
+        entry: ThreadEntry,
+    },
+    /// As [`ThreadStore::inbox_done`].
+    InboxDone {
+        /// Whose inbox.
+        agent_id: String,
+        /// The envelope handled.
+        env_id: Uuid,
+    },
+}
+
 /// Durable memory of agentd: agent records, threads, the parent→child map and worker aliases.
 ///
 /// Every implementation passes the same conformance suite (`agentd_store::conformance`).
@@ -96,6 +117,24 @@ pub trait ThreadStore: Send + Sync + 'static {
     async fn checkpoint_put(&self, checkpoint: &Checkpoint, keep: usize) -> StoreResult<()>;
     /// An agent's checkpoints, newest first.
     async fn checkpoints(&self, agent_id: &str) -> StoreResult<Vec<Checkpoint>>;
+
+    /// Applies `writes` in order as one unit where the backend can (one transaction on redb,
+    /// one pipelined round trip on Redis), so a turn's writes cost one commit, not several.
+    /// Each write is idempotent, so a batch cut off by a crash can simply be written again.
+    async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
+        for w in writes {
+            match w {
+                StoreWrite::PutAgent(rec) => self.put_agent(rec).await?,
+                StoreWrite::Append { agent_id, entry } => {
+                    self.append(agent_id, entry).await?;
+                }
+                StoreWrite::InboxDone { agent_id, env_id } => {
+                    self.inbox_done(agent_id, *env_id).await?
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// How envelopes reach agents that live in another process (Redis partition streams). The

@@ -405,6 +405,13 @@ fn main() -> anyhow::Result<()> {
         .and_then(|i| args.get(i + 1))
         .cloned();
     let quick = args.iter().any(|a| a == "--quick");
+    // `--only a,b` runs just the named scenarios (for profiling one of them).
+    let only: Option<Vec<String>> = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| s.split(',').map(str::to_string).collect());
+    let wants = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|n| n == name));
     let scale = if quick { 10 } else { 1 };
     let mut figures = Map::new();
     let mut put = |k: &str, v: f64| {
@@ -412,49 +419,71 @@ fn main() -> anyhow::Result<()> {
         figures.insert(k.to_string(), json!((v * 10.0).round() / 10.0));
     };
     let sys = actix_rt::System::new();
-    let (p50, p99) = sys.block_on(inproc_roundtrip(5_000 / scale))?;
-    put("inproc_roundtrip_p50_us", p50);
-    put("inproc_roundtrip_p99_us", p99);
-    put(
-        "inproc_msgs_per_s",
-        sys.block_on(msgs_per_s(
-            Arc::new(MemoryStore::new()),
-            1_000,
-            100_000 / scale,
-        ))?,
-    );
-    let dir = tempfile::tempdir()?;
-    let redb: Arc<dyn ThreadStore> = Arc::new(RedbStore::open(dir.path())?);
-    put(
-        "embedded_msgs_per_s",
-        sys.block_on(msgs_per_s(redb, 100, 2_000 / scale))?,
-    );
-    put("spawn_per_s", sys.block_on(spawn_per_s(20_000 / scale))?);
-    put(
-        "rss_bytes_per_idle_agent",
-        sys.block_on(rss_per_idle_agent(100_000 / scale))?,
-    );
-    let redis = start_redis()?;
-    let url = format!("redis://127.0.0.1:{}/", redis.1);
-    put(
-        "redis_raw_msgs_per_s",
-        redis_raw_msgs_per_s(&url, 200_000 / scale, 200)?,
-    );
-    put(
-        "redis_raw_roundtrip_p50_us",
-        redis_raw_roundtrip_p50_us(&url, 2_000 / scale, 200)?,
-    );
-    let store: Arc<dyn ThreadStore> =
-        Arc::new(sys.block_on(agentd_store::RedisStore::connect(&url, "bench"))?);
-    put(
-        "redis_store_msgs_per_s",
-        sys.block_on(msgs_per_s(store, 100, 5_000 / scale))?,
-    );
-    let (msgs, rt, failover) = sys.block_on(cluster::run(&url, 20_000 / scale, 2_000 / scale))?;
-    put("redis_msgs_per_s", msgs);
-    put("redis_roundtrip_p50_us", rt);
-    put("failover_ms", failover);
-    drop(redis);
+    if wants("inproc_roundtrip") {
+        let (p50, p99) = sys.block_on(inproc_roundtrip(5_000 / scale))?;
+        put("inproc_roundtrip_p50_us", p50);
+        put("inproc_roundtrip_p99_us", p99);
+    }
+    if wants("inproc_msgs") {
+        put(
+            "inproc_msgs_per_s",
+            sys.block_on(msgs_per_s(
+                Arc::new(MemoryStore::new()),
+                1_000,
+                100_000 / scale,
+            ))?,
+        );
+    }
+    if wants("embedded_msgs") {
+        let dir = tempfile::tempdir()?;
+        let redb: Arc<dyn ThreadStore> = Arc::new(RedbStore::open(dir.path())?);
+        put(
+            "embedded_msgs_per_s",
+            sys.block_on(msgs_per_s(redb, 100, 2_000 / scale))?,
+        );
+    }
+    if wants("spawn") {
+        put("spawn_per_s", sys.block_on(spawn_per_s(20_000 / scale))?);
+    }
+    if wants("rss") {
+        put(
+            "rss_bytes_per_idle_agent",
+            sys.block_on(rss_per_idle_agent(100_000 / scale))?,
+        );
+    }
+    let redis_wanted = ["redis_raw", "redis_store", "cluster"]
+        .iter()
+        .any(|n| wants(n));
+    if redis_wanted {
+        let redis = start_redis()?;
+        let url = format!("redis://127.0.0.1:{}/", redis.1);
+        if wants("redis_raw") {
+            put(
+                "redis_raw_msgs_per_s",
+                redis_raw_msgs_per_s(&url, 200_000 / scale, 200)?,
+            );
+            put(
+                "redis_raw_roundtrip_p50_us",
+                redis_raw_roundtrip_p50_us(&url, 2_000 / scale, 200)?,
+            );
+        }
+        if wants("redis_store") {
+            let store: Arc<dyn ThreadStore> =
+                Arc::new(sys.block_on(agentd_store::RedisStore::connect(&url, "bench"))?);
+            put(
+                "redis_store_msgs_per_s",
+                sys.block_on(msgs_per_s(store, 100, 5_000 / scale))?,
+            );
+        }
+        if wants("cluster") {
+            let (msgs, rt, failover) =
+                sys.block_on(cluster::run(&url, 20_000 / scale, 2_000 / scale))?;
+            put("redis_msgs_per_s", msgs);
+            put("redis_roundtrip_p50_us", rt);
+            put("failover_ms", failover);
+        }
+        drop(redis);
+    }
     if let Some(path) = json_path {
         std::fs::write(
             &path,

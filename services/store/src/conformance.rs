@@ -79,6 +79,77 @@ pub async fn run_all(store: Arc<dyn ThreadStore>) {
     delete_removes_everything(store.as_ref()).await;
     inbox_is_durable_once_and_ordered(store.as_ref()).await;
     checkpoints_are_kept_newest_first_and_pruned(store.as_ref()).await;
+    batches_apply_in_order(store.as_ref()).await;
+    concurrent_writes_all_land(store.clone()).await;
+}
+
+/// A batch does what its writes do one by one, in order; duplicates stay out.
+async fn batches_apply_in_order(store: &dyn ThreadStore) {
+    use agentd_actors::StoreWrite;
+    let (e1, e2) = (entry("batch one"), entry("batch two"));
+    let env = envelope("batched");
+    assert!(store.inbox_push("b-agent", &env).await.unwrap());
+    let mut rec = record("b-agent", None, 60);
+    rec.status = AgentStatus::Running;
+    store
+        .write_batch(&[
+            StoreWrite::PutAgent(rec.clone()),
+            StoreWrite::Append {
+                agent_id: "b-agent".into(),
+                entry: e1.clone(),
+            },
+        ])
+        .await
+        .unwrap();
+    assert_eq!(store.get_agent("b-agent").await.unwrap(), Some(rec.clone()));
+    rec.status = AgentStatus::Idle;
+    store
+        .write_batch(&[
+            StoreWrite::Append {
+                agent_id: "b-agent".into(),
+                entry: e1.clone(),
+            },
+            StoreWrite::Append {
+                agent_id: "b-agent".into(),
+                entry: e2.clone(),
+            },
+            StoreWrite::InboxDone {
+                agent_id: "b-agent".into(),
+                env_id: env.id,
+            },
+            StoreWrite::PutAgent(rec.clone()),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(store.thread("b-agent").await.unwrap(), vec![e1, e2]);
+    assert!(store.inbox_pending("b-agent").await.unwrap().is_empty());
+    assert_eq!(store.get_agent("b-agent").await.unwrap(), Some(rec));
+    store.write_batch(&[]).await.unwrap();
+    store.delete_agent("b-agent").await.unwrap();
+}
+
+/// Many writers at once (a durable store group-commits them): every write lands, each
+/// thread in its writer's order.
+async fn concurrent_writes_all_land(store: Arc<dyn ThreadStore>) {
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let id = format!("c-agent-{w}");
+            let mut mine = Vec::new();
+            for i in 0..25 {
+                let e = entry(&format!("w{w} e{i}"));
+                assert!(store.append(&id, &e).await.unwrap());
+                mine.push(e);
+            }
+            (id, mine)
+        }));
+    }
+    for t in tasks {
+        let (id, mine) = t.await.unwrap();
+        assert_eq!(store.thread(&id).await.unwrap(), mine);
+        store.delete_agent(&id).await.unwrap();
+    }
 }
 
 fn checkpoint(agent: &str, n: u64) -> agentd_proto::Checkpoint {

@@ -1,15 +1,19 @@
 //! The embedded durable `ThreadStore`: one redb file (`agentd.redb`) under the data directory.
-//! Every mutating call is one write transaction (atomic and fsynced on commit), so a crash
-//! leaves either the whole change or none of it. redb is blocking; calls run on tokio's
-//! blocking pool so they never stall an actor's Arbiter.
+//! Every mutating call is atomic and durable when it returns, so a crash leaves either the
+//! whole change or none of it. Writes go through one writer thread that **group-commits**: the
+//! writes that arrive while a commit (and its fsync) is under way are applied together in the
+//! next transaction, so many agents writing at once pay for one fsync between them. A write
+//! that fails inside a shared transaction does not take the others down: the batch is
+//! rolled back and each of its writes is run again in a transaction of its own. Reads run on
+//! tokio's blocking pool so they never stall an actor's Arbiter.
 
-use agentd_actors::{DEDUP_WINDOW, StoreError, StoreResult, ThreadStore, WorkerAlias};
+use agentd_actors::{DEDUP_WINDOW, StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
 use agentd_proto::codec::{decode, encode};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, mpsc};
 use uuid::Uuid;
 
 /// id → MessagePack record.
@@ -45,9 +49,125 @@ fn de(e: agentd_proto::AgentdError) -> StoreError {
     StoreError::Decode(e.message)
 }
 
+/// At most this many writes share one transaction (bounds a batch's latency).
+const MAX_BATCH: usize = 1024;
+
+/// One write waiting for the writer thread: applied inside a shared transaction, answered
+/// once that transaction is committed (or has failed).
+trait WriteJob: Send {
+    /// Applies the write to `tx`; on error the caller rolls the transaction back.
+    fn apply(&mut self, tx: &WriteTransaction) -> StoreResult<()>;
+    /// Answers the caller with the write's outcome and the commit's.
+    fn finish(self: Box<Self>, outcome: StoreResult<()>);
+}
+
+/// A [`WriteJob`] running `f` and keeping its value until the commit is known.
+struct Job<T, F> {
+    f: F,
+    value: Option<T>,
+    reply: tokio::sync::oneshot::Sender<StoreResult<T>>,
+}
+
+impl<T, F> WriteJob for Job<T, F>
+where
+    T: Send,
+    F: FnMut(&WriteTransaction) -> StoreResult<T> + Send,
+{
+    fn apply(&mut self, tx: &WriteTransaction) -> StoreResult<()> {
+        self.value = Some((self.f)(tx)?);
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>, outcome: StoreResult<()>) {
+        let Job { value, reply, .. } = *self;
+        let answer = outcome.and_then(|()| {
+            value.ok_or_else(|| StoreError::Backend("write was not applied".into()))
+        });
+        let _ = reply.send(answer);
+    }
+}
+
+/// Runs on the writer thread: takes every write queued so far, applies them in one
+/// transaction, commits once, answers them all; until the store is dropped.
+fn writer_loop(db: &Database, jobs: &mpsc::Receiver<Box<dyn WriteJob>>) {
+    while let Ok(first) = jobs.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match jobs.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        commit_batch(db, batch);
+    }
+}
+
+/// Applies `batch` in one transaction. If one write fails, the transaction is rolled back and
+/// every write of the batch runs alone, so only the failing one sees its error.
+fn commit_batch(db: &Database, mut batch: Vec<Box<dyn WriteJob>>) {
+    let tx = match db.begin_write() {
+        Ok(tx) => tx,
+        Err(e) => {
+            let e = be(e);
+            for job in batch {
+                job.finish(Err(StoreError::Backend(e.to_string())));
+            }
+            return;
+        }
+    };
+    let mut failed = None;
+    for job in batch.iter_mut() {
+        if let Err(e) = job.apply(&tx) {
+            failed = Some(e);
+            break;
+        }
+    }
+    match failed {
+        Some(e) if batch.len() == 1 => {
+            drop(tx); // rolls back
+            if let Some(job) = batch.pop() {
+                job.finish(Err(e));
+            }
+        }
+        Some(_) => {
+            drop(tx); // rolls back
+            for job in batch {
+                commit_batch(db, vec![job]);
+            }
+        }
+        None => {
+            let outcome = tx.commit().map_err(be);
+            for job in batch {
+                let outcome = match &outcome {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(StoreError::Backend(e.to_string())),
+                };
+                job.finish(outcome);
+            }
+        }
+    }
+}
+
+/// The writer thread and its queue. Dropping it (with the last store handle) stops the thread
+/// and waits for it, so the file is closed when the store is gone and can be opened again.
+struct Writer {
+    queue: Option<mpsc::Sender<Box<dyn WriteJob>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.queue.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// A `ThreadStore` in a redb file.
 #[derive(Clone)]
 pub struct RedbStore {
+    writer: Arc<Writer>,
     db: Arc<Database>,
 }
 
@@ -71,7 +191,42 @@ impl RedbStore {
             tx.open_table(CHECKPOINTS).map_err(be)?;
         }
         tx.commit().map_err(be)?;
-        Ok(RedbStore { db: Arc::new(db) })
+        let db = Arc::new(db);
+        let (writer, jobs) = mpsc::channel::<Box<dyn WriteJob>>();
+        let wdb = db.clone();
+        let thread = std::thread::Builder::new()
+            .name("agentd-redb-writer".into())
+            .spawn(move || writer_loop(&wdb, &jobs))
+            .map_err(|e| StoreError::Backend(format!("starting the writer thread: {e}")))?;
+        let writer = Arc::new(Writer {
+            queue: Some(writer),
+            thread: Some(thread),
+        });
+        Ok(RedbStore { writer, db })
+    }
+
+    /// Runs `f` in a write transaction shared with the other writes queued meanwhile, and
+    /// answers once that transaction is committed. `f` may run twice (the second time alone)
+    /// if another write of its batch fails, so it only reads what it captured.
+    async fn write<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&WriteTransaction) -> StoreResult<T> + Send + 'static,
+    {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let job: Box<dyn WriteJob> = Box::new(Job {
+            f,
+            value: None,
+            reply,
+        });
+        let stopped = || StoreError::Backend("the store's writer thread has stopped".into());
+        self.writer
+            .queue
+            .as_ref()
+            .ok_or_else(stopped)?
+            .send(job)
+            .map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
     }
 
     async fn run<T, F>(&self, f: F) -> StoreResult<T>
@@ -188,15 +343,7 @@ impl ThreadStore for RedbStore {
     async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()> {
         let bytes = encode(record).map_err(de)?;
         let id = record.id.clone();
-        self.run(move |db| {
-            let tx = db.begin_write().map_err(be)?;
-            tx.open_table(AGENTS)
-                .map_err(be)?
-                .insert(id.as_str(), bytes.as_slice())
-                .map_err(be)?;
-            tx.commit().map_err(be)
-        })
-        .await
+        self.write(move |tx| put_agent_in(tx, &id, &bytes)).await
     }
 
     async fn get_agent(&self, agent_id: &str) -> StoreResult<Option<AgentRecord>> {
@@ -234,29 +381,8 @@ impl ThreadStore for RedbStore {
         let bytes = encode(entry).map_err(de)?;
         let id = agent_id.to_string();
         let entry_id = entry.id.to_string();
-        self.run(move |db| {
-            let tx = db.begin_write().map_err(be)?;
-            {
-                let mut ids = tx.open_table(THREAD_IDS).map_err(be)?;
-                if ids
-                    .get((id.as_str(), entry_id.as_str()))
-                    .map_err(be)?
-                    .is_some()
-                {
-                    return Ok(false);
-                }
-                let mut threads = tx.open_table(THREADS).map_err(be)?;
-                let seq = next_seq(&threads, &id)?;
-                threads
-                    .insert((id.as_str(), seq), bytes.as_slice())
-                    .map_err(be)?;
-                ids.insert((id.as_str(), entry_id.as_str()), seq)
-                    .map_err(be)?;
-            }
-            tx.commit().map_err(be)?;
-            Ok(true)
-        })
-        .await
+        self.write(move |tx| append_in(tx, &id, &entry_id, &bytes))
+            .await
     }
 
     async fn thread(&self, agent_id: &str) -> StoreResult<Vec<ThreadEntry>> {
@@ -269,8 +395,7 @@ impl ThreadStore for RedbStore {
             .map(|e| Ok((e.id.to_string(), encode(e).map_err(de)?)))
             .collect::<StoreResult<Vec<_>>>()?;
         let id = agent_id.to_string();
-        self.run(move |db| {
-            let tx = db.begin_write().map_err(be)?;
+        self.write(move |tx| {
             {
                 let mut threads = tx.open_table(THREADS).map_err(be)?;
                 threads
@@ -286,15 +411,14 @@ impl ThreadStore for RedbStore {
                         .map_err(be)?;
                 }
             }
-            tx.commit().map_err(be)
+            Ok(())
         })
         .await
     }
 
     async fn add_child(&self, parent_id: &str, child_id: &str) -> StoreResult<()> {
         let (parent, child) = (parent_id.to_string(), child_id.to_string());
-        self.run(move |db| {
-            let tx = db.begin_write().map_err(be)?;
+        self.write(move |tx| {
             {
                 let mut table = tx.open_table(CHILDREN).map_err(be)?;
                 let existing = scan(&table, &parent, |_, v| Ok(v == child.as_str()))?;
@@ -305,7 +429,7 @@ impl ThreadStore for RedbStore {
                         .map_err(be)?;
                 }
             }
-            tx.commit().map_err(be)
+            Ok(())
         })
         .await
     }
@@ -330,9 +454,8 @@ impl ThreadStore for RedbStore {
         let parent = parent_id.to_string();
         let key = alias_key(worker_title, alias);
         let candidate = candidate.to_string();
-        self.run(move |db| {
-            // redb allows one write transaction at a time: the check and the insert are atomic.
-            let tx = db.begin_write().map_err(be)?;
+        self.write(move |tx| {
+            // Writes are applied one after another: the check and the insert are atomic.
             let out = {
                 let mut table = tx.open_table(ALIASES).map_err(be)?;
                 let existing = table
@@ -345,11 +468,10 @@ impl ThreadStore for RedbStore {
                         table
                             .insert((parent.as_str(), key.as_str()), candidate.as_str())
                             .map_err(be)?;
-                        (candidate, true)
+                        (candidate.clone(), true)
                     }
                 }
             };
-            tx.commit().map_err(be)?;
             Ok(out)
         })
         .await
@@ -381,8 +503,7 @@ impl ThreadStore for RedbStore {
 
     async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
         let id = agent_id.to_string();
-        self.run(move |db| {
-            let tx = db.begin_write().map_err(be)?;
+        self.write(move |tx| {
             {
                 let mut agents = tx.open_table(AGENTS).map_err(be)?;
                 let parent = match agents.remove(id.as_str()).map_err(be)? {
@@ -439,7 +560,7 @@ impl ThreadStore for RedbStore {
                     }
                 }
             }
-            tx.commit().map_err(be)
+            Ok(())
         })
         .await
     }
@@ -448,8 +569,7 @@ impl ThreadStore for RedbStore {
         let bytes = encode(env).map_err(de)?;
         let id = agent_id.to_string();
         let env_id = env.id.to_string();
-        self.run(move |db| {
-            let tx = db.begin_write().map_err(be)?;
+        self.write(move |tx| {
             {
                 let a = id.as_str();
                 let mut seen = tx.open_table(SEEN).map_err(be)?;
@@ -478,7 +598,6 @@ impl ThreadStore for RedbStore {
                     .insert((a, env_id.as_str()), slot)
                     .map_err(be)?;
             }
-            tx.commit().map_err(be)?;
             Ok(true)
         })
         .await
@@ -491,33 +610,13 @@ impl ThreadStore for RedbStore {
     async fn inbox_done(&self, agent_id: &str, env_id: Uuid) -> StoreResult<()> {
         let id = agent_id.to_string();
         let env_id = env_id.to_string();
-        self.run(move |db| {
-            let tx = db.begin_write().map_err(be)?;
-            {
-                let a = id.as_str();
-                let slot = tx
-                    .open_table(INBOX_IDS)
-                    .map_err(be)?
-                    .remove((a, env_id.as_str()))
-                    .map_err(be)?
-                    .map(|v| v.value());
-                if let Some(slot) = slot {
-                    tx.open_table(INBOX)
-                        .map_err(be)?
-                        .remove((a, slot))
-                        .map_err(be)?;
-                }
-            }
-            tx.commit().map_err(be)
-        })
-        .await
+        self.write(move |tx| inbox_done_in(tx, &id, &env_id)).await
     }
 
     async fn checkpoint_put(&self, checkpoint: &Checkpoint, keep: usize) -> StoreResult<()> {
         let bytes = encode(checkpoint).map_err(de)?;
         let id = checkpoint.agent_id.clone();
-        self.run(move |db| {
-            let tx = db.begin_write().map_err(be)?;
+        self.write(move |tx| {
             {
                 let a = id.as_str();
                 let mut table = tx.open_table(CHECKPOINTS).map_err(be)?;
@@ -531,7 +630,7 @@ impl ThreadStore for RedbStore {
                         .map_err(be)?;
                 }
             }
-            tx.commit().map_err(be)
+            Ok(())
         })
         .await
     }
@@ -541,6 +640,83 @@ impl ThreadStore for RedbStore {
         list.reverse();
         Ok(list)
     }
+
+    async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
+        /// A write, encoded before it reaches the writer thread.
+        enum Encoded {
+            Put(String, Vec<u8>),
+            Append(String, String, Vec<u8>),
+            Done(String, String),
+        }
+        let encoded = writes
+            .iter()
+            .map(|w| {
+                Ok(match w {
+                    StoreWrite::PutAgent(rec) => {
+                        Encoded::Put(rec.id.clone(), encode(rec).map_err(de)?)
+                    }
+                    StoreWrite::Append { agent_id, entry } => Encoded::Append(
+                        agent_id.clone(),
+                        entry.id.to_string(),
+                        encode(entry).map_err(de)?,
+                    ),
+                    StoreWrite::InboxDone { agent_id, env_id } => {
+                        Encoded::Done(agent_id.clone(), env_id.to_string())
+                    }
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        self.write(move |tx| {
+            for w in &encoded {
+                match w {
+                    Encoded::Put(id, bytes) => put_agent_in(tx, id, bytes)?,
+                    Encoded::Append(id, entry_id, bytes) => {
+                        append_in(tx, id, entry_id, bytes)?;
+                    }
+                    Encoded::Done(id, env_id) => inbox_done_in(tx, id, env_id)?,
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+}
+
+fn put_agent_in(tx: &WriteTransaction, id: &str, bytes: &[u8]) -> StoreResult<()> {
+    tx.open_table(AGENTS)
+        .map_err(be)?
+        .insert(id, bytes)
+        .map_err(be)?;
+    Ok(())
+}
+
+/// Appends unless the entry id is already in the thread; answers whether it appended.
+fn append_in(tx: &WriteTransaction, id: &str, entry_id: &str, bytes: &[u8]) -> StoreResult<bool> {
+    let mut ids = tx.open_table(THREAD_IDS).map_err(be)?;
+    if ids.get((id, entry_id)).map_err(be)?.is_some() {
+        return Ok(false);
+    }
+    let mut threads = tx.open_table(THREADS).map_err(be)?;
+    let seq = next_seq(&threads, id)?;
+    threads.insert((id, seq), bytes).map_err(be)?;
+    ids.insert((id, entry_id), seq).map_err(be)?;
+    Ok(true)
+}
+
+fn inbox_done_in(tx: &WriteTransaction, id: &str, env_id: &str) -> StoreResult<()> {
+    let slot = tx
+        .open_table(INBOX_IDS)
+        .map_err(be)?
+        .remove((id, env_id))
+        .map_err(be)?
+        .map(|v| v.value());
+    if let Some(slot) = slot {
+        tx.open_table(INBOX)
+            .map_err(be)?
+            .remove((id, slot))
+            .map_err(be)?;
+    }
+    Ok(())
 }
 
 /// Removes every `(id, _)` key of a `(&str, &str)`-keyed table.

@@ -1,7 +1,7 @@
 //! In-memory `ThreadStore`: the same semantics as the durable stores, nothing on disk.
 
 use agentd_actors::DEDUP_WINDOW;
-use agentd_actors::{StoreResult, ThreadStore, WorkerAlias};
+use agentd_actors::{StoreResult, StoreWrite, ThreadStore, WorkerAlias};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -19,6 +19,27 @@ struct Inner {
     inboxes: HashMap<String, Inbox>,
     /// agent → checkpoints, oldest first.
     checkpoints: HashMap<String, VecDeque<Checkpoint>>,
+}
+
+impl Inner {
+    fn put_agent(&mut self, record: &AgentRecord) {
+        self.agents.insert(record.id.clone(), record.clone());
+    }
+
+    fn append(&mut self, agent_id: &str, entry: &ThreadEntry) -> bool {
+        let (entries, seen) = self.threads.entry(agent_id.to_string()).or_default();
+        if !seen.insert(entry.id) {
+            return false;
+        }
+        entries.push(entry.clone());
+        true
+    }
+
+    fn inbox_done(&mut self, agent_id: &str, env_id: Uuid) {
+        if let Some(inbox) = self.inboxes.get_mut(agent_id) {
+            inbox.pending.retain(|e| e.id != env_id);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -54,7 +75,7 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()> {
-        self.lock().agents.insert(record.id.clone(), record.clone());
+        self.lock().put_agent(record);
         Ok(())
     }
 
@@ -75,13 +96,7 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn append(&self, agent_id: &str, entry: &ThreadEntry) -> StoreResult<bool> {
-        let mut inner = self.lock();
-        let (entries, seen) = inner.threads.entry(agent_id.to_string()).or_default();
-        if !seen.insert(entry.id) {
-            return Ok(false);
-        }
-        entries.push(entry.clone());
-        Ok(true)
+        Ok(self.lock().append(agent_id, entry))
     }
 
     async fn thread(&self, agent_id: &str) -> StoreResult<Vec<ThreadEntry>> {
@@ -208,9 +223,7 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn inbox_done(&self, agent_id: &str, env_id: Uuid) -> StoreResult<()> {
-        if let Some(inbox) = self.lock().inboxes.get_mut(agent_id) {
-            inbox.pending.retain(|e| e.id != env_id);
-        }
+        self.lock().inbox_done(agent_id, env_id);
         Ok(())
     }
 
@@ -234,5 +247,19 @@ impl ThreadStore for MemoryStore {
             .get(agent_id)
             .map(|l| l.iter().rev().cloned().collect())
             .unwrap_or_default())
+    }
+
+    async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
+        let mut inner = self.lock();
+        for w in writes {
+            match w {
+                StoreWrite::PutAgent(rec) => inner.put_agent(rec),
+                StoreWrite::Append { agent_id, entry } => {
+                    inner.append(agent_id, entry);
+                }
+                StoreWrite::InboxDone { agent_id, env_id } => inner.inbox_done(agent_id, *env_id),
+            }
+        }
+        Ok(())
     }
 }

@@ -4,7 +4,7 @@
 //! script in that agent's hash-tag slot.
 
 use crate::redis_keys::Keys;
-use agentd_actors::{DEDUP_WINDOW, StoreError, StoreResult, ThreadStore, WorkerAlias};
+use agentd_actors::{DEDUP_WINDOW, StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
 use agentd_proto::codec::{decode, encode};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
@@ -170,31 +170,11 @@ impl ThreadStore for RedisStore {
     }
 
     async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()> {
-        let bytes = encode(record).map_err(de)?;
-        let mut con = self.con.clone();
-        // Record and roots index live in different slots: two commands, record first.
         let mut pipe = redis::pipe();
-        pipe.cmd("HSET")
-            .arg(self.keys.agent(&record.id))
-            .arg("rec")
-            .arg(bytes)
-            .arg("status")
-            .arg(record.status.as_str())
-            .arg("title")
-            .arg(&record.title)
-            .arg("type")
-            .arg(&record.agent_type)
-            .arg("parent")
-            .arg(record.parent_id.as_deref().unwrap_or(""))
-            .ignore();
-        if record.parent_id.is_none() {
-            pipe.cmd("ZADD")
-                .arg(self.keys.roots())
-                .arg(record.created_at_ms)
-                .arg(&record.id)
-                .ignore();
-        }
-        pipe.query_async::<()>(&mut con).await.map_err(be)
+        self.pipe_put_agent(&mut pipe, record)?;
+        pipe.query_async::<()>(&mut self.con.clone())
+            .await
+            .map_err(be)
     }
 
     async fn get_agent(&self, agent_id: &str) -> StoreResult<Option<AgentRecord>> {
@@ -441,19 +421,9 @@ impl ThreadStore for RedisStore {
     }
 
     async fn inbox_done(&self, agent_id: &str, env_id: Uuid) -> StoreResult<()> {
-        let mut con = self.con.clone();
-        let id = env_id.to_string();
-        redis::pipe()
-            .atomic()
-            .cmd("ZREM")
-            .arg(self.keys.agent_part(agent_id, "inbox"))
-            .arg(&id)
-            .ignore()
-            .cmd("HDEL")
-            .arg(self.keys.agent_part(agent_id, "inboxdata"))
-            .arg(&id)
-            .ignore()
-            .query_async::<()>(&mut con)
+        let mut pipe = redis::pipe();
+        self.pipe_inbox_done(pipe.atomic(), agent_id, env_id);
+        pipe.query_async::<()>(&mut self.con.clone())
             .await
             .map_err(be)
     }
@@ -480,5 +450,74 @@ impl ThreadStore for RedisStore {
             .await
             .map_err(be)?;
         items.iter().map(|b| decode(b).map_err(de)).collect()
+    }
+
+    async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
+        // One round trip; the commands run in order on the one connection. Not MULTI: the
+        // writes may touch several agents' slots, and each is idempotent on its own.
+        let mut pipe = redis::pipe();
+        for w in writes {
+            match w {
+                StoreWrite::PutAgent(rec) => self.pipe_put_agent(&mut pipe, rec)?,
+                StoreWrite::Append { agent_id, entry } => {
+                    pipe.cmd("EVAL")
+                        .arg(APPEND)
+                        .arg(2)
+                        .arg(self.keys.agent_part(agent_id, "thread"))
+                        .arg(self.keys.agent_part(agent_id, "eids"))
+                        .arg(entry.id.to_string())
+                        .arg(encode(entry).map_err(de)?)
+                        .ignore();
+                }
+                StoreWrite::InboxDone { agent_id, env_id } => {
+                    self.pipe_inbox_done(&mut pipe, agent_id, *env_id)
+                }
+            }
+        }
+        pipe.query_async::<()>(&mut self.con.clone())
+            .await
+            .map_err(be)
+    }
+}
+
+impl RedisStore {
+    /// Adds the writes of [`ThreadStore::put_agent`] to `pipe`: the record hash, then (for a
+    /// root) the roots index, which lives in another slot.
+    fn pipe_put_agent(&self, pipe: &mut redis::Pipeline, record: &AgentRecord) -> StoreResult<()> {
+        let bytes = encode(record).map_err(de)?;
+        pipe.cmd("HSET")
+            .arg(self.keys.agent(&record.id))
+            .arg("rec")
+            .arg(bytes)
+            .arg("status")
+            .arg(record.status.as_str())
+            .arg("title")
+            .arg(&record.title)
+            .arg("type")
+            .arg(&record.agent_type)
+            .arg("parent")
+            .arg(record.parent_id.as_deref().unwrap_or(""))
+            .ignore();
+        if record.parent_id.is_none() {
+            pipe.cmd("ZADD")
+                .arg(self.keys.roots())
+                .arg(record.created_at_ms)
+                .arg(&record.id)
+                .ignore();
+        }
+        Ok(())
+    }
+
+    /// Adds the writes of [`ThreadStore::inbox_done`] to `pipe`.
+    fn pipe_inbox_done(&self, pipe: &mut redis::Pipeline, agent_id: &str, env_id: Uuid) {
+        let id = env_id.to_string();
+        pipe.cmd("ZREM")
+            .arg(self.keys.agent_part(agent_id, "inbox"))
+            .arg(&id)
+            .ignore()
+            .cmd("HDEL")
+            .arg(self.keys.agent_part(agent_id, "inboxdata"))
+            .arg(&id)
+            .ignore();
     }
 }
