@@ -11,6 +11,7 @@ use crate::messages::{
     RuntimeState, Snapshot, StopAgent,
 };
 use crate::metrics;
+use crate::ports::StoreWrite;
 use crate::supervisor::Supervisor;
 use crate::tools::ToolContext;
 use crate::turn::{Turn, TurnInput, TurnResult};
@@ -70,6 +71,23 @@ pub struct AgentActor {
     unmet: std::collections::HashSet<String>,
     /// The environment changed during a turn: the backend's process restarts after it.
     restart_backend_after_turn: bool,
+    /// Writes of this agent's own state (thread entries, inbox items done) waiting for the
+    /// next flush, in order; the record goes with them when it changed.
+    pending_writes: Vec<StoreWrite>,
+    /// The record changed since the last flush.
+    record_dirty: bool,
+    /// A flush is queued and has not started yet (later writes join it).
+    flush_queued: bool,
+    /// Set by the flush that makes the current turn's input durable (the turn appends the
+    /// input itself if that flush failed).
+    input_written: Option<Arc<AtomicBool>>,
+    /// The agent's thread as stored, once read: handed to each turn (which then needs no
+    /// store read per step) and given back when the turn ends; dropped whenever it may be
+    /// stale (an aborted turn, a restore).
+    thread: Option<Arc<Vec<ThreadEntry>>>,
+    /// The tools this agent's model is shown, built on its first turn (they follow from its
+    /// type, allowed tools and depth, which do not change).
+    tool_specs: Option<Arc<Vec<crate::ports::ToolSpec>>>,
 }
 
 impl AgentActor {
@@ -98,6 +116,12 @@ impl AgentActor {
             has_permit: false,
             unmet: std::collections::HashSet::new(),
             restart_backend_after_turn: false,
+            pending_writes: Vec::new(),
+            record_dirty: false,
+            flush_queued: false,
+            input_written: None,
+            thread: None,
+            tool_specs: None,
         }
     }
 
@@ -208,26 +232,60 @@ impl AgentActor {
         }));
     }
 
-    /// Writes the record before any further message is handled. The record is read when the
-    /// write starts, not when it is queued: actix runs queued `wait` futures last-in first-out,
-    /// so two writes queued in one handler must both write the latest record, or the older
-    /// one would land last.
+    /// Writes the record before any further message is handled (with the other writes
+    /// pending, in one batch).
     fn persist(&mut self, ctx: &mut Context<Self>) {
         self.rec.updated_at_ms = self.deps.clock.now_ms();
+        self.record_dirty = true;
+        self.schedule_flush(ctx);
+    }
+
+    /// Queues `write` for the next flush, before any further message is handled.
+    fn write_later(&mut self, write: StoreWrite, ctx: &mut Context<Self>) {
+        self.pending_writes.push(write);
+        self.schedule_flush(ctx);
+    }
+
+    /// Queues one flush of the pending writes (and of the record, if it changed), unless one
+    /// is queued already. What is written is read when the flush starts, not when it is
+    /// queued: actix runs queued `wait` futures last-in first-out, so everything written up
+    /// to that moment goes, in the order it was queued, as one store batch (one transaction
+    /// or pipeline instead of one per write).
+    fn schedule_flush(&mut self, ctx: &mut Context<Self>) {
+        if self.flush_queued {
+            return;
+        }
+        self.flush_queued = true;
         let store = self.deps.store.clone();
-        let write = actix::ActorFutureExt::then(
+        let flush = actix::ActorFutureExt::then(
             actix::fut::ready::<()>(()),
             move |_, act: &mut Self, _| {
-                let rec = act.rec.clone();
+                act.flush_queued = false;
+                let mut writes = std::mem::take(&mut act.pending_writes);
+                if std::mem::take(&mut act.record_dirty) {
+                    writes.push(StoreWrite::PutAgent(Box::new(act.rec.clone())));
+                }
+                let input_written = act.input_written.take();
+                let id = act.rec.id.clone();
                 async move {
-                    if let Err(e) = store.put_agent(&rec).await {
-                        tracing::error!(agent_id = %rec.id, error = %e, "persisting the agent record failed");
+                    if writes.is_empty() {
+                        return;
+                    }
+                    match store.write_batch(&writes).await {
+                        Ok(()) => {
+                            if let Some(flag) = input_written {
+                                flag.store(true, Ordering::SeqCst);
+                            }
+                        }
+                        Err(e) => {
+                            tracing::error!(agent_id = %id, error = %e, "writing the agent's state failed")
+                        }
                     }
                 }
                 .into_actor(act)
             },
         );
-        ctx.wait(write);
+        ctx.wait(flush);
     }
 
     fn enqueue(&mut self, env: Envelope, ctx: &mut Context<Self>) {
@@ -275,6 +333,8 @@ impl AgentActor {
     fn abort_turn(&mut self, mark_done: bool, ctx: &mut Context<Self>) -> Option<ThreadEntry> {
         let turn = self.turn.take()?;
         ctx.cancel_future(turn.handle);
+        // The cache went with the turn; what the aborted turn wrote is read again next time.
+        self.thread = None;
         self.release_permit();
         if mark_done {
             self.done(turn.input.map(|e| e.id), ctx);
@@ -295,31 +355,15 @@ impl AgentActor {
         let Some(entry) = self.abort_turn(true, ctx) else {
             return;
         };
-        let store = self.deps.store.clone();
-        let id = self.rec.id.clone();
-        ctx.wait(
-            async move {
-                if let Err(e) = store.append(&id, &entry).await {
-                    tracing::error!(agent_id = %id, error = %e, "recording the interruption failed");
-                }
-            }
-            .into_actor(self),
-        );
+        let agent_id = self.rec.id.clone();
+        self.write_later(StoreWrite::Append { agent_id, entry }, ctx);
     }
 
-    /// Marks an inbox envelope handled in the durable inbox.
-    fn done(&self, input: Option<Uuid>, ctx: &mut Context<Self>) {
+    /// Marks an inbox envelope handled in the durable inbox (with the next flush).
+    fn done(&mut self, input: Option<Uuid>, ctx: &mut Context<Self>) {
         let Some(env_id) = input else { return };
-        let store = self.deps.store.clone();
-        let id = self.rec.id.clone();
-        ctx.spawn(
-            async move {
-                if let Err(e) = store.inbox_done(&id, env_id).await {
-                    tracing::warn!(agent_id = %id, error = %e, "marking an inbox item done failed");
-                }
-            }
-            .into_actor(self),
-        );
+        let agent_id = self.rec.id.clone();
+        self.write_later(StoreWrite::InboxDone { agent_id, env_id }, ctx);
     }
 
     /// Drops every queued item (cancel, terminate, close), marking them done.
@@ -499,18 +543,45 @@ impl AgentActor {
             self.rec.result = None;
             self.rec.last_error = None;
         }
-        self.start_turn(env.id, Some(env), input, ctx);
+        if let TurnInput::Message(entry) = &input {
+            // The input goes into the thread with the `running` record, in one batch.
+            let written = Arc::new(AtomicBool::new(false));
+            self.input_written = Some(written.clone());
+            if let Some(thread) = &mut self.thread
+                && !thread.iter().any(|e| e.id == entry.id)
+            {
+                Arc::make_mut(thread).push(entry.clone());
+            }
+            let append = StoreWrite::Append {
+                agent_id: self.rec.id.clone(),
+                entry: entry.clone(),
+            };
+            self.write_later(append, ctx);
+            self.start_turn(env.id, Some(env), input, Some(written), ctx);
+        } else {
+            self.start_turn(env.id, Some(env), input, None, ctx);
+        }
     }
 
+    /// Starts a turn on `input`. `input_written` tells the turn whether the actor's flush
+    /// already put the input entry in the thread.
     fn start_turn(
         &mut self,
         cause: Uuid,
         env: Option<Envelope>,
         input: TurnInput,
+        input_written: Option<Arc<AtomicBool>>,
         ctx: &mut Context<Self>,
     ) {
         let stop = Arc::new(AtomicBool::new(false));
+        let tool_specs = self
+            .tool_specs
+            .get_or_insert_with(|| Arc::new(crate::tools::visible_specs(&self.rec, &self.deps)))
+            .clone();
         let turn = Turn {
+            tool_specs,
+            thread: self.thread.take(),
+            input_written,
             rec: self.rec.clone(),
             deps: self.deps.clone(),
             tools: ToolContext {
@@ -542,7 +613,7 @@ impl AgentActor {
     fn turn_done(
         &mut self,
         cause: Uuid,
-        res: Result<Result<TurnResult, AgentdError>, Box<dyn std::any::Any + Send>>,
+        mut res: Result<Result<TurnResult, AgentdError>, Box<dyn std::any::Any + Send>>,
         ctx: &mut Context<Self>,
     ) {
         if self.turn.as_ref().map(|t| t.cause) != Some(cause) {
@@ -562,6 +633,9 @@ impl AgentActor {
         }
         let input_id = input.as_ref().map(|e| e.id);
         self.release_permit();
+        if let Ok(Ok(r)) = &mut res {
+            self.thread = r.thread.take();
+        }
         if std::mem::take(&mut self.restart_backend_after_turn) {
             self.deps.model.control(&self.rec.id, Control::Terminate);
         }
@@ -997,7 +1071,7 @@ impl AgentActor {
                     self.set_status(AgentStatus::Running, Some("resumed".into()), ctx)?;
                     let cause = agentd_proto::ids::new_id();
                     let input = self.paused_input.take();
-                    self.start_turn(cause, input, TurnInput::Continue, ctx);
+                    self.start_turn(cause, input, TurnInput::Continue, None, ctx);
                 } else {
                     self.set_status(AgentStatus::Idle, Some("resumed".into()), ctx)?;
                 }
@@ -1065,6 +1139,34 @@ impl Handler<Deliver> for AgentActor {
     type Result = AtomicResponse<Self, Result<bool, AgentdError>>;
 
     fn handle(&mut self, Deliver(env): Deliver, ctx: &mut Self::Context) -> Self::Result {
+        AtomicResponse::new(self.deliver(env, ctx))
+    }
+}
+
+impl Handler<crate::messages::DeliverAcked> for AgentActor {
+    // Atomic, as `Deliver`: the answer goes to the sender's channel.
+    type Result = AtomicResponse<Self, ()>;
+
+    fn handle(
+        &mut self,
+        crate::messages::DeliverAcked(env, ack): crate::messages::DeliverAcked,
+        ctx: &mut Self::Context,
+    ) -> Self::Result {
+        let delivered = self.deliver(env, ctx);
+        AtomicResponse::new(Box::pin(delivered.map(move |res, _, _| {
+            let _ = ack.send(res);
+        })))
+    }
+}
+
+impl AgentActor {
+    /// Takes an envelope: an inbox item is queued durably (once) before the next message is
+    /// handled; a control is applied.
+    fn deliver(
+        &mut self,
+        env: Envelope,
+        ctx: &mut Context<Self>,
+    ) -> ResponseActFuture<Self, Result<bool, AgentdError>> {
         let span = tracing::debug_span!("deliver", agent_id = %self.rec.id, thread_id = %self.rec.id, message_id = %env.id);
         let _g = span.enter();
         let kind = match &env.item {
@@ -1082,7 +1184,7 @@ impl Handler<Deliver> for AgentActor {
             Item::Inbox(_) => {
                 let store = self.deps.store.clone();
                 let id = self.rec.id.clone();
-                AtomicResponse::new(Box::pin(
+                Box::pin(
                     async move {
                         let pushed = store.inbox_push(&id, &env).await;
                         (pushed, env)
@@ -1098,19 +1200,19 @@ impl Handler<Deliver> for AgentActor {
                         }
                         Ok(fresh)
                     }),
-                ))
+                )
             }
             Item::Control(c) => {
                 let res = self.control(c, ctx).map(|_| true);
                 if let Err(e) = &res {
                     tracing::warn!(error = %e, "control refused");
                 }
-                AtomicResponse::new(Box::pin(actix::fut::ready(res)))
+                Box::pin(actix::fut::ready(res))
             }
-            _ => AtomicResponse::new(Box::pin(actix::fut::ready(Err(AgentdError::new(
+            _ => Box::pin(actix::fut::ready(Err(AgentdError::new(
                 ErrorCode::BadEnvelope,
                 "an agent only takes inbox and control items",
-            ))))),
+            )))),
         }
     }
 }
@@ -1397,6 +1499,7 @@ impl Handler<crate::messages::RestoreCheckpoint> for AgentActor {
         self.abort_turn(true, ctx);
         self.drop_queue(ctx);
         self.holding_for_retry = false;
+        self.thread = None;
         let plan = crate::checkpoints::plan(&cp, agentd_proto::ids::new_id());
         let store = self.deps.store.clone();
         let id = self.rec.id.clone();

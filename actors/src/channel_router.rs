@@ -12,7 +12,7 @@ use crate::supervisor::Supervisor;
 use actix::prelude::*;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{Address, AgentdError, Envelope, ErrorCode, Item};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 /// The process router.
 pub struct ChannelRouter {
@@ -20,6 +20,9 @@ pub struct ChannelRouter {
     supervisor: Option<Addr<Supervisor>>,
     agents: HashMap<String, Addr<AgentActor>>,
     parents: HashMap<String, Addr<ParentRouter>>,
+    /// Envelopes waiting for a receiver that is being activated or lives in another process,
+    /// in arrival order, per receiver.
+    lanes: HashMap<String, VecDeque<Pending>>,
 }
 
 impl ChannelRouter {
@@ -30,6 +33,7 @@ impl ChannelRouter {
             supervisor: None,
             agents: HashMap::new(),
             parents: HashMap::new(),
+            lanes: HashMap::new(),
         }
     }
 }
@@ -104,82 +108,145 @@ impl Handler<ForgetParent> for ChannelRouter {
     }
 }
 
-impl Handler<Route> for ChannelRouter {
-    // Atomic: while an agent is being activated, later envelopes wait, so per-agent order holds.
-    type Result = AtomicResponse<Self, Result<(), AgentdError>>;
+/// An envelope waiting in its receiver's lane.
+enum Pending {
+    /// Delivered without an answer ([`Route`]).
+    Fire(Envelope),
+    /// Answered once durably queued ([`RouteAcked`]).
+    Acked(
+        Envelope,
+        tokio::sync::oneshot::Sender<Result<bool, AgentdError>>,
+    ),
+}
 
-    fn handle(&mut self, Route(env): Route, _: &mut Self::Context) -> Self::Result {
-        let Some(target) = env.to.agent_id().map(str::to_string) else {
-            return AtomicResponse::new(Box::pin(actix::fut::ready(Err(AgentdError::new(
+impl Pending {
+    fn env(&self) -> &Envelope {
+        match self {
+            Pending::Fire(env) | Pending::Acked(env, _) => env,
+        }
+    }
+
+    /// Answers the sender (a fire-and-forget envelope's error is logged).
+    fn answer(self, res: Result<bool, AgentdError>) {
+        match self {
+            Pending::Acked(_, ack) => {
+                let _ = ack.send(res);
+            }
+            Pending::Fire(env) => {
+                if let Err(e) = res {
+                    tracing::warn!(message_id = %env.id, error = %e, "routing an envelope failed");
+                }
+            }
+        }
+    }
+
+    /// Hands the envelope to a live agent. `do_send` queues behind everything sent before,
+    /// full mailbox or not, so the agent sees its envelopes in routing order.
+    fn hand_to(self, addr: &Addr<AgentActor>) {
+        match self {
+            Pending::Fire(env) => addr.do_send(Deliver(env)),
+            Pending::Acked(env, ack) => addr.do_send(crate::messages::DeliverAcked(env, ack)),
+        }
+    }
+}
+
+impl ChannelRouter {
+    /// Routes one envelope, keeping per-receiver order without holding up other receivers:
+    /// a live local agent gets it at once; otherwise (activation, another process's
+    /// partition) it waits in the receiver's lane, which is worked off one envelope at a time
+    /// while other receivers' lanes run concurrently.
+    fn route(&mut self, item: Pending, ctx: &mut Context<Self>) {
+        let Some(target) = item.env().to.agent_id().map(str::to_string) else {
+            item.answer(Err(AgentdError::new(
                 ErrorCode::BadEnvelope,
                 "only agent addresses are routed",
-            )))));
+            )));
+            return;
+        };
+        if let Some(lane) = self.lanes.get_mut(&target) {
+            lane.push_back(item);
+            return;
+        }
+        let remote = self
+            .deps
+            .transport
+            .as_ref()
+            .is_some_and(|t| !t.is_local(&target));
+        if !remote && let Some(addr) = self.agents.get(&target).filter(|a| a.connected()) {
+            item.hand_to(addr);
+            return;
+        }
+        self.lanes.insert(target.clone(), VecDeque::from([item]));
+        self.work_lane(target, ctx);
+    }
+
+    /// Routes the next envelope of `target`'s lane, then the one after; the lane goes away
+    /// when it is empty (and later envelopes take the direct way again).
+    fn work_lane(&mut self, target: String, ctx: &mut Context<Self>) {
+        let Some(item) = self.lanes.get_mut(&target).and_then(|l| l.pop_front()) else {
+            self.lanes.remove(&target);
+            return;
         };
         if let Some(transport) = self.deps.transport.clone().filter(|t| !t.is_local(&target)) {
-            // Another process owns the receiver: hand it over through its partition.
-            let fut = async move { transport.forward(&env).await };
-            return AtomicResponse::new(Box::pin(fut.into_actor(self)));
+            // Another process owns the receiver: hand it over through its partition, in order.
+            let fut = async move {
+                let res = transport.forward(item.env()).await.map(|_| true);
+                item.answer(res);
+            };
+            ctx.spawn(
+                fut.into_actor(self)
+                    .map(move |_, act, ctx| act.work_lane(target, ctx)),
+            );
+            return;
         }
         if let Some(addr) = self.agents.get(&target).filter(|a| a.connected()) {
-            addr.do_send(Deliver(env));
-            return AtomicResponse::new(Box::pin(actix::fut::ready(Ok(()))));
+            item.hand_to(addr);
+            return self.work_lane(target, ctx);
         }
         let Some(supervisor) = self.supervisor.clone() else {
-            return AtomicResponse::new(Box::pin(actix::fut::ready(Err(AgentdError::new(
+            item.answer(Err(AgentdError::new(
                 ErrorCode::Unavailable,
                 "router not wired",
-            )))));
+            )));
+            return self.work_lane(target, ctx);
         };
-        let fut = async move {
-            supervisor
-                .send(Activate(target.clone()))
-                .await
-                .map_err(mailbox)?
-                .map(|a| (target, a))
-        };
-        AtomicResponse::new(Box::pin(fut.into_actor(self).map(move |res, act, _| {
-            let (target, addr) = res?;
-            addr.do_send(Deliver(env));
-            act.agents.insert(target, addr);
-            Ok(())
-        })))
+        let id = target.clone();
+        let fut = async move { supervisor.send(Activate(id)).await.map_err(mailbox)? };
+        ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
+            match res {
+                Ok(addr) => {
+                    item.hand_to(&addr);
+                    act.agents.insert(target.clone(), addr);
+                }
+                Err(e) => item.answer(Err(e)),
+            }
+            act.work_lane(target, ctx);
+        }));
+    }
+}
+
+impl Handler<Route> for ChannelRouter {
+    type Result = ();
+
+    fn handle(&mut self, Route(env): Route, ctx: &mut Self::Context) {
+        self.route(Pending::Fire(env), ctx);
     }
 }
 
 impl Handler<RouteAcked> for ChannelRouter {
-    type Result = AtomicResponse<Self, Result<bool, AgentdError>>;
+    type Result = ResponseFuture<Result<bool, AgentdError>>;
 
-    fn handle(&mut self, RouteAcked(env): RouteAcked, _: &mut Self::Context) -> Self::Result {
-        let Some(target) = env.to.agent_id().map(str::to_string) else {
-            return AtomicResponse::new(Box::pin(actix::fut::ready(Err(AgentdError::new(
-                ErrorCode::BadEnvelope,
-                "only agent addresses are routed",
-            )))));
-        };
-        if let Some(transport) = self.deps.transport.clone().filter(|t| !t.is_local(&target)) {
-            let fut = async move { transport.forward(&env).await.map(|_| true) };
-            return AtomicResponse::new(Box::pin(fut.into_actor(self)));
-        }
-        let cached = self.agents.get(&target).filter(|a| a.connected()).cloned();
-        let supervisor = self.supervisor.clone();
-        let fut = async move {
-            let addr = match cached {
-                Some(a) => a,
-                None => {
-                    let s = supervisor.ok_or_else(|| {
-                        AgentdError::new(ErrorCode::Unavailable, "router not wired")
-                    })?;
-                    s.send(Activate(target.clone())).await.map_err(mailbox)??
-                }
-            };
-            let fresh = addr.send(Deliver(env)).await.map_err(mailbox)??;
-            Ok::<_, AgentdError>((target, addr, fresh))
-        };
-        AtomicResponse::new(Box::pin(fut.into_actor(self).map(|res, act, _| {
-            let (target, addr, fresh) = res?;
-            act.agents.insert(target, addr);
-            Ok(fresh)
-        })))
+    fn handle(&mut self, RouteAcked(env): RouteAcked, ctx: &mut Self::Context) -> Self::Result {
+        let (ack, answer) = tokio::sync::oneshot::channel();
+        self.route(Pending::Acked(env, ack), ctx);
+        Box::pin(async move {
+            answer.await.unwrap_or_else(|_| {
+                Err(AgentdError::new(
+                    ErrorCode::Unavailable,
+                    "the receiver stopped before answering",
+                ))
+            })
+        })
     }
 }
 

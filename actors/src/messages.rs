@@ -17,6 +17,16 @@ use uuid::Uuid;
 #[rtype(result = "Result<bool, AgentdError>")]
 pub struct Deliver(pub Envelope);
 
+/// [`Deliver`] with the answer sent to `ack` instead of returned. Senders `do_send` it, which
+/// queues it behind every message sent before it even when the mailbox is full (a `send` to a
+/// full mailbox waits and could be overtaken), so per-agent order holds without waiting.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct DeliverAcked(
+    pub Envelope,
+    pub tokio::sync::oneshot::Sender<Result<bool, AgentdError>>,
+);
+
 /// Items of the durable inbox that a freshly activated agent resumes from (already stored).
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
@@ -92,9 +102,10 @@ pub struct ChildOutput {
     pub cause: Uuid,
 }
 
-/// Route an envelope to its receiver, activating a persisted agent if needed.
+/// Route an envelope to its receiver, activating a persisted agent if needed (fire and
+/// forget: a failure is logged; [`crate::channel_router::RouteAcked`] answers).
 #[derive(Message, Debug)]
-#[rtype(result = "Result<(), AgentdError>")]
+#[rtype(result = "()")]
 pub struct Route(pub Envelope);
 
 /// Tell the router about a live agent (saves an activation hop).

@@ -19,11 +19,47 @@ struct Histogram {
 
 type Labels = Vec<(&'static str, String)>;
 
+/// The series of each metric name. Looking a series up allocates nothing once it exists (a
+/// metric has a handful of label sets; this runs several times per message).
+struct Family<V>(BTreeMap<&'static str, Vec<(Labels, V)>>);
+
+impl<V> Default for Family<V> {
+    fn default() -> Self {
+        Family(BTreeMap::new())
+    }
+}
+
+impl<V: Default> Family<V> {
+    fn series(&mut self, name: &'static str, l: &[(&'static str, &str)]) -> &mut V {
+        let list = self.0.entry(name).or_default();
+        let same = |have: &Labels| {
+            have.len() == l.len()
+                && have
+                    .iter()
+                    .zip(l)
+                    .all(|((k1, v1), (k2, v2))| k1 == k2 && v1 == v2)
+        };
+        if !list.iter().any(|(have, _)| same(have)) {
+            // Kept sorted by labels, so `/metrics` renders in a stable order.
+            list.push((labels(l), V::default()));
+            list.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        let at = list.iter().position(|(have, _)| same(have)).unwrap_or(0);
+        &mut list[at].1
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&'static str, &Labels, &V)> {
+        self.0
+            .iter()
+            .flat_map(|(name, list)| list.iter().map(move |(l, v)| (*name, l, v)))
+    }
+}
+
 #[derive(Default)]
 struct Inner {
-    counters: BTreeMap<(&'static str, Labels), f64>,
-    gauges: BTreeMap<(&'static str, Labels), f64>,
-    histograms: BTreeMap<(&'static str, Labels), Histogram>,
+    counters: Family<f64>,
+    gauges: Family<f64>,
+    histograms: Family<Histogram>,
     help: BTreeMap<&'static str, (&'static str, &'static str)>,
     statuses: HashMap<String, &'static str>,
 }
@@ -68,7 +104,7 @@ impl Metrics {
     pub fn inc(&self, name: &'static str, help: &'static str, l: &[(&'static str, &str)], by: f64) {
         let mut m = self.lock();
         m.help.entry(name).or_insert((help, "counter"));
-        *m.counters.entry((name, labels(l))).or_default() += by;
+        *m.counters.series(name, l) += by;
     }
 
     /// Sets gauge `name` with `labels`.
@@ -81,7 +117,7 @@ impl Metrics {
     ) {
         let mut m = self.lock();
         m.help.entry(name).or_insert((help, "gauge"));
-        m.gauges.insert((name, labels(l)), value);
+        *m.gauges.series(name, l) = value;
     }
 
     /// Adds `delta` (may be negative) to gauge `name`.
@@ -94,7 +130,7 @@ impl Metrics {
     ) {
         let mut m = self.lock();
         m.help.entry(name).or_insert((help, "gauge"));
-        *m.gauges.entry((name, labels(l))).or_default() += delta;
+        *m.gauges.series(name, l) += delta;
     }
 
     /// Records one observation (seconds) in histogram `name`.
@@ -107,7 +143,7 @@ impl Metrics {
     ) {
         let mut m = self.lock();
         m.help.entry(name).or_insert((help, "histogram"));
-        let h = m.histograms.entry((name, labels(l))).or_default();
+        let h = m.histograms.series(name, l);
         for (i, b) in BUCKETS.iter().enumerate() {
             if seconds <= *b {
                 h.counts[i] += 1;
@@ -121,9 +157,12 @@ impl Metrics {
     pub fn agent_status(&self, agent_id: &str, status: Option<&'static str>) {
         let mut m = self.lock();
         match status {
-            Some(s) => {
-                m.statuses.insert(agent_id.to_string(), s);
-            }
+            Some(s) => match m.statuses.get_mut(agent_id) {
+                Some(have) => *have = s,
+                None => {
+                    m.statuses.insert(agent_id.to_string(), s);
+                }
+            },
             None => {
                 m.statuses.remove(agent_id);
             }
@@ -150,15 +189,15 @@ impl Metrics {
                 let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
             }
         };
-        for ((name, l), v) in &m.counters {
+        for (name, l, v) in m.counters.iter() {
             header(&mut out, name);
             let _ = writeln!(out, "{name}{} {v}", render_labels(l, None));
         }
-        for ((name, l), v) in &m.gauges {
+        for (name, l, v) in m.gauges.iter() {
             header(&mut out, name);
             let _ = writeln!(out, "{name}{} {v}", render_labels(l, None));
         }
-        for ((name, l), h) in &m.histograms {
+        for (name, l, h) in m.histograms.iter() {
             header(&mut out, name);
             for (i, b) in BUCKETS.iter().enumerate() {
                 let _ = writeln!(

@@ -44,7 +44,7 @@ pub struct WorkerAlias {
 #[derive(Debug, Clone, PartialEq)]
 pub enum StoreWrite {
     /// As [`ThreadStore::put_agent`].
-    PutAgent(AgentRecord),
+    PutAgent(Box<AgentRecord>),
     /// As [`ThreadStore::append`] (a duplicate entry id changes nothing).
     Append {
         /// Whose thread.
@@ -188,10 +188,10 @@ pub struct ModelRequest {
     pub env: std::collections::BTreeMap<String, String>,
     /// Layered system prompt (base + sub-agent role + type overlay).
     pub system_prompt: String,
-    /// The thread so far.
-    pub thread: Vec<ThreadEntry>,
-    /// Tools the agent may call.
-    pub tools: Vec<ToolSpec>,
+    /// The thread so far (shared with the agent's copy: a request costs no copy of it).
+    pub thread: std::sync::Arc<Vec<ThreadEntry>>,
+    /// Tools the agent may call (built once per agent and shared by its requests).
+    pub tools: std::sync::Arc<Vec<ToolSpec>>,
     /// Why the model is called.
     pub purpose: Purpose,
 }

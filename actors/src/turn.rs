@@ -15,7 +15,6 @@ use actix::Addr;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{AgentRecord, AgentdError, Channel, ErrorCode, Marker, Role, ThreadEntry};
 use serde_json::json;
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use uuid::Uuid;
@@ -50,10 +49,19 @@ pub(crate) struct TurnResult {
     pub malformed: Vec<String>,
     /// The provider rate-limited the turn; retry after this many ms.
     pub rate_limited: Option<u64>,
+    /// The thread as stored when the turn ended (the actor keeps it for the next turn).
+    pub thread: Option<Arc<Vec<ThreadEntry>>>,
 }
 
 /// What a running turn needs; cloned from the actor when the turn starts.
 pub(crate) struct Turn {
+    /// The thread as stored, if the actor knew it (read from the store otherwise). Shared
+    /// with the model requests made from it; appends copy it only while one is still alive.
+    pub thread: Option<Arc<Vec<ThreadEntry>>>,
+    /// Set once the actor's flush wrote the input entry; the turn writes it if not.
+    pub input_written: Option<Arc<AtomicBool>>,
+    /// The tools the model is shown (the agent's, built once).
+    pub tool_specs: Arc<Vec<crate::ports::ToolSpec>>,
     pub rec: AgentRecord,
     pub deps: Deps,
     pub tools: ToolContext,
@@ -118,15 +126,54 @@ impl Turn {
         }
     }
 
-    async fn append(&self, entry: &ThreadEntry) -> Result<(), AgentdError> {
+    async fn append(&mut self, entry: &ThreadEntry) -> Result<(), AgentdError> {
         self.deps.store.append(&self.rec.id, entry).await?;
+        self.remember(entry);
         Ok(())
     }
 
-    fn request(&self, thread: Vec<ThreadEntry>, purpose: Purpose) -> ModelRequest {
+    /// Adds `entry` to the known thread (once).
+    fn remember(&mut self, entry: &ThreadEntry) {
+        if let Some(thread) = &mut self.thread
+            && !thread.iter().rev().any(|e| e.id == entry.id)
+        {
+            Arc::make_mut(thread).push(entry.clone());
+        }
+    }
+
+    /// Whether the thread holds an entry `id` (scanned from the end, where a turn's own
+    /// entries are).
+    fn recorded(&self, id: &Uuid) -> bool {
+        self.thread
+            .as_ref()
+            .is_some_and(|t| t.iter().rev().any(|e| e.id == *id))
+    }
+
+    /// The thread as stored: the known copy, or read once from the store.
+    async fn current_thread(&mut self) -> Result<Arc<Vec<ThreadEntry>>, AgentdError> {
+        if let Some(thread) = &self.thread {
+            return Ok(thread.clone());
+        }
+        let thread = Arc::new(self.deps.store.thread(&self.rec.id).await?);
+        self.thread = Some(thread.clone());
+        Ok(thread)
+    }
+
+    /// Replaces the whole thread (reset, compaction) in the store and in the known copy.
+    async fn replace_thread(&mut self, entries: Vec<ThreadEntry>) -> Result<(), AgentdError> {
+        self.thread = None;
+        self.deps
+            .store
+            .replace_thread(&self.rec.id, &entries)
+            .await?;
+        self.thread = Some(Arc::new(entries));
+        Ok(())
+    }
+
+    fn request(&self, thread: Arc<Vec<ThreadEntry>>, purpose: Purpose) -> ModelRequest {
         let tools = match purpose {
-            Purpose::Turn => tools::visible_specs(&self.rec, &self.deps),
-            Purpose::Compact => Vec::new(),
+            Purpose::Turn => self.tool_specs.clone(),
+            Purpose::Compact => Arc::default(),
         };
         ModelRequest {
             agent_id: self.rec.id.clone(),
@@ -148,12 +195,28 @@ impl Turn {
         }
     }
 
-    /// Runs the turn to its end.
-    pub(crate) async fn run(self, input: TurnInput) -> Result<TurnResult, AgentdError> {
+    /// Runs the turn to its end; the result carries the thread back to the actor.
+    pub(crate) async fn run(mut self, input: TurnInput) -> Result<TurnResult, AgentdError> {
+        let mut result = self.run_steps(input).await?;
+        result.thread = self.thread.take();
+        Ok(result)
+    }
+
+    async fn run_steps(&mut self, input: TurnInput) -> Result<TurnResult, AgentdError> {
         match input {
-            TurnInput::Message(entry) => self.append(&entry).await?,
+            TurnInput::Message(entry) => {
+                let written = self
+                    .input_written
+                    .as_ref()
+                    .is_some_and(|w| w.load(Ordering::SeqCst));
+                if written {
+                    self.remember(&entry);
+                } else {
+                    self.append(&entry).await?;
+                }
+            }
             TurnInput::Reset(seed) => {
-                self.deps.store.replace_thread(&self.rec.id, &[]).await?;
+                self.replace_thread(Vec::new()).await?;
                 match seed {
                     None => return Ok(TurnResult::default()),
                     Some(text) => {
@@ -177,20 +240,23 @@ impl Turn {
                 result.paused = true;
                 return Ok(result);
             }
-            let thread = self.deps.store.thread(&self.rec.id).await?;
-            // Entries a previous run of this turn already wrote (a retry after a rate limit or
-            // a crash): their tool calls are not executed twice.
-            let recorded: HashSet<uuid::Uuid> = thread.iter().map(|e| e.id).collect();
+            let thread = self.current_thread().await?;
             let step_id = derived_id(self.cause, &format!("step-{step}"));
-            // A step a previous run already recorded is replayed from the thread, not asked
-            // of the model again: the retry resumes where that run stopped.
-            let replayed = thread.iter().find(|e| e.id == step_id).cloned();
+            // A step a previous run already recorded (a retry after a rate limit or a crash)
+            // is replayed from the thread, not asked of the model again: the retry resumes
+            // where that run stopped.
+            let replayed = thread.iter().rev().find(|e| e.id == step_id).cloned();
+            let fresh = replayed.is_none();
+            // `thread` is gone once the request is: appends then need no copy of it.
             let resp = match replayed {
-                Some(e) => crate::ports::ModelResponse {
-                    text: e.text,
-                    tool_calls: e.tool_calls,
-                    usage: Default::default(),
-                },
+                Some(e) => {
+                    drop(thread);
+                    crate::ports::ModelResponse {
+                        text: e.text,
+                        tool_calls: e.tool_calls,
+                        usage: Default::default(),
+                    }
+                }
                 None => match self.call_model(self.request(thread, Purpose::Turn)).await? {
                     Ok(r) => {
                         self.me.do_send(AddUsage(r.usage));
@@ -207,7 +273,6 @@ impl Turn {
                     }
                 },
             };
-            let fresh = !recorded.contains(&step_id);
             let (markers, malformed) = agentd_proto::markers::parse(&resp.text);
             let waits = markers.iter().any(|m| {
                 matches!(
@@ -235,7 +300,8 @@ impl Turn {
             }
             for (i, call) in resp.tool_calls.iter().enumerate() {
                 let tool_id = derived_id(self.cause, &format!("step-{step}-tool-{i}"));
-                if recorded.contains(&tool_id) {
+                // Tool results a previous run recorded: their calls are not executed twice.
+                if self.recorded(&tool_id) {
                     if tools::canonical(&call.name) == tools::YIELD_TO_PARENT {
                         result.yielded = call.arguments.get("result").cloned();
                         return Ok(result);
@@ -269,8 +335,8 @@ impl Turn {
 
     /// Compaction (seed 003): the model summarises everything but the most recent entries; the
     /// thread becomes `[summary] + recent`.
-    async fn compact(self) -> Result<TurnResult, AgentdError> {
-        let thread = self.deps.store.thread(&self.rec.id).await?;
+    async fn compact(&mut self) -> Result<TurnResult, AgentdError> {
+        let thread = self.current_thread().await?;
         let keep = self.deps.config.limits.compact_keep_recent;
         if thread.len() <= keep {
             return Ok(TurnResult::default());
@@ -282,7 +348,7 @@ impl Turn {
         }
         let (old, recent) = thread.split_at(split);
         let resp = match self
-            .call_model(self.request(old.to_vec(), Purpose::Compact))
+            .call_model(self.request(Arc::new(old.to_vec()), Purpose::Compact))
             .await?
         {
             Ok(r) => r,
@@ -303,7 +369,7 @@ impl Turn {
         summary.usage = Some(resp.usage);
         let mut next = vec![summary];
         next.extend_from_slice(recent);
-        self.deps.store.replace_thread(&self.rec.id, &next).await?;
+        self.replace_thread(next).await?;
         Ok(TurnResult::default())
     }
 }

@@ -31,7 +31,7 @@ impl AnthropicModel {
 pub fn request_body(req: &ModelRequest, model: &str, max_tokens: u32) -> Value {
     let mut system = req.system_prompt.clone();
     let mut messages: Vec<(String, Vec<Value>)> = Vec::new();
-    for e in &req.thread {
+    for e in req.thread.iter() {
         let (role, blocks) = match e.role {
             Role::System => {
                 system.push_str("\n\n");

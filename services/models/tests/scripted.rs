@@ -17,11 +17,13 @@ fn req(agent_type: &str, title: &str, entries: &[(Role, &str)]) -> ModelRequest 
         provider: None,
         env: Default::default(),
         system_prompt: "sys".into(),
-        thread: entries
-            .iter()
-            .map(|(r, t)| ThreadEntry::text(uuid::Uuid::now_v7(), *r, *t, 0))
-            .collect(),
-        tools: vec![],
+        thread: std::sync::Arc::new(
+            entries
+                .iter()
+                .map(|(r, t)| ThreadEntry::text(uuid::Uuid::now_v7(), *r, *t, 0))
+                .collect(),
+        ),
+        tools: Default::default(),
         purpose: Purpose::Turn,
     }
 }
@@ -197,7 +199,7 @@ async fn compaction_has_its_own_rules_and_a_default() {
     );
     r.purpose = Purpose::Compact;
     assert_eq!(m.complete(r.clone()).await.unwrap().text, "SUMMARY");
-    r.thread.pop();
+    std::sync::Arc::make_mut(&mut r.thread).pop();
     assert_eq!(
         m.complete(r).await.unwrap().text,
         "1 earlier entries; last: a"

@@ -453,6 +453,9 @@ impl ThreadStore for RedisStore {
     }
 
     async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
+        if writes.is_empty() {
+            return Ok(());
+        }
         // One round trip; the commands run in order on the one connection. Not MULTI: the
         // writes may touch several agents' slots, and each is idempotent on its own.
         let mut pipe = redis::pipe();
