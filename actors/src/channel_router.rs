@@ -8,11 +8,13 @@ use crate::deps::Deps;
 use crate::messages::{Activate, ChildOutput, Deliver, Forget, ParentRouterFor, Register, Route};
 use crate::ops::mailbox;
 use crate::parent_router::ParentRouter;
+use crate::ports::Transport;
 use crate::supervisor::Supervisor;
 use actix::prelude::*;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{Address, AgentdError, Envelope, ErrorCode, Item};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The process router.
 pub struct ChannelRouter {
@@ -45,6 +47,12 @@ pub struct RemoteOutput(pub Envelope);
 #[derive(Message, Debug)]
 #[rtype(result = "Result<bool, AgentdError>")]
 pub struct RouteAcked(pub Envelope);
+
+/// [`RouteAcked`] for an entry a transport read from a partition stream this process owns: it
+/// is delivered here even while the partition is still being drained after a takeover.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<bool, AgentdError>")]
+pub struct RouteFromStream(pub Envelope);
 
 /// Stops the live agents this process no longer owns (a partition lease was lost or given
 /// up); their durable inboxes stay for the new owner.
@@ -150,13 +158,45 @@ impl Handler<RouteAcked> for ChannelRouter {
     type Result = AtomicResponse<Self, Result<bool, AgentdError>>;
 
     fn handle(&mut self, RouteAcked(env): RouteAcked, _: &mut Self::Context) -> Self::Result {
+        self.route_acked(env, false)
+    }
+}
+
+impl Handler<RouteFromStream> for ChannelRouter {
+    type Result = AtomicResponse<Self, Result<bool, AgentdError>>;
+
+    fn handle(
+        &mut self,
+        RouteFromStream(env): RouteFromStream,
+        _: &mut Self::Context,
+    ) -> Self::Result {
+        self.route_acked(env, true)
+    }
+}
+
+impl ChannelRouter {
+    /// Delivers `env` into its receiver's durable inbox (here, or through the transport when
+    /// another process delivers it); `from_stream`: it was read from a partition this process
+    /// owns, so it is delivered here even while that partition drains.
+    fn route_acked(
+        &mut self,
+        env: Envelope,
+        from_stream: bool,
+    ) -> AtomicResponse<Self, Result<bool, AgentdError>> {
         let Some(target) = env.to.agent_id().map(str::to_string) else {
             return AtomicResponse::new(Box::pin(actix::fut::ready(Err(AgentdError::new(
                 ErrorCode::BadEnvelope,
                 "only agent addresses are routed",
             )))));
         };
-        if let Some(transport) = self.deps.transport.clone().filter(|t| !t.is_local(&target)) {
+        let remote = |t: &Arc<dyn Transport>| {
+            if from_stream {
+                !t.owns(&target)
+            } else {
+                !t.is_local(&target)
+            }
+        };
+        if let Some(transport) = self.deps.transport.clone().filter(remote) {
             let fut = async move { transport.forward(&env).await.map(|_| true) };
             return AtomicResponse::new(Box::pin(fut.into_actor(self)));
         }
@@ -226,7 +266,9 @@ impl Handler<ChildOutput> for ChannelRouter {
             .deps
             .transport
             .clone()
-            .filter(|t| !t.is_local(&parent_id))
+            // Outputs go to the parent's ParentRouter in the process that owns it; what that
+            // router puts in the parent's inbox is routed (and ordered) like any message.
+            .filter(|t| !t.owns(&parent_id))
         {
             let mut env = Envelope::new(
                 Address::agent(&out.child.id),

@@ -102,8 +102,13 @@ pub trait ThreadStore: Send + Sync + 'static {
 /// ChannelRouter asks it first; without a transport every agent is local.
 #[async_trait]
 pub trait Transport: Send + Sync + 'static {
-    /// Whether this process delivers to `agent_id` itself (it owns the agent's partition).
+    /// Whether this process delivers to `agent_id` itself (it owns the agent's partition and
+    /// has drained what was queued for it before).
     fn is_local(&self, agent_id: &str) -> bool;
+    /// Whether this process owns `agent_id`'s partition (even while still draining it).
+    fn owns(&self, agent_id: &str) -> bool {
+        self.is_local(agent_id)
+    }
     /// Hands `env` to the process that owns its receiver; returns once it is durably queued.
     async fn forward(&self, env: &Envelope) -> Result<(), AgentdError>;
 }

@@ -566,7 +566,7 @@ impl AgentSystem {
                 continue;
             }
             stack.extend(self.deps.store.children(&id).await?);
-            if self.deps.is_remote(&id) {
+            if self.deps.is_owned_elsewhere(&id) {
                 continue;
             }
             let Some(rec) = self.deps.store.get_agent(&id).await? else {

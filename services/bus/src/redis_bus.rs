@@ -9,7 +9,7 @@
 
 use crate::dead::DeadLetters;
 use actix::MailboxError;
-use agentd_actors::channel_router::{RemoteOutput, RouteAcked};
+use agentd_actors::channel_router::{RemoteOutput, RouteFromStream};
 use agentd_actors::supervisor::fnv1a64;
 use agentd_actors::{AgentSystem, Transport};
 use agentd_proto::codec::{decode_envelope, encode_envelope};
@@ -77,6 +77,10 @@ pub struct RedisBus {
     keys: Keys,
     con: ConnectionManager,
     owned: RwLock<BTreeSet<u32>>,
+    /// Partitions taken whose stream may still hold unread entries: until the reader finds
+    /// them drained, messages for their agents still go through the stream (not straight to
+    /// the local actor), so each agent's order holds across a takeover.
+    draining: RwLock<BTreeSet<u32>>,
     to_claim: RwLock<BTreeSet<u32>>,
     stopping: AtomicBool,
     dead: DeadLetters,
@@ -97,6 +101,7 @@ impl RedisBus {
             keys,
             con,
             owned: RwLock::new(BTreeSet::new()),
+            draining: RwLock::new(BTreeSet::new()),
             to_claim: RwLock::new(BTreeSet::new()),
             stopping: AtomicBool::new(false),
             dead,
@@ -341,6 +346,9 @@ impl RedisBus {
                     if let Ok(mut c) = self.to_claim.write() {
                         c.insert(k);
                     }
+                    if let Ok(mut d) = self.draining.write() {
+                        d.insert(k);
+                    }
                     if let Ok(mut o) = self.owned.write() {
                         o.insert(k);
                     }
@@ -421,7 +429,18 @@ impl RedisBus {
                 read.arg(">");
             }
             let reply: Option<StreamReadReply> = read.query_async(&mut reader).await.map_err(be)?;
-            for stream in reply.map(|r| r.keys).unwrap_or_default() {
+            let streams = reply.map(|r| r.keys).unwrap_or_default();
+            // A partition with nothing unread is drained: its agents are delivered directly
+            // from now on.
+            if let Ok(mut d) = self.draining.write()
+                && !d.is_empty()
+            {
+                d.retain(|k| {
+                    let key = self.keys.partition(*k);
+                    streams.iter().any(|s| s.key == key) || !owned.contains(k)
+                });
+            }
+            for stream in streams {
                 let ids: Vec<&StreamId> = stream.ids.iter().collect();
                 self.handle_entries(&stream.key, &ids, system, &mut con)
                     .await?;
@@ -552,7 +571,7 @@ async fn deliver(system: &AgentSystem, env: Envelope) -> Result<(), AgentdError>
         | Item::Control(Control::Pause | Control::Resume | Control::Cancel | Control::Terminate) => {
             system
                 .router()
-                .send(RouteAcked(env))
+                .send(RouteFromStream(env))
                 .await
                 .map_err(mailbox)?
                 .map(|_| ())
@@ -573,6 +592,16 @@ async fn deliver(system: &AgentSystem, env: Envelope) -> Result<(), AgentdError>
 #[async_trait]
 impl Transport for RedisBus {
     fn is_local(&self, agent_id: &str) -> bool {
+        let k = self.partition_of(agent_id);
+        self.owned.read().map(|o| o.contains(&k)).unwrap_or(false)
+            && !self
+                .draining
+                .read()
+                .map(|d| d.contains(&k))
+                .unwrap_or(false)
+    }
+
+    fn owns(&self, agent_id: &str) -> bool {
         let k = self.partition_of(agent_id);
         self.owned.read().map(|o| o.contains(&k)).unwrap_or(false)
     }
