@@ -70,6 +70,10 @@ pub struct AgentActor {
     unmet: std::collections::HashSet<String>,
     /// The environment changed during a turn: the backend's process restarts after it.
     restart_backend_after_turn: bool,
+    /// A [`StopAgent`] was handled: the actor ends as soon as its answer is written, so it
+    /// takes no more deliveries (what it accepted now would be dropped from memory with no
+    /// live actor left to run it); the router activates a fresh actor instead.
+    stopping: bool,
 }
 
 impl AgentActor {
@@ -98,6 +102,7 @@ impl AgentActor {
             has_permit: false,
             unmet: std::collections::HashSet::new(),
             restart_backend_after_turn: false,
+            stopping: false,
         }
     }
 
@@ -352,7 +357,8 @@ impl AgentActor {
 
     /// Starts the next turn if nothing runs and the status lets work start.
     fn pump(&mut self, ctx: &mut Context<Self>) {
-        if self.turn.is_some()
+        if self.stopping
+            || self.turn.is_some()
             || self.paused_mid_turn
             || self.holding_for_retry
             || self.awaiting_permit.is_some()
@@ -1072,6 +1078,13 @@ impl Handler<Deliver> for AgentActor {
             Item::Control(c) => c.as_str(),
             _ => "other",
         };
+        if self.stopping {
+            tracing::debug!(agent_id = %self.rec.id, message_id = %env.id, "delivery refused: the agent is stopping");
+            return AtomicResponse::new(Box::pin(actix::fut::ready(Err(AgentdError::new(
+                ErrorCode::Unavailable,
+                format!("agent `{}` is stopping", self.rec.id),
+            )))));
+        }
         metrics::global().inc(
             "agentd_messages_in_total",
             "Envelopes delivered to agents, by kind.",
@@ -1204,6 +1217,10 @@ impl Handler<Restore> for AgentActor {
     type Result = ();
 
     fn handle(&mut self, Restore(items): Restore, ctx: &mut Self::Context) {
+        if self.stopping {
+            // The items stay in the durable inbox for the next activation.
+            return;
+        }
         for env in items {
             self.enqueue(env, ctx);
         }
@@ -1298,6 +1315,7 @@ impl Handler<StopAgent> for AgentActor {
     type Result = ResponseActFuture<Self, AgentRecord>;
 
     fn handle(&mut self, msg: StopAgent, ctx: &mut Self::Context) -> Self::Result {
+        self.stopping = true;
         // The agent's runtime ends: a process-per-agent backend ends its process too (it is
         // started again, with the whole thread, on re-activation).
         self.deps.model.control(&self.rec.id, Control::Terminate);

@@ -5,7 +5,9 @@
 
 use crate::agent::AgentActor;
 use crate::deps::Deps;
-use crate::messages::{Activate, ChildOutput, Deliver, Forget, ParentRouterFor, Register, Route};
+use crate::messages::{
+    Activate, ChildOutput, Deliver, Forget, Lookup, ParentRouterFor, Register, Route,
+};
 use crate::ops::mailbox;
 use crate::parent_router::ParentRouter;
 use crate::ports::Transport;
@@ -53,6 +55,13 @@ pub struct RouteAcked(pub Envelope);
 #[derive(Message, Debug)]
 #[rtype(result = "Result<bool, AgentdError>")]
 pub struct RouteFromStream(pub Envelope);
+
+/// Asks the transport to end the drain of partitions it has emptied ([`Transport::settle`]).
+/// Handled atomically by the router, between two routed messages: everything it forwarded
+/// before is in a stream by then, so the check cannot miss it.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<(), AgentdError>")]
+pub struct SettleTransport;
 
 /// Stops the live agents this process no longer owns (a partition lease was lost or given
 /// up); their durable inboxes stay for the new owner.
@@ -203,23 +212,51 @@ impl ChannelRouter {
         let cached = self.agents.get(&target).filter(|a| a.connected()).cloned();
         let supervisor = self.supervisor.clone();
         let fut = async move {
+            let s = supervisor
+                .ok_or_else(|| AgentdError::new(ErrorCode::Unavailable, "router not wired"))?;
             let addr = match cached {
                 Some(a) => a,
-                None => {
-                    let s = supervisor.ok_or_else(|| {
-                        AgentdError::new(ErrorCode::Unavailable, "router not wired")
-                    })?;
-                    s.send(Activate(target.clone())).await.map_err(mailbox)??
-                }
+                None => s.send(Activate(target.clone())).await.map_err(mailbox)??,
             };
+            let res = addr.send(Deliver(env.clone())).await;
+            if res.as_ref().is_ok_and(Result::is_ok) {
+                let fresh = res.map_err(mailbox)??;
+                return Ok::<_, AgentdError>((target, addr, fresh));
+            }
+            // The cached actor may be one the supervisor stopped meanwhile (its partition was
+            // passivated, possibly re-taken since): it refuses deliveries, and an item it took
+            // now would have no live actor to run it. The supervisor's live actor (activated
+            // again from the durable inbox) gets it instead.
+            let live = s.send(Lookup(target.clone())).await.map_err(mailbox)?;
+            if live.as_ref() == Some(&addr) {
+                let fresh = res.map_err(mailbox)??;
+                return Ok((target, addr, fresh));
+            }
+            tracing::debug!(agent_id = %target, "delivery to a stopped actor; activating it again");
+            let addr = s.send(Activate(target.clone())).await.map_err(mailbox)??;
             let fresh = addr.send(Deliver(env)).await.map_err(mailbox)??;
-            Ok::<_, AgentdError>((target, addr, fresh))
+            Ok((target, addr, fresh))
         };
         AtomicResponse::new(Box::pin(fut.into_actor(self).map(|res, act, _| {
             let (target, addr, fresh) = res?;
             act.agents.insert(target, addr);
             Ok(fresh)
         })))
+    }
+}
+
+impl Handler<SettleTransport> for ChannelRouter {
+    type Result = AtomicResponse<Self, Result<(), AgentdError>>;
+
+    fn handle(&mut self, _: SettleTransport, _: &mut Self::Context) -> Self::Result {
+        let transport = self.deps.transport.clone();
+        let fut = async move {
+            match transport {
+                Some(t) => t.settle().await,
+                None => Ok(()),
+            }
+        };
+        AtomicResponse::new(Box::pin(fut.into_actor(self)))
     }
 }
 

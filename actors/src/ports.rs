@@ -111,6 +111,13 @@ pub trait Transport: Send + Sync + 'static {
     }
     /// Hands `env` to the process that owns its receiver; returns once it is durably queued.
     async fn forward(&self, env: &Envelope) -> Result<(), AgentdError>;
+    /// Ends the drain of owned partitions that hold nothing undelivered any more. The
+    /// ChannelRouter calls it between two routed messages (see `SettleTransport`), so nothing
+    /// it forwarded earlier can still wait in a stream when the partition's agents start to
+    /// get direct deliveries: that would put a newer message before an older one.
+    async fn settle(&self) -> Result<(), AgentdError> {
+        Ok(())
+    }
 }
 
 /// How many envelope ids per agent the stores remember for de-duplication.
