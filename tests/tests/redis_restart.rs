@@ -1,6 +1,7 @@
 //! Redis restarts under agentd: a graceful restart (AOF, `appendfsync everysec`) and a `kill -9`
-//! with `appendfsync always`, and connections cut with `CLIENT KILL`. agentd reconnects by itself
-//! and every acknowledged message is in its thread exactly once.
+//! with `appendfsync always`, an outage longer than the partition leases, and connections cut
+//! with `CLIENT KILL`. agentd reconnects by itself and every acknowledged message is in its
+//! thread exactly once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::{AgentdProcess, RedisServer};
@@ -145,4 +146,26 @@ fn dropped_redis_connections_client_kill_lose_nothing() {
             .unwrap();
         assert!(killed > 0, "agentd's connections were cut");
     });
+}
+
+#[test]
+fn a_redis_outage_longer_than_the_lease_loses_nothing() {
+    run(
+        &[
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ],
+        |r| {
+            // Longer than the lease (1 s): the leases expire, so agentd passivates its agents
+            // (turns in flight included) and takes their partitions again; the acknowledged
+            // work left in their durable inboxes must still run.
+            r.kill9();
+            std::thread::sleep(Duration::from_millis(2500));
+            r.restart();
+        },
+    );
 }
