@@ -502,17 +502,19 @@ impl RedisBus {
     /// group (last-delivered-id is the stream's last id) and acknowledged (nothing pending).
     async fn drained(&self, k: u32, con: &mut ConnectionManager) -> Result<bool, AgentdError> {
         let key = self.keys.partition(k);
-        let (stream, groups): (HashMap<String, redis::Value>, Vec<HashMap<String, redis::Value>>) =
-            redis::pipe()
-                .cmd("XINFO")
-                .arg("STREAM")
-                .arg(&key)
-                .cmd("XINFO")
-                .arg("GROUPS")
-                .arg(&key)
-                .query_async(con)
-                .await
-                .map_err(be)?;
+        let (stream, groups): (
+            HashMap<String, redis::Value>,
+            Vec<HashMap<String, redis::Value>>,
+        ) = redis::pipe()
+            .cmd("XINFO")
+            .arg("STREAM")
+            .arg(&key)
+            .cmd("XINFO")
+            .arg("GROUPS")
+            .arg(&key)
+            .query_async(con)
+            .await
+            .map_err(be)?;
         let text = |m: &HashMap<String, redis::Value>, field: &str| -> Option<String> {
             m.get(field)
                 .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
@@ -699,7 +701,10 @@ impl Transport for RedisBus {
                 if let Ok(mut d) = self.draining.write() {
                     d.remove(&k);
                 }
-                tracing::info!(partition = k, "partition drained; its agents get direct deliveries");
+                tracing::info!(
+                    partition = k,
+                    "partition drained; its agents get direct deliveries"
+                );
             }
         }
         Ok(())
