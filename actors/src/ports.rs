@@ -26,6 +26,18 @@ impl From<StoreError> for AgentdError {
     }
 }
 
+/// Whether `e` is a passing failure (Redis unreachable, a connection cut) after which the same
+/// work can succeed: the caller keeps the work (a stream entry stays unacknowledged, a turn is
+/// retried) instead of giving it up. Store backend failures count, store decode failures do
+/// not (the stored value stays bad).
+pub fn is_transient(e: &AgentdError) -> bool {
+    match e.code {
+        ErrorCode::Unavailable => true,
+        ErrorCode::StoreError => !e.message.starts_with("store decode:"),
+        _ => false,
+    }
+}
+
 /// Results of store calls.
 pub type StoreResult<T> = Result<T, StoreError>;
 

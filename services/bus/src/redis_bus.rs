@@ -591,7 +591,11 @@ impl RedisBus {
             };
             match outcome {
                 Ok(()) => {}
-                Err(e) if e.code == ErrorCode::Unavailable => return Err(e),
+                // Redis unreachable or a connection cut while the entry was being delivered
+                // (a store error included: the inbox write failed): it stays pending, and is
+                // claimed again after reconnecting. Dead-lettering it would lose a message
+                // that was acknowledged to its sender.
+                Err(e) if agentd_actors::ports::is_transient(&e) => return Err(e),
                 Err(e) => {
                     self.dead
                         .send(key, &sid.id, &e, sid.get::<Vec<u8>>("m"))
