@@ -88,6 +88,10 @@ pub struct AgentActor {
     /// The tools this agent's model is shown, built on its first turn (they follow from its
     /// type, allowed tools and depth, which do not change).
     tool_specs: Option<Arc<Vec<crate::ports::ToolSpec>>>,
+    /// A [`StopAgent`] was handled: the actor ends as soon as its answer is written, so it
+    /// takes no more deliveries (what it accepted now would be dropped from memory with no
+    /// live actor left to run it); the router activates a fresh actor instead.
+    stopping: bool,
 }
 
 impl AgentActor {
@@ -122,6 +126,7 @@ impl AgentActor {
             input_written: None,
             thread: None,
             tool_specs: None,
+            stopping: false,
         }
     }
 
@@ -359,6 +364,58 @@ impl AgentActor {
         self.write_later(StoreWrite::Append { agent_id, entry }, ctx);
     }
 
+    /// Whether envelope `id` is queued, waiting or running here (or was the last one begun).
+    fn holds(&self, id: Uuid) -> bool {
+        self.rec.current_task == Some(id)
+            || self.inbox.iter().any(|e| e.id == id)
+            || [&self.retry, &self.paused_input]
+                .iter()
+                .any(|e| e.as_ref().is_some_and(|e| e.id == id))
+            || self
+                .awaiting_permit
+                .as_ref()
+                .is_some_and(|(e, _)| e.id == id)
+            || self
+                .turn
+                .as_ref()
+                .is_some_and(|t| t.input.as_ref().is_some_and(|e| e.id == id))
+    }
+
+    /// A redelivered envelope the durable inbox already had: normally one this agent queued
+    /// (or handled) before. But if the first delivery's write reached the store and its answer
+    /// was lost (a connection cut mid-call), the item is pending there and queued nowhere:
+    /// it is taken now, ahead of what arrived after it.
+    fn take_if_still_pending(&mut self, env: Envelope, ctx: &mut Context<Self>) {
+        let store = self.deps.store.clone();
+        let id = self.rec.id.clone();
+        ctx.spawn(
+            async move { store.inbox_pending(&id).await }
+                .into_actor(self)
+                .map(move |pending, act, ctx| {
+                    let pending = match pending {
+                        Ok(p) => p,
+                        Err(e) => {
+                            tracing::warn!(agent_id = %act.rec.id, error = %e, "checking a redelivered envelope failed");
+                            return;
+                        }
+                    };
+                    if pending.iter().any(|e| e.id == env.id) && !act.holds(env.id) {
+                        tracing::info!(agent_id = %act.rec.id, message_id = %env.id, "redelivered envelope was stored but never queued; taking it");
+                        act.inbox.push_front(env);
+                        metrics::global().add(
+                            "agentd_inbox_depth",
+                            "Inbox items queued in this process.",
+                            &[],
+                            1.0,
+                        );
+                        act.pump(ctx);
+                    } else {
+                        tracing::debug!(agent_id = %act.rec.id, message_id = %env.id, "duplicate envelope ignored");
+                    }
+                }),
+        );
+    }
+
     /// Marks an inbox envelope handled in the durable inbox (with the next flush).
     fn done(&mut self, input: Option<Uuid>, ctx: &mut Context<Self>) {
         let Some(env_id) = input else { return };
@@ -396,7 +453,8 @@ impl AgentActor {
 
     /// Starts the next turn if nothing runs and the status lets work start.
     fn pump(&mut self, ctx: &mut Context<Self>) {
-        if self.turn.is_some()
+        if self.stopping
+            || self.turn.is_some()
             || self.paused_mid_turn
             || self.holding_for_retry
             || self.awaiting_permit.is_some()
@@ -1143,18 +1201,24 @@ impl Handler<Deliver> for AgentActor {
     }
 }
 
-impl Handler<crate::messages::DeliverAcked> for AgentActor {
+impl Handler<crate::messages::Delivery> for AgentActor {
     // Atomic, as `Deliver`: the answer goes to the sender's channel.
     type Result = AtomicResponse<Self, ()>;
 
-    fn handle(
-        &mut self,
-        crate::messages::DeliverAcked(env, ack): crate::messages::DeliverAcked,
-        ctx: &mut Self::Context,
-    ) -> Self::Result {
+    fn handle(&mut self, d: crate::messages::Delivery, ctx: &mut Self::Context) -> Self::Result {
+        if self.stopping {
+            // What this actor took now would be dropped from memory with no live actor left
+            // to run it: the router routes it again (to a fresh actor or the new owner).
+            tracing::debug!(agent_id = %self.rec.id, message_id = %d.env.id, "delivery refused: the agent is stopping");
+            self.router
+                .do_send(crate::messages::Refused(d, ctx.address()));
+            return AtomicResponse::new(Box::pin(actix::fut::ready(())));
+        }
+        let crate::messages::Delivery { env, ack, .. } = d;
+        let id = env.id;
         let delivered = self.deliver(env, ctx);
         AtomicResponse::new(Box::pin(delivered.map(move |res, _, _| {
-            let _ = ack.send(res);
+            crate::messages::answer(ack, id, res);
         })))
     }
 }
@@ -1174,6 +1238,13 @@ impl AgentActor {
             Item::Control(c) => c.as_str(),
             _ => "other",
         };
+        if self.stopping {
+            tracing::debug!(agent_id = %self.rec.id, message_id = %env.id, "delivery refused: the agent is stopping");
+            return Box::pin(actix::fut::ready(Err(AgentdError::new(
+                ErrorCode::Unavailable,
+                format!("agent `{}` is stopping", self.rec.id),
+            ))));
+        }
         metrics::global().inc(
             "agentd_messages_in_total",
             "Envelopes delivered to agents, by kind.",
@@ -1195,6 +1266,8 @@ impl AgentActor {
                         if fresh {
                             act.enqueue(env, ctx);
                             act.pump(ctx);
+                        } else if !act.holds(env.id) {
+                            act.take_if_still_pending(env, ctx);
                         } else {
                             tracing::debug!(agent_id = %act.rec.id, message_id = %env.id, "duplicate envelope ignored");
                         }
@@ -1306,6 +1379,10 @@ impl Handler<Restore> for AgentActor {
     type Result = ();
 
     fn handle(&mut self, Restore(items): Restore, ctx: &mut Self::Context) {
+        if self.stopping {
+            // The items stay in the durable inbox for the next activation.
+            return;
+        }
         for env in items {
             self.enqueue(env, ctx);
         }
@@ -1400,6 +1477,7 @@ impl Handler<StopAgent> for AgentActor {
     type Result = ResponseActFuture<Self, AgentRecord>;
 
     fn handle(&mut self, msg: StopAgent, ctx: &mut Self::Context) -> Self::Result {
+        self.stopping = true;
         // The agent's runtime ends: a process-per-agent backend ends its process too (it is
         // started again, with the whole thread, on re-activation).
         self.deps.model.control(&self.rec.id, Control::Terminate);

@@ -5,7 +5,9 @@
 
 use crate::agent::AgentActor;
 use crate::deps::Deps;
-use crate::messages::{Activate, ChildOutput, Deliver, Forget, ParentRouterFor, Register, Route};
+use crate::messages::{
+    Activate, ChildOutput, Delivery, Forget, ParentRouterFor, Refused, Register, Route,
+};
 use crate::ops::mailbox;
 use crate::parent_router::ParentRouter;
 use crate::supervisor::Supervisor;
@@ -22,7 +24,7 @@ pub struct ChannelRouter {
     parents: HashMap<String, Addr<ParentRouter>>,
     /// Envelopes waiting for a receiver that is being activated or lives in another process,
     /// in arrival order, per receiver.
-    lanes: HashMap<String, VecDeque<Pending>>,
+    lanes: HashMap<String, Lane>,
 }
 
 impl ChannelRouter {
@@ -49,6 +51,20 @@ pub struct RemoteOutput(pub Envelope);
 #[derive(Message, Debug)]
 #[rtype(result = "Result<bool, AgentdError>")]
 pub struct RouteAcked(pub Envelope);
+
+/// [`RouteAcked`] for an entry a transport read from a partition stream this process owns: it
+/// is delivered here even while the partition is still being drained after a takeover.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<bool, AgentdError>")]
+pub struct RouteFromStream(pub Envelope);
+
+/// Asks the transport to end the drain of partitions it has emptied ([`crate::ports::Transport::settle`]).
+/// Handled atomically by the router (no envelope is routed meanwhile), and only when no lane
+/// of a draining agent holds an envelope: everything forwarded to those agents before is in
+/// their stream by then, so the check cannot miss it.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<(), AgentdError>")]
+pub struct SettleTransport;
 
 /// Stops the live agents this process no longer owns (a partition lease was lost or given
 /// up); their durable inboxes stay for the new owner.
@@ -108,90 +124,78 @@ impl Handler<ForgetParent> for ChannelRouter {
     }
 }
 
-/// An envelope waiting in its receiver's lane.
-enum Pending {
-    /// Delivered without an answer ([`Route`]).
-    Fire(Envelope),
-    /// Answered once durably queued ([`RouteAcked`]).
-    Acked(
-        Envelope,
-        tokio::sync::oneshot::Sender<Result<bool, AgentdError>>,
-    ),
-}
-
-impl Pending {
-    fn env(&self) -> &Envelope {
-        match self {
-            Pending::Fire(env) | Pending::Acked(env, _) => env,
-        }
-    }
-
-    /// Answers the sender (a fire-and-forget envelope's error is logged).
-    fn answer(self, res: Result<bool, AgentdError>) {
-        match self {
-            Pending::Acked(_, ack) => {
-                let _ = ack.send(res);
-            }
-            Pending::Fire(env) => {
-                if let Err(e) = res {
-                    tracing::warn!(message_id = %env.id, error = %e, "routing an envelope failed");
-                }
-            }
-        }
-    }
-
-    /// Hands the envelope to a live agent. `do_send` queues behind everything sent before,
-    /// full mailbox or not, so the agent sees its envelopes in routing order.
-    fn hand_to(self, addr: &Addr<AgentActor>) {
-        match self {
-            Pending::Fire(env) => addr.do_send(Deliver(env)),
-            Pending::Acked(env, ack) => addr.do_send(crate::messages::DeliverAcked(env, ack)),
-        }
-    }
+/// Envelopes waiting for one receiver, in order.
+struct Lane {
+    items: VecDeque<Delivery>,
+    /// How many items at the front were refused by a stopping actor (later refusals go
+    /// behind them and before everything else).
+    bounced: usize,
 }
 
 impl ChannelRouter {
+    /// Whether `d`'s receiver is delivered by another process (through the transport). An
+    /// entry read from a partition stream this process owns is delivered here even while that
+    /// partition drains after a takeover.
+    fn is_remote(&self, d: &Delivery, target: &str) -> bool {
+        self.deps.transport.as_ref().is_some_and(|t| {
+            if d.from_stream {
+                !t.owns(target)
+            } else {
+                !t.is_local(target)
+            }
+        })
+    }
+
     /// Routes one envelope, keeping per-receiver order without holding up other receivers:
     /// a live local agent gets it at once; otherwise (activation, another process's
     /// partition) it waits in the receiver's lane, which is worked off one envelope at a time
     /// while other receivers' lanes run concurrently.
-    fn route(&mut self, item: Pending, ctx: &mut Context<Self>) {
-        let Some(target) = item.env().to.agent_id().map(str::to_string) else {
-            item.answer(Err(AgentdError::new(
+    fn route(&mut self, d: Delivery, ctx: &mut Context<Self>) {
+        let Some(target) = d.env.to.agent_id().map(str::to_string) else {
+            d.answer(Err(AgentdError::new(
                 ErrorCode::BadEnvelope,
                 "only agent addresses are routed",
             )));
             return;
         };
         if let Some(lane) = self.lanes.get_mut(&target) {
-            lane.push_back(item);
+            lane.items.push_back(d);
             return;
         }
-        let remote = self
-            .deps
-            .transport
-            .as_ref()
-            .is_some_and(|t| !t.is_local(&target));
-        if !remote && let Some(addr) = self.agents.get(&target).filter(|a| a.connected()) {
-            item.hand_to(addr);
+        if !self.is_remote(&d, &target)
+            && let Some(addr) = self.agents.get(&target).filter(|a| a.connected())
+        {
+            // `do_send` queues behind everything sent before, full mailbox or not, so the
+            // agent sees its envelopes in routing order.
+            addr.do_send(d);
             return;
         }
-        self.lanes.insert(target.clone(), VecDeque::from([item]));
+        let lane = Lane {
+            items: VecDeque::from([d]),
+            bounced: 0,
+        };
+        self.lanes.insert(target.clone(), lane);
         self.work_lane(target, ctx);
     }
 
     /// Routes the next envelope of `target`'s lane, then the one after; the lane goes away
     /// when it is empty (and later envelopes take the direct way again).
     fn work_lane(&mut self, target: String, ctx: &mut Context<Self>) {
-        let Some(item) = self.lanes.get_mut(&target).and_then(|l| l.pop_front()) else {
+        let next = self.lanes.get_mut(&target).and_then(|l| {
+            l.bounced = l.bounced.saturating_sub(1);
+            l.items.pop_front()
+        });
+        let Some(d) = next else {
             self.lanes.remove(&target);
             return;
         };
-        if let Some(transport) = self.deps.transport.clone().filter(|t| !t.is_local(&target)) {
+        if self.is_remote(&d, &target)
+            && let Some(transport) = self.deps.transport.clone()
+        {
             // Another process owns the receiver: hand it over through its partition, in order.
             let fut = async move {
-                let res = transport.forward(item.env()).await.map(|_| true);
-                item.answer(res);
+                let res = transport.forward(&d.env).await.map(|_| true);
+                d.answer(res);
             };
             ctx.spawn(
                 fut.into_actor(self)
@@ -200,11 +204,11 @@ impl ChannelRouter {
             return;
         }
         if let Some(addr) = self.agents.get(&target).filter(|a| a.connected()) {
-            item.hand_to(addr);
+            addr.do_send(d);
             return self.work_lane(target, ctx);
         }
         let Some(supervisor) = self.supervisor.clone() else {
-            item.answer(Err(AgentdError::new(
+            d.answer(Err(AgentdError::new(
                 ErrorCode::Unavailable,
                 "router not wired",
             )));
@@ -215,30 +219,29 @@ impl ChannelRouter {
         ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
             match res {
                 Ok(addr) => {
-                    item.hand_to(&addr);
+                    addr.do_send(d);
                     act.agents.insert(target.clone(), addr);
                 }
-                Err(e) => item.answer(Err(e)),
+                Err(e) => d.answer(Err(e)),
             }
             act.work_lane(target, ctx);
         }));
     }
-}
 
-impl Handler<Route> for ChannelRouter {
-    type Result = ();
-
-    fn handle(&mut self, Route(env): Route, ctx: &mut Self::Context) {
-        self.route(Pending::Fire(env), ctx);
-    }
-}
-
-impl Handler<RouteAcked> for ChannelRouter {
-    type Result = ResponseFuture<Result<bool, AgentdError>>;
-
-    fn handle(&mut self, RouteAcked(env): RouteAcked, ctx: &mut Self::Context) -> Self::Result {
+    /// Routes `env` and answers once it is durably queued (`Ok(false)`: a duplicate).
+    fn route_acked(
+        &mut self,
+        env: Envelope,
+        from_stream: bool,
+        ctx: &mut Context<Self>,
+    ) -> ResponseFuture<Result<bool, AgentdError>> {
         let (ack, answer) = tokio::sync::oneshot::channel();
-        self.route(Pending::Acked(env, ack), ctx);
+        let d = Delivery {
+            env,
+            ack: Some(ack),
+            from_stream,
+        };
+        self.route(d, ctx);
         Box::pin(async move {
             answer.await.unwrap_or_else(|_| {
                 Err(AgentdError::new(
@@ -247,6 +250,101 @@ impl Handler<RouteAcked> for ChannelRouter {
                 ))
             })
         })
+    }
+}
+
+impl Handler<Route> for ChannelRouter {
+    type Result = ();
+
+    fn handle(&mut self, Route(env): Route, ctx: &mut Self::Context) {
+        let d = Delivery {
+            env,
+            ack: None,
+            from_stream: false,
+        };
+        self.route(d, ctx);
+    }
+}
+
+impl Handler<RouteAcked> for ChannelRouter {
+    type Result = ResponseFuture<Result<bool, AgentdError>>;
+
+    fn handle(&mut self, RouteAcked(env): RouteAcked, ctx: &mut Self::Context) -> Self::Result {
+        self.route_acked(env, false, ctx)
+    }
+}
+
+impl Handler<RouteFromStream> for ChannelRouter {
+    type Result = ResponseFuture<Result<bool, AgentdError>>;
+
+    fn handle(
+        &mut self,
+        RouteFromStream(env): RouteFromStream,
+        ctx: &mut Self::Context,
+    ) -> Self::Result {
+        self.route_acked(env, true, ctx)
+    }
+}
+
+impl Handler<Refused> for ChannelRouter {
+    type Result = ();
+
+    fn handle(&mut self, Refused(d, by): Refused, ctx: &mut Self::Context) {
+        // The cached actor is stopping (its partition was passivated, maybe re-taken since):
+        // it took nothing. It is forgotten, and the envelope goes first into the receiver's
+        // lane, after the ones it refused before (they come back in the order they were sent,
+        // and were all sent before anything the lane took since). A new lane waits a moment,
+        // for the supervisor to let the actor go and activate a fresh one from the durable
+        // inbox (or for the envelope to go to the partition's new owner).
+        let Some(target) = d.env.to.agent_id().map(str::to_string) else {
+            return;
+        };
+        tracing::debug!(agent_id = %target, message_id = %d.env.id, "delivery to a stopping actor; routing it again");
+        if self.agents.get(&target) == Some(&by) {
+            self.agents.remove(&target);
+        }
+        match self.lanes.get_mut(&target) {
+            Some(lane) => {
+                let at = lane.bounced.min(lane.items.len());
+                lane.items.insert(at, d);
+                lane.bounced += 1;
+            }
+            None => {
+                let lane = Lane {
+                    items: VecDeque::from([d]),
+                    bounced: 1,
+                };
+                self.lanes.insert(target.clone(), lane);
+                ctx.run_later(std::time::Duration::from_millis(5), move |act, ctx| {
+                    act.work_lane(target, ctx)
+                });
+            }
+        }
+    }
+}
+
+impl Handler<SettleTransport> for ChannelRouter {
+    type Result = AtomicResponse<Self, Result<(), AgentdError>>;
+
+    fn handle(&mut self, _: SettleTransport, _: &mut Self::Context) -> Self::Result {
+        let transport = self.deps.transport.clone();
+        // A lane of a draining agent may hold (or be forwarding) an envelope not in its
+        // stream yet: not now; the transport asks again after its next quiet read.
+        let in_flight = transport.as_ref().is_some_and(|t| {
+            self.lanes
+                .keys()
+                .any(|target| t.owns(target) && !t.is_local(target))
+        });
+        if in_flight {
+            return AtomicResponse::new(Box::pin(actix::fut::ready(Ok(()))));
+        }
+        let fut = async move {
+            match transport {
+                Some(t) => t.settle().await,
+                None => Ok(()),
+            }
+        };
+        AtomicResponse::new(Box::pin(fut.into_actor(self)))
     }
 }
 
@@ -293,7 +391,9 @@ impl Handler<ChildOutput> for ChannelRouter {
             .deps
             .transport
             .clone()
-            .filter(|t| !t.is_local(&parent_id))
+            // Outputs go to the parent's ParentRouter in the process that owns it; what that
+            // router puts in the parent's inbox is routed (and ordered) like any message.
+            .filter(|t| !t.owns(&parent_id))
         {
             let mut env = Envelope::new(
                 Address::agent(&out.child.id),

@@ -23,6 +23,11 @@ pub struct Deps {
 }
 
 impl Deps {
+    /// Whether another process owns `agent_id`'s partition.
+    pub fn is_owned_elsewhere(&self, agent_id: &str) -> bool {
+        self.transport.as_ref().is_some_and(|t| !t.owns(agent_id))
+    }
+
     /// Whether `agent_id` is delivered by another process.
     pub fn is_remote(&self, agent_id: &str) -> bool {
         self.transport

@@ -17,15 +17,51 @@ use uuid::Uuid;
 #[rtype(result = "Result<bool, AgentdError>")]
 pub struct Deliver(pub Envelope);
 
-/// [`Deliver`] with the answer sent to `ack` instead of returned. Senders `do_send` it, which
-/// queues it behind every message sent before it even when the mailbox is full (a `send` to a
-/// full mailbox waits and could be overtaken), so per-agent order holds without waiting.
+/// An envelope on its way to an agent, with whoever waits for the answer of [`Deliver`]
+/// (`None`: nobody). The router `do_send`s it, which queues it behind every message sent
+/// before even when the mailbox is full (a `send` to a full mailbox waits and could be
+/// overtaken), so per-agent order holds without the router waiting.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
-pub struct DeliverAcked(
-    pub Envelope,
-    pub tokio::sync::oneshot::Sender<Result<bool, AgentdError>>,
-);
+pub struct Delivery {
+    /// The envelope.
+    pub env: Envelope,
+    /// Where the answer goes.
+    pub ack: Ack,
+    /// Read from a partition stream this process owns (delivered here even while the
+    /// partition drains after a takeover).
+    pub from_stream: bool,
+}
+
+/// Who waits for a [`Delivery`]'s answer.
+pub type Ack = Option<tokio::sync::oneshot::Sender<Result<bool, AgentdError>>>;
+
+impl Delivery {
+    /// Answers the sender (without one, a failure is logged).
+    pub fn answer(self, res: Result<bool, AgentdError>) {
+        answer(self.ack, self.env.id, res);
+    }
+}
+
+/// Answers `ack` about envelope `id` (without one, a failure is logged).
+pub fn answer(ack: Ack, id: uuid::Uuid, res: Result<bool, AgentdError>) {
+    match ack {
+        Some(ack) => {
+            let _ = ack.send(res);
+        }
+        None => {
+            if let Err(e) = res {
+                tracing::warn!(message_id = %id, error = %e, "routing an envelope failed");
+            }
+        }
+    }
+}
+
+/// A [`Delivery`] a stopping agent did not take, back to the router (with the refusing
+/// actor), which routes it again.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Refused(pub Delivery, pub actix::Addr<crate::agent::AgentActor>);
 
 /// Items of the durable inbox that a freshly activated agent resumes from (already stored).
 #[derive(Message, Debug)]

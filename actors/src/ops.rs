@@ -64,7 +64,7 @@ pub async fn lifecycle(
     target: &str,
     control: Control,
 ) -> Result<Option<AgentRecord>, AgentdError> {
-    if deps.is_remote(target) && !matches!(control, Control::Delete) {
+    if deps.is_owned_elsewhere(target) && !matches!(control, Control::Delete) {
         // The owner applies it (and cascades from there).
         return crate::supervisor::forward_control(deps, target, control)
             .await

@@ -26,6 +26,18 @@ impl From<StoreError> for AgentdError {
     }
 }
 
+/// Whether `e` is a passing failure (Redis unreachable, a connection cut) after which the same
+/// work can succeed: the caller keeps the work (a stream entry stays unacknowledged, a turn is
+/// retried) instead of giving it up. Store backend failures count, store decode failures do
+/// not (the stored value stays bad).
+pub fn is_transient(e: &AgentdError) -> bool {
+    match e.code {
+        ErrorCode::Unavailable => true,
+        ErrorCode::StoreError => !e.message.starts_with("store decode:"),
+        _ => false,
+    }
+}
+
 /// Results of store calls.
 pub type StoreResult<T> = Result<T, StoreError>;
 
@@ -141,10 +153,22 @@ pub trait ThreadStore: Send + Sync + 'static {
 /// ChannelRouter asks it first; without a transport every agent is local.
 #[async_trait]
 pub trait Transport: Send + Sync + 'static {
-    /// Whether this process delivers to `agent_id` itself (it owns the agent's partition).
+    /// Whether this process delivers to `agent_id` itself (it owns the agent's partition and
+    /// has drained what was queued for it before).
     fn is_local(&self, agent_id: &str) -> bool;
+    /// Whether this process owns `agent_id`'s partition (even while still draining it).
+    fn owns(&self, agent_id: &str) -> bool {
+        self.is_local(agent_id)
+    }
     /// Hands `env` to the process that owns its receiver; returns once it is durably queued.
     async fn forward(&self, env: &Envelope) -> Result<(), AgentdError>;
+    /// Ends the drain of owned partitions that hold nothing undelivered any more. The
+    /// ChannelRouter calls it between two routed messages (see `SettleTransport`), so nothing
+    /// it forwarded earlier can still wait in a stream when the partition's agents start to
+    /// get direct deliveries: that would put a newer message before an older one.
+    async fn settle(&self) -> Result<(), AgentdError> {
+        Ok(())
+    }
 }
 
 /// How many envelope ids per agent the stores remember for de-duplication.

@@ -541,7 +541,7 @@ impl Handler<Lifecycle> for Supervisor {
                             Some(addr) => {
                                 addr.send(ApplyControl(control)).await.map_err(mailbox)?
                             }
-                            None if deps.is_remote(&id) => {
+                            None if deps.is_owned_elsewhere(&id) => {
                                 forward_control(&deps, &id, control).await
                             }
                             None => {
@@ -576,7 +576,7 @@ impl Handler<Lifecycle> for Supervisor {
                                 .await
                                 .map_err(mailbox)?,
                             ),
-                            None if deps.is_remote(&id) => {
+                            None if deps.is_owned_elsewhere(&id) => {
                                 forward_control(&deps, &id, control).await.ok()
                             }
                             None => settle_stored(&deps, &id, AgentStatus::Closed).await.ok(),
@@ -593,7 +593,7 @@ impl Handler<Lifecycle> for Supervisor {
                             addr.send(StopAgent { final_status: None })
                                 .await
                                 .map_err(mailbox)?;
-                        } else if deps.is_remote(&id) {
+                        } else if deps.is_owned_elsewhere(&id) {
                             let _ = forward_control(&deps, &id, Control::Delete).await;
                         }
                         deps.store.delete_agent(&id).await?;

@@ -551,6 +551,17 @@ impl AgentSystem {
     /// when the previous process stopped: their durable inboxes (the interrupted item first)
     /// are resumed. Answers how many were activated.
     pub async fn recover(&self) -> Result<usize, AgentdError> {
+        self.recover_where(|_| true).await
+    }
+
+    /// [`AgentSystem::recover`] for the agents `filter` selects: a transport calls it for the
+    /// partitions it has just taken, because an agent stopped when its partition moved (or
+    /// whose previous owner died) keeps its acknowledged work only in its durable inbox, and
+    /// nothing else would activate it again until another message arrives.
+    pub async fn recover_where(
+        &self,
+        filter: impl Fn(&str) -> bool + Send,
+    ) -> Result<usize, AgentdError> {
         let mut stack: Vec<String> = self
             .deps
             .store
@@ -566,7 +577,7 @@ impl AgentSystem {
                 continue;
             }
             stack.extend(self.deps.store.children(&id).await?);
-            if self.deps.is_remote(&id) {
+            if !filter(&id) || self.deps.is_owned_elsewhere(&id) {
                 continue;
             }
             let Some(rec) = self.deps.store.get_agent(&id).await? else {

@@ -661,3 +661,84 @@ fn generated_garbage_on_the_command_and_partition_streams_is_dead_lettered_or_ha
     let grown = rss_kib(p.pid()).saturating_sub(rss_before);
     assert!(grown < 64 * 1024, "memory grew by {grown} KiB");
 }
+
+/// `AGENTD_TEST_SCALE` (default 1): 2,000 messages across 20 agents; 50 is the full run of
+/// 100,000 messages across 1,000 agents.
+fn scale() -> usize {
+    std::env::var("AGENTD_TEST_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+        .max(1)
+}
+
+#[test]
+fn load_across_two_processes_with_a_kill_9_midway_keeps_every_message_once_in_order() {
+    let s = scale();
+    let (messages, n_agents) = (2_000 * s, (20 * s).min(1_000));
+    let cluster = Cluster::new();
+    let a = cluster.process();
+    let b = cluster.process();
+    balanced(&a, &b);
+    let agents: Vec<String> = (0..n_agents).map(|_| spawn(&a, "subagent")).collect();
+    assert!(agents.iter().any(|id| owned(&b).contains(&partition(id))));
+    // Four senders, each with its own agents (so each agent's order is one sender's order),
+    // all through `a`; `b` is killed halfway.
+    let senders = 4;
+    let sent: Vec<Vec<(String, String)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..senders)
+            .map(|k| {
+                let (a, agents) = (&a, &agents);
+                scope.spawn(move || {
+                    let mine: Vec<&String> = agents.iter().skip(k).step_by(senders).collect();
+                    let mut sent = Vec::new();
+                    for n in 0..messages / senders {
+                        let id = mine[n % mine.len()].clone();
+                        let text = format!("msg {k}-{n}");
+                        let start = Instant::now();
+                        while a
+                            .post(&format!("/v1/agents/{id}/messages"), json!({"text": text}))
+                            .is_err()
+                        {
+                            assert!(start.elapsed() < Duration::from_secs(30), "never accepted");
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                        sent.push((id, text));
+                    }
+                    sent
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        b.kill9();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let sent: Vec<(String, String)> = sent.into_iter().flatten().collect();
+    a.wait_for("all partitions on a", |a| {
+        owned(a).len() == PARTITIONS as usize
+    });
+    let start = Instant::now();
+    for id in &agents {
+        let mine: Vec<&String> = sent
+            .iter()
+            .filter(|(i, _)| i == id)
+            .map(|(_, t)| t)
+            .collect();
+        loop {
+            let texts = a.texts(id);
+            let answered = texts.iter().filter(|t| t.starts_with("echo: ")).count();
+            if answered >= mine.len() {
+                let inputs: Vec<&String> = texts.iter().filter(|t| t.starts_with("msg ")).collect();
+                assert_eq!(inputs, mine, "every message once, in order, on {id}");
+                assert_eq!(answered, mine.len(), "each answered once on {id}");
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(120 * s as u64),
+                "{id}: {answered} of {} answered",
+                mine.len()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}

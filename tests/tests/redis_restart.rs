@@ -1,6 +1,7 @@
 //! Redis restarts under agentd: a graceful restart (AOF, `appendfsync everysec`) and a `kill -9`
-//! with `appendfsync always`. agentd reconnects by itself and every acknowledged message is in
-//! its thread exactly once.
+//! with `appendfsync always`, an outage longer than the partition leases, and connections cut
+//! with `CLIENT KILL`. agentd reconnects by itself and every acknowledged message is in its
+//! thread exactly once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::{AgentdProcess, RedisServer};
@@ -125,6 +126,45 @@ fn a_kill_9_of_redis_with_appendfsync_always_loses_nothing() {
         |r| {
             r.kill9();
             std::thread::sleep(Duration::from_millis(300));
+            r.restart();
+        },
+    );
+}
+
+#[test]
+fn dropped_redis_connections_client_kill_lose_nothing() {
+    run(&["--save", ""], |r| {
+        // Every connection agentd holds is cut at once (the stream readers' blocking ones too).
+        let mut con = r.client();
+        let killed: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("normal")
+            .arg("SKIPME")
+            .arg("yes")
+            .query(&mut con)
+            .unwrap();
+        assert!(killed > 0, "agentd's connections were cut");
+    });
+}
+
+#[test]
+fn a_redis_outage_longer_than_the_lease_loses_nothing() {
+    run(
+        &[
+            "--save",
+            "",
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+        ],
+        |r| {
+            // Longer than the lease (1 s): the leases expire, so agentd passivates its agents
+            // (turns in flight included) and takes their partitions again; the acknowledged
+            // work left in their durable inboxes must still run.
+            r.kill9();
+            std::thread::sleep(Duration::from_millis(2500));
             r.restart();
         },
     );

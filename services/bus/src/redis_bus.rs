@@ -9,7 +9,7 @@
 
 use crate::dead::DeadLetters;
 use actix::MailboxError;
-use agentd_actors::channel_router::{RemoteOutput, RouteAcked};
+use agentd_actors::channel_router::{RemoteOutput, RouteFromStream, SettleTransport};
 use agentd_actors::supervisor::fnv1a64;
 use agentd_actors::{AgentSystem, Transport};
 use agentd_proto::codec::{decode_envelope, encode_envelope};
@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadReply};
 use redis::{AsyncConnectionConfig, Script, cmd};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -77,6 +77,10 @@ pub struct RedisBus {
     keys: Keys,
     con: ConnectionManager,
     owned: RwLock<BTreeSet<u32>>,
+    /// Partitions taken whose stream may still hold unread entries: until the reader finds
+    /// them drained, messages for their agents still go through the stream (not straight to
+    /// the local actor), so each agent's order holds across a takeover.
+    draining: RwLock<BTreeSet<u32>>,
     to_claim: RwLock<BTreeSet<u32>>,
     stopping: AtomicBool,
     dead: DeadLetters,
@@ -97,6 +101,7 @@ impl RedisBus {
             keys,
             con,
             owned: RwLock::new(BTreeSet::new()),
+            draining: RwLock::new(BTreeSet::new()),
             to_claim: RwLock::new(BTreeSet::new()),
             stopping: AtomicBool::new(false),
             dead,
@@ -285,6 +290,18 @@ impl RedisBus {
                     o.remove(k);
                 }
             }
+            // A partition taken again later starts a fresh drain and claim; until then its
+            // pending entries belong to whoever owns it.
+            if let Ok(mut d) = self.draining.write() {
+                for k in &gone {
+                    d.remove(k);
+                }
+            }
+            if let Ok(mut c) = self.to_claim.write() {
+                for k in &gone {
+                    c.remove(k);
+                }
+            }
             let partitions = self.cfg.partitions;
             let set: BTreeSet<u32> = gone.iter().copied().collect();
             let stopped = system
@@ -316,6 +333,7 @@ impl RedisBus {
             );
             tracing::info!(lost = ?lost, released = ?surplus, passivated = stopped, "partitions moved away");
         }
+        let mut taken = BTreeSet::new();
         if owned_now < fair {
             // Start at a process-specific offset so concurrent starters rarely collide.
             let offset = (fnv1a64(self.cfg.process_id.as_bytes())
@@ -341,10 +359,14 @@ impl RedisBus {
                     if let Ok(mut c) = self.to_claim.write() {
                         c.insert(k);
                     }
+                    if let Ok(mut d) = self.draining.write() {
+                        d.insert(k);
+                    }
                     if let Ok(mut o) = self.owned.write() {
                         o.insert(k);
                     }
                     owned_now += 1;
+                    taken.insert(k);
                     agentd_actors::metrics::global().inc(
                         "agentd_lease_changes_total",
                         "Partition lease changes.",
@@ -354,6 +376,24 @@ impl RedisBus {
                     tracing::info!(partition = k, "partition lease taken");
                 }
             }
+        }
+        if !taken.is_empty() {
+            // Agents of these partitions that were stopped when a partition moved (here, after a
+            // lost lease, or in a dead owner) hold acknowledged work only in their durable
+            // inboxes: activate them, or they would wait for another message to arrive.
+            let system = system.clone();
+            let partitions = self.cfg.partitions.max(1);
+            actix_rt::spawn(async move {
+                let filter = move |id: &str| {
+                    taken.contains(&((fnv1a64(id.as_bytes()) % u64::from(partitions)) as u32))
+                };
+                match system.recover_where(filter).await {
+                    Ok(n) => tracing::info!(agents = n, "agents of taken partitions resumed"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "resuming the agents of taken partitions failed")
+                    }
+                }
+            });
         }
         Ok(())
     }
@@ -385,14 +425,26 @@ impl RedisBus {
     async fn read_until_error(&self, system: &AgentSystem) -> Result<(), AgentdError> {
         let mut reader = self.reader().await?;
         let mut con = self.con.clone();
+        // Entries this consumer read before an error but did not acknowledge are in its pending
+        // list, which `>` never returns again: claim them first, and drain the partitions
+        // again meanwhile so that nothing newer overtakes them.
+        for k in self.owned() {
+            if let Ok(mut c) = self.to_claim.write() {
+                c.insert(k);
+            }
+            if let Ok(mut d) = self.draining.write() {
+                d.insert(k);
+            }
+        }
         while !self.stopping.load(Ordering::SeqCst) {
             // Partitions just taken: claim what their previous owner left pending.
+            let owned = self.owned();
             let claims: Vec<u32> = self
                 .to_claim
                 .write()
                 .map(|mut c| std::mem::take(&mut *c).into_iter().collect())
                 .unwrap_or_default();
-            for k in claims {
+            for k in claims.into_iter().filter(|k| owned.contains(k)) {
                 if let Err(e) = self.claim(k, system, &mut con).await {
                     if let Ok(mut c) = self.to_claim.write() {
                         c.insert(k);
@@ -421,13 +473,62 @@ impl RedisBus {
                 read.arg(">");
             }
             let reply: Option<StreamReadReply> = read.query_async(&mut reader).await.map_err(be)?;
-            for stream in reply.map(|r| r.keys).unwrap_or_default() {
+            let streams = reply.map(|r| r.keys).unwrap_or_default();
+            // A draining partition that had nothing unread may be drained: the router checks
+            // it between two routed messages (see `settle`).
+            let quiet = self.draining.read().is_ok_and(|d| {
+                d.iter().any(|k| {
+                    let key = self.keys.partition(*k);
+                    owned.contains(k) && !streams.iter().any(|s| s.key == key)
+                })
+            });
+            for stream in streams {
                 let ids: Vec<&StreamId> = stream.ids.iter().collect();
                 self.handle_entries(&stream.key, &ids, system, &mut con)
                     .await?;
             }
+            if quiet {
+                system
+                    .router()
+                    .send(SettleTransport)
+                    .await
+                    .map_err(mailbox)??;
+            }
         }
         Ok(())
+    }
+
+    /// Whether partition `k`'s stream holds nothing undelivered: every entry was read by the
+    /// group (last-delivered-id is the stream's last id) and acknowledged (nothing pending).
+    async fn drained(&self, k: u32, con: &mut ConnectionManager) -> Result<bool, AgentdError> {
+        let key = self.keys.partition(k);
+        let (stream, groups): (
+            HashMap<String, redis::Value>,
+            Vec<HashMap<String, redis::Value>>,
+        ) = redis::pipe()
+            .cmd("XINFO")
+            .arg("STREAM")
+            .arg(&key)
+            .cmd("XINFO")
+            .arg("GROUPS")
+            .arg(&key)
+            .query_async(con)
+            .await
+            .map_err(be)?;
+        let text = |m: &HashMap<String, redis::Value>, field: &str| -> Option<String> {
+            m.get(field)
+                .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+        };
+        let Some(last) = text(&stream, "last-generated-id") else {
+            return Ok(false);
+        };
+        Ok(groups.iter().any(|g| {
+            text(g, "name").as_deref() == Some(GROUP)
+                && text(g, "last-delivered-id").as_deref() == Some(last.as_str())
+                && g.get("pending")
+                    .and_then(|v| redis::from_redis_value_ref::<u64>(v).ok())
+                    == Some(0)
+        }))
     }
 
     async fn claim(
@@ -490,7 +591,11 @@ impl RedisBus {
             };
             match outcome {
                 Ok(()) => {}
-                Err(e) if e.code == ErrorCode::Unavailable => return Err(e),
+                // Redis unreachable or a connection cut while the entry was being delivered
+                // (a store error included: the inbox write failed): it stays pending, and is
+                // claimed again after reconnecting. Dead-lettering it would lose a message
+                // that was acknowledged to its sender.
+                Err(e) if agentd_actors::ports::is_transient(&e) => return Err(e),
                 Err(e) => {
                     self.dead
                         .send(key, &sid.id, &e, sid.get::<Vec<u8>>("m"))
@@ -552,7 +657,7 @@ async fn deliver(system: &AgentSystem, env: Envelope) -> Result<(), AgentdError>
         | Item::Control(Control::Pause | Control::Resume | Control::Cancel | Control::Terminate) => {
             system
                 .router()
-                .send(RouteAcked(env))
+                .send(RouteFromStream(env))
                 .await
                 .map_err(mailbox)?
                 .map(|_| ())
@@ -575,6 +680,38 @@ impl Transport for RedisBus {
     fn is_local(&self, agent_id: &str) -> bool {
         let k = self.partition_of(agent_id);
         self.owned.read().map(|o| o.contains(&k)).unwrap_or(false)
+            && !self
+                .draining
+                .read()
+                .map(|d| d.contains(&k))
+                .unwrap_or(false)
+    }
+
+    fn owns(&self, agent_id: &str) -> bool {
+        let k = self.partition_of(agent_id);
+        self.owned.read().map(|o| o.contains(&k)).unwrap_or(false)
+    }
+
+    async fn settle(&self) -> Result<(), AgentdError> {
+        let owned = self.owned();
+        let draining: Vec<u32> = self
+            .draining
+            .read()
+            .map(|d| d.iter().copied().filter(|k| owned.contains(k)).collect())
+            .unwrap_or_default();
+        let mut con = self.con.clone();
+        for k in draining {
+            if self.drained(k, &mut con).await? {
+                if let Ok(mut d) = self.draining.write() {
+                    d.remove(&k);
+                }
+                tracing::info!(
+                    partition = k,
+                    "partition drained; its agents get direct deliveries"
+                );
+            }
+        }
+        Ok(())
     }
 
     async fn forward(&self, env: &Envelope) -> Result<(), AgentdError> {
