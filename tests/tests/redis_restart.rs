@@ -112,23 +112,23 @@ fn a_graceful_redis_restart_with_aof_everysec_loses_nothing() {
     );
 }
 
+/// Redis with an append-only file fsynced on every write: a `kill -9` loses nothing.
+const APPEND_FSYNC_ALWAYS: &[&str] = &[
+    "--save",
+    "",
+    "--appendonly",
+    "yes",
+    "--appendfsync",
+    "always",
+];
+
 #[test]
 fn a_kill_9_of_redis_with_appendfsync_always_loses_nothing() {
-    run(
-        &[
-            "--save",
-            "",
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-        ],
-        |r| {
-            r.kill9();
-            std::thread::sleep(Duration::from_millis(300));
-            r.restart();
-        },
-    );
+    run(APPEND_FSYNC_ALWAYS, |r| {
+        r.kill9();
+        std::thread::sleep(Duration::from_millis(300));
+        r.restart();
+    });
 }
 
 #[test]
@@ -150,22 +150,12 @@ fn dropped_redis_connections_client_kill_lose_nothing() {
 
 #[test]
 fn a_redis_outage_longer_than_the_lease_loses_nothing() {
-    run(
-        &[
-            "--save",
-            "",
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "always",
-        ],
-        |r| {
-            // Longer than the lease (1 s): the leases expire, so agentd passivates its agents
-            // (turns in flight included) and takes their partitions again; the acknowledged
-            // work left in their durable inboxes must still run.
-            r.kill9();
-            std::thread::sleep(Duration::from_millis(2500));
-            r.restart();
-        },
-    );
+    run(APPEND_FSYNC_ALWAYS, |r| {
+        // Longer than the lease (1 s): the leases expire, so agentd passivates its agents
+        // (turns in flight included) and takes their partitions again; the acknowledged
+        // work left in their durable inboxes must still run.
+        r.kill9();
+        std::thread::sleep(Duration::from_millis(2500));
+        r.restart();
+    });
 }

@@ -576,26 +576,45 @@ impl RedisBus {
         system: &AgentSystem,
         con: &mut ConnectionManager,
     ) -> Result<(), AgentdError> {
-        let mut acks = Vec::with_capacity(ids.len());
+        // Envelopes the router takes (inbox items, pause/resume/cancel/terminate) are handed
+        // over together: the router queues them in this order (per-agent order holds) and the
+        // receivers' durable writes run concurrently. Anything else (close, delete, child
+        // output) waits for what came before it and runs alone.
+        let mut outcomes: Vec<Result<(), AgentdError>> = Vec::with_capacity(ids.len());
+        let mut routed = Vec::new();
         for sid in ids {
-            let raw: Option<Vec<u8>> = sid.get("m");
-            let outcome = match raw {
+            let decoded = match sid.get::<Vec<u8>>("m") {
                 None => Err(AgentdError::new(
                     ErrorCode::BadEnvelope,
                     "entry has no `m` field",
                 )),
-                Some(bytes) => match decode_envelope(&bytes, self.cfg.max_envelope_bytes) {
-                    Err(e) => Err(e),
-                    Ok(env) => deliver(system, env).await,
-                },
+                Some(bytes) => decode_envelope(&bytes, self.cfg.max_envelope_bytes),
             };
+            match decoded {
+                Ok(env) if routes_directly(&env) => routed.push(deliver(system, env)),
+                other => {
+                    outcomes.extend(futures::future::join_all(routed.drain(..)).await);
+                    outcomes.push(match other {
+                        Ok(env) => deliver(system, env).await,
+                        Err(e) => Err(e),
+                    });
+                }
+            }
+        }
+        outcomes.extend(futures::future::join_all(routed).await);
+        let mut acks = Vec::with_capacity(ids.len());
+        let mut transient = None;
+        for (sid, outcome) in ids.iter().zip(outcomes) {
             match outcome {
                 Ok(()) => {}
                 // Redis unreachable or a connection cut while the entry was being delivered
                 // (a store error included: the inbox write failed): it stays pending, and is
                 // claimed again after reconnecting. Dead-lettering it would lose a message
                 // that was acknowledged to its sender.
-                Err(e) if agentd_actors::ports::is_transient(&e) => return Err(e),
+                Err(e) if agentd_actors::ports::is_transient(&e) => {
+                    transient.get_or_insert(e);
+                    continue;
+                }
                 Err(e) => {
                     self.dead
                         .send(key, &sid.id, &e, sid.get::<Vec<u8>>("m"))
@@ -613,8 +632,19 @@ impl RedisBus {
                 .await
                 .map_err(be)?;
         }
-        Ok(())
+        transient.map_or(Ok(()), Err)
     }
+}
+
+/// Whether the router takes `env` as it is (see [`deliver`]).
+fn routes_directly(env: &Envelope) -> bool {
+    matches!(
+        env.item,
+        Item::Inbox(_)
+            | Item::Control(
+                Control::Pause | Control::Resume | Control::Cancel | Control::Terminate
+            )
+    )
 }
 
 /// Creates consumer group `agentd` on `stream` (and the stream), unless it exists.
@@ -653,8 +683,9 @@ async fn deliver(system: &AgentSystem, env: Envelope) -> Result<(), AgentdError>
         })?
         .to_string();
     match &env.item {
-        Item::Inbox(_)
-        | Item::Control(Control::Pause | Control::Resume | Control::Cancel | Control::Terminate) => {
+        _ if routes_directly(&env) => {
+            // The router queues the envelope when this is first polled (its mailbox is far
+            // larger than a read batch), so envelopes handed over together keep their order.
             system
                 .router()
                 .send(RouteFromStream(env))
