@@ -49,15 +49,20 @@ pub fn decode_envelope(bytes: &[u8], max_bytes: usize) -> Result<Envelope, Agent
             ),
         ));
     }
-    let probe: VersionProbe = decode(bytes)?;
-    if probe.v != PROTOCOL_VERSION {
-        return Err(AgentdError::new(
+    // One pass on the happy path; the version is probed on its own only to explain a failure
+    // (an envelope from a newer writer is reported as such, not as garbage).
+    let unknown = |v: u16| {
+        AgentdError::new(
             ErrorCode::BadEnvelope,
-            format!(
-                "unknown envelope version {} (this build speaks {PROTOCOL_VERSION})",
-                probe.v
-            ),
-        ));
+            format!("unknown envelope version {v} (this build speaks {PROTOCOL_VERSION})"),
+        )
+    };
+    match decode::<Envelope>(bytes) {
+        Ok(env) if env.v == PROTOCOL_VERSION => Ok(env),
+        Ok(env) => Err(unknown(env.v)),
+        Err(e) => match decode::<VersionProbe>(bytes) {
+            Ok(probe) if probe.v != PROTOCOL_VERSION => Err(unknown(probe.v)),
+            _ => Err(e),
+        },
     }
-    decode(bytes)
 }
