@@ -605,8 +605,9 @@ impl AgentActor {
             // The input goes into the thread with the `running` record, in one batch.
             let written = Arc::new(AtomicBool::new(false));
             self.input_written = Some(written.clone());
+            // A first attempt's input is new; only a re-run may find it there already.
             if let Some(thread) = &mut self.thread
-                && !thread.iter().any(|e| e.id == entry.id)
+                && (self.rec.attempts == 1 || !thread.iter().any(|e| e.id == entry.id))
             {
                 Arc::make_mut(thread).push(entry.clone());
             }
@@ -637,6 +638,7 @@ impl AgentActor {
             .get_or_insert_with(|| Arc::new(crate::tools::visible_specs(&self.rec, &self.deps)))
             .clone();
         let turn = Turn {
+            replaying: true,
             tool_specs,
             thread: self.thread.take(),
             input_written,

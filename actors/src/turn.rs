@@ -62,6 +62,8 @@ pub(crate) struct Turn {
     pub input_written: Option<Arc<AtomicBool>>,
     /// The tools the model is shown (the agent's, built once).
     pub tool_specs: Arc<Vec<crate::ports::ToolSpec>>,
+    /// Whether this run may find its own earlier entries in the thread (set by `run`).
+    pub replaying: bool,
     pub rec: AgentRecord,
     pub deps: Deps,
     pub tools: ToolContext,
@@ -127,9 +129,21 @@ impl Turn {
     }
 
     async fn append(&mut self, entry: &ThreadEntry) -> Result<(), AgentdError> {
-        self.deps.store.append(&self.rec.id, entry).await?;
-        self.remember(entry);
+        let appended = self.deps.store.append(&self.rec.id, entry).await?;
+        if appended && let Some(thread) = &mut self.thread {
+            // New to the store, so new to the known copy too: no need to look for it.
+            Arc::make_mut(thread).push(entry.clone());
+        } else {
+            self.remember(entry);
+        }
         Ok(())
+    }
+
+    /// Whether entries of an earlier run of this turn may be in the thread (a retry after a
+    /// rate limit, a failure, an unreachable store or a crash, or a paused turn continuing).
+    /// A first run has none, so it looks nothing up in the thread.
+    fn may_replay(&self, continuing: bool) -> bool {
+        continuing || self.rec.attempts != 1
     }
 
     /// Adds `entry` to the known thread (once).
@@ -144,9 +158,11 @@ impl Turn {
     /// Whether the thread holds an entry `id` (scanned from the end, where a turn's own
     /// entries are).
     fn recorded(&self, id: &Uuid) -> bool {
-        self.thread
-            .as_ref()
-            .is_some_and(|t| t.iter().rev().any(|e| e.id == *id))
+        self.replaying
+            && self
+                .thread
+                .as_ref()
+                .is_some_and(|t| t.iter().rev().any(|e| e.id == *id))
     }
 
     /// The thread as stored: the known copy, or read once from the store.
@@ -197,6 +213,7 @@ impl Turn {
 
     /// Runs the turn to its end; the result carries the thread back to the actor.
     pub(crate) async fn run(mut self, input: TurnInput) -> Result<TurnResult, AgentdError> {
+        self.replaying = self.may_replay(matches!(input, TurnInput::Continue));
         let mut result = self.run_steps(input).await?;
         result.thread = self.thread.take();
         Ok(result)
@@ -245,7 +262,11 @@ impl Turn {
             // A step a previous run already recorded (a retry after a rate limit or a crash)
             // is replayed from the thread, not asked of the model again: the retry resumes
             // where that run stopped.
-            let replayed = thread.iter().rev().find(|e| e.id == step_id).cloned();
+            let replayed = if self.replaying {
+                thread.iter().rev().find(|e| e.id == step_id).cloned()
+            } else {
+                None
+            };
             let fresh = replayed.is_none();
             // `thread` is gone once the request is: appends then need no copy of it.
             let resp = match replayed {
