@@ -45,6 +45,7 @@ impl Cluster {
             ("AGENTD__REDIS__PARTITIONS", PARTITIONS.to_string()),
             ("AGENTD__REDIS__LEASE_MS", "1000".to_string()),
             ("AGENTD__REDIS__MAX_ENVELOPE_BYTES", "8192".to_string()),
+            ("AGENTD__REDIS__MAX_DELIVERIES", "3".to_string()),
             ("AGENTD__MODEL__SCRIPT", script.display().to_string()),
         ];
         Cluster {
@@ -319,6 +320,75 @@ fn an_outside_service_drives_agents_through_the_command_stream() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = SpawnRequest::default();
+}
+
+#[test]
+fn an_entry_that_keeps_failing_with_a_store_error_is_dead_lettered_after_max_deliveries() {
+    let cluster = Cluster::new();
+    let p = cluster.process();
+    let poisoned = spawn(&p, "subagent");
+    // Another agent of the same partition: its messages must get through meanwhile.
+    let neighbour = (0..200)
+        .map(|_| spawn(&p, "subagent"))
+        .find(|id| partition(id) == partition(&poisoned))
+        .expect("an agent on the same partition");
+    let mut con = cluster.redis.client();
+    // The poisoned agent's de-duplication set is made a string: its inbox write fails with
+    // WRONGTYPE every time (Redis answers; this is no outage).
+    let _: () = redis::cmd("SET")
+        .arg(format!("{NS}:agent:{{{poisoned}}}:seen"))
+        .arg("not a sorted set")
+        .query(&mut con)
+        .unwrap();
+    let stream = format!("{NS}:p:{{{}}}", partition(&poisoned));
+    let message = |to: &str, text: &str| {
+        encode_envelope(&Envelope::new(
+            Address::External { name: "t".into() },
+            Address::agent(to),
+            Item::Inbox(InboxItem::message(text)),
+            1,
+        ))
+        .unwrap()
+    };
+    xadd(&mut con, &stream, &message(&poisoned, "poison"));
+    xadd(&mut con, &stream, &message(&neighbour, "first"));
+    p.wait_for("the neighbour's first message answered", |p| {
+        p.texts(&neighbour).iter().any(|t| t == "echo: first")
+    });
+    let dead_codes = |con: &mut redis::Connection| -> Vec<String> {
+        let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+            .arg(format!("{NS}:dead"))
+            .arg("-")
+            .arg("+")
+            .query(con)
+            .unwrap();
+        reply
+            .ids
+            .iter()
+            .filter_map(|e| e.get::<String>("code"))
+            .collect()
+    };
+    let start = Instant::now();
+    while dead_codes(&mut con).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the failing entry was never moved aside"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(dead_codes(&mut con), vec!["store_error"]);
+    // The partition goes on, and nothing is left pending.
+    xadd(&mut con, &stream, &message(&neighbour, "second"));
+    p.wait_for("the neighbour's second message answered", |p| {
+        p.texts(&neighbour).iter().any(|t| t == "echo: second")
+    });
+    let summary: Vec<redis::Value> = redis::cmd("XPENDING")
+        .arg(&stream)
+        .arg("agentd")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(summary.first(), Some(&redis::Value::Int(0)));
+    assert!(p.texts(&poisoned).is_empty());
 }
 
 #[test]

@@ -73,6 +73,8 @@ pub struct RedisSettings {
     pub dead_maxlen: usize,
     /// Largest envelope, bytes.
     pub max_envelope_bytes: usize,
+    /// Deliveries of one entry that failed with a store error before it is dead-lettered.
+    pub max_deliveries: u64,
     /// Envelope ids remembered per agent for de-duplication.
     pub dedup_window: usize,
     /// Process id; empty = random.

@@ -44,6 +44,10 @@ pub struct RedisBusConfig {
     pub max_envelope_bytes: usize,
     /// Approximate cap of `<ns>:dead`.
     pub dead_maxlen: usize,
+    /// Deliveries of one entry that failed with a store error (Redis answering, the write
+    /// failing) before the entry is dead-lettered instead of holding up its partition. An
+    /// outage does not count: while Redis is unreachable, nothing is delivered.
+    pub max_deliveries: u64,
     /// This process's id (consumer name and lease value).
     pub process_id: String,
 }
@@ -611,7 +615,10 @@ impl RedisBus {
                 // (a store error included: the inbox write failed): it stays pending, and is
                 // claimed again after reconnecting. Dead-lettering it would lose a message
                 // that was acknowledged to its sender.
-                Err(e) if agentd_actors::ports::is_transient(&e) => {
+                Err(e)
+                    if agentd_actors::ports::is_transient(&e)
+                        && !self.delivered_too_often(key, &sid.id, &e, con).await =>
+                {
                     transient.get_or_insert(e);
                     continue;
                 }
@@ -633,6 +640,41 @@ impl RedisBus {
                 .map_err(be)?;
         }
         transient.map_or(Ok(()), Err)
+    }
+}
+
+impl RedisBus {
+    /// Whether entry `id` of `key`, whose delivery just failed with `e`, has failed too often to
+    /// be kept: only store errors count (Redis answered, the write did not go through), and
+    /// only once the group has delivered the entry `max_deliveries` times. If Redis cannot
+    /// tell, the entry is kept.
+    async fn delivered_too_often(
+        &self,
+        key: &str,
+        id: &str,
+        e: &AgentdError,
+        con: &mut ConnectionManager,
+    ) -> bool {
+        if e.code != ErrorCode::StoreError || self.cfg.max_deliveries == 0 {
+            return false;
+        }
+        let pending: redis::RedisResult<Vec<(String, String, u64, u64)>> = cmd("XPENDING")
+            .arg(key)
+            .arg(GROUP)
+            .arg(id)
+            .arg(id)
+            .arg(1)
+            .query_async(con)
+            .await;
+        let deliveries = match pending {
+            Ok(rows) => rows.first().map_or(0, |r| r.3),
+            Err(_) => return false,
+        };
+        if deliveries >= self.cfg.max_deliveries {
+            tracing::error!(stream = key, entry = id, deliveries, error = %e, "entry keeps failing; moving it to the dead letters");
+            return true;
+        }
+        false
     }
 }
 
