@@ -182,6 +182,21 @@ fn xadd(con: &mut redis::Connection, key: &str, bytes: &[u8]) {
         .unwrap();
 }
 
+/// The error codes of the entries in `<ns>:dead`, oldest first.
+fn dead_codes(con: &mut redis::Connection) -> Vec<String> {
+    let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg(format!("{NS}:dead"))
+        .arg("-")
+        .arg("+")
+        .query(con)
+        .unwrap();
+    reply
+        .ids
+        .iter()
+        .filter_map(|e| e.get::<String>("code"))
+        .collect()
+}
+
 fn read_stream(con: &mut redis::Connection, key: &str) -> Vec<Vec<u8>> {
     let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
         .arg(key)
@@ -355,19 +370,6 @@ fn an_entry_that_keeps_failing_with_a_store_error_is_dead_lettered_after_max_del
     p.wait_for("the neighbour's first message answered", |p| {
         p.texts(&neighbour).iter().any(|t| t == "echo: first")
     });
-    let dead_codes = |con: &mut redis::Connection| -> Vec<String> {
-        let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-            .arg(format!("{NS}:dead"))
-            .arg("-")
-            .arg("+")
-            .query(con)
-            .unwrap();
-        reply
-            .ids
-            .iter()
-            .filter_map(|e| e.get::<String>("code"))
-            .collect()
-    };
     let start = Instant::now();
     while dead_codes(&mut con).is_empty() {
         assert!(
@@ -382,12 +384,7 @@ fn an_entry_that_keeps_failing_with_a_store_error_is_dead_lettered_after_max_del
     p.wait_for("the neighbour's second message answered", |p| {
         p.texts(&neighbour).iter().any(|t| t == "echo: second")
     });
-    let summary: Vec<redis::Value> = redis::cmd("XPENDING")
-        .arg(&stream)
-        .arg("agentd")
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(summary.first(), Some(&redis::Value::Int(0)));
+    assert_eq!(pending(&mut con, &stream), 0, "nothing left pending");
     assert!(p.texts(&poisoned).is_empty());
 }
 
@@ -455,17 +452,7 @@ fn redelivered_entries_apply_once_and_bad_entries_go_to_dead_letters() {
         texts,
         vec!["only once", "echo: only once", "marker", "echo: marker"]
     );
-    let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-        .arg(format!("{NS}:dead"))
-        .arg("-")
-        .arg("+")
-        .query(&mut con)
-        .unwrap();
-    let mut codes: Vec<String> = reply
-        .ids
-        .iter()
-        .filter_map(|e| e.get::<String>("code"))
-        .collect();
+    let mut codes = dead_codes(&mut con);
     codes.sort();
     assert_eq!(
         codes,
@@ -477,16 +464,7 @@ fn redelivered_entries_apply_once_and_bad_entries_go_to_dead_letters() {
         ]
     );
     // Everything was acknowledged: nothing pending in the group.
-    let summary: Vec<redis::Value> = redis::cmd("XPENDING")
-        .arg(&stream)
-        .arg("agentd")
-        .query(&mut con)
-        .unwrap();
-    assert_eq!(
-        summary.first(),
-        Some(&redis::Value::Int(0)),
-        "nothing left pending"
-    );
+    assert_eq!(pending(&mut con, &stream), 0, "nothing left pending");
 }
 
 #[test]
