@@ -30,6 +30,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::Instrument;
 use uuid::Uuid;
 
+/// Moves the `agentd_inbox_depth` gauge (inbox items queued in this process) by `delta`.
+fn inbox_depth_changed(delta: f64) {
+    metrics::global().add(
+        "agentd_inbox_depth",
+        "Inbox items queued in this process.",
+        &[],
+        delta,
+    );
+}
+
 struct RunningTurn {
     handle: SpawnHandle,
     cause: Uuid,
@@ -294,12 +304,7 @@ impl AgentActor {
     }
 
     fn enqueue(&mut self, env: Envelope, ctx: &mut Context<Self>) {
-        metrics::global().add(
-            "agentd_inbox_depth",
-            "Inbox items queued in this process.",
-            &[],
-            1.0,
-        );
+        inbox_depth_changed(1.0);
         let (interrupt, urgent) = match &env.item {
             Item::Inbox(InboxItem::Message {
                 interrupt, urgent, ..
@@ -402,12 +407,7 @@ impl AgentActor {
                     if pending.iter().any(|e| e.id == env.id) && !act.holds(env.id) {
                         tracing::info!(agent_id = %act.rec.id, message_id = %env.id, "redelivered envelope was stored but never queued; taking it");
                         act.inbox.push_front(env);
-                        metrics::global().add(
-                            "agentd_inbox_depth",
-                            "Inbox items queued in this process.",
-                            &[],
-                            1.0,
-                        );
+                        inbox_depth_changed(1.0);
                         act.pump(ctx);
                     } else {
                         tracing::debug!(agent_id = %act.rec.id, message_id = %env.id, "duplicate envelope ignored");
@@ -433,12 +433,7 @@ impl AgentActor {
     /// Empties the queue (inbox, retry, the item waiting for a slot, a paused turn's item) and
     /// answers the ids the caller must mark done in the durable inbox.
     fn take_queue(&mut self) -> Vec<Uuid> {
-        metrics::global().add(
-            "agentd_inbox_depth",
-            "Inbox items queued in this process.",
-            &[],
-            -(self.inbox.len() as f64),
-        );
+        inbox_depth_changed(-(self.inbox.len() as f64));
         let mut ids: Vec<Uuid> = std::mem::take(&mut self.inbox)
             .into_iter()
             .map(|e| e.id)
@@ -485,23 +480,13 @@ impl AgentActor {
         }
         let popped = match self.retry.take() {
             Some(env) => {
-                metrics::global().add(
-                    "agentd_inbox_depth",
-                    "Inbox items queued in this process.",
-                    &[],
-                    1.0,
-                );
+                inbox_depth_changed(1.0);
                 Some(env)
             }
             None => self.inbox.pop_front(),
         };
         if popped.is_some() {
-            metrics::global().add(
-                "agentd_inbox_depth",
-                "Inbox items queued in this process.",
-                &[],
-                -1.0,
-            );
+            inbox_depth_changed(-1.0);
         }
         let Some(env) = popped else {
             if status == AgentStatus::Running {
@@ -637,8 +622,11 @@ impl AgentActor {
             .tool_specs
             .get_or_insert_with(|| Arc::new(crate::tools::visible_specs(&self.rec, &self.deps)))
             .clone();
+        // Only a re-run (a retry, or a paused turn continuing) can find its own earlier
+        // entries in the thread; a first run looks nothing up.
+        let replaying = matches!(input, TurnInput::Continue) || self.rec.attempts != 1;
         let turn = Turn {
-            replaying: true,
+            replaying,
             tool_specs,
             thread: self.thread.take(),
             input_written,
@@ -1043,12 +1031,7 @@ impl AgentActor {
             ));
         }
         self.set_status(AgentStatus::Running, Some("provided".into()), ctx)?;
-        metrics::global().add(
-            "agentd_inbox_depth",
-            "Inbox items queued in this process.",
-            &[],
-            1.0,
-        );
+        inbox_depth_changed(1.0);
         self.inbox.push_front(env);
         self.pump(ctx);
         Ok(self.rec.clone())
@@ -1500,12 +1483,7 @@ impl Handler<StopAgent> for AgentActor {
         if closing {
             dropped.extend(self.take_queue());
         } else {
-            metrics::global().add(
-                "agentd_inbox_depth",
-                "Inbox items queued in this process.",
-                &[],
-                -(self.inbox.len() as f64),
-            );
+            inbox_depth_changed(-(self.inbox.len() as f64));
             self.inbox.clear();
             self.paused_mid_turn = false;
         }

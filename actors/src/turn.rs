@@ -62,7 +62,8 @@ pub(crate) struct Turn {
     pub input_written: Option<Arc<AtomicBool>>,
     /// The tools the model is shown (the agent's, built once).
     pub tool_specs: Arc<Vec<crate::ports::ToolSpec>>,
-    /// Whether this run may find its own earlier entries in the thread (set by `run`).
+    /// Whether this run may find its own earlier entries in the thread (a retry after a rate
+    /// limit, a failure, an unreachable store or a crash, or a paused turn continuing).
     pub replaying: bool,
     pub rec: AgentRecord,
     pub deps: Deps,
@@ -139,13 +140,6 @@ impl Turn {
         Ok(())
     }
 
-    /// Whether entries of an earlier run of this turn may be in the thread (a retry after a
-    /// rate limit, a failure, an unreachable store or a crash, or a paused turn continuing).
-    /// A first run has none, so it looks nothing up in the thread.
-    fn may_replay(&self, continuing: bool) -> bool {
-        continuing || self.rec.attempts != 1
-    }
-
     /// Adds `entry` to the known thread (once).
     fn remember(&mut self, entry: &ThreadEntry) {
         if let Some(thread) = &mut self.thread
@@ -213,7 +207,6 @@ impl Turn {
 
     /// Runs the turn to its end; the result carries the thread back to the actor.
     pub(crate) async fn run(mut self, input: TurnInput) -> Result<TurnResult, AgentdError> {
-        self.replaying = self.may_replay(matches!(input, TurnInput::Continue));
         let mut result = self.run_steps(input).await?;
         result.thread = self.thread.take();
         Ok(result)
