@@ -368,7 +368,7 @@ impl Handler<RemoteOutput> for ChannelRouter {
                 .ok_or_else(|| AgentdError::agent_not_found(&child_id))?;
             let cause = env.causation_id.unwrap_or(env.id);
             me.send(ChildOutput {
-                child,
+                child: std::sync::Arc::new(child),
                 output,
                 cause,
             })

@@ -130,8 +130,8 @@ pub use agentd_proto::Output;
 #[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
 pub struct ChildOutput {
-    /// The child's record (its channel says where the output goes).
-    pub child: AgentRecord,
+    /// The child's record (its channel says where the output goes), shared with the child.
+    pub child: std::sync::Arc<AgentRecord>,
     /// What it produced.
     pub output: Output,
     /// Id of the thread entry (or envelope) that carries it; forwards derive their ids from it.

@@ -7,6 +7,7 @@ use agentd_proto::{
 };
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// A failure of the store. Stores map their own errors into this one.
@@ -55,8 +56,9 @@ pub struct WorkerAlias {
 /// One write of a [`ThreadStore::write_batch`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum StoreWrite {
-    /// As [`ThreadStore::put_agent`].
-    PutAgent(Box<AgentRecord>),
+    /// As [`ThreadStore::put_agent`]. Shared with the agent that wrote it (a store that keeps
+    /// records in memory keeps this one instead of a copy).
+    PutAgent(Arc<AgentRecord>),
     /// As [`ThreadStore::append`] (a duplicate entry id changes nothing).
     Append {
         /// Whose thread.
@@ -211,7 +213,7 @@ pub struct ModelRequest {
     /// The agent's environment variables (a process backend passes them to its process).
     pub env: std::collections::BTreeMap<String, String>,
     /// Layered system prompt (base + sub-agent role + type overlay).
-    pub system_prompt: String,
+    pub system_prompt: Arc<str>,
     /// The thread so far (shared with the agent's copy: a request costs no copy of it).
     pub thread: std::sync::Arc<Vec<ThreadEntry>>,
     /// Tools the agent may call (built once per agent and shared by its requests).

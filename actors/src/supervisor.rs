@@ -18,6 +18,7 @@ use agentd_proto::{
     Item,
 };
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The process supervisor.
 pub struct Supervisor {
@@ -91,10 +92,11 @@ impl Supervisor {
 
     fn start_agent(
         &mut self,
-        rec: AgentRecord,
+        rec: impl Into<Arc<AgentRecord>>,
         unmet: std::collections::HashSet<String>,
         ctx: &mut Context<Self>,
     ) -> Addr<AgentActor> {
+        let rec: Arc<AgentRecord> = rec.into();
         let id = rec.id.clone();
         let root_id = rec.root_id.clone();
         let deps = self.deps.clone();
@@ -330,7 +332,12 @@ impl Handler<Spawn> for Supervisor {
                 created_at_ms: now,
                 updated_at_ms: now,
             };
-            deps.store.put_agent(&rec).await?;
+            // Written as a batch so that a store keeping records in memory shares this one with
+            // the agent's actor instead of holding a copy.
+            let rec = Arc::new(rec);
+            deps.store
+                .write_batch(&[crate::ports::StoreWrite::PutAgent(rec.clone())])
+                .await?;
             if let Some(parent) = &spec.parent {
                 deps.store.add_child(&parent.id, &id).await?;
             }
@@ -365,14 +372,14 @@ impl Handler<Spawn> for Supervisor {
                 if let Some(env) = first {
                     act.router.do_send(crate::messages::Route(env));
                 }
-                return Ok(rec);
+                return Ok(Arc::unwrap_or_clone(rec));
             }
             crate::metrics::global().agent_status(&rec.id, Some(rec.status.as_str()));
             let addr = act.start_agent(rec.clone(), unmet, ctx);
             if let Some(env) = first {
                 addr.do_send(Deliver(env));
             }
-            Ok(rec)
+            Ok(Arc::unwrap_or_clone(rec))
         })))
     }
 }

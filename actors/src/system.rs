@@ -384,7 +384,7 @@ impl AgentSystem {
         };
         let caller = ops::record(&self.deps, &self.supervisor, agent_id).await?;
         let ctx = ToolContext {
-            caller,
+            caller: std::sync::Arc::new(caller),
             deps: self.deps.clone(),
             supervisor: self.supervisor.clone(),
             router: self.router.clone(),

@@ -62,10 +62,13 @@ pub(crate) struct Turn {
     pub input_written: Option<Arc<AtomicBool>>,
     /// The tools the model is shown (the agent's, built once).
     pub tool_specs: Arc<Vec<crate::ports::ToolSpec>>,
+    /// The layered system prompt (the agent's, built once).
+    pub system_prompt: Arc<str>,
     /// Whether this run may find its own earlier entries in the thread (a retry after a rate
     /// limit, a failure, an unreachable store or a crash, or a paused turn continuing).
     pub replaying: bool,
-    pub rec: AgentRecord,
+    /// The record as the turn started (shared with the actor until it changes).
+    pub rec: Arc<AgentRecord>,
     pub deps: Deps,
     pub tools: ToolContext,
     pub me: Addr<AgentActor>,
@@ -198,7 +201,7 @@ impl Turn {
             }),
             provider: self.rec.provider.clone(),
             env: self.rec.env.clone(),
-            system_prompt: system_prompt(&self.rec, &self.deps),
+            system_prompt: self.system_prompt.clone(),
             thread,
             tools,
             purpose,

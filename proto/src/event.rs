@@ -129,6 +129,27 @@ pub enum Event {
 }
 
 impl Event {
+    /// The event's type as it is tagged on the wire (`"status_changed"`, …), without
+    /// serialising it (the Redis event stream carries it as a field for filtering).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::Spawned { .. } => "spawned",
+            Event::StatusChanged { .. } => "status_changed",
+            Event::Yielded { .. } => "yielded",
+            Event::Forwarded { .. } => "forwarded",
+            Event::TokenUsage { .. } => "token_usage",
+            Event::DeliveryFailed { .. } => "delivery_failed",
+            Event::TurnFailed { .. } => "turn_failed",
+            Event::Marker { .. } => "marker",
+            Event::MarkerMalformed { .. } => "marker_malformed",
+            Event::RateLimited { .. } => "rate_limited",
+            Event::BudgetExceeded { .. } => "budget_exceeded",
+            Event::Deleted { .. } => "deleted",
+            Event::Checkpointed { .. } => "checkpointed",
+            Event::Restored { .. } => "restored",
+        }
+    }
+
     /// The agent an event is about (the parent for forwards).
     pub fn agent_id(&self) -> &str {
         match self {
@@ -146,6 +167,88 @@ impl Event {
             | Event::Restored { agent_id, .. }
             | Event::Deleted { agent_id } => agent_id,
             Event::Forwarded { parent_id, .. } => parent_id,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_is_the_serde_tag_of_every_variant() {
+        let a = || "a".to_string();
+        let id = uuid::Uuid::nil();
+        let events = [
+            Event::Spawned {
+                agent_id: a(),
+                parent_id: None,
+                agent_type: a(),
+                title: a(),
+            },
+            Event::StatusChanged {
+                agent_id: a(),
+                from: AgentStatus::Idle,
+                to: AgentStatus::Running,
+                reason: None,
+            },
+            Event::Yielded {
+                agent_id: a(),
+                parent_id: a(),
+                result: serde_json::Value::Null,
+            },
+            Event::Forwarded {
+                parent_id: a(),
+                child_id: a(),
+                text: a(),
+            },
+            Event::TokenUsage {
+                agent_id: a(),
+                usage: Usage::default(),
+                cost_usd: 0.0,
+            },
+            Event::DeliveryFailed {
+                agent_id: a(),
+                code: ErrorCode::Internal,
+                message: a(),
+            },
+            Event::TurnFailed {
+                agent_id: a(),
+                message: a(),
+            },
+            Event::Marker {
+                agent_id: a(),
+                marker: crate::markers::Marker::PhaseComplete { phase: 1 },
+            },
+            Event::MarkerMalformed {
+                agent_id: a(),
+                problem: a(),
+            },
+            Event::RateLimited {
+                agent_id: a(),
+                resume_at_ms: 1,
+            },
+            Event::BudgetExceeded {
+                agent_id: a(),
+                limit: a(),
+            },
+            Event::Deleted { agent_id: a() },
+            Event::Checkpointed {
+                agent_id: a(),
+                checkpoint_id: id,
+                reason: crate::checkpoint::CheckpointReason::Manual,
+                trigger: a(),
+            },
+            Event::Restored {
+                agent_id: a(),
+                checkpoint_id: id,
+            },
+        ];
+        for e in &events {
+            let tag = serde_json::to_value(e)
+                .ok()
+                .and_then(|v| v["type"].as_str().map(str::to_string));
+            assert_eq!(tag.as_deref(), Some(e.kind()), "{e:?}");
         }
     }
 }

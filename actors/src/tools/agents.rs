@@ -130,7 +130,7 @@ async fn spawn(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
         &ctx.supervisor,
         crate::messages::SpawnSpec {
             id: None,
-            parent: Some(ctx.caller.clone()),
+            parent: Some((*ctx.caller).clone()),
             agent_type: agent_type.to_string(),
             title,
             prompt: Some(prompt),

@@ -56,7 +56,7 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
                 .map_err(mailbox)?;
             let dispatched = router
                 .send(ManageSend {
-                    parent: ctx.caller.clone(),
+                    parent: (*ctx.caller).clone(),
                     worker_type: worker_type.name.clone(),
                     worker_title: worker_type.title.trim().to_string(),
                     alias: alias.clone(),

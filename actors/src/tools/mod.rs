@@ -215,7 +215,7 @@ fn spec(name: &str, rec: &AgentRecord, deps: &Deps) -> ToolSpec {
 #[derive(Clone)]
 pub struct ToolContext {
     /// The calling agent (its thread is the runtime thread of the call).
-    pub caller: AgentRecord,
+    pub caller: std::sync::Arc<AgentRecord>,
     /// Ports and config.
     pub deps: Deps,
     /// The process supervisor.

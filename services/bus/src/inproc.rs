@@ -32,8 +32,10 @@ impl Default for InProcessBus {
 
 impl EventSink for InProcessBus {
     fn publish(&self, event: &Event) {
-        // No subscriber is fine: events are observations, not work.
-        let _ = self.tx.send(event.clone());
+        // No subscriber is fine: events are observations, not work (and then not copied).
+        if self.tx.receiver_count() > 0 {
+            let _ = self.tx.send(event.clone());
+        }
     }
 }
 

@@ -7,6 +7,9 @@ use agentd_proto::codec::encode;
 use redis::aio::ConnectionManager;
 use tokio::sync::mpsc;
 
+/// Most events written in one pipeline.
+const EVENTS_PER_PIPELINE: usize = 256;
+
 /// An `EventSink` that appends to a Redis stream.
 pub struct RedisEvents {
     tx: mpsc::UnboundedSender<Event>,
@@ -18,28 +21,30 @@ impl RedisEvents {
         let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
         actix_rt::spawn(async move {
             let mut con = con;
-            while let Some(event) = rx.recv().await {
-                let kind = serde_json::to_value(&event)
-                    .ok()
-                    .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_string))
-                    .unwrap_or_default();
-                let Ok(bytes) = encode(&event) else { continue };
-                let r: redis::RedisResult<String> = redis::cmd("XADD")
-                    .arg(&key)
-                    .arg("MAXLEN")
-                    .arg("~")
-                    .arg(maxlen)
-                    .arg("*")
-                    .arg("type")
-                    .arg(kind)
-                    .arg("agent_id")
-                    .arg(event.agent_id())
-                    .arg("e")
-                    .arg(bytes)
-                    .query_async(&mut con)
-                    .await;
+            let mut batch = Vec::with_capacity(EVENTS_PER_PIPELINE);
+            // Everything published while the last write was in flight goes as one pipeline
+            // (one round trip), in publishing order.
+            while rx.recv_many(&mut batch, EVENTS_PER_PIPELINE).await > 0 {
+                let mut pipe = redis::pipe();
+                for event in batch.drain(..) {
+                    let Ok(bytes) = encode(&event) else { continue };
+                    pipe.cmd("XADD")
+                        .arg(&key)
+                        .arg("MAXLEN")
+                        .arg("~")
+                        .arg(maxlen)
+                        .arg("*")
+                        .arg("type")
+                        .arg(event.kind())
+                        .arg("agent_id")
+                        .arg(event.agent_id())
+                        .arg("e")
+                        .arg(bytes)
+                        .ignore();
+                }
+                let r: redis::RedisResult<()> = pipe.query_async(&mut con).await;
                 if let Err(e) = r {
-                    tracing::warn!(error = %e, "event not written to Redis");
+                    tracing::warn!(error = %e, "events not written to Redis");
                 }
             }
         });

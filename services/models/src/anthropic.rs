@@ -29,7 +29,7 @@ impl AnthropicModel {
 /// them alternating), tool results travel as user `tool_result` blocks, system entries (e.g.
 /// compaction summaries) join the system prompt.
 pub fn request_body(req: &ModelRequest, model: &str, max_tokens: u32) -> Value {
-    let mut system = req.system_prompt.clone();
+    let mut system = req.system_prompt.to_string();
     let mut messages: Vec<(String, Vec<Value>)> = Vec::new();
     for e in req.thread.iter() {
         let (role, blocks) = match e.role {

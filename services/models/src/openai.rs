@@ -25,7 +25,7 @@ impl OpenAiModel {
 
 /// The chat-completions request body for `req`.
 pub fn request_body(req: &ModelRequest, model: &str) -> Value {
-    let mut messages = vec![json!({"role": "system", "content": req.system_prompt})];
+    let mut messages = vec![json!({"role": "system", "content": &*req.system_prompt})];
     for e in req.thread.iter() {
         messages.push(match e.role {
             Role::System => json!({"role": "system", "content": e.text}),

@@ -93,7 +93,7 @@ async fn batches_apply_in_order(store: &dyn ThreadStore) {
     rec.status = AgentStatus::Running;
     store
         .write_batch(&[
-            StoreWrite::PutAgent(Box::new(rec.clone())),
+            StoreWrite::PutAgent(std::sync::Arc::new(rec.clone())),
             StoreWrite::Append {
                 agent_id: "b-agent".into(),
                 entry: e1.clone(),
@@ -117,7 +117,7 @@ async fn batches_apply_in_order(store: &dyn ThreadStore) {
                 agent_id: "b-agent".into(),
                 env_id: env.id,
             },
-            StoreWrite::PutAgent(Box::new(rec.clone())),
+            StoreWrite::PutAgent(std::sync::Arc::new(rec.clone())),
         ])
         .await
         .unwrap();

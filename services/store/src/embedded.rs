@@ -653,7 +653,7 @@ impl ThreadStore for RedbStore {
             .map(|w| {
                 Ok(match w {
                     StoreWrite::PutAgent(rec) => {
-                        Encoded::Put(rec.id.clone(), encode(rec).map_err(de)?)
+                        Encoded::Put(rec.id.clone(), encode(&**rec).map_err(de)?)
                     }
                     StoreWrite::Append { agent_id, entry } => Encoded::Append(
                         agent_id.clone(),

@@ -5,12 +5,13 @@ use agentd_actors::{StoreResult, StoreWrite, ThreadStore, WorkerAlias};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use uuid::Uuid;
 
 #[derive(Default)]
 struct Inner {
-    agents: HashMap<String, AgentRecord>,
+    /// Shared with the agents that wrote them (a batch's record is kept, not copied).
+    agents: HashMap<String, Arc<AgentRecord>>,
     threads: HashMap<String, (Vec<ThreadEntry>, HashSet<Uuid>)>,
     /// parent → children in insertion order, plus a set for O(1) idempotence.
     children: HashMap<String, (Vec<String>, HashSet<String>)>,
@@ -22,8 +23,13 @@ struct Inner {
 }
 
 impl Inner {
-    fn put_agent(&mut self, record: &AgentRecord) {
-        self.agents.insert(record.id.clone(), record.clone());
+    fn put_agent(&mut self, record: Arc<AgentRecord>) {
+        match self.agents.get_mut(&record.id) {
+            Some(have) => *have = record,
+            None => {
+                self.agents.insert(record.id.clone(), record);
+            }
+        }
     }
 
     fn append(&mut self, agent_id: &str, entry: &ThreadEntry) -> bool {
@@ -75,12 +81,12 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()> {
-        self.lock().put_agent(record);
+        self.lock().put_agent(Arc::new(record.clone()));
         Ok(())
     }
 
     async fn get_agent(&self, agent_id: &str) -> StoreResult<Option<AgentRecord>> {
-        Ok(self.lock().agents.get(agent_id).cloned())
+        Ok(self.lock().agents.get(agent_id).map(|r| (**r).clone()))
     }
 
     async fn list_roots(&self) -> StoreResult<Vec<AgentRecord>> {
@@ -89,7 +95,7 @@ impl ThreadStore for MemoryStore {
             .agents
             .values()
             .filter(|r| r.parent_id.is_none())
-            .cloned()
+            .map(|r| (**r).clone())
             .collect();
         roots.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
         Ok(roots)
@@ -179,7 +185,10 @@ impl ThreadStore for MemoryStore {
 
     async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
         let mut inner = self.lock();
-        let parent = inner.agents.remove(agent_id).and_then(|r| r.parent_id);
+        let parent = inner
+            .agents
+            .remove(agent_id)
+            .and_then(|r| r.parent_id.clone());
         inner.threads.remove(agent_id);
         inner.inboxes.remove(agent_id);
         inner.checkpoints.remove(agent_id);
@@ -253,7 +262,7 @@ impl ThreadStore for MemoryStore {
         let mut inner = self.lock();
         for w in writes {
             match w {
-                StoreWrite::PutAgent(rec) => inner.put_agent(rec),
+                StoreWrite::PutAgent(rec) => inner.put_agent(rec.clone()),
                 StoreWrite::Append { agent_id, entry } => {
                     inner.append(agent_id, entry);
                 }
