@@ -86,6 +86,11 @@ pub trait ThreadStore: Send + Sync + 'static {
     async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()>;
     /// Reads an agent record.
     async fn get_agent(&self, agent_id: &str) -> StoreResult<Option<AgentRecord>>;
+    /// Whether an agent record exists (every message posted checks it: stores answer without
+    /// reading and decoding the record where they can).
+    async fn agent_exists(&self, agent_id: &str) -> StoreResult<bool> {
+        Ok(self.get_agent(agent_id).await?.is_some())
+    }
     /// Every agent without a parent.
     async fn list_roots(&self) -> StoreResult<Vec<AgentRecord>>;
     /// Appends an entry to an agent's thread. Returns `false` (and changes nothing) if an entry

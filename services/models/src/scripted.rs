@@ -216,6 +216,9 @@ impl ScriptedModel {
 }
 
 fn substitute(text: &str, req: &ModelRequest, input: &str) -> String {
+    if !text.contains("{{") {
+        return text.to_string();
+    }
     text.replace("{{input}}", input)
         .replace("{{tool_result}}", input)
         .replace("{{title}}", &req.title)

@@ -126,6 +126,10 @@ async fn batches_apply_in_order(store: &dyn ThreadStore) {
     assert_eq!(store.get_agent("b-agent").await.unwrap(), Some(rec));
     store.write_batch(&[]).await.unwrap();
     store.delete_agent("b-agent").await.unwrap();
+    assert!(
+        !store.agent_exists("b-agent").await.unwrap(),
+        "gone once deleted"
+    );
 }
 
 /// Many writers at once (a durable store group-commits them): every write lands, each
@@ -243,6 +247,8 @@ async fn records_round_trip(store: &dyn ThreadStore) {
     assert_eq!(store.get_agent("c-root").await.unwrap(), Some(root.clone()));
     assert_eq!(store.get_agent("c-child").await.unwrap(), Some(child));
     assert_eq!(store.get_agent("nope").await.unwrap(), None);
+    assert!(store.agent_exists("c-child").await.unwrap());
+    assert!(!store.agent_exists("nope").await.unwrap());
     let mut changed = root.clone();
     changed.status = AgentStatus::Closed;
     store.put_agent(&changed).await.unwrap();

@@ -359,6 +359,16 @@ impl ThreadStore for RedbStore {
         .await
     }
 
+    async fn agent_exists(&self, agent_id: &str) -> StoreResult<bool> {
+        let id = agent_id.to_string();
+        self.run(move |db| {
+            let tx = db.begin_read().map_err(be)?;
+            let table = tx.open_table(AGENTS).map_err(be)?;
+            Ok(table.get(id.as_str()).map_err(be)?.is_some())
+        })
+        .await
+    }
+
     async fn list_roots(&self) -> StoreResult<Vec<AgentRecord>> {
         self.run(|db| {
             let tx = db.begin_read().map_err(be)?;

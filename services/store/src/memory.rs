@@ -89,6 +89,10 @@ impl ThreadStore for MemoryStore {
         Ok(self.lock().agents.get(agent_id).map(|r| (**r).clone()))
     }
 
+    async fn agent_exists(&self, agent_id: &str) -> StoreResult<bool> {
+        Ok(self.lock().agents.contains_key(agent_id))
+    }
+
     async fn list_roots(&self) -> StoreResult<Vec<AgentRecord>> {
         let mut roots: Vec<AgentRecord> = self
             .lock()

@@ -188,6 +188,15 @@ impl ThreadStore for RedisStore {
         bytes.map(|b| decode(&b).map_err(de)).transpose()
     }
 
+    async fn agent_exists(&self, agent_id: &str) -> StoreResult<bool> {
+        let mut con = self.con.clone();
+        cmd("EXISTS")
+            .arg(self.keys.agent(agent_id))
+            .query_async(&mut con)
+            .await
+            .map_err(be)
+    }
+
     async fn list_roots(&self) -> StoreResult<Vec<AgentRecord>> {
         let mut con = self.con.clone();
         let ids: Vec<String> = cmd("ZRANGE")
