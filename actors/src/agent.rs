@@ -414,7 +414,8 @@ impl AgentActor {
     /// A redelivered envelope the durable inbox already had: normally one this agent queued
     /// (or handled) before. But if the first delivery's write reached the store and its answer
     /// was lost (a connection cut mid-call), the item is pending there and queued nowhere:
-    /// it is taken now, ahead of what arrived after it.
+    /// it is taken now, at its place in the durable inbox's order (after what was stored
+    /// before it, ahead of what arrived after it).
     fn take_if_still_pending(&mut self, env: Envelope, ctx: &mut Context<Self>) {
         let store = self.deps.store.clone();
         let id = self.rec.id.clone();
@@ -429,9 +430,18 @@ impl AgentActor {
                             return;
                         }
                     };
-                    if pending.iter().any(|e| e.id == env.id) && !act.holds(env.id) {
+                    let place = |id: Uuid| pending.iter().position(|e| e.id == id);
+                    if let Some(mine) = place(env.id)
+                        && !act.holds(env.id)
+                    {
                         tracing::info!(agent_id = %act.rec.id, message_id = %env.id, "redelivered envelope was stored but never queued; taking it");
-                        act.inbox.push_front(env);
+                        // Before the first queued item stored after it (or not stored at all).
+                        let at = act
+                            .inbox
+                            .iter()
+                            .position(|q| place(q.id).is_none_or(|p| p > mine))
+                            .unwrap_or(act.inbox.len());
+                        act.inbox.insert(at, env);
                         inbox_depth_changed(1.0);
                         act.pump(ctx);
                     } else {

@@ -83,3 +83,55 @@ async fn queued_work_survives_a_stop_and_resumes_in_order_once() {
     })
     .await;
 }
+
+/// An item whose inbox write landed but whose answer was lost (a connection cut mid-call) is
+/// stored yet queued nowhere; when it is delivered again, the agent takes it at its place in
+/// the durable inbox: after what was stored before it, before what was stored after it.
+#[actix_rt::test]
+async fn a_stored_but_unqueued_item_delivered_again_keeps_its_place_in_the_inbox() {
+    use agentd_actors::channel_router::RouteAcked;
+    use agentd_proto::{Address, Envelope, InboxItem, Item};
+    let store: Arc<dyn ThreadStore> = Arc::new(MemoryStore::new());
+    let clock = ManualClock::new(1);
+    let t = start(
+        SCRIPT,
+        default_types(ManageOptions::default()),
+        store.clone(),
+        Arc::new(clock.clone()),
+    );
+    let a = t.root("plain", Some("slow m0")).await;
+    wait_until("m0 running", || async { clock.sleepers() == 1 }).await;
+    t.system.send(&a.id, "m1", false).await.unwrap();
+    // m2's write reached the store; its answer never came back.
+    let m2 = Envelope::new(
+        Address::System,
+        Address::agent(&a.id),
+        Item::Inbox(InboxItem::message("m2")),
+        1,
+    );
+    assert!(store.inbox_push(&a.id, &m2).await.unwrap());
+    t.system.send(&a.id, "m3", false).await.unwrap();
+    // The redelivery finds it stored already (a duplicate) but not queued: it is taken.
+    let fresh = t
+        .system
+        .router()
+        .send(RouteAcked(m2))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!fresh, "the store had it");
+    wait_until("m1, m2 and m3 queued", || async {
+        t.system.inspect(&a.id).await.unwrap()["inbox"] == 3
+    })
+    .await;
+    clock.advance(1000);
+    t.wait_for_entry(&a.id, Role::Assistant, "done: m3").await;
+    let inputs: Vec<String> = t
+        .thread(&a.id)
+        .await
+        .into_iter()
+        .filter(|e| e.role == Role::User)
+        .map(|e| e.text)
+        .collect();
+    assert_eq!(inputs, vec!["slow m0", "m1", "m2", "m3"]);
+}
