@@ -69,9 +69,10 @@ impl AgentdProcess {
             }
         };
         // Keep draining stdout (agentd's logs) so it never blocks; show it with --nocapture.
+        let pid = child.id();
         std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
-                eprintln!("[agentd] {line}");
+                eprintln!("[agentd {pid}] {line}");
             }
         });
         AgentdProcess { child, url }
@@ -139,12 +140,7 @@ impl AgentdProcess {
 
     /// SIGTERM, then wait for a clean exit.
     pub fn stop(mut self) {
-        let status = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status()
-            .expect("kill");
-        assert!(status.success());
+        self.signal("TERM");
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
@@ -157,6 +153,16 @@ impl AgentdProcess {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// Sends `signal` (a `kill` name: `STOP`, `CONT`, …) to the process.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -{signal} failed");
     }
 
     /// SIGKILL: no shutdown at all.

@@ -6,6 +6,13 @@
 //! dedicated connection (no response timeout), claims what a dead owner left pending
 //! (`XAUTOCLAIM`), hands each entry to the receiving agent's durable inbox, and acknowledges
 //! (`XACK`) only after that. Entries that cannot be decoded or delivered go to `<ns>:dead`.
+//!
+//! A process fences itself by its own clock: a partition whose lease it has not renewed for
+//! half the lease time (the process stalled, was frozen, or cannot reach Redis) is neither read
+//! nor delivered to directly until it is renewed again, and then drained like a partition just
+//! taken. A read issued before that answers (`BLOCK` ≤ a quarter lease) before the lease can
+//! expire in Redis, so whatever it returned is in this consumer's pending list when the next
+//! owner claims; two processes never deliver from one partition at once.
 
 use crate::dead::DeadLetters;
 use actix::MailboxError;
@@ -20,9 +27,9 @@ use redis::aio::{ConnectionManager, MultiplexedConnection};
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadReply};
 use redis::{AsyncConnectionConfig, Script, cmd};
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The consumer group every agentd process reads with.
 pub const GROUP: &str = "agentd";
@@ -86,6 +93,11 @@ pub struct RedisBus {
     /// the local actor), so each agent's order holds across a takeover.
     draining: RwLock<BTreeSet<u32>>,
     to_claim: RwLock<BTreeSet<u32>>,
+    /// When each owned partition's lease was last taken or renewed (the request's send time,
+    /// so the lease in Redis runs at least as long from then).
+    renewed: RwLock<HashMap<u32, Instant>>,
+    /// Rounds the partition reader has finished (a read and the handling of what it got).
+    read_rounds: AtomicU64,
     stopping: AtomicBool,
     dead: DeadLetters,
     renew: Script,
@@ -107,6 +119,8 @@ impl RedisBus {
             owned: RwLock::new(BTreeSet::new()),
             draining: RwLock::new(BTreeSet::new()),
             to_claim: RwLock::new(BTreeSet::new()),
+            renewed: RwLock::new(HashMap::new()),
+            read_rounds: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
             dead,
             renew: Script::new(RENEW),
@@ -117,6 +131,50 @@ impl RedisBus {
     /// The partition of an agent.
     pub fn partition_of(&self, agent_id: &str) -> u32 {
         (fnv1a64(agent_id.as_bytes()) % u64::from(self.cfg.partitions.max(1))) as u32
+    }
+
+    /// Whether partition `k`'s lease was taken or renewed within half the lease time: only
+    /// then does this process read it or deliver to its agents directly (see the module doc).
+    fn fresh(&self, k: u32) -> bool {
+        let stale_after = Duration::from_millis(self.cfg.lease_ms / 2);
+        self.renewed
+            .read()
+            .is_ok_and(|r| r.get(&k).is_some_and(|t| t.elapsed() < stale_after))
+    }
+
+    /// Records a lease taken or renewed by a request sent at `sent`. A partition that had gone
+    /// stale meanwhile is claimed and drained again first (what it read then is pending here,
+    /// and direct deliveries must not overtake what waits in its stream).
+    fn lease_held(&self, k: u32, sent: Instant) {
+        if !self.fresh(k) {
+            if let Ok(mut c) = self.to_claim.write() {
+                c.insert(k);
+            }
+            if let Ok(mut d) = self.draining.write() {
+                d.insert(k);
+            }
+        }
+        if let Ok(mut r) = self.renewed.write() {
+            r.insert(k, sent);
+        }
+    }
+
+    /// The partitions to read new entries (`>`) from: owned, with a fresh lease, and with
+    /// nothing left to claim. A partition taken (or renewed after going stale) while the reader
+    /// was busy waits for its claim: reading newer entries first would overtake what the
+    /// previous holder left pending. (Each flag is set before the one checked ahead of it
+    /// here, so a reader that sees a partition owned and fresh also sees its claim.)
+    fn readable(&self) -> Vec<u32> {
+        let owned: Vec<u32> = self
+            .owned()
+            .into_iter()
+            .filter(|k| self.fresh(*k))
+            .collect();
+        let to_claim = self.to_claim.read().map(|c| c.clone()).unwrap_or_default();
+        owned
+            .into_iter()
+            .filter(|k| !to_claim.contains(k))
+            .collect()
     }
 
     /// The partitions this process owns now.
@@ -223,7 +281,8 @@ impl RedisBus {
     }
 
     async fn lease_loop(self: Arc<Self>, system: AgentSystem) {
-        let tick = Duration::from_millis((self.cfg.lease_ms / 3).max(50));
+        // Four renewals per lease: one late round does not make a partition stale.
+        let tick = Duration::from_millis((self.cfg.lease_ms / 4).max(25));
         while !self.stopping.load(Ordering::SeqCst) {
             tokio::time::sleep(tick).await;
             if self.stopping.load(Ordering::SeqCst) {
@@ -262,6 +321,7 @@ impl RedisBus {
         let fair = (self.cfg.partitions as usize).div_ceil(live.max(1));
         let mut lost = Vec::new();
         for k in self.owned() {
+            let sent = Instant::now();
             let kept: i64 = self
                 .renew
                 .key(self.keys.lease(k))
@@ -272,6 +332,8 @@ impl RedisBus {
                 .map_err(be)?;
             if kept == 0 {
                 lost.push(k);
+            } else {
+                self.lease_held(k, sent);
             }
         }
         let mut owned_now = self.owned().len() - lost.len();
@@ -306,6 +368,11 @@ impl RedisBus {
                     c.remove(k);
                 }
             }
+            if let Ok(mut r) = self.renewed.write() {
+                for k in &gone {
+                    r.remove(k);
+                }
+            }
             let partitions = self.cfg.partitions;
             let set: BTreeSet<u32> = gone.iter().copied().collect();
             let stopped = system
@@ -313,6 +380,9 @@ impl RedisBus {
                     set.contains(&((fnv1a64(id.as_bytes()) % u64::from(partitions.max(1))) as u32))
                 }))
                 .await;
+            if !surplus.is_empty() {
+                self.wait_for_read_round().await;
+            }
             for k in &surplus {
                 let _: i64 = self
                     .release
@@ -350,6 +420,7 @@ impl RedisBus {
                 if self.owned().contains(&k) {
                     continue;
                 }
+                let sent = Instant::now();
                 let got: Option<String> = cmd("SET")
                     .arg(self.keys.lease(k))
                     .arg(&self.cfg.process_id)
@@ -360,6 +431,9 @@ impl RedisBus {
                     .await
                     .map_err(be)?;
                 if got.is_some() {
+                    if let Ok(mut r) = self.renewed.write() {
+                        r.insert(k, sent);
+                    }
                     if let Ok(mut c) = self.to_claim.write() {
                         c.insert(k);
                     }
@@ -402,6 +476,21 @@ impl RedisBus {
         Ok(())
     }
 
+    /// Waits (at most half a lease) until the reader finishes the round it is in. A partition
+    /// given up is left out of every read started after it was dropped from `owned`; what a read
+    /// already under way returns for it stays pending here, and is claimed by the next owner,
+    /// who can only take the lease once this process releases it, after this wait.
+    async fn wait_for_read_round(&self) {
+        let seen = self.read_rounds.load(Ordering::SeqCst);
+        let deadline = Instant::now() + Duration::from_millis(self.cfg.lease_ms / 2);
+        while self.read_rounds.load(Ordering::SeqCst) == seen
+            && Instant::now() < deadline
+            && !self.stopping.load(Ordering::SeqCst)
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     async fn reader(&self) -> Result<MultiplexedConnection, AgentdError> {
         let client = redis::Client::open(self.cfg.url.as_str()).map_err(be)?;
         // Blocking reads must not hit the default response timeout.
@@ -441,14 +530,23 @@ impl RedisBus {
             }
         }
         while !self.stopping.load(Ordering::SeqCst) {
-            // Partitions just taken: claim what their previous owner left pending.
+            // Partitions just taken: claim what their previous owner left pending (a stale one
+            // waits until its lease is renewed).
             let owned = self.owned();
             let claims: Vec<u32> = self
                 .to_claim
                 .write()
-                .map(|mut c| std::mem::take(&mut *c).into_iter().collect())
+                .map(|mut c| {
+                    let all = std::mem::take(&mut *c);
+                    let (now, later): (BTreeSet<u32>, BTreeSet<u32>) = all
+                        .into_iter()
+                        .filter(|k| owned.contains(k))
+                        .partition(|k| self.fresh(*k));
+                    *c = later;
+                    now.into_iter().collect()
+                })
                 .unwrap_or_default();
-            for k in claims.into_iter().filter(|k| owned.contains(k)) {
+            for k in claims {
                 if let Err(e) = self.claim(k, system, &mut con).await {
                     if let Ok(mut c) = self.to_claim.write() {
                         c.insert(k);
@@ -456,8 +554,9 @@ impl RedisBus {
                     return Err(e);
                 }
             }
-            let owned = self.owned();
+            let owned = self.readable();
             if owned.is_empty() {
+                self.read_rounds.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
@@ -468,7 +567,7 @@ impl RedisBus {
                 .arg("COUNT")
                 .arg(self.cfg.batch)
                 .arg("BLOCK")
-                .arg(200)
+                .arg((self.cfg.lease_ms / 4).clamp(1, 200))
                 .arg("STREAMS");
             for k in &owned {
                 read.arg(self.keys.partition(*k));
@@ -487,6 +586,17 @@ impl RedisBus {
                 })
             });
             for stream in streams {
+                let stale = owned
+                    .iter()
+                    .find(|k| self.keys.partition(**k) == stream.key)
+                    .is_none_or(|k| !self.fresh(*k));
+                if stale {
+                    // The lease went stale, or the partition was given up, during the read:
+                    // what it returned stays pending here, for this process once renewed or
+                    // for the next owner's claim (both claim before reading anything newer).
+                    tracing::warn!(stream = %stream.key, entries = stream.ids.len(), "partition no longer fresh after a read; leaving its entries pending");
+                    continue;
+                }
                 let ids: Vec<&StreamId> = stream.ids.iter().collect();
                 self.handle_entries(&stream.key, &ids, system, &mut con)
                     .await?;
@@ -498,6 +608,7 @@ impl RedisBus {
                     .await
                     .map_err(mailbox)??;
             }
+            self.read_rounds.fetch_add(1, Ordering::SeqCst);
         }
         Ok(())
     }
@@ -753,6 +864,7 @@ impl Transport for RedisBus {
     fn is_local(&self, agent_id: &str) -> bool {
         let k = self.partition_of(agent_id);
         self.owned.read().map(|o| o.contains(&k)).unwrap_or(false)
+            && self.fresh(k)
             && !self
                 .draining
                 .read()
