@@ -192,6 +192,16 @@ impl TestSystem {
         self.store.thread(id).await.expect("thread")
     }
 
+    /// The texts of `id`'s thread entries of `role`, in thread order.
+    pub async fn texts_of(&self, id: &str, role: Role) -> Vec<String> {
+        self.thread(id)
+            .await
+            .into_iter()
+            .filter(|e| e.role == role)
+            .map(|e| e.text)
+            .collect()
+    }
+
     /// Waits until `id`'s thread has an entry of `role` containing `text`; returns the thread.
     pub async fn wait_for_entry(&self, id: &str, role: Role, text: &str) -> Vec<ThreadEntry> {
         let what = format!("{role:?} entry containing {text:?} on {id}");

@@ -141,13 +141,7 @@ async fn two_workers_two_aliases_same_alias_same_child_and_check_status() {
     assert_eq!(a2["childThreadId"], a_child.as_str());
     assert_eq!(a2["created"], false);
     assert_eq!(a2["messages"], json!(["ops did: second"]));
-    let texts: Vec<String> = sys
-        .thread(&a_child)
-        .await
-        .into_iter()
-        .filter(|e| e.role == Role::User)
-        .map(|e| e.text)
-        .collect();
+    let texts: Vec<String> = sys.texts_of(&a_child, Role::User).await;
     assert_eq!(texts, vec!["first", "second"]);
     // Same alias under another worker is another thread.
     let a3 = manage(

@@ -131,13 +131,7 @@ async fn markers_drive_phase_dependency_and_question_states() {
         .await;
     let rec = sys.wait_for_status(&a.id, AgentStatus::Idle).await;
     assert_eq!(rec.phase, Some(2));
-    let users: Vec<String> = sys
-        .thread(&a.id)
-        .await
-        .into_iter()
-        .filter(|e| e.role == Role::User)
-        .map(|e| e.text)
-        .collect();
+    let users: Vec<String> = sys.texts_of(&a.id, Role::User).await;
     assert_eq!(
         users,
         vec![

@@ -126,12 +126,6 @@ async fn a_stored_but_unqueued_item_delivered_again_keeps_its_place_in_the_inbox
     .await;
     clock.advance(1000);
     t.wait_for_entry(&a.id, Role::Assistant, "done: m3").await;
-    let inputs: Vec<String> = t
-        .thread(&a.id)
-        .await
-        .into_iter()
-        .filter(|e| e.role == Role::User)
-        .map(|e| e.text)
-        .collect();
+    let inputs: Vec<String> = t.texts_of(&a.id, Role::User).await;
     assert_eq!(inputs, vec!["slow m0", "m1", "m2", "m3"]);
 }

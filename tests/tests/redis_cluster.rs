@@ -807,8 +807,10 @@ fn every_message_once_in_order(
     }
 }
 
-#[test]
-fn load_across_two_processes_with_a_kill_9_midway_keeps_every_message_once_in_order() {
+/// Two balanced processes and the load tests' agents (spawned through the first, spread over
+/// both), with the number of messages to send: 2,000 across 20 agents per unit of
+/// [`scale`].
+fn load_cluster() -> (Cluster, AgentdProcess, AgentdProcess, Vec<String>, usize) {
     let s = scale();
     let (messages, n_agents) = (2_000 * s, (20 * s).min(1_000));
     let cluster = Cluster::new();
@@ -817,6 +819,12 @@ fn load_across_two_processes_with_a_kill_9_midway_keeps_every_message_once_in_or
     balanced(&a, &b);
     let agents: Vec<String> = (0..n_agents).map(|_| spawn(&a, "subagent")).collect();
     assert!(agents.iter().any(|id| owned(&b).contains(&partition(id))));
+    (cluster, a, b, agents, messages)
+}
+
+#[test]
+fn load_across_two_processes_with_a_kill_9_midway_keeps_every_message_once_in_order() {
+    let (_cluster, a, b, agents, messages) = load_cluster();
     // All through `a`; `b` is killed 300 ms in.
     let sent = drive_load(&a, &agents, messages, move || b.kill9());
     a.wait_for("all partitions on a", |a| {
@@ -830,14 +838,7 @@ fn load_across_two_processes_with_a_kill_9_midway_keeps_every_message_once_in_or
 /// stale lease), so the two never deliver to one agent at once; it then takes its share back.
 #[test]
 fn a_process_frozen_past_its_leases_neither_loses_nor_reorders_messages_when_it_wakes() {
-    let s = scale();
-    let (messages, n_agents) = (2_000 * s, (20 * s).min(1_000));
-    let cluster = Cluster::new();
-    let a = cluster.process();
-    let b = cluster.process();
-    balanced(&a, &b);
-    let agents: Vec<String> = (0..n_agents).map(|_| spawn(&a, "subagent")).collect();
-    assert!(agents.iter().any(|id| owned(&b).contains(&partition(id))));
+    let (_cluster, a, b, agents, messages) = load_cluster();
     // Half through each process, so `b` also takes posts just before it freezes and right
     // after it wakes.
     let for_a: Vec<String> = agents.iter().step_by(2).cloned().collect();

@@ -156,13 +156,7 @@ async fn a_yield_is_handled_before_messages_already_queued_for_the_parent() {
     clock.advance(1000);
     sys.wait_for_entry(&lead.id, Role::Assistant, "lead saw: m2")
         .await;
-    let users: Vec<String> = sys
-        .thread(&lead.id)
-        .await
-        .into_iter()
-        .filter(|e| e.role == Role::User)
-        .map(|e| e.text)
-        .collect();
+    let users: Vec<String> = sys.texts_of(&lead.id, Role::User).await;
     assert_eq!(users, vec!["busy", "From Coder: code written", "m1", "m2"]);
 }
 
