@@ -261,6 +261,9 @@ impl RedisBus {
     /// Stops reading, releases every lease and leaves the member set.
     pub async fn shutdown(&self) {
         self.stopping.store(true, Ordering::SeqCst);
+        // A read still blocked could take entries after the next owner took a lease: let it
+        // come back (and what it got be delivered) before the leases go.
+        self.wait_for_read_round().await;
         let mut con = self.con.clone();
         for k in self.owned() {
             let _: redis::RedisResult<i64> = self
@@ -483,10 +486,7 @@ impl RedisBus {
     async fn wait_for_read_round(&self) {
         let seen = self.read_rounds.load(Ordering::SeqCst);
         let deadline = Instant::now() + Duration::from_millis(self.cfg.lease_ms / 2);
-        while self.read_rounds.load(Ordering::SeqCst) == seen
-            && Instant::now() < deadline
-            && !self.stopping.load(Ordering::SeqCst)
-        {
+        while self.read_rounds.load(Ordering::SeqCst) == seen && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
@@ -504,7 +504,10 @@ impl RedisBus {
     async fn read_loop(self: Arc<Self>, system: AgentSystem) {
         let mut backoff = Duration::from_millis(100);
         while !self.stopping.load(Ordering::SeqCst) {
-            match self.read_until_error(&system).await {
+            let res = self.read_until_error(&system).await;
+            // The round under way ended too (a shutdown may be waiting for it).
+            self.read_rounds.fetch_add(1, Ordering::SeqCst);
+            match res {
                 Ok(()) => return,
                 Err(e) => {
                     tracing::warn!(error = %e, backoff_ms = backoff.as_millis() as u64, "partition reader lost Redis; reconnecting");
