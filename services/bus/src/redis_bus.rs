@@ -96,8 +96,10 @@ pub struct RedisBus {
     /// When each owned partition's lease was last taken or renewed (the request's send time,
     /// so the lease in Redis runs at least as long from then).
     renewed: RwLock<HashMap<u32, Instant>>,
-    /// Rounds the partition reader has finished (a read and the handling of what it got).
+    /// Reads (`XREADGROUP`) the partition reader has finished.
     read_rounds: AtomicU64,
+    /// A read is under way.
+    reading: AtomicBool,
     stopping: AtomicBool,
     dead: DeadLetters,
     renew: Script,
@@ -121,6 +123,7 @@ impl RedisBus {
             to_claim: RwLock::new(BTreeSet::new()),
             renewed: RwLock::new(HashMap::new()),
             read_rounds: AtomicU64::new(0),
+            reading: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
             dead,
             renew: Script::new(RENEW),
@@ -479,14 +482,18 @@ impl RedisBus {
         Ok(())
     }
 
-    /// Waits (at most half a lease) until the reader finishes the round it is in. A partition
-    /// given up is left out of every read started after it was dropped from `owned`; what a read
-    /// already under way returns for it stays pending here, and is claimed by the next owner,
-    /// who can only take the lease once this process releases it, after this wait.
+    /// Waits until a read under way has come back (it blocks at most a quarter lease; this
+    /// waits at most half). A partition given up is left out of every read started after it
+    /// was dropped from `owned`; what a read already under way returns for it stays pending
+    /// here, and is claimed by the next owner, who can only take the lease once this process
+    /// releases it, after this wait.
     async fn wait_for_read_round(&self) {
         let seen = self.read_rounds.load(Ordering::SeqCst);
         let deadline = Instant::now() + Duration::from_millis(self.cfg.lease_ms / 2);
-        while self.read_rounds.load(Ordering::SeqCst) == seen && Instant::now() < deadline {
+        while self.reading.load(Ordering::SeqCst)
+            && self.read_rounds.load(Ordering::SeqCst) == seen
+            && Instant::now() < deadline
+        {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
@@ -504,10 +511,7 @@ impl RedisBus {
     async fn read_loop(self: Arc<Self>, system: AgentSystem) {
         let mut backoff = Duration::from_millis(100);
         while !self.stopping.load(Ordering::SeqCst) {
-            let res = self.read_until_error(&system).await;
-            // The round under way ended too (a shutdown may be waiting for it).
-            self.read_rounds.fetch_add(1, Ordering::SeqCst);
-            match res {
+            match self.read_until_error(&system).await {
                 Ok(()) => return,
                 Err(e) => {
                     tracing::warn!(error = %e, backoff_ms = backoff.as_millis() as u64, "partition reader lost Redis; reconnecting");
@@ -559,7 +563,6 @@ impl RedisBus {
             }
             let owned = self.readable();
             if owned.is_empty() {
-                self.read_rounds.fetch_add(1, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
@@ -578,7 +581,12 @@ impl RedisBus {
             for _ in &owned {
                 read.arg(">");
             }
-            let reply: Option<StreamReadReply> = read.query_async(&mut reader).await.map_err(be)?;
+            self.reading.store(true, Ordering::SeqCst);
+            let reply: redis::RedisResult<Option<StreamReadReply>> =
+                read.query_async(&mut reader).await;
+            self.reading.store(false, Ordering::SeqCst);
+            self.read_rounds.fetch_add(1, Ordering::SeqCst);
+            let reply = reply.map_err(be)?;
             let streams = reply.map(|r| r.keys).unwrap_or_default();
             // A draining partition that had nothing unread may be drained: the router checks
             // it between two routed messages (see `settle`).
@@ -611,7 +619,6 @@ impl RedisBus {
                     .await
                     .map_err(mailbox)??;
             }
-            self.read_rounds.fetch_add(1, Ordering::SeqCst);
         }
         Ok(())
     }
