@@ -184,30 +184,27 @@ fn xadd(con: &mut redis::Connection, key: &str, bytes: &[u8]) {
         .unwrap();
 }
 
-/// The error codes of the entries in `<ns>:dead`, oldest first.
-fn dead_codes(con: &mut redis::Connection) -> Vec<String> {
-    let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-        .arg(format!("{NS}:dead"))
-        .arg("-")
-        .arg("+")
-        .query(con)
-        .unwrap();
-    reply
-        .ids
-        .iter()
-        .filter_map(|e| e.get::<String>("code"))
-        .collect()
-}
-
-fn read_stream(con: &mut redis::Connection, key: &str) -> Vec<Vec<u8>> {
+/// Every entry of stream `key`, oldest first.
+fn stream_entries(con: &mut redis::Connection, key: &str) -> Vec<redis::streams::StreamId> {
     let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
         .arg(key)
         .arg("-")
         .arg("+")
         .query(con)
         .unwrap();
-    reply
-        .ids
+    reply.ids
+}
+
+/// The error codes of the entries in `<ns>:dead`, oldest first.
+fn dead_codes(con: &mut redis::Connection) -> Vec<String> {
+    stream_entries(con, &format!("{NS}:dead"))
+        .iter()
+        .filter_map(|e| e.get::<String>("code"))
+        .collect()
+}
+
+fn read_stream(con: &mut redis::Connection, key: &str) -> Vec<Vec<u8>> {
+    stream_entries(con, key)
         .iter()
         .filter_map(|id| id.get::<Vec<u8>>("m").or_else(|| id.get::<Vec<u8>>("e")))
         .collect()
