@@ -54,8 +54,10 @@ struct RunningTurn {
 pub struct AgentActor {
     rec: SharedRecord,
     deps: Deps,
-    supervisor: Addr<Supervisor>,
-    router: Addr<ChannelRouter>,
+    /// Shared with the supervisor, every other agent and every turn (an `Addr` clone
+    /// allocates; an `Arc` clone does not).
+    supervisor: Arc<Addr<Supervisor>>,
+    router: Arc<Addr<ChannelRouter>>,
     inbox: VecDeque<Envelope>,
     turn: Option<Box<RunningTurn>>,
     /// A pause stopped a turn at a step boundary; resume continues it.
@@ -91,6 +93,13 @@ pub struct AgentActor {
     /// Set by the flush that makes the current turn's input durable (the turn appends the
     /// input itself if that flush failed).
     input_written: Option<Arc<AtomicBool>>,
+    /// Outputs to send once the next flush is written (they were made from what it writes).
+    after_flush: Vec<ChildOutput>,
+    /// Outputs go to `after_flush` instead of out at once (while a turn's end is handled
+    /// whose last entry is still to be written).
+    hold_outputs: bool,
+    /// Delay before writing a failed flush again.
+    flush_backoff_ms: u64,
     /// The agent's thread as stored, once read: handed to each turn (which then needs no
     /// store read per step) and given back when the turn ends; dropped whenever it may be
     /// stale (an aborted turn, a restore).
@@ -136,8 +145,8 @@ impl AgentActor {
     pub fn new(
         rec: impl Into<Arc<AgentRecord>>,
         deps: Deps,
-        supervisor: Addr<Supervisor>,
-        router: Addr<ChannelRouter>,
+        supervisor: Arc<Addr<Supervisor>>,
+        router: Arc<Addr<ChannelRouter>>,
     ) -> Self {
         AgentActor {
             rec: SharedRecord(rec.into()),
@@ -161,6 +170,9 @@ impl AgentActor {
             record_dirty: false,
             flush_queued: false,
             input_written: None,
+            after_flush: Vec::new(),
+            hold_outputs: false,
+            flush_backoff_ms: 0,
             thread: None,
             tool_specs: None,
             system_prompt: None,
@@ -243,14 +255,16 @@ impl AgentActor {
         let deps = self.deps.clone();
         let rec = self.rec.clone();
         let trigger = trigger.to_string();
-        ctx.wait(
+        // What is waiting to be written goes first: the checkpoint captures the stored thread.
+        let flushed = self.flush_now();
+        ctx.wait(flushed.then(move |_, act, _| {
             async move {
                 if let Err(e) = crate::checkpoints::capture(&deps, &rec, reason, &trigger).await {
                     tracing::warn!(agent_id = %rec.id, error = %e, "taking a checkpoint failed");
                 }
             }
-            .into_actor(self),
-        );
+            .into_actor(act)
+        }));
     }
 
     /// Ends a process-per-agent backend's process so that its next turn starts a new one with
@@ -293,42 +307,79 @@ impl AgentActor {
     /// is queued already. What is written is read when the flush starts, not when it is
     /// queued: actix runs queued `wait` futures last-in first-out, so everything written up
     /// to that moment goes, in the order it was queued, as one store batch (one transaction
-    /// or pipeline instead of one per write).
+    /// or pipeline instead of one per write). A batch that fails is not dropped: it goes back
+    /// in front of what was queued since and is written again after a backoff.
     fn schedule_flush(&mut self, ctx: &mut Context<Self>) {
         if self.flush_queued {
             return;
         }
         self.flush_queued = true;
-        let store = self.deps.store.clone();
         let flush = actix::ActorFutureExt::then(
             actix::fut::ready::<()>(()),
             move |_, act: &mut Self, _| {
                 act.flush_queued = false;
-                let mut writes = std::mem::take(&mut act.pending_writes);
-                if std::mem::take(&mut act.record_dirty) {
-                    writes.push(StoreWrite::PutAgent(act.rec.share()));
-                }
-                let input_written = act.input_written.take();
-                let id = act.rec.id.clone();
-                async move {
-                    if writes.is_empty() {
-                        return;
-                    }
-                    match store.write_batch(&writes).await {
-                        Ok(()) => {
-                            if let Some(flag) = input_written {
-                                flag.store(true, Ordering::SeqCst);
-                            }
-                        }
-                        Err(e) => {
-                            tracing::error!(agent_id = %id, error = %e, "writing the agent's state failed")
-                        }
-                    }
-                }
-                .into_actor(act)
+                act.flush_now()
             },
         );
         ctx.wait(flush);
+    }
+
+    /// Takes everything waiting to be written (writes, the record if it changed) as one
+    /// batch; the future writes it, then sends the outputs that waited for it.
+    fn flush_now(&mut self) -> impl ActorFuture<Self, Output = ()> + use<> {
+        let store = self.deps.store.clone();
+        let mut writes = std::mem::take(&mut self.pending_writes);
+        if std::mem::take(&mut self.record_dirty) {
+            writes.push(StoreWrite::PutAgent(self.rec.share()));
+        }
+        let input_written = self.input_written.take();
+        let outputs = std::mem::take(&mut self.after_flush);
+        async move {
+            let res = if writes.is_empty() {
+                Ok(())
+            } else {
+                store.write_batch(&writes).await
+            };
+            (res, writes)
+        }
+        .into_actor(self)
+        .map(move |(res, writes), act, ctx| match res {
+            Ok(()) => {
+                act.flush_backoff_ms = 0;
+                if let Some(flag) = input_written {
+                    flag.store(true, Ordering::SeqCst);
+                }
+                for out in outputs {
+                    act.router.do_send(out);
+                }
+            }
+            Err(e) => act.flush_failed(e, writes, input_written, outputs, ctx),
+        })
+    }
+
+    /// A flush's batch could not be written: it is queued again, before anything queued
+    /// since, and written after a capped backoff (or with the next flush, if sooner).
+    fn flush_failed(
+        &mut self,
+        e: crate::ports::StoreError,
+        writes: Vec<StoreWrite>,
+        input_written: Option<Arc<AtomicBool>>,
+        outputs: Vec<ChildOutput>,
+        ctx: &mut Context<Self>,
+    ) {
+        self.flush_backoff_ms = (self.flush_backoff_ms * 2).clamp(50, 2_000);
+        tracing::error!(agent_id = %self.rec.id, error = %e, retry_ms = self.flush_backoff_ms, "writing the agent's state failed; writing it again");
+        let later = std::mem::replace(&mut self.pending_writes, writes);
+        self.pending_writes.extend(later);
+        let later = std::mem::replace(&mut self.after_flush, outputs);
+        self.after_flush.extend(later);
+        if self.input_written.is_none() {
+            self.input_written = input_written;
+        }
+        ctx.run_later(
+            std::time::Duration::from_millis(self.flush_backoff_ms),
+            |act, ctx| act.schedule_flush(ctx),
+        );
     }
 
     fn enqueue(&mut self, env: Envelope, ctx: &mut Context<Self>) {
@@ -723,6 +774,14 @@ impl AgentActor {
         self.release_permit();
         if let Ok(Ok(r)) = &mut res {
             self.thread = r.thread.take();
+            if let Some(entry) = r.final_entry.take() {
+                // The last step's entry goes with the turn's end in one batch; what the turn
+                // and its end send out waits for that batch.
+                let agent_id = self.rec.id.clone();
+                self.write_later(StoreWrite::Append { agent_id, entry }, ctx);
+                self.after_flush.append(&mut r.after_write);
+                self.hold_outputs = true;
+            }
         }
         if std::mem::take(&mut self.restart_backend_after_turn) {
             self.deps.model.control(&self.rec.id, Control::Terminate);
@@ -879,6 +938,7 @@ impl AgentActor {
         if !self.paused_mid_turn {
             self.done(input_id, ctx);
         }
+        self.hold_outputs = false;
         self.pump(ctx);
     }
 
@@ -1097,13 +1157,18 @@ impl AgentActor {
         );
     }
 
-    fn output(&self, output: Output, cause: Uuid) {
+    fn output(&mut self, output: Output, cause: Uuid) {
         if self.rec.channel.parent_id().is_some() {
-            self.router.do_send(ChildOutput {
+            let out = ChildOutput {
                 child: self.rec.share(),
                 output,
                 cause,
-            });
+            };
+            if self.hold_outputs {
+                self.after_flush.push(out);
+            } else {
+                self.router.do_send(out);
+            }
         }
     }
 

@@ -13,8 +13,9 @@ use crate::parent_router::ParentRouter;
 use crate::supervisor::Supervisor;
 use actix::prelude::*;
 use agentd_proto::ids::derived_id;
-use agentd_proto::{Address, AgentdError, Envelope, ErrorCode, Item};
+use agentd_proto::{Address, AgentRecord, AgentdError, Envelope, ErrorCode, Item};
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 /// The process router.
 pub struct ChannelRouter {
@@ -25,7 +26,14 @@ pub struct ChannelRouter {
     /// Envelopes waiting for a receiver that is being activated or lives in another process,
     /// in arrival order, per receiver.
     lanes: HashMap<String, Lane>,
+    /// Children whose output came from another process, by id: what a parent router reads of
+    /// a child (id, title, channel) never changes after its spawn, so one store read serves
+    /// all its later outputs.
+    remote_children: HashMap<String, Arc<AgentRecord>>,
 }
+
+/// At most this many remote children's records are kept (then the cache starts over).
+const REMOTE_CHILDREN_CACHED: usize = 4096;
 
 impl ChannelRouter {
     /// A router over `deps` (its transport decides what is local).
@@ -36,12 +44,14 @@ impl ChannelRouter {
             agents: HashMap::new(),
             parents: HashMap::new(),
             lanes: HashMap::new(),
+            remote_children: HashMap::new(),
         }
     }
 }
 
 /// A child's output that arrived from another process (`Item::Output` envelope): the child's
-/// record is read from the store and the output handed to the local ParentRouter.
+/// record is read from the store (once per child) and the output handed to the local
+/// ParentRouter.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<(), AgentdError>")]
 pub struct RemoteOutput(pub Envelope);
@@ -352,31 +362,47 @@ impl Handler<RemoteOutput> for ChannelRouter {
     type Result = ResponseActFuture<Self, Result<(), AgentdError>>;
 
     fn handle(&mut self, RemoteOutput(env): RemoteOutput, ctx: &mut Self::Context) -> Self::Result {
+        let Item::Output(output) = env.item else {
+            return Box::pin(actix::fut::ready(Err(AgentdError::new(
+                ErrorCode::BadEnvelope,
+                "not an output envelope",
+            ))));
+        };
+        let child_id = env.from.agent_id().unwrap_or_default().to_string();
+        let cause = env.causation_id.unwrap_or(env.id);
+        let cached = self.remote_children.get(&child_id).cloned();
         let store = self.deps.store.clone();
         let me = ctx.address();
         let fut = async move {
-            let Item::Output(output) = env.item else {
-                return Err(AgentdError::new(
-                    ErrorCode::BadEnvelope,
-                    "not an output envelope",
-                ));
+            let (child, fresh) = match cached {
+                Some(child) => (child, false),
+                None => {
+                    let child = store
+                        .get_agent(&child_id)
+                        .await?
+                        .ok_or_else(|| AgentdError::agent_not_found(&child_id))?;
+                    (Arc::new(child), true)
+                }
             };
-            let child_id = env.from.agent_id().unwrap_or_default().to_string();
-            let child = store
-                .get_agent(&child_id)
-                .await?
-                .ok_or_else(|| AgentdError::agent_not_found(&child_id))?;
-            let cause = env.causation_id.unwrap_or(env.id);
             me.send(ChildOutput {
-                child: std::sync::Arc::new(child),
+                child: child.clone(),
                 output,
                 cause,
             })
             .await
             .map_err(mailbox)?;
-            Ok(())
+            Ok::<_, AgentdError>(fresh.then_some(child))
         };
-        Box::pin(fut.into_actor(self))
+        Box::pin(fut.into_actor(self).map(|res, act: &mut Self, _| {
+            let fresh = res?;
+            if let Some(child) = fresh {
+                if act.remote_children.len() >= REMOTE_CHILDREN_CACHED {
+                    act.remote_children.clear();
+                }
+                act.remote_children.insert(child.id.clone(), child);
+            }
+            Ok(())
+        }))
     }
 }
 

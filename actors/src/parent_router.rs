@@ -31,8 +31,8 @@ struct Waiter {
 pub struct ParentRouter {
     parent_id: String,
     deps: Deps,
-    supervisor: Addr<Supervisor>,
-    router: Addr<ChannelRouter>,
+    supervisor: std::sync::Arc<Addr<Supervisor>>,
+    router: std::sync::Arc<Addr<ChannelRouter>>,
     waiters: Vec<Waiter>,
     next_wait: u64,
     /// Options of the latest call per child (per-call overrides win over the stored ones).
@@ -44,8 +44,8 @@ impl ParentRouter {
     pub fn new(
         parent_id: String,
         deps: Deps,
-        supervisor: Addr<Supervisor>,
-        router: Addr<ChannelRouter>,
+        supervisor: std::sync::Arc<Addr<Supervisor>>,
+        router: std::sync::Arc<Addr<ChannelRouter>>,
     ) -> Self {
         ParentRouter {
             parent_id,
@@ -96,7 +96,8 @@ impl Handler<ManageSend> for ParentRouter {
                 .store
                 .alias_get_or_create(&parent_id, &m.worker_title, &m.alias, &candidate)
                 .await?;
-            let exists = deps.store.get_agent(&child_id).await?.is_some();
+            // A new mapping names a fresh id; only an existing one can have its child already.
+            let exists = !created && deps.store.agent_exists(&child_id).await?;
             if !exists {
                 supervisor
                     .send(Spawn(SpawnSpec {

@@ -23,7 +23,9 @@ use std::sync::Arc;
 /// The process supervisor.
 pub struct Supervisor {
     deps: Deps,
-    router: Addr<ChannelRouter>,
+    router: Arc<Addr<ChannelRouter>>,
+    /// This supervisor's own address, shared by all its agents (made with the first one).
+    me: Option<Arc<Addr<Supervisor>>>,
     agents: HashMap<String, Addr<AgentActor>>,
     /// The root of each live agent (a spent tree budget pauses the whole tree).
     roots: HashMap<String, String>,
@@ -60,7 +62,8 @@ impl Supervisor {
             .then(|| crate::scheduler::Scheduler::new(limits).start());
         Supervisor {
             deps,
-            router,
+            router: Arc::new(router),
+            me: None,
             agents: HashMap::new(),
             roots: HashMap::new(),
             parents: HashMap::new(),
@@ -100,7 +103,10 @@ impl Supervisor {
         let id = rec.id.clone();
         let root_id = rec.root_id.clone();
         let deps = self.deps.clone();
-        let me = ctx.address();
+        let me = self
+            .me
+            .get_or_insert_with(|| Arc::new(ctx.address()))
+            .clone();
         let router = self.router.clone();
         let scheduler = self.scheduler.clone();
         let addr = match self.arbiter_for(&rec.root_id) {
@@ -202,7 +208,9 @@ impl Handler<ParentRouterFor> for Supervisor {
         let pr = ParentRouter::new(
             id.clone(),
             self.deps.clone(),
-            ctx.address(),
+            self.me
+                .get_or_insert_with(|| Arc::new(ctx.address()))
+                .clone(),
             self.router.clone(),
         )
         .start();

@@ -13,13 +13,16 @@ use agentd_proto::{
     SpawnRequest, ThreadEntry,
 };
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 /// The running actors of one process.
 #[derive(Clone)]
 pub struct AgentSystem {
     deps: Deps,
-    supervisor: Addr<Supervisor>,
-    router: Addr<ChannelRouter>,
+    // Shared, not cloned: cloning an `Addr` allocates its sender state, and a system handle
+    // (like a turn's tool context) is cloned per call.
+    supervisor: Arc<Addr<Supervisor>>,
+    router: Arc<Addr<ChannelRouter>>,
 }
 
 impl AgentSystem {
@@ -35,8 +38,8 @@ impl AgentSystem {
         );
         AgentSystem {
             deps,
-            supervisor,
-            router,
+            supervisor: Arc::new(supervisor),
+            router: Arc::new(router),
         }
     }
 

@@ -51,6 +51,14 @@ pub(crate) struct TurnResult {
     pub rate_limited: Option<u64>,
     /// The thread as stored when the turn ended (the actor keeps it for the next turn).
     pub thread: Option<Arc<Vec<ThreadEntry>>>,
+    /// The last step's assistant entry, not stored yet: a step without tool calls ends the
+    /// turn, so its entry goes into the store with the turn's end (record and inbox item
+    /// done) as one batch, one write per turn less. A crash before that batch re-runs the
+    /// step, as a crash before its own write did.
+    pub final_entry: Option<ThreadEntry>,
+    /// Outputs made from `final_entry` (a Manage worker's reply): the actor sends them once
+    /// that batch is written, so a parent never sees a reply its worker's thread lacks.
+    pub after_write: Vec<ChildOutput>,
 }
 
 /// What a running turn needs; cloned from the actor when the turn starts.
@@ -281,7 +289,12 @@ impl Turn {
                             ThreadEntry::text(step_id, Role::Assistant, r.text.clone(), self.now());
                         entry.tool_calls = r.tool_calls.clone();
                         entry.usage = Some(r.usage);
-                        self.append(&entry).await?;
+                        if r.tool_calls.is_empty() {
+                            self.remember(&entry);
+                            result.final_entry = Some(entry);
+                        } else {
+                            self.append(&entry).await?;
+                        }
                         r
                     }
                     Err(ms) => {
@@ -303,13 +316,18 @@ impl Turn {
                 result.final_text = resp.text.clone();
                 if fresh && matches!(self.rec.channel, Channel::Manage { .. }) {
                     // Manage workers: every assistant message goes to the thread outbox.
-                    self.tools.router.do_send(ChildOutput {
+                    let reply = ChildOutput {
                         child: self.rec.clone(),
                         output: Output::Reply {
                             text: resp.text.clone(),
                         },
                         cause: step_id,
-                    });
+                    };
+                    if result.final_entry.is_some() {
+                        result.after_write.push(reply);
+                    } else {
+                        self.tools.router.do_send(reply);
+                    }
                 }
             }
             if resp.tool_calls.is_empty() {

@@ -218,10 +218,11 @@ pub struct ToolContext {
     pub caller: std::sync::Arc<AgentRecord>,
     /// Ports and config.
     pub deps: Deps,
-    /// The process supervisor.
-    pub supervisor: Addr<Supervisor>,
+    /// The process supervisor (shared: a context is built per turn and per call, and cloning
+    /// an `Addr` allocates).
+    pub supervisor: std::sync::Arc<Addr<Supervisor>>,
     /// The process channel router.
-    pub router: Addr<ChannelRouter>,
+    pub router: std::sync::Arc<Addr<ChannelRouter>>,
     /// The envelope or turn that caused the call.
     pub cause: Uuid,
 }

@@ -439,7 +439,7 @@ fn main() -> anyhow::Result<()> {
         let redb: Arc<dyn ThreadStore> = Arc::new(RedbStore::open(dir.path())?);
         put(
             "embedded_msgs_per_s",
-            sys.block_on(msgs_per_s(redb, 100, 2_000 / scale))?,
+            sys.block_on(msgs_per_s(redb, 1_000, 20_000 / scale))?,
         );
     }
     if wants("spawn") {

@@ -1,5 +1,5 @@
 //! The Redis `ThreadStore`: records in hashes, threads in streams, the parent→child map in
-//! sorted sets, worker aliases in hashes (`HSETNX`: race-free get-or-create across processes),
+//! sorted sets, worker aliases in hashes (a get-or-create script: race-free across processes),
 //! the durable inbox in a sorted set + hash, checkpoints in a list (newest first). Multi-key changes of one agent run as one Lua
 //! script in that agent's hash-tag slot.
 
@@ -41,6 +41,14 @@ local n = redis.call('INCR', KEYS[2])
 redis.call('ZADD', KEYS[1], n, ARGV[1])
 return 1";
 
+/// KEYS: the parent's workers hash; ARGV: field, candidate. Answers `{child, created}` in
+/// one round trip (an existing alias is the common case: `HSETNX` then `HGET` took two).
+const ALIAS_GET_OR_CREATE: &str = r"
+local child = redis.call('HGET', KEYS[1], ARGV[1])
+if child then return {child, 0} end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return {ARGV[2], 1}";
+
 /// KEYS: seen, seenseq, inbox, inboxdata; ARGV: env id, bytes, window.
 const INBOX_PUSH: &str = r"
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
@@ -63,6 +71,7 @@ pub struct RedisStore {
     replace: Script,
     add_child: Script,
     inbox_push: Script,
+    alias_get_or_create: Script,
     dedup_window: usize,
 }
 
@@ -104,6 +113,7 @@ impl RedisStore {
             replace: Script::new(REPLACE),
             add_child: Script::new(ADD_CHILD),
             inbox_push: Script::new(INBOX_PUSH),
+            alias_get_or_create: Script::new(ALIAS_GET_OR_CREATE),
             dedup_window: DEDUP_WINDOW,
         }
     }
@@ -306,23 +316,15 @@ impl ThreadStore for RedisStore {
         let mut con = self.con.clone();
         let key = self.keys.agent_part(parent_id, "workers");
         let field = format!("{worker_title}\x1f{alias}");
-        let created: bool = cmd("HSETNX")
-            .arg(&key)
+        let (child, created): (String, bool) = self
+            .alias_get_or_create
+            .key(&key)
             .arg(&field)
             .arg(candidate)
-            .query_async(&mut con)
+            .invoke_async(&mut con)
             .await
             .map_err(be)?;
-        if created {
-            return Ok((candidate.to_string(), true));
-        }
-        let child: String = cmd("HGET")
-            .arg(&key)
-            .arg(&field)
-            .query_async(&mut con)
-            .await
-            .map_err(be)?;
-        Ok((child, false))
+        Ok((child, created))
     }
 
     async fn aliases(&self, parent_id: &str) -> StoreResult<Vec<WorkerAlias>> {
