@@ -706,7 +706,7 @@ impl AgentActor {
         let stop = Arc::new(AtomicBool::new(false));
         let tool_specs = self
             .tool_specs
-            .get_or_insert_with(|| Arc::new(crate::tools::visible_specs(&self.rec, &self.deps)))
+            .get_or_insert_with(|| crate::tools::visible_specs(&self.rec, &self.deps))
             .clone();
         // Only a re-run (a retry, or a paused turn continuing) can find its own earlier
         // entries in the thread; a first run looks nothing up.

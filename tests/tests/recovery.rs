@@ -129,3 +129,43 @@ async fn a_stored_but_unqueued_item_delivered_again_keeps_its_place_in_the_inbox
     let inputs: Vec<String> = t.texts_of(&a.id, Role::User).await;
     assert_eq!(inputs, vec!["slow m0", "m1", "m2", "m3"]);
 }
+
+#[actix_rt::test]
+async fn state_an_agent_could_not_write_is_written_once_the_store_takes_writes_again() {
+    let store = Arc::new(failing_store::FailingWrites::default());
+    let sys = start(
+        SCRIPT,
+        default_types(ManageOptions::default()),
+        store.clone(),
+        Arc::new(agentd_actors::SystemClock),
+    );
+    let a = sys.root("plain", None).await;
+    store.fail(true);
+    sys.system.send(&a.id, "hello", false).await.unwrap();
+    // The turn runs (its input is queued durably), but its end cannot be written: the item
+    // stays pending and the answer is not in the stored thread.
+    wait_until("failed flushes", || async { store.refused() >= 3 }).await;
+    assert_eq!(store.inbox_pending(&a.id).await.unwrap().len(), 1);
+    assert!(
+        !sys.texts_of(&a.id, Role::Assistant)
+            .await
+            .contains(&"done: hello".to_string())
+    );
+    // Writes work again: what was held is written, nothing was dropped.
+    store.fail(false);
+    sys.wait_for_entry(&a.id, Role::Assistant, "done: hello")
+        .await;
+    wait_until("the item done", || async {
+        store.inbox_pending(&a.id).await.unwrap().is_empty()
+    })
+    .await;
+    wait_until("the stored record idle with one turn", || async {
+        let rec = store.get_agent(&a.id).await.unwrap().unwrap();
+        rec.status == AgentStatus::Idle && rec.turns == 1
+    })
+    .await;
+    assert_eq!(
+        sys.texts_of(&a.id, Role::Assistant).await,
+        vec!["done: hello"]
+    );
+}

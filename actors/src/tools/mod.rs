@@ -99,12 +99,15 @@ pub fn visible_tool_names(rec: &AgentRecord, deps: &Deps) -> Vec<&'static str> {
     names
 }
 
-/// The specs the model is shown for `rec`.
-pub fn visible_specs(rec: &AgentRecord, deps: &Deps) -> Vec<ToolSpec> {
-    visible_tool_names(rec, deps)
-        .into_iter()
-        .map(|n| spec(n, rec, deps))
-        .collect()
+/// The specs the model is shown for `rec` (shared by every agent of its type that sees the
+/// same tools).
+pub fn visible_specs(rec: &AgentRecord, deps: &Deps) -> std::sync::Arc<Vec<ToolSpec>> {
+    let names = visible_tool_names(rec, deps);
+    deps.config
+        .types
+        .tool_specs(&rec.agent_type, names, |names| {
+            names.iter().map(|n| spec(n, rec, deps)).collect()
+        })
 }
 
 fn spec(name: &str, rec: &AgentRecord, deps: &Deps) -> ToolSpec {

@@ -1,0 +1,99 @@
+//! A store whose batch writes can be made to fail: the memory store behind a switch, for
+//! tests of what an agent does while its store refuses writes (a Redis outage, a full disk).
+
+use agentd_actors::{StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
+use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
+use agentd_store::MemoryStore;
+use async_trait::async_trait;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use uuid::Uuid;
+
+/// [`MemoryStore`] whose `write_batch` fails while [`FailingWrites::fail`] is on.
+#[derive(Default)]
+pub struct FailingWrites {
+    inner: MemoryStore,
+    failing: AtomicBool,
+    refused: AtomicUsize,
+}
+
+impl FailingWrites {
+    /// Turns the failure of batch writes on or off.
+    pub fn fail(&self, on: bool) {
+        self.failing.store(on, Ordering::SeqCst);
+    }
+
+    /// How many batches were refused so far.
+    pub fn refused(&self) -> usize {
+        self.refused.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl ThreadStore for FailingWrites {
+    fn kind(&self) -> &'static str {
+        "failing-writes"
+    }
+    async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()> {
+        self.inner.put_agent(record).await
+    }
+    async fn get_agent(&self, agent_id: &str) -> StoreResult<Option<AgentRecord>> {
+        self.inner.get_agent(agent_id).await
+    }
+    async fn list_roots(&self) -> StoreResult<Vec<AgentRecord>> {
+        self.inner.list_roots().await
+    }
+    async fn append(&self, agent_id: &str, entry: &ThreadEntry) -> StoreResult<bool> {
+        self.inner.append(agent_id, entry).await
+    }
+    async fn thread(&self, agent_id: &str) -> StoreResult<Vec<ThreadEntry>> {
+        self.inner.thread(agent_id).await
+    }
+    async fn replace_thread(&self, agent_id: &str, entries: &[ThreadEntry]) -> StoreResult<()> {
+        self.inner.replace_thread(agent_id, entries).await
+    }
+    async fn add_child(&self, parent_id: &str, child_id: &str) -> StoreResult<()> {
+        self.inner.add_child(parent_id, child_id).await
+    }
+    async fn children(&self, parent_id: &str) -> StoreResult<Vec<String>> {
+        self.inner.children(parent_id).await
+    }
+    async fn alias_get_or_create(
+        &self,
+        parent_id: &str,
+        worker_title: &str,
+        alias: &str,
+        candidate: &str,
+    ) -> StoreResult<(String, bool)> {
+        self.inner
+            .alias_get_or_create(parent_id, worker_title, alias, candidate)
+            .await
+    }
+    async fn aliases(&self, parent_id: &str) -> StoreResult<Vec<WorkerAlias>> {
+        self.inner.aliases(parent_id).await
+    }
+    async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
+        self.inner.delete_agent(agent_id).await
+    }
+    async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
+        self.inner.inbox_push(agent_id, env).await
+    }
+    async fn inbox_pending(&self, agent_id: &str) -> StoreResult<Vec<Envelope>> {
+        self.inner.inbox_pending(agent_id).await
+    }
+    async fn inbox_done(&self, agent_id: &str, env_id: Uuid) -> StoreResult<()> {
+        self.inner.inbox_done(agent_id, env_id).await
+    }
+    async fn checkpoint_put(&self, checkpoint: &Checkpoint, keep: usize) -> StoreResult<()> {
+        self.inner.checkpoint_put(checkpoint, keep).await
+    }
+    async fn checkpoints(&self, agent_id: &str) -> StoreResult<Vec<Checkpoint>> {
+        self.inner.checkpoints(agent_id).await
+    }
+    async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
+        if self.failing.load(Ordering::SeqCst) {
+            self.refused.fetch_add(1, Ordering::SeqCst);
+            return Err(StoreError::Backend("batch writes are switched off".into()));
+        }
+        self.inner.write_batch(writes).await
+    }
+}
