@@ -99,16 +99,13 @@ pub struct AgentTypes {
 /// of a kind is shown the same specs, and building them (JSON schemas) cost about as much as
 /// one message's whole handling, once per agent.
 #[derive(Clone, Default)]
-struct SpecCache(
-    std::sync::Arc<
-        std::sync::Mutex<
-            std::collections::HashMap<
-                (String, Vec<&'static str>),
-                std::sync::Arc<Vec<crate::ports::ToolSpec>>,
-            >,
-        >,
-    >,
-);
+struct SpecCache(std::sync::Arc<std::sync::Mutex<SpecsByKind>>);
+
+/// (agent type, visible tool names) → the specs shown.
+type SpecsByKind = std::collections::HashMap<
+    (String, Vec<&'static str>),
+    std::sync::Arc<Vec<crate::ports::ToolSpec>>,
+>;
 
 impl std::fmt::Debug for SpecCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
