@@ -444,11 +444,16 @@ fn main() -> anyhow::Result<()> {
     let note = |k: &str, v: f64| println!("{k:<32} {v:>14.1}   (diagnostic)");
     let sys = actix_rt::System::new();
     if wants("rss") {
-        put("rss_bytes_per_idle_agent", rss_in_fresh_process(100_000 / scale)?);
+        put(
+            "rss_bytes_per_idle_agent",
+            rss_in_fresh_process(100_000 / scale)?,
+        );
     }
     if wants("inproc_roundtrip") {
-        let (p50, p99) =
-            sys.block_on(inproc_roundtrip(Arc::new(MemoryStore::new()), 5_000 / scale))?;
+        let (p50, p99) = sys.block_on(inproc_roundtrip(
+            Arc::new(MemoryStore::new()),
+            5_000 / scale,
+        ))?;
         put("inproc_roundtrip_p50_us", p50);
         put("inproc_roundtrip_p99_us", p99);
     }
