@@ -358,7 +358,8 @@ impl AgentActor {
     }
 
     /// A flush's batch could not be written: it is queued again, before anything queued
-    /// since, and written after a capped backoff (or with the next flush, if sooner).
+    /// since, and written after a capped backoff (or with the next flush, if sooner). A batch
+    /// that cannot be encoded would fail the same way forever: it is reported and given up.
     fn flush_failed(
         &mut self,
         e: crate::ports::StoreError,
@@ -367,6 +368,13 @@ impl AgentActor {
         outputs: Vec<ChildOutput>,
         ctx: &mut Context<Self>,
     ) {
+        if matches!(e, crate::ports::StoreError::Decode(_)) {
+            tracing::error!(agent_id = %self.rec.id, error = %e, writes = writes.len(), "the agent's state cannot be encoded; not written");
+            for out in outputs {
+                self.router.do_send(out);
+            }
+            return;
+        }
         self.flush_backoff_ms = (self.flush_backoff_ms * 2).clamp(50, 2_000);
         tracing::error!(agent_id = %self.rec.id, error = %e, retry_ms = self.flush_backoff_ms, "writing the agent's state failed; writing it again");
         let later = std::mem::replace(&mut self.pending_writes, writes);

@@ -8,11 +8,13 @@ use async_trait::async_trait;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use uuid::Uuid;
 
-/// [`MemoryStore`] whose `write_batch` fails while [`FailingWrites::fail`] is on.
+/// [`MemoryStore`] whose `write_batch` fails while [`FailingWrites::fail`] (a backend
+/// failure, which passes) or [`FailingWrites::fail_to_encode`] (which would not) is on.
 #[derive(Default)]
 pub struct FailingWrites {
     inner: MemoryStore,
     failing: AtomicBool,
+    unencodable: AtomicBool,
     refused: AtomicUsize,
 }
 
@@ -20,6 +22,11 @@ impl FailingWrites {
     /// Turns the failure of batch writes on or off.
     pub fn fail(&self, on: bool) {
         self.failing.store(on, Ordering::SeqCst);
+    }
+
+    /// Turns on or off batch writes failing as if their values could not be encoded.
+    pub fn fail_to_encode(&self, on: bool) {
+        self.unencodable.store(on, Ordering::SeqCst);
     }
 
     /// How many batches were refused so far.
@@ -93,6 +100,12 @@ impl ThreadStore for FailingWrites {
         if self.failing.load(Ordering::SeqCst) {
             self.refused.fetch_add(1, Ordering::SeqCst);
             return Err(StoreError::Backend("batch writes are switched off".into()));
+        }
+        if self.unencodable.load(Ordering::SeqCst) {
+            self.refused.fetch_add(1, Ordering::SeqCst);
+            return Err(StoreError::Decode(
+                "batch values are made unencodable".into(),
+            ));
         }
         self.inner.write_batch(writes).await
     }

@@ -169,3 +169,33 @@ async fn state_an_agent_could_not_write_is_written_once_the_store_takes_writes_a
         vec!["done: hello"]
     );
 }
+
+#[actix_rt::test]
+async fn state_that_cannot_be_encoded_is_given_up_and_the_agent_goes_on() {
+    let store = Arc::new(failing_store::FailingWrites::default());
+    let sys = start(
+        SCRIPT,
+        default_types(ManageOptions::default()),
+        store.clone(),
+        Arc::new(agentd_actors::SystemClock),
+    );
+    let a = sys.root("plain", None).await;
+    store.fail_to_encode(true);
+    sys.system.send(&a.id, "one", false).await.unwrap();
+    // Both of the turn's batches (its start, its end) are refused.
+    wait_until("two refused batches", || async { store.refused() >= 2 }).await;
+    sys.wait_for_status(&a.id, AgentStatus::Idle).await;
+    store.fail_to_encode(false);
+    sys.system.send(&a.id, "two", false).await.unwrap();
+    sys.wait_for_entry(&a.id, Role::Assistant, "done: two")
+        .await;
+    // The batch that could not be written was given up (retrying it could never succeed),
+    // so the first item stays pending for the next activation; nothing held up the second.
+    wait_until("the second item done", || async {
+        store.inbox_pending(&a.id).await.unwrap().len() == 1
+    })
+    .await;
+    let pending = store.inbox_pending(&a.id).await.unwrap();
+    assert!(matches!(&pending[0].item,
+        agentd_proto::Item::Inbox(agentd_proto::InboxItem::Message { text, .. }) if text == "one"));
+}
