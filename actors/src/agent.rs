@@ -981,6 +981,9 @@ impl AgentActor {
     /// the tree (reason `budget_exceeded: tree …`). In a tree with a budget, each agent's
     /// usage is persisted after every model call so the others' checks see it.
     fn check_tree_budget(&mut self, ctx: &mut Context<Self>) {
+        if self.rec.parent_id.is_none() && self.rec.budget.is_none() {
+            return; // a root without a budget: no tree budget to check
+        }
         let deps = self.deps.clone();
         let me = self.rec.clone();
         ctx.spawn(
@@ -1519,30 +1522,38 @@ impl Handler<AddUsage> for AgentActor {
     type Result = ();
 
     fn handle(&mut self, AddUsage(usage): AddUsage, ctx: &mut Self::Context) {
-        let model = self
-            .deps
-            .config
+        let config = self.deps.config.clone();
+        let model = config
             .types
             .get(&self.rec.agent_type)
-            .and_then(|t| t.model.clone());
-        let cost = self.deps.config.price_of(model.as_deref()).cost(&usage);
+            .and_then(|t| t.model.as_deref());
+        let cost = config.price_of(model).cost(&usage);
         self.rec.usage += usage;
         self.rec.cost_usd += cost;
-        let model_name = model.as_deref().unwrap_or("default");
+        let model_name = model.unwrap_or("default");
         let m = metrics::global();
-        for (kind, n) in [
-            ("input", usage.input),
-            ("output", usage.output),
-            ("cache_write", usage.cache_write),
-            ("cache_read", usage.cache_read),
-        ] {
-            m.inc(
-                "agentd_tokens_total",
-                "Tokens used, by model and kind.",
-                &[("model", model_name), ("kind", kind)],
-                n as f64,
-            );
-        }
+        m.inc_each(
+            "agentd_tokens_total",
+            "Tokens used, by model and kind.",
+            &[
+                (
+                    &[("model", model_name), ("kind", "input")],
+                    usage.input as f64,
+                ),
+                (
+                    &[("model", model_name), ("kind", "output")],
+                    usage.output as f64,
+                ),
+                (
+                    &[("model", model_name), ("kind", "cache_write")],
+                    usage.cache_write as f64,
+                ),
+                (
+                    &[("model", model_name), ("kind", "cache_read")],
+                    usage.cache_read as f64,
+                ),
+            ],
+        );
         m.inc(
             "agentd_cost_usd_total",
             "Cost in USD, by model.",

@@ -107,6 +107,21 @@ impl Metrics {
         *m.counters.series(name, l) += by;
     }
 
+    /// Adds to several series of counter `name` under one lock (e.g. the four token kinds of
+    /// one model call).
+    pub fn inc_each(
+        &self,
+        name: &'static str,
+        help: &'static str,
+        series: &[(&[(&'static str, &str)], f64)],
+    ) {
+        let mut m = self.lock();
+        m.help.entry(name).or_insert((help, "counter"));
+        for (l, by) in series {
+            *m.counters.series(name, l) += by;
+        }
+    }
+
     /// Sets gauge `name` with `labels`.
     pub fn set(
         &self,
