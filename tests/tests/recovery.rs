@@ -130,8 +130,12 @@ async fn a_stored_but_unqueued_item_delivered_again_keeps_its_place_in_the_inbox
     assert_eq!(inputs, vec!["slow m0", "m1", "m2", "m3"]);
 }
 
-#[actix_rt::test]
-async fn state_an_agent_could_not_write_is_written_once_the_store_takes_writes_again() {
+/// A system on a store whose batch writes can be made to fail, and a root on it.
+async fn on_failing_store() -> (
+    TestSystem,
+    Arc<failing_store::FailingWrites>,
+    agentd_proto::AgentRecord,
+) {
     let store = Arc::new(failing_store::FailingWrites::default());
     let sys = start(
         SCRIPT,
@@ -140,6 +144,12 @@ async fn state_an_agent_could_not_write_is_written_once_the_store_takes_writes_a
         Arc::new(agentd_actors::SystemClock),
     );
     let a = sys.root("plain", None).await;
+    (sys, store, a)
+}
+
+#[actix_rt::test]
+async fn state_an_agent_could_not_write_is_written_once_the_store_takes_writes_again() {
+    let (sys, store, a) = on_failing_store().await;
     store.fail(true);
     sys.system.send(&a.id, "hello", false).await.unwrap();
     // The turn runs (its input is queued durably), but its end cannot be written: the item
@@ -172,14 +182,7 @@ async fn state_an_agent_could_not_write_is_written_once_the_store_takes_writes_a
 
 #[actix_rt::test]
 async fn state_that_cannot_be_encoded_is_given_up_and_the_agent_goes_on() {
-    let store = Arc::new(failing_store::FailingWrites::default());
-    let sys = start(
-        SCRIPT,
-        default_types(ManageOptions::default()),
-        store.clone(),
-        Arc::new(agentd_actors::SystemClock),
-    );
-    let a = sys.root("plain", None).await;
+    let (sys, store, a) = on_failing_store().await;
     store.fail_to_encode(true);
     sys.system.send(&a.id, "one", false).await.unwrap();
     // Both of the turn's batches (its start, its end) are refused.
