@@ -100,6 +100,11 @@ pub struct AgentActor {
     hold_outputs: bool,
     /// Delay before writing a failed flush again.
     flush_backoff_ms: u64,
+    /// The item whose turn start (input entry, `running` record) was written together with its
+    /// inbox push, and the input made for it then (the turn uses that one, written as is).
+    prestarted: Option<Box<(Uuid, TurnInput)>>,
+    /// The turn `begin` starts now had its start written with its push (set by `pump`).
+    start_written: bool,
     /// The agent's thread as stored, once read: handed to each turn (which then needs no
     /// store read per step) and given back when the turn ends; dropped whenever it may be
     /// stale (an aborted turn, a restore).
@@ -173,6 +178,8 @@ impl AgentActor {
             after_flush: Vec::new(),
             hold_outputs: false,
             flush_backoff_ms: 0,
+            prestarted: None,
+            start_written: false,
             thread: None,
             tool_specs: None,
             system_prompt: None,
@@ -588,7 +595,45 @@ impl AgentActor {
             }
             return;
         };
-        let input = match &env.item {
+        let prestarted = self
+            .prestarted
+            .take()
+            .filter(|p| p.0 == env.id)
+            .map(|p| p.1);
+        let start_written = prestarted.is_some();
+        let input = match prestarted.or_else(|| self.turn_input(&env)) {
+            Some(input) => input,
+            None => return self.pump(ctx),
+        };
+        if let Some(scheduler) = self.scheduler.clone().filter(|_| !self.has_permit) {
+            // Wait for a turn slot; the agent shows `queued` meanwhile.
+            let _ = self.set_status(
+                AgentStatus::Queued,
+                Some("waiting for a turn slot".into()),
+                ctx,
+            );
+            scheduler.do_send(crate::scheduler::Acquire {
+                agent_id: self.rec.id.clone(),
+                priority: self.rec.priority,
+                parent: self.rec.parent_id.clone(),
+                provider: self
+                    .rec
+                    .provider
+                    .clone()
+                    .unwrap_or_else(|| "default".into()),
+                queued_at_ms: env.sent_at,
+                addr: ctx.address(),
+            });
+            self.awaiting_permit = Some(Box::new((env, input)));
+            return;
+        }
+        self.start_written = start_written;
+        self.begin(env, input, ctx);
+    }
+
+    /// The turn input an inbox item makes (`None` for anything else).
+    fn turn_input(&self, env: &Envelope) -> Option<TurnInput> {
+        Some(match &env.item {
             Item::Inbox(InboxItem::Message {
                 text,
                 role,
@@ -620,35 +665,56 @@ impl AgentActor {
             }
             Item::Inbox(InboxItem::Reset { message }) => TurnInput::Reset(message.clone()),
             Item::Inbox(InboxItem::Compact) => TurnInput::Compact,
-            _ => return self.pump(ctx),
-        };
-        if let Some(scheduler) = self.scheduler.clone().filter(|_| !self.has_permit) {
-            // Wait for a turn slot; the agent shows `queued` meanwhile.
-            let _ = self.set_status(
-                AgentStatus::Queued,
-                Some("waiting for a turn slot".into()),
-                ctx,
-            );
-            scheduler.do_send(crate::scheduler::Acquire {
-                agent_id: self.rec.id.clone(),
-                priority: self.rec.priority,
-                parent: self.rec.parent_id.clone(),
-                provider: self
-                    .rec
-                    .provider
-                    .clone()
-                    .unwrap_or_else(|| "default".into()),
-                queued_at_ms: env.sent_at,
-                addr: ctx.address(),
-            });
-            self.awaiting_permit = Some(Box::new((env, input)));
-            return;
+            _ => return None,
+        })
+    }
+
+    /// The writes that start a turn on `env` (its input entry, the `running` record), if
+    /// `env` would start one the moment it is queued; they then go with its inbox push.
+    fn turn_start_writes(&self, env: &Envelope) -> Option<(TurnInput, Vec<StoreWrite>)> {
+        let ready = !self.stopping
+            && self.turn.is_none()
+            && !self.paused_mid_turn
+            && !self.holding_for_retry
+            && self.awaiting_permit.is_none()
+            && self.retry.is_none()
+            && self.inbox.is_empty()
+            && self.unmet.is_empty()
+            && (self.scheduler.is_none() || self.has_permit)
+            && self.rec.status.accepts_turns()
+            && self.rec.status.can_become(AgentStatus::Running)
+            && self.over_budget().is_none();
+        if !ready {
+            return None;
         }
-        self.begin(env, input, ctx);
+        let input = self.turn_input(env)?;
+        let TurnInput::Message(entry) = &input else {
+            return None;
+        };
+        // As `begin` leaves the record.
+        let mut rec = AgentRecord::clone(&self.rec);
+        if rec.current_task == Some(env.id) {
+            rec.attempts += 1;
+        } else {
+            rec.attempts = 1;
+            rec.current_task = Some(env.id);
+        }
+        rec.status = AgentStatus::Running;
+        rec.status_reason = None;
+        rec.updated_at_ms = self.deps.clock.now_ms();
+        let writes = vec![
+            StoreWrite::Append {
+                agent_id: rec.id.clone(),
+                entry: entry.clone(),
+            },
+            StoreWrite::PutAgent(Arc::new(rec)),
+        ];
+        Some((input, writes))
     }
 
     /// Starts the turn of `env` now (a slot is held, or there is no limit).
     fn begin(&mut self, env: Envelope, input: TurnInput, ctx: &mut Context<Self>) {
+        let start_written = std::mem::take(&mut self.start_written);
         if !self.rec.status.can_become(AgentStatus::Running)
             && self.rec.status != AgentStatus::Running
         {
@@ -680,21 +746,30 @@ impl AgentActor {
             self.rec.result = None;
             self.rec.last_error = None;
         }
+        if start_written {
+            // The `running` record went with the item's push (`turn_start_writes`).
+            self.record_dirty = false;
+        }
         if let TurnInput::Message(entry) = &input {
-            // The input goes into the thread with the `running` record, in one batch.
-            let written = Arc::new(AtomicBool::new(false));
-            self.input_written = Some(written.clone());
+            // The input goes into the thread with the `running` record, in one batch (or went
+            // with the item's push already).
+            let written = Arc::new(AtomicBool::new(start_written));
+            if !start_written {
+                self.input_written = Some(written.clone());
+            }
             // A first attempt's input is new; only a re-run may find it there already.
             if let Some(thread) = &mut self.thread
                 && (self.rec.attempts == 1 || !thread.iter().any(|e| e.id == entry.id))
             {
                 Arc::make_mut(thread).push(entry.clone());
             }
-            let append = StoreWrite::Append {
-                agent_id: self.rec.id.clone(),
-                entry: entry.clone(),
-            };
-            self.write_later(append, ctx);
+            if !start_written {
+                let append = StoreWrite::Append {
+                    agent_id: self.rec.id.clone(),
+                    entry: entry.clone(),
+                };
+                self.write_later(append, ctx);
+            }
             self.start_turn(env.id, Some(env), input, Some(written), ctx);
         } else {
             self.start_turn(env.id, Some(env), input, None, ctx);
@@ -1356,17 +1431,29 @@ impl AgentActor {
             Item::Inbox(_) => {
                 let store = self.deps.store.clone();
                 let id = self.rec.id.clone();
+                let (input, then) = match self.turn_start_writes(&env) {
+                    Some((input, then)) => (Some(input), then),
+                    None => (None, Vec::new()),
+                };
                 Box::pin(
                     async move {
-                        let pushed = store.inbox_push(&id, &env).await;
+                        let pushed = store.inbox_push_then(&id, &env, &then).await;
                         (pushed, env)
                     }
                     .into_actor(self)
                     .map(|(pushed, env), act, ctx| {
-                        let fresh = pushed.map_err(AgentdError::from)?;
+                        let pushed = pushed.map_err(AgentdError::from)?;
+                        let fresh = pushed.fresh;
                         if fresh {
+                            if let Some(input) = input.filter(|_| pushed.then_applied) {
+                                act.prestarted = Some(Box::new((env.id, input)));
+                            }
                             act.enqueue(env, ctx);
                             act.pump(ctx);
+                            if act.prestarted.take().is_some() {
+                                // Not started after all: the stored record is put right.
+                                act.persist(ctx);
+                            }
                         } else if !act.holds(env.id) {
                             act.take_if_still_pending(env, ctx);
                         } else {

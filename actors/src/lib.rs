@@ -40,7 +40,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{AgentType, AgentTypes, Limits, RuntimeConfig};
 pub use deps::Deps;
 pub use ports::{
-    DEDUP_WINDOW, EventSink, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose,
+    DEDUP_WINDOW, EventSink, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, Pushed,
     StoreError, StoreResult, StoreWrite, ThreadStore, ToolSpec, Transport, WorkerAlias,
 };
 pub use system::AgentSystem;

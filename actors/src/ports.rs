@@ -39,6 +39,15 @@ pub fn is_transient(e: &AgentdError) -> bool {
     }
 }
 
+/// What [`ThreadStore::inbox_push_then`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pushed {
+    /// The envelope was new, and is queued now.
+    pub fresh: bool,
+    /// The writes given with it were applied with it.
+    pub then_applied: bool,
+}
+
 /// Results of store calls.
 pub type StoreResult<T> = Result<T, StoreError>;
 
@@ -126,6 +135,22 @@ pub trait ThreadStore: Send + Sync + 'static {
     /// an envelope with the same id was queued before (within the de-duplication window of the
     /// last [`DEDUP_WINDOW`] ids). A transport acknowledges its entry only after this returns.
     async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool>;
+    /// [`inbox_push`](Self::inbox_push), and only if `env` was new, `then` in the same
+    /// atomic write where the backend can: an item that starts a turn at once carries the
+    /// turn's first writes (its input entry, the `running` record), one commit or round trip
+    /// instead of two. A duplicate changes nothing. By default `then` is not applied (the
+    /// caller writes it itself), so a store without atomic multi-writes loses nothing.
+    async fn inbox_push_then(
+        &self,
+        agent_id: &str,
+        env: &Envelope,
+        _then: &[StoreWrite],
+    ) -> StoreResult<Pushed> {
+        Ok(Pushed {
+            fresh: self.inbox_push(agent_id, env).await?,
+            then_applied: false,
+        })
+    }
     /// The envelopes queued for an agent and not yet done, in arrival order (an activated agent
     /// resumes from them after a restart or a failover).
     async fn inbox_pending(&self, agent_id: &str) -> StoreResult<Vec<Envelope>>;

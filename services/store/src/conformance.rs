@@ -80,7 +80,51 @@ pub async fn run_all(store: Arc<dyn ThreadStore>) {
     inbox_is_durable_once_and_ordered(store.as_ref()).await;
     checkpoints_are_kept_newest_first_and_pruned(store.as_ref()).await;
     batches_apply_in_order(store.as_ref()).await;
+    a_push_carries_the_turn_start_only_when_new(store.as_ref()).await;
     concurrent_writes_all_land(store.clone()).await;
+}
+
+/// `inbox_push_then` queues the envelope and, only if it was new, applies the writes that
+/// start its turn (the shape an agent sends, and any other); a duplicate changes nothing.
+async fn a_push_carries_the_turn_start_only_when_new(store: &dyn ThreadStore) {
+    use agentd_actors::StoreWrite;
+    let id = "p-agent";
+    let idle = record(id, None, 70);
+    store.put_agent(&idle).await.unwrap();
+    let env = envelope("start me");
+    let mut running = idle.clone();
+    running.status = AgentStatus::Running;
+    running.current_task = Some(env.id);
+    let start = [
+        StoreWrite::Append {
+            agent_id: id.into(),
+            entry: entry("start me"),
+        },
+        StoreWrite::PutAgent(std::sync::Arc::new(running.clone())),
+    ];
+    let pushed = store.inbox_push_then(id, &env, &start).await.unwrap();
+    assert!(pushed.fresh);
+    assert_eq!(store.inbox_pending(id).await.unwrap(), vec![env.clone()]);
+    let (thread, rec) = if pushed.then_applied {
+        (vec!["start me".to_string()], running)
+    } else {
+        (Vec::new(), idle.clone())
+    };
+    assert_eq!(texts(&store.thread(id).await.unwrap()), thread);
+    assert_eq!(store.get_agent(id).await.unwrap(), Some(rec));
+    // The same envelope again: nothing happens, whatever comes with it.
+    store.put_agent(&idle).await.unwrap();
+    let other = [StoreWrite::Append {
+        agent_id: id.into(),
+        entry: entry("must not appear"),
+    }];
+    for then in [&start[..], &other[..]] {
+        let again = store.inbox_push_then(id, &env, then).await.unwrap();
+        assert!(!again.fresh && !again.then_applied);
+    }
+    assert_eq!(store.inbox_pending(id).await.unwrap(), vec![env]);
+    assert_eq!(texts(&store.thread(id).await.unwrap()), thread);
+    assert_eq!(store.get_agent(id).await.unwrap(), Some(idle));
 }
 
 /// A batch does what its writes do one by one, in order; duplicates stay out.

@@ -7,7 +7,9 @@
 //! rolled back and each of its writes is run again in a transaction of its own. Reads run on
 //! tokio's blocking pool so they never stall an actor's Arbiter.
 
-use agentd_actors::{DEDUP_WINDOW, StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
+use agentd_actors::{
+    DEDUP_WINDOW, Pushed, StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias,
+};
 use agentd_proto::codec::{decode, encode};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
@@ -576,39 +578,28 @@ impl ThreadStore for RedbStore {
     }
 
     async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
+        Ok(self.inbox_push_then(agent_id, env, &[]).await?.fresh)
+    }
+
+    async fn inbox_push_then(
+        &self,
+        agent_id: &str,
+        env: &Envelope,
+        then: &[StoreWrite],
+    ) -> StoreResult<Pushed> {
         let bytes = encode(env).map_err(de)?;
         let id = agent_id.to_string();
         let env_id = env.id.to_string();
+        let then = encode_writes(then)?;
         self.write(move |tx| {
-            {
-                let a = id.as_str();
-                let mut seen = tx.open_table(SEEN).map_err(be)?;
-                if seen.get((a, env_id.as_str())).map_err(be)?.is_some() {
-                    return Ok(false);
-                }
-                let mut order = tx.open_table(SEEN_SEQ).map_err(be)?;
-                let seq = next_seq(&order, a)?;
-                seen.insert((a, env_id.as_str()), seq).map_err(be)?;
-                order.insert((a, seq), env_id.as_str()).map_err(be)?;
-                if seq >= DEDUP_WINDOW as u64 {
-                    let old = seq - DEDUP_WINDOW as u64;
-                    let gone = order
-                        .remove((a, old))
-                        .map_err(be)?
-                        .map(|v| v.value().to_string());
-                    if let Some(gone) = gone {
-                        seen.remove((a, gone.as_str())).map_err(be)?;
-                    }
-                }
-                let mut inbox = tx.open_table(INBOX).map_err(be)?;
-                let slot = next_seq(&inbox, a)?;
-                inbox.insert((a, slot), bytes.as_slice()).map_err(be)?;
-                tx.open_table(INBOX_IDS)
-                    .map_err(be)?
-                    .insert((a, env_id.as_str()), slot)
-                    .map_err(be)?;
+            let fresh = inbox_push_in(tx, &id, &env_id, &bytes)?;
+            if fresh {
+                apply_writes(tx, &then)?;
             }
-            Ok(true)
+            Ok(Pushed {
+                fresh,
+                then_applied: fresh,
+            })
         })
         .await
     }
@@ -652,44 +643,81 @@ impl ThreadStore for RedbStore {
     }
 
     async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
-        /// A write, encoded before it reaches the writer thread.
-        enum Encoded {
-            Put(String, Vec<u8>),
-            Append(String, String, Vec<u8>),
-            Done(String, String),
-        }
-        let encoded = writes
-            .iter()
-            .map(|w| {
-                Ok(match w {
-                    StoreWrite::PutAgent(rec) => {
-                        Encoded::Put(rec.id.clone(), encode(&**rec).map_err(de)?)
-                    }
-                    StoreWrite::Append { agent_id, entry } => Encoded::Append(
-                        agent_id.clone(),
-                        entry.id.to_string(),
-                        encode(entry).map_err(de)?,
-                    ),
-                    StoreWrite::InboxDone { agent_id, env_id } => {
-                        Encoded::Done(agent_id.clone(), env_id.to_string())
-                    }
-                })
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
-        self.write(move |tx| {
-            for w in &encoded {
-                match w {
-                    Encoded::Put(id, bytes) => put_agent_in(tx, id, bytes)?,
-                    Encoded::Append(id, entry_id, bytes) => {
-                        append_in(tx, id, entry_id, bytes)?;
-                    }
-                    Encoded::Done(id, env_id) => inbox_done_in(tx, id, env_id)?,
-                }
-            }
-            Ok(())
-        })
-        .await
+        let encoded = encode_writes(writes)?;
+        self.write(move |tx| apply_writes(tx, &encoded)).await
     }
+}
+
+/// A [`StoreWrite`], encoded before it reaches the writer thread.
+enum Encoded {
+    Put(String, Vec<u8>),
+    Append(String, String, Vec<u8>),
+    Done(String, String),
+}
+
+fn encode_writes(writes: &[StoreWrite]) -> StoreResult<Vec<Encoded>> {
+    writes
+        .iter()
+        .map(|w| {
+            Ok(match w {
+                StoreWrite::PutAgent(rec) => {
+                    Encoded::Put(rec.id.clone(), encode(&**rec).map_err(de)?)
+                }
+                StoreWrite::Append { agent_id, entry } => Encoded::Append(
+                    agent_id.clone(),
+                    entry.id.to_string(),
+                    encode(entry).map_err(de)?,
+                ),
+                StoreWrite::InboxDone { agent_id, env_id } => {
+                    Encoded::Done(agent_id.clone(), env_id.to_string())
+                }
+            })
+        })
+        .collect()
+}
+
+fn apply_writes(tx: &WriteTransaction, writes: &[Encoded]) -> StoreResult<()> {
+    for w in writes {
+        match w {
+            Encoded::Put(id, bytes) => put_agent_in(tx, id, bytes)?,
+            Encoded::Append(id, entry_id, bytes) => {
+                append_in(tx, id, entry_id, bytes)?;
+            }
+            Encoded::Done(id, env_id) => inbox_done_in(tx, id, env_id)?,
+        }
+    }
+    Ok(())
+}
+
+/// Queues `bytes` (envelope `env_id`) in the agent's inbox unless the id is in its
+/// de-duplication window; answers whether it was new.
+fn inbox_push_in(tx: &WriteTransaction, a: &str, env_id: &str, bytes: &[u8]) -> StoreResult<bool> {
+    let mut seen = tx.open_table(SEEN).map_err(be)?;
+    if seen.get((a, env_id)).map_err(be)?.is_some() {
+        return Ok(false);
+    }
+    let mut order = tx.open_table(SEEN_SEQ).map_err(be)?;
+    let seq = next_seq(&order, a)?;
+    seen.insert((a, env_id), seq).map_err(be)?;
+    order.insert((a, seq), env_id).map_err(be)?;
+    if seq >= DEDUP_WINDOW as u64 {
+        let old = seq - DEDUP_WINDOW as u64;
+        let gone = order
+            .remove((a, old))
+            .map_err(be)?
+            .map(|v| v.value().to_string());
+        if let Some(gone) = gone {
+            seen.remove((a, gone.as_str())).map_err(be)?;
+        }
+    }
+    let mut inbox = tx.open_table(INBOX).map_err(be)?;
+    let slot = next_seq(&inbox, a)?;
+    inbox.insert((a, slot), bytes).map_err(be)?;
+    tx.open_table(INBOX_IDS)
+        .map_err(be)?
+        .insert((a, env_id), slot)
+        .map_err(be)?;
+    Ok(true)
 }
 
 fn put_agent_in(tx: &WriteTransaction, id: &str, bytes: &[u8]) -> StoreResult<()> {

@@ -1,7 +1,7 @@
 //! In-memory `ThreadStore`: the same semantics as the durable stores, nothing on disk.
 
 use agentd_actors::DEDUP_WINDOW;
-use agentd_actors::{StoreResult, StoreWrite, ThreadStore, WorkerAlias};
+use agentd_actors::{Pushed, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -260,6 +260,22 @@ impl ThreadStore for MemoryStore {
             .get(agent_id)
             .map(|l| l.iter().rev().cloned().collect())
             .unwrap_or_default())
+    }
+
+    async fn inbox_push_then(
+        &self,
+        agent_id: &str,
+        env: &Envelope,
+        then: &[StoreWrite],
+    ) -> StoreResult<Pushed> {
+        let fresh = self.inbox_push(agent_id, env).await?;
+        if fresh {
+            self.write_batch(then).await?;
+        }
+        Ok(Pushed {
+            fresh,
+            then_applied: fresh,
+        })
     }
 
     async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {

@@ -4,7 +4,9 @@
 //! script in that agent's hash-tag slot.
 
 use crate::redis_keys::Keys;
-use agentd_actors::{DEDUP_WINDOW, StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
+use agentd_actors::{
+    DEDUP_WINDOW, Pushed, StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias,
+};
 use agentd_proto::codec::{decode, encode};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
@@ -62,6 +64,26 @@ redis.call('ZADD', KEYS[3], n, ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[1], ARGV[2])
 return 1";
 
+/// [`INBOX_PUSH`], then for a new envelope the start of its turn: the input entry appended
+/// once (as [`APPEND`]) and the record's hash set. KEYS: seen, seenseq, inbox, inboxdata,
+/// thread, eids, record; ARGV: env id, bytes, window, entry id, entry bytes, then the record's
+/// hash fields and values. All keys are the agent's (one slot).
+const INBOX_PUSH_THEN_START: &str = r"
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+local n = redis.call('INCR', KEYS[2])
+redis.call('ZADD', KEYS[1], n, ARGV[1])
+local size = redis.call('ZCARD', KEYS[1])
+if size > tonumber(ARGV[3]) then
+  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, size - tonumber(ARGV[3]) - 1)
+end
+redis.call('ZADD', KEYS[3], n, ARGV[1])
+redis.call('HSET', KEYS[4], ARGV[1], ARGV[2])
+if redis.call('SADD', KEYS[6], ARGV[4]) == 1 then
+  redis.call('XADD', KEYS[5], '*', 'id', ARGV[4], 'e', ARGV[5])
+end
+redis.call('HSET', KEYS[7], unpack(ARGV, 6))
+return 1";
+
 /// A `ThreadStore` in Redis.
 #[derive(Clone)]
 pub struct RedisStore {
@@ -72,6 +94,7 @@ pub struct RedisStore {
     add_child: Script,
     inbox_push: Script,
     alias_get_or_create: Script,
+    inbox_push_then_start: Script,
     dedup_window: usize,
 }
 
@@ -114,6 +137,7 @@ impl RedisStore {
             add_child: Script::new(ADD_CHILD),
             inbox_push: Script::new(INBOX_PUSH),
             alias_get_or_create: Script::new(ALIAS_GET_OR_CREATE),
+            inbox_push_then_start: Script::new(INBOX_PUSH_THEN_START),
             dedup_window: DEDUP_WINDOW,
         }
     }
@@ -407,6 +431,51 @@ impl ThreadStore for RedisStore {
         Ok(n == 1)
     }
 
+    async fn inbox_push_then(
+        &self,
+        agent_id: &str,
+        env: &Envelope,
+        then: &[StoreWrite],
+    ) -> StoreResult<Pushed> {
+        // The shape an item starting a turn brings (its input entry, then the agent's own
+        // record, an existing one: its roots index entry is there already) runs as one
+        // script; with anything else only the push runs (the caller writes the rest).
+        let (entry, rec) = match then {
+            [
+                StoreWrite::Append { agent_id: a, entry },
+                StoreWrite::PutAgent(rec),
+            ] if a == agent_id && rec.id == agent_id => (entry, rec),
+            _ => {
+                return Ok(Pushed {
+                    fresh: self.inbox_push(agent_id, env).await?,
+                    then_applied: false,
+                });
+            }
+        };
+        let mut con = self.con.clone();
+        let mut call = self.inbox_push_then_start.prepare_invoke();
+        call.key(self.keys.agent_part(agent_id, "seen"))
+            .key(self.keys.agent_part(agent_id, "seenseq"))
+            .key(self.keys.agent_part(agent_id, "inbox"))
+            .key(self.keys.agent_part(agent_id, "inboxdata"))
+            .key(self.keys.agent_part(agent_id, "thread"))
+            .key(self.keys.agent_part(agent_id, "eids"))
+            .key(self.keys.agent(agent_id))
+            .arg(env.id.to_string())
+            .arg(encode(env).map_err(de)?)
+            .arg(self.dedup_window)
+            .arg(entry.id.to_string())
+            .arg(encode(entry).map_err(de)?);
+        for (field, value) in record_fields(rec)? {
+            call.arg(field).arg(value);
+        }
+        let n: i64 = call.invoke_async(&mut con).await.map_err(be)?;
+        Ok(Pushed {
+            fresh: n == 1,
+            then_applied: n == 1,
+        })
+    }
+
     async fn inbox_pending(&self, agent_id: &str) -> StoreResult<Vec<Envelope>> {
         let mut con = self.con.clone();
         let ids: Vec<String> = cmd("ZRANGE")
@@ -494,24 +563,35 @@ impl ThreadStore for RedisStore {
     }
 }
 
+/// The fields of an agent's record hash: the encoded record, and the fields that listings
+/// read without decoding it.
+fn record_fields(record: &AgentRecord) -> StoreResult<[(&'static str, Vec<u8>); 5]> {
+    Ok([
+        ("rec", encode(record).map_err(de)?),
+        ("status", record.status.as_str().as_bytes().to_vec()),
+        ("title", record.title.as_bytes().to_vec()),
+        ("type", record.agent_type.as_bytes().to_vec()),
+        (
+            "parent",
+            record
+                .parent_id
+                .as_deref()
+                .unwrap_or("")
+                .as_bytes()
+                .to_vec(),
+        ),
+    ])
+}
+
 impl RedisStore {
     /// Adds the writes of [`ThreadStore::put_agent`] to `pipe`: the record hash, then (for a
     /// root) the roots index, which lives in another slot.
     fn pipe_put_agent(&self, pipe: &mut redis::Pipeline, record: &AgentRecord) -> StoreResult<()> {
-        let bytes = encode(record).map_err(de)?;
-        pipe.cmd("HSET")
-            .arg(self.keys.agent(&record.id))
-            .arg("rec")
-            .arg(bytes)
-            .arg("status")
-            .arg(record.status.as_str())
-            .arg("title")
-            .arg(&record.title)
-            .arg("type")
-            .arg(&record.agent_type)
-            .arg("parent")
-            .arg(record.parent_id.as_deref().unwrap_or(""))
-            .ignore();
+        let set = pipe.cmd("HSET").arg(self.keys.agent(&record.id));
+        for (field, value) in record_fields(record)? {
+            set.arg(field).arg(value);
+        }
+        set.ignore();
         if record.parent_id.is_none() {
             pipe.cmd("ZADD")
                 .arg(self.keys.roots())
