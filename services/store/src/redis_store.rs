@@ -51,8 +51,9 @@ if child then return {child, 0} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return {ARGV[2], 1}";
 
-/// KEYS: seen, seenseq, inbox, inboxdata; ARGV: env id, bytes, window.
-const INBOX_PUSH: &str = r"
+/// The durable push of an envelope, once (`return 0` for a duplicate); the scripts below end
+/// with it. KEYS: seen, seenseq, inbox, inboxdata; ARGV: env id, bytes, window.
+const PUSH: &str = r"
 if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 local n = redis.call('INCR', KEYS[2])
 redis.call('ZADD', KEYS[1], n, ARGV[1])
@@ -61,28 +62,17 @@ if size > tonumber(ARGV[3]) then
   redis.call('ZREMRANGEBYRANK', KEYS[1], 0, size - tonumber(ARGV[3]) - 1)
 end
 redis.call('ZADD', KEYS[3], n, ARGV[1])
-redis.call('HSET', KEYS[4], ARGV[1], ARGV[2])
-return 1";
+redis.call('HSET', KEYS[4], ARGV[1], ARGV[2])";
 
-/// [`INBOX_PUSH`], then for a new envelope the start of its turn: the input entry appended
-/// once (as [`APPEND`]) and the record's hash set. KEYS: seen, seenseq, inbox, inboxdata,
-/// thread, eids, record; ARGV: env id, bytes, window, entry id, entry bytes, then the record's
-/// hash fields and values. All keys are the agent's (one slot).
-const INBOX_PUSH_THEN_START: &str = r"
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
-local n = redis.call('INCR', KEYS[2])
-redis.call('ZADD', KEYS[1], n, ARGV[1])
-local size = redis.call('ZCARD', KEYS[1])
-if size > tonumber(ARGV[3]) then
-  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, size - tonumber(ARGV[3]) - 1)
-end
-redis.call('ZADD', KEYS[3], n, ARGV[1])
-redis.call('HSET', KEYS[4], ARGV[1], ARGV[2])
+/// After [`PUSH`] of a new envelope, the start of its turn: the input entry appended once (as
+/// [`APPEND`]) and the record's hash set. KEYS after the push's: thread, eids, record; ARGV
+/// after the push's: entry id, entry bytes, then the record's hash fields and values. All keys
+/// are the agent's (one slot).
+const START: &str = r"
 if redis.call('SADD', KEYS[6], ARGV[4]) == 1 then
   redis.call('XADD', KEYS[5], '*', 'id', ARGV[4], 'e', ARGV[5])
 end
-redis.call('HSET', KEYS[7], unpack(ARGV, 6))
-return 1";
+redis.call('HSET', KEYS[7], unpack(ARGV, 6))";
 
 /// A `ThreadStore` in Redis.
 #[derive(Clone)]
@@ -135,9 +125,9 @@ impl RedisStore {
             append: Script::new(APPEND),
             replace: Script::new(REPLACE),
             add_child: Script::new(ADD_CHILD),
-            inbox_push: Script::new(INBOX_PUSH),
+            inbox_push: Script::new(&format!("{PUSH}\nreturn 1")),
             alias_get_or_create: Script::new(ALIAS_GET_OR_CREATE),
-            inbox_push_then_start: Script::new(INBOX_PUSH_THEN_START),
+            inbox_push_then_start: Script::new(&format!("{PUSH}\n{START}\nreturn 1")),
             dedup_window: DEDUP_WINDOW,
         }
     }
