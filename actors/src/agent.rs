@@ -103,8 +103,6 @@ pub struct AgentActor {
     /// The item whose turn start (input entry, `running` record) was written together with its
     /// inbox push, and the input made for it then (the turn uses that one, written as is).
     prestarted: Option<Box<(Uuid, TurnInput)>>,
-    /// The turn `begin` starts now had its start written with its push (set by `pump`).
-    start_written: bool,
     /// The agent's thread as stored, once read: handed to each turn (which then needs no
     /// store read per step) and given back when the turn ends; dropped whenever it may be
     /// stale (an aborted turn, a restore).
@@ -119,6 +117,16 @@ pub struct AgentActor {
     /// takes no more deliveries (what it accepted now would be dropped from memory with no
     /// live actor left to run it); the router activates a fresh actor instead.
     stopping: bool,
+}
+
+/// Counts a turn on inbox item `task` as the task's next attempt (the first, for a new task).
+fn count_attempt(rec: &mut AgentRecord, task: Uuid) {
+    if rec.current_task == Some(task) {
+        rec.attempts += 1;
+    } else {
+        rec.attempts = 1;
+        rec.current_task = Some(task);
+    }
 }
 
 /// The agent's record, shared (not copied) with the store batches and turns that read it: a
@@ -179,7 +187,6 @@ impl AgentActor {
             hold_outputs: false,
             flush_backoff_ms: 0,
             prestarted: None,
-            start_written: false,
             thread: None,
             tool_specs: None,
             system_prompt: None,
@@ -627,8 +634,7 @@ impl AgentActor {
             self.awaiting_permit = Some(Box::new((env, input)));
             return;
         }
-        self.start_written = start_written;
-        self.begin(env, input, ctx);
+        self.begin(env, input, start_written, ctx);
     }
 
     /// The turn input an inbox item makes (`None` for anything else).
@@ -693,12 +699,7 @@ impl AgentActor {
         };
         // As `begin` leaves the record.
         let mut rec = AgentRecord::clone(&self.rec);
-        if rec.current_task == Some(env.id) {
-            rec.attempts += 1;
-        } else {
-            rec.attempts = 1;
-            rec.current_task = Some(env.id);
-        }
+        count_attempt(&mut rec, env.id);
         rec.status = AgentStatus::Running;
         rec.status_reason = None;
         rec.updated_at_ms = self.deps.clock.now_ms();
@@ -713,8 +714,15 @@ impl AgentActor {
     }
 
     /// Starts the turn of `env` now (a slot is held, or there is no limit).
-    fn begin(&mut self, env: Envelope, input: TurnInput, ctx: &mut Context<Self>) {
-        let start_written = std::mem::take(&mut self.start_written);
+    /// `start_written`: the turn's start (input entry, `running` record) went with the item's
+    /// push already (`turn_start_writes`).
+    fn begin(
+        &mut self,
+        env: Envelope,
+        input: TurnInput,
+        start_written: bool,
+        ctx: &mut Context<Self>,
+    ) {
         if !self.rec.status.can_become(AgentStatus::Running)
             && self.rec.status != AgentStatus::Running
         {
@@ -726,12 +734,7 @@ impl AgentActor {
         // crash (same inbox item) shows as the next attempt.
         let (task, attempts) = (self.rec.current_task, self.rec.attempts);
         let was_running = self.rec.status == AgentStatus::Running;
-        if self.rec.current_task == Some(env.id) {
-            self.rec.attempts += 1;
-        } else {
-            self.rec.attempts = 1;
-            self.rec.current_task = Some(env.id);
-        }
+        count_attempt(&mut self.rec, env.id);
         if let Err(e) = self.set_status(AgentStatus::Running, None, ctx) {
             tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot start a turn");
             (self.rec.current_task, self.rec.attempts) = (task, attempts);
@@ -1528,7 +1531,7 @@ impl Handler<crate::scheduler::Permit> for AgentActor {
     fn handle(&mut self, _: crate::scheduler::Permit, ctx: &mut Self::Context) {
         self.has_permit = true;
         match self.awaiting_permit.take().map(|p| *p) {
-            Some((env, input)) => self.begin(env, input, ctx),
+            Some((env, input)) => self.begin(env, input, false, ctx),
             None => self.release_permit(),
         }
     }

@@ -102,9 +102,7 @@ impl Metrics {
 
     /// Adds `by` to counter `name` with `labels`.
     pub fn inc(&self, name: &'static str, help: &'static str, l: &[(&'static str, &str)], by: f64) {
-        let mut m = self.lock();
-        m.help.entry(name).or_insert((help, "counter"));
-        *m.counters.series(name, l) += by;
+        self.inc_each(name, help, &[(l, by)]);
     }
 
     /// Adds to several series of counter `name` under one lock (e.g. the four token kinds of

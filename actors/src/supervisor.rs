@@ -93,6 +93,13 @@ impl Supervisor {
         }
     }
 
+    /// This supervisor's address, one shared copy for every agent and parent router.
+    fn shared_address(&mut self, ctx: &mut Context<Self>) -> Arc<Addr<Supervisor>> {
+        self.me
+            .get_or_insert_with(|| Arc::new(ctx.address()))
+            .clone()
+    }
+
     fn start_agent(
         &mut self,
         rec: impl Into<Arc<AgentRecord>>,
@@ -103,10 +110,7 @@ impl Supervisor {
         let id = rec.id.clone();
         let root_id = rec.root_id.clone();
         let deps = self.deps.clone();
-        let me = self
-            .me
-            .get_or_insert_with(|| Arc::new(ctx.address()))
-            .clone();
+        let me = self.shared_address(ctx);
         let router = self.router.clone();
         let scheduler = self.scheduler.clone();
         let addr = match self.arbiter_for(&rec.root_id) {
@@ -208,9 +212,7 @@ impl Handler<ParentRouterFor> for Supervisor {
         let pr = ParentRouter::new(
             id.clone(),
             self.deps.clone(),
-            self.me
-                .get_or_insert_with(|| Arc::new(ctx.address()))
-                .clone(),
+            self.shared_address(ctx),
             self.router.clone(),
         )
         .start();
