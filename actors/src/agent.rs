@@ -40,6 +40,51 @@ fn inbox_depth_changed(delta: f64) {
     );
 }
 
+/// The dependencies an agent still waits for. Boxed, and absent when there are none (most
+/// agents): an idle agent's actor stays small.
+#[derive(Default)]
+struct Unmet(Option<Box<std::collections::HashSet<String>>>);
+
+impl Unmet {
+    fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|set| set.is_empty())
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.0.as_ref().is_some_and(|set| set.contains(id))
+    }
+
+    fn remove(&mut self, id: &str) {
+        if let Some(set) = &mut self.0 {
+            set.remove(id);
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &String> {
+        self.0.iter().flat_map(|set| set.iter())
+    }
+}
+
+/// What every agent of a process shares: ports, config and the process actors' addresses
+/// (one pointer per agent; `Addr` clones would allocate).
+pub struct AgentEnv {
+    /// Ports and config.
+    pub deps: Arc<Deps>,
+    /// The process supervisor.
+    pub supervisor: Arc<Addr<Supervisor>>,
+    /// The process router.
+    pub router: Arc<Addr<ChannelRouter>>,
+    /// Turn slots under a concurrency limit, if one is set.
+    pub scheduler: Option<Arc<Addr<crate::scheduler::Scheduler>>>,
+}
+
+/// What an agent's turns show its model; it follows from the agent's type, allowed tools,
+/// depth and parent, which do not change.
+struct TurnSetup {
+    tool_specs: Arc<Vec<crate::ports::ToolSpec>>,
+    system_prompt: Arc<str>,
+}
+
 struct RunningTurn {
     handle: SpawnHandle,
     cause: Uuid,
@@ -53,11 +98,8 @@ struct RunningTurn {
 /// The actor of one agent.
 pub struct AgentActor {
     rec: SharedRecord,
-    deps: Deps,
-    /// Shared with the supervisor, every other agent and every turn (an `Addr` clone
-    /// allocates; an `Arc` clone does not).
-    supervisor: Arc<Addr<Supervisor>>,
-    router: Arc<Addr<ChannelRouter>>,
+    /// Shared with every agent of the process (one pointer here instead of nine).
+    env: Arc<AgentEnv>,
     inbox: VecDeque<Envelope>,
     turn: Option<Box<RunningTurn>>,
     /// A pause stopped a turn at a step boundary; resume continues it.
@@ -65,22 +107,20 @@ pub struct AgentActor {
     /// The inbox envelope of the paused turn.
     paused_input: Option<Box<Envelope>>,
     /// Delay before retrying a turn that hit an unreachable store.
-    retry_backoff_ms: u64,
+    retry_backoff_ms: u32,
     /// The queue is held until a scheduled retry.
     holding_for_retry: bool,
     /// An interrupted turn's item (rate limit, unreachable store): it runs again before
     /// anything queued, urgent items included.
     retry: Option<Box<Envelope>>,
     /// Why a pause requested at a step boundary happens (a budget), if not a control.
-    pause_reason: Option<String>,
-    /// Turn slots under a concurrency limit, if one is set.
-    scheduler: Option<Addr<crate::scheduler::Scheduler>>,
+    pause_reason: Option<Box<str>>,
     /// The item waiting for a turn slot.
     awaiting_permit: Option<Box<(Envelope, TurnInput)>>,
     /// This agent holds a turn slot.
     has_permit: bool,
     /// Dependencies (spawn `depends_on`) that have not completed yet; turns wait for them.
-    unmet: std::collections::HashSet<String>,
+    unmet: Unmet,
     /// The environment changed during a turn: the backend's process restarts after it.
     restart_backend_after_turn: bool,
     /// Writes of this agent's own state (thread entries, inbox items done) waiting for the
@@ -99,7 +139,7 @@ pub struct AgentActor {
     /// whose last entry is still to be written).
     hold_outputs: bool,
     /// Delay before writing a failed flush again.
-    flush_backoff_ms: u64,
+    flush_backoff_ms: u32,
     /// The item whose turn start (input entry, `running` record) was written together with its
     /// inbox push, and the input made for it then (the turn uses that one, written as is).
     prestarted: Option<Box<(Uuid, TurnInput)>>,
@@ -107,12 +147,9 @@ pub struct AgentActor {
     /// store read per step) and given back when the turn ends; dropped whenever it may be
     /// stale (an aborted turn, a restore).
     thread: Option<Arc<Vec<ThreadEntry>>>,
-    /// The tools this agent's model is shown, built on its first turn (they follow from its
-    /// type, allowed tools and depth, which do not change).
-    tool_specs: Option<Arc<Vec<crate::ports::ToolSpec>>>,
-    /// The layered system prompt, built on its first turn (from its type and parent, which do
-    /// not change).
-    system_prompt: Option<Arc<str>>,
+    /// What every turn of this agent shows its model, built on its first turn (boxed: an
+    /// agent that never ran a turn does not pay for it).
+    setup: Option<Box<TurnSetup>>,
     /// A [`StopAgent`] was handled: the actor ends as soon as its answer is written, so it
     /// takes no more deliveries (what it accepted now would be dropped from memory with no
     /// live actor left to run it); the router activates a fresh actor instead.
@@ -155,17 +192,10 @@ impl std::ops::DerefMut for SharedRecord {
 
 impl AgentActor {
     /// An actor for `rec` (started by the [`Supervisor`]).
-    pub fn new(
-        rec: impl Into<Arc<AgentRecord>>,
-        deps: Deps,
-        supervisor: Arc<Addr<Supervisor>>,
-        router: Arc<Addr<ChannelRouter>>,
-    ) -> Self {
+    pub fn new(rec: impl Into<Arc<AgentRecord>>, env: Arc<AgentEnv>) -> Self {
         AgentActor {
             rec: SharedRecord(rec.into()),
-            deps,
-            supervisor,
-            router,
+            env,
             inbox: VecDeque::new(),
             turn: None,
             paused_mid_turn: false,
@@ -174,10 +204,9 @@ impl AgentActor {
             holding_for_retry: false,
             retry: None,
             pause_reason: None,
-            scheduler: None,
             awaiting_permit: None,
             has_permit: false,
-            unmet: std::collections::HashSet::new(),
+            unmet: Unmet::default(),
             restart_backend_after_turn: false,
             pending_writes: Vec::new(),
             record_dirty: false,
@@ -188,27 +217,20 @@ impl AgentActor {
             flush_backoff_ms: 0,
             prestarted: None,
             thread: None,
-            tool_specs: None,
-            system_prompt: None,
+            setup: None,
             stopping: false,
         }
     }
 
-    /// Turns of this agent take slots from `scheduler` (a concurrency limit).
-    pub fn with_scheduler(mut self, scheduler: Option<Addr<crate::scheduler::Scheduler>>) -> Self {
-        self.scheduler = scheduler;
-        self
-    }
-
     /// The dependencies this agent still waits for.
     pub fn with_unmet(mut self, unmet: std::collections::HashSet<String>) -> Self {
-        self.unmet = unmet;
+        self.unmet = Unmet((!unmet.is_empty()).then(|| Box::new(unmet)));
         self
     }
 
     /// Gives the turn slot back (or withdraws a queued request).
     fn release_permit(&mut self) {
-        if let Some(s) = &self.scheduler
+        if let Some(s) = &self.env.scheduler
             && (self.has_permit || self.awaiting_permit.is_some())
         {
             s.do_send(crate::scheduler::Release(self.rec.id.clone()));
@@ -232,7 +254,7 @@ impl AgentActor {
         self.rec.status = to;
         self.rec.status_reason = reason.clone();
         metrics::global().agent_status(&self.rec.id, Some(to.as_str()));
-        self.deps.events.publish(&Event::StatusChanged {
+        self.env.deps.events.publish(&Event::StatusChanged {
             agent_id: self.rec.id.clone(),
             from,
             to,
@@ -266,7 +288,7 @@ impl AgentActor {
 
     /// Saves a checkpoint of the agent as it is now, before any further message is handled.
     fn checkpoint(&mut self, reason: CheckpointReason, trigger: &str, ctx: &mut Context<Self>) {
-        let deps = self.deps.clone();
+        let deps = self.env.deps.clone();
         let rec = self.rec.clone();
         let trigger = trigger.to_string();
         // What is waiting to be written goes first: the checkpoint captures the stored thread.
@@ -287,13 +309,16 @@ impl AgentActor {
         if self.turn.is_some() {
             self.restart_backend_after_turn = true;
         } else {
-            self.deps.model.control(&self.rec.id, Control::Terminate);
+            self.env
+                .deps
+                .model
+                .control(&self.rec.id, Control::Terminate);
         }
     }
 
     /// Resumes a rate-limited agent by itself after `ms` (on the injected clock).
     fn schedule_rate_limit_resume(&mut self, ms: u64, ctx: &mut Context<Self>) {
-        let sleep = self.deps.clock.sleep(ms);
+        let sleep = self.env.deps.clock.sleep(ms);
         ctx.spawn(sleep.into_actor(self).map(|_, act, ctx| {
             if act.rec.status == AgentStatus::WaitingRateLimit {
                 act.rec.resume_at_ms = None;
@@ -306,7 +331,7 @@ impl AgentActor {
     /// Writes the record before any further message is handled (with the other writes
     /// pending, in one batch).
     fn persist(&mut self, ctx: &mut Context<Self>) {
-        self.rec.updated_at_ms = self.deps.clock.now_ms();
+        self.rec.updated_at_ms = self.env.deps.clock.now_ms();
         self.record_dirty = true;
         self.schedule_flush(ctx);
     }
@@ -341,7 +366,7 @@ impl AgentActor {
     /// Takes everything waiting to be written (writes, the record if it changed) as one
     /// batch; the future writes it, then sends the outputs that waited for it.
     fn flush_now(&mut self) -> impl ActorFuture<Self, Output = ()> + use<> {
-        let store = self.deps.store.clone();
+        let store = self.env.deps.store.clone();
         let mut writes = std::mem::take(&mut self.pending_writes);
         if std::mem::take(&mut self.record_dirty) {
             writes.push(StoreWrite::PutAgent(self.rec.share()));
@@ -364,7 +389,7 @@ impl AgentActor {
                     flag.store(true, Ordering::SeqCst);
                 }
                 for out in outputs {
-                    act.router.do_send(out);
+                    act.env.router.do_send(out);
                 }
             }
             Err(e) => act.flush_failed(e, writes, input_written, outputs, ctx),
@@ -385,7 +410,7 @@ impl AgentActor {
         if matches!(e, crate::ports::StoreError::Decode(_)) {
             tracing::error!(agent_id = %self.rec.id, error = %e, writes = writes.len(), "the agent's state cannot be encoded; not written");
             for out in outputs {
-                self.router.do_send(out);
+                self.env.router.do_send(out);
             }
             return;
         }
@@ -399,7 +424,7 @@ impl AgentActor {
             self.input_written = input_written;
         }
         ctx.run_later(
-            std::time::Duration::from_millis(self.flush_backoff_ms),
+            std::time::Duration::from_millis(self.flush_backoff_ms.into()),
             |act, ctx| act.schedule_flush(ctx),
         );
     }
@@ -456,7 +481,7 @@ impl AgentActor {
                 derived_id(turn.cause, "interrupted"),
                 Role::System,
                 "(the previous turn was interrupted)",
-                self.deps.clock.now_ms(),
+                self.env.deps.clock.now_ms(),
             )
         })
     }
@@ -490,7 +515,7 @@ impl AgentActor {
     /// it is taken now, at its place in the durable inbox's order (after what was stored
     /// before it, ahead of what arrived after it).
     fn take_if_still_pending(&mut self, env: Envelope, ctx: &mut Context<Self>) {
-        let store = self.deps.store.clone();
+        let store = self.env.deps.store.clone();
         let id = self.rec.id.clone();
         ctx.spawn(
             async move { store.inbox_pending(&id).await }
@@ -612,7 +637,7 @@ impl AgentActor {
             Some(input) => input,
             None => return self.pump(ctx),
         };
-        if let Some(scheduler) = self.scheduler.clone().filter(|_| !self.has_permit) {
+        if let Some(scheduler) = self.env.scheduler.clone().filter(|_| !self.has_permit) {
             // Wait for a turn slot; the agent shows `queued` meanwhile.
             let _ = self.set_status(
                 AgentStatus::Queued,
@@ -650,7 +675,7 @@ impl AgentActor {
                     derived_id(env.id, "input"),
                     *role,
                     text.clone(),
-                    self.deps.clock.now_ms(),
+                    self.env.deps.clock.now_ms(),
                 );
                 entry.from_agent = from_agent.clone();
                 TurnInput::Message(entry)
@@ -664,7 +689,7 @@ impl AgentActor {
                     derived_id(env.id, "input"),
                     Role::User,
                     text,
-                    self.deps.clock.now_ms(),
+                    self.env.deps.clock.now_ms(),
                 );
                 entry.from_agent = env.from.agent_id().map(str::to_string);
                 TurnInput::Message(entry)
@@ -686,7 +711,7 @@ impl AgentActor {
             && self.retry.is_none()
             && self.inbox.is_empty()
             && self.unmet.is_empty()
-            && (self.scheduler.is_none() || self.has_permit)
+            && (self.env.scheduler.is_none() || self.has_permit)
             && self.rec.status.accepts_turns()
             && self.rec.status.can_become(AgentStatus::Running)
             && self.over_budget().is_none();
@@ -702,7 +727,7 @@ impl AgentActor {
         count_attempt(&mut rec, env.id);
         rec.status = AgentStatus::Running;
         rec.status_reason = None;
-        rec.updated_at_ms = self.deps.clock.now_ms();
+        rec.updated_at_ms = self.env.deps.clock.now_ms();
         let writes = vec![
             StoreWrite::Append {
                 agent_id: rec.id.clone(),
@@ -790,17 +815,16 @@ impl AgentActor {
         ctx: &mut Context<Self>,
     ) {
         let stop = Arc::new(AtomicBool::new(false));
-        let tool_specs = self
-            .tool_specs
-            .get_or_insert_with(|| crate::tools::visible_specs(&self.rec, &self.deps))
-            .clone();
+        let setup = self.setup.get_or_insert_with(|| {
+            Box::new(TurnSetup {
+                tool_specs: crate::tools::visible_specs(&self.rec, &self.env.deps),
+                system_prompt: crate::turn::system_prompt(&self.rec, &self.env.deps).into(),
+            })
+        });
+        let (tool_specs, system_prompt) = (setup.tool_specs.clone(), setup.system_prompt.clone());
         // Only a re-run (a retry, or a paused turn continuing) can find its own earlier
         // entries in the thread; a first run looks nothing up.
         let replaying = matches!(input, TurnInput::Continue) || self.rec.attempts != 1;
-        let system_prompt = self
-            .system_prompt
-            .get_or_insert_with(|| crate::turn::system_prompt(&self.rec, &self.deps).into())
-            .clone();
         let turn = Turn {
             replaying,
             tool_specs,
@@ -808,12 +832,12 @@ impl AgentActor {
             thread: self.thread.take(),
             input_written,
             rec: self.rec.share(),
-            deps: self.deps.clone(),
+            deps: self.env.deps.clone(),
             tools: ToolContext {
                 caller: self.rec.share(),
-                deps: self.deps.clone(),
-                supervisor: self.supervisor.clone(),
-                router: self.router.clone(),
+                deps: self.env.deps.clone(),
+                supervisor: self.env.supervisor.clone(),
+                router: self.env.router.clone(),
                 cause,
             },
             me: ctx.address(),
@@ -870,7 +894,10 @@ impl AgentActor {
             }
         }
         if std::mem::take(&mut self.restart_backend_after_turn) {
-            self.deps.model.control(&self.rec.id, Control::Terminate);
+            self.env
+                .deps
+                .model
+                .control(&self.rec.id, Control::Terminate);
         }
         let outcome = match res {
             Ok(r) => r,
@@ -896,7 +923,7 @@ impl AgentActor {
                 self.retry = input.map(Box::new);
                 self.holding_for_retry = true;
                 ctx.run_later(
-                    std::time::Duration::from_millis(self.retry_backoff_ms),
+                    std::time::Duration::from_millis(self.retry_backoff_ms.into()),
                     |act, ctx| {
                         act.holding_for_retry = false;
                         act.pump(ctx);
@@ -905,10 +932,11 @@ impl AgentActor {
                 return;
             }
             Err(e)
-                if self.rec.attempts < self.deps.config.limits.max_attempts && input.is_some() =>
+                if self.rec.attempts < self.env.deps.config.limits.max_attempts
+                    && input.is_some() =>
             {
                 // Automatic retry with capped exponential backoff; the attempt shows in inspect.
-                let limits = &self.deps.config.limits;
+                let limits = &self.env.deps.config.limits;
                 let shift = self.rec.attempts.saturating_sub(1).min(20);
                 let delay = limits
                     .retry_backoff_ms
@@ -916,7 +944,7 @@ impl AgentActor {
                     .min(limits.retry_backoff_max_ms);
                 tracing::warn!(agent_id = %self.rec.id, error = %e, attempt = self.rec.attempts, retry_ms = delay, "turn failed; retrying");
                 self.rec.last_error = Some(e.to_string());
-                self.deps.events.publish(&Event::TurnFailed {
+                self.env.deps.events.publish(&Event::TurnFailed {
                     agent_id: self.rec.id.clone(),
                     message: format!(
                         "{e} (attempt {}, retrying in {delay} ms)",
@@ -928,11 +956,11 @@ impl AgentActor {
                 let reason = format!(
                     "retry {} of {} in {delay} ms",
                     self.rec.attempts + 1,
-                    self.deps.config.limits.max_attempts
+                    self.env.deps.config.limits.max_attempts
                 );
                 let _ = self.set_status(AgentStatus::Queued, Some(reason), ctx);
                 self.checkpoint(CheckpointReason::Error, &e.to_string(), ctx);
-                let sleep = self.deps.clock.sleep(delay);
+                let sleep = self.env.deps.clock.sleep(delay);
                 ctx.spawn(sleep.into_actor(self).map(|_, act, ctx| {
                     act.holding_for_retry = false;
                     act.pump(ctx);
@@ -964,7 +992,7 @@ impl AgentActor {
                     _ => None,
                 });
                 if let Some(message) =
-                    error_marker.filter(|_| self.deps.config.limits.fail_on_error_marker)
+                    error_marker.filter(|_| self.env.deps.config.limits.fail_on_error_marker)
                 {
                     // `[ERROR]…[/ERROR]` fails the agent when the config says so.
                     let e = AgentdError::new(
@@ -978,17 +1006,17 @@ impl AgentActor {
                     let reason = self
                         .pause_reason
                         .take()
-                        .unwrap_or_else(|| "paused by control".into());
+                        .map_or_else(|| "paused by control".into(), String::from);
                     let _ = self.set_status(AgentStatus::Paused, Some(reason), ctx);
                 } else if let Some(result) = r.yielded {
-                    self.rec.result = Some(result.clone());
+                    self.rec.result = Some(Box::new(result.clone()));
                     let _ = self.set_status(AgentStatus::Completed, Some("yielded".into()), ctx);
-                    self.supervisor.do_send(crate::messages::Finished {
+                    self.env.supervisor.do_send(crate::messages::Finished {
                         agent_id: self.rec.id.clone(),
                         ok: true,
                     });
                     if let Some(parent_id) = self.rec.channel.parent_id() {
-                        self.deps.events.publish(&Event::Yielded {
+                        self.env.deps.events.publish(&Event::Yielded {
                             agent_id: self.rec.id.clone(),
                             parent_id: parent_id.to_string(),
                             result: result.clone(),
@@ -1035,7 +1063,7 @@ impl AgentActor {
         match &self.turn {
             Some(turn) if !turn.stop.load(Ordering::SeqCst) => {
                 turn.stop.store(true, Ordering::SeqCst);
-                self.pause_reason = Some(reason);
+                self.pause_reason = Some(reason.into());
             }
             Some(_) => return,
             None => {
@@ -1048,7 +1076,7 @@ impl AgentActor {
                 }
             }
         }
-        self.deps.events.publish(&Event::BudgetExceeded {
+        self.env.deps.events.publish(&Event::BudgetExceeded {
             agent_id: self.rec.id.clone(),
             limit,
         });
@@ -1062,7 +1090,7 @@ impl AgentActor {
         if self.rec.parent_id.is_none() && self.rec.budget.is_none() {
             return; // a root without a budget: no tree budget to check
         }
-        let deps = self.deps.clone();
+        let deps = self.env.deps.clone();
         let me = self.rec.clone();
         ctx.spawn(
             async move {
@@ -1071,7 +1099,7 @@ impl AgentActor {
                 } else {
                     deps.store.get_agent(&me.root_id).await.ok().flatten()
                 };
-                let budget = root.as_ref().and_then(|r| r.budget)?;
+                let budget = root.as_ref().and_then(|r| r.budget.as_deref().copied())?;
                 let (mut usage, mut cost) = (agentd_proto::Usage::default(), 0.0);
                 let mut stack = vec![me.root_id.clone()];
                 while let Some(id) = stack.pop() {
@@ -1099,7 +1127,7 @@ impl AgentActor {
                 };
                 act.persist(ctx);
                 if let Some(limit) = limit {
-                    act.supervisor.do_send(crate::messages::PauseTree {
+                    act.env.supervisor.do_send(crate::messages::PauseTree {
                         root_id: act.rec.root_id.clone(),
                         limit,
                     });
@@ -1110,9 +1138,13 @@ impl AgentActor {
 
     /// Which budget limit the agent is over, if any.
     fn over_budget(&self) -> Option<&'static str> {
-        self.rec
-            .budget
-            .and_then(|b| b.exceeded(&self.rec.usage, self.rec.cost_usd, self.deps.clock.now_ms()))
+        self.rec.budget.as_deref().and_then(|b| {
+            b.exceeded(
+                &self.rec.usage,
+                self.rec.cost_usd,
+                self.env.deps.clock.now_ms(),
+            )
+        })
     }
 
     /// Pauses the agent (reason `budget_exceeded: <limit>`, event) if it is over its budget;
@@ -1131,7 +1163,7 @@ impl AgentActor {
         {
             return false;
         }
-        self.deps.events.publish(&Event::BudgetExceeded {
+        self.env.deps.events.publish(&Event::BudgetExceeded {
             agent_id: self.rec.id.clone(),
             limit: limit.to_string(),
         });
@@ -1148,7 +1180,7 @@ impl AgentActor {
         let mut wait = None;
         for problem in malformed {
             tracing::warn!(agent_id = %self.rec.id, problem, "malformed protocol marker");
-            self.deps.events.publish(&Event::MarkerMalformed {
+            self.env.deps.events.publish(&Event::MarkerMalformed {
                 agent_id: self.rec.id.clone(),
                 problem: problem.clone(),
             });
@@ -1159,6 +1191,7 @@ impl AgentActor {
                     self.rec.phase = Some(*phase);
                     self.rec.current_step = Some(format!("phase {phase} complete"));
                     let phases = self
+                        .env
                         .deps
                         .config
                         .types
@@ -1175,7 +1208,7 @@ impl AgentActor {
                     wait = Some((AgentStatus::WaitingQuestion, question.clone()))
                 }
             }
-            self.deps.events.publish(&Event::Marker {
+            self.env.deps.events.publish(&Event::Marker {
                 agent_id: self.rec.id.clone(),
                 marker: m.clone(),
             });
@@ -1187,7 +1220,7 @@ impl AgentActor {
     /// `waiting_rate_limit`, and resumes by itself after `ms` (on the injected clock); the turn
     /// re-runs once, its recorded outputs and tool results de-duplicated.
     fn rate_limited(&mut self, ms: u64, input: Option<Envelope>, ctx: &mut Context<Self>) {
-        let resume_at = self.deps.clock.now_ms() + ms;
+        let resume_at = self.env.deps.clock.now_ms() + ms;
         self.retry = input.map(Box::new);
         self.rec.resume_at_ms = Some(resume_at);
         let _ = self.set_status(
@@ -1195,7 +1228,7 @@ impl AgentActor {
             Some(format!("provider rate limit; resumes at {resume_at}")),
             ctx,
         );
-        self.deps.events.publish(&Event::RateLimited {
+        self.env.deps.events.publish(&Event::RateLimited {
             agent_id: self.rec.id.clone(),
             resume_at_ms: resume_at,
         });
@@ -1229,12 +1262,12 @@ impl AgentActor {
     fn fail(&mut self, e: AgentdError, cause: Uuid, ctx: &mut Context<Self>) {
         tracing::warn!(agent_id = %self.rec.id, error = %e, "turn failed");
         self.rec.last_error = Some(e.to_string());
-        self.deps.events.publish(&Event::TurnFailed {
+        self.env.deps.events.publish(&Event::TurnFailed {
             agent_id: self.rec.id.clone(),
             message: e.to_string(),
         });
         let _ = self.set_status(AgentStatus::Failed, Some(e.code.as_str().into()), ctx);
-        self.supervisor.do_send(crate::messages::Finished {
+        self.env.supervisor.do_send(crate::messages::Finished {
             agent_id: self.rec.id.clone(),
             ok: false,
         });
@@ -1256,7 +1289,7 @@ impl AgentActor {
             if self.hold_outputs {
                 self.after_flush.push(out);
             } else {
-                self.router.do_send(out);
+                self.env.router.do_send(out);
             }
         }
     }
@@ -1269,7 +1302,7 @@ impl AgentActor {
         let res = self.apply_control(control, ctx);
         if res.is_ok() {
             // Backends with a process per agent follow the same control (signals).
-            self.deps.model.control(&self.rec.id, control);
+            self.env.deps.model.control(&self.rec.id, control);
         }
         res
     }
@@ -1357,7 +1390,7 @@ impl Actor for AgentActor {
         ctx.set_mailbox_capacity(1024);
         if self.rec.status == AgentStatus::WaitingRateLimit {
             // Re-activated (restart, failover) while rate-limited: it still resumes by itself.
-            let now = self.deps.clock.now_ms();
+            let now = self.env.deps.clock.now_ms();
             let ms = self.rec.resume_at_ms.unwrap_or(now).saturating_sub(now);
             self.schedule_rate_limit_resume(ms, ctx);
         }
@@ -1365,8 +1398,10 @@ impl Actor for AgentActor {
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         self.release_permit();
-        self.supervisor.do_send(AgentStopped(self.rec.id.clone()));
-        self.router.do_send(Forget(self.rec.id.clone()));
+        self.env
+            .supervisor
+            .do_send(AgentStopped(self.rec.id.clone()));
+        self.env.router.do_send(Forget(self.rec.id.clone()));
     }
 }
 
@@ -1389,7 +1424,8 @@ impl Handler<crate::messages::Delivery> for AgentActor {
             // What this actor took now would be dropped from memory with no live actor left
             // to run it: the router routes it again (to a fresh actor or the new owner).
             tracing::debug!(agent_id = %self.rec.id, message_id = %d.env.id, "delivery refused: the agent is stopping");
-            self.router
+            self.env
+                .router
                 .do_send(crate::messages::Refused(d, ctx.address()));
             return AtomicResponse::new(Box::pin(actix::fut::ready(())));
         }
@@ -1432,7 +1468,7 @@ impl AgentActor {
         );
         match env.item {
             Item::Inbox(_) => {
-                let store = self.deps.store.clone();
+                let store = self.env.deps.store.clone();
                 let id = self.rec.id.clone();
                 let (input, then) = match self.turn_start_writes(&env) {
                     Some((input, then)) => (Some(input), then),
@@ -1486,7 +1522,7 @@ impl Handler<crate::messages::Provide> for AgentActor {
     type Result = AtomicResponse<Self, Result<AgentRecord, AgentdError>>;
 
     fn handle(&mut self, msg: crate::messages::Provide, _: &mut Self::Context) -> Self::Result {
-        let store = self.deps.store.clone();
+        let store = self.env.deps.store.clone();
         let id = self.rec.id.clone();
         let env = msg.env;
         let waiting_for = msg.waiting_for;
@@ -1508,7 +1544,7 @@ impl Handler<crate::messages::SetBudget> for AgentActor {
     type Result = MessageResult<crate::messages::SetBudget>;
 
     fn handle(&mut self, msg: crate::messages::SetBudget, ctx: &mut Self::Context) -> Self::Result {
-        self.rec.budget = Some(msg.0);
+        self.rec.budget = Some(Box::new(msg.0));
         self.persist(ctx);
         MessageResult(self.rec.clone())
     }
@@ -1545,7 +1581,7 @@ impl Handler<crate::messages::DependencyDone> for AgentActor {
             return;
         }
         if !msg.ok {
-            if self.deps.config.limits.on_dependency_failure == "fail" {
+            if self.env.deps.config.limits.on_dependency_failure == "fail" {
                 let e = AgentdError::new(
                     ErrorCode::InvalidTransition,
                     format!("dependency `{}` failed", msg.agent_id),
@@ -1612,7 +1648,7 @@ impl Handler<AddUsage> for AgentActor {
     type Result = ();
 
     fn handle(&mut self, AddUsage(usage): AddUsage, ctx: &mut Self::Context) {
-        let config = self.deps.config.clone();
+        let config = self.env.deps.config.clone();
         let model = config
             .types
             .get(&self.rec.agent_type)
@@ -1650,7 +1686,7 @@ impl Handler<AddUsage> for AgentActor {
             &[("model", model_name)],
             cost,
         );
-        self.deps.events.publish(&Event::TokenUsage {
+        self.env.deps.events.publish(&Event::TokenUsage {
             agent_id: self.rec.id.clone(),
             usage,
             cost_usd: cost,
@@ -1679,7 +1715,10 @@ impl Handler<StopAgent> for AgentActor {
         self.stopping = true;
         // The agent's runtime ends: a process-per-agent backend ends its process too (it is
         // started again, with the whole thread, on re-activation).
-        self.deps.model.control(&self.rec.id, Control::Terminate);
+        self.env
+            .deps
+            .model
+            .control(&self.rec.id, Control::Terminate);
         // Close drops queued work; a shutdown (no final status) keeps it in the durable inbox
         // for the next activation.
         let closing = msg.final_status.is_some();
@@ -1707,10 +1746,10 @@ impl Handler<StopAgent> for AgentActor {
                 let _ = self.transition(AgentStatus::Idle, None);
             }
             let _ = self.transition(to, Some("closed by control".into()));
-            self.rec.updated_at_ms = self.deps.clock.now_ms();
+            self.rec.updated_at_ms = self.env.deps.clock.now_ms();
         }
         let persist = msg.final_status.is_some();
-        let store = self.deps.store.clone();
+        let store = self.env.deps.store.clone();
         let rec = self.rec.clone();
         Box::pin(
             async move {
@@ -1747,7 +1786,7 @@ impl Handler<crate::messages::TakeCheckpoint> for AgentActor {
         msg: crate::messages::TakeCheckpoint,
         _: &mut Self::Context,
     ) -> Self::Result {
-        let deps = self.deps.clone();
+        let deps = self.env.deps.clone();
         let rec = self.rec.clone();
         AtomicResponse::new(Box::pin(
             async move { crate::checkpoints::capture(&deps, &rec, msg.reason, &msg.trigger).await }
@@ -1773,7 +1812,7 @@ impl Handler<crate::messages::RestoreCheckpoint> for AgentActor {
         self.holding_for_retry = false;
         self.thread = None;
         let plan = crate::checkpoints::plan(&cp, agentd_proto::ids::new_id());
-        let store = self.deps.store.clone();
+        let store = self.env.deps.store.clone();
         let id = self.rec.id.clone();
         AtomicResponse::new(Box::pin(
             async move {
@@ -1801,7 +1840,7 @@ impl Handler<crate::messages::RestoreCheckpoint> for AgentActor {
                 // A process-backend agent starts a new process, with the restored environment
                 // and the restored conversation, on its next turn.
                 act.restart_backend(ctx);
-                act.deps.events.publish(&Event::Restored {
+                act.env.deps.events.publish(&Event::Restored {
                     agent_id: act.rec.id.clone(),
                     checkpoint_id: cp.id,
                 });

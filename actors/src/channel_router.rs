@@ -3,10 +3,10 @@
 //! output goes to the parent's [`ParentRouter`]. It is the one place that decides *where* a
 //! thing goes, so a remote transport (Redis partitions) plugs in here and nowhere else.
 
-use crate::agent::AgentActor;
 use crate::deps::Deps;
 use crate::messages::{
     Activate, ChildOutput, Delivery, Forget, ParentRouterFor, Refused, Register, Route,
+    SharedAgentAddr,
 };
 use crate::ops::mailbox;
 use crate::parent_router::ParentRouter;
@@ -19,9 +19,10 @@ use std::sync::Arc;
 
 /// The process router.
 pub struct ChannelRouter {
-    deps: Deps,
+    deps: Arc<Deps>,
     supervisor: Option<Addr<Supervisor>>,
-    agents: HashMap<String, Addr<AgentActor>>,
+    /// Keys and addresses shared with the supervisor's directory.
+    agents: HashMap<Arc<str>, SharedAgentAddr>,
     parents: HashMap<String, Addr<ParentRouter>>,
     /// Envelopes waiting for a receiver that is being activated or lives in another process,
     /// in arrival order, per receiver.
@@ -37,7 +38,7 @@ const REMOTE_CHILDREN_CACHED: usize = 4096;
 
 impl ChannelRouter {
     /// A router over `deps` (its transport decides what is local).
-    pub fn new(deps: Deps) -> Self {
+    pub fn new(deps: Arc<Deps>) -> Self {
         ChannelRouter {
             deps,
             supervisor: None,
@@ -120,8 +121,8 @@ impl Handler<Forget> for ChannelRouter {
     type Result = ();
 
     fn handle(&mut self, Forget(id): Forget, _: &mut Self::Context) {
-        if self.agents.get(&id).is_some_and(|a| !a.connected()) {
-            self.agents.remove(&id);
+        if self.agents.get(id.as_str()).is_some_and(|a| !a.connected()) {
+            self.agents.remove(id.as_str());
         }
     }
 }
@@ -173,7 +174,7 @@ impl ChannelRouter {
             return;
         }
         if !self.is_remote(&d, &target)
-            && let Some(addr) = self.agents.get(&target).filter(|a| a.connected())
+            && let Some(addr) = self.agents.get(target.as_str()).filter(|a| a.connected())
         {
             // `do_send` queues behind everything sent before, full mailbox or not, so the
             // agent sees its envelopes in routing order.
@@ -213,7 +214,7 @@ impl ChannelRouter {
             );
             return;
         }
-        if let Some(addr) = self.agents.get(&target).filter(|a| a.connected()) {
+        if let Some(addr) = self.agents.get(target.as_str()).filter(|a| a.connected()) {
             addr.do_send(d);
             return self.work_lane(target, ctx);
         }
@@ -230,7 +231,7 @@ impl ChannelRouter {
             match res {
                 Ok(addr) => {
                     addr.do_send(d);
-                    act.agents.insert(target.clone(), addr);
+                    act.agents.insert(target.as_str().into(), addr);
                 }
                 Err(e) => d.answer(Err(e)),
             }
@@ -310,8 +311,8 @@ impl Handler<Refused> for ChannelRouter {
             return;
         };
         tracing::debug!(agent_id = %target, message_id = %d.env.id, "delivery to a stopping actor; routing it again");
-        if self.agents.get(&target) == Some(&by) {
-            self.agents.remove(&target);
+        if self.agents.get(target.as_str()).is_some_and(|a| **a == by) {
+            self.agents.remove(target.as_str());
         }
         match self.lanes.get_mut(&target) {
             Some(lane) => {

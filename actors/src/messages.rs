@@ -144,14 +144,18 @@ pub struct ChildOutput {
 #[rtype(result = "()")]
 pub struct Route(pub Envelope);
 
+/// A live agent's address as the supervisor and the router keep it: one shared copy (an
+/// `Addr` clone allocates its own sender state; every idle agent would pay for two).
+pub type SharedAgentAddr = std::sync::Arc<Addr<AgentActor>>;
+
 /// Tell the router about a live agent (saves an activation hop).
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct Register {
-    /// Agent id.
-    pub agent_id: String,
+    /// Agent id (the supervisor's key, shared).
+    pub agent_id: std::sync::Arc<str>,
     /// Its actor.
-    pub addr: Addr<AgentActor>,
+    pub addr: SharedAgentAddr,
 }
 
 /// Tell the router an agent's actor is gone.
@@ -198,7 +202,7 @@ pub struct Spawn(pub SpawnSpec);
 /// Get the live actor of an agent, loading it from the store if needed (re-opening a closed
 /// agent).
 #[derive(Message, Debug)]
-#[rtype(result = "Result<Addr<AgentActor>, AgentdError>")]
+#[rtype(result = "Result<SharedAgentAddr, AgentdError>")]
 pub struct Activate(pub String);
 
 /// The live actor of an agent, if it is live.

@@ -61,7 +61,18 @@ struct Inner {
     gauges: Family<f64>,
     histograms: Family<Histogram>,
     help: BTreeMap<&'static str, (&'static str, &'static str)>,
-    statuses: HashMap<String, &'static str>,
+    /// Each known agent's status, by [`status_key`] of its id (no copy of the id per agent).
+    statuses: HashMap<(u64, u64), &'static str>,
+}
+
+/// The key an agent's status is kept under: two independent 64-bit hashes of its id (128
+/// bits; ids colliding in both would only merge two agents in a gauge): keeping the id itself
+/// cost a string and a wider map entry, ~100 bytes per agent.
+fn status_key(agent_id: &str) -> (u64, u64) {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    let sip = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+        .hash_one(agent_id);
+    (crate::supervisor::fnv1a64(agent_id.as_bytes()), sip)
 }
 
 /// The registry.
@@ -168,16 +179,14 @@ impl Metrics {
 
     /// Tracks an agent's current status (for the `agentd_agents` gauge); `None` forgets it.
     pub fn agent_status(&self, agent_id: &str, status: Option<&'static str>) {
+        let key = status_key(agent_id);
         let mut m = self.lock();
         match status {
-            Some(s) => match m.statuses.get_mut(agent_id) {
-                Some(have) => *have = s,
-                None => {
-                    m.statuses.insert(agent_id.to_string(), s);
-                }
-            },
+            Some(s) => {
+                m.statuses.insert(key, s);
+            }
             None => {
-                m.statuses.remove(agent_id);
+                m.statuses.remove(&key);
             }
         }
     }

@@ -17,6 +17,7 @@ use agentd_proto::{
     ManageMode, ManageOptions, Role,
 };
 use std::collections::HashMap;
+use std::sync::Arc;
 use tokio::sync::oneshot;
 
 struct Waiter {
@@ -30,7 +31,7 @@ struct Waiter {
 /// The router of one parent's children.
 pub struct ParentRouter {
     parent_id: String,
-    deps: Deps,
+    deps: Arc<Deps>,
     supervisor: std::sync::Arc<Addr<Supervisor>>,
     router: std::sync::Arc<Addr<ChannelRouter>>,
     waiters: Vec<Waiter>,
@@ -43,7 +44,7 @@ impl ParentRouter {
     /// A router for `parent_id`.
     pub fn new(
         parent_id: String,
-        deps: Deps,
+        deps: Arc<Deps>,
         supervisor: std::sync::Arc<Addr<Supervisor>>,
         router: std::sync::Arc<Addr<ChannelRouter>>,
     ) -> Self {
@@ -113,12 +114,12 @@ impl Handler<ManageSend> for ParentRouter {
                         provider: None,
                         model: None,
                         env: Default::default(),
-                        channel: Channel::Manage {
+                        channel: Channel::Manage(Box::new(agentd_proto::ManageChannel {
                             parent_id: parent_id.clone(),
                             worker_title: m.worker_title.clone(),
                             alias: m.alias.clone(),
                             options: m.options.clone(),
-                        },
+                        })),
                     }))
                     .await
                     .map_err(mailbox)??;
@@ -219,18 +220,13 @@ impl Handler<ChildOutput> for ParentRouter {
             return Box::pin(actix::fut::ready(()));
         }
         let (role, prefix, forward) = match &child.channel {
-            Channel::Manage {
-                worker_title,
-                alias,
-                options,
-                ..
-            } => {
-                let opts = self.options.get(&child.id).unwrap_or(options);
+            Channel::Manage(m) => {
+                let opts = self.options.get(&child.id).unwrap_or(&m.options);
                 let forward = opts.mode == ManageMode::Async
                     || !matches!(out.output, Output::Reply { text: _ });
                 (
                     Role::Assistant,
-                    opts.render_prefix(worker_title, alias, &child.id),
+                    opts.render_prefix(&m.worker_title, &m.alias, &child.id),
                     forward,
                 )
             }

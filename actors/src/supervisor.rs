@@ -3,12 +3,12 @@
 //! Arbiters, and applies lifecycle controls, cascading cancel/terminate/close/delete to
 //! descendants deepest first.
 
-use crate::agent::AgentActor;
+use crate::agent::{AgentActor, AgentEnv};
 use crate::channel_router::{ChannelRouter, ForgetParent};
 use crate::deps::Deps;
 use crate::messages::{
     Activate, AgentStopped, ApplyControl, Deliver, Lifecycle, Lookup, ParentRouterFor, Register,
-    Restore, Shutdown, Spawn, StopAgent,
+    Restore, SharedAgentAddr, Shutdown, Spawn, StopAgent,
 };
 use crate::ops::mailbox;
 use crate::parent_router::ParentRouter;
@@ -20,19 +20,36 @@ use agentd_proto::{
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// A live agent of this process, as the supervisor knows it.
+struct LiveAgent {
+    /// Shared with the router (which keeps the same key).
+    addr: SharedAgentAddr,
+    /// The root of its tree (a spent tree budget pauses the whole tree); `None` for a root,
+    /// whose id is its root's (most live agents of a large process: no second copy of the id).
+    root_id: Option<Box<str>>,
+}
+
+impl LiveAgent {
+    fn is_in_tree(&self, id: &str, root_id: &str) -> bool {
+        self.root_id.as_deref().unwrap_or(id) == root_id
+    }
+}
+
 /// The process supervisor.
 pub struct Supervisor {
-    deps: Deps,
+    /// Shared with every agent it starts.
+    deps: Arc<Deps>,
     router: Arc<Addr<ChannelRouter>>,
     /// This supervisor's own address, shared by all its agents (made with the first one).
     me: Option<Arc<Addr<Supervisor>>>,
-    agents: HashMap<String, Addr<AgentActor>>,
-    /// The root of each live agent (a spent tree budget pauses the whole tree).
-    roots: HashMap<String, String>,
+    /// What every agent shares (made with the first one: it holds [`Self::me`]).
+    agent_env: Option<Arc<AgentEnv>>,
+    agents: HashMap<Arc<str>, LiveAgent>,
     parents: HashMap<String, Addr<ParentRouter>>,
     arbiters: Vec<Arbiter>,
     /// Turn slots, when `limits.max_running_turns` is set.
-    scheduler: Option<Addr<crate::scheduler::Scheduler>>,
+    /// Shared by every agent (one pointer each, no `Addr` clone per agent).
+    scheduler: Option<Arc<Addr<crate::scheduler::Scheduler>>>,
     /// dependency → agents waiting for it to finish.
     dependents: HashMap<String, Vec<String>>,
 }
@@ -40,7 +57,7 @@ pub struct Supervisor {
 impl Supervisor {
     /// A supervisor with `deps.config.arbiters` Arbiters (0 = one per core; 1 = the current
     /// one).
-    pub fn new(deps: Deps, router: Addr<ChannelRouter>) -> Self {
+    pub fn new(deps: Arc<Deps>, router: Addr<ChannelRouter>) -> Self {
         let n = match deps.config.arbiters {
             0 => std::thread::available_parallelism()
                 .map(|n| n.get())
@@ -59,13 +76,13 @@ impl Supervisor {
         };
         let scheduler = limits
             .any()
-            .then(|| crate::scheduler::Scheduler::new(limits).start());
+            .then(|| Arc::new(crate::scheduler::Scheduler::new(limits).start()));
         Supervisor {
             deps,
             router: Arc::new(router),
             me: None,
+            agent_env: None,
             agents: HashMap::new(),
-            roots: HashMap::new(),
             parents: HashMap::new(),
             arbiters,
             scheduler,
@@ -100,32 +117,44 @@ impl Supervisor {
             .clone()
     }
 
+    /// What every agent of this process shares, made with the first one.
+    fn agent_env(&mut self, ctx: &mut Context<Self>) -> Arc<AgentEnv> {
+        if let Some(env) = &self.agent_env {
+            return env.clone();
+        }
+        let env = Arc::new(AgentEnv {
+            deps: self.deps.clone(),
+            supervisor: self.shared_address(ctx),
+            router: self.router.clone(),
+            scheduler: self.scheduler.clone(),
+        });
+        self.agent_env = Some(env.clone());
+        env
+    }
+
     fn start_agent(
         &mut self,
         rec: impl Into<Arc<AgentRecord>>,
         unmet: std::collections::HashSet<String>,
         ctx: &mut Context<Self>,
-    ) -> Addr<AgentActor> {
+    ) -> SharedAgentAddr {
         let rec: Arc<AgentRecord> = rec.into();
-        let id = rec.id.clone();
-        let root_id = rec.root_id.clone();
-        let deps = self.deps.clone();
-        let me = self.shared_address(ctx);
-        let router = self.router.clone();
-        let scheduler = self.scheduler.clone();
-        let addr = match self.arbiter_for(&rec.root_id) {
+        let id: Arc<str> = rec.id.as_str().into();
+        let root_id = (rec.root_id != rec.id).then(|| rec.root_id.as_str().into());
+        let env = self.agent_env(ctx);
+        let addr = Arc::new(match self.arbiter_for(&rec.root_id) {
             Some(arb) => AgentActor::start_in_arbiter(&arb, move |_| {
-                AgentActor::new(rec, deps, me, router)
-                    .with_scheduler(scheduler)
-                    .with_unmet(unmet)
+                AgentActor::new(rec, env).with_unmet(unmet)
             }),
-            None => AgentActor::new(rec, deps, me, router)
-                .with_scheduler(scheduler)
-                .with_unmet(unmet)
-                .start(),
-        };
-        self.agents.insert(id.clone(), addr.clone());
-        self.roots.insert(id.clone(), root_id);
+            None => AgentActor::new(rec, env).with_unmet(unmet).start(),
+        });
+        self.agents.insert(
+            id.clone(),
+            LiveAgent {
+                addr: addr.clone(),
+                root_id,
+            },
+        );
         self.router.do_send(Register {
             agent_id: id,
             addr: addr.clone(),
@@ -137,7 +166,7 @@ impl Supervisor {
     fn check_live_limit(&mut self) -> Result<(), AgentdError> {
         let max = self.deps.config.limits.max_live_agents;
         if self.agents.len() >= max {
-            self.agents.retain(|_, a| a.connected());
+            self.agents.retain(|_, a| a.addr.connected());
             if self.agents.len() >= max {
                 return Err(AgentdError::new(
                     ErrorCode::Unavailable,
@@ -150,8 +179,12 @@ impl Supervisor {
         Ok(())
     }
 
-    fn live(&self, id: &str) -> Option<Addr<AgentActor>> {
-        self.agents.get(id).filter(|a| a.connected()).cloned()
+    fn live(&self, id: &str) -> Option<SharedAgentAddr> {
+        self.agents
+            .get(id)
+            .map(|a| &a.addr)
+            .filter(|a| a.connected())
+            .cloned()
     }
 }
 
@@ -183,7 +216,7 @@ impl Handler<Lookup> for Supervisor {
     type Result = Option<Addr<AgentActor>>;
 
     fn handle(&mut self, Lookup(id): Lookup, _: &mut Self::Context) -> Self::Result {
-        self.live(&id)
+        self.live(&id).map(|a| (*a).clone())
     }
 }
 
@@ -191,9 +224,12 @@ impl Handler<AgentStopped> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, AgentStopped(id): AgentStopped, _: &mut Self::Context) {
-        if self.agents.get(&id).is_some_and(|a| !a.connected()) {
-            self.agents.remove(&id);
-            self.roots.remove(&id);
+        if self
+            .agents
+            .get(id.as_str())
+            .is_some_and(|a| !a.addr.connected())
+        {
+            self.agents.remove(id.as_str());
         }
     }
 }
@@ -331,9 +367,12 @@ impl Handler<Spawn> for Supervisor {
                     .priority
                     .or(spec.parent.as_ref().map(|p| p.priority))
                     .unwrap_or_default(),
-                budget: match (spec.budget, spec.parent.as_ref().and_then(|p| p.budget)) {
-                    (Some(b), Some(cap)) => Some(b.capped_by(&cap)),
-                    (Some(b), None) => Some(b),
+                budget: match (
+                    spec.budget,
+                    spec.parent.as_ref().and_then(|p| p.budget.as_deref()),
+                ) {
+                    (Some(b), Some(cap)) => Some(Box::new(b.capped_by(cap))),
+                    (Some(b), None) => Some(Box::new(b)),
                     // The root's budget covers the whole tree (checked on the tree's totals),
                     // so a child without its own budget takes no copy of it.
                     (None, _) => None,
@@ -395,7 +434,7 @@ impl Handler<Spawn> for Supervisor {
 }
 
 impl Handler<Activate> for Supervisor {
-    type Result = AtomicResponse<Self, Result<Addr<AgentActor>, AgentdError>>;
+    type Result = AtomicResponse<Self, Result<SharedAgentAddr, AgentdError>>;
 
     fn handle(&mut self, Activate(id): Activate, _: &mut Self::Context) -> Self::Result {
         if let Some(addr) = self.live(&id) {
@@ -523,13 +562,17 @@ impl Handler<Lifecycle> for Supervisor {
     fn handle(&mut self, msg: Lifecycle, _: &mut Self::Context) -> Self::Result {
         let deps = self.deps.clone();
         let router = self.router.clone();
-        let live: HashMap<String, Addr<AgentActor>> = self.agents.clone();
+        let live: HashMap<Arc<str>, SharedAgentAddr> = self
+            .agents
+            .iter()
+            .map(|(id, a)| (id.clone(), a.addr.clone()))
+            .collect();
         let Lifecycle { agent_id, control } = msg;
         let fut = async move {
             let rec = deps.store.get_agent(&agent_id).await?;
             // A delete forwarded from another process may find the record already gone; it
             // still stops the live actor here.
-            let live_here = live.get(&agent_id).is_some_and(|a| a.connected());
+            let live_here = live.get(agent_id.as_str()).is_some_and(|a| a.connected());
             if rec.is_none() && !(control == Control::Delete && live_here) {
                 return Err(AgentdError::agent_not_found(&agent_id));
             }
@@ -554,7 +597,7 @@ impl Handler<Lifecycle> for Supervisor {
                     };
                     for id in targets {
                         let target = id == agent_id;
-                        let res = match live.get(&id).filter(|a| a.connected()) {
+                        let res = match live.get(id.as_str()).filter(|a| a.connected()) {
                             Some(addr) => {
                                 addr.send(ApplyControl(control)).await.map_err(mailbox)?
                             }
@@ -585,7 +628,7 @@ impl Handler<Lifecycle> for Supervisor {
                 Control::Close => {
                     let mut last = None;
                     for id in subtree_postorder(&deps, &agent_id).await? {
-                        let r = match live.get(&id).filter(|a| a.connected()) {
+                        let r = match live.get(id.as_str()).filter(|a| a.connected()) {
                             Some(addr) => Some(
                                 addr.send(StopAgent {
                                     final_status: Some(AgentStatus::Closed),
@@ -606,7 +649,7 @@ impl Handler<Lifecycle> for Supervisor {
                 }
                 Control::Delete => {
                     for id in subtree_postorder(&deps, &agent_id).await? {
-                        if let Some(addr) = live.get(&id).filter(|a| a.connected()) {
+                        if let Some(addr) = live.get(id.as_str()).filter(|a| a.connected()) {
                             addr.send(StopAgent { final_status: None })
                                 .await
                                 .map_err(mailbox)?;
@@ -624,7 +667,7 @@ impl Handler<Lifecycle> for Supervisor {
         };
         AtomicResponse::new(Box::pin(fut.into_actor(self).map(move |res, act, _| {
             if control == Control::Delete || control == Control::Close {
-                act.agents.retain(|_, a| a.connected());
+                act.agents.retain(|_, a| a.addr.connected());
                 act.parents.retain(|_, a| a.connected());
             }
             res
@@ -686,9 +729,10 @@ impl Handler<Shutdown> for Supervisor {
     type Result = AtomicResponse<Self, ()>;
 
     fn handle(&mut self, _: Shutdown, _: &mut Self::Context) -> Self::Result {
-        let live: Vec<Addr<AgentActor>> = self
+        let live: Vec<SharedAgentAddr> = self
             .agents
             .values()
+            .map(|a| &a.addr)
             .filter(|a| a.connected())
             .cloned()
             .collect();
@@ -711,9 +755,9 @@ impl Handler<crate::channel_router::Passivate> for Supervisor {
     fn handle(&mut self, msg: crate::channel_router::Passivate, _: &mut Self::Context) -> usize {
         let filter = msg.0;
         let mut n = 0;
-        for (id, addr) in self.agents.iter() {
-            if filter(id) && addr.connected() {
-                addr.do_send(StopAgent { final_status: None });
+        for (id, live) in self.agents.iter() {
+            if filter(id) && live.addr.connected() {
+                live.addr.do_send(StopAgent { final_status: None });
                 n += 1;
             }
         }
@@ -727,11 +771,10 @@ impl Handler<crate::messages::PauseTree> for Supervisor {
     type Result = ();
 
     fn handle(&mut self, msg: crate::messages::PauseTree, _: &mut Self::Context) {
-        for (id, root) in &self.roots {
-            if *root == msg.root_id
-                && let Some(addr) = self.agents.get(id)
-            {
-                addr.do_send(crate::messages::BudgetPause(msg.limit.clone()));
+        for (id, live) in &self.agents {
+            if live.is_in_tree(id, &msg.root_id) {
+                live.addr
+                    .do_send(crate::messages::BudgetPause(msg.limit.clone()));
             }
         }
     }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 /// The running actors of one process.
 #[derive(Clone)]
 pub struct AgentSystem {
-    deps: Deps,
+    deps: Arc<Deps>,
     // Shared, not cloned: cloning an `Addr` allocates its sender state, and a system handle
     // (like a turn's tool context) is cloned per call.
     supervisor: Arc<Addr<Supervisor>>,
@@ -28,6 +28,7 @@ pub struct AgentSystem {
 impl AgentSystem {
     /// Starts the ChannelRouter and the Supervisor. Must run inside an actix `System`.
     pub fn start(deps: Deps) -> Self {
+        let deps = Arc::new(deps);
         let router = ChannelRouter::new(deps.clone()).start();
         let supervisor = Supervisor::new(deps.clone(), router.clone()).start();
         router.do_send(SetSupervisor(supervisor.clone()));

@@ -77,7 +77,7 @@ pub(crate) struct Turn {
     pub replaying: bool,
     /// The record as the turn started (shared with the actor until it changes).
     pub rec: Arc<AgentRecord>,
-    pub deps: Deps,
+    pub deps: Arc<Deps>,
     pub tools: ToolContext,
     pub me: Addr<AgentActor>,
     pub stop: Arc<AtomicBool>,
@@ -314,7 +314,7 @@ impl Turn {
             result.malformed.extend(malformed);
             if !resp.text.trim().is_empty() {
                 result.final_text = resp.text.clone();
-                if fresh && matches!(self.rec.channel, Channel::Manage { .. }) {
+                if fresh && matches!(self.rec.channel, Channel::Manage(_)) {
                     // Manage workers: every assistant message goes to the thread outbox.
                     let reply = ChildOutput {
                         child: self.rec.clone(),

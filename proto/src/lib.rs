@@ -53,7 +53,7 @@ pub use inbox::InboxItem;
 pub use manage::{ManageCommand, ManageMode, ManageOptions, ManageRequest};
 pub use markers::Marker;
 pub use output::Output;
-pub use record::{AgentId, AgentRecord, Channel};
+pub use record::{AgentId, AgentRecord, Channel, ManageChannel};
 pub use status::AgentStatus;
 pub use thread::{Role, ThreadEntry, ToolCall};
 pub use usage::{Budget, Price, Priority, Usage};

@@ -16,17 +16,9 @@ pub enum Channel {
     /// A root: output stays on its thread (readers use the API or events).
     #[default]
     None,
-    /// A worker thread created through `Manage send_message`.
-    Manage {
-        /// The parent agent (whose thread is the parent thread).
-        parent_id: AgentId,
-        /// The worker's trimmed title.
-        worker_title: String,
-        /// The thread alias under the parent.
-        alias: String,
-        /// Mode, prefix and correlation settings in force for this thread.
-        options: ManageOptions,
-    },
+    /// A worker thread created through `Manage send_message` (boxed: most agents' records
+    /// carry a smaller channel, and every live agent holds its record).
+    Manage(Box<ManageChannel>),
     /// A sub-agent created by `spawn_agent` (seeds 002 and 004).
     Spawn {
         /// The parent agent.
@@ -34,12 +26,26 @@ pub enum Channel {
     },
 }
 
+/// The descriptor of a worker thread created through `Manage send_message`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManageChannel {
+    /// The parent agent (whose thread is the parent thread).
+    pub parent_id: AgentId,
+    /// The worker's trimmed title.
+    pub worker_title: String,
+    /// The thread alias under the parent.
+    pub alias: String,
+    /// Mode, prefix and correlation settings in force for this thread.
+    pub options: ManageOptions,
+}
+
 impl Channel {
     /// The parent this channel forwards to, if any.
     pub fn parent_id(&self) -> Option<&str> {
         match self {
             Channel::None => None,
-            Channel::Manage { parent_id, .. } | Channel::Spawn { parent_id } => Some(parent_id),
+            Channel::Manage(m) => Some(&m.parent_id),
+            Channel::Spawn { parent_id } => Some(parent_id),
         }
     }
 }
@@ -111,7 +117,7 @@ pub struct AgentRecord {
     pub turns: u64,
     /// Spending limits (inherited from and capped by the parent's).
     #[serde(default)]
-    pub budget: Option<crate::usage::Budget>,
+    pub budget: Option<Box<crate::usage::Budget>>,
     /// Scheduling priority of its turns.
     #[serde(default)]
     pub priority: crate::usage::Priority,
@@ -127,7 +133,7 @@ pub struct AgentRecord {
     pub current_task: Option<uuid::Uuid>,
     /// The yield result, once the agent completed its task.
     #[serde(default)]
-    pub result: Option<serde_json::Value>,
+    pub result: Option<Box<serde_json::Value>>,
     /// Creation time, ms since the epoch.
     pub created_at_ms: u64,
     /// Last change, ms since the epoch.

@@ -336,7 +336,7 @@ async fn a_budget_pauses_the_agent_and_raising_it_continues() {
         .unwrap();
     let child = sys.record(r["agent_id"].as_str().unwrap()).await;
     assert_eq!(
-        child.budget,
+        child.budget.as_deref().copied(),
         Some(agentd_proto::Budget {
             max_tokens: Some(20),
             max_cost_usd: Some(1.0),

@@ -191,7 +191,7 @@ async fn dependency_chain_and_diamond_run_in_order() {
     assert_eq!(completed[0], a);
     assert_eq!(completed[3], d, "the diamond's tip runs last");
     assert_eq!(
-        sys.record(&d).await.result,
+        sys.record(&d).await.result.as_deref().cloned(),
         Some(serde_json::json!("work d done"))
     );
 }

@@ -103,7 +103,10 @@ async fn spawn_work_yield_answer_round_trip() {
     );
     let child_id = fwd.from_agent.clone().unwrap();
     let child = sys.wait_for_status(&child_id, AgentStatus::Completed).await;
-    assert_eq!(child.result, Some(json!("code written")));
+    assert_eq!(
+        child.result.as_deref().cloned(),
+        Some(json!("code written"))
+    );
     assert_eq!(child.agent_type, "coding", "worker is an alias of coding");
     assert_eq!(child.depth, 1);
     assert_eq!(child.allowed_tools, Some(vec!["current_time".to_string()]));
@@ -175,7 +178,10 @@ async fn a_json_result_is_kept_as_json() {
         .unwrap();
     let child = r["agent_id"].as_str().unwrap();
     let rec = sys.wait_for_status(child, AgentStatus::Completed).await;
-    assert_eq!(rec.result, Some(json!({"files": 2, "ok": true})));
+    assert_eq!(
+        rec.result.as_deref().cloned(),
+        Some(json!({"files": 2, "ok": true}))
+    );
     sys.wait_for_entry(&lead.id, Role::User, "\"files\":2")
         .await;
 }

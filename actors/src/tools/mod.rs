@@ -15,6 +15,7 @@ use crate::supervisor::Supervisor;
 use actix::Addr;
 use agentd_proto::{AgentRecord, AgentdError, ErrorCode};
 use serde_json::{Value, json};
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// The Manage tool (seed 000).
@@ -220,7 +221,7 @@ pub struct ToolContext {
     /// The calling agent (its thread is the runtime thread of the call).
     pub caller: std::sync::Arc<AgentRecord>,
     /// Ports and config.
-    pub deps: Deps,
+    pub deps: Arc<Deps>,
     /// The process supervisor (shared: a context is built per turn and per call, and cloning
     /// an `Addr` allocates).
     pub supervisor: std::sync::Arc<Addr<Supervisor>>,

@@ -21,12 +21,12 @@ pub fn record(id: &str, parent: Option<&str>, created: u64) -> AgentRecord {
         foreground: parent.is_none(),
         allowed_tools: Some(vec!["current_time".into()]),
         channel: match parent {
-            Some(p) => Channel::Manage {
+            Some(p) => Channel::Manage(Box::new(agentd_proto::ManageChannel {
                 parent_id: p.into(),
                 worker_title: "Ops".into(),
                 alias: "a1".into(),
                 options: ManageOptions::default(),
-            },
+            })),
             None => Channel::None,
         },
         last_error: None,
@@ -49,12 +49,12 @@ pub fn record(id: &str, parent: Option<&str>, created: u64) -> AgentRecord {
         depends_on: vec!["dep-a".into()],
         attempts: 2,
         current_task: Some(uuid::Uuid::nil()),
-        budget: Some(agentd_proto::Budget {
+        budget: Some(Box::new(agentd_proto::Budget {
             max_tokens: Some(9),
             max_cost_usd: Some(0.5),
             deadline_ms: None,
-        }),
-        result: Some(serde_json::json!({"ok": true})),
+        })),
+        result: Some(Box::new(serde_json::json!({"ok": true}))),
         created_at_ms: created,
         updated_at_ms: created,
     }

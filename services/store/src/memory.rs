@@ -10,8 +10,9 @@ use uuid::Uuid;
 
 #[derive(Default)]
 struct Inner {
-    /// Shared with the agents that wrote them (a batch's record is kept, not copied).
-    agents: HashMap<String, Arc<AgentRecord>>,
+    /// Shared with the agents that wrote them (a batch's record is kept, not copied), and
+    /// looked up by the record's own id (no second copy of it as a key).
+    agents: HashSet<ById>,
     threads: HashMap<String, (Vec<ThreadEntry>, HashSet<Uuid>)>,
     /// parent → children in insertion order, plus a set for O(1) idempotence.
     children: HashMap<String, (Vec<String>, HashSet<String>)>,
@@ -22,14 +23,32 @@ struct Inner {
     checkpoints: HashMap<String, VecDeque<Checkpoint>>,
 }
 
+/// A stored record, hashed and compared by its id, so a set of them is a map from id.
+struct ById(Arc<AgentRecord>);
+
+impl std::borrow::Borrow<str> for ById {
+    fn borrow(&self) -> &str {
+        &self.0.id
+    }
+}
+
+impl std::hash::Hash for ById {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.id.as_str().hash(state)
+    }
+}
+
+impl PartialEq for ById {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.id == other.0.id
+    }
+}
+
+impl Eq for ById {}
+
 impl Inner {
     fn put_agent(&mut self, record: Arc<AgentRecord>) {
-        match self.agents.get_mut(&record.id) {
-            Some(have) => *have = record,
-            None => {
-                self.agents.insert(record.id.clone(), record);
-            }
-        }
+        self.agents.replace(ById(record));
     }
 
     fn append(&mut self, agent_id: &str, entry: &ThreadEntry) -> bool {
@@ -86,20 +105,20 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn get_agent(&self, agent_id: &str) -> StoreResult<Option<AgentRecord>> {
-        Ok(self.lock().agents.get(agent_id).map(|r| (**r).clone()))
+        Ok(self.lock().agents.get(agent_id).map(|r| (*r.0).clone()))
     }
 
     async fn agent_exists(&self, agent_id: &str) -> StoreResult<bool> {
-        Ok(self.lock().agents.contains_key(agent_id))
+        Ok(self.lock().agents.contains(agent_id))
     }
 
     async fn list_roots(&self) -> StoreResult<Vec<AgentRecord>> {
         let mut roots: Vec<AgentRecord> = self
             .lock()
             .agents
-            .values()
-            .filter(|r| r.parent_id.is_none())
-            .map(|r| (**r).clone())
+            .iter()
+            .filter(|r| r.0.parent_id.is_none())
+            .map(|r| (*r.0).clone())
             .collect();
         roots.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
         Ok(roots)
@@ -191,8 +210,8 @@ impl ThreadStore for MemoryStore {
         let mut inner = self.lock();
         let parent = inner
             .agents
-            .remove(agent_id)
-            .and_then(|r| r.parent_id.clone());
+            .take(agent_id)
+            .and_then(|r| r.0.parent_id.clone());
         inner.threads.remove(agent_id);
         inner.inboxes.remove(agent_id);
         inner.checkpoints.remove(agent_id);
