@@ -43,6 +43,40 @@ const CHECKPOINTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("c
 
 const SEP: char = '\x1f';
 
+/// The tables of one write transaction, each opened once for all the writes of a batch
+/// (opening a table costs a table-tree lookup, and closing it a root update: a dozen of each
+/// per message when every write opened its own).
+struct Tables<'t> {
+    agents: redb::Table<'t, &'static str, &'static [u8]>,
+    threads: redb::Table<'t, (&'static str, u64), &'static [u8]>,
+    thread_ids: redb::Table<'t, (&'static str, &'static str), u64>,
+    children: redb::Table<'t, (&'static str, u64), &'static str>,
+    aliases: redb::Table<'t, (&'static str, &'static str), &'static str>,
+    inbox: redb::Table<'t, (&'static str, u64), &'static [u8]>,
+    inbox_ids: redb::Table<'t, (&'static str, &'static str), u64>,
+    seen: redb::Table<'t, (&'static str, &'static str), u64>,
+    seen_seq: redb::Table<'t, (&'static str, u64), &'static str>,
+    checkpoints: redb::Table<'t, (&'static str, u64), &'static [u8]>,
+}
+
+impl<'t> Tables<'t> {
+    /// Opens (and on a new file creates) every table in `tx`.
+    fn open(tx: &'t WriteTransaction) -> StoreResult<Self> {
+        Ok(Tables {
+            agents: tx.open_table(AGENTS).map_err(be)?,
+            threads: tx.open_table(THREADS).map_err(be)?,
+            thread_ids: tx.open_table(THREAD_IDS).map_err(be)?,
+            children: tx.open_table(CHILDREN).map_err(be)?,
+            aliases: tx.open_table(ALIASES).map_err(be)?,
+            inbox: tx.open_table(INBOX).map_err(be)?,
+            inbox_ids: tx.open_table(INBOX_IDS).map_err(be)?,
+            seen: tx.open_table(SEEN).map_err(be)?,
+            seen_seq: tx.open_table(SEEN_SEQ).map_err(be)?,
+            checkpoints: tx.open_table(CHECKPOINTS).map_err(be)?,
+        })
+    }
+}
+
 fn be(e: impl Into<redb::Error>) -> StoreError {
     StoreError::Backend(e.into().to_string())
 }
@@ -57,8 +91,9 @@ const MAX_BATCH: usize = 1024;
 /// One write waiting for the writer thread: applied inside a shared transaction, answered
 /// once that transaction is committed (or has failed).
 trait WriteJob: Send {
-    /// Applies the write to `tx`; on error the caller rolls the transaction back.
-    fn apply(&mut self, tx: &WriteTransaction) -> StoreResult<()>;
+    /// Applies the write to the transaction's tables; on error the caller rolls the
+    /// transaction back.
+    fn apply(&mut self, tables: &mut Tables<'_>) -> StoreResult<()>;
     /// Answers the caller with the write's outcome and the commit's.
     fn finish(self: Box<Self>, outcome: StoreResult<()>);
 }
@@ -73,10 +108,10 @@ struct Job<T, F> {
 impl<T, F> WriteJob for Job<T, F>
 where
     T: Send,
-    F: FnMut(&WriteTransaction) -> StoreResult<T> + Send,
+    F: FnMut(&mut Tables<'_>) -> StoreResult<T> + Send,
 {
-    fn apply(&mut self, tx: &WriteTransaction) -> StoreResult<()> {
-        self.value = Some((self.f)(tx)?);
+    fn apply(&mut self, tables: &mut Tables<'_>) -> StoreResult<()> {
+        self.value = Some((self.f)(tables)?);
         Ok(())
     }
 
@@ -117,13 +152,19 @@ fn commit_batch(db: &Database, mut batch: Vec<Box<dyn WriteJob>>) {
             return;
         }
     };
-    let mut failed = None;
-    for job in batch.iter_mut() {
-        if let Err(e) = job.apply(&tx) {
-            failed = Some(e);
-            break;
+    let failed = match Tables::open(&tx) {
+        Ok(mut tables) => {
+            let mut failed = None;
+            for job in batch.iter_mut() {
+                if let Err(e) = job.apply(&mut tables) {
+                    failed = Some(e);
+                    break;
+                }
+            }
+            failed
         }
-    }
+        Err(e) => Some(e),
+    };
     match failed {
         Some(e) if batch.len() == 1 => {
             drop(tx); // rolls back
@@ -180,18 +221,7 @@ impl RedbStore {
             .map_err(|e| StoreError::Backend(format!("creating {}: {e}", data_dir.display())))?;
         let db = Database::create(data_dir.join("agentd.redb")).map_err(be)?;
         let tx = db.begin_write().map_err(be)?;
-        {
-            tx.open_table(AGENTS).map_err(be)?;
-            tx.open_table(THREADS).map_err(be)?;
-            tx.open_table(THREAD_IDS).map_err(be)?;
-            tx.open_table(CHILDREN).map_err(be)?;
-            tx.open_table(ALIASES).map_err(be)?;
-            tx.open_table(INBOX).map_err(be)?;
-            tx.open_table(INBOX_IDS).map_err(be)?;
-            tx.open_table(SEEN).map_err(be)?;
-            tx.open_table(SEEN_SEQ).map_err(be)?;
-            tx.open_table(CHECKPOINTS).map_err(be)?;
-        }
+        drop(Tables::open(&tx)?); // creates the tables of a new file
         tx.commit().map_err(be)?;
         let db = Arc::new(db);
         let (writer, jobs) = mpsc::channel::<Box<dyn WriteJob>>();
@@ -213,7 +243,7 @@ impl RedbStore {
     async fn write<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: FnMut(&WriteTransaction) -> StoreResult<T> + Send + 'static,
+        F: FnMut(&mut Tables<'_>) -> StoreResult<T> + Send + 'static,
     {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let job: Box<dyn WriteJob> = Box::new(Job {
@@ -345,7 +375,7 @@ impl ThreadStore for RedbStore {
     async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()> {
         let bytes = encode(record).map_err(de)?;
         let id = record.id.clone();
-        self.write(move |tx| put_agent_in(tx, &id, &bytes)).await
+        self.write(move |t| put_agent_in(t, &id, &bytes)).await
     }
 
     async fn get_agent(&self, agent_id: &str) -> StoreResult<Option<AgentRecord>> {
@@ -393,7 +423,7 @@ impl ThreadStore for RedbStore {
         let bytes = encode(entry).map_err(de)?;
         let id = agent_id.to_string();
         let entry_id = entry.id.to_string();
-        self.write(move |tx| append_in(tx, &id, &entry_id, &bytes))
+        self.write(move |t| append_in(t, &id, &entry_id, &bytes))
             .await
     }
 
@@ -407,21 +437,18 @@ impl ThreadStore for RedbStore {
             .map(|e| Ok((e.id.to_string(), encode(e).map_err(de)?)))
             .collect::<StoreResult<Vec<_>>>()?;
         let id = agent_id.to_string();
-        self.write(move |tx| {
-            {
-                let mut threads = tx.open_table(THREADS).map_err(be)?;
-                threads
-                    .retain_in((id.as_str(), 0u64)..=(id.as_str(), u64::MAX), |_, _| false)
+        self.write(move |t| {
+            t.threads
+                .retain_in((id.as_str(), 0u64)..=(id.as_str(), u64::MAX), |_, _| false)
+                .map_err(be)?;
+            remove_prefix_str(&mut t.thread_ids, &id)?;
+            for (seq, (entry_id, bytes)) in encoded.iter().enumerate() {
+                t.threads
+                    .insert((id.as_str(), seq as u64), bytes.as_slice())
                     .map_err(be)?;
-                let mut ids = tx.open_table(THREAD_IDS).map_err(be)?;
-                remove_prefix_str(&mut ids, &id)?;
-                for (seq, (entry_id, bytes)) in encoded.iter().enumerate() {
-                    threads
-                        .insert((id.as_str(), seq as u64), bytes.as_slice())
-                        .map_err(be)?;
-                    ids.insert((id.as_str(), entry_id.as_str()), seq as u64)
-                        .map_err(be)?;
-                }
+                t.thread_ids
+                    .insert((id.as_str(), entry_id.as_str()), seq as u64)
+                    .map_err(be)?;
             }
             Ok(())
         })
@@ -430,16 +457,13 @@ impl ThreadStore for RedbStore {
 
     async fn add_child(&self, parent_id: &str, child_id: &str) -> StoreResult<()> {
         let (parent, child) = (parent_id.to_string(), child_id.to_string());
-        self.write(move |tx| {
-            {
-                let mut table = tx.open_table(CHILDREN).map_err(be)?;
-                let existing = scan(&table, &parent, |_, v| Ok(v == child.as_str()))?;
-                if !existing.contains(&true) {
-                    let seq = next_seq(&table, &parent)?;
-                    table
-                        .insert((parent.as_str(), seq), child.as_str())
-                        .map_err(be)?;
-                }
+        self.write(move |t| {
+            let existing = scan(&t.children, &parent, |_, v| Ok(v == child.as_str()))?;
+            if !existing.contains(&true) {
+                let seq = next_seq(&t.children, &parent)?;
+                t.children
+                    .insert((parent.as_str(), seq), child.as_str())
+                    .map_err(be)?;
             }
             Ok(())
         })
@@ -466,25 +490,22 @@ impl ThreadStore for RedbStore {
         let parent = parent_id.to_string();
         let key = alias_key(worker_title, alias);
         let candidate = candidate.to_string();
-        self.write(move |tx| {
+        self.write(move |t| {
             // Writes are applied one after another: the check and the insert are atomic.
-            let out = {
-                let mut table = tx.open_table(ALIASES).map_err(be)?;
-                let existing = table
-                    .get((parent.as_str(), key.as_str()))
-                    .map_err(be)?
-                    .map(|v| v.value().to_string());
-                match existing {
-                    Some(child) => (child, false),
-                    None => {
-                        table
-                            .insert((parent.as_str(), key.as_str()), candidate.as_str())
-                            .map_err(be)?;
-                        (candidate.clone(), true)
-                    }
+            let existing = t
+                .aliases
+                .get((parent.as_str(), key.as_str()))
+                .map_err(be)?
+                .map(|v| v.value().to_string());
+            Ok(match existing {
+                Some(child) => (child, false),
+                None => {
+                    t.aliases
+                        .insert((parent.as_str(), key.as_str()), candidate.as_str())
+                        .map_err(be)?;
+                    (candidate.clone(), true)
                 }
-            };
-            Ok(out)
+            })
         })
         .await
     }
@@ -515,61 +536,48 @@ impl ThreadStore for RedbStore {
 
     async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
         let id = agent_id.to_string();
-        self.write(move |tx| {
-            {
-                let mut agents = tx.open_table(AGENTS).map_err(be)?;
-                let parent = match agents.remove(id.as_str()).map_err(be)? {
-                    Some(v) => decode::<AgentRecord>(v.value()).map_err(de)?.parent_id,
-                    None => None,
-                };
-                let mut threads = tx.open_table(THREADS).map_err(be)?;
-                threads
-                    .retain_in((id.as_str(), 0u64)..=(id.as_str(), u64::MAX), |_, _| false)
+        self.write(move |t| {
+            let a = id.as_str();
+            let parent = match t.agents.remove(a).map_err(be)? {
+                Some(v) => decode::<AgentRecord>(v.value()).map_err(de)?.parent_id,
+                None => None,
+            };
+            t.threads
+                .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
+                .map_err(be)?;
+            remove_prefix_str(&mut t.thread_ids, a)?;
+            t.children
+                .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
+                .map_err(be)?;
+            remove_prefix_str(&mut t.aliases, a)?;
+            t.inbox
+                .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
+                .map_err(be)?;
+            t.seen_seq
+                .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
+                .map_err(be)?;
+            t.checkpoints
+                .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
+                .map_err(be)?;
+            remove_prefix_str(&mut t.inbox_ids, a)?;
+            remove_prefix_str(&mut t.seen, a)?;
+            if let Some(parent) = parent {
+                let p = parent.as_str();
+                t.children
+                    .retain_in((p, 0u64)..=(p, u64::MAX), |_, child| child != a)
                     .map_err(be)?;
-                let mut ids = tx.open_table(THREAD_IDS).map_err(be)?;
-                remove_prefix_str(&mut ids, &id)?;
-                let mut children = tx.open_table(CHILDREN).map_err(be)?;
-                children
-                    .retain_in((id.as_str(), 0u64)..=(id.as_str(), u64::MAX), |_, _| false)
-                    .map_err(be)?;
-                let mut aliases = tx.open_table(ALIASES).map_err(be)?;
-                remove_prefix_str(&mut aliases, &id)?;
-                let a = id.as_str();
-                tx.open_table(INBOX)
-                    .map_err(be)?
-                    .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
-                    .map_err(be)?;
-                tx.open_table(SEEN_SEQ)
-                    .map_err(be)?
-                    .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
-                    .map_err(be)?;
-                tx.open_table(CHECKPOINTS)
-                    .map_err(be)?
-                    .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
-                    .map_err(be)?;
-                remove_prefix_str(&mut tx.open_table(INBOX_IDS).map_err(be)?, a)?;
-                remove_prefix_str(&mut tx.open_table(SEEN).map_err(be)?, a)?;
-                if let Some(parent) = parent {
-                    let p = parent.as_str();
-                    children
-                        .retain_in((p, 0u64)..=(p, u64::MAX), |_, child| child != id.as_str())
-                        .map_err(be)?;
-                    let keys: Vec<String> = {
-                        let mut keys = Vec::new();
-                        for item in aliases.range((p, "")..).map_err(be)? {
-                            let (k, v) = item.map_err(be)?;
-                            if k.value().0 != p {
-                                break;
-                            }
-                            if v.value() == id.as_str() {
-                                keys.push(k.value().1.to_string());
-                            }
-                        }
-                        keys
-                    };
-                    for k in keys {
-                        aliases.remove((p, k.as_str())).map_err(be)?;
+                let mut keys = Vec::new();
+                for item in t.aliases.range((p, "")..).map_err(be)? {
+                    let (k, v) = item.map_err(be)?;
+                    if k.value().0 != p {
+                        break;
                     }
+                    if v.value() == a {
+                        keys.push(k.value().1.to_string());
+                    }
+                }
+                for k in keys {
+                    t.aliases.remove((p, k.as_str())).map_err(be)?;
                 }
             }
             Ok(())
@@ -591,10 +599,10 @@ impl ThreadStore for RedbStore {
         let id = agent_id.to_string();
         let env_id = env.id.to_string();
         let then = encode_writes(then)?;
-        self.write(move |tx| {
-            let fresh = inbox_push_in(tx, &id, &env_id, &bytes)?;
+        self.write(move |t| {
+            let fresh = inbox_push_in(t, &id, &env_id, &bytes)?;
             if fresh {
-                apply_writes(tx, &then)?;
+                apply_writes(t, &then)?;
             }
             Ok(Pushed {
                 fresh,
@@ -611,25 +619,24 @@ impl ThreadStore for RedbStore {
     async fn inbox_done(&self, agent_id: &str, env_id: Uuid) -> StoreResult<()> {
         let id = agent_id.to_string();
         let env_id = env_id.to_string();
-        self.write(move |tx| inbox_done_in(tx, &id, &env_id)).await
+        self.write(move |t| inbox_done_in(t, &id, &env_id)).await
     }
 
     async fn checkpoint_put(&self, checkpoint: &Checkpoint, keep: usize) -> StoreResult<()> {
         let bytes = encode(checkpoint).map_err(de)?;
         let id = checkpoint.agent_id.clone();
-        self.write(move |tx| {
-            {
-                let a = id.as_str();
-                let mut table = tx.open_table(CHECKPOINTS).map_err(be)?;
-                let seq = next_seq(&table, a)?;
-                table.insert((a, seq), bytes.as_slice()).map_err(be)?;
-                if keep > 0 && seq >= keep as u64 {
-                    // Sequences are dense from 0, so everything below seq - keep + 1 goes.
-                    let first_kept = seq + 1 - keep as u64;
-                    table
-                        .retain_in((a, 0u64)..(a, first_kept), |_, _| false)
-                        .map_err(be)?;
-                }
+        self.write(move |t| {
+            let a = id.as_str();
+            let seq = next_seq(&t.checkpoints, a)?;
+            t.checkpoints
+                .insert((a, seq), bytes.as_slice())
+                .map_err(be)?;
+            if keep > 0 && seq >= keep as u64 {
+                // Sequences are dense from 0, so everything below seq - keep + 1 goes.
+                let first_kept = seq + 1 - keep as u64;
+                t.checkpoints
+                    .retain_in((a, 0u64)..(a, first_kept), |_, _| false)
+                    .map_err(be)?;
             }
             Ok(())
         })
@@ -644,7 +651,7 @@ impl ThreadStore for RedbStore {
 
     async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
         let encoded = encode_writes(writes)?;
-        self.write(move |tx| apply_writes(tx, &encoded)).await
+        self.write(move |t| apply_writes(t, &encoded)).await
     }
 }
 
@@ -676,14 +683,14 @@ fn encode_writes(writes: &[StoreWrite]) -> StoreResult<Vec<Encoded>> {
         .collect()
 }
 
-fn apply_writes(tx: &WriteTransaction, writes: &[Encoded]) -> StoreResult<()> {
+fn apply_writes(t: &mut Tables<'_>, writes: &[Encoded]) -> StoreResult<()> {
     for w in writes {
         match w {
-            Encoded::Put(id, bytes) => put_agent_in(tx, id, bytes)?,
+            Encoded::Put(id, bytes) => put_agent_in(t, id, bytes)?,
             Encoded::Append(id, entry_id, bytes) => {
-                append_in(tx, id, entry_id, bytes)?;
+                append_in(t, id, entry_id, bytes)?;
             }
-            Encoded::Done(id, env_id) => inbox_done_in(tx, id, env_id)?,
+            Encoded::Done(id, env_id) => inbox_done_in(t, id, env_id)?,
         }
     }
     Ok(())
@@ -691,68 +698,54 @@ fn apply_writes(tx: &WriteTransaction, writes: &[Encoded]) -> StoreResult<()> {
 
 /// Queues `bytes` (envelope `env_id`) in the agent's inbox unless the id is in its
 /// de-duplication window; answers whether it was new.
-fn inbox_push_in(tx: &WriteTransaction, a: &str, env_id: &str, bytes: &[u8]) -> StoreResult<bool> {
-    let mut seen = tx.open_table(SEEN).map_err(be)?;
-    if seen.get((a, env_id)).map_err(be)?.is_some() {
+fn inbox_push_in(t: &mut Tables<'_>, a: &str, env_id: &str, bytes: &[u8]) -> StoreResult<bool> {
+    if t.seen.get((a, env_id)).map_err(be)?.is_some() {
         return Ok(false);
     }
-    let mut order = tx.open_table(SEEN_SEQ).map_err(be)?;
-    let seq = next_seq(&order, a)?;
-    seen.insert((a, env_id), seq).map_err(be)?;
-    order.insert((a, seq), env_id).map_err(be)?;
+    let seq = next_seq(&t.seen_seq, a)?;
+    t.seen.insert((a, env_id), seq).map_err(be)?;
+    t.seen_seq.insert((a, seq), env_id).map_err(be)?;
     if seq >= DEDUP_WINDOW as u64 {
         let old = seq - DEDUP_WINDOW as u64;
-        let gone = order
+        let gone = t
+            .seen_seq
             .remove((a, old))
             .map_err(be)?
             .map(|v| v.value().to_string());
         if let Some(gone) = gone {
-            seen.remove((a, gone.as_str())).map_err(be)?;
+            t.seen.remove((a, gone.as_str())).map_err(be)?;
         }
     }
-    let mut inbox = tx.open_table(INBOX).map_err(be)?;
-    let slot = next_seq(&inbox, a)?;
-    inbox.insert((a, slot), bytes).map_err(be)?;
-    tx.open_table(INBOX_IDS)
-        .map_err(be)?
-        .insert((a, env_id), slot)
-        .map_err(be)?;
+    let slot = next_seq(&t.inbox, a)?;
+    t.inbox.insert((a, slot), bytes).map_err(be)?;
+    t.inbox_ids.insert((a, env_id), slot).map_err(be)?;
     Ok(true)
 }
 
-fn put_agent_in(tx: &WriteTransaction, id: &str, bytes: &[u8]) -> StoreResult<()> {
-    tx.open_table(AGENTS)
-        .map_err(be)?
-        .insert(id, bytes)
-        .map_err(be)?;
+fn put_agent_in(t: &mut Tables<'_>, id: &str, bytes: &[u8]) -> StoreResult<()> {
+    t.agents.insert(id, bytes).map_err(be)?;
     Ok(())
 }
 
 /// Appends unless the entry id is already in the thread; answers whether it appended.
-fn append_in(tx: &WriteTransaction, id: &str, entry_id: &str, bytes: &[u8]) -> StoreResult<bool> {
-    let mut ids = tx.open_table(THREAD_IDS).map_err(be)?;
-    if ids.get((id, entry_id)).map_err(be)?.is_some() {
+fn append_in(t: &mut Tables<'_>, id: &str, entry_id: &str, bytes: &[u8]) -> StoreResult<bool> {
+    if t.thread_ids.get((id, entry_id)).map_err(be)?.is_some() {
         return Ok(false);
     }
-    let mut threads = tx.open_table(THREADS).map_err(be)?;
-    let seq = next_seq(&threads, id)?;
-    threads.insert((id, seq), bytes).map_err(be)?;
-    ids.insert((id, entry_id), seq).map_err(be)?;
+    let seq = next_seq(&t.threads, id)?;
+    t.threads.insert((id, seq), bytes).map_err(be)?;
+    t.thread_ids.insert((id, entry_id), seq).map_err(be)?;
     Ok(true)
 }
 
-fn inbox_done_in(tx: &WriteTransaction, id: &str, env_id: &str) -> StoreResult<()> {
-    let slot = tx
-        .open_table(INBOX_IDS)
-        .map_err(be)?
+fn inbox_done_in(t: &mut Tables<'_>, id: &str, env_id: &str) -> StoreResult<()> {
+    let slot = t
+        .inbox_ids
         .remove((id, env_id))
         .map_err(be)?
         .map(|v| v.value());
     if let Some(slot) = slot {
-        tx.open_table(INBOX)
-            .map_err(be)?
-            .remove((id, slot))
-            .map_err(be)?;
+        t.inbox.remove((id, slot)).map_err(be)?;
     }
     Ok(())
 }
