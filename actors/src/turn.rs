@@ -142,13 +142,20 @@ impl Turn {
 
     async fn append(&mut self, entry: &ThreadEntry) -> Result<(), AgentdError> {
         let appended = self.deps.store.append(&self.rec.id, entry).await?;
-        if appended && let Some(thread) = &mut self.thread {
+        if appended {
             // New to the store, so new to the known copy too: no need to look for it.
-            Arc::make_mut(thread).push(entry.clone());
+            self.remember_new(entry);
         } else {
             self.remember(entry);
         }
         Ok(())
+    }
+
+    /// Adds `entry`, known not to be in the thread, to the known thread.
+    fn remember_new(&mut self, entry: &ThreadEntry) {
+        if let Some(thread) = &mut self.thread {
+            Arc::make_mut(thread).push(entry.clone());
+        }
     }
 
     /// Adds `entry` to the known thread (once).
@@ -290,7 +297,9 @@ impl Turn {
                         entry.tool_calls = r.tool_calls.clone();
                         entry.usage = Some(r.usage);
                         if r.tool_calls.is_empty() {
-                            self.remember(&entry);
+                            // A fresh step: its entry is not in the thread (a re-run looked
+                            // for it above), so no scan of the whole thread for it.
+                            self.remember_new(&entry);
                             result.final_entry = Some(entry);
                         } else {
                             self.append(&entry).await?;

@@ -46,13 +46,23 @@ impl PartialEq for ById {
 
 impl Eq for ById {}
 
+/// `map[key]`, made (empty) if missing; the key is copied only then, not on every call
+/// (`entry(key.to_string())` allocates per append and per push).
+fn slot<'m, V: Default>(map: &'m mut HashMap<String, V>, key: &str) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_string(), V::default());
+    }
+    #[allow(clippy::expect_used)] // an invariant, not input: the key was inserted just above
+    map.get_mut(key).expect("inserted above")
+}
+
 impl Inner {
     fn put_agent(&mut self, record: Arc<AgentRecord>) {
         self.agents.replace(ById(record));
     }
 
     fn append(&mut self, agent_id: &str, entry: &ThreadEntry) -> bool {
-        let (entries, seen) = self.threads.entry(agent_id.to_string()).or_default();
+        let (entries, seen) = slot(&mut self.threads, agent_id);
         if !seen.insert(entry.id) {
             return false;
         }
@@ -231,7 +241,7 @@ impl ThreadStore for MemoryStore {
 
     async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
         let mut inner = self.lock();
-        let inbox = inner.inboxes.entry(agent_id.to_string()).or_default();
+        let inbox = slot(&mut inner.inboxes, agent_id);
         if !inbox.seen.insert(env.id) {
             return Ok(false);
         }
