@@ -537,15 +537,18 @@ impl Handler<crate::messages::Finished> for Supervisor {
 /// The ids of `root`'s subtree, deepest first, `root` last.
 async fn subtree_postorder(deps: &Deps, root: &str) -> Result<Vec<String>, AgentdError> {
     let mut order = Vec::new();
+    // Agents already ordered (a set: `order.contains` made large trees quadratic).
+    let mut done = std::collections::HashSet::new();
     let mut stack = vec![(root.to_string(), false)];
     while let Some((id, expanded)) = stack.pop() {
         if expanded {
+            done.insert(id.clone());
             order.push(id);
             continue;
         }
         stack.push((id.clone(), true));
         for child in deps.store.children(&id).await? {
-            if !order.contains(&child) {
+            if !done.contains(&child) {
                 stack.push((child, false));
             }
         }
@@ -562,17 +565,41 @@ impl Handler<Lifecycle> for Supervisor {
     fn handle(&mut self, msg: Lifecycle, _: &mut Self::Context) -> Self::Result {
         let deps = self.deps.clone();
         let router = self.router.clone();
-        let live: HashMap<Arc<str>, SharedAgentAddr> = self
-            .agents
-            .iter()
-            .map(|(id, a)| (id.clone(), a.addr.clone()))
-            .collect();
         let Lifecycle { agent_id, control } = msg;
-        let fut = async move {
-            let rec = deps.store.get_agent(&agent_id).await?;
+        // The agents it applies to: cancel, close and delete reach the whole subtree, deepest
+        // first; terminate (and the refused pause/resume) the one agent.
+        let read = {
+            let (deps, agent_id) = (deps.clone(), agent_id.clone());
+            async move {
+                let rec = deps.store.get_agent(&agent_id).await?;
+                let targets = match control {
+                    Control::Cancel | Control::Close | Control::Delete => {
+                        subtree_postorder(&deps, &agent_id).await?
+                    }
+                    _ => vec![agent_id.clone()],
+                };
+                Ok::<_, AgentdError>((rec, targets))
+            }
+        };
+        // Their live actors, looked up once the targets are known: the handler is atomic, so
+        // the directory cannot change meanwhile (no copy of the whole directory per call).
+        let read = read.into_actor(self).map(|res, act, _| {
+            res.map(|(rec, targets)| {
+                let live: HashMap<String, SharedAgentAddr> = targets
+                    .iter()
+                    .filter_map(|id| act.live(id).map(|addr| (id.clone(), addr)))
+                    .collect();
+                (rec, targets, live)
+            })
+        });
+        let apply = move |(rec, targets, live): (
+            Option<AgentRecord>,
+            Vec<String>,
+            HashMap<String, SharedAgentAddr>,
+        )| async move {
             // A delete forwarded from another process may find the record already gone; it
             // still stops the live actor here.
-            let live_here = live.get(agent_id.as_str()).is_some_and(|a| a.connected());
+            let live_here = live.contains_key(&agent_id);
             if rec.is_none() && !(control == Control::Delete && live_here) {
                 return Err(AgentdError::agent_not_found(&agent_id));
             }
@@ -588,16 +615,9 @@ impl Handler<Lifecycle> for Supervisor {
                 }
                 Control::Cancel | Control::Terminate => {
                     let mut last = None;
-                    // Cancel reaches the whole subtree, deepest first; terminate is immediate
-                    // and hits the one agent.
-                    let targets = if control == Control::Cancel {
-                        subtree_postorder(&deps, &agent_id).await?
-                    } else {
-                        vec![agent_id.clone()]
-                    };
                     for id in targets {
                         let target = id == agent_id;
-                        let res = match live.get(id.as_str()).filter(|a| a.connected()) {
+                        let res = match live.get(&id) {
                             Some(addr) => {
                                 addr.send(ApplyControl(control)).await.map_err(mailbox)?
                             }
@@ -627,8 +647,8 @@ impl Handler<Lifecycle> for Supervisor {
                 }
                 Control::Close => {
                     let mut last = None;
-                    for id in subtree_postorder(&deps, &agent_id).await? {
-                        let r = match live.get(id.as_str()).filter(|a| a.connected()) {
+                    for id in targets {
+                        let r = match live.get(&id) {
                             Some(addr) => Some(
                                 addr.send(StopAgent {
                                     final_status: Some(AgentStatus::Closed),
@@ -648,8 +668,8 @@ impl Handler<Lifecycle> for Supervisor {
                     Ok(last)
                 }
                 Control::Delete => {
-                    for id in subtree_postorder(&deps, &agent_id).await? {
-                        if let Some(addr) = live.get(id.as_str()).filter(|a| a.connected()) {
+                    for id in targets {
+                        if let Some(addr) = live.get(&id) {
                             addr.send(StopAgent { final_status: None })
                                 .await
                                 .map_err(mailbox)?;
@@ -665,13 +685,38 @@ impl Handler<Lifecycle> for Supervisor {
                 }
             }
         };
-        AtomicResponse::new(Box::pin(fut.into_actor(self).map(move |res, act, _| {
-            if control == Control::Delete || control == Control::Close {
-                act.agents.retain(|_, a| a.addr.connected());
-                act.parents.retain(|_, a| a.connected());
+        let fut = read.then(move |res, act, _| {
+            let stopped: Vec<String> = match &res {
+                Ok((_, targets, _)) if matches!(control, Control::Delete | Control::Close) => {
+                    targets.clone()
+                }
+                _ => Vec::new(),
+            };
+            async move {
+                match res {
+                    Ok(read) => apply(read).await,
+                    Err(e) => Err(e),
+                }
             }
-            res
-        })))
+            .into_actor(act)
+            .map(move |res, act: &mut Self, _| {
+                // The stopped agents leave the directory (not a sweep of every live agent).
+                for id in &stopped {
+                    if act
+                        .agents
+                        .get(id.as_str())
+                        .is_some_and(|a| !a.addr.connected())
+                    {
+                        act.agents.remove(id.as_str());
+                    }
+                    if act.parents.get(id).is_some_and(|a| !a.connected()) {
+                        act.parents.remove(id);
+                    }
+                }
+                res
+            })
+        });
+        AtomicResponse::new(Box::pin(fut))
     }
 }
 
