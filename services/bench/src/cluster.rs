@@ -122,9 +122,58 @@ async fn holders(con: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<
     Ok(out)
 }
 
-/// Figures of the two-process scenarios: `(redis_msgs_per_s, redis_roundtrip_p50_us,
-/// failover_ms)`.
-pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Result<(f64, f64, f64)> {
+/// CPU seconds (user + system) a process has used so far, from `/proc/<pid>/stat`; 0 where
+/// that cannot be read (the figure is a diagnostic).
+fn cpu_seconds(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start with the state (field 3);
+    // utime and stime are fields 14 and 15.
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|x| x.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Commands redis-server has run since its statistics were last reset (`INFO commandstats`;
+/// a script's inner commands count too).
+async fn redis_commands(con: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<f64> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(con)
+        .await?;
+    Ok(info
+        .lines()
+        .filter_map(|l| {
+            l.split_once("calls=")?
+                .1
+                .split(',')
+                .next()?
+                .parse::<f64>()
+                .ok()
+        })
+        .sum())
+}
+
+/// What the two-process scenarios measured.
+pub struct Figures {
+    /// `redis_msgs_per_s`.
+    pub msgs_per_s: f64,
+    /// `redis_roundtrip_p50_us`.
+    pub roundtrip_p50_us: f64,
+    /// `failover_ms`.
+    pub failover_ms: f64,
+    /// Diagnostics of the one-way run, per message: CPU µs of the sending process, of the
+    /// receiving one and of redis-server, and Redis commands.
+    pub per_msg: [f64; 4],
+}
+
+/// Runs the two-process scenarios.
+pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Result<Figures> {
     let dir = tempfile::tempdir()?;
     prepare(dir.path())?;
     let here = agentd::app::start(&settings(url, dir.path())?).await?;
@@ -169,6 +218,25 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
         }
     }
     let keys = Keys::new(NS);
+    let redis_pid = redis::cmd("INFO")
+        .arg("server")
+        .query_async::<String>(&mut con)
+        .await?
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:"))
+        .unwrap_or("0")
+        .trim()
+        .to_string();
+    let peer_pid = peer.child.id().to_string();
+    let cpu_before = [
+        cpu_seconds("self"),
+        cpu_seconds(&peer_pid),
+        cpu_seconds(&redis_pid),
+    ];
+    redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query_async::<()>(&mut con)
+        .await?;
     let t = Instant::now();
     {
         use futures::StreamExt;
@@ -205,6 +273,13 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let msgs_per_s = messages as f64 / t.elapsed().as_secs_f64();
+    let n = messages as f64;
+    let per_msg = [
+        (cpu_seconds("self") - cpu_before[0]) * 1e6 / n,
+        (cpu_seconds(&peer_pid) - cpu_before[1]) * 1e6 / n,
+        (cpu_seconds(&redis_pid) - cpu_before[2]) * 1e6 / n,
+        redis_commands(&mut con).await? / n,
+    ];
 
     // Manage sync round trips from a root this process owns (its sync waits live here) to
     // worker threads the peer owns.
@@ -279,5 +354,10 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
     }
     let failover_ms = t.elapsed().as_secs_f64() * 1e3;
     here.stop().await;
-    Ok((msgs_per_s, p50, failover_ms))
+    Ok(Figures {
+        msgs_per_s,
+        roundtrip_p50_us: p50,
+        failover_ms,
+        per_msg,
+    })
 }
