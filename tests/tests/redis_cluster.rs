@@ -536,12 +536,15 @@ fn kill_9_of_a_partition_owner_moves_its_agents_without_losing_or_doubling_messa
 }
 
 /// Follows `/v1/events` of `p` on a thread; the parsed `data:` lines arrive on the channel.
+/// Answers once the response has started (the subscription is in place by then).
 fn follow_events(p: &AgentdProcess) -> std::sync::mpsc::Receiver<serde_json::Value> {
     use std::io::BufRead;
     let (tx, rx) = std::sync::mpsc::channel();
+    let (started_tx, started) = std::sync::mpsc::channel();
     let url = format!("{}/v1/events", p.url);
     std::thread::spawn(move || {
         let resp = ureq::get(&url).call().unwrap();
+        let _ = started_tx.send(());
         for line in std::io::BufReader::new(resp.into_reader()).lines() {
             let Ok(line) = line else { return };
             if let Some(data) = line.strip_prefix("data: ")
@@ -551,6 +554,9 @@ fn follow_events(p: &AgentdProcess) -> std::sync::mpsc::Receiver<serde_json::Val
             }
         }
     });
+    started
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the event stream started");
     rx
 }
 
@@ -561,13 +567,14 @@ fn events_of_every_process_reach_each_event_stream() {
     let b = cluster.process();
     balanced(&a, &b);
     let pb = owned(&b);
-    let events = follow_events(&a);
-    std::thread::sleep(Duration::from_millis(300));
     // An agent whose partition b owns: its events come from b, and show on a's stream.
     let on_b = (0..500)
         .map(|_| spawn(&b, "subagent"))
         .find(|id| pb.contains(&partition(id)))
         .expect("an agent on one of b's partitions");
+    // No pause after subscribing: a's tail rests while nobody listens, and must still pass on
+    // everything published once the subscription is in place.
+    let events = follow_events(&a);
     b.post(
         &format!("/v1/agents/{on_b}/messages"),
         json!({"text": "hello from b"}),

@@ -22,6 +22,11 @@ impl InProcessBus {
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.tx.subscribe()
     }
+
+    /// Whether anyone listens now (a feed from elsewhere can rest while nobody does).
+    pub fn has_subscribers(&self) -> bool {
+        self.tx.receiver_count() > 0
+    }
 }
 
 impl Default for InProcessBus {

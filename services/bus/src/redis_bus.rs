@@ -511,7 +511,7 @@ impl RedisBus {
     async fn read_loop(self: Arc<Self>, system: AgentSystem) {
         let mut backoff = Duration::from_millis(100);
         while !self.stopping.load(Ordering::SeqCst) {
-            match self.read_until_error(&system).await {
+            match self.clone().read_until_error(&system).await {
                 Ok(()) => return,
                 Err(e) => {
                     tracing::warn!(error = %e, backoff_ms = backoff.as_millis() as u64, "partition reader lost Redis; reconnecting");
@@ -522,7 +522,20 @@ impl RedisBus {
         }
     }
 
-    async fn read_until_error(&self, system: &AgentSystem) -> Result<(), AgentdError> {
+    async fn read_until_error(self: Arc<Self>, system: &AgentSystem) -> Result<(), AgentdError> {
+        let mut inflight = InFlight::default();
+        let res = self.read_with(system, &mut inflight).await;
+        // Nothing is claimed again (after an error) or given up (stopping) while deliveries of
+        // earlier reads are still under way.
+        let rest = inflight.finish().await;
+        res.and(rest)
+    }
+
+    async fn read_with(
+        self: &Arc<Self>,
+        system: &AgentSystem,
+        inflight: &mut InFlight,
+    ) -> Result<(), AgentdError> {
         let mut reader = self.reader().await?;
         let mut con = self.con.clone();
         // Entries this consumer read before an error but did not acknowledge are in its pending
@@ -553,6 +566,11 @@ impl RedisBus {
                     now.into_iter().collect()
                 })
                 .unwrap_or_default();
+            if !claims.is_empty() {
+                // Claimed entries are older than anything read before: what is in flight
+                // goes first.
+                inflight.finish().await?;
+            }
             for k in claims {
                 if let Err(e) = self.claim(k, system, &mut con).await {
                     if let Ok(mut c) = self.to_claim.write() {
@@ -563,9 +581,11 @@ impl RedisBus {
             }
             let owned = self.readable();
             if owned.is_empty() {
+                inflight.finish().await?;
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
+            inflight.make_room(self.cfg.batch * owned.len()).await?;
             let mut read = cmd("XREADGROUP");
             read.arg("GROUP")
                 .arg(GROUP)
@@ -608,11 +628,23 @@ impl RedisBus {
                     tracing::warn!(stream = %stream.key, entries = stream.ids.len(), "partition no longer fresh after a read; leaving its entries pending");
                     continue;
                 }
-                let ids: Vec<&StreamId> = stream.ids.iter().collect();
-                self.handle_entries(&stream.key, &ids, system, &mut con)
-                    .await?;
+                match self.decode_routable(&stream.ids) {
+                    Some(envs) => {
+                        inflight.push(self.route_batch(stream.key, stream.ids, envs, system))
+                    }
+                    None => {
+                        // Closes, deletes, child outputs and bad entries wait for what came
+                        // before them.
+                        inflight.finish().await?;
+                        let ids: Vec<&StreamId> = stream.ids.iter().collect();
+                        self.handle_entries(&stream.key, &ids, system, &mut con)
+                            .await?;
+                    }
+                }
             }
             if quiet {
+                // The drain check needs what was read acknowledged.
+                inflight.finish().await?;
                 system
                     .router()
                     .send(SettleTransport)
@@ -727,6 +759,62 @@ impl RedisBus {
             }
         }
         outcomes.extend(futures::future::join_all(routed).await);
+        self.acknowledge(key, ids, outcomes, con).await
+    }
+
+    /// Entries of `key` that can all go as they are to the router ([`routes_directly`]), decoded;
+    /// `None` if any cannot (it is not an inbox item or a pause/resume/cancel/terminate, or
+    /// does not decode).
+    fn decode_routable(&self, ids: &[StreamId]) -> Option<Vec<Envelope>> {
+        ids.iter()
+            .map(|sid| {
+                let bytes = sid.get::<Vec<u8>>("m")?;
+                decode_envelope(&bytes, self.cfg.max_envelope_bytes)
+                    .ok()
+                    .filter(routes_directly)
+            })
+            .collect()
+    }
+
+    /// Hands a batch of routable entries to the router now, in order (the router queues each
+    /// as it is sent), and answers the task that waits for their durable pushes and then
+    /// acknowledges them, so the reader can read on meanwhile.
+    fn route_batch(
+        self: &Arc<Self>,
+        key: String,
+        ids: Vec<StreamId>,
+        envs: Vec<Envelope>,
+        system: &AgentSystem,
+    ) -> (usize, tokio::task::JoinHandle<Result<(), AgentdError>>) {
+        let requests: Vec<_> = envs
+            .into_iter()
+            .map(|env| system.router().send(RouteFromStream(env)))
+            .collect();
+        let me = self.clone();
+        let n = ids.len();
+        let task = actix_rt::spawn(async move {
+            let outcomes = futures::future::join_all(requests)
+                .await
+                .into_iter()
+                .map(|r| r.map_err(mailbox).and_then(|r| r.map(|_| ())))
+                .collect();
+            let refs: Vec<&StreamId> = ids.iter().collect();
+            let mut con = me.con.clone();
+            me.acknowledge(&key, &refs, outcomes, &mut con).await
+        });
+        (n, task)
+    }
+
+    /// Acknowledges the entries whose delivery succeeded or failed for good (those go to the
+    /// dead letters first); one that failed transiently stays pending and its error is
+    /// answered.
+    async fn acknowledge(
+        &self,
+        key: &str,
+        ids: &[&StreamId],
+        outcomes: Vec<Result<(), AgentdError>>,
+        con: &mut ConnectionManager,
+    ) -> Result<(), AgentdError> {
         let mut acks = Vec::with_capacity(ids.len());
         let mut transient = None;
         for (sid, outcome) in ids.iter().zip(outcomes) {
@@ -796,6 +884,62 @@ impl RedisBus {
             return true;
         }
         false
+    }
+}
+
+/// Most entries whose deliveries may be under way (routed, not yet acknowledged) while the
+/// reader reads on: well under the router's mailbox (16 Ki), so routing never waits for room
+/// (which would not keep the order).
+const MAX_IN_FLIGHT: usize = 2_048;
+
+/// Batches the reader has routed whose acknowledgements are still under way, oldest first.
+/// Reading on while they finish lets an agent take its next message while another agent of
+/// the batch is still busy (the reader waited for the slowest before).
+#[derive(Default)]
+struct InFlight {
+    tasks: std::collections::VecDeque<(usize, tokio::task::JoinHandle<Result<(), AgentdError>>)>,
+    entries: usize,
+}
+
+impl InFlight {
+    fn push(&mut self, batch: (usize, tokio::task::JoinHandle<Result<(), AgentdError>>)) {
+        self.entries += batch.0;
+        self.tasks.push_back(batch);
+    }
+
+    /// Waits for the oldest batch; its error, if any, is answered.
+    async fn pop(&mut self) -> Result<(), AgentdError> {
+        let Some((n, task)) = self.tasks.pop_front() else {
+            return Ok(());
+        };
+        self.entries -= n;
+        task.await.map_err(|e| {
+            AgentdError::new(ErrorCode::Unavailable, format!("delivery task failed: {e}"))
+        })?
+    }
+
+    /// Waits until a read of up to `next` entries more fits under [`MAX_IN_FLIGHT`].
+    async fn make_room(&mut self, next: usize) -> Result<(), AgentdError> {
+        while self.entries > 0 && self.entries + next > MAX_IN_FLIGHT {
+            self.pop().await?;
+        }
+        // Finished batches are collected as they go, so an error surfaces soon.
+        while self.tasks.front().is_some_and(|(_, t)| t.is_finished()) {
+            self.pop().await?;
+        }
+        Ok(())
+    }
+
+    /// Waits for every batch; the first error is answered (after all have finished).
+    async fn finish(&mut self) -> Result<(), AgentdError> {
+        let mut first = Ok(());
+        while !self.tasks.is_empty() {
+            let r = self.pop().await;
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
     }
 }
 
