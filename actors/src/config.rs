@@ -238,7 +238,9 @@ pub struct RuntimeConfig {
     pub subagent_prompt: String,
     /// Directories context files may be read from.
     pub context_dirs: Vec<PathBuf>,
-    /// Arbiters (threads) that host agents; 0 means one per core.
+    /// Arbiters (threads) that host agents; 0 means one per core, 1 (the default) the
+    /// current one: hops between threads cost more than agents' own work (see
+    /// `deploy/default.toml`).
     pub arbiters: usize,
     /// Names of the configured model providers besides the default (spawns and types may
     /// name them).

@@ -248,7 +248,7 @@ pub struct PromptSettings {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuntimeSettings {
-    /// Arbiters; 0 = one per core.
+    /// Arbiters; 1 (the default) = the main thread, 0 = one per core.
     pub arbiters: usize,
 }
 
