@@ -280,6 +280,13 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
         (cpu_seconds(&redis_pid) - cpu_before[2]) * 1e6 / n,
         redis_commands(&mut con).await? / n,
     ];
+    if std::env::var_os("BENCH_CMDSTATS").is_some() {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut con)
+            .await?;
+        eprintln!("{info}");
+    }
 
     // Manage sync round trips from a root this process owns (its sync waits live here) to
     // worker threads the peer owns.

@@ -167,7 +167,37 @@ async fn batches_apply_in_order(store: &dyn ThreadStore) {
         .unwrap();
     assert_eq!(store.thread("b-agent").await.unwrap(), vec![e1, e2]);
     assert!(store.inbox_pending("b-agent").await.unwrap().is_empty());
-    assert_eq!(store.get_agent("b-agent").await.unwrap(), Some(rec));
+    assert_eq!(store.get_agent("b-agent").await.unwrap(), Some(rec.clone()));
+    assert!(
+        store
+            .list_roots()
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.id == "b-agent"),
+        "a root written by a batch is listed"
+    );
+    // Writes of several agents interleaved: each agent's in its order.
+    let other = record("b-other", Some("b-agent"), 61);
+    let (o1, o2, e3) = (entry("other one"), entry("other two"), entry("batch three"));
+    let append = |agent: &str, entry: &ThreadEntry| StoreWrite::Append {
+        agent_id: agent.into(),
+        entry: entry.clone(),
+    };
+    store
+        .write_batch(&[
+            StoreWrite::PutAgent(std::sync::Arc::new(other.clone())),
+            append("b-other", &o1),
+            append("b-agent", &e3),
+            append("b-other", &o2),
+            append("b-other", &o1),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(store.thread("b-other").await.unwrap(), vec![o1, o2]);
+    assert_eq!(store.thread("b-agent").await.unwrap().last(), Some(&e3));
+    assert_eq!(store.get_agent("b-other").await.unwrap(), Some(other));
+    store.delete_agent("b-other").await.unwrap();
     store.write_batch(&[]).await.unwrap();
     store.delete_agent("b-agent").await.unwrap();
     assert!(
