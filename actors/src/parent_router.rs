@@ -38,6 +38,10 @@ pub struct ParentRouter {
     next_wait: u64,
     /// Options of the latest call per child (per-call overrides win over the stored ones).
     options: HashMap<String, ManageOptions>,
+    /// The child each `(worker title, alias)` last resolved to: the next call checks that
+    /// child's existence together with the alias (one store round trip instead of two). Only
+    /// a guess: the store's answers decide.
+    resolved: HashMap<(String, String), String>,
 }
 
 impl ParentRouter {
@@ -56,6 +60,7 @@ impl ParentRouter {
             waiters: Vec::new(),
             next_wait: 1,
             options: HashMap::new(),
+            resolved: HashMap::new(),
         }
     }
 
@@ -90,15 +95,29 @@ impl Handler<ManageSend> for ParentRouter {
         let supervisor = self.supervisor.clone();
         let parent_id = self.parent_id.clone();
         let msg_for_fut = msg.clone_light();
+        let key = (msg.worker_title.clone(), msg.alias.clone());
+        let guess = self.resolved.get(&key).cloned();
         let fut = async move {
             let m = msg_for_fut;
             let candidate = new_id().to_string();
-            let (child_id, created) = deps
-                .store
-                .alias_get_or_create(&parent_id, &m.worker_title, &m.alias, &candidate)
-                .await?;
+            let alias =
+                deps.store
+                    .alias_get_or_create(&parent_id, &m.worker_title, &m.alias, &candidate);
+            // The child this alias named last time is looked up at the same time (a store
+            // on one connection runs both in this order, in one round trip).
+            let ((child_id, created), guessed) = match &guess {
+                Some(g) => {
+                    let (resolved, exists) = futures::join!(alias, deps.store.agent_exists(g));
+                    (resolved?, Some(exists))
+                }
+                None => (alias.await?, None),
+            };
             // A new mapping names a fresh id; only an existing one can have its child already.
-            let exists = !created && deps.store.agent_exists(&child_id).await?;
+            let exists = match guessed {
+                _ if created => false,
+                Some(exists) if guess.as_deref() == Some(child_id.as_str()) => exists?,
+                _ => deps.store.agent_exists(&child_id).await?,
+            };
             if !exists {
                 supervisor
                     .send(Spawn(SpawnSpec {
@@ -132,6 +151,7 @@ impl Handler<ManageSend> for ParentRouter {
                 let outcome = match res {
                     Err(e) => Err(e),
                     Ok((child_id, created)) => {
+                        act.resolved.insert(key, child_id.clone());
                         act.options.insert(child_id.clone(), msg.options.clone());
                         let wait = if msg.options.mode == ManageMode::Sync {
                             let (tx, rx) = oneshot::channel();

@@ -184,6 +184,54 @@ async fn two_workers_two_aliases_same_alias_same_child_and_check_status() {
     assert_eq!(status, json!({"activeTasks": 0, "childThreadIds": []}));
 }
 
+/// An alias whose child was deleted gets a new child; one that names a child never spawned (a
+/// crash between the alias and the spawn) gets that child spawned. The parent router's memory
+/// of the alias's last child is only a guess: the store decides.
+#[actix_rt::test]
+async fn an_alias_follows_its_child_through_deletion_and_a_missing_spawn() {
+    let sys = start_simple(SCRIPT, types());
+    let lead = sys.root("lead", None).await;
+    let send = |text: &str| json!({"command": "send_message", "worker": "Ops", "message": text, "threadAlias": "w"});
+    let first = manage(&sys, &lead.id, send("one")).await.unwrap();
+    let first_child = first["childThreadId"].as_str().unwrap().to_string();
+    let again = manage(&sys, &lead.id, send("two")).await.unwrap();
+    assert_eq!(again["childThreadId"], first_child.as_str());
+    assert_eq!(again["created"], false);
+
+    // Deleted: the alias goes with it, and the next send makes a new child.
+    sys.system
+        .control(&first_child, Control::Delete)
+        .await
+        .unwrap();
+    let after_delete = manage(&sys, &lead.id, send("three")).await.unwrap();
+    let second_child = after_delete["childThreadId"].as_str().unwrap().to_string();
+    assert_ne!(second_child, first_child);
+    assert_eq!(after_delete["created"], true);
+    assert_eq!(after_delete["messages"], json!(["ops did: three"]));
+
+    // Deleted again, and the alias re-made elsewhere for a child that was never spawned: the
+    // next send spawns exactly that child.
+    sys.system
+        .control(&second_child, Control::Delete)
+        .await
+        .unwrap();
+    let orphan = agentd_proto::ids::new_id().to_string();
+    let (named, created) = sys
+        .store
+        .alias_get_or_create(&lead.id, "Ops", "w", &orphan)
+        .await
+        .unwrap();
+    assert_eq!((named.as_str(), created), (orphan.as_str(), true));
+    let spawned = manage(&sys, &lead.id, send("four")).await.unwrap();
+    assert_eq!(spawned["childThreadId"], orphan.as_str());
+    assert_eq!(spawned["created"], false);
+    assert_eq!(spawned["messages"], json!(["ops did: four"]));
+    assert_eq!(
+        sys.record(&orphan).await.parent_id.as_deref(),
+        Some(lead.id.as_str())
+    );
+}
+
 #[actix_rt::test]
 async fn sync_max_messages_collects_several_assistant_messages() {
     let sys = start_simple(SCRIPT, types());
