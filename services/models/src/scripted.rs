@@ -259,8 +259,11 @@ impl ModelClient for ScriptedModel {
         let last = req.thread.last();
         let input = last.map(|e| e.text.clone()).unwrap_or_default();
         let last_role = last.map(|e| e.role);
-        let context_chars: usize =
-            req.system_prompt.len() + req.thread.iter().map(|e| e.text.len()).sum::<usize>();
+        // The prompt's size, for estimated usage only (a walk of the whole thread: not done
+        // when the rule gives its usage).
+        let context_chars = || {
+            req.system_prompt.len() + req.thread.iter().map(|e| e.text.len()).sum::<usize>()
+        };
         let found = self
             .script
             .rules
@@ -279,7 +282,7 @@ impl ModelClient for ScriptedModel {
                 },
             };
             let usage = Usage {
-                input: estimate(context_chars),
+                input: estimate(context_chars()),
                 output: estimate(text.len()),
                 ..Usage::default()
             };
@@ -326,8 +329,8 @@ impl ModelClient for ScriptedModel {
                 }
             })
             .collect();
-        let usage = rule.usage.unwrap_or(Usage {
-            input: estimate(context_chars),
+        let usage = rule.usage.unwrap_or_else(|| Usage {
+            input: estimate(context_chars()),
             output: estimate(text.len()),
             ..Usage::default()
         });
