@@ -261,9 +261,8 @@ impl ModelClient for ScriptedModel {
         let last_role = last.map(|e| e.role);
         // The prompt's size, for estimated usage only (a walk of the whole thread: not done
         // when the rule gives its usage).
-        let context_chars = || {
-            req.system_prompt.len() + req.thread.iter().map(|e| e.text.len()).sum::<usize>()
-        };
+        let context_chars =
+            || req.system_prompt.len() + req.thread.iter().map(|e| e.text.len()).sum::<usize>();
         let found = self
             .script
             .rules

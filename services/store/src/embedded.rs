@@ -29,10 +29,15 @@ const CHILDREN: TableDefinition<(&str, u64), &str> = TableDefinition::new("child
 /// (parent, "title\x1falias") → child.
 const ALIASES: TableDefinition<(&str, &str), &str> = TableDefinition::new("aliases");
 
-/// (agent, seq) → MessagePack envelope: the durable inbox.
-const INBOX: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("inbox");
-/// (agent, envelope id) → inbox seq.
-const INBOX_IDS: TableDefinition<(&str, &str), u64> = TableDefinition::new("inbox_ids");
+/// (agent, seen seq) → MessagePack envelope: the durable inbox, in arrival order. Keyed by the
+/// envelope's seq in the de-duplication window, so marking it done finds it through
+/// [`SEEN`] (one table fewer to write per message than a separate id index).
+const INBOX: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("inbox_by_seen");
+/// The inbox of files written before `inbox_by_seen` (its own slot numbers, and an id index in
+/// [`LEGACY_INBOX_IDS`]); moved into [`INBOX`] when such a file is opened.
+const LEGACY_INBOX: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("inbox");
+/// (agent, envelope id) → slot in [`LEGACY_INBOX`].
+const LEGACY_INBOX_IDS: TableDefinition<(&str, &str), u64> = TableDefinition::new("inbox_ids");
 /// (agent, envelope id) → seen seq: the de-duplication window.
 const SEEN: TableDefinition<(&str, &str), u64> = TableDefinition::new("seen");
 /// (agent, seen seq) → envelope id, to drop the oldest id when the window is full.
@@ -53,7 +58,6 @@ struct Tables<'t> {
     children: redb::Table<'t, (&'static str, u64), &'static str>,
     aliases: redb::Table<'t, (&'static str, &'static str), &'static str>,
     inbox: redb::Table<'t, (&'static str, u64), &'static [u8]>,
-    inbox_ids: redb::Table<'t, (&'static str, &'static str), u64>,
     seen: redb::Table<'t, (&'static str, &'static str), u64>,
     seen_seq: redb::Table<'t, (&'static str, u64), &'static str>,
     checkpoints: redb::Table<'t, (&'static str, u64), &'static [u8]>,
@@ -69,7 +73,6 @@ impl<'t> Tables<'t> {
             children: tx.open_table(CHILDREN).map_err(be)?,
             aliases: tx.open_table(ALIASES).map_err(be)?,
             inbox: tx.open_table(INBOX).map_err(be)?,
-            inbox_ids: tx.open_table(INBOX_IDS).map_err(be)?,
             seen: tx.open_table(SEEN).map_err(be)?,
             seen_seq: tx.open_table(SEEN_SEQ).map_err(be)?,
             checkpoints: tx.open_table(CHECKPOINTS).map_err(be)?,
@@ -221,7 +224,10 @@ impl RedbStore {
             .map_err(|e| StoreError::Backend(format!("creating {}: {e}", data_dir.display())))?;
         let db = Database::create(data_dir.join("agentd.redb")).map_err(be)?;
         let tx = db.begin_write().map_err(be)?;
-        drop(Tables::open(&tx)?); // creates the tables of a new file
+        {
+            let mut tables = Tables::open(&tx)?; // creates the tables of a new file
+            migrate_legacy_inbox(&tx, &mut tables)?;
+        }
         tx.commit().map_err(be)?;
         let db = Arc::new(db);
         let (writer, jobs) = mpsc::channel::<Box<dyn WriteJob>>();
@@ -559,7 +565,6 @@ impl ThreadStore for RedbStore {
             t.checkpoints
                 .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
                 .map_err(be)?;
-            remove_prefix_str(&mut t.inbox_ids, a)?;
             remove_prefix_str(&mut t.seen, a)?;
             if let Some(parent) = parent {
                 let p = parent.as_str();
@@ -716,9 +721,7 @@ fn inbox_push_in(t: &mut Tables<'_>, a: &str, env_id: &str, bytes: &[u8]) -> Sto
             t.seen.remove((a, gone.as_str())).map_err(be)?;
         }
     }
-    let slot = next_seq(&t.inbox, a)?;
-    t.inbox.insert((a, slot), bytes).map_err(be)?;
-    t.inbox_ids.insert((a, env_id), slot).map_err(be)?;
+    t.inbox.insert((a, seq), bytes).map_err(be)?;
     Ok(true)
 }
 
@@ -739,14 +742,70 @@ fn append_in(t: &mut Tables<'_>, id: &str, entry_id: &str, bytes: &[u8]) -> Stor
 }
 
 fn inbox_done_in(t: &mut Tables<'_>, id: &str, env_id: &str) -> StoreResult<()> {
-    let slot = t
-        .inbox_ids
-        .remove((id, env_id))
-        .map_err(be)?
-        .map(|v| v.value());
-    if let Some(slot) = slot {
-        t.inbox.remove((id, slot)).map_err(be)?;
+    let seq = t.seen.get((id, env_id)).map_err(be)?.map(|v| v.value());
+    if let Some(seq) = seq
+        && t.inbox.remove((id, seq)).map_err(be)?.is_some()
+    {
+        return Ok(());
     }
+    // Not where the window says (an envelope that waited while more than a window of newer
+    // ones arrived, or one already done): look for it among the agent's pending envelopes.
+    let mut found = None;
+    for item in t.inbox.range((id, 0u64)..=(id, u64::MAX)).map_err(be)? {
+        let (k, v) = item.map_err(be)?;
+        if envelope_id(v.value()).as_deref() == Some(env_id) {
+            found = Some(k.value().1);
+            break;
+        }
+    }
+    if let Some(seq) = found {
+        t.inbox.remove((id, seq)).map_err(be)?;
+    }
+    Ok(())
+}
+
+/// The id of a stored envelope (`None` if it does not decode).
+fn envelope_id(bytes: &[u8]) -> Option<String> {
+    decode::<Envelope>(bytes).ok().map(|e| e.id.to_string())
+}
+
+/// Moves the inbox of a file written before `inbox_by_seen` into [`INBOX`], in the same
+/// transaction as opening it. An envelope keeps its place: it is keyed by its seq in the
+/// de-duplication window, or (evicted from the window since) by its old slot, which is lower
+/// than the seqs of everything that arrived after it (each arrival took one seq, and a slot
+/// never ran ahead of the seq).
+fn migrate_legacy_inbox(tx: &WriteTransaction, t: &mut Tables<'_>) -> StoreResult<()> {
+    let exists = tx
+        .list_tables()
+        .map_err(be)?
+        .any(|h| redb::TableHandle::name(&h) == "inbox");
+    if !exists {
+        return Ok(());
+    }
+    let mut moved = 0usize;
+    {
+        let legacy = tx.open_table(LEGACY_INBOX).map_err(be)?;
+        for item in legacy.iter().map_err(be)? {
+            let (k, v) = item.map_err(be)?;
+            let (agent, slot) = k.value();
+            let seq = match envelope_id(v.value()) {
+                Some(env_id) => t
+                    .seen
+                    .get((agent, env_id.as_str()))
+                    .map_err(be)?
+                    .map_or(slot, |s| s.value()),
+                None => slot,
+            };
+            t.inbox.insert((agent, seq), v.value()).map_err(be)?;
+            moved += 1;
+        }
+    }
+    tx.delete_table(LEGACY_INBOX).map_err(be)?;
+    tx.delete_table(LEGACY_INBOX_IDS).map_err(be)?;
+    tracing::info!(
+        envelopes = moved,
+        "embedded store: inbox moved to its current layout"
+    );
     Ok(())
 }
 

@@ -48,3 +48,72 @@ async fn embedded_store_keeps_everything_across_a_reopen() {
     );
     assert_eq!(s.list_roots().await.unwrap().len(), 1);
 }
+
+/// A file whose inbox was written by an earlier version (slots of its own and an id index) is
+/// moved to the current layout when opened: the pending envelopes keep their order, each can
+/// be marked done (also one evicted from the de-duplication window since), and new ones queue
+/// after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_store_moves_an_inbox_of_the_earlier_layout() {
+    use agentd_proto::codec::encode;
+    use agentd_proto::{Address, Envelope, InboxItem, Item};
+    use redb::{Database, TableDefinition};
+    let legacy_inbox: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("inbox");
+    let legacy_ids: TableDefinition<(&str, &str), u64> = TableDefinition::new("inbox_ids");
+    let seen: TableDefinition<(&str, &str), u64> = TableDefinition::new("seen");
+    let seen_seq: TableDefinition<(&str, u64), &str> = TableDefinition::new("seen_seq");
+    let env = |text: &str| {
+        Envelope::new(
+            Address::System,
+            Address::agent("m-agent"),
+            Item::Inbox(InboxItem::message(text)),
+            1,
+        )
+    };
+    let (old, mid, new) = (env("old"), env("mid"), env("new"));
+    let dir = tempfile::tempdir().unwrap();
+    {
+        // As the earlier version left it: `old` waited while its window moved on (no longer in
+        // `seen`), `mid` and `new` are in the window with seqs 7 and 8; slots 0, 1, 2.
+        let db = Database::create(dir.path().join("agentd.redb")).unwrap();
+        let tx = db.begin_write().unwrap();
+        {
+            let mut inbox = tx.open_table(legacy_inbox).unwrap();
+            let mut ids = tx.open_table(legacy_ids).unwrap();
+            let mut seen = tx.open_table(seen).unwrap();
+            let mut seen_seq = tx.open_table(seen_seq).unwrap();
+            for (slot, e) in [&old, &mid, &new].into_iter().enumerate() {
+                let id = e.id.to_string();
+                inbox
+                    .insert(("m-agent", slot as u64), encode(e).unwrap().as_slice())
+                    .unwrap();
+                ids.insert(("m-agent", id.as_str()), slot as u64).unwrap();
+            }
+            for (seq, e) in [(7u64, &mid), (8, &new)] {
+                let id = e.id.to_string();
+                seen.insert(("m-agent", id.as_str()), seq).unwrap();
+                seen_seq.insert(("m-agent", seq), id.as_str()).unwrap();
+            }
+        }
+        tx.commit().unwrap();
+    }
+    let s = RedbStore::open(dir.path()).unwrap();
+    assert_eq!(
+        s.inbox_pending("m-agent").await.unwrap(),
+        vec![old.clone(), mid.clone(), new.clone()]
+    );
+    // A duplicate of one still in the window is refused; a newcomer queues last.
+    assert!(!s.inbox_push("m-agent", &mid).await.unwrap());
+    let later = env("later");
+    assert!(s.inbox_push("m-agent", &later).await.unwrap());
+    s.inbox_done("m-agent", mid.id).await.unwrap();
+    s.inbox_done("m-agent", old.id).await.unwrap();
+    assert_eq!(
+        s.inbox_pending("m-agent").await.unwrap(),
+        vec![new.clone(), later.clone()]
+    );
+    drop(s);
+    // Opened again: nothing is moved twice.
+    let s = RedbStore::open(dir.path()).unwrap();
+    assert_eq!(s.inbox_pending("m-agent").await.unwrap(), vec![new, later]);
+}
