@@ -147,7 +147,7 @@ pub struct AgentActor {
     /// The agent's thread as stored, once read: handed to each turn (which then needs no
     /// store read per step) and given back when the turn ends; dropped whenever it may be
     /// stale (an aborted turn, a restore).
-    thread: Option<Arc<Vec<ThreadEntry>>>,
+    thread: Option<Arc<crate::ports::ThreadEntries>>,
     /// What every turn of this agent shows its model, built on its first turn (boxed: an
     /// agent that never ran a turn does not pay for it).
     setup: Option<Box<TurnSetup>>,
@@ -790,7 +790,7 @@ impl AgentActor {
             if let Some(thread) = &mut self.thread
                 && (self.rec.attempts == 1 || !thread.iter().any(|e| e.id == entry.id))
             {
-                Arc::make_mut(thread).push(entry.clone());
+                Arc::make_mut(thread).push(Box::new(entry.clone()));
             }
             if !start_written {
                 let append = StoreWrite::Append {

@@ -41,6 +41,7 @@ pub use config::{AgentType, AgentTypes, Limits, RuntimeConfig};
 pub use deps::Deps;
 pub use ports::{
     DEDUP_WINDOW, EventSink, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, Pushed,
-    StoreError, StoreResult, StoreWrite, ThreadStore, ToolSpec, Transport, WorkerAlias,
+    StoreError, StoreResult, StoreWrite, ThreadEntries, ThreadStore, ToolSpec, Transport,
+    WorkerAlias,
 };
 pub use system::AgentSystem;

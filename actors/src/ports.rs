@@ -226,6 +226,11 @@ pub enum Purpose {
     Compact,
 }
 
+/// A thread as an agent keeps it in memory and hands it to its model: each entry boxed, so a
+/// thread that grows by one entry at a time moves pointers (not whole entries) when its vector
+/// grows, and doubling it takes no fresh pages for entries already there.
+pub type ThreadEntries = Vec<Box<ThreadEntry>>;
+
 /// One model call's input.
 #[derive(Debug, Clone)]
 pub struct ModelRequest {
@@ -245,7 +250,7 @@ pub struct ModelRequest {
     /// Layered system prompt (base + sub-agent role + type overlay).
     pub system_prompt: Arc<str>,
     /// The thread so far (shared with the agent's copy: a request costs no copy of it).
-    pub thread: std::sync::Arc<Vec<ThreadEntry>>,
+    pub thread: std::sync::Arc<ThreadEntries>,
     /// Tools the agent may call (built once per agent and shared by its requests).
     pub tools: std::sync::Arc<Vec<ToolSpec>>,
     /// Why the model is called.

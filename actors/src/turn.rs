@@ -50,7 +50,7 @@ pub(crate) struct TurnResult {
     /// The provider rate-limited the turn; retry after this many ms.
     pub rate_limited: Option<u64>,
     /// The thread as stored when the turn ended (the actor keeps it for the next turn).
-    pub thread: Option<Arc<Vec<ThreadEntry>>>,
+    pub thread: Option<Arc<crate::ports::ThreadEntries>>,
     /// The last step's assistant entry, not stored yet: a step without tool calls ends the
     /// turn, so its entry goes into the store with the turn's end (record and inbox item
     /// done) as one batch, one write per turn less. A crash before that batch re-runs the
@@ -65,7 +65,7 @@ pub(crate) struct TurnResult {
 pub(crate) struct Turn {
     /// The thread as stored, if the actor knew it (read from the store otherwise). Shared
     /// with the model requests made from it; appends copy it only while one is still alive.
-    pub thread: Option<Arc<Vec<ThreadEntry>>>,
+    pub thread: Option<Arc<crate::ports::ThreadEntries>>,
     /// Set once the actor's flush wrote the input entry; the turn writes it if not.
     pub input_written: Option<Arc<AtomicBool>>,
     /// The tools the model is shown (the agent's, built once).
@@ -154,7 +154,7 @@ impl Turn {
     /// Adds `entry`, known not to be in the thread, to the known thread.
     fn remember_new(&mut self, entry: &ThreadEntry) {
         if let Some(thread) = &mut self.thread {
-            Arc::make_mut(thread).push(entry.clone());
+            Arc::make_mut(thread).push(Box::new(entry.clone()));
         }
     }
 
@@ -163,7 +163,7 @@ impl Turn {
         if let Some(thread) = &mut self.thread
             && !thread.iter().rev().any(|e| e.id == entry.id)
         {
-            Arc::make_mut(thread).push(entry.clone());
+            Arc::make_mut(thread).push(Box::new(entry.clone()));
         }
     }
 
@@ -178,12 +178,13 @@ impl Turn {
     }
 
     /// The thread as stored: the known copy, or read once from the store.
-    async fn current_thread(&mut self) -> Result<Arc<Vec<ThreadEntry>>, AgentdError> {
+    async fn current_thread(&mut self) -> Result<Arc<crate::ports::ThreadEntries>, AgentdError> {
         if let Some(thread) = &self.thread {
             return Ok(thread.clone());
         }
-        let thread = Arc::new(self.deps.store.thread(&self.rec.id).await?);
-        self.thread = Some(thread.clone());
+        let stored = self.deps.store.thread(&self.rec.id).await?;
+        let thread = Arc::new(stored.into_iter().map(Box::new).collect());
+        self.thread = Some(Arc::clone(&thread));
         Ok(thread)
     }
 
@@ -194,11 +195,11 @@ impl Turn {
             .store
             .replace_thread(&self.rec.id, &entries)
             .await?;
-        self.thread = Some(Arc::new(entries));
+        self.thread = Some(Arc::new(entries.into_iter().map(Box::new).collect()));
         Ok(())
     }
 
-    fn request(&self, thread: Arc<Vec<ThreadEntry>>, purpose: Purpose) -> ModelRequest {
+    fn request(&self, thread: Arc<crate::ports::ThreadEntries>, purpose: Purpose) -> ModelRequest {
         let tools = match purpose {
             Purpose::Turn => self.tool_specs.clone(),
             Purpose::Compact => Arc::default(),
@@ -412,7 +413,7 @@ impl Turn {
         );
         summary.usage = Some(resp.usage);
         let mut next = vec![summary];
-        next.extend_from_slice(recent);
+        next.extend(recent.iter().map(|e| ThreadEntry::clone(e)));
         self.replace_thread(next).await?;
         Ok(TurnResult::default())
     }

@@ -152,12 +152,10 @@ impl ThreadStore for MemoryStore {
 
     async fn replace_thread(&self, agent_id: &str, entries: &[ThreadEntry]) -> StoreResult<()> {
         let seen = entries.iter().map(|e| e.id).collect();
-        self.lock()
-            .threads
-            .insert(
-                agent_id.to_string(),
-                (entries.iter().cloned().map(Box::new).collect(), seen),
-            );
+        self.lock().threads.insert(
+            agent_id.to_string(),
+            (entries.iter().cloned().map(Box::new).collect(), seen),
+        );
         Ok(())
     }
 
