@@ -16,7 +16,7 @@ struct Inner {
     /// agent → its thread, each entry boxed: a thread grows one entry at a time, and moving
     /// pointers when its vector grows (instead of whole entries) halved what a message cost
     /// in copies and fresh pages.
-    threads: HashMap<String, (Vec<Box<ThreadEntry>>, HashSet<Uuid>)>,
+    threads: HashMap<String, (agentd_actors::ThreadEntries, HashSet<Uuid>)>,
     /// parent → children in insertion order, plus a set for O(1) idempotence.
     children: HashMap<String, (Vec<String>, HashSet<String>)>,
     /// parent → (title, alias) → child
