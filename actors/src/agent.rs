@@ -512,14 +512,18 @@ impl AgentActor {
 
     /// A redelivered envelope the durable inbox already had: normally one this agent queued
     /// (or handled) before. But if the first delivery's write reached the store and its answer
-    /// was lost (a connection cut mid-call), the item is pending there and queued nowhere:
-    /// it is taken now, at its place in the durable inbox's order (after what was stored
-    /// before it, ahead of what arrived after it).
-    fn take_if_still_pending(&mut self, env: Envelope, ctx: &mut Context<Self>) {
+    /// was lost (a connection cut mid-call), or another process pushed it and then lost the
+    /// agent's partition before taking it, the item is pending there and queued nowhere: it
+    /// is taken, at its place in the durable inbox's order (after what was stored before it,
+    /// ahead of what arrived after it). The delivery answers only once this is settled, so no
+    /// later delivery starts a turn ahead of it.
+    fn take_if_still_pending(
+        &mut self,
+        env: Envelope,
+    ) -> impl ActorFuture<Self, Output = ()> + use<> {
         let store = self.env.deps.store.clone();
         let id = self.rec.id.clone();
-        ctx.spawn(
-            async move { store.inbox_pending(&id).await }
+        async move { store.inbox_pending(&id).await }
                 .into_actor(self)
                 .map(move |pending, act, ctx| {
                     let pending = match pending {
@@ -546,8 +550,7 @@ impl AgentActor {
                     } else {
                         tracing::debug!(agent_id = %act.rec.id, message_id = %env.id, "duplicate envelope ignored");
                     }
-                }),
-        );
+                })
     }
 
     /// Marks an inbox envelope handled in the durable inbox (with the next flush).
@@ -1469,6 +1472,20 @@ impl AgentActor {
         );
         match env.item {
             Item::Inbox(_) => {
+                if let Some(transport) = &self.env.deps.transport
+                    && !transport.may_deliver(&self.rec.id)
+                {
+                    // Left to the partition's owner: a stream entry stays pending for it, a
+                    // direct sender is told to try again.
+                    tracing::debug!(agent_id = %self.rec.id, message_id = %env.id, "delivery refused: this process no longer holds the agent's partition");
+                    return Box::pin(actix::fut::ready(Err(AgentdError::new(
+                        ErrorCode::Unavailable,
+                        format!(
+                            "agent `{}`: this process no longer holds its partition",
+                            self.rec.id
+                        ),
+                    ))));
+                }
                 let store = self.env.deps.store.clone();
                 let id = self.rec.id.clone();
                 let (input, then) = match self.turn_start_writes(&env) {
@@ -1481,8 +1498,11 @@ impl AgentActor {
                         (pushed, env)
                     }
                     .into_actor(self)
-                    .map(|(pushed, env), act, ctx| {
-                        let pushed = pushed.map_err(AgentdError::from)?;
+                    .then(|(pushed, env), act, ctx| -> ResponseActFuture<Self, Result<bool, AgentdError>> {
+                        let pushed = match pushed {
+                            Ok(p) => p,
+                            Err(e) => return Box::pin(actix::fut::ready(Err(e.into()))),
+                        };
                         let fresh = pushed.fresh;
                         if fresh {
                             if let Some(input) = input.filter(|_| pushed.then_applied) {
@@ -1495,11 +1515,11 @@ impl AgentActor {
                                 act.persist(ctx);
                             }
                         } else if !act.holds(env.id) {
-                            act.take_if_still_pending(env, ctx);
+                            return Box::pin(act.take_if_still_pending(env).map(|(), _, _| Ok(false)));
                         } else {
                             tracing::debug!(agent_id = %act.rec.id, message_id = %env.id, "duplicate envelope ignored");
                         }
-                        Ok(fresh)
+                        Box::pin(actix::fut::ready(Ok(fresh)))
                     }),
                 )
             }

@@ -192,6 +192,13 @@ pub trait Transport: Send + Sync + 'static {
     fn owns(&self, agent_id: &str) -> bool {
         self.is_local(agent_id)
     }
+    /// Whether this process may queue deliveries for `agent_id` now: it owns the agent's
+    /// partition and still holds its lease. An agent asks right before its durable push: a
+    /// delivery that waited in its mailbox while the process stalled past its lease must not
+    /// be queued here once the partition's next owner may be taking the same entries.
+    fn may_deliver(&self, agent_id: &str) -> bool {
+        self.owns(agent_id)
+    }
     /// Hands `env` to the process that owns its receiver; returns once it is durably queued.
     async fn forward(&self, env: &Envelope) -> Result<(), AgentdError>;
     /// Ends the drain of owned partitions that hold nothing undelivered any more. The

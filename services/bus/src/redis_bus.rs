@@ -27,7 +27,7 @@ use redis::aio::{ConnectionManager, MultiplexedConnection};
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadReply};
 use redis::{AsyncConnectionConfig, Script, cmd};
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -96,6 +96,9 @@ pub struct RedisBus {
     /// When each owned partition's lease was last taken or renewed (the request's send time,
     /// so the lease in Redis runs at least as long from then).
     renewed: RwLock<HashMap<u32, Instant>>,
+    /// Per partition: entries the reader has handed to the router and not yet acknowledged
+    /// (or left pending). A partition is given up only once its count is back to zero.
+    delivering: Vec<AtomicUsize>,
     /// Reads (`XREADGROUP`) the partition reader has finished.
     read_rounds: AtomicU64,
     /// A read is under way.
@@ -114,6 +117,9 @@ impl RedisBus {
     ) -> Result<Arc<Self>, AgentdError> {
         let keys = Keys::new(&cfg.namespace);
         let dead = DeadLetters::new(con.clone(), keys.dead(), cfg.dead_maxlen);
+        let delivering = (0..cfg.partitions.max(1))
+            .map(|_| AtomicUsize::new(0))
+            .collect();
         Ok(Arc::new(RedisBus {
             cfg,
             keys,
@@ -122,6 +128,7 @@ impl RedisBus {
             draining: RwLock::new(BTreeSet::new()),
             to_claim: RwLock::new(BTreeSet::new()),
             renewed: RwLock::new(HashMap::new()),
+            delivering,
             read_rounds: AtomicU64::new(0),
             reading: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
@@ -379,6 +386,11 @@ impl RedisBus {
                     r.remove(k);
                 }
             }
+            // What the reader handed over for these partitions is durably queued (or left
+            // pending) before their agents stop: a delivery refused by a stopping agent would
+            // be routed again, to the partition's next owner, behind newer entries.
+            self.wait_for_read_round().await;
+            self.wait_for_deliveries(&gone).await;
             let partitions = self.cfg.partitions;
             let set: BTreeSet<u32> = gone.iter().copied().collect();
             let stopped = system
@@ -386,9 +398,6 @@ impl RedisBus {
                     set.contains(&((fnv1a64(id.as_bytes()) % u64::from(partitions.max(1))) as u32))
                 }))
                 .await;
-            if !surplus.is_empty() {
-                self.wait_for_read_round().await;
-            }
             for k in &surplus {
                 let _: i64 = self
                     .release
@@ -495,6 +504,22 @@ impl RedisBus {
             && Instant::now() < deadline
         {
             tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Waits (at most half a lease) until no entry of `partitions` is between the router and
+    /// its acknowledgement.
+    async fn wait_for_deliveries(&self, partitions: &[u32]) {
+        let deadline = Instant::now() + Duration::from_millis(self.cfg.lease_ms / 2);
+        let busy = || {
+            partitions.iter().any(|k| {
+                self.delivering
+                    .get(*k as usize)
+                    .is_some_and(|n| n.load(Ordering::SeqCst) > 0)
+            })
+        };
+        while busy() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(2)).await;
         }
     }
 
@@ -786,12 +811,20 @@ impl RedisBus {
         envs: Vec<Envelope>,
         system: &AgentSystem,
     ) -> (usize, tokio::task::JoinHandle<Result<(), AgentdError>>) {
+        let n = ids.len();
+        let counter = self
+            .owned()
+            .into_iter()
+            .find(|k| self.keys.partition(*k) == key)
+            .map(|k| k as usize);
+        if let Some(c) = counter.and_then(|k| self.delivering.get(k)) {
+            c.fetch_add(n, Ordering::SeqCst);
+        }
         let requests: Vec<_> = envs
             .into_iter()
             .map(|env| system.router().send(RouteFromStream(env)))
             .collect();
         let me = self.clone();
-        let n = ids.len();
         let task = actix_rt::spawn(async move {
             let outcomes = futures::future::join_all(requests)
                 .await
@@ -800,7 +833,11 @@ impl RedisBus {
                 .collect();
             let refs: Vec<&StreamId> = ids.iter().collect();
             let mut con = me.con.clone();
-            me.acknowledge(&key, &refs, outcomes, &mut con).await
+            let res = me.acknowledge(&key, &refs, outcomes, &mut con).await;
+            if let Some(c) = counter.and_then(|k| me.delivering.get(k)) {
+                c.fetch_sub(n, Ordering::SeqCst);
+            }
+            res
         });
         (n, task)
     }
@@ -1029,6 +1066,10 @@ impl Transport for RedisBus {
     fn owns(&self, agent_id: &str) -> bool {
         let k = self.partition_of(agent_id);
         self.owned.read().map(|o| o.contains(&k)).unwrap_or(false)
+    }
+
+    fn may_deliver(&self, agent_id: &str) -> bool {
+        self.owns(agent_id) && self.fresh(self.partition_of(agent_id))
     }
 
     async fn settle(&self) -> Result<(), AgentdError> {
