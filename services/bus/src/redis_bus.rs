@@ -6,13 +6,19 @@
 //! dedicated connection (no response timeout), claims what a dead owner left pending
 //! (`XAUTOCLAIM`), hands each entry to the receiving agent's durable inbox, and acknowledges
 //! (`XACK`) only after that. Entries that cannot be decoded or delivered go to `<ns>:dead`.
+//! The reader reads on while the deliveries of earlier reads finish (each batch's
+//! acknowledgement is a task; at most [`MAX_IN_FLIGHT`] entries are under way), so an agent
+//! that is done takes its next message while another agent of the batch is still busy.
 //!
 //! A process fences itself by its own clock: a partition whose lease it has not renewed for
 //! half the lease time (the process stalled, was frozen, or cannot reach Redis) is neither read
 //! nor delivered to directly until it is renewed again, and then drained like a partition just
 //! taken. A read issued before that answers (`BLOCK` ≤ a quarter lease) before the lease can
 //! expire in Redis, so whatever it returned is in this consumer's pending list when the next
-//! owner claims; two processes never deliver from one partition at once.
+//! owner claims; two processes never deliver from one partition at once. Deliveries already
+//! handed over are fenced too: an agent refuses an inbox delivery once its process no longer
+//! holds the partition's lease (the entry stays pending for the next owner), and a partition
+//! is passivated and released only once what the reader handed over for it is acknowledged.
 
 use crate::dead::DeadLetters;
 use actix::MailboxError;
