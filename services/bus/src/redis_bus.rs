@@ -7,7 +7,7 @@
 //! (`XAUTOCLAIM`), hands each entry to the receiving agent's durable inbox, and acknowledges
 //! (`XACK`) only after that. Entries that cannot be decoded or delivered go to `<ns>:dead`.
 //! The reader reads on while the deliveries of earlier reads finish (each batch's
-//! acknowledgement is a task; at most [`MAX_IN_FLIGHT`] entries are under way), so an agent
+//! acknowledgement is a task; at most 2,048 entries are under way), so an agent
 //! that is done takes its next message while another agent of the batch is still busy.
 //!
 //! A process fences itself by its own clock: a partition whose lease it has not renewed for
