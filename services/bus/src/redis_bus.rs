@@ -648,21 +648,21 @@ impl RedisBus {
                 })
             });
             for stream in streams {
-                let stale = owned
+                let partition = owned
                     .iter()
-                    .find(|k| self.keys.partition(**k) == stream.key)
-                    .is_none_or(|k| !self.fresh(*k));
-                if stale {
+                    .copied()
+                    .find(|k| self.keys.partition(*k) == stream.key)
+                    .filter(|k| self.fresh(*k));
+                let Some(partition) = partition else {
                     // The lease went stale, or the partition was given up, during the read:
                     // what it returned stays pending here, for this process once renewed or
                     // for the next owner's claim (both claim before reading anything newer).
                     tracing::warn!(stream = %stream.key, entries = stream.ids.len(), "partition no longer fresh after a read; leaving its entries pending");
                     continue;
-                }
+                };
                 match self.decode_routable(&stream.ids) {
-                    Some(envs) => {
-                        inflight.push(self.route_batch(stream.key, stream.ids, envs, system))
-                    }
+                    Some(envs) => inflight
+                        .push(self.route_batch(partition, stream.key, stream.ids, envs, system)),
                     None => {
                         // Closes, deletes, child outputs and bad entries wait for what came
                         // before them.
@@ -812,18 +812,14 @@ impl RedisBus {
     /// acknowledges them, so the reader can read on meanwhile.
     fn route_batch(
         self: &Arc<Self>,
+        partition: u32,
         key: String,
         ids: Vec<StreamId>,
         envs: Vec<Envelope>,
         system: &AgentSystem,
     ) -> (usize, tokio::task::JoinHandle<Result<(), AgentdError>>) {
         let n = ids.len();
-        let counter = self
-            .owned()
-            .into_iter()
-            .find(|k| self.keys.partition(*k) == key)
-            .map(|k| k as usize);
-        if let Some(c) = counter.and_then(|k| self.delivering.get(k)) {
+        if let Some(c) = self.delivering.get(partition as usize) {
             c.fetch_add(n, Ordering::SeqCst);
         }
         let requests: Vec<_> = envs
@@ -840,7 +836,7 @@ impl RedisBus {
             let refs: Vec<&StreamId> = ids.iter().collect();
             let mut con = me.con.clone();
             let res = me.acknowledge(&key, &refs, outcomes, &mut con).await;
-            if let Some(c) = counter.and_then(|k| me.delivering.get(k)) {
+            if let Some(c) = me.delivering.get(partition as usize) {
                 c.fetch_sub(n, Ordering::SeqCst);
             }
             res
