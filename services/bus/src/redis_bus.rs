@@ -280,6 +280,8 @@ impl RedisBus {
         // A read still blocked could take entries after the next owner took a lease: let it
         // come back (and what it got be delivered) before the leases go.
         self.wait_for_read_round().await;
+        // And what earlier reads handed over is acknowledged (or left pending) first.
+        self.wait_for_deliveries(&self.owned()).await;
         let mut con = self.con.clone();
         for k in self.owned() {
             let _: redis::RedisResult<i64> = self
