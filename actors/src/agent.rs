@@ -493,6 +493,7 @@ impl AgentActor {
             return;
         };
         let agent_id = self.rec.id.clone();
+        let entry = Arc::new(entry);
         self.write_later(StoreWrite::Append { agent_id, entry }, ctx);
     }
 
@@ -735,7 +736,7 @@ impl AgentActor {
         let writes = vec![
             StoreWrite::Append {
                 agent_id: rec.id.clone(),
-                entry: entry.clone(),
+                entry: Arc::new(entry.clone()),
             },
             StoreWrite::PutAgent(Arc::new(rec)),
         ];
@@ -790,15 +791,16 @@ impl AgentActor {
                 self.input_written = Some(written.clone());
             }
             // A first attempt's input is new; only a re-run may find it there already.
+            let shared = Arc::new(entry.clone());
             if let Some(thread) = &mut self.thread
                 && (self.rec.attempts == 1 || !thread.iter().any(|e| e.id == entry.id))
             {
-                Arc::make_mut(thread).push(Box::new(entry.clone()));
+                Arc::make_mut(thread).push(Arc::clone(&shared));
             }
             if !start_written {
                 let append = StoreWrite::Append {
                     agent_id: self.rec.id.clone(),
-                    entry: entry.clone(),
+                    entry: shared,
                 };
                 self.write_later(append, ctx);
             }

@@ -72,8 +72,8 @@ pub enum StoreWrite {
     Append {
         /// Whose thread.
         agent_id: String,
-        /// The entry.
-        entry: ThreadEntry,
+        /// The entry (shared with the agent's own copy of its thread).
+        entry: Arc<ThreadEntry>,
     },
     /// As [`ThreadStore::inbox_done`].
     InboxDone {
@@ -233,10 +233,11 @@ pub enum Purpose {
     Compact,
 }
 
-/// A thread as an agent keeps it in memory and hands it to its model: each entry boxed, so a
-/// thread that grows by one entry at a time moves pointers (not whole entries) when its vector
-/// grows, and doubling it takes no fresh pages for entries already there.
-pub type ThreadEntries = Vec<Box<ThreadEntry>>;
+/// A thread as an agent keeps it in memory and hands it to its model: each entry shared
+/// (`Arc`), so a thread that grows one entry at a time moves pointers (not whole entries) when
+/// its vector grows, and the agent's copy and the store's batch (and the memory store) hold one
+/// entry between them instead of a copy each.
+pub type ThreadEntries = Vec<Arc<ThreadEntry>>;
 
 /// One model call's input.
 #[derive(Debug, Clone)]

@@ -55,7 +55,7 @@ pub(crate) struct TurnResult {
     /// turn, so its entry goes into the store with the turn's end (record and inbox item
     /// done) as one batch, one write per turn less. A crash before that batch re-runs the
     /// step, as a crash before its own write did.
-    pub final_entry: Option<ThreadEntry>,
+    pub final_entry: Option<Arc<ThreadEntry>>,
     /// Outputs made from `final_entry` (a Manage worker's reply): the actor sends them once
     /// that batch is written, so a parent never sees a reply its worker's thread lacks.
     pub after_write: Vec<ChildOutput>,
@@ -154,7 +154,7 @@ impl Turn {
     /// Adds `entry`, known not to be in the thread, to the known thread.
     fn remember_new(&mut self, entry: &ThreadEntry) {
         if let Some(thread) = &mut self.thread {
-            Arc::make_mut(thread).push(Box::new(entry.clone()));
+            Arc::make_mut(thread).push(Arc::new(entry.clone()));
         }
     }
 
@@ -163,7 +163,7 @@ impl Turn {
         if let Some(thread) = &mut self.thread
             && !thread.iter().rev().any(|e| e.id == entry.id)
         {
-            Arc::make_mut(thread).push(Box::new(entry.clone()));
+            Arc::make_mut(thread).push(Arc::new(entry.clone()));
         }
     }
 
@@ -183,7 +183,7 @@ impl Turn {
             return Ok(thread.clone());
         }
         let stored = self.deps.store.thread(&self.rec.id).await?;
-        let thread = Arc::new(stored.into_iter().map(Box::new).collect());
+        let thread = Arc::new(stored.into_iter().map(Arc::new).collect());
         self.thread = Some(Arc::clone(&thread));
         Ok(thread)
     }
@@ -195,7 +195,7 @@ impl Turn {
             .store
             .replace_thread(&self.rec.id, &entries)
             .await?;
-        self.thread = Some(Arc::new(entries.into_iter().map(Box::new).collect()));
+        self.thread = Some(Arc::new(entries.into_iter().map(Arc::new).collect()));
         Ok(())
     }
 
@@ -285,8 +285,8 @@ impl Turn {
                 Some(e) => {
                     drop(thread);
                     crate::ports::ModelResponse {
-                        text: e.text,
-                        tool_calls: e.tool_calls,
+                        text: e.text.clone(),
+                        tool_calls: e.tool_calls.clone(),
                         usage: Default::default(),
                     }
                 }
@@ -299,8 +299,12 @@ impl Turn {
                         entry.usage = Some(r.usage);
                         if r.tool_calls.is_empty() {
                             // A fresh step: its entry is not in the thread (a re-run looked
-                            // for it above), so no scan of the whole thread for it.
-                            self.remember_new(&entry);
+                            // for it above), so no scan of the whole thread for it. The actor
+                            // writes it, sharing this one entry with the thread.
+                            let entry = Arc::new(entry);
+                            if let Some(thread) = &mut self.thread {
+                                Arc::make_mut(thread).push(Arc::clone(&entry));
+                            }
                             result.final_entry = Some(entry);
                         } else {
                             self.append(&entry).await?;

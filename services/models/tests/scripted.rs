@@ -20,7 +20,9 @@ fn req(agent_type: &str, title: &str, entries: &[(Role, &str)]) -> ModelRequest 
         thread: std::sync::Arc::new(
             entries
                 .iter()
-                .map(|(r, t)| Box::new(ThreadEntry::text(uuid::Uuid::now_v7(), *r, *t, 0)))
+                .map(|(r, t)| {
+                    std::sync::Arc::new(ThreadEntry::text(uuid::Uuid::now_v7(), *r, *t, 0))
+                })
                 .collect(),
         ),
         tools: Default::default(),

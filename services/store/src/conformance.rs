@@ -98,7 +98,7 @@ async fn a_push_carries_the_turn_start_only_when_new(store: &dyn ThreadStore) {
     let start = [
         StoreWrite::Append {
             agent_id: id.into(),
-            entry: entry("start me"),
+            entry: std::sync::Arc::new(entry("start me")),
         },
         StoreWrite::PutAgent(std::sync::Arc::new(running.clone())),
     ];
@@ -116,7 +116,7 @@ async fn a_push_carries_the_turn_start_only_when_new(store: &dyn ThreadStore) {
     store.put_agent(&idle).await.unwrap();
     let other = [StoreWrite::Append {
         agent_id: id.into(),
-        entry: entry("must not appear"),
+        entry: std::sync::Arc::new(entry("must not appear")),
     }];
     for then in [&start[..], &other[..]] {
         let again = store.inbox_push_then(id, &env, then).await.unwrap();
@@ -140,7 +140,7 @@ async fn batches_apply_in_order(store: &dyn ThreadStore) {
             StoreWrite::PutAgent(std::sync::Arc::new(rec.clone())),
             StoreWrite::Append {
                 agent_id: "b-agent".into(),
-                entry: e1.clone(),
+                entry: std::sync::Arc::new(e1.clone()),
             },
         ])
         .await
@@ -151,11 +151,11 @@ async fn batches_apply_in_order(store: &dyn ThreadStore) {
         .write_batch(&[
             StoreWrite::Append {
                 agent_id: "b-agent".into(),
-                entry: e1.clone(),
+                entry: std::sync::Arc::new(e1.clone()),
             },
             StoreWrite::Append {
                 agent_id: "b-agent".into(),
-                entry: e2.clone(),
+                entry: std::sync::Arc::new(e2.clone()),
             },
             StoreWrite::InboxDone {
                 agent_id: "b-agent".into(),
@@ -182,7 +182,7 @@ async fn batches_apply_in_order(store: &dyn ThreadStore) {
     let (o1, o2, e3) = (entry("other one"), entry("other two"), entry("batch three"));
     let append = |agent: &str, entry: &ThreadEntry| StoreWrite::Append {
         agent_id: agent.into(),
-        entry: entry.clone(),
+        entry: std::sync::Arc::new(entry.clone()),
     };
     store
         .write_batch(&[

@@ -678,7 +678,7 @@ fn encode_writes(writes: &[StoreWrite]) -> StoreResult<Vec<Encoded>> {
                 StoreWrite::Append { agent_id, entry } => Encoded::Append(
                     agent_id.clone(),
                     entry.id.to_string(),
-                    encode(entry).map_err(de)?,
+                    encode(&**entry).map_err(de)?,
                 ),
                 StoreWrite::InboxDone { agent_id, env_id } => {
                     Encoded::Done(agent_id.clone(), env_id.to_string())

@@ -13,9 +13,9 @@ struct Inner {
     /// Shared with the agents that wrote them (a batch's record is kept, not copied), and
     /// looked up by the record's own id (no second copy of it as a key).
     agents: HashSet<ById>,
-    /// agent → its thread, each entry boxed: a thread grows one entry at a time, and moving
-    /// pointers when its vector grows (instead of whole entries) halved what a message cost
-    /// in copies and fresh pages.
+    /// agent → its thread, each entry shared: a thread grows one entry at a time, and moving
+    /// pointers when its vector grows costs less than moving whole entries; an entry written
+    /// in a batch is the very one the agent keeps in its own copy of the thread.
     threads: HashMap<String, (agentd_actors::ThreadEntries, HashSet<Uuid>)>,
     /// parent → children in insertion order, plus a set for O(1) idempotence.
     children: HashMap<String, (Vec<String>, HashSet<String>)>,
@@ -64,12 +64,13 @@ impl Inner {
         self.agents.replace(ById(record));
     }
 
-    fn append(&mut self, agent_id: &str, entry: &ThreadEntry) -> bool {
+    /// Appends `entry` (kept as it is: an entry of a batch is the agent's own, shared).
+    fn append(&mut self, agent_id: &str, entry: Arc<ThreadEntry>) -> bool {
         let (entries, seen) = slot(&mut self.threads, agent_id);
         if !seen.insert(entry.id) {
             return false;
         }
-        entries.push(Box::new(entry.clone()));
+        entries.push(entry);
         true
     }
 
@@ -138,7 +139,7 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn append(&self, agent_id: &str, entry: &ThreadEntry) -> StoreResult<bool> {
-        Ok(self.lock().append(agent_id, entry))
+        Ok(self.lock().append(agent_id, Arc::new(entry.clone())))
     }
 
     async fn thread(&self, agent_id: &str) -> StoreResult<Vec<ThreadEntry>> {
@@ -154,7 +155,7 @@ impl ThreadStore for MemoryStore {
         let seen = entries.iter().map(|e| e.id).collect();
         self.lock().threads.insert(
             agent_id.to_string(),
-            (entries.iter().cloned().map(Box::new).collect(), seen),
+            (entries.iter().cloned().map(Arc::new).collect(), seen),
         );
         Ok(())
     }
@@ -317,7 +318,7 @@ impl ThreadStore for MemoryStore {
             match w {
                 StoreWrite::PutAgent(rec) => inner.put_agent(rec.clone()),
                 StoreWrite::Append { agent_id, entry } => {
-                    inner.append(agent_id, entry);
+                    inner.append(agent_id, Arc::clone(entry));
                 }
                 StoreWrite::InboxDone { agent_id, env_id } => inner.inbox_done(agent_id, *env_id),
             }

@@ -455,7 +455,7 @@ impl ThreadStore for RedisStore {
             .arg(encode(env).map_err(de)?)
             .arg(self.dedup_window)
             .arg(entry.id.to_string())
-            .arg(encode(entry).map_err(de)?);
+            .arg(encode(&**entry).map_err(de)?);
         for (field, value) in record_fields(rec)? {
             call.arg(field).arg(value);
         }
@@ -539,7 +539,7 @@ impl ThreadStore for RedisStore {
                         .arg(self.keys.agent_part(agent_id, "thread"))
                         .arg(self.keys.agent_part(agent_id, "eids"))
                         .arg(entry.id.to_string())
-                        .arg(encode(entry).map_err(de)?)
+                        .arg(encode(&**entry).map_err(de)?)
                         .ignore();
                 }
                 StoreWrite::InboxDone { agent_id, env_id } => {
