@@ -144,7 +144,7 @@ impl Turn {
         let appended = self.deps.store.append(&self.rec.id, entry).await?;
         if appended {
             // New to the store, so new to the known copy too: no need to look for it.
-            self.remember_new(entry);
+            self.remember_new(Arc::new(entry.clone()));
         } else {
             self.remember(entry);
         }
@@ -152,9 +152,9 @@ impl Turn {
     }
 
     /// Adds `entry`, known not to be in the thread, to the known thread.
-    fn remember_new(&mut self, entry: &ThreadEntry) {
+    fn remember_new(&mut self, entry: Arc<ThreadEntry>) {
         if let Some(thread) = &mut self.thread {
-            Arc::make_mut(thread).push(Arc::new(entry.clone()));
+            Arc::make_mut(thread).push(entry);
         }
     }
 
@@ -302,9 +302,7 @@ impl Turn {
                             // for it above), so no scan of the whole thread for it. The actor
                             // writes it, sharing this one entry with the thread.
                             let entry = Arc::new(entry);
-                            if let Some(thread) = &mut self.thread {
-                                Arc::make_mut(thread).push(Arc::clone(&entry));
-                            }
+                            self.remember_new(Arc::clone(&entry));
                             result.final_entry = Some(entry);
                         } else {
                             self.append(&entry).await?;
