@@ -662,17 +662,21 @@ impl RedisBus {
                     tracing::warn!(stream = %stream.key, entries = stream.ids.len(), "partition no longer fresh after a read; leaving its entries pending");
                     continue;
                 };
-                match self.decode_routable(&stream.ids) {
-                    Some(envs) => inflight
-                        .push(self.route_batch(partition, stream.key, stream.ids, envs, system)),
-                    None => {
-                        // Closes, deletes, child outputs and bad entries wait for what came
-                        // before them.
-                        inflight.finish().await?;
-                        let ids: Vec<&StreamId> = stream.ids.iter().collect();
-                        self.handle_entries(&stream.key, &ids, system, &mut con)
-                            .await?;
-                    }
+                let decoded: Vec<_> = stream.ids.iter().map(|s| self.decode_entry(s)).collect();
+                if decoded
+                    .iter()
+                    .all(|d| d.as_ref().is_ok_and(routes_directly))
+                {
+                    let envs = decoded.into_iter().flatten().collect();
+                    inflight
+                        .push(self.route_batch(partition, stream.key, stream.ids, envs, system));
+                } else {
+                    // Closes, deletes, child outputs and bad entries wait for what came
+                    // before them.
+                    inflight.finish().await?;
+                    let ids: Vec<&StreamId> = stream.ids.iter().collect();
+                    self.handle_entries(&stream.key, &ids, decoded, system, &mut con)
+                        .await?;
                 }
             }
             if quiet {
@@ -749,7 +753,9 @@ impl RedisBus {
                     "claimed pending entries"
                 );
             }
-            self.handle_entries(&key, &ids, system, con).await?;
+            let decoded = ids.iter().map(|s| self.decode_entry(s)).collect();
+            self.handle_entries(&key, &ids, decoded, system, con)
+                .await?;
             if reply.next_stream_id == "0-0" {
                 return Ok(());
             }
@@ -763,6 +769,7 @@ impl RedisBus {
         &self,
         key: &str,
         ids: &[&StreamId],
+        decoded: Vec<Result<Envelope, AgentdError>>,
         system: &AgentSystem,
         con: &mut ConnectionManager,
     ) -> Result<(), AgentdError> {
@@ -772,14 +779,7 @@ impl RedisBus {
         // output) waits for what came before it and runs alone.
         let mut outcomes: Vec<Result<(), AgentdError>> = Vec::with_capacity(ids.len());
         let mut routed = Vec::new();
-        for sid in ids {
-            let decoded = match sid.get::<Vec<u8>>("m") {
-                None => Err(AgentdError::new(
-                    ErrorCode::BadEnvelope,
-                    "entry has no `m` field",
-                )),
-                Some(bytes) => decode_envelope(&bytes, self.cfg.max_envelope_bytes),
-            };
+        for decoded in decoded {
             match decoded {
                 Ok(env) if routes_directly(&env) => routed.push(deliver(system, env)),
                 other => {
@@ -795,18 +795,15 @@ impl RedisBus {
         self.acknowledge(key, ids, outcomes, con).await
     }
 
-    /// Entries of `key` that can all go as they are to the router ([`routes_directly`]), decoded;
-    /// `None` if any cannot (it is not an inbox item or a pause/resume/cancel/terminate, or
-    /// does not decode).
-    fn decode_routable(&self, ids: &[StreamId]) -> Option<Vec<Envelope>> {
-        ids.iter()
-            .map(|sid| {
-                let bytes = sid.get::<Vec<u8>>("m")?;
-                decode_envelope(&bytes, self.cfg.max_envelope_bytes)
-                    .ok()
-                    .filter(routes_directly)
-            })
-            .collect()
+    /// The envelope of a partition entry (its `m` field), or why it has none.
+    fn decode_entry(&self, sid: &StreamId) -> Result<Envelope, AgentdError> {
+        match sid.get::<Vec<u8>>("m") {
+            None => Err(AgentdError::new(
+                ErrorCode::BadEnvelope,
+                "entry has no `m` field",
+            )),
+            Some(bytes) => decode_envelope(&bytes, self.cfg.max_envelope_bytes),
+        }
     }
 
     /// Hands a batch of routable entries to the router now, in order (the router queues each
