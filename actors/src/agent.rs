@@ -30,6 +30,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tracing::Instrument;
 use uuid::Uuid;
 
+/// What taking a delivery answers, once its item is durably queued (`Ok(false)`: a duplicate).
+type Delivered = ResponseActFuture<AgentActor, Result<bool, AgentdError>>;
+
 /// Moves the `agentd_inbox_depth` gauge (inbox items queued in this process) by `delta`.
 fn inbox_depth_changed(delta: f64) {
     metrics::global().add(
@@ -525,33 +528,33 @@ impl AgentActor {
         let store = self.env.deps.store.clone();
         let id = self.rec.id.clone();
         async move { store.inbox_pending(&id).await }
-                .into_actor(self)
-                .map(move |pending, act, ctx| {
-                    let pending = match pending {
-                        Ok(p) => p,
-                        Err(e) => {
-                            tracing::warn!(agent_id = %act.rec.id, error = %e, "checking a redelivered envelope failed");
-                            return;
-                        }
-                    };
-                    let place = |id: Uuid| pending.iter().position(|e| e.id == id);
-                    if let Some(mine) = place(env.id)
-                        && !act.holds(env.id)
-                    {
-                        tracing::info!(agent_id = %act.rec.id, message_id = %env.id, "redelivered envelope was stored but never queued; taking it");
-                        // Before the first queued item stored after it (or not stored at all).
-                        let at = act
-                            .inbox
-                            .iter()
-                            .position(|q| place(q.id).is_none_or(|p| p > mine))
-                            .unwrap_or(act.inbox.len());
-                        act.inbox.insert(at, env);
-                        inbox_depth_changed(1.0);
-                        act.pump(ctx);
-                    } else {
-                        tracing::debug!(agent_id = %act.rec.id, message_id = %env.id, "duplicate envelope ignored");
+            .into_actor(self)
+            .map(move |pending, act, ctx| {
+                let pending = match pending {
+                    Ok(p) => p,
+                    Err(e) => {
+                        tracing::warn!(agent_id = %act.rec.id, error = %e, "checking a redelivered envelope failed");
+                        return;
                     }
-                })
+                };
+                let place = |id: Uuid| pending.iter().position(|e| e.id == id);
+                if let Some(mine) = place(env.id)
+                    && !act.holds(env.id)
+                {
+                    tracing::info!(agent_id = %act.rec.id, message_id = %env.id, "redelivered envelope was stored but never queued; taking it");
+                    // Before the first queued item stored after it (or not stored at all).
+                    let at = act
+                        .inbox
+                        .iter()
+                        .position(|q| place(q.id).is_none_or(|p| p > mine))
+                        .unwrap_or(act.inbox.len());
+                    act.inbox.insert(at, env);
+                    inbox_depth_changed(1.0);
+                    act.pump(ctx);
+                } else {
+                    tracing::debug!(agent_id = %act.rec.id, message_id = %env.id, "duplicate envelope ignored");
+                }
+            })
     }
 
     /// Marks an inbox envelope handled in the durable inbox (with the next flush).
@@ -1447,11 +1450,7 @@ impl Handler<crate::messages::Delivery> for AgentActor {
 impl AgentActor {
     /// Takes an envelope: an inbox item is queued durably (once) before the next message is
     /// handled; a control is applied.
-    fn deliver(
-        &mut self,
-        env: Envelope,
-        ctx: &mut Context<Self>,
-    ) -> ResponseActFuture<Self, Result<bool, AgentdError>> {
+    fn deliver(&mut self, env: Envelope, ctx: &mut Context<Self>) -> Delivered {
         let span = tracing::debug_span!("deliver", agent_id = %self.rec.id, thread_id = %self.rec.id, message_id = %env.id);
         let _g = span.enter();
         let kind = match &env.item {
@@ -1500,7 +1499,7 @@ impl AgentActor {
                         (pushed, env)
                     }
                     .into_actor(self)
-                    .then(|(pushed, env), act, ctx| -> ResponseActFuture<Self, Result<bool, AgentdError>> {
+                    .then(|(pushed, env), act, ctx| -> Delivered {
                         let pushed = match pushed {
                             Ok(p) => p,
                             Err(e) => return Box::pin(actix::fut::ready(Err(e.into()))),
