@@ -171,6 +171,16 @@ impl AgentTypes {
         Ok(())
     }
 
+    /// The longest sync wait any type's Manage tool is configured with, ms (what a call that
+    /// runs a tool in another process may have to wait for, besides its own work).
+    pub fn longest_sync_wait_ms(&self) -> u64 {
+        self.types
+            .values()
+            .map(|t| t.manage.sync_timeout_ms)
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Resolves a type name (or alias).
     pub fn get(&self, name: &str) -> Option<&AgentType> {
         let name = name.trim();

@@ -121,6 +121,11 @@ async fn resume_tree_budget_pauses(
                 .as_deref()
                 .is_some_and(|r| r.starts_with(&tree_pause))
         {
+            if deps.is_owned_elsewhere(&id) {
+                // Its own process resumes it (a copy activated here would compete with it).
+                crate::supervisor::forward_control(deps, &id, Control::Resume).await?;
+                continue;
+            }
             let addr = supervisor
                 .send(Activate(id.clone()))
                 .await

@@ -3,7 +3,8 @@
 //! a real model.
 
 use agentd_proto::{
-    AgentRecord, AgentdError, Checkpoint, Envelope, ErrorCode, Event, ThreadEntry, ToolCall, Usage,
+    AgentRecord, AgentdError, Checkpoint, Envelope, ErrorCode, Event, Reply, ThreadEntry, ToolCall,
+    Usage,
 };
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -201,6 +202,23 @@ pub trait Transport: Send + Sync + 'static {
     }
     /// Hands `env` to the process that owns its receiver; returns once it is durably queued.
     async fn forward(&self, env: &Envelope) -> Result<(), AgentdError>;
+    /// Runs a command in the process that owns the agent `env` is addressed to and answers its
+    /// reply. Calls that act on a live agent (a tool run as it, its budget, environment,
+    /// checkpoints, answers it waits for) must run where the agent lives: a second copy of the
+    /// agent elsewhere would overwrite the first one's state, and replies to its tool calls go
+    /// to its owner. `unavailable` if no answer came within `timeout` (the owner may have
+    /// died: a caller may retry) or if this transport cannot reach other processes.
+    async fn call(
+        &self,
+        env: Envelope,
+        timeout: std::time::Duration,
+    ) -> Result<Reply, AgentdError> {
+        let _ = (env, timeout);
+        Err(AgentdError::new(
+            ErrorCode::Unavailable,
+            "this transport cannot run calls in other processes",
+        ))
+    }
     /// Ends the drain of owned partitions that hold nothing undelivered any more. The
     /// ChannelRouter calls it between two routed messages (see `SettleTransport`), so nothing
     /// it forwarded earlier can still wait in a stream when the partition's agents start to

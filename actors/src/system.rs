@@ -15,7 +15,9 @@ use agentd_proto::{
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-/// The running actors of one process.
+/// The running actors of one process. Its operations act in this process; [`Self::execute`]
+/// (what the HTTP API and the command stream call) runs a command that acts on a live agent in
+/// the process that owns the agent, when that is another one.
 #[derive(Clone)]
 pub struct AgentSystem {
     deps: Arc<Deps>,
@@ -479,8 +481,23 @@ impl AgentSystem {
         self.execute(cmd).await
     }
 
-    /// Executes a command from another service and answers its result as JSON.
+    /// Executes a command from another service and answers its result as JSON. A command that
+    /// acts on a live agent (see [`runs_where_the_agent_lives`]) whose partition another
+    /// process owns runs there, and its answer comes back from there.
     pub async fn execute(&self, cmd: Command) -> Result<Value, AgentdError> {
+        if let Some(target) = runs_where_the_agent_lives(&cmd)
+            && let Some(transport) = &self.deps.transport
+            && !transport.owns(target)
+        {
+            let timeout = call_timeout(&cmd, &self.deps.config);
+            let env = agentd_proto::Envelope::new(
+                external(),
+                Address::agent(target),
+                agentd_proto::Item::Command(cmd),
+                self.deps.clock.now_ms(),
+            );
+            return transport.call(env, timeout).await?.into_result();
+        }
         match cmd {
             Command::SetBudget { agent_id, budget } => self
                 .set_budget(&agent_id, budget)
@@ -649,6 +666,39 @@ pub fn command_target(cmd: &Command) -> Option<&str> {
         Command::Spawn(req) => req.parent_id.as_deref(),
         Command::List { parent_id } => parent_id.as_deref(),
     }
+}
+
+/// The agent a command must run beside, if it acts on a live agent: a tool run as the agent
+/// (its Manage waits get the replies its process receives), its budget, environment,
+/// checkpoints, and what it waits for. Messages and controls travel as envelopes to the owner
+/// anyway; reads answer from the store.
+pub fn runs_where_the_agent_lives(cmd: &Command) -> Option<&str> {
+    match cmd {
+        Command::ProvideDependency { agent_id, .. }
+        | Command::AnswerQuestion { agent_id, .. }
+        | Command::SetBudget { agent_id, .. }
+        | Command::SetEnv { agent_id, .. }
+        | Command::Checkpoint { agent_id }
+        | Command::Restore { agent_id, .. } => Some(agent_id),
+        Command::InvokeTool { agent_id, .. } => {
+            agent_id.as_deref().filter(|a| !a.trim().is_empty())
+        }
+        _ => None,
+    }
+}
+
+/// How long a caller waits for a command run in another process: its own work (30 s) plus,
+/// for a tool, the longest sync wait it may do (the call's override, else any type's setting).
+fn call_timeout(cmd: &Command, config: &crate::config::RuntimeConfig) -> std::time::Duration {
+    const WORK_MS: u64 = 30_000;
+    let wait_ms = match cmd {
+        Command::InvokeTool { args, .. } => ["sync_timeout_ms", "syncTimeoutMs"]
+            .iter()
+            .find_map(|k| args.get(*k).and_then(Value::as_u64))
+            .unwrap_or_else(|| config.types.longest_sync_wait_ms()),
+        _ => 0,
+    };
+    std::time::Duration::from_millis(WORK_MS.saturating_add(wait_ms))
 }
 
 fn external() -> Address {

@@ -173,6 +173,16 @@ pub struct Reply {
     pub error: Option<AgentdError>,
 }
 
+impl Reply {
+    /// The command's result as it was answered: its error, or its value (`null` if none).
+    pub fn into_result(self) -> Result<serde_json::Value, AgentdError> {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok(self.result.unwrap_or(serde_json::Value::Null)),
+        }
+    }
+}
+
 impl From<Result<serde_json::Value, AgentdError>> for Reply {
     fn from(r: Result<serde_json::Value, AgentdError>) -> Self {
         match r {

@@ -174,6 +174,72 @@ fn manage_sync_and_async_across_two_processes() {
     );
 }
 
+/// A root that process `p` owns.
+fn root_on(p: &AgentdProcess, agent_type: &str) -> String {
+    loop {
+        let id = spawn(p, agent_type);
+        if owned(p).contains(&partition(&id)) {
+            return id;
+        }
+    }
+}
+
+#[test]
+fn calls_that_act_on_a_live_agent_run_in_the_process_that_owns_it() {
+    let cluster = Cluster::new();
+    let a = cluster.process();
+    let b = cluster.process();
+    balanced(&a, &b);
+    let root = root_on(&a, "lead");
+    // Manage through B for A's root: B hands the call to A, where the root's router lives and
+    // the worker's reply arrives; the answer comes back to B's caller.
+    let r = b
+        .post(&format!("/v1/agents/{root}/tools/Manage"), json!({"command": "send_message", "worker": "Researcher", "message": "via b", "threadAlias": "x"}))
+        .unwrap();
+    assert_eq!(r["status"], "ok", "{r}");
+    assert_eq!(r["messages"], json!(["Findings for: via b"]));
+    // An error answered by the owner keeps its code on the way back.
+    let (status, err) = b
+        .post(&format!("/v1/agents/{root}/tools/Manage"), json!({"command": "send_message", "worker": "Nobody", "message": "x", "threadAlias": "y"}))
+        .unwrap_err();
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (400, Some("unknown_worker")),
+        "{err}"
+    );
+    // Budget and environment set through B, then a turn of the root on A: A's live root holds
+    // them (a second copy of the root on B would have written them, and A's next write lost them).
+    b.post(
+        &format!("/v1/agents/{root}/budget"),
+        json!({"max_tokens": 123_456}),
+    )
+    .unwrap();
+    b.post(
+        &format!("/v1/agents/{root}/env"),
+        json!({"env": {"REGION": "eu"}}),
+    )
+    .unwrap();
+    a.post(
+        &format!("/v1/agents/{root}/messages"),
+        json!({"text": "hello"}),
+    )
+    .unwrap();
+    a.wait_for("the root's answer", |p| {
+        p.texts(&root).iter().any(|t| t == "ok")
+    });
+    let view = a.get(&format!("/v1/agents/{root}"));
+    assert_eq!(view["budget"]["max_tokens"], 123_456, "{view}");
+    assert_eq!(view["env"], json!(["REGION"]), "{view}");
+    // A checkpoint through B is the live agent's (taken on A between two of its messages).
+    let cp = b
+        .post(&format!("/v1/agents/{root}/checkpoints"), json!({}))
+        .unwrap();
+    assert_eq!(cp["reason"], "manual", "{cp}");
+    // Nothing of the root ever ran on B.
+    assert_eq!(b.get(&format!("/v1/agents/{root}"))["live"], false);
+    assert_eq!(a.get(&format!("/v1/agents/{root}"))["live"], true);
+}
+
 fn xadd(con: &mut redis::Connection, key: &str, bytes: &[u8]) {
     let _: String = redis::cmd("XADD")
         .arg(key)

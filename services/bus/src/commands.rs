@@ -158,32 +158,43 @@ impl CommandConsumer {
                 .send(&self.key, &env.id.to_string(), e, None)
                 .await;
         }
-        let Some(reply_to) = env.reply_to.clone() else {
-            return Ok(());
-        };
-        let mut reply = Envelope::caused_by(
-            &env,
-            Address::System,
-            env.from.clone(),
-            Item::Reply(Reply::from(result)),
-            env.sent_at,
-        );
-        reply.sent_at = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
-        let bytes = encode_envelope(&reply)?;
-        cmd("XADD")
-            .arg(&reply_to)
-            .arg("MAXLEN")
-            .arg("~")
-            .arg(self.reply_maxlen)
-            .arg("*")
-            .arg("m")
-            .arg(bytes)
-            .query_async::<String>(con)
-            .await
-            .map_err(be)?;
-        Ok(())
+        send_reply(con, &env, result, self.reply_maxlen).await
     }
+}
+
+/// Appends the `Reply` to `request` (its `result`) to the stream the request names in
+/// `reply_to`, capped near `maxlen` entries; nothing if it names none.
+pub(crate) async fn send_reply(
+    con: &mut ConnectionManager,
+    request: &Envelope,
+    result: Result<serde_json::Value, AgentdError>,
+    maxlen: usize,
+) -> Result<(), AgentdError> {
+    let Some(reply_to) = request.reply_to.as_deref() else {
+        return Ok(());
+    };
+    let mut reply = Envelope::caused_by(
+        request,
+        Address::System,
+        request.from.clone(),
+        Item::Reply(Reply::from(result)),
+        request.sent_at,
+    );
+    reply.sent_at = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let bytes = encode_envelope(&reply)?;
+    cmd("XADD")
+        .arg(reply_to)
+        .arg("MAXLEN")
+        .arg("~")
+        .arg(maxlen)
+        .arg("*")
+        .arg("m")
+        .arg(bytes)
+        .query_async::<String>(con)
+        .await
+        .map_err(be)?;
+    Ok(())
 }

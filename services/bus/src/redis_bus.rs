@@ -19,6 +19,10 @@
 //! handed over are fenced too: an agent refuses an inbox delivery once its process no longer
 //! holds the partition's lease (the entry stays pending for the next owner), and a partition
 //! is passivated and released only once what the reader handed over for it is acknowledged.
+//!
+//! Calls that must run beside a live agent ([`Transport::call`]) travel the same way: a
+//! `command` envelope on the agent's partition, with `reply_to` = the caller's own reply stream
+//! `<ns>:replies:{<process id>}`, read by a reply reader that completes the waiting call.
 
 use crate::dead::DeadLetters;
 use actix::MailboxError;
@@ -26,7 +30,7 @@ use agentd_actors::channel_router::{RemoteOutput, RouteFromStream, SettleTranspo
 use agentd_actors::supervisor::fnv1a64;
 use agentd_actors::{AgentSystem, Transport};
 use agentd_proto::codec::{decode_envelope, encode_envelope};
-use agentd_proto::{AgentdError, Control, Envelope, ErrorCode, Item};
+use agentd_proto::{AgentdError, Control, Envelope, ErrorCode, Item, Reply};
 use agentd_store::Keys;
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
@@ -34,8 +38,10 @@ use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadReply};
 use redis::{AsyncConnectionConfig, Script, cmd};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::oneshot;
+use uuid::Uuid;
 
 /// The consumer group every agentd process reads with.
 pub const GROUP: &str = "agentd";
@@ -110,6 +116,9 @@ pub struct RedisBus {
     /// A read is under way.
     reading: AtomicBool,
     stopping: AtomicBool,
+    /// Calls this process handed to the owners of other partitions ([`Transport::call`]), by
+    /// their envelope's id; the reply reader completes them.
+    calls: Mutex<HashMap<Uuid, oneshot::Sender<Reply>>>,
     dead: DeadLetters,
     renew: Script,
     release: Script,
@@ -138,6 +147,7 @@ impl RedisBus {
             read_rounds: AtomicU64::new(0),
             reading: AtomicBool::new(false),
             stopping: AtomicBool::new(false),
+            calls: Mutex::new(HashMap::new()),
             dead,
             renew: Script::new(RENEW),
             release: Script::new(RELEASE),
@@ -271,6 +281,8 @@ impl RedisBus {
         actix_rt::spawn(async move { me.lease_loop(sys).await });
         let me = self.clone();
         actix_rt::spawn(async move { me.read_loop(system).await });
+        let me = self.clone();
+        actix_rt::spawn(async move { me.reply_loop().await });
         Ok(())
     }
 
@@ -299,6 +311,94 @@ impl RedisBus {
             .arg(&self.cfg.process_id)
             .query_async(&mut con)
             .await;
+        let _: redis::RedisResult<()> = cmd("DEL")
+            .arg(self.keys.replies(&self.cfg.process_id))
+            .query_async(&mut con)
+            .await;
+    }
+
+    /// Reads the answers to this process's calls ([`Transport::call`]) from its own reply
+    /// stream and hands each to its waiting caller; what it read is deleted. A reply nobody
+    /// waits for any more (the caller timed out) is dropped.
+    async fn reply_loop(self: Arc<Self>) {
+        let key = self.keys.replies(&self.cfg.process_id);
+        // The stream is this process's alone (its id is new at every start): from its start.
+        let mut last = "0-0".to_string();
+        let mut backoff = Duration::from_millis(100);
+        while !self.stopping.load(Ordering::SeqCst) {
+            let mut reader = match self.reader().await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reply reader cannot reach Redis; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    continue;
+                }
+            };
+            while !self.stopping.load(Ordering::SeqCst) {
+                let read: redis::RedisResult<Option<StreamReadReply>> = cmd("XREAD")
+                    .arg("COUNT")
+                    .arg(100)
+                    .arg("BLOCK")
+                    .arg(500)
+                    .arg("STREAMS")
+                    .arg(&key)
+                    .arg(&last)
+                    .query_async(&mut reader)
+                    .await;
+                let ids: Vec<StreamId> = match read {
+                    Ok(r) => r
+                        .map(|r| r.keys)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .flat_map(|k| k.ids)
+                        .collect(),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reply reader lost Redis; reconnecting");
+                        tokio::time::sleep(backoff).await;
+                        break;
+                    }
+                };
+                backoff = Duration::from_millis(100);
+                if ids.is_empty() {
+                    continue;
+                }
+                for sid in &ids {
+                    last.clone_from(&sid.id);
+                    self.complete_call(sid);
+                }
+                let mut con = self.con.clone();
+                let done: Vec<&str> = ids.iter().map(|s| s.id.as_str()).collect();
+                let _: redis::RedisResult<i64> =
+                    cmd("XDEL").arg(&key).arg(&done).query_async(&mut con).await;
+            }
+        }
+    }
+
+    /// Hands the reply in entry `sid` of this process's reply stream to the call it answers.
+    fn complete_call(&self, sid: &StreamId) {
+        let reply = match self.decode_entry(sid) {
+            Ok(Envelope {
+                causation_id: Some(call),
+                item: Item::Reply(reply),
+                ..
+            }) => (call, reply),
+            Ok(_) => {
+                tracing::warn!(entry = %sid.id, "a reply-stream entry that answers no call; dropped");
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(entry = %sid.id, error = %e, "an undecodable reply; dropped");
+                return;
+            }
+        };
+        let waiting = self.calls.lock().ok().and_then(|mut c| c.remove(&reply.0));
+        match waiting {
+            Some(tx) => {
+                let _ = tx.send(reply.1);
+            }
+            None => tracing::debug!(call = %reply.0, "a reply after its caller stopped waiting"),
+        }
     }
 
     async fn lease_loop(self: Arc<Self>, system: AgentSystem) {
@@ -785,6 +885,10 @@ impl RedisBus {
                 other => {
                     outcomes.extend(futures::future::join_all(routed.drain(..)).await);
                     outcomes.push(match other {
+                        Ok(env) if matches!(env.item, Item::Command(_)) => {
+                            self.run_call(system, env);
+                            Ok(())
+                        }
                         Ok(env) => deliver(system, env).await,
                         Err(e) => Err(e),
                     });
@@ -793,6 +897,32 @@ impl RedisBus {
         }
         outcomes.extend(futures::future::join_all(routed).await);
         self.acknowledge(key, ids, outcomes, con).await
+    }
+
+    /// Runs a call another process handed over for an agent of this partition (see
+    /// [`Transport::call`]) and sends its reply back, as a task: a call may wait for replies
+    /// that reach this very reader (a Manage sync wait), so the reader must not wait for it.
+    /// Its entry is acknowledged at once: a call lost with this process is answered by the
+    /// caller's timeout, and a caller may retry it.
+    fn run_call(&self, system: &AgentSystem, env: Envelope) {
+        let system = system.clone();
+        let mut con = self.con.clone();
+        let span = tracing::info_span!(
+            "call",
+            agent_id = env.to.agent_id().unwrap_or_default(),
+            message_id = %env.id,
+        );
+        let task = async move {
+            let Item::Command(command) = env.item.clone() else {
+                return;
+            };
+            let result = system.execute(command).await;
+            if let Err(e) = crate::commands::send_reply(&mut con, &env, result, REPLY_MAXLEN).await
+            {
+                tracing::warn!(error = %e, "the reply to a call could not be sent");
+            }
+        };
+        actix_rt::spawn(tracing::Instrument::instrument(task, span));
     }
 
     /// The envelope of a partition entry (its `m` field), or why it has none.
@@ -981,6 +1111,10 @@ impl InFlight {
     }
 }
 
+/// Approximate cap of a process's reply stream (its reader deletes what it reads; the cap only
+/// matters for replies that arrive once nobody reads them).
+const REPLY_MAXLEN: usize = 1_000;
+
 /// Whether the router takes `env` as it is (see [`deliver`]).
 fn routes_directly(env: &Envelope) -> bool {
     matches!(
@@ -1093,6 +1227,37 @@ impl Transport for RedisBus {
             }
         }
         Ok(())
+    }
+
+    async fn call(&self, mut env: Envelope, timeout: Duration) -> Result<Reply, AgentdError> {
+        let target = env.to.agent_id().unwrap_or_default().to_string();
+        let (tx, rx) = oneshot::channel();
+        env.reply_to = Some(self.keys.replies(&self.cfg.process_id));
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.insert(env.id, tx);
+        }
+        let forget = || {
+            if let Ok(mut calls) = self.calls.lock() {
+                calls.remove(&env.id);
+            }
+        };
+        if let Err(e) = self.forward(&env).await {
+            forget();
+            return Err(e);
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(reply)) => Ok(reply),
+            _ => {
+                forget();
+                Err(AgentdError::new(
+                    ErrorCode::Unavailable,
+                    format!(
+                        "the process that owns agent `{target}` did not answer within {} ms",
+                        timeout.as_millis()
+                    ),
+                ))
+            }
+        }
     }
 
     async fn forward(&self, env: &Envelope) -> Result<(), AgentdError> {

@@ -67,6 +67,12 @@ impl Keys {
         format!("{}:p:{{{k}}}", self.ns)
     }
 
+    /// Where the answers to the calls process `process_id` hands to other processes arrive
+    /// (see `Transport::call`).
+    pub fn replies(&self, process_id: &str) -> String {
+        format!("{}:replies:{{{process_id}}}", self.ns)
+    }
+
     /// The lease of partition `k`.
     pub fn lease(&self, k: u32) -> String {
         format!("{}:lease:{{{k}}}", self.ns)
