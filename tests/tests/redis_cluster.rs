@@ -16,6 +16,11 @@ const NS: &str = "t";
 
 const SCRIPT: &str = r#"
 [[rule]]
+contains = "take your time"
+delay_ms = 30000
+text = "slow done"
+
+[[rule]]
 agent = "research"
 text = "Findings for: {{input}}"
 
@@ -400,6 +405,65 @@ fn an_outside_service_drives_agents_through_the_command_stream() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = SpawnRequest::default();
+}
+
+/// Writes `cmd` to the command stream with replies to `svc:replies`; answers its envelope id.
+fn command(con: &mut redis::Connection, cmd: Command) -> uuid::Uuid {
+    let mut env = Envelope::new(
+        Address::External { name: "svc".into() },
+        Address::System,
+        Item::Command(cmd),
+        1,
+    );
+    env.reply_to = Some("svc:replies".into());
+    xadd(
+        con,
+        &format!("{NS}:commands"),
+        &encode_envelope(&env).unwrap(),
+    );
+    env.id
+}
+
+/// The commands answered on `svc:replies` so far (the ids of the envelopes they answer).
+fn answered(con: &mut redis::Connection) -> HashSet<uuid::Uuid> {
+    read_stream(con, "svc:replies")
+        .iter()
+        .filter_map(|b| decode_envelope(b, 1 << 20).unwrap().causation_id)
+        .collect()
+}
+
+#[test]
+fn a_waiting_command_holds_up_neither_other_agents_commands_nor_order_per_agent() {
+    let cluster = Cluster::new();
+    let p = cluster.process();
+    let mut con = cluster.redis.client();
+    let (busy, other) = (spawn(&p, "lead"), spawn(&p, "lead"));
+    // A Manage sync call whose worker takes 30 s, then a read of the same root, then a read of
+    // another root.
+    let slow = command(
+        &mut con,
+        Command::InvokeTool {
+            agent_id: Some(busy.clone()),
+            tool: "Manage".into(),
+            args: json!({"command": "send_message", "worker": "Researcher", "message": "take your time", "threadAlias": "slow", "syncTimeoutMs": 60_000}),
+        },
+    );
+    let same_agent = command(&mut con, Command::Inspect { agent_id: busy });
+    let other_agent = command(&mut con, Command::Inspect { agent_id: other });
+    let start = Instant::now();
+    while !answered(&mut con).contains(&other_agent) {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "the other agent's command waited for the slow one"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let done = answered(&mut con);
+    assert!(!done.contains(&slow), "the worker cannot have answered yet");
+    assert!(
+        !done.contains(&same_agent),
+        "a command for the busy root ran before the one written before it"
+    );
 }
 
 #[test]

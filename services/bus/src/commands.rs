@@ -2,20 +2,29 @@
 //! holding a `Command`; any agentd process of the group executes it and, if the envelope names
 //! a `reply_to` stream, appends the `Reply` there. Bad entries go to `<ns>:dead`; every entry
 //! is acknowledged.
+//!
+//! Commands run concurrently (up to [`MAX_RUNNING`] per process), so one that waits — a Manage
+//! sync call waits for its worker's answer — does not hold up the others; commands for one
+//! agent still run one after another, in the order they were written. An entry is acknowledged
+//! once its command ran and its reply was sent.
 
 use crate::dead::DeadLetters;
 use crate::redis_bus::GROUP;
 use agentd_actors::AgentSystem;
+use agentd_actors::system::command_target;
 use agentd_proto::codec::{decode_envelope, encode_envelope};
 use agentd_proto::{Address, AgentdError, Envelope, ErrorCode, Item, Reply};
 use redis::aio::ConnectionManager;
 use redis::streams::StreamReadReply;
 use redis::{AsyncConnectionConfig, cmd};
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::{Semaphore, oneshot};
 
 /// Reads and executes commands until stopped.
+#[derive(Clone)]
 pub struct CommandConsumer {
     url: String,
     key: String,
@@ -25,6 +34,33 @@ pub struct CommandConsumer {
     con: ConnectionManager,
     dead: DeadLetters,
     stopping: Arc<AtomicBool>,
+}
+
+/// Most commands one process runs at once; the reader reads on only when one of them ends.
+pub const MAX_RUNNING: usize = 64;
+
+/// The commands under way in this process.
+struct Running {
+    /// Free places under [`MAX_RUNNING`].
+    slots: Arc<Semaphore>,
+    /// Per agent, when the last command started for it ends (the next one waits for that).
+    last_for: HashMap<String, oneshot::Receiver<()>>,
+    /// Entries whose command runs: walking the pending list again (after a reconnect or a
+    /// failed reply) finds them, and they must not start twice.
+    ids: Arc<Mutex<HashSet<String>>>,
+    /// A command's reply or acknowledgement failed: the reader reads its pending list again.
+    reread: Arc<AtomicBool>,
+}
+
+impl Default for Running {
+    fn default() -> Self {
+        Running {
+            slots: Arc::new(Semaphore::new(MAX_RUNNING)),
+            last_for: HashMap::new(),
+            ids: Arc::default(),
+            reread: Arc::default(),
+        }
+    }
 }
 
 fn be(e: redis::RedisError) -> AgentdError {
@@ -68,8 +104,9 @@ impl CommandConsumer {
 
     async fn run(self, system: AgentSystem) {
         let mut backoff = Duration::from_millis(100);
+        let mut running = Running::default();
         while !self.stopping.load(Ordering::SeqCst) {
-            if let Err(e) = self.read(&system).await {
+            if let Err(e) = self.read(&system, &mut running).await {
                 tracing::warn!(error = %e, "command reader lost Redis; reconnecting");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(2));
@@ -77,7 +114,7 @@ impl CommandConsumer {
         }
     }
 
-    async fn read(&self, system: &AgentSystem) -> Result<(), AgentdError> {
+    async fn read(&self, system: &AgentSystem, running: &mut Running) -> Result<(), AgentdError> {
         let client = redis::Client::open(self.url.as_str()).map_err(be)?;
         let mut reader = client
             .get_multiplexed_async_connection_with_config(
@@ -89,6 +126,9 @@ impl CommandConsumer {
         // Our own pending entries first (a restart with the same name), then new ones.
         let mut cursor = "0".to_string();
         while !self.stopping.load(Ordering::SeqCst) {
+            if running.reread.swap(false, Ordering::SeqCst) {
+                cursor = "0".into();
+            }
             let reply: Option<StreamReadReply> = cmd("XREADGROUP")
                 .arg("GROUP")
                 .arg(GROUP)
@@ -109,11 +149,22 @@ impl CommandConsumer {
                 .into_iter()
                 .flat_map(|k| k.ids)
                 .collect();
-            if entries.is_empty() && cursor != ">" {
-                cursor = ">".into();
-                continue;
+            if cursor != ">" {
+                // Walking our pending list: on past what it returned (entries still running
+                // stay in it), to new entries once it is walked.
+                match entries.last() {
+                    Some(last) => cursor.clone_from(&last.id),
+                    None => {
+                        cursor = ">".into();
+                        continue;
+                    }
+                }
             }
             for sid in entries {
+                if running.ids.lock().is_ok_and(|ids| ids.contains(&sid.id)) {
+                    // Re-read from our pending list while it still runs.
+                    continue;
+                }
                 let raw: Option<Vec<u8>> = sid.get("m");
                 let env = match raw.as_deref().map(|b| decode_envelope(b, self.max_bytes)) {
                     None => Err(AgentdError::new(
@@ -123,18 +174,76 @@ impl CommandConsumer {
                     Some(r) => r,
                 };
                 match env {
-                    Err(e) => self.dead.send(&self.key, &sid.id, &e, raw).await,
-                    Ok(env) => self.execute(system, env, &mut con).await?,
+                    Err(e) => {
+                        self.dead.send(&self.key, &sid.id, &e, raw).await;
+                        self.ack(&sid.id, &mut con).await?;
+                    }
+                    Ok(env) => self.run_command(system, env, sid.id, running).await,
                 }
-                cmd("XACK")
-                    .arg(&self.key)
-                    .arg(GROUP)
-                    .arg(&sid.id)
-                    .query_async::<i64>(&mut con)
-                    .await
-                    .map_err(be)?;
             }
         }
+        Ok(())
+    }
+
+    /// Starts `env`'s command as a task once fewer than [`MAX_RUNNING`] run, after the command
+    /// before it for the same agent (if that still runs); the task acknowledges entry `id`
+    /// once the command ran and its reply is sent (if sending fails the entry stays pending and
+    /// the reader reads its pending list again).
+    async fn run_command(
+        &self,
+        system: &AgentSystem,
+        env: Envelope,
+        id: String,
+        running: &mut Running,
+    ) {
+        let Ok(permit) = running.slots.clone().acquire_owned().await else {
+            return; // never closed
+        };
+        let target = match &env.item {
+            Item::Command(c) => command_target(c).map(str::to_string),
+            _ => None,
+        };
+        let (done, finished) = oneshot::channel::<()>();
+        let before = target.and_then(|t| running.last_for.insert(t, finished));
+        running
+            .last_for
+            .retain(|_, rx| matches!(rx.try_recv(), Err(oneshot::error::TryRecvError::Empty)));
+        let ids = running.ids.clone();
+        let reread = running.reread.clone();
+        if let Ok(mut ids) = ids.lock() {
+            ids.insert(id.clone());
+        }
+        let me = self.clone();
+        let system = system.clone();
+        actix_rt::spawn(async move {
+            if let Some(before) = before {
+                let _ = before.await;
+            }
+            let mut con = me.con.clone();
+            let res = match me.execute(&system, env, &mut con).await {
+                Ok(()) => me.ack(&id, &mut con).await,
+                Err(e) => Err(e),
+            };
+            if let Ok(mut ids) = ids.lock() {
+                ids.remove(&id);
+            }
+            if let Err(e) = res {
+                tracing::warn!(entry = %id, error = %e, "a command's reply or acknowledgement failed; it stays pending and runs again");
+                reread.store(true, Ordering::SeqCst);
+            }
+            drop(done);
+            drop(permit);
+        });
+    }
+
+    async fn ack(&self, id: &str, con: &mut ConnectionManager) -> Result<(), AgentdError> {
+        cmd("XACK")
+            .arg(&self.key)
+            .arg(GROUP)
+            .arg(id)
+            .query_async::<i64>(con)
+            .await
+            .map_err(be)?;
         Ok(())
     }
 
