@@ -3,6 +3,7 @@
 //! output goes to the parent's [`ParentRouter`]. It is the one place that decides *where* a
 //! thing goes, so a remote transport (Redis partitions) plugs in here and nowhere else.
 
+use crate::FastHashMap;
 use crate::deps::Deps;
 use crate::messages::{
     Activate, ChildOutput, Delivery, Forget, ParentRouterFor, Refused, Register, Route,
@@ -22,11 +23,11 @@ pub struct ChannelRouter {
     deps: Arc<Deps>,
     supervisor: Option<Addr<Supervisor>>,
     /// Keys and addresses shared with the supervisor's directory.
-    agents: HashMap<Arc<str>, SharedAgentAddr>,
+    agents: FastHashMap<Arc<str>, SharedAgentAddr>,
     parents: HashMap<String, Addr<ParentRouter>>,
     /// Envelopes waiting for a receiver that is being activated or lives in another process,
     /// in arrival order, per receiver.
-    lanes: HashMap<String, Lane>,
+    lanes: FastHashMap<String, Lane>,
     /// Children whose output came from another process, by id: what a parent router reads of
     /// a child (id, title, channel) never changes after its spawn, so one store read serves
     /// all its later outputs.
@@ -42,9 +43,9 @@ impl ChannelRouter {
         ChannelRouter {
             deps,
             supervisor: None,
-            agents: HashMap::new(),
+            agents: FastHashMap::default(),
             parents: HashMap::new(),
-            lanes: HashMap::new(),
+            lanes: FastHashMap::default(),
             remote_children: HashMap::new(),
         }
     }

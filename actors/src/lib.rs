@@ -25,6 +25,7 @@ pub mod checkpoints;
 pub mod clock;
 pub mod config;
 pub mod deps;
+pub mod hashing;
 pub mod messages;
 pub mod metrics;
 pub mod ops;
@@ -39,6 +40,7 @@ mod turn;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{AgentType, AgentTypes, Limits, RuntimeConfig};
 pub use deps::Deps;
+pub use hashing::{FastHashMap, FastHashSet};
 pub use ports::{
     DEDUP_WINDOW, EventSink, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, Pushed,
     StoreError, StoreResult, StoreWrite, ThreadEntries, ThreadStore, ToolSpec, Transport,

@@ -1,7 +1,7 @@
 //! Process metrics in the Prometheus text format, kept in one process-wide registry so any
 //! actor (or transport) records with a line and `/metrics` renders everything.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -62,17 +62,16 @@ struct Inner {
     histograms: Family<Histogram>,
     help: BTreeMap<&'static str, (&'static str, &'static str)>,
     /// Each known agent's status, by [`status_key`] of its id (no copy of the id per agent).
-    statuses: HashMap<(u64, u64), &'static str>,
+    statuses: crate::FastHashMap<(u64, u64), &'static str>,
 }
 
 /// The key an agent's status is kept under: two independent 64-bit hashes of its id (128
 /// bits; ids colliding in both would only merge two agents in a gauge): keeping the id itself
 /// cost a string and a wider map entry, ~100 bytes per agent.
 fn status_key(agent_id: &str) -> (u64, u64) {
-    use std::hash::{BuildHasher, BuildHasherDefault};
-    let sip = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
-        .hash_one(agent_id);
-    (crate::supervisor::fnv1a64(agent_id.as_bytes()), sip)
+    use std::hash::BuildHasher;
+    let fold = foldhash::fast::FixedState::with_seed(0x5eed).hash_one(agent_id);
+    (crate::supervisor::fnv1a64(agent_id.as_bytes()), fold)
 }
 
 /// The registry.

@@ -3,6 +3,7 @@
 //! Arbiters, and applies lifecycle controls, cascading cancel/terminate/close/delete to
 //! descendants deepest first.
 
+use crate::FastHashMap;
 use crate::agent::{AgentActor, AgentEnv};
 use crate::channel_router::{ChannelRouter, ForgetParent};
 use crate::deps::Deps;
@@ -44,7 +45,7 @@ pub struct Supervisor {
     me: Option<Arc<Addr<Supervisor>>>,
     /// What every agent shares (made with the first one: it holds [`Self::me`]).
     agent_env: Option<Arc<AgentEnv>>,
-    agents: HashMap<Arc<str>, LiveAgent>,
+    agents: FastHashMap<Arc<str>, LiveAgent>,
     parents: HashMap<String, Addr<ParentRouter>>,
     arbiters: Vec<Arbiter>,
     /// Turn slots, when `limits.max_running_turns` is set.
@@ -82,7 +83,7 @@ impl Supervisor {
             router: Arc::new(router),
             me: None,
             agent_env: None,
-            agents: HashMap::new(),
+            agents: FastHashMap::default(),
             parents: HashMap::new(),
             arbiters,
             scheduler,

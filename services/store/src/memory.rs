@@ -1,7 +1,9 @@
 //! In-memory `ThreadStore`: the same semantics as the durable stores, nothing on disk.
 
 use agentd_actors::DEDUP_WINDOW;
-use agentd_actors::{Pushed, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
+use agentd_actors::{
+    FastHashMap, FastHashSet, Pushed, StoreResult, StoreWrite, ThreadStore, WorkerAlias,
+};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -12,16 +14,16 @@ use uuid::Uuid;
 struct Inner {
     /// Shared with the agents that wrote them (a batch's record is kept, not copied), and
     /// looked up by the record's own id (no second copy of it as a key).
-    agents: HashSet<ById>,
+    agents: FastHashSet<ById>,
     /// agent → its thread, each entry shared: a thread grows one entry at a time, and moving
     /// pointers when its vector grows costs less than moving whole entries; an entry written
     /// in a batch is the very one the agent keeps in its own copy of the thread.
-    threads: HashMap<String, (agentd_actors::ThreadEntries, HashSet<Uuid>)>,
+    threads: FastHashMap<String, (agentd_actors::ThreadEntries, FastHashSet<Uuid>)>,
     /// parent → children in insertion order, plus a set for O(1) idempotence.
     children: HashMap<String, (Vec<String>, HashSet<String>)>,
     /// parent → (title, alias) → child
     aliases: HashMap<String, BTreeMap<(String, String), String>>,
-    inboxes: HashMap<String, Inbox>,
+    inboxes: FastHashMap<String, Inbox>,
     /// agent → checkpoints, oldest first.
     checkpoints: HashMap<String, VecDeque<Checkpoint>>,
 }
@@ -51,7 +53,7 @@ impl Eq for ById {}
 
 /// `map[key]`, made (empty) if missing; the key is copied only then, not on every call
 /// (`entry(key.to_string())` allocates per append and per push).
-fn slot<'m, V: Default>(map: &'m mut HashMap<String, V>, key: &str) -> &'m mut V {
+fn slot<'m, V: Default>(map: &'m mut FastHashMap<String, V>, key: &str) -> &'m mut V {
     if !map.contains_key(key) {
         map.insert(key.to_string(), V::default());
     }
@@ -84,7 +86,7 @@ impl Inner {
 #[derive(Default)]
 struct Inbox {
     pending: Vec<Envelope>,
-    seen: HashSet<Uuid>,
+    seen: FastHashSet<Uuid>,
     seen_order: VecDeque<Uuid>,
 }
 
