@@ -203,6 +203,16 @@ fn calls_that_act_on_a_live_agent_run_in_the_process_that_owns_it() {
         .unwrap();
     assert_eq!(r["status"], "ok", "{r}");
     assert_eq!(r["messages"], json!(["Findings for: via b"]));
+    // B's reply stream expires unless B lives on to renew it (a dead caller leaves nothing).
+    let replies = format!(
+        "{NS}:replies:{{{}}}",
+        b.get("/v1/info")["process_id"].as_str().unwrap()
+    );
+    let ttl: i64 = redis::cmd("PTTL")
+        .arg(&replies)
+        .query(&mut cluster.redis.client())
+        .unwrap();
+    assert!(ttl > 0, "{replies} has no expiry: {ttl}");
     // An error answered by the owner keeps its code on the way back.
     let (status, err) = b
         .post(&format!("/v1/agents/{root}/tools/Manage"), json!({"command": "send_message", "worker": "Nobody", "message": "x", "threadAlias": "y"}))

@@ -325,6 +325,7 @@ impl RedisBus {
         // The stream is this process's alone (its id is new at every start): from its start.
         let mut last = "0-0".to_string();
         let mut backoff = Duration::from_millis(100);
+        let mut renewed = Instant::now();
         while !self.stopping.load(Ordering::SeqCst) {
             let mut reader = match self.reader().await {
                 Ok(r) => r,
@@ -360,6 +361,15 @@ impl RedisBus {
                     }
                 };
                 backoff = Duration::from_millis(100);
+                if renewed.elapsed() >= REPLY_STREAM_RENEW {
+                    renewed = Instant::now();
+                    let mut con = self.con.clone();
+                    let _: redis::RedisResult<i64> = cmd("PEXPIRE")
+                        .arg(&key)
+                        .arg(REPLY_STREAM_TTL_MS)
+                        .query_async(&mut con)
+                        .await;
+                }
                 if ids.is_empty() {
                     continue;
                 }
@@ -907,6 +917,7 @@ impl RedisBus {
     fn run_call(&self, system: &AgentSystem, env: Envelope) {
         let system = system.clone();
         let mut con = self.con.clone();
+        let replies = self.keys.replies_prefix();
         let span = tracing::info_span!(
             "call",
             agent_id = env.to.agent_id().unwrap_or_default(),
@@ -920,6 +931,15 @@ impl RedisBus {
             if let Err(e) = crate::commands::send_reply(&mut con, &env, result, REPLY_MAXLEN).await
             {
                 tracing::warn!(error = %e, "the reply to a call could not be sent");
+            }
+            // The caller's reply stream goes away by itself once no process reads it (a caller
+            // that died); its live reader keeps renewing this.
+            if let Some(key) = env.reply_to.as_deref().filter(|k| k.starts_with(&replies)) {
+                let _: redis::RedisResult<i64> = cmd("PEXPIRE")
+                    .arg(key)
+                    .arg(REPLY_STREAM_TTL_MS)
+                    .query_async(&mut con)
+                    .await;
             }
         };
         actix_rt::spawn(tracing::Instrument::instrument(task, span));
@@ -1114,6 +1134,13 @@ impl InFlight {
 /// Approximate cap of a process's reply stream (its reader deletes what it reads; the cap only
 /// matters for replies that arrive once nobody reads them).
 const REPLY_MAXLEN: usize = 1_000;
+
+/// A reply stream expires this long after its last renewal: its reader renews it every
+/// [`REPLY_STREAM_RENEW`] while the process lives, so only a dead process's stream goes.
+const REPLY_STREAM_TTL_MS: u64 = 10 * 60 * 1_000;
+
+/// How often a process renews its reply stream's expiry.
+const REPLY_STREAM_RENEW: Duration = Duration::from_secs(60);
 
 /// Whether the router takes `env` as it is (see [`deliver`]).
 fn routes_directly(env: &Envelope) -> bool {

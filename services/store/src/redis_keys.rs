@@ -70,7 +70,12 @@ impl Keys {
     /// Where the answers to the calls process `process_id` hands to other processes arrive
     /// (see `Transport::call`).
     pub fn replies(&self, process_id: &str) -> String {
-        format!("{}:replies:{{{process_id}}}", self.ns)
+        format!("{}{{{process_id}}}", self.replies_prefix())
+    }
+
+    /// What every process's reply stream key starts with.
+    pub fn replies_prefix(&self) -> String {
+        format!("{}:replies:", self.ns)
     }
 
     /// The lease of partition `k`.
