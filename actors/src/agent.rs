@@ -686,7 +686,7 @@ impl AgentActor {
                     self.env.deps.clock.now_ms(),
                 );
                 entry.from_agent = from_agent.clone();
-                TurnInput::Message(entry)
+                TurnInput::Message(Arc::new(entry))
             }
             Item::Inbox(InboxItem::Yield { result }) => {
                 let text = match result {
@@ -700,7 +700,7 @@ impl AgentActor {
                     self.env.deps.clock.now_ms(),
                 );
                 entry.from_agent = env.from.agent_id().map(str::to_string);
-                TurnInput::Message(entry)
+                TurnInput::Message(Arc::new(entry))
             }
             Item::Inbox(InboxItem::Reset { message }) => TurnInput::Reset(message.clone()),
             Item::Inbox(InboxItem::Compact) => TurnInput::Compact,
@@ -739,7 +739,7 @@ impl AgentActor {
         let writes = vec![
             StoreWrite::Append {
                 agent_id: rec.id.clone(),
-                entry: Arc::new(entry.clone()),
+                entry: Arc::clone(entry),
             },
             StoreWrite::PutAgent(Arc::new(rec)),
         ];
@@ -794,7 +794,7 @@ impl AgentActor {
                 self.input_written = Some(written.clone());
             }
             // A first attempt's input is new; only a re-run may find it there already.
-            let shared = Arc::new(entry.clone());
+            let shared = Arc::clone(entry);
             if let Some(thread) = &mut self.thread
                 && (self.rec.attempts == 1 || !thread.iter().any(|e| e.id == entry.id))
             {

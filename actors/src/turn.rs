@@ -22,8 +22,9 @@ use uuid::Uuid;
 /// What a turn starts from.
 #[derive(Debug, Clone)]
 pub(crate) enum TurnInput {
-    /// A new entry to append, then run the model.
-    Message(ThreadEntry),
+    /// A new entry to append, then run the model (shared with the actor's copy of the thread
+    /// and the batch that writes it).
+    Message(Arc<ThreadEntry>),
     /// Clear the thread, optionally seeding it.
     Reset(Option<String>),
     /// Replace old history with a summary.
@@ -140,11 +141,11 @@ impl Turn {
         }
     }
 
-    async fn append(&mut self, entry: &ThreadEntry) -> Result<(), AgentdError> {
-        let appended = self.deps.store.append(&self.rec.id, entry).await?;
+    async fn append(&mut self, entry: Arc<ThreadEntry>) -> Result<(), AgentdError> {
+        let appended = self.deps.store.append(&self.rec.id, &entry).await?;
         if appended {
             // New to the store, so new to the known copy too: no need to look for it.
-            self.remember_new(Arc::new(entry.clone()));
+            self.remember_new(entry);
         } else {
             self.remember(entry);
         }
@@ -159,11 +160,11 @@ impl Turn {
     }
 
     /// Adds `entry` to the known thread (once).
-    fn remember(&mut self, entry: &ThreadEntry) {
+    fn remember(&mut self, entry: Arc<ThreadEntry>) {
         if let Some(thread) = &mut self.thread
             && !thread.iter().rev().any(|e| e.id == entry.id)
         {
-            Arc::make_mut(thread).push(Arc::new(entry.clone()));
+            Arc::make_mut(thread).push(entry);
         }
     }
 
@@ -239,9 +240,9 @@ impl Turn {
                     .as_ref()
                     .is_some_and(|w| w.load(Ordering::SeqCst));
                 if written {
-                    self.remember(&entry);
+                    self.remember(entry);
                 } else {
-                    self.append(&entry).await?;
+                    self.append(entry).await?;
                 }
             }
             TurnInput::Reset(seed) => {
@@ -255,7 +256,7 @@ impl Turn {
                             text,
                             self.now(),
                         );
-                        self.append(&entry).await?;
+                        self.append(Arc::new(entry)).await?;
                     }
                 }
             }
@@ -305,7 +306,7 @@ impl Turn {
                             self.remember_new(Arc::clone(&entry));
                             result.final_entry = Some(entry);
                         } else {
-                            self.append(&entry).await?;
+                            self.append(Arc::new(entry)).await?;
                         }
                         r
                     }
@@ -365,7 +366,7 @@ impl Turn {
                 };
                 let mut te = ThreadEntry::text(tool_id, Role::Tool, text, self.now());
                 te.tool_call_id = Some(call.id.clone());
-                self.append(&te).await?;
+                self.append(Arc::new(te)).await?;
                 if yielded.is_some() {
                     result.yielded = yielded;
                     return Ok(result);
