@@ -376,7 +376,8 @@ impl AgentActor {
             writes.push(StoreWrite::PutAgent(self.rec.share()));
         }
         let input_written = self.input_written.take();
-        let outputs = std::mem::take(&mut self.after_flush);
+        let mut outputs = std::mem::take(&mut self.after_flush);
+        self.forward_with_batch(&mut writes, &mut outputs);
         async move {
             let res = if writes.is_empty() {
                 Ok(())
@@ -400,6 +401,35 @@ impl AgentActor {
         })
     }
 
+    /// Moves the outputs whose parent lives in another process into the batch
+    /// ([`StoreWrite::Forward`], when the store is also the bus): they leave in the same round
+    /// trip as the writes they were made from (Redis runs them after those), and are written
+    /// again with them if the batch fails, so a Redis hiccup between the two cannot lose them.
+    /// The outputs left go to the router once the batch is written.
+    fn forward_with_batch(&self, writes: &mut Vec<StoreWrite>, outputs: &mut Vec<ChildOutput>) {
+        let Some(transport) = &self.env.deps.transport else {
+            return;
+        };
+        if outputs.is_empty() || !self.env.deps.store.takes_forwards() {
+            return;
+        }
+        let now = self.env.deps.clock.now_ms();
+        outputs.retain(|out| {
+            let Some(parent) = out.child.channel.parent_id() else {
+                return true;
+            };
+            let Some(stream) = transport.stream_for(parent) else {
+                return true;
+            };
+            let env = crate::channel_router::output_envelope(out, parent, now);
+            writes.push(StoreWrite::Forward {
+                stream,
+                env: Arc::new(env),
+            });
+            false
+        });
+    }
+
     /// A flush's batch could not be written: it is queued again, before anything queued
     /// since, and written after a capped backoff (or with the next flush, if sooner). A batch
     /// that cannot be encoded would fail the same way forever: it is reported and given up.
@@ -415,6 +445,25 @@ impl AgentActor {
             tracing::error!(agent_id = %self.rec.id, error = %e, writes = writes.len(), "the agent's state cannot be encoded; not written");
             for out in outputs {
                 self.env.router.do_send(out);
+            }
+            // The outputs that were to leave with the batch leave on their own.
+            if let Some(transport) = self.env.deps.transport.clone() {
+                let forwards: Vec<Arc<Envelope>> = writes
+                    .into_iter()
+                    .filter_map(|w| match w {
+                        StoreWrite::Forward { env, .. } => Some(env),
+                        _ => None,
+                    })
+                    .collect();
+                if !forwards.is_empty() {
+                    actix_rt::spawn(async move {
+                        for env in forwards {
+                            if let Err(e) = transport.forward(&env).await {
+                                tracing::error!(message_id = %env.id, error = %e, "a child output could not be forwarded");
+                            }
+                        }
+                    });
+                }
             }
             return;
         }

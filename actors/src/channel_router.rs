@@ -408,6 +408,26 @@ impl Handler<RemoteOutput> for ChannelRouter {
     }
 }
 
+/// Tries of forwarding one child output to its parent's process (~20 s with the backoff)
+/// before it is given up. Most outputs leave with the child's own store batch instead
+/// ([`crate::ports::StoreWrite::Forward`]), which is retried until it is written.
+const FORWARD_ATTEMPTS: u32 = 14;
+
+/// The envelope that carries `out` to `parent_id`'s router in another process: its id is
+/// derived from the entry that carries the output, so a turn re-run after a crash sends the
+/// same envelope again and the parent takes it once.
+pub(crate) fn output_envelope(out: &ChildOutput, parent_id: &str, now_ms: u64) -> Envelope {
+    let mut env = Envelope::new(
+        Address::agent(&out.child.id),
+        Address::agent(parent_id),
+        Item::Output(out.output.clone()),
+        now_ms,
+    );
+    env.id = derived_id(out.cause, "output");
+    env.causation_id = Some(out.cause);
+    env
+}
+
 impl Handler<ChildOutput> for ChannelRouter {
     type Result = AtomicResponse<Self, ()>;
 
@@ -423,17 +443,23 @@ impl Handler<ChildOutput> for ChannelRouter {
             // router puts in the parent's inbox is routed (and ordered) like any message.
             .filter(|t| !t.owns(&parent_id))
         {
-            let mut env = Envelope::new(
-                Address::agent(&out.child.id),
-                Address::agent(&parent_id),
-                Item::Output(out.output),
-                self.deps.clock.now_ms(),
-            );
-            env.id = derived_id(out.cause, "output");
-            env.causation_id = Some(out.cause);
+            let env = output_envelope(&out, &parent_id, self.deps.clock.now_ms());
+            // Outputs keep their order, so the next one waits while this one is tried again
+            // (Redis unreachable: nothing else gets through meanwhile either).
             let fut = async move {
-                if let Err(e) = transport.forward(&env).await {
-                    tracing::error!(error = %e, "child output could not be forwarded to its parent's process");
+                let mut backoff = std::time::Duration::from_millis(50);
+                for attempt in 1..=FORWARD_ATTEMPTS {
+                    match transport.forward(&env).await {
+                        Ok(()) => return,
+                        Err(e) if attempt == FORWARD_ATTEMPTS => {
+                            tracing::error!(agent_id = %out.child.id, message_id = %env.id, error = %e, "child output could not be forwarded to its parent's process; given up");
+                        }
+                        Err(e) => {
+                            tracing::warn!(agent_id = %out.child.id, message_id = %env.id, error = %e, "forwarding a child output failed; trying again");
+                            tokio::time::sleep(backoff).await;
+                            backoff = (backoff * 2).min(std::time::Duration::from_secs(2));
+                        }
+                    }
                 }
             };
             return AtomicResponse::new(Box::pin(fut.into_actor(self)));

@@ -83,6 +83,17 @@ pub enum StoreWrite {
         /// The envelope handled.
         env_id: Uuid,
     },
+    /// Appends `env` to `stream`, the partition of the process that owns its receiver
+    /// ([`Transport::stream_for`]), after the writes before it: a child's output to a parent in
+    /// another process leaves exactly when the writes it was made from are stored, in the same
+    /// round trip, and is written again with them if they fail. Only a store that is also the
+    /// bus takes it ([`ThreadStore::takes_forwards`]).
+    Forward {
+        /// The partition stream.
+        stream: String,
+        /// The envelope.
+        env: Arc<Envelope>,
+    },
 }
 
 /// Durable memory of agentd: agent records, threads, the parent→child map and worker aliases.
@@ -176,9 +187,16 @@ pub trait ThreadStore: Send + Sync + 'static {
                 StoreWrite::InboxDone { agent_id, env_id } => {
                     self.inbox_done(agent_id, *env_id).await?
                 }
+                StoreWrite::Forward { .. } => return Err(forwards_not_taken(self.kind())),
             }
         }
         Ok(())
+    }
+
+    /// Whether [`StoreWrite::Forward`] can be part of this store's batches (the store is also
+    /// the bus the transport appends to).
+    fn takes_forwards(&self) -> bool {
+        false
     }
 }
 
@@ -219,6 +237,13 @@ pub trait Transport: Send + Sync + 'static {
             "this transport cannot run calls in other processes",
         ))
     }
+    /// The stream an envelope for `agent_id` is appended to while another process owns the
+    /// agent (see [`StoreWrite::Forward`]); `None` while this process owns it, or if this
+    /// transport has no such stream.
+    fn stream_for(&self, agent_id: &str) -> Option<String> {
+        let _ = agent_id;
+        None
+    }
     /// Ends the drain of owned partitions that hold nothing undelivered any more. The
     /// ChannelRouter calls it between two routed messages (see `SettleTransport`), so nothing
     /// it forwarded earlier can still wait in a stream when the partition's agents start to
@@ -226,6 +251,14 @@ pub trait Transport: Send + Sync + 'static {
     async fn settle(&self) -> Result<(), AgentdError> {
         Ok(())
     }
+}
+
+/// The error of a store asked for a [`StoreWrite::Forward`] it cannot take (agents only ask
+/// stores whose [`ThreadStore::takes_forwards`] says they can).
+pub fn forwards_not_taken(kind: &str) -> StoreError {
+    StoreError::Backend(format!(
+        "the {kind} store cannot append to another process's stream"
+    ))
 }
 
 /// How many envelope ids per agent the stores remember for de-duplication.

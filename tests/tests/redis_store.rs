@@ -78,3 +78,46 @@ async fn actors_on_the_redis_store_delete_leaves_no_key_behind() {
     }
     assert!(store.keys_mentioning(&keep.id).await.unwrap() > 0);
 }
+
+/// A batch with a `Forward` appends the envelope to the named stream, after the batch's other
+/// writes, in the same round trip (what carries a child's output to its parent's process).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forward_in_a_batch_lands_on_its_stream_after_the_writes_before_it() {
+    use agentd_actors::{StoreWrite, ThreadStore};
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url(), "fw").await.unwrap();
+    assert!(store.takes_forwards());
+    let rec = conformance::record("fw-child", Some("fw-parent"), 1);
+    let env = agentd_proto::Envelope::new(
+        agentd_proto::Address::agent("fw-child"),
+        agentd_proto::Address::agent("fw-parent"),
+        agentd_proto::Item::Output(agentd_proto::Output::Reply {
+            text: "done".into(),
+        }),
+        1,
+    );
+    let batch = [
+        StoreWrite::Append {
+            agent_id: "fw-child".into(),
+            entry: Arc::new(conformance::entry("done")),
+        },
+        StoreWrite::PutAgent(Arc::new(rec)),
+        StoreWrite::Forward {
+            stream: "fw:p:{3}".into(),
+            env: Arc::new(env.clone()),
+        },
+    ];
+    store.write_batch(&batch).await.unwrap();
+    assert_eq!(store.thread("fw-child").await.unwrap().len(), 1);
+    let mut con = server.client();
+    let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg("fw:p:{3}")
+        .arg("-")
+        .arg("+")
+        .query(&mut con)
+        .unwrap();
+    let bytes: Vec<Vec<u8>> = entries.ids.iter().filter_map(|e| e.get("m")).collect();
+    assert_eq!(bytes.len(), 1);
+    let got = agentd_proto::codec::decode_envelope(&bytes[0], 1 << 20).unwrap();
+    assert_eq!(got, env);
+}

@@ -1234,6 +1234,10 @@ impl Transport for RedisBus {
         self.owns(agent_id) && self.fresh(self.partition_of(agent_id))
     }
 
+    fn stream_for(&self, agent_id: &str) -> Option<String> {
+        (!self.owns(agent_id)).then(|| self.keys.partition(self.partition_of(agent_id)))
+    }
+
     async fn settle(&self) -> Result<(), AgentdError> {
         let owned = self.owned();
         let draining: Vec<u32> = self

@@ -82,6 +82,38 @@ pub async fn run_all(store: Arc<dyn ThreadStore>) {
     batches_apply_in_order(store.as_ref()).await;
     a_push_carries_the_turn_start_only_when_new(store.as_ref()).await;
     concurrent_writes_all_land(store.clone()).await;
+    a_store_that_is_not_the_bus_refuses_forwards_whole(store.as_ref()).await;
+}
+
+/// A store that cannot append to the bus's streams refuses a batch with a
+/// [`agentd_actors::StoreWrite::Forward`] before applying any of it (agents never send it one:
+/// they ask `takes_forwards` first); the store that can is checked against its streams by its
+/// own test.
+async fn a_store_that_is_not_the_bus_refuses_forwards_whole(store: &dyn ThreadStore) {
+    use agentd_actors::StoreWrite;
+    if store.takes_forwards() {
+        return;
+    }
+    let rec = record("f-agent", None, 1);
+    let env = agentd_proto::Envelope::new(
+        agentd_proto::Address::System,
+        agentd_proto::Address::agent("f-parent"),
+        agentd_proto::Item::Inbox(agentd_proto::InboxItem::message("x")),
+        1,
+    );
+    let batch = [
+        StoreWrite::PutAgent(Arc::new(rec)),
+        StoreWrite::Forward {
+            stream: "somewhere".into(),
+            env: Arc::new(env),
+        },
+    ];
+    assert!(store.write_batch(&batch).await.is_err());
+    assert_eq!(
+        store.get_agent("f-agent").await.unwrap(),
+        None,
+        "nothing applied"
+    );
 }
 
 /// `inbox_push_then` queues the envelope and, only if it was new, applies the writes that

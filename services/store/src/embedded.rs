@@ -683,6 +683,9 @@ fn encode_writes(writes: &[StoreWrite]) -> StoreResult<Vec<Encoded>> {
                 StoreWrite::InboxDone { agent_id, env_id } => {
                     Encoded::Done(agent_id.clone(), env_id.to_string())
                 }
+                StoreWrite::Forward { .. } => {
+                    return Err(agentd_actors::ports::forwards_not_taken("embedded"));
+                }
             })
         })
         .collect()

@@ -315,6 +315,13 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
+        if writes
+            .iter()
+            .any(|w| matches!(w, StoreWrite::Forward { .. }))
+        {
+            // Refused before anything is applied: the batch stays all or nothing.
+            return Err(agentd_actors::ports::forwards_not_taken(self.kind()));
+        }
         let mut inner = self.lock();
         for w in writes {
             match w {
@@ -323,6 +330,7 @@ impl ThreadStore for MemoryStore {
                     inner.append(agent_id, Arc::clone(entry));
                 }
                 StoreWrite::InboxDone { agent_id, env_id } => inner.inbox_done(agent_id, *env_id),
+                StoreWrite::Forward { .. } => {}
             }
         }
         Ok(())

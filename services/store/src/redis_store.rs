@@ -7,7 +7,7 @@ use crate::redis_keys::Keys;
 use agentd_actors::{
     DEDUP_WINDOW, Pushed, StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias,
 };
-use agentd_proto::codec::{decode, encode};
+use agentd_proto::codec::{decode, encode, encode_envelope};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
 use redis::aio::ConnectionManager;
@@ -191,6 +191,10 @@ impl RedisStore {
 impl ThreadStore for RedisStore {
     fn kind(&self) -> &'static str {
         "redis"
+    }
+
+    fn takes_forwards(&self) -> bool {
+        true
     }
 
     async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()> {
@@ -544,6 +548,17 @@ impl ThreadStore for RedisStore {
                 }
                 StoreWrite::InboxDone { agent_id, env_id } => {
                     self.pipe_inbox_done(&mut pipe, agent_id, *env_id)
+                }
+                // Last in the pipeline's order after what it was made from: Redis runs one
+                // connection's commands in order, and the batch is answered (and retried as a
+                // whole) only after all of them.
+                StoreWrite::Forward { stream, env } => {
+                    pipe.cmd("XADD")
+                        .arg(stream)
+                        .arg("*")
+                        .arg("m")
+                        .arg(encode_envelope(env).map_err(de)?)
+                        .ignore();
                 }
             }
         }
