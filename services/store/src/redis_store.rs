@@ -549,9 +549,11 @@ impl ThreadStore for RedisStore {
                 StoreWrite::InboxDone { agent_id, env_id } => {
                     self.pipe_inbox_done(&mut pipe, agent_id, *env_id)
                 }
-                // Last in the pipeline's order after what it was made from: Redis runs one
+                // In the pipeline's order after what it was made from: Redis runs one
                 // connection's commands in order, and the batch is answered (and retried as a
-                // whole) only after all of them.
+                // whole; a repeat carries the same derived id) only after all of them. Only an
+                // earlier command answered with an error (a key of the wrong type) lets it out
+                // before the batch is written.
                 StoreWrite::Forward { stream, env } => {
                     pipe.cmd("XADD")
                         .arg(stream)
