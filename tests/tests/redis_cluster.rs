@@ -245,6 +245,19 @@ fn calls_that_act_on_a_live_agent_run_in_the_process_that_owns_it() {
     let view = a.get(&format!("/v1/agents/{root}"));
     assert_eq!(view["budget"]["max_tokens"], 123_456, "{view}");
     assert_eq!(view["env"], json!(["REGION"]), "{view}");
+    // A call larger than a partition takes is refused at once (the owner would dead-letter it).
+    let big = "x".repeat(10_000);
+    let (status, err) = b
+        .post(
+            &format!("/v1/agents/{root}/env"),
+            json!({"env": {"BIG": big}}),
+        )
+        .unwrap_err();
+    assert_eq!(
+        (status, err["code"].as_str()),
+        (413, Some("payload_too_large")),
+        "{err}"
+    );
     // A checkpoint through B is the live agent's (taken on A between two of its messages).
     let cp = b
         .post(&format!("/v1/agents/{root}/checkpoints"), json!({}))

@@ -387,7 +387,9 @@ impl RedisBus {
 
     /// Hands the reply in entry `sid` of this process's reply stream to the call it answers.
     fn complete_call(&self, sid: &StreamId) {
-        let reply = match self.decode_entry(sid) {
+        // Replies come from agentd processes only, and may be larger than what the partition
+        // streams take from anyone (a tool's whole result): their own, wider bound.
+        let reply = match decode_stream_entry(sid, REPLY_MAX_BYTES) {
             Ok(Envelope {
                 causation_id: Some(call),
                 item: Item::Reply(reply),
@@ -909,6 +911,26 @@ impl RedisBus {
         self.acknowledge(key, ids, outcomes, con).await
     }
 
+    /// Appends `env` (encoded as `bytes`) to its receiver's partition stream.
+    async fn append_to_partition(&self, env: &Envelope, bytes: Vec<u8>) -> Result<(), AgentdError> {
+        let target = env.to.agent_id().ok_or_else(|| {
+            AgentdError::new(
+                ErrorCode::BadEnvelope,
+                "only agent envelopes travel on partitions",
+            )
+        })?;
+        let mut con = self.con.clone();
+        cmd("XADD")
+            .arg(self.keys.partition(self.partition_of(target)))
+            .arg("*")
+            .arg("m")
+            .arg(bytes)
+            .query_async::<String>(&mut con)
+            .await
+            .map_err(be)?;
+        Ok(())
+    }
+
     /// Runs a call another process handed over for an agent of this partition (see
     /// [`Transport::call`]) and sends its reply back, as a task: a call may wait for replies
     /// that reach this very reader (a Manage sync wait), so the reader must not wait for it.
@@ -947,13 +969,7 @@ impl RedisBus {
 
     /// The envelope of a partition entry (its `m` field), or why it has none.
     fn decode_entry(&self, sid: &StreamId) -> Result<Envelope, AgentdError> {
-        match sid.get::<Vec<u8>>("m") {
-            None => Err(AgentdError::new(
-                ErrorCode::BadEnvelope,
-                "entry has no `m` field",
-            )),
-            Some(bytes) => decode_envelope(&bytes, self.cfg.max_envelope_bytes),
-        }
+        decode_stream_entry(sid, self.cfg.max_envelope_bytes)
     }
 
     /// Hands a batch of routable entries to the router now, in order (the router queues each
@@ -1135,6 +1151,20 @@ impl InFlight {
 /// matters for replies that arrive once nobody reads them).
 const REPLY_MAXLEN: usize = 1_000;
 
+/// The envelope in a stream entry's `m` field (at most `max_bytes`), or why there is none.
+fn decode_stream_entry(sid: &StreamId, max_bytes: usize) -> Result<Envelope, AgentdError> {
+    match sid.get::<Vec<u8>>("m") {
+        None => Err(AgentdError::new(
+            ErrorCode::BadEnvelope,
+            "entry has no `m` field",
+        )),
+        Some(bytes) => decode_envelope(&bytes, max_bytes),
+    }
+}
+
+/// Largest reply a process takes from its reply stream.
+const REPLY_MAX_BYTES: usize = 64 << 20;
+
 /// A reply stream expires this long after its last renewal: its reader renews it every
 /// [`REPLY_STREAM_RENEW`] while the process lives, so only a dead process's stream goes.
 const REPLY_STREAM_TTL_MS: u64 = 10 * 60 * 1_000;
@@ -1262,8 +1292,20 @@ impl Transport for RedisBus {
 
     async fn call(&self, mut env: Envelope, timeout: Duration) -> Result<Reply, AgentdError> {
         let target = env.to.agent_id().unwrap_or_default().to_string();
-        let (tx, rx) = oneshot::channel();
         env.reply_to = Some(self.keys.replies(&self.cfg.process_id));
+        let bytes = encode_envelope(&env)?;
+        if bytes.len() > self.cfg.max_envelope_bytes {
+            // The owner would move it to the dead letters, and the caller wait for nothing.
+            return Err(AgentdError::new(
+                ErrorCode::PayloadTooLarge,
+                format!(
+                    "the call is {} bytes; partitions take at most {}",
+                    bytes.len(),
+                    self.cfg.max_envelope_bytes
+                ),
+            ));
+        }
+        let (tx, rx) = oneshot::channel();
         if let Ok(mut calls) = self.calls.lock() {
             calls.insert(env.id, tx);
         }
@@ -1272,7 +1314,7 @@ impl Transport for RedisBus {
                 calls.remove(&env.id);
             }
         };
-        if let Err(e) = self.forward(&env).await {
+        if let Err(e) = self.append_to_partition(&env, bytes).await {
             forget();
             return Err(e);
         }
@@ -1292,22 +1334,6 @@ impl Transport for RedisBus {
     }
 
     async fn forward(&self, env: &Envelope) -> Result<(), AgentdError> {
-        let target = env.to.agent_id().ok_or_else(|| {
-            AgentdError::new(
-                ErrorCode::BadEnvelope,
-                "only agent envelopes travel on partitions",
-            )
-        })?;
-        let bytes = encode_envelope(env)?;
-        let mut con = self.con.clone();
-        cmd("XADD")
-            .arg(self.keys.partition(self.partition_of(target)))
-            .arg("*")
-            .arg("m")
-            .arg(bytes)
-            .query_async::<String>(&mut con)
-            .await
-            .map_err(be)?;
-        Ok(())
+        self.append_to_partition(env, encode_envelope(env)?).await
     }
 }
