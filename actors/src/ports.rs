@@ -20,11 +20,20 @@ pub enum StoreError {
     /// A stored value could not be decoded.
     #[error("store decode: {0}")]
     Decode(String),
+    /// A write for an agent this process no longer owns was refused by the store (its
+    /// partition's lease names another process): the new owner takes the work, so the caller
+    /// treats it like an unreachable store (the stream entry stays pending, a sender retries).
+    #[error("fenced: {0}")]
+    Fenced(String),
 }
 
 impl From<StoreError> for AgentdError {
     fn from(e: StoreError) -> Self {
-        AgentdError::new(ErrorCode::StoreError, e.to_string())
+        let code = match e {
+            StoreError::Fenced(_) => ErrorCode::Unavailable,
+            _ => ErrorCode::StoreError,
+        };
+        AgentdError::new(code, e.to_string())
     }
 }
 

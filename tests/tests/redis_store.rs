@@ -121,3 +121,71 @@ async fn a_forward_in_a_batch_lands_on_its_stream_after_the_writes_before_it() {
     let got = agentd_proto::codec::decode_envelope(&bytes[0], 1 << 20).unwrap();
     assert_eq!(got, env);
 }
+
+/// A fenced store pushes into an agent's inbox only while the agent's partition lease holds
+/// this process's token: a push that a stalled process still had in flight when another took
+/// the partition is refused, and leaves nothing behind (the plain push and the one that starts
+/// a turn alike).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_push_lands_only_while_the_lease_names_this_process() {
+    use agentd_actors::{StoreError, StoreWrite, ThreadStore};
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url(), "fence").await.unwrap();
+    store.fence_pushes_with(Arc::new(|_agent: &str| {
+        Some(("fence:lease:{0}".to_string(), "me".to_string()))
+    }));
+    let mut con = server.client();
+    let set_lease = |con: &mut redis::Connection, holder: &str| {
+        redis::cmd("SET")
+            .arg("fence:lease:{0}")
+            .arg(holder)
+            .query::<()>(con)
+            .unwrap();
+    };
+    let env = |text: &str| {
+        agentd_proto::Envelope::new(
+            agentd_proto::Address::System,
+            agentd_proto::Address::agent("fence-agent"),
+            agentd_proto::Item::Inbox(agentd_proto::InboxItem::message(text)),
+            1,
+        )
+    };
+    store
+        .put_agent(&conformance::record("fence-agent", None, 1))
+        .await
+        .unwrap();
+    let start = |e: &str| {
+        [
+            StoreWrite::Append {
+                agent_id: "fence-agent".into(),
+                entry: Arc::new(conformance::entry(e)),
+            },
+            StoreWrite::PutAgent(Arc::new(conformance::record("fence-agent", None, 1))),
+        ]
+    };
+    // Another process holds the lease: both kinds of push are refused, nothing is written.
+    set_lease(&mut con, "someone else");
+    let refused = store.inbox_push("fence-agent", &env("late")).await;
+    assert!(matches!(refused, Err(StoreError::Fenced(_))), "{refused:?}");
+    let refused = store
+        .inbox_push_then("fence-agent", &env("late too"), &start("late too"))
+        .await;
+    assert!(matches!(refused, Err(StoreError::Fenced(_))), "{refused:?}");
+    assert!(store.inbox_pending("fence-agent").await.unwrap().is_empty());
+    assert!(store.thread("fence-agent").await.unwrap().is_empty());
+    // Our lease: both land.
+    set_lease(&mut con, "me");
+    assert!(
+        store
+            .inbox_push("fence-agent", &env("on time"))
+            .await
+            .unwrap()
+    );
+    let pushed = store
+        .inbox_push_then("fence-agent", &env("on time too"), &start("on time too"))
+        .await
+        .unwrap();
+    assert!(pushed.fresh && pushed.then_applied);
+    assert_eq!(store.inbox_pending("fence-agent").await.unwrap().len(), 2);
+    assert_eq!(store.thread("fence-agent").await.unwrap().len(), 1);
+}

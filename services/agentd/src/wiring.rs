@@ -124,6 +124,7 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
         let rb = RedisBus::connect(cfg, store.connection())
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+        store.fence_pushes_with(rb.push_fence());
         let redis_events: Arc<dyn EventSink> = Arc::new(RedisEvents::start(
             store.connection(),
             store.keys().events(),

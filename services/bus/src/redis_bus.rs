@@ -156,7 +156,24 @@ impl RedisBus {
 
     /// The partition of an agent.
     pub fn partition_of(&self, agent_id: &str) -> u32 {
-        (fnv1a64(agent_id.as_bytes()) % u64::from(self.cfg.partitions.max(1))) as u32
+        partition_index(agent_id, self.cfg.partitions)
+    }
+
+    /// The fence of this process's durable pushes: a push for an agent lands only while the
+    /// lease of the agent's partition names this process (see
+    /// [`agentd_store::RedisStore::fence_pushes_with`]). The clock-based check an agent makes
+    /// before pushing ([`Transport::may_deliver`]) cannot see a push that was still in this
+    /// process's socket buffer when it stalled past its lease; Redis can.
+    pub fn push_fence(&self) -> agentd_store::PushFence {
+        let keys = self.keys.clone();
+        let partitions = self.cfg.partitions;
+        let me = self.cfg.process_id.clone();
+        Arc::new(move |agent_id: &str| {
+            Some((
+                keys.lease(partition_index(agent_id, partitions)),
+                me.clone(),
+            ))
+        })
     }
 
     /// Whether partition `k`'s lease was taken or renewed within half the lease time: only
@@ -1150,6 +1167,11 @@ impl InFlight {
 /// Approximate cap of a process's reply stream (its reader deletes what it reads; the cap only
 /// matters for replies that arrive once nobody reads them).
 const REPLY_MAXLEN: usize = 1_000;
+
+/// The partition of `agent_id` among `partitions`.
+fn partition_index(agent_id: &str, partitions: u32) -> u32 {
+    (fnv1a64(agent_id.as_bytes()) % u64::from(partitions.max(1))) as u32
+}
 
 /// The envelope in a stream entry's `m` field (at most `max_bytes`), or why there is none.
 fn decode_stream_entry(sid: &StreamId, max_bytes: usize) -> Result<Envelope, AgentdError> {

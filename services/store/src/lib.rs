@@ -17,4 +17,4 @@ pub mod redis_store;
 pub use embedded::RedbStore;
 pub use memory::MemoryStore;
 pub use redis_keys::Keys;
-pub use redis_store::RedisStore;
+pub use redis_store::{PushFence, RedisStore};

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use redis::aio::ConnectionManager;
 use redis::streams::StreamRangeReply;
 use redis::{Script, cmd};
+use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -65,14 +66,51 @@ redis.call('ZADD', KEYS[3], n, ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[1], ARGV[2])";
 
 /// After [`PUSH`] of a new envelope, the start of its turn: the input entry appended once (as
-/// [`APPEND`]) and the record's hash set. KEYS after the push's: thread, eids, record; ARGV
-/// after the push's: entry id, entry bytes, then the record's hash fields and values. All keys
-/// are the agent's (one slot).
+/// [`APPEND`]) and the record's hash set. KEYS after the push's: thread, eids, record (then the
+/// fence's lease); ARGV after the push's: entry id, entry bytes, the fence's token, then the
+/// record's hash fields and values. The agent's keys share one slot.
 const START: &str = r"
 if redis.call('SADD', KEYS[6], ARGV[4]) == 1 then
   redis.call('XADD', KEYS[5], '*', 'id', ARGV[4], 'e', ARGV[5])
 end
-redis.call('HSET', KEYS[7], unpack(ARGV, 6))";
+redis.call('HSET', KEYS[7], unpack(ARGV, 7))";
+
+/// The fence in front of a push (`return -1`): with a token in `ARGV[a]`, the push lands only
+/// while the lease `KEYS[k]` holds that token. A process that stalled past its lease may still
+/// have a push in its socket's buffer when it wakes; without this it would land in an inbox
+/// that the partition's next owner has already read, behind that owner's back (and out of
+/// order). The lease key is the partition's, not the agent's: this script is not for Redis
+/// Cluster, which agentd does not use.
+fn fence(k: usize, a: usize) -> String {
+    format!("if ARGV[{a}] ~= '' and redis.call('GET', KEYS[{k}]) ~= ARGV[{a}] then return -1 end")
+}
+
+/// For an agent, the lease (key) and the token a push for it must find there, if pushes are
+/// fenced (see [`RedisStore::fence_pushes_with`]).
+pub type PushFence = Arc<dyn Fn(&str) -> Option<(String, String)> + Send + Sync>;
+
+/// Adds a push's fence to `call`: the token as the next argument ('' for none) and, with a
+/// token, the lease as the last key.
+fn fence_args(call: &mut redis::ScriptInvocation<'_>, fence: Option<(String, String)>) {
+    match fence {
+        Some((lease, token)) => {
+            call.arg(token).key(lease);
+        }
+        None => {
+            call.arg("");
+        }
+    }
+}
+
+/// A push's answer `-1`: the fence refused it.
+fn fenced(n: i64, agent_id: &str) -> StoreResult<()> {
+    if n == -1 {
+        return Err(StoreError::Fenced(format!(
+            "the lease of agent `{agent_id}`'s partition is no longer this process's"
+        )));
+    }
+    Ok(())
+}
 
 /// A `ThreadStore` in Redis.
 #[derive(Clone)]
@@ -86,6 +124,8 @@ pub struct RedisStore {
     alias_get_or_create: Script,
     inbox_push_then_start: Script,
     dedup_window: usize,
+    /// Set once the bus is up (shared by the clones of this store).
+    fence: Arc<std::sync::OnceLock<PushFence>>,
 }
 
 impl RedisStore {
@@ -125,11 +165,28 @@ impl RedisStore {
             append: Script::new(APPEND),
             replace: Script::new(REPLACE),
             add_child: Script::new(ADD_CHILD),
-            inbox_push: Script::new(&format!("{PUSH}\nreturn 1")),
+            inbox_push: Script::new(&format!("{}\n{PUSH}\nreturn 1", fence(5, 4))),
             alias_get_or_create: Script::new(ALIAS_GET_OR_CREATE),
-            inbox_push_then_start: Script::new(&format!("{PUSH}\n{START}\nreturn 1")),
+            inbox_push_then_start: Script::new(&format!(
+                "{}\n{PUSH}\n{START}\nreturn 1",
+                fence(8, 6)
+            )),
             dedup_window: DEDUP_WINDOW,
+            fence: Arc::default(),
         }
+    }
+
+    /// Fences every durable push from now on: a push for an agent lands only while the lease
+    /// `fence` names for it holds the token it names, else it fails with
+    /// [`StoreError::Fenced`]. The Redis bus sets its partition leases and its process id; a
+    /// second call changes nothing.
+    pub fn fence_pushes_with(&self, fence: PushFence) {
+        let _ = self.fence.set(fence);
+    }
+
+    /// The lease and token the push for `agent_id` must find, if pushes are fenced.
+    fn fence_for(&self, agent_id: &str) -> Option<(String, String)> {
+        self.fence.get().and_then(|f| f(agent_id))
     }
 
     /// Remembers the last `window` envelope ids per agent for de-duplication (default
@@ -410,18 +467,18 @@ impl ThreadStore for RedisStore {
     async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
         let bytes = encode(env).map_err(de)?;
         let mut con = self.con.clone();
-        let n: i64 = self
-            .inbox_push
-            .key(self.keys.agent_part(agent_id, "seen"))
+        let fence = self.fence_for(agent_id);
+        let mut call = self.inbox_push.prepare_invoke();
+        call.key(self.keys.agent_part(agent_id, "seen"))
             .key(self.keys.agent_part(agent_id, "seenseq"))
             .key(self.keys.agent_part(agent_id, "inbox"))
             .key(self.keys.agent_part(agent_id, "inboxdata"))
             .arg(env.id.to_string())
             .arg(bytes)
-            .arg(self.dedup_window)
-            .invoke_async(&mut con)
-            .await
-            .map_err(be)?;
+            .arg(self.dedup_window);
+        fence_args(&mut call, fence);
+        let n: i64 = call.invoke_async(&mut con).await.map_err(be)?;
+        fenced(n, agent_id)?;
         Ok(n == 1)
     }
 
@@ -460,10 +517,12 @@ impl ThreadStore for RedisStore {
             .arg(self.dedup_window)
             .arg(entry.id.to_string())
             .arg(encode(&**entry).map_err(de)?);
+        fence_args(&mut call, self.fence_for(agent_id));
         for (field, value) in record_fields(rec)? {
             call.arg(field).arg(value);
         }
         let n: i64 = call.invoke_async(&mut con).await.map_err(be)?;
+        fenced(n, agent_id)?;
         Ok(Pushed {
             fresh: n == 1,
             then_applied: n == 1,
