@@ -486,8 +486,8 @@ impl AgentSystem {
     /// process owns runs there, and its answer comes back from there.
     pub async fn execute(&self, cmd: Command) -> Result<Value, AgentdError> {
         if let Some(target) = runs_where_the_agent_lives(&cmd)
+            && self.deps.is_owned_elsewhere(target)
             && let Some(transport) = &self.deps.transport
-            && !transport.owns(target)
         {
             let timeout = call_timeout(&cmd, &self.deps.config);
             let env = agentd_proto::Envelope::new(
