@@ -461,8 +461,9 @@ fn a_waiting_command_holds_up_neither_other_agents_commands_nor_order_per_agent(
     let p = cluster.process();
     let mut con = cluster.redis.client();
     let (busy, other) = (spawn(&p, "lead"), spawn(&p, "lead"));
-    // A Manage sync call whose worker takes 30 s, then a read of the same root, then a read of
-    // another root.
+    // A Manage sync call whose worker takes 30 s, then more reads of the same root than a
+    // process runs commands at once (they wait for it without taking running places), then a
+    // read of another root.
     let slow = command(
         &mut con,
         Command::InvokeTool {
@@ -471,7 +472,20 @@ fn a_waiting_command_holds_up_neither_other_agents_commands_nor_order_per_agent(
             args: json!({"command": "send_message", "worker": "Researcher", "message": "take your time", "threadAlias": "slow", "syncTimeoutMs": 60_000}),
         },
     );
-    let same_agent = command(&mut con, Command::Inspect { agent_id: busy });
+    let same_agent = command(
+        &mut con,
+        Command::Inspect {
+            agent_id: busy.clone(),
+        },
+    );
+    for _ in 0..agentd_bus::commands::MAX_RUNNING {
+        command(
+            &mut con,
+            Command::Inspect {
+                agent_id: busy.clone(),
+            },
+        );
+    }
     let other_agent = command(&mut con, Command::Inspect { agent_id: other });
     let start = Instant::now();
     while !answered(&mut con).contains(&other_agent) {

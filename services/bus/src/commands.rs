@@ -5,8 +5,9 @@
 //!
 //! Commands run concurrently (up to [`MAX_RUNNING`] per process), so one that waits — a Manage
 //! sync call waits for its worker's answer — does not hold up the others; commands for one
-//! agent still run one after another, in the order they were written. An entry is acknowledged
-//! once its command ran and its reply was sent.
+//! agent still run one after another, in the order they were written (a command waiting for the
+//! one before it takes no running place; at most [`MAX_TAKEN`] are taken in all). An entry is
+//! acknowledged once its command ran and its reply was sent.
 
 use crate::dead::DeadLetters;
 use crate::redis_bus::GROUP;
@@ -36,13 +37,19 @@ pub struct CommandConsumer {
     stopping: Arc<AtomicBool>,
 }
 
-/// Most commands one process runs at once; the reader reads on only when one of them ends.
+/// Most commands one process runs at once.
 pub const MAX_RUNNING: usize = 64;
+
+/// Most commands one process has taken from the stream and not finished (running, or waiting
+/// for the command before them for the same agent); the reader reads on only below it.
+pub const MAX_TAKEN: usize = 1_024;
 
 /// The commands under way in this process.
 struct Running {
+    /// Free places under [`MAX_TAKEN`].
+    taken: Arc<Semaphore>,
     /// Free places under [`MAX_RUNNING`].
-    slots: Arc<Semaphore>,
+    running: Arc<Semaphore>,
     /// Per agent, when the last command started for it ends (the next one waits for that).
     last_for: HashMap<String, oneshot::Receiver<()>>,
     /// Entries whose command runs: walking the pending list again (after a reconnect or a
@@ -55,7 +62,8 @@ struct Running {
 impl Default for Running {
     fn default() -> Self {
         Running {
-            slots: Arc::new(Semaphore::new(MAX_RUNNING)),
+            taken: Arc::new(Semaphore::new(MAX_TAKEN)),
+            running: Arc::new(Semaphore::new(MAX_RUNNING)),
             last_for: HashMap::new(),
             ids: Arc::default(),
             reread: Arc::default(),
@@ -185,10 +193,11 @@ impl CommandConsumer {
         Ok(())
     }
 
-    /// Starts `env`'s command as a task once fewer than [`MAX_RUNNING`] run, after the command
-    /// before it for the same agent (if that still runs); the task acknowledges entry `id`
-    /// once the command ran and its reply is sent (if sending fails the entry stays pending and
-    /// the reader reads its pending list again).
+    /// Takes `env`'s command (once fewer than [`MAX_TAKEN`] are taken) as a task that runs it
+    /// after the command before it for the same agent (if that still runs) and once fewer than
+    /// [`MAX_RUNNING`] run; the task acknowledges entry `id` once the command ran and its reply
+    /// is sent (if sending fails the entry stays pending and the reader reads its pending list
+    /// again).
     async fn run_command(
         &self,
         system: &AgentSystem,
@@ -196,9 +205,10 @@ impl CommandConsumer {
         id: String,
         running: &mut Running,
     ) {
-        let Ok(permit) = running.slots.clone().acquire_owned().await else {
+        let Ok(taken) = running.taken.clone().acquire_owned().await else {
             return; // never closed
         };
+        let runners = running.running.clone();
         let target = match &env.item {
             Item::Command(c) => command_target(c).map(str::to_string),
             _ => None,
@@ -219,6 +229,9 @@ impl CommandConsumer {
             if let Some(before) = before {
                 let _ = before.await;
             }
+            let Ok(run) = runners.acquire_owned().await else {
+                return; // never closed
+            };
             let mut con = me.con.clone();
             let res = match me.execute(&system, env, &mut con).await {
                 Ok(()) => me.ack(&id, &mut con).await,
@@ -232,7 +245,7 @@ impl CommandConsumer {
                 reread.store(true, Ordering::SeqCst);
             }
             drop(done);
-            drop(permit);
+            drop((run, taken));
         });
     }
 
