@@ -12,7 +12,7 @@ use crate::messages::{AddUsage, ChildOutput, Output};
 use crate::ports::{ModelError, ModelRequest, Purpose};
 use crate::tools::{self, ToolContext, ToolOutcome};
 use actix::Addr;
-use agentd_proto::ids::derived_id;
+use agentd_proto::ids::{derived_id, derived_step_id};
 use agentd_proto::{AgentRecord, AgentdError, Channel, ErrorCode, Marker, Role, ThreadEntry};
 use serde_json::json;
 use std::sync::Arc;
@@ -271,7 +271,7 @@ impl Turn {
                 return Ok(result);
             }
             let thread = self.current_thread().await?;
-            let step_id = derived_id(self.cause, &format!("step-{step}"));
+            let step_id = derived_step_id(self.cause, u64::from(step));
             // A step a previous run already recorded (a retry after a rate limit or a crash)
             // is replayed from the thread, not asked of the model again: the retry resumes
             // where that run stopped.

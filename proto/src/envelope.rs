@@ -36,7 +36,7 @@ pub enum Item {
 pub struct Envelope {
     /// Protocol version ([`PROTOCOL_VERSION`]).
     pub v: u16,
-    /// Unique id (v7 for new messages, v5-derived for turn outputs); the de-duplication key.
+    /// Unique id (v7 for new messages, derived v8 for turn outputs); the de-duplication key.
     pub id: Uuid,
     /// The conversation this belongs to (the first envelope's id).
     #[serde(default)]

@@ -21,7 +21,7 @@
 //! | [`manage`] | arguments and options of the `Manage` tool (seed 000) |
 //! | [`output`] | [`Output`]: what a child produces for its parent |
 //! | [`codec`] | MessagePack encode/decode with size and version checks |
-//! | [`ids`] | id generation: v7 for new things, v5 for derived (replay-stable) ids |
+//! | [`ids`] | id generation: v7 for new things, v8 (XXH3-128) for derived (replay-stable) ids |
 
 pub mod address;
 pub mod checkpoint;

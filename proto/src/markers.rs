@@ -52,7 +52,16 @@ const BLOCKS: [(&str, &str, MakeMarker); 3] = [
 pub fn parse(text: &str) -> (Vec<Marker>, Vec<String>) {
     let mut found: Vec<(usize, Marker)> = Vec::new();
     let mut problems = Vec::new();
-    for (open, close, make) in BLOCKS {
+    // Most output has no marker at all: one byte scan each rules the block markers and the
+    // phase lines out (searching for each marker costs a searcher set-up per pattern, per
+    // message).
+    let bytes = text.as_bytes();
+    let may_have_blocks = bytes.contains(&b'[');
+    let may_have_phases = bytes.windows(3).any(|w| w == b"===");
+    if !may_have_blocks && !may_have_phases {
+        return (Vec::new(), problems);
+    }
+    for (open, close, make) in BLOCKS.iter().filter(|_| may_have_blocks) {
         let mut from = 0;
         while let Some(at) = text[from..].find(open) {
             let start = from + at + open.len();
@@ -62,7 +71,7 @@ pub fn parse(text: &str) -> (Vec<Marker>, Vec<String>) {
                     if body.is_empty() {
                         problems.push(format!("empty {open} block"));
                     } else {
-                        found.push((from + at, make(body.to_string())));
+                        found.push((from + at, (make)(body.to_string())));
                     }
                     from = start + len + close.len();
                 }
@@ -74,7 +83,7 @@ pub fn parse(text: &str) -> (Vec<Marker>, Vec<String>) {
         }
     }
     let mut offset = 0;
-    for line in text.split_inclusive('\n') {
+    for line in text.split_inclusive('\n').filter(|_| may_have_phases) {
         let l = line.trim();
         if l.starts_with("=== PHASE") {
             let phase = l
@@ -128,5 +137,20 @@ mod tests {
         let (m, p) = parse("[ERROR]  [/ERROR] plain text mentioning PHASE");
         assert!(m.is_empty() && p == vec!["empty [ERROR] block".to_string()]);
         assert_eq!(parse("no markers here").0, vec![]);
+    }
+
+    #[test]
+    fn each_kind_is_found_without_the_other_kind_in_the_text() {
+        assert_eq!(
+            parse("=== PHASE 1 COMPLETE ===").0,
+            vec![Marker::PhaseComplete { phase: 1 }]
+        );
+        assert_eq!(
+            parse("[ERROR]x[/ERROR]").0,
+            vec![Marker::Error {
+                message: "x".into()
+            }]
+        );
+        assert_eq!(parse(""), (vec![], vec![]));
     }
 }
