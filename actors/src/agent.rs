@@ -277,15 +277,14 @@ impl AgentActor {
         if self.transition(to, reason.clone())? {
             self.persist(ctx);
             // Seed 001: automatic checkpoints on a pause, a rate limit and an error.
+            let why = match to {
+                AgentStatus::Paused => CheckpointReason::Auto,
+                AgentStatus::WaitingRateLimit => CheckpointReason::RateLimit,
+                AgentStatus::Failed => CheckpointReason::Error,
+                _ => return Ok(()),
+            };
             let trigger = reason.unwrap_or_else(|| to.as_str().to_string());
-            match to {
-                AgentStatus::Paused => self.checkpoint(CheckpointReason::Auto, &trigger, ctx),
-                AgentStatus::WaitingRateLimit => {
-                    self.checkpoint(CheckpointReason::RateLimit, &trigger, ctx)
-                }
-                AgentStatus::Failed => self.checkpoint(CheckpointReason::Error, &trigger, ctx),
-                _ => {}
-            }
+            self.checkpoint(why, &trigger, ctx);
         }
         Ok(())
     }

@@ -130,13 +130,12 @@ struct Inner {
     statuses: crate::FastHashMap<(u64, u64), &'static str>,
 }
 
-/// The key an agent's status is kept under: two independent 64-bit hashes of its id (128
-/// bits; ids colliding in both would only merge two agents in a gauge): keeping the id itself
-/// cost a string and a wider map entry, ~100 bytes per agent.
+/// The key an agent's status is kept under: a 128-bit hash of its id (ids colliding would
+/// only merge two agents in a gauge): keeping the id itself cost a string and a wider map
+/// entry, ~100 bytes per agent.
 fn status_key(agent_id: &str) -> (u64, u64) {
-    use std::hash::BuildHasher;
-    let fold = foldhash::fast::FixedState::with_seed(0x5eed).hash_one(agent_id);
-    (crate::supervisor::fnv1a64(agent_id.as_bytes()), fold)
+    let h = xxhash_rust::xxh3::xxh3_128(agent_id.as_bytes());
+    ((h >> 64) as u64, h as u64)
 }
 
 /// The registry.

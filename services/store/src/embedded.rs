@@ -8,7 +8,8 @@
 //! tokio's blocking pool so they never stall an actor's Arbiter.
 
 use agentd_actors::{
-    DEDUP_WINDOW, Pushed, StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias,
+    DEDUP_WINDOW, FastHashMap, Pushed, StoreError, StoreResult, StoreWrite, ThreadStore,
+    WorkerAlias,
 };
 use agentd_proto::codec::{decode, encode};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
@@ -61,12 +62,55 @@ struct Tables<'t> {
     seen: redb::Table<'t, (&'static str, &'static str), u64>,
     seen_seq: redb::Table<'t, (&'static str, u64), &'static str>,
     checkpoints: redb::Table<'t, (&'static str, u64), &'static [u8]>,
+    /// The writer's cache of next sequence numbers (empty outside the writer thread).
+    seqs: NextSeqs,
+}
+
+/// The next sequence number of each agent's thread and of its de-duplication window, as the
+/// writer thread last wrote them: finding it in the B-tree (a range look-up) was one of the
+/// four B-tree operations of every append and one of the five of every push. Kept across
+/// transactions, dropped whenever one is rolled back. A number from here is only a guess
+/// checked by the insert itself: an insert that finds the key taken puts the old value back
+/// and takes the number from the B-tree, so a stale guess can never overwrite an entry (a
+/// guess that is too high leaves a gap, which ordered scans do not mind).
+#[derive(Default)]
+struct NextSeqs {
+    threads: FastHashMap<String, u64>,
+    seen: FastHashMap<String, u64>,
+}
+
+/// Past this many agents the cache starts over (it holds no state of its own).
+const NEXT_SEQS_MAX: usize = 100_000;
+
+impl NextSeqs {
+    fn note(map: &mut FastHashMap<String, u64>, id: &str, next: u64) {
+        if let Some(n) = map.get_mut(id) {
+            *n = next;
+            return;
+        }
+        if map.len() >= NEXT_SEQS_MAX {
+            map.clear();
+        }
+        map.insert(id.to_string(), next);
+    }
+
+    /// Forgets `id` (its thread was replaced, or it was deleted).
+    fn forget(&mut self, id: &str) {
+        self.threads.remove(id);
+        self.seen.remove(id);
+    }
 }
 
 impl<'t> Tables<'t> {
     /// Opens (and on a new file creates) every table in `tx`.
     fn open(tx: &'t WriteTransaction) -> StoreResult<Self> {
+        Self::open_with(tx, NextSeqs::default())
+    }
+
+    /// [`Self::open`], with the writer's cache of next sequence numbers.
+    fn open_with(tx: &'t WriteTransaction, seqs: NextSeqs) -> StoreResult<Self> {
         Ok(Tables {
+            seqs,
             agents: tx.open_table(AGENTS).map_err(be)?,
             threads: tx.open_table(THREADS).map_err(be)?,
             thread_ids: tx.open_table(THREAD_IDS).map_err(be)?,
@@ -130,6 +174,7 @@ where
 /// Runs on the writer thread: takes every write queued so far, applies them in one
 /// transaction, commits once, answers them all; until the store is dropped.
 fn writer_loop(db: &Database, jobs: &mpsc::Receiver<Box<dyn WriteJob>>) {
+    let mut seqs = NextSeqs::default();
     while let Ok(first) = jobs.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -138,13 +183,13 @@ fn writer_loop(db: &Database, jobs: &mpsc::Receiver<Box<dyn WriteJob>>) {
                 Err(_) => break,
             }
         }
-        commit_batch(db, batch);
+        commit_batch(db, batch, &mut seqs);
     }
 }
 
 /// Applies `batch` in one transaction. If one write fails, the transaction is rolled back and
 /// every write of the batch runs alone, so only the failing one sees its error.
-fn commit_batch(db: &Database, mut batch: Vec<Box<dyn WriteJob>>) {
+fn commit_batch(db: &Database, mut batch: Vec<Box<dyn WriteJob>>, seqs: &mut NextSeqs) {
     let tx = match db.begin_write() {
         Ok(tx) => tx,
         Err(e) => {
@@ -155,7 +200,7 @@ fn commit_batch(db: &Database, mut batch: Vec<Box<dyn WriteJob>>) {
             return;
         }
     };
-    let failed = match Tables::open(&tx) {
+    let failed = match Tables::open_with(&tx, std::mem::take(seqs)) {
         Ok(mut tables) => {
             let mut failed = None;
             for job in batch.iter_mut() {
@@ -164,10 +209,14 @@ fn commit_batch(db: &Database, mut batch: Vec<Box<dyn WriteJob>>) {
                     break;
                 }
             }
+            *seqs = std::mem::take(&mut tables.seqs);
             failed
         }
         Err(e) => Some(e),
     };
+    if failed.is_some() {
+        *seqs = NextSeqs::default(); // what it learned is rolled back with the transaction
+    }
     match failed {
         Some(e) if batch.len() == 1 => {
             drop(tx); // rolls back
@@ -178,11 +227,14 @@ fn commit_batch(db: &Database, mut batch: Vec<Box<dyn WriteJob>>) {
         Some(_) => {
             drop(tx); // rolls back
             for job in batch {
-                commit_batch(db, vec![job]);
+                commit_batch(db, vec![job], seqs);
             }
         }
         None => {
             let outcome = tx.commit().map_err(be);
+            if outcome.is_err() {
+                *seqs = NextSeqs::default();
+            }
             for job in batch {
                 let outcome = match &outcome {
                     Ok(()) => Ok(()),
@@ -444,6 +496,7 @@ impl ThreadStore for RedbStore {
             .collect::<StoreResult<Vec<_>>>()?;
         let id = agent_id.to_string();
         self.write(move |t| {
+            t.seqs.forget(&id);
             t.threads
                 .retain_in((id.as_str(), 0u64)..=(id.as_str(), u64::MAX), |_, _| false)
                 .map_err(be)?;
@@ -544,6 +597,7 @@ impl ThreadStore for RedbStore {
         let id = agent_id.to_string();
         self.write(move |t| {
             let a = id.as_str();
+            t.seqs.forget(a);
             let parent = match t.agents.remove(a).map_err(be)? {
                 Some(v) => decode::<AgentRecord>(v.value()).map_err(de)?.parent_id,
                 None => None,
@@ -710,9 +764,23 @@ fn inbox_push_in(t: &mut Tables<'_>, a: &str, env_id: &str, bytes: &[u8]) -> Sto
     if t.seen.get((a, env_id)).map_err(be)?.is_some() {
         return Ok(false);
     }
-    let seq = next_seq(&t.seen_seq, a)?;
+    let mut seq = match t.seqs.seen.get(a) {
+        Some(n) => *n,
+        None => next_seq(&t.seen_seq, a)?,
+    };
+    let taken = t
+        .seen_seq
+        .insert((a, seq), env_id)
+        .map_err(be)?
+        .map(|v| v.value().to_string());
+    if let Some(taken) = taken {
+        // The cached number was stale: put back what was there, ask the B-tree.
+        t.seen_seq.insert((a, seq), taken.as_str()).map_err(be)?;
+        seq = next_seq(&t.seen_seq, a)?;
+        t.seen_seq.insert((a, seq), env_id).map_err(be)?;
+    }
+    NextSeqs::note(&mut t.seqs.seen, a, seq + 1);
     t.seen.insert((a, env_id), seq).map_err(be)?;
-    t.seen_seq.insert((a, seq), env_id).map_err(be)?;
     if seq >= DEDUP_WINDOW as u64 {
         let old = seq - DEDUP_WINDOW as u64;
         let gone = t
@@ -738,8 +806,22 @@ fn append_in(t: &mut Tables<'_>, id: &str, entry_id: &str, bytes: &[u8]) -> Stor
     if t.thread_ids.get((id, entry_id)).map_err(be)?.is_some() {
         return Ok(false);
     }
-    let seq = next_seq(&t.threads, id)?;
-    t.threads.insert((id, seq), bytes).map_err(be)?;
+    let mut seq = match t.seqs.threads.get(id) {
+        Some(n) => *n,
+        None => next_seq(&t.threads, id)?,
+    };
+    let taken = t
+        .threads
+        .insert((id, seq), bytes)
+        .map_err(be)?
+        .map(|v| v.value().to_vec());
+    if let Some(taken) = taken {
+        // The cached number was stale: put back what was there, ask the B-tree.
+        t.threads.insert((id, seq), taken.as_slice()).map_err(be)?;
+        seq = next_seq(&t.threads, id)?;
+        t.threads.insert((id, seq), bytes).map_err(be)?;
+    }
+    NextSeqs::note(&mut t.seqs.threads, id, seq + 1);
     t.thread_ids.insert((id, entry_id), seq).map_err(be)?;
     Ok(true)
 }
@@ -830,4 +912,63 @@ fn remove_prefix_str<V: redb::Value + 'static>(
         table.remove((id, k.as_str())).map_err(be)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry_bytes(text: &str) -> Vec<u8> {
+        text.as_bytes().to_vec()
+    }
+
+    /// A cached next sequence number that is behind the B-tree (the cache outlived a write it
+    /// did not see) must not overwrite an entry: the insert notices, puts the old value back
+    /// and appends after the last entry.
+    #[test]
+    fn a_stale_next_sequence_number_never_overwrites_an_entry() -> StoreResult<()> {
+        let dir = tempfile::tempdir().map_err(|e| StoreError::Backend(e.to_string()))?;
+        let db = Database::create(dir.path().join("t.redb")).map_err(be)?;
+        let tx = db.begin_write().map_err(be)?;
+        {
+            let mut t = Tables::open(&tx)?;
+            assert!(append_in(&mut t, "a", "e0", &entry_bytes("zero"))?);
+            assert!(append_in(&mut t, "a", "e1", &entry_bytes("one"))?);
+            assert!(inbox_push_in(&mut t, "a", "m0", b"m0")?);
+            assert!(inbox_push_in(&mut t, "a", "m1", b"m1")?);
+            // Stale: both numbers point at taken keys.
+            t.seqs.threads.insert("a".into(), 0);
+            t.seqs.seen.insert("a".into(), 1);
+            assert!(append_in(&mut t, "a", "e2", &entry_bytes("two"))?);
+            assert!(inbox_push_in(&mut t, "a", "m2", b"m2")?);
+            let thread = scan(&t.threads, "a", |seq, v| Ok((seq, v.to_vec())))?;
+            assert_eq!(
+                thread,
+                vec![
+                    (0, entry_bytes("zero")),
+                    (1, entry_bytes("one")),
+                    (2, entry_bytes("two"))
+                ]
+            );
+            let inbox = scan(&t.inbox, "a", |seq, v| Ok((seq, v.to_vec())))?;
+            assert_eq!(
+                inbox,
+                vec![
+                    (0, b"m0".to_vec()),
+                    (1, b"m1".to_vec()),
+                    (2, b"m2".to_vec())
+                ]
+            );
+            let window = scan(&t.seen_seq, "a", |seq, v| Ok((seq, v.to_string())))?;
+            assert_eq!(
+                window,
+                vec![(0, "m0".into()), (1, "m1".into()), (2, "m2".into())]
+            );
+            // And the cache learned the right numbers.
+            assert_eq!(t.seqs.threads.get("a"), Some(&3));
+            assert_eq!(t.seqs.seen.get("a"), Some(&3));
+        }
+        tx.commit().map_err(be)?;
+        Ok(())
+    }
 }
