@@ -319,6 +319,18 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
     if aliases.is_empty() {
         bail!("no worker thread landed on the peer");
     }
+    // `BENCH_MONITOR=FILE` records Redis's `MONITOR` trace of the round trips in FILE (each
+    // command with its arrival time): where a round trip's time goes between commands.
+    let monitor = match std::env::var_os("BENCH_MONITOR") {
+        Some(file) => Some(
+            std::process::Command::new("redis-cli")
+                .args(["-u", url, "monitor"])
+                .stdout(std::fs::File::create(file)?)
+                .spawn()
+                .context("redis-cli for BENCH_MONITOR")?,
+        ),
+        None => None,
+    };
     let mut samples = Vec::with_capacity(roundtrips);
     for i in 0..roundtrips {
         let args = aliases[i % aliases.len()].clone();
@@ -331,6 +343,10 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
         if r["status"] != "ok" {
             bail!("round trip answered {r}");
         }
+    }
+    if let Some(mut monitor) = monitor {
+        let _ = monitor.kill();
+        let _ = monitor.wait();
     }
     let p50 = crate::percentile(&mut samples, 0.5);
 
