@@ -87,6 +87,49 @@ pub struct AgentEnv {
 struct TurnSetup {
     tool_specs: Arc<Vec<crate::ports::ToolSpec>>,
     system_prompt: Arc<str>,
+    usage: UsageMeters,
+}
+
+/// The price of an agent's model and the counters its usage adds to, resolved once (a type
+/// look-up, a price look-up and five metric series per model call otherwise).
+struct UsageMeters {
+    price: agentd_proto::usage::Price,
+    /// Input, output, cache write, cache read.
+    tokens: [metrics::Counter; 4],
+    cost: metrics::Counter,
+}
+
+impl UsageMeters {
+    fn of(rec: &AgentRecord, deps: &Deps) -> Self {
+        let config = &deps.config;
+        let model = config
+            .types
+            .get(&rec.agent_type)
+            .and_then(|t| t.model.as_deref());
+        let model_name = model.unwrap_or("default");
+        let m = metrics::global();
+        let tokens = |kind| {
+            m.counter(
+                "agentd_tokens_total",
+                "Tokens used, by model and kind.",
+                &[("model", model_name), ("kind", kind)],
+            )
+        };
+        UsageMeters {
+            price: config.price_of(model),
+            tokens: [
+                tokens("input"),
+                tokens("output"),
+                tokens("cache_write"),
+                tokens("cache_read"),
+            ],
+            cost: m.counter(
+                "agentd_cost_usd_total",
+                "Cost in USD, by model.",
+                &[("model", model_name)],
+            ),
+        }
+    }
 }
 
 struct RunningTurn {
@@ -863,6 +906,17 @@ impl AgentActor {
 
     /// Starts a turn on `input`. `input_written` tells the turn whether the actor's flush
     /// already put the input entry in the thread.
+    /// What the agent's turns show its model and how its usage is counted, made on first use.
+    fn turn_setup(&mut self) -> &TurnSetup {
+        self.setup.get_or_insert_with(|| {
+            Box::new(TurnSetup {
+                tool_specs: crate::tools::visible_specs(&self.rec, &self.env.deps),
+                system_prompt: crate::turn::system_prompt(&self.rec, &self.env.deps).into(),
+                usage: UsageMeters::of(&self.rec, &self.env.deps),
+            })
+        })
+    }
+
     fn start_turn(
         &mut self,
         cause: Uuid,
@@ -872,12 +926,7 @@ impl AgentActor {
         ctx: &mut Context<Self>,
     ) {
         let stop = Arc::new(AtomicBool::new(false));
-        let setup = self.setup.get_or_insert_with(|| {
-            Box::new(TurnSetup {
-                tool_specs: crate::tools::visible_specs(&self.rec, &self.env.deps),
-                system_prompt: crate::turn::system_prompt(&self.rec, &self.env.deps).into(),
-            })
-        });
+        let setup = self.turn_setup();
         let (tool_specs, system_prompt) = (setup.tool_specs.clone(), setup.system_prompt.clone());
         // Only a re-run (a retry, or a paused turn continuing) can find its own earlier
         // entries in the thread; a first run looks nothing up.
@@ -1720,44 +1769,19 @@ impl Handler<AddUsage> for AgentActor {
     type Result = ();
 
     fn handle(&mut self, AddUsage(usage): AddUsage, ctx: &mut Self::Context) {
-        let config = self.env.deps.config.clone();
-        let model = config
-            .types
-            .get(&self.rec.agent_type)
-            .and_then(|t| t.model.as_deref());
-        let cost = config.price_of(model).cost(&usage);
+        let meters = &self.turn_setup().usage;
+        let cost = meters.price.cost(&usage);
+        for (counter, n) in meters.tokens.iter().zip([
+            usage.input,
+            usage.output,
+            usage.cache_write,
+            usage.cache_read,
+        ]) {
+            counter.add(n as f64);
+        }
+        meters.cost.add(cost);
         self.rec.usage += usage;
         self.rec.cost_usd += cost;
-        let model_name = model.unwrap_or("default");
-        let m = metrics::global();
-        m.inc_each(
-            "agentd_tokens_total",
-            "Tokens used, by model and kind.",
-            &[
-                (
-                    &[("model", model_name), ("kind", "input")],
-                    usage.input as f64,
-                ),
-                (
-                    &[("model", model_name), ("kind", "output")],
-                    usage.output as f64,
-                ),
-                (
-                    &[("model", model_name), ("kind", "cache_write")],
-                    usage.cache_write as f64,
-                ),
-                (
-                    &[("model", model_name), ("kind", "cache_read")],
-                    usage.cache_read as f64,
-                ),
-            ],
-        );
-        m.inc(
-            "agentd_cost_usd_total",
-            "Cost in USD, by model.",
-            &[("model", model_name)],
-            cost,
-        );
         self.env.deps.events.publish(&Event::TokenUsage {
             agent_id: self.rec.id.clone(),
             usage,

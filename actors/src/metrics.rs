@@ -138,6 +138,17 @@ fn status_key(agent_id: &str) -> (u64, u64) {
     ((h >> 64) as u64, h as u64)
 }
 
+/// A counter series kept by its user (see [`Metrics::counter`]): adding takes no look-up.
+#[derive(Clone)]
+pub struct Counter(Arc<AtomicF64>);
+
+impl Counter {
+    /// Adds `by`.
+    pub fn add(&self, by: f64) {
+        self.0.add(by);
+    }
+}
+
 /// The registry.
 pub struct Metrics {
     /// Tells this registry's entries in the per-thread caches from another's (tests make
@@ -250,6 +261,21 @@ impl Metrics {
     ) {
         if let Series::Value(v) = self.series(kind, name, help, l) {
             update(&v);
+        }
+    }
+
+    /// Counter `name` with labels `l`, resolved once: for a caller that adds to the same series
+    /// on every message and can keep the handle.
+    pub fn counter(
+        &self,
+        name: &'static str,
+        help: &'static str,
+        l: &[(&'static str, &str)],
+    ) -> Counter {
+        match self.series(Kind::Counter, name, help, l) {
+            Series::Value(v) => Counter(v),
+            // A counter's series is a value; this arm is never taken.
+            Series::Histogram(_) => Counter(Arc::default()),
         }
     }
 
