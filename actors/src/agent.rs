@@ -776,7 +776,7 @@ impl AgentActor {
                     text.clone(),
                     self.env.deps.clock.now_ms(),
                 );
-                entry.from_agent = from_agent.clone();
+                entry.from_agent = from_agent.as_deref().map(Into::into);
                 TurnInput::Message(Arc::new(entry))
             }
             Item::Inbox(InboxItem::Yield { result }) => {
@@ -790,7 +790,7 @@ impl AgentActor {
                     text,
                     self.env.deps.clock.now_ms(),
                 );
-                entry.from_agent = env.from.agent_id().map(str::to_string);
+                entry.from_agent = env.from.agent_id().map(Into::into);
                 TurnInput::Message(Arc::new(entry))
             }
             Item::Inbox(InboxItem::Reset { message }) => TurnInput::Reset(message.clone()),

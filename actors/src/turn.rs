@@ -287,7 +287,7 @@ impl Turn {
                     drop(thread);
                     crate::ports::ModelResponse {
                         text: e.text.clone(),
-                        tool_calls: e.tool_calls.clone(),
+                        tool_calls: e.tool_calls.to_vec(),
                         usage: Default::default(),
                     }
                 }
@@ -296,8 +296,8 @@ impl Turn {
                         self.me.do_send(AddUsage(r.usage));
                         let mut entry =
                             ThreadEntry::text(step_id, Role::Assistant, r.text.clone(), self.now());
-                        entry.tool_calls = r.tool_calls.clone();
-                        entry.usage = Some(r.usage);
+                        entry.tool_calls = r.tool_calls.as_slice().into();
+                        entry.usage = Some(Box::new(r.usage));
                         if r.tool_calls.is_empty() {
                             // A fresh step: its entry is not in the thread (a re-run looked
                             // for it above), so no scan of the whole thread for it. The actor
@@ -365,7 +365,7 @@ impl Turn {
                     Err(e) => (json!({ "error": e }).to_string(), None),
                 };
                 let mut te = ThreadEntry::text(tool_id, Role::Tool, text, self.now());
-                te.tool_call_id = Some(call.id.clone());
+                te.tool_call_id = Some(call.id.as_str().into());
                 self.append(Arc::new(te)).await?;
                 if yielded.is_some() {
                     result.yielded = yielded;
@@ -414,7 +414,7 @@ impl Turn {
             format!("Summary of the earlier conversation: {}", resp.text.trim()),
             self.now(),
         );
-        summary.usage = Some(resp.usage);
+        summary.usage = Some(Box::new(resp.usage));
         let mut next = vec![summary];
         next.extend(recent.iter().map(|e| ThreadEntry::clone(e)));
         self.replace_thread(next).await?;

@@ -101,7 +101,7 @@ async fn spawn_work_yield_answer_round_trip() {
         thread.last().unwrap().text,
         "Thanks, coder: From Coder: code written"
     );
-    let child_id = fwd.from_agent.clone().unwrap();
+    let child_id = fwd.from_agent.as_deref().unwrap().to_string();
     let child = sys.wait_for_status(&child_id, AgentStatus::Completed).await;
     assert_eq!(
         child.result.as_deref().cloned(),
