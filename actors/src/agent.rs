@@ -420,11 +420,12 @@ impl AgentActor {
         let input_written = self.input_written.take();
         let mut outputs = std::mem::take(&mut self.after_flush);
         self.forward_with_batch(&mut writes, &mut outputs);
+        let me = self.rec.id.clone();
         async move {
             let res = if writes.is_empty() {
                 Ok(())
             } else {
-                store.write_batch(&writes).await
+                store.write_own_batch(&me, &writes).await
             };
             (res, writes)
         }

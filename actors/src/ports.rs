@@ -202,6 +202,16 @@ pub trait ThreadStore: Send + Sync + 'static {
         Ok(())
     }
 
+    /// [`Self::write_batch`] of what live agent `agent_id` writes of its own state (its
+    /// flush). A store that fences writes by partition lease writes the agent's record only
+    /// while this process holds the lease, else answers [`StoreError::Fenced`] (the other
+    /// writes of a flush are idempotent and may land): a process that stalled past its lease
+    /// must not overwrite, with a late flush, the record the partition's next owner keeps.
+    async fn write_own_batch(&self, agent_id: &str, writes: &[StoreWrite]) -> StoreResult<()> {
+        let _ = agent_id;
+        self.write_batch(writes).await
+    }
+
     /// Whether [`StoreWrite::Forward`] can be part of this store's batches (the store is also
     /// the bus the transport appends to).
     fn takes_forwards(&self) -> bool {

@@ -189,3 +189,79 @@ async fn a_fenced_push_lands_only_while_the_lease_names_this_process() {
     assert_eq!(store.inbox_pending("fence-agent").await.unwrap().len(), 2);
     assert_eq!(store.thread("fence-agent").await.unwrap().len(), 1);
 }
+
+/// A live agent's flush writes its record only while its partition's lease holds this
+/// process's token: a flush a stalled process still had in flight when another took the
+/// partition must not overwrite the record the new owner keeps. Writes that are not an
+/// agent's own flush (a spawn writing a record for its owner to activate) are not fenced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_process() {
+    use agentd_actors::{StoreError, StoreWrite, ThreadStore};
+    use agentd_proto::AgentStatus;
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url(), "ownfence")
+        .await
+        .unwrap();
+    store.fence_pushes_with(Arc::new(|_agent: &str| {
+        Some(("ownfence:lease:{0}".to_string(), "me".to_string()))
+    }));
+    let mut con = server.client();
+    let set_lease = |con: &mut redis::Connection, holder: &str| {
+        redis::cmd("SET")
+            .arg("ownfence:lease:{0}")
+            .arg(holder)
+            .query::<()>(con)
+            .unwrap();
+    };
+    let with_status = |status: AgentStatus| {
+        let mut rec = conformance::record("own-agent", None, 1);
+        rec.status = status;
+        Arc::new(rec)
+    };
+    // Another process holds the lease; a spawn-like write still lands.
+    set_lease(&mut con, "someone else");
+    store
+        .write_batch(&[StoreWrite::PutAgent(with_status(AgentStatus::Idle))])
+        .await
+        .unwrap();
+    // The stale owner's flush is refused and the record stays as it was; its thread entry
+    // (idempotent) may land.
+    let refused = store
+        .write_own_batch(
+            "own-agent",
+            &[
+                StoreWrite::Append {
+                    agent_id: "own-agent".into(),
+                    entry: Arc::new(conformance::entry("late answer")),
+                },
+                StoreWrite::PutAgent(with_status(AgentStatus::Failed)),
+            ],
+        )
+        .await;
+    assert!(matches!(refused, Err(StoreError::Fenced(_))), "{refused:?}");
+    let stored = store.get_agent("own-agent").await.unwrap().unwrap();
+    assert_eq!(stored.status, AgentStatus::Idle);
+    // Our lease: the flush lands, record and all (a root's index entry too).
+    set_lease(&mut con, "me");
+    store
+        .write_own_batch(
+            "own-agent",
+            &[StoreWrite::PutAgent(with_status(AgentStatus::Running))],
+        )
+        .await
+        .unwrap();
+    let stored = store.get_agent("own-agent").await.unwrap().unwrap();
+    assert_eq!(stored.status, AgentStatus::Running);
+    assert_eq!(store.list_roots().await.unwrap().len(), 1);
+    // Without a fence for the agent's own record, an empty-answer batch is fine too.
+    store
+        .write_own_batch(
+            "own-agent",
+            &[StoreWrite::InboxDone {
+                agent_id: "own-agent".into(),
+                env_id: uuid::Uuid::nil(),
+            }],
+        )
+        .await
+        .unwrap();
+}

@@ -75,6 +75,14 @@ if redis.call('SADD', KEYS[6], ARGV[4]) == 1 then
 end
 redis.call('HSET', KEYS[7], unpack(ARGV, 7))";
 
+/// A live agent's record, written only while its partition's lease holds this process's
+/// token (`return -1` otherwise). KEYS: lease, record; ARGV: token, then the hash's fields and
+/// values.
+const PUT_OWN_RECORD: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+redis.call('HSET', KEYS[2], unpack(ARGV, 2))
+return 1";
+
 /// The fence in front of a push (`return -1`): with a token in `ARGV[a]`, the push lands only
 /// while the lease `KEYS[k]` holds that token. A process that stalled past its lease may still
 /// have a push in its socket's buffer when it wakes; without this it would land in an inbox
@@ -586,14 +594,38 @@ impl ThreadStore for RedisStore {
     }
 
     async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
+        self.write_batch_fenced(writes, None).await
+    }
+
+    async fn write_own_batch(&self, agent_id: &str, writes: &[StoreWrite]) -> StoreResult<()> {
+        self.write_batch_fenced(writes, Some(agent_id)).await
+    }
+}
+
+impl RedisStore {
+    /// Writes `writes` in one round trip; with `owner`, that agent's record only through its
+    /// partition's fence (if pushes are fenced).
+    async fn write_batch_fenced(
+        &self,
+        writes: &[StoreWrite],
+        owner: Option<&str>,
+    ) -> StoreResult<()> {
         if writes.is_empty() {
             return Ok(());
         }
         // One round trip; the commands run in order on the one connection. Not MULTI: the
         // writes may touch several agents' slots, and each is idempotent on its own.
         let mut pipe = redis::pipe();
+        let mut fenced_put = None;
         for w in writes {
             match w {
+                StoreWrite::PutAgent(rec) if owner == Some(rec.id.as_str()) => {
+                    let fence = self.fence_for(&rec.id);
+                    if fence.is_some() {
+                        fenced_put = Some(rec.id.as_str());
+                    }
+                    self.pipe_put_record(&mut pipe, rec, fence)?;
+                }
                 StoreWrite::PutAgent(rec) => self.pipe_put_agent(&mut pipe, rec)?,
                 StoreWrite::Append { agent_id, entry } => {
                     pipe.cmd("EVAL")
@@ -623,9 +655,13 @@ impl ThreadStore for RedisStore {
                 }
             }
         }
-        pipe.query_async::<()>(&mut self.con.clone())
-            .await
-            .map_err(be)
+        // Only a fenced record put answers (one number; a batch holds its agent's record
+        // once at most, and a second would answer the same).
+        let answers: Vec<i64> = pipe.query_async(&mut self.con.clone()).await.map_err(be)?;
+        match fenced_put {
+            Some(agent_id) if answers.contains(&-1) => fenced(-1, agent_id),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -653,11 +689,30 @@ impl RedisStore {
     /// Adds the writes of [`ThreadStore::put_agent`] to `pipe`: the record hash, then (for a
     /// root) the roots index, which lives in another slot.
     fn pipe_put_agent(&self, pipe: &mut redis::Pipeline, record: &AgentRecord) -> StoreResult<()> {
-        let set = pipe.cmd("HSET").arg(self.keys.agent(&record.id));
+        self.pipe_put_record(pipe, record, None)
+    }
+
+    /// [`Self::pipe_put_agent`]; with a fence (lease, token), the record's write answers `1`,
+    /// or `-1` and writes nothing when the lease holds another token.
+    fn pipe_put_record(
+        &self,
+        pipe: &mut redis::Pipeline,
+        record: &AgentRecord,
+        fence: Option<(String, String)>,
+    ) -> StoreResult<()> {
+        let set = match fence {
+            Some((lease, token)) => pipe
+                .cmd("EVAL")
+                .arg(PUT_OWN_RECORD)
+                .arg(2)
+                .arg(lease)
+                .arg(self.keys.agent(&record.id))
+                .arg(token),
+            None => pipe.cmd("HSET").arg(self.keys.agent(&record.id)).ignore(),
+        };
         for (field, value) in record_fields(record)? {
             set.arg(field).arg(value);
         }
-        set.ignore();
         if record.parent_id.is_none() {
             pipe.cmd("ZADD")
                 .arg(self.keys.roots())
