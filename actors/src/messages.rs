@@ -210,6 +210,11 @@ pub struct Activate(pub String);
 #[rtype(result = "Option<Addr<AgentActor>>")]
 pub struct Lookup(pub String);
 
+/// How many agents are live in this process (operators see it in `/v1/info`).
+#[derive(Message, Debug)]
+#[rtype(result = "usize")]
+pub struct LiveCount;
+
 /// The ParentRouter of a parent (created with its first child).
 #[derive(Message, Debug)]
 #[rtype(result = "Addr<ParentRouter>")]

@@ -221,6 +221,14 @@ impl Handler<Lookup> for Supervisor {
     }
 }
 
+impl Handler<crate::messages::LiveCount> for Supervisor {
+    type Result = usize;
+
+    fn handle(&mut self, _: crate::messages::LiveCount, _: &mut Self::Context) -> usize {
+        self.agents.len()
+    }
+}
+
 impl Handler<AgentStopped> for Supervisor {
     type Result = ();
 

@@ -289,7 +289,46 @@ impl AgentSystem {
 
     /// The inspect view of an agent.
     pub async fn inspect(&self, agent_id: &str) -> Result<Value, AgentdError> {
+        // Whether the agent is live, its inbox and its turn are known only in the process that
+        // owns it: asked there. If that process does not answer, the stored view answers with
+        // `live: null` (unknown), not a `false` that would be wrong.
+        if self.deps.is_owned_elsewhere(agent_id)
+            && let Some(transport) = &self.deps.transport
+        {
+            let env = agentd_proto::Envelope::new(
+                external(),
+                Address::agent(agent_id),
+                agentd_proto::Item::Command(Command::Inspect {
+                    agent_id: agent_id.to_string(),
+                }),
+                self.deps.clock.now_ms(),
+            );
+            match transport
+                .call(env, INSPECT_RELAY_TIMEOUT)
+                .await
+                .and_then(|reply| reply.into_result())
+            {
+                Ok(view) => return Ok(view),
+                Err(e) if e.code != ErrorCode::Unavailable => return Err(e),
+                Err(e) => {
+                    tracing::warn!(agent_id, error = %e, "the agent's owner did not answer an inspection; answering the stored view");
+                    let mut view = ops::inspect(&self.deps, &self.supervisor, agent_id).await?;
+                    view["live"] = Value::Null;
+                    view["inbox"] = Value::Null;
+                    view["turn_running"] = Value::Null;
+                    return Ok(view);
+                }
+            }
+        }
         ops::inspect(&self.deps, &self.supervisor, agent_id).await
+    }
+
+    /// How many agents are live (have an actor) in this process.
+    pub async fn live_count(&self) -> Result<usize, AgentdError> {
+        self.supervisor
+            .send(crate::messages::LiveCount)
+            .await
+            .map_err(|e| AgentdError::new(ErrorCode::Unavailable, format!("supervisor: {e}")))
     }
 
     /// Children of `parent` or all roots.
@@ -686,6 +725,9 @@ pub fn runs_where_the_agent_lives(cmd: &Command) -> Option<&str> {
         _ => None,
     }
 }
+
+/// How long an inspection waits for the agent's owner before answering the stored view.
+const INSPECT_RELAY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long a caller waits for a command run in another process: its own work (30 s) plus,
 /// for a tool, the longest sync wait it may do (the call's override, else any type's setting).

@@ -203,6 +203,8 @@ fn calls_that_act_on_a_live_agent_run_in_the_process_that_owns_it() {
         .unwrap();
     assert_eq!(r["status"], "ok", "{r}");
     assert_eq!(r["messages"], json!(["Findings for: via b"]));
+    // (The worker that answered may live on B; from here on, nothing new should.)
+    let live_on_b = b.get("/v1/info")["live_agents"].as_u64().unwrap();
     // B's reply stream expires unless B lives on to renew it (a dead caller leaves nothing).
     let replies = format!(
         "{NS}:replies:{{{}}}",
@@ -263,9 +265,11 @@ fn calls_that_act_on_a_live_agent_run_in_the_process_that_owns_it() {
         .post(&format!("/v1/agents/{root}/checkpoints"), json!({}))
         .unwrap();
     assert_eq!(cp["reason"], "manual", "{cp}");
-    // Nothing of the root ever ran on B.
-    assert_eq!(b.get(&format!("/v1/agents/{root}"))["live"], false);
+    // Nothing of the root ever ran on B ...
+    assert_eq!(b.get("/v1/info")["live_agents"].as_u64(), Some(live_on_b));
+    // ... and B, asked about it, answers what A knows: it is live there.
     assert_eq!(a.get(&format!("/v1/agents/{root}"))["live"], true);
+    assert_eq!(b.get(&format!("/v1/agents/{root}"))["live"], true);
 }
 
 fn xadd(con: &mut redis::Connection, key: &str, bytes: &[u8]) {
@@ -1052,4 +1056,30 @@ fn a_process_frozen_past_its_leases_neither_loses_nor_reorders_messages_when_it_
     balanced(&a, &b);
     every_message_once_in_order(&a, &agents, &sent);
     assert_eq!(b.get_status("/readyz", None).0, 200, "b serves again");
+}
+
+/// Asked about an agent that lives in a process that does not answer (frozen here), a process
+/// answers the stored view with what only the owner knows left unknown (`live: null`), not a
+/// wrong `false`. Leases of 12 s (renewed every 4 s) keep the frozen process the owner for
+/// longer than the 5 s the inspection waits for it.
+#[test]
+fn an_inspection_whose_owner_does_not_answer_shows_the_stored_view_with_liveness_unknown() {
+    let mut cluster = Cluster::new();
+    for (k, v) in cluster.env.iter_mut() {
+        if *k == "AGENTD__REDIS__LEASE_MS" {
+            *v = "12000".into();
+        }
+    }
+    let a = cluster.process();
+    let b = cluster.process();
+    balanced(&a, &b);
+    let root = root_on(&a, "lead");
+    assert_eq!(b.get(&format!("/v1/agents/{root}"))["live"], true);
+    a.signal("STOP");
+    let started = Instant::now();
+    let view = b.get(&format!("/v1/agents/{root}"));
+    a.signal("CONT");
+    assert!(view["live"].is_null(), "{view}");
+    assert_eq!(view["agent_id"], root.as_str(), "{view}");
+    assert!(started.elapsed() < Duration::from_secs(15));
 }

@@ -311,6 +311,7 @@ async fn readyz(st: web::Data<ApiState>) -> ApiResult {
 }
 
 async fn info(st: web::Data<ApiState>) -> HttpResponse {
+    let live_agents = st.system.live_count().await.ok();
     let deps = st.system.deps();
     let types: Vec<Value> = deps
         .config
@@ -324,6 +325,7 @@ async fn info(st: web::Data<ApiState>) -> HttpResponse {
         "agent_types": types,
         "process_id": st.redis.as_ref().map(|r| r.process_id().to_string()),
         "partitions_owned": st.redis.as_ref().map(|r| r.owned()),
+        "live_agents": live_agents,
     }))
 }
 
