@@ -241,7 +241,9 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
     assert!(matches!(refused, Err(StoreError::Fenced(_))), "{refused:?}");
     let stored = store.get_agent("own-agent").await.unwrap().unwrap();
     assert_eq!(stored.status, AgentStatus::Idle);
-    // Our lease: the flush lands, record and all (a root's index entry too).
+    // (A flush's answer and record go behind one fence: the answer was refused with it.)
+    assert!(store.thread("own-agent").await.unwrap().is_empty());
+    // Our lease: the flush lands, record and all (a root's index entry too), alone ...
     set_lease(&mut con, "me");
     store
         .write_own_batch(
@@ -253,6 +255,57 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
     let stored = store.get_agent("own-agent").await.unwrap().unwrap();
     assert_eq!(stored.status, AgentStatus::Running);
     assert_eq!(store.list_roots().await.unwrap().len(), 1);
+    // ... and with answers before it (the last one goes with the record), the done mark after.
+    store
+        .write_own_batch(
+            "own-agent",
+            &[
+                StoreWrite::Append {
+                    agent_id: "own-agent".into(),
+                    entry: Arc::new(conformance::entry("first")),
+                },
+                StoreWrite::Append {
+                    agent_id: "own-agent".into(),
+                    entry: Arc::new(conformance::entry("second")),
+                },
+                StoreWrite::InboxDone {
+                    agent_id: "own-agent".into(),
+                    env_id: uuid::Uuid::nil(),
+                },
+                StoreWrite::PutAgent(with_status(AgentStatus::Idle)),
+            ],
+        )
+        .await
+        .unwrap();
+    let texts: Vec<String> = store
+        .thread("own-agent")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.text)
+        .collect();
+    assert_eq!(texts, ["first", "second"]);
+    let stored = store.get_agent("own-agent").await.unwrap().unwrap();
+    assert_eq!(stored.status, AgentStatus::Idle);
+    assert_eq!(store.list_roots().await.unwrap().len(), 1);
+    // Redis forgot its scripts (as after a restart): the flush loads them and lands.
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
+    store
+        .write_own_batch(
+            "own-agent",
+            &[
+                StoreWrite::Append {
+                    agent_id: "own-agent".into(),
+                    entry: Arc::new(conformance::entry("third")),
+                },
+                StoreWrite::PutAgent(with_status(AgentStatus::Running)),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.thread("own-agent").await.unwrap().len(), 3);
+    let stored = store.get_agent("own-agent").await.unwrap().unwrap();
+    assert_eq!(stored.status, AgentStatus::Running);
     // Without a fence for the agent's own record, an empty-answer batch is fine too.
     store
         .write_own_batch(

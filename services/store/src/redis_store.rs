@@ -78,6 +78,16 @@ redis.call('HSET', KEYS[7], unpack(ARGV, 7))";
 /// A live agent's record, written only while its partition's lease holds this process's
 /// token (`return -1` otherwise). KEYS: lease, record; ARGV: token, then the hash's fields and
 /// values.
+/// [`APPEND`] then [`PUT_OWN_RECORD`] behind one fence check. KEYS: lease, thread, eids,
+/// record; ARGV: token, entry id, entry bytes, then the record hash's fields and values.
+const APPEND_THEN_PUT_OWN_RECORD: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+if redis.call('SADD', KEYS[3], ARGV[2]) == 1 then
+  redis.call('XADD', KEYS[2], '*', 'id', ARGV[2], 'e', ARGV[3])
+end
+redis.call('HSET', KEYS[4], unpack(ARGV, 4))
+return 1";
+
 const PUT_OWN_RECORD: &str = r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 redis.call('HSET', KEYS[2], unpack(ARGV, 2))
@@ -131,6 +141,14 @@ pub struct RedisStore {
     inbox_push: Script,
     alias_get_or_create: Script,
     inbox_push_then_start: Script,
+    /// Scripts of the flush pipeline, sent by their SHA-1 (an `EVAL` made Redis hash the
+    /// script's text on every call); loaded again if Redis answers `NOSCRIPT` (a restart).
+    append_then_put_own: Script,
+    put_own_record: Script,
+    /// Whether the flush scripts were loaded (once before the first flush, and again after a
+    /// `NOSCRIPT`): a pipeline cut by `NOSCRIPT` has run its other commands, so a retry would
+    /// send its outputs twice (harmless, de-duplicated, but avoidable).
+    flush_scripts_loaded: Arc<std::sync::atomic::AtomicBool>,
     dedup_window: usize,
     /// Set once the bus is up (shared by the clones of this store).
     fence: Arc<std::sync::OnceLock<PushFence>>,
@@ -179,6 +197,9 @@ impl RedisStore {
                 "{}\n{PUSH}\n{START}\nreturn 1",
                 fence(8, 6)
             )),
+            append_then_put_own: Script::new(APPEND_THEN_PUT_OWN_RECORD),
+            put_own_record: Script::new(PUT_OWN_RECORD),
+            flush_scripts_loaded: Arc::default(),
             dedup_window: DEDUP_WINDOW,
             fence: Arc::default(),
         }
@@ -616,20 +637,56 @@ impl RedisStore {
         // One round trip; the commands run in order on the one connection. Not MULTI: the
         // writes may touch several agents' slots, and each is idempotent on its own.
         let mut pipe = redis::pipe();
-        let mut fenced_put = None;
-        for w in writes {
+        // The owner's fenced record put, and the last append of its own before it: the two run
+        // as one script at the append's place (one fence check and one script call for a
+        // flush's answer and record; the writes after it are the item's done mark and the
+        // outputs, which a re-run after a cut-off batch writes again).
+        let fence = owner.and_then(|o| self.fence_for(o).map(|f| (o, f)));
+        let put_at = fence.as_ref().and_then(|(o, _)| {
+            writes
+                .iter()
+                .rposition(|w| matches!(w, StoreWrite::PutAgent(rec) if rec.id == *o))
+        });
+        let append_at = fence.as_ref().zip(put_at).and_then(|((o, _), put_at)| {
+            writes[..put_at]
+                .iter()
+                .rposition(|w| matches!(w, StoreWrite::Append { agent_id, .. } if agent_id == o))
+        });
+        for (i, w) in writes.iter().enumerate() {
             match w {
-                StoreWrite::PutAgent(rec) if owner == Some(rec.id.as_str()) => {
-                    let fence = self.fence_for(&rec.id);
-                    if fence.is_some() {
-                        fenced_put = Some(rec.id.as_str());
+                StoreWrite::Append { agent_id, entry } if Some(i) == append_at => {
+                    if let (Some((_, (lease, token))), Some(StoreWrite::PutAgent(rec))) =
+                        (&fence, put_at.and_then(|p| writes.get(p)))
+                    {
+                        let call = pipe
+                            .cmd("EVALSHA")
+                            .arg(self.append_then_put_own.get_hash())
+                            .arg(4)
+                            .arg(lease)
+                            .arg(self.keys.agent_part(agent_id, "thread"))
+                            .arg(self.keys.agent_part(agent_id, "eids"))
+                            .arg(self.keys.agent(agent_id))
+                            .arg(token)
+                            .arg(entry.id.to_string())
+                            .arg(encode(&**entry).map_err(de)?);
+                        for (field, value) in record_fields(rec)? {
+                            call.arg(field).arg(value);
+                        }
                     }
-                    self.pipe_put_record(&mut pipe, rec, fence)?;
                 }
+                StoreWrite::PutAgent(rec) if Some(i) == put_at => match append_at {
+                    // Written with the append; a root's index entry stays here.
+                    Some(_) => self.pipe_roots_entry(&mut pipe, rec),
+                    None => self.pipe_put_record(
+                        &mut pipe,
+                        rec,
+                        fence.as_ref().map(|(_, f)| f.clone()),
+                    )?,
+                },
                 StoreWrite::PutAgent(rec) => self.pipe_put_agent(&mut pipe, rec)?,
                 StoreWrite::Append { agent_id, entry } => {
-                    pipe.cmd("EVAL")
-                        .arg(APPEND)
+                    pipe.cmd("EVALSHA")
+                        .arg(self.append.get_hash())
                         .arg(2)
                         .arg(self.keys.agent_part(agent_id, "thread"))
                         .arg(self.keys.agent_part(agent_id, "eids"))
@@ -655,11 +712,24 @@ impl RedisStore {
                 }
             }
         }
-        // Only a fenced record put answers (one number; a batch holds its agent's record
-        // once at most, and a second would answer the same).
-        let answers: Vec<i64> = pipe.query_async(&mut self.con.clone()).await.map_err(be)?;
-        match fenced_put {
-            Some(agent_id) if answers.contains(&-1) => fenced(-1, agent_id),
+        // Only the fenced record put answers (`-1`: refused).
+        let mut con = self.con.clone();
+        use std::sync::atomic::Ordering::Relaxed;
+        if !self.flush_scripts_loaded.load(Relaxed) {
+            self.load_flush_scripts(&mut con).await?;
+        }
+        let answers: Vec<i64> = match pipe.query_async(&mut con).await {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                // Redis lost its script cache (a restart): load them and write the batch
+                // again (its writes are idempotent).
+                self.flush_scripts_loaded.store(false, Relaxed);
+                self.load_flush_scripts(&mut con).await?;
+                pipe.query_async(&mut con).await.map_err(be)?
+            }
+            other => other.map_err(be)?,
+        };
+        match (fence, put_at) {
+            (Some((agent_id, _)), Some(_)) if answers.contains(&-1) => fenced(-1, agent_id),
             _ => Ok(()),
         }
     }
@@ -702,8 +772,8 @@ impl RedisStore {
     ) -> StoreResult<()> {
         let set = match fence {
             Some((lease, token)) => pipe
-                .cmd("EVAL")
-                .arg(PUT_OWN_RECORD)
+                .cmd("EVALSHA")
+                .arg(self.put_own_record.get_hash())
                 .arg(2)
                 .arg(lease)
                 .arg(self.keys.agent(&record.id))
@@ -713,6 +783,26 @@ impl RedisStore {
         for (field, value) in record_fields(record)? {
             set.arg(field).arg(value);
         }
+        self.pipe_roots_entry(pipe, record);
+        Ok(())
+    }
+
+    /// Loads the scripts the flush pipeline calls by their SHA-1.
+    async fn load_flush_scripts(&self, con: &mut ConnectionManager) -> StoreResult<()> {
+        for script in [
+            &self.append,
+            &self.append_then_put_own,
+            &self.put_own_record,
+        ] {
+            script.load_async(con).await.map_err(be)?;
+        }
+        self.flush_scripts_loaded
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// A root's entry in the roots index (which lives in another slot than its record).
+    fn pipe_roots_entry(&self, pipe: &mut redis::Pipeline, record: &AgentRecord) {
         if record.parent_id.is_none() {
             pipe.cmd("ZADD")
                 .arg(self.keys.roots())
@@ -720,7 +810,6 @@ impl RedisStore {
                 .arg(&record.id)
                 .ignore();
         }
-        Ok(())
     }
 
     /// Adds the writes of [`ThreadStore::inbox_done`] to `pipe`.
