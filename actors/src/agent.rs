@@ -35,12 +35,16 @@ type Delivered = ResponseActFuture<AgentActor, Result<bool, AgentdError>>;
 
 /// Moves the `agentd_inbox_depth` gauge (inbox items queued in this process) by `delta`.
 fn inbox_depth_changed(delta: f64) {
-    metrics::global().add(
-        "agentd_inbox_depth",
-        "Inbox items queued in this process.",
-        &[],
-        delta,
-    );
+    static DEPTH: std::sync::OnceLock<metrics::Counter> = std::sync::OnceLock::new();
+    DEPTH
+        .get_or_init(|| {
+            metrics::global().gauge(
+                "agentd_inbox_depth",
+                "Inbox items queued in this process.",
+                &[],
+            )
+        })
+        .add(delta);
 }
 
 /// The dependencies an agent still waits for. Boxed, and absent when there are none (most
@@ -90,13 +94,16 @@ struct TurnSetup {
     usage: UsageMeters,
 }
 
-/// The price of an agent's model and the counters its usage adds to, resolved once (a type
-/// look-up, a price look-up and five metric series per model call otherwise).
+/// The price of an agent's model, the counters its usage adds to and its turn-duration
+/// histogram, resolved once (a type look-up, a price look-up and six metric series per turn
+/// otherwise).
 struct UsageMeters {
     price: agentd_proto::usage::Price,
     /// Input, output, cache write, cache read.
     tokens: [metrics::Counter; 4],
     cost: metrics::Counter,
+    /// Duration of its turns (by agent type).
+    turns: metrics::Timer,
 }
 
 impl UsageMeters {
@@ -127,6 +134,11 @@ impl UsageMeters {
                 "agentd_cost_usd_total",
                 "Cost in USD, by model.",
                 &[("model", model_name)],
+            ),
+            turns: m.histogram(
+                "agentd_turn_seconds",
+                "Duration of agent turns.",
+                &[("agent_type", &rec.agent_type)],
             ),
         }
     }
@@ -982,12 +994,10 @@ impl AgentActor {
             None => (None, None),
         };
         if let Some(started) = started {
-            metrics::global().observe(
-                "agentd_turn_seconds",
-                "Duration of agent turns.",
-                &[("agent_type", &self.rec.agent_type)],
-                started.elapsed().as_secs_f64(),
-            );
+            self.turn_setup()
+                .usage
+                .turns
+                .observe(started.elapsed().as_secs_f64());
         }
         let input_id = input.as_ref().map(|e| e.id);
         self.release_permit();

@@ -138,14 +138,26 @@ fn status_key(agent_id: &str) -> (u64, u64) {
     ((h >> 64) as u64, h as u64)
 }
 
-/// A counter series kept by its user (see [`Metrics::counter`]): adding takes no look-up.
+/// A counter or gauge series kept by its user (see [`Metrics::counter`], [`Metrics::gauge`]):
+/// updating it takes no look-up.
 #[derive(Clone)]
 pub struct Counter(Arc<AtomicF64>);
 
 impl Counter {
-    /// Adds `by`.
+    /// Adds `by` (a gauge's may be negative).
     pub fn add(&self, by: f64) {
         self.0.add(by);
+    }
+}
+
+/// A histogram series kept by its user (see [`Metrics::histogram`]).
+#[derive(Clone)]
+pub struct Timer(Arc<Histogram>);
+
+impl Timer {
+    /// Records one observation, in seconds.
+    pub fn observe(&self, seconds: f64) {
+        self.0.observe(seconds);
     }
 }
 
@@ -276,6 +288,34 @@ impl Metrics {
             Series::Value(v) => Counter(v),
             // A counter's series is a value; this arm is never taken.
             Series::Histogram(_) => Counter(Arc::default()),
+        }
+    }
+
+    /// Gauge `name` with labels `l`, resolved once (see [`Self::counter`]).
+    pub fn gauge(
+        &self,
+        name: &'static str,
+        help: &'static str,
+        l: &[(&'static str, &str)],
+    ) -> Counter {
+        match self.series(Kind::Gauge, name, help, l) {
+            Series::Value(v) => Counter(v),
+            // A gauge's series is a value; this arm is never taken.
+            Series::Histogram(_) => Counter(Arc::default()),
+        }
+    }
+
+    /// Histogram `name` with labels `l`, resolved once (see [`Self::counter`]).
+    pub fn histogram(
+        &self,
+        name: &'static str,
+        help: &'static str,
+        l: &[(&'static str, &str)],
+    ) -> Timer {
+        match self.series(Kind::Histogram, name, help, l) {
+            Series::Histogram(h) => Timer(h),
+            // A histogram's series is a histogram; this arm is never taken.
+            Series::Value(_) => Timer(Arc::default()),
         }
     }
 
