@@ -284,11 +284,7 @@ impl Metrics {
         help: &'static str,
         l: &[(&'static str, &str)],
     ) -> Counter {
-        match self.series(Kind::Counter, name, help, l) {
-            Series::Value(v) => Counter(v),
-            // A counter's series is a value; this arm is never taken.
-            Series::Histogram(_) => Counter(Arc::default()),
-        }
+        self.value_handle(Kind::Counter, name, help, l)
     }
 
     /// Gauge `name` with labels `l`, resolved once (see [`Self::counter`]).
@@ -298,9 +294,19 @@ impl Metrics {
         help: &'static str,
         l: &[(&'static str, &str)],
     ) -> Counter {
-        match self.series(Kind::Gauge, name, help, l) {
+        self.value_handle(Kind::Gauge, name, help, l)
+    }
+
+    fn value_handle(
+        &self,
+        kind: Kind,
+        name: &'static str,
+        help: &'static str,
+        l: &[(&'static str, &str)],
+    ) -> Counter {
+        match self.series(kind, name, help, l) {
             Series::Value(v) => Counter(v),
-            // A gauge's series is a value; this arm is never taken.
+            // A counter's or gauge's series is a value; this arm is never taken.
             Series::Histogram(_) => Counter(Arc::default()),
         }
     }

@@ -39,6 +39,17 @@ struct Cluster {
 }
 
 impl Cluster {
+    /// A cluster whose processes hold leases of `ms` (renewed every third of it).
+    fn with_lease_ms(ms: u64) -> Cluster {
+        let mut cluster = Cluster::new();
+        for (k, v) in cluster.env.iter_mut() {
+            if *k == "AGENTD__REDIS__LEASE_MS" {
+                *v = ms.to_string();
+            }
+        }
+        cluster
+    }
+
     fn new() -> Cluster {
         let redis = RedisServer::start();
         let dir = tempfile::tempdir().unwrap();
@@ -763,13 +774,8 @@ fn events_of_every_process_reach_each_event_stream() {
 
 #[test]
 fn readyz_fails_once_a_lease_this_process_believes_it_owns_is_taken() {
-    let mut cluster = Cluster::new();
     // A long lease: the lease loop does not run again while the test takes a lease away.
-    for (k, v) in cluster.env.iter_mut() {
-        if *k == "AGENTD__REDIS__LEASE_MS" {
-            *v = "60000".into();
-        }
-    }
+    let cluster = Cluster::with_lease_ms(60_000);
     let a = cluster.process();
     let (code, v) = a.get_status("/readyz", None);
     assert_eq!(code, 200, "{v}");
@@ -1064,12 +1070,7 @@ fn a_process_frozen_past_its_leases_neither_loses_nor_reorders_messages_when_it_
 /// longer than the 5 s the inspection waits for it.
 #[test]
 fn an_inspection_whose_owner_does_not_answer_shows_the_stored_view_with_liveness_unknown() {
-    let mut cluster = Cluster::new();
-    for (k, v) in cluster.env.iter_mut() {
-        if *k == "AGENTD__REDIS__LEASE_MS" {
-            *v = "12000".into();
-        }
-    }
+    let cluster = Cluster::with_lease_ms(12_000);
     let a = cluster.process();
     let b = cluster.process();
     balanced(&a, &b);

@@ -135,13 +135,8 @@ async fn a_fenced_push_lands_only_while_the_lease_names_this_process() {
         Some(("fence:lease:{0}".to_string(), "me".to_string()))
     }));
     let mut con = server.client();
-    let set_lease = |con: &mut redis::Connection, holder: &str| {
-        redis::cmd("SET")
-            .arg("fence:lease:{0}")
-            .arg(holder)
-            .query::<()>(con)
-            .unwrap();
-    };
+    let set_lease =
+        |con: &mut redis::Connection, holder: &str| set_key(con, "fence:lease:{0}", holder);
     let env = |text: &str| {
         agentd_proto::Envelope::new(
             agentd_proto::Address::System,
@@ -206,13 +201,8 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
         Some(("ownfence:lease:{0}".to_string(), "me".to_string()))
     }));
     let mut con = server.client();
-    let set_lease = |con: &mut redis::Connection, holder: &str| {
-        redis::cmd("SET")
-            .arg("ownfence:lease:{0}")
-            .arg(holder)
-            .query::<()>(con)
-            .unwrap();
-    };
+    let set_lease =
+        |con: &mut redis::Connection, holder: &str| set_key(con, "ownfence:lease:{0}", holder);
     let with_status = |status: AgentStatus| {
         let mut rec = conformance::record("own-agent", None, 1);
         rec.status = status;
@@ -316,5 +306,13 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
             }],
         )
         .await
+        .unwrap();
+}
+
+fn set_key(con: &mut redis::Connection, key: &str, value: &str) {
+    redis::cmd("SET")
+        .arg(key)
+        .arg(value)
+        .query::<()>(con)
         .unwrap();
 }

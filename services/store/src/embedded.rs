@@ -764,21 +764,23 @@ fn inbox_push_in(t: &mut Tables<'_>, a: &str, env_id: &str, bytes: &[u8]) -> Sto
     if t.seen.get((a, env_id)).map_err(be)?.is_some() {
         return Ok(false);
     }
-    let mut seq = match t.seqs.seen.get(a) {
-        Some(n) => *n,
-        None => next_seq(&t.seen_seq, a)?,
-    };
-    let taken = t
-        .seen_seq
-        .insert((a, seq), env_id)
-        .map_err(be)?
-        .map(|v| v.value().to_string());
-    if let Some(taken) = taken {
-        // The cached number was stale: put back what was there, ask the B-tree.
-        t.seen_seq.insert((a, seq), taken.as_str()).map_err(be)?;
-        seq = next_seq(&t.seen_seq, a)?;
-        t.seen_seq.insert((a, seq), env_id).map_err(be)?;
-    }
+    let seq = insert_at_next(
+        &mut t.seen_seq,
+        t.seqs.seen.get(a).copied(),
+        |table| next_seq(table, a),
+        |table, seq| {
+            Ok(table
+                .insert((a, seq), env_id)
+                .map_err(be)?
+                .map(|v| v.value().to_string()))
+        },
+        |table, seq, taken| {
+            table
+                .insert((a, seq), taken.as_str())
+                .map(|_| ())
+                .map_err(be)
+        },
+    )?;
     NextSeqs::note(&mut t.seqs.seen, a, seq + 1);
     t.seen.insert((a, env_id), seq).map_err(be)?;
     if seq >= DEDUP_WINDOW as u64 {
@@ -796,6 +798,30 @@ fn inbox_push_in(t: &mut Tables<'_>, a: &str, env_id: &str, bytes: &[u8]) -> Sto
     Ok(true)
 }
 
+/// Inserts a value under the next free sequence number of its agent in `table` and answers
+/// that number: the writer's `cached` guess when the insert finds it free; else (the guess was
+/// stale) what the insert displaced is put back (`restore`) and the value goes after the
+/// B-tree's last entry (`last_next`). `insert` answers what it displaced.
+fn insert_at_next<Tb, Old>(
+    table: &mut Tb,
+    cached: Option<u64>,
+    last_next: impl Fn(&Tb) -> StoreResult<u64>,
+    insert: impl Fn(&mut Tb, u64) -> StoreResult<Option<Old>>,
+    restore: impl Fn(&mut Tb, u64, Old) -> StoreResult<()>,
+) -> StoreResult<u64> {
+    let seq = match cached {
+        Some(n) => n,
+        None => last_next(table)?,
+    };
+    let Some(taken) = insert(table, seq)? else {
+        return Ok(seq);
+    };
+    restore(table, seq, taken)?;
+    let seq = last_next(table)?;
+    insert(table, seq)?;
+    Ok(seq)
+}
+
 fn put_agent_in(t: &mut Tables<'_>, id: &str, bytes: &[u8]) -> StoreResult<()> {
     t.agents.insert(id, bytes).map_err(be)?;
     Ok(())
@@ -806,21 +832,23 @@ fn append_in(t: &mut Tables<'_>, id: &str, entry_id: &str, bytes: &[u8]) -> Stor
     if t.thread_ids.get((id, entry_id)).map_err(be)?.is_some() {
         return Ok(false);
     }
-    let mut seq = match t.seqs.threads.get(id) {
-        Some(n) => *n,
-        None => next_seq(&t.threads, id)?,
-    };
-    let taken = t
-        .threads
-        .insert((id, seq), bytes)
-        .map_err(be)?
-        .map(|v| v.value().to_vec());
-    if let Some(taken) = taken {
-        // The cached number was stale: put back what was there, ask the B-tree.
-        t.threads.insert((id, seq), taken.as_slice()).map_err(be)?;
-        seq = next_seq(&t.threads, id)?;
-        t.threads.insert((id, seq), bytes).map_err(be)?;
-    }
+    let seq = insert_at_next(
+        &mut t.threads,
+        t.seqs.threads.get(id).copied(),
+        |table| next_seq(table, id),
+        |table, seq| {
+            Ok(table
+                .insert((id, seq), bytes)
+                .map_err(be)?
+                .map(|v| v.value().to_vec()))
+        },
+        |table, seq, taken| {
+            table
+                .insert((id, seq), taken.as_slice())
+                .map(|_| ())
+                .map_err(be)
+        },
+    )?;
     NextSeqs::note(&mut t.seqs.threads, id, seq + 1);
     t.thread_ids.insert((id, entry_id), seq).map_err(be)?;
     Ok(true)
