@@ -313,12 +313,14 @@ impl AgentActor {
         self.rec.status = to;
         self.rec.status_reason = reason.clone();
         metrics::global().agent_status(&self.rec.id, Some(to.as_str()));
-        self.env.deps.events.publish(&Event::StatusChanged {
-            agent_id: self.rec.id.clone(),
-            from,
-            to,
-            reason,
-        });
+        if self.env.deps.events.is_listened() {
+            self.env.deps.events.publish(&Event::StatusChanged {
+                agent_id: self.rec.id.clone(),
+                from,
+                to,
+                reason,
+            });
+        }
         Ok(true)
     }
 
@@ -1793,11 +1795,13 @@ impl Handler<AddUsage> for AgentActor {
         meters.cost.add(cost);
         self.rec.usage += usage;
         self.rec.cost_usd += cost;
-        self.env.deps.events.publish(&Event::TokenUsage {
-            agent_id: self.rec.id.clone(),
-            usage,
-            cost_usd: cost,
-        });
+        if self.env.deps.events.is_listened() {
+            self.env.deps.events.publish(&Event::TokenUsage {
+                agent_id: self.rec.id.clone(),
+                usage,
+                cost_usd: cost,
+            });
+        }
         if let Some(limit) = self.over_budget() {
             self.pause_for_budget(limit.to_string(), ctx);
         }

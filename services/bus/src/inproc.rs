@@ -38,9 +38,13 @@ impl Default for InProcessBus {
 impl EventSink for InProcessBus {
     fn publish(&self, event: &Event) {
         // No subscriber is fine: events are observations, not work (and then not copied).
-        if self.tx.receiver_count() > 0 {
+        if self.is_listened() {
             let _ = self.tx.send(event.clone());
         }
+    }
+
+    fn is_listened(&self) -> bool {
+        self.tx.receiver_count() > 0
     }
 }
 
@@ -51,7 +55,9 @@ mod tests {
     #[test]
     fn subscribers_see_events_published_after_they_subscribe() {
         let bus = InProcessBus::new(16);
+        assert!(!bus.is_listened(), "nobody subscribed yet");
         let mut rx = bus.subscribe();
+        assert!(bus.is_listened());
         bus.publish(&Event::Deleted {
             agent_id: "a".into(),
         });
@@ -61,5 +67,7 @@ mod tests {
                 agent_id: "a".into()
             })
         );
+        drop(rx);
+        assert!(!bus.is_listened(), "its only subscriber left");
     }
 }

@@ -67,6 +67,10 @@ impl EventSink for Fanout {
             sink.publish(event);
         }
     }
+
+    fn is_listened(&self) -> bool {
+        self.0.iter().any(|sink| sink.is_listened())
+    }
 }
 
 /// Follows `<ns>:events` (every process's events) and republishes them to an in-process bus,
