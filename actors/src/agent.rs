@@ -91,6 +91,7 @@ pub struct AgentEnv {
 struct TurnSetup {
     tool_specs: Arc<Vec<crate::ports::ToolSpec>>,
     system_prompt: Arc<str>,
+    names: Arc<crate::turn::RequestNames>,
     usage: UsageMeters,
 }
 
@@ -927,6 +928,7 @@ impl AgentActor {
             Box::new(TurnSetup {
                 tool_specs: crate::tools::visible_specs(&self.rec, &self.env.deps),
                 system_prompt: crate::turn::system_prompt(&self.rec, &self.env.deps).into(),
+                names: Arc::new(crate::turn::RequestNames::of(&self.rec, &self.env.deps)),
                 usage: UsageMeters::of(&self.rec, &self.env.deps),
             })
         })
@@ -942,7 +944,11 @@ impl AgentActor {
     ) {
         let stop = Arc::new(AtomicBool::new(false));
         let setup = self.turn_setup();
-        let (tool_specs, system_prompt) = (setup.tool_specs.clone(), setup.system_prompt.clone());
+        let (tool_specs, system_prompt, names) = (
+            setup.tool_specs.clone(),
+            setup.system_prompt.clone(),
+            setup.names.clone(),
+        );
         // Only a re-run (a retry, or a paused turn continuing) can find its own earlier
         // entries in the thread; a first run looks nothing up.
         let replaying = matches!(input, TurnInput::Continue) || self.rec.attempts != 1;
@@ -950,6 +956,7 @@ impl AgentActor {
             replaying,
             tool_specs,
             system_prompt,
+            names,
             thread: self.thread.take(),
             input_written,
             rec: self.rec.share(),

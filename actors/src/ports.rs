@@ -312,12 +312,12 @@ pub type ThreadEntries = Vec<Arc<ThreadEntry>>;
 /// One model call's input.
 #[derive(Debug, Clone)]
 pub struct ModelRequest {
-    /// The calling agent.
-    pub agent_id: String,
+    /// The calling agent (shared by all its requests, like its type and title).
+    pub agent_id: Arc<str>,
     /// Its type.
-    pub agent_type: String,
+    pub agent_type: Arc<str>,
     /// Its title.
-    pub title: String,
+    pub title: Arc<str>,
     /// The model name to use, if the spawn or the agent type names one.
     pub model: Option<String>,
     /// The provider to call (`None` = the default one); a [`ModelClient`] routing between

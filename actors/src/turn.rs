@@ -73,6 +73,8 @@ pub(crate) struct Turn {
     pub tool_specs: Arc<Vec<crate::ports::ToolSpec>>,
     /// The layered system prompt (the agent's, built once).
     pub system_prompt: Arc<str>,
+    /// What the agent's model requests name it by (built once).
+    pub names: Arc<RequestNames>,
     /// Whether this run may find its own earlier entries in the thread (a retry after a rate
     /// limit, a failure, an unreachable store or a crash, or a paused turn continuing).
     pub replaying: bool,
@@ -83,6 +85,31 @@ pub(crate) struct Turn {
     pub me: Addr<AgentActor>,
     pub stop: Arc<AtomicBool>,
     pub cause: Uuid,
+}
+
+/// What every model request of an agent names it by, made once per agent: a request copied
+/// three strings and looked the type's model up otherwise. (Type and title never change.)
+pub(crate) struct RequestNames {
+    pub agent_id: Arc<str>,
+    pub agent_type: Arc<str>,
+    pub title: Arc<str>,
+    /// The model its type names, used when the agent names none itself.
+    pub type_model: Option<String>,
+}
+
+impl RequestNames {
+    pub(crate) fn of(rec: &AgentRecord, deps: &Deps) -> Self {
+        RequestNames {
+            agent_id: rec.id.as_str().into(),
+            agent_type: rec.agent_type.as_str().into(),
+            title: rec.title.as_str().into(),
+            type_model: deps
+                .config
+                .types
+                .get(&rec.agent_type)
+                .and_then(|t| t.model.clone()),
+        }
+    }
 }
 
 fn model_error(e: ModelError) -> AgentdError {
@@ -206,16 +233,14 @@ impl Turn {
             Purpose::Compact => Arc::default(),
         };
         ModelRequest {
-            agent_id: self.rec.id.clone(),
-            agent_type: self.rec.agent_type.clone(),
-            title: self.rec.title.clone(),
-            model: self.rec.model.clone().or_else(|| {
-                self.deps
-                    .config
-                    .types
-                    .get(&self.rec.agent_type)
-                    .and_then(|t| t.model.clone())
-            }),
+            agent_id: self.names.agent_id.clone(),
+            agent_type: self.names.agent_type.clone(),
+            title: self.names.title.clone(),
+            model: self
+                .rec
+                .model
+                .clone()
+                .or_else(|| self.names.type_model.clone()),
             provider: self.rec.provider.clone(),
             env: self.rec.env.clone(),
             system_prompt: self.system_prompt.clone(),

@@ -62,7 +62,7 @@ impl ProcessModel {
 
     fn process(&self, req: &ModelRequest) -> Result<Arc<tokio::sync::Mutex<Proc>>, ModelError> {
         let mut procs = self.procs.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = procs.get(&req.agent_id) {
+        if let Some(p) = procs.get(&*req.agent_id) {
             return Ok(p.clone());
         }
         let (program, args) = self
@@ -72,8 +72,8 @@ impl ProcessModel {
         let mut child = Command::new(program)
             .args(args)
             .envs(&req.env)
-            .env("AGENTD_AGENT_ID", &req.agent_id)
-            .env("AGENTD_AGENT_TYPE", &req.agent_type)
+            .env("AGENTD_AGENT_ID", &*req.agent_id)
+            .env("AGENTD_AGENT_TYPE", &*req.agent_type)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .kill_on_drop(true)
@@ -91,14 +91,14 @@ impl ProcessModel {
             self.pids
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .insert(req.agent_id.clone(), pid);
+                .insert(req.agent_id.to_string(), pid);
         }
         let p = Arc::new(tokio::sync::Mutex::new(Proc {
             child,
             stdin,
             stdout: BufReader::new(stdout),
         }));
-        procs.insert(req.agent_id.clone(), p.clone());
+        procs.insert(req.agent_id.to_string(), p.clone());
         Ok(p)
     }
 
@@ -170,7 +170,7 @@ impl ModelClient for ProcessModel {
     async fn complete(&self, req: ModelRequest) -> Result<ModelResponse, ModelError> {
         let proc = self.process(&req)?;
         let line = json!({
-            "type": "turn", "agent_id": req.agent_id, "agent_type": req.agent_type, "title": req.title,
+            "type": "turn", "agent_id": &*req.agent_id, "agent_type": &*req.agent_type, "title": &*req.title,
             "system_prompt": &*req.system_prompt, "thread": req.thread.iter().map(|e| &**e).collect::<Vec<&agentd_proto::ThreadEntry>>(), "tools": req.tools.iter().map(|t| json!({
                 "name": t.name, "description": t.description, "parameters": t.parameters
             })).collect::<Vec<_>>(),

@@ -185,7 +185,7 @@ impl ScriptedModel {
     ) -> bool {
         if let Some(agent) = &rule.agent {
             let agent = agent.trim();
-            if agent != req.agent_type && agent != req.title.trim() {
+            if agent != &*req.agent_type && agent != req.title.trim() {
                 return false;
             }
         }
@@ -211,7 +211,11 @@ impl ScriptedModel {
         {
             return false;
         }
-        !(rule.once && self.state().fired.contains(&(index, req.agent_id.clone())))
+        !(rule.once
+            && self
+                .state()
+                .fired
+                .contains(&(index, req.agent_id.to_string())))
     }
 }
 
@@ -292,7 +296,7 @@ impl ModelClient for ScriptedModel {
             });
         };
         if rule.once {
-            self.state().fired.insert((index, req.agent_id.clone()));
+            self.state().fired.insert((index, req.agent_id.to_string()));
         }
         if rule.delay_ms > 0 {
             self.clock.sleep(rule.delay_ms).await;
@@ -317,7 +321,7 @@ impl ModelClient for ScriptedModel {
             .map(|c| {
                 let n = {
                     let mut st = self.state();
-                    let n = st.calls.entry(req.agent_id.clone()).or_insert(0);
+                    let n = st.calls.entry(req.agent_id.to_string()).or_insert(0);
                     *n += 1;
                     *n
                 };

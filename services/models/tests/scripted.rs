@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 fn req(agent_type: &str, title: &str, entries: &[(Role, &str)]) -> ModelRequest {
     ModelRequest {
-        agent_id: format!("{agent_type}-1"),
+        agent_id: format!("{agent_type}-1").into(),
         agent_type: agent_type.into(),
         title: title.into(),
         model: None,
