@@ -214,8 +214,7 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
         .write_batch(&[StoreWrite::PutAgent(with_status(AgentStatus::Idle))])
         .await
         .unwrap();
-    // The stale owner's flush is refused and the record stays as it was; its thread entry
-    // (idempotent) may land.
+    // The stale owner's flush is refused and the record stays as it was.
     let refused = store
         .write_own_batch(
             "own-agent",
@@ -231,8 +230,9 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
     assert!(matches!(refused, Err(StoreError::Fenced(_))), "{refused:?}");
     let stored = store.get_agent("own-agent").await.unwrap().unwrap();
     assert_eq!(stored.status, AgentStatus::Idle);
-    // (A flush's answer and record go behind one fence: the answer was refused with it.)
-    assert!(store.thread("own-agent").await.unwrap().is_empty());
+    // Only the record is fenced: the answer (idempotent, and written or not together with its
+    // item's done mark) landed.
+    assert_eq!(store.thread("own-agent").await.unwrap().len(), 1);
     // Our lease: the flush lands, record and all (a root's index entry too), alone ...
     set_lease(&mut con, "me");
     store
@@ -245,7 +245,7 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
     let stored = store.get_agent("own-agent").await.unwrap().unwrap();
     assert_eq!(stored.status, AgentStatus::Running);
     assert_eq!(store.list_roots().await.unwrap().len(), 1);
-    // ... and with answers before it (the last one goes with the record), the done mark after.
+    // ... and with answers before it and the done mark after.
     store
         .write_own_batch(
             "own-agent",
@@ -274,7 +274,7 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
         .into_iter()
         .map(|e| e.text)
         .collect();
-    assert_eq!(texts, ["first", "second"]);
+    assert_eq!(texts, ["late answer", "first", "second"]);
     let stored = store.get_agent("own-agent").await.unwrap().unwrap();
     assert_eq!(stored.status, AgentStatus::Idle);
     assert_eq!(store.list_roots().await.unwrap().len(), 1);
@@ -293,7 +293,7 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
         )
         .await
         .unwrap();
-    assert_eq!(store.thread("own-agent").await.unwrap().len(), 3);
+    assert_eq!(store.thread("own-agent").await.unwrap().len(), 4);
     let stored = store.get_agent("own-agent").await.unwrap().unwrap();
     assert_eq!(stored.status, AgentStatus::Running);
     // Without a fence for the agent's own record, an empty-answer batch is fine too.

@@ -78,16 +78,6 @@ redis.call('HSET', KEYS[7], unpack(ARGV, 7))";
 /// A live agent's record, written only while its partition's lease holds this process's
 /// token (`return -1` otherwise). KEYS: lease, record; ARGV: token, then the hash's fields and
 /// values.
-/// [`APPEND`] then [`PUT_OWN_RECORD`] behind one fence check. KEYS: lease, thread, eids,
-/// record; ARGV: token, entry id, entry bytes, then the record hash's fields and values.
-const APPEND_THEN_PUT_OWN_RECORD: &str = r"
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-if redis.call('SADD', KEYS[3], ARGV[2]) == 1 then
-  redis.call('XADD', KEYS[2], '*', 'id', ARGV[2], 'e', ARGV[3])
-end
-redis.call('HSET', KEYS[4], unpack(ARGV, 4))
-return 1";
-
 const PUT_OWN_RECORD: &str = r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 redis.call('HSET', KEYS[2], unpack(ARGV, 2))
@@ -143,7 +133,6 @@ pub struct RedisStore {
     inbox_push_then_start: Script,
     /// Scripts of the flush pipeline, sent by their SHA-1 (an `EVAL` made Redis hash the
     /// script's text on every call); loaded again if Redis answers `NOSCRIPT` (a restart).
-    append_then_put_own: Script,
     put_own_record: Script,
     /// Whether the flush scripts were loaded (once before the first flush, and again after a
     /// `NOSCRIPT`): a pipeline cut by `NOSCRIPT` has run its other commands, so a retry would
@@ -197,7 +186,6 @@ impl RedisStore {
                 "{}\n{PUSH}\n{START}\nreturn 1",
                 fence(8, 6)
             )),
-            append_then_put_own: Script::new(APPEND_THEN_PUT_OWN_RECORD),
             put_own_record: Script::new(PUT_OWN_RECORD),
             flush_scripts_loaded: Arc::default(),
             dedup_window: DEDUP_WINDOW,
@@ -637,52 +625,22 @@ impl RedisStore {
         // One round trip; the commands run in order on the one connection. Not MULTI: the
         // writes may touch several agents' slots, and each is idempotent on its own.
         let mut pipe = redis::pipe();
-        // The owner's fenced record put, and the last append of its own before it: the two run
-        // as one script at the append's place (one fence check and one script call for a
-        // flush's answer and record; the writes after it are the item's done mark and the
-        // outputs, which a re-run after a cut-off batch writes again).
+        // The owner's record goes through its partition's fence (if pushes are fenced). Only
+        // the record: the batch's other writes are idempotent, and must land or not together
+        // with one another, not with the record (an inbox item marked done whose answer the
+        // fence refused would be lost, where an answer and its done mark written by a stale
+        // owner are only a repeat the new owner's run de-duplicates).
         let fence = owner.and_then(|o| self.fence_for(o).map(|f| (o, f)));
         let put_at = fence.as_ref().and_then(|(o, _)| {
             writes
                 .iter()
                 .rposition(|w| matches!(w, StoreWrite::PutAgent(rec) if rec.id == *o))
         });
-        let append_at = fence.as_ref().zip(put_at).and_then(|((o, _), put_at)| {
-            writes[..put_at]
-                .iter()
-                .rposition(|w| matches!(w, StoreWrite::Append { agent_id, .. } if agent_id == o))
-        });
         for (i, w) in writes.iter().enumerate() {
             match w {
-                StoreWrite::Append { agent_id, entry } if Some(i) == append_at => {
-                    if let (Some((_, (lease, token))), Some(StoreWrite::PutAgent(rec))) =
-                        (&fence, put_at.and_then(|p| writes.get(p)))
-                    {
-                        let call = pipe
-                            .cmd("EVALSHA")
-                            .arg(self.append_then_put_own.get_hash())
-                            .arg(4)
-                            .arg(lease)
-                            .arg(self.keys.agent_part(agent_id, "thread"))
-                            .arg(self.keys.agent_part(agent_id, "eids"))
-                            .arg(self.keys.agent(agent_id))
-                            .arg(token)
-                            .arg(entry.id.to_string())
-                            .arg(encode(&**entry).map_err(de)?);
-                        for (field, value) in record_fields(rec)? {
-                            call.arg(field).arg(value);
-                        }
-                    }
+                StoreWrite::PutAgent(rec) if Some(i) == put_at => {
+                    self.pipe_put_record(&mut pipe, rec, fence.as_ref().map(|(_, f)| f.clone()))?
                 }
-                StoreWrite::PutAgent(rec) if Some(i) == put_at => match append_at {
-                    // Written with the append; a root's index entry stays here.
-                    Some(_) => self.pipe_roots_entry(&mut pipe, rec),
-                    None => self.pipe_put_record(
-                        &mut pipe,
-                        rec,
-                        fence.as_ref().map(|(_, f)| f.clone()),
-                    )?,
-                },
                 StoreWrite::PutAgent(rec) => self.pipe_put_agent(&mut pipe, rec)?,
                 StoreWrite::Append { agent_id, entry } => {
                     pipe.cmd("EVALSHA")
@@ -789,11 +747,7 @@ impl RedisStore {
 
     /// Loads the scripts the flush pipeline calls by their SHA-1.
     async fn load_flush_scripts(&self, con: &mut ConnectionManager) -> StoreResult<()> {
-        for script in [
-            &self.append,
-            &self.append_then_put_own,
-            &self.put_own_record,
-        ] {
+        for script in [&self.append, &self.put_own_record] {
             script.load_async(con).await.map_err(be)?;
         }
         self.flush_scripts_loaded
