@@ -125,6 +125,12 @@ async fn holders(con: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<
 /// CPU seconds (user + system) a process has used so far, from `/proc/<pid>/stat`; 0 where
 /// that cannot be read (the figure is a diagnostic).
 fn cpu_seconds(pid: &str) -> f64 {
+    let (user, system) = cpu_seconds_split(pid);
+    user + system
+}
+
+/// CPU seconds a process has used so far in user and in kernel mode (`/proc/<pid>/stat`).
+pub fn cpu_seconds_split(pid: &str) -> (f64, f64) {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command name (which may hold spaces) start with the state (field 3);
     // utime and stime are fields 14 and 15.
@@ -136,7 +142,7 @@ fn cpu_seconds(pid: &str) -> f64 {
             .and_then(|x| x.parse::<f64>().ok())
             .unwrap_or(0.0)
     };
-    (ticks(11) + ticks(12)) / 100.0
+    (ticks(11) / 100.0, ticks(12) / 100.0)
 }
 
 /// Commands redis-server has run since its statistics were last reset (`INFO commandstats`;

@@ -462,6 +462,7 @@ fn main() -> anyhow::Result<()> {
         put("inproc_roundtrip_p99_us", p99);
     }
     if wants("inproc_msgs") {
+        let before = cluster::cpu_seconds_split("self");
         put(
             "inproc_msgs_per_s",
             sys.block_on(msgs_per_s(
@@ -469,6 +470,15 @@ fn main() -> anyhow::Result<()> {
                 1_000,
                 100_000 / scale,
             ))?,
+        );
+        // The kernel's share of the scenario's CPU: on a fresh VM, first touches of guest
+        // memory (page faults the host also serves) make it swing from ~0 to ~20 % between
+        // runs of the same binary, and the figure above with it.
+        let after = cluster::cpu_seconds_split("self");
+        let (user, system) = (after.0 - before.0, after.1 - before.1);
+        note(
+            "inproc_msgs_kernel_cpu_pct",
+            100.0 * system / (user + system).max(0.01),
         );
     }
     if wants("embedded_msgs") {
