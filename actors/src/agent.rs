@@ -435,12 +435,12 @@ impl AgentActor {
         let input_written = self.input_written.take();
         let mut outputs = std::mem::take(&mut self.after_flush);
         self.forward_with_batch(&mut writes, &mut outputs);
-        let me = self.rec.id.clone();
+        let me = self.rec.share();
         async move {
             let res = if writes.is_empty() {
                 Ok(())
             } else {
-                store.write_own_batch(&me, &writes).await
+                store.write_own_batch(&me.id, &writes).await
             };
             (res, writes)
         }
@@ -602,7 +602,7 @@ impl AgentActor {
         let Some(entry) = self.abort_turn(true, ctx) else {
             return;
         };
-        let agent_id = self.rec.id.clone();
+        let agent_id = self.shared_id();
         let entry = Arc::new(entry);
         self.write_later(StoreWrite::Append { agent_id, entry }, ctx);
     }
@@ -667,7 +667,7 @@ impl AgentActor {
     /// Marks an inbox envelope handled in the durable inbox (with the next flush).
     fn done(&mut self, input: Option<Uuid>, ctx: &mut Context<Self>) {
         let Some(env_id) = input else { return };
-        let agent_id = self.rec.id.clone();
+        let agent_id = self.shared_id();
         self.write_later(StoreWrite::InboxDone { agent_id, env_id }, ctx);
     }
 
@@ -817,7 +817,7 @@ impl AgentActor {
 
     /// The writes that start a turn on `env` (its input entry, the `running` record), if
     /// `env` would start one the moment it is queued; they then go with its inbox push.
-    fn turn_start_writes(&self, env: &Envelope) -> Option<(TurnInput, Vec<StoreWrite>)> {
+    fn turn_start_writes(&mut self, env: &Envelope) -> Option<(TurnInput, Vec<StoreWrite>)> {
         let ready = !self.stopping
             && self.turn.is_none()
             && !self.paused_mid_turn
@@ -837,6 +837,7 @@ impl AgentActor {
         let TurnInput::Message(entry) = &input else {
             return None;
         };
+        let agent_id = self.shared_id();
         // As `begin` leaves the record.
         let mut rec = AgentRecord::clone(&self.rec);
         count_attempt(&mut rec, env.id);
@@ -845,7 +846,7 @@ impl AgentActor {
         rec.updated_at_ms = self.env.deps.clock.now_ms();
         let writes = vec![
             StoreWrite::Append {
-                agent_id: rec.id.clone(),
+                agent_id,
                 entry: Arc::clone(entry),
             },
             StoreWrite::PutAgent(Arc::new(rec)),
@@ -909,7 +910,7 @@ impl AgentActor {
             }
             if !start_written {
                 let append = StoreWrite::Append {
-                    agent_id: self.rec.id.clone(),
+                    agent_id: self.shared_id(),
                     entry: shared,
                 };
                 self.write_later(append, ctx);
@@ -922,6 +923,11 @@ impl AgentActor {
 
     /// Starts a turn on `input`. `input_written` tells the turn whether the actor's flush
     /// already put the input entry in the thread.
+    /// The agent's id, shared (for store writes: no allocation per write).
+    fn shared_id(&mut self) -> Arc<str> {
+        self.turn_setup().names.agent_id.clone()
+    }
+
     /// What the agent's turns show its model and how its usage is counted, made on first use.
     fn turn_setup(&mut self) -> &TurnSetup {
         self.setup.get_or_insert_with(|| {
@@ -1015,7 +1021,7 @@ impl AgentActor {
             if let Some(entry) = r.final_entry.take() {
                 // The last step's entry goes with the turn's end in one batch; what the turn
                 // and its end send out waits for that batch.
-                let agent_id = self.rec.id.clone();
+                let agent_id = self.shared_id();
                 self.write_later(StoreWrite::Append { agent_id, entry }, ctx);
                 self.after_flush.append(&mut r.after_write);
                 self.hold_outputs = true;

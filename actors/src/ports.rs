@@ -80,15 +80,15 @@ pub enum StoreWrite {
     PutAgent(Arc<AgentRecord>),
     /// As [`ThreadStore::append`] (a duplicate entry id changes nothing).
     Append {
-        /// Whose thread.
-        agent_id: String,
+        /// Whose thread (the agent's shared copy of its id: no allocation per write).
+        agent_id: Arc<str>,
         /// The entry (shared with the agent's own copy of its thread).
         entry: Arc<ThreadEntry>,
     },
     /// As [`ThreadStore::inbox_done`].
     InboxDone {
         /// Whose inbox.
-        agent_id: String,
+        agent_id: Arc<str>,
         /// The envelope handled.
         env_id: Uuid,
     },

@@ -730,12 +730,12 @@ fn encode_writes(writes: &[StoreWrite]) -> StoreResult<Vec<Encoded>> {
                     Encoded::Put(rec.id.clone(), encode(&**rec).map_err(de)?)
                 }
                 StoreWrite::Append { agent_id, entry } => Encoded::Append(
-                    agent_id.clone(),
+                    agent_id.to_string(),
                     entry.id.to_string(),
                     encode(&**entry).map_err(de)?,
                 ),
                 StoreWrite::InboxDone { agent_id, env_id } => {
-                    Encoded::Done(agent_id.clone(), env_id.to_string())
+                    Encoded::Done(agent_id.to_string(), env_id.to_string())
                 }
                 StoreWrite::Forward { .. } => {
                     return Err(agentd_actors::ports::forwards_not_taken("embedded"));

@@ -512,7 +512,7 @@ impl ThreadStore for RedisStore {
             [
                 StoreWrite::Append { agent_id: a, entry },
                 StoreWrite::PutAgent(rec),
-            ] if a == agent_id && rec.id == agent_id => (entry, rec),
+            ] if &**a == agent_id && rec.id == agent_id => (entry, rec),
             _ => {
                 return Ok(Pushed {
                     fresh: self.inbox_push(agent_id, env).await?,
