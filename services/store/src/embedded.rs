@@ -761,12 +761,16 @@ fn apply_writes(t: &mut Tables<'_>, writes: &[Encoded]) -> StoreResult<()> {
 /// Queues `bytes` (envelope `env_id`) in the agent's inbox unless the id is in its
 /// de-duplication window; answers whether it was new.
 fn inbox_push_in(t: &mut Tables<'_>, a: &str, env_id: &str, bytes: &[u8]) -> StoreResult<bool> {
-    if t.seen.get((a, env_id)).map_err(be)?.is_some() {
+    let guess = match t.seqs.seen.get(a) {
+        Some(n) => *n,
+        None => next_seq(&t.seen_seq, a)?,
+    };
+    if !claim_id(&mut t.seen, a, env_id, guess)? {
         return Ok(false);
     }
     let seq = insert_at_next(
         &mut t.seen_seq,
-        t.seqs.seen.get(a).copied(),
+        Some(guess),
         |table| next_seq(table, a),
         |table, seq| {
             Ok(table
@@ -782,7 +786,9 @@ fn inbox_push_in(t: &mut Tables<'_>, a: &str, env_id: &str, bytes: &[u8]) -> Sto
         },
     )?;
     NextSeqs::note(&mut t.seqs.seen, a, seq + 1);
-    t.seen.insert((a, env_id), seq).map_err(be)?;
+    if seq != guess {
+        t.seen.insert((a, env_id), seq).map_err(be)?;
+    }
     if seq >= DEDUP_WINDOW as u64 {
         let old = seq - DEDUP_WINDOW as u64;
         let gone = t
@@ -829,12 +835,16 @@ fn put_agent_in(t: &mut Tables<'_>, id: &str, bytes: &[u8]) -> StoreResult<()> {
 
 /// Appends unless the entry id is already in the thread; answers whether it appended.
 fn append_in(t: &mut Tables<'_>, id: &str, entry_id: &str, bytes: &[u8]) -> StoreResult<bool> {
-    if t.thread_ids.get((id, entry_id)).map_err(be)?.is_some() {
+    let guess = match t.seqs.threads.get(id) {
+        Some(n) => *n,
+        None => next_seq(&t.threads, id)?,
+    };
+    if !claim_id(&mut t.thread_ids, id, entry_id, guess)? {
         return Ok(false);
     }
     let seq = insert_at_next(
         &mut t.threads,
-        t.seqs.threads.get(id).copied(),
+        Some(guess),
         |table| next_seq(table, id),
         |table, seq| {
             Ok(table
@@ -850,8 +860,32 @@ fn append_in(t: &mut Tables<'_>, id: &str, entry_id: &str, bytes: &[u8]) -> Stor
         },
     )?;
     NextSeqs::note(&mut t.seqs.threads, id, seq + 1);
-    t.thread_ids.insert((id, entry_id), seq).map_err(be)?;
+    if seq != guess {
+        t.thread_ids.insert((id, entry_id), seq).map_err(be)?;
+    }
     Ok(true)
+}
+
+/// Records `(agent, id) → seq` in an id index unless the id is there already, and answers
+/// whether it was new (a duplicate gets the value it had back): one insert where a look-up and
+/// an insert were, for what is nearly always a new id.
+fn claim_id(
+    index: &mut redb::Table<'_, (&'static str, &'static str), u64>,
+    agent: &str,
+    id: &str,
+    seq: u64,
+) -> StoreResult<bool> {
+    let had = index
+        .insert((agent, id), seq)
+        .map_err(be)?
+        .map(|v| v.value());
+    match had {
+        Some(had) => {
+            index.insert((agent, id), had).map_err(be)?;
+            Ok(false)
+        }
+        None => Ok(true),
+    }
 }
 
 fn inbox_done_in(t: &mut Tables<'_>, id: &str, env_id: &str) -> StoreResult<()> {
@@ -995,6 +1029,16 @@ mod tests {
             // And the cache learned the right numbers.
             assert_eq!(t.seqs.threads.get("a"), Some(&3));
             assert_eq!(t.seqs.seen.get("a"), Some(&3));
+            // A repeated id is refused and keeps its place in the index.
+            assert!(!append_in(&mut t, "a", "e0", &entry_bytes("zero again"))?);
+            assert!(!inbox_push_in(&mut t, "a", "m1", b"m1 again")?);
+            let seq_of = |v: Option<redb::AccessGuard<'_, u64>>| v.map(|v| v.value());
+            assert_eq!(seq_of(t.thread_ids.get(("a", "e0")).map_err(be)?), Some(0));
+            assert_eq!(seq_of(t.thread_ids.get(("a", "e2")).map_err(be)?), Some(2));
+            assert_eq!(seq_of(t.seen.get(("a", "m1")).map_err(be)?), Some(1));
+            assert_eq!(seq_of(t.seen.get(("a", "m2")).map_err(be)?), Some(2));
+            assert_eq!(scan(&t.threads, "a", |_, _| Ok(()))?.len(), 3);
+            assert_eq!(scan(&t.inbox, "a", |_, _| Ok(()))?.len(), 3);
         }
         tx.commit().map_err(be)?;
         Ok(())
