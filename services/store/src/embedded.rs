@@ -761,17 +761,11 @@ fn apply_writes(t: &mut Tables<'_>, writes: &[Encoded]) -> StoreResult<()> {
 /// Queues `bytes` (envelope `env_id`) in the agent's inbox unless the id is in its
 /// de-duplication window; answers whether it was new.
 fn inbox_push_in(t: &mut Tables<'_>, a: &str, env_id: &str, bytes: &[u8]) -> StoreResult<bool> {
-    let guess = match t.seqs.seen.get(a) {
-        Some(n) => *n,
-        None => next_seq(&t.seen_seq, a)?,
-    };
-    if !claim_id(&mut t.seen, a, env_id, guess)? {
-        return Ok(false);
-    }
-    let seq = insert_at_next(
+    let Some(seq) = put_new(
+        &mut t.seen,
         &mut t.seen_seq,
-        Some(guess),
-        |table| next_seq(table, a),
+        &mut t.seqs.seen,
+        (a, env_id),
         |table, seq| {
             Ok(table
                 .insert((a, seq), env_id)
@@ -784,11 +778,10 @@ fn inbox_push_in(t: &mut Tables<'_>, a: &str, env_id: &str, bytes: &[u8]) -> Sto
                 .map(|_| ())
                 .map_err(be)
         },
-    )?;
-    NextSeqs::note(&mut t.seqs.seen, a, seq + 1);
-    if seq != guess {
-        t.seen.insert((a, env_id), seq).map_err(be)?;
-    }
+    )?
+    else {
+        return Ok(false);
+    };
     if seq >= DEDUP_WINDOW as u64 {
         let old = seq - DEDUP_WINDOW as u64;
         let gone = t
@@ -835,17 +828,11 @@ fn put_agent_in(t: &mut Tables<'_>, id: &str, bytes: &[u8]) -> StoreResult<()> {
 
 /// Appends unless the entry id is already in the thread; answers whether it appended.
 fn append_in(t: &mut Tables<'_>, id: &str, entry_id: &str, bytes: &[u8]) -> StoreResult<bool> {
-    let guess = match t.seqs.threads.get(id) {
-        Some(n) => *n,
-        None => next_seq(&t.threads, id)?,
-    };
-    if !claim_id(&mut t.thread_ids, id, entry_id, guess)? {
-        return Ok(false);
-    }
-    let seq = insert_at_next(
+    let appended = put_new(
+        &mut t.thread_ids,
         &mut t.threads,
-        Some(guess),
-        |table| next_seq(table, id),
+        &mut t.seqs.threads,
+        (id, entry_id),
         |table, seq| {
             Ok(table
                 .insert((id, seq), bytes)
@@ -859,11 +846,40 @@ fn append_in(t: &mut Tables<'_>, id: &str, entry_id: &str, bytes: &[u8]) -> Stor
                 .map_err(be)
         },
     )?;
-    NextSeqs::note(&mut t.seqs.threads, id, seq + 1);
-    if seq != guess {
-        t.thread_ids.insert((id, entry_id), seq).map_err(be)?;
+    Ok(appended.is_some())
+}
+
+/// Puts a value with id `id` of agent `agent` under the agent's next sequence number in
+/// `table`, unless `index` has the id already (`None`): the id is claimed at the cached guess
+/// of that number, the value inserted there ([`insert_at_next`]), and the index corrected in
+/// the rare case the guess was stale. Answers the number used.
+fn put_new<V: redb::Value + 'static, Old>(
+    index: &mut redb::Table<'_, (&'static str, &'static str), u64>,
+    table: &mut redb::Table<'_, (&'static str, u64), V>,
+    next: &mut FastHashMap<String, u64>,
+    (agent, id): (&str, &str),
+    insert: impl Fn(&mut redb::Table<'_, (&'static str, u64), V>, u64) -> StoreResult<Option<Old>>,
+    restore: impl Fn(&mut redb::Table<'_, (&'static str, u64), V>, u64, Old) -> StoreResult<()>,
+) -> StoreResult<Option<u64>> {
+    let guess = match next.get(agent) {
+        Some(n) => *n,
+        None => next_seq(table, agent)?,
+    };
+    if !claim_id(index, agent, id, guess)? {
+        return Ok(None);
     }
-    Ok(true)
+    let seq = insert_at_next(
+        table,
+        Some(guess),
+        |table| next_seq(table, agent),
+        insert,
+        restore,
+    )?;
+    NextSeqs::note(next, agent, seq + 1);
+    if seq != guess {
+        index.insert((agent, id), seq).map_err(be)?;
+    }
+    Ok(Some(seq))
 }
 
 /// Records `(agent, id) → seq` in an id index unless the id is there already, and answers
