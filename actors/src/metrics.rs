@@ -235,11 +235,12 @@ impl Metrics {
         if let Some(series) = cached {
             return series;
         }
+        let owned = labels(l);
         let series = {
             let mut m = self.lock();
             m.help.entry(name).or_insert((help, kind));
             m.series
-                .entry((kind, name, labels(l)))
+                .entry((kind, name, owned.clone()))
                 .or_insert_with(|| match kind {
                     Kind::Histogram => Series::Histogram(Arc::default()),
                     Kind::Counter | Kind::Gauge => Series::Value(Arc::default()),
@@ -256,7 +257,7 @@ impl Metrics {
                 kind,
                 name: address,
                 fingerprint,
-                labels: labels(l),
+                labels: owned,
                 series: series.clone(),
             });
         });

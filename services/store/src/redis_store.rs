@@ -631,14 +631,9 @@ impl RedisStore {
         // fence refused would be lost, where an answer and its done mark written by a stale
         // owner are only a repeat the new owner's run de-duplicates).
         let fence = owner.and_then(|o| self.fence_for(o).map(|f| (o, f)));
-        let put_at = fence.as_ref().and_then(|(o, _)| {
-            writes
-                .iter()
-                .rposition(|w| matches!(w, StoreWrite::PutAgent(rec) if rec.id == *o))
-        });
-        for (i, w) in writes.iter().enumerate() {
+        for w in writes {
             match w {
-                StoreWrite::PutAgent(rec) if Some(i) == put_at => {
+                StoreWrite::PutAgent(rec) if fence.as_ref().is_some_and(|(o, _)| rec.id == *o) => {
                     self.pipe_put_record(&mut pipe, rec, fence.as_ref().map(|(_, f)| f.clone()))?
                 }
                 StoreWrite::PutAgent(rec) => self.pipe_put_agent(&mut pipe, rec)?,
@@ -680,14 +675,13 @@ impl RedisStore {
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
                 // Redis lost its script cache (a restart): load them and write the batch
                 // again (its writes are idempotent).
-                self.flush_scripts_loaded.store(false, Relaxed);
                 self.load_flush_scripts(&mut con).await?;
                 pipe.query_async(&mut con).await.map_err(be)?
             }
             other => other.map_err(be)?,
         };
-        match (fence, put_at) {
-            (Some((agent_id, _)), Some(_)) if answers.contains(&-1) => fenced(-1, agent_id),
+        match fence {
+            Some((agent_id, _)) if answers.contains(&-1) => fenced(-1, agent_id),
             _ => Ok(()),
         }
     }
@@ -741,7 +735,13 @@ impl RedisStore {
         for (field, value) in record_fields(record)? {
             set.arg(field).arg(value);
         }
-        self.pipe_roots_entry(pipe, record);
+        if record.parent_id.is_none() {
+            pipe.cmd("ZADD")
+                .arg(self.keys.roots())
+                .arg(record.created_at_ms)
+                .arg(&record.id)
+                .ignore();
+        }
         Ok(())
     }
 
@@ -753,17 +753,6 @@ impl RedisStore {
         self.flush_scripts_loaded
             .store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(())
-    }
-
-    /// A root's entry in the roots index (which lives in another slot than its record).
-    fn pipe_roots_entry(&self, pipe: &mut redis::Pipeline, record: &AgentRecord) {
-        if record.parent_id.is_none() {
-            pipe.cmd("ZADD")
-                .arg(self.keys.roots())
-                .arg(record.created_at_ms)
-                .arg(&record.id)
-                .ignore();
-        }
     }
 
     /// Adds the writes of [`ThreadStore::inbox_done`] to `pipe`.
