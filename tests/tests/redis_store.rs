@@ -233,7 +233,7 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
     // Only the record is fenced: the answer (idempotent, and written or not together with its
     // item's done mark) landed.
     assert_eq!(store.thread("own-agent").await.unwrap().len(), 1);
-    // Our lease: the flush lands, record and all (a root's index entry too), alone ...
+    // Our lease: the flush lands, record and all, alone ...
     set_lease(&mut con, "me");
     store
         .write_own_batch(
@@ -296,6 +296,39 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
     assert_eq!(store.thread("own-agent").await.unwrap().len(), 4);
     let stored = store.get_agent("own-agent").await.unwrap().unwrap();
     assert_eq!(stored.status, AgentStatus::Running);
+    // A flush's done mark removes its item in the same call as the answer, also when the
+    // fence refuses the record (the answer and its done mark land together, or neither).
+    let item = agentd_proto::Envelope::new(
+        agentd_proto::Address::System,
+        agentd_proto::Address::agent("own-agent"),
+        agentd_proto::Item::Inbox(agentd_proto::InboxItem::message("an item")),
+        1,
+    );
+    assert!(store.inbox_push("own-agent", &item).await.unwrap());
+    assert_eq!(store.inbox_pending("own-agent").await.unwrap().len(), 1);
+    set_lease(&mut con, "someone else");
+    let refused = store
+        .write_own_batch(
+            "own-agent",
+            &[
+                StoreWrite::Append {
+                    agent_id: "own-agent".into(),
+                    entry: Arc::new(conformance::entry("its answer")),
+                },
+                StoreWrite::InboxDone {
+                    agent_id: "own-agent".into(),
+                    env_id: item.id,
+                },
+                StoreWrite::PutAgent(with_status(AgentStatus::Failed)),
+            ],
+        )
+        .await;
+    assert!(matches!(refused, Err(StoreError::Fenced(_))), "{refused:?}");
+    assert!(store.inbox_pending("own-agent").await.unwrap().is_empty());
+    assert_eq!(store.thread("own-agent").await.unwrap().len(), 5);
+    let stored = store.get_agent("own-agent").await.unwrap().unwrap();
+    assert_eq!(stored.status, AgentStatus::Running);
+    set_lease(&mut con, "me");
     // Without a fence for the agent's own record, an empty-answer batch is fine too.
     store
         .write_own_batch(

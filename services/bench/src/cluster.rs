@@ -243,6 +243,9 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
         .arg("RESETSTAT")
         .query_async::<()>(&mut con)
         .await?;
+    // `BENCH_MONITOR_ONEWAY=FILE`: the same trace of the one-way messages (which commands a
+    // message costs, in order).
+    let oneway_monitor = start_monitor(url, "BENCH_MONITOR_ONEWAY")?;
     let t = Instant::now();
     {
         use futures::StreamExt;
@@ -279,6 +282,7 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let msgs_per_s = messages as f64 / t.elapsed().as_secs_f64();
+    stop_monitor(oneway_monitor);
     let n = messages as f64;
     let per_msg = [
         (cpu_seconds("self") - cpu_before[0]) * 1e6 / n,
@@ -327,16 +331,7 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
     }
     // `BENCH_MONITOR=FILE` records Redis's `MONITOR` trace of the round trips in FILE (each
     // command with its arrival time): where a round trip's time goes between commands.
-    let monitor = match std::env::var_os("BENCH_MONITOR") {
-        Some(file) => Some(
-            std::process::Command::new("redis-cli")
-                .args(["-u", url, "monitor"])
-                .stdout(std::fs::File::create(file)?)
-                .spawn()
-                .context("redis-cli for BENCH_MONITOR")?,
-        ),
-        None => None,
-    };
+    let monitor = start_monitor(url, "BENCH_MONITOR")?;
     let mut samples = Vec::with_capacity(roundtrips);
     for i in 0..roundtrips {
         let args = aliases[i % aliases.len()].clone();
@@ -350,10 +345,7 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
             bail!("round trip answered {r}");
         }
     }
-    if let Some(mut monitor) = monitor {
-        let _ = monitor.kill();
-        let _ = monitor.wait();
-    }
+    stop_monitor(monitor);
     let p50 = crate::percentile(&mut samples, 0.5);
 
     // Failover: kill -9 the peer, then time until a message for one of its agents is handled
@@ -389,4 +381,25 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
         failover_ms,
         per_msg,
     })
+}
+
+/// Starts `redis-cli monitor` into the file the environment variable `var` names, if set.
+fn start_monitor(url: &str, var: &str) -> anyhow::Result<Option<Child>> {
+    let Some(file) = std::env::var_os(var) else {
+        return Ok(None);
+    };
+    let child = Command::new("redis-cli")
+        .args(["-u", url, "monitor"])
+        .stdout(std::fs::File::create(file)?)
+        .spawn()
+        .with_context(|| format!("redis-cli for {var}"))?;
+    Ok(Some(child))
+}
+
+/// Stops a monitor started by [`start_monitor`].
+fn stop_monitor(monitor: Option<Child>) {
+    if let Some(mut monitor) = monitor {
+        let _ = monitor.kill();
+        let _ = monitor.wait();
+    }
 }

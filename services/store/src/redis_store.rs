@@ -75,12 +75,31 @@ if redis.call('SADD', KEYS[6], ARGV[4]) == 1 then
 end
 redis.call('HSET', KEYS[7], unpack(ARGV, 7))";
 
-/// A live agent's record, written only while its partition's lease holds this process's
-/// token (`return -1` otherwise). KEYS: lease, record; ARGV: token, then the hash's fields and
-/// values.
-const PUT_OWN_RECORD: &str = r"
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-redis.call('HSET', KEYS[2], unpack(ARGV, 2))
+/// A live agent's writes of its own state from one flush, in one call: its thread's new
+/// entries (each once, as [`APPEND`]), then its handled inbox items' done marks, then its
+/// record, the record only while the partition's lease holds this process's token (`return
+/// -1` with the rest written: they are idempotent, and an answer lands together with its done
+/// mark or not at all). KEYS: thread, eids, inbox, inboxdata, record (then the lease); ARGV:
+/// the token ('' for no fence), the number of entries, their ids and bytes, the number of done
+/// marks, their envelope ids, then the record's hash fields and values (none: no record).
+const FLUSH_OWN: &str = r"
+local i = 3
+for _ = 1, tonumber(ARGV[2]) do
+  if redis.call('SADD', KEYS[2], ARGV[i]) == 1 then
+    redis.call('XADD', KEYS[1], '*', 'id', ARGV[i], 'e', ARGV[i + 1])
+  end
+  i = i + 2
+end
+local dones = tonumber(ARGV[i])
+i = i + 1
+for _ = 1, dones do
+  redis.call('ZREM', KEYS[3], ARGV[i])
+  redis.call('HDEL', KEYS[4], ARGV[i])
+  i = i + 1
+end
+if i > #ARGV then return 1 end
+if ARGV[1] ~= '' and redis.call('GET', KEYS[6]) ~= ARGV[1] then return -1 end
+redis.call('HSET', KEYS[5], unpack(ARGV, i))
 return 1";
 
 /// The fence in front of a push (`return -1`): with a token in `ARGV[a]`, the push lands only
@@ -131,9 +150,10 @@ pub struct RedisStore {
     inbox_push: Script,
     alias_get_or_create: Script,
     inbox_push_then_start: Script,
-    /// Scripts of the flush pipeline, sent by their SHA-1 (an `EVAL` made Redis hash the
-    /// script's text on every call); loaded again if Redis answers `NOSCRIPT` (a restart).
-    put_own_record: Script,
+    /// Scripts of the flush pipeline (with [`Self::append`]), sent by their SHA-1 (an `EVAL`
+    /// made Redis hash the script's text on every call); loaded again if Redis answers
+    /// `NOSCRIPT` (a restart).
+    flush_own: Script,
     /// Whether the flush scripts were loaded (once before the first flush, and again after a
     /// `NOSCRIPT`): a pipeline cut by `NOSCRIPT` has run its other commands, so a retry would
     /// send its outputs twice (harmless, de-duplicated, but avoidable).
@@ -186,7 +206,7 @@ impl RedisStore {
                 "{}\n{PUSH}\n{START}\nreturn 1",
                 fence(8, 6)
             )),
-            put_own_record: Script::new(PUT_OWN_RECORD),
+            flush_own: Script::new(FLUSH_OWN),
             flush_scripts_loaded: Arc::default(),
             dedup_window: DEDUP_WINDOW,
             fence: Arc::default(),
@@ -612,8 +632,9 @@ impl ThreadStore for RedisStore {
 }
 
 impl RedisStore {
-    /// Writes `writes` in one round trip; with `owner`, that agent's record only through its
-    /// partition's fence (if pushes are fenced).
+    /// Writes `writes` in one round trip; with `owner`, each run of that agent's own writes
+    /// as one [`FLUSH_OWN`] call, its record only through its partition's fence (if pushes are
+    /// fenced).
     async fn write_batch_fenced(
         &self,
         writes: &[StoreWrite],
@@ -630,12 +651,16 @@ impl RedisStore {
         // with one another, not with the record (an inbox item marked done whose answer the
         // fence refused would be lost, where an answer and its done mark written by a stale
         // owner are only a repeat the new owner's run de-duplicates).
-        let fence = owner.and_then(|o| self.fence_for(o).map(|f| (o, f)));
-        for w in writes {
-            match w {
-                StoreWrite::PutAgent(rec) if fence.as_ref().is_some_and(|(o, _)| rec.id == *o) => {
-                    self.pipe_put_record(&mut pipe, rec, fence.as_ref().map(|(_, f)| f.clone()))?
-                }
+        let fence = owner.and_then(|o| self.fence_for(o));
+        let mut rest = writes;
+        while let Some((first, after)) = rest.split_first() {
+            if let Some(owner) = owner.filter(|o| is_own(first, o)) {
+                let run = 1 + after.iter().take_while(|w| is_own(w, owner)).count();
+                self.pipe_flush_own(&mut pipe, owner, &rest[..run], fence.clone())?;
+                rest = &rest[run..];
+                continue;
+            }
+            match first {
                 StoreWrite::PutAgent(rec) => self.pipe_put_agent(&mut pipe, rec)?,
                 StoreWrite::Append { agent_id, entry } => {
                     pipe.cmd("EVALSHA")
@@ -664,8 +689,9 @@ impl RedisStore {
                         .ignore();
                 }
             }
+            rest = after;
         }
-        // Only the fenced record put answers (`-1`: refused).
+        // Only the owner's runs answer (`-1`: its record refused by the fence).
         let mut con = self.con.clone();
         use std::sync::atomic::Ordering::Relaxed;
         if !self.flush_scripts_loaded.load(Relaxed) {
@@ -680,10 +706,75 @@ impl RedisStore {
             }
             other => other.map_err(be)?,
         };
-        match fence {
-            Some((agent_id, _)) if answers.contains(&-1) => fenced(-1, agent_id),
+        match owner {
+            Some(agent_id) if answers.contains(&-1) => fenced(-1, agent_id),
             _ => Ok(()),
         }
+    }
+
+    /// Adds one [`FLUSH_OWN`] call for `run` (writes of `owner`'s own state, see [`is_own`]) to
+    /// `pipe`: its entries in order, its done marks, and its last record (the call is atomic,
+    /// so the record a run ends with is the one that counts). The roots index is not touched:
+    /// a live agent's record was indexed when it was created.
+    fn pipe_flush_own(
+        &self,
+        pipe: &mut redis::Pipeline,
+        owner: &str,
+        run: &[StoreWrite],
+        fence: Option<(String, String)>,
+    ) -> StoreResult<()> {
+        let call = pipe
+            .cmd("EVALSHA")
+            .arg(self.flush_own.get_hash())
+            .arg(if fence.is_some() { 6 } else { 5 })
+            .arg(self.keys.agent_part(owner, "thread"))
+            .arg(self.keys.agent_part(owner, "eids"))
+            .arg(self.keys.agent_part(owner, "inbox"))
+            .arg(self.keys.agent_part(owner, "inboxdata"))
+            .arg(self.keys.agent(owner));
+        match fence {
+            Some((lease, token)) => call.arg(lease).arg(token),
+            None => call.arg(""),
+        };
+        let entries = run.iter().filter_map(|w| match w {
+            StoreWrite::Append { entry, .. } => Some(entry),
+            _ => None,
+        });
+        call.arg(entries.clone().count());
+        for entry in entries {
+            call.arg(entry.id.to_string())
+                .arg(encode(&**entry).map_err(de)?);
+        }
+        let dones = run.iter().filter_map(|w| match w {
+            StoreWrite::InboxDone { env_id, .. } => Some(env_id),
+            _ => None,
+        });
+        call.arg(dones.clone().count());
+        for env_id in dones {
+            call.arg(env_id.to_string());
+        }
+        let record = run.iter().rev().find_map(|w| match w {
+            StoreWrite::PutAgent(rec) => Some(rec),
+            _ => None,
+        });
+        if let Some(rec) = record {
+            for (field, value) in record_fields(rec)? {
+                call.arg(field).arg(value);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `write` is of `owner`'s own state (its thread, inbox or record), which its flush
+/// writes through [`FLUSH_OWN`].
+fn is_own(write: &StoreWrite, owner: &str) -> bool {
+    match write {
+        StoreWrite::PutAgent(rec) => rec.id == owner,
+        StoreWrite::Append { agent_id, .. } | StoreWrite::InboxDone { agent_id, .. } => {
+            &**agent_id == owner
+        }
+        StoreWrite::Forward { .. } => false,
     }
 }
 
@@ -711,27 +802,7 @@ impl RedisStore {
     /// Adds the writes of [`ThreadStore::put_agent`] to `pipe`: the record hash, then (for a
     /// root) the roots index, which lives in another slot.
     fn pipe_put_agent(&self, pipe: &mut redis::Pipeline, record: &AgentRecord) -> StoreResult<()> {
-        self.pipe_put_record(pipe, record, None)
-    }
-
-    /// [`Self::pipe_put_agent`]; with a fence (lease, token), the record's write answers `1`,
-    /// or `-1` and writes nothing when the lease holds another token.
-    fn pipe_put_record(
-        &self,
-        pipe: &mut redis::Pipeline,
-        record: &AgentRecord,
-        fence: Option<(String, String)>,
-    ) -> StoreResult<()> {
-        let set = match fence {
-            Some((lease, token)) => pipe
-                .cmd("EVALSHA")
-                .arg(self.put_own_record.get_hash())
-                .arg(2)
-                .arg(lease)
-                .arg(self.keys.agent(&record.id))
-                .arg(token),
-            None => pipe.cmd("HSET").arg(self.keys.agent(&record.id)).ignore(),
-        };
+        let set = pipe.cmd("HSET").arg(self.keys.agent(&record.id)).ignore();
         for (field, value) in record_fields(record)? {
             set.arg(field).arg(value);
         }
@@ -747,7 +818,7 @@ impl RedisStore {
 
     /// Loads the scripts the flush pipeline calls by their SHA-1.
     async fn load_flush_scripts(&self, con: &mut ConnectionManager) -> StoreResult<()> {
-        for script in [&self.append, &self.put_own_record] {
+        for script in [&self.append, &self.flush_own] {
             script.load_async(con).await.map_err(be)?;
         }
         self.flush_scripts_loaded
