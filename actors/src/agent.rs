@@ -459,11 +459,14 @@ impl AgentActor {
         })
     }
 
-    /// Moves the outputs whose parent lives in another process into the batch
-    /// ([`StoreWrite::Forward`], when the store is also the bus): they leave in the same round
-    /// trip as the writes they were made from (Redis runs them after those), and are written
-    /// again with them if the batch fails, so a Redis hiccup between the two cannot lose them.
-    /// The outputs left go to the router once the batch is written.
+    /// Moves the outputs into the batch ([`StoreWrite::Forward`] to the parent's partition
+    /// stream, when the store is also the bus): they leave in the same round trip as the
+    /// writes they were made from (Redis runs them after those), and are written again with
+    /// them if the batch fails, so a Redis hiccup between the two cannot lose them. Also when
+    /// this process owns the parent: handed over in memory after the batch, an output was
+    /// lost if the process died in between (the child's item was done, so nothing sent it
+    /// again); from the stream, the parent's owner takes it whenever it runs. The outputs left
+    /// go to the router once the batch is written.
     fn forward_with_batch(&self, writes: &mut Vec<StoreWrite>, outputs: &mut Vec<ChildOutput>) {
         let Some(transport) = &self.env.deps.transport else {
             return;

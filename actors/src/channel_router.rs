@@ -51,9 +51,10 @@ impl ChannelRouter {
     }
 }
 
-/// A child's output that arrived from another process (`Item::Output` envelope): the child's
-/// record is read from the store (once per child) and the output handed to the local
-/// ParentRouter.
+/// A child's output that arrived through a partition stream (`Item::Output` envelope, from
+/// another process or from a child of this one): the child's record is read from the store
+/// (once per child) and the output handed to the local ParentRouter; answered once that
+/// router has handled it.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<(), AgentdError>")]
 pub struct RemoteOutput(pub Envelope);
@@ -375,6 +376,18 @@ impl Handler<RemoteOutput> for ChannelRouter {
         let cached = self.remote_children.get(&child_id).cloned();
         let store = self.deps.store.clone();
         let me = ctx.address();
+        // The parent's router here, if this process owns the parent: the output is answered
+        // (and its stream entry acknowledged) only once that router has handled it — put it
+        // in the parent's durable inbox, or handed it to a waiting call — so a crash before
+        // that leaves the entry to be read again.
+        let parent_router = match (&self.supervisor, env.to.agent_id()) {
+            (Some(supervisor), Some(parent))
+                if self.deps.transport.as_ref().is_none_or(|t| t.owns(parent)) =>
+            {
+                Some((supervisor.clone(), parent.to_string()))
+            }
+            _ => None,
+        };
         let fut = async move {
             let (child, fresh) = match cached {
                 Some(child) => (child, false),
@@ -386,13 +399,22 @@ impl Handler<RemoteOutput> for ChannelRouter {
                     (Arc::new(child), true)
                 }
             };
-            me.send(ChildOutput {
+            let out = ChildOutput {
                 child: child.clone(),
                 output,
                 cause,
-            })
-            .await
-            .map_err(mailbox)?;
+            };
+            match parent_router {
+                Some((supervisor, parent)) => {
+                    let pr = supervisor
+                        .send(ParentRouterFor(parent))
+                        .await
+                        .map_err(mailbox)?;
+                    pr.send(out).await.map_err(mailbox)?;
+                }
+                // Not this process's (any more): the router forwards it.
+                None => me.send(out).await.map_err(mailbox)?,
+            }
             Ok::<_, AgentdError>(fresh.then_some(child))
         };
         Box::pin(fut.into_actor(self).map(|res, act: &mut Self, _| {

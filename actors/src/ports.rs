@@ -92,11 +92,11 @@ pub enum StoreWrite {
         /// The envelope handled.
         env_id: Uuid,
     },
-    /// Appends `env` to `stream`, the partition of the process that owns its receiver
-    /// ([`Transport::stream_for`]), after the writes before it: a child's output to a parent in
-    /// another process leaves exactly when the writes it was made from are stored, in the same
-    /// round trip, and is written again with them if they fail. Only a store that is also the
-    /// bus takes it ([`ThreadStore::takes_forwards`]).
+    /// Appends `env` to `stream`, the partition stream its receiver is read from
+    /// ([`Transport::stream_for`]), after the writes before it: a child's output to its parent
+    /// leaves exactly when the writes it was made from are stored, in the same round trip, and
+    /// is written again with them if they fail. Only a store that is also the bus takes it
+    /// ([`ThreadStore::takes_forwards`]).
     Forward {
         /// The partition stream.
         stream: String,
@@ -256,8 +256,8 @@ pub trait Transport: Send + Sync + 'static {
             "this transport cannot run calls in other processes",
         ))
     }
-    /// The stream an envelope for `agent_id` is appended to while another process owns the
-    /// agent (see [`StoreWrite::Forward`]); `None` while this process owns it, or if this
+    /// The durable stream an envelope for `agent_id` is appended to, read by whichever process
+    /// owns the agent, this one included (see [`StoreWrite::Forward`]); `None` if this
     /// transport has no such stream.
     fn stream_for(&self, agent_id: &str) -> Option<String> {
         let _ = agent_id;

@@ -1084,3 +1084,51 @@ fn an_inspection_whose_owner_does_not_answer_shows_the_stored_view_with_liveness
     assert_eq!(view["agent_id"], root.as_str(), "{view}");
     assert!(started.elapsed() < Duration::from_secs(15));
 }
+
+/// A worker's output reaches its parent through the parent's partition stream also when one
+/// process runs both (it leaves in the worker's store batch): an output that a process left
+/// there when it died — the worker's item done, the parent not told yet — reaches the parent
+/// from whichever process reads the partition next, instead of being lost with the process.
+#[test]
+fn a_workers_output_goes_through_the_parents_stream_and_survives_its_process() {
+    let cluster = Cluster::new();
+    let p = cluster.process();
+    let mut con = cluster.redis.client();
+    let root = root_on(&p, "lead");
+    let stream = format!("{NS}:p:{{{}}}", partition(&root));
+    let outputs_to_root = |con: &mut redis::Connection| -> Vec<Envelope> {
+        read_stream(con, &stream)
+            .iter()
+            .filter_map(|b| decode_envelope(b, 1 << 20).ok())
+            .filter(|e| matches!(e.item, Item::Output(_)) && e.to.agent_id() == Some(root.as_str()))
+            .collect()
+    };
+    let r = p.post(&format!("/v1/agents/{root}/tools/Manage"), json!({"command": "send_message", "worker": "Researcher", "message": "local", "threadAlias": "w", "mode": "async"})).unwrap();
+    assert_eq!(r["status"], "sent", "{r}");
+    let worker = r["childThreadId"].as_str().unwrap().to_string();
+    p.wait_for("the forward", |p| {
+        p.texts(&root)
+            .iter()
+            .any(|t| t == "From Researcher: Findings for: local")
+    });
+    let outputs = outputs_to_root(&mut con);
+    assert_eq!(outputs.len(), 1, "the output went through the stream");
+    assert_eq!(outputs[0].from.agent_id(), Some(worker.as_str()));
+    assert_eq!(pending(&mut con, &stream), 0, "and was acknowledged");
+    // The process dies with an output of the worker still in the stream, unread.
+    p.kill9();
+    let mut left = outputs[0].clone();
+    left.id = uuid::Uuid::new_v4();
+    left.causation_id = Some(uuid::Uuid::new_v4());
+    left.item = Item::Output(agentd_proto::Output::Reply {
+        text: "Findings for: left behind".into(),
+    });
+    xadd(&mut con, &stream, &encode_envelope(&left).unwrap());
+    let q = cluster.process();
+    q.wait_for("the output left behind", |q| {
+        q.texts(&root)
+            .iter()
+            .any(|t| t == "From Researcher: Findings for: left behind")
+    });
+    assert_eq!(pending(&mut con, &stream), 0);
+}

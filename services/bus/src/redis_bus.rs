@@ -1287,7 +1287,7 @@ impl Transport for RedisBus {
     }
 
     fn stream_for(&self, agent_id: &str) -> Option<String> {
-        (!self.owns(agent_id)).then(|| self.keys.partition(self.partition_of(agent_id)))
+        Some(self.keys.partition(self.partition_of(agent_id)))
     }
 
     async fn settle(&self) -> Result<(), AgentdError> {
