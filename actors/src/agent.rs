@@ -466,15 +466,31 @@ impl AgentActor {
     /// this process owns the parent: handed over in memory after the batch, an output was
     /// lost if the process died in between (the child's item was done, so nothing sent it
     /// again); from the stream, the parent's owner takes it whenever it runs. The outputs left
-    /// go to the router once the batch is written.
+    /// go to the router once the batch is written. Without a bus, a store that keeps an
+    /// outbox keeps them in the batch instead ([`StoreWrite::Outbox`]) until the parent's
+    /// router has handled them.
     fn forward_with_batch(&self, writes: &mut Vec<StoreWrite>, outputs: &mut Vec<ChildOutput>) {
-        let Some(transport) = &self.env.deps.transport else {
-            return;
-        };
-        if outputs.is_empty() || !self.env.deps.store.takes_forwards() {
+        if outputs.is_empty() {
             return;
         }
         let now = self.env.deps.clock.now_ms();
+        let store = &self.env.deps.store;
+        let transport = match &self.env.deps.transport {
+            Some(transport) if store.takes_forwards() => transport,
+            Some(_) => return,
+            None => {
+                if store.keeps_outbox() {
+                    for out in outputs.iter_mut() {
+                        if let Some(parent) = out.child.channel.parent_id() {
+                            let env = crate::channel_router::output_envelope(out, parent, now);
+                            writes.push(StoreWrite::Outbox { env: Arc::new(env) });
+                            out.kept = true;
+                        }
+                    }
+                }
+                return;
+            }
+        };
         outputs.retain(|out| {
             let Some(parent) = out.child.channel.parent_id() else {
                 return true;
@@ -1422,6 +1438,7 @@ impl AgentActor {
                 child: self.rec.share(),
                 output,
                 cause,
+                kept: false,
             };
             if self.hold_outputs {
                 self.after_flush.push(out);

@@ -403,6 +403,7 @@ impl Handler<RemoteOutput> for ChannelRouter {
                 child: child.clone(),
                 output,
                 cause,
+                kept: false,
             };
             match parent_router {
                 Some((supervisor, parent)) => {

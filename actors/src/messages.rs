@@ -136,6 +136,9 @@ pub struct ChildOutput {
     pub output: Output,
     /// Id of the thread entry (or envelope) that carries it; forwards derive their ids from it.
     pub cause: Uuid,
+    /// Kept in the store's outbox ([`crate::ports::StoreWrite::Outbox`]) until the parent's
+    /// router has handled it, which then lets it go.
+    pub kept: bool,
 }
 
 /// Route an envelope to its receiver, activating a persisted agent if needed (fire and

@@ -223,6 +223,26 @@ impl Handler<ChildOutput> for ParentRouter {
     type Result = ResponseActFuture<Self, ()>;
 
     fn handle(&mut self, out: ChildOutput, _: &mut Self::Context) -> Self::Result {
+        // A kept output is let go once handled; one whose push met an unreachable store stays
+        // kept, and the next start hands it over again.
+        let kept = out.kept.then(|| derived_id(out.cause, "output"));
+        let store = self.deps.store.clone();
+        Box::pin(self.take_output(out).map(move |handled, _, _| {
+            if let Some(id) = kept.filter(|_| handled) {
+                actix_rt::spawn(async move {
+                    if let Err(e) = store.outbox_done(id).await {
+                        tracing::warn!(message_id = %id, error = %e, "a handled child output stays in the outbox");
+                    }
+                });
+            }
+        }))
+    }
+}
+
+impl ParentRouter {
+    /// Hands `out` to a waiting call, or forwards it to the parent; answers whether it was
+    /// handled for good (`false`: its push met an unreachable store).
+    fn take_output(&mut self, out: ChildOutput) -> ResponseActFuture<Self, bool> {
         let child = out.child;
         // A pending sync wait takes the output first.
         if let Some(index) = self.waiters.iter().position(|w| w.child_id == child.id) {
@@ -231,13 +251,13 @@ impl Handler<ChildOutput> for ParentRouter {
                 Output::Yield { result: v } => self.waiters[index].messages.push(value_text(v)),
                 Output::Failed { error: e } => {
                     self.complete(index, "failed", Some(e.clone()));
-                    return Box::pin(actix::fut::ready(()));
+                    return Box::pin(actix::fut::ready(true));
                 }
             }
             if self.waiters[index].messages.len() >= self.waiters[index].needed {
                 self.complete(index, "ok", None);
             }
-            return Box::pin(actix::fut::ready(()));
+            return Box::pin(actix::fut::ready(true));
         }
         let (role, prefix, forward) = match &child.channel {
             Channel::Manage(m) => {
@@ -255,11 +275,11 @@ impl Handler<ChildOutput> for ParentRouter {
                 ManageOptions::default().render_prefix(&child.title, "", &child.id),
                 true,
             ),
-            Channel::None => return Box::pin(actix::fut::ready(())),
+            Channel::None => return Box::pin(actix::fut::ready(true)),
         };
         if !forward {
             // Sync mode without a waiter: a late reply stays on the child thread only.
-            return Box::pin(actix::fut::ready(()));
+            return Box::pin(actix::fut::ready(true));
         }
         let body = match &out.output {
             Output::Reply { text: t } => t.clone(),
@@ -326,9 +346,12 @@ impl Handler<ChildOutput> for ParentRouter {
             });
             Ok(())
         };
-        Box::pin(fut.into_actor(self).map(move |res, act, _| {
-            if let Err(e) = res {
+        Box::pin(fut.into_actor(self).map(move |res, act, _| match res {
+            Ok(()) => true,
+            Err(e) => {
+                let transient = matches!(e.code, ErrorCode::StoreError | ErrorCode::Unavailable);
                 act.delivery_failed(&child_id, e);
+                !transient
             }
         }))
     }

@@ -103,6 +103,15 @@ pub enum StoreWrite {
         /// The envelope.
         env: Arc<Envelope>,
     },
+    /// Keeps `env`, a child's output to its parent in this process (with no bus to carry it),
+    /// until [`ThreadStore::outbox_done`]: written in the batch it was made from, it outlives a
+    /// crash between that batch and the parent's push (the child's item is done by then, so
+    /// nothing would make it again), and [`crate::AgentSystem::recover`] hands it to the
+    /// parent. Only a store that keeps an outbox takes it ([`ThreadStore::keeps_outbox`]).
+    Outbox {
+        /// The output envelope ([`crate::channel_router::output_envelope`]).
+        env: Arc<Envelope>,
+    },
 }
 
 /// Durable memory of agentd: agent records, threads, the parent→child map and worker aliases.
@@ -197,6 +206,7 @@ pub trait ThreadStore: Send + Sync + 'static {
                     self.inbox_done(agent_id, *env_id).await?
                 }
                 StoreWrite::Forward { .. } => return Err(forwards_not_taken(self.kind())),
+                StoreWrite::Outbox { .. } => return Err(outbox_not_kept(self.kind())),
             }
         }
         Ok(())
@@ -216,6 +226,25 @@ pub trait ThreadStore: Send + Sync + 'static {
     /// the bus the transport appends to).
     fn takes_forwards(&self) -> bool {
         false
+    }
+
+    /// Whether [`StoreWrite::Outbox`] can be part of this store's batches: a durable store
+    /// that is not a bus (on a bus, outputs travel through partition streams; a store in
+    /// memory loses its outbox with the process anyway).
+    fn keeps_outbox(&self) -> bool {
+        false
+    }
+
+    /// The outputs kept by [`StoreWrite::Outbox`] and not done yet, oldest first.
+    async fn outbox_pending(&self) -> StoreResult<Vec<Envelope>> {
+        Ok(Vec::new())
+    }
+
+    /// Forgets the kept output `env_id`: its parent's router has handled it (an unknown id
+    /// changes nothing).
+    async fn outbox_done(&self, env_id: Uuid) -> StoreResult<()> {
+        let _ = env_id;
+        Ok(())
     }
 }
 
@@ -278,6 +307,12 @@ pub fn forwards_not_taken(kind: &str) -> StoreError {
     StoreError::Backend(format!(
         "the {kind} store cannot append to another process's stream"
     ))
+}
+
+/// The error of a store asked for a [`StoreWrite::Outbox`] it does not keep (agents only ask
+/// stores whose [`ThreadStore::keeps_outbox`] says they do).
+pub fn outbox_not_kept(kind: &str) -> StoreError {
+    StoreError::Backend(format!("the {kind} store keeps no outbox"))
 }
 
 /// How many envelope ids per agent the stores remember for de-duplication.

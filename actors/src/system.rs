@@ -618,9 +618,53 @@ impl AgentSystem {
 
     /// Re-activates, after a restart, every agent of this process that was running or queued
     /// when the previous process stopped: their durable inboxes (the interrupted item first)
-    /// are resumed. Answers how many were activated.
+    /// are resumed. Then hands the child outputs the store's outbox still keeps to their
+    /// parents. Answers how many agents were activated.
     pub async fn recover(&self) -> Result<usize, AgentdError> {
-        self.recover_where(|_| true).await
+        let n = self.recover_where(|_| true).await?;
+        self.hand_over_outbox().await?;
+        Ok(n)
+    }
+
+    /// Hands each child output kept in the store's outbox ([`crate::ports::StoreWrite::Outbox`])
+    /// to its parent's router, oldest first: the previous process stopped between the batch
+    /// that kept it and the parent's push (a repeat of a push that did land is a duplicate the
+    /// parent's inbox drops). The parent's router lets it go once handled.
+    async fn hand_over_outbox(&self) -> Result<(), AgentdError> {
+        let store = &self.deps.store;
+        if !store.keeps_outbox() {
+            return Ok(());
+        }
+        let pending = store.outbox_pending().await?;
+        let mut handed = 0usize;
+        for env in pending {
+            let child = match (&env.item, env.from.agent_id()) {
+                (agentd_proto::Item::Output(_), Some(child_id)) => {
+                    store.get_agent(child_id).await?
+                }
+                _ => None,
+            };
+            let (Some(child), agentd_proto::Item::Output(output)) = (child, env.item) else {
+                // Not an output, or its child is gone: nothing to hand over.
+                store.outbox_done(env.id).await?;
+                continue;
+            };
+            let out = crate::messages::ChildOutput {
+                child: Arc::new(child),
+                output,
+                cause: env.causation_id.unwrap_or(env.id),
+                kept: true,
+            };
+            self.router.send(out).await.map_err(mailbox)?;
+            handed += 1;
+        }
+        if handed > 0 {
+            tracing::info!(
+                outputs = handed,
+                "handed over child outputs the last process had not delivered"
+            );
+        }
+        Ok(())
     }
 
     /// [`AgentSystem::recover`] for the agents `filter` selects: a transport calls it for the

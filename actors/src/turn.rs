@@ -360,6 +360,7 @@ impl Turn {
                             text: resp.text.clone(),
                         },
                         cause: step_id,
+                        kept: false,
                     };
                     if result.final_entry.is_some() {
                         result.after_write.push(reply);

@@ -202,3 +202,81 @@ async fn state_that_cannot_be_encoded_is_given_up_and_the_agent_goes_on() {
     assert!(matches!(&pending[0].item,
         agentd_proto::Item::Inbox(agentd_proto::InboxItem::Message { text, .. }) if text == "one"));
 }
+
+/// On the embedded store a child's output to its parent is kept in the store's outbox with
+/// the batch it was made from, until the parent's router has handled it: an output whose
+/// process died before the parent got it (the child's item done, so nothing makes it again)
+/// is handed to the parent by the next process's recovery.
+#[actix_rt::test]
+async fn a_child_output_kept_when_its_process_died_reaches_the_parent_after_a_restart() {
+    use agentd_proto::{Address, Envelope, Item, Output};
+    use agentd_store::RedbStore;
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ThreadStore> = Arc::new(RedbStore::open(dir.path()).unwrap());
+    let script = "[[rule]]\ntext = \"echo: {{input}}\"\n";
+    let first = start(
+        script,
+        default_types(ManageOptions::default()),
+        store.clone(),
+        Arc::new(agentd_actors::SystemClock),
+    );
+    let lead = first.root("lead", Some("hi")).await;
+    let r = first
+        .system
+        .invoke_tool(
+            Some(&lead.id),
+            "spawn_agent",
+            serde_json::json!({"agent_type": "coding", "prompt": "work"}),
+        )
+        .await
+        .unwrap();
+    let child = r["agent_id"].as_str().unwrap().to_string();
+    first
+        .wait_for_entry(&lead.id, Role::User, "echo: work")
+        .await;
+    // Kept with the child's batch, let go once the lead's router handled it.
+    wait_until("the outbox emptied", || async {
+        store.outbox_pending().await.unwrap().is_empty()
+    })
+    .await;
+    first.system.shutdown().await;
+    // As a process that died right after the child's batch leaves it: kept, not handed over.
+    let cause = uuid::Uuid::new_v4();
+    let mut left = Envelope::new(
+        Address::agent(&child),
+        Address::agent(&lead.id),
+        Item::Output(Output::Reply {
+            text: "left behind".into(),
+        }),
+        1,
+    );
+    left.id = agentd_proto::ids::derived_id(cause, "output");
+    left.causation_id = Some(cause);
+    store
+        .write_batch(&[agentd_actors::StoreWrite::Outbox {
+            env: Arc::new(left),
+        }])
+        .await
+        .unwrap();
+    let second = start(
+        script,
+        default_types(ManageOptions::default()),
+        store.clone(),
+        Arc::new(agentd_actors::SystemClock),
+    );
+    second.system.recover().await.unwrap();
+    second
+        .wait_for_entry(&lead.id, Role::User, "left behind")
+        .await;
+    wait_until("the outbox emptied again", || async {
+        store.outbox_pending().await.unwrap().is_empty()
+    })
+    .await;
+    let forwards: Vec<String> = second
+        .texts_of(&lead.id, Role::User)
+        .await
+        .into_iter()
+        .filter(|t| t.contains("left behind") || t.contains("echo: work"))
+        .collect();
+    assert_eq!(forwards.len(), 2, "each output once: {forwards:?}");
+}

@@ -83,6 +83,58 @@ pub async fn run_all(store: Arc<dyn ThreadStore>) {
     a_push_carries_the_turn_start_only_when_new(store.as_ref()).await;
     concurrent_writes_all_land(store.clone()).await;
     a_store_that_is_not_the_bus_refuses_forwards_whole(store.as_ref()).await;
+    the_outbox_keeps_outputs_in_order_until_done(store.as_ref()).await;
+}
+
+/// A store that keeps an outbox keeps each output written in a batch once, in the order
+/// written, until it is done (a repeat keeps its first place; an unknown id is no error); one
+/// that keeps none refuses such a batch before applying any of it.
+async fn the_outbox_keeps_outputs_in_order_until_done(store: &dyn ThreadStore) {
+    use agentd_actors::StoreWrite;
+    let output = |text: &str| {
+        Arc::new(agentd_proto::Envelope::new(
+            agentd_proto::Address::agent("o-child"),
+            agentd_proto::Address::agent("o-parent"),
+            agentd_proto::Item::Output(agentd_proto::Output::Reply { text: text.into() }),
+            1,
+        ))
+    };
+    let (first, second, third) = (output("first"), output("second"), output("third"));
+    let keep = |env: &Arc<agentd_proto::Envelope>| StoreWrite::Outbox { env: env.clone() };
+    let batch = [
+        StoreWrite::PutAgent(Arc::new(record("o-child", None, 1))),
+        keep(&first),
+        keep(&second),
+    ];
+    if !store.keeps_outbox() {
+        assert!(store.write_batch(&batch).await.is_err());
+        assert_eq!(
+            store.get_agent("o-child").await.unwrap(),
+            None,
+            "nothing applied"
+        );
+        return;
+    }
+    store.write_batch(&batch).await.unwrap();
+    store
+        .write_batch(&[keep(&third), keep(&first)])
+        .await
+        .unwrap();
+    let ids = |kept: Vec<agentd_proto::Envelope>| kept.iter().map(|e| e.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(store.outbox_pending().await.unwrap()),
+        vec![first.id, second.id, third.id]
+    );
+    assert_eq!(store.outbox_pending().await.unwrap()[1], *second);
+    store.outbox_done(second.id).await.unwrap();
+    store.outbox_done(uuid::Uuid::new_v4()).await.unwrap();
+    assert_eq!(
+        ids(store.outbox_pending().await.unwrap()),
+        vec![first.id, third.id]
+    );
+    store.outbox_done(first.id).await.unwrap();
+    store.outbox_done(third.id).await.unwrap();
+    assert!(store.outbox_pending().await.unwrap().is_empty());
 }
 
 /// A store that cannot append to the bus's streams refuses a batch with a

@@ -44,6 +44,10 @@ const SEEN: TableDefinition<(&str, &str), u64> = TableDefinition::new("seen");
 /// (agent, seen seq) → envelope id, to drop the oldest id when the window is full.
 const SEEN_SEQ: TableDefinition<(&str, u64), &str> = TableDefinition::new("seen_seq");
 
+/// envelope id → (seq, MessagePack envelope): child outputs kept until their parent's router
+/// has handled them ([`StoreWrite::Outbox`]), the seq keeping their order.
+const OUTBOX: TableDefinition<&str, (u64, &[u8])> = TableDefinition::new("outbox");
+
 /// (agent, seq) → MessagePack checkpoint, oldest first.
 const CHECKPOINTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("checkpoints");
 
@@ -62,6 +66,7 @@ struct Tables<'t> {
     seen: redb::Table<'t, (&'static str, &'static str), u64>,
     seen_seq: redb::Table<'t, (&'static str, u64), &'static str>,
     checkpoints: redb::Table<'t, (&'static str, u64), &'static [u8]>,
+    outbox: redb::Table<'t, &'static str, (u64, &'static [u8])>,
     /// The writer's cache of next sequence numbers (empty outside the writer thread).
     seqs: NextSeqs,
 }
@@ -120,6 +125,7 @@ impl<'t> Tables<'t> {
             seen: tx.open_table(SEEN).map_err(be)?,
             seen_seq: tx.open_table(SEEN_SEQ).map_err(be)?,
             checkpoints: tx.open_table(CHECKPOINTS).map_err(be)?,
+            outbox: tx.open_table(OUTBOX).map_err(be)?,
         })
     }
 }
@@ -267,6 +273,8 @@ impl Drop for Writer {
 pub struct RedbStore {
     writer: Arc<Writer>,
     db: Arc<Database>,
+    /// The seq of the next output kept in [`OUTBOX`].
+    outbox_seq: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl RedbStore {
@@ -276,10 +284,15 @@ impl RedbStore {
             .map_err(|e| StoreError::Backend(format!("creating {}: {e}", data_dir.display())))?;
         let db = Database::create(data_dir.join("agentd.redb")).map_err(be)?;
         let tx = db.begin_write().map_err(be)?;
-        {
+        let outbox_seq = {
             let mut tables = Tables::open(&tx)?; // creates the tables of a new file
             migrate_legacy_inbox(&tx, &mut tables)?;
-        }
+            let mut next = 0;
+            for item in tables.outbox.iter().map_err(be)? {
+                next = next.max(item.map_err(be)?.1.value().0 + 1);
+            }
+            next
+        };
         tx.commit().map_err(be)?;
         let db = Arc::new(db);
         let (writer, jobs) = mpsc::channel::<Box<dyn WriteJob>>();
@@ -292,7 +305,11 @@ impl RedbStore {
             queue: Some(writer),
             thread: Some(thread),
         });
-        Ok(RedbStore { writer, db })
+        Ok(RedbStore {
+            writer,
+            db,
+            outbox_seq: Arc::new(outbox_seq.into()),
+        })
     }
 
     /// Runs `f` in a write transaction shared with the other writes queued meanwhile, and
@@ -657,7 +674,7 @@ impl ThreadStore for RedbStore {
         let bytes = encode(env).map_err(de)?;
         let id = agent_id.to_string();
         let env_id = env.id.to_string();
-        let then = encode_writes(then)?;
+        let then = self.encode_writes(then)?;
         self.write(move |t| {
             let fresh = inbox_push_in(t, &id, &env_id, &bytes)?;
             if fresh {
@@ -709,8 +726,37 @@ impl ThreadStore for RedbStore {
     }
 
     async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
-        let encoded = encode_writes(writes)?;
+        let encoded = self.encode_writes(writes)?;
         self.write(move |t| apply_writes(t, &encoded)).await
+    }
+
+    fn keeps_outbox(&self) -> bool {
+        true
+    }
+
+    async fn outbox_pending(&self) -> StoreResult<Vec<Envelope>> {
+        self.run(|db| {
+            let tx = db.begin_read().map_err(be)?;
+            let table = tx.open_table(OUTBOX).map_err(be)?;
+            let mut kept = Vec::new();
+            for item in table.iter().map_err(be)? {
+                let (_, v) = item.map_err(be)?;
+                let (seq, bytes) = v.value();
+                kept.push((seq, decode::<Envelope>(bytes).map_err(de)?));
+            }
+            kept.sort_by_key(|(seq, _)| *seq);
+            Ok(kept.into_iter().map(|(_, env)| env).collect())
+        })
+        .await
+    }
+
+    async fn outbox_done(&self, env_id: Uuid) -> StoreResult<()> {
+        let id = env_id.to_string();
+        self.write(move |t| {
+            t.outbox.remove(id.as_str()).map_err(be)?;
+            Ok(())
+        })
+        .await
     }
 }
 
@@ -719,30 +765,38 @@ enum Encoded {
     Put(String, Vec<u8>),
     Append(String, String, Vec<u8>),
     Done(String, String),
+    /// An output kept in the outbox: its envelope id, seq and bytes.
+    Keep(String, u64, Vec<u8>),
 }
 
-fn encode_writes(writes: &[StoreWrite]) -> StoreResult<Vec<Encoded>> {
-    writes
-        .iter()
-        .map(|w| {
-            Ok(match w {
-                StoreWrite::PutAgent(rec) => {
-                    Encoded::Put(rec.id.clone(), encode(&**rec).map_err(de)?)
-                }
-                StoreWrite::Append { agent_id, entry } => Encoded::Append(
-                    agent_id.to_string(),
-                    entry.id.to_string(),
-                    encode(&**entry).map_err(de)?,
-                ),
-                StoreWrite::InboxDone { agent_id, env_id } => {
-                    Encoded::Done(agent_id.to_string(), env_id.to_string())
-                }
-                StoreWrite::Forward { .. } => {
-                    return Err(agentd_actors::ports::forwards_not_taken("embedded"));
-                }
-            })
+impl RedbStore {
+    /// `writes`, encoded for the writer thread.
+    fn encode_writes(&self, writes: &[StoreWrite]) -> StoreResult<Vec<Encoded>> {
+        writes.iter().map(|w| self.encode_write(w)).collect()
+    }
+
+    fn encode_write(&self, w: &StoreWrite) -> StoreResult<Encoded> {
+        Ok(match w {
+            StoreWrite::PutAgent(rec) => Encoded::Put(rec.id.clone(), encode(&**rec).map_err(de)?),
+            StoreWrite::Append { agent_id, entry } => Encoded::Append(
+                agent_id.to_string(),
+                entry.id.to_string(),
+                encode(&**entry).map_err(de)?,
+            ),
+            StoreWrite::InboxDone { agent_id, env_id } => {
+                Encoded::Done(agent_id.to_string(), env_id.to_string())
+            }
+            StoreWrite::Outbox { env } => Encoded::Keep(
+                env.id.to_string(),
+                self.outbox_seq
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                encode(&**env).map_err(de)?,
+            ),
+            StoreWrite::Forward { .. } => {
+                return Err(agentd_actors::ports::forwards_not_taken("embedded"));
+            }
         })
-        .collect()
+    }
 }
 
 fn apply_writes(t: &mut Tables<'_>, writes: &[Encoded]) -> StoreResult<()> {
@@ -753,6 +807,14 @@ fn apply_writes(t: &mut Tables<'_>, writes: &[Encoded]) -> StoreResult<()> {
                 append_in(t, id, entry_id, bytes)?;
             }
             Encoded::Done(id, env_id) => inbox_done_in(t, id, env_id)?,
+            // Kept once: a repeat (a batch written again) keeps its first place.
+            Encoded::Keep(env_id, seq, bytes) => {
+                if t.outbox.get(env_id.as_str()).map_err(be)?.is_none() {
+                    t.outbox
+                        .insert(env_id.as_str(), (*seq, bytes.as_slice()))
+                        .map_err(be)?;
+                }
+            }
         }
     }
     Ok(())

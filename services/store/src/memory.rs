@@ -315,12 +315,17 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
-        if writes
-            .iter()
-            .any(|w| matches!(w, StoreWrite::Forward { .. }))
-        {
+        for w in writes {
             // Refused before anything is applied: the batch stays all or nothing.
-            return Err(agentd_actors::ports::forwards_not_taken(self.kind()));
+            match w {
+                StoreWrite::Forward { .. } => {
+                    return Err(agentd_actors::ports::forwards_not_taken(self.kind()));
+                }
+                StoreWrite::Outbox { .. } => {
+                    return Err(agentd_actors::ports::outbox_not_kept(self.kind()));
+                }
+                _ => {}
+            }
         }
         let mut inner = self.lock();
         for w in writes {
@@ -330,7 +335,7 @@ impl ThreadStore for MemoryStore {
                     inner.append(agent_id, Arc::clone(entry));
                 }
                 StoreWrite::InboxDone { agent_id, env_id } => inner.inbox_done(agent_id, *env_id),
-                StoreWrite::Forward { .. } => {}
+                StoreWrite::Forward { .. } | StoreWrite::Outbox { .. } => {}
             }
         }
         Ok(())

@@ -688,6 +688,11 @@ impl RedisStore {
                         .arg(encode_envelope(env).map_err(de)?)
                         .ignore();
                 }
+                // Outputs travel through the partition streams here; refused before anything
+                // is sent.
+                StoreWrite::Outbox { .. } => {
+                    return Err(agentd_actors::ports::outbox_not_kept(self.kind()));
+                }
             }
             rest = after;
         }
@@ -774,7 +779,7 @@ fn is_own(write: &StoreWrite, owner: &str) -> bool {
         StoreWrite::Append { agent_id, .. } | StoreWrite::InboxDone { agent_id, .. } => {
             &**agent_id == owner
         }
-        StoreWrite::Forward { .. } => false,
+        StoreWrite::Forward { .. } | StoreWrite::Outbox { .. } => false,
     }
 }
 

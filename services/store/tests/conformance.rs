@@ -21,6 +21,15 @@ async fn embedded_store_conforms() {
 async fn embedded_store_keeps_everything_across_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let e1 = entry("first");
+    let output = |text: &str| {
+        Arc::new(agentd_proto::Envelope::new(
+            agentd_proto::Address::agent("c"),
+            agentd_proto::Address::agent("p"),
+            agentd_proto::Item::Output(agentd_proto::Output::Reply { text: text.into() }),
+            1,
+        ))
+    };
+    let (kept, later) = (output("kept"), output("later"));
     {
         let s = RedbStore::open(dir.path()).unwrap();
         s.put_agent(&record("p", None, 1)).await.unwrap();
@@ -28,6 +37,9 @@ async fn embedded_store_keeps_everything_across_a_reopen() {
         s.add_child("p", "c").await.unwrap();
         s.append("c", &e1).await.unwrap();
         s.alias_get_or_create("p", "Ops", "a1", "c").await.unwrap();
+        s.write_batch(&[agentd_actors::StoreWrite::Outbox { env: kept.clone() }])
+            .await
+            .unwrap();
     }
     let s = RedbStore::open(dir.path()).unwrap();
     assert_eq!(
@@ -47,6 +59,14 @@ async fn embedded_store_keeps_everything_across_a_reopen() {
         ("c".to_string(), false)
     );
     assert_eq!(s.list_roots().await.unwrap().len(), 1);
+    // The outbox too, and what is kept after the re-open queues after it.
+    s.write_batch(&[agentd_actors::StoreWrite::Outbox { env: later.clone() }])
+        .await
+        .unwrap();
+    assert_eq!(
+        s.outbox_pending().await.unwrap(),
+        vec![(*kept).clone(), (*later).clone()]
+    );
 }
 
 /// A file whose inbox was written by an earlier version (slots of its own and an id index) is
