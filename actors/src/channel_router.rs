@@ -384,7 +384,8 @@ impl Handler<RemoteOutput> for ChannelRouter {
             (Some(supervisor), Some(parent))
                 if self.deps.transport.as_ref().is_none_or(|t| t.owns(parent)) =>
             {
-                Some((supervisor.clone(), parent.to_string()))
+                let cached = self.parents.get(parent).filter(|a| a.connected()).cloned();
+                Some((cached, supervisor.clone(), parent.to_string()))
             }
             _ => None,
         };
@@ -405,21 +406,27 @@ impl Handler<RemoteOutput> for ChannelRouter {
                 cause,
                 kept: false,
             };
+            let mut found = None;
             match parent_router {
-                Some((supervisor, parent)) => {
+                Some((Some(pr), _, _)) => pr.send(out).await.map_err(mailbox)?,
+                Some((None, supervisor, parent)) => {
                     let pr = supervisor
-                        .send(ParentRouterFor(parent))
+                        .send(ParentRouterFor(parent.clone()))
                         .await
                         .map_err(mailbox)?;
                     pr.send(out).await.map_err(mailbox)?;
+                    found = Some((parent, pr));
                 }
                 // Not this process's (any more): the router forwards it.
                 None => me.send(out).await.map_err(mailbox)?,
             }
-            Ok::<_, AgentdError>(fresh.then_some(child))
+            Ok::<_, AgentdError>((fresh.then_some(child), found))
         };
         Box::pin(fut.into_actor(self).map(|res, act: &mut Self, _| {
-            let fresh = res?;
+            let (fresh, found) = res?;
+            if let Some((parent, pr)) = found {
+                act.parents.insert(parent, pr);
+            }
             if let Some(child) = fresh {
                 if act.remote_children.len() >= REMOTE_CHILDREN_CACHED {
                     act.remote_children.clear();
