@@ -84,6 +84,8 @@ pub struct AgentEnv {
     pub router: Arc<Addr<ChannelRouter>>,
     /// Turn slots under a concurrency limit, if one is set.
     pub scheduler: Option<Arc<Addr<crate::scheduler::Scheduler>>>,
+    /// What each agent tree has spent, as last summed (tree budgets).
+    pub tree_spend: crate::tree_spend::TreeSpend,
 }
 
 /// What an agent's turns show its model; it follows from the agent's type, allowed tools,
@@ -1235,41 +1237,46 @@ impl AgentActor {
         });
     }
 
-    /// Checks the root's budget against the whole tree's spending (usage and cost of every
-    /// agent as stored, this one's as it is now); a spent tree budget pauses every agent of
-    /// the tree (reason `budget_exceeded: tree …`). In a tree with a budget, each agent's
-    /// usage is persisted after every model call so the others' checks see it.
-    fn check_tree_budget(&mut self, ctx: &mut Context<Self>) {
+    /// Checks the root's budget (as stored now) against the whole tree's spending, `spent`
+    /// being what this agent just spent; a spent tree budget pauses every agent of the tree
+    /// (reason `budget_exceeded: tree …`). The tree's spending is the usage and cost of every
+    /// agent as stored (this one's as it is now), summed at most once per
+    /// [`crate::tree_spend::SUM_TTL_MS`] per tree in this process, with this process's spending
+    /// since added ([`crate::tree_spend::TreeSpend`]). In a tree with a budget, each agent's
+    /// usage is persisted after every model call so the others' sums see it.
+    fn check_tree_budget(&mut self, spent: crate::tree_spend::Spent, ctx: &mut Context<Self>) {
         if self.rec.parent_id.is_none() && self.rec.budget.is_none() {
             return; // a root without a budget: no tree budget to check
         }
-        let deps = self.env.deps.clone();
-        let me = self.rec.clone();
+        let env = self.env.clone();
+        let own_budget = self.rec.budget.as_deref().copied();
+        let is_root = self.rec.parent_id.is_none();
+        let (id, root_id) = (self.rec.id.clone(), self.rec.root_id.clone());
+        let mine = crate::tree_spend::Spent {
+            usage: self.rec.usage,
+            cost_usd: self.rec.cost_usd,
+        };
         ctx.spawn(
             async move {
-                let root = if me.parent_id.is_none() {
-                    Some(me.clone())
+                let deps = &env.deps;
+                let budget = if is_root {
+                    own_budget
                 } else {
-                    deps.store.get_agent(&me.root_id).await.ok().flatten()
-                };
-                let budget = root.as_ref().and_then(|r| r.budget.as_deref().copied())?;
-                let (mut usage, mut cost) = (agentd_proto::Usage::default(), 0.0);
-                let mut stack = vec![me.root_id.clone()];
-                while let Some(id) = stack.pop() {
-                    let rec = if id == me.id {
-                        Some(me.clone())
-                    } else {
-                        deps.store.get_agent(&id).await.ok().flatten()
-                    };
-                    if let Some(rec) = rec {
-                        usage += rec.usage;
-                        cost += rec.cost_usd;
+                    let root = deps.store.get_agent(&root_id).await.ok().flatten();
+                    root.and_then(|r| r.budget.as_deref().copied())
+                }?;
+                let now = deps.clock.now_ms();
+                let tree = match env.tree_spend.add(&root_id, spent, now) {
+                    Some(tree) => tree,
+                    None => {
+                        let tree = sum_tree(deps, &root_id, &id, mine).await;
+                        env.tree_spend.put(&root_id, tree, now);
+                        tree
                     }
-                    stack.extend(deps.store.children(&id).await.unwrap_or_default());
-                }
+                };
                 Some(
                     budget
-                        .exceeded(&usage, cost, deps.clock.now_ms())
+                        .exceeded(&tree.usage, tree.cost_usd, deps.clock.now_ms())
                         .map(|limit| format!("tree {limit}")),
                 )
             }
@@ -1838,7 +1845,11 @@ impl Handler<AddUsage> for AgentActor {
         if let Some(limit) = self.over_budget() {
             self.pause_for_budget(limit.to_string(), ctx);
         }
-        self.check_tree_budget(ctx);
+        let spent = crate::tree_spend::Spent {
+            usage,
+            cost_usd: cost,
+        };
+        self.check_tree_budget(spent, ctx);
     }
 }
 
@@ -2003,6 +2014,29 @@ impl Handler<crate::messages::RestoreCheckpoint> for AgentActor {
         ))
     }
 }
+/// The spending of `root_id`'s tree: every agent's usage and cost as stored, agent `me`'s as
+/// `mine` (its newest, maybe not stored yet).
+async fn sum_tree(
+    deps: &Deps,
+    root_id: &str,
+    me: &str,
+    mine: crate::tree_spend::Spent,
+) -> crate::tree_spend::Spent {
+    let mut tree = crate::tree_spend::Spent::default();
+    let mut stack = vec![root_id.to_string()];
+    while let Some(id) = stack.pop() {
+        if id == me {
+            tree.usage += mine.usage;
+            tree.cost_usd += mine.cost_usd;
+        } else if let Some(rec) = deps.store.get_agent(&id).await.ok().flatten() {
+            tree.usage += rec.usage;
+            tree.cost_usd += rec.cost_usd;
+        }
+        stack.extend(deps.store.children(&id).await.unwrap_or_default());
+    }
+    tree
+}
+
 #[cfg(test)]
 mod size {
     /// Every live agent is one spawned actor: what it rarely holds (a running turn, a paused

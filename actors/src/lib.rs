@@ -35,6 +35,7 @@ pub mod scheduler;
 pub mod supervisor;
 pub mod system;
 pub mod tools;
+pub mod tree_spend;
 mod turn;
 
 pub use clock::{Clock, ManualClock, SystemClock};

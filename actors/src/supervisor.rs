@@ -128,6 +128,7 @@ impl Supervisor {
             supervisor: self.shared_address(ctx),
             router: self.router.clone(),
             scheduler: self.scheduler.clone(),
+            tree_spend: Default::default(),
         });
         self.agent_env = Some(env.clone());
         env

@@ -9,13 +9,15 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use uuid::Uuid;
 
 /// [`MemoryStore`] whose `write_batch` fails while [`FailingWrites::fail`] (a backend
-/// failure, which passes) or [`FailingWrites::fail_to_encode`] (which would not) is on.
+/// failure, which passes) or [`FailingWrites::fail_to_encode`] (which would not) is on. It
+/// also counts the record and child-list reads it serves ([`FailingWrites::tree_reads`]).
 #[derive(Default)]
 pub struct FailingWrites {
     inner: MemoryStore,
     failing: AtomicBool,
     unencodable: AtomicBool,
     refused: AtomicUsize,
+    tree_reads: AtomicUsize,
 }
 
 impl FailingWrites {
@@ -33,6 +35,11 @@ impl FailingWrites {
     pub fn refused(&self) -> usize {
         self.refused.load(Ordering::SeqCst)
     }
+
+    /// How many records (`get_agent`) and child lists (`children`) were read so far.
+    pub fn tree_reads(&self) -> usize {
+        self.tree_reads.load(Ordering::SeqCst)
+    }
 }
 
 #[async_trait]
@@ -44,6 +51,7 @@ impl ThreadStore for FailingWrites {
         self.inner.put_agent(record).await
     }
     async fn get_agent(&self, agent_id: &str) -> StoreResult<Option<AgentRecord>> {
+        self.tree_reads.fetch_add(1, Ordering::SeqCst);
         self.inner.get_agent(agent_id).await
     }
     async fn list_roots(&self) -> StoreResult<Vec<AgentRecord>> {
@@ -62,6 +70,7 @@ impl ThreadStore for FailingWrites {
         self.inner.add_child(parent_id, child_id).await
     }
     async fn children(&self, parent_id: &str) -> StoreResult<Vec<String>> {
+        self.tree_reads.fetch_add(1, Ordering::SeqCst);
         self.inner.children(parent_id).await
     }
     async fn alias_get_or_create(

@@ -422,3 +422,89 @@ usage = { input = 0, output = 0 }
         assert_ne!(sys.record(id).await.status, AgentStatus::Paused);
     }
 }
+
+/// A tree budget is checked after every model call of every agent in the tree, against the
+/// tree's spending; the tree is summed (a read per agent and per child list) at most once a
+/// second per process, not at every check: a check costs the root's record read, not O(tree)
+/// reads. The budget still holds: the tree pauses once what it spent goes over it.
+#[actix_rt::test]
+async fn a_tree_budget_check_does_not_read_the_whole_tree_every_time() {
+    let script = r#"
+[[rule]]
+agent = "coding"
+contains = "spend"
+text = "spent on {{input}}"
+usage = { input = 10, output = 5 }
+
+[[rule]]
+text = "ok"
+usage = { input = 0, output = 0 }
+"#;
+    let store = std::sync::Arc::new(failing_store::FailingWrites::default());
+    let sys = start(
+        script,
+        default_types(ManageOptions::default()),
+        store.clone(),
+        std::sync::Arc::new(agentd_actors::SystemClock),
+    );
+    let root = sys
+        .system
+        .spawn(agentd_proto::SpawnRequest {
+            agent_type: Some("plain".into()),
+            budget: Some(agentd_proto::Budget {
+                max_tokens: Some(1_000),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut kids = Vec::new();
+    for n in 0..10 {
+        let kid = sys
+            .system
+            .spawn(agentd_proto::SpawnRequest {
+                agent_type: Some("coding".into()),
+                parent_id: Some(root.id.clone()),
+                prompt: Some(format!("spend {n}")),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        kids.push(kid.id);
+    }
+    for (n, kid) in kids.iter().enumerate() {
+        sys.wait_for_entry(kid, Role::Assistant, &format!("spent on spend {n}"))
+            .await;
+    }
+    // 40 more model calls across the tree (10 × 15 + 40 × 15 = 750 tokens, under 1,000).
+    let before = store.tree_reads();
+    for round in 0..4 {
+        for kid in &kids {
+            sys.system
+                .send(kid, &format!("spend again {round}"), false)
+                .await
+                .unwrap();
+        }
+    }
+    for kid in &kids {
+        sys.wait_for_entry(kid, Role::Assistant, "spent on spend again 3")
+            .await;
+    }
+    let reads = store.tree_reads() - before;
+    // Summing the tree at every check read ~1,800 records and child lists here; now ~120.
+    assert!(reads < 300, "{reads} reads for 40 checks");
+    // And the budget holds: 17 more calls (255 tokens) take the tree over 1,000 tokens.
+    for n in 0..17 {
+        let kid = &kids[n % kids.len()];
+        sys.system
+            .send(kid, &format!("spend last {n}"), false)
+            .await
+            .unwrap();
+    }
+    let rec = sys.wait_for_status(&root.id, AgentStatus::Paused).await;
+    assert_eq!(
+        rec.status_reason.as_deref(),
+        Some("budget_exceeded: tree tokens")
+    );
+}
