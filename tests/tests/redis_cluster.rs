@@ -1145,3 +1145,68 @@ fn acknowledged_soon(con: &mut redis::Connection, stream: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// An entry that a process which lost its partition read late (a read it had sent before it
+/// stalled, answered after the new owner had claimed what it left) is pending with that
+/// process, and the owner's own reads never return it: the owner claims it before it delivers
+/// anything newer from that partition, so it is neither lost nor overtaken. Here a consumer of
+/// a process that is gone reads an entry while the owner is paused for a moment (well within
+/// its lease, so it keeps the partition and does not claim again by itself).
+#[test]
+fn an_entry_read_late_by_a_process_that_lost_the_partition_is_claimed_before_newer_ones() {
+    let cluster = Cluster::with_lease_ms(6_000);
+    let p = cluster.process();
+    let agent = spawn(&p, "subagent");
+    let mut con = cluster.redis.client();
+    let stream = format!("{NS}:p:{{{}}}", partition(&agent));
+    let message = |text: &str| {
+        encode_envelope(&Envelope::new(
+            Address::External { name: "t".into() },
+            Address::agent(&agent),
+            Item::Inbox(InboxItem::message(text)),
+            1,
+        ))
+        .unwrap()
+    };
+    xadd(&mut con, &stream, &message("warm up"));
+    p.wait_for("the warm-up answered", |p| {
+        p.texts(&agent).iter().any(|t| t == "echo: warm up")
+    });
+    p.signal("STOP");
+    // The owner's blocked read (at most 200 ms) has run out; another consumer reads the next
+    // entry, then a newer one arrives.
+    std::thread::sleep(Duration::from_millis(300));
+    xadd(&mut con, &stream, &message("first"));
+    let _: redis::Value = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg("agentd")
+        .arg("a-process-that-is-gone")
+        .arg("COUNT")
+        .arg(1)
+        .arg("STREAMS")
+        .arg(&stream)
+        .arg(">")
+        .query(&mut con)
+        .unwrap();
+    xadd(&mut con, &stream, &message("second"));
+    p.signal("CONT");
+    p.wait_for("both answered", |p| {
+        p.texts(&agent)
+            .iter()
+            .filter(|t| t.starts_with("echo: "))
+            .count()
+            == 3
+    });
+    assert_eq!(
+        p.texts(&agent),
+        vec![
+            "warm up",
+            "echo: warm up",
+            "first",
+            "echo: first",
+            "second",
+            "echo: second"
+        ]
+    );
+    acknowledged_soon(&mut con, &stream);
+}

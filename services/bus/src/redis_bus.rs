@@ -34,7 +34,7 @@ use agentd_proto::{AgentdError, Control, Envelope, ErrorCode, Item, Reply};
 use agentd_store::Keys;
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
-use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadReply};
+use redis::streams::{StreamAutoClaimReply, StreamId, StreamPendingReply, StreamReadReply};
 use redis::{AsyncConnectionConfig, Script, cmd};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -748,7 +748,8 @@ impl RedisBus {
                 continue;
             }
             inflight.make_room(self.cfg.batch * owned.len()).await?;
-            let mut read = cmd("XREADGROUP");
+            let mut pipe = redis::pipe();
+            let read = pipe.cmd("XREADGROUP");
             read.arg("GROUP")
                 .arg(GROUP)
                 .arg(&self.cfg.process_id)
@@ -763,13 +764,57 @@ impl RedisBus {
             for _ in &owned {
                 read.arg(">");
             }
+            // Who else holds entries of these partitions, asked right after the read (the same
+            // round trip: Redis runs it once the read has returned).
+            for k in &owned {
+                pipe.cmd("XPENDING").arg(self.keys.partition(*k)).arg(GROUP);
+            }
             self.reading.store(true, Ordering::SeqCst);
-            let reply: redis::RedisResult<Option<StreamReadReply>> =
-                read.query_async(&mut reader).await;
+            let reply: redis::RedisResult<Vec<redis::Value>> = pipe.query_async(&mut reader).await;
             self.reading.store(false, Ordering::SeqCst);
             self.read_rounds.fetch_add(1, Ordering::SeqCst);
-            let reply = reply.map_err(be)?;
-            let streams = reply.map(|r| r.keys).unwrap_or_default();
+            let mut replies = reply.map_err(be)?.into_iter();
+            let streams = match replies.next() {
+                Some(v) => redis::from_redis_value_ref::<Option<StreamReadReply>>(&v)
+                    .map_err(|e| be(e.into()))?
+                    .map(|r| r.keys)
+                    .unwrap_or_default(),
+                None => Vec::new(),
+            };
+            // Entries of a partition this process owns, pending with another consumer: a
+            // process that lost the partition read them late (a read it had sent before it
+            // stalled, answered after this process had claimed what it left). They are older
+            // than what this read returned, so every pending entry of that partition — the
+            // ones just read included — is claimed and delivered in order first; without this
+            // nothing would ever claim them, and newer entries would overtake them.
+            let mut taken_late = BTreeSet::new();
+            for (k, pending) in owned.iter().zip(replies) {
+                let pending = redis::from_redis_value_ref::<StreamPendingReply>(&pending)
+                    .map_err(|e| be(e.into()))?;
+                if let StreamPendingReply::Data(data) = pending
+                    && data
+                        .consumers
+                        .iter()
+                        .any(|c| c.pending > 0 && c.name != self.cfg.process_id)
+                    && self.fresh(*k)
+                {
+                    taken_late.insert(*k);
+                }
+            }
+            if !taken_late.is_empty() {
+                inflight.finish().await?;
+                for k in &taken_late {
+                    tracing::warn!(
+                        partition = *k,
+                        "entries of an owned partition pending with another consumer; claiming them before anything newer"
+                    );
+                    self.claim(*k, system, &mut con).await?;
+                }
+            }
+            let streams: Vec<_> = streams
+                .into_iter()
+                .filter(|s| !taken_late.iter().any(|k| self.keys.partition(*k) == s.key))
+                .collect();
             // A draining partition that had nothing unread may be drained: the router checks
             // it between two routed messages (see `settle`).
             let quiet = self.draining.read().is_ok_and(|d| {
