@@ -345,9 +345,8 @@ async fn a_budget_pauses_the_agent_and_raising_it_continues() {
     );
 }
 
-#[actix_rt::test]
-async fn a_root_budget_covers_its_whole_tree_and_raising_it_resumes_the_tree() {
-    let script = r#"
+/// A script whose `coding` agents spend 15 tokens on each message containing "spend".
+const SPENDING: &str = r#"
 [[rule]]
 agent = "coding"
 contains = "spend"
@@ -358,21 +357,28 @@ usage = { input = 10, output = 5 }
 text = "ok"
 usage = { input = 0, output = 0 }
 "#;
-    let sys = start_simple(script, default_types(ManageOptions::default()));
+
+/// A `plain` root with a budget of `max_tokens`, and `kids` `coding` children spawned under it
+/// with the prompts `spend 0`, `spend 1`, …
+async fn budgeted_tree(
+    sys: &TestSystem,
+    max_tokens: u64,
+    kids: usize,
+) -> (agentd_proto::AgentRecord, Vec<agentd_proto::AgentRecord>) {
     let root = sys
         .system
         .spawn(agentd_proto::SpawnRequest {
             agent_type: Some("plain".into()),
             budget: Some(agentd_proto::Budget {
-                max_tokens: Some(40),
+                max_tokens: Some(max_tokens),
                 ..Default::default()
             }),
             ..Default::default()
         })
         .await
         .unwrap();
-    let mut kids = Vec::new();
-    for n in 0..3 {
+    let mut children = Vec::new();
+    for n in 0..kids {
         let kid = sys
             .system
             .spawn(agentd_proto::SpawnRequest {
@@ -383,6 +389,17 @@ usage = { input = 0, output = 0 }
             })
             .await
             .unwrap();
+        children.push(kid);
+    }
+    (root, children)
+}
+
+#[actix_rt::test]
+async fn a_root_budget_covers_its_whole_tree_and_raising_it_resumes_the_tree() {
+    let sys = start_simple(SPENDING, default_types(ManageOptions::default()));
+    let (root, children) = budgeted_tree(&sys, 40, 3).await;
+    let mut kids = Vec::new();
+    for (n, kid) in children.into_iter().enumerate() {
         assert_eq!(kid.budget, None, "the tree budget is not copied");
         sys.wait_for_entry(&kid.id, Role::Assistant, &format!("spent on spend {n}"))
             .await;
@@ -429,50 +446,15 @@ usage = { input = 0, output = 0 }
 /// reads. The budget still holds: the tree pauses once what it spent goes over it.
 #[actix_rt::test]
 async fn a_tree_budget_check_does_not_read_the_whole_tree_every_time() {
-    let script = r#"
-[[rule]]
-agent = "coding"
-contains = "spend"
-text = "spent on {{input}}"
-usage = { input = 10, output = 5 }
-
-[[rule]]
-text = "ok"
-usage = { input = 0, output = 0 }
-"#;
     let store = std::sync::Arc::new(failing_store::FailingWrites::default());
     let sys = start(
-        script,
+        SPENDING,
         default_types(ManageOptions::default()),
         store.clone(),
         std::sync::Arc::new(agentd_actors::SystemClock),
     );
-    let root = sys
-        .system
-        .spawn(agentd_proto::SpawnRequest {
-            agent_type: Some("plain".into()),
-            budget: Some(agentd_proto::Budget {
-                max_tokens: Some(1_000),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let mut kids = Vec::new();
-    for n in 0..10 {
-        let kid = sys
-            .system
-            .spawn(agentd_proto::SpawnRequest {
-                agent_type: Some("coding".into()),
-                parent_id: Some(root.id.clone()),
-                prompt: Some(format!("spend {n}")),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        kids.push(kid.id);
-    }
+    let (root, children) = budgeted_tree(&sys, 1_000, 10).await;
+    let kids: Vec<String> = children.into_iter().map(|k| k.id).collect();
     for (n, kid) in kids.iter().enumerate() {
         sys.wait_for_entry(kid, Role::Assistant, &format!("spent on spend {n}"))
             .await;
