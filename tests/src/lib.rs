@@ -188,6 +188,21 @@ impl TestSystem {
             .expect("spawn root")
     }
 
+    /// Runs the `spawn_agent` tool as `parent` (a sub-agent of `agent_type` starting on
+    /// `prompt`) and answers the child's id.
+    pub async fn spawn_child(&self, parent: &str, agent_type: &str, prompt: &str) -> String {
+        let r = self
+            .system
+            .invoke_tool(
+                Some(parent),
+                "spawn_agent",
+                serde_json::json!({"agent_type": agent_type, "prompt": prompt}),
+            )
+            .await
+            .expect("spawn_agent");
+        r["agent_id"].as_str().expect("agent_id").to_string()
+    }
+
     /// The thread of `id`.
     pub async fn thread(&self, id: &str) -> Vec<ThreadEntry> {
         self.store.thread(id).await.expect("thread")

@@ -221,16 +221,7 @@ async fn a_child_output_kept_when_its_process_died_reaches_the_parent_after_a_re
         Arc::new(agentd_actors::SystemClock),
     );
     let lead = first.root("lead", Some("hi")).await;
-    let r = first
-        .system
-        .invoke_tool(
-            Some(&lead.id),
-            "spawn_agent",
-            serde_json::json!({"agent_type": "coding", "prompt": "work"}),
-        )
-        .await
-        .unwrap();
-    let child = r["agent_id"].as_str().unwrap().to_string();
+    let child = first.spawn_child(&lead.id, "coding", "work").await;
     first
         .wait_for_entry(&lead.id, Role::User, "echo: work")
         .await;

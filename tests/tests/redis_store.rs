@@ -45,16 +45,7 @@ async fn actors_on_the_redis_store_delete_leaves_no_key_behind() {
     );
     let lead = sys.root("lead", Some("hi")).await;
     let keep = sys.root("lead", Some("keep")).await;
-    let r = sys
-        .system
-        .invoke_tool(
-            Some(&lead.id),
-            "spawn_agent",
-            serde_json::json!({"agent_type": "coding", "prompt": "work"}),
-        )
-        .await
-        .unwrap();
-    let child = r["agent_id"].as_str().unwrap().to_string();
+    let child = sys.spawn_child(&lead.id, "coding", "work").await;
     let m = sys
         .system
         .invoke_tool(Some(&lead.id), "Manage", serde_json::json!({"command": "send_message", "worker": "Ops", "message": "x", "threadAlias": "a"}))
