@@ -644,15 +644,18 @@ impl AgentSystem {
                 }
                 _ => None,
             };
-            let (Some(child), agentd_proto::Item::Output(output)) = (child, env.item) else {
-                // Not an output, or its child is gone: nothing to hand over.
+            let (Some(child), agentd_proto::Item::Output(output), Some(cause)) =
+                (child, env.item, env.causation_id)
+            else {
+                // Not an output as agents keep them, or its child is gone: nothing to hand over.
                 store.outbox_done(env.id).await?;
                 continue;
             };
+            // The parent's router lets it go by the id derived from its cause, as it was kept.
             let out = crate::messages::ChildOutput {
                 child: Arc::new(child),
                 output,
-                cause: env.causation_id.unwrap_or(env.id),
+                cause,
                 kept: true,
             };
             self.router.send(out).await.map_err(mailbox)?;
