@@ -226,10 +226,7 @@ async fn a_child_output_kept_when_its_process_died_reaches_the_parent_after_a_re
         .wait_for_entry(&lead.id, Role::User, "echo: work")
         .await;
     // Kept with the child's batch, let go once the lead's router handled it.
-    wait_until("the outbox emptied", || async {
-        store.outbox_pending().await.unwrap().is_empty()
-    })
-    .await;
+    outbox_emptied(&store).await;
     first.system.shutdown().await;
     // As a process that died right after the child's batch leaves it: kept, not handed over.
     let cause = uuid::Uuid::new_v4();
@@ -259,10 +256,7 @@ async fn a_child_output_kept_when_its_process_died_reaches_the_parent_after_a_re
     second
         .wait_for_entry(&lead.id, Role::User, "left behind")
         .await;
-    wait_until("the outbox emptied again", || async {
-        store.outbox_pending().await.unwrap().is_empty()
-    })
-    .await;
+    outbox_emptied(&store).await;
     let forwards: Vec<String> = second
         .texts_of(&lead.id, Role::User)
         .await
@@ -270,4 +264,12 @@ async fn a_child_output_kept_when_its_process_died_reaches_the_parent_after_a_re
         .filter(|t| t.contains("left behind") || t.contains("echo: work"))
         .collect();
     assert_eq!(forwards.len(), 2, "each output once: {forwards:?}");
+}
+
+/// Waits until `store`'s outbox keeps nothing.
+async fn outbox_emptied(store: &Arc<dyn ThreadStore>) {
+    wait_until("the outbox emptied", || async {
+        store.outbox_pending().await.unwrap().is_empty()
+    })
+    .await;
 }

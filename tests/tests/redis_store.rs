@@ -199,6 +199,10 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
         rec.status = status;
         Arc::new(rec)
     };
+    let answer = |text: &str| StoreWrite::Append {
+        agent_id: "own-agent".into(),
+        entry: Arc::new(conformance::entry(text)),
+    };
     // Another process holds the lease; a spawn-like write still lands.
     set_lease(&mut con, "someone else");
     store
@@ -210,10 +214,7 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
         .write_own_batch(
             "own-agent",
             &[
-                StoreWrite::Append {
-                    agent_id: "own-agent".into(),
-                    entry: Arc::new(conformance::entry("late answer")),
-                },
+                answer("late answer"),
                 StoreWrite::PutAgent(with_status(AgentStatus::Failed)),
             ],
         )
@@ -241,14 +242,8 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
         .write_own_batch(
             "own-agent",
             &[
-                StoreWrite::Append {
-                    agent_id: "own-agent".into(),
-                    entry: Arc::new(conformance::entry("first")),
-                },
-                StoreWrite::Append {
-                    agent_id: "own-agent".into(),
-                    entry: Arc::new(conformance::entry("second")),
-                },
+                answer("first"),
+                answer("second"),
                 StoreWrite::InboxDone {
                     agent_id: "own-agent".into(),
                     env_id: uuid::Uuid::nil(),
@@ -275,10 +270,7 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
         .write_own_batch(
             "own-agent",
             &[
-                StoreWrite::Append {
-                    agent_id: "own-agent".into(),
-                    entry: Arc::new(conformance::entry("third")),
-                },
+                answer("third"),
                 StoreWrite::PutAgent(with_status(AgentStatus::Running)),
             ],
         )
@@ -302,10 +294,7 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
         .write_own_batch(
             "own-agent",
             &[
-                StoreWrite::Append {
-                    agent_id: "own-agent".into(),
-                    entry: Arc::new(conformance::entry("its answer")),
-                },
+                answer("its answer"),
                 StoreWrite::InboxDone {
                     agent_id: "own-agent".into(),
                     env_id: item.id,
