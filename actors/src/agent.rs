@@ -436,7 +436,7 @@ impl AgentActor {
         }
         let input_written = self.input_written.take();
         let mut outputs = std::mem::take(&mut self.after_flush);
-        self.forward_with_batch(&mut writes, &mut outputs);
+        crate::channel_router::outputs_into_batch(&self.env.deps, &mut writes, &mut outputs);
         let me = self.rec.share();
         async move {
             let res = if writes.is_empty() {
@@ -459,54 +459,6 @@ impl AgentActor {
             }
             Err(e) => act.flush_failed(e, writes, input_written, outputs, ctx),
         })
-    }
-
-    /// Moves the outputs into the batch ([`StoreWrite::Forward`] to the parent's partition
-    /// stream, when the store is also the bus): they leave in the same round trip as the
-    /// writes they were made from (Redis runs them after those), and are written again with
-    /// them if the batch fails, so a Redis hiccup between the two cannot lose them. Also when
-    /// this process owns the parent: handed over in memory after the batch, an output was
-    /// lost if the process died in between (the child's item was done, so nothing sent it
-    /// again); from the stream, the parent's owner takes it whenever it runs. The outputs left
-    /// go to the router once the batch is written. Without a bus, a store that keeps an
-    /// outbox keeps them in the batch instead ([`StoreWrite::Outbox`]) until the parent's
-    /// router has handled them.
-    fn forward_with_batch(&self, writes: &mut Vec<StoreWrite>, outputs: &mut Vec<ChildOutput>) {
-        if outputs.is_empty() {
-            return;
-        }
-        let now = self.env.deps.clock.now_ms();
-        let store = &self.env.deps.store;
-        let transport = match &self.env.deps.transport {
-            Some(transport) if store.takes_forwards() => transport,
-            Some(_) => return,
-            None => {
-                if store.keeps_outbox() {
-                    for out in outputs.iter_mut() {
-                        if let Some(parent) = out.child.channel.parent_id() {
-                            let env = crate::channel_router::output_envelope(out, parent, now);
-                            writes.push(StoreWrite::Outbox { env: Arc::new(env) });
-                            out.kept = true;
-                        }
-                    }
-                }
-                return;
-            }
-        };
-        outputs.retain(|out| {
-            let Some(parent) = out.child.channel.parent_id() else {
-                return true;
-            };
-            let Some(stream) = transport.stream_for(parent) else {
-                return true;
-            };
-            let env = crate::channel_router::output_envelope(out, parent, now);
-            writes.push(StoreWrite::Forward {
-                stream,
-                env: Arc::new(env),
-            });
-            false
-        });
     }
 
     /// A flush's batch could not be written: it is queued again, before anything queued
@@ -1016,15 +968,37 @@ impl AgentActor {
         }));
     }
 
+    /// A turn ended. What its end sends out (its reply, a yield, a failure) waits for the
+    /// batch that records that end (the final entry, the done mark, the status) and leaves
+    /// with it ([`crate::channel_router::outputs_into_batch`]): sent before, an output could
+    /// be lost with the process while the item it answers was already done.
     fn turn_done(
         &mut self,
         cause: Uuid,
-        mut res: Result<Result<TurnResult, AgentdError>, Box<dyn std::any::Any + Send>>,
+        res: Result<Result<TurnResult, AgentdError>, Box<dyn std::any::Any + Send>>,
         ctx: &mut Context<Self>,
     ) {
         if self.turn.as_ref().map(|t| t.cause) != Some(cause) {
             return; // an aborted turn's late completion
         }
+        self.hold_outputs = true;
+        let pump = self.end_turn(cause, res, ctx);
+        self.hold_outputs = false;
+        if !self.after_flush.is_empty() {
+            self.schedule_flush(ctx);
+        }
+        if pump {
+            self.pump(ctx);
+        }
+    }
+
+    /// [`Self::turn_done`] without the outputs' hold; `true` if the next item may start now.
+    fn end_turn(
+        &mut self,
+        cause: Uuid,
+        mut res: Result<Result<TurnResult, AgentdError>, Box<dyn std::any::Any + Send>>,
+        ctx: &mut Context<Self>,
+    ) -> bool {
         let (input, started) = match self.turn.take() {
             Some(t) => (t.input, Some(t.started)),
             None => (None, None),
@@ -1045,7 +1019,6 @@ impl AgentActor {
                 let agent_id = self.shared_id();
                 self.write_later(StoreWrite::Append { agent_id, entry }, ctx);
                 self.after_flush.append(&mut r.after_write);
-                self.hold_outputs = true;
             }
         }
         if std::mem::take(&mut self.restart_backend_after_turn) {
@@ -1084,7 +1057,7 @@ impl AgentActor {
                         act.pump(ctx);
                     },
                 );
-                return;
+                return false;
             }
             Err(e)
                 if self.rec.attempts < self.env.deps.config.limits.max_attempts
@@ -1120,13 +1093,13 @@ impl AgentActor {
                     act.holding_for_retry = false;
                     act.pump(ctx);
                 }));
-                return;
+                return false;
             }
             Err(e) => self.fail(e, cause, ctx),
             Ok(r) if r.rate_limited.is_some() => {
                 let ms = r.rate_limited.unwrap_or(1000);
                 self.rate_limited(ms, input, ctx);
-                return;
+                return false;
             }
             Ok(r) => {
                 self.retry_backoff_ms = 0;
@@ -1207,8 +1180,7 @@ impl AgentActor {
         if !self.paused_mid_turn {
             self.done(input_id, ctx);
         }
-        self.hold_outputs = false;
-        self.pump(ctx);
+        true
     }
 
     /// Pauses the agent for budget `limit`: a running turn stops at its next step boundary

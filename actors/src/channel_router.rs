@@ -11,6 +11,7 @@ use crate::messages::{
 };
 use crate::ops::mailbox;
 use crate::parent_router::ParentRouter;
+use crate::ports::StoreWrite;
 use crate::supervisor::Supervisor;
 use actix::prelude::*;
 use agentd_proto::ids::derived_id;
@@ -456,6 +457,55 @@ pub(crate) fn output_envelope(out: &ChildOutput, parent_id: &str, now_ms: u64) -
     env.id = derived_id(out.cause, "output");
     env.causation_id = Some(out.cause);
     env
+}
+
+/// Moves `outputs` into `writes`, the store batch they were made from, where the store can
+/// carry them: with a bus, as [`StoreWrite::Forward`] to the parent's partition stream (also
+/// when this process owns the parent: handed over in memory after the batch, an output was lost
+/// if the process died in between, since the child's item was done and nothing made it
+/// again); without one, a store that keeps an outbox keeps them ([`StoreWrite::Outbox`],
+/// marked `kept`) until the parent's router has handled them. They leave in the same round
+/// trip or commit as the writes before them and are written again with them if the batch
+/// fails. What is left in `outputs` goes to the router once the batch is written.
+pub(crate) fn outputs_into_batch(
+    deps: &Deps,
+    writes: &mut Vec<StoreWrite>,
+    outputs: &mut Vec<ChildOutput>,
+) {
+    if outputs.is_empty() {
+        return;
+    }
+    let now = deps.clock.now_ms();
+    let transport = match &deps.transport {
+        Some(transport) if deps.store.takes_forwards() => transport,
+        Some(_) => return,
+        None => {
+            if deps.store.keeps_outbox() {
+                for out in outputs.iter_mut() {
+                    if let Some(parent) = out.child.channel.parent_id() {
+                        let env = output_envelope(out, parent, now);
+                        writes.push(StoreWrite::Outbox { env: Arc::new(env) });
+                        out.kept = true;
+                    }
+                }
+            }
+            return;
+        }
+    };
+    outputs.retain(|out| {
+        let Some(parent) = out.child.channel.parent_id() else {
+            return true;
+        };
+        let Some(stream) = transport.stream_for(parent) else {
+            return true;
+        };
+        let env = output_envelope(out, parent, now);
+        writes.push(StoreWrite::Forward {
+            stream,
+            env: Arc::new(env),
+        });
+        false
+    });
 }
 
 impl Handler<ChildOutput> for ChannelRouter {

@@ -9,7 +9,7 @@
 use crate::agent::AgentActor;
 use crate::deps::Deps;
 use crate::messages::{AddUsage, ChildOutput, Output};
-use crate::ports::{ModelError, ModelRequest, Purpose};
+use crate::ports::{ModelError, ModelRequest, Purpose, StoreWrite};
 use crate::tools::{self, ToolContext, ToolOutcome};
 use actix::Addr;
 use agentd_proto::ids::{derived_id, derived_step_id};
@@ -179,6 +179,46 @@ impl Turn {
         Ok(())
     }
 
+    /// Appends `entry` and sends `outputs` made from it (a Manage worker's reply from a step
+    /// that also calls tools): in the same store batch where the store carries outputs
+    /// ([`crate::channel_router::outputs_into_batch`]), so a crash right after the entry is
+    /// written cannot lose them (a re-run finds the step recorded and does not send it again).
+    async fn append_sending(
+        &mut self,
+        entry: Arc<ThreadEntry>,
+        mut outputs: Vec<ChildOutput>,
+    ) -> Result<(), AgentdError> {
+        if outputs.is_empty() {
+            return self.append(entry).await;
+        }
+        let mut writes = vec![StoreWrite::Append {
+            agent_id: Arc::from(self.rec.id.as_str()),
+            entry: Arc::clone(&entry),
+        }];
+        crate::channel_router::outputs_into_batch(&self.deps, &mut writes, &mut outputs);
+        self.deps.store.write_batch(&writes).await?;
+        self.remember(entry);
+        for out in outputs {
+            self.tools.router.do_send(out);
+        }
+        Ok(())
+    }
+
+    /// What a Manage worker's assistant message `text` sends its parent (every one goes to
+    /// the thread outbox); `None` for other agents and empty text.
+    fn manage_reply(&self, step_id: Uuid, text: &str) -> Option<ChildOutput> {
+        (matches!(self.rec.channel, Channel::Manage(_)) && !text.trim().is_empty()).then(|| {
+            ChildOutput {
+                child: self.rec.clone(),
+                output: Output::Reply {
+                    text: text.to_string(),
+                },
+                cause: step_id,
+                kept: false,
+            }
+        })
+    }
+
     /// Adds `entry`, known not to be in the thread, to the known thread.
     fn remember_new(&mut self, entry: Arc<ThreadEntry>) {
         if let Some(thread) = &mut self.thread {
@@ -331,7 +371,9 @@ impl Turn {
                             self.remember_new(Arc::clone(&entry));
                             result.final_entry = Some(entry);
                         } else {
-                            self.append(Arc::new(entry)).await?;
+                            let reply = self.manage_reply(step_id, &r.text);
+                            self.append_sending(Arc::new(entry), reply.into_iter().collect())
+                                .await?;
                         }
                         r
                     }
@@ -352,21 +394,13 @@ impl Turn {
             result.malformed.extend(malformed);
             if !resp.text.trim().is_empty() {
                 result.final_text = resp.text.clone();
-                if fresh && matches!(self.rec.channel, Channel::Manage(_)) {
-                    // Manage workers: every assistant message goes to the thread outbox.
-                    let reply = ChildOutput {
-                        child: self.rec.clone(),
-                        output: Output::Reply {
-                            text: resp.text.clone(),
-                        },
-                        cause: step_id,
-                        kept: false,
-                    };
-                    if result.final_entry.is_some() {
-                        result.after_write.push(reply);
-                    } else {
-                        self.tools.router.do_send(reply);
-                    }
+                // A step that calls tools sent its reply with its entry; the last step's
+                // reply leaves with the turn's end.
+                if fresh
+                    && result.final_entry.is_some()
+                    && let Some(reply) = self.manage_reply(step_id, &resp.text)
+                {
+                    result.after_write.push(reply);
                 }
             }
             if resp.tool_calls.is_empty() {

@@ -1,26 +1,62 @@
-//! A store whose batch writes can be made to fail: the memory store behind a switch, for
-//! tests of what an agent does while its store refuses writes (a Redis outage, a full disk).
+//! A store whose batch writes can be made to fail: a store (the memory store unless told
+//! otherwise) behind a switch, for tests of what an agent does while its store refuses writes
+//! (a Redis outage, a full disk), and that can keep a copy of every batch written, for tests
+//! of what goes together in one batch.
 
 use agentd_actors::{StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use agentd_store::MemoryStore;
 use async_trait::async_trait;
+use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use uuid::Uuid;
 
-/// [`MemoryStore`] whose `write_batch` fails while [`FailingWrites::fail`] (a backend
-/// failure, which passes) or [`FailingWrites::fail_to_encode`] (which would not) is on. It
-/// also counts the record and child-list reads it serves ([`FailingWrites::tree_reads`]).
-#[derive(Default)]
+/// A store (by default a [`MemoryStore`]) whose `write_batch` fails while
+/// [`FailingWrites::fail`] (a backend failure, which passes) or
+/// [`FailingWrites::fail_to_encode`] (which would not) is on. It also counts the record and
+/// child-list reads it serves ([`FailingWrites::tree_reads`]) and, once asked
+/// ([`FailingWrites::keep_batches`]), keeps the batches written ([`FailingWrites::batches`]).
 pub struct FailingWrites {
-    inner: MemoryStore,
+    inner: Arc<dyn ThreadStore>,
     failing: AtomicBool,
     unencodable: AtomicBool,
     refused: AtomicUsize,
     tree_reads: AtomicUsize,
+    kept: Mutex<Option<Vec<Vec<StoreWrite>>>>,
+}
+
+impl Default for FailingWrites {
+    fn default() -> Self {
+        Self::over(Arc::new(MemoryStore::new()))
+    }
 }
 
 impl FailingWrites {
+    /// `inner` behind the switch.
+    pub fn over(inner: Arc<dyn ThreadStore>) -> Self {
+        FailingWrites {
+            inner,
+            failing: AtomicBool::new(false),
+            unencodable: AtomicBool::new(false),
+            refused: AtomicUsize::new(0),
+            tree_reads: AtomicUsize::new(0),
+            kept: Mutex::new(None),
+        }
+    }
+
+    /// From now on keeps a copy of every batch written.
+    pub fn keep_batches(&self) {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        kept.get_or_insert_with(Vec::new);
+    }
+
+    /// The batches written since [`Self::keep_batches`], in order.
+    pub fn batches(&self) -> Vec<Vec<StoreWrite>> {
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        kept.clone().unwrap_or_default()
+    }
+
     /// Turns the failure of batch writes on or off.
     pub fn fail(&self, on: bool) {
         self.failing.store(on, Ordering::SeqCst);
@@ -116,6 +152,22 @@ impl ThreadStore for FailingWrites {
                 "batch values are made unencodable".into(),
             ));
         }
-        self.inner.write_batch(writes).await
+        self.inner.write_batch(writes).await?;
+        if let Some(kept) = self.kept.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            kept.push(writes.to_vec());
+        }
+        Ok(())
+    }
+    fn takes_forwards(&self) -> bool {
+        self.inner.takes_forwards()
+    }
+    fn keeps_outbox(&self) -> bool {
+        self.inner.keeps_outbox()
+    }
+    async fn outbox_pending(&self) -> StoreResult<Vec<Envelope>> {
+        self.inner.outbox_pending().await
+    }
+    async fn outbox_done(&self, env_id: Uuid) -> StoreResult<()> {
+        self.inner.outbox_done(env_id).await
     }
 }

@@ -273,3 +273,93 @@ async fn outbox_emptied(store: &Arc<dyn ThreadStore>) {
     })
     .await;
 }
+
+/// What a turn sends its parent leaves with the store batch that records what it answers, so
+/// a crash between the two cannot lose it: a Manage worker's reply from a step that also calls
+/// tools goes with that step's entry, and a failed child's `[failed]` goes with the done mark
+/// of the item that failed (both kept in the embedded store's outbox until handled).
+#[actix_rt::test]
+async fn a_step_reply_and_a_failure_leave_in_the_batch_of_what_they_answer() {
+    use agentd_actors::StoreWrite;
+    use agentd_proto::{Item, Output};
+    let dir = tempfile::tempdir().unwrap();
+    let redb = agentd_store::RedbStore::open(dir.path()).unwrap();
+    let store = Arc::new(failing_store::FailingWrites::over(Arc::new(redb)));
+    store.keep_batches();
+    let script = r#"
+[[rule]]
+agent = "ops"
+role = "user"
+text = "part one"
+[[rule.tool_calls]]
+name = "current_time"
+arguments = {}
+
+[[rule]]
+agent = "ops"
+role = "tool"
+text = "part two"
+
+[[rule]]
+agent = "coding"
+error = "the model broke"
+"#;
+    let mut types = default_types(ManageOptions::default());
+    for ty in &mut types {
+        if ty.name == "ops" {
+            ty.tools = vec!["current_time".into()];
+        }
+    }
+    let sys = start(
+        script,
+        types,
+        store.clone(),
+        Arc::new(agentd_actors::SystemClock),
+    );
+    let lead = sys.root("lead", None).await;
+    let answer = sys
+        .system
+        .invoke_tool(
+            Some(&lead.id),
+            "Manage",
+            serde_json::json!({"command": "send_message", "worker": "Ops",
+                "message": "two answers", "threadAlias": "a", "syncMaxMessages": 2}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        answer["messages"],
+        serde_json::json!(["part one", "part two"])
+    );
+    let child = sys.spawn_child(&lead.id, "coding", "break it").await;
+    sys.wait_for_entry(&lead.id, Role::User, "[failed]").await;
+    outbox_emptied(&(store.clone() as Arc<dyn ThreadStore>)).await;
+
+    let batches = store.batches();
+    // The batch that kept an output `what` answers to.
+    let keeping = |what: &dyn Fn(&Output) -> bool| {
+        batches.iter().find(|b| {
+            b.iter().any(|w| {
+                matches!(w, StoreWrite::Outbox { env } if matches!(&env.item, Item::Output(o) if what(o)))
+            })
+        })
+    };
+    let step_reply = keeping(&|o| matches!(o, Output::Reply { text } if text == "part one"))
+        .expect("the step's reply was kept in a batch");
+    assert!(
+        step_reply
+            .iter()
+            .any(|w| matches!(w, StoreWrite::Append { entry, .. }
+            if entry.text == "part one" && !entry.tool_calls.is_empty())),
+        "the reply went with its step's entry: {step_reply:?}"
+    );
+    let failure = keeping(&|o| matches!(o, Output::Failed { .. }));
+    let failure = failure.expect("the failure was kept in a batch");
+    assert!(
+        failure
+            .iter()
+            .any(|w| matches!(w, StoreWrite::InboxDone { agent_id, .. }
+            if agent_id.as_ref() == child.as_str())),
+        "the failure went with the done mark of the item that failed: {failure:?}"
+    );
+}
