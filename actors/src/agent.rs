@@ -1012,6 +1012,12 @@ impl AgentActor {
         let input_id = input.as_ref().map(|e| e.id);
         self.release_permit();
         if let Ok(Ok(r)) = &mut res {
+            if let Some(usage) = r.final_usage.take() {
+                // The agent's own budget is checked below, as the turn's end decides the
+                // status; the tree's now.
+                let spent = self.count_usage(usage);
+                self.check_tree_budget(spent, ctx);
+            }
             self.thread = r.thread.take();
             if let Some(entry) = r.final_entry.take() {
                 // The last step's entry goes with the turn's end in one batch; what the turn
@@ -1794,6 +1800,18 @@ impl Handler<AddUsage> for AgentActor {
     type Result = ();
 
     fn handle(&mut self, AddUsage(usage): AddUsage, ctx: &mut Self::Context) {
+        let spent = self.count_usage(usage);
+        if let Some(limit) = self.over_budget() {
+            self.pause_for_budget(limit.to_string(), ctx);
+        }
+        self.check_tree_budget(spent, ctx);
+    }
+}
+
+impl AgentActor {
+    /// Counts a model call's `usage` in the agent's record, the token and cost meters and the
+    /// events; answers what it spent (for the tree's budget).
+    fn count_usage(&mut self, usage: agentd_proto::Usage) -> crate::tree_spend::Spent {
         let meters = &self.turn_setup().usage;
         let cost = meters.price.cost(&usage);
         for (counter, n) in meters.tokens.iter().zip([
@@ -1814,14 +1832,10 @@ impl Handler<AddUsage> for AgentActor {
                 cost_usd: cost,
             });
         }
-        if let Some(limit) = self.over_budget() {
-            self.pause_for_budget(limit.to_string(), ctx);
-        }
-        let spent = crate::tree_spend::Spent {
+        crate::tree_spend::Spent {
             usage,
             cost_usd: cost,
-        };
-        self.check_tree_budget(spent, ctx);
+        }
     }
 }
 

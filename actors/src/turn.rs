@@ -60,6 +60,11 @@ pub(crate) struct TurnResult {
     /// Outputs made from `final_entry` (a Manage worker's reply): the actor sends them once
     /// that batch is written, so a parent never sees a reply its worker's thread lacks.
     pub after_write: Vec<ChildOutput>,
+    /// The last step's token usage, counted by the actor at the turn's end. The steps before
+    /// it send theirs at once ([`AddUsage`]), so a budget can stop a turn between steps; the
+    /// last one's would arrive while this turn still shares the agent's record, and the
+    /// actor would have to copy the record to count it.
+    pub final_usage: Option<agentd_proto::Usage>,
 }
 
 /// What a running turn needs; cloned from the actor when the turn starts.
@@ -358,7 +363,11 @@ impl Turn {
                 }
                 None => match self.call_model(self.request(thread, Purpose::Turn)).await? {
                     Ok(r) => {
-                        self.me.do_send(AddUsage(r.usage));
+                        if r.tool_calls.is_empty() {
+                            result.final_usage = Some(r.usage);
+                        } else {
+                            self.me.do_send(AddUsage(r.usage));
+                        }
                         let mut entry =
                             ThreadEntry::text(step_id, Role::Assistant, r.text.clone(), self.now());
                         entry.tool_calls = r.tool_calls.as_slice().into();
