@@ -330,7 +330,8 @@ impl Turn {
                     }
                 }
             }
-            TurnInput::Compact => return self.compact().await,
+            // Boxed, as a tool's future is below.
+            TurnInput::Compact => return Box::pin(self.compact()).await,
             TurnInput::Continue => {}
         }
         let max_steps = self.deps.config.limits.max_steps_per_turn.max(1);
@@ -425,7 +426,10 @@ impl Turn {
                     }
                     continue;
                 }
-                let outcome = tools::execute(&self.tools, &call.name, &call.arguments).await;
+                // Boxed: a tool's future (Manage's above all) would otherwise make every
+                // turn's future kilobytes bigger, copied whole when it is boxed to start.
+                let outcome =
+                    Box::pin(tools::execute(&self.tools, &call.name, &call.arguments)).await;
                 let (text, yielded) = match outcome {
                     Ok(ToolOutcome::Value(v)) => (v.to_string(), None),
                     Ok(ToolOutcome::Yielded(v)) => {
