@@ -1595,11 +1595,11 @@ impl AgentActor {
                 format!("agent `{}` is stopping", self.rec.id),
             ))));
         }
-        metrics::global().inc(
+        metrics::global().inc_named(
             "agentd_messages_in_total",
             "Envelopes delivered to agents, by kind.",
-            &[("kind", kind)],
-            1.0,
+            "kind",
+            kind,
         );
         match env.item {
             Item::Inbox(_) => {

@@ -100,11 +100,47 @@ pub(crate) struct RequestNames {
     pub title: Arc<str>,
     /// The model its type names, used when the agent names none itself.
     pub type_model: Option<String>,
+    /// The meters of its calls to the provider it names (counted on every call).
+    pub calls: ModelCallMeters,
 }
+
+/// The model-call meters of one provider, resolved once per agent: looking a series up by
+/// its labels on every call cost more than the count itself.
+pub(crate) struct ModelCallMeters {
+    provider: Option<String>,
+    seconds: crate::metrics::Timer,
+    errors: crate::metrics::Counter,
+}
+
+impl ModelCallMeters {
+    fn of(provider: Option<String>, deps: &Deps) -> Self {
+        let backend = deps.model.backend_of(provider.as_deref());
+        let labels = [
+            ("provider", provider.as_deref().unwrap_or("default")),
+            ("backend", backend),
+        ];
+        let m = crate::metrics::global();
+        ModelCallMeters {
+            seconds: m.histogram(MODEL_CALL_SECONDS.0, MODEL_CALL_SECONDS.1, &labels),
+            errors: m.counter(MODEL_ERRORS.0, MODEL_ERRORS.1, &labels),
+            provider,
+        }
+    }
+}
+
+const MODEL_CALL_SECONDS: (&str, &str) = (
+    "agentd_model_call_seconds",
+    "Model call latency, by provider and backend.",
+);
+const MODEL_ERRORS: (&str, &str) = (
+    "agentd_model_errors_total",
+    "Failed model calls, by provider and backend.",
+);
 
 impl RequestNames {
     pub(crate) fn of(rec: &AgentRecord, deps: &Deps) -> Self {
         RequestNames {
+            calls: ModelCallMeters::of(rec.provider.clone(), deps),
             agent_id: rec.id.as_str().into(),
             agent_type: rec.agent_type.as_str().into(),
             title: rec.title.as_str().into(),
@@ -145,26 +181,16 @@ impl Turn {
         &self,
         req: ModelRequest,
     ) -> Result<Result<crate::ports::ModelResponse, u64>, AgentdError> {
-        let provider = req.provider.clone();
-        let backend = self.deps.model.backend_of(provider.as_deref());
-        let provider = provider.as_deref().unwrap_or("default");
+        // Another provider than the one the agent's meters were made for (changed since):
+        // its meters are looked up for this call.
+        let other = (req.provider != self.names.calls.provider)
+            .then(|| ModelCallMeters::of(req.provider.clone(), &self.deps));
         let started = std::time::Instant::now();
         let res = self.deps.model.complete(req).await;
-        let m = crate::metrics::global();
-        let labels = [("provider", provider), ("backend", backend)];
-        m.observe(
-            "agentd_model_call_seconds",
-            "Model call latency, by provider and backend.",
-            &labels,
-            started.elapsed().as_secs_f64(),
-        );
+        let meters = other.as_ref().unwrap_or(&self.names.calls);
+        meters.seconds.observe(started.elapsed().as_secs_f64());
         if res.is_err() {
-            m.inc(
-                "agentd_model_errors_total",
-                "Failed model calls, by provider and backend.",
-                &labels,
-                1.0,
-            );
+            meters.errors.add(1.0);
         }
         match res {
             Ok(r) => Ok(Ok(r)),

@@ -10,9 +10,49 @@
 
 use uuid::Uuid;
 
-/// A fresh time-ordered id (uuid v7).
+/// A fresh time-ordered id (uuid v7): the Unix time in ms, a 12-bit sequence that keeps the
+/// ids of one process strictly increasing (within a millisecond too: past 4,096 ids in one,
+/// the time field runs ahead, as RFC 9562 allows) and 62 random bits.
+///
+/// Why not `Uuid::now_v7`: it takes a lock and a ChaCha block per id (~570 instructions,
+/// 2 % of an in-process message, which makes one id for its envelope); this is an atomic
+/// step and a wyrand draw. The ids are keys, not secrets, as above.
 pub fn new_id() -> Uuid {
-    Uuid::now_v7()
+    use std::sync::atomic::{AtomicU64, Ordering};
+    /// The last id's time (ms) and sequence, as `ms << 12 | sequence`.
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let mut last = LAST.load(Ordering::Relaxed);
+    let stamp = loop {
+        let next = (now_ms << 12).max(last + 1);
+        match LAST.compare_exchange_weak(last, next, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => break next,
+            Err(seen) => last = seen,
+        }
+    };
+    let high = (stamp >> 12) << 16 | 0x7 << 12 | (stamp & 0xfff);
+    let low = random_u64() >> 2 | 0x8000_0000_0000_0000;
+    Uuid::from_u64_pair(high, low)
+}
+
+/// 64 random bits from this thread's wyrand generator, seeded from the standard library's
+/// per-process random hash keys and the thread's id.
+fn random_u64() -> u64 {
+    use std::cell::Cell;
+    use std::hash::BuildHasher;
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new(
+            std::collections::hash_map::RandomState::new().hash_one(std::thread::current().id()),
+        );
+    }
+    STATE.with(|s| {
+        let state = s.get().wrapping_add(0xa076_1d64_78bd_642f);
+        s.set(state);
+        let t = u128::from(state) * u128::from(state ^ 0xe703_7ed1_a0b4_28db);
+        (t >> 64) as u64 ^ t as u64
+    })
 }
 
 /// Steps up to this length are hashed from a stack buffer (all of agentd's own are).
@@ -63,8 +103,42 @@ fn decimal(mut n: u64) -> ([u8; 20], usize) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn new_ids_are_v7_increasing_and_distinct_across_threads() {
+        let mut last = new_id();
+        assert_eq!(last.get_version_num(), 7);
+        assert_eq!(last.get_variant(), uuid::Variant::RFC4122);
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let (secs, nanos) = last.get_timestamp().unwrap().to_unix();
+        let id_ms = secs * 1000 + u64::from(nanos) / 1_000_000;
+        assert!(id_ms.abs_diff(now_ms) < 5_000, "{id_ms} vs {now_ms}");
+        for _ in 0..20_000 {
+            let id = new_id();
+            assert!(id > last, "{id} after {last}");
+            last = id;
+        }
+        let threads: Vec<_> = (0..4)
+            .map(|_| std::thread::spawn(|| (0..5_000).map(|_| new_id()).collect::<Vec<_>>()))
+            .collect();
+        let mut all: Vec<Uuid> = threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        let n = all.len();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), n, "no id twice");
+        let random: std::collections::HashSet<u64> =
+            all.iter().map(|id| id.as_u64_pair().1).collect();
+        assert_eq!(random.len(), n, "random parts differ");
+    }
 
     #[test]
     fn derived_ids_are_stable_and_distinct() {
