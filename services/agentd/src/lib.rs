@@ -10,12 +10,14 @@
 //! | [`auth`] | bearer-token authentication |
 //! | [`dashboard`] | the web dashboard at `/`, embedded in the binary |
 //! | [`app`] | start and stop a whole service (used by `main` and by tests) |
+//! | [`logs`] | the log subscriber (used by `main` and by the benchmark) |
 
 pub mod app;
 pub mod auth;
 pub mod builtin;
 pub mod dashboard;
 pub mod http;
+pub mod logs;
 pub mod settings;
 pub mod sse;
 pub mod wiring;

@@ -4,7 +4,6 @@ use agentd::Settings;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
-use tracing_subscriber::EnvFilter;
 
 /// mimalloc instead of the system allocator: agents allocate many small, short-lived buffers
 /// (envelopes, thread entries, Redis frames) across Arbiter threads, where glibc's arenas
@@ -31,15 +30,14 @@ enum Cmd {
     CheckConfig,
 }
 
-fn init_logs(settings: &Settings) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&settings.log.filter));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    if settings.log.format == "json" {
-        builder.json().init();
-    } else {
-        builder.init();
-    }
+fn init_logs(settings: &Settings) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    agentd::logs::install(
+        &settings.log.filter,
+        settings.log.format == "json",
+        std::io::stdout,
+        std::io::stdout().is_terminal(),
+    )
 }
 
 fn main() -> anyhow::Result<()> {
@@ -65,7 +63,7 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::Run => {
-            init_logs(&settings);
+            init_logs(&settings)?;
             actix_rt::System::new().block_on(run(settings))
         }
     }

@@ -413,6 +413,12 @@ fn redis_raw_roundtrip_p50_us(url: &str, n: usize, payload: usize) -> anyhow::Re
 }
 
 fn main() -> anyhow::Result<()> {
+    // `BENCH_LOG_FILTER=info` runs the scenarios under the service's own log subscriber (its
+    // default filter), writing nowhere: what the spans and events that filter lets through
+    // cost. By default none is installed.
+    if let Ok(filter) = std::env::var("BENCH_LOG_FILTER") {
+        agentd::logs::install(&filter, false, std::io::sink, false)?;
+    }
     let args: Vec<String> = std::env::args().collect();
     if let (Some("--serve"), Some(url), Some(dir)) =
         (args.get(1).map(String::as_str), args.get(2), args.get(3))
