@@ -43,6 +43,34 @@ pub fn agent_type(name: &str, title: &str, workers: &[&str]) -> AgentType {
     }
 }
 
+/// [`default_types`] with the `ops` worker allowed `current_time`, for
+/// [`ops_two_answers!`]'s rules.
+pub fn ops_with_clock(lead_manage: ManageOptions) -> Vec<AgentType> {
+    let mut types = default_types(lead_manage);
+    for ty in &mut types {
+        if ty.name == "ops" {
+            ty.tools = vec!["current_time".into()];
+        }
+    }
+    types
+}
+
+/// Script rules (TOML) for an `ops` worker that answers a message containing `$contains`
+/// twice: "part one" from a step that also calls `current_time`, then "part two" once the
+/// tool answered. A macro, so that a script constant can `concat!` it where its rules' order
+/// needs it; the `ops` type needs the tool ([`ops_with_clock`]).
+#[macro_export]
+macro_rules! ops_two_answers {
+    ($contains:literal) => {
+        concat!(
+            "[[rule]]\nagent = \"ops\"\nrole = \"user\"\ncontains = \"",
+            $contains,
+            "\"\ntext = \"part one\"\n[[rule.tool_calls]]\nname = \"current_time\"\n",
+            "arguments = {}\n\n[[rule]]\nagent = \"ops\"\nrole = \"tool\"\ntext = \"part two\"\n\n"
+        )
+    };
+}
+
 /// The usual cast: a `lead` with workers `ops` ("Ops") and `qa` ("QA"), plus `subagent`,
 /// `coding` ("Coder") and a `plain` root type without workers.
 pub fn default_types(lead_manage: ManageOptions) -> Vec<AgentType> {

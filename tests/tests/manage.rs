@@ -6,7 +6,8 @@ use agentd_proto::{AgentStatus, Control, ErrorCode, Event, ManageOptions, Role};
 use agentd_tests::*;
 use serde_json::{Value, json};
 
-const SCRIPT: &str = r#"
+const SCRIPT: &str = concat!(
+    r#"
 [[rule]]
 agent = "lead"
 role = "user"
@@ -42,20 +43,9 @@ contains = "slow"
 delay_ms = 20000
 text = "ops late answer"
 
-[[rule]]
-agent = "ops"
-role = "user"
-contains = "two answers"
-text = "part one"
-[[rule.tool_calls]]
-name = "current_time"
-arguments = {}
-
-[[rule]]
-agent = "ops"
-role = "tool"
-text = "part two"
-
+"#,
+    ops_two_answers!("two answers"),
+    r#"
 [[rule]]
 agent = "ops"
 text = "ops did: {{input}}"
@@ -63,16 +53,11 @@ text = "ops did: {{input}}"
 [[rule]]
 agent = "qa"
 text = "qa checked: {{input}}"
-"#;
+"#
+);
 
 fn types() -> Vec<agentd_actors::AgentType> {
-    let mut t = default_types(ManageOptions::default());
-    for ty in &mut t {
-        if ty.name == "ops" {
-            ty.tools = vec!["current_time".into()];
-        }
-    }
-    t
+    ops_with_clock(ManageOptions::default())
 }
 
 async fn manage(

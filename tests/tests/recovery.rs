@@ -286,33 +286,13 @@ async fn a_step_reply_and_a_failure_leave_in_the_batch_of_what_they_answer() {
     let redb = agentd_store::RedbStore::open(dir.path()).unwrap();
     let store = Arc::new(failing_store::FailingWrites::over(Arc::new(redb)));
     store.keep_batches();
-    let script = r#"
-[[rule]]
-agent = "ops"
-role = "user"
-text = "part one"
-[[rule.tool_calls]]
-name = "current_time"
-arguments = {}
-
-[[rule]]
-agent = "ops"
-role = "tool"
-text = "part two"
-
-[[rule]]
-agent = "coding"
-error = "the model broke"
-"#;
-    let mut types = default_types(ManageOptions::default());
-    for ty in &mut types {
-        if ty.name == "ops" {
-            ty.tools = vec!["current_time".into()];
-        }
-    }
+    let script = concat!(
+        ops_two_answers!("two answers"),
+        "[[rule]]\nagent = \"coding\"\nerror = \"the model broke\"\n"
+    );
     let sys = start(
         script,
-        types,
+        ops_with_clock(ManageOptions::default()),
         store.clone(),
         Arc::new(agentd_actors::SystemClock),
     );
