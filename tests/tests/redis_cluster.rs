@@ -41,13 +41,15 @@ struct Cluster {
 impl Cluster {
     /// A cluster whose processes hold leases of `ms` (renewed every third of it).
     fn with_lease_ms(ms: u64) -> Cluster {
-        let mut cluster = Cluster::new();
-        for (k, v) in cluster.env.iter_mut() {
-            if *k == "AGENTD__REDIS__LEASE_MS" {
-                *v = ms.to_string();
-            }
-        }
-        cluster
+        Cluster::new().with("AGENTD__REDIS__LEASE_MS", ms.to_string())
+    }
+
+    /// This cluster, its processes started with setting `key` (an `AGENTD__…` variable) at
+    /// `value`.
+    fn with(mut self, key: &'static str, value: String) -> Cluster {
+        self.env.retain(|(k, _)| *k != key);
+        self.env.push((key, value));
+        self
     }
 
     fn new() -> Cluster {
@@ -470,13 +472,19 @@ fn answered(con: &mut redis::Connection) -> HashSet<uuid::Uuid> {
         .collect()
 }
 
+/// `redis.commands_running` of the processes of the command tests.
+const COMMANDS_RUNNING: usize = 4;
+
 #[test]
 fn a_waiting_command_holds_up_neither_other_agents_commands_nor_order_per_agent() {
-    let cluster = Cluster::new();
+    let cluster = Cluster::new().with(
+        "AGENTD__REDIS__COMMANDS_RUNNING",
+        COMMANDS_RUNNING.to_string(),
+    );
     let p = cluster.process();
     let mut con = cluster.redis.client();
     let (busy, other) = (spawn(&p, "lead"), spawn(&p, "lead"));
-    // A Manage sync call whose worker takes 30 s, then more reads of the same root than a
+    // A Manage sync call whose worker takes 30 s, then more reads of the same root than the
     // process runs commands at once (they wait for it without taking running places), then a
     // read of another root.
     let slow = command(
@@ -493,7 +501,7 @@ fn a_waiting_command_holds_up_neither_other_agents_commands_nor_order_per_agent(
             agent_id: busy.clone(),
         },
     );
-    for _ in 0..agentd_bus::commands::MAX_RUNNING {
+    for _ in 0..COMMANDS_RUNNING {
         command(
             &mut con,
             Command::Inspect {
@@ -515,6 +523,42 @@ fn a_waiting_command_holds_up_neither_other_agents_commands_nor_order_per_agent(
     assert!(
         !done.contains(&same_agent),
         "a command for the busy root ran before the one written before it"
+    );
+}
+
+/// `redis.commands_running` bounds the commands a process runs at once: with one place, a
+/// Manage sync call waiting for its worker holds up another root's read until it times out.
+#[test]
+fn commands_beyond_the_running_limit_wait_for_a_place() {
+    let cluster = Cluster::new().with("AGENTD__REDIS__COMMANDS_RUNNING", "1".to_string());
+    let p = cluster.process();
+    let mut con = cluster.redis.client();
+    let (busy, other) = (spawn(&p, "lead"), spawn(&p, "lead"));
+    let slow = command(
+        &mut con,
+        Command::InvokeTool {
+            agent_id: Some(busy.clone()),
+            tool: "Manage".into(),
+            args: json!({"command": "send_message", "worker": "Researcher", "message": "take your time", "threadAlias": "slow", "syncTimeoutMs": 3_000}),
+        },
+    );
+    let other_agent = command(&mut con, Command::Inspect { agent_id: other });
+    std::thread::sleep(Duration::from_millis(1_500));
+    assert!(
+        answered(&mut con).is_empty(),
+        "the other root's read ran beside the waiting call"
+    );
+    let start = Instant::now();
+    while !answered(&mut con).contains(&other_agent) {
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "the read never got the place back"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        answered(&mut con).contains(&slow),
+        "the read ran once the call had timed out and answered"
     );
 }
 

@@ -8,7 +8,7 @@ use crate::wiring::wire;
 use actix_web::middleware::from_fn;
 use actix_web::{App, HttpServer, web};
 use agentd_actors::{AgentSystem, Clock, SystemClock};
-use agentd_bus::{CommandConsumer, DeadLetters, InProcessBus, RedisBus};
+use agentd_bus::{CommandConsumer, CommandLimits, DeadLetters, InProcessBus, RedisBus};
 use anyhow::Context as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -75,6 +75,11 @@ pub async fn start_with_clock(
                 settings.redis.dead_maxlen,
             ),
         );
+        let consumer = consumer.with_limits(CommandLimits {
+            running: settings.redis.commands_running,
+            taken: settings.redis.commands_taken,
+            reply_maxlen: settings.redis.command_replies_maxlen,
+        });
         commands_stop = Some(consumer.stop_flag());
         consumer
             .start(system.clone())

@@ -79,6 +79,13 @@ pub struct RedisSettings {
     pub dedup_window: usize,
     /// Process id; empty = random.
     pub process_id: String,
+    /// Most commands from `<ns>:commands` this process runs at once.
+    pub commands_running: usize,
+    /// Most commands this process has taken from `<ns>:commands` and not finished (running or
+    /// waiting for an earlier command for the same agent); at least `commands_running`.
+    pub commands_taken: usize,
+    /// Approximate cap (`MAXLEN ~`) of a command's reply stream.
+    pub command_replies_maxlen: usize,
 }
 
 impl RedisSettings {
@@ -376,6 +383,13 @@ impl Settings {
                     "redis.partitions must be > 0 and redis.lease_ms >= 100".into(),
                 ));
             }
+            if self.redis.commands_running == 0
+                || self.redis.commands_taken < self.redis.commands_running
+            {
+                return Err(SettingsError::Invalid(
+                    "redis.commands_running must be > 0 and redis.commands_taken >= it".into(),
+                ));
+            }
         }
         let providers = self
             .providers
@@ -418,6 +432,35 @@ mod tests {
             assert_eq!(s.limits.max_depth, 2);
             assert_eq!(s.limits.max_children, 64);
             assert_eq!(s.store.kind, StoreKind::Embedded);
+        }
+    }
+
+    #[test]
+    fn command_limits_default_and_must_leave_room_to_run() {
+        let s = Settings::from_overrides("").map_err(|e| e.to_string());
+        assert!(s.is_ok(), "{s:?}");
+        if let Ok(s) = s {
+            assert_eq!(
+                (
+                    s.redis.commands_running,
+                    s.redis.commands_taken,
+                    s.redis.command_replies_maxlen
+                ),
+                (64, 1024, 10_000)
+            );
+        }
+        for bad in [
+            "commands_running = 0",
+            "commands_running = 8\ncommands_taken = 4",
+        ] {
+            let s = Settings::from_overrides(&format!(
+                "[redis]\nurl = \"redis://127.0.0.1:1/\"\n{bad}\n"
+            ));
+            let e = s.map(|_| ()).map_err(|e| e.to_string());
+            assert!(
+                matches!(&e, Err(m) if m.contains("redis.commands_running")),
+                "{bad}: {e:?}"
+            );
         }
     }
 

@@ -3,11 +3,11 @@
 //! a `reply_to` stream, appends the `Reply` there. Bad entries go to `<ns>:dead`; every entry
 //! is acknowledged.
 //!
-//! Commands run concurrently (up to [`MAX_RUNNING`] per process), so one that waits — a Manage
-//! sync call waits for its worker's answer — does not hold up the others; commands for one
-//! agent still run one after another, in the order they were written (a command waiting for the
-//! one before it takes no running place; at most [`MAX_TAKEN`] are taken in all). An entry is
-//! acknowledged once its command ran and its reply was sent.
+//! Commands run concurrently (up to [`CommandLimits::running`] per process), so one that waits
+//! — a Manage sync call waits for its worker's answer — does not hold up the others; commands
+//! for one agent still run one after another, in the order they were written (a command
+//! waiting for the one before it takes no running place; at most [`CommandLimits::taken`] are
+//! taken in all). An entry is acknowledged once its command ran and its reply was sent.
 
 use crate::dead::DeadLetters;
 use crate::redis_bus::GROUP;
@@ -31,24 +31,40 @@ pub struct CommandConsumer {
     key: String,
     consumer: String,
     max_bytes: usize,
-    reply_maxlen: usize,
+    limits: CommandLimits,
     con: ConnectionManager,
     dead: DeadLetters,
     stopping: Arc<AtomicBool>,
 }
 
-/// Most commands one process runs at once.
-pub const MAX_RUNNING: usize = 64;
+/// How much of the command stream one process takes on (`redis.commands_*` settings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommandLimits {
+    /// Most commands one process runs at once.
+    pub running: usize,
+    /// Most commands one process has taken from the stream and not finished (running, or
+    /// waiting for the command before them for the same agent); the reader reads on only
+    /// below it. At least `running`.
+    pub taken: usize,
+    /// Approximate cap (`MAXLEN ~`) of a reply stream.
+    pub reply_maxlen: usize,
+}
 
-/// Most commands one process has taken from the stream and not finished (running, or waiting
-/// for the command before them for the same agent); the reader reads on only below it.
-pub const MAX_TAKEN: usize = 1_024;
+impl Default for CommandLimits {
+    fn default() -> Self {
+        CommandLimits {
+            running: 64,
+            taken: 1_024,
+            reply_maxlen: 10_000,
+        }
+    }
+}
 
 /// The commands under way in this process.
 struct Running {
-    /// Free places under [`MAX_TAKEN`].
+    /// Free places under [`CommandLimits::taken`].
     taken: Arc<Semaphore>,
-    /// Free places under [`MAX_RUNNING`].
+    /// Free places under [`CommandLimits::running`].
     running: Arc<Semaphore>,
     /// Per agent, when the last command started for it ends (the next one waits for that).
     last_for: HashMap<String, oneshot::Receiver<()>>,
@@ -59,11 +75,11 @@ struct Running {
     reread: Arc<AtomicBool>,
 }
 
-impl Default for Running {
-    fn default() -> Self {
+impl Running {
+    fn new(limits: CommandLimits) -> Self {
         Running {
-            taken: Arc::new(Semaphore::new(MAX_TAKEN)),
-            running: Arc::new(Semaphore::new(MAX_RUNNING)),
+            taken: Arc::new(Semaphore::new(limits.taken.max(limits.running).max(1))),
+            running: Arc::new(Semaphore::new(limits.running.max(1))),
             last_for: HashMap::new(),
             ids: Arc::default(),
             reread: Arc::default(),
@@ -90,11 +106,17 @@ impl CommandConsumer {
             key,
             consumer,
             max_bytes,
-            reply_maxlen: 10_000,
+            limits: CommandLimits::default(),
             con,
             dead,
             stopping: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// With `limits` instead of the defaults.
+    pub fn with_limits(mut self, limits: CommandLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// A flag that stops the loop when set.
@@ -112,7 +134,7 @@ impl CommandConsumer {
 
     async fn run(self, system: AgentSystem) {
         let mut backoff = Duration::from_millis(100);
-        let mut running = Running::default();
+        let mut running = Running::new(self.limits);
         while !self.stopping.load(Ordering::SeqCst) {
             if let Err(e) = self.read(&system, &mut running).await {
                 tracing::warn!(error = %e, "command reader lost Redis; reconnecting");
@@ -193,9 +215,9 @@ impl CommandConsumer {
         Ok(())
     }
 
-    /// Takes `env`'s command (once fewer than [`MAX_TAKEN`] are taken) as a task that runs it
+    /// Takes `env`'s command (once fewer than [`CommandLimits::taken`] are taken) as a task that runs it
     /// after the command before it for the same agent (if that still runs) and once fewer than
-    /// [`MAX_RUNNING`] run; the task acknowledges entry `id` once the command ran and its reply
+    /// [`CommandLimits::running`] run; the task acknowledges entry `id` once the command ran and its reply
     /// is sent (if sending fails the entry stays pending and the reader reads its pending list
     /// again).
     async fn run_command(
@@ -280,7 +302,7 @@ impl CommandConsumer {
                 .send(&self.key, &env.id.to_string(), e, None)
                 .await;
         }
-        send_reply(con, &env, result, self.reply_maxlen).await
+        send_reply(con, &env, result, self.limits.reply_maxlen).await
     }
 }
 

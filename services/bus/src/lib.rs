@@ -14,7 +14,7 @@ pub mod inproc;
 pub mod redis_bus;
 pub mod redis_events;
 
-pub use commands::CommandConsumer;
+pub use commands::{CommandConsumer, CommandLimits};
 pub use dead::DeadLetters;
 pub use inproc::InProcessBus;
 pub use redis_bus::{RedisBus, RedisBusConfig};
