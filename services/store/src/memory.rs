@@ -81,6 +81,53 @@ impl Inner {
             inbox.pending.retain(|e| e.id != env_id);
         }
     }
+
+    /// Queues `env` unless its id is in the agent's de-duplication window; whether it was new.
+    fn inbox_push(&mut self, agent_id: &str, env: &Envelope) -> bool {
+        let inbox = slot(&mut self.inboxes, agent_id);
+        if !inbox.seen.insert(env.id) {
+            return false;
+        }
+        inbox.seen_order.push_back(env.id);
+        if inbox.seen_order.len() > DEDUP_WINDOW
+            && let Some(old) = inbox.seen_order.pop_front()
+        {
+            inbox.seen.remove(&old);
+        }
+        inbox.pending.push(env.clone());
+        true
+    }
+
+    /// Applies `writes`, checked by [`refuse_unkept`] first.
+    fn apply(&mut self, writes: &[StoreWrite]) {
+        for w in writes {
+            match w {
+                StoreWrite::PutAgent(rec) => self.put_agent(rec.clone()),
+                StoreWrite::Append { agent_id, entry } => {
+                    self.append(agent_id, Arc::clone(entry));
+                }
+                StoreWrite::InboxDone { agent_id, env_id } => self.inbox_done(agent_id, *env_id),
+                StoreWrite::Forward { .. } | StoreWrite::Outbox { .. } => {}
+            }
+        }
+    }
+}
+
+/// Refuses a batch holding writes this store does not keep, before anything of it is applied
+/// (a batch stays all or nothing).
+fn refuse_unkept(writes: &[StoreWrite]) -> StoreResult<()> {
+    for w in writes {
+        match w {
+            StoreWrite::Forward { .. } => {
+                return Err(agentd_actors::ports::forwards_not_taken("memory"));
+            }
+            StoreWrite::Outbox { .. } => {
+                return Err(agentd_actors::ports::outbox_not_kept("memory"));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 #[derive(Default)]
@@ -247,19 +294,7 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
-        let mut inner = self.lock();
-        let inbox = slot(&mut inner.inboxes, agent_id);
-        if !inbox.seen.insert(env.id) {
-            return Ok(false);
-        }
-        inbox.seen_order.push_back(env.id);
-        if inbox.seen_order.len() > DEDUP_WINDOW
-            && let Some(old) = inbox.seen_order.pop_front()
-        {
-            inbox.seen.remove(&old);
-        }
-        inbox.pending.push(env.clone());
-        Ok(true)
+        Ok(self.lock().inbox_push(agent_id, env))
     }
 
     async fn inbox_pending(&self, agent_id: &str) -> StoreResult<Vec<Envelope>> {
@@ -304,9 +339,13 @@ impl ThreadStore for MemoryStore {
         env: &Envelope,
         then: &[StoreWrite],
     ) -> StoreResult<Pushed> {
-        let fresh = self.inbox_push(agent_id, env).await?;
+        // Under one lock, with no nested store calls (each would box a future of its own:
+        // this runs for every message).
+        refuse_unkept(then)?;
+        let mut inner = self.lock();
+        let fresh = inner.inbox_push(agent_id, env);
         if fresh {
-            self.write_batch(then).await?;
+            inner.apply(then);
         }
         Ok(Pushed {
             fresh,
@@ -315,29 +354,15 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
-        for w in writes {
-            // Refused before anything is applied: the batch stays all or nothing.
-            match w {
-                StoreWrite::Forward { .. } => {
-                    return Err(agentd_actors::ports::forwards_not_taken(self.kind()));
-                }
-                StoreWrite::Outbox { .. } => {
-                    return Err(agentd_actors::ports::outbox_not_kept(self.kind()));
-                }
-                _ => {}
-            }
-        }
-        let mut inner = self.lock();
-        for w in writes {
-            match w {
-                StoreWrite::PutAgent(rec) => inner.put_agent(rec.clone()),
-                StoreWrite::Append { agent_id, entry } => {
-                    inner.append(agent_id, Arc::clone(entry));
-                }
-                StoreWrite::InboxDone { agent_id, env_id } => inner.inbox_done(agent_id, *env_id),
-                StoreWrite::Forward { .. } | StoreWrite::Outbox { .. } => {}
-            }
-        }
+        refuse_unkept(writes)?;
+        self.lock().apply(writes);
+        Ok(())
+    }
+
+    async fn write_own_batch(&self, _agent_id: &str, writes: &[StoreWrite]) -> StoreResult<()> {
+        // As `write_batch` (no fence to check), without going through it.
+        refuse_unkept(writes)?;
+        self.lock().apply(writes);
         Ok(())
     }
 }
