@@ -979,7 +979,17 @@ impl AgentActor {
         ctx: &mut Context<Self>,
     ) {
         if self.turn.as_ref().map(|t| t.cause) != Some(cause) {
-            return; // an aborted turn's late completion
+            // An aborted turn's late completion: nothing of it applies, but the tokens of its
+            // last model call were spent all the same.
+            if let Ok(Ok(TurnResult {
+                final_usage: Some(usage),
+                ..
+            })) = res
+            {
+                let spent = self.count_usage(usage);
+                self.check_tree_budget(spent, ctx);
+            }
+            return;
         }
         self.hold_outputs = true;
         let pump = self.end_turn(cause, res, ctx);

@@ -223,7 +223,7 @@ impl Turn {
             return self.append(entry).await;
         }
         let mut writes = vec![StoreWrite::Append {
-            agent_id: Arc::from(self.rec.id.as_str()),
+            agent_id: self.names.agent_id.clone(),
             entry: Arc::clone(&entry),
         }];
         crate::channel_router::outputs_into_batch(&self.deps, &mut writes, &mut outputs);

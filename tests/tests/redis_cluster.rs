@@ -472,6 +472,28 @@ fn answered(con: &mut redis::Connection) -> HashSet<uuid::Uuid> {
         .collect()
 }
 
+/// Writes a Manage sync call from `root` to its `Researcher`, whose script takes 30 s to
+/// answer: the command waits for it (or for `timeout_ms`).
+fn slow_manage_call(con: &mut redis::Connection, root: &str, timeout_ms: u64) -> uuid::Uuid {
+    command(
+        con,
+        Command::InvokeTool {
+            agent_id: Some(root.to_string()),
+            tool: "Manage".into(),
+            args: json!({"command": "send_message", "worker": "Researcher", "message": "take your time", "threadAlias": "slow", "syncTimeoutMs": timeout_ms}),
+        },
+    )
+}
+
+/// Waits (up to 15 s, else fails with `why`) until command `id` is answered.
+fn wait_answered(con: &mut redis::Connection, id: uuid::Uuid, why: &str) {
+    let start = Instant::now();
+    while !answered(con).contains(&id) {
+        assert!(start.elapsed() < Duration::from_secs(15), "{why}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// `redis.commands_running` of the processes of the command tests.
 const COMMANDS_RUNNING: usize = 4;
 
@@ -487,14 +509,7 @@ fn a_waiting_command_holds_up_neither_other_agents_commands_nor_order_per_agent(
     // A Manage sync call whose worker takes 30 s, then more reads of the same root than the
     // process runs commands at once (they wait for it without taking running places), then a
     // read of another root.
-    let slow = command(
-        &mut con,
-        Command::InvokeTool {
-            agent_id: Some(busy.clone()),
-            tool: "Manage".into(),
-            args: json!({"command": "send_message", "worker": "Researcher", "message": "take your time", "threadAlias": "slow", "syncTimeoutMs": 60_000}),
-        },
-    );
+    let slow = slow_manage_call(&mut con, &busy, 60_000);
     let same_agent = command(
         &mut con,
         Command::Inspect {
@@ -510,14 +525,11 @@ fn a_waiting_command_holds_up_neither_other_agents_commands_nor_order_per_agent(
         );
     }
     let other_agent = command(&mut con, Command::Inspect { agent_id: other });
-    let start = Instant::now();
-    while !answered(&mut con).contains(&other_agent) {
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "the other agent's command waited for the slow one"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_answered(
+        &mut con,
+        other_agent,
+        "the other agent's command waited for the slow one",
+    );
     let done = answered(&mut con);
     assert!(!done.contains(&slow), "the worker cannot have answered yet");
     assert!(
@@ -534,28 +546,14 @@ fn commands_beyond_the_running_limit_wait_for_a_place() {
     let p = cluster.process();
     let mut con = cluster.redis.client();
     let (busy, other) = (spawn(&p, "lead"), spawn(&p, "lead"));
-    let slow = command(
-        &mut con,
-        Command::InvokeTool {
-            agent_id: Some(busy.clone()),
-            tool: "Manage".into(),
-            args: json!({"command": "send_message", "worker": "Researcher", "message": "take your time", "threadAlias": "slow", "syncTimeoutMs": 3_000}),
-        },
-    );
+    let slow = slow_manage_call(&mut con, &busy, 3_000);
     let other_agent = command(&mut con, Command::Inspect { agent_id: other });
     std::thread::sleep(Duration::from_millis(1_500));
     assert!(
         answered(&mut con).is_empty(),
         "the other root's read ran beside the waiting call"
     );
-    let start = Instant::now();
-    while !answered(&mut con).contains(&other_agent) {
-        assert!(
-            start.elapsed() < Duration::from_secs(15),
-            "the read never got the place back"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_answered(&mut con, other_agent, "the read never got the place back");
     assert!(
         answered(&mut con).contains(&slow),
         "the read ran once the call had timed out and answered"

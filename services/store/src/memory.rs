@@ -149,6 +149,13 @@ impl MemoryStore {
         Self::default()
     }
 
+    /// Applies `writes` as one unit (refused whole if one is not kept here).
+    fn write_now(&self, writes: &[StoreWrite]) -> StoreResult<()> {
+        refuse_unkept(writes)?;
+        self.lock().apply(writes);
+        Ok(())
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding the lock cannot leave a half-applied change (every method
         // mutates after all checks), so a poisoned lock is safe to keep using.
@@ -354,15 +361,11 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
-        refuse_unkept(writes)?;
-        self.lock().apply(writes);
-        Ok(())
+        self.write_now(writes)
     }
 
     async fn write_own_batch(&self, _agent_id: &str, writes: &[StoreWrite]) -> StoreResult<()> {
-        // As `write_batch` (no fence to check), without going through it.
-        refuse_unkept(writes)?;
-        self.lock().apply(writes);
-        Ok(())
+        // As `write_batch` (no fence to check), without a nested store call.
+        self.write_now(writes)
     }
 }
