@@ -1,9 +1,7 @@
 //! In-memory `ThreadStore`: the same semantics as the durable stores, nothing on disk.
 
 use agentd_actors::DEDUP_WINDOW;
-use agentd_actors::{
-    FastHashMap, FastHashSet, Pushed, StoreResult, StoreWrite, ThreadStore, WorkerAlias,
-};
+use agentd_actors::{FastHashSet, Pushed, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -18,12 +16,12 @@ struct Inner {
     /// agent → its thread, each entry shared: a thread grows one entry at a time, and moving
     /// pointers when its vector grows costs less than moving whole entries; an entry written
     /// in a batch is the very one the agent keeps in its own copy of the thread.
-    threads: FastHashMap<String, (agentd_actors::ThreadEntries, FastHashSet<Uuid>)>,
+    threads: ByAgent<(agentd_actors::ThreadEntries, FastHashSet<Uuid>)>,
     /// parent → children in insertion order, plus a set for O(1) idempotence.
     children: HashMap<String, (Vec<String>, HashSet<String>)>,
     /// parent → (title, alias) → child
     aliases: HashMap<String, BTreeMap<(String, String), String>>,
-    inboxes: FastHashMap<String, Inbox>,
+    inboxes: ByAgent<Inbox>,
     /// agent → checkpoints, oldest first.
     checkpoints: HashMap<String, VecDeque<Checkpoint>>,
 }
@@ -51,14 +49,14 @@ impl PartialEq for ById {
 
 impl Eq for ById {}
 
-/// `map[key]`, made (empty) if missing; the key is copied only then, not on every call
-/// (`entry(key.to_string())` allocates per append and per push).
-fn slot<'m, V: Default>(map: &'m mut FastHashMap<String, V>, key: &str) -> &'m mut V {
-    if !map.contains_key(key) {
-        map.insert(key.to_string(), V::default());
-    }
-    #[allow(clippy::expect_used)] // an invariant, not input: the key was inserted just above
-    map.get_mut(key).expect("inserted above")
+/// A map keyed by agent id whose entry for an id is found, or made, with one hash of the id
+/// and a copy of it only when made (`entry_ref`: std's map has no entry API for a borrowed
+/// key, so a look-up then an insert hashed every id twice).
+type ByAgent<V> = hashbrown::HashMap<String, V, foldhash::fast::RandomState>;
+
+/// `map[key]`, made (empty) if missing.
+fn slot<'m, V: Default>(map: &'m mut ByAgent<V>, key: &str) -> &'m mut V {
+    map.entry_ref(key).or_default()
 }
 
 impl Inner {
