@@ -986,8 +986,7 @@ impl AgentActor {
                 ..
             })) = res
             {
-                let spent = self.count_usage(usage);
-                self.check_tree_budget(spent, ctx);
+                self.count_usage(usage, ctx);
             }
             return;
         }
@@ -1025,8 +1024,7 @@ impl AgentActor {
             if let Some(usage) = r.final_usage.take() {
                 // The agent's own budget is checked below, as the turn's end decides the
                 // status; the tree's now.
-                let spent = self.count_usage(usage);
-                self.check_tree_budget(spent, ctx);
+                self.count_usage(usage, ctx);
             }
             self.thread = r.thread.take();
             if let Some(entry) = r.final_entry.take() {
@@ -1810,18 +1808,24 @@ impl Handler<AddUsage> for AgentActor {
     type Result = ();
 
     fn handle(&mut self, AddUsage(usage): AddUsage, ctx: &mut Self::Context) {
-        let spent = self.count_usage(usage);
+        self.count_usage(usage, ctx);
         if let Some(limit) = self.over_budget() {
             self.pause_for_budget(limit.to_string(), ctx);
         }
-        self.check_tree_budget(spent, ctx);
     }
 }
 
 impl AgentActor {
     /// Counts a model call's `usage` in the agent's record, the token and cost meters and the
-    /// events; answers what it spent (for the tree's budget).
-    fn count_usage(&mut self, usage: agentd_proto::Usage) -> crate::tree_spend::Spent {
+    /// events, and checks its tree's budget with it (the agent's own budget is its caller's
+    /// to check: mid-turn at once, at a turn's end with the status the end decides).
+    fn count_usage(&mut self, usage: agentd_proto::Usage, ctx: &mut Context<Self>) {
+        let spent = self.usage_counted(usage);
+        self.check_tree_budget(spent, ctx);
+    }
+
+    /// [`Self::count_usage`] without the tree's check; answers what was spent.
+    fn usage_counted(&mut self, usage: agentd_proto::Usage) -> crate::tree_spend::Spent {
         let meters = &self.turn_setup().usage;
         let cost = meters.price.cost(&usage);
         for (counter, n) in meters.tokens.iter().zip([
