@@ -14,35 +14,49 @@ use agentd_actors::{
 use agentd_proto::codec::{decode, encode};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
-use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
+use redb::{
+    Database, ReadableDatabase, ReadableTable, TableDefinition, TableHandle, WriteTransaction,
+};
 use std::path::Path;
 use std::sync::{Arc, mpsc};
 use uuid::Uuid;
 
-/// id → MessagePack record.
-const AGENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("agents");
+/// (agent, kind, key) → value: every small row of an agent side by side, of the kinds in
+/// [`row`]: its record, the id index of its thread, the order of its de-duplication window,
+/// its children and its worker aliases. A message writes several of them; keyed by the agent
+/// first in one table, they share the agent's leaf page, so a commit dirties one page per agent
+/// where it dirtied one per table and agent (and nearly all of the writer's cost — copying,
+/// checksumming, writing and syncing pages — is per page).
+const ROWS: TableDefinition<(&str, u8, &[u8]), &[u8]> = TableDefinition::new("agent_rows");
+
+/// The kinds of [`ROWS`], in key order.
+mod row {
+    /// `[]` → MessagePack record.
+    pub const RECORD: u8 = 0;
+    /// entry id (16 bytes) → its seq in the thread: de-duplication of appends.
+    pub const THREAD_ID: u8 = 1;
+    /// seen seq → envelope id: the order of the de-duplication window ([`super::SEEN`]), to
+    /// drop the oldest id when the window is full.
+    pub const WINDOW: u8 = 2;
+    /// seq → child id, in insertion order.
+    pub const CHILD: u8 = 3;
+    /// `title\x1falias` → child id.
+    pub const ALIAS: u8 = 4;
+}
+
+/// (envelope id, agent) → seen seq (8 bytes, big-endian): the de-duplication window. Keyed by
+/// the id first: new ids are mostly v7, ordered by time, so a commit's pushes all land in the
+/// last leaf or two instead of one leaf per agent.
+const SEEN: TableDefinition<(&[u8], &str), &[u8]> = TableDefinition::new("seen_by_id");
+
 /// (agent, seq) → MessagePack entry.
 const THREADS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("threads");
-/// (agent, entry id) → seq: de-duplication of appends.
-const THREAD_IDS: TableDefinition<(&str, &str), u64> = TableDefinition::new("thread_ids");
-/// (parent, seq) → child, in insertion order.
-const CHILDREN: TableDefinition<(&str, u64), &str> = TableDefinition::new("children");
-/// (parent, "title\x1falias") → child.
-const ALIASES: TableDefinition<(&str, &str), &str> = TableDefinition::new("aliases");
 
 /// (agent, seen seq) → MessagePack envelope: the durable inbox, in arrival order. Keyed by the
-/// envelope's seq in the de-duplication window, so marking it done finds it through
-/// [`SEEN`] (one table fewer to write per message than a separate id index).
+/// envelope's seq in the de-duplication window, so marking it done finds it through the
+/// window ([`SEEN`]). Only pending envelopes are here, so it stays small and a
+/// commit's pushes and done marks share a few pages.
 const INBOX: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("inbox_by_seen");
-/// The inbox of files written before `inbox_by_seen` (its own slot numbers, and an id index in
-/// [`LEGACY_INBOX_IDS`]); moved into [`INBOX`] when such a file is opened.
-const LEGACY_INBOX: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("inbox");
-/// (agent, envelope id) → slot in [`LEGACY_INBOX`].
-const LEGACY_INBOX_IDS: TableDefinition<(&str, &str), u64> = TableDefinition::new("inbox_ids");
-/// (agent, envelope id) → seen seq: the de-duplication window.
-const SEEN: TableDefinition<(&str, &str), u64> = TableDefinition::new("seen");
-/// (agent, seen seq) → envelope id, to drop the oldest id when the window is full.
-const SEEN_SEQ: TableDefinition<(&str, u64), &str> = TableDefinition::new("seen_seq");
 
 /// envelope id → (seq, MessagePack envelope): child outputs kept until their parent's router
 /// has handled them ([`StoreWrite::Outbox`]), the seq keeping their order.
@@ -51,20 +65,46 @@ const OUTBOX: TableDefinition<&str, (u64, &[u8])> = TableDefinition::new("outbox
 /// (agent, seq) → MessagePack checkpoint, oldest first.
 const CHECKPOINTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("checkpoints");
 
+/// Tables of earlier layouts, moved into the current ones when such a file is opened
+/// ([`migrate`]).
+mod earlier {
+    use redb::TableDefinition;
+    /// id → record: now [`super::row::RECORD`].
+    pub const AGENTS: TableDefinition<&str, &[u8]> = TableDefinition::new("agents");
+    /// (agent, entry id) → seq: now [`super::row::THREAD_ID`].
+    pub const THREAD_IDS: TableDefinition<(&str, &str), u64> = TableDefinition::new("thread_ids");
+    /// (parent, seq) → child: now [`super::row::CHILD`].
+    pub const CHILDREN: TableDefinition<(&str, u64), &str> = TableDefinition::new("children");
+    /// (parent, "title\x1falias") → child: now [`super::row::ALIAS`].
+    pub const ALIASES: TableDefinition<(&str, &str), &str> = TableDefinition::new("aliases");
+    /// (agent, envelope id) → seen seq: now [`super::SEEN`].
+    pub const SEEN: TableDefinition<(&str, &str), u64> = TableDefinition::new("seen");
+    /// (agent, seen seq) → envelope id: now [`super::row::WINDOW`].
+    pub const SEEN_SEQ: TableDefinition<(&str, u64), &str> = TableDefinition::new("seen_seq");
+    /// The inbox before `inbox_by_seen` (its own slot numbers, and an id index in
+    /// [`INBOX_IDS`]): now [`super::INBOX`].
+    pub const INBOX: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("inbox");
+    /// (agent, envelope id) → slot in [`INBOX`].
+    pub const INBOX_IDS: TableDefinition<(&str, &str), u64> = TableDefinition::new("inbox_ids");
+}
+
 const SEP: char = '\x1f';
 
+/// A row key with nothing after its kind (a record's), and the low end of a kind's range.
+const NO_KEY: &[u8] = &[];
+
+/// The type of [`ROWS`]' keys.
+type RowKey = (&'static str, u8, &'static [u8]);
+/// [`ROWS`], open in a write transaction.
+type RowTable<'t> = redb::Table<'t, RowKey, &'static [u8]>;
+
 /// The tables of one write transaction, each opened once for all the writes of a batch
-/// (opening a table costs a table-tree lookup, and closing it a root update: a dozen of each
-/// per message when every write opened its own).
+/// (opening a table costs a table-tree lookup, and closing it a root update).
 struct Tables<'t> {
-    agents: redb::Table<'t, &'static str, &'static [u8]>,
+    rows: RowTable<'t>,
+    seen: redb::Table<'t, (&'static [u8], &'static str), &'static [u8]>,
     threads: redb::Table<'t, (&'static str, u64), &'static [u8]>,
-    thread_ids: redb::Table<'t, (&'static str, &'static str), u64>,
-    children: redb::Table<'t, (&'static str, u64), &'static str>,
-    aliases: redb::Table<'t, (&'static str, &'static str), &'static str>,
     inbox: redb::Table<'t, (&'static str, u64), &'static [u8]>,
-    seen: redb::Table<'t, (&'static str, &'static str), u64>,
-    seen_seq: redb::Table<'t, (&'static str, u64), &'static str>,
     checkpoints: redb::Table<'t, (&'static str, u64), &'static [u8]>,
     outbox: redb::Table<'t, &'static str, (u64, &'static [u8])>,
     /// The writer's cache of next sequence numbers (empty outside the writer thread).
@@ -116,18 +156,94 @@ impl<'t> Tables<'t> {
     fn open_with(tx: &'t WriteTransaction, seqs: NextSeqs) -> StoreResult<Self> {
         Ok(Tables {
             seqs,
-            agents: tx.open_table(AGENTS).map_err(be)?,
-            threads: tx.open_table(THREADS).map_err(be)?,
-            thread_ids: tx.open_table(THREAD_IDS).map_err(be)?,
-            children: tx.open_table(CHILDREN).map_err(be)?,
-            aliases: tx.open_table(ALIASES).map_err(be)?,
-            inbox: tx.open_table(INBOX).map_err(be)?,
+            rows: tx.open_table(ROWS).map_err(be)?,
             seen: tx.open_table(SEEN).map_err(be)?,
-            seen_seq: tx.open_table(SEEN_SEQ).map_err(be)?,
+            threads: tx.open_table(THREADS).map_err(be)?,
+            inbox: tx.open_table(INBOX).map_err(be)?,
             checkpoints: tx.open_table(CHECKPOINTS).map_err(be)?,
             outbox: tx.open_table(OUTBOX).map_err(be)?,
         })
     }
+}
+
+/// The keys of `agent`'s rows of `kind`.
+fn kind_range(agent: &str, kind: u8) -> std::ops::Range<(&str, u8, &'static [u8])> {
+    (agent, kind, NO_KEY)..(agent, kind + 1, NO_KEY)
+}
+
+/// The smallest id above `agent`: every row of `agent` sorts below `(after(agent), 0, [])`,
+/// every row of an agent after it at or above.
+fn after(agent: &str) -> String {
+    format!("{agent}\0")
+}
+
+/// A sequence number as a row key (big-endian, so keys sort by number).
+fn seq_key(seq: u64) -> [u8; 8] {
+    seq.to_be_bytes()
+}
+
+/// The sequence number of a [`seq_key`] (or of a row value written as one).
+fn seq_of(bytes: &[u8]) -> StoreResult<u64> {
+    <[u8; 8]>::try_from(bytes)
+        .map(u64::from_be_bytes)
+        .map_err(|_| StoreError::Decode(format!("a sequence number of {} bytes", bytes.len())))
+}
+
+/// A UUID as a row key: its 16 bytes.
+fn uuid_key(id: &Uuid) -> [u8; 16] {
+    *id.as_bytes()
+}
+
+/// An id written as text by an earlier layout, as a row key: its 16 bytes if it is a UUID
+/// (all of agentd's are), else its text.
+fn text_id_key(id: &str) -> Vec<u8> {
+    match Uuid::parse_str(id) {
+        Ok(uuid) => uuid.as_bytes().to_vec(),
+        Err(_) => id.as_bytes().to_vec(),
+    }
+}
+
+/// A row value that holds an agent id.
+fn agent_id_of(bytes: &[u8]) -> StoreResult<&str> {
+    std::str::from_utf8(bytes).map_err(|e| StoreError::Decode(format!("an agent id: {e}")))
+}
+
+/// The number after the last of `agent`'s rows of `kind` keyed by [`seq_key`] (0 if none).
+fn next_row_seq(
+    rows: &impl ReadableTable<RowKey, &'static [u8]>,
+    agent: &str,
+    kind: u8,
+) -> StoreResult<u64> {
+    match rows.range(kind_range(agent, kind)).map_err(be)?.next_back() {
+        Some(item) => Ok(seq_of(item.map_err(be)?.0.value().2)? + 1),
+        None => Ok(0),
+    }
+}
+
+/// `agent`'s rows of `kind`, keys and values, in key order.
+fn scan_rows<T>(
+    rows: &impl ReadableTable<RowKey, &'static [u8]>,
+    agent: &str,
+    kind: u8,
+    mut f: impl FnMut(&[u8], &[u8]) -> StoreResult<T>,
+) -> StoreResult<Vec<T>> {
+    let mut out = Vec::new();
+    for item in rows.range(kind_range(agent, kind)).map_err(be)? {
+        let (k, v) = item.map_err(be)?;
+        out.push(f(k.value().2, v.value())?);
+    }
+    Ok(out)
+}
+
+/// Removes `agent`'s rows of `kind` for which `remove` says so.
+fn remove_rows(
+    rows: &mut RowTable<'_>,
+    agent: &str,
+    kind: u8,
+    mut remove: impl FnMut(&[u8], &[u8]) -> bool,
+) -> StoreResult<()> {
+    rows.retain_in(kind_range(agent, kind), |k, v| !remove(k.2, v))
+        .map_err(be)
 }
 
 fn be(e: impl Into<redb::Error>) -> StoreError {
@@ -286,7 +402,7 @@ impl RedbStore {
         let tx = db.begin_write().map_err(be)?;
         let outbox_seq = {
             let mut tables = Tables::open(&tx)?; // creates the tables of a new file
-            migrate_legacy_inbox(&tx, &mut tables)?;
+            migrate(&tx, &mut tables)?;
             let mut next = 0;
             for item in tables.outbox.iter().map_err(be)? {
                 next = next.max(item.map_err(be)?.1.value().0 + 1);
@@ -356,35 +472,20 @@ impl RedbStore {
         self.run(move |db| {
             let tx = db.begin_read().map_err(be)?;
             let mut n = 0;
-            n += usize::from(
-                tx.open_table(AGENTS)
-                    .map_err(be)?
-                    .get(id.as_str())
-                    .map_err(be)?
-                    .is_some(),
-            );
-            for item in tx.open_table(THREADS).map_err(be)?.iter().map_err(be)? {
-                n += usize::from(item.map_err(be)?.0.value().0 == id);
-            }
-            for item in tx.open_table(THREAD_IDS).map_err(be)?.iter().map_err(be)? {
-                n += usize::from(item.map_err(be)?.0.value().0 == id);
-            }
-            for item in tx.open_table(CHILDREN).map_err(be)?.iter().map_err(be)? {
+            for item in tx.open_table(ROWS).map_err(be)?.iter().map_err(be)? {
                 let (k, v) = item.map_err(be)?;
-                n += usize::from(k.value().0 == id || v.value() == id);
-            }
-            for item in tx.open_table(ALIASES).map_err(be)?.iter().map_err(be)? {
-                let (k, v) = item.map_err(be)?;
-                n += usize::from(k.value().0 == id || v.value() == id);
-            }
-            for item in tx.open_table(INBOX).map_err(be)?.iter().map_err(be)? {
-                n += usize::from(item.map_err(be)?.0.value().0 == id);
+                let (agent, kind, _) = k.value();
+                let names_it =
+                    matches!(kind, row::CHILD | row::ALIAS) && v.value() == id.as_bytes();
+                n += usize::from(agent == id || names_it);
             }
             for item in tx.open_table(SEEN).map_err(be)?.iter().map_err(be)? {
-                n += usize::from(item.map_err(be)?.0.value().0 == id);
+                n += usize::from(item.map_err(be)?.0.value().1 == id);
             }
-            for item in tx.open_table(CHECKPOINTS).map_err(be)?.iter().map_err(be)? {
-                n += usize::from(item.map_err(be)?.0.value().0 == id);
+            for table in [THREADS, INBOX, CHECKPOINTS] {
+                for item in tx.open_table(table).map_err(be)?.iter().map_err(be)? {
+                    n += usize::from(item.map_err(be)?.0.value().0 == id);
+                }
             }
             Ok(n)
         })
@@ -457,8 +558,8 @@ impl ThreadStore for RedbStore {
         let id = agent_id.to_string();
         self.run(move |db| {
             let tx = db.begin_read().map_err(be)?;
-            let table = tx.open_table(AGENTS).map_err(be)?;
-            match table.get(id.as_str()).map_err(be)? {
+            let rows = tx.open_table(ROWS).map_err(be)?;
+            match rows.get((id.as_str(), row::RECORD, NO_KEY)).map_err(be)? {
                 Some(v) => Ok(Some(decode(v.value()).map_err(de)?)),
                 None => Ok(None),
             }
@@ -470,8 +571,11 @@ impl ThreadStore for RedbStore {
         let id = agent_id.to_string();
         self.run(move |db| {
             let tx = db.begin_read().map_err(be)?;
-            let table = tx.open_table(AGENTS).map_err(be)?;
-            Ok(table.get(id.as_str()).map_err(be)?.is_some())
+            let rows = tx.open_table(ROWS).map_err(be)?;
+            Ok(rows
+                .get((id.as_str(), row::RECORD, NO_KEY))
+                .map_err(be)?
+                .is_some())
         })
         .await
     }
@@ -479,14 +583,25 @@ impl ThreadStore for RedbStore {
     async fn list_roots(&self) -> StoreResult<Vec<AgentRecord>> {
         self.run(|db| {
             let tx = db.begin_read().map_err(be)?;
-            let table = tx.open_table(AGENTS).map_err(be)?;
+            let rows = tx.open_table(ROWS).map_err(be)?;
             let mut roots = Vec::new();
-            for item in table.iter().map_err(be)? {
-                let (_, v) = item.map_err(be)?;
-                let rec: AgentRecord = decode(v.value()).map_err(de)?;
-                if rec.parent_id.is_none() {
-                    roots.push(rec);
+            // One seek per agent: its first row is its record (kind 0), if it has one.
+            let mut from = String::new();
+            loop {
+                let next = rows
+                    .range((from.as_str(), row::RECORD, NO_KEY)..)
+                    .map_err(be)?
+                    .next();
+                let Some(item) = next else { break };
+                let (k, v) = item.map_err(be)?;
+                let (agent, kind, _) = k.value();
+                if kind == row::RECORD {
+                    let rec: AgentRecord = decode(v.value()).map_err(de)?;
+                    if rec.parent_id.is_none() {
+                        roots.push(rec);
+                    }
                 }
+                from = after(agent);
             }
             roots.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
             Ok(roots)
@@ -497,7 +612,7 @@ impl ThreadStore for RedbStore {
     async fn append(&self, agent_id: &str, entry: &ThreadEntry) -> StoreResult<bool> {
         let bytes = encode(entry).map_err(de)?;
         let id = agent_id.to_string();
-        let entry_id = entry.id.to_string();
+        let entry_id = entry.id;
         self.write(move |t| append_in(t, &id, &entry_id, &bytes))
             .await
     }
@@ -509,21 +624,24 @@ impl ThreadStore for RedbStore {
     async fn replace_thread(&self, agent_id: &str, entries: &[ThreadEntry]) -> StoreResult<()> {
         let encoded = entries
             .iter()
-            .map(|e| Ok((e.id.to_string(), encode(e).map_err(de)?)))
+            .map(|e| Ok((e.id, encode(e).map_err(de)?)))
             .collect::<StoreResult<Vec<_>>>()?;
         let id = agent_id.to_string();
         self.write(move |t| {
-            t.seqs.forget(&id);
+            let a = id.as_str();
+            t.seqs.forget(a);
             t.threads
-                .retain_in((id.as_str(), 0u64)..=(id.as_str(), u64::MAX), |_, _| false)
+                .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
                 .map_err(be)?;
-            remove_prefix_str(&mut t.thread_ids, &id)?;
+            remove_rows(&mut t.rows, a, row::THREAD_ID, |_, _| true)?;
             for (seq, (entry_id, bytes)) in encoded.iter().enumerate() {
-                t.threads
-                    .insert((id.as_str(), seq as u64), bytes.as_slice())
-                    .map_err(be)?;
-                t.thread_ids
-                    .insert((id.as_str(), entry_id.as_str()), seq as u64)
+                let seq = seq as u64;
+                t.threads.insert((a, seq), bytes.as_slice()).map_err(be)?;
+                t.rows
+                    .insert(
+                        (a, row::THREAD_ID, uuid_key(entry_id).as_slice()),
+                        seq_key(seq).as_slice(),
+                    )
                     .map_err(be)?;
             }
             Ok(())
@@ -534,11 +652,12 @@ impl ThreadStore for RedbStore {
     async fn add_child(&self, parent_id: &str, child_id: &str) -> StoreResult<()> {
         let (parent, child) = (parent_id.to_string(), child_id.to_string());
         self.write(move |t| {
-            let existing = scan(&t.children, &parent, |_, v| Ok(v == child.as_str()))?;
+            let p = parent.as_str();
+            let existing = scan_rows(&t.rows, p, row::CHILD, |_, v| Ok(v == child.as_bytes()))?;
             if !existing.contains(&true) {
-                let seq = next_seq(&t.children, &parent)?;
-                t.children
-                    .insert((parent.as_str(), seq), child.as_str())
+                let seq = next_row_seq(&t.rows, p, row::CHILD)?;
+                t.rows
+                    .insert((p, row::CHILD, seq_key(seq).as_slice()), child.as_bytes())
                     .map_err(be)?;
             }
             Ok(())
@@ -550,8 +669,10 @@ impl ThreadStore for RedbStore {
         let parent = parent_id.to_string();
         self.run(move |db| {
             let tx = db.begin_read().map_err(be)?;
-            let table = tx.open_table(CHILDREN).map_err(be)?;
-            scan(&table, &parent, |_, v| Ok(v.to_string()))
+            let rows = tx.open_table(ROWS).map_err(be)?;
+            scan_rows(&rows, &parent, row::CHILD, |_, v| {
+                Ok(agent_id_of(v)?.to_string())
+            })
         })
         .await
     }
@@ -568,17 +689,15 @@ impl ThreadStore for RedbStore {
         let candidate = candidate.to_string();
         self.write(move |t| {
             // Writes are applied one after another: the check and the insert are atomic.
-            let existing = t
-                .aliases
-                .get((parent.as_str(), key.as_str()))
-                .map_err(be)?
-                .map(|v| v.value().to_string());
+            let row_key = (parent.as_str(), row::ALIAS, key.as_bytes());
+            let existing = match t.rows.get(row_key).map_err(be)? {
+                Some(v) => Some(agent_id_of(v.value())?.to_string()),
+                None => None,
+            };
             Ok(match existing {
                 Some(child) => (child, false),
                 None => {
-                    t.aliases
-                        .insert((parent.as_str(), key.as_str()), candidate.as_str())
-                        .map_err(be)?;
+                    t.rows.insert(row_key, candidate.as_bytes()).map_err(be)?;
                     (candidate.clone(), true)
                 }
             })
@@ -590,22 +709,16 @@ impl ThreadStore for RedbStore {
         let parent = parent_id.to_string();
         self.run(move |db| {
             let tx = db.begin_read().map_err(be)?;
-            let table = tx.open_table(ALIASES).map_err(be)?;
-            let mut out = Vec::new();
-            for item in table.range((parent.as_str(), "")..).map_err(be)? {
-                let (k, v) = item.map_err(be)?;
-                let (p, key) = k.value();
-                if p != parent {
-                    break;
-                }
-                let (title, alias) = key.split_once(SEP).unwrap_or((key, ""));
-                out.push(WorkerAlias {
+            let rows = tx.open_table(ROWS).map_err(be)?;
+            scan_rows(&rows, &parent, row::ALIAS, |k, v| {
+                let key = String::from_utf8_lossy(k);
+                let (title, alias) = key.split_once(SEP).unwrap_or((&key, ""));
+                Ok(WorkerAlias {
                     worker_title: title.to_string(),
                     alias: alias.to_string(),
-                    child_id: v.value().to_string(),
-                });
-            }
-            Ok(out)
+                    child_id: agent_id_of(v)?.to_string(),
+                })
+            })
         })
         .await
     }
@@ -615,45 +728,27 @@ impl ThreadStore for RedbStore {
         self.write(move |t| {
             let a = id.as_str();
             t.seqs.forget(a);
-            let parent = match t.agents.remove(a).map_err(be)? {
+            let parent = match t.rows.get((a, row::RECORD, NO_KEY)).map_err(be)? {
                 Some(v) => decode::<AgentRecord>(v.value()).map_err(de)?.parent_id,
                 None => None,
             };
-            t.threads
-                .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
+            let window = scan_rows(&t.rows, a, row::WINDOW, |_, env_id| Ok(env_id.to_vec()))?;
+            for env_id in window {
+                t.seen.remove((env_id.as_slice(), a)).map_err(be)?;
+            }
+            let end = after(a);
+            t.rows
+                .retain_in((a, 0u8, NO_KEY)..(end.as_str(), 0u8, NO_KEY), |_, _| false)
                 .map_err(be)?;
-            remove_prefix_str(&mut t.thread_ids, a)?;
-            t.children
-                .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
-                .map_err(be)?;
-            remove_prefix_str(&mut t.aliases, a)?;
-            t.inbox
-                .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
-                .map_err(be)?;
-            t.seen_seq
-                .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
-                .map_err(be)?;
-            t.checkpoints
-                .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
-                .map_err(be)?;
-            remove_prefix_str(&mut t.seen, a)?;
+            for table in [&mut t.threads, &mut t.inbox, &mut t.checkpoints] {
+                table
+                    .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
+                    .map_err(be)?;
+            }
             if let Some(parent) = parent {
                 let p = parent.as_str();
-                t.children
-                    .retain_in((p, 0u64)..=(p, u64::MAX), |_, child| child != a)
-                    .map_err(be)?;
-                let mut keys = Vec::new();
-                for item in t.aliases.range((p, "")..).map_err(be)? {
-                    let (k, v) = item.map_err(be)?;
-                    if k.value().0 != p {
-                        break;
-                    }
-                    if v.value() == a {
-                        keys.push(k.value().1.to_string());
-                    }
-                }
-                for k in keys {
-                    t.aliases.remove((p, k.as_str())).map_err(be)?;
+                for kind in [row::CHILD, row::ALIAS] {
+                    remove_rows(&mut t.rows, p, kind, |_, child| child == a.as_bytes())?;
                 }
             }
             Ok(())
@@ -673,7 +768,7 @@ impl ThreadStore for RedbStore {
     ) -> StoreResult<Pushed> {
         let bytes = encode(env).map_err(de)?;
         let id = agent_id.to_string();
-        let env_id = env.id.to_string();
+        let env_id = env.id;
         let then = self.encode_writes(then)?;
         self.write(move |t| {
             let fresh = inbox_push_in(t, &id, &env_id, &bytes)?;
@@ -694,7 +789,6 @@ impl ThreadStore for RedbStore {
 
     async fn inbox_done(&self, agent_id: &str, env_id: Uuid) -> StoreResult<()> {
         let id = agent_id.to_string();
-        let env_id = env_id.to_string();
         self.write(move |t| inbox_done_in(t, &id, &env_id)).await
     }
 
@@ -763,8 +857,8 @@ impl ThreadStore for RedbStore {
 /// A [`StoreWrite`], encoded before it reaches the writer thread.
 enum Encoded {
     Put(String, Vec<u8>),
-    Append(String, String, Vec<u8>),
-    Done(String, String),
+    Append(String, Uuid, Vec<u8>),
+    Done(String, Uuid),
     /// An output kept in the outbox: its envelope id, seq and bytes.
     Keep(String, u64, Vec<u8>),
 }
@@ -780,11 +874,11 @@ impl RedbStore {
             StoreWrite::PutAgent(rec) => Encoded::Put(rec.id.clone(), encode(&**rec).map_err(de)?),
             StoreWrite::Append { agent_id, entry } => Encoded::Append(
                 agent_id.to_string(),
-                entry.id.to_string(),
+                entry.id,
                 encode(&**entry).map_err(de)?,
             ),
             StoreWrite::InboxDone { agent_id, env_id } => {
-                Encoded::Done(agent_id.to_string(), env_id.to_string())
+                Encoded::Done(agent_id.to_string(), *env_id)
             }
             StoreWrite::Outbox { env } => Encoded::Keep(
                 env.id.to_string(),
@@ -822,21 +916,31 @@ fn apply_writes(t: &mut Tables<'_>, writes: &[Encoded]) -> StoreResult<()> {
 
 /// Queues `bytes` (envelope `env_id`) in the agent's inbox unless the id is in its
 /// de-duplication window; answers whether it was new.
-fn inbox_push_in(t: &mut Tables<'_>, a: &str, env_id: &str, bytes: &[u8]) -> StoreResult<bool> {
+fn inbox_push_in(t: &mut Tables<'_>, a: &str, env_id: &Uuid, bytes: &[u8]) -> StoreResult<bool> {
+    let id = uuid_key(env_id);
+    let guess = match t.seqs.seen.get(a) {
+        Some(n) => *n,
+        None => next_row_seq(&t.rows, a, row::WINDOW)?,
+    };
     let Some(seq) = put_new(
-        &mut t.seen,
-        &mut t.seen_seq,
-        &mut t.seqs.seen,
-        (a, env_id),
-        |table, seq| {
-            Ok(table
-                .insert((a, seq), env_id)
+        t,
+        guess,
+        |t, seq| {
+            Ok(t.seen
+                .insert((id.as_slice(), a), seq)
                 .map_err(be)?
-                .map(|v| v.value().to_string()))
+                .map(|v| v.value().to_vec()))
         },
-        |table, seq, taken| {
-            table
-                .insert((a, seq), taken.as_str())
+        |t| next_row_seq(&t.rows, a, row::WINDOW),
+        |t, seq| {
+            Ok(t.rows
+                .insert((a, row::WINDOW, seq_key(seq).as_slice()), id.as_slice())
+                .map_err(be)?
+                .map(|v| v.value().to_vec()))
+        },
+        |t, seq, taken| {
+            t.rows
+                .insert((a, row::WINDOW, seq_key(seq).as_slice()), taken.as_slice())
                 .map(|_| ())
                 .map_err(be)
         },
@@ -844,213 +948,284 @@ fn inbox_push_in(t: &mut Tables<'_>, a: &str, env_id: &str, bytes: &[u8]) -> Sto
     else {
         return Ok(false);
     };
+    NextSeqs::note(&mut t.seqs.seen, a, seq + 1);
     if seq >= DEDUP_WINDOW as u64 {
-        let old = seq - DEDUP_WINDOW as u64;
+        let old = seq_key(seq - DEDUP_WINDOW as u64);
         let gone = t
-            .seen_seq
-            .remove((a, old))
+            .rows
+            .remove((a, row::WINDOW, old.as_slice()))
             .map_err(be)?
-            .map(|v| v.value().to_string());
+            .map(|v| v.value().to_vec());
         if let Some(gone) = gone {
-            t.seen.remove((a, gone.as_str())).map_err(be)?;
+            t.seen.remove((gone.as_slice(), a)).map_err(be)?;
         }
     }
     t.inbox.insert((a, seq), bytes).map_err(be)?;
     Ok(true)
 }
 
-/// Inserts a value under the next free sequence number of its agent in `table` and answers
-/// that number: the writer's `cached` guess when the insert finds it free; else (the guess was
-/// stale) what the insert displaced is put back (`restore`) and the value goes after the
-/// B-tree's last entry (`last_next`). `insert` answers what it displaced.
-fn insert_at_next<Tb, Old>(
-    table: &mut Tb,
-    cached: Option<u64>,
-    last_next: impl Fn(&Tb) -> StoreResult<u64>,
-    insert: impl Fn(&mut Tb, u64) -> StoreResult<Option<Old>>,
-    restore: impl Fn(&mut Tb, u64, Old) -> StoreResult<()>,
-) -> StoreResult<u64> {
-    let seq = match cached {
-        Some(n) => n,
-        None => last_next(table)?,
-    };
-    let Some(taken) = insert(table, seq)? else {
-        return Ok(seq);
-    };
-    restore(table, seq, taken)?;
-    let seq = last_next(table)?;
-    insert(table, seq)?;
-    Ok(seq)
-}
-
 fn put_agent_in(t: &mut Tables<'_>, id: &str, bytes: &[u8]) -> StoreResult<()> {
-    t.agents.insert(id, bytes).map_err(be)?;
+    t.rows
+        .insert((id, row::RECORD, NO_KEY), bytes)
+        .map_err(be)?;
     Ok(())
 }
 
 /// Appends unless the entry id is already in the thread; answers whether it appended.
-fn append_in(t: &mut Tables<'_>, id: &str, entry_id: &str, bytes: &[u8]) -> StoreResult<bool> {
+fn append_in(t: &mut Tables<'_>, a: &str, entry_id: &Uuid, bytes: &[u8]) -> StoreResult<bool> {
+    let guess = match t.seqs.threads.get(a) {
+        Some(n) => *n,
+        None => next_seq(&t.threads, a)?,
+    };
+    let id = uuid_key(entry_id);
     let appended = put_new(
-        &mut t.thread_ids,
-        &mut t.threads,
-        &mut t.seqs.threads,
-        (id, entry_id),
-        |table, seq| {
-            Ok(table
-                .insert((id, seq), bytes)
+        t,
+        guess,
+        |t, seq| {
+            Ok(t.rows
+                .insert((a, row::THREAD_ID, id.as_slice()), seq)
                 .map_err(be)?
                 .map(|v| v.value().to_vec()))
         },
-        |table, seq, taken| {
-            table
-                .insert((id, seq), taken.as_slice())
+        |t| next_seq(&t.threads, a),
+        |t, seq| {
+            Ok(t.threads
+                .insert((a, seq), bytes)
+                .map_err(be)?
+                .map(|v| v.value().to_vec()))
+        },
+        |t, seq, taken| {
+            t.threads
+                .insert((a, seq), taken.as_slice())
                 .map(|_| ())
                 .map_err(be)
         },
     )?;
+    if let Some(seq) = appended {
+        NextSeqs::note(&mut t.seqs.threads, a, seq + 1);
+    }
     Ok(appended.is_some())
 }
 
-/// Puts a value with id `id` of agent `agent` under the agent's next sequence number in
-/// `table`, unless `index` has the id already (`None`): the id is claimed at the cached guess
-/// of that number, the value inserted there ([`insert_at_next`]), and the index corrected in
-/// the rare case the guess was stale. Answers the number used.
-fn put_new<V: redb::Value + 'static, Old>(
-    index: &mut redb::Table<'_, (&'static str, &'static str), u64>,
-    table: &mut redb::Table<'_, (&'static str, u64), V>,
-    next: &mut FastHashMap<String, u64>,
-    (agent, id): (&str, &str),
-    insert: impl Fn(&mut redb::Table<'_, (&'static str, u64), V>, u64) -> StoreResult<Option<Old>>,
-    restore: impl Fn(&mut redb::Table<'_, (&'static str, u64), V>, u64, Old) -> StoreResult<()>,
+/// Puts a value under its agent's next sequence number unless its id is in an index of such
+/// ids already (`None`). The id is claimed at `guess`, the writer's cached guess of that
+/// number, through `index` (which sets the id's [`seq_key`] and answers what it displaced),
+/// and the value inserted there (`insert` answers what it displaced). A stale guess finds its
+/// key taken: what was there is put back (`restore`), the value goes after the last entry
+/// (`last_next`), and the index is corrected. Answers the number used.
+fn put_new<Old>(
+    t: &mut Tables<'_>,
+    guess: u64,
+    index: impl Fn(&mut Tables<'_>, &[u8]) -> StoreResult<Option<Vec<u8>>>,
+    last_next: impl Fn(&Tables<'_>) -> StoreResult<u64>,
+    insert: impl Fn(&mut Tables<'_>, u64) -> StoreResult<Option<Old>>,
+    restore: impl Fn(&mut Tables<'_>, u64, Old) -> StoreResult<()>,
 ) -> StoreResult<Option<u64>> {
-    let guess = match next.get(agent) {
-        Some(n) => *n,
-        None => next_seq(table, agent)?,
-    };
-    if !claim_id(index, agent, id, guess)? {
+    // One insert where a look-up and an insert were, for what is nearly always a new id; a
+    // duplicate gets the value it had back.
+    if let Some(had) = index(t, &seq_key(guess))? {
+        index(t, &had)?;
         return Ok(None);
     }
-    let seq = insert_at_next(
-        table,
-        Some(guess),
-        |table| next_seq(table, agent),
-        insert,
-        restore,
-    )?;
-    NextSeqs::note(next, agent, seq + 1);
-    if seq != guess {
-        index.insert((agent, id), seq).map_err(be)?;
-    }
+    let Some(taken) = insert(t, guess)? else {
+        return Ok(Some(guess));
+    };
+    restore(t, guess, taken)?;
+    let seq = last_next(t)?;
+    insert(t, seq)?;
+    index(t, &seq_key(seq))?;
     Ok(Some(seq))
 }
 
-/// Records `(agent, id) → seq` in an id index unless the id is there already, and answers
-/// whether it was new (a duplicate gets the value it had back): one insert where a look-up and
-/// an insert were, for what is nearly always a new id.
-fn claim_id(
-    index: &mut redb::Table<'_, (&'static str, &'static str), u64>,
-    agent: &str,
-    id: &str,
-    seq: u64,
-) -> StoreResult<bool> {
-    let had = index
-        .insert((agent, id), seq)
-        .map_err(be)?
-        .map(|v| v.value());
-    match had {
-        Some(had) => {
-            index.insert((agent, id), had).map_err(be)?;
-            Ok(false)
-        }
-        None => Ok(true),
-    }
-}
-
-fn inbox_done_in(t: &mut Tables<'_>, id: &str, env_id: &str) -> StoreResult<()> {
-    let seq = t.seen.get((id, env_id)).map_err(be)?.map(|v| v.value());
+fn inbox_done_in(t: &mut Tables<'_>, a: &str, env_id: &Uuid) -> StoreResult<()> {
+    let seq = match t.seen.get((uuid_key(env_id).as_slice(), a)).map_err(be)? {
+        Some(v) => Some(seq_of(v.value())?),
+        None => None,
+    };
     if let Some(seq) = seq
-        && t.inbox.remove((id, seq)).map_err(be)?.is_some()
+        && t.inbox.remove((a, seq)).map_err(be)?.is_some()
     {
         return Ok(());
     }
     // Not where the window says (an envelope that waited while more than a window of newer
     // ones arrived, or one already done): look for it among the agent's pending envelopes.
     let mut found = None;
-    for item in t.inbox.range((id, 0u64)..=(id, u64::MAX)).map_err(be)? {
+    for item in t.inbox.range((a, 0u64)..=(a, u64::MAX)).map_err(be)? {
         let (k, v) = item.map_err(be)?;
-        if envelope_id(v.value()).as_deref() == Some(env_id) {
+        if envelope_id(v.value()) == Some(*env_id) {
             found = Some(k.value().1);
             break;
         }
     }
     if let Some(seq) = found {
-        t.inbox.remove((id, seq)).map_err(be)?;
+        t.inbox.remove((a, seq)).map_err(be)?;
     }
     Ok(())
 }
 
 /// The id of a stored envelope (`None` if it does not decode).
-fn envelope_id(bytes: &[u8]) -> Option<String> {
-    decode::<Envelope>(bytes).ok().map(|e| e.id.to_string())
+fn envelope_id(bytes: &[u8]) -> Option<Uuid> {
+    decode::<Envelope>(bytes).ok().map(|e| e.id)
 }
 
-/// Moves the inbox of a file written before `inbox_by_seen` into [`INBOX`], in the same
-/// transaction as opening it. An envelope keeps its place: it is keyed by its seq in the
-/// de-duplication window, or (evicted from the window since) by its old slot, which is lower
-/// than the seqs of everything that arrived after it (each arrival took one seq, and a slot
-/// never ran ahead of the seq).
+/// Whether `tx`'s file has a table named `name`.
+fn has_table(tx: &WriteTransaction, name: &str) -> StoreResult<bool> {
+    Ok(tx.list_tables().map_err(be)?.any(|h| h.name() == name))
+}
+
+/// Moves what a file written by an earlier version holds into the current layout, in the same
+/// transaction as opening it: per-agent rows from their tables of their own into [`ROWS`],
+/// then an inbox of the layout before `inbox_by_seen` into [`INBOX`]. Each earlier table is
+/// deleted once moved, so nothing is moved twice.
+fn migrate(tx: &WriteTransaction, t: &mut Tables<'_>) -> StoreResult<()> {
+    let mut moved = 0usize;
+    let mut put = |t: &mut Tables<'_>, agent: &str, kind: u8, key: &[u8], value: &[u8]| {
+        moved += 1;
+        t.rows
+            .insert((agent, kind, key), value)
+            .map(|_| ())
+            .map_err(be)
+    };
+    if has_table(tx, earlier::AGENTS.name())? {
+        for item in tx
+            .open_table(earlier::AGENTS)
+            .map_err(be)?
+            .iter()
+            .map_err(be)?
+        {
+            let (k, v) = item.map_err(be)?;
+            put(t, k.value(), row::RECORD, NO_KEY, v.value())?;
+        }
+        tx.delete_table(earlier::AGENTS).map_err(be)?;
+    }
+    if has_table(tx, earlier::THREAD_IDS.name())? {
+        for item in tx
+            .open_table(earlier::THREAD_IDS)
+            .map_err(be)?
+            .iter()
+            .map_err(be)?
+        {
+            let (k, v) = item.map_err(be)?;
+            let (agent, id) = k.value();
+            put(
+                t,
+                agent,
+                row::THREAD_ID,
+                &text_id_key(id),
+                &seq_key(v.value()),
+            )?;
+        }
+        tx.delete_table(earlier::THREAD_IDS).map_err(be)?;
+    }
+    if has_table(tx, earlier::SEEN.name())? {
+        for item in tx
+            .open_table(earlier::SEEN)
+            .map_err(be)?
+            .iter()
+            .map_err(be)?
+        {
+            let (k, v) = item.map_err(be)?;
+            let (agent, id) = k.value();
+            t.seen
+                .insert(
+                    (text_id_key(id).as_slice(), agent),
+                    seq_key(v.value()).as_slice(),
+                )
+                .map_err(be)?;
+        }
+        tx.delete_table(earlier::SEEN).map_err(be)?;
+    }
+    if has_table(tx, earlier::SEEN_SEQ.name())? {
+        for item in tx
+            .open_table(earlier::SEEN_SEQ)
+            .map_err(be)?
+            .iter()
+            .map_err(be)?
+        {
+            let (k, v) = item.map_err(be)?;
+            let (agent, seq) = k.value();
+            put(
+                t,
+                agent,
+                row::WINDOW,
+                &seq_key(seq),
+                &text_id_key(v.value()),
+            )?;
+        }
+        tx.delete_table(earlier::SEEN_SEQ).map_err(be)?;
+    }
+    if has_table(tx, earlier::CHILDREN.name())? {
+        for item in tx
+            .open_table(earlier::CHILDREN)
+            .map_err(be)?
+            .iter()
+            .map_err(be)?
+        {
+            let (k, v) = item.map_err(be)?;
+            let (parent, seq) = k.value();
+            put(t, parent, row::CHILD, &seq_key(seq), v.value().as_bytes())?;
+        }
+        tx.delete_table(earlier::CHILDREN).map_err(be)?;
+    }
+    if has_table(tx, earlier::ALIASES.name())? {
+        for item in tx
+            .open_table(earlier::ALIASES)
+            .map_err(be)?
+            .iter()
+            .map_err(be)?
+        {
+            let (k, v) = item.map_err(be)?;
+            let (parent, key) = k.value();
+            put(t, parent, row::ALIAS, key.as_bytes(), v.value().as_bytes())?;
+        }
+        tx.delete_table(earlier::ALIASES).map_err(be)?;
+    }
+    if moved > 0 {
+        tracing::info!(
+            rows = moved,
+            "embedded store: agents' rows moved to their current layout"
+        );
+    }
+    migrate_legacy_inbox(tx, t)
+}
+
+/// Moves the inbox of a file written before `inbox_by_seen` into [`INBOX`]. An envelope keeps
+/// its place: it is keyed by its seq in the de-duplication window, or (evicted from the window
+/// since) by its old slot, which is lower than the seqs of everything that arrived after it
+/// (each arrival took one seq, and a slot never ran ahead of the seq).
 fn migrate_legacy_inbox(tx: &WriteTransaction, t: &mut Tables<'_>) -> StoreResult<()> {
-    let exists = tx
-        .list_tables()
-        .map_err(be)?
-        .any(|h| redb::TableHandle::name(&h) == "inbox");
-    if !exists {
+    if !has_table(tx, earlier::INBOX.name())? {
         return Ok(());
     }
     let mut moved = 0usize;
     {
-        let legacy = tx.open_table(LEGACY_INBOX).map_err(be)?;
+        let legacy = tx.open_table(earlier::INBOX).map_err(be)?;
         for item in legacy.iter().map_err(be)? {
             let (k, v) = item.map_err(be)?;
             let (agent, slot) = k.value();
-            let seq = match envelope_id(v.value()) {
+            let seen = match envelope_id(v.value()) {
                 Some(env_id) => t
                     .seen
-                    .get((agent, env_id.as_str()))
+                    .get((uuid_key(&env_id).as_slice(), agent))
                     .map_err(be)?
-                    .map_or(slot, |s| s.value()),
-                None => slot,
+                    .map(|s| seq_of(s.value()))
+                    .transpose()?,
+                None => None,
             };
-            t.inbox.insert((agent, seq), v.value()).map_err(be)?;
+            t.inbox
+                .insert((agent, seen.unwrap_or(slot)), v.value())
+                .map_err(be)?;
             moved += 1;
         }
     }
-    tx.delete_table(LEGACY_INBOX).map_err(be)?;
-    tx.delete_table(LEGACY_INBOX_IDS).map_err(be)?;
+    tx.delete_table(earlier::INBOX).map_err(be)?;
+    if has_table(tx, earlier::INBOX_IDS.name())? {
+        tx.delete_table(earlier::INBOX_IDS).map_err(be)?;
+    }
     tracing::info!(
         envelopes = moved,
         "embedded store: inbox moved to its current layout"
     );
-    Ok(())
-}
-
-/// Removes every `(id, _)` key of a `(&str, &str)`-keyed table.
-fn remove_prefix_str<V: redb::Value + 'static>(
-    table: &mut redb::Table<'_, (&'static str, &'static str), V>,
-    id: &str,
-) -> StoreResult<()> {
-    let mut keys = Vec::new();
-    for item in table.range((id, "")..).map_err(be)? {
-        let (k, _) = item.map_err(be)?;
-        let (p, rest) = k.value();
-        if p != id {
-            break;
-        }
-        keys.push(rest.to_string());
-    }
-    for k in keys {
-        table.remove((id, k.as_str())).map_err(be)?;
-    }
     Ok(())
 }
 
@@ -1062,6 +1237,16 @@ mod tests {
         text.as_bytes().to_vec()
     }
 
+    fn thread_seq(t: &Tables<'_>, agent: &str, id: &Uuid) -> StoreResult<Option<u64>> {
+        let got = t.rows.get((agent, row::THREAD_ID, uuid_key(id).as_slice()));
+        got.map_err(be)?.map(|v| seq_of(v.value())).transpose()
+    }
+
+    fn seen_seq(t: &Tables<'_>, agent: &str, id: &Uuid) -> StoreResult<Option<u64>> {
+        let got = t.seen.get((uuid_key(id).as_slice(), agent));
+        got.map_err(be)?.map(|v| seq_of(v.value())).transpose()
+    }
+
     /// A cached next sequence number that is behind the B-tree (the cache outlived a write it
     /// did not see) must not overwrite an entry: the insert notices, puts the old value back
     /// and appends after the last entry.
@@ -1070,17 +1255,18 @@ mod tests {
         let dir = tempfile::tempdir().map_err(|e| StoreError::Backend(e.to_string()))?;
         let db = Database::create(dir.path().join("t.redb")).map_err(be)?;
         let tx = db.begin_write().map_err(be)?;
+        let [e0, e1, e2, m0, m1, m2] = [(); 6].map(|()| Uuid::now_v7());
         {
             let mut t = Tables::open(&tx)?;
-            assert!(append_in(&mut t, "a", "e0", &entry_bytes("zero"))?);
-            assert!(append_in(&mut t, "a", "e1", &entry_bytes("one"))?);
-            assert!(inbox_push_in(&mut t, "a", "m0", b"m0")?);
-            assert!(inbox_push_in(&mut t, "a", "m1", b"m1")?);
+            assert!(append_in(&mut t, "a", &e0, &entry_bytes("zero"))?);
+            assert!(append_in(&mut t, "a", &e1, &entry_bytes("one"))?);
+            assert!(inbox_push_in(&mut t, "a", &m0, b"m0")?);
+            assert!(inbox_push_in(&mut t, "a", &m1, b"m1")?);
             // Stale: both numbers point at taken keys.
             t.seqs.threads.insert("a".into(), 0);
             t.seqs.seen.insert("a".into(), 1);
-            assert!(append_in(&mut t, "a", "e2", &entry_bytes("two"))?);
-            assert!(inbox_push_in(&mut t, "a", "m2", b"m2")?);
+            assert!(append_in(&mut t, "a", &e2, &entry_bytes("two"))?);
+            assert!(inbox_push_in(&mut t, "a", &m2, b"m2")?);
             let thread = scan(&t.threads, "a", |seq, v| Ok((seq, v.to_vec())))?;
             assert_eq!(
                 thread,
@@ -1099,22 +1285,27 @@ mod tests {
                     (2, b"m2".to_vec())
                 ]
             );
-            let window = scan(&t.seen_seq, "a", |seq, v| Ok((seq, v.to_string())))?;
+            let window = scan_rows(&t.rows, "a", row::WINDOW, |k, v| {
+                Ok((seq_of(k)?, v.to_vec()))
+            })?;
             assert_eq!(
                 window,
-                vec![(0, "m0".into()), (1, "m1".into()), (2, "m2".into())]
+                vec![
+                    (0, uuid_key(&m0).to_vec()),
+                    (1, uuid_key(&m1).to_vec()),
+                    (2, uuid_key(&m2).to_vec())
+                ]
             );
             // And the cache learned the right numbers.
             assert_eq!(t.seqs.threads.get("a"), Some(&3));
             assert_eq!(t.seqs.seen.get("a"), Some(&3));
             // A repeated id is refused and keeps its place in the index.
-            assert!(!append_in(&mut t, "a", "e0", &entry_bytes("zero again"))?);
-            assert!(!inbox_push_in(&mut t, "a", "m1", b"m1 again")?);
-            let seq_of = |v: Option<redb::AccessGuard<'_, u64>>| v.map(|v| v.value());
-            assert_eq!(seq_of(t.thread_ids.get(("a", "e0")).map_err(be)?), Some(0));
-            assert_eq!(seq_of(t.thread_ids.get(("a", "e2")).map_err(be)?), Some(2));
-            assert_eq!(seq_of(t.seen.get(("a", "m1")).map_err(be)?), Some(1));
-            assert_eq!(seq_of(t.seen.get(("a", "m2")).map_err(be)?), Some(2));
+            assert!(!append_in(&mut t, "a", &e0, &entry_bytes("zero again"))?);
+            assert!(!inbox_push_in(&mut t, "a", &m1, b"m1 again")?);
+            assert_eq!(thread_seq(&t, "a", &e0)?, Some(0));
+            assert_eq!(thread_seq(&t, "a", &e2)?, Some(2));
+            assert_eq!(seen_seq(&t, "a", &m1)?, Some(1));
+            assert_eq!(seen_seq(&t, "a", &m2)?, Some(2));
             assert_eq!(scan(&t.threads, "a", |_, _| Ok(()))?.len(), 3);
             assert_eq!(scan(&t.inbox, "a", |_, _| Ok(()))?.len(), 3);
         }

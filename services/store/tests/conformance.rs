@@ -137,3 +137,101 @@ async fn embedded_store_moves_an_inbox_of_the_earlier_layout() {
     let s = RedbStore::open(dir.path()).unwrap();
     assert_eq!(s.inbox_pending("m-agent").await.unwrap(), vec![new, later]);
 }
+
+/// A file of the layout before `agent_rows` (records, thread ids, the window, children and
+/// aliases in tables of their own, the window keyed by agent) opens with everything in place:
+/// records, roots, children, aliases, de-duplication of appends and pushes, the inbox; deleting
+/// an agent then leaves nothing of it; a second open moves nothing twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedded_store_moves_agents_rows_of_the_earlier_layout() {
+    use agentd_proto::codec::encode;
+    use agentd_proto::{Address, Envelope, InboxItem, Item};
+    use redb::{Database, TableDefinition};
+    let agents: TableDefinition<&str, &[u8]> = TableDefinition::new("agents");
+    let threads: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("threads");
+    let thread_ids: TableDefinition<(&str, &str), u64> = TableDefinition::new("thread_ids");
+    let children: TableDefinition<(&str, u64), &str> = TableDefinition::new("children");
+    let aliases: TableDefinition<(&str, &str), &str> = TableDefinition::new("aliases");
+    let seen: TableDefinition<(&str, &str), u64> = TableDefinition::new("seen");
+    let seen_seq: TableDefinition<(&str, u64), &str> = TableDefinition::new("seen_seq");
+    let inbox: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("inbox_by_seen");
+    let (parent, child) = (record("p", None, 1), record("c", Some("p"), 2));
+    let first = entry("first");
+    let pending = Envelope::new(
+        Address::System,
+        Address::agent("c"),
+        Item::Inbox(InboxItem::message("pending")),
+        1,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Database::create(dir.path().join("agentd.redb")).unwrap();
+        let tx = db.begin_write().unwrap();
+        {
+            let mut t = tx.open_table(agents).unwrap();
+            t.insert("p", encode(&parent).unwrap().as_slice()).unwrap();
+            t.insert("c", encode(&child).unwrap().as_slice()).unwrap();
+            let first_id = first.id.to_string();
+            tx.open_table(threads)
+                .unwrap()
+                .insert(("c", 0), encode(&first).unwrap().as_slice())
+                .unwrap();
+            tx.open_table(thread_ids)
+                .unwrap()
+                .insert(("c", first_id.as_str()), 0)
+                .unwrap();
+            tx.open_table(children)
+                .unwrap()
+                .insert(("p", 0), "c")
+                .unwrap();
+            tx.open_table(aliases)
+                .unwrap()
+                .insert(("p", "Ops\x1fa1"), "c")
+                .unwrap();
+            let env_id = pending.id.to_string();
+            tx.open_table(seen)
+                .unwrap()
+                .insert(("c", env_id.as_str()), 0)
+                .unwrap();
+            tx.open_table(seen_seq)
+                .unwrap()
+                .insert(("c", 0), env_id.as_str())
+                .unwrap();
+            tx.open_table(inbox)
+                .unwrap()
+                .insert(("c", 0), encode(&pending).unwrap().as_slice())
+                .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let s = RedbStore::open(dir.path()).unwrap();
+    assert_eq!(s.get_agent("c").await.unwrap(), Some(child.clone()));
+    assert_eq!(s.list_roots().await.unwrap(), vec![parent.clone()]);
+    assert_eq!(s.children("p").await.unwrap(), vec!["c"]);
+    assert_eq!(
+        s.alias_get_or_create("p", "Ops", "a1", "other")
+            .await
+            .unwrap(),
+        ("c".to_string(), false)
+    );
+    assert!(!s.append("c", &first).await.unwrap(), "thread ids moved");
+    assert!(!s.inbox_push("c", &pending).await.unwrap(), "window moved");
+    assert_eq!(s.inbox_pending("c").await.unwrap(), vec![pending.clone()]);
+    let later = Envelope::new(
+        Address::System,
+        Address::agent("c"),
+        Item::Inbox(InboxItem::message("later")),
+        1,
+    );
+    assert!(s.inbox_push("c", &later).await.unwrap());
+    s.inbox_done("c", pending.id).await.unwrap();
+    assert_eq!(s.inbox_pending("c").await.unwrap(), vec![later.clone()]);
+    drop(s);
+    let s = RedbStore::open(dir.path()).unwrap();
+    assert_eq!(s.thread("c").await.unwrap(), vec![first]);
+    assert_eq!(s.inbox_pending("c").await.unwrap(), vec![later]);
+    s.delete_agent("c").await.unwrap();
+    assert_eq!(s.rows_mentioning("c").await.unwrap(), 0);
+    assert_eq!(s.children("p").await.unwrap(), Vec::<String>::new());
+    assert_eq!(s.get_agent("p").await.unwrap(), Some(parent));
+}
