@@ -1078,108 +1078,35 @@ fn has_table(tx: &WriteTransaction, name: &str) -> StoreResult<bool> {
 /// then an inbox of the layout before `inbox_by_seen` into [`INBOX`]. Each earlier table is
 /// deleted once moved, so nothing is moved twice.
 fn migrate(tx: &WriteTransaction, t: &mut Tables<'_>) -> StoreResult<()> {
-    let mut moved = 0usize;
-    let mut put = |t: &mut Tables<'_>, agent: &str, kind: u8, key: &[u8], value: &[u8]| {
-        moved += 1;
+    let put = |t: &mut Tables<'_>, agent: &str, kind: u8, key: &[u8], value: &[u8]| {
         t.rows
             .insert((agent, kind, key), value)
             .map(|_| ())
             .map_err(be)
     };
-    if has_table(tx, earlier::AGENTS.name())? {
-        for item in tx
-            .open_table(earlier::AGENTS)
-            .map_err(be)?
-            .iter()
-            .map_err(be)?
-        {
-            let (k, v) = item.map_err(be)?;
-            put(t, k.value(), row::RECORD, NO_KEY, v.value())?;
-        }
-        tx.delete_table(earlier::AGENTS).map_err(be)?;
-    }
-    if has_table(tx, earlier::THREAD_IDS.name())? {
-        for item in tx
-            .open_table(earlier::THREAD_IDS)
-            .map_err(be)?
-            .iter()
-            .map_err(be)?
-        {
-            let (k, v) = item.map_err(be)?;
-            let (agent, id) = k.value();
-            put(
-                t,
-                agent,
-                row::THREAD_ID,
-                &text_id_key(id),
-                &seq_key(v.value()),
-            )?;
-        }
-        tx.delete_table(earlier::THREAD_IDS).map_err(be)?;
-    }
-    if has_table(tx, earlier::SEEN.name())? {
-        for item in tx
-            .open_table(earlier::SEEN)
-            .map_err(be)?
-            .iter()
-            .map_err(be)?
-        {
-            let (k, v) = item.map_err(be)?;
-            let (agent, id) = k.value();
-            t.seen
-                .insert(
-                    (text_id_key(id).as_slice(), agent),
-                    seq_key(v.value()).as_slice(),
-                )
-                .map_err(be)?;
-        }
-        tx.delete_table(earlier::SEEN).map_err(be)?;
-    }
-    if has_table(tx, earlier::SEEN_SEQ.name())? {
-        for item in tx
-            .open_table(earlier::SEEN_SEQ)
-            .map_err(be)?
-            .iter()
-            .map_err(be)?
-        {
-            let (k, v) = item.map_err(be)?;
-            let (agent, seq) = k.value();
-            put(
-                t,
-                agent,
-                row::WINDOW,
-                &seq_key(seq),
-                &text_id_key(v.value()),
-            )?;
-        }
-        tx.delete_table(earlier::SEEN_SEQ).map_err(be)?;
-    }
-    if has_table(tx, earlier::CHILDREN.name())? {
-        for item in tx
-            .open_table(earlier::CHILDREN)
-            .map_err(be)?
-            .iter()
-            .map_err(be)?
-        {
-            let (k, v) = item.map_err(be)?;
-            let (parent, seq) = k.value();
-            put(t, parent, row::CHILD, &seq_key(seq), v.value().as_bytes())?;
-        }
-        tx.delete_table(earlier::CHILDREN).map_err(be)?;
-    }
-    if has_table(tx, earlier::ALIASES.name())? {
-        for item in tx
-            .open_table(earlier::ALIASES)
-            .map_err(be)?
-            .iter()
-            .map_err(be)?
-        {
-            let (k, v) = item.map_err(be)?;
-            let (parent, key) = k.value();
-            put(t, parent, row::ALIAS, key.as_bytes(), v.value().as_bytes())?;
-        }
-        tx.delete_table(earlier::ALIASES).map_err(be)?;
-    }
+    let mut moved = 0;
+    moved += move_table(tx, t, earlier::AGENTS, |t, id, rec| {
+        put(t, id, row::RECORD, NO_KEY, rec)
+    })?;
+    moved += move_table(tx, t, earlier::THREAD_IDS, |t, (agent, id), seq| {
+        put(t, agent, row::THREAD_ID, &text_id_key(id), &seq_key(seq))
+    })?;
+    moved += move_table(tx, t, earlier::SEEN, |t, (agent, id), seq| {
+        let id = text_id_key(id);
+        t.seen
+            .insert((id.as_slice(), agent), seq_key(seq).as_slice())
+            .map(|_| ())
+            .map_err(be)
+    })?;
+    moved += move_table(tx, t, earlier::SEEN_SEQ, |t, (agent, seq), id| {
+        put(t, agent, row::WINDOW, &seq_key(seq), &text_id_key(id))
+    })?;
+    moved += move_table(tx, t, earlier::CHILDREN, |t, (parent, seq), child| {
+        put(t, parent, row::CHILD, &seq_key(seq), child.as_bytes())
+    })?;
+    moved += move_table(tx, t, earlier::ALIASES, |t, (parent, key), child| {
+        put(t, parent, row::ALIAS, key.as_bytes(), child.as_bytes())
+    })?;
     if moved > 0 {
         tracing::info!(
             rows = moved,
@@ -1187,6 +1114,27 @@ fn migrate(tx: &WriteTransaction, t: &mut Tables<'_>) -> StoreResult<()> {
         );
     }
     migrate_legacy_inbox(tx, t)
+}
+
+/// If `tx`'s file has table `table` (of an earlier layout), hands each of its rows to `put`
+/// and deletes it; answers how many rows it moved.
+fn move_table<K: redb::Key + 'static, V: redb::Value + 'static>(
+    tx: &WriteTransaction,
+    t: &mut Tables<'_>,
+    table: TableDefinition<'static, K, V>,
+    mut put: impl FnMut(&mut Tables<'_>, K::SelfType<'_>, V::SelfType<'_>) -> StoreResult<()>,
+) -> StoreResult<usize> {
+    if !has_table(tx, table.name())? {
+        return Ok(0);
+    }
+    let mut moved = 0;
+    for item in tx.open_table(table).map_err(be)?.iter().map_err(be)? {
+        let (k, v) = item.map_err(be)?;
+        put(t, k.value(), v.value())?;
+        moved += 1;
+    }
+    tx.delete_table(table).map_err(be)?;
+    Ok(moved)
 }
 
 /// Moves the inbox of a file written before `inbox_by_seen` into [`INBOX`]. An envelope keeps
