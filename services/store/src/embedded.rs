@@ -918,13 +918,10 @@ fn apply_writes(t: &mut Tables<'_>, writes: &[Encoded]) -> StoreResult<()> {
 /// de-duplication window; answers whether it was new.
 fn inbox_push_in(t: &mut Tables<'_>, a: &str, env_id: &Uuid, bytes: &[u8]) -> StoreResult<bool> {
     let id = uuid_key(env_id);
-    let guess = match t.seqs.seen.get(a) {
-        Some(n) => *n,
-        None => next_row_seq(&t.rows, a, row::WINDOW)?,
-    };
+    let cached = t.seqs.seen.get(a).copied();
     let Some(seq) = put_new(
         t,
-        guess,
+        cached,
         |t, seq| {
             Ok(t.seen
                 .insert((id.as_slice(), a), seq)
@@ -973,14 +970,11 @@ fn put_agent_in(t: &mut Tables<'_>, id: &str, bytes: &[u8]) -> StoreResult<()> {
 
 /// Appends unless the entry id is already in the thread; answers whether it appended.
 fn append_in(t: &mut Tables<'_>, a: &str, entry_id: &Uuid, bytes: &[u8]) -> StoreResult<bool> {
-    let guess = match t.seqs.threads.get(a) {
-        Some(n) => *n,
-        None => next_seq(&t.threads, a)?,
-    };
+    let cached = t.seqs.threads.get(a).copied();
     let id = uuid_key(entry_id);
     let appended = put_new(
         t,
-        guess,
+        cached,
         |t, seq| {
             Ok(t.rows
                 .insert((a, row::THREAD_ID, id.as_slice()), seq)
@@ -1008,19 +1002,24 @@ fn append_in(t: &mut Tables<'_>, a: &str, entry_id: &Uuid, bytes: &[u8]) -> Stor
 }
 
 /// Puts a value under its agent's next sequence number unless its id is in an index of such
-/// ids already (`None`). The id is claimed at `guess`, the writer's cached guess of that
-/// number, through `index` (which sets the id's [`seq_key`] and answers what it displaced),
-/// and the value inserted there (`insert` answers what it displaced). A stale guess finds its
-/// key taken: what was there is put back (`restore`), the value goes after the last entry
-/// (`last_next`), and the index is corrected. Answers the number used.
+/// ids already (`None`). The id is claimed through `index` (which sets the id's [`seq_key`] and
+/// answers what it displaced) at a guess of that number: the writer's `cached` one, else the
+/// number after the last entry (`last_next`); the value is inserted there (`insert` answers
+/// what it displaced). A stale guess finds its key taken: what was there is put back
+/// (`restore`), the value goes after the last entry, and the index is corrected. Answers the
+/// number used.
 fn put_new<Old>(
     t: &mut Tables<'_>,
-    guess: u64,
+    cached: Option<u64>,
     index: impl Fn(&mut Tables<'_>, &[u8]) -> StoreResult<Option<Vec<u8>>>,
     last_next: impl Fn(&Tables<'_>) -> StoreResult<u64>,
     insert: impl Fn(&mut Tables<'_>, u64) -> StoreResult<Option<Old>>,
     restore: impl Fn(&mut Tables<'_>, u64, Old) -> StoreResult<()>,
 ) -> StoreResult<Option<u64>> {
+    let guess = match cached {
+        Some(n) => n,
+        None => last_next(t)?,
+    };
     // One insert where a look-up and an insert were, for what is nearly always a new id; a
     // duplicate gets the value it had back.
     if let Some(had) = index(t, &seq_key(guess))? {
