@@ -445,6 +445,16 @@ fn main() -> anyhow::Result<()> {
         .map(|s| s.split(',').map(str::to_string).collect());
     let wants = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|n| n == name));
     let scale = if quick { 10 } else { 1 };
+    // `--repeat N`: the in-process throughput scenarios run N times and report their median
+    // (each run printed), for steadier figures on a machine whose speed swings between runs.
+    let repeat = match args.iter().position(|a| a == "--repeat") {
+        Some(i) => args
+            .get(i + 1)
+            .and_then(|n| n.parse::<usize>().ok())
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| anyhow::anyhow!("--repeat wants a count of 1 or more"))?,
+        None => 1,
+    };
     let mut figures = Map::new();
     let mut put = |k: &str, v: f64| {
         println!("{k:<32} {v:>14.1}");
@@ -467,16 +477,28 @@ fn main() -> anyhow::Result<()> {
         put("inproc_roundtrip_p50_us", p50);
         put("inproc_roundtrip_p99_us", p99);
     }
+    // Runs `run` `repeat` times; prints each run when there are several; answers the median.
+    let median_of = |name: &str, run: &mut dyn FnMut() -> anyhow::Result<f64>| {
+        let mut runs = Vec::with_capacity(repeat);
+        for i in 0..repeat {
+            let v = run()?;
+            if repeat > 1 {
+                note(&format!("{name} run {}", i + 1), v);
+            }
+            runs.push(v);
+        }
+        Ok::<f64, anyhow::Error>(percentile(&mut runs, 0.5))
+    };
     if wants("inproc_msgs") {
         let before = cluster::cpu_seconds_split("self");
-        put(
-            "inproc_msgs_per_s",
+        let rate = median_of("inproc_msgs_per_s", &mut || {
             sys.block_on(msgs_per_s(
                 Arc::new(MemoryStore::new()),
                 1_000,
                 100_000 / scale,
-            ))?,
-        );
+            ))
+        })?;
+        put("inproc_msgs_per_s", rate);
         // The kernel's share of the scenario's CPU: on a fresh VM, first touches of guest
         // memory (page faults the host also serves) make it swing from ~0 to ~20 % between
         // runs of the same binary, and the figure above with it.
@@ -488,15 +510,18 @@ fn main() -> anyhow::Result<()> {
         );
     }
     if wants("embedded_msgs") {
-        let dir = tempfile::tempdir()?;
-        let redb: Arc<dyn ThreadStore> = Arc::new(RedbStore::open(dir.path())?);
-        put(
-            "embedded_msgs_per_s",
-            sys.block_on(msgs_per_s(redb, 1_000, 20_000 / scale))?,
-        );
+        let rate = median_of("embedded_msgs_per_s", &mut || {
+            let dir = tempfile::tempdir()?;
+            let redb: Arc<dyn ThreadStore> = Arc::new(RedbStore::open(dir.path())?);
+            sys.block_on(msgs_per_s(redb, 1_000, 20_000 / scale))
+        })?;
+        put("embedded_msgs_per_s", rate);
     }
     if wants("spawn") {
-        put("spawn_per_s", sys.block_on(spawn_per_s(20_000 / scale))?);
+        let rate = median_of("spawn_per_s", &mut || {
+            sys.block_on(spawn_per_s(20_000 / scale))
+        })?;
+        put("spawn_per_s", rate);
     }
     let redis_wanted = ["redis_raw", "redis_store", "cluster"]
         .iter()
