@@ -24,9 +24,10 @@ use uuid::Uuid;
 /// (agent, kind, key) → value: every small row of an agent side by side, of the kinds in
 /// [`row`]: its record, the id index of its thread, the order of its de-duplication window,
 /// its children and its worker aliases. A message writes several of them; keyed by the agent
-/// first in one table, they share the agent's leaf page, so a commit dirties one page per agent
-/// where it dirtied one per table and agent (and nearly all of the writer's cost — copying,
-/// checksumming, writing and syncing pages — is per page).
+/// first in one table, they share the agent's leaf page while its rows fit one (a few dozen),
+/// where a table per kind dirtied a page per kind and agent — and nearly all of the writer's
+/// cost (copying, checksumming, writing and syncing pages) is per page. Past a leaf, rows of
+/// different kinds land on different pages again.
 const ROWS: TableDefinition<(&str, u8, &[u8]), &[u8]> = TableDefinition::new("agent_rows");
 
 /// The kinds of [`ROWS`], in key order.
