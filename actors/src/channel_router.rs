@@ -531,6 +531,11 @@ impl Handler<ChildOutput> for ChannelRouter {
                 for attempt in 1..=FORWARD_ATTEMPTS {
                     match transport.forward(&env).await {
                         Ok(()) => return,
+                        // The parent is gone (deleted): no attempt would land.
+                        Err(e) if e.code == ErrorCode::AgentNotFound => {
+                            tracing::warn!(agent_id = %out.child.id, message_id = %env.id, error = %e, "child output not forwarded: its parent no longer exists");
+                            return;
+                        }
                         Err(e) if attempt == FORWARD_ATTEMPTS => {
                             tracing::error!(agent_id = %out.child.id, message_id = %env.id, error = %e, "child output could not be forwarded to its parent's process; given up");
                         }

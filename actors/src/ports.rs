@@ -267,6 +267,8 @@ pub trait Transport: Send + Sync + 'static {
         self.owns(agent_id)
     }
     /// Hands `env` to the process that owns its receiver; returns once it is durably queued.
+    /// `agent_not_found` (nothing queued) if the receiver does not exist: senders need not look
+    /// it up first.
     async fn forward(&self, env: &Envelope) -> Result<(), AgentdError>;
     /// Runs a command in the process that owns the agent `env` is addressed to and answers its
     /// reply. Calls that act on a live agent (a tool run as it, its budget, environment,

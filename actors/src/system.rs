@@ -111,7 +111,9 @@ impl AgentSystem {
         .await
     }
 
-    /// Sends text to an agent (re-opening it if closed).
+    /// Sends text to an agent (re-opening it if closed); `agent_not_found` if there is none,
+    /// as its activation here or the forward to its owner finds (no look-up first: that was
+    /// one more store round trip per message).
     pub async fn send(
         &self,
         agent_id: &str,
@@ -121,7 +123,6 @@ impl AgentSystem {
         if text.trim().is_empty() {
             return Err(AgentdError::missing_field("text"));
         }
-        self.require_known(agent_id).await?;
         let item = InboxItem::followup(text, interrupt);
         ops::post(&self.router, external(), agent_id, item, None)
             .await
@@ -130,19 +131,9 @@ impl AgentSystem {
 
     /// Posts any inbox item (reset, compact, ...).
     pub async fn post(&self, agent_id: &str, item: InboxItem) -> Result<(), AgentdError> {
-        self.require_known(agent_id).await?;
         ops::post(&self.router, external(), agent_id, item, None)
             .await
             .map(|_| ())
-    }
-
-    /// `agent_not_found` unless the store knows `agent_id` (without reading its record).
-    async fn require_known(&self, agent_id: &str) -> Result<(), AgentdError> {
-        if self.deps.store.agent_exists(agent_id).await? {
-            Ok(())
-        } else {
-            Err(AgentdError::agent_not_found(agent_id))
-        }
     }
 
     async fn require_exists(&self, agent_id: &str) -> Result<AgentRecord, AgentdError> {

@@ -192,6 +192,69 @@ fn manage_sync_and_async_across_two_processes() {
     );
 }
 
+/// A message for an agent that does not exist (never did, or was deleted) is refused with
+/// `agent_not_found` by the process it is sent to, whichever process owns the agent's
+/// partition, and nothing is appended to that partition's stream (the forward checks the
+/// receiver's record in the same script as its append).
+#[test]
+fn a_message_for_an_agent_that_does_not_exist_is_refused_and_never_queued() {
+    let cluster = Cluster::new();
+    let a = cluster.process();
+    let b = cluster.process();
+    balanced(&a, &b);
+    let mut con = cluster.redis.client();
+    let stream_len = |con: &mut redis::Connection, id: &str| -> u64 {
+        redis::cmd("XLEN")
+            .arg(format!("{NS}:p:{{{}}}", partition(id)))
+            .query(con)
+            .unwrap()
+    };
+    let refused = |id: &str| {
+        let (status, body) = a
+            .post(
+                &format!("/v1/agents/{id}/messages"),
+                json!({"text": "hello"}),
+            )
+            .expect_err("a message for a missing agent");
+        assert_eq!(
+            (status, body["code"].as_str()),
+            (404, Some("agent_not_found")),
+            "{body}"
+        );
+    };
+    // Never existed: one id on B's partitions, one on A's.
+    let on = |p: &AgentdProcess| {
+        (0..)
+            .map(|i| format!("missing-{i}"))
+            .find(|id| owned(p).contains(&partition(id)))
+            .unwrap()
+    };
+    for id in [on(&b), on(&a)] {
+        let before = stream_len(&mut con, &id);
+        refused(&id);
+        assert_eq!(stream_len(&mut con, &id), before, "nothing queued for {id}");
+    }
+    // Deleted: an agent B owns, deleted through A.
+    let gone = loop {
+        let id = spawn(&a, "lead");
+        if owned(&b).contains(&partition(&id)) {
+            break id;
+        }
+    };
+    a.post(
+        &format!("/v1/agents/{gone}/control"),
+        json!({"control": "delete"}),
+    )
+    .unwrap();
+    let before = stream_len(&mut con, &gone);
+    refused(&gone);
+    assert_eq!(
+        stream_len(&mut con, &gone),
+        before,
+        "nothing queued for the deleted agent"
+    );
+}
+
 /// A root that process `p` owns.
 fn root_on(p: &AgentdProcess, agent_type: &str) -> String {
     loop {

@@ -329,3 +329,54 @@ fn set_key(con: &mut redis::Connection, key: &str, value: &str) {
         .query::<()>(con)
         .unwrap();
 }
+
+/// The de-duplication window on Redis: a repeat of an envelope still in the window is refused,
+/// the window is cut back to its size from time to time (every 64th push), so it never holds
+/// more than 63 ids beyond it, and an envelope that has left it is taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dedup_window_refuses_repeats_and_stays_near_its_size() {
+    use agentd_actors::ThreadStore;
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url(), "win")
+        .await
+        .unwrap()
+        .with_dedup_window(5);
+    store
+        .put_agent(&conformance::record("w-agent", None, 1))
+        .await
+        .unwrap();
+    let envs: Vec<_> = (0..300)
+        .map(|i| {
+            agentd_proto::Envelope::new(
+                agentd_proto::Address::System,
+                agentd_proto::Address::agent("w-agent"),
+                agentd_proto::Item::Inbox(agentd_proto::InboxItem::message(format!("m{i}"))),
+                1,
+            )
+        })
+        .collect();
+    let mut con = server.client();
+    let window_len = |con: &mut redis::Connection| -> usize {
+        redis::cmd("ZCARD")
+            .arg("win:agent:{w-agent}:seen")
+            .query(con)
+            .unwrap()
+    };
+    let mut largest = 0;
+    for env in &envs {
+        assert!(store.inbox_push("w-agent", env).await.unwrap());
+        largest = largest.max(window_len(&mut con));
+    }
+    assert!(
+        largest >= 5 && largest <= 5 + 63,
+        "window grew to {largest}"
+    );
+    // The latest five are in the window whatever its cut left: their repeats are refused and
+    // queue nothing twice.
+    for env in envs.iter().rev().take(5) {
+        assert!(!store.inbox_push("w-agent", env).await.unwrap());
+    }
+    assert_eq!(store.inbox_pending("w-agent").await.unwrap().len(), 300);
+    // The first left the window long ago: it is taken again.
+    assert!(store.inbox_push("w-agent", &envs[0]).await.unwrap());
+}

@@ -93,6 +93,15 @@ const RELEASE: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0";
 
+/// A forward: the envelope is appended to its receiver's partition only while the receiver's
+/// record exists (`return 0`: it does not). One round trip where a look-up and then the append
+/// took two, and no window between them for a deletion. KEYS: the partition stream, the
+/// receiver's record; ARGV: the envelope.
+const FORWARD: &str = r"
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+redis.call('XADD', KEYS[1], '*', 'm', ARGV[1])
+return 1";
+
 /// The Redis bus of one process: a [`Transport`] for the ChannelRouter plus the lease and
 /// consumer loops started by [`RedisBus::start`].
 pub struct RedisBus {
@@ -122,6 +131,7 @@ pub struct RedisBus {
     dead: DeadLetters,
     renew: Script,
     release: Script,
+    forward: Script,
 }
 
 impl RedisBus {
@@ -151,6 +161,7 @@ impl RedisBus {
             dead,
             renew: Script::new(RENEW),
             release: Script::new(RELEASE),
+            forward: Script::new(FORWARD),
         }))
     }
 
@@ -1401,6 +1412,24 @@ impl Transport for RedisBus {
     }
 
     async fn forward(&self, env: &Envelope) -> Result<(), AgentdError> {
-        self.append_to_partition(env, encode_envelope(env)?).await
+        let target = env.to.agent_id().ok_or_else(|| {
+            AgentdError::new(
+                ErrorCode::BadEnvelope,
+                "only agent envelopes travel on partitions",
+            )
+        })?;
+        let mut con = self.con.clone();
+        let appended: i64 = self
+            .forward
+            .key(self.keys.partition(self.partition_of(target)))
+            .key(self.keys.agent(target))
+            .arg(encode_envelope(env)?)
+            .invoke_async(&mut con)
+            .await
+            .map_err(be)?;
+        if appended == 0 {
+            return Err(AgentdError::agent_not_found(target));
+        }
+        Ok(())
     }
 }

@@ -54,16 +54,33 @@ return {ARGV[2], 1}";
 
 /// The durable push of an envelope, once (`return 0` for a duplicate); the scripts below end
 /// with it. KEYS: seen, seenseq, inbox, inboxdata; ARGV: env id, bytes, window.
+///
+/// `ZADD NX` both checks the window and adds to it (a duplicate only uses up a sequence
+/// number), and the window is cut back to its size every [`TRIM_EVERY`]th push, so it holds
+/// between `window` and `window + TRIM_EVERY - 1` ids: two commands where a check, an add and
+/// a count took four on every push.
 const PUSH: &str = r"
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
 local n = redis.call('INCR', KEYS[2])
-redis.call('ZADD', KEYS[1], n, ARGV[1])
-local size = redis.call('ZCARD', KEYS[1])
-if size > tonumber(ARGV[3]) then
-  redis.call('ZREMRANGEBYRANK', KEYS[1], 0, size - tonumber(ARGV[3]) - 1)
+local fresh = redis.call('ZADD', KEYS[1], 'NX', n, ARGV[1])
+if n % TRIM_EVERY == 0 then
+  local size = redis.call('ZCARD', KEYS[1])
+  if size > tonumber(ARGV[3]) then
+    redis.call('ZREMRANGEBYRANK', KEYS[1], 0, size - tonumber(ARGV[3]) - 1)
+  end
 end
+if fresh == 0 then return 0 end
 redis.call('ZADD', KEYS[3], n, ARGV[1])
 redis.call('HSET', KEYS[4], ARGV[1], ARGV[2])";
+
+/// How often (in pushes, by sequence number) [`PUSH`] cuts the de-duplication window back to
+/// its size.
+const TRIM_EVERY: u64 = 64;
+
+/// [`PUSH`] with [`TRIM_EVERY`] filled in, behind the fence in front of it; `rest` follows.
+fn push_script(fence: String, rest: &str) -> Script {
+    let push = PUSH.replace("TRIM_EVERY", &TRIM_EVERY.to_string());
+    Script::new(&format!("{fence}\n{push}\n{rest}return 1"))
+}
 
 /// After [`PUSH`] of a new envelope, the start of its turn: the input entry appended once (as
 /// [`APPEND`]) and the record's hash set. KEYS after the push's: thread, eids, record (then the
@@ -200,12 +217,9 @@ impl RedisStore {
             append: Script::new(APPEND),
             replace: Script::new(REPLACE),
             add_child: Script::new(ADD_CHILD),
-            inbox_push: Script::new(&format!("{}\n{PUSH}\nreturn 1", fence(5, 4))),
+            inbox_push: push_script(fence(5, 4), ""),
             alias_get_or_create: Script::new(ALIAS_GET_OR_CREATE),
-            inbox_push_then_start: Script::new(&format!(
-                "{}\n{PUSH}\n{START}\nreturn 1",
-                fence(8, 6)
-            )),
+            inbox_push_then_start: push_script(fence(8, 6), &format!("{START}\n")),
             flush_own: Script::new(FLUSH_OWN),
             flush_scripts_loaded: Arc::default(),
             dedup_window: DEDUP_WINDOW,
