@@ -192,6 +192,14 @@ pub struct AgentActor {
     record_dirty: bool,
     /// A flush is queued and has not started yet (later writes join it).
     flush_queued: bool,
+    /// An inbox item's durable push is under way ([`Self::deliver`]). actix may still run a
+    /// spawned future's completion meanwhile (a turn's end, when it completes in the same poll
+    /// as the delivery), and a flush queued then is held until the push is answered: the
+    /// turn's end and the pushed item's turn start then go in one batch, not two.
+    push_in_flight: bool,
+    /// A flush was asked for while [`Self::push_in_flight`]; it is queued once the push is
+    /// answered.
+    flush_held: bool,
     /// Set by the flush that makes the current turn's input durable (the turn appends the
     /// input itself if that flush failed).
     input_written: Option<Arc<AtomicBool>>,
@@ -273,6 +281,8 @@ impl AgentActor {
             pending_writes: Vec::new(),
             record_dirty: false,
             flush_queued: false,
+            push_in_flight: false,
+            flush_held: false,
             input_written: None,
             after_flush: Vec::new(),
             hold_outputs: false,
@@ -413,6 +423,10 @@ impl AgentActor {
     /// in front of what was queued since and is written again after a backoff.
     fn schedule_flush(&mut self, ctx: &mut Context<Self>) {
         if self.flush_queued {
+            return;
+        }
+        if self.push_in_flight {
+            self.flush_held = true;
             return;
         }
         self.flush_queued = true;
@@ -1631,6 +1645,7 @@ impl AgentActor {
                     Some((input, then)) => (Some(input), then),
                     None => (None, Vec::new()),
                 };
+                self.push_in_flight = true;
                 Box::pin(
                     async move {
                         let pushed = store.inbox_push_then(&id, &env, &then).await;
@@ -1638,6 +1653,11 @@ impl AgentActor {
                     }
                     .into_actor(self)
                     .then(|(pushed, env), act, ctx| -> Delivered {
+                        act.push_in_flight = false;
+                        if std::mem::take(&mut act.flush_held) {
+                            // Runs after this closure: what it queues below joins the batch.
+                            act.schedule_flush(ctx);
+                        }
                         let pushed = match pushed {
                             Ok(p) => p,
                             Err(e) => return Box::pin(actix::fut::ready(Err(e.into()))),

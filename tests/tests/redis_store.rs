@@ -367,10 +367,7 @@ async fn the_dedup_window_refuses_repeats_and_stays_near_its_size() {
         assert!(store.inbox_push("w-agent", env).await.unwrap());
         largest = largest.max(window_len(&mut con));
     }
-    assert!(
-        largest >= 5 && largest <= 5 + 63,
-        "window grew to {largest}"
-    );
+    assert!((5..=5 + 63).contains(&largest), "window grew to {largest}");
     // The latest five are in the window whatever its cut left: their repeats are refused and
     // queue nothing twice.
     for env in envs.iter().rev().take(5) {
