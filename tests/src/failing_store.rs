@@ -1,15 +1,16 @@
 //! A store whose batch writes can be made to fail: a store (the memory store unless told
 //! otherwise) behind a switch, for tests of what an agent does while its store refuses writes
 //! (a Redis outage, a full disk), and that can keep a copy of every batch written, for tests
-//! of what goes together in one batch.
+//! of what goes together in one batch, and slow its inbox pushes down (a push's round trip to
+//! Redis), for tests of what an agent does while one is under way.
 
-use agentd_actors::{StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
+use agentd_actors::{Pushed, StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use agentd_store::MemoryStore;
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use uuid::Uuid;
 
 /// A store (by default a [`MemoryStore`]) whose `write_batch` fails while
@@ -24,6 +25,7 @@ pub struct FailingWrites {
     refused: AtomicUsize,
     tree_reads: AtomicUsize,
     kept: Mutex<Option<Vec<Vec<StoreWrite>>>>,
+    push_delay_ms: AtomicU64,
 }
 
 impl Default for FailingWrites {
@@ -42,6 +44,7 @@ impl FailingWrites {
             refused: AtomicUsize::new(0),
             tree_reads: AtomicUsize::new(0),
             kept: Mutex::new(None),
+            push_delay_ms: AtomicU64::new(0),
         }
     }
 
@@ -65,6 +68,18 @@ impl FailingWrites {
     /// Turns on or off batch writes failing as if their values could not be encoded.
     pub fn fail_to_encode(&self, on: bool) {
         self.unencodable.store(on, Ordering::SeqCst);
+    }
+
+    /// From now on every inbox push takes `ms` longer (0: as long as the inner store's).
+    pub fn delay_pushes(&self, ms: u64) {
+        self.push_delay_ms.store(ms, Ordering::SeqCst);
+    }
+
+    async fn push_delay(&self) {
+        let ms = self.push_delay_ms.load(Ordering::SeqCst);
+        if ms > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
     }
 
     /// How many batches were refused so far.
@@ -127,7 +142,17 @@ impl ThreadStore for FailingWrites {
         self.inner.delete_agent(agent_id).await
     }
     async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
+        self.push_delay().await;
         self.inner.inbox_push(agent_id, env).await
+    }
+    async fn inbox_push_then(
+        &self,
+        agent_id: &str,
+        env: &Envelope,
+        then: &[StoreWrite],
+    ) -> StoreResult<Pushed> {
+        self.push_delay().await;
+        self.inner.inbox_push_then(agent_id, env, then).await
     }
     async fn inbox_pending(&self, agent_id: &str) -> StoreResult<Vec<Envelope>> {
         self.inner.inbox_pending(agent_id).await

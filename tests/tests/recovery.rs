@@ -343,3 +343,46 @@ async fn a_step_reply_and_a_failure_leave_in_the_batch_of_what_they_answer() {
         "the failure went with the done mark of the item that failed: {failure:?}"
     );
 }
+
+/// A turn that ends while the next item's push is still under way (actix completes the turn in
+/// the same poll as that item's delivery) is written together with the next turn's start, in
+/// one batch: its answer, its item's done mark, the next input and the record. Written as soon
+/// as it ended, the end took a batch and the next start another one (two store round trips a
+/// message on Redis).
+#[actix_rt::test]
+async fn a_turn_ending_during_the_next_push_is_written_with_the_next_turns_start() {
+    use agentd_actors::StoreWrite;
+    let store = Arc::new(failing_store::FailingWrites::default());
+    let sys = start(
+        "[[rule]]\ntext = \"ok\"\n",
+        default_types(ManageOptions::default()),
+        store.clone(),
+        Arc::new(agentd_actors::SystemClock),
+    );
+    let agent = sys.root("lead", None).await.id;
+    store.delay_pushes(20);
+    store.keep_batches();
+    let texts: Vec<String> = (0..8).map(|i| format!("m{i}")).collect();
+    let sends = texts.iter().map(|t| sys.system.send(&agent, t, false));
+    for sent in futures::future::join_all(sends).await {
+        sent.unwrap();
+    }
+    wait_until("eight answers", || async {
+        sys.texts_of(&agent, Role::Assistant).await.len() == 8
+    })
+    .await;
+    let batches = store.batches();
+    let appends = |b: &Vec<StoreWrite>| {
+        b.iter()
+            .filter(|w| matches!(w, StoreWrite::Append { .. }))
+            .count()
+    };
+    let shared = batches.iter().filter(|b| appends(b) == 2).count();
+    assert!(
+        batches.len() <= 8 + 2 && shared >= 6,
+        "{} batches, {shared} with an answer and the next input: {:?}",
+        batches.len(),
+        batches.iter().map(appends).collect::<Vec<_>>()
+    );
+    assert_eq!(sys.texts_of(&agent, Role::User).await, texts);
+}
