@@ -38,9 +38,8 @@ pub struct ParentRouter {
     next_wait: u64,
     /// Options of the latest call per child (per-call overrides win over the stored ones).
     options: HashMap<String, ManageOptions>,
-    /// The child each `(worker title, alias)` last resolved to: the next call checks that
-    /// child's existence together with the alias (one store round trip instead of two). Only
-    /// a guess: the store's answers decide.
+    /// The child each `(worker title, alias)` last resolved to: the next call sends to it
+    /// without asking the store (the way there finds out whether it still exists).
     resolved: HashMap<(String, String), String>,
 }
 
@@ -91,33 +90,56 @@ impl Handler<ManageSend> for ParentRouter {
     type Result = AtomicResponse<Self, Result<Dispatched, AgentdError>>;
 
     fn handle(&mut self, msg: ManageSend, _: &mut Self::Context) -> Self::Result {
+        let key = (msg.worker_title.clone(), msg.alias.clone());
+        let Some(child_id) = self.resolved.get(&key).cloned() else {
+            return AtomicResponse::new(self.resolve_and_send(msg));
+        };
+        // The child this alias resolved to before is sent to at once: whether it still exists
+        // is found on the way (the forward to its owner checks its record in the same script
+        // as its append; a local activation reads the record), so a known alias costs no
+        // store round trip. A child deleted since is resolved (and made) again.
+        let (env, dispatched) = self.dispatch(&msg, child_id, false);
+        let router = self.router.clone();
+        AtomicResponse::new(Box::pin(
+            async move { router.send(RouteAcked(env)).await.map_err(mailbox)? }
+                .into_actor(self)
+                .then(move |routed, act, _| -> SendFuture {
+                    match routed {
+                        Ok(_) => Box::pin(actix::fut::ready(Ok(dispatched))),
+                        Err(e) => {
+                            act.forget_wait(&dispatched);
+                            if e.code == ErrorCode::AgentNotFound {
+                                act.resolved.remove(&key);
+                                act.resolve_and_send(msg)
+                            } else {
+                                Box::pin(actix::fut::ready(Err(e)))
+                            }
+                        }
+                    }
+                }),
+        ))
+    }
+}
+
+/// What sending a Manage message answers, as the router's future.
+type SendFuture = ResponseActFuture<ParentRouter, Result<Dispatched, AgentdError>>;
+
+impl ParentRouter {
+    /// Resolves `msg`'s `(worker title, alias)` in the store (get-or-create, race-free across
+    /// processes), makes the child if it does not exist (yet, or any more), then sends.
+    fn resolve_and_send(&mut self, msg: ManageSend) -> SendFuture {
         let deps = self.deps.clone();
         let supervisor = self.supervisor.clone();
         let parent_id = self.parent_id.clone();
-        let msg_for_fut = msg.clone_light();
-        let key = (msg.worker_title.clone(), msg.alias.clone());
-        let guess = self.resolved.get(&key).cloned();
+        let m = msg.clone_light();
         let fut = async move {
-            let m = msg_for_fut;
             let candidate = new_id().to_string();
-            let alias =
-                deps.store
-                    .alias_get_or_create(&parent_id, &m.worker_title, &m.alias, &candidate);
-            // The child this alias named last time is looked up at the same time (a store
-            // on one connection runs both in this order, in one round trip).
-            let ((child_id, created), guessed) = match &guess {
-                Some(g) => {
-                    let (resolved, exists) = futures::join!(alias, deps.store.agent_exists(g));
-                    (resolved?, Some(exists))
-                }
-                None => (alias.await?, None),
-            };
+            let (child_id, created) = deps
+                .store
+                .alias_get_or_create(&parent_id, &m.worker_title, &m.alias, &candidate)
+                .await?;
             // A new mapping names a fresh id; only an existing one can have its child already.
-            let exists = match guessed {
-                _ if created => false,
-                Some(exists) if guess.as_deref() == Some(child_id.as_str()) => exists?,
-                _ => deps.store.agent_exists(&child_id).await?,
-            };
+            let exists = !created && deps.store.agent_exists(&child_id).await?;
             if !exists {
                 supervisor
                     .send(Spawn(SpawnSpec {
@@ -145,54 +167,80 @@ impl Handler<ManageSend> for ParentRouter {
             }
             Ok::<_, AgentdError>((child_id, created))
         };
-        AtomicResponse::new(Box::pin(fut.into_actor(self).then(
-            move |res, act, _ctx| {
-                let router = act.router.clone();
-                let outcome = match res {
-                    Err(e) => Err(e),
-                    Ok((child_id, created)) => {
-                        act.resolved.insert(key, child_id.clone());
-                        act.options.insert(child_id.clone(), msg.options.clone());
-                        let wait = if msg.options.mode == ManageMode::Sync {
-                            let (tx, rx) = oneshot::channel();
-                            let id = act.next_wait;
-                            act.next_wait += 1;
-                            act.waiters.push(Waiter {
-                                id,
-                                child_id: child_id.clone(),
-                                needed: msg.options.sync_max_messages.max(1) as usize,
-                                messages: Vec::new(),
-                                tx,
-                            });
-                            Some((id, rx))
-                        } else {
-                            None
-                        };
-                        let mut env = Envelope::new(
-                            Address::agent(&act.parent_id),
-                            Address::agent(&child_id),
-                            Item::Inbox(InboxItem::message(msg.message.clone())),
-                            act.deps.clock.now_ms(),
-                        );
-                        env.causation_id = Some(msg.cause);
-                        Ok((
-                            env,
-                            Dispatched {
-                                child_id,
-                                created,
-                                wait,
-                            },
-                        ))
-                    }
-                };
-                async move {
-                    let (env, dispatched) = outcome?;
-                    router.send(RouteAcked(env)).await.map_err(mailbox)??;
-                    Ok(dispatched)
-                }
-                .into_actor(act)
+        Box::pin(
+            fut.into_actor(self)
+                .then(move |res, act, _ctx| -> SendFuture {
+                    let (child_id, created) = match res {
+                        Ok(resolved) => resolved,
+                        Err(e) => return Box::pin(actix::fut::ready(Err(e))),
+                    };
+                    let (env, dispatched) = act.dispatch(&msg, child_id, created);
+                    let router = act.router.clone();
+                    Box::pin(
+                        async move { router.send(RouteAcked(env)).await.map_err(mailbox)? }
+                            .into_actor(act)
+                            .map(move |routed, act, _| match routed {
+                                Ok(_) => Ok(dispatched),
+                                Err(e) => {
+                                    act.forget_wait(&dispatched);
+                                    Err(e)
+                                }
+                            }),
+                    )
+                }),
+        )
+    }
+
+    /// Records that `msg` goes to `child_id` (the alias's child, its options, a sync wait)
+    /// and makes its envelope.
+    fn dispatch(
+        &mut self,
+        msg: &ManageSend,
+        child_id: String,
+        created: bool,
+    ) -> (Envelope, Dispatched) {
+        self.resolved.insert(
+            (msg.worker_title.clone(), msg.alias.clone()),
+            child_id.clone(),
+        );
+        self.options.insert(child_id.clone(), msg.options.clone());
+        let wait = if msg.options.mode == ManageMode::Sync {
+            let (tx, rx) = oneshot::channel();
+            let id = self.next_wait;
+            self.next_wait += 1;
+            self.waiters.push(Waiter {
+                id,
+                child_id: child_id.clone(),
+                needed: msg.options.sync_max_messages.max(1) as usize,
+                messages: Vec::new(),
+                tx,
+            });
+            Some((id, rx))
+        } else {
+            None
+        };
+        let mut env = Envelope::new(
+            Address::agent(&self.parent_id),
+            Address::agent(&child_id),
+            Item::Inbox(InboxItem::message(msg.message.clone())),
+            self.deps.clock.now_ms(),
+        );
+        env.causation_id = Some(msg.cause);
+        (
+            env,
+            Dispatched {
+                child_id,
+                created,
+                wait,
             },
-        )))
+        )
+    }
+
+    /// Drops the sync wait of a message that was not sent.
+    fn forget_wait(&mut self, dispatched: &Dispatched) {
+        if let Some((id, _)) = &dispatched.wait {
+            self.waiters.retain(|w| w.id != *id);
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! of what goes together in one batch, and slow its inbox pushes down (a push's round trip to
 //! Redis), for tests of what an agent does while one is under way.
 
-use agentd_actors::{Pushed, StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
+use agentd_actors::{StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use agentd_store::MemoryStore;
 use async_trait::async_trait;
@@ -16,7 +16,8 @@ use uuid::Uuid;
 /// A store (by default a [`MemoryStore`]) whose `write_batch` fails while
 /// [`FailingWrites::fail`] (a backend failure, which passes) or
 /// [`FailingWrites::fail_to_encode`] (which would not) is on. It also counts the record and
-/// child-list reads it serves ([`FailingWrites::tree_reads`]) and, once asked
+/// child-list reads it serves ([`FailingWrites::tree_reads`]) and the alias look-ups
+/// ([`FailingWrites::alias_lookups`]) and, once asked
 /// ([`FailingWrites::keep_batches`]), keeps the batches written ([`FailingWrites::batches`]).
 pub struct FailingWrites {
     inner: Arc<dyn ThreadStore>,
@@ -24,6 +25,7 @@ pub struct FailingWrites {
     unencodable: AtomicBool,
     refused: AtomicUsize,
     tree_reads: AtomicUsize,
+    alias_lookups: AtomicUsize,
     kept: Mutex<Option<Vec<Vec<StoreWrite>>>>,
     push_delay_ms: AtomicU64,
 }
@@ -43,6 +45,7 @@ impl FailingWrites {
             unencodable: AtomicBool::new(false),
             refused: AtomicUsize::new(0),
             tree_reads: AtomicUsize::new(0),
+            alias_lookups: AtomicUsize::new(0),
             kept: Mutex::new(None),
             push_delay_ms: AtomicU64::new(0),
         }
@@ -85,6 +88,11 @@ impl FailingWrites {
     /// How many batches were refused so far.
     pub fn refused(&self) -> usize {
         self.refused.load(Ordering::SeqCst)
+    }
+
+    /// How many worker aliases (`alias_get_or_create`) were looked up so far.
+    pub fn alias_lookups(&self) -> usize {
+        self.alias_lookups.load(Ordering::SeqCst)
     }
 
     /// How many records (`get_agent`) and child lists (`children`) were read so far.
@@ -131,6 +139,7 @@ impl ThreadStore for FailingWrites {
         alias: &str,
         candidate: &str,
     ) -> StoreResult<(String, bool)> {
+        self.alias_lookups.fetch_add(1, Ordering::SeqCst);
         self.inner
             .alias_get_or_create(parent_id, worker_title, alias, candidate)
             .await
@@ -145,15 +154,7 @@ impl ThreadStore for FailingWrites {
         self.push_delay().await;
         self.inner.inbox_push(agent_id, env).await
     }
-    async fn inbox_push_then(
-        &self,
-        agent_id: &str,
-        env: &Envelope,
-        then: &[StoreWrite],
-    ) -> StoreResult<Pushed> {
-        self.push_delay().await;
-        self.inner.inbox_push_then(agent_id, env, then).await
-    }
+
     async fn inbox_pending(&self, agent_id: &str) -> StoreResult<Vec<Envelope>> {
         self.inner.inbox_pending(agent_id).await
     }

@@ -5,6 +5,7 @@
 use agentd_proto::{AgentStatus, Control, ErrorCode, Event, ManageOptions, Role};
 use agentd_tests::*;
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 const SCRIPT: &str = concat!(
     r#"
@@ -215,6 +216,28 @@ async fn an_alias_follows_its_child_through_deletion_and_a_missing_spawn() {
         sys.record(&orphan).await.parent_id.as_deref(),
         Some(lead.id.as_str())
     );
+}
+
+/// A parent that sent to an alias before sends to its child again without looking the alias
+/// (or the child) up in the store: only the first send of each alias asks the store.
+#[actix_rt::test]
+async fn a_known_alias_is_sent_to_without_a_store_look_up() {
+    let store = Arc::new(failing_store::FailingWrites::default());
+    let sys = start(
+        SCRIPT,
+        types(),
+        store.clone(),
+        Arc::new(agentd_actors::SystemClock),
+    );
+    let lead = sys.root("lead", None).await;
+    let send = |text: &str, alias: &str| json!({"command": "send_message", "worker": "Ops", "message": text, "threadAlias": alias});
+    for (i, alias) in ["w", "w", "v", "w", "v"].into_iter().enumerate() {
+        let r = manage(&sys, &lead.id, send(&format!("m{i}"), alias))
+            .await
+            .unwrap();
+        assert_eq!(r["messages"], json!([format!("ops did: m{i}")]));
+    }
+    assert_eq!(store.alias_lookups(), 2, "one look-up per alias");
 }
 
 #[actix_rt::test]

@@ -190,6 +190,18 @@ fn manage_sync_and_async_across_two_processes() {
             "From Researcher: Findings for: async 3"
         ]
     );
+    // The worker deleted (its owner is B): A's root still remembers the alias's child, and its
+    // next send finds the child gone on the way to B's partition, so the alias is resolved
+    // again and a new worker answers.
+    a.post(
+        &format!("/v1/agents/{child}/control"),
+        json!({"control": "delete"}),
+    )
+    .unwrap();
+    let r = a.post(&format!("/v1/agents/{root}/tools/Manage"), json!({"command": "send_message", "worker": "Researcher", "message": "after the delete", "threadAlias": alias})).unwrap();
+    assert_eq!(r["created"], true, "{r}");
+    assert_ne!(r["childThreadId"].as_str(), Some(child.as_str()));
+    assert_eq!(r["messages"], json!(["Findings for: after the delete"]));
 }
 
 /// A message for an agent that does not exist (never did, or was deleted) is refused with
