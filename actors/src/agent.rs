@@ -169,7 +169,7 @@ pub struct AgentActor {
     /// The inbox envelope of the paused turn.
     paused_input: Option<Box<Envelope>>,
     /// Delay before retrying a turn that hit an unreachable store.
-    retry_backoff_ms: u32,
+    retry_backoff_ms: u16,
     /// The queue is held until a scheduled retry.
     holding_for_retry: bool,
     /// An interrupted turn's item (rate limit, unreachable store): it runs again before
@@ -209,7 +209,7 @@ pub struct AgentActor {
     /// whose last entry is still to be written).
     hold_outputs: bool,
     /// Delay before writing a failed flush again.
-    flush_backoff_ms: u32,
+    flush_backoff_ms: u16,
     /// The item whose turn start (input entry, `running` record) was written together with its
     /// inbox push, and the input made for it then (the turn uses that one, written as is).
     prestarted: Option<Box<(Uuid, TurnInput)>>,
@@ -2061,10 +2061,12 @@ async fn sum_tree(
 mod size {
     /// Every live agent is one spawned actor: what it rarely holds (a running turn, a paused
     /// or retried item, an item waiting for a slot) is boxed so that 100,000 idle agents stay
-    /// small (the `rss_bytes_per_idle_agent` benchmark).
+    /// small (the `rss_bytes_per_idle_agent` benchmark). 8 bytes more (208) moved the actor's
+    /// context to the allocator's next size class: +124 bytes of RSS per idle agent, 2,042 of
+    /// the benchmark's 2,048.
     #[test]
     fn an_idle_agent_actor_stays_small() {
         let size = std::mem::size_of::<super::AgentActor>();
-        assert!(size <= 512, "AgentActor is {size} bytes");
+        assert!(size <= 200, "AgentActor is {size} bytes");
     }
 }
