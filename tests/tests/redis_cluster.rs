@@ -78,6 +78,13 @@ impl Cluster {
     fn process(&self) -> AgentdProcess {
         AgentdProcess::start(&self.env)
     }
+
+    /// Two processes, once they have split the partitions between them.
+    fn balanced_pair(&self) -> (AgentdProcess, AgentdProcess) {
+        let (a, b) = (self.process(), self.process());
+        balanced(&a, &b);
+        (a, b)
+    }
 }
 
 fn partition(id: &str) -> u32 {
@@ -123,9 +130,7 @@ fn spawn(p: &AgentdProcess, agent_type: &str) -> String {
 #[test]
 fn manage_sync_and_async_across_two_processes() {
     let cluster = Cluster::new();
-    let a = cluster.process();
-    let b = cluster.process();
-    balanced(&a, &b);
+    let (a, b) = cluster.balanced_pair();
     // A root owned by A.
     let root = loop {
         let id = spawn(&a, "lead");
@@ -211,9 +216,7 @@ fn manage_sync_and_async_across_two_processes() {
 #[test]
 fn a_message_for_an_agent_that_does_not_exist_is_refused_and_never_queued() {
     let cluster = Cluster::new();
-    let a = cluster.process();
-    let b = cluster.process();
-    balanced(&a, &b);
+    let (a, b) = cluster.balanced_pair();
     let mut con = cluster.redis.client();
     let stream_len = |con: &mut redis::Connection, id: &str| -> u64 {
         redis::cmd("XLEN")
@@ -280,9 +283,7 @@ fn root_on(p: &AgentdProcess, agent_type: &str) -> String {
 #[test]
 fn calls_that_act_on_a_live_agent_run_in_the_process_that_owns_it() {
     let cluster = Cluster::new();
-    let a = cluster.process();
-    let b = cluster.process();
-    balanced(&a, &b);
+    let (a, b) = cluster.balanced_pair();
     let root = root_on(&a, "lead");
     // Manage through B for A's root: B hands the call to A, where the root's router lives and
     // the worker's reply arrives; the answer comes back to B's caller.
@@ -768,9 +769,7 @@ fn redelivered_entries_apply_once_and_bad_entries_go_to_dead_letters() {
 #[test]
 fn kill_9_of_a_partition_owner_moves_its_agents_without_losing_or_doubling_messages() {
     let cluster = Cluster::new();
-    let a = cluster.process();
-    let b = cluster.process();
-    balanced(&a, &b);
+    let (a, b) = cluster.balanced_pair();
     // Agents on both processes.
     let mut agents = Vec::new();
     while agents.len() < 6
@@ -862,9 +861,7 @@ fn follow_events(p: &AgentdProcess) -> std::sync::mpsc::Receiver<serde_json::Val
 #[test]
 fn events_of_every_process_reach_each_event_stream() {
     let cluster = Cluster::new();
-    let a = cluster.process();
-    let b = cluster.process();
-    balanced(&a, &b);
+    let (a, b) = cluster.balanced_pair();
     let pb = owned(&b);
     // An agent whose partition b owns: its events come from b, and show on a's stream.
     let on_b = (0..500)
@@ -1112,9 +1109,7 @@ fn load_cluster() -> (Cluster, AgentdProcess, AgentdProcess, Vec<String>, usize)
     let s = scale();
     let (messages, n_agents) = (2_000 * s, (20 * s).min(1_000));
     let cluster = Cluster::new();
-    let a = cluster.process();
-    let b = cluster.process();
-    balanced(&a, &b);
+    let (a, b) = cluster.balanced_pair();
     let agents: Vec<String> = (0..n_agents).map(|_| spawn(&a, "subagent")).collect();
     assert!(agents.iter().any(|id| owned(&b).contains(&partition(id))));
     (cluster, a, b, agents, messages)
@@ -1188,9 +1183,7 @@ fn a_process_frozen_past_its_leases_neither_loses_nor_reorders_messages_when_it_
 #[test]
 fn an_inspection_whose_owner_does_not_answer_shows_the_stored_view_with_liveness_unknown() {
     let cluster = Cluster::with_lease_ms(12_000);
-    let a = cluster.process();
-    let b = cluster.process();
-    balanced(&a, &b);
+    let (a, b) = cluster.balanced_pair();
     let root = root_on(&a, "lead");
     assert_eq!(b.get(&format!("/v1/agents/{root}"))["live"], true);
     a.signal("STOP");

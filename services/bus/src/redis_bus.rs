@@ -986,12 +986,7 @@ impl RedisBus {
 
     /// Appends `env` (encoded as `bytes`) to its receiver's partition stream.
     async fn append_to_partition(&self, env: &Envelope, bytes: Vec<u8>) -> Result<(), AgentdError> {
-        let target = env.to.agent_id().ok_or_else(|| {
-            AgentdError::new(
-                ErrorCode::BadEnvelope,
-                "only agent envelopes travel on partitions",
-            )
-        })?;
+        let target = partition_target(env)?;
         let mut con = self.con.clone();
         cmd("XADD")
             .arg(self.keys.partition(self.partition_of(target)))
@@ -1250,6 +1245,16 @@ const REPLY_STREAM_TTL_MS: u64 = 10 * 60 * 1_000;
 /// How often a process renews its reply stream's expiry.
 const REPLY_STREAM_RENEW: Duration = Duration::from_secs(60);
 
+/// The agent `env` goes to: only agent envelopes travel on partitions.
+fn partition_target(env: &Envelope) -> Result<&str, AgentdError> {
+    env.to.agent_id().ok_or_else(|| {
+        AgentdError::new(
+            ErrorCode::BadEnvelope,
+            "only agent envelopes travel on partitions",
+        )
+    })
+}
+
 /// Whether the router takes `env` as it is (see [`deliver`]).
 fn routes_directly(env: &Envelope) -> bool {
     matches!(
@@ -1412,12 +1417,7 @@ impl Transport for RedisBus {
     }
 
     async fn forward(&self, env: &Envelope) -> Result<(), AgentdError> {
-        let target = env.to.agent_id().ok_or_else(|| {
-            AgentdError::new(
-                ErrorCode::BadEnvelope,
-                "only agent envelopes travel on partitions",
-            )
-        })?;
+        let target = partition_target(env)?;
         let mut con = self.con.clone();
         let appended: i64 = self
             .forward
