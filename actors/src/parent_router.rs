@@ -99,25 +99,17 @@ impl Handler<ManageSend> for ParentRouter {
         // as its append; a local activation reads the record), so a known alias costs no
         // store round trip. A child deleted since is resolved (and made) again.
         let (env, dispatched) = self.dispatch(&msg, child_id, false);
-        let router = self.router.clone();
-        AtomicResponse::new(Box::pin(
-            async move { router.send(RouteAcked(env)).await.map_err(mailbox)? }
-                .into_actor(self)
-                .then(move |routed, act, _| -> SendFuture {
-                    match routed {
-                        Ok(_) => Box::pin(actix::fut::ready(Ok(dispatched))),
-                        Err(e) => {
-                            act.forget_wait(&dispatched);
-                            if e.code == ErrorCode::AgentNotFound {
-                                act.resolved.remove(&key);
-                                act.resolve_and_send(msg)
-                            } else {
-                                Box::pin(actix::fut::ready(Err(e)))
-                            }
-                        }
+        AtomicResponse::new(Box::pin(self.route(env, dispatched).then(
+            move |routed, act, _| -> SendFuture {
+                match routed {
+                    Err(e) if e.code == ErrorCode::AgentNotFound => {
+                        act.resolved.remove(&key);
+                        act.resolve_and_send(msg)
                     }
-                }),
-        ))
+                    other => Box::pin(actix::fut::ready(other)),
+                }
+            },
+        )))
     }
 }
 
@@ -175,18 +167,7 @@ impl ParentRouter {
                         Err(e) => return Box::pin(actix::fut::ready(Err(e))),
                     };
                     let (env, dispatched) = act.dispatch(&msg, child_id, created);
-                    let router = act.router.clone();
-                    Box::pin(
-                        async move { router.send(RouteAcked(env)).await.map_err(mailbox)? }
-                            .into_actor(act)
-                            .map(move |routed, act, _| match routed {
-                                Ok(_) => Ok(dispatched),
-                                Err(e) => {
-                                    act.forget_wait(&dispatched);
-                                    Err(e)
-                                }
-                            }),
-                    )
+                    act.route(env, dispatched)
                 }),
         )
     }
@@ -236,11 +217,22 @@ impl ParentRouter {
         )
     }
 
-    /// Drops the sync wait of a message that was not sent.
-    fn forget_wait(&mut self, dispatched: &Dispatched) {
-        if let Some((id, _)) = &dispatched.wait {
-            self.waiters.retain(|w| w.id != *id);
-        }
+    /// Routes a dispatched message; one that could not be sent takes its sync wait with it.
+    fn route(&mut self, env: Envelope, dispatched: Dispatched) -> SendFuture {
+        let router = self.router.clone();
+        Box::pin(
+            async move { router.send(RouteAcked(env)).await.map_err(mailbox)? }
+                .into_actor(self)
+                .map(move |routed, act, _| match routed {
+                    Ok(_) => Ok(dispatched),
+                    Err(e) => {
+                        if let Some((id, _)) = &dispatched.wait {
+                            act.waiters.retain(|w| w.id != *id);
+                        }
+                        Err(e)
+                    }
+                }),
+        )
     }
 }
 

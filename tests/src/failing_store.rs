@@ -154,7 +154,6 @@ impl ThreadStore for FailingWrites {
         self.push_delay().await;
         self.inner.inbox_push(agent_id, env).await
     }
-
     async fn inbox_pending(&self, agent_id: &str) -> StoreResult<Vec<Envelope>> {
         self.inner.inbox_pending(agent_id).await
     }
