@@ -486,7 +486,7 @@ impl AgentActor {
         outputs: Vec<ChildOutput>,
         ctx: &mut Context<Self>,
     ) {
-        if matches!(e, crate::ports::StoreError::Decode(_)) {
+        if e.kind() == crate::ports::StoreErrorKind::Corrupt {
             tracing::error!(agent_id = %self.rec.id, error = %e, writes = writes.len(), "the agent's state cannot be encoded; not written");
             for out in outputs {
                 self.env.router.do_send(out);

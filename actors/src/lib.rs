@@ -41,10 +41,10 @@ mod turn;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{AgentType, AgentTypes, Limits, RuntimeConfig};
 pub use deps::Deps;
-pub use hashing::{FastHashMap, FastHashSet};
+pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 pub use ports::{
     DEDUP_WINDOW, EventSink, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, Pushed,
-    StoreError, StoreResult, StoreWrite, ThreadEntries, ThreadStore, ToolSpec, Transport,
-    WorkerAlias,
+    StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadEntries, ThreadStore, ToolSpec,
+    Transport, WorkerAlias,
 };
 pub use system::AgentSystem;

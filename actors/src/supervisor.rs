@@ -7,6 +7,7 @@ use crate::FastHashMap;
 use crate::agent::{AgentActor, AgentEnv};
 use crate::channel_router::{ChannelRouter, ForgetParent};
 use crate::deps::Deps;
+use crate::hashing::fnv1a64;
 use crate::messages::{
     Activate, AgentStopped, ApplyControl, Deliver, Lifecycle, Lookup, ParentRouterFor, Register,
     Restore, SharedAgentAddr, Shutdown, Spawn, StopAgent,
@@ -188,16 +189,6 @@ impl Supervisor {
             .filter(|a| a.connected())
             .cloned()
     }
-}
-
-/// FNV-1a 64: the stable hash that places trees on Arbiters (and agents on partitions).
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= *b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
 }
 
 impl Actor for Supervisor {

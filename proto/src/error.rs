@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::sync::Arc;
 
 /// Every failure a caller can see carries one of these codes (serialized snake_case).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -134,15 +135,31 @@ impl fmt::Display for ErrorCode {
     }
 }
 
-/// An error as every caller sees it: a stable code and a human message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+/// An error as every caller sees it: a stable code and a human message. What caused it (a
+/// store's or a transport's own error) rides along as [`std::error::Error::source`] for logs
+/// and for code that must tell kinds of failure apart (e.g. a transient store failure); it
+/// never goes on the wire and two errors with the same code and message are equal whatever
+/// their sources.
+#[derive(Debug, Clone, Serialize, Deserialize, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct AgentdError {
     /// What went wrong, for programs.
     pub code: ErrorCode,
     /// What went wrong, for people.
     pub message: String,
+    /// The failure underneath, if another layer's error caused this one.
+    #[serde(skip)]
+    #[source]
+    source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
 }
+
+impl PartialEq for AgentdError {
+    fn eq(&self, other: &Self) -> bool {
+        self.code == other.code && self.message == other.message
+    }
+}
+
+impl Eq for AgentdError {}
 
 impl AgentdError {
     /// Builds an error from a code and a message.
@@ -150,7 +167,26 @@ impl AgentdError {
         Self {
             code,
             message: message.into(),
+            source: None,
         }
+    }
+
+    /// Builds an error from a code and a message, caused by `source`.
+    pub fn with_source(
+        code: ErrorCode,
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            source: Some(Arc::new(source)),
+        }
+    }
+
+    /// The cause, if it is an `E` (e.g. the store error behind a `store_error`).
+    pub fn source_as<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        self.source.as_deref().and_then(|e| e.downcast_ref::<E>())
     }
 
     /// `missing_field` naming the field, the most common validation failure.
@@ -186,5 +222,27 @@ mod tests {
             let json = serde_json::to_string(&code).unwrap_or_default();
             assert_eq!(json, format!("\"{}\"", code.as_str()));
         }
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("disk on fire")]
+    struct Cause;
+
+    #[test]
+    fn a_source_is_kept_for_callers_but_neither_sent_nor_compared() {
+        use std::error::Error as _;
+        let with = AgentdError::with_source(ErrorCode::StoreError, "write failed", Cause);
+        let without = AgentdError::new(ErrorCode::StoreError, "write failed");
+        assert_eq!(with, without);
+        assert!(with.source_as::<Cause>().is_some());
+        assert_eq!(
+            with.source().map(|s| s.to_string()).as_deref(),
+            Some("disk on fire")
+        );
+        let wire = serde_json::to_value(&with).unwrap_or_default();
+        assert_eq!(
+            wire,
+            serde_json::json!({"code": "store_error", "message": "write failed"})
+        );
     }
 }

@@ -169,13 +169,11 @@ impl ThreadStore for FailingWrites {
     async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
         if self.failing.load(Ordering::SeqCst) {
             self.refused.fetch_add(1, Ordering::SeqCst);
-            return Err(StoreError::Backend("batch writes are switched off".into()));
+            return Err(StoreError::transient("batch writes are switched off"));
         }
         if self.unencodable.load(Ordering::SeqCst) {
             self.refused.fetch_add(1, Ordering::SeqCst);
-            return Err(StoreError::Decode(
-                "batch values are made unencodable".into(),
-            ));
+            return Err(StoreError::corrupt("batch values are made unencodable"));
         }
         self.inner.write_batch(writes).await?;
         if let Some(kept) = self.kept.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {

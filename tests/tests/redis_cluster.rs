@@ -3,7 +3,7 @@
 //! entries, dead letters, and failover after `kill -9` of a partition owner.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_actors::supervisor::fnv1a64;
+use agentd_actors::fnv1a64;
 use agentd_proto::codec::{decode_envelope, encode_envelope};
 use agentd_proto::{Address, Command, Envelope, InboxItem, Item, SpawnRequest};
 use agentd_tests::{AgentdProcess, RedisServer};

@@ -119,7 +119,7 @@ async fn a_forward_in_a_batch_lands_on_its_stream_after_the_writes_before_it() {
 /// a turn alike).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_push_lands_only_while_the_lease_names_this_process() {
-    use agentd_actors::{StoreError, StoreWrite, ThreadStore};
+    use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
     let server = RedisServer::start();
     let store = RedisStore::connect(&server.url(), "fence").await.unwrap();
     store.fence_pushes_with(Arc::new(|_agent: &str| {
@@ -152,11 +152,17 @@ async fn a_fenced_push_lands_only_while_the_lease_names_this_process() {
     // Another process holds the lease: both kinds of push are refused, nothing is written.
     set_lease(&mut con, "someone else");
     let refused = store.inbox_push("fence-agent", &env("late")).await;
-    assert!(matches!(refused, Err(StoreError::Fenced(_))), "{refused:?}");
+    assert!(
+        matches!(&refused, Err(e) if e.kind() == StoreErrorKind::Fenced),
+        "{refused:?}"
+    );
     let refused = store
         .inbox_push_then("fence-agent", &env("late too"), &start("late too"))
         .await;
-    assert!(matches!(refused, Err(StoreError::Fenced(_))), "{refused:?}");
+    assert!(
+        matches!(&refused, Err(e) if e.kind() == StoreErrorKind::Fenced),
+        "{refused:?}"
+    );
     assert!(store.inbox_pending("fence-agent").await.unwrap().is_empty());
     assert!(store.thread("fence-agent").await.unwrap().is_empty());
     // Our lease: both land.
@@ -182,7 +188,7 @@ async fn a_fenced_push_lands_only_while_the_lease_names_this_process() {
 /// agent's own flush (a spawn writing a record for its owner to activate) are not fenced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_process() {
-    use agentd_actors::{StoreError, StoreWrite, ThreadStore};
+    use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
     use agentd_proto::AgentStatus;
     let server = RedisServer::start();
     let store = RedisStore::connect(&server.url(), "ownfence")
@@ -219,7 +225,10 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
             ],
         )
         .await;
-    assert!(matches!(refused, Err(StoreError::Fenced(_))), "{refused:?}");
+    assert!(
+        matches!(&refused, Err(e) if e.kind() == StoreErrorKind::Fenced),
+        "{refused:?}"
+    );
     let stored = store.get_agent("own-agent").await.unwrap().unwrap();
     assert_eq!(stored.status, AgentStatus::Idle);
     // Only the record is fenced: the answer (idempotent, and written or not together with its
@@ -303,7 +312,10 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
             ],
         )
         .await;
-    assert!(matches!(refused, Err(StoreError::Fenced(_))), "{refused:?}");
+    assert!(
+        matches!(&refused, Err(e) if e.kind() == StoreErrorKind::Fenced),
+        "{refused:?}"
+    );
     assert!(store.inbox_pending("own-agent").await.unwrap().is_empty());
     assert_eq!(store.thread("own-agent").await.unwrap().len(), 5);
     let stored = store.get_agent("own-agent").await.unwrap().unwrap();

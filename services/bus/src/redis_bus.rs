@@ -27,7 +27,7 @@
 use crate::dead::DeadLetters;
 use actix::MailboxError;
 use agentd_actors::channel_router::{RemoteOutput, RouteFromStream, SettleTransport};
-use agentd_actors::supervisor::fnv1a64;
+use agentd_actors::fnv1a64;
 use agentd_actors::{AgentSystem, Transport};
 use agentd_proto::codec::{decode_envelope, encode_envelope};
 use agentd_proto::{AgentdError, Control, Envelope, ErrorCode, Item, Reply};

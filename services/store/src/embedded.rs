@@ -8,8 +8,8 @@
 //! tokio's blocking pool so they never stall an actor's Arbiter.
 
 use agentd_actors::{
-    DEDUP_WINDOW, FastHashMap, Pushed, StoreError, StoreResult, StoreWrite, ThreadStore,
-    WorkerAlias,
+    DEDUP_WINDOW, FastHashMap, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite,
+    ThreadStore, WorkerAlias,
 };
 use agentd_proto::codec::{decode, encode};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
@@ -187,7 +187,7 @@ fn seq_key(seq: u64) -> [u8; 8] {
 fn seq_of(bytes: &[u8]) -> StoreResult<u64> {
     <[u8; 8]>::try_from(bytes)
         .map(u64::from_be_bytes)
-        .map_err(|_| StoreError::Decode(format!("a sequence number of {} bytes", bytes.len())))
+        .map_err(|_| StoreError::corrupt(format!("a sequence number of {} bytes", bytes.len())))
 }
 
 /// A UUID as a row key: its 16 bytes.
@@ -206,7 +206,8 @@ fn text_id_key(id: &str) -> Vec<u8> {
 
 /// A row value that holds an agent id.
 fn agent_id_of(bytes: &[u8]) -> StoreResult<&str> {
-    std::str::from_utf8(bytes).map_err(|e| StoreError::Decode(format!("an agent id: {e}")))
+    std::str::from_utf8(bytes)
+        .map_err(|e| StoreError::caused_by(StoreErrorKind::Corrupt, format!("an agent id: {e}"), e))
 }
 
 /// The number after the last of `agent`'s rows of `kind` keyed by [`seq_key`] (0 if none).
@@ -248,11 +249,12 @@ fn remove_rows(
 }
 
 fn be(e: impl Into<redb::Error>) -> StoreError {
-    StoreError::Backend(e.into().to_string())
+    let e = e.into();
+    StoreError::caused_by(StoreErrorKind::Transient, e.to_string(), e)
 }
 
 fn de(e: agentd_proto::AgentdError) -> StoreError {
-    StoreError::Decode(e.message)
+    StoreError::caused_by(StoreErrorKind::Corrupt, e.message.clone(), e)
 }
 
 /// At most this many writes share one transaction (bounds a batch's latency).
@@ -287,9 +289,8 @@ where
 
     fn finish(self: Box<Self>, outcome: StoreResult<()>) {
         let Job { value, reply, .. } = *self;
-        let answer = outcome.and_then(|()| {
-            value.ok_or_else(|| StoreError::Backend("write was not applied".into()))
-        });
+        let answer = outcome
+            .and_then(|()| value.ok_or_else(|| StoreError::transient("write was not applied")));
         let _ = reply.send(answer);
     }
 }
@@ -318,7 +319,7 @@ fn commit_batch(db: &Database, mut batch: Vec<Box<dyn WriteJob>>, seqs: &mut Nex
         Err(e) => {
             let e = be(e);
             for job in batch {
-                job.finish(Err(StoreError::Backend(e.to_string())));
+                job.finish(Err(StoreError::transient(e.to_string())));
             }
             return;
         }
@@ -361,7 +362,7 @@ fn commit_batch(db: &Database, mut batch: Vec<Box<dyn WriteJob>>, seqs: &mut Nex
             for job in batch {
                 let outcome = match &outcome {
                     Ok(()) => Ok(()),
-                    Err(e) => Err(StoreError::Backend(e.to_string())),
+                    Err(e) => Err(StoreError::transient(e.to_string())),
                 };
                 job.finish(outcome);
             }
@@ -397,8 +398,13 @@ pub struct RedbStore {
 impl RedbStore {
     /// Opens (or creates) `<data_dir>/agentd.redb`, creating the directory if needed.
     pub fn open(data_dir: &Path) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(data_dir)
-            .map_err(|e| StoreError::Backend(format!("creating {}: {e}", data_dir.display())))?;
+        std::fs::create_dir_all(data_dir).map_err(|e| {
+            StoreError::caused_by(
+                StoreErrorKind::Transient,
+                format!("creating {}: {e}", data_dir.display()),
+                e,
+            )
+        })?;
         let db = Database::create(data_dir.join("agentd.redb")).map_err(be)?;
         let tx = db.begin_write().map_err(be)?;
         let outbox_seq = {
@@ -417,7 +423,13 @@ impl RedbStore {
         let thread = std::thread::Builder::new()
             .name("agentd-redb-writer".into())
             .spawn(move || writer_loop(&wdb, &jobs))
-            .map_err(|e| StoreError::Backend(format!("starting the writer thread: {e}")))?;
+            .map_err(|e| {
+                StoreError::caused_by(
+                    StoreErrorKind::Transient,
+                    format!("starting the writer thread: {e}"),
+                    e,
+                )
+            })?;
         let writer = Arc::new(Writer {
             queue: Some(writer),
             thread: Some(thread),
@@ -443,7 +455,7 @@ impl RedbStore {
             value: None,
             reply,
         });
-        let stopped = || StoreError::Backend("the store's writer thread has stopped".into());
+        let stopped = || StoreError::transient("the store's writer thread has stopped");
         self.writer
             .queue
             .as_ref()
@@ -461,7 +473,9 @@ impl RedbStore {
         let db = self.db.clone();
         tokio::task::spawn_blocking(move || f(&db))
             .await
-            .map_err(|e| StoreError::Backend(format!("store task: {e}")))?
+            .map_err(|e| {
+                StoreError::caused_by(StoreErrorKind::Transient, format!("store task: {e}"), e)
+            })?
     }
 }
 
@@ -1200,7 +1214,7 @@ mod tests {
     /// and appends after the last entry.
     #[test]
     fn a_stale_next_sequence_number_never_overwrites_an_entry() -> StoreResult<()> {
-        let dir = tempfile::tempdir().map_err(|e| StoreError::Backend(e.to_string()))?;
+        let dir = tempfile::tempdir().map_err(|e| StoreError::transient(e.to_string()))?;
         let db = Database::create(dir.path().join("t.redb")).map_err(be)?;
         let tx = db.begin_write().map_err(be)?;
         let [e0, e1, e2, m0, m1, m2] = [(); 6].map(|()| Uuid::now_v7());

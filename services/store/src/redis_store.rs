@@ -5,7 +5,8 @@
 
 use crate::redis_keys::Keys;
 use agentd_actors::{
-    DEDUP_WINDOW, Pushed, StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias,
+    DEDUP_WINDOW, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadStore,
+    WorkerAlias,
 };
 use agentd_proto::codec::{decode, encode, encode_envelope};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
@@ -18,11 +19,11 @@ use std::time::Duration;
 use uuid::Uuid;
 
 fn be(e: redis::RedisError) -> StoreError {
-    StoreError::Backend(format!("redis: {e}"))
+    StoreError::caused_by(StoreErrorKind::Transient, format!("redis: {e}"), e)
 }
 
 fn de(e: agentd_proto::AgentdError) -> StoreError {
-    StoreError::Decode(e.message)
+    StoreError::caused_by(StoreErrorKind::Corrupt, e.message.clone(), e)
 }
 
 const APPEND: &str = r"
@@ -149,7 +150,7 @@ fn fence_args(call: &mut redis::ScriptInvocation<'_>, fence: Option<(String, Str
 /// A push's answer `-1`: the fence refused it.
 fn fenced(n: i64, agent_id: &str) -> StoreResult<()> {
     if n == -1 {
-        return Err(StoreError::Fenced(format!(
+        return Err(StoreError::fenced(format!(
             "the lease of agent `{agent_id}`'s partition is no longer this process's"
         )));
     }
@@ -229,7 +230,7 @@ impl RedisStore {
 
     /// Fences every durable push from now on: a push for an agent lands only while the lease
     /// `fence` names for it holds the token it names, else it fails with
-    /// [`StoreError::Fenced`]. The Redis bus sets its partition leases and its process id; a
+    /// [`StoreErrorKind::Fenced`]. The Redis bus sets its partition leases and its process id; a
     /// second call changes nothing.
     pub fn fence_pushes_with(&self, fence: PushFence) {
         let _ = self.fence.set(fence);
@@ -381,7 +382,7 @@ impl ThreadStore for RedisStore {
             .iter()
             .map(|sid| {
                 let bytes: Vec<u8> = sid.get("e").ok_or_else(|| {
-                    StoreError::Decode(format!("thread entry {} has no `e` field", sid.id))
+                    StoreError::corrupt(format!("thread entry {} has no `e` field", sid.id))
                 })?;
                 decode(&bytes).map_err(de)
             })

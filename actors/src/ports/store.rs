@@ -1,50 +1,128 @@
-//! The ports the actors talk through. Actors know storage, models and event transport only
-//! through these traits, so the same actors run on memory, redb or Redis, and on a scripted or
-//! a real model.
+//! The store port: durable memory of agents (records, threads, inboxes, aliases,
+//! checkpoints), the batch of writes an agent flushes, and the typed failure a store reports.
 
-use agentd_proto::{
-    AgentRecord, AgentdError, Checkpoint, Envelope, ErrorCode, Event, Reply, ThreadEntry, ToolCall,
-    Usage,
-};
+use agentd_proto::{AgentRecord, AgentdError, Checkpoint, Envelope, ErrorCode, ThreadEntry};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use uuid::Uuid;
 
-/// A failure of the store. Stores map their own errors into this one.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The backend failed (I/O, corruption, connection).
-    #[error("store backend: {0}")]
-    Backend(String),
-    /// A stored value could not be decoded.
-    #[error("store decode: {0}")]
-    Decode(String),
+/// What kind of failure a store met. Callers decide by it, never by a message's text,
+/// whether the work that hit it is kept and tried again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreErrorKind {
+    /// The backend could not be reached or did not answer (I/O, a connection cut, Redis
+    /// down, a stopped writer thread): the same call can succeed later, so the work is kept.
+    Transient,
+    /// A stored value cannot be decoded, or a value cannot be encoded: the same call fails
+    /// the same way again, so the work is reported and given up.
+    Corrupt,
     /// A write for an agent this process no longer owns was refused by the store (its
     /// partition's lease names another process): the new owner takes the work, so the caller
     /// treats it like an unreachable store (the stream entry stays pending, a sender retries).
-    #[error("fenced: {0}")]
-    Fenced(String),
+    Fenced,
+    /// The store was asked for something it does not do (a forward to a stream, an outbox):
+    /// a caller's mistake, never worth a retry.
+    Unsupported,
+}
+
+impl StoreErrorKind {
+    /// How a message of this kind starts (stable: operators grep logs for it).
+    fn prefix(self) -> &'static str {
+        match self {
+            StoreErrorKind::Transient | StoreErrorKind::Unsupported => "store backend",
+            StoreErrorKind::Corrupt => "store decode",
+            StoreErrorKind::Fenced => "fenced",
+        }
+    }
+}
+
+/// A failure of the store: its [`StoreErrorKind`], what was being done (with the cause's own
+/// text, so a log line says it all), and the cause itself where there is one. Stores map
+/// their own errors into this one.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {}", .kind.prefix(), .context)]
+pub struct StoreError {
+    kind: StoreErrorKind,
+    context: String,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl StoreError {
+    /// A failure of `kind`; `context` says what failed.
+    pub fn new(kind: StoreErrorKind, context: impl Into<String>) -> Self {
+        StoreError {
+            kind,
+            context: context.into(),
+            source: None,
+        }
+    }
+
+    /// A failure of `kind` caused by `source`; `context` says what failed (and may quote it).
+    pub fn caused_by(
+        kind: StoreErrorKind,
+        context: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        StoreError {
+            kind,
+            context: context.into(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// A [`StoreErrorKind::Transient`] failure.
+    pub fn transient(context: impl Into<String>) -> Self {
+        Self::new(StoreErrorKind::Transient, context)
+    }
+
+    /// A [`StoreErrorKind::Corrupt`] value.
+    pub fn corrupt(context: impl Into<String>) -> Self {
+        Self::new(StoreErrorKind::Corrupt, context)
+    }
+
+    /// A [`StoreErrorKind::Fenced`] write.
+    pub fn fenced(context: impl Into<String>) -> Self {
+        Self::new(StoreErrorKind::Fenced, context)
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> StoreErrorKind {
+        self.kind
+    }
+
+    /// Whether the same work can succeed later ([`StoreErrorKind::Transient`] or
+    /// [`StoreErrorKind::Fenced`]): the caller keeps it instead of giving it up.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self.kind,
+            StoreErrorKind::Transient | StoreErrorKind::Fenced
+        )
+    }
 }
 
 impl From<StoreError> for AgentdError {
     fn from(e: StoreError) -> Self {
-        let code = match e {
-            StoreError::Fenced(_) => ErrorCode::Unavailable,
+        let code = match e.kind {
+            StoreErrorKind::Fenced => ErrorCode::Unavailable,
             _ => ErrorCode::StoreError,
         };
-        AgentdError::new(code, e.to_string())
+        AgentdError::with_source(code, e.to_string(), e)
     }
 }
 
-/// Whether `e` is a passing failure (Redis unreachable, a connection cut) after which the same
-/// work can succeed: the caller keeps the work (a stream entry stays unacknowledged, a turn is
-/// retried) instead of giving it up. Store backend failures count, store decode failures do
-/// not (the stored value stays bad).
+/// Whether `e` is a passing failure (Redis unreachable, a connection cut, a fenced write)
+/// after which the same work can succeed: the caller keeps the work (a stream entry stays
+/// unacknowledged, a turn is retried) instead of giving it up. A `store_error` is judged by
+/// the [`StoreError`] behind it; one that crossed the wire without it counts as transient
+/// (keeping work is the safe side).
 pub fn is_transient(e: &AgentdError) -> bool {
     match e.code {
         ErrorCode::Unavailable => true,
-        ErrorCode::StoreError => !e.message.starts_with("store decode:"),
+        ErrorCode::StoreError => e
+            .source_as::<StoreError>()
+            .is_none_or(StoreError::is_transient),
         _ => false,
     }
 }
@@ -248,182 +326,23 @@ pub trait ThreadStore: Send + Sync + 'static {
     }
 }
 
-/// How envelopes reach agents that live in another process (Redis partition streams). The
-/// ChannelRouter asks it first; without a transport every agent is local.
-#[async_trait]
-pub trait Transport: Send + Sync + 'static {
-    /// Whether this process delivers to `agent_id` itself (it owns the agent's partition and
-    /// has drained what was queued for it before).
-    fn is_local(&self, agent_id: &str) -> bool;
-    /// Whether this process owns `agent_id`'s partition (even while still draining it).
-    fn owns(&self, agent_id: &str) -> bool {
-        self.is_local(agent_id)
-    }
-    /// Whether this process may queue deliveries for `agent_id` now: it owns the agent's
-    /// partition and still holds its lease. An agent asks right before its durable push: a
-    /// delivery that waited in its mailbox while the process stalled past its lease must not
-    /// be queued here once the partition's next owner may be taking the same entries.
-    fn may_deliver(&self, agent_id: &str) -> bool {
-        self.owns(agent_id)
-    }
-    /// Hands `env` to the process that owns its receiver; returns once it is durably queued.
-    /// `agent_not_found` (nothing queued) if the receiver does not exist: senders need not look
-    /// it up first.
-    async fn forward(&self, env: &Envelope) -> Result<(), AgentdError>;
-    /// Runs a command in the process that owns the agent `env` is addressed to and answers its
-    /// reply. Calls that act on a live agent (a tool run as it, its budget, environment,
-    /// checkpoints, answers it waits for) must run where the agent lives: a second copy of the
-    /// agent elsewhere would overwrite the first one's state, and replies to its tool calls go
-    /// to its owner. `unavailable` if no answer came within `timeout` (the owner may have
-    /// died: a caller may retry) or if this transport cannot reach other processes.
-    async fn call(
-        &self,
-        env: Envelope,
-        timeout: std::time::Duration,
-    ) -> Result<Reply, AgentdError> {
-        let _ = (env, timeout);
-        Err(AgentdError::new(
-            ErrorCode::Unavailable,
-            "this transport cannot run calls in other processes",
-        ))
-    }
-    /// The durable stream an envelope for `agent_id` is appended to, read by whichever process
-    /// owns the agent, this one included (see [`StoreWrite::Forward`]); `None` if this
-    /// transport has no such stream.
-    fn stream_for(&self, agent_id: &str) -> Option<String> {
-        let _ = agent_id;
-        None
-    }
-    /// Ends the drain of owned partitions that hold nothing undelivered any more. The
-    /// ChannelRouter calls it between two routed messages (see `SettleTransport`), so nothing
-    /// it forwarded earlier can still wait in a stream when the partition's agents start to
-    /// get direct deliveries: that would put a newer message before an older one.
-    async fn settle(&self) -> Result<(), AgentdError> {
-        Ok(())
-    }
-}
-
 /// The error of a store asked for a [`StoreWrite::Forward`] it cannot take (agents only ask
 /// stores whose [`ThreadStore::takes_forwards`] says they can).
 pub fn forwards_not_taken(kind: &str) -> StoreError {
-    StoreError::Backend(format!(
-        "the {kind} store cannot append to another process's stream"
-    ))
+    StoreError::new(
+        StoreErrorKind::Unsupported,
+        format!("the {kind} store cannot append to another process's stream"),
+    )
 }
 
 /// The error of a store asked for a [`StoreWrite::Outbox`] it does not keep (agents only ask
 /// stores whose [`ThreadStore::keeps_outbox`] says they do).
 pub fn outbox_not_kept(kind: &str) -> StoreError {
-    StoreError::Backend(format!("the {kind} store keeps no outbox"))
+    StoreError::new(
+        StoreErrorKind::Unsupported,
+        format!("the {kind} store keeps no outbox"),
+    )
 }
 
 /// How many envelope ids per agent the stores remember for de-duplication.
 pub const DEDUP_WINDOW: usize = 10_000;
-
-/// A tool as the model sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolSpec {
-    /// Name the model calls.
-    pub name: String,
-    /// What it does, for the model.
-    pub description: String,
-    /// JSON schema of the arguments.
-    pub parameters: serde_json::Value,
-}
-
-/// Why the model is called.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Purpose {
-    /// A step of an ordinary turn.
-    Turn,
-    /// Writing the summary that replaces old history (seed 003's compaction).
-    Compact,
-}
-
-/// A thread as an agent keeps it in memory and hands it to its model: each entry shared
-/// (`Arc`), so a thread that grows one entry at a time moves pointers (not whole entries) when
-/// its vector grows, and the agent's copy and the store's batch (and the memory store) hold one
-/// entry between them instead of a copy each.
-pub type ThreadEntries = Vec<Arc<ThreadEntry>>;
-
-/// One model call's input.
-#[derive(Debug, Clone)]
-pub struct ModelRequest {
-    /// The calling agent (shared by all its requests, like its type and title).
-    pub agent_id: Arc<str>,
-    /// Its type.
-    pub agent_type: Arc<str>,
-    /// Its title.
-    pub title: Arc<str>,
-    /// The model name to use, if the spawn or the agent type names one.
-    pub model: Option<String>,
-    /// The provider to call (`None` = the default one); a [`ModelClient`] routing between
-    /// providers reads it.
-    pub provider: Option<String>,
-    /// The agent's environment variables (a process backend passes them to its process).
-    pub env: std::collections::BTreeMap<String, String>,
-    /// Layered system prompt (base + sub-agent role + type overlay).
-    pub system_prompt: Arc<str>,
-    /// The thread so far (shared with the agent's copy: a request costs no copy of it).
-    pub thread: std::sync::Arc<ThreadEntries>,
-    /// Tools the agent may call (built once per agent and shared by its requests).
-    pub tools: std::sync::Arc<Vec<ToolSpec>>,
-    /// Why the model is called.
-    pub purpose: Purpose,
-}
-
-/// One model call's output.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ModelResponse {
-    /// Text of the answer (may be empty when only tools are called).
-    pub text: String,
-    /// Tool calls requested.
-    pub tool_calls: Vec<ToolCall>,
-    /// Tokens used.
-    pub usage: Usage,
-}
-
-/// Why a model call failed.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum ModelError {
-    /// The provider asks to wait.
-    #[error("rate limited; retry after {retry_after_ms} ms")]
-    RateLimited {
-        /// How long to wait.
-        retry_after_ms: u64,
-    },
-    /// Anything else.
-    #[error("{0}")]
-    Failed(String),
-}
-
-/// A language model (or an agent process) that produces the next assistant message.
-#[async_trait]
-pub trait ModelClient: Send + Sync + 'static {
-    /// Backend name for logs and the API (`scripted`, `openai`, ...).
-    fn backend(&self) -> &'static str;
-
-    /// The backend that serves `provider` (a router of several providers overrides it).
-    fn backend_of(&self, _provider: Option<&str>) -> &'static str {
-        self.backend()
-    }
-    /// Produces the next message for `request`.
-    async fn complete(&self, request: ModelRequest) -> Result<ModelResponse, ModelError>;
-
-    /// A lifecycle control of an agent, for backends that run something per agent (the process
-    /// backend signals its process). Stateless backends ignore it.
-    fn control(&self, _agent_id: &str, _control: agentd_proto::Control) {}
-}
-
-/// Where events go (in-process broadcast, Redis stream, ...). Publishing never blocks a turn.
-pub trait EventSink: Send + Sync + 'static {
-    /// Publishes one event.
-    fn publish(&self, event: &Event);
-
-    /// Whether anything would see a published event now. An agent asks before it builds one
-    /// of the events it emits for every message (status changes, token usage): with nobody
-    /// listening, building and dropping them was ~2 % of an in-process message.
-    fn is_listened(&self) -> bool {
-        true
-    }
-}

@@ -1,0 +1,25 @@
+//! The ports the actors talk through. Actors know storage, models and event transport only
+//! through these traits, so the same actors run on memory, redb or Redis, and on a scripted or
+//! a real model.
+//!
+//! | module | port |
+//! |---|---|
+//! | [`store`] | `ThreadStore`, its batch writes and its typed `StoreError` |
+//! | [`model`] | `ModelClient`: one model call in, one answer out |
+//! | [`transport`] | `Transport`: envelopes for agents of other processes |
+//! | [`events`] | `EventSink`: where events go |
+
+mod events;
+mod model;
+mod store;
+mod transport;
+
+pub use events::EventSink;
+pub use model::{
+    ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, ThreadEntries, ToolSpec,
+};
+pub use store::{
+    DEDUP_WINDOW, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadStore,
+    WorkerAlias, forwards_not_taken, is_transient, outbox_not_kept,
+};
+pub use transport::Transport;

@@ -1,0 +1,101 @@
+//! The model port: what a turn asks a model (or an agent process) and what it gets back.
+
+use agentd_proto::{ThreadEntry, ToolCall, Usage};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// Name the model calls.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON schema of the arguments.
+    pub parameters: serde_json::Value,
+}
+
+/// Why the model is called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// A step of an ordinary turn.
+    Turn,
+    /// Writing the summary that replaces old history (seed 003's compaction).
+    Compact,
+}
+
+/// A thread as an agent keeps it in memory and hands it to its model: each entry shared
+/// (`Arc`), so a thread that grows one entry at a time moves pointers (not whole entries) when
+/// its vector grows, and the agent's copy and the store's batch (and the memory store) hold one
+/// entry between them instead of a copy each.
+pub type ThreadEntries = Vec<Arc<ThreadEntry>>;
+
+/// One model call's input.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    /// The calling agent (shared by all its requests, like its type and title).
+    pub agent_id: Arc<str>,
+    /// Its type.
+    pub agent_type: Arc<str>,
+    /// Its title.
+    pub title: Arc<str>,
+    /// The model name to use, if the spawn or the agent type names one.
+    pub model: Option<String>,
+    /// The provider to call (`None` = the default one); a [`ModelClient`] routing between
+    /// providers reads it.
+    pub provider: Option<String>,
+    /// The agent's environment variables (a process backend passes them to its process).
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Layered system prompt (base + sub-agent role + type overlay).
+    pub system_prompt: Arc<str>,
+    /// The thread so far (shared with the agent's copy: a request costs no copy of it).
+    pub thread: std::sync::Arc<ThreadEntries>,
+    /// Tools the agent may call (built once per agent and shared by its requests).
+    pub tools: std::sync::Arc<Vec<ToolSpec>>,
+    /// Why the model is called.
+    pub purpose: Purpose,
+}
+
+/// One model call's output.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelResponse {
+    /// Text of the answer (may be empty when only tools are called).
+    pub text: String,
+    /// Tool calls requested.
+    pub tool_calls: Vec<ToolCall>,
+    /// Tokens used.
+    pub usage: Usage,
+}
+
+/// Why a model call failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ModelError {
+    /// The provider asks to wait.
+    #[error("rate limited; retry after {retry_after_ms} ms")]
+    RateLimited {
+        /// How long to wait.
+        retry_after_ms: u64,
+    },
+    /// Anything else.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A language model (or an agent process) that produces the next assistant message.
+#[async_trait]
+pub trait ModelClient: Send + Sync + 'static {
+    /// Backend name for logs and the API (`scripted`, `openai`, ...).
+    fn backend(&self) -> &'static str;
+
+    /// The backend that serves `provider` (a router of several providers overrides it).
+    fn backend_of(&self, _provider: Option<&str>) -> &'static str {
+        self.backend()
+    }
+    /// Produces the next message for `request`.
+    async fn complete(&self, request: ModelRequest) -> Result<ModelResponse, ModelError>;
+
+    /// A lifecycle control of an agent, for backends that run something per agent (the process
+    /// backend signals its process). Stateless backends ignore it.
+    fn control(&self, _agent_id: &str, _control: agentd_proto::Control) {}
+}

@@ -1,0 +1,59 @@
+//! The transport port: how envelopes reach agents that live in another process.
+
+use agentd_proto::{AgentdError, Envelope, ErrorCode, Reply};
+use async_trait::async_trait;
+
+/// How envelopes reach agents that live in another process (Redis partition streams). The
+/// ChannelRouter asks it first; without a transport every agent is local.
+#[async_trait]
+pub trait Transport: Send + Sync + 'static {
+    /// Whether this process delivers to `agent_id` itself (it owns the agent's partition and
+    /// has drained what was queued for it before).
+    fn is_local(&self, agent_id: &str) -> bool;
+    /// Whether this process owns `agent_id`'s partition (even while still draining it).
+    fn owns(&self, agent_id: &str) -> bool {
+        self.is_local(agent_id)
+    }
+    /// Whether this process may queue deliveries for `agent_id` now: it owns the agent's
+    /// partition and still holds its lease. An agent asks right before its durable push: a
+    /// delivery that waited in its mailbox while the process stalled past its lease must not
+    /// be queued here once the partition's next owner may be taking the same entries.
+    fn may_deliver(&self, agent_id: &str) -> bool {
+        self.owns(agent_id)
+    }
+    /// Hands `env` to the process that owns its receiver; returns once it is durably queued.
+    /// `agent_not_found` (nothing queued) if the receiver does not exist: senders need not look
+    /// it up first.
+    async fn forward(&self, env: &Envelope) -> Result<(), AgentdError>;
+    /// Runs a command in the process that owns the agent `env` is addressed to and answers its
+    /// reply. Calls that act on a live agent (a tool run as it, its budget, environment,
+    /// checkpoints, answers it waits for) must run where the agent lives: a second copy of the
+    /// agent elsewhere would overwrite the first one's state, and replies to its tool calls go
+    /// to its owner. `unavailable` if no answer came within `timeout` (the owner may have
+    /// died: a caller may retry) or if this transport cannot reach other processes.
+    async fn call(
+        &self,
+        env: Envelope,
+        timeout: std::time::Duration,
+    ) -> Result<Reply, AgentdError> {
+        let _ = (env, timeout);
+        Err(AgentdError::new(
+            ErrorCode::Unavailable,
+            "this transport cannot run calls in other processes",
+        ))
+    }
+    /// The durable stream an envelope for `agent_id` is appended to, read by whichever process
+    /// owns the agent, this one included (see [`StoreWrite::Forward`](super::StoreWrite::Forward)); `None` if this
+    /// transport has no such stream.
+    fn stream_for(&self, agent_id: &str) -> Option<String> {
+        let _ = agent_id;
+        None
+    }
+    /// Ends the drain of owned partitions that hold nothing undelivered any more. The
+    /// ChannelRouter calls it between two routed messages (see `SettleTransport`), so nothing
+    /// it forwarded earlier can still wait in a stream when the partition's agents start to
+    /// get direct deliveries: that would put a newer message before an older one.
+    async fn settle(&self) -> Result<(), AgentdError> {
+        Ok(())
+    }
+}
