@@ -9,7 +9,7 @@ use crate::supervisor::Supervisor;
 use crate::tools::{self, ToolContext, ToolOutcome};
 use actix::prelude::*;
 use agentd_proto::{
-    Address, AgentRecord, AgentdError, Channel, Command, Control, ErrorCode, InboxItem,
+    Address, AgentRecord, AgentdError, Channel, Command, Control, Envelope, ErrorCode, InboxItem,
     SpawnRequest, ThreadEntry,
 };
 use serde_json::{Value, json};
@@ -46,9 +46,49 @@ impl AgentSystem {
         }
     }
 
-    /// The process channel router (transports hand it what arrives from other processes).
-    pub fn router(&self) -> &Addr<ChannelRouter> {
-        &self.router
+    /// Hands `env`, read from a partition stream this process owns, to its receiver (it is
+    /// delivered here even while that partition still drains after a takeover). The future
+    /// answers once the item is in the receiver's durable inbox (`Ok(false)`: a duplicate),
+    /// so a transport acknowledges its entry after it. The envelope is queued at the router
+    /// when this is called, not when the future is polled: envelopes handed over one after
+    /// another keep their order.
+    pub fn route_from_stream(
+        &self,
+        env: Envelope,
+    ) -> impl std::future::Future<Output = Result<bool, AgentdError>> + use<> {
+        let sent = self
+            .router
+            .send(crate::channel_router::RouteFromStream(env));
+        async move { sent.await.map_err(mailbox)? }
+    }
+
+    /// Routes `env` like any envelope of this process and answers once it is in the
+    /// receiver's durable inbox (`Ok(false)`: a duplicate). Queued at the router when called.
+    pub fn route_acked(
+        &self,
+        env: Envelope,
+    ) -> impl std::future::Future<Output = Result<bool, AgentdError>> + use<> {
+        let sent = self.router.send(crate::channel_router::RouteAcked(env));
+        async move { sent.await.map_err(mailbox)? }
+    }
+
+    /// Takes a child's output that arrived through a partition stream (an `Item::Output`
+    /// envelope) to its parent's router here, or on to the process that owns the parent;
+    /// answers once that router has handled it.
+    pub async fn take_output(&self, env: Envelope) -> Result<(), AgentdError> {
+        self.router
+            .send(crate::channel_router::RemoteOutput(env))
+            .await
+            .map_err(mailbox)?
+    }
+
+    /// Asks the transport, between two routed envelopes, to end the drain of the partitions it
+    /// has emptied ([`crate::ports::Transport::settle`]).
+    pub async fn settle_transport(&self) -> Result<(), AgentdError> {
+        self.router
+            .send(crate::channel_router::SettleTransport)
+            .await
+            .map_err(mailbox)?
     }
 
     /// Stops the live agents for which `filter` holds (their partition moved to another

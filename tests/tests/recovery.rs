@@ -89,7 +89,6 @@ async fn queued_work_survives_a_stop_and_resumes_in_order_once() {
 /// the durable inbox: after what was stored before it, before what was stored after it.
 #[actix_rt::test]
 async fn a_stored_but_unqueued_item_delivered_again_keeps_its_place_in_the_inbox() {
-    use agentd_actors::channel_router::RouteAcked;
     use agentd_proto::{Address, Envelope, InboxItem, Item};
     let store: Arc<dyn ThreadStore> = Arc::new(MemoryStore::new());
     let clock = ManualClock::new(1);
@@ -112,13 +111,7 @@ async fn a_stored_but_unqueued_item_delivered_again_keeps_its_place_in_the_inbox
     assert!(store.inbox_push(&a.id, &m2).await.unwrap());
     t.system.send(&a.id, "m3", false).await.unwrap();
     // The redelivery finds it stored already (a duplicate) but not queued: it is taken.
-    let fresh = t
-        .system
-        .router()
-        .send(RouteAcked(m2))
-        .await
-        .unwrap()
-        .unwrap();
+    let fresh = t.system.route_acked(m2).await.unwrap();
     assert!(!fresh, "the store had it");
     wait_until("m1, m2 and m3 queued", || async {
         t.system.inspect(&a.id).await.unwrap()["inbox"] == 3

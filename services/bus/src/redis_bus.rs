@@ -25,8 +25,6 @@
 //! `<ns>:replies:{<process id>}`, read by a reply reader that completes the waiting call.
 
 use crate::dead::DeadLetters;
-use actix::MailboxError;
-use agentd_actors::channel_router::{RemoteOutput, RouteFromStream, SettleTransport};
 use agentd_actors::fnv1a64;
 use agentd_actors::{AgentSystem, Transport};
 use agentd_proto::codec::{decode_envelope, encode_envelope};
@@ -867,11 +865,7 @@ impl RedisBus {
             if quiet {
                 // The drain check needs what was read acknowledged.
                 inflight.finish().await?;
-                system
-                    .router()
-                    .send(SettleTransport)
-                    .await
-                    .map_err(mailbox)??;
+                system.settle_transport().await?;
             }
         }
         Ok(())
@@ -1057,14 +1051,14 @@ impl RedisBus {
         }
         let requests: Vec<_> = envs
             .into_iter()
-            .map(|env| system.router().send(RouteFromStream(env)))
+            .map(|env| system.route_from_stream(env))
             .collect();
         let me = self.clone();
         let task = actix_rt::spawn(async move {
             let outcomes = futures::future::join_all(requests)
                 .await
                 .into_iter()
-                .map(|r| r.map_err(mailbox).and_then(|r| r.map(|_| ())))
+                .map(|r| r.map(|_| ()))
                 .collect();
             let refs: Vec<&StreamId> = ids.iter().collect();
             let mut con = me.con.clone();
@@ -1285,10 +1279,6 @@ pub(crate) async fn ensure_group(
     }
 }
 
-fn mailbox(e: MailboxError) -> AgentdError {
-    AgentdError::new(ErrorCode::Unavailable, format!("actor mailbox: {e}"))
-}
-
 /// Hands one envelope from a partition to the local actors.
 async fn deliver(system: &AgentSystem, env: Envelope) -> Result<(), AgentdError> {
     let target = env
@@ -1305,19 +1295,10 @@ async fn deliver(system: &AgentSystem, env: Envelope) -> Result<(), AgentdError>
         _ if routes_directly(&env) => {
             // The router queues the envelope when this is first polled (its mailbox is far
             // larger than a read batch), so envelopes handed over together keep their order.
-            system
-                .router()
-                .send(RouteFromStream(env))
-                .await
-                .map_err(mailbox)?
-                .map(|_| ())
+            system.route_from_stream(env).await.map(|_| ())
         }
         Item::Control(c) => system.control(&target, *c).await.map(|_| ()),
-        Item::Output(_) => system
-            .router()
-            .send(RemoteOutput(env))
-            .await
-            .map_err(mailbox)?,
+        Item::Output(_) => system.take_output(env).await,
         _ => Err(AgentdError::new(
             ErrorCode::BadEnvelope,
             "unexpected item on a partition stream",
