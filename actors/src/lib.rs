@@ -34,6 +34,8 @@ pub mod ports;
 pub mod scheduler;
 pub mod supervisor;
 pub mod system;
+#[cfg(test)]
+mod testing;
 pub mod tools;
 pub mod tree_spend;
 mod turn;

@@ -7,7 +7,6 @@
 //! not hold back other agents' work. Waiting work holds no slot. Each agent's own inbox keeps
 //! its arrival order; priorities order turns *across* agents.
 
-use crate::agent::AgentActor;
 use actix::prelude::*;
 use agentd_proto::Priority;
 use std::collections::{BTreeMap, HashMap};
@@ -33,7 +32,7 @@ pub struct Acquire {
     /// priority follows arrival, so the order survives a restart that re-queues everything.
     pub queued_at_ms: u64,
     /// Where the permit goes.
-    pub addr: Addr<AgentActor>,
+    pub addr: Recipient<Permit>,
 }
 
 /// Give a slot back (turn over), or withdraw a queued request.
@@ -68,7 +67,7 @@ struct Waiting {
     agent_id: String,
     parent: Option<String>,
     provider: String,
-    addr: Addr<AgentActor>,
+    addr: Recipient<Permit>,
 }
 
 /// The process scheduler.

@@ -146,10 +146,10 @@ impl Supervisor {
         let root_id = (rec.root_id != rec.id).then(|| rec.root_id.as_str().into());
         let env = self.agent_env(ctx);
         let addr = Arc::new(match self.arbiter_for(&rec.root_id) {
-            Some(arb) => AgentActor::start_in_arbiter(&arb, move |_| {
-                AgentActor::new(rec, env).with_unmet(unmet)
-            }),
-            None => AgentActor::new(rec, env).with_unmet(unmet).start(),
+            Some(arb) => {
+                AgentActor::start_in_arbiter(&arb, move |_| AgentActor::new(rec, env, unmet))
+            }
+            None => AgentActor::new(rec, env, unmet).start(),
         });
         self.agents.insert(
             id.clone(),

@@ -6,12 +6,12 @@
 //! Every entry a turn writes has an id derived from the turn's input id and its step, so a
 //! turn re-run after a crash writes the same ids and the store de-duplicates them.
 
-use crate::agent::AgentActor;
+use crate::agent::messages::AddUsage;
 use crate::deps::Deps;
-use crate::messages::{AddUsage, ChildOutput, Output};
+use crate::messages::{ChildOutput, Output};
 use crate::ports::{ModelError, ModelRequest, Purpose, StoreWrite};
 use crate::tools::{self, ToolContext, ToolOutcome};
-use actix::Addr;
+use actix::Recipient;
 use agentd_proto::ids::{derived_id, derived_step_id};
 use agentd_proto::{AgentRecord, AgentdError, Channel, ErrorCode, Marker, Role, ThreadEntry};
 use serde_json::json;
@@ -87,7 +87,9 @@ pub(crate) struct Turn {
     pub rec: Arc<AgentRecord>,
     pub deps: Arc<Deps>,
     pub tools: ToolContext,
-    pub me: Addr<AgentActor>,
+    /// Where the usage of each step but the last goes (the agent counts it at once, so a
+    /// budget can stop the turn between steps).
+    pub usage: Recipient<AddUsage>,
     pub stop: Arc<AtomicBool>,
     pub cause: Uuid,
 }
@@ -393,7 +395,7 @@ impl Turn {
                         if r.tool_calls.is_empty() {
                             result.final_usage = Some(r.usage);
                         } else {
-                            self.me.do_send(AddUsage(r.usage));
+                            self.usage.do_send(AddUsage(r.usage));
                         }
                         let mut entry =
                             ThreadEntry::text(step_id, Role::Assistant, r.text.clone(), self.now());
@@ -506,7 +508,7 @@ impl Turn {
                 });
             }
         };
-        self.me.do_send(AddUsage(resp.usage));
+        self.usage.do_send(AddUsage(resp.usage));
         let mut summary = ThreadEntry::text(
             derived_id(self.cause, "compact-summary"),
             Role::System,

@@ -1,0 +1,293 @@
+//! Lifecycle controls on a live agent (pause, resume, cancel, terminate), stopping its actor, and
+//! what they share: aborting the running turn and dropping the queue.
+
+use super::AgentActor;
+use super::messages::{ApplyControl, SetEnv, StopAgent};
+use super::phase::Phase;
+use crate::ports::StoreWrite;
+use crate::turn::TurnInput;
+use actix::prelude::*;
+use agentd_proto::ids::derived_id;
+use agentd_proto::{
+    AgentRecord, AgentStatus, AgentdError, CheckpointReason, Control, ErrorCode, Role, ThreadEntry,
+};
+use std::sync::Arc;
+use uuid::Uuid;
+
+impl AgentActor {
+    /// Applies `control`; a process-per-agent backend follows the same control (signals).
+    pub(super) fn control(
+        &mut self,
+        control: Control,
+        ctx: &mut Context<Self>,
+    ) -> Result<AgentRecord, AgentdError> {
+        let res = self.apply_control(control, ctx);
+        if res.is_ok() {
+            self.deps().model.control(&self.rec.id, control);
+        }
+        res
+    }
+
+    fn apply_control(
+        &mut self,
+        control: Control,
+        ctx: &mut Context<Self>,
+    ) -> Result<AgentRecord, AgentdError> {
+        match control {
+            Control::Pause => self.pause(ctx)?,
+            Control::Resume => {
+                if self.rec.status != AgentStatus::Paused {
+                    // A pause asked of a running turn is withdrawn before it takes effect.
+                    if let Some(turn) = self.phase.running() {
+                        turn.request_stop(false);
+                        return Ok(self.rec.clone());
+                    }
+                    return Err(AgentdError::new(
+                        ErrorCode::InvalidTransition,
+                        format!("agent `{}` is {}, not paused", self.rec.id, self.rec.status),
+                    ));
+                }
+                self.resume(ctx)?;
+            }
+            Control::Cancel | Control::Terminate => {
+                let to = if control == Control::Cancel {
+                    AgentStatus::Cancelled
+                } else {
+                    AgentStatus::Terminated
+                };
+                if !self.rec.status.can_become(to) && self.rec.status != to {
+                    return Err(AgentdError::new(
+                        ErrorCode::InvalidTransition,
+                        format!(
+                            "agent `{}` cannot go from {} to {to}",
+                            self.rec.id, self.rec.status
+                        ),
+                    ));
+                }
+                if control == Control::Cancel {
+                    self.interrupt_turn(ctx);
+                } else {
+                    // Seed 001: always checkpoint before terminating.
+                    self.checkpoint(CheckpointReason::Auto, "terminate", ctx);
+                    self.abort_turn(true, ctx);
+                }
+                self.drop_queue(ctx);
+                self.set_status(to, Some(format!("{} by control", control.as_str())), ctx)?;
+            }
+            Control::Close | Control::Delete => {
+                return Err(AgentdError::new(
+                    ErrorCode::InvalidArgument,
+                    "close and delete go through the supervisor",
+                ));
+            }
+        }
+        self.pump(ctx);
+        Ok(self.rec.clone())
+    }
+
+    /// A running turn stops at its next step boundary (and continues on resume); otherwise the
+    /// agent is paused now.
+    fn pause(&mut self, ctx: &mut Context<Self>) -> Result<(), AgentdError> {
+        if let Some(turn) = self.phase.running() {
+            if self.rec.status != AgentStatus::Paused {
+                turn.request_stop(true);
+                self.rec.status_reason = Some("pause requested".into());
+            }
+            return Ok(());
+        }
+        self.set_status(AgentStatus::Paused, Some("paused by control".into()), ctx)
+    }
+
+    /// A turn a pause stopped continues; otherwise the agent is idle again.
+    fn resume(&mut self, ctx: &mut Context<Self>) -> Result<(), AgentdError> {
+        let Phase::PausedMidTurn { input } = std::mem::take(&mut self.phase) else {
+            return self.set_status(AgentStatus::Idle, Some("resumed".into()), ctx);
+        };
+        if let Err(e) = self.set_status(AgentStatus::Running, Some("resumed".into()), ctx) {
+            self.phase = Phase::PausedMidTurn { input };
+            return Err(e);
+        }
+        let cause = agentd_proto::ids::new_id();
+        self.start_turn(
+            cause,
+            input.map(|e| *e),
+            TurnInput::Continue,
+            None,
+            false,
+            ctx,
+        );
+        Ok(())
+    }
+
+    /// Gives the turn slot back, or withdraws a request for one.
+    pub(super) fn release_permit(&self) {
+        if let Some(scheduler) = &self.env.scheduler
+            && self.phase.involves_scheduler()
+        {
+            scheduler.do_send(crate::scheduler::Release(self.rec.id.clone()));
+        }
+    }
+
+    /// Aborts the running turn (its persisted output stays) and marks its item done if
+    /// `mark_done`. Answers the marker entry that records the interruption (the caller writes
+    /// it), or `None` if no turn ran.
+    pub(super) fn abort_turn(
+        &mut self,
+        mark_done: bool,
+        ctx: &mut Context<Self>,
+    ) -> Option<ThreadEntry> {
+        self.phase.running()?;
+        self.release_permit();
+        let Phase::Running(turn) = std::mem::take(&mut self.phase) else {
+            return None;
+        };
+        ctx.cancel_future(turn.handle);
+        // The known thread went with the turn; what the aborted turn wrote is read again.
+        self.thread = None;
+        if turn.restart_backend_after {
+            self.deps().model.control(&self.rec.id, Control::Terminate);
+        }
+        if mark_done {
+            self.done(turn.input.map(|e| e.id), ctx);
+        }
+        Some(ThreadEntry {
+            interrupted: true,
+            ..ThreadEntry::text(
+                derived_id(turn.cause, "interrupted"),
+                Role::System,
+                "(the previous turn was interrupted)",
+                self.deps().clock.now_ms(),
+            )
+        })
+    }
+
+    /// Aborts the running turn and writes the interruption marker before the next message.
+    pub(super) fn interrupt_turn(&mut self, ctx: &mut Context<Self>) {
+        let Some(entry) = self.abort_turn(true, ctx) else {
+            return;
+        };
+        let agent_id = self.shared_id();
+        let entry = Arc::new(entry);
+        self.write_later(StoreWrite::Append { agent_id, entry }, ctx);
+    }
+
+    /// Drops every queued item (cancel, terminate, restore), marking them done.
+    pub(super) fn drop_queue(&mut self, ctx: &mut Context<Self>) {
+        for id in self.take_queue() {
+            self.done(Some(id), ctx);
+        }
+    }
+
+    /// Empties the queue, the item waiting for a slot and a paused turn's item; answers their
+    /// ids for the caller to mark done in the durable inbox.
+    fn take_queue(&mut self) -> Vec<Uuid> {
+        let mut ids = self.queue.take_all();
+        match &self.phase {
+            Phase::AwaitingPermit(_) | Phase::PausedMidTurn { .. } => {
+                self.release_permit();
+                match std::mem::take(&mut self.phase) {
+                    Phase::AwaitingPermit(pending) => ids.push(pending.env.id),
+                    Phase::PausedMidTurn { input } => ids.extend(input.map(|e| e.id)),
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+        ids
+    }
+
+    /// Ends a process-per-agent backend's process so that its next turn starts a new one with
+    /// the agent's current environment; a running turn finishes first.
+    pub(super) fn restart_backend(&mut self) {
+        match self.phase.running_mut() {
+            Some(turn) => turn.restart_backend_after = true,
+            None => self.deps().model.control(&self.rec.id, Control::Terminate),
+        }
+    }
+}
+
+impl Handler<ApplyControl> for AgentActor {
+    type Result = Result<AgentRecord, AgentdError>;
+
+    fn handle(&mut self, ApplyControl(c): ApplyControl, ctx: &mut Self::Context) -> Self::Result {
+        self.control(c, ctx)
+    }
+}
+
+impl Handler<SetEnv> for AgentActor {
+    type Result = MessageResult<SetEnv>;
+
+    fn handle(&mut self, msg: SetEnv, ctx: &mut Self::Context) -> Self::Result {
+        self.rec.env = msg.0;
+        self.persist(ctx);
+        self.restart_backend();
+        MessageResult(self.rec.clone())
+    }
+}
+
+impl Handler<StopAgent> for AgentActor {
+    // The answer comes once the record (and the interruption marker) are persisted, so a
+    // re-activation right after never reads a stale status.
+    type Result = ResponseActFuture<Self, AgentRecord>;
+
+    fn handle(&mut self, msg: StopAgent, ctx: &mut Self::Context) -> Self::Result {
+        // The agent's runtime ends: a process-per-agent backend ends its process too (it is
+        // started again, with the whole thread, on re-activation).
+        self.deps().model.control(&self.rec.id, Control::Terminate);
+        // Close drops queued work; a shutdown (no final status) keeps it in the durable inbox
+        // for the next activation. The actor stops right after this answer, so dropped items
+        // are marked done in the answer's own future (a spawned one would never run).
+        let closing = msg.final_status.is_some();
+        let mut dropped: Vec<Uuid> = Vec::new();
+        if closing {
+            dropped.extend(
+                self.phase
+                    .running()
+                    .and_then(|t| t.input.as_ref().map(|e| e.id)),
+            );
+        }
+        let marker = self.abort_turn(false, ctx).filter(|_| closing);
+        if closing {
+            dropped.extend(self.take_queue());
+        } else {
+            self.queue.forget_queued();
+        }
+        self.release_permit();
+        // What it accepted from now on would be dropped from memory with no live actor left to
+        // run it: it refuses deliveries, and the router activates a fresh actor instead.
+        self.phase = Phase::Stopping;
+        if let Some(to) = msg.final_status {
+            if self.rec.status != to && !self.rec.status.can_become(to) {
+                // e.g. a running agent being closed: its turn is over, so it is idle first.
+                let _ = self.transition(AgentStatus::Idle, None);
+            }
+            let _ = self.transition(to, Some("closed by control".into()));
+            self.rec.updated_at_ms = self.deps().clock.now_ms();
+        }
+        let store = self.deps().store.clone();
+        let rec = self.rec.clone();
+        Box::pin(
+            async move {
+                if let Some(entry) = marker
+                    && let Err(e) = store.append(&rec.id, &entry).await
+                {
+                    tracing::error!(agent_id = %rec.id, error = %e, "recording the interruption failed");
+                }
+                for id in dropped {
+                    if let Err(e) = store.inbox_done(&rec.id, id).await {
+                        tracing::warn!(agent_id = %rec.id, error = %e, "dropping a queued item failed");
+                    }
+                }
+                if closing && let Err(e) = store.put_agent(&rec).await {
+                    tracing::error!(agent_id = %rec.id, error = %e, "persisting the agent record failed");
+                }
+                rec
+            }
+            .into_actor(self)
+            .map(|rec, _, ctx| {
+                ctx.stop();
+                rec
+            }),
+        )
+    }
+}

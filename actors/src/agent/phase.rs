@@ -1,0 +1,128 @@
+//! What an agent is doing, as one value: the [`Phase`].
+//!
+//! The agent's *status* (`proto/src/status.rs`) is what it shows the world and persists; its
+//! phase is what the actor holds in memory to act on it: the running turn, the item waiting for a
+//! turn slot, the paused turn's item. Each variant owns the data that exists only in that phase,
+//! so no field outlives the phase it belongs to, and [`super::start`]'s `pump` matches on it to
+//! decide what happens next. Adding a way to wait is adding a variant.
+//!
+//! ```text
+//!                 ┌──────────── permit ─────────────┐
+//!   Idle ── pump ─┤                                  ▼
+//!    ▲            └─ (a scheduler) ─► AwaitingPermit  Running ── turn ends ──► Idle
+//!    │                                               │  │  └─ store down / retry ─► HoldingForRetry ─ timer ─► Idle
+//!    │                                               │  └──── paused at a step ──► PausedMidTurn ── resume ──► Running
+//!    └── last dependency done ── WaitingDependencies │
+//!                                                     └── interrupt / cancel / terminate / restore ─► Idle
+//!   any phase ── StopAgent ──► Stopping (the actor ends)
+//! ```
+
+use crate::turn::TurnInput;
+use actix::SpawnHandle;
+use agentd_proto::Envelope;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use uuid::Uuid;
+
+/// What the agent's actor is doing.
+#[derive(Default)]
+pub(super) enum Phase {
+    /// Nothing runs; the next queued item may start a turn (if the status lets work start).
+    #[default]
+    Idle,
+    /// The agent depends on agents (spawn `depends_on`) that have not completed: its turns wait.
+    /// Never empty (the last one completing makes the agent `Idle`).
+    #[allow(clippy::box_collection)] // one pointer in the actor, not a 48-byte set
+    WaitingDependencies(Box<HashSet<String>>),
+    /// The next item waits for a turn slot from the scheduler.
+    AwaitingPermit(Box<PendingStart>),
+    /// A turn runs.
+    Running(Box<RunningTurn>),
+    /// A pause stopped the turn at a step boundary; resume continues it. `input` is the inbox
+    /// item the turn handles (marked done when the continued turn ends).
+    PausedMidTurn { input: Option<Box<Envelope>> },
+    /// The queue is held until a retry, scheduled by this timer, fires: the turn met an
+    /// unreachable store or failed with attempts left. Its item waits in the queue's retry slot.
+    HoldingForRetry(SpawnHandle),
+    /// The actor ends as soon as its answer to [`super::messages::StopAgent`] is written; it
+    /// takes no more deliveries.
+    Stopping,
+}
+
+/// An item about to start a turn, once a slot is granted.
+pub(super) struct PendingStart {
+    pub(super) env: Envelope,
+    pub(super) input: TurnInput,
+}
+
+/// The turn in progress.
+pub(super) struct RunningTurn {
+    /// The turn's future on the actor's context (cancelled to abort it).
+    pub(super) handle: SpawnHandle,
+    /// The id the turn's outputs derive theirs from (its inbox item's, or a fresh one).
+    pub(super) cause: Uuid,
+    /// The inbox envelope this turn handles: marked done in the store when the turn ends, or
+    /// queued again when it must run again.
+    pub(super) input: Option<Envelope>,
+    /// Asks the turn to stop at its next step boundary (a pause); shared with the turn.
+    pub(super) stop: Arc<AtomicBool>,
+    /// Why the stop was asked for, when not by a control (a budget).
+    pub(super) pause_reason: Option<Box<str>>,
+    /// When it started (the `agentd_turn_seconds` histogram).
+    pub(super) started: std::time::Instant,
+    /// It holds a turn slot of the scheduler (given back when it ends).
+    pub(super) holds_permit: bool,
+    /// The agent's environment changed during the turn: a process-per-agent backend's process
+    /// is restarted once it ends.
+    pub(super) restart_backend_after: bool,
+}
+
+impl RunningTurn {
+    /// Whether a stop at the next step boundary has been asked for.
+    pub(super) fn stop_requested(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Asks for (or, `false`, withdraws) a stop at the next step boundary.
+    pub(super) fn request_stop(&self, stop: bool) {
+        self.stop.store(stop, Ordering::SeqCst);
+    }
+}
+
+impl Phase {
+    /// The running turn, if one runs.
+    pub(super) fn running(&self) -> Option<&RunningTurn> {
+        match self {
+            Phase::Running(turn) => Some(turn),
+            _ => None,
+        }
+    }
+
+    /// The running turn, if one runs.
+    pub(super) fn running_mut(&mut self) -> Option<&mut RunningTurn> {
+        match self {
+            Phase::Running(turn) => Some(turn),
+            _ => None,
+        }
+    }
+
+    /// Whether envelope `id` is the item this phase runs or holds.
+    pub(super) fn holds(&self, id: Uuid) -> bool {
+        match self {
+            Phase::AwaitingPermit(p) => p.env.id == id,
+            Phase::Running(t) => t.input.as_ref().is_some_and(|e| e.id == id),
+            Phase::PausedMidTurn { input } => input.as_ref().is_some_and(|e| e.id == id),
+            _ => false,
+        }
+    }
+
+    /// Whether the agent asked the scheduler for a slot or holds one (to be given back).
+    pub(super) fn involves_scheduler(&self) -> bool {
+        match self {
+            Phase::AwaitingPermit(_) => true,
+            Phase::Running(t) => t.holds_permit,
+            _ => false,
+        }
+    }
+}

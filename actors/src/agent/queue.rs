@@ -1,0 +1,275 @@
+//! The agent's inbox queue in memory: the items its durable inbox holds that have not started
+//! a turn yet, in the order the agent handles them.
+//!
+//! Order (seed 000 and seed 004, `docs/reference.md`):
+//! - an `interrupt` message goes first (its sender aborts the running turn before queuing it);
+//! - an `urgent` message (a sub-agent's result) goes after the other urgent and interrupting
+//!   items, which keep their order, and before everything else;
+//! - anything else goes last;
+//! - an interrupted turn's item that must run again (a rate limit, an unreachable store, an
+//!   automatic retry) waits in a slot of its own and runs before everything queued, urgent items
+//!   included.
+//!
+//! The queue keeps the `agentd_inbox_depth` gauge: it counts the queued items of every agent of
+//! the process (the retry slot is not counted: its item was queued once already).
+
+use agentd_proto::{Envelope, InboxItem, Item};
+use std::collections::VecDeque;
+use uuid::Uuid;
+
+/// An agent's queued inbox items.
+#[derive(Default)]
+pub(super) struct InboxQueue {
+    items: VecDeque<Envelope>,
+    /// An interrupted turn's item: it runs again before anything in `items`.
+    retry: Option<Box<Envelope>>,
+}
+
+/// Whether `env` is a message that interrupts the running turn.
+pub(super) fn interrupts(env: &Envelope) -> bool {
+    matches!(
+        env.item,
+        Item::Inbox(InboxItem::Message {
+            interrupt: true,
+            ..
+        })
+    )
+}
+
+/// Whether `env` goes before ordinary items: an urgent or an interrupting message.
+fn goes_first(env: &Envelope) -> bool {
+    matches!(
+        env.item,
+        Item::Inbox(
+            InboxItem::Message { urgent: true, .. }
+                | InboxItem::Message {
+                    interrupt: true,
+                    ..
+                }
+        )
+    )
+}
+
+impl InboxQueue {
+    /// Queues `env` at its place (see the module doc). The caller aborts the running turn first
+    /// when [`interrupts`] holds for it.
+    pub(super) fn push(&mut self, env: Envelope) {
+        depth_changed(1.0);
+        if interrupts(&env) {
+            self.items.push_front(env);
+        } else if goes_first(&env) {
+            let at = self
+                .items
+                .iter()
+                .position(|e| !goes_first(e))
+                .unwrap_or(self.items.len());
+            self.items.insert(at, env);
+        } else {
+            self.items.push_back(env);
+        }
+    }
+
+    /// Queues `env` before everything queued (an answer the agent waited for).
+    pub(super) fn push_front(&mut self, env: Envelope) {
+        depth_changed(1.0);
+        self.items.push_front(env);
+    }
+
+    /// Queues `env`, found at place `mine` of the durable inbox but queued nowhere, at that
+    /// place: before the first queued item that `stored_at` places after it or does not place at
+    /// all (it was not stored yet when the inbox was read).
+    pub(super) fn insert_in_stored_order(
+        &mut self,
+        env: Envelope,
+        mine: usize,
+        stored_at: impl Fn(Uuid) -> Option<usize>,
+    ) {
+        let at = self
+            .items
+            .iter()
+            .position(|q| stored_at(q.id).is_none_or(|theirs| theirs > mine))
+            .unwrap_or(self.items.len());
+        depth_changed(1.0);
+        self.items.insert(at, env);
+    }
+
+    /// Keeps an interrupted turn's item to run again before anything queued.
+    pub(super) fn retry_first(&mut self, env: Envelope) {
+        debug_assert!(self.retry.is_none(), "one item is retried at a time");
+        self.retry = Some(Box::new(env));
+    }
+
+    /// The item to run next: the retried one, else the first queued one.
+    pub(super) fn pop_next(&mut self) -> Option<Envelope> {
+        if let Some(env) = self.retry.take() {
+            return Some(*env);
+        }
+        let env = self.items.pop_front()?;
+        depth_changed(-1.0);
+        Some(env)
+    }
+
+    /// Whether nothing waits, retried item included.
+    pub(super) fn is_empty(&self) -> bool {
+        self.retry.is_none() && self.items.is_empty()
+    }
+
+    /// How many items are queued (the retried one not counted).
+    pub(super) fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether envelope `id` waits here.
+    pub(super) fn holds(&self, id: Uuid) -> bool {
+        self.retry.as_ref().is_some_and(|e| e.id == id) || self.items.iter().any(|e| e.id == id)
+    }
+
+    /// Empties the queue; answers the ids of what it held, for the caller to mark done in the
+    /// durable inbox.
+    pub(super) fn take_all(&mut self) -> Vec<Uuid> {
+        depth_changed(-(self.items.len() as f64));
+        let mut ids: Vec<Uuid> = self.items.drain(..).map(|e| e.id).collect();
+        ids.extend(self.retry.take().map(|e| e.id));
+        ids
+    }
+
+    /// Forgets the queued items without marking them done (they stay in the durable inbox for
+    /// the agent's next activation); the retried item stays.
+    pub(super) fn forget_queued(&mut self) {
+        depth_changed(-(self.items.len() as f64));
+        self.items.clear();
+    }
+}
+
+/// Moves the `agentd_inbox_depth` gauge (inbox items queued in this process) by `delta`.
+fn depth_changed(delta: f64) {
+    static DEPTH: std::sync::OnceLock<crate::metrics::Counter> = std::sync::OnceLock::new();
+    DEPTH
+        .get_or_init(|| {
+            crate::metrics::global().gauge(
+                "agentd_inbox_depth",
+                "Inbox items queued in this process.",
+                &[],
+            )
+        })
+        .add(delta);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentd_proto::{Address, Role};
+
+    fn message(text: &str, interrupt: bool, urgent: bool) -> Envelope {
+        Envelope::new(
+            Address::System,
+            Address::agent("a"),
+            Item::Inbox(InboxItem::Message {
+                text: text.into(),
+                interrupt,
+                urgent,
+                role: Role::User,
+                from_agent: None,
+            }),
+            0,
+        )
+    }
+
+    fn texts(q: &mut InboxQueue) -> Vec<String> {
+        std::iter::from_fn(|| q.pop_next())
+            .map(|e| match e.item {
+                Item::Inbox(InboxItem::Message { text, .. }) => text,
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ordinary_items_keep_their_arrival_order() {
+        let mut q = InboxQueue::default();
+        for t in ["1", "2", "3"] {
+            q.push(message(t, false, false));
+        }
+        assert_eq!(q.len(), 3);
+        assert_eq!(texts(&mut q), ["1", "2", "3"]);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn urgent_items_go_before_ordinary_ones_and_keep_their_own_order() {
+        let mut q = InboxQueue::default();
+        q.push(message("a", false, false));
+        q.push(message("u1", false, true));
+        q.push(message("b", false, false));
+        q.push(message("u2", false, true));
+        assert_eq!(texts(&mut q), ["u1", "u2", "a", "b"]);
+    }
+
+    #[test]
+    fn an_interrupt_goes_first_even_before_urgent_items() {
+        let mut q = InboxQueue::default();
+        q.push(message("u", false, true));
+        q.push(message("a", false, false));
+        q.push(message("stop", true, false));
+        q.push(message("u2", false, true));
+        assert_eq!(texts(&mut q), ["stop", "u", "u2", "a"]);
+    }
+
+    #[test]
+    fn a_retried_item_runs_before_everything_queued() {
+        let mut q = InboxQueue::default();
+        q.push(message("a", false, false));
+        q.push(message("u", false, true));
+        q.retry_first(message("again", false, false));
+        assert!(!q.is_empty());
+        assert_eq!(q.len(), 2, "the retried item is not counted as queued");
+        assert_eq!(texts(&mut q), ["again", "u", "a"]);
+    }
+
+    #[test]
+    fn a_stored_but_unqueued_item_takes_its_place_in_the_stored_order() {
+        let mut q = InboxQueue::default();
+        let (first, second, third) = (
+            message("1", false, false),
+            message("2", false, false),
+            message("3", false, false),
+        );
+        let late = message("late", false, false);
+        let stored = [first.id, second.id, third.id];
+        let (late_id, first_id) = (late.id, first.id);
+        q.push(first);
+        q.push(third);
+        q.push(late);
+        // Stored: 1, 2, 3; `late` was not stored when the inbox was read.
+        let place = |id| stored.iter().position(|s| *s == id);
+        q.insert_in_stored_order(second, 1, place);
+        assert!(q.holds(late_id) && q.holds(first_id));
+        assert_eq!(texts(&mut q), ["1", "2", "3", "late"]);
+    }
+
+    #[test]
+    fn taking_all_answers_every_id_and_forgetting_keeps_the_retried_item() {
+        let mut q = InboxQueue::default();
+        let (a, b, r) = (
+            message("a", false, false),
+            message("b", false, false),
+            message("r", false, false),
+        );
+        let ids = [a.id, b.id, r.id];
+        q.push(a);
+        q.push(b);
+        q.retry_first(r);
+        let mut taken = q.take_all();
+        taken.sort();
+        let mut expected = ids.to_vec();
+        expected.sort();
+        assert_eq!(taken, expected);
+        assert!(q.is_empty());
+
+        q.push(message("x", false, false));
+        q.retry_first(message("kept", false, false));
+        q.forget_queued();
+        assert_eq!(q.len(), 0);
+        assert_eq!(texts(&mut q), ["kept"]);
+    }
+}

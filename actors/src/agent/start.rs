@@ -1,0 +1,397 @@
+//! Deciding what runs next and starting turns.
+//!
+//! [`AgentActor::pump`] is where the actor decides: it matches on the [`Phase`] and the status,
+//! and either does nothing (a turn runs, a slot is awaited, the queue is held), marks the agent
+//! waiting (a budget, dependencies), or takes the next item and starts its turn, through the
+//! scheduler when turn slots are limited.
+
+use super::AgentActor;
+use super::budget::UsageMeters;
+use super::messages::DependencyDone;
+use super::phase::{PendingStart, Phase, RunningTurn};
+use crate::ports::StoreWrite;
+use crate::scheduler::{Acquire, Permit};
+use crate::tools::ToolContext;
+use crate::turn::{Turn, TurnInput};
+use actix::prelude::*;
+use agentd_proto::ids::derived_id;
+use agentd_proto::{
+    AgentRecord, AgentStatus, AgentdError, Envelope, ErrorCode, InboxItem, Item, Role, ThreadEntry,
+};
+use futures::FutureExt;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use tracing::Instrument;
+use uuid::Uuid;
+
+/// What an agent's turns show its model; it follows from the agent's type, allowed tools,
+/// depth and parent, which do not change.
+pub(super) struct TurnSetup {
+    tool_specs: Arc<Vec<crate::ports::ToolSpec>>,
+    system_prompt: Arc<str>,
+    pub(super) names: Arc<crate::turn::RequestNames>,
+    pub(super) usage: UsageMeters,
+}
+
+/// An item whose turn start (input entry, `running` record) was written with its inbox push,
+/// and the input made for it then: the turn uses that one, written as is.
+pub(super) struct Prestart {
+    pub(super) id: Uuid,
+    pub(super) input: TurnInput,
+}
+
+/// Counts a turn on inbox item `task` as the task's next attempt (the first, for a new task).
+fn count_attempt(rec: &mut AgentRecord, task: Uuid) {
+    if rec.current_task == Some(task) {
+        rec.attempts += 1;
+    } else {
+        rec.attempts = 1;
+        rec.current_task = Some(task);
+    }
+}
+
+impl AgentActor {
+    /// Starts the next turn if nothing runs and the status lets work start.
+    pub(super) fn pump(&mut self, ctx: &mut Context<Self>) {
+        self.pump_with(None, ctx);
+    }
+
+    /// [`Self::pump`], where the turn start of `prestart`'s item was written already; answers
+    /// `prestart` back if its item did not start.
+    pub(super) fn pump_with(
+        &mut self,
+        prestart: Option<Prestart>,
+        ctx: &mut Context<Self>,
+    ) -> Option<Prestart> {
+        if !matches!(self.phase, Phase::Idle | Phase::WaitingDependencies(_)) {
+            return prestart;
+        }
+        let status = self.rec.status;
+        if !(status.accepts_turns() || status == AgentStatus::Running) {
+            return prestart;
+        }
+        let has_work = !self.queue.is_empty();
+        if has_work && self.pause_if_over_budget(ctx) {
+            return prestart;
+        }
+        if let Phase::WaitingDependencies(unmet) = &self.phase
+            && has_work
+        {
+            if status != AgentStatus::WaitingDependency {
+                let mut deps: Vec<&str> = unmet.iter().map(String::as_str).collect();
+                deps.sort();
+                let reason = format!("depends on {}", deps.join(", "));
+                let _ = self.set_status(AgentStatus::WaitingDependency, Some(reason), ctx);
+            }
+            return prestart;
+        }
+        let Some(env) = self.queue.pop_next() else {
+            if status == AgentStatus::Running {
+                let _ = self.set_status(AgentStatus::Idle, None, ctx);
+            }
+            return prestart;
+        };
+        let (input, start_written, prestart) = match prestart {
+            Some(p) if p.id == env.id => (Some(p.input), true, None),
+            other => (self.turn_input(&env), false, other),
+        };
+        let Some(input) = input else {
+            // Not an item that runs a turn.
+            return self.pump_with(prestart, ctx);
+        };
+        if let Some(scheduler) = self.env.scheduler.clone() {
+            // Wait for a turn slot; the agent shows `queued` meanwhile.
+            let _ = self.set_status(
+                AgentStatus::Queued,
+                Some("waiting for a turn slot".into()),
+                ctx,
+            );
+            scheduler.do_send(Acquire {
+                agent_id: self.rec.id.clone(),
+                priority: self.rec.priority,
+                parent: self.rec.parent_id.clone(),
+                provider: self
+                    .rec
+                    .provider
+                    .clone()
+                    .unwrap_or_else(|| "default".into()),
+                queued_at_ms: env.sent_at,
+                addr: ctx.address().recipient(),
+            });
+            self.phase = Phase::AwaitingPermit(Box::new(PendingStart { env, input }));
+            return prestart;
+        }
+        self.begin(env, input, start_written, false, ctx);
+        prestart
+    }
+
+    /// The turn input an inbox item makes (`None` for anything else).
+    fn turn_input(&self, env: &Envelope) -> Option<TurnInput> {
+        let now = self.deps().clock.now_ms();
+        Some(match &env.item {
+            Item::Inbox(InboxItem::Message {
+                text,
+                role,
+                from_agent,
+                ..
+            }) => {
+                let mut entry =
+                    ThreadEntry::text(derived_id(env.id, "input"), *role, text.clone(), now);
+                entry.from_agent = from_agent.as_deref().map(Into::into);
+                TurnInput::Message(Arc::new(entry))
+            }
+            Item::Inbox(InboxItem::Yield { result }) => {
+                let text = match result {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let mut entry =
+                    ThreadEntry::text(derived_id(env.id, "input"), Role::User, text, now);
+                entry.from_agent = env.from.agent_id().map(Into::into);
+                TurnInput::Message(Arc::new(entry))
+            }
+            Item::Inbox(InboxItem::Reset { message }) => TurnInput::Reset(message.clone()),
+            Item::Inbox(InboxItem::Compact) => TurnInput::Compact,
+            _ => return None,
+        })
+    }
+
+    /// The writes that start a turn on `env` (its input entry, the `running` record), if `env`
+    /// would start one the moment it is queued; they then go with its inbox push.
+    pub(super) fn turn_start_writes(
+        &mut self,
+        env: &Envelope,
+    ) -> Option<(TurnInput, Vec<StoreWrite>)> {
+        let ready = matches!(self.phase, Phase::Idle)
+            && self.queue.is_empty()
+            && self.env.scheduler.is_none()
+            && self.rec.status.accepts_turns()
+            && self.rec.status.can_become(AgentStatus::Running)
+            && self.over_budget().is_none();
+        if !ready {
+            return None;
+        }
+        let input = self.turn_input(env)?;
+        let TurnInput::Message(entry) = &input else {
+            return None;
+        };
+        let agent_id = self.shared_id();
+        // As `begin` leaves the record.
+        let mut rec = AgentRecord::clone(&self.rec);
+        count_attempt(&mut rec, env.id);
+        rec.status = AgentStatus::Running;
+        rec.status_reason = None;
+        rec.updated_at_ms = self.deps().clock.now_ms();
+        let writes = vec![
+            StoreWrite::Append {
+                agent_id,
+                entry: Arc::clone(entry),
+            },
+            StoreWrite::PutAgent(Arc::new(rec)),
+        ];
+        Some((input, writes))
+    }
+
+    /// Starts the turn of `env` now. `start_written`: the turn's start (input entry, `running`
+    /// record) went with the item's push already. `holds_permit`: the scheduler granted a slot.
+    fn begin(
+        &mut self,
+        env: Envelope,
+        input: TurnInput,
+        start_written: bool,
+        holds_permit: bool,
+        ctx: &mut Context<Self>,
+    ) {
+        let give_back_permit = |act: &Self| {
+            if holds_permit && let Some(scheduler) = &act.env.scheduler {
+                scheduler.do_send(crate::scheduler::Release(act.rec.id.clone()));
+            }
+        };
+        if !self.rec.status.can_become(AgentStatus::Running)
+            && self.rec.status != AgentStatus::Running
+        {
+            tracing::warn!(agent_id = %self.rec.id, status = %self.rec.status, "cannot start a turn");
+            give_back_permit(self);
+            return;
+        }
+        // The task and its attempt are persisted with `running`, so a turn re-run after a
+        // crash (same inbox item) shows as the next attempt.
+        let (task, attempts) = (self.rec.current_task, self.rec.attempts);
+        let was_running = self.rec.status == AgentStatus::Running;
+        count_attempt(&mut self.rec, env.id);
+        if let Err(e) = self.set_status(AgentStatus::Running, None, ctx) {
+            tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot start a turn");
+            (self.rec.current_task, self.rec.attempts) = (task, attempts);
+            give_back_permit(self);
+            return;
+        }
+        if was_running {
+            // No status change to persist it with (e.g. after a rate limit): persist anyway.
+            self.persist(ctx);
+        }
+        if matches!(input, TurnInput::Reset(_)) {
+            self.rec.result = None;
+            self.rec.last_error = None;
+        }
+        if start_written {
+            // The `running` record went with the item's push.
+            self.writes.record_written();
+        }
+        let TurnInput::Message(entry) = &input else {
+            self.start_turn(env.id, Some(env), input, None, holds_permit, ctx);
+            return;
+        };
+        // The input goes into the thread with the `running` record, in one batch (or went with
+        // the item's push already).
+        let written = Arc::new(AtomicBool::new(start_written));
+        if !start_written {
+            self.writes.watch_input(written.clone());
+        }
+        // A first attempt's input is new; only a re-run may find it there already.
+        let shared = Arc::clone(entry);
+        if let Some(thread) = &mut self.thread
+            && (self.rec.attempts == 1 || !thread.iter().any(|e| e.id == entry.id))
+        {
+            Arc::make_mut(thread).push(Arc::clone(&shared));
+        }
+        if !start_written {
+            let append = StoreWrite::Append {
+                agent_id: self.shared_id(),
+                entry: shared,
+            };
+            self.write_later(append, ctx);
+        }
+        self.start_turn(env.id, Some(env), input, Some(written), holds_permit, ctx);
+    }
+
+    /// What the agent's turns show its model and how its usage is counted, made on first use.
+    pub(super) fn turn_setup(&mut self) -> &TurnSetup {
+        let (rec, deps) = (&self.rec, &self.env.deps);
+        self.setup.get_or_insert_with(|| {
+            Box::new(TurnSetup {
+                tool_specs: crate::tools::visible_specs(rec, deps),
+                system_prompt: crate::turn::system_prompt(rec, deps).into(),
+                names: Arc::new(crate::turn::RequestNames::of(rec, deps)),
+                usage: UsageMeters::of(rec, deps),
+            })
+        })
+    }
+
+    /// Starts a turn on `input`, caused by `cause`, handling inbox item `env` if there is one.
+    /// `input_written` tells the turn whether the actor's flush already put the input entry in
+    /// the thread.
+    pub(super) fn start_turn(
+        &mut self,
+        cause: Uuid,
+        env: Option<Envelope>,
+        input: TurnInput,
+        input_written: Option<Arc<AtomicBool>>,
+        holds_permit: bool,
+        ctx: &mut Context<Self>,
+    ) {
+        let stop = Arc::new(AtomicBool::new(false));
+        let setup = self.turn_setup();
+        let (tool_specs, system_prompt, names) = (
+            setup.tool_specs.clone(),
+            setup.system_prompt.clone(),
+            setup.names.clone(),
+        );
+        // Only a re-run (a retry, or a paused turn continuing) can find its own earlier
+        // entries in the thread; a first run looks nothing up.
+        let replaying = matches!(input, TurnInput::Continue) || self.rec.attempts != 1;
+        let turn = Turn {
+            replaying,
+            tool_specs,
+            system_prompt,
+            names,
+            thread: self.thread.take(),
+            input_written,
+            rec: self.rec.share(),
+            deps: self.env.deps.clone(),
+            tools: ToolContext {
+                caller: self.rec.share(),
+                deps: self.env.deps.clone(),
+                supervisor: self.env.supervisor.clone(),
+                router: self.env.router.clone(),
+                cause,
+            },
+            usage: ctx.address().recipient(),
+            stop: stop.clone(),
+            cause,
+        };
+        let correlation = env.as_ref().and_then(|e| e.correlation_id).unwrap_or(cause);
+        let span = tracing::info_span!("turn", agent_id = %self.rec.id, thread_id = %self.rec.id, message_id = %cause, correlation_id = %correlation);
+        // Boxed at once: the turn's future is several KB, and each wrapper below would move it
+        // whole.
+        let fut = AssertUnwindSafe(Box::pin(turn.run(input)).instrument(span)).catch_unwind();
+        let handle = ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
+            act.turn_done(cause, res, ctx);
+        }));
+        self.phase = Phase::Running(Box::new(RunningTurn {
+            handle,
+            cause,
+            input: env,
+            stop,
+            pause_reason: None,
+            started: std::time::Instant::now(),
+            holds_permit,
+            restart_backend_after: false,
+        }));
+    }
+}
+
+impl Handler<Permit> for AgentActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Permit, ctx: &mut Self::Context) {
+        match std::mem::take(&mut self.phase) {
+            Phase::AwaitingPermit(pending) => {
+                let PendingStart { env, input } = *pending;
+                self.begin(env, input, false, true, ctx);
+            }
+            other => {
+                // Nothing waits for it any more: the slot goes back.
+                self.phase = other;
+                if let Some(scheduler) = &self.env.scheduler {
+                    scheduler.do_send(crate::scheduler::Release(self.rec.id.clone()));
+                }
+            }
+        }
+    }
+}
+
+impl Handler<DependencyDone> for AgentActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: DependencyDone, ctx: &mut Self::Context) {
+        let Phase::WaitingDependencies(unmet) = &mut self.phase else {
+            return;
+        };
+        if !unmet.contains(&msg.agent_id) {
+            return;
+        }
+        if !msg.ok {
+            if self.deps().config.limits.on_dependency_failure == "fail" {
+                let e = AgentdError::new(
+                    ErrorCode::InvalidTransition,
+                    format!("dependency `{}` failed", msg.agent_id),
+                );
+                self.fail(e, agentd_proto::ids::new_id(), ctx);
+            }
+            return; // hold: wait until it completes after all
+        }
+        unmet.remove(&msg.agent_id);
+        if unmet.is_empty() {
+            self.phase = Phase::Idle;
+            if self.rec.status == AgentStatus::WaitingDependency {
+                let _ = self.set_status(
+                    AgentStatus::Idle,
+                    Some("dependencies completed".into()),
+                    ctx,
+                );
+            }
+        }
+        self.pump(ctx);
+    }
+}
