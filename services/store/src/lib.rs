@@ -4,15 +4,17 @@
 //! |---|---|
 //! | [`memory`] | [`MemoryStore`]: everything in process memory (tests, throwaway runs) |
 //! | [`embedded`] | [`RedbStore`]: the durable embedded default, one redb file under the data dir |
-//! | [`redis_store`] | [`RedisStore`]: records, threads, maps and inboxes in Redis |
-//! | [`redis_keys`] | the Redis key names of one namespace |
+//! | [`redis_store`] | [`RedisStore`]: records, threads, maps and inboxes in Redis; its [`PushFence`] |
+//! | [`redis_keys`] | [`Keys`]: the Redis key names of one namespace (the store's and the bus's) |
 //! | [`conformance`] | the suite every implementation must pass |
+//!
+//! Only the conformance suite is a public module; the stores and [`Keys`] are re-exported here.
 
 pub mod conformance;
-pub mod embedded;
-pub mod memory;
-pub mod redis_keys;
-pub mod redis_store;
+mod embedded;
+mod memory;
+mod redis_keys;
+mod redis_store;
 
 pub use embedded::RedbStore;
 pub use memory::MemoryStore;

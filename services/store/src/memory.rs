@@ -50,8 +50,8 @@ impl PartialEq for ById {
 impl Eq for ById {}
 
 /// A map keyed by agent id whose entry for an id is found, or made, with one hash of the id
-/// and a copy of it only when made (`entry_ref`: std's map has no entry API for a borrowed
-/// key, so a look-up then an insert hashed every id twice).
+/// and a copy of it only when made (`entry_ref`). std's map has no entry API for a borrowed
+/// key: with it, finding or making an entry takes a look-up then an insert, two hashes.
 type ByAgent<V> = hashbrown::HashMap<String, V, foldhash::fast::RandomState>;
 
 /// `map[key]`, made (empty) if missing.

@@ -1,0 +1,236 @@
+//! What each write does to the tables of the writer's transaction, and batches of
+//! [`StoreWrite`]s: encoded on the caller's task, applied on the writer thread. What the writer
+//! applies may run twice (see [`Writer::write`](super::writer::Writer::write)), so it changes
+//! nothing outside the transaction's [`Tables`].
+
+use super::inbox::inbox_done_in;
+use super::layout::{NO_KEY, after, agent_id_of, next_row_seq, next_seq, remove_rows, row};
+use super::layout::{scan_rows, seq_key, uuid_key};
+use super::tables::{NextSeqs, Tables, put_new};
+use super::{be, de};
+use agentd_actors::{StoreResult, StoreWrite};
+use agentd_proto::AgentRecord;
+use agentd_proto::codec::{decode, encode};
+use redb::ReadableTable;
+use std::sync::atomic::{AtomicU64, Ordering};
+use uuid::Uuid;
+
+/// Writes agent `id`'s record.
+pub(super) fn put_agent_in(t: &mut Tables<'_>, id: &str, bytes: &[u8]) -> StoreResult<()> {
+    t.rows
+        .insert((id, row::RECORD, NO_KEY), bytes)
+        .map_err(be)?;
+    Ok(())
+}
+
+/// Appends unless the entry id is already in the thread; answers whether it appended.
+pub(super) fn append_in(
+    t: &mut Tables<'_>,
+    a: &str,
+    entry_id: &Uuid,
+    bytes: &[u8],
+) -> StoreResult<bool> {
+    let cached = t.seqs.threads.get(a).copied();
+    let id = uuid_key(entry_id);
+    let appended = put_new(
+        t,
+        cached,
+        |t, seq| {
+            Ok(t.rows
+                .insert((a, row::THREAD_ID, id.as_slice()), seq)
+                .map_err(be)?
+                .map(|v| v.value().to_vec()))
+        },
+        |t| next_seq(&t.threads, a),
+        |t, seq| {
+            Ok(t.threads
+                .insert((a, seq), bytes)
+                .map_err(be)?
+                .map(|v| v.value().to_vec()))
+        },
+        |t, seq, taken| {
+            t.threads
+                .insert((a, seq), taken.as_slice())
+                .map(|_| ())
+                .map_err(be)
+        },
+    )?;
+    if let Some(seq) = appended {
+        NextSeqs::note(&mut t.seqs.threads, a, seq + 1);
+    }
+    Ok(appended.is_some())
+}
+
+/// Replaces agent `a`'s thread (and its id index) with `entries`: (entry id, bytes) in order.
+pub(super) fn replace_thread_in(
+    t: &mut Tables<'_>,
+    a: &str,
+    entries: &[(Uuid, Vec<u8>)],
+) -> StoreResult<()> {
+    t.seqs.forget(a);
+    t.threads
+        .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
+        .map_err(be)?;
+    remove_rows(&mut t.rows, a, row::THREAD_ID, |_, _| true)?;
+    for (seq, (entry_id, bytes)) in entries.iter().enumerate() {
+        let seq = seq as u64;
+        t.threads.insert((a, seq), bytes.as_slice()).map_err(be)?;
+        t.rows
+            .insert(
+                (a, row::THREAD_ID, uuid_key(entry_id).as_slice()),
+                seq_key(seq).as_slice(),
+            )
+            .map_err(be)?;
+    }
+    Ok(())
+}
+
+/// Adds `child` after `p`'s children unless it is one of them already.
+pub(super) fn add_child_in(t: &mut Tables<'_>, p: &str, child: &str) -> StoreResult<()> {
+    let existing = scan_rows(&t.rows, p, row::CHILD, |_, v| Ok(v == child.as_bytes()))?;
+    if !existing.contains(&true) {
+        let seq = next_row_seq(&t.rows, p, row::CHILD)?;
+        t.rows
+            .insert((p, row::CHILD, seq_key(seq).as_slice()), child.as_bytes())
+            .map_err(be)?;
+    }
+    Ok(())
+}
+
+/// The child under `parent`'s alias `key`, made `candidate` if there is none; answers the child
+/// and whether it was made.
+pub(super) fn alias_get_or_create_in(
+    t: &mut Tables<'_>,
+    parent: &str,
+    key: &str,
+    candidate: &str,
+) -> StoreResult<(String, bool)> {
+    // Writes are applied one after another: the check and the insert are atomic.
+    let row_key = (parent, row::ALIAS, key.as_bytes());
+    let existing = match t.rows.get(row_key).map_err(be)? {
+        Some(v) => Some(agent_id_of(v.value())?.to_string()),
+        None => None,
+    };
+    Ok(match existing {
+        Some(child) => (child, false),
+        None => {
+            t.rows.insert(row_key, candidate.as_bytes()).map_err(be)?;
+            (candidate.to_string(), true)
+        }
+    })
+}
+
+/// Removes every row of agent `a` (its window's ids included) and its place among its parent's
+/// children and aliases.
+pub(super) fn delete_agent_in(t: &mut Tables<'_>, a: &str) -> StoreResult<()> {
+    t.seqs.forget(a);
+    let parent = match t.rows.get((a, row::RECORD, NO_KEY)).map_err(be)? {
+        Some(v) => decode::<AgentRecord>(v.value()).map_err(de)?.parent_id,
+        None => None,
+    };
+    let window = scan_rows(&t.rows, a, row::WINDOW, |_, env_id| Ok(env_id.to_vec()))?;
+    for env_id in window {
+        t.seen.remove((env_id.as_slice(), a)).map_err(be)?;
+    }
+    let end = after(a);
+    t.rows
+        .retain_in((a, 0u8, NO_KEY)..(end.as_str(), 0u8, NO_KEY), |_, _| false)
+        .map_err(be)?;
+    for table in [&mut t.threads, &mut t.inbox, &mut t.checkpoints] {
+        table
+            .retain_in((a, 0u64)..=(a, u64::MAX), |_, _| false)
+            .map_err(be)?;
+    }
+    if let Some(parent) = parent {
+        let p = parent.as_str();
+        for kind in [row::CHILD, row::ALIAS] {
+            remove_rows(&mut t.rows, p, kind, |_, child| child == a.as_bytes())?;
+        }
+    }
+    Ok(())
+}
+
+/// Adds a checkpoint of agent `a` and keeps its newest `keep` (all of them for 0).
+pub(super) fn checkpoint_put_in(
+    t: &mut Tables<'_>,
+    a: &str,
+    bytes: &[u8],
+    keep: usize,
+) -> StoreResult<()> {
+    let seq = next_seq(&t.checkpoints, a)?;
+    t.checkpoints.insert((a, seq), bytes).map_err(be)?;
+    if keep > 0 && seq >= keep as u64 {
+        // Sequences are dense from 0, so everything below seq - keep + 1 goes.
+        let first_kept = seq + 1 - keep as u64;
+        t.checkpoints
+            .retain_in((a, 0u64)..(a, first_kept), |_, _| false)
+            .map_err(be)?;
+    }
+    Ok(())
+}
+
+/// Forgets the kept output `env_id` (nothing if it is not kept).
+pub(super) fn outbox_done_in(t: &mut Tables<'_>, env_id: &str) -> StoreResult<()> {
+    t.outbox.remove(env_id).map_err(be)?;
+    Ok(())
+}
+
+/// A [`StoreWrite`], encoded before it reaches the writer thread.
+pub(super) enum Encoded {
+    Put(String, Vec<u8>),
+    Append(String, Uuid, Vec<u8>),
+    Done(String, Uuid),
+    /// An output kept in the outbox: its envelope id, seq and bytes.
+    Keep(String, u64, Vec<u8>),
+}
+
+/// `writes`, encoded for the writer thread; an output kept in the outbox takes the next of
+/// `outbox_seq`.
+pub(super) fn encode_writes(
+    writes: &[StoreWrite],
+    outbox_seq: &AtomicU64,
+) -> StoreResult<Vec<Encoded>> {
+    writes.iter().map(|w| encode_write(w, outbox_seq)).collect()
+}
+
+fn encode_write(w: &StoreWrite, outbox_seq: &AtomicU64) -> StoreResult<Encoded> {
+    Ok(match w {
+        StoreWrite::PutAgent(rec) => Encoded::Put(rec.id.clone(), encode(&**rec).map_err(de)?),
+        StoreWrite::Append { agent_id, entry } => Encoded::Append(
+            agent_id.to_string(),
+            entry.id,
+            encode(&**entry).map_err(de)?,
+        ),
+        StoreWrite::InboxDone { agent_id, env_id } => Encoded::Done(agent_id.to_string(), *env_id),
+        StoreWrite::Outbox { env } => Encoded::Keep(
+            env.id.to_string(),
+            outbox_seq.fetch_add(1, Ordering::Relaxed),
+            encode(&**env).map_err(de)?,
+        ),
+        StoreWrite::Forward { .. } => {
+            return Err(agentd_actors::ports::forwards_not_taken("embedded"));
+        }
+    })
+}
+
+/// Applies encoded `writes` in order.
+pub(super) fn apply_writes(t: &mut Tables<'_>, writes: &[Encoded]) -> StoreResult<()> {
+    for w in writes {
+        match w {
+            Encoded::Put(id, bytes) => put_agent_in(t, id, bytes)?,
+            Encoded::Append(id, entry_id, bytes) => {
+                append_in(t, id, entry_id, bytes)?;
+            }
+            Encoded::Done(id, env_id) => inbox_done_in(t, id, env_id)?,
+            // Kept once: a repeat (a batch written again) keeps its first place.
+            Encoded::Keep(env_id, seq, bytes) => {
+                if t.outbox.get(env_id.as_str()).map_err(be)?.is_none() {
+                    t.outbox
+                        .insert(env_id.as_str(), (*seq, bytes.as_slice()))
+                        .map_err(be)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

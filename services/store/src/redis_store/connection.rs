@@ -1,0 +1,86 @@
+//! Making a [`RedisStore`]: connecting (an unreachable Redis fails at once), its scripts and
+//! settings, the accessors the bus and the HTTP API use, and loading the scripts the flush
+//! pipeline calls by their SHA-1.
+
+use super::{RedisStore, be, scripts};
+use crate::redis_keys::Keys;
+use agentd_actors::{DEDUP_WINDOW, StoreResult};
+use redis::aio::ConnectionManager;
+use redis::{Script, cmd};
+use std::sync::Arc;
+use std::time::Duration;
+
+impl RedisStore {
+    /// Connects to `url` (`redis://` or `rediss://`, with user and password if needed); fails
+    /// at once if Redis cannot be reached. The connection reconnects by itself afterwards.
+    pub async fn connect(url: &str, namespace: &str) -> StoreResult<Self> {
+        let client = redis::Client::open(url).map_err(be)?;
+        // One plain connection and a PING first: an unreachable Redis is a clear error at once,
+        // not a series of reconnect attempts.
+        let probe = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(3)));
+        let mut first = client
+            .get_multiplexed_async_connection_with_config(&probe)
+            .await
+            .map_err(be)?;
+        cmd("PING")
+            .query_async::<String>(&mut first)
+            .await
+            .map_err(be)?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_response_timeout(Some(Duration::from_secs(10)))
+            .set_connection_timeout(Some(Duration::from_secs(3)))
+            .set_max_delay(Duration::from_secs(2))
+            .set_number_of_retries(6);
+        let con = client
+            .get_connection_manager_with_config(config)
+            .await
+            .map_err(be)?;
+        Ok(Self::with_connection(con, namespace))
+    }
+
+    /// A store over an existing connection.
+    pub fn with_connection(con: ConnectionManager, namespace: &str) -> Self {
+        RedisStore {
+            con,
+            keys: Keys::new(namespace),
+            append: Script::new(scripts::APPEND),
+            replace: Script::new(scripts::REPLACE),
+            add_child: Script::new(scripts::ADD_CHILD),
+            inbox_push: scripts::inbox_push(),
+            alias_get_or_create: Script::new(scripts::ALIAS_GET_OR_CREATE),
+            inbox_push_then_start: scripts::inbox_push_then_start(),
+            flush_own: Script::new(scripts::FLUSH_OWN),
+            flush_scripts_loaded: Arc::default(),
+            dedup_window: DEDUP_WINDOW,
+            fence: Arc::default(),
+        }
+    }
+
+    /// Remembers the last `window` envelope ids per agent for de-duplication (default
+    /// [`DEDUP_WINDOW`]).
+    pub fn with_dedup_window(mut self, window: usize) -> Self {
+        self.dedup_window = window.max(1);
+        self
+    }
+
+    /// The key builder of this store's namespace.
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// A clone of the multiplexed command connection.
+    pub fn connection(&self) -> ConnectionManager {
+        self.con.clone()
+    }
+
+    /// Loads the scripts the flush pipeline calls by their SHA-1.
+    pub(super) async fn load_flush_scripts(&self, con: &mut ConnectionManager) -> StoreResult<()> {
+        for script in [&self.append, &self.flush_own] {
+            script.load_async(con).await.map_err(be)?;
+        }
+        self.flush_scripts_loaded
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+}

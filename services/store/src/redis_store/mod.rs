@@ -1,0 +1,60 @@
+//! The Redis `ThreadStore`: records in hashes, threads in streams, the parent→child map in
+//! sorted sets, worker aliases in hashes (a get-or-create script: race-free across processes),
+//! the durable inbox in a sorted set + hash, checkpoints in a list (newest first). Multi-key
+//! changes of one agent run as one Lua script in that agent's hash-tag slot.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`connection`] | connecting, the store's scripts and settings, loading the flush scripts |
+//! | [`scripts`] | the Lua scripts, with the keys and arguments each takes |
+//! | [`operations`] | the `ThreadStore` calls on records, threads, children, aliases, inboxes, checkpoints |
+//! | [`push`] | durable pushes into an inbox, and the fence that keeps a stale owner's out |
+//! | [`batch`] | batches in one round trip, an agent's own writes fenced by its partition's lease |
+
+mod batch;
+mod connection;
+mod operations;
+mod push;
+mod scripts;
+
+pub use push::PushFence;
+
+use crate::redis_keys::Keys;
+use agentd_actors::{StoreError, StoreErrorKind};
+use redis::Script;
+use redis::aio::ConnectionManager;
+use std::sync::Arc;
+
+/// A `ThreadStore` in Redis.
+#[derive(Clone)]
+pub struct RedisStore {
+    con: ConnectionManager,
+    keys: Keys,
+    append: Script,
+    replace: Script,
+    add_child: Script,
+    inbox_push: Script,
+    alias_get_or_create: Script,
+    inbox_push_then_start: Script,
+    /// Scripts of the flush pipeline (with [`Self::append`]), sent by their SHA-1 so that Redis
+    /// does not hash the script's text on every call (as it does for an `EVAL`); loaded again
+    /// if Redis answers `NOSCRIPT` (a restart).
+    flush_own: Script,
+    /// Whether the flush scripts were loaded (once before the first flush, and again after a
+    /// `NOSCRIPT`): a pipeline cut by `NOSCRIPT` has run its other commands, so a retry would
+    /// send its outputs twice (harmless, de-duplicated, but avoidable).
+    flush_scripts_loaded: Arc<std::sync::atomic::AtomicBool>,
+    dedup_window: usize,
+    /// Set once the bus is up (shared by the clones of this store).
+    fence: Arc<std::sync::OnceLock<PushFence>>,
+}
+
+/// A Redis failure, as a transient store error.
+fn be(e: redis::RedisError) -> StoreError {
+    StoreError::caused_by(StoreErrorKind::Transient, format!("redis: {e}"), e)
+}
+
+/// A stored value that does not decode (or encode), as a corrupt store error.
+fn de(e: agentd_proto::AgentdError) -> StoreError {
+    StoreError::caused_by(StoreErrorKind::Corrupt, e.message.clone(), e)
+}

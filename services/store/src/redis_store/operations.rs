@@ -1,0 +1,348 @@
+//! The `ThreadStore` calls on records, threads, children, aliases, inboxes and checkpoints;
+//! pushes are in [`super::push`], batches in [`super::batch`].
+
+use super::{RedisStore, be, de};
+use agentd_actors::{Pushed, StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
+use agentd_proto::codec::{decode, encode};
+use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
+use async_trait::async_trait;
+use redis::cmd;
+use redis::streams::StreamRangeReply;
+use uuid::Uuid;
+
+#[async_trait]
+impl ThreadStore for RedisStore {
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+
+    fn takes_forwards(&self) -> bool {
+        true
+    }
+
+    async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()> {
+        let mut pipe = redis::pipe();
+        self.pipe_put_agent(&mut pipe, record)?;
+        pipe.query_async::<()>(&mut self.con.clone())
+            .await
+            .map_err(be)
+    }
+
+    async fn get_agent(&self, agent_id: &str) -> StoreResult<Option<AgentRecord>> {
+        let mut con = self.con.clone();
+        let bytes: Option<Vec<u8>> = cmd("HGET")
+            .arg(self.keys.agent(agent_id))
+            .arg("rec")
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        bytes.map(|b| decode(&b).map_err(de)).transpose()
+    }
+
+    async fn agent_exists(&self, agent_id: &str) -> StoreResult<bool> {
+        let mut con = self.con.clone();
+        cmd("EXISTS")
+            .arg(self.keys.agent(agent_id))
+            .query_async(&mut con)
+            .await
+            .map_err(be)
+    }
+
+    async fn list_roots(&self) -> StoreResult<Vec<AgentRecord>> {
+        let mut con = self.con.clone();
+        let ids: Vec<String> = cmd("ZRANGE")
+            .arg(self.keys.roots())
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(rec) = self.get_agent(&id).await? {
+                out.push(rec);
+            }
+        }
+        out.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
+        Ok(out)
+    }
+
+    async fn append(&self, agent_id: &str, entry: &ThreadEntry) -> StoreResult<bool> {
+        let bytes = encode(entry).map_err(de)?;
+        let mut con = self.con.clone();
+        let n: i64 = self
+            .append
+            .key(self.keys.agent_part(agent_id, "thread"))
+            .key(self.keys.agent_part(agent_id, "eids"))
+            .arg(entry.id.to_string())
+            .arg(bytes)
+            .invoke_async(&mut con)
+            .await
+            .map_err(be)?;
+        Ok(n == 1)
+    }
+
+    async fn thread(&self, agent_id: &str) -> StoreResult<Vec<ThreadEntry>> {
+        let mut con = self.con.clone();
+        let reply: StreamRangeReply = cmd("XRANGE")
+            .arg(self.keys.agent_part(agent_id, "thread"))
+            .arg("-")
+            .arg("+")
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        reply
+            .ids
+            .iter()
+            .map(|sid| {
+                let bytes: Vec<u8> = sid.get("e").ok_or_else(|| {
+                    StoreError::corrupt(format!("thread entry {} has no `e` field", sid.id))
+                })?;
+                decode(&bytes).map_err(de)
+            })
+            .collect()
+    }
+
+    async fn replace_thread(&self, agent_id: &str, entries: &[ThreadEntry]) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        let mut inv = self.replace.prepare_invoke();
+        inv.key(self.keys.agent_part(agent_id, "thread"))
+            .key(self.keys.agent_part(agent_id, "eids"));
+        for e in entries {
+            inv.arg(e.id.to_string()).arg(encode(e).map_err(de)?);
+        }
+        inv.invoke_async::<i64>(&mut con).await.map_err(be)?;
+        Ok(())
+    }
+
+    async fn add_child(&self, parent_id: &str, child_id: &str) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        self.add_child
+            .key(self.keys.agent_part(parent_id, "children"))
+            .key(self.keys.agent_part(parent_id, "childseq"))
+            .arg(child_id)
+            .invoke_async::<i64>(&mut con)
+            .await
+            .map_err(be)?;
+        Ok(())
+    }
+
+    async fn children(&self, parent_id: &str) -> StoreResult<Vec<String>> {
+        let mut con = self.con.clone();
+        cmd("ZRANGE")
+            .arg(self.keys.agent_part(parent_id, "children"))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut con)
+            .await
+            .map_err(be)
+    }
+
+    async fn child_count(&self, parent_id: &str) -> StoreResult<usize> {
+        let mut con = self.con.clone();
+        cmd("ZCARD")
+            .arg(self.keys.agent_part(parent_id, "children"))
+            .query_async(&mut con)
+            .await
+            .map_err(be)
+    }
+
+    async fn alias_get_or_create(
+        &self,
+        parent_id: &str,
+        worker_title: &str,
+        alias: &str,
+        candidate: &str,
+    ) -> StoreResult<(String, bool)> {
+        let mut con = self.con.clone();
+        let key = self.keys.agent_part(parent_id, "workers");
+        let field = format!("{worker_title}\x1f{alias}");
+        let (child, created): (String, bool) = self
+            .alias_get_or_create
+            .key(&key)
+            .arg(&field)
+            .arg(candidate)
+            .invoke_async(&mut con)
+            .await
+            .map_err(be)?;
+        Ok((child, created))
+    }
+
+    async fn aliases(&self, parent_id: &str) -> StoreResult<Vec<WorkerAlias>> {
+        let mut con = self.con.clone();
+        let pairs: Vec<(String, String)> = cmd("HGETALL")
+            .arg(self.keys.agent_part(parent_id, "workers"))
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        Ok(pairs
+            .into_iter()
+            .map(|(field, child_id)| {
+                let (title, alias) = field.split_once('\x1f').unwrap_or((field.as_str(), ""));
+                WorkerAlias {
+                    worker_title: title.to_string(),
+                    alias: alias.to_string(),
+                    child_id,
+                }
+            })
+            .collect())
+    }
+
+    async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
+        let parent = self.get_agent(agent_id).await?.and_then(|r| r.parent_id);
+        let mut con = self.con.clone();
+        let mut pipe = redis::pipe();
+        pipe.cmd("DEL")
+            .arg(self.keys.all_of_agent(agent_id))
+            .ignore();
+        pipe.cmd("ZREM")
+            .arg(self.keys.roots())
+            .arg(agent_id)
+            .ignore();
+        if let Some(parent) = &parent {
+            pipe.cmd("ZREM")
+                .arg(self.keys.agent_part(parent, "children"))
+                .arg(agent_id)
+                .ignore();
+        }
+        pipe.query_async::<()>(&mut con).await.map_err(be)?;
+        if let Some(parent) = parent {
+            let key = self.keys.agent_part(&parent, "workers");
+            let pairs: Vec<(String, String)> = cmd("HGETALL")
+                .arg(&key)
+                .query_async(&mut con)
+                .await
+                .map_err(be)?;
+            let fields: Vec<&String> = pairs
+                .iter()
+                .filter(|(_, c)| c == agent_id)
+                .map(|(f, _)| f)
+                .collect();
+            if !fields.is_empty() {
+                cmd("HDEL")
+                    .arg(&key)
+                    .arg(fields)
+                    .query_async::<()>(&mut con)
+                    .await
+                    .map_err(be)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
+        self.push(agent_id, env).await
+    }
+
+    async fn inbox_push_then(
+        &self,
+        agent_id: &str,
+        env: &Envelope,
+        then: &[StoreWrite],
+    ) -> StoreResult<Pushed> {
+        self.push_then(agent_id, env, then).await
+    }
+
+    async fn inbox_pending(&self, agent_id: &str) -> StoreResult<Vec<Envelope>> {
+        let mut con = self.con.clone();
+        let ids: Vec<String> = cmd("ZRANGE")
+            .arg(self.keys.agent_part(agent_id, "inbox"))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let data: Vec<Option<Vec<u8>>> = cmd("HMGET")
+            .arg(self.keys.agent_part(agent_id, "inboxdata"))
+            .arg(&ids)
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        data.into_iter()
+            .flatten()
+            .map(|b| decode(&b).map_err(de))
+            .collect()
+    }
+
+    async fn inbox_done(&self, agent_id: &str, env_id: Uuid) -> StoreResult<()> {
+        let mut pipe = redis::pipe();
+        self.pipe_inbox_done(pipe.atomic(), agent_id, env_id);
+        pipe.query_async::<()>(&mut self.con.clone())
+            .await
+            .map_err(be)
+    }
+
+    async fn checkpoint_put(&self, checkpoint: &Checkpoint, keep: usize) -> StoreResult<()> {
+        let bytes = encode(checkpoint).map_err(de)?;
+        let key = self.keys.agent_part(&checkpoint.agent_id, "checkpoints");
+        let mut con = self.con.clone();
+        let mut pipe = redis::pipe();
+        pipe.atomic().cmd("LPUSH").arg(&key).arg(bytes).ignore();
+        if keep > 0 {
+            pipe.cmd("LTRIM").arg(&key).arg(0).arg(keep - 1).ignore();
+        }
+        pipe.query_async::<()>(&mut con).await.map_err(be)
+    }
+
+    async fn checkpoints(&self, agent_id: &str) -> StoreResult<Vec<Checkpoint>> {
+        let mut con = self.con.clone();
+        let items: Vec<Vec<u8>> = cmd("LRANGE")
+            .arg(self.keys.agent_part(agent_id, "checkpoints"))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        items.iter().map(|b| decode(b).map_err(de)).collect()
+    }
+
+    async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
+        self.write_batch_fenced(writes, None).await
+    }
+
+    async fn write_own_batch(&self, agent_id: &str, writes: &[StoreWrite]) -> StoreResult<()> {
+        self.write_batch_fenced(writes, Some(agent_id)).await
+    }
+}
+
+impl RedisStore {
+    /// How many keys of the namespace mention `id` (deletion tests prove none is left).
+    pub async fn keys_mentioning(&self, id: &str) -> StoreResult<usize> {
+        let mut con = self.con.clone();
+        let pattern = format!("{}:*{id}*", self.keys.ns());
+        let keys: Vec<String> = cmd("KEYS")
+            .arg(&pattern)
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        let mut n = keys.len();
+        // Membership of `id` in other agents' children sets and alias hashes.
+        let all: Vec<String> = cmd("KEYS")
+            .arg(format!("{}:agent:*", self.keys.ns()))
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        for k in all {
+            if k.ends_with(":children") {
+                let score: Option<f64> = cmd("ZSCORE")
+                    .arg(&k)
+                    .arg(id)
+                    .query_async(&mut con)
+                    .await
+                    .map_err(be)?;
+                n += usize::from(score.is_some());
+            } else if k.ends_with(":workers") {
+                let vals: Vec<String> = cmd("HVALS")
+                    .arg(&k)
+                    .query_async(&mut con)
+                    .await
+                    .map_err(be)?;
+                n += vals.iter().filter(|v| *v == id).count();
+            }
+        }
+        Ok(n)
+    }
+}
