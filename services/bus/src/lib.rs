@@ -13,6 +13,7 @@ pub mod dead;
 pub mod inproc;
 pub mod redis_bus;
 pub mod redis_events;
+mod streams;
 
 pub use commands::{CommandConsumer, CommandLimits};
 pub use dead::DeadLetters;

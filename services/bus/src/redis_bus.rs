@@ -25,24 +25,24 @@
 //! `<ns>:replies:{<process id>}`, read by a reply reader that completes the waiting call.
 
 use crate::dead::DeadLetters;
+use crate::streams::{
+    Backoff, GROUP, be, blocking_connection, decode_stream_entry, ensure_group, now_ms,
+};
 use agentd_actors::fnv1a64;
 use agentd_actors::{AgentSystem, Transport};
-use agentd_proto::codec::{decode_envelope, encode_envelope};
+use agentd_proto::codec::encode_envelope;
 use agentd_proto::{AgentdError, Control, Envelope, ErrorCode, Item, Reply};
 use agentd_store::Keys;
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamPendingReply, StreamReadReply};
-use redis::{AsyncConnectionConfig, Script, cmd};
+use redis::{Script, cmd};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use uuid::Uuid;
-
-/// The consumer group every agentd process reads with.
-pub const GROUP: &str = "agentd";
 
 /// Settings of the Redis bus.
 #[derive(Debug, Clone)]
@@ -67,17 +67,6 @@ pub struct RedisBusConfig {
     pub max_deliveries: u64,
     /// This process's id (consumer name and lease value).
     pub process_id: String,
-}
-
-fn be(e: redis::RedisError) -> AgentdError {
-    AgentdError::new(ErrorCode::Unavailable, format!("redis: {e}"))
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 const RENEW: &str = r"
@@ -350,15 +339,14 @@ impl RedisBus {
         let key = self.keys.replies(&self.cfg.process_id);
         // The stream is this process's alone (its id is new at every start): from its start.
         let mut last = "0-0".to_string();
-        let mut backoff = Duration::from_millis(100);
+        let mut backoff = Backoff::new();
         let mut renewed = Instant::now();
         while !self.stopping.load(Ordering::SeqCst) {
             let mut reader = match self.reader().await {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::warn!(error = %e, "reply reader cannot reach Redis; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    backoff.wait().await;
                     continue;
                 }
             };
@@ -382,11 +370,11 @@ impl RedisBus {
                         .collect(),
                     Err(e) => {
                         tracing::warn!(error = %e, "reply reader lost Redis; reconnecting");
-                        tokio::time::sleep(backoff).await;
+                        tokio::time::sleep(backoff.current()).await;
                         break;
                     }
                 };
-                backoff = Duration::from_millis(100);
+                backoff.reset();
                 if renewed.elapsed() >= REPLY_STREAM_RENEW {
                     renewed = Instant::now();
                     let mut con = self.con.clone();
@@ -669,25 +657,19 @@ impl RedisBus {
         }
     }
 
+    /// A connection of this bus's own for one blocking reader.
     async fn reader(&self) -> Result<MultiplexedConnection, AgentdError> {
-        let client = redis::Client::open(self.cfg.url.as_str()).map_err(be)?;
-        // Blocking reads must not hit the default response timeout.
-        let config = AsyncConnectionConfig::new().set_response_timeout(None);
-        client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
-            .map_err(be)
+        blocking_connection(&self.cfg.url).await.map_err(be)
     }
 
     async fn read_loop(self: Arc<Self>, system: AgentSystem) {
-        let mut backoff = Duration::from_millis(100);
+        let mut backoff = Backoff::new();
         while !self.stopping.load(Ordering::SeqCst) {
             match self.clone().read_until_error(&system).await {
                 Ok(()) => return,
                 Err(e) => {
-                    tracing::warn!(error = %e, backoff_ms = backoff.as_millis() as u64, "partition reader lost Redis; reconnecting");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    tracing::warn!(error = %e, backoff_ms = backoff.current().as_millis() as u64, "partition reader lost Redis; reconnecting");
+                    backoff.wait().await;
                 }
             }
         }
@@ -1218,17 +1200,6 @@ fn partition_index(agent_id: &str, partitions: u32) -> u32 {
     (fnv1a64(agent_id.as_bytes()) % u64::from(partitions.max(1))) as u32
 }
 
-/// The envelope in a stream entry's `m` field (at most `max_bytes`), or why there is none.
-fn decode_stream_entry(sid: &StreamId, max_bytes: usize) -> Result<Envelope, AgentdError> {
-    match sid.get::<Vec<u8>>("m") {
-        None => Err(AgentdError::new(
-            ErrorCode::BadEnvelope,
-            "entry has no `m` field",
-        )),
-        Some(bytes) => decode_envelope(&bytes, max_bytes),
-    }
-}
-
 /// Largest reply a process takes from its reply stream.
 const REPLY_MAX_BYTES: usize = 64 << 20;
 
@@ -1258,25 +1229,6 @@ fn routes_directly(env: &Envelope) -> bool {
                 Control::Pause | Control::Resume | Control::Cancel | Control::Terminate
             )
     )
-}
-
-/// Creates consumer group `agentd` on `stream` (and the stream), unless it exists.
-pub(crate) async fn ensure_group(
-    con: &mut ConnectionManager,
-    stream: &str,
-) -> Result<(), AgentdError> {
-    let r: redis::RedisResult<()> = cmd("XGROUP")
-        .arg("CREATE")
-        .arg(stream)
-        .arg(GROUP)
-        .arg("0")
-        .arg("MKSTREAM")
-        .query_async(con)
-        .await;
-    match r {
-        Err(e) if !e.to_string().contains("BUSYGROUP") => Err(be(e)),
-        _ => Ok(()),
-    }
 }
 
 /// Hands one envelope from a partition to the local actors.

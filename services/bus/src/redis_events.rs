@@ -1,6 +1,7 @@
 //! Events to `<ns>:events` (bounded with `MAXLEN ~`), written by a background task so that
 //! publishing never blocks an actor.
 
+use crate::streams::{Backoff, blocking_connection};
 use agentd_actors::EventSink;
 use agentd_proto::Event;
 use agentd_proto::codec::encode;
@@ -93,7 +94,7 @@ impl RedisEventsTail {
         let stopping = stop.clone();
         actix_rt::spawn(async move {
             let mut last = "$".to_string();
-            let mut backoff = std::time::Duration::from_millis(100);
+            let mut backoff = Backoff::new();
             while !stopping.load(Ordering::SeqCst) {
                 let listening = || bus.has_subscribers();
                 let r = follow(&url, &key, &mut last, &stopping, listening, |event| {
@@ -102,8 +103,7 @@ impl RedisEventsTail {
                 .await;
                 if let Err(e) = r {
                     tracing::warn!(error = %e, "event stream reader lost Redis; reconnecting");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(std::time::Duration::from_secs(2));
+                    backoff.wait().await;
                 }
             }
         });
@@ -147,12 +147,7 @@ async fn follow(
     listening: impl Fn() -> bool,
     mut publish: impl FnMut(Event),
 ) -> redis::RedisResult<()> {
-    let client = redis::Client::open(url)?;
-    let mut reader = client
-        .get_multiplexed_async_connection_with_config(
-            &redis::AsyncConnectionConfig::new().set_response_timeout(None),
-        )
-        .await?;
+    let mut reader = blocking_connection(url).await?;
     if last == "$" {
         // Pin the starting point to a real id, so a reconnect resumes exactly after it.
         *last = newest_id(&mut reader, key).await?;
