@@ -197,11 +197,11 @@ impl CommandConsumer {
         Ok(())
     }
 
-    /// Takes `env`'s command (once fewer than [`CommandLimits::taken`] are taken) as a task that runs it
-    /// after the command before it for the same agent (if that still runs) and once fewer than
-    /// [`CommandLimits::running`] run; the task acknowledges entry `id` once the command ran and its reply
-    /// is sent (if sending fails the entry stays pending and the reader reads its pending list
-    /// again).
+    /// Takes `env`'s command (once fewer than [`CommandLimits::taken`] are taken) as a task
+    /// that runs it after the command before it for the same agent (if that still runs) and
+    /// once fewer than [`CommandLimits::running`] run; the task acknowledges entry `id` once
+    /// the command ran and its reply is sent (if sending fails the entry stays pending and the
+    /// reader reads its pending list again).
     async fn run_command(
         &self,
         system: &AgentSystem,

@@ -78,9 +78,10 @@ impl EventSink for Fanout {
 /// so `/v1/events` of any process shows the whole cluster. It starts at the stream's end,
 /// and after a lost connection it goes on from the last entry it saw, so nothing in between is
 /// missed. While the bus has no subscriber it reads no events (reading and decoding every
-/// event of the cluster cost each process ~10 % of its CPU under load): it only notes the
-/// stream's newest id every 100 ms, and a subscriber that arrives gets everything after
-/// the id noted before it subscribed. Entries it cannot decode are logged and skipped (events are observations).
+/// event of the cluster would be work for nobody, and it grows with the cluster): it only
+/// notes the stream's newest id every `IDLE_POLL`, and a subscriber that arrives gets
+/// everything after the id noted before it subscribed. Entries it cannot decode are logged
+/// and skipped (events are observations).
 pub struct RedisEventsTail {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }

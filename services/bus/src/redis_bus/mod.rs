@@ -29,8 +29,8 @@
 //! | [`config`] | [`RedisBusConfig`]: URL, namespace, partitions, lease time, batch and size limits |
 //! | [`scripts`] | the Lua scripts: renewing and releasing a lease, forwarding to a live agent |
 //! | [`leases`] | membership and the lease round: heartbeat, renew, take; self-fencing by clock |
-//! | [`handover`] | partitions moving: giving one up once its reads and deliveries are done, resuming the agents of one taken |
-//! | [`reader`] | the partition reader: claims first, one blocking read of every readable partition, dispatch |
+//! | [`handover`] | giving a partition up once its deliveries are done; resuming a taken one's agents |
+//! | [`reader`] | the partition reader: claims first, then one blocking read of every readable partition |
 //! | [`in_flight`] | the window of routed batches whose acknowledgements are still under way |
 //! | [`delivery`] | handing entries to the agents, acknowledging them, dead-lettering what keeps failing |
 //! | [`claim`] | a partition taken: claiming what its previous owner left pending, the drain check |
