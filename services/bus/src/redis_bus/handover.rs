@@ -10,6 +10,7 @@ use agentd_actors::AgentSystem;
 use agentd_proto::AgentdError;
 use redis::aio::ConnectionManager;
 use std::collections::BTreeSet;
+use std::sync::RwLock;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -25,23 +26,11 @@ impl RedisBus {
         con: &mut ConnectionManager,
     ) -> Result<(), AgentdError> {
         let gone: Vec<u32> = lost.iter().chain(surplus.iter()).copied().collect();
-        if let Ok(mut o) = self.owned.write() {
-            for k in &gone {
-                o.remove(k);
-            }
-        }
+        remove_all(&self.owned, &gone);
         // A partition taken again later starts a fresh drain and claim; until then its
         // pending entries belong to whoever owns it.
-        if let Ok(mut d) = self.draining.write() {
-            for k in &gone {
-                d.remove(k);
-            }
-        }
-        if let Ok(mut c) = self.to_claim.write() {
-            for k in &gone {
-                c.remove(k);
-            }
-        }
+        remove_all(&self.draining, &gone);
+        remove_all(&self.to_claim, &gone);
         if let Ok(mut r) = self.renewed.write() {
             for k in &gone {
                 r.remove(k);
@@ -115,6 +104,15 @@ impl RedisBus {
         };
         while busy() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+}
+
+/// Removes partitions `gone` from `set`.
+fn remove_all(set: &RwLock<BTreeSet<u32>>, gone: &[u32]) {
+    if let Ok(mut s) = set.write() {
+        for k in gone {
+            s.remove(k);
         }
     }
 }
