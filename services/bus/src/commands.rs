@@ -10,18 +10,19 @@
 //! taken in all). An entry is acknowledged once its command ran and its reply was sent.
 
 use crate::dead::DeadLetters;
-use crate::redis_bus::GROUP;
+use crate::streams::{
+    Backoff, GROUP, be, blocking_connection, decode_stream_entry, ensure_group, now_ms,
+};
 use agentd_actors::AgentSystem;
 use agentd_actors::system::command_target;
-use agentd_proto::codec::{decode_envelope, encode_envelope};
+use agentd_proto::codec::encode_envelope;
 use agentd_proto::{Address, AgentdError, Envelope, ErrorCode, Item, Reply};
 use redis::aio::ConnectionManager;
+use redis::cmd;
 use redis::streams::StreamReadReply;
-use redis::{AsyncConnectionConfig, cmd};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::sync::{Semaphore, oneshot};
 
 /// Reads and executes commands until stopped.
@@ -87,10 +88,6 @@ impl Running {
     }
 }
 
-fn be(e: redis::RedisError) -> AgentdError {
-    AgentdError::new(ErrorCode::Unavailable, format!("redis: {e}"))
-}
-
 impl CommandConsumer {
     /// A consumer of `key` named `consumer` in group `agentd`.
     pub fn new(
@@ -127,31 +124,24 @@ impl CommandConsumer {
     /// Creates the group and runs the loop in the background.
     pub async fn start(self, system: AgentSystem) -> Result<(), AgentdError> {
         let mut con = self.con.clone();
-        crate::redis_bus::ensure_group(&mut con, &self.key).await?;
+        ensure_group(&mut con, &self.key).await?;
         actix_rt::spawn(async move { self.run(system).await });
         Ok(())
     }
 
     async fn run(self, system: AgentSystem) {
-        let mut backoff = Duration::from_millis(100);
+        let mut backoff = Backoff::new();
         let mut running = Running::new(self.limits);
         while !self.stopping.load(Ordering::SeqCst) {
             if let Err(e) = self.read(&system, &mut running).await {
                 tracing::warn!(error = %e, "command reader lost Redis; reconnecting");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(2));
+                backoff.wait().await;
             }
         }
     }
 
     async fn read(&self, system: &AgentSystem, running: &mut Running) -> Result<(), AgentdError> {
-        let client = redis::Client::open(self.url.as_str()).map_err(be)?;
-        let mut reader = client
-            .get_multiplexed_async_connection_with_config(
-                &AsyncConnectionConfig::new().set_response_timeout(None),
-            )
-            .await
-            .map_err(be)?;
+        let mut reader = blocking_connection(&self.url).await.map_err(be)?;
         let mut con = self.con.clone();
         // Our own pending entries first (a restart with the same name), then new ones.
         let mut cursor = "0".to_string();
@@ -195,17 +185,9 @@ impl CommandConsumer {
                     // Re-read from our pending list while it still runs.
                     continue;
                 }
-                let raw: Option<Vec<u8>> = sid.get("m");
-                let env = match raw.as_deref().map(|b| decode_envelope(b, self.max_bytes)) {
-                    None => Err(AgentdError::new(
-                        ErrorCode::BadEnvelope,
-                        "entry has no `m` field",
-                    )),
-                    Some(r) => r,
-                };
-                match env {
+                match decode_stream_entry(&sid, self.max_bytes) {
                     Err(e) => {
-                        self.dead.send(&self.key, &sid.id, &e, raw).await;
+                        self.dead.send(&self.key, &sid.id, &e, sid.get("m")).await;
                         self.ack(&sid.id, &mut con).await?;
                     }
                     Ok(env) => self.run_command(system, env, sid.id, running).await,
@@ -215,11 +197,11 @@ impl CommandConsumer {
         Ok(())
     }
 
-    /// Takes `env`'s command (once fewer than [`CommandLimits::taken`] are taken) as a task that runs it
-    /// after the command before it for the same agent (if that still runs) and once fewer than
-    /// [`CommandLimits::running`] run; the task acknowledges entry `id` once the command ran and its reply
-    /// is sent (if sending fails the entry stays pending and the reader reads its pending list
-    /// again).
+    /// Takes `env`'s command (once fewer than [`CommandLimits::taken`] are taken) as a task
+    /// that runs it after the command before it for the same agent (if that still runs) and
+    /// once fewer than [`CommandLimits::running`] run; the task acknowledges entry `id` once
+    /// the command ran and its reply is sent (if sending fails the entry stays pending and the
+    /// reader reads its pending list again).
     async fn run_command(
         &self,
         system: &AgentSystem,
@@ -324,10 +306,7 @@ pub(crate) async fn send_reply(
         Item::Reply(Reply::from(result)),
         request.sent_at,
     );
-    reply.sent_at = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
+    reply.sent_at = now_ms();
     let bytes = encode_envelope(&reply)?;
     cmd("XADD")
         .arg(reply_to)

@@ -2,17 +2,21 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | [`inproc`] | [`InProcessBus`]: a broadcast of events to in-process subscribers (SSE, tests) |
-//! | [`redis_bus`] | [`RedisBus`]: partition streams, leases, failover; the `Transport` of the ChannelRouter |
-//! | [`commands`] | [`CommandConsumer`]: the `<ns>:commands` stream other services write to |
-//! | [`redis_events`] | [`RedisEvents`]: events to `<ns>:events`; [`Fanout`] to several sinks |
-//! | [`dead`] | [`DeadLetters`]: the `<ns>:dead` stream |
+//! | `inproc` | [`InProcessBus`]: a broadcast of events to in-process subscribers (SSE, tests) |
+//! | `redis_bus` | [`RedisBus`]: partition streams, leases, failover; the `Transport` of the ChannelRouter |
+//! | `commands` | [`CommandConsumer`]: the `<ns>:commands` stream other services write to |
+//! | `redis_events` | [`RedisEvents`]: events to `<ns>:events`; [`Fanout`] to several sinks; [`RedisEventsTail`] back into an [`InProcessBus`] |
+//! | `dead` | [`DeadLetters`]: the `<ns>:dead` stream |
+//! | `streams` | what every stream reader shares: the consumer group, blocking connections, entry decoding, reconnection backoff |
+//!
+//! Other crates use the items re-exported here; the modules are the crate's own.
 
-pub mod commands;
-pub mod dead;
-pub mod inproc;
-pub mod redis_bus;
-pub mod redis_events;
+mod commands;
+mod dead;
+mod inproc;
+mod redis_bus;
+mod redis_events;
+mod streams;
 
 pub use commands::{CommandConsumer, CommandLimits};
 pub use dead::DeadLetters;

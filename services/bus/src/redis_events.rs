@@ -1,6 +1,7 @@
 //! Events to `<ns>:events` (bounded with `MAXLEN ~`), written by a background task so that
 //! publishing never blocks an actor.
 
+use crate::streams::{Backoff, blocking_connection};
 use agentd_actors::EventSink;
 use agentd_proto::Event;
 use agentd_proto::codec::encode;
@@ -77,9 +78,10 @@ impl EventSink for Fanout {
 /// so `/v1/events` of any process shows the whole cluster. It starts at the stream's end,
 /// and after a lost connection it goes on from the last entry it saw, so nothing in between is
 /// missed. While the bus has no subscriber it reads no events (reading and decoding every
-/// event of the cluster cost each process ~10 % of its CPU under load): it only notes the
-/// stream's newest id every 100 ms, and a subscriber that arrives gets everything after
-/// the id noted before it subscribed. Entries it cannot decode are logged and skipped (events are observations).
+/// event of the cluster would be work for nobody, and it grows with the cluster): it only
+/// notes the stream's newest id every `IDLE_POLL`, and a subscriber that arrives gets
+/// everything after the id noted before it subscribed. Entries it cannot decode are logged
+/// and skipped (events are observations).
 pub struct RedisEventsTail {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
@@ -93,7 +95,7 @@ impl RedisEventsTail {
         let stopping = stop.clone();
         actix_rt::spawn(async move {
             let mut last = "$".to_string();
-            let mut backoff = std::time::Duration::from_millis(100);
+            let mut backoff = Backoff::new();
             while !stopping.load(Ordering::SeqCst) {
                 let listening = || bus.has_subscribers();
                 let r = follow(&url, &key, &mut last, &stopping, listening, |event| {
@@ -102,8 +104,7 @@ impl RedisEventsTail {
                 .await;
                 if let Err(e) = r {
                     tracing::warn!(error = %e, "event stream reader lost Redis; reconnecting");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(std::time::Duration::from_secs(2));
+                    backoff.wait().await;
                 }
             }
         });
@@ -147,12 +148,7 @@ async fn follow(
     listening: impl Fn() -> bool,
     mut publish: impl FnMut(Event),
 ) -> redis::RedisResult<()> {
-    let client = redis::Client::open(url)?;
-    let mut reader = client
-        .get_multiplexed_async_connection_with_config(
-            &redis::AsyncConnectionConfig::new().set_response_timeout(None),
-        )
-        .await?;
+    let mut reader = blocking_connection(url).await?;
     if last == "$" {
         // Pin the starting point to a real id, so a reconnect resumes exactly after it.
         *last = newest_id(&mut reader, key).await?;

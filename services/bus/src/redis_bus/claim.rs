@@ -1,0 +1,150 @@
+//! A partition taken (or this process's own after a lost connection or a stale lease): what
+//! its previous holder read and did not acknowledge is claimed (`XAUTOCLAIM`) and delivered in
+//! order before anything newer is read, and its agents get direct deliveries only once its
+//! stream is drained (everything read and acknowledged).
+
+use super::RedisBus;
+use super::in_flight::InFlight;
+use crate::streams::{GROUP, be};
+use agentd_actors::AgentSystem;
+use agentd_proto::AgentdError;
+use redis::aio::ConnectionManager;
+use redis::cmd;
+use redis::streams::{StreamAutoClaimReply, StreamId};
+use std::collections::{BTreeSet, HashMap};
+
+impl RedisBus {
+    /// Claims what the partitions marked to be claimed hold pending, those with a fresh lease
+    /// (a stale one waits until its lease is renewed).
+    pub(super) async fn claim_taken(
+        &self,
+        system: &AgentSystem,
+        inflight: &mut InFlight,
+        con: &mut ConnectionManager,
+    ) -> Result<(), AgentdError> {
+        let owned = self.owned();
+        let claims: Vec<u32> = self
+            .to_claim
+            .write()
+            .map(|mut c| {
+                let all = std::mem::take(&mut *c);
+                let (now, later): (BTreeSet<u32>, BTreeSet<u32>) = all
+                    .into_iter()
+                    .filter(|k| owned.contains(k))
+                    .partition(|k| self.fresh(*k));
+                *c = later;
+                now.into_iter().collect()
+            })
+            .unwrap_or_default();
+        if !claims.is_empty() {
+            // Claimed entries are older than anything read before: what is in flight
+            // goes first.
+            inflight.finish().await?;
+        }
+        for k in claims {
+            if let Err(e) = self.claim(k, system, con).await {
+                if let Ok(mut c) = self.to_claim.write() {
+                    c.insert(k);
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Claims every entry of partition `k` pending with any consumer, and delivers it in order.
+    pub(super) async fn claim(
+        &self,
+        k: u32,
+        system: &AgentSystem,
+        con: &mut ConnectionManager,
+    ) -> Result<(), AgentdError> {
+        let key = self.keys.partition(k);
+        let mut start = "0-0".to_string();
+        loop {
+            let reply: StreamAutoClaimReply = cmd("XAUTOCLAIM")
+                .arg(&key)
+                .arg(GROUP)
+                .arg(&self.cfg.process_id)
+                .arg(0)
+                .arg(&start)
+                .arg("COUNT")
+                .arg(self.cfg.batch)
+                .query_async(con)
+                .await
+                .map_err(be)?;
+            let ids: Vec<&StreamId> = reply.claimed.iter().collect();
+            if !ids.is_empty() {
+                tracing::info!(
+                    partition = k,
+                    entries = ids.len(),
+                    "claimed pending entries"
+                );
+            }
+            let decoded = ids.iter().map(|s| self.decode_entry(s)).collect();
+            self.handle_entries(&key, &ids, decoded, system, con)
+                .await?;
+            if reply.next_stream_id == "0-0" {
+                return Ok(());
+            }
+            start = reply.next_stream_id;
+        }
+    }
+
+    /// Ends the drain of every draining partition still owned whose stream holds nothing
+    /// undelivered: from then on its agents get direct deliveries.
+    pub(super) async fn settle_drained(&self) -> Result<(), AgentdError> {
+        let owned = self.owned();
+        let draining: Vec<u32> = self
+            .draining
+            .read()
+            .map(|d| d.iter().copied().filter(|k| owned.contains(k)).collect())
+            .unwrap_or_default();
+        let mut con = self.con.clone();
+        for k in draining {
+            if self.drained(k, &mut con).await? {
+                if let Ok(mut d) = self.draining.write() {
+                    d.remove(&k);
+                }
+                tracing::info!(
+                    partition = k,
+                    "partition drained; its agents get direct deliveries"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether partition `k`'s stream holds nothing undelivered: every entry was read by the
+    /// group (last-delivered-id is the stream's last id) and acknowledged (nothing pending).
+    async fn drained(&self, k: u32, con: &mut ConnectionManager) -> Result<bool, AgentdError> {
+        let key = self.keys.partition(k);
+        let (stream, groups): (
+            HashMap<String, redis::Value>,
+            Vec<HashMap<String, redis::Value>>,
+        ) = redis::pipe()
+            .cmd("XINFO")
+            .arg("STREAM")
+            .arg(&key)
+            .cmd("XINFO")
+            .arg("GROUPS")
+            .arg(&key)
+            .query_async(con)
+            .await
+            .map_err(be)?;
+        let text = |m: &HashMap<String, redis::Value>, field: &str| -> Option<String> {
+            m.get(field)
+                .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+        };
+        let Some(last) = text(&stream, "last-generated-id") else {
+            return Ok(false);
+        };
+        Ok(groups.iter().any(|g| {
+            text(g, "name").as_deref() == Some(GROUP)
+                && text(g, "last-delivered-id").as_deref() == Some(last.as_str())
+                && g.get("pending")
+                    .and_then(|v| redis::from_redis_value_ref::<u64>(v).ok())
+                    == Some(0)
+        }))
+    }
+}

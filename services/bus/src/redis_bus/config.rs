@@ -1,0 +1,26 @@
+//! The settings of the Redis bus.
+
+/// Settings of the Redis bus.
+#[derive(Debug, Clone)]
+pub struct RedisBusConfig {
+    /// `redis://` or `rediss://` URL.
+    pub url: String,
+    /// Key namespace.
+    pub namespace: String,
+    /// Number of partition streams.
+    pub partitions: u32,
+    /// Lease time of a partition, ms.
+    pub lease_ms: u64,
+    /// Entries read per `XREADGROUP`.
+    pub batch: usize,
+    /// Largest envelope accepted, bytes.
+    pub max_envelope_bytes: usize,
+    /// Approximate cap of `<ns>:dead`.
+    pub dead_maxlen: usize,
+    /// Deliveries of one entry that failed with a store error (Redis answering, the write
+    /// failing) before the entry is dead-lettered instead of holding up its partition. An
+    /// outage does not count: while Redis is unreachable, nothing is delivered.
+    pub max_deliveries: u64,
+    /// This process's id (consumer name and lease value).
+    pub process_id: String,
+}

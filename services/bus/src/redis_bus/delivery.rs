@@ -1,0 +1,212 @@
+//! Handing partition entries to the local agents and acknowledging them. An entry is
+//! acknowledged (`XACK`) only once it is durably with its agent, or dead-lettered: it could
+//! not be decoded, failed for good, or kept failing with store errors. One that failed
+//! transiently stays pending, to be claimed again.
+
+use super::RedisBus;
+use super::in_flight::Batch;
+use crate::streams::{GROUP, be, decode_stream_entry};
+use agentd_actors::AgentSystem;
+use agentd_proto::{AgentdError, Control, Envelope, ErrorCode, Item};
+use redis::aio::ConnectionManager;
+use redis::cmd;
+use redis::streams::StreamId;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+impl RedisBus {
+    /// The envelope of a partition entry (its `m` field), or why it has none.
+    pub(super) fn decode_entry(&self, sid: &StreamId) -> Result<Envelope, AgentdError> {
+        decode_stream_entry(sid, self.cfg.max_envelope_bytes)
+    }
+
+    /// Hands a batch of routable entries to the router now, in order (the router queues each
+    /// as it is sent), and answers the task that waits for their durable pushes and then
+    /// acknowledges them, so the reader can read on meanwhile.
+    pub(super) fn route_batch(
+        self: &Arc<Self>,
+        partition: u32,
+        key: String,
+        ids: Vec<StreamId>,
+        envs: Vec<Envelope>,
+        system: &AgentSystem,
+    ) -> Batch {
+        let n = ids.len();
+        if let Some(c) = self.delivering.get(partition as usize) {
+            c.fetch_add(n, Ordering::SeqCst);
+        }
+        let requests: Vec<_> = envs
+            .into_iter()
+            .map(|env| system.route_from_stream(env))
+            .collect();
+        let me = self.clone();
+        let task = actix_rt::spawn(async move {
+            let outcomes = futures::future::join_all(requests)
+                .await
+                .into_iter()
+                .map(|r| r.map(|_| ()))
+                .collect();
+            let refs: Vec<&StreamId> = ids.iter().collect();
+            let mut con = me.con.clone();
+            let res = me.acknowledge(&key, &refs, outcomes, &mut con).await;
+            if let Some(c) = me.delivering.get(partition as usize) {
+                c.fetch_sub(n, Ordering::SeqCst);
+            }
+            res
+        });
+        (n, task)
+    }
+
+    /// Delivers entries in order; each is acknowledged once it is durably with its agent (or
+    /// moved to the dead-letter stream).
+    pub(super) async fn handle_entries(
+        &self,
+        key: &str,
+        ids: &[&StreamId],
+        decoded: Vec<Result<Envelope, AgentdError>>,
+        system: &AgentSystem,
+        con: &mut ConnectionManager,
+    ) -> Result<(), AgentdError> {
+        // Envelopes the router takes (inbox items, pause/resume/cancel/terminate) are handed
+        // over together: the router queues them in this order (per-agent order holds) and the
+        // receivers' durable writes run concurrently. Anything else (close, delete, child
+        // output) waits for what came before it and runs alone.
+        let mut outcomes: Vec<Result<(), AgentdError>> = Vec::with_capacity(ids.len());
+        let mut routed = Vec::new();
+        for decoded in decoded {
+            match decoded {
+                Ok(env) if routes_directly(&env) => routed.push(deliver(system, env)),
+                other => {
+                    outcomes.extend(futures::future::join_all(routed.drain(..)).await);
+                    outcomes.push(match other {
+                        Ok(env) if matches!(env.item, Item::Command(_)) => {
+                            self.run_call(system, env);
+                            Ok(())
+                        }
+                        Ok(env) => deliver(system, env).await,
+                        Err(e) => Err(e),
+                    });
+                }
+            }
+        }
+        outcomes.extend(futures::future::join_all(routed).await);
+        self.acknowledge(key, ids, outcomes, con).await
+    }
+
+    /// Acknowledges the entries whose delivery succeeded or failed for good (those go to the
+    /// dead letters first); one that failed transiently stays pending and its error is
+    /// answered.
+    async fn acknowledge(
+        &self,
+        key: &str,
+        ids: &[&StreamId],
+        outcomes: Vec<Result<(), AgentdError>>,
+        con: &mut ConnectionManager,
+    ) -> Result<(), AgentdError> {
+        let mut acks = Vec::with_capacity(ids.len());
+        let mut transient = None;
+        for (sid, outcome) in ids.iter().zip(outcomes) {
+            match outcome {
+                Ok(()) => {}
+                // Redis unreachable or a connection cut while the entry was being delivered
+                // (a store error included: the inbox write failed): it stays pending, and is
+                // claimed again after reconnecting. Dead-lettering it would lose a message
+                // that was acknowledged to its sender.
+                Err(e)
+                    if agentd_actors::ports::is_transient(&e)
+                        && !self.delivered_too_often(key, &sid.id, &e, con).await =>
+                {
+                    transient.get_or_insert(e);
+                    continue;
+                }
+                Err(e) => {
+                    self.dead
+                        .send(key, &sid.id, &e, sid.get::<Vec<u8>>("m"))
+                        .await
+                }
+            }
+            acks.push(sid.id.clone());
+        }
+        if !acks.is_empty() {
+            cmd("XACK")
+                .arg(key)
+                .arg(GROUP)
+                .arg(&acks)
+                .query_async::<i64>(con)
+                .await
+                .map_err(be)?;
+        }
+        transient.map_or(Ok(()), Err)
+    }
+
+    /// Whether entry `id` of `key`, whose delivery just failed with `e`, has failed too often to
+    /// be kept: only store errors count (Redis answered, the write did not go through), and
+    /// only once the group has delivered the entry `max_deliveries` times. If Redis cannot
+    /// tell, the entry is kept.
+    async fn delivered_too_often(
+        &self,
+        key: &str,
+        id: &str,
+        e: &AgentdError,
+        con: &mut ConnectionManager,
+    ) -> bool {
+        if e.code != ErrorCode::StoreError || self.cfg.max_deliveries == 0 {
+            return false;
+        }
+        let pending: redis::RedisResult<Vec<(String, String, u64, u64)>> = cmd("XPENDING")
+            .arg(key)
+            .arg(GROUP)
+            .arg(id)
+            .arg(id)
+            .arg(1)
+            .query_async(con)
+            .await;
+        let deliveries = match pending {
+            Ok(rows) => rows.first().map_or(0, |r| r.3),
+            Err(_) => return false,
+        };
+        if deliveries >= self.cfg.max_deliveries {
+            tracing::error!(stream = key, entry = id, deliveries, error = %e, "entry keeps failing; moving it to the dead letters");
+            return true;
+        }
+        false
+    }
+}
+
+/// Whether the router takes `env` as it is (see [`deliver`]).
+pub(super) fn routes_directly(env: &Envelope) -> bool {
+    matches!(
+        env.item,
+        Item::Inbox(_)
+            | Item::Control(
+                Control::Pause | Control::Resume | Control::Cancel | Control::Terminate
+            )
+    )
+}
+
+/// Hands one envelope from a partition to the local actors.
+async fn deliver(system: &AgentSystem, env: Envelope) -> Result<(), AgentdError> {
+    let target = env
+        .to
+        .agent_id()
+        .ok_or_else(|| {
+            AgentdError::new(
+                ErrorCode::BadEnvelope,
+                "partition entries are addressed to agents",
+            )
+        })?
+        .to_string();
+    match &env.item {
+        _ if routes_directly(&env) => {
+            // The router queues the envelope when this is first polled (its mailbox is far
+            // larger than a read batch), so envelopes handed over together keep their order.
+            system.route_from_stream(env).await.map(|_| ())
+        }
+        Item::Control(c) => system.control(&target, *c).await.map(|_| ()),
+        Item::Output(_) => system.take_output(env).await,
+        _ => Err(AgentdError::new(
+            ErrorCode::BadEnvelope,
+            "unexpected item on a partition stream",
+        )),
+    }
+}

@@ -1,0 +1,118 @@
+//! Partitions moving between processes. One given up (its lease lost, or beyond the fair
+//! share) is forgotten at once, then its agents are passivated once what the reader handed
+//! over for it is acknowledged, and only then is its lease released. The agents of one taken
+//! are resumed, since their acknowledged work waits in their durable inboxes.
+
+use super::leases::lease_changed;
+use super::{RedisBus, partition_index};
+use crate::streams::be;
+use agentd_actors::AgentSystem;
+use agentd_proto::AgentdError;
+use redis::aio::ConnectionManager;
+use std::collections::BTreeSet;
+use std::sync::RwLock;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+impl RedisBus {
+    /// Gives up the partitions whose lease was `lost` and the `surplus` beyond the fair share:
+    /// forgets them, waits for the reads and deliveries under way, passivates their agents and
+    /// releases the surplus leases.
+    pub(super) async fn give_up(
+        &self,
+        system: &AgentSystem,
+        lost: &[u32],
+        surplus: &[u32],
+        con: &mut ConnectionManager,
+    ) -> Result<(), AgentdError> {
+        let gone: Vec<u32> = lost.iter().chain(surplus.iter()).copied().collect();
+        remove_all(&self.owned, &gone);
+        // A partition taken again later starts a fresh drain and claim; until then its
+        // pending entries belong to whoever owns it.
+        remove_all(&self.draining, &gone);
+        remove_all(&self.to_claim, &gone);
+        if let Ok(mut r) = self.renewed.write() {
+            for k in &gone {
+                r.remove(k);
+            }
+        }
+        // What the reader handed over for these partitions is durably queued (or left
+        // pending) before their agents stop: a delivery refused by a stopping agent would
+        // be routed again, to the partition's next owner, behind newer entries.
+        self.wait_for_read_round().await;
+        self.wait_for_deliveries(&gone).await;
+        let partitions = self.cfg.partitions;
+        let set: BTreeSet<u32> = gone.iter().copied().collect();
+        let stopped = system
+            .passivate(Box::new(move |id| {
+                set.contains(&partition_index(id, partitions))
+            }))
+            .await;
+        for k in surplus {
+            let _: i64 = self.release_lease(*k, con).await.map_err(be)?;
+        }
+        lease_changed("lost", lost.len());
+        lease_changed("released", surplus.len());
+        tracing::info!(lost = ?lost, released = ?surplus, passivated = stopped, "partitions moved away");
+        Ok(())
+    }
+
+    /// Resumes the agents of the partitions just `taken`, in the background. Agents stopped
+    /// when a partition moved (here, after a lost lease, or in a dead owner) hold acknowledged
+    /// work only in their durable inboxes: activated, or they would wait for another message
+    /// to arrive.
+    pub(super) fn resume_taken(&self, system: &AgentSystem, taken: BTreeSet<u32>) {
+        let system = system.clone();
+        let partitions = self.cfg.partitions;
+        actix_rt::spawn(async move {
+            let filter = move |id: &str| taken.contains(&partition_index(id, partitions));
+            match system.recover_where(filter).await {
+                Ok(n) => tracing::info!(agents = n, "agents of taken partitions resumed"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "resuming the agents of taken partitions failed")
+                }
+            }
+        });
+    }
+
+    /// Waits until a read under way has come back (it blocks at most a quarter lease; this
+    /// waits at most half). A partition given up is left out of every read started after it
+    /// was dropped from `owned`; what a read already under way returns for it stays pending
+    /// here, and is claimed by the next owner, who can only take the lease once this process
+    /// releases it, after this wait.
+    pub(super) async fn wait_for_read_round(&self) {
+        let seen = self.read_rounds.load(Ordering::SeqCst);
+        let deadline = Instant::now() + Duration::from_millis(self.cfg.lease_ms / 2);
+        while self.reading.load(Ordering::SeqCst)
+            && self.read_rounds.load(Ordering::SeqCst) == seen
+            && Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Waits (at most half a lease) until no entry of `partitions` is between the router and
+    /// its acknowledgement.
+    pub(super) async fn wait_for_deliveries(&self, partitions: &[u32]) {
+        let deadline = Instant::now() + Duration::from_millis(self.cfg.lease_ms / 2);
+        let busy = || {
+            partitions.iter().any(|k| {
+                self.delivering
+                    .get(*k as usize)
+                    .is_some_and(|n| n.load(Ordering::SeqCst) > 0)
+            })
+        };
+        while busy() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+}
+
+/// Removes partitions `gone` from `set`.
+fn remove_all(set: &RwLock<BTreeSet<u32>>, gone: &[u32]) {
+    if let Ok(mut s) = set.write() {
+        for k in gone {
+            s.remove(k);
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! The Lua scripts of the bus: each checks and changes in one step what two commands would
+//! leave a window between.
+
+use redis::Script;
+
+/// Renews a lease only while it names this process. KEYS: the lease; ARGV: the process id,
+/// the lease time (ms). Answers 1 if renewed, 0 if the lease is gone or someone else's.
+const RENEW: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0";
+
+/// Deletes a lease only while it names this process. KEYS: the lease; ARGV: the process id.
+const RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0";
+
+/// A forward: the envelope is appended to its receiver's partition only while the receiver's
+/// record exists (`return 0`: it does not). One round trip, and no window between the look-up
+/// and the append for a deletion. KEYS: the partition stream, the receiver's record; ARGV: the
+/// envelope.
+const FORWARD: &str = r"
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+redis.call('XADD', KEYS[1], '*', 'm', ARGV[1])
+return 1";
+
+/// The scripts of one bus (a [`Script`] runs by its hash, and is loaded where Redis does not
+/// know it).
+pub(super) struct Scripts {
+    pub(super) renew: Script,
+    pub(super) release: Script,
+    pub(super) forward: Script,
+}
+
+impl Scripts {
+    pub(super) fn new() -> Self {
+        Scripts {
+            renew: Script::new(RENEW),
+            release: Script::new(RELEASE),
+            forward: Script::new(FORWARD),
+        }
+    }
+}

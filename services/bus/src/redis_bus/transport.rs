@@ -1,0 +1,64 @@
+//! The [`Transport`] the ChannelRouter routes through: which agents are local (owned, fresh,
+//! drained), which stream an agent's envelopes go to, and calls and forwards to the agents of
+//! other processes.
+
+use super::{RedisBus, partition_target};
+use crate::streams::be;
+use agentd_actors::Transport;
+use agentd_proto::codec::encode_envelope;
+use agentd_proto::{AgentdError, Envelope, Reply};
+use async_trait::async_trait;
+use std::time::Duration;
+
+#[async_trait]
+impl Transport for RedisBus {
+    fn is_local(&self, agent_id: &str) -> bool {
+        let k = self.partition_of(agent_id);
+        self.owned.read().map(|o| o.contains(&k)).unwrap_or(false)
+            && self.fresh(k)
+            && !self
+                .draining
+                .read()
+                .map(|d| d.contains(&k))
+                .unwrap_or(false)
+    }
+
+    fn owns(&self, agent_id: &str) -> bool {
+        let k = self.partition_of(agent_id);
+        self.owned.read().map(|o| o.contains(&k)).unwrap_or(false)
+    }
+
+    fn may_deliver(&self, agent_id: &str) -> bool {
+        self.owns(agent_id) && self.fresh(self.partition_of(agent_id))
+    }
+
+    fn stream_for(&self, agent_id: &str) -> Option<String> {
+        Some(self.keys.partition(self.partition_of(agent_id)))
+    }
+
+    async fn settle(&self) -> Result<(), AgentdError> {
+        self.settle_drained().await
+    }
+
+    async fn call(&self, env: Envelope, timeout: Duration) -> Result<Reply, AgentdError> {
+        self.call_owner(env, timeout).await
+    }
+
+    async fn forward(&self, env: &Envelope) -> Result<(), AgentdError> {
+        let target = partition_target(env)?;
+        let mut con = self.con.clone();
+        let appended: i64 = self
+            .scripts
+            .forward
+            .key(self.keys.partition(self.partition_of(target)))
+            .key(self.keys.agent(target))
+            .arg(encode_envelope(env)?)
+            .invoke_async(&mut con)
+            .await
+            .map_err(be)?;
+        if appended == 0 {
+            return Err(AgentdError::agent_not_found(target));
+        }
+        Ok(())
+    }
+}
