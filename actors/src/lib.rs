@@ -25,6 +25,7 @@ pub mod checkpoints;
 pub mod clock;
 pub mod config;
 pub mod deps;
+mod handle;
 pub mod hashing;
 pub mod messages;
 pub mod metrics;

@@ -4,7 +4,7 @@
 //! [`AgentSystem`]: crate::system::AgentSystem
 
 use crate::channel_router::ChannelRouter;
-use crate::channel_router::RouteAcked;
+use crate::channel_router::messages::RouteAcked;
 use crate::clock::{Clock, SystemClock};
 use crate::deps::Deps;
 use crate::messages::{

@@ -1,10 +1,12 @@
 //! [`AgentSystem`]: the facade services and tests use. It starts the actors of one process and
 //! turns every [`Command`] into the same operations the tools use.
 
-use crate::channel_router::{ChannelRouter, SetSupervisor};
+use crate::channel_router::ChannelRouter;
 use crate::deps::Deps;
+use crate::handle::{Shared, SystemHandle};
 use crate::messages::{Shutdown, SpawnSpec};
 use crate::ops::{self, mailbox};
+use crate::scheduler::{Scheduler, SchedulerLimits};
 use crate::supervisor::Supervisor;
 use crate::tools::{self, ToolContext, ToolOutcome};
 use actix::prelude::*;
@@ -31,9 +33,26 @@ impl AgentSystem {
     /// Starts the ChannelRouter and the Supervisor. Must run inside an actix `System`.
     pub fn start(deps: Deps) -> Self {
         let deps = Arc::new(deps);
-        let router = ChannelRouter::new(deps.clone()).start();
-        let supervisor = Supervisor::new(deps.clone(), router.clone()).start();
-        router.do_send(SetSupervisor(supervisor.clone()));
+        let limits = SchedulerLimits {
+            total: deps.config.limits.max_running_turns,
+            per_parent: deps.config.limits.max_running_turns_per_parent,
+            per_provider: deps.config.provider_limits.clone(),
+        };
+        let scheduler = limits.any().then(|| Scheduler::new(limits).start());
+        // Both actors' addresses exist before either starts, so each is made with the handle
+        // that names both.
+        let router_ctx = Context::<ChannelRouter>::new();
+        let supervisor_ctx = Context::<Supervisor>::new();
+        let system = SystemHandle::new(Shared {
+            deps: deps.clone(),
+            supervisor: Arc::new(supervisor_ctx.address()),
+            router: Arc::new(router_ctx.address()),
+            scheduler,
+            directory: Default::default(),
+            tree_spend: Default::default(),
+        });
+        router_ctx.run(ChannelRouter::new(system.clone()));
+        supervisor_ctx.run(Supervisor::new(system.clone()));
         tracing::info!(
             model = deps.model.backend(),
             store = deps.store.kind(),
@@ -41,8 +60,8 @@ impl AgentSystem {
         );
         AgentSystem {
             deps,
-            supervisor: Arc::new(supervisor),
-            router: Arc::new(router),
+            supervisor: system.supervisor.clone(),
+            router: system.router.clone(),
         }
     }
 
@@ -58,7 +77,7 @@ impl AgentSystem {
     ) -> impl std::future::Future<Output = Result<bool, AgentdError>> + use<> {
         let sent = self
             .router
-            .send(crate::channel_router::RouteFromStream(env));
+            .send(crate::channel_router::messages::RouteFromStream(env));
         async move { sent.await.map_err(mailbox)? }
     }
 
@@ -68,7 +87,9 @@ impl AgentSystem {
         &self,
         env: Envelope,
     ) -> impl std::future::Future<Output = Result<bool, AgentdError>> + use<> {
-        let sent = self.router.send(crate::channel_router::RouteAcked(env));
+        let sent = self
+            .router
+            .send(crate::channel_router::messages::RouteAcked(env));
         async move { sent.await.map_err(mailbox)? }
     }
 
@@ -77,7 +98,7 @@ impl AgentSystem {
     /// answers once that router has handled it.
     pub async fn take_output(&self, env: Envelope) -> Result<(), AgentdError> {
         self.router
-            .send(crate::channel_router::RemoteOutput(env))
+            .send(crate::channel_router::messages::RemoteOutput(env))
             .await
             .map_err(mailbox)?
     }
@@ -86,7 +107,7 @@ impl AgentSystem {
     /// has emptied ([`crate::ports::Transport::settle`]).
     pub async fn settle_transport(&self) -> Result<(), AgentdError> {
         self.router
-            .send(crate::channel_router::SettleTransport)
+            .send(crate::channel_router::messages::SettleTransport)
             .await
             .map_err(mailbox)?
     }
@@ -95,7 +116,7 @@ impl AgentSystem {
     /// process); answers how many were stopped. Their durable inboxes stay.
     pub async fn passivate(&self, filter: Box<dyn Fn(&str) -> bool + Send>) -> usize {
         self.supervisor
-            .send(crate::channel_router::Passivate(filter))
+            .send(crate::supervisor::messages::Passivate(filter))
             .await
             .unwrap_or(0)
     }

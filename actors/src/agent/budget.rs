@@ -168,7 +168,7 @@ impl AgentActor {
         if self.rec.parent_id.is_none() && self.rec.budget.is_none() {
             return; // a root without a budget: no tree budget to check
         }
-        let env = self.env.clone();
+        let system = self.system.clone();
         let own_budget = self.rec.budget.as_deref().copied();
         let is_root = self.rec.parent_id.is_none();
         let (id, root_id) = (self.rec.id.clone(), self.rec.root_id.clone());
@@ -178,7 +178,7 @@ impl AgentActor {
         };
         ctx.spawn(
             async move {
-                let deps = &env.deps;
+                let deps = &system.deps;
                 let budget = if is_root {
                     own_budget
                 } else {
@@ -186,11 +186,11 @@ impl AgentActor {
                     root.and_then(|r| r.budget.as_deref().copied())
                 }?;
                 let now = deps.clock.now_ms();
-                let tree = match env.tree_spend.add(&root_id, spent, now) {
+                let tree = match system.tree_spend.add(&root_id, spent, now) {
                     Some(tree) => tree,
                     None => {
                         let tree = sum_tree(deps, &root_id, &id, mine).await;
-                        env.tree_spend.put(&root_id, tree, now);
+                        system.tree_spend.put(&root_id, tree, now);
                         tree
                     }
                 };
@@ -207,7 +207,7 @@ impl AgentActor {
                 };
                 act.persist(ctx);
                 if let Some(limit) = limit {
-                    act.env.supervisor.do_send(crate::messages::PauseTree {
+                    act.system.supervisor.do_send(crate::messages::PauseTree {
                         root_id: act.rec.root_id.clone(),
                         limit,
                     });

@@ -16,7 +16,7 @@ impl AgentActor {
         trigger: &str,
         ctx: &mut Context<Self>,
     ) {
-        let deps = self.env.deps.clone();
+        let deps = self.system.deps.clone();
         let rec = self.rec.clone();
         let trigger = trigger.to_string();
         let flushed = self.flush_now();
@@ -36,7 +36,7 @@ impl Handler<TakeCheckpoint> for AgentActor {
     type Result = AtomicResponse<Self, Result<agentd_proto::Checkpoint, AgentdError>>;
 
     fn handle(&mut self, msg: TakeCheckpoint, _: &mut Self::Context) -> Self::Result {
-        let deps = self.env.deps.clone();
+        let deps = self.system.deps.clone();
         let rec = self.rec.clone();
         AtomicResponse::new(Box::pin(
             async move { crate::checkpoints::capture(&deps, &rec, msg.reason, &msg.trigger).await }

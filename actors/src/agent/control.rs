@@ -121,7 +121,7 @@ impl AgentActor {
 
     /// Gives the turn slot back, or withdraws a request for one.
     pub(super) fn release_permit(&self) {
-        if let Some(scheduler) = &self.env.scheduler
+        if let Some(scheduler) = &self.system.scheduler
             && self.phase.involves_scheduler()
         {
             scheduler.do_send(crate::scheduler::Release(self.rec.id.clone()));

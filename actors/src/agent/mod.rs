@@ -40,9 +40,8 @@ mod start;
 mod status;
 mod write_behind;
 
-use crate::channel_router::ChannelRouter;
 use crate::deps::Deps;
-use crate::supervisor::Supervisor;
+use crate::handle::SystemHandle;
 use actix::prelude::*;
 use agentd_proto::AgentRecord;
 use messages::{Runtime, RuntimeState, Snapshot};
@@ -52,21 +51,6 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use write_behind::WriteBehind;
 
-/// What every agent of a process shares: ports, config and the process actors' addresses
-/// (one pointer per agent; `Addr` clones would allocate).
-pub struct AgentEnv {
-    /// Ports and config.
-    pub deps: Arc<Deps>,
-    /// The process supervisor.
-    pub supervisor: Arc<Addr<Supervisor>>,
-    /// The process router.
-    pub router: Arc<Addr<ChannelRouter>>,
-    /// Turn slots under a concurrency limit, if one is set.
-    pub scheduler: Option<Arc<Addr<crate::scheduler::Scheduler>>>,
-    /// What each agent tree has spent, as last summed (tree budgets).
-    pub tree_spend: crate::tree_spend::TreeSpend,
-}
-
 /// The actor of one agent.
 ///
 /// Every live agent is one spawned actor: what it rarely holds (a running turn, a retried item,
@@ -74,8 +58,8 @@ pub struct AgentEnv {
 /// process with 100,000 idle agents stays small (see the size test below).
 pub struct AgentActor {
     rec: SharedRecord,
-    /// Shared with every agent of the process.
-    env: Arc<AgentEnv>,
+    /// Shared with every actor of the process.
+    system: SystemHandle,
     phase: Phase,
     queue: InboxQueue,
     writes: WriteBehind,
@@ -115,16 +99,16 @@ impl std::ops::DerefMut for SharedRecord {
 }
 
 impl AgentActor {
-    /// An actor for `rec` (started by the [`Supervisor`]) that waits for the agents of `unmet`
+    /// An actor for `rec` (started by the supervisor) that waits for the agents of `unmet`
     /// (its `depends_on` that have not completed) before its turns run.
-    pub fn new(
+    pub(crate) fn new(
         rec: impl Into<Arc<AgentRecord>>,
-        env: Arc<AgentEnv>,
+        system: SystemHandle,
         unmet: HashSet<String>,
     ) -> Self {
         AgentActor {
             rec: SharedRecord(rec.into()),
-            env,
+            system,
             phase: if unmet.is_empty() {
                 Phase::Idle
             } else {
@@ -144,7 +128,7 @@ impl AgentActor {
     }
 
     fn deps(&self) -> &Deps {
-        &self.env.deps
+        &self.system.deps
     }
 }
 
@@ -163,12 +147,11 @@ impl Actor for AgentActor {
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         self.release_permit();
-        self.env
+        self.system
             .supervisor
-            .do_send(crate::messages::AgentStopped(self.rec.id.clone()));
-        self.env
-            .router
-            .do_send(crate::messages::Forget(self.rec.id.clone()));
+            .do_send(crate::supervisor::messages::AgentStopped(
+                self.rec.id.clone(),
+            ));
     }
 }
 

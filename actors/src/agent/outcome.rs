@@ -302,7 +302,7 @@ impl AgentActor {
     fn yielded(&mut self, result: serde_json::Value, cause: Uuid, ctx: &mut Context<Self>) {
         self.rec.result = Some(Box::new(result.clone()));
         let _ = self.set_status(AgentStatus::Completed, Some("yielded".into()), ctx);
-        self.env.supervisor.do_send(crate::messages::Finished {
+        self.system.supervisor.do_send(crate::messages::Finished {
             agent_id: self.rec.id.clone(),
             ok: true,
         });
@@ -401,7 +401,7 @@ impl AgentActor {
             message: e.to_string(),
         });
         let _ = self.set_status(AgentStatus::Failed, Some(e.code.as_str().into()), ctx);
-        self.env.supervisor.do_send(crate::messages::Finished {
+        self.system.supervisor.do_send(crate::messages::Finished {
             agent_id: self.rec.id.clone(),
             ok: false,
         });
@@ -426,7 +426,7 @@ impl AgentActor {
             kept: false,
         };
         if let Some(out) = self.writes.send_or_hold(out) {
-            self.env.router.do_send(out);
+            self.system.router.do_send(out);
         }
     }
 }

@@ -61,7 +61,7 @@ impl AgentActor {
         let rec = &self.rec;
         let mut batch = self.writes.take_batch(|| rec.share());
         crate::channel_router::outputs_into_batch(
-            &self.env.deps,
+            &self.system.deps,
             &mut batch.writes,
             &mut batch.outputs,
         );
@@ -79,7 +79,7 @@ impl AgentActor {
             Ok(()) => {
                 act.writes.batch_written(batch.input_written);
                 for out in batch.outputs {
-                    act.env.router.do_send(out);
+                    act.system.router.do_send(out);
                 }
             }
             Err(e) => act.flush_failed(e, batch, ctx),
@@ -105,7 +105,7 @@ impl AgentActor {
     /// forwards it carried to their parents' partitions.
     fn send_outputs_alone(&self, writes: Vec<StoreWrite>, outputs: Vec<ChildOutput>) {
         for out in outputs {
-            self.env.router.do_send(out);
+            self.system.router.do_send(out);
         }
         let Some(transport) = self.deps().transport.clone() else {
             return;

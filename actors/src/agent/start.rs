@@ -100,7 +100,8 @@ impl AgentActor {
             // Not an item that runs a turn.
             return self.pump_with(prestart, ctx);
         };
-        if let Some(scheduler) = self.env.scheduler.clone() {
+        let system = self.system.clone();
+        if let Some(scheduler) = &system.scheduler {
             // Wait for a turn slot; the agent shows `queued` meanwhile.
             let _ = self.set_status(
                 AgentStatus::Queued,
@@ -165,7 +166,7 @@ impl AgentActor {
     ) -> Option<(TurnInput, Vec<StoreWrite>)> {
         let ready = matches!(self.phase, Phase::Idle)
             && self.queue.is_empty()
-            && self.env.scheduler.is_none()
+            && self.system.scheduler.is_none()
             && self.rec.status.accepts_turns()
             && self.rec.status.can_become(AgentStatus::Running)
             && self.over_budget().is_none();
@@ -204,7 +205,7 @@ impl AgentActor {
         ctx: &mut Context<Self>,
     ) {
         let give_back_permit = |act: &Self| {
-            if holds_permit && let Some(scheduler) = &act.env.scheduler {
+            if holds_permit && let Some(scheduler) = &act.system.scheduler {
                 scheduler.do_send(crate::scheduler::Release(act.rec.id.clone()));
             }
         };
@@ -267,7 +268,7 @@ impl AgentActor {
 
     /// What the agent's turns show its model and how its usage is counted, made on first use.
     pub(super) fn turn_setup(&mut self) -> &TurnSetup {
-        let (rec, deps) = (&self.rec, &self.env.deps);
+        let (rec, deps) = (&self.rec, &self.system.deps);
         self.setup.get_or_insert_with(|| {
             Box::new(TurnSetup {
                 tool_specs: crate::tools::visible_specs(rec, deps),
@@ -308,12 +309,12 @@ impl AgentActor {
             thread: self.thread.take(),
             input_written,
             rec: self.rec.share(),
-            deps: self.env.deps.clone(),
+            deps: self.system.deps.clone(),
             tools: ToolContext {
                 caller: self.rec.share(),
-                deps: self.env.deps.clone(),
-                supervisor: self.env.supervisor.clone(),
-                router: self.env.router.clone(),
+                deps: self.system.deps.clone(),
+                supervisor: self.system.supervisor.clone(),
+                router: self.system.router.clone(),
                 cause,
             },
             usage: ctx.address().recipient(),
@@ -353,7 +354,7 @@ impl Handler<Permit> for AgentActor {
             other => {
                 // Nothing waits for it any more: the slot goes back.
                 self.phase = other;
-                if let Some(scheduler) = &self.env.scheduler {
+                if let Some(scheduler) = &self.system.scheduler {
                     scheduler.do_send(crate::scheduler::Release(self.rec.id.clone()));
                 }
             }

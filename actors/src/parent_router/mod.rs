@@ -2,22 +2,21 @@
 //! `(worker title, threadAlias)` to a persistent child agent (get-or-create), holds the
 //! pending sync waits, and forwards child output to the parent (seed 000's ManageAdapter).
 
-use crate::channel_router::ChannelRouter;
-use crate::channel_router::RouteAcked;
-use crate::deps::Deps;
-use crate::messages::{
-    CancelWait, ChildOutput, Dispatched, ManageSend, Output, Spawn, SpawnSpec, WaitResult,
-};
+pub(crate) mod messages;
+
+use crate::channel_router::messages::{ChildOutput, RouteAcked};
+use crate::handle::SystemHandle;
 use crate::ops::mailbox;
-use crate::supervisor::Supervisor;
+use crate::supervisor::messages::{Spawn, SpawnSpec};
 use actix::prelude::*;
+use agentd_proto::Output;
 use agentd_proto::ids::{derived_id, new_id};
 use agentd_proto::{
     Address, AgentStatus, AgentdError, Channel, Envelope, ErrorCode, Event, InboxItem, Item,
     ManageMode, ManageOptions, Role,
 };
+use messages::{CancelWait, Dispatched, ManageSend, WaitResult};
 use std::collections::HashMap;
-use std::sync::Arc;
 use tokio::sync::oneshot;
 
 struct Waiter {
@@ -31,9 +30,7 @@ struct Waiter {
 /// The router of one parent's children.
 pub struct ParentRouter {
     parent_id: String,
-    deps: Arc<Deps>,
-    supervisor: std::sync::Arc<Addr<Supervisor>>,
-    router: std::sync::Arc<Addr<ChannelRouter>>,
+    system: SystemHandle,
     waiters: Vec<Waiter>,
     next_wait: u64,
     /// Options of the latest call per child (per-call overrides win over the stored ones).
@@ -45,17 +42,10 @@ pub struct ParentRouter {
 
 impl ParentRouter {
     /// A router for `parent_id`.
-    pub fn new(
-        parent_id: String,
-        deps: Arc<Deps>,
-        supervisor: std::sync::Arc<Addr<Supervisor>>,
-        router: std::sync::Arc<Addr<ChannelRouter>>,
-    ) -> Self {
+    pub(crate) fn new(parent_id: String, system: SystemHandle) -> Self {
         ParentRouter {
             parent_id,
-            deps,
-            supervisor,
-            router,
+            system,
             waiters: Vec::new(),
             next_wait: 1,
             options: HashMap::new(),
@@ -74,7 +64,7 @@ impl ParentRouter {
 
     fn delivery_failed(&self, child_id: &str, e: AgentdError) {
         tracing::warn!(agent_id = %child_id, parent_id = %self.parent_id, error = %e, "child output not delivered");
-        self.deps.events.publish(&Event::DeliveryFailed {
+        self.system.deps.events.publish(&Event::DeliveryFailed {
             agent_id: child_id.to_string(),
             code: e.code,
             message: e.message,
@@ -120,8 +110,8 @@ impl ParentRouter {
     /// Resolves `msg`'s `(worker title, alias)` in the store (get-or-create, race-free across
     /// processes), makes the child if it does not exist (yet, or any more), then sends.
     fn resolve_and_send(&mut self, msg: ManageSend) -> SendFuture {
-        let deps = self.deps.clone();
-        let supervisor = self.supervisor.clone();
+        let deps = self.system.deps.clone();
+        let supervisor = self.system.supervisor.clone();
         let parent_id = self.parent_id.clone();
         let m = msg.clone_light();
         let fut = async move {
@@ -204,7 +194,7 @@ impl ParentRouter {
             Address::agent(&self.parent_id),
             Address::agent(&child_id),
             Item::Inbox(InboxItem::message(msg.message.clone())),
-            self.deps.clock.now_ms(),
+            self.system.deps.clock.now_ms(),
         );
         env.causation_id = Some(msg.cause);
         (
@@ -219,7 +209,7 @@ impl ParentRouter {
 
     /// Routes a dispatched message; one that could not be sent takes its sync wait with it.
     fn route(&mut self, env: Envelope, dispatched: Dispatched) -> SendFuture {
-        let router = self.router.clone();
+        let router = self.system.router.clone();
         Box::pin(
             async move { router.send(RouteAcked(env)).await.map_err(mailbox)? }
                 .into_actor(self)
@@ -266,7 +256,7 @@ impl Handler<ChildOutput> for ParentRouter {
         // A kept output is let go once handled; one whose push met an unreachable store stays
         // kept, and the next start hands it over again.
         let kept = out.kept.then(|| derived_id(out.cause, "output"));
-        let store = self.deps.store.clone();
+        let store = self.system.deps.store.clone();
         Box::pin(self.take_output(out).map(move |handled, _, _| {
             if let Some(id) = kept.filter(|_| handled) {
                 actix_rt::spawn(async move {
@@ -334,8 +324,8 @@ impl ParentRouter {
         };
         let urgent = matches!(child.channel, Channel::Spawn { .. })
             || !matches!(out.output, Output::Reply { text: _ });
-        let deps = self.deps.clone();
-        let router = self.router.clone();
+        let deps = self.system.deps.clone();
+        let router = self.system.router.clone();
         let parent_id = self.parent_id.clone();
         let child_id = child.id.clone();
         let fut = async move {

@@ -1,0 +1,62 @@
+//! The messages the [`ChannelRouter`](super::ChannelRouter) handles.
+
+use crate::agent::messages::Delivery;
+use actix::prelude::*;
+use agentd_proto::{AgentRecord, AgentdError, Envelope, Output};
+use uuid::Uuid;
+
+/// Route an envelope to its receiver, activating a persisted agent if needed (fire and
+/// forget: a failure is logged; [`RouteAcked`] answers).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Route(pub Envelope);
+
+/// Like [`Route`], but answers only once the receiver has the item in its durable inbox
+/// (`Ok(false)`: it was a duplicate). Transports acknowledge their stream entries after it.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<bool, AgentdError>")]
+pub struct RouteAcked(pub Envelope);
+
+/// [`RouteAcked`] for an entry a transport read from a partition stream this process owns: it
+/// is delivered here even while the partition is still being drained after a takeover.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<bool, AgentdError>")]
+pub struct RouteFromStream(pub Envelope);
+
+/// A [`Delivery`] a stopping agent did not take, back to the router, which routes it again.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct Refused(pub Delivery);
+
+/// A child's output that arrived through a partition stream (`Item::Output` envelope, from
+/// another process or from a child of this one): the child's record is read from the store
+/// (once per child) and the output handed to the local ParentRouter; answered once that
+/// router has handled it.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<(), AgentdError>")]
+pub struct RemoteOutput(pub Envelope);
+
+/// Asks the transport to end the drain of partitions it has emptied
+/// ([`crate::ports::Transport::settle`]). Handled atomically by the router (no envelope is
+/// routed meanwhile), and only when no lane of a draining agent holds an envelope: everything
+/// forwarded to those agents before is in their stream by then, so the check cannot miss it.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<(), AgentdError>")]
+pub struct SettleTransport;
+
+/// A child's output on its way to the parent's [`ParentRouter`](crate::parent_router::ParentRouter)
+/// (the thread "outbox"). The router takes it first and passes it on, to the parent's router in
+/// this process or to the process that owns the parent.
+#[derive(Message, Debug, Clone)]
+#[rtype(result = "()")]
+pub struct ChildOutput {
+    /// The child's record (its channel says where the output goes), shared with the child.
+    pub child: std::sync::Arc<AgentRecord>,
+    /// What it produced.
+    pub output: Output,
+    /// Id of the thread entry (or envelope) that carries it; forwards derive their ids from it.
+    pub cause: Uuid,
+    /// Kept in the store's outbox ([`crate::ports::StoreWrite::Outbox`]) until the parent's
+    /// router has handled it, which then lets it go.
+    pub kept: bool,
+}

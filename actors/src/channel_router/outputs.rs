@@ -1,0 +1,223 @@
+//! Child outputs (a reply, a yield, a failure) on their way to the parent's router.
+//!
+//! Most outputs leave with the child's own store batch ([`outputs_into_batch`]), so no output is
+//! lost between the write that records what it answers and the parent: with a bus, as a forward
+//! to the parent's partition stream; on a store that keeps an outbox, kept there until the
+//! parent's router has handled it. What is left reaches the router as a [`ChildOutput`] message
+//! and goes to the parent's router here, or to the process that owns the parent.
+
+use super::ChannelRouter;
+use super::messages::{ChildOutput, RemoteOutput};
+use crate::deps::Deps;
+use crate::ops::mailbox;
+use crate::ports::StoreWrite;
+use crate::supervisor::messages::ParentRouterFor;
+use actix::prelude::*;
+use agentd_proto::ids::derived_id;
+use agentd_proto::{Address, AgentdError, Envelope, ErrorCode, Item};
+use std::sync::Arc;
+
+/// At most this many remote children's records are kept (then the cache starts over).
+const REMOTE_CHILDREN_CACHED: usize = 4096;
+
+/// Tries of forwarding one child output to its parent's process (~20 s with the backoff)
+/// before it is given up. Most outputs leave with the child's own store batch instead
+/// ([`StoreWrite::Forward`]), which is retried until it is written.
+const FORWARD_ATTEMPTS: u32 = 14;
+
+/// The envelope that carries `out` to `parent_id`'s router in another process: its id is
+/// derived from the entry that carries the output, so a turn re-run after a crash sends the
+/// same envelope again and the parent takes it once.
+pub(crate) fn output_envelope(out: &ChildOutput, parent_id: &str, now_ms: u64) -> Envelope {
+    let mut env = Envelope::new(
+        Address::agent(&out.child.id),
+        Address::agent(parent_id),
+        Item::Output(out.output.clone()),
+        now_ms,
+    );
+    env.id = derived_id(out.cause, "output");
+    env.causation_id = Some(out.cause);
+    env
+}
+
+/// Moves `outputs` into `writes`, the store batch they were made from, where the store can
+/// carry them: with a bus, as [`StoreWrite::Forward`] to the parent's partition stream (also
+/// when this process owns the parent: handed over in memory after the batch, an output would be
+/// lost if the process died in between, since the child's item was done and nothing would make
+/// it again); without one, a store that keeps an outbox keeps them ([`StoreWrite::Outbox`],
+/// marked `kept`) until the parent's router has handled them. They leave in the same round
+/// trip or commit as the writes before them and are written again with them if the batch
+/// fails. What is left in `outputs` goes to the router once the batch is written.
+pub(crate) fn outputs_into_batch(
+    deps: &Deps,
+    writes: &mut Vec<StoreWrite>,
+    outputs: &mut Vec<ChildOutput>,
+) {
+    if outputs.is_empty() {
+        return;
+    }
+    let now = deps.clock.now_ms();
+    let transport = match &deps.transport {
+        Some(transport) if deps.store.takes_forwards() => transport,
+        Some(_) => return,
+        None => {
+            if deps.store.keeps_outbox() {
+                for out in outputs.iter_mut() {
+                    if let Some(parent) = out.child.channel.parent_id() {
+                        let env = output_envelope(out, parent, now);
+                        writes.push(StoreWrite::Outbox { env: Arc::new(env) });
+                        out.kept = true;
+                    }
+                }
+            }
+            return;
+        }
+    };
+    outputs.retain(|out| {
+        let Some(parent) = out.child.channel.parent_id() else {
+            return true;
+        };
+        let Some(stream) = transport.stream_for(parent) else {
+            return true;
+        };
+        let env = output_envelope(out, parent, now);
+        writes.push(StoreWrite::Forward {
+            stream,
+            env: Arc::new(env),
+        });
+        false
+    });
+}
+
+impl Handler<ChildOutput> for ChannelRouter {
+    type Result = AtomicResponse<Self, ()>;
+
+    fn handle(&mut self, out: ChildOutput, _: &mut Self::Context) -> Self::Result {
+        let Some(parent_id) = out.child.channel.parent_id().map(str::to_string) else {
+            return AtomicResponse::new(Box::pin(actix::fut::ready(())));
+        };
+        if let Some(transport) = self
+            .system
+            .deps
+            .transport
+            .clone()
+            // Outputs go to the parent's ParentRouter in the process that owns it; what that
+            // router puts in the parent's inbox is routed (and ordered) like any message.
+            .filter(|t| !t.owns(&parent_id))
+        {
+            let env = output_envelope(&out, &parent_id, self.system.deps.clock.now_ms());
+            // Outputs keep their order, so the next one waits while this one is tried again
+            // (Redis unreachable: nothing else gets through meanwhile either).
+            let fut = async move {
+                let mut backoff = std::time::Duration::from_millis(50);
+                for attempt in 1..=FORWARD_ATTEMPTS {
+                    match transport.forward(&env).await {
+                        Ok(()) => return,
+                        // The parent is gone (deleted): no attempt would land.
+                        Err(e) if e.code == ErrorCode::AgentNotFound => {
+                            tracing::warn!(agent_id = %out.child.id, message_id = %env.id, error = %e, "child output not forwarded: its parent no longer exists");
+                            return;
+                        }
+                        Err(e) if attempt == FORWARD_ATTEMPTS => {
+                            tracing::error!(agent_id = %out.child.id, message_id = %env.id, error = %e, "child output could not be forwarded to its parent's process; given up");
+                        }
+                        Err(e) => {
+                            tracing::warn!(agent_id = %out.child.id, message_id = %env.id, error = %e, "forwarding a child output failed; trying again");
+                            tokio::time::sleep(backoff).await;
+                            backoff = (backoff * 2).min(std::time::Duration::from_secs(2));
+                        }
+                    }
+                }
+            };
+            return AtomicResponse::new(Box::pin(fut.into_actor(self)));
+        }
+        if let Some(pr) = self.system.directory.parent_router(&parent_id) {
+            pr.do_send(out);
+            return AtomicResponse::new(Box::pin(actix::fut::ready(())));
+        }
+        let supervisor = self.system.supervisor.clone();
+        let fut = async move { supervisor.send(ParentRouterFor(parent_id)).await };
+        AtomicResponse::new(Box::pin(fut.into_actor(self).map(
+            move |res, _, _| match res {
+                Ok(pr) => pr.do_send(out),
+                Err(e) => tracing::error!(error = %e, "no parent router; child output dropped"),
+            },
+        )))
+    }
+}
+
+impl Handler<RemoteOutput> for ChannelRouter {
+    type Result = ResponseActFuture<Self, Result<(), AgentdError>>;
+
+    fn handle(&mut self, RemoteOutput(env): RemoteOutput, ctx: &mut Self::Context) -> Self::Result {
+        let Item::Output(output) = env.item else {
+            return Box::pin(actix::fut::ready(Err(AgentdError::new(
+                ErrorCode::BadEnvelope,
+                "not an output envelope",
+            ))));
+        };
+        let child_id = env.from.agent_id().unwrap_or_default().to_string();
+        let cause = env.causation_id.unwrap_or(env.id);
+        let cached = self.remote_children.get(&child_id).cloned();
+        let store = self.system.deps.store.clone();
+        let me = ctx.address();
+        // The parent's router here, if this process owns the parent: the output is answered
+        // (and its stream entry acknowledged) only once that router has handled it — put it
+        // in the parent's durable inbox, or handed it to a waiting call — so a crash before
+        // that leaves the entry to be read again.
+        let parent_router = match env.to.agent_id() {
+            Some(parent)
+                if self
+                    .system
+                    .deps
+                    .transport
+                    .as_ref()
+                    .is_none_or(|t| t.owns(parent)) =>
+            {
+                let known = self.system.directory.parent_router(parent);
+                Some((known, self.system.supervisor.clone(), parent.to_string()))
+            }
+            _ => None,
+        };
+        let fut = async move {
+            let (child, fresh) = match cached {
+                Some(child) => (child, false),
+                None => {
+                    let child = store
+                        .get_agent(&child_id)
+                        .await?
+                        .ok_or_else(|| AgentdError::agent_not_found(&child_id))?;
+                    (Arc::new(child), true)
+                }
+            };
+            let out = ChildOutput {
+                child: child.clone(),
+                output,
+                cause,
+                kept: false,
+            };
+            match parent_router {
+                Some((Some(pr), _, _)) => pr.send(out).await.map_err(mailbox)?,
+                Some((None, supervisor, parent)) => {
+                    let pr = supervisor
+                        .send(ParentRouterFor(parent))
+                        .await
+                        .map_err(mailbox)?;
+                    pr.send(out).await.map_err(mailbox)?;
+                }
+                // Not this process's (any more): the router forwards it.
+                None => me.send(out).await.map_err(mailbox)?,
+            }
+            Ok::<_, AgentdError>(fresh.then_some(child))
+        };
+        Box::pin(fut.into_actor(self).map(|res, act: &mut Self, _| {
+            if let Some(child) = res? {
+                if act.remote_children.len() >= REMOTE_CHILDREN_CACHED {
+                    act.remote_children.clear();
+                }
+                act.remote_children.insert(child.id.clone(), child);
+            }
+            Ok(())
+        }))
+    }
+}

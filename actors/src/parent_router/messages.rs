@@ -1,0 +1,55 @@
+//! The messages a [`ParentRouter`](super::ParentRouter) handles (besides the
+//! [`ChildOutput`](crate::channel_router::messages::ChildOutput)s the channel router passes
+//! on to it).
+
+use actix::prelude::*;
+use agentd_proto::{AgentRecord, AgentdError, ManageOptions};
+use tokio::sync::oneshot;
+use uuid::Uuid;
+
+/// The outcome of a sync Manage wait.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitResult {
+    /// `ok`, `failed` or `timeout`.
+    pub status: &'static str,
+    /// Assistant messages collected.
+    pub messages: Vec<String>,
+    /// The child's error, for `failed`.
+    pub error: Option<String>,
+}
+
+/// What a Manage `send_message` did.
+#[derive(Debug)]
+pub struct Dispatched {
+    /// The child agent (= child thread).
+    pub child_id: String,
+    /// Whether the child was created by this call.
+    pub created: bool,
+    /// In sync mode: the wait id and where the result arrives.
+    pub wait: Option<(u64, oneshot::Receiver<WaitResult>)>,
+}
+
+/// Route a Manage message to a worker's child thread (get-or-create by alias).
+#[derive(Message, Debug)]
+#[rtype(result = "Result<Dispatched, AgentdError>")]
+pub struct ManageSend {
+    /// The parent (caller) record.
+    pub parent: AgentRecord,
+    /// Worker agent type name.
+    pub worker_type: String,
+    /// Trimmed worker title.
+    pub worker_title: String,
+    /// Thread alias.
+    pub alias: String,
+    /// The message.
+    pub message: String,
+    /// Options in force for this call.
+    pub options: ManageOptions,
+    /// The envelope/turn that caused this call.
+    pub cause: Uuid,
+}
+
+/// Give up a sync wait; answers the messages collected so far, or `None` if it already ended.
+#[derive(Message, Debug)]
+#[rtype(result = "Option<Vec<String>>")]
+pub struct CancelWait(pub u64);

@@ -1,0 +1,227 @@
+//! Creating an agent: its type and limits are checked, its record is written (with its place in
+//! its parent's children), and its actor starts with its first message, unless another process
+//! owns its partition (that process activates it when the message arrives).
+
+use super::Supervisor;
+use super::dependencies::unmet_dependencies;
+use super::messages::{Spawn, SpawnSpec};
+use crate::agent::messages::Deliver;
+use crate::config::AgentType;
+use crate::deps::Deps;
+use crate::ports::StoreWrite;
+use actix::prelude::*;
+use agentd_proto::{
+    Address, AgentRecord, AgentStatus, AgentdError, Envelope, ErrorCode, Event, InboxItem, Item,
+};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+impl Handler<Spawn> for Supervisor {
+    type Result = AtomicResponse<Self, Result<AgentRecord, AgentdError>>;
+
+    fn handle(&mut self, Spawn(spec): Spawn, _: &mut Self::Context) -> Self::Result {
+        if let Err(e) = self.check_live_limit() {
+            return AtomicResponse::new(Box::pin(actix::fut::ready(Err(e))));
+        }
+        let deps = self.system.deps.clone();
+        let created = async move {
+            let (rec, unmet) = create(&deps, &spec).await?;
+            Ok::<_, AgentdError>((rec, spec.prompt, unmet))
+        };
+        AtomicResponse::new(Box::pin(created.into_actor(self).map(|res, act, _| {
+            let (rec, prompt, unmet) = res?;
+            act.started_spawn(rec, prompt, unmet)
+        })))
+    }
+}
+
+impl Supervisor {
+    /// The agent of `rec` was created: it is announced, and started here with its first
+    /// message (`prompt`) unless it belongs to another process.
+    fn started_spawn(
+        &mut self,
+        rec: Arc<AgentRecord>,
+        prompt: Option<String>,
+        unmet: HashSet<String>,
+    ) -> Result<AgentRecord, AgentdError> {
+        self.watch(&rec.id, &unmet);
+        let deps = &self.system.deps;
+        deps.events.publish(&Event::Spawned {
+            agent_id: rec.id.clone(),
+            parent_id: rec.parent_id.clone(),
+            agent_type: rec.agent_type.clone(),
+            title: rec.title.clone(),
+        });
+        let first = prompt.map(|prompt| {
+            let from = rec
+                .parent_id
+                .as_deref()
+                .map(Address::agent)
+                .unwrap_or(Address::System);
+            Envelope::new(
+                from,
+                Address::agent(&rec.id),
+                Item::Inbox(InboxItem::message(prompt)),
+                deps.clock.now_ms(),
+            )
+        });
+        if deps.is_remote(&rec.id) {
+            // Its partition belongs to another process: that process activates it when the
+            // first message arrives.
+            if let Some(env) = first {
+                self.system
+                    .router
+                    .do_send(crate::channel_router::messages::Route(env));
+            }
+            return Ok(Arc::unwrap_or_clone(rec));
+        }
+        crate::metrics::global().agent_status(&rec.id, Some(rec.status.as_str()));
+        let addr = self.start_agent(rec.clone(), unmet);
+        if let Some(env) = first {
+            addr.do_send(Deliver(env));
+        }
+        Ok(Arc::unwrap_or_clone(rec))
+    }
+}
+
+/// Checks `spec` against its type and the limits, writes the new agent's record and its place
+/// among its parent's children; answers the record and the dependencies it still waits for.
+async fn create(
+    deps: &Deps,
+    spec: &SpawnSpec,
+) -> Result<(Arc<AgentRecord>, HashSet<String>), AgentdError> {
+    let cfg = &deps.config;
+    let ty = cfg.types.get(&spec.agent_type).ok_or_else(|| {
+        AgentdError::new(
+            ErrorCode::UnknownAgentType,
+            format!("no agent type `{}`", spec.agent_type),
+        )
+    })?;
+    let depth = spec.parent.as_ref().map(|p| p.depth + 1).unwrap_or(0);
+    if let Some(parent) = &spec.parent {
+        if depth > cfg.limits.max_depth {
+            return Err(AgentdError::new(
+                ErrorCode::DepthLimit,
+                format!(
+                    "a child of `{}` would be at depth {depth}; the limit is {}",
+                    parent.id, cfg.limits.max_depth
+                ),
+            ));
+        }
+        let n = deps.store.child_count(&parent.id).await?;
+        if n as u32 >= cfg.limits.max_children {
+            return Err(AgentdError::new(
+                ErrorCode::FanoutLimit,
+                format!(
+                    "`{}` already has {n} children; the limit is {}",
+                    parent.id, cfg.limits.max_children
+                ),
+            ));
+        }
+    }
+    let id = spec
+        .id
+        .clone()
+        .unwrap_or_else(|| agentd_proto::ids::new_id().to_string());
+    // Dependencies name existing agents only, so they cannot form a cycle.
+    for dep in &spec.depends_on {
+        if *dep == id {
+            return Err(AgentdError::new(
+                ErrorCode::InvalidArgument,
+                "an agent cannot depend on itself",
+            ));
+        }
+        if deps.store.get_agent(dep).await?.is_none() {
+            return Err(AgentdError::agent_not_found(dep));
+        }
+    }
+    let unmet = unmet_dependencies(deps, &spec.depends_on).await?;
+    let provider = spec.provider.clone().or_else(|| ty.provider.clone());
+    if let Some(p) = &provider
+        && !cfg.providers.contains(p)
+    {
+        return Err(AgentdError::new(
+            ErrorCode::UnknownProvider,
+            format!("no model provider `{p}` is configured"),
+        ));
+    }
+    let rec = Arc::new(new_record(
+        spec,
+        ty,
+        id,
+        depth,
+        provider,
+        deps.clock.now_ms(),
+    ));
+    // Written as a batch so that a store keeping records in memory shares this one with the
+    // agent's actor instead of holding a copy.
+    deps.store
+        .write_batch(&[StoreWrite::PutAgent(rec.clone())])
+        .await?;
+    if let Some(parent) = &spec.parent {
+        deps.store.add_child(&parent.id, &rec.id).await?;
+    }
+    Ok((rec, unmet))
+}
+
+/// The record of a new agent `id` of type `ty`, as `spec` asks for it.
+fn new_record(
+    spec: &SpawnSpec,
+    ty: &AgentType,
+    id: String,
+    depth: u32,
+    provider: Option<String>,
+    now: u64,
+) -> AgentRecord {
+    let parent = spec.parent.as_ref();
+    let mut env = parent.map(|p| p.env.clone()).unwrap_or_default();
+    env.extend(spec.env.clone());
+    let title = spec
+        .title
+        .clone()
+        .filter(|t| !t.trim().is_empty())
+        .unwrap_or_else(|| crate::config::AgentTypes::default_title(ty));
+    AgentRecord {
+        parent_id: parent.map(|p| p.id.clone()),
+        root_id: parent
+            .map(|p| p.root_id.clone())
+            .unwrap_or_else(|| id.clone()),
+        id,
+        depth,
+        title: title.trim().to_string(),
+        agent_type: ty.name.clone(),
+        status: AgentStatus::Idle,
+        status_reason: None,
+        foreground: parent.is_none(),
+        allowed_tools: spec.allowed_tools.clone(),
+        channel: spec.channel.clone(),
+        last_error: None,
+        usage: Default::default(),
+        cost_usd: 0.0,
+        phase: None,
+        current_step: None,
+        progress: None,
+        resume_at_ms: None,
+        provider,
+        model: spec.model.clone().or_else(|| ty.model.clone()),
+        env,
+        turns: 0,
+        depends_on: spec.depends_on.clone(),
+        attempts: 0,
+        current_task: None,
+        priority: spec
+            .priority
+            .or(parent.map(|p| p.priority))
+            .unwrap_or_default(),
+        budget: match (spec.budget, parent.and_then(|p| p.budget.as_deref())) {
+            (Some(b), Some(cap)) => Some(Box::new(b.capped_by(cap))),
+            (Some(b), None) => Some(Box::new(b)),
+            // The root's budget covers the whole tree (checked on the tree's totals), so a
+            // child without its own budget takes no copy of it.
+            (None, _) => None,
+        },
+        result: None,
+        created_at_ms: now,
+        updated_at_ms: now,
+    }
+}
