@@ -83,9 +83,8 @@ impl Kind {
 }
 
 /// Series resolved by this thread: an update looks here first, with no lock and no hashing
-/// (a name is compared by address, labels by value; a thread updates a few dozen series).
-/// Resolving through the registry (a lock, a hash of name and labels, then comparisons) cost
-/// ~12 % of an in-process message's instructions when every update did it.
+/// (a name is compared by address, labels by value; a thread updates a few dozen series), so
+/// that the registry's lock and hashing stay off the per-message path.
 struct Resolved {
     registry: u64,
     kind: Kind,
@@ -136,8 +135,8 @@ struct Inner {
 }
 
 /// The key an agent's status is kept under: a 128-bit hash of its id (ids colliding would
-/// only merge two agents in a gauge): keeping the id itself cost a string and a wider map
-/// entry, ~100 bytes per agent.
+/// only merge two agents in a gauge), so an idle agent costs the gauge a fixed-size key
+/// instead of a copy of its id.
 fn status_key(agent_id: &str) -> (u64, u64) {
     let h = xxhash_rust::xxh3::xxh3_128(agent_id.as_bytes());
     ((h >> 64) as u64, h as u64)

@@ -8,8 +8,8 @@ pub trait EventSink: Send + Sync + 'static {
     fn publish(&self, event: &Event);
 
     /// Whether anything would see a published event now. An agent asks before it builds one
-    /// of the events it emits for every message (status changes, token usage): with nobody
-    /// listening, building and dropping them was ~2 % of an in-process message.
+    /// of the events it emits for every message (status changes, token usage), so that a
+    /// process nobody watches does not build them on its hot path only to drop them.
     fn is_listened(&self) -> bool {
         true
     }

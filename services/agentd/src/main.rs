@@ -6,8 +6,8 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 /// mimalloc instead of the system allocator: agents allocate many small, short-lived buffers
-/// (envelopes, thread entries, Redis frames) across Arbiter threads, where glibc's arenas
-/// cost 10-25 % of the throughput (BENCHMARKS.md).
+/// (envelopes, thread entries, Redis frames) across Arbiter threads, where glibc's arena locks
+/// show (BENCHMARKS.md has the figures).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -1,0 +1,271 @@
+//! One turn of an agent: build the context (layered system prompt, thread, allowed tools), call
+//! the model, execute tool calls, append results, repeat until the model answers without tool
+//! calls, yields, is paused, or hits the step limit. Reset and compaction run here too, because
+//! they are turns of a kind: they rewrite the thread in the agent's inbox order.
+//!
+//! Every entry a turn writes has an id derived from the turn's input id and its step, so a
+//! turn re-run after a crash writes the same ids and the store de-duplicates them.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`request`] | what the model is asked: names, the layered system prompt, metered calls |
+//! | [`known_thread`] | the thread as the turn knows it: appends, replays, replacement |
+//! | [`compact`] | compaction: old history becomes a summary |
+
+mod compact;
+mod known_thread;
+mod request;
+
+pub(crate) use request::{RequestNames, system_prompt};
+
+use crate::agent::messages::AddUsage;
+use crate::deps::Deps;
+use crate::messages::ChildOutput;
+use crate::ports::Purpose;
+use crate::tools::{self, ToolContext, ToolOutcome};
+use actix::Recipient;
+use agentd_proto::ids::{derived_id, derived_step_id};
+use agentd_proto::{AgentRecord, AgentdError, Marker, Role, ThreadEntry};
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use uuid::Uuid;
+
+/// What a turn starts from.
+#[derive(Debug, Clone)]
+pub(crate) enum TurnInput {
+    /// A new entry to append, then run the model (shared with the actor's copy of the thread
+    /// and the batch that writes it).
+    Message(Arc<ThreadEntry>),
+    /// Clear the thread, optionally seeding it.
+    Reset(Option<String>),
+    /// Replace old history with a summary.
+    Compact,
+    /// Continue a turn that a pause stopped at a step boundary.
+    Continue,
+}
+
+/// How a turn ended.
+#[derive(Debug, Default)]
+pub(crate) struct TurnResult {
+    /// The text of the last assistant message.
+    pub final_text: String,
+    /// `yield_to_parent` was called with this result.
+    pub yielded: Option<serde_json::Value>,
+    /// A pause stopped the turn at a step boundary.
+    pub paused: bool,
+    /// The step limit ended the turn.
+    pub step_limit: bool,
+    /// Protocol markers found in the turn's assistant messages, in order.
+    pub markers: Vec<Marker>,
+    /// Malformed markers found.
+    pub malformed: Vec<String>,
+    /// The provider rate-limited the turn; retry after this many ms.
+    pub rate_limited: Option<u64>,
+    /// The thread as stored when the turn ended (the actor keeps it for the next turn).
+    pub thread: Option<Arc<crate::ports::ThreadEntries>>,
+    /// The last step's assistant entry, not stored yet: a step without tool calls ends the
+    /// turn, so its entry goes into the store with the turn's end (record and inbox item
+    /// done) as one batch, one write per turn less. A crash before that batch re-runs the
+    /// step, as a crash before its own write did.
+    pub final_entry: Option<Arc<ThreadEntry>>,
+    /// Outputs made from `final_entry` (a Manage worker's reply): the actor sends them once
+    /// that batch is written, so a parent never sees a reply its worker's thread lacks.
+    pub after_write: Vec<ChildOutput>,
+    /// The last step's token usage, counted by the actor at the turn's end. The steps before
+    /// it send theirs at once ([`AddUsage`]), so a budget can stop a turn between steps; the
+    /// last one's would arrive while this turn still shares the agent's record, and the
+    /// actor would have to copy the record to count it.
+    pub final_usage: Option<agentd_proto::Usage>,
+}
+
+/// What a running turn needs; cloned from the actor when the turn starts.
+pub(crate) struct Turn {
+    /// The thread as stored, if the actor knew it (read from the store otherwise). Shared
+    /// with the model requests made from it; appends copy it only while one is still alive.
+    pub thread: Option<Arc<crate::ports::ThreadEntries>>,
+    /// Set once the actor's flush wrote the input entry; the turn writes it if not.
+    pub input_written: Option<Arc<AtomicBool>>,
+    /// The tools the model is shown (the agent's, built once).
+    pub tool_specs: Arc<Vec<crate::ports::ToolSpec>>,
+    /// The layered system prompt (the agent's, built once).
+    pub system_prompt: Arc<str>,
+    /// What the agent's model requests name it by (built once).
+    pub names: Arc<RequestNames>,
+    /// Whether this run may find its own earlier entries in the thread (a retry after a rate
+    /// limit, a failure, an unreachable store or a crash, or a paused turn continuing).
+    pub replaying: bool,
+    /// The record as the turn started (shared with the actor until it changes).
+    pub rec: Arc<AgentRecord>,
+    pub deps: Arc<Deps>,
+    pub tools: ToolContext,
+    /// Where the usage of each step but the last goes (the agent counts it at once, so a
+    /// budget can stop the turn between steps).
+    pub usage: Recipient<AddUsage>,
+    pub stop: Arc<AtomicBool>,
+    pub cause: Uuid,
+}
+
+impl Turn {
+    pub(super) fn now(&self) -> u64 {
+        self.deps.clock.now_ms()
+    }
+
+    pub(crate) async fn run(mut self, input: TurnInput) -> Result<TurnResult, AgentdError> {
+        let mut result = self.run_steps(input).await?;
+        result.thread = self.thread.take();
+        Ok(result)
+    }
+
+    async fn run_steps(&mut self, input: TurnInput) -> Result<TurnResult, AgentdError> {
+        match input {
+            TurnInput::Message(entry) => {
+                let written = self
+                    .input_written
+                    .as_ref()
+                    .is_some_and(|w| w.load(Ordering::SeqCst));
+                if written {
+                    self.remember(entry);
+                } else {
+                    self.append(entry).await?;
+                }
+            }
+            TurnInput::Reset(seed) => {
+                self.replace_thread(Vec::new()).await?;
+                match seed {
+                    None => return Ok(TurnResult::default()),
+                    Some(text) => {
+                        let entry = ThreadEntry::text(
+                            derived_id(self.cause, "reset-seed"),
+                            Role::User,
+                            text,
+                            self.now(),
+                        );
+                        self.append(Arc::new(entry)).await?;
+                    }
+                }
+            }
+            // Boxed, as a tool's future is below.
+            TurnInput::Compact => return Box::pin(self.compact()).await,
+            TurnInput::Continue => {}
+        }
+        let max_steps = self.deps.config.limits.max_steps_per_turn.max(1);
+        let mut result = TurnResult::default();
+        for step in 1..=max_steps {
+            if self.stop.load(Ordering::SeqCst) {
+                result.paused = true;
+                return Ok(result);
+            }
+            let thread = self.current_thread().await?;
+            let step_id = derived_step_id(self.cause, u64::from(step));
+            // A step a previous run already recorded (a retry after a rate limit or a crash)
+            // is replayed from the thread, not asked of the model again: the retry resumes
+            // where that run stopped.
+            let replayed = if self.replaying {
+                thread.iter().rev().find(|e| e.id == step_id).cloned()
+            } else {
+                None
+            };
+            let fresh = replayed.is_none();
+            // `thread` is gone once the request is: appends then need no copy of it.
+            let resp = match replayed {
+                Some(e) => {
+                    drop(thread);
+                    crate::ports::ModelResponse {
+                        text: e.text.clone(),
+                        tool_calls: e.tool_calls.to_vec(),
+                        usage: Default::default(),
+                    }
+                }
+                None => match self.call_model(self.request(thread, Purpose::Turn)).await? {
+                    Ok(r) => {
+                        if r.tool_calls.is_empty() {
+                            result.final_usage = Some(r.usage);
+                        } else {
+                            self.usage.do_send(AddUsage(r.usage));
+                        }
+                        let mut entry =
+                            ThreadEntry::text(step_id, Role::Assistant, r.text.clone(), self.now());
+                        entry.tool_calls = r.tool_calls.as_slice().into();
+                        entry.usage = Some(Box::new(r.usage));
+                        if r.tool_calls.is_empty() {
+                            // A fresh step: its entry is not in the thread (a re-run looked
+                            // for it above), so no scan of the whole thread for it. The actor
+                            // writes it, sharing this one entry with the thread.
+                            let entry = Arc::new(entry);
+                            self.remember_new(Arc::clone(&entry));
+                            result.final_entry = Some(entry);
+                        } else {
+                            let reply = self.manage_reply(step_id, &r.text);
+                            self.append_sending(Arc::new(entry), reply.into_iter().collect())
+                                .await?;
+                        }
+                        r
+                    }
+                    Err(ms) => {
+                        result.rate_limited = Some(ms);
+                        return Ok(result);
+                    }
+                },
+            };
+            let (markers, malformed) = agentd_proto::markers::parse(&resp.text);
+            let waits = markers.iter().any(|m| {
+                matches!(
+                    m,
+                    Marker::DependencyRequest { .. } | Marker::UserQuestion { .. }
+                )
+            });
+            result.markers.extend(markers);
+            result.malformed.extend(malformed);
+            if !resp.text.trim().is_empty() {
+                result.final_text = resp.text.clone();
+                // A step that calls tools sent its reply with its entry; the last step's
+                // reply leaves with the turn's end.
+                if fresh
+                    && result.final_entry.is_some()
+                    && let Some(reply) = self.manage_reply(step_id, &resp.text)
+                {
+                    result.after_write.push(reply);
+                }
+            }
+            if resp.tool_calls.is_empty() {
+                return Ok(result);
+            }
+            for (i, call) in resp.tool_calls.iter().enumerate() {
+                let tool_id = derived_id(self.cause, &format!("step-{step}-tool-{i}"));
+                // Tool results a previous run recorded: their calls are not executed twice.
+                if self.recorded(&tool_id) {
+                    if tools::canonical(&call.name) == tools::YIELD_TO_PARENT {
+                        result.yielded = call.arguments.get("result").cloned();
+                        return Ok(result);
+                    }
+                    continue;
+                }
+                // Boxed: a tool's future (Manage's above all) would otherwise make every
+                // turn's future kilobytes bigger, copied whole when it is boxed to start.
+                let outcome =
+                    Box::pin(tools::execute(&self.tools, &call.name, &call.arguments)).await;
+                let (text, yielded) = match outcome {
+                    Ok(ToolOutcome::Value(v)) => (v.to_string(), None),
+                    Ok(ToolOutcome::Yielded(v)) => {
+                        (json!({"status": "yielded"}).to_string(), Some(v))
+                    }
+                    Err(e) => (json!({ "error": e }).to_string(), None),
+                };
+                let mut te = ThreadEntry::text(tool_id, Role::Tool, text, self.now());
+                te.tool_call_id = Some(call.id.as_str().into());
+                self.append(Arc::new(te)).await?;
+                if yielded.is_some() {
+                    result.yielded = yielded;
+                    return Ok(result);
+                }
+            }
+            if waits {
+                // The model asked for a dependency or a user answer: it waits for it.
+                return Ok(result);
+            }
+        }
+        result.step_limit = true;
+        Ok(result)
+    }
+}

@@ -1,0 +1,139 @@
+//! What a turn asks the model: the names a request carries, the layered system prompt, and the
+//! call itself, timed and counted per provider.
+
+use super::Turn;
+use crate::deps::Deps;
+use crate::ports::{ModelError, ModelRequest, Purpose};
+use agentd_proto::{AgentRecord, AgentdError, ErrorCode};
+use std::sync::Arc;
+
+/// What every model request of an agent names it by, made once per agent: a request copied
+/// three strings and looked the type's model up otherwise. (Type and title never change.)
+pub(crate) struct RequestNames {
+    pub agent_id: Arc<str>,
+    pub agent_type: Arc<str>,
+    pub title: Arc<str>,
+    /// The model its type names, used when the agent names none itself.
+    pub type_model: Option<String>,
+    /// The meters of its calls to the provider it names (counted on every call).
+    pub calls: ModelCallMeters,
+}
+
+/// The model-call meters of one provider, resolved once per agent: looking a series up by
+/// its labels on every call cost more than the count itself.
+pub(crate) struct ModelCallMeters {
+    provider: Option<String>,
+    seconds: crate::metrics::Timer,
+    errors: crate::metrics::Counter,
+}
+
+impl ModelCallMeters {
+    pub(super) fn of(provider: Option<String>, deps: &Deps) -> Self {
+        let backend = deps.model.backend_of(provider.as_deref());
+        let labels = [
+            ("provider", provider.as_deref().unwrap_or("default")),
+            ("backend", backend),
+        ];
+        let m = crate::metrics::global();
+        ModelCallMeters {
+            seconds: m.histogram(MODEL_CALL_SECONDS.0, MODEL_CALL_SECONDS.1, &labels),
+            errors: m.counter(MODEL_ERRORS.0, MODEL_ERRORS.1, &labels),
+            provider,
+        }
+    }
+}
+
+const MODEL_CALL_SECONDS: (&str, &str) = (
+    "agentd_model_call_seconds",
+    "Model call latency, by provider and backend.",
+);
+const MODEL_ERRORS: (&str, &str) = (
+    "agentd_model_errors_total",
+    "Failed model calls, by provider and backend.",
+);
+
+impl RequestNames {
+    pub(crate) fn of(rec: &AgentRecord, deps: &Deps) -> Self {
+        RequestNames {
+            calls: ModelCallMeters::of(rec.provider.clone(), deps),
+            agent_id: rec.id.as_str().into(),
+            agent_type: rec.agent_type.as_str().into(),
+            title: rec.title.as_str().into(),
+            type_model: deps
+                .config
+                .types
+                .get(&rec.agent_type)
+                .and_then(|t| t.model.clone()),
+        }
+    }
+}
+
+fn model_error(e: ModelError) -> AgentdError {
+    AgentdError::new(ErrorCode::ModelError, e.to_string())
+}
+
+/// The layered system prompt: base + sub-agent role (sub-agents only) + agent type overlay.
+pub(crate) fn system_prompt(rec: &AgentRecord, deps: &Deps) -> String {
+    let cfg = &deps.config;
+    let mut layers = vec![cfg.base_prompt.trim().to_string()];
+    if rec.parent_id.is_some() {
+        layers.push(cfg.subagent_prompt.trim().to_string());
+    }
+    if let Some(t) = cfg.types.get(&rec.agent_type) {
+        layers.push(t.prompt.trim().to_string());
+    }
+    layers.retain(|l| !l.is_empty());
+    layers.join("\n\n")
+}
+
+impl Turn {
+    /// One model call, timed and counted per backend. `Ok(Err(ms))` is a rate limit.
+    pub(super) async fn call_model(
+        &self,
+        req: ModelRequest,
+    ) -> Result<Result<crate::ports::ModelResponse, u64>, AgentdError> {
+        // Another provider than the one the agent's meters were made for (changed since):
+        // its meters are looked up for this call.
+        let other = (req.provider != self.names.calls.provider)
+            .then(|| ModelCallMeters::of(req.provider.clone(), &self.deps));
+        let started = std::time::Instant::now();
+        let res = self.deps.model.complete(req).await;
+        let meters = other.as_ref().unwrap_or(&self.names.calls);
+        meters.seconds.observe(started.elapsed().as_secs_f64());
+        if res.is_err() {
+            meters.errors.add(1.0);
+        }
+        match res {
+            Ok(r) => Ok(Ok(r)),
+            Err(ModelError::RateLimited { retry_after_ms }) => Ok(Err(retry_after_ms)),
+            Err(e) => Err(model_error(e)),
+        }
+    }
+
+    pub(super) fn request(
+        &self,
+        thread: Arc<crate::ports::ThreadEntries>,
+        purpose: Purpose,
+    ) -> ModelRequest {
+        let tools = match purpose {
+            Purpose::Turn => self.tool_specs.clone(),
+            Purpose::Compact => Arc::default(),
+        };
+        ModelRequest {
+            agent_id: self.names.agent_id.clone(),
+            agent_type: self.names.agent_type.clone(),
+            title: self.names.title.clone(),
+            model: self
+                .rec
+                .model
+                .clone()
+                .or_else(|| self.names.type_model.clone()),
+            provider: self.rec.provider.clone(),
+            env: self.rec.env.clone(),
+            system_prompt: self.system_prompt.clone(),
+            thread,
+            tools,
+            purpose,
+        }
+    }
+}
