@@ -1,129 +1,23 @@
 //! Process metrics in the Prometheus text format, kept in one process-wide registry so any
 //! actor (or transport) records with a line and `/metrics` renders everything.
 
-use std::cell::RefCell;
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`series`] | values, histograms, and the [`Counter`] / [`Timer`] handles users keep |
+//! | [`thread_cache`] | each thread's resolved series, so updates take no lock |
+//! | [`render`] | the Prometheus text |
+
+mod render;
+mod series;
+mod thread_cache;
+
+pub use series::{Counter, Timer};
+
+use series::{AtomicF64, Kind, Labels, Series};
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-
-/// Histogram buckets for latencies, in seconds.
-const BUCKETS: [f64; 12] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
-];
-
-/// An `f64` updated without a lock (its bits in an atomic).
-#[derive(Default)]
-struct AtomicF64(AtomicU64);
-
-impl AtomicF64 {
-    fn get(&self) -> f64 {
-        f64::from_bits(self.0.load(Ordering::Relaxed))
-    }
-
-    fn set(&self, v: f64) {
-        self.0.store(v.to_bits(), Ordering::Relaxed);
-    }
-
-    fn add(&self, by: f64) {
-        let _ = self
-            .0
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
-                Some((f64::from_bits(bits) + by).to_bits())
-            });
-    }
-}
-
-/// One histogram series. Each observation lands in its first bucket only; rendering makes the
-/// counts cumulative, as Prometheus wants them.
-#[derive(Default)]
-struct Histogram {
-    /// Observations per bucket (`BUCKETS`), then above the last bound.
-    counts: [AtomicU64; BUCKETS.len() + 1],
-    sum: AtomicF64,
-}
-
-impl Histogram {
-    fn observe(&self, seconds: f64) {
-        let at = BUCKETS
-            .iter()
-            .position(|b| seconds <= *b)
-            .unwrap_or(BUCKETS.len());
-        self.counts[at].fetch_add(1, Ordering::Relaxed);
-        self.sum.add(seconds);
-    }
-}
-
-type Labels = Vec<(&'static str, String)>;
-
-/// A series, shared by the registry (which renders it) and the per-thread caches of the
-/// threads that update it.
-#[derive(Clone)]
-enum Series {
-    Value(Arc<AtomicF64>),
-    Histogram(Arc<Histogram>),
-}
-
-/// What kind of metric a name is, as `# TYPE` says.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Kind {
-    Counter,
-    Gauge,
-    Histogram,
-}
-
-impl Kind {
-    fn as_str(self) -> &'static str {
-        match self {
-            Kind::Counter => "counter",
-            Kind::Gauge => "gauge",
-            Kind::Histogram => "histogram",
-        }
-    }
-}
-
-/// Series resolved by this thread: an update looks here first, with no lock and no hashing
-/// (a name is compared by address, labels by value; a thread updates a few dozen series), so
-/// that the registry's lock and hashing stay off the per-message path.
-struct Resolved {
-    registry: u64,
-    kind: Kind,
-    name: usize,
-    /// [`fingerprint`] of the labels: only an entry that matches it compares them whole.
-    fingerprint: u64,
-    labels: Labels,
-    series: Series,
-}
-
-/// A hash of label values (not keys: a name's label keys rarely differ); equal labels give
-/// equal fingerprints.
-fn fingerprint(l: &[(&'static str, &str)]) -> u64 {
-    use std::hash::BuildHasher;
-    let state = foldhash::fast::FixedState::with_seed(0x6c61_6265);
-    l.iter().fold(l.len() as u64, |h, (_, v)| {
-        h.rotate_left(17) ^ state.hash_one(v)
-    })
-}
-
-/// A [`Metrics::inc_named`] series' key: its registry, its name's and its value's addresses.
-type NamedAddress = (u64, usize, usize);
-
-/// Past this many series a thread's cache starts over (label values are open-ended).
-const RESOLVED_MAX: usize = 512;
-
-thread_local! {
-    static RESOLVED: RefCell<Vec<Resolved>> = const { RefCell::new(Vec::new()) };
-    /// [`Metrics::inc_named`]'s series.
-    static NAMED: RefCell<Vec<(NamedAddress, Counter)>> = const { RefCell::new(Vec::new()) };
-}
-
-fn same_labels(have: &Labels, l: &[(&'static str, &str)]) -> bool {
-    have.len() == l.len()
-        && have
-            .iter()
-            .zip(l)
-            .all(|((k1, v1), (k2, v2))| k1 == k2 && v1 == v2)
-}
 
 #[derive(Default)]
 struct Inner {
@@ -140,29 +34,6 @@ struct Inner {
 fn status_key(agent_id: &str) -> (u64, u64) {
     let h = xxhash_rust::xxh3::xxh3_128(agent_id.as_bytes());
     ((h >> 64) as u64, h as u64)
-}
-
-/// A counter or gauge series kept by its user (see [`Metrics::counter`], [`Metrics::gauge`]):
-/// updating it takes no look-up.
-#[derive(Clone)]
-pub struct Counter(Arc<AtomicF64>);
-
-impl Counter {
-    /// Adds `by` (a gauge's may be negative).
-    pub fn add(&self, by: f64) {
-        self.0.add(by);
-    }
-}
-
-/// A histogram series kept by its user (see [`Metrics::histogram`]).
-#[derive(Clone)]
-pub struct Timer(Arc<Histogram>);
-
-impl Timer {
-    /// Records one observation, in seconds.
-    pub fn observe(&self, seconds: f64) {
-        self.0.observe(seconds);
-    }
 }
 
 /// The registry.
@@ -193,21 +64,6 @@ fn labels(l: &[(&'static str, &str)]) -> Labels {
     l.iter().map(|(k, v)| (*k, v.to_string())).collect()
 }
 
-fn render_labels(l: &Labels, extra: Option<(&str, String)>) -> String {
-    let mut parts: Vec<String> = l
-        .iter()
-        .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
-        .collect();
-    if let Some((k, v)) = extra {
-        parts.push(format!("{k}=\"{v}\""));
-    }
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!("{{{}}}", parts.join(","))
-    }
-}
-
 impl Metrics {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
@@ -222,21 +78,7 @@ impl Metrics {
         help: &'static str,
         l: &[(&'static str, &str)],
     ) -> Series {
-        let address = name.as_ptr() as usize;
-        let fingerprint = fingerprint(l);
-        let cached = RESOLVED.with(|r| {
-            r.borrow()
-                .iter()
-                .find(|e| {
-                    e.name == address
-                        && e.fingerprint == fingerprint
-                        && e.registry == self.id
-                        && e.kind == kind
-                        && same_labels(&e.labels, l)
-                })
-                .map(|e| e.series.clone())
-        });
-        if let Some(series) = cached {
+        if let Some(series) = thread_cache::cached(self.id, kind, name, l) {
             return series;
         }
         let owned = labels(l);
@@ -251,20 +93,7 @@ impl Metrics {
                 })
                 .clone()
         };
-        RESOLVED.with(|r| {
-            let mut r = r.borrow_mut();
-            if r.len() >= RESOLVED_MAX {
-                r.clear();
-            }
-            r.push(Resolved {
-                registry: self.id,
-                kind,
-                name: address,
-                fingerprint,
-                labels: owned,
-                series: series.clone(),
-            });
-        });
+        thread_cache::remember(self.id, kind, name, owned, series.clone());
         series
     }
 
@@ -346,21 +175,9 @@ impl Metrics {
         value: &'static str,
     ) {
         let address = (self.id, name.as_ptr() as usize, value.as_ptr() as usize);
-        let known = NAMED.with(|n| {
-            n.borrow()
-                .iter()
-                .find(|(a, _)| *a == address)
-                .map(|(_, c)| c.clone())
-        });
-        let counter = known.unwrap_or_else(|| {
+        let counter = thread_cache::named(address).unwrap_or_else(|| {
             let counter = self.counter(name, help, &[(key, value)]);
-            NAMED.with(|n| {
-                let mut n = n.borrow_mut();
-                if n.len() >= RESOLVED_MAX {
-                    n.clear();
-                }
-                n.push((address, counter.clone()));
-            });
+            thread_cache::remember_named(address, counter.clone());
             counter
         });
         counter.add(1.0);
@@ -425,53 +242,6 @@ impl Metrics {
                 m.statuses.remove(&key);
             }
         }
-    }
-
-    /// The registry as Prometheus text.
-    pub fn render(&self) -> String {
-        let m = self.lock();
-        let mut out = String::new();
-        let mut by_status: BTreeMap<&str, u64> = BTreeMap::new();
-        for s in m.statuses.values() {
-            *by_status.entry(s).or_default() += 1;
-        }
-        out.push_str("# HELP agentd_agents Agents known to this process, by status.\n# TYPE agentd_agents gauge\n");
-        for (s, n) in by_status {
-            let _ = writeln!(out, "agentd_agents{{status=\"{s}\"}} {n}");
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        for ((_, name, l), series) in &m.series {
-            if seen.insert(*name)
-                && let Some((help, kind)) = m.help.get(name)
-            {
-                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {}", kind.as_str());
-            }
-            match series {
-                Series::Value(v) => {
-                    let _ = writeln!(out, "{name}{} {}", render_labels(l, None), v.get());
-                }
-                Series::Histogram(h) => {
-                    let mut cumulative = 0;
-                    for (i, b) in BUCKETS.iter().enumerate() {
-                        cumulative += h.counts[i].load(Ordering::Relaxed);
-                        let _ = writeln!(
-                            out,
-                            "{name}_bucket{} {cumulative}",
-                            render_labels(l, Some(("le", b.to_string()))),
-                        );
-                    }
-                    cumulative += h.counts[BUCKETS.len()].load(Ordering::Relaxed);
-                    let _ = writeln!(
-                        out,
-                        "{name}_bucket{} {cumulative}",
-                        render_labels(l, Some(("le", "+Inf".into()))),
-                    );
-                    let _ = writeln!(out, "{name}_sum{} {}", render_labels(l, None), h.sum.get());
-                    let _ = writeln!(out, "{name}_count{} {cumulative}", render_labels(l, None));
-                }
-            }
-        }
-        out
     }
 }
 
