@@ -3,7 +3,7 @@
 
 use super::{ToolContext, required_str, required_str2};
 use crate::ops;
-use agentd_proto::{AgentdError, Channel, Control, ErrorCode, InboxItem};
+use agentd_proto::{AgentList, AgentdError, Channel, Control, ErrorCode, InboxItem};
 use serde_json::{Value, json};
 
 pub(super) async fn run(ctx: &ToolContext, name: &str, args: &Value) -> Result<Value, AgentdError> {
@@ -22,11 +22,11 @@ pub(super) async fn run(ctx: &ToolContext, name: &str, args: &Value) -> Result<V
         }
         "inspect_agent" => {
             let target = descendant(ctx, args).await?;
-            ops::inspect(&ctx.deps, &ctx.supervisor, &target).await
+            ops::to_json(&ops::inspect(&ctx.deps, &ctx.supervisor, &target).await?)
         }
         "list_agents" => {
             let agents = ops::list(&ctx.deps, &ctx.supervisor, Some(&ctx.caller.id)).await?;
-            Ok(json!({ "agents": agents }))
+            ops::to_json(&AgentList { agents })
         }
         "close_agent" | "delete_agent" => {
             let target = descendant(ctx, args).await?;
