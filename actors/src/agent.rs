@@ -89,9 +89,10 @@ pub struct AgentEnv {
 }
 
 /// What an agent's turns show its model; it follows from the agent's type, allowed tools,
-/// depth and parent, which do not change.
+/// depth and parent, which do not change, and from the tool catalogue, whose version its specs
+/// carry.
 struct TurnSetup {
-    tool_specs: Arc<Vec<crate::ports::ToolSpec>>,
+    tool_specs: crate::tools::VisibleSpecs,
     system_prompt: Arc<str>,
     names: Arc<crate::turn::RequestNames>,
     usage: UsageMeters,
@@ -917,14 +918,16 @@ impl AgentActor {
 
     /// What the agent's turns show its model and how its usage is counted, made on first use.
     fn turn_setup(&mut self) -> &TurnSetup {
-        self.setup.get_or_insert_with(|| {
+        let setup = self.setup.get_or_insert_with(|| {
             Box::new(TurnSetup {
                 tool_specs: crate::tools::visible_specs(&self.rec, &self.env.deps),
                 system_prompt: crate::turn::system_prompt(&self.rec, &self.env.deps).into(),
                 names: Arc::new(crate::turn::RequestNames::of(&self.rec, &self.env.deps)),
                 usage: UsageMeters::of(&self.rec, &self.env.deps),
             })
-        })
+        });
+        setup.tool_specs.refresh(&self.rec, &self.env.deps);
+        setup
     }
 
     fn start_turn(
@@ -938,7 +941,7 @@ impl AgentActor {
         let stop = Arc::new(AtomicBool::new(false));
         let setup = self.turn_setup();
         let (tool_specs, system_prompt, names) = (
-            setup.tool_specs.clone(),
+            setup.tool_specs.specs().clone(),
             setup.system_prompt.clone(),
             setup.names.clone(),
         );

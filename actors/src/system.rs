@@ -471,7 +471,7 @@ impl AgentSystem {
         agent_id: &str,
     ) -> Result<Vec<crate::ports::ToolSpec>, AgentdError> {
         let rec = self.record(agent_id).await?;
-        Ok(tools::visible_specs(&rec, &self.deps).to_vec())
+        Ok(tools::visible_specs(&rec, &self.deps).specs().to_vec())
     }
 
     /// Checks that an external caller scoped to `scope` (a root it names) may act on `target`:
