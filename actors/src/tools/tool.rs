@@ -55,9 +55,3 @@ impl Tool {
 pub(crate) fn unknown(name: &str) -> AgentdError {
     AgentdError::new(ErrorCode::UnknownTool, format!("no tool named `{name}`"))
 }
-
-impl From<BuiltinTool> for Tool {
-    fn from(tool: BuiltinTool) -> Self {
-        Tool::Builtin(tool)
-    }
-}

@@ -36,7 +36,6 @@ use crate::deps::Deps;
 use crate::ports::ToolSpec;
 use agentd_proto::{AgentRecord, AgentdError};
 use serde_json::Value;
-use std::fmt;
 use std::str::FromStr;
 
 /// A tool agentd itself provides.
@@ -210,12 +209,6 @@ impl FromStr for BuiltinTool {
 
     fn from_str(name: &str) -> Result<Self, Self::Err> {
         BuiltinTool::named(name).ok_or_else(|| super::tool::unknown(name))
-    }
-}
-
-impl fmt::Display for BuiltinTool {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 
