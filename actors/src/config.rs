@@ -92,32 +92,6 @@ pub struct AgentType {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AgentTypes {
     types: BTreeMap<String, AgentType>,
-    specs: SpecCache,
-}
-
-/// The tool specs built from this table, by agent type and visible tool names: every agent
-/// of a kind is shown the same specs, and building them (JSON schemas) cost about as much as
-/// one message's whole handling, once per agent.
-#[derive(Clone, Default)]
-struct SpecCache(std::sync::Arc<std::sync::Mutex<SpecsByKind>>);
-
-/// (agent type, visible tool names) → the specs shown.
-type SpecsByKind = std::collections::HashMap<
-    (String, Vec<&'static str>),
-    std::sync::Arc<Vec<crate::ports::ToolSpec>>,
->;
-
-impl std::fmt::Debug for SpecCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("SpecCache")
-    }
-}
-
-/// A cache is derived data: two tables with the same types are equal whatever they cached.
-impl PartialEq for SpecCache {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
 }
 
 impl AgentTypes {
@@ -135,10 +109,7 @@ impl AgentTypes {
         for t in types {
             map.insert(t.name.clone(), t);
         }
-        let table = AgentTypes {
-            types: map,
-            specs: SpecCache::default(),
-        };
+        let table = AgentTypes { types: map };
         table.validate()?;
         Ok(table)
     }
@@ -205,24 +176,6 @@ impl AgentTypes {
         self.types.values()
     }
 
-    /// The tool specs for agents of `agent_type` shown `names`, built by `build` the first
-    /// time.
-    pub(crate) fn tool_specs(
-        &self,
-        agent_type: &str,
-        names: Vec<&'static str>,
-        build: impl FnOnce(&[&'static str]) -> Vec<crate::ports::ToolSpec>,
-    ) -> std::sync::Arc<Vec<crate::ports::ToolSpec>> {
-        let key = (agent_type.to_string(), names);
-        let mut cache = self.specs.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(specs) = cache.get(&key) {
-            return specs.clone();
-        }
-        let specs = std::sync::Arc::new(build(&key.1));
-        cache.insert(key, specs.clone());
-        specs
-    }
-
     /// The worker types of `parent_type`, by trimmed title.
     pub fn workers_of(&self, parent_type: &str) -> Vec<&AgentType> {
         self.get(parent_type)
@@ -238,6 +191,8 @@ pub struct RuntimeConfig {
     pub limits: Limits,
     /// Agent types.
     pub types: AgentTypes,
+    /// The tools agents may be shown, and the specs built from them.
+    pub tools: crate::tools::ToolCatalogue,
     /// Price per model name; models not listed use `default_price`.
     pub prices: BTreeMap<String, Price>,
     /// Price of unlisted models (seed 001's Claude pricing by default).
@@ -268,6 +223,7 @@ impl RuntimeConfig {
         RuntimeConfig {
             limits: Limits::default(),
             types,
+            tools: Default::default(),
             prices: BTreeMap::new(),
             default_price: Price::default(),
             base_prompt: "You are an agent run by agentd.".into(),

@@ -11,7 +11,7 @@
 //! | [`agent`] | `AgentActor`: one agent, its inbox queue, its turns, its status |
 //! | [`checkpoints`] | taking checkpoints and planning restores (seed 001) |
 //! | [`turn`] | one turn: model call → tools → repeat; reset and compaction |
-//! | [`tools`] | tool catalog, visibility rules, Manage and the sub-agent tools |
+//! | [`tools`] | the tool registry: built-in tools (one file each), the versioned catalogue, visibility |
 //! | [`parent_router`] | `ParentRouter`: worker aliases, sync waits, forwarding to the parent |
 //! | [`channel_router`] | `ChannelRouter`: where every envelope and child output goes |
 //! | [`scheduler`] | `Scheduler`: turn slots by priority under a concurrency limit |

@@ -13,11 +13,19 @@ use crate::messages::{
 use crate::supervisor::Supervisor;
 use actix::{Addr, MailboxError};
 use agentd_proto::{
-    Address, AgentRecord, AgentdError, Control, Envelope, ErrorCode, InboxItem, Item,
+    Address, AgentRecord, AgentView, AgentdError, Control, Envelope, ErrorCode, InboxItem,
+    Inspection, Item, LiveState,
 };
-use serde_json::{Value, json};
 use std::path::Path;
 use uuid::Uuid;
+
+/// An answer as JSON (a command's or a tool's result). The wire types serialize to JSON
+/// whatever their contents; a failure would be a bug, reported as `internal`.
+pub fn to_json(answer: &impl serde::Serialize) -> Result<serde_json::Value, AgentdError> {
+    serde_json::to_value(answer).map_err(|e| {
+        AgentdError::with_source(ErrorCode::Internal, format!("answer as JSON: {e}"), e)
+    })
+}
 
 /// Maps a mailbox failure (actor gone or full) to `unavailable`.
 pub fn mailbox(e: MailboxError) -> AgentdError {
@@ -187,34 +195,15 @@ pub async fn require_descendant(
     ))
 }
 
-/// One agent as `inspect_agent` and the API show it.
-pub fn view(rec: &AgentRecord, children: usize) -> Value {
-    json!({
-        "agent_id": rec.id, "parent_id": rec.parent_id, "root_id": rec.root_id,
-        "title": rec.title, "agent_type": rec.agent_type, "depth": rec.depth,
-        "status": rec.status, "status_reason": rec.status_reason,
-        "foreground": rec.foreground, "phase": rec.phase, "current_step": rec.current_step,
-        "progress": rec.progress, "resume_at_ms": rec.resume_at_ms,
-        "provider": rec.provider, "model": rec.model,
-        "env": rec.env.keys().collect::<Vec<_>>(),
-        "last_error": rec.last_error, "usage": rec.usage, "tokens_used": rec.usage.total(),
-        "cost_usd": rec.cost_usd, "turns": rec.turns, "attempts": rec.attempts,
-        "priority": rec.priority, "depends_on": rec.depends_on, "budget": rec.budget, "children": children,
-        "result": rec.result, "channel": rec.channel,
-        "created_at_ms": rec.created_at_ms, "updated_at_ms": rec.updated_at_ms,
-    })
-}
-
-/// Inspects one agent (live or persisted): its record, child count, and for a live agent its
-/// inbox depth and whether a turn runs.
+/// Inspects one agent (live or persisted): its record, child count, and whether it has an
+/// actor in this process, with that actor's inbox depth and whether a turn runs.
 pub async fn inspect(
     deps: &Deps,
     supervisor: &Addr<Supervisor>,
     id: &str,
-) -> Result<Value, AgentdError> {
+) -> Result<Inspection, AgentdError> {
     let rec = record(deps, supervisor, id).await?;
     let children = deps.store.children(id).await?.len();
-    let mut v = view(&rec, children);
     let live = supervisor
         .send(Lookup(id.to_string()))
         .await
@@ -223,10 +212,10 @@ pub async fn inspect(
         Some(addr) => addr.send(RuntimeState).await.ok(),
         None => None,
     };
-    v["live"] = json!(runtime.is_some());
-    v["inbox"] = json!(runtime.map(|r| r.inbox).unwrap_or(0));
-    v["turn_running"] = json!(runtime.is_some_and(|r| r.turn_running));
-    Ok(v)
+    Ok(Inspection {
+        view: AgentView::of(&rec, children),
+        live: LiveState::known(runtime.map(|r| (r.inbox, r.turn_running))),
+    })
 }
 
 /// The ids of every root, oldest first.
@@ -245,15 +234,15 @@ pub async fn list(
     deps: &Deps,
     supervisor: &Addr<Supervisor>,
     parent: Option<&str>,
-) -> Result<Vec<Value>, AgentdError> {
+) -> Result<Vec<Inspection>, AgentdError> {
     let ids: Vec<String> = match parent {
         Some(p) => deps.store.children(p).await?,
         None => root_ids(deps).await?,
     };
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
-        if let Ok(v) = inspect(deps, supervisor, &id).await {
-            out.push(v);
+        if let Ok(agent) = inspect(deps, supervisor, &id).await {
+            out.push(agent);
         }
     }
     Ok(out)

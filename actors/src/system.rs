@@ -11,8 +11,9 @@ use crate::supervisor::Supervisor;
 use crate::tools::{self, ToolContext, ToolOutcome};
 use actix::prelude::*;
 use agentd_proto::{
-    Address, AgentRecord, AgentdError, Channel, Command, Control, Envelope, ErrorCode, InboxItem,
-    SpawnRequest, ThreadEntry,
+    Address, AgentList, AgentRecord, AgentView, AgentdError, Channel, Command, Control, Envelope,
+    ErrorCode, InboxItem, Inspection, LiveState, QueueState, QueueTask, SpawnRequest, ThreadEntry,
+    TreeNode,
 };
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -340,10 +341,11 @@ impl AgentSystem {
     }
 
     /// The inspect view of an agent.
-    pub async fn inspect(&self, agent_id: &str) -> Result<Value, AgentdError> {
+    pub async fn inspect(&self, agent_id: &str) -> Result<Inspection, AgentdError> {
         // Whether the agent is live, its inbox and its turn are known only in the process that
-        // owns it: asked there. If that process does not answer, the stored view answers with
-        // `live: null` (unknown), not a `false` that would be wrong.
+        // owns it: asked there. If that process does not answer (or answers what is not an
+        // inspection), the stored view answers with `live: null` (unknown), not a `false` that
+        // would be wrong.
         if self.deps.is_owned_elsewhere(agent_id)
             && let Some(transport) = &self.deps.transport
         {
@@ -355,22 +357,24 @@ impl AgentSystem {
                 }),
                 self.deps.clock.now_ms(),
             );
-            match transport
+            let unanswered = match transport
                 .call(env, INSPECT_RELAY_TIMEOUT)
                 .await
                 .and_then(|reply| reply.into_result())
             {
-                Ok(view) => return Ok(view),
+                Ok(answer) => match serde_json::from_value::<Inspection>(answer) {
+                    Ok(inspection) => return Ok(inspection),
+                    Err(e) => e.to_string(),
+                },
                 Err(e) if e.code != ErrorCode::Unavailable => return Err(e),
-                Err(e) => {
-                    tracing::warn!(agent_id, error = %e, "the agent's owner did not answer an inspection; answering the stored view");
-                    let mut view = ops::inspect(&self.deps, &self.supervisor, agent_id).await?;
-                    view["live"] = Value::Null;
-                    view["inbox"] = Value::Null;
-                    view["turn_running"] = Value::Null;
-                    return Ok(view);
-                }
-            }
+                Err(e) => e.to_string(),
+            };
+            tracing::warn!(agent_id, error = %unanswered, "the agent's owner did not answer an inspection; answering the stored view");
+            let stored = ops::inspect(&self.deps, &self.supervisor, agent_id).await?;
+            return Ok(Inspection {
+                live: LiveState::UNKNOWN,
+                ..stored
+            });
         }
         ops::inspect(&self.deps, &self.supervisor, agent_id).await
     }
@@ -384,13 +388,13 @@ impl AgentSystem {
     }
 
     /// Children of `parent` or all roots.
-    pub async fn list(&self, parent: Option<&str>) -> Result<Vec<Value>, AgentdError> {
+    pub async fn list(&self, parent: Option<&str>) -> Result<Vec<Inspection>, AgentdError> {
         ops::list(&self.deps, &self.supervisor, parent).await
     }
 
     /// Every root (or only `scope`'s tree) with its descendants, nested, with statuses and
     /// costs rolled up.
-    pub async fn tree(&self, scope: Option<&str>) -> Result<Vec<Value>, AgentdError> {
+    pub async fn tree(&self, scope: Option<&str>) -> Result<Vec<TreeNode>, AgentdError> {
         let roots: Vec<String> = match scope {
             Some(root) => vec![self.record(root).await?.id],
             None => ops::root_ids(&self.deps).await?,
@@ -406,34 +410,24 @@ impl AgentSystem {
         &'a self,
         id: &'a str,
         depth: u32,
-    ) -> futures::future::BoxFuture<'a, Result<Value, AgentdError>> {
+    ) -> futures::future::BoxFuture<'a, Result<TreeNode, AgentdError>> {
         Box::pin(async move {
-            let mut node = self.inspect(id).await?;
-            let mut kids = Vec::new();
-            let mut cost = node["cost_usd"].as_f64().unwrap_or(0.0);
-            let mut tokens = node["tokens_used"].as_u64().unwrap_or(0);
+            let agent = self.inspect(id).await?;
+            let mut children = Vec::new();
             if depth < 64 {
                 for c in self.deps.store.children(id).await? {
-                    let child = self.subtree(&c, depth + 1).await?;
-                    cost += child["tree_cost_usd"].as_f64().unwrap_or(0.0);
-                    tokens += child["tree_tokens"].as_u64().unwrap_or(0);
-                    kids.push(child);
+                    children.push(self.subtree(&c, depth + 1).await?);
                 }
             }
-            node["children"] = json!(kids);
-            node["tree_cost_usd"] = json!(cost);
-            node["tree_tokens"] = json!(tokens);
-            Ok(node)
+            Ok(TreeNode::new(agent, children))
         })
     }
 
     /// The work queue (seed 001): every agent with work pending or in progress, in the order
-    /// turns start when slots are scarce (priority, then age). Each task shows its queue state
-    /// — `executing` (a turn runs), `queued` (waiting for a turn slot), `waiting_rate_limit`
-    /// (with `resume_at_ms`), `waiting_dependency` (with `depends_on`), `held` (paused or
-    /// waiting for an answer with items queued), or `ready` (items queued, about to start).
-    pub async fn queue(&self, scope: Option<&str>) -> Result<Vec<Value>, AgentdError> {
-        use agentd_proto::AgentStatus as S;
+    /// turns start when slots are scarce (priority, then age). Each task shows its
+    /// [`QueueState`]: `executing`, `queued`, `waiting_rate_limit` (with `resume_at_ms`),
+    /// `waiting_dependency` (with `depends_on`), `held` or `ready`.
+    pub async fn queue(&self, scope: Option<&str>) -> Result<Vec<QueueTask>, AgentdError> {
         let mut stack: Vec<String> = match scope {
             Some(root) => vec![self.record(root).await?.id],
             None => ops::root_ids(&self.deps).await?,
@@ -443,29 +437,16 @@ impl AgentSystem {
             stack.extend(self.deps.store.children(&id).await?);
             let rec = self.record(&id).await?;
             let pending = self.deps.store.inbox_pending(&id).await?.len();
-            let state = match rec.status {
-                S::Running => "executing",
-                S::Queued => "queued",
-                S::WaitingRateLimit => "waiting_rate_limit",
-                S::WaitingDependency => "waiting_dependency",
-                _ if pending == 0 => continue,
-                S::Paused | S::WaitingQuestion | S::WaitingReview | S::Closed => "held",
-                _ => "ready",
+            let Some(state) = QueueState::of(rec.status, pending) else {
+                continue;
             };
             tasks.push((
                 (rec.priority, rec.created_at_ms, rec.id.clone()),
-                json!({
-                    "agent_id": rec.id, "title": rec.title, "agent_type": rec.agent_type,
-                    "root_id": rec.root_id, "priority": rec.priority, "queue_state": state,
-                    "status": rec.status, "status_reason": rec.status_reason,
-                    "depends_on": rec.depends_on, "pending": pending,
-                    "resume_at_ms": rec.resume_at_ms, "attempts": rec.attempts,
-                    "provider": rec.provider,
-                }),
+                QueueTask::of(&rec, state, pending),
             ));
         }
         tasks.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(tasks.into_iter().map(|(_, v)| v).collect())
+        Ok(tasks.into_iter().map(|(_, task)| task).collect())
     }
 
     /// An agent's thread.
@@ -511,7 +492,7 @@ impl AgentSystem {
         agent_id: &str,
     ) -> Result<Vec<crate::ports::ToolSpec>, AgentdError> {
         let rec = self.record(agent_id).await?;
-        Ok(tools::visible_specs(&rec, &self.deps).to_vec())
+        Ok(tools::visible_specs(&rec, &self.deps).specs().to_vec())
     }
 
     /// Checks that an external caller scoped to `scope` (a root it names) may act on `target`:
@@ -593,7 +574,7 @@ impl AgentSystem {
             Command::SetBudget { agent_id, budget } => self
                 .set_budget(&agent_id, budget)
                 .await
-                .map(|r| ops::view(&r, 0)),
+                .and_then(|r| ops::to_json(&AgentView::of(&r, 0))),
             Command::ProvideDependency { agent_id, value } => self
                 .provide(
                     &agent_id,
@@ -601,7 +582,7 @@ impl AgentSystem {
                     &value,
                 )
                 .await
-                .map(|r| ops::view(&r, 0)),
+                .and_then(|r| ops::to_json(&AgentView::of(&r, 0))),
             Command::AnswerQuestion { agent_id, answer } => self
                 .provide(
                     &agent_id,
@@ -609,8 +590,8 @@ impl AgentSystem {
                     &answer,
                 )
                 .await
-                .map(|r| ops::view(&r, 0)),
-            Command::Spawn(req) => self.spawn(*req).await.map(|r| ops::view(&r, 0)),
+                .and_then(|r| ops::to_json(&AgentView::of(&r, 0))),
+            Command::Spawn(req) => self.spawn(*req).await.and_then(|r| ops::to_json(&AgentView::of(&r, 0))),
             Command::Send {
                 agent_id,
                 text,
@@ -635,11 +616,10 @@ impl AgentSystem {
                 self.post(&agent_id, InboxItem::Compact).await?;
                 Ok(json!({"summary": "Agent compaction requested.", "target_agent_id": agent_id}))
             }
-            Command::Inspect { agent_id } => self.inspect(&agent_id).await,
-            Command::List { parent_id } => self
-                .list(parent_id.as_deref())
-                .await
-                .map(|v| json!({"agents": v})),
+            Command::Inspect { agent_id } => ops::to_json(&self.inspect(&agent_id).await?),
+            Command::List { parent_id } => ops::to_json(&AgentList {
+                agents: self.list(parent_id.as_deref()).await?,
+            }),
             Command::Thread { agent_id } => {
                 self.thread(&agent_id).await.map(|t| json!({"entries": t}))
             }
@@ -651,7 +631,7 @@ impl AgentSystem {
             Command::SetEnv { agent_id, env } => self
                 .set_env(&agent_id, env)
                 .await
-                .map(|r| ops::view(&r, 0)),
+                .and_then(|r| ops::to_json(&AgentView::of(&r, 0))),
             Command::Checkpoint { agent_id } => {
                 self.checkpoint(&agent_id).await.map(|c| c.summary())
             }
@@ -664,7 +644,7 @@ impl AgentSystem {
             } => self
                 .restore(&agent_id, checkpoint_id)
                 .await
-                .map(|r| ops::view(&r, 0)),
+                .and_then(|r| ops::to_json(&AgentView::of(&r, 0))),
         }
     }
 

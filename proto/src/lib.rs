@@ -20,6 +20,7 @@
 //! | [`markers`] | protocol markers in agent output, parsed strictly |
 //! | [`manage`] | arguments and options of the `Manage` tool (seed 000) |
 //! | [`output`] | [`Output`]: what a child produces for its parent |
+//! | [`view`] | [`Inspection`], [`AgentTrees`], [`WorkQueue`]: what agentd answers about agents |
 //! | [`codec`] | MessagePack encode/decode with size and version checks |
 //! | [`ids`] | id generation: v7 for new things, v8 (XXH3-128) for derived (replay-stable) ids |
 
@@ -40,6 +41,7 @@ pub mod record;
 pub mod status;
 pub mod thread;
 pub mod usage;
+pub mod view;
 
 pub use address::Address;
 pub use checkpoint::{Checkpoint, CheckpointReason};
@@ -57,3 +59,7 @@ pub use record::{AgentId, AgentRecord, Channel, ManageChannel};
 pub use status::AgentStatus;
 pub use thread::{Role, ThreadEntry, ToolCall};
 pub use usage::{Budget, Price, Priority, Usage};
+pub use view::{
+    AgentList, AgentSummary, AgentTrees, AgentView, Inspection, LiveState, QueueState, QueueTask,
+    TreeNode, WorkQueue,
+};

@@ -78,9 +78,10 @@ impl Model {
 async fn settled(sys: &TestSystem, id: &str) {
     wait_until("the agent settles", || async {
         let v = sys.system.inspect(id).await.unwrap();
-        (v["inbox"] == 0 || v["status"] == "paused")
-            && v["turn_running"] == false
-            && !matches!(v["status"].as_str(), Some("running" | "queued"))
+        let status = v.view.summary.status;
+        (v.live.inbox == Some(0) || status == AgentStatus::Paused)
+            && v.live.turn_running == Some(false)
+            && !matches!(status, AgentStatus::Running | AgentStatus::Queued)
     })
     .await;
 }

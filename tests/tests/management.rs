@@ -613,12 +613,12 @@ async fn pause_holds_work_resume_releases_it_terminate_stops() {
     sys.system.send(&lead.id, "held", false).await.unwrap();
     // Held while paused: the item is in the agent's inbox, and nothing ran.
     wait_until("item queued", || async {
-        sys.system.inspect(&lead.id).await.unwrap()["inbox"] == 1
+        sys.system.inspect(&lead.id).await.unwrap().live.inbox == Some(1)
     })
     .await;
     let snapshot = sys.system.inspect(&lead.id).await.unwrap();
-    assert_eq!(snapshot["status"], "paused");
-    assert_eq!(snapshot["turn_running"], false);
+    assert_eq!(snapshot.view.summary.status, AgentStatus::Paused);
+    assert_eq!(snapshot.live.turn_running, Some(false));
     assert!(sys.thread(&lead.id).await.is_empty());
     sys.system.control(&lead.id, Control::Resume).await.unwrap();
     sys.wait_for_entry(&lead.id, Role::Assistant, "lead: held")

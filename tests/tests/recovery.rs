@@ -35,7 +35,7 @@ async fn queued_work_survives_a_stop_and_resumes_in_order_once() {
     first.system.send(&a.id, "m1", false).await.unwrap();
     first.system.send(&a.id, "m2", false).await.unwrap();
     wait_until("queued", || async {
-        first.system.inspect(&a.id).await.unwrap()["inbox"] == 2
+        first.system.inspect(&a.id).await.unwrap().live.inbox == Some(2)
     })
     .await;
     first.system.shutdown().await;
@@ -114,7 +114,7 @@ async fn a_stored_but_unqueued_item_delivered_again_keeps_its_place_in_the_inbox
     let fresh = t.system.route_acked(m2).await.unwrap();
     assert!(!fresh, "the store had it");
     wait_until("m1, m2 and m3 queued", || async {
-        t.system.inspect(&a.id).await.unwrap()["inbox"] == 3
+        t.system.inspect(&a.id).await.unwrap().live.inbox == Some(3)
     })
     .await;
     clock.advance(1000);

@@ -2,7 +2,7 @@
 //! level, `queued` while waiting, and each agent's own inbox order kept.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_proto::{AgentStatus, Event, ManageOptions, Priority, Role, SpawnRequest};
+use agentd_proto::{AgentStatus, Event, ManageOptions, Priority, QueueState, Role, SpawnRequest};
 use agentd_tests::*;
 
 const SCRIPT: &str = r#"
@@ -252,7 +252,16 @@ async fn failed_turns_are_retried_with_backoff_and_attempts_show() {
     let a = sys.root("plain", Some("flaky job")).await;
     let rec = sys.wait_for_status(&a.id, AgentStatus::Queued).await;
     assert_eq!(rec.status_reason.as_deref(), Some("retry 2 of 3 in 500 ms"));
-    assert_eq!(sys.system.inspect(&a.id).await.unwrap()["attempts"], 1);
+    assert_eq!(
+        sys.system
+            .inspect(&a.id)
+            .await
+            .unwrap()
+            .view
+            .summary
+            .attempts,
+        1
+    );
     wait_until("backoff armed", || async { clock.sleepers() == 1 }).await;
     clock.advance(499);
     tokio::task::yield_now().await;
@@ -325,31 +334,26 @@ async fn the_queue_lists_work_by_priority_with_its_queue_state() {
         .await;
     let idle = sys.root("plain", None).await; // no work: not in the queue
     let tasks = sys.system.queue(None).await.unwrap();
-    let rows: Vec<(String, String)> = tasks
+    let rows: Vec<(&str, QueueState)> = tasks
         .iter()
-        .map(|t| {
-            (
-                t["title"].as_str().unwrap().to_string(),
-                t["queue_state"].as_str().unwrap().to_string(),
-            )
-        })
+        .map(|t| (t.title.as_str(), t.queue_state))
         .collect();
     assert_eq!(
         rows,
         vec![
-            ("waiting".to_string(), "waiting_dependency".to_string()),
-            ("high".to_string(), "queued".to_string()),
-            (blocker.title.clone(), "executing".to_string()),
-            ("low".to_string(), "queued".to_string()),
+            ("waiting", QueueState::WaitingDependency),
+            ("high", QueueState::Queued),
+            (blocker.title.as_str(), QueueState::Executing),
+            ("low", QueueState::Queued),
         ]
     );
-    assert_eq!(tasks[0]["depends_on"][0], blocker.id.as_str());
-    assert!(tasks.iter().all(|t| t["agent_id"] != idle.id.as_str()));
+    assert_eq!(tasks[0].depends_on[0], blocker.id);
+    assert!(tasks.iter().all(|t| t.agent_id != idle.id));
     clock.advance(1000);
     // The blocker's turn ends (idle, not completed): only the dependent still waits.
     wait_until("the queue drains but for the dependent", || async {
         let q = sys.system.queue(None).await.unwrap();
-        q.len() == 1 && q[0]["agent_id"] == waiting.id.as_str()
+        q.len() == 1 && q[0].agent_id == waiting.id
     })
     .await;
 }

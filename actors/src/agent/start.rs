@@ -26,12 +26,24 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 /// What an agent's turns show its model; it follows from the agent's type, allowed tools,
-/// depth and parent, which do not change.
+/// depth and parent, which do not change, and from the tool catalogue, whose version its specs
+/// carry (a turn refreshes them when the catalogue changed).
 pub(super) struct TurnSetup {
-    tool_specs: Arc<Vec<crate::ports::ToolSpec>>,
+    tool_specs: crate::tools::VisibleSpecs,
     system_prompt: Arc<str>,
     pub(super) names: Arc<crate::turn::RequestNames>,
     pub(super) usage: UsageMeters,
+}
+
+impl TurnSetup {
+    fn of(rec: &AgentRecord, deps: &crate::deps::Deps) -> Self {
+        TurnSetup {
+            tool_specs: crate::tools::visible_specs(rec, deps),
+            system_prompt: crate::turn::system_prompt(rec, deps).into(),
+            names: Arc::new(crate::turn::RequestNames::of(rec, deps)),
+            usage: UsageMeters::of(rec, deps),
+        }
+    }
 }
 
 /// An item whose turn start (input entry, `running` record) was written with its inbox push,
@@ -269,14 +281,18 @@ impl AgentActor {
     /// What the agent's turns show its model and how its usage is counted, made on first use.
     pub(super) fn turn_setup(&mut self) -> &TurnSetup {
         let (rec, deps) = (&self.rec, &self.system.deps);
-        self.setup.get_or_insert_with(|| {
-            Box::new(TurnSetup {
-                tool_specs: crate::tools::visible_specs(rec, deps),
-                system_prompt: crate::turn::system_prompt(rec, deps).into(),
-                names: Arc::new(crate::turn::RequestNames::of(rec, deps)),
-                usage: UsageMeters::of(rec, deps),
-            })
-        })
+        self.setup
+            .get_or_insert_with(|| Box::new(TurnSetup::of(rec, deps)))
+    }
+
+    /// [`Self::turn_setup`], with the tool specs brought up to the catalogue's version.
+    fn fresh_turn_setup(&mut self) -> &TurnSetup {
+        let (rec, deps) = (&self.rec, &self.system.deps);
+        let setup = self
+            .setup
+            .get_or_insert_with(|| Box::new(TurnSetup::of(rec, deps)));
+        setup.tool_specs.refresh(rec, deps);
+        setup
     }
 
     /// Starts a turn on `input`, caused by `cause`, handling inbox item `env` if there is one.
@@ -292,9 +308,9 @@ impl AgentActor {
         ctx: &mut Context<Self>,
     ) {
         let stop = Arc::new(AtomicBool::new(false));
-        let setup = self.turn_setup();
+        let setup = self.fresh_turn_setup();
         let (tool_specs, system_prompt, names) = (
-            setup.tool_specs.clone(),
+            setup.tool_specs.specs().clone(),
             setup.system_prompt.clone(),
             setup.names.clone(),
         );

@@ -235,7 +235,7 @@ impl Turn {
                 let tool_id = derived_id(self.cause, &format!("step-{step}-tool-{i}"));
                 // Tool results a previous run recorded: their calls are not executed twice.
                 if self.recorded(&tool_id) {
-                    if tools::canonical(&call.name) == tools::YIELD_TO_PARENT {
+                    if tools::BuiltinTool::YieldToParent.is_named(&call.name) {
                         result.yielded = call.arguments.get("result").cloned();
                         return Ok(result);
                     }

@@ -4,7 +4,7 @@
 use actix_web::http::StatusCode;
 use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
 use agentd_actors::AgentSystem;
-use agentd_proto::{AgentdError, Command, Control, ErrorCode, SpawnRequest};
+use agentd_proto::{AgentTrees, AgentdError, Command, Control, ErrorCode, SpawnRequest, WorkQueue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -363,7 +363,7 @@ async fn list(st: web::Data<ApiState>, req: HttpRequest, q: web::Query<ListQuery
 
 async fn tree(st: web::Data<ApiState>, req: HttpRequest) -> ApiResult {
     let roots = st.system.tree(scope(&req).as_deref()).await?;
-    Ok(HttpResponse::Ok().json(json!({"roots": roots})))
+    Ok(HttpResponse::Ok().json(AgentTrees { roots }))
 }
 
 async fn command(st: web::Data<ApiState>, req: HttpRequest, body: web::Json<Command>) -> ApiResult {
@@ -555,7 +555,7 @@ async fn set_env(
 
 async fn queue(st: web::Data<ApiState>, req: HttpRequest) -> ApiResult {
     let tasks = st.system.queue(scope(&req).as_deref()).await?;
-    Ok(HttpResponse::Ok().json(json!({ "tasks": tasks })))
+    Ok(HttpResponse::Ok().json(WorkQueue { tasks }))
 }
 
 async fn checkpoints(

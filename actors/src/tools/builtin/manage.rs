@@ -1,14 +1,45 @@
-//! The Manage tool (seed 000): `send_message` to a worker's persistent child thread (sync or
-//! async), and `check_status` of the caller's child threads.
+//! The Manage tool (seed 000; alias `manage`): `send_message` to a worker's persistent child
+//! thread (sync or async), and `check_status` of the caller's child threads.
 
-use super::ToolContext;
+use super::super::ToolContext;
+use super::BuiltinTool;
+use crate::deps::Deps;
 use crate::messages::{CancelWait, ManageSend, ParentRouterFor, WaitResult};
-use agentd_proto::{AgentdError, ErrorCode, ManageCommand, ManageMode, ManageRequest};
+use crate::ops::mailbox;
+use crate::ports::ToolSpec;
+use agentd_proto::{AgentRecord, AgentdError, ErrorCode, ManageCommand, ManageMode, ManageRequest};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
-fn mailbox(e: actix::MailboxError) -> AgentdError {
-    AgentdError::new(ErrorCode::Unavailable, format!("actor mailbox: {e}"))
+/// The spec `rec` is shown: its description names the workers of `rec`'s type.
+pub(super) fn spec(rec: &AgentRecord, deps: &Deps) -> ToolSpec {
+    let titles: Vec<String> = deps
+        .config
+        .types
+        .workers_of(&rec.agent_type)
+        .iter()
+        .map(|w| w.title.trim().to_string())
+        .collect();
+    BuiltinTool::Manage.described(
+        format!(
+            "Send a message to a connected worker on a persistent child thread, or check \
+             the status of your child threads. Workers: {}.",
+            if titles.is_empty() {
+                "none".into()
+            } else {
+                titles.join(", ")
+            }
+        ),
+        json!({"type": "object", "properties": {
+            "command": {"type": "string", "enum": ["send_message", "check_status"]},
+            "worker": {"type": "string", "description": "Worker title."},
+            "message": {"type": "string"},
+            "threadAlias": {"type": "string", "description": "Child thread alias."},
+            "mode": {"type": "string", "enum": ["sync", "async"]},
+            "syncTimeoutMs": {"type": "integer", "minimum": 0},
+            "syncMaxMessages": {"type": "integer", "minimum": 1}
+        }, "required": ["command", "threadAlias"]}),
+    )
 }
 
 pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {

@@ -1,0 +1,22 @@
+//! `agent_compact` (seed 003): compacts another agent's session, its old history becoming a
+//! summary. Foreground agents only.
+
+use super::super::ToolContext;
+use super::BuiltinTool;
+use super::targets::{agent_id_only, other_descendant, post_as_caller};
+use crate::ports::ToolSpec;
+use agentd_proto::{AgentdError, InboxItem};
+use serde_json::{Value, json};
+
+pub(super) fn spec() -> ToolSpec {
+    BuiltinTool::AgentCompact.described(
+        "Compact another agent's session: old history becomes a summary.",
+        agent_id_only(),
+    )
+}
+
+pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
+    let target = other_descendant(ctx, args).await?;
+    post_as_caller(ctx, &target, InboxItem::Compact).await?;
+    Ok(json!({ "summary": "Agent compaction requested.", "target_agent_id": target }))
+}

@@ -1,0 +1,21 @@
+//! `list_agents`: the caller's children, live and closed, as an
+//! [`AgentList`](agentd_proto::AgentList).
+
+use super::super::ToolContext;
+use super::BuiltinTool;
+use crate::ops;
+use crate::ports::ToolSpec;
+use agentd_proto::{AgentList, AgentdError};
+use serde_json::{Value, json};
+
+pub(super) fn spec() -> ToolSpec {
+    BuiltinTool::ListAgents.described(
+        "List the live and closed sub-agents of your session with their status.",
+        json!({"type": "object", "properties": {}}),
+    )
+}
+
+pub(super) async fn run(ctx: &ToolContext) -> Result<Value, AgentdError> {
+    let agents = ops::list(&ctx.deps, &ctx.supervisor, Some(&ctx.caller.id)).await?;
+    ops::to_json(&AgentList { agents })
+}

@@ -1,0 +1,75 @@
+//! `spawn_agent` (seeds 002/004; alias `spawn_subagent`): starts an asynchronous sub-agent of
+//! the caller from a prompt and answers its id at once; its result comes back to the caller as
+//! a message when it yields.
+
+use super::super::ToolContext;
+use super::BuiltinTool;
+use super::arguments::{required_str, string_list, typed};
+use crate::messages::SpawnSpec;
+use crate::ops;
+use crate::ports::ToolSpec;
+use agentd_proto::{AgentdError, Channel};
+use serde_json::{Value, json};
+
+pub(super) fn spec() -> ToolSpec {
+    BuiltinTool::SpawnAgent.described(
+        "Start an asynchronous sub-agent from a prompt; returns its id at once. Its result \
+         comes back to you as a message when it yields.",
+        json!({"type": "object", "properties": {
+            "prompt": {"type": "string"},
+            "agent_type": {"type": "string", "description": "subagent (default), research, coding/worker, debug/debugger, or a configured type"},
+            "title": {"type": "string"},
+            "allowed_tools": {"type": "array", "items": {"type": "string"}},
+            "context_files": {"type": "array", "items": {"type": "string"}},
+            "background": {"type": "boolean"},
+            "priority": {"type": "string", "enum": ["critical", "high", "normal", "low"]},
+            "depends_on": {"type": "array", "items": {"type": "string"}, "description": "Agent ids that must complete first."},
+            "budget": {"type": "object", "properties": {
+                "max_tokens": {"type": "integer", "minimum": 0},
+                "max_cost_usd": {"type": "number", "minimum": 0},
+                "deadline_ms": {"type": "integer", "minimum": 0}
+            }},
+            "provider": {"type": "string", "description": "A configured model provider."},
+            "model": {"type": "string"}
+        }, "required": ["prompt"]}),
+    )
+}
+
+pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
+    let prompt = required_str(args, "prompt")?;
+    let agent_type = args
+        .get("agent_type")
+        .or_else(|| args.get("agentType"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or("subagent");
+    let text = |field: &str| args.get(field).and_then(Value::as_str).map(str::to_string);
+    let allowed_tools = string_list(args, "allowed_tools", "allowedTools")?;
+    let files = string_list(args, "context_files", "contextFiles")?.unwrap_or_default();
+    let prompt = ops::attach_context_files(&ctx.deps, prompt, &files)?;
+    let rec = ops::spawn(
+        &ctx.supervisor,
+        SpawnSpec {
+            id: None,
+            parent: Some((*ctx.caller).clone()),
+            agent_type: agent_type.to_string(),
+            title: text("title"),
+            prompt: Some(prompt),
+            allowed_tools,
+            budget: typed(args, "budget")?,
+            priority: typed(args, "priority")?,
+            depends_on: string_list(args, "depends_on", "dependsOn")?.unwrap_or_default(),
+            provider: text("provider"),
+            model: text("model"),
+            env: Default::default(),
+            channel: Channel::Spawn {
+                parent_id: ctx.caller.id.clone(),
+            },
+        },
+    )
+    .await?;
+    Ok(json!({
+        "agent_id": rec.id, "title": rec.title, "agent_type": rec.agent_type,
+        "status": "running", "depth": rec.depth,
+    }))
+}

@@ -1,0 +1,203 @@
+//! [`ToolCatalogue`]: the tools agents may be shown, with a version that changes whenever that
+//! set changes, and the specs built from it.
+//!
+//! Building an agent's specs (JSON schemas) costs about as much as handling one message, so
+//! they are built once per kind of agent (its type and the tools it sees) and shared, and each
+//! agent keeps its own [`VisibleSpecs`]. Both carry the catalogue version they were built
+//! for: once the catalogue changes they are stale, and the next look-up builds them again.
+
+use super::Tool;
+use super::builtin::BuiltinTool;
+use super::visibility::visible_tools;
+use crate::deps::Deps;
+use crate::ports::ToolSpec;
+use agentd_proto::AgentRecord;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The tools of one process: today the built-in ones.
+#[derive(Default)]
+pub struct ToolCatalogue {
+    /// Bumped by [`Self::changed`].
+    version: AtomicU64,
+    /// (agent type, visible tools) → the specs shown, with the version they were built for.
+    specs: Mutex<HashMap<(String, Vec<Tool>), VisibleSpecs>>,
+}
+
+/// The specs one kind of agent is shown, and the catalogue version they were built for.
+#[derive(Debug, Clone)]
+pub struct VisibleSpecs {
+    version: u64,
+    specs: Arc<Vec<ToolSpec>>,
+}
+
+impl ToolCatalogue {
+    /// The version of the set of tools; it changes whenever the set does.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// Records that the set of tools changed: specs built before are stale. Answers the new
+    /// version.
+    pub fn changed(&self) -> u64 {
+        self.version.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Every tool, in the order agents are shown them.
+    pub fn tools(&self) -> impl Iterator<Item = Tool> + '_ {
+        BuiltinTool::ALL.into_iter().map(Tool::Builtin)
+    }
+
+    /// The tool `name` (or an alias) names, if there is one.
+    pub fn resolve(&self, name: &str) -> Option<Tool> {
+        BuiltinTool::named(name).map(Tool::Builtin)
+    }
+
+    /// The specs of `tools` for agents of `agent_type`, built by `build` unless they were
+    /// built for this `version` already. `version` is the catalogue's version when `tools`
+    /// were chosen: specs of a set chosen before a change are built but not kept, and stay
+    /// stale.
+    pub(crate) fn specs_for(
+        &self,
+        version: u64,
+        agent_type: &str,
+        tools: Vec<Tool>,
+        build: impl FnOnce(&[Tool]) -> Vec<ToolSpec>,
+    ) -> VisibleSpecs {
+        let key = (agent_type.to_string(), tools);
+        let mut cache = self.specs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(specs) = cache.get(&key)
+            && specs.version == version
+        {
+            return specs.clone();
+        }
+        let specs = VisibleSpecs {
+            version,
+            specs: Arc::new(build(&key.1)),
+        };
+        if version == self.version() {
+            cache.insert(key, specs.clone());
+        }
+        specs
+    }
+}
+
+/// A copy has the same version and builds its own specs.
+impl Clone for ToolCatalogue {
+    fn clone(&self) -> Self {
+        ToolCatalogue {
+            version: AtomicU64::new(self.version()),
+            specs: Mutex::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ToolCatalogue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolCatalogue")
+            .field("version", &self.version())
+            .finish_non_exhaustive()
+    }
+}
+
+impl VisibleSpecs {
+    /// The catalogue version they were built for.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The specs, in the order the model is shown them.
+    pub fn specs(&self) -> &Arc<Vec<ToolSpec>> {
+        &self.specs
+    }
+
+    /// Whether they were built for `catalogue`'s current version.
+    pub fn is_current(&self, catalogue: &ToolCatalogue) -> bool {
+        self.version == catalogue.version()
+    }
+
+    /// Builds them again for `rec` if the catalogue changed since they were built.
+    pub fn refresh(&mut self, rec: &AgentRecord, deps: &Deps) {
+        if !self.is_current(&deps.config.tools) {
+            *self = visible_specs(rec, deps);
+        }
+    }
+}
+
+/// The specs the model is shown for `rec` (shared by every agent of its type that sees the
+/// same tools).
+pub fn visible_specs(rec: &AgentRecord, deps: &Deps) -> VisibleSpecs {
+    let catalogue = &deps.config.tools;
+    let version = catalogue.version();
+    let tools = visible_tools(rec, deps);
+    catalogue.specs_for(version, &rec.agent_type, tools, |tools| {
+        tools.iter().map(|t| t.spec(rec, deps)).collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    fn spec(name: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: String::new(),
+            parameters: serde_json::json!({"type": "object"}),
+        }
+    }
+
+    #[test]
+    fn specs_are_shared_within_a_version_and_built_afresh_after_a_change() {
+        let catalogue = ToolCatalogue::default();
+        let builds = Cell::new(0);
+        let look_up = |catalogue: &ToolCatalogue| {
+            let tools = vec![Tool::Builtin(BuiltinTool::CurrentTime)];
+            catalogue.specs_for(catalogue.version(), "plain", tools, |tools| {
+                builds.set(builds.get() + 1);
+                tools.iter().map(|t| spec(t.name())).collect()
+            })
+        };
+        let first = look_up(&catalogue);
+        let again = look_up(&catalogue);
+        assert_eq!(builds.get(), 1, "built once per version");
+        assert!(Arc::ptr_eq(first.specs(), again.specs()));
+        assert!(first.is_current(&catalogue));
+
+        assert_eq!(catalogue.changed(), 1);
+        assert!(
+            !first.is_current(&catalogue),
+            "a change makes held specs stale"
+        );
+        let fresh = look_up(&catalogue);
+        assert_eq!(builds.get(), 2, "a new version builds them again");
+        assert_eq!(fresh.version(), 1);
+        assert!(!Arc::ptr_eq(first.specs(), fresh.specs()));
+        assert!(fresh.is_current(&catalogue));
+    }
+
+    #[test]
+    fn specs_chosen_before_a_change_are_not_kept() {
+        let catalogue = ToolCatalogue::default();
+        let chosen_at = catalogue.version();
+        catalogue.changed();
+        let tools = || vec![Tool::Builtin(BuiltinTool::CurrentTime)];
+        let late = catalogue.specs_for(chosen_at, "plain", tools(), |_| vec![spec("old")]);
+        assert!(!late.is_current(&catalogue));
+        let now = catalogue.specs_for(catalogue.version(), "plain", tools(), |_| vec![spec("new")]);
+        assert_eq!(now.specs()[0].name, "new");
+    }
+
+    #[test]
+    fn names_resolve_to_builtin_tools_or_nothing() {
+        let catalogue = ToolCatalogue::default();
+        assert_eq!(
+            catalogue.resolve("spawn_subagent"),
+            Some(Tool::Builtin(BuiltinTool::SpawnAgent))
+        );
+        assert_eq!(catalogue.resolve("mcp__files__read_text_file"), None);
+        assert_eq!(catalogue.tools().count(), BuiltinTool::ALL.len());
+    }
+}

@@ -1,0 +1,93 @@
+//! Which tools an agent sees, and the refusal of a call to any other: one rule for both, so a
+//! model that guesses a hidden tool's name gets `not_root` or `tool_not_allowed` (or
+//! `unknown_tool` for a name that names no tool), never a result.
+
+use super::Tool;
+use super::builtin::ToolGroup;
+use crate::deps::Deps;
+use agentd_proto::{AgentRecord, AgentdError, ErrorCode};
+
+/// Whether `rec` is a foreground agent: a root created by a person or a service.
+pub fn is_foreground(rec: &AgentRecord) -> bool {
+    rec.parent_id.is_none() && rec.foreground
+}
+
+/// Whether `rec` may use management tools: a foreground root, or a sub-agent whose type grants
+/// them while `depth < max_depth`.
+pub fn may_manage(rec: &AgentRecord, deps: &Deps) -> bool {
+    let cfg = &deps.config;
+    if is_foreground(rec) {
+        return true;
+    }
+    cfg.types
+        .get(&rec.agent_type)
+        .map(|t| t.grants_management && rec.depth < cfg.limits.max_depth)
+        .unwrap_or(false)
+}
+
+/// The tools `rec` sees (and may call), in the order it is shown them: the management tools
+/// if it may manage (those for foreground agents only if it is one), the regular tools its
+/// type lists, narrowed to its allowed tools if it has a list; then, for a sub-agent, the
+/// sub-agent tools, whatever its list says.
+pub fn visible_tools(rec: &AgentRecord, deps: &Deps) -> Vec<Tool> {
+    let catalogue = &deps.config.tools;
+    let manages = may_manage(rec, deps);
+    let foreground = is_foreground(rec);
+    let agent_type = deps.config.types.get(&rec.agent_type);
+    let mut tools: Vec<Tool> = catalogue
+        .tools()
+        .filter(|tool| match tool.group() {
+            ToolGroup::Management => manages,
+            ToolGroup::ForegroundOnly => manages && foreground,
+            ToolGroup::Regular => {
+                agent_type.is_some_and(|ty| ty.tools.iter().any(|n| n == tool.name()))
+            }
+            ToolGroup::SubAgentOnly => false,
+        })
+        .collect();
+    if let Some(allowed) = &rec.allowed_tools {
+        let allowed: Vec<Tool> = allowed
+            .iter()
+            .filter_map(|a| catalogue.resolve(a))
+            .collect();
+        tools.retain(|tool| allowed.contains(tool));
+    }
+    if rec.parent_id.is_some() {
+        tools.extend(
+            catalogue
+                .tools()
+                .filter(|tool| tool.group() == ToolGroup::SubAgentOnly),
+        );
+    }
+    tools
+}
+
+/// The tool `name` names if `rec` may call it; otherwise why not: `not_root` for a management
+/// tool, `tool_not_allowed` for another tool it does not see, `unknown_tool` for a name that
+/// names no tool.
+pub fn callable(rec: &AgentRecord, deps: &Deps, name: &str) -> Result<Tool, AgentdError> {
+    let Some(tool) = deps.config.tools.resolve(name) else {
+        return Err(super::tool::unknown(name));
+    };
+    if visible_tools(rec, deps).contains(&tool) {
+        return Ok(tool);
+    }
+    let name = tool.name();
+    Err(match tool.group() {
+        ToolGroup::Management | ToolGroup::ForegroundOnly => AgentdError::new(
+            ErrorCode::NotRoot,
+            format!(
+                "`{name}` is for foreground (root) agents; `{}` may not manage agents",
+                rec.id
+            ),
+        ),
+        ToolGroup::SubAgentOnly => AgentdError::new(
+            ErrorCode::ToolNotAllowed,
+            "only sub-agents can yield to a parent",
+        ),
+        ToolGroup::Regular => AgentdError::new(
+            ErrorCode::ToolNotAllowed,
+            format!("`{name}` is not among this agent's tools"),
+        ),
+    })
+}
