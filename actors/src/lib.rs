@@ -2,43 +2,49 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | [`ports`] | `ThreadStore`, `ModelClient`, `EventSink`: what the actors need from outside |
+//! | [`system`] | [`AgentSystem`]: the facade services and tests use |
+//! | [`ports`] | `ThreadStore`, `ModelClient`, `EventSink`, `Transport`: what the actors need from outside |
 //! | [`clock`] | `Clock`, `SystemClock`, `ManualClock`: time as a port |
 //! | [`config`] | limits, agent types (validated titles), prices, prompts |
-//! | [`deps`] | the bundle of ports and config each actor holds |
-//! | [`messages`] | the typed actix messages between actors |
+//! | [`deps`] | the bundle of ports and config the actors of a process share |
 //! | [`metrics`] | the process metrics registry (Prometheus text) |
-//! | [`agent`] | `AgentActor`: one agent, its inbox queue, its turns, its status |
-//! | [`checkpoints`] | taking checkpoints and planning restores (seed 001) |
-//! | [`turn`] | one turn: model call → tools → repeat; reset and compaction |
-//! | [`tools`] | the tool registry: built-in tools (one file each), the versioned catalogue, visibility |
-//! | [`parent_router`] | `ParentRouter`: worker aliases, sync waits, forwarding to the parent |
-//! | [`channel_router`] | `ChannelRouter`: where every envelope and child output goes |
-//! | [`scheduler`] | `Scheduler`: turn slots by priority under a concurrency limit |
-//! | [`supervisor`] | `Supervisor`: agent directory, spawn limits, activation, cascades |
-//! | [`ops`] | operations shared by the tools and the facade |
-//! | [`system`] | `AgentSystem`: the facade services and tests use |
+//! | [`hashing`] | the fast hash maps and the partition hash |
+//! | `handle` | `SystemHandle`: what every actor of a process holds, behind one pointer |
+//! | `agent` | `AgentActor`: one agent's phase, inbox queue, write-behind buffer, turns |
+//! | `turn` | one turn: model call → tools → repeat; reset and compaction |
+//! | `tools` | the tool registry: built-in tools (one file each), the versioned catalogue, visibility |
+//! | `supervisor` | `Supervisor`: the live-agent directory, spawn, activation, lifecycle cascades |
+//! | `channel_router` | `ChannelRouter`: where every envelope and child output goes |
+//! | `parent_router` | `ParentRouter`: worker aliases, sync waits, forwarding to the parent |
+//! | `scheduler` | `Scheduler`: turn slots by priority under concurrency limits |
+//! | `ops` | operations shared by the tools and the facade |
+//! | `checkpoints` | taking checkpoints and planning restores (seed 001) |
+//! | `tree_spend` | what each agent tree has spent (tree budgets) |
+//! | `errors` | failures of actix and serde as `AgentdError`s |
+//!
+//! "Seed 000" … "seed 004" in comments name the reference documents summarised in
+//! `docs/reference.md`; `docs/architecture.md` maps this crate and states its invariants.
 
-pub mod agent;
-pub mod channel_router;
-pub mod checkpoints;
+mod agent;
+mod channel_router;
+mod checkpoints;
 pub mod clock;
 pub mod config;
 pub mod deps;
+mod errors;
 mod handle;
 pub mod hashing;
-pub mod messages;
 pub mod metrics;
-pub mod ops;
-pub mod parent_router;
+mod ops;
+mod parent_router;
 pub mod ports;
-pub mod scheduler;
-pub mod supervisor;
+mod scheduler;
+mod supervisor;
 pub mod system;
 #[cfg(test)]
 mod testing;
-pub mod tools;
-pub mod tree_spend;
+mod tools;
+mod tree_spend;
 mod turn;
 
 pub use clock::{Clock, ManualClock, SystemClock};

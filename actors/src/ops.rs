@@ -3,15 +3,13 @@
 //!
 //! [`AgentSystem`]: crate::system::AgentSystem
 
-use crate::channel_router::ChannelRouter;
+use crate::agent::messages::{ApplyControl, RuntimeState, Snapshot};
 use crate::channel_router::messages::RouteAcked;
 use crate::clock::{Clock, SystemClock};
 use crate::deps::Deps;
-use crate::messages::{
-    Activate, ApplyControl, Lifecycle, Lookup, RuntimeState, Snapshot, Spawn, SpawnSpec,
-};
-use crate::supervisor::Supervisor;
-use actix::{Addr, MailboxError};
+use crate::errors::mailbox;
+use crate::handle::SystemHandle;
+use crate::supervisor::messages::{Activate, Lifecycle, Spawn, SpawnSpec};
 use agentd_proto::{
     Address, AgentRecord, AgentView, AgentdError, Control, Envelope, ErrorCode, InboxItem,
     Inspection, Item, LiveState,
@@ -19,35 +17,17 @@ use agentd_proto::{
 use std::path::Path;
 use uuid::Uuid;
 
-/// An answer as JSON (a command's or a tool's result). The wire types serialize to JSON
-/// whatever their contents; a failure would be a bug, reported as `internal`.
-pub fn to_json(answer: &impl serde::Serialize) -> Result<serde_json::Value, AgentdError> {
-    serde_json::to_value(answer).map_err(|e| {
-        AgentdError::with_source(ErrorCode::Internal, format!("answer as JSON: {e}"), e)
-    })
-}
-
-/// Maps a mailbox failure (actor gone or full) to `unavailable`.
-pub fn mailbox(e: MailboxError) -> AgentdError {
-    AgentdError::new(ErrorCode::Unavailable, format!("actor mailbox: {e}"))
-}
-
-/// The address of an agent sender.
-pub fn from_agent(id: &str) -> Address {
-    Address::agent(id)
-}
-
 /// Creates an agent through the supervisor.
-pub async fn spawn(
-    supervisor: &Addr<Supervisor>,
+pub(crate) async fn spawn(
+    system: &SystemHandle,
     spec: SpawnSpec,
 ) -> Result<AgentRecord, AgentdError> {
-    supervisor.send(Spawn(spec)).await.map_err(mailbox)?
+    system.supervisor.send(Spawn(spec)).await.map_err(mailbox)?
 }
 
 /// Posts an inbox item to `target` through the channel router (activating it if needed).
-pub async fn post(
-    router: &Addr<ChannelRouter>,
+pub(crate) async fn post(
+    system: &SystemHandle,
     from: Address,
     target: &str,
     item: InboxItem,
@@ -60,18 +40,22 @@ pub async fn post(
         env.correlation_id = Some(cause);
     }
     let id = env.id;
-    router.send(RouteAcked(env)).await.map_err(mailbox)??;
+    system
+        .router
+        .send(RouteAcked(env))
+        .await
+        .map_err(mailbox)??;
     Ok(id)
 }
 
 /// Applies a lifecycle control: pause/resume on the (activated) agent itself; cancel,
 /// terminate, close and delete through the supervisor, which cascades them.
-pub async fn lifecycle(
-    deps: &Deps,
-    supervisor: &Addr<Supervisor>,
+pub(crate) async fn lifecycle(
+    system: &SystemHandle,
     target: &str,
     control: Control,
 ) -> Result<Option<AgentRecord>, AgentdError> {
+    let (deps, supervisor) = (&system.deps, &system.supervisor);
     if deps.is_owned_elsewhere(target) && !matches!(control, Control::Delete) {
         // The owner applies it (and cascades from there).
         return crate::supervisor::forward_control(deps, target, control)
@@ -96,7 +80,7 @@ pub async fn lifecycle(
             .map_err(mailbox)??;
         let res = addr.send(ApplyControl(control)).await.map_err(mailbox)??;
         if control == Control::Resume && rec.parent_id.is_none() {
-            resume_tree_budget_pauses(deps, supervisor, target).await?;
+            resume_tree_budget_pauses(system, target).await?;
         }
         return Ok(Some(res));
     }
@@ -111,11 +95,8 @@ pub async fn lifecycle(
 
 /// Resuming a root also resumes the agents of its tree that a spent tree budget paused (once
 /// the budget is raised they go on; if it is still spent they pause again).
-async fn resume_tree_budget_pauses(
-    deps: &Deps,
-    supervisor: &Addr<Supervisor>,
-    root: &str,
-) -> Result<(), AgentdError> {
+async fn resume_tree_budget_pauses(system: &SystemHandle, root: &str) -> Result<(), AgentdError> {
+    let (deps, supervisor) = (&system.deps, &system.supervisor);
     let tree_pause = format!("{}: tree", ErrorCode::BudgetExceeded.as_str());
     let mut stack = deps.store.children(root).await?;
     while let Some(id) = stack.pop() {
@@ -147,27 +128,22 @@ async fn resume_tree_budget_pauses(
 }
 
 /// The freshest record of an agent: the live actor's, else the stored one.
-pub async fn record(
-    deps: &Deps,
-    supervisor: &Addr<Supervisor>,
-    id: &str,
-) -> Result<AgentRecord, AgentdError> {
-    if let Some(addr) = supervisor
-        .send(Lookup(id.to_string()))
-        .await
-        .map_err(mailbox)?
+pub(crate) async fn record(system: &SystemHandle, id: &str) -> Result<AgentRecord, AgentdError> {
+    if let Some(addr) = system.directory.agent(id)
         && let Ok(rec) = addr.send(Snapshot).await
     {
         return Ok(rec);
     }
-    deps.store
+    system
+        .deps
+        .store
         .get_agent(id)
         .await?
         .ok_or_else(|| AgentdError::agent_not_found(id))
 }
 
 /// Checks that `target` is `caller` or one of its descendants (`not_ancestor` otherwise).
-pub async fn require_descendant(
+pub(crate) async fn require_descendant(
     deps: &Deps,
     caller: &str,
     target: &str,
@@ -197,17 +173,10 @@ pub async fn require_descendant(
 
 /// Inspects one agent (live or persisted): its record, child count, and whether it has an
 /// actor in this process, with that actor's inbox depth and whether a turn runs.
-pub async fn inspect(
-    deps: &Deps,
-    supervisor: &Addr<Supervisor>,
-    id: &str,
-) -> Result<Inspection, AgentdError> {
-    let rec = record(deps, supervisor, id).await?;
-    let children = deps.store.children(id).await?.len();
-    let live = supervisor
-        .send(Lookup(id.to_string()))
-        .await
-        .map_err(mailbox)?;
+pub(crate) async fn inspect(system: &SystemHandle, id: &str) -> Result<Inspection, AgentdError> {
+    let rec = record(system, id).await?;
+    let children = system.deps.store.children(id).await?.len();
+    let live = system.directory.agent(id);
     let runtime = match &live {
         Some(addr) => addr.send(RuntimeState).await.ok(),
         None => None,
@@ -219,7 +188,7 @@ pub async fn inspect(
 }
 
 /// The ids of every root, oldest first.
-pub async fn root_ids(deps: &Deps) -> Result<Vec<String>, AgentdError> {
+pub(crate) async fn root_ids(deps: &Deps) -> Result<Vec<String>, AgentdError> {
     Ok(deps
         .store
         .list_roots()
@@ -230,18 +199,17 @@ pub async fn root_ids(deps: &Deps) -> Result<Vec<String>, AgentdError> {
 }
 
 /// Children of `parent` (live and closed), or all roots when `parent` is `None`.
-pub async fn list(
-    deps: &Deps,
-    supervisor: &Addr<Supervisor>,
+pub(crate) async fn list(
+    system: &SystemHandle,
     parent: Option<&str>,
 ) -> Result<Vec<Inspection>, AgentdError> {
     let ids: Vec<String> = match parent {
-        Some(p) => deps.store.children(p).await?,
-        None => root_ids(deps).await?,
+        Some(p) => system.deps.store.children(p).await?,
+        None => root_ids(&system.deps).await?,
     };
     let mut out = Vec::with_capacity(ids.len());
     for id in ids {
-        if let Ok(agent) = inspect(deps, supervisor, &id).await {
+        if let Ok(agent) = inspect(system, &id).await {
             out.push(agent);
         }
     }
@@ -250,7 +218,7 @@ pub async fn list(
 
 /// Appends the context files to a spawn prompt: each read from an allowed directory only (no
 /// `..` or symlink escape), and capped in size.
-pub fn attach_context_files(
+pub(crate) fn attach_context_files(
     deps: &Deps,
     prompt: &str,
     files: &[String],

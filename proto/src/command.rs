@@ -197,3 +197,27 @@ impl From<Result<serde_json::Value, AgentdError>> for Reply {
         }
     }
 }
+
+impl Command {
+    /// The agent the command acts on, if it names one (a spawn's and a list's: the parent).
+    pub fn target(&self) -> Option<&str> {
+        match self {
+            Command::Send { agent_id, .. }
+            | Command::Control { agent_id, .. }
+            | Command::Reset { agent_id, .. }
+            | Command::Compact { agent_id }
+            | Command::Inspect { agent_id }
+            | Command::Thread { agent_id }
+            | Command::ProvideDependency { agent_id, .. }
+            | Command::AnswerQuestion { agent_id, .. }
+            | Command::SetBudget { agent_id, .. }
+            | Command::SetEnv { agent_id, .. }
+            | Command::Checkpoint { agent_id }
+            | Command::Checkpoints { agent_id }
+            | Command::Restore { agent_id, .. } => Some(agent_id),
+            Command::InvokeTool { agent_id, .. } => agent_id.as_deref(),
+            Command::Spawn(req) => req.parent_id.as_deref(),
+            Command::List { parent_id } => parent_id.as_deref(),
+        }
+    }
+}

@@ -207,10 +207,12 @@ impl AgentActor {
                 };
                 act.persist(ctx);
                 if let Some(limit) = limit {
-                    act.system.supervisor.do_send(crate::messages::PauseTree {
-                        root_id: act.rec.root_id.clone(),
-                        limit,
-                    });
+                    act.system
+                        .supervisor
+                        .do_send(crate::supervisor::messages::PauseTree {
+                            root_id: act.rec.root_id.clone(),
+                            limit,
+                        });
                 }
             }),
         );

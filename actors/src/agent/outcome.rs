@@ -10,10 +10,11 @@
 
 use super::AgentActor;
 use super::phase::Phase;
-use crate::messages::{ChildOutput, Output};
+use crate::channel_router::messages::ChildOutput;
 use crate::ports::StoreWrite;
 use crate::turn::TurnResult;
 use actix::prelude::*;
+use agentd_proto::Output;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{
     AgentStatus, AgentdError, Channel, CheckpointReason, Control, Envelope, ErrorCode, Event,
@@ -302,10 +303,12 @@ impl AgentActor {
     fn yielded(&mut self, result: serde_json::Value, cause: Uuid, ctx: &mut Context<Self>) {
         self.rec.result = Some(Box::new(result.clone()));
         let _ = self.set_status(AgentStatus::Completed, Some("yielded".into()), ctx);
-        self.system.supervisor.do_send(crate::messages::Finished {
-            agent_id: self.rec.id.clone(),
-            ok: true,
-        });
+        self.system
+            .supervisor
+            .do_send(crate::supervisor::messages::Finished {
+                agent_id: self.rec.id.clone(),
+                ok: true,
+            });
         if let Some(parent_id) = self.rec.channel.parent_id() {
             self.deps().events.publish(&Event::Yielded {
                 agent_id: self.rec.id.clone(),
@@ -401,10 +404,12 @@ impl AgentActor {
             message: e.to_string(),
         });
         let _ = self.set_status(AgentStatus::Failed, Some(e.code.as_str().into()), ctx);
-        self.system.supervisor.do_send(crate::messages::Finished {
-            agent_id: self.rec.id.clone(),
-            ok: false,
-        });
+        self.system
+            .supervisor
+            .do_send(crate::supervisor::messages::Finished {
+                agent_id: self.rec.id.clone(),
+                ok: false,
+            });
         self.output(
             Output::Failed {
                 error: e.to_string(),

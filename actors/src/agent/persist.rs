@@ -7,7 +7,7 @@
 
 use super::AgentActor;
 use super::write_behind::Batch;
-use crate::messages::ChildOutput;
+use crate::channel_router::messages::ChildOutput;
 use crate::ports::{StoreError, StoreErrorKind, StoreWrite};
 use actix::prelude::*;
 use agentd_proto::Envelope;

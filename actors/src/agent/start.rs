@@ -328,9 +328,7 @@ impl AgentActor {
             deps: self.system.deps.clone(),
             tools: ToolContext {
                 caller: self.rec.share(),
-                deps: self.system.deps.clone(),
-                supervisor: self.system.supervisor.clone(),
-                router: self.system.router.clone(),
+                system: self.system.clone(),
                 cause,
             },
             usage: ctx.address().recipient(),

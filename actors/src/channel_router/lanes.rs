@@ -6,7 +6,7 @@
 use super::ChannelRouter;
 use super::messages::Refused;
 use crate::agent::messages::Delivery;
-use crate::ops::mailbox;
+use crate::errors::mailbox;
 use crate::supervisor::messages::Activate;
 use actix::prelude::*;
 use std::collections::VecDeque;

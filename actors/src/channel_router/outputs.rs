@@ -9,7 +9,7 @@
 use super::ChannelRouter;
 use super::messages::{ChildOutput, RemoteOutput};
 use crate::deps::Deps;
-use crate::ops::mailbox;
+use crate::errors::mailbox;
 use crate::ports::StoreWrite;
 use crate::supervisor::messages::ParentRouterFor;
 use actix::prelude::*;

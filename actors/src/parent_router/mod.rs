@@ -5,8 +5,8 @@
 pub(crate) mod messages;
 
 use crate::channel_router::messages::{ChildOutput, RouteAcked};
+use crate::errors::mailbox;
 use crate::handle::SystemHandle;
-use crate::ops::mailbox;
 use crate::supervisor::messages::{Spawn, SpawnSpec};
 use actix::prelude::*;
 use agentd_proto::Output;

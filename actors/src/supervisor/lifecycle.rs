@@ -9,7 +9,7 @@ use super::directory::SharedAgentAddr;
 use super::messages::{Lifecycle, Passivate, Shutdown};
 use crate::agent::messages::{ApplyControl, StopAgent};
 use crate::deps::Deps;
-use crate::ops::mailbox;
+use crate::errors::mailbox;
 use actix::prelude::*;
 use agentd_proto::{
     Address, AgentRecord, AgentStatus, AgentdError, Control, Envelope, ErrorCode, Event, Item,

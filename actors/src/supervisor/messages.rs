@@ -1,7 +1,6 @@
 //! The messages the [`Supervisor`](super::Supervisor) handles.
 
 use super::directory::SharedAgentAddr;
-use crate::agent::AgentActor;
 use crate::parent_router::ParentRouter;
 use actix::prelude::*;
 use agentd_proto::{AgentRecord, AgentdError, Channel, Control};
@@ -47,16 +46,6 @@ pub struct Spawn(pub SpawnSpec);
 #[derive(Message, Debug)]
 #[rtype(result = "Result<SharedAgentAddr, AgentdError>")]
 pub struct Activate(pub String);
-
-/// The live actor of an agent, if it is live.
-#[derive(Message, Debug)]
-#[rtype(result = "Option<Addr<AgentActor>>")]
-pub struct Lookup(pub String);
-
-/// How many agents are live in this process (operators see it in `/v1/info`).
-#[derive(Message, Debug)]
-#[rtype(result = "usize")]
-pub struct LiveCount;
 
 /// The ParentRouter of a parent (created with its first child).
 #[derive(Message, Debug)]

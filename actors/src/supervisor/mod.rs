@@ -29,7 +29,7 @@ use crate::hashing::fnv1a64;
 use crate::parent_router::ParentRouter;
 use actix::prelude::*;
 use agentd_proto::{AgentRecord, AgentdError, ErrorCode};
-use messages::{AgentStopped, LiveCount, Lookup, ParentRouterFor, PauseTree};
+use messages::{AgentStopped, ParentRouterFor, PauseTree};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -122,22 +122,6 @@ impl Actor for Supervisor {
         for a in &self.arbiters {
             a.stop();
         }
-    }
-}
-
-impl Handler<Lookup> for Supervisor {
-    type Result = Option<Addr<AgentActor>>;
-
-    fn handle(&mut self, Lookup(id): Lookup, _: &mut Self::Context) -> Self::Result {
-        self.system.directory.agent(&id).map(|a| (*a).clone())
-    }
-}
-
-impl Handler<LiveCount> for Supervisor {
-    type Result = usize;
-
-    fn handle(&mut self, _: LiveCount, _: &mut Self::Context) -> usize {
-        self.system.directory.live_count()
     }
 }
 

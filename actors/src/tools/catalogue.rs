@@ -103,6 +103,7 @@ impl std::fmt::Debug for ToolCatalogue {
 
 impl VisibleSpecs {
     /// The catalogue version they were built for.
+    #[cfg(test)]
     pub fn version(&self) -> u64 {
         self.version
     }

@@ -18,18 +18,15 @@ pub mod schema;
 mod tool;
 mod visibility;
 
-pub use builtin::{BuiltinTool, ToolGroup};
-pub use catalogue::{ToolCatalogue, VisibleSpecs, visible_specs};
-pub use tool::Tool;
-pub use visibility::{callable, is_foreground, may_manage, visible_tools};
+pub(crate) use builtin::BuiltinTool;
+pub use catalogue::ToolCatalogue;
+pub(crate) use catalogue::{VisibleSpecs, visible_specs};
+pub(crate) use tool::Tool;
+pub(crate) use visibility::callable;
 
-use crate::channel_router::ChannelRouter;
-use crate::deps::Deps;
-use crate::supervisor::Supervisor;
-use actix::Addr;
+use crate::handle::SystemHandle;
 use agentd_proto::{AgentRecord, AgentdError};
 use serde_json::{Value, json};
-use std::sync::Arc;
 use uuid::Uuid;
 
 /// Everything a tool call needs to know about its caller.
@@ -37,13 +34,8 @@ use uuid::Uuid;
 pub struct ToolContext {
     /// The calling agent (its thread is the runtime thread of the call).
     pub caller: std::sync::Arc<AgentRecord>,
-    /// Ports and config.
-    pub deps: Arc<Deps>,
-    /// The process supervisor (shared: a context is built per turn and per call, and cloning
-    /// an `Addr` allocates).
-    pub supervisor: std::sync::Arc<Addr<Supervisor>>,
-    /// The process channel router.
-    pub router: std::sync::Arc<Addr<ChannelRouter>>,
+    /// The process's ports and actors.
+    pub(crate) system: SystemHandle,
     /// The envelope or turn that caused the call.
     pub cause: Uuid,
 }
@@ -63,14 +55,18 @@ pub async fn execute(
     name: &str,
     args: &Value,
 ) -> Result<ToolOutcome, AgentdError> {
-    let tool = callable(&ctx.caller, &ctx.deps, name)?;
+    let tool = callable(&ctx.caller, &ctx.system.deps, name)?;
     let args = if args.is_null() {
         json!({})
     } else {
         args.clone()
     };
     // The arguments must fit the schema the model was shown.
-    schema::validate(&tool.spec(&ctx.caller, &ctx.deps).parameters, &args, "")?;
+    schema::validate(
+        &tool.spec(&ctx.caller, &ctx.system.deps).parameters,
+        &args,
+        "",
+    )?;
     tracing::debug!(tool = tool.name(), agent_id = %ctx.caller.id, "tool call");
     tool.run(ctx, &args).await
 }

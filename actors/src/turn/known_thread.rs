@@ -2,8 +2,9 @@
 //! up to date with the turn's own appends, and searched when a re-run replays recorded steps.
 
 use super::Turn;
-use crate::messages::{ChildOutput, Output};
+use crate::channel_router::messages::ChildOutput;
 use crate::ports::StoreWrite;
+use agentd_proto::Output;
 use agentd_proto::{AgentdError, Channel, ThreadEntry};
 use std::sync::Arc;
 use uuid::Uuid;
@@ -40,7 +41,7 @@ impl Turn {
         self.deps.store.write_batch(&writes).await?;
         self.remember(entry);
         for out in outputs {
-            self.tools.router.do_send(out);
+            self.tools.system.router.do_send(out);
         }
         Ok(())
     }

@@ -19,8 +19,8 @@ mod request;
 pub(crate) use request::{RequestNames, system_prompt};
 
 use crate::agent::messages::AddUsage;
+use crate::channel_router::messages::ChildOutput;
 use crate::deps::Deps;
-use crate::messages::ChildOutput;
 use crate::ports::Purpose;
 use crate::tools::{self, ToolContext, ToolOutcome};
 use actix::Recipient;

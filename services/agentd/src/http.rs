@@ -595,7 +595,7 @@ async fn checkpoint(
             format!("`{checkpoint}` is not a checkpoint id: {e}"),
         )
     })?;
-    let cp = agentd_actors::checkpoints::find(st.system.deps(), &agent_id, Some(id)).await?;
+    let cp = st.system.find_checkpoint(&agent_id, Some(id)).await?;
     let mut v = cp.summary();
     v["conversation"] = json!(cp.conversation);
     v["pending"] = json!(cp.pending);

@@ -14,7 +14,6 @@ use crate::streams::{
     Backoff, GROUP, be, blocking_connection, decode_stream_entry, ensure_group, now_ms,
 };
 use agentd_actors::AgentSystem;
-use agentd_actors::system::command_target;
 use agentd_proto::codec::encode_envelope;
 use agentd_proto::{Address, AgentdError, Envelope, ErrorCode, Item, Reply};
 use redis::aio::ConnectionManager;
@@ -214,7 +213,7 @@ impl CommandConsumer {
         };
         let runners = running.running.clone();
         let target = match &env.item {
-            Item::Command(c) => command_target(c).map(str::to_string),
+            Item::Command(c) => c.target().map(str::to_string),
             _ => None,
         };
         let (done, finished) = oneshot::channel::<()>();

@@ -18,6 +18,6 @@ pub(super) fn spec() -> ToolSpec {
 
 pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
     let target = other_descendant(ctx, args).await?;
-    ops::lifecycle(&ctx.deps, &ctx.supervisor, &target, Control::Close).await?;
+    ops::lifecycle(&ctx.system, &target, Control::Close).await?;
     Ok(json!({ "agent_id": target, "status": "closed" }))
 }

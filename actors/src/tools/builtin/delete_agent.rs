@@ -17,6 +17,6 @@ pub(super) fn spec() -> ToolSpec {
 
 pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
     let target = other_descendant(ctx, args).await?;
-    ops::lifecycle(&ctx.deps, &ctx.supervisor, &target, Control::Delete).await?;
+    ops::lifecycle(&ctx.system, &target, Control::Delete).await?;
     Ok(json!({ "agent_id": target, "status": "deleted" }))
 }

@@ -18,5 +18,5 @@ pub(super) fn spec() -> ToolSpec {
 
 pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
     let target = descendant(ctx, args).await?;
-    ops::to_json(&ops::inspect(&ctx.deps, &ctx.supervisor, &target).await?)
+    crate::errors::to_json(&ops::inspect(&ctx.system, &target).await?)
 }

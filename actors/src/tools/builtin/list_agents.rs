@@ -16,6 +16,6 @@ pub(super) fn spec() -> ToolSpec {
 }
 
 pub(super) async fn run(ctx: &ToolContext) -> Result<Value, AgentdError> {
-    let agents = ops::list(&ctx.deps, &ctx.supervisor, Some(&ctx.caller.id)).await?;
-    ops::to_json(&AgentList { agents })
+    let agents = ops::list(&ctx.system, Some(&ctx.caller.id)).await?;
+    crate::errors::to_json(&AgentList { agents })
 }

@@ -4,9 +4,10 @@
 use super::super::ToolContext;
 use super::BuiltinTool;
 use crate::deps::Deps;
-use crate::messages::{CancelWait, ManageSend, ParentRouterFor, WaitResult};
-use crate::ops::mailbox;
+use crate::errors::mailbox;
+use crate::parent_router::messages::{CancelWait, ManageSend, WaitResult};
 use crate::ports::ToolSpec;
+use crate::supervisor::messages::ParentRouterFor;
 use agentd_proto::{AgentRecord, AgentdError, ErrorCode, ManageCommand, ManageMode, ManageRequest};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -44,7 +45,7 @@ pub(super) fn spec(rec: &AgentRecord, deps: &Deps) -> ToolSpec {
 
 pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
     let req = ManageRequest::from_json(args)?;
-    let types = &ctx.deps.config.types;
+    let types = &ctx.system.deps.config.types;
     let workers = types.workers_of(&ctx.caller.agent_type);
     match req.command {
         ManageCommand::CheckStatus => check_status(ctx, workers.is_empty()).await,
@@ -81,6 +82,7 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
                 .unwrap_or_default();
             let options = base.with_overrides(&req);
             let router = ctx
+                .system
                 .supervisor
                 .send(ParentRouterFor(ctx.caller.id.clone()))
                 .await
@@ -105,7 +107,7 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
                     "threadAlias": alias, "childThreadId": child, "created": dispatched.created,
                 }));
             };
-            let sleep = ctx.deps.clock.sleep(options.sync_timeout_ms);
+            let sleep = ctx.system.deps.clock.sleep(options.sync_timeout_ms);
             let mut rx = rx;
             let dropped = || WaitResult {
                 status: "failed",
@@ -137,7 +139,7 @@ async fn check_status(ctx: &ToolContext, no_workers: bool) -> Result<Value, Agen
     if no_workers {
         return Ok(json!({ "activeTasks": 0, "childThreadIds": [] }));
     }
-    let store = &ctx.deps.store;
+    let store = &ctx.system.deps.store;
     let children: BTreeSet<String> = store
         .aliases(&ctx.caller.id)
         .await?

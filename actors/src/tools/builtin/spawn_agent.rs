@@ -5,9 +5,9 @@
 use super::super::ToolContext;
 use super::BuiltinTool;
 use super::arguments::{required_str, string_list, typed};
-use crate::messages::SpawnSpec;
 use crate::ops;
 use crate::ports::ToolSpec;
+use crate::supervisor::messages::SpawnSpec;
 use agentd_proto::{AgentdError, Channel};
 use serde_json::{Value, json};
 
@@ -46,9 +46,9 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
     let text = |field: &str| args.get(field).and_then(Value::as_str).map(str::to_string);
     let allowed_tools = string_list(args, "allowed_tools", "allowedTools")?;
     let files = string_list(args, "context_files", "contextFiles")?.unwrap_or_default();
-    let prompt = ops::attach_context_files(&ctx.deps, prompt, &files)?;
+    let prompt = ops::attach_context_files(&ctx.system.deps, prompt, &files)?;
     let rec = ops::spawn(
-        &ctx.supervisor,
+        &ctx.system,
         SpawnSpec {
             id: None,
             parent: Some((*ctx.caller).clone()),

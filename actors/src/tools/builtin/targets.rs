@@ -27,7 +27,7 @@ pub(super) async fn descendant(ctx: &ToolContext, args: &Value) -> Result<String
     } else {
         raw.to_string()
     };
-    ops::require_descendant(&ctx.deps, &ctx.caller.id, &target).await?;
+    ops::require_descendant(&ctx.system.deps, &ctx.caller.id, &target).await?;
     Ok(target)
 }
 
@@ -59,8 +59,8 @@ pub(super) async fn post_as_caller(
     item: InboxItem,
 ) -> Result<(), AgentdError> {
     ops::post(
-        &ctx.router,
-        ops::from_agent(&ctx.caller.id),
+        &ctx.system,
+        agentd_proto::Address::agent(&ctx.caller.id),
         target,
         item,
         Some(ctx.cause),

@@ -1,0 +1,285 @@
+//! Acting on one agent: creating it, sending it messages and controls, replacing its budget or
+//! environment, answering what it waits for, its checkpoints, and running a tool as it would.
+
+use super::{AgentSystem, external};
+use crate::errors::mailbox;
+use crate::ops;
+use crate::supervisor::messages::SpawnSpec;
+use crate::tools::{self, ToolContext, ToolOutcome};
+use agentd_proto::{
+    Address, AgentRecord, AgentdError, Channel, Control, ErrorCode, InboxItem, SpawnRequest,
+    ThreadEntry,
+};
+use serde_json::Value;
+
+impl AgentSystem {
+    /// Creates an agent; without a parent it is a foreground root.
+    pub async fn spawn(&self, req: SpawnRequest) -> Result<AgentRecord, AgentdError> {
+        let parent = match &req.parent_id {
+            Some(p) => Some(ops::record(&self.system, p).await?),
+            None => None,
+        };
+        let prompt = match &req.prompt {
+            Some(p) => Some(ops::attach_context_files(
+                &self.system.deps,
+                p,
+                &req.context_files,
+            )?),
+            None if !req.context_files.is_empty() => Some(ops::attach_context_files(
+                &self.system.deps,
+                "",
+                &req.context_files,
+            )?),
+            None => None,
+        };
+        let channel = match &parent {
+            Some(p) => Channel::Spawn {
+                parent_id: p.id.clone(),
+            },
+            None => Channel::None,
+        };
+        ops::spawn(
+            &self.system,
+            SpawnSpec {
+                id: None,
+                parent,
+                agent_type: req.agent_type.clone().unwrap_or_else(|| "subagent".into()),
+                title: req.title.clone(),
+                prompt,
+                allowed_tools: req.allowed_tools.clone(),
+                channel,
+                budget: req.budget,
+                priority: req.priority,
+                depends_on: req.depends_on.clone(),
+                provider: req.provider.clone(),
+                model: req.model.clone(),
+                env: req.env.clone(),
+            },
+        )
+        .await
+    }
+
+    /// Sends text to an agent (re-opening it if closed); `agent_not_found` if there is none,
+    /// as its activation here or the forward to its owner finds (no look-up first: that was
+    /// one more store round trip per message).
+    pub async fn send(
+        &self,
+        agent_id: &str,
+        text: &str,
+        interrupt: bool,
+    ) -> Result<(), AgentdError> {
+        if text.trim().is_empty() {
+            return Err(AgentdError::missing_field("text"));
+        }
+        let item = InboxItem::followup(text, interrupt);
+        ops::post(&self.system, external(), agent_id, item, None)
+            .await
+            .map(|_| ())
+    }
+
+    /// Posts any inbox item (reset, compact, ...).
+    pub async fn post(&self, agent_id: &str, item: InboxItem) -> Result<(), AgentdError> {
+        ops::post(&self.system, external(), agent_id, item, None)
+            .await
+            .map(|_| ())
+    }
+
+    async fn require_exists(&self, agent_id: &str) -> Result<AgentRecord, AgentdError> {
+        self.system
+            .deps
+            .store
+            .get_agent(agent_id)
+            .await?
+            .ok_or_else(|| AgentdError::agent_not_found(agent_id))
+    }
+
+    /// Hands a dependency (`waiting_dependency`) or an answer (`waiting_question`) to a waiting
+    /// agent, which runs again on it; `invalid_transition` if it is not waiting for that.
+    pub async fn provide(
+        &self,
+        agent_id: &str,
+        waiting_for: agentd_proto::AgentStatus,
+        text: &str,
+    ) -> Result<AgentRecord, AgentdError> {
+        if text.trim().is_empty() {
+            return Err(AgentdError::missing_field("value"));
+        }
+        self.require_exists(agent_id).await?;
+        let label = if waiting_for == agentd_proto::AgentStatus::WaitingQuestion {
+            "Answer"
+        } else {
+            "Dependency provided"
+        };
+        let env = agentd_proto::Envelope::new(
+            external(),
+            Address::agent(agent_id),
+            agentd_proto::Item::Inbox(InboxItem::message(format!("{label}: {text}"))),
+            self.system.deps.clock.now_ms(),
+        );
+        let addr = self
+            .system
+            .supervisor
+            .send(crate::supervisor::messages::Activate(agent_id.to_string()))
+            .await
+            .map_err(mailbox)??;
+        addr.send(crate::agent::messages::Provide { env, waiting_for })
+            .await
+            .map_err(mailbox)?
+    }
+
+    /// Replaces an agent's budget (raise it, then `resume` a paused agent).
+    pub async fn set_budget(
+        &self,
+        agent_id: &str,
+        budget: agentd_proto::Budget,
+    ) -> Result<AgentRecord, AgentdError> {
+        self.require_exists(agent_id).await?;
+        let addr = self
+            .system
+            .supervisor
+            .send(crate::supervisor::messages::Activate(agent_id.to_string()))
+            .await
+            .map_err(mailbox)??;
+        addr.send(crate::agent::messages::SetBudget(budget))
+            .await
+            .map_err(mailbox)
+    }
+
+    /// Takes a checkpoint of an agent now (reason `manual`). A live agent takes it between two
+    /// of its messages; an agent that is not live is read from the store (and stays as it is).
+    pub async fn checkpoint(
+        &self,
+        agent_id: &str,
+    ) -> Result<agentd_proto::Checkpoint, AgentdError> {
+        let rec = self.require_exists(agent_id).await?;
+        let live = self.system.directory.agent(agent_id);
+        let reason = agentd_proto::CheckpointReason::Manual;
+        match live {
+            Some(addr) => addr
+                .send(crate::agent::messages::TakeCheckpoint {
+                    reason,
+                    trigger: "manual".into(),
+                })
+                .await
+                .map_err(mailbox)?,
+            None => crate::checkpoints::capture(&self.system.deps, &rec, reason, "manual").await,
+        }
+    }
+
+    /// An agent's checkpoints, newest first.
+    pub async fn checkpoints(
+        &self,
+        agent_id: &str,
+    ) -> Result<Vec<agentd_proto::Checkpoint>, AgentdError> {
+        self.require_exists(agent_id).await?;
+        Ok(self.system.deps.store.checkpoints(agent_id).await?)
+    }
+
+    /// An agent's checkpoint `id` (`None` = its newest); `checkpoint_not_found` if it has none
+    /// such.
+    pub async fn find_checkpoint(
+        &self,
+        agent_id: &str,
+        id: Option<uuid::Uuid>,
+    ) -> Result<agentd_proto::Checkpoint, AgentdError> {
+        crate::checkpoints::find(&self.system.deps, agent_id, id).await
+    }
+
+    /// Brings an agent back to checkpoint `id` (`None` = its newest): conversation, phase,
+    /// step, progress and environment as they were, its pending items queued again.
+    pub async fn restore(
+        &self,
+        agent_id: &str,
+        id: Option<uuid::Uuid>,
+    ) -> Result<AgentRecord, AgentdError> {
+        self.require_exists(agent_id).await?;
+        let cp = crate::checkpoints::find(&self.system.deps, agent_id, id).await?;
+        let addr = self
+            .system
+            .supervisor
+            .send(crate::supervisor::messages::Activate(agent_id.to_string()))
+            .await
+            .map_err(mailbox)??;
+        addr.send(crate::agent::messages::RestoreCheckpoint(cp))
+            .await
+            .map_err(mailbox)?
+    }
+
+    /// Replaces an agent's environment variables.
+    pub async fn set_env(
+        &self,
+        agent_id: &str,
+        env: std::collections::BTreeMap<String, String>,
+    ) -> Result<AgentRecord, AgentdError> {
+        self.require_exists(agent_id).await?;
+        let addr = self
+            .system
+            .supervisor
+            .send(crate::supervisor::messages::Activate(agent_id.to_string()))
+            .await
+            .map_err(mailbox)??;
+        addr.send(crate::agent::messages::SetEnv(env))
+            .await
+            .map_err(mailbox)
+    }
+
+    /// Applies a lifecycle control (cascading where the design says so).
+    pub async fn control(
+        &self,
+        agent_id: &str,
+        control: Control,
+    ) -> Result<Option<AgentRecord>, AgentdError> {
+        ops::lifecycle(&self.system, agent_id, control).await
+    }
+
+    /// The freshest record of an agent.
+    pub async fn record(&self, agent_id: &str) -> Result<AgentRecord, AgentdError> {
+        ops::record(&self.system, agent_id).await
+    }
+
+    /// An agent's thread.
+    pub async fn thread(&self, agent_id: &str) -> Result<Vec<ThreadEntry>, AgentdError> {
+        self.require_exists(agent_id).await?;
+        Ok(self.system.deps.store.thread(agent_id).await?)
+    }
+
+    /// Runs a tool as `agent_id` would (its thread is the runtime thread). Without an agent id
+    /// there is no runtime thread: `missing_thread_id` (seed 000).
+    pub async fn invoke_tool(
+        &self,
+        agent_id: Option<&str>,
+        tool: &str,
+        args: Value,
+    ) -> Result<Value, AgentdError> {
+        let Some(agent_id) = agent_id.filter(|a| !a.trim().is_empty()) else {
+            return Err(AgentdError::new(
+                ErrorCode::MissingThreadId,
+                "a tool call needs the caller's thread id (agent_id)",
+            ));
+        };
+        let caller = ops::record(&self.system, agent_id).await?;
+        let ctx = ToolContext {
+            caller: std::sync::Arc::new(caller),
+            system: self.system.clone(),
+            cause: agentd_proto::ids::new_id(),
+        };
+        match tools::execute(&ctx, tool, &args).await? {
+            ToolOutcome::Value(v) => Ok(v),
+            ToolOutcome::Yielded(v) => Err(AgentdError::new(
+                ErrorCode::ToolNotAllowed,
+                format!("yield_to_parent only ends a running turn (result: {v})"),
+            )),
+        }
+    }
+
+    /// The tools `agent_id` sees, as its model is shown them.
+    pub async fn tools_of(
+        &self,
+        agent_id: &str,
+    ) -> Result<Vec<crate::ports::ToolSpec>, AgentdError> {
+        let rec = self.record(agent_id).await?;
+        Ok(tools::visible_specs(&rec, &self.system.deps)
+            .specs()
+            .to_vec())
+    }
+}

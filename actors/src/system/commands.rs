@@ -1,0 +1,194 @@
+//! Commands from other services (the HTTP API and the Redis command stream): scoped to a tree
+//! when the caller is, and run in the process that owns the agent when they act on a live one.
+
+use super::{AgentSystem, external};
+use agentd_proto::{Address, AgentList, AgentView, AgentdError, Command, InboxItem};
+use serde_json::{Value, json};
+
+impl AgentSystem {
+    /// Checks that an external caller scoped to `scope` (a root it names) may act on `target`:
+    /// the root itself or one of its descendants (`not_ancestor` otherwise). No scope = operator.
+    pub async fn check_scope(&self, scope: Option<&str>, target: &str) -> Result<(), AgentdError> {
+        match scope {
+            Some(root) => crate::ops::require_descendant(&self.system.deps, root, target).await,
+            None => Ok(()),
+        }
+    }
+
+    /// [`Self::execute`] for a caller scoped to the tree of `scope` (if any): targets must be
+    /// in that tree, spawns without a parent become children of the scope root, lists without
+    /// a parent list its children.
+    pub async fn execute_scoped(
+        &self,
+        cmd: Command,
+        scope: Option<&str>,
+    ) -> Result<Value, AgentdError> {
+        let Some(root) = scope else {
+            return self.execute(cmd).await;
+        };
+        let cmd = match cmd {
+            Command::Spawn(mut req) => {
+                let parent = req
+                    .parent_id
+                    .get_or_insert_with(|| root.to_string())
+                    .clone();
+                self.check_scope(scope, &parent).await?;
+                Command::Spawn(req)
+            }
+            Command::List { parent_id } => {
+                let parent = parent_id.unwrap_or_else(|| root.to_string());
+                self.check_scope(scope, &parent).await?;
+                Command::List {
+                    parent_id: Some(parent),
+                }
+            }
+            Command::InvokeTool {
+                agent_id: Some(id),
+                tool,
+                args,
+            } => {
+                self.check_scope(scope, &id).await?;
+                Command::InvokeTool {
+                    agent_id: Some(id),
+                    tool,
+                    args,
+                }
+            }
+            other => {
+                if let Some(target) = other.target() {
+                    self.check_scope(scope, target).await?;
+                }
+                other
+            }
+        };
+        self.execute(cmd).await
+    }
+
+    /// Executes a command from another service and answers its result as JSON. A command that
+    /// acts on a live agent (see [`runs_where_the_agent_lives`]) whose partition another
+    /// process owns runs there, and its answer comes back from there.
+    pub async fn execute(&self, cmd: Command) -> Result<Value, AgentdError> {
+        if let Some(target) = runs_where_the_agent_lives(&cmd)
+            && self.system.deps.is_owned_elsewhere(target)
+            && let Some(transport) = &self.system.deps.transport
+        {
+            let timeout = call_timeout(&cmd, &self.system.deps.config);
+            let env = agentd_proto::Envelope::new(
+                external(),
+                Address::agent(target),
+                agentd_proto::Item::Command(cmd),
+                self.system.deps.clock.now_ms(),
+            );
+            return transport.call(env, timeout).await?.into_result();
+        }
+        match cmd {
+            Command::SetBudget { agent_id, budget } => self
+                .set_budget(&agent_id, budget)
+                .await
+                .and_then(|r| crate::errors::to_json(&AgentView::of(&r, 0))),
+            Command::ProvideDependency { agent_id, value } => self
+                .provide(
+                    &agent_id,
+                    agentd_proto::AgentStatus::WaitingDependency,
+                    &value,
+                )
+                .await
+                .and_then(|r| crate::errors::to_json(&AgentView::of(&r, 0))),
+            Command::AnswerQuestion { agent_id, answer } => self
+                .provide(
+                    &agent_id,
+                    agentd_proto::AgentStatus::WaitingQuestion,
+                    &answer,
+                )
+                .await
+                .and_then(|r| crate::errors::to_json(&AgentView::of(&r, 0))),
+            Command::Spawn(req) => self.spawn(*req).await.and_then(|r| crate::errors::to_json(&AgentView::of(&r, 0))),
+            Command::Send {
+                agent_id,
+                text,
+                interrupt,
+            } => {
+                self.send(&agent_id, &text, interrupt).await?;
+                Ok(json!({"agent_id": agent_id, "status": "sent"}))
+            }
+            Command::Control { agent_id, control } => {
+                let rec = self.control(&agent_id, control).await?;
+                Ok(
+                    json!({"agent_id": agent_id, "control": control.as_str(), "status": rec.map(|r| r.status)}),
+                )
+            }
+            Command::Reset { agent_id, message } => {
+                self.post(&agent_id, InboxItem::Reset { message }).await?;
+                Ok(
+                    json!({"summary": "Agent session reset requested.", "target_agent_id": agent_id}),
+                )
+            }
+            Command::Compact { agent_id } => {
+                self.post(&agent_id, InboxItem::Compact).await?;
+                Ok(json!({"summary": "Agent compaction requested.", "target_agent_id": agent_id}))
+            }
+            Command::Inspect { agent_id } => crate::errors::to_json(&self.inspect(&agent_id).await?),
+            Command::List { parent_id } => crate::errors::to_json(&AgentList {
+                agents: self.list(parent_id.as_deref()).await?,
+            }),
+            Command::Thread { agent_id } => {
+                self.thread(&agent_id).await.map(|t| json!({"entries": t}))
+            }
+            Command::InvokeTool {
+                agent_id,
+                tool,
+                args,
+            } => self.invoke_tool(agent_id.as_deref(), &tool, args).await,
+            Command::SetEnv { agent_id, env } => self
+                .set_env(&agent_id, env)
+                .await
+                .and_then(|r| crate::errors::to_json(&AgentView::of(&r, 0))),
+            Command::Checkpoint { agent_id } => {
+                self.checkpoint(&agent_id).await.map(|c| c.summary())
+            }
+            Command::Checkpoints { agent_id } => self.checkpoints(&agent_id).await.map(|l| {
+                json!({"checkpoints": l.iter().map(agentd_proto::Checkpoint::summary).collect::<Vec<_>>()})
+            }),
+            Command::Restore {
+                agent_id,
+                checkpoint_id,
+            } => self
+                .restore(&agent_id, checkpoint_id)
+                .await
+                .and_then(|r| crate::errors::to_json(&AgentView::of(&r, 0))),
+        }
+    }
+}
+
+/// The agent a command must run beside, if it acts on a live agent: a tool run as the agent
+/// (its Manage waits get the replies its process receives), its budget, environment,
+/// checkpoints, and what it waits for. Messages and controls travel as envelopes to the owner
+/// anyway; reads answer from the store.
+pub fn runs_where_the_agent_lives(cmd: &Command) -> Option<&str> {
+    match cmd {
+        Command::ProvideDependency { agent_id, .. }
+        | Command::AnswerQuestion { agent_id, .. }
+        | Command::SetBudget { agent_id, .. }
+        | Command::SetEnv { agent_id, .. }
+        | Command::Checkpoint { agent_id }
+        | Command::Restore { agent_id, .. } => Some(agent_id),
+        Command::InvokeTool { agent_id, .. } => {
+            agent_id.as_deref().filter(|a| !a.trim().is_empty())
+        }
+        _ => None,
+    }
+}
+
+/// How long a caller waits for a command run in another process: its own work (30 s) plus,
+/// for a tool, the longest sync wait it may do (the call's override, else any type's setting).
+fn call_timeout(cmd: &Command, config: &crate::config::RuntimeConfig) -> std::time::Duration {
+    const WORK_MS: u64 = 30_000;
+    let wait_ms = match cmd {
+        Command::InvokeTool { args, .. } => ["sync_timeout_ms", "syncTimeoutMs"]
+            .iter()
+            .find_map(|k| args.get(*k).and_then(Value::as_u64))
+            .unwrap_or_else(|| config.types.longest_sync_wait_ms()),
+        _ => 0,
+    };
+    std::time::Duration::from_millis(WORK_MS.saturating_add(wait_ms))
+}
