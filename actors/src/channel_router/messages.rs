@@ -23,6 +23,13 @@ pub struct RouteAcked(pub Envelope);
 #[rtype(result = "Result<bool, AgentdError>")]
 pub struct RouteFromStream(pub Envelope);
 
+/// Ends the router when the system shuts down. The router holds the system's handle, which holds
+/// the router's address, so it would never end by itself, and with it what the handle owns (the
+/// store, the directory).
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct StopRouter;
+
 /// A [`Delivery`] a stopping agent did not take, back to the router, which routes it again.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]

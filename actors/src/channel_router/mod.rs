@@ -27,7 +27,7 @@ use crate::hashing::FastHashMap;
 use actix::prelude::*;
 use agentd_proto::{AgentRecord, AgentdError, Envelope, ErrorCode};
 use lanes::Lane;
-use messages::{Route, RouteAcked, RouteFromStream, SettleTransport};
+use messages::{Route, RouteAcked, RouteFromStream, SettleTransport, StopRouter};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -121,6 +121,14 @@ impl Actor for ChannelRouter {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(16 * 1024);
+    }
+}
+
+impl Handler<StopRouter> for ChannelRouter {
+    type Result = ();
+
+    fn handle(&mut self, _: StopRouter, ctx: &mut Self::Context) {
+        ctx.stop();
     }
 }
 

@@ -249,6 +249,9 @@ impl Handler<Shutdown> for Supervisor {
         };
         AtomicResponse::new(Box::pin(fut.into_actor(self).map(|_, act, ctx| {
             act.system.directory.clear();
+            act.system
+                .router
+                .do_send(crate::channel_router::messages::StopRouter);
             ctx.stop();
         })))
     }
