@@ -79,7 +79,8 @@ pub async fn find(
 /// What restoring `cp` writes: the conversation and the inbox items to queue again.
 pub struct RestorePlan {
     /// The conversation to put back. A pending item whose turn had already begun is cut off
-    /// with everything after it, so it runs again from its start instead of twice.
+    /// with everything after it, so it runs again from its start instead of twice; a tool call
+    /// left without a result (a checkpoint taken while it ran) is closed as interrupted.
     pub conversation: Vec<agentd_proto::ThreadEntry>,
     /// The pending items under new ids derived from the restore's id (the originals may be
     /// in the de-duplication window), in their order.
@@ -109,7 +110,7 @@ pub fn plan(cp: &Checkpoint, restore_id: Uuid) -> RestorePlan {
         })
         .collect();
     RestorePlan {
-        conversation: cp.conversation[..cut].to_vec(),
+        conversation: agentd_proto::conversation::into_paired(cp.conversation[..cut].to_vec()),
         pending,
     }
 }

@@ -32,6 +32,7 @@ pub(crate) fn record(id: &str) -> AgentRecord {
         depends_on: Vec::new(),
         attempts: 0,
         current_task: None,
+        task_steps_counted: 0,
         result: None,
         created_at_ms: 0,
         updated_at_ms: 0,

@@ -63,6 +63,9 @@ pub enum ErrorCode {
     StoreError,
     /// The target cannot take more work right now (mailbox full, shutting down).
     Unavailable,
+    /// A tool call's turn ended (interrupt, cancel, terminate, close, restore, a yield) before
+    /// the call returned: the call's result in the thread says so.
+    Interrupted,
     /// An internal invariant broke; a bug.
     Internal,
 }
@@ -98,6 +101,7 @@ impl ErrorCode {
             ErrorCode::ModelError => "model_error",
             ErrorCode::StoreError => "store_error",
             ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Interrupted => "interrupted",
             ErrorCode::Internal => "internal",
         }
     }
@@ -115,7 +119,7 @@ impl ErrorCode {
             | ErrorCode::NotAncestor
             | ErrorCode::ToolNotAllowed
             | ErrorCode::SelfTarget => 403,
-            ErrorCode::InvalidTransition => 409,
+            ErrorCode::InvalidTransition | ErrorCode::Interrupted => 409,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::DepthLimit | ErrorCode::FanoutLimit | ErrorCode::BudgetExceeded => 429,
             ErrorCode::Unavailable => 503,
@@ -217,6 +221,7 @@ mod tests {
             ErrorCode::ManageMissingParent,
             ErrorCode::MissingParentChannel,
             ErrorCode::PayloadTooLarge,
+            ErrorCode::Interrupted,
             ErrorCode::Internal,
         ] {
             let json = serde_json::to_string(&code).unwrap_or_default();

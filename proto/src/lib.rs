@@ -16,6 +16,7 @@
 //! | [`checkpoint`] | [`Checkpoint`]: a saved state an agent can be restored to |
 //! | [`record`] | [`AgentRecord`] and the [`Channel`] descriptor of a thread |
 //! | [`thread`] | [`ThreadEntry`], [`Role`], [`ToolCall`] |
+//! | [`conversation`] | the rule that pairs each tool call with one result, and what keeps it |
 //! | [`usage`] | [`Usage`] in four kinds and [`Price`] tables |
 //! | [`markers`] | protocol markers in agent output, parsed strictly |
 //! | [`manage`] | arguments and options of the `Manage` tool (seed 000) |
@@ -29,6 +30,7 @@ pub mod checkpoint;
 pub mod codec;
 pub mod command;
 pub mod control;
+pub mod conversation;
 pub mod envelope;
 pub mod error;
 pub mod event;

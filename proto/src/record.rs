@@ -131,6 +131,11 @@ pub struct AgentRecord {
     /// The inbox item the latest turn handled (a re-run of the same item is another attempt).
     #[serde(default)]
     pub current_task: Option<uuid::Uuid>,
+    /// The steps of `current_task`'s turn whose usage `usage` counts already. A turn re-run
+    /// after a crash finds its recorded steps in the thread, each carrying its usage, and counts
+    /// those past this mark: a restart neither loses a step's tokens nor counts them twice.
+    #[serde(default)]
+    pub task_steps_counted: u32,
     /// The yield result, once the agent completed its task.
     #[serde(default)]
     pub result: Option<Box<serde_json::Value>>,

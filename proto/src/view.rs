@@ -362,6 +362,7 @@ mod tests {
             depends_on: vec![],
             attempts: 0,
             current_task: None,
+            task_steps_counted: 0,
             result: None,
             created_at_ms: 1,
             updated_at_ms: 2,

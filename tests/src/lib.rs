@@ -6,10 +6,12 @@ pub mod failing_store;
 pub mod mock_http;
 pub mod process;
 pub mod redis_server;
+pub mod strict_provider;
 
 pub use mock_http::{Canned, MockHttp};
 pub use process::AgentdProcess;
 pub use redis_server::RedisServer;
+pub use strict_provider::{Answer, Dialect, StrictProvider};
 
 use agentd_actors::{
     AgentSystem, AgentType, AgentTypes, Clock, Deps, ManualClock, RuntimeConfig, SystemClock,

@@ -379,3 +379,104 @@ async fn a_turn_ending_during_the_next_push_is_written_with_the_next_turns_start
     );
     assert_eq!(sys.texts_of(&agent, Role::User).await, texts);
 }
+
+/// A two-step turn: a step that calls `current_time` (30 tokens), then, on a clock that never
+/// moves in the process that crashes, an answer (16 tokens).
+const TWO_STEPS: &str = r#"
+[[rule]]
+agent = "plain"
+role = "user"
+text = "step one"
+usage = { input = 20, output = 10 }
+[[rule.tool_calls]]
+name = "current_time"
+arguments = {}
+
+[[rule]]
+agent = "plain"
+role = "tool"
+delay_ms = DELAY
+text = "step two"
+usage = { input = 12, output = 4 }
+"#;
+
+fn with_clock_tool() -> Vec<agentd_actors::AgentType> {
+    let mut types = default_types(ManageOptions::default());
+    for ty in &mut types {
+        if ty.name == "plain" {
+            ty.tools = vec!["current_time".into()];
+        }
+    }
+    types
+}
+
+/// A process dies in the second step of a turn (its store takes no more writes, as after a
+/// `kill -9`); the next process runs the turn again from the recorded first step. The tokens of
+/// both steps are counted, once each — whether or not the dead process had written its record
+/// with the first step's usage (`persisted_first`).
+async fn a_crash_between_steps(persisted_first: bool) {
+    let inner: Arc<dyn ThreadStore> = Arc::new(MemoryStore::new());
+    let dying = Arc::new(failing_store::FailingWrites::over(inner.clone()));
+    let clock = Arc::new(ManualClock::new(1_000));
+    let a = start(
+        &TWO_STEPS.replace("DELAY", "60000"),
+        with_clock_tool(),
+        dying.clone(),
+        clock,
+    );
+    let agent = a.root("plain", None).await;
+    a.system.send(&agent.id, "two steps", false).await.unwrap();
+    wait_until("the first step recorded", || async {
+        inner
+            .thread(&agent.id)
+            .await
+            .unwrap()
+            .iter()
+            .any(|e| e.role == Role::Tool)
+    })
+    .await;
+    if persisted_first {
+        // Any change of the record writes it, with the usage counted so far.
+        a.system
+            .set_env(&agent.id, [("K".to_string(), "v".to_string())].into())
+            .await
+            .unwrap();
+        wait_until("the record written with the first step's usage", || async {
+            inner
+                .get_agent(&agent.id)
+                .await
+                .unwrap()
+                .unwrap()
+                .usage
+                .input
+                == 20
+        })
+        .await;
+    }
+    dying.fail(true);
+    let b = start(
+        &TWO_STEPS.replace("DELAY", "0"),
+        with_clock_tool(),
+        inner.clone(),
+        Arc::new(agentd_actors::SystemClock),
+    );
+    b.system.recover().await.unwrap();
+    b.wait_for_entry(&agent.id, Role::Assistant, "step two")
+        .await;
+    let rec = b.wait_for_status(&agent.id, AgentStatus::Idle).await;
+    assert_eq!(
+        (rec.usage.input, rec.usage.output),
+        (32, 14),
+        "both steps' tokens, once each"
+    );
+}
+
+#[actix_rt::test]
+async fn the_tokens_of_steps_taken_before_a_crash_are_counted_after_it() {
+    a_crash_between_steps(false).await;
+}
+
+#[actix_rt::test]
+async fn the_tokens_of_a_step_already_counted_before_a_crash_are_not_counted_again() {
+    a_crash_between_steps(true).await;
+}

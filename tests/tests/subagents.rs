@@ -58,6 +58,17 @@ arguments = { result = { files = 2, ok = true } }
 [[rule]]
 agent = "coding"
 role = "user"
+contains = "yield then more"
+[[rule.tool_calls]]
+name = "yield_to_parent"
+arguments = { result = "early" }
+[[rule.tool_calls]]
+name = "current_time"
+arguments = {}
+
+[[rule]]
+agent = "coding"
+role = "user"
 contains = "try manage"
 [[rule.tool_calls]]
 name = "spawn_agent"
@@ -184,6 +195,22 @@ async fn a_json_result_is_kept_as_json() {
     );
     sys.wait_for_entry(&lead.id, Role::User, "\"files\":2")
         .await;
+}
+
+/// A yield ends the turn: a call the same step makes after it never runs, and still gets its one
+/// result (an `interrupted` error), so the thread stays one a provider takes.
+#[actix_rt::test]
+async fn calls_after_a_yield_in_the_same_step_are_closed_not_run() {
+    let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
+    let lead = sys.root("lead", None).await;
+    let child = sys.spawn_child(&lead.id, "coding", "yield then more").await;
+    sys.wait_for_status(&child, AgentStatus::Completed).await;
+    let t = sys.thread(&child).await;
+    assert!(agentd_proto::conversation::is_paired(&t), "{t:#?}");
+    let last = t.last().unwrap();
+    assert_eq!(last.role, Role::Tool);
+    assert!(last.text.contains("\"interrupted\""), "{}", last.text);
+    assert!(!last.text.contains("now_ms"), "current_time never ran");
 }
 
 #[actix_rt::test]

@@ -132,9 +132,9 @@ impl AgentActor {
     fn pause_for_budget(&mut self, limit: String, ctx: &mut Context<Self>) {
         let reason = format!("{}: {limit}", ErrorCode::BudgetExceeded.as_str());
         match self.phase.running_mut() {
-            Some(turn) if turn.stop_requested() => return,
+            Some(turn) if turn.shared.stop_requested() => return,
             Some(turn) => {
-                turn.request_stop(true);
+                turn.shared.request_stop(true);
                 turn.pause_reason = Some(reason.into());
             }
             None => {
@@ -240,7 +240,10 @@ async fn sum_tree(deps: &Deps, root_id: &str, me: &str, mine: Spent) -> Spent {
 impl Handler<AddUsage> for AgentActor {
     type Result = ();
 
-    fn handle(&mut self, AddUsage(usage): AddUsage, ctx: &mut Self::Context) {
+    fn handle(&mut self, AddUsage { usage, step }: AddUsage, ctx: &mut Self::Context) {
+        if let Some(step) = step {
+            self.rec.task_steps_counted = self.rec.task_steps_counted.max(step);
+        }
         self.count_usage(usage, ctx);
         if let Some(limit) = self.over_budget() {
             self.pause_for_budget(limit.to_string(), ctx);

@@ -7,12 +7,29 @@ use super::phase::Phase;
 use crate::ports::StoreWrite;
 use crate::turn::TurnInput;
 use actix::prelude::*;
+use agentd_proto::conversation;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{
     AgentRecord, AgentStatus, AgentdError, CheckpointReason, Control, ErrorCode, Role, ThreadEntry,
 };
 use std::sync::Arc;
 use uuid::Uuid;
+
+/// What records a turn ended early: a result for each call it left open, then a marker entry
+/// before whatever the agent handles next.
+pub(super) struct Interruption {
+    pub(super) closings: Vec<ThreadEntry>,
+    pub(super) marker: ThreadEntry,
+}
+
+impl Interruption {
+    /// The entries to append, in order.
+    pub(super) fn entries(self) -> Vec<ThreadEntry> {
+        let mut entries = self.closings;
+        entries.push(self.marker);
+        entries
+    }
+}
 
 impl AgentActor {
     /// Applies `control`; a process-per-agent backend follows the same control (signals).
@@ -39,7 +56,7 @@ impl AgentActor {
                 if self.rec.status != AgentStatus::Paused {
                     // A pause asked of a running turn is withdrawn before it takes effect.
                     if let Some(turn) = self.phase.running() {
-                        turn.request_stop(false);
+                        turn.shared.request_stop(false);
                         return Ok(self.rec.clone());
                     }
                     return Err(AgentdError::new(
@@ -69,7 +86,9 @@ impl AgentActor {
                 } else {
                     // Seed 001: always checkpoint before terminating.
                     self.checkpoint(CheckpointReason::Auto, "terminate", ctx);
-                    self.abort_turn(true, ctx);
+                    if let Some(interruption) = self.abort_turn(true, ctx) {
+                        self.write_entries_later(interruption.closings, ctx);
+                    }
                 }
                 self.drop_queue(ctx);
                 self.set_status(to, Some(format!("{} by control", control.as_str())), ctx)?;
@@ -90,7 +109,7 @@ impl AgentActor {
     fn pause(&mut self, ctx: &mut Context<Self>) -> Result<(), AgentdError> {
         if let Some(turn) = self.phase.running() {
             if self.rec.status != AgentStatus::Paused {
-                turn.request_stop(true);
+                turn.shared.request_stop(true);
                 self.rec.status_reason = Some("pause requested".into());
             }
             return Ok(());
@@ -129,13 +148,13 @@ impl AgentActor {
     }
 
     /// Aborts the running turn (its persisted output stays) and marks its item done if
-    /// `mark_done`. Answers the marker entry that records the interruption (the caller writes
+    /// `mark_done`. Answers what records the interruption (the caller writes what it keeps of
     /// it), or `None` if no turn ran.
     pub(super) fn abort_turn(
         &mut self,
         mark_done: bool,
         ctx: &mut Context<Self>,
-    ) -> Option<ThreadEntry> {
+    ) -> Option<Interruption> {
         self.phase.running()?;
         self.release_permit();
         let Phase::Running(turn) = std::mem::take(&mut self.phase) else {
@@ -150,25 +169,48 @@ impl AgentActor {
         if mark_done {
             self.done(turn.input.map(|e| e.id), ctx);
         }
-        Some(ThreadEntry {
+        let at_ms = self.deps().clock.now_ms();
+        let closings = turn
+            .shared
+            .take_open_calls()
+            .into_iter()
+            .map(|call| {
+                conversation::interrupted_result(
+                    call.result_id,
+                    &call.call_id,
+                    "the turn was interrupted before this tool call returned",
+                    at_ms,
+                )
+            })
+            .collect();
+        let marker = ThreadEntry {
             interrupted: true,
             ..ThreadEntry::text(
                 derived_id(turn.cause, "interrupted"),
                 Role::System,
                 "(the previous turn was interrupted)",
-                self.deps().clock.now_ms(),
+                at_ms,
             )
-        })
+        };
+        Some(Interruption { closings, marker })
     }
 
-    /// Aborts the running turn and writes the interruption marker before the next message.
+    /// Aborts the running turn and writes the interruption (its open calls closed, then the
+    /// marker) before the next message.
     pub(super) fn interrupt_turn(&mut self, ctx: &mut Context<Self>) {
-        let Some(entry) = self.abort_turn(true, ctx) else {
+        let Some(interruption) = self.abort_turn(true, ctx) else {
             return;
         };
-        let agent_id = self.shared_id();
-        let entry = Arc::new(entry);
-        self.write_later(StoreWrite::Append { agent_id, entry }, ctx);
+        self.write_entries_later(interruption.entries(), ctx);
+    }
+
+    /// Queues appends of `entries` to the agent's thread, in order.
+    fn write_entries_later(&mut self, entries: Vec<ThreadEntry>, ctx: &mut Context<Self>) {
+        for entry in entries {
+            let agent_id = self.shared_id();
+            let entry = Arc::new(entry);
+            self.write_later(StoreWrite::Append { agent_id, entry }, ctx);
+        }
     }
 
     /// Drops every queued item (cancel, terminate, restore), marking them done.
@@ -246,7 +288,9 @@ impl Handler<StopAgent> for AgentActor {
                     .and_then(|t| t.input.as_ref().map(|e| e.id)),
             );
         }
-        let marker = self.abort_turn(false, ctx).filter(|_| closing);
+        // A shutdown leaves the turn's calls open: the turn runs again on re-activation and
+        // answers them.
+        let interruption = self.abort_turn(false, ctx).filter(|_| closing);
         if closing {
             dropped.extend(self.take_queue());
         } else {
@@ -268,10 +312,11 @@ impl Handler<StopAgent> for AgentActor {
         let rec = self.rec.clone();
         Box::pin(
             async move {
-                if let Some(entry) = marker
-                    && let Err(e) = store.append(&rec.id, &entry).await
-                {
-                    tracing::error!(agent_id = %rec.id, error = %e, "recording the interruption failed");
+                for entry in interruption.map(Interruption::entries).unwrap_or_default() {
+                    if let Err(e) = store.append(&rec.id, &entry).await {
+                        tracing::error!(agent_id = %rec.id, error = %e, "recording the interruption failed");
+                        break;
+                    }
                 }
                 for id in dropped {
                     if let Err(e) = store.inbox_done(&rec.id, id).await {

@@ -110,7 +110,11 @@ pub struct StopAgent {
 /// Tokens of one model call, reported by a running turn to its agent.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
-pub struct AddUsage(pub Usage);
+pub struct AddUsage {
+    pub usage: Usage,
+    /// The step of the turn's task the call made, if it was a step (a compaction's is not).
+    pub step: Option<u32>,
+}
 
 /// A dependency (`waiting_for = waiting_dependency`) or an answer (`waiting_question`) for a
 /// waiting agent: `env` carries it as a message.

@@ -17,12 +17,11 @@
 //!   any phase ── StopAgent ──► Stopping (the actor ends)
 //! ```
 
-use crate::turn::TurnInput;
+use crate::turn::{TurnInput, TurnShared};
 use actix::SpawnHandle;
 use agentd_proto::Envelope;
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use uuid::Uuid;
 
 /// What the agent's actor is doing.
@@ -65,8 +64,9 @@ pub(super) struct RunningTurn {
     /// The inbox envelope this turn handles: marked done in the store when the turn ends, or
     /// queued again when it must run again.
     pub(super) input: Option<Envelope>,
-    /// Asks the turn to stop at its next step boundary (a pause); shared with the turn.
-    pub(super) stop: Arc<AtomicBool>,
+    /// Shared with the turn: a stop asked for at its next step boundary (a pause), and the tool
+    /// calls it has open, which ending the turn early closes.
+    pub(super) shared: Arc<TurnShared>,
     /// Why the stop was asked for, when not by a control (a budget).
     pub(super) pause_reason: Option<Box<str>>,
     /// When it started (the `agentd_turn_seconds` histogram).
@@ -76,18 +76,6 @@ pub(super) struct RunningTurn {
     /// The agent's environment changed during the turn: a process-per-agent backend's process
     /// is restarted once it ends.
     pub(super) restart_backend_after: bool,
-}
-
-impl RunningTurn {
-    /// Whether a stop at the next step boundary has been asked for.
-    pub(super) fn stop_requested(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
-    }
-
-    /// Asks for (or, `false`, withdraws) a stop at the next step boundary.
-    pub(super) fn request_stop(&self, stop: bool) {
-        self.stop.store(stop, Ordering::SeqCst);
-    }
 }
 
 impl Phase {

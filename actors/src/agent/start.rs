@@ -12,7 +12,7 @@ use super::phase::{PendingStart, Phase, RunningTurn};
 use crate::ports::StoreWrite;
 use crate::scheduler::{Acquire, Permit};
 use crate::tools::ToolContext;
-use crate::turn::{Turn, TurnInput};
+use crate::turn::{Turn, TurnInput, TurnShared};
 use actix::prelude::*;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{
@@ -60,6 +60,7 @@ fn count_attempt(rec: &mut AgentRecord, task: Uuid) {
     } else {
         rec.attempts = 1;
         rec.current_task = Some(task);
+        rec.task_steps_counted = 0;
     }
 }
 
@@ -307,7 +308,7 @@ impl AgentActor {
         holds_permit: bool,
         ctx: &mut Context<Self>,
     ) {
-        let stop = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(TurnShared::default());
         let setup = self.fresh_turn_setup();
         let (tool_specs, system_prompt, names) = (
             setup.tool_specs.specs().clone(),
@@ -332,7 +333,7 @@ impl AgentActor {
                 cause,
             },
             usage: ctx.address().recipient(),
-            stop: stop.clone(),
+            shared: Arc::clone(&shared),
             cause,
         };
         let correlation = env.as_ref().and_then(|e| e.correlation_id).unwrap_or(cause);
@@ -347,7 +348,7 @@ impl AgentActor {
             handle,
             cause,
             input: env,
-            stop,
+            shared,
             pause_reason: None,
             started: std::time::Instant::now(),
             holds_permit,

@@ -209,6 +209,7 @@ fn new_record(
         depends_on: spec.depends_on.clone(),
         attempts: 0,
         current_task: None,
+        task_steps_counted: 0,
         priority: spec
             .priority
             .or(parent.map(|p| p.priority))

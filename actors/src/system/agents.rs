@@ -84,6 +84,28 @@ impl AgentSystem {
             .map(|_| ())
     }
 
+    /// The actor of `agent_id`, activated if it is not live (`agent_not_found` if no such agent
+    /// exists).
+    async fn activated(
+        &self,
+        agent_id: &str,
+    ) -> Result<std::sync::Arc<actix::Addr<crate::agent::AgentActor>>, AgentdError> {
+        self.require_exists(agent_id).await?;
+        self.live(agent_id).await
+    }
+
+    /// The actor of `agent_id`, activated if it is not live.
+    async fn live(
+        &self,
+        agent_id: &str,
+    ) -> Result<std::sync::Arc<actix::Addr<crate::agent::AgentActor>>, AgentdError> {
+        self.system
+            .supervisor
+            .send(crate::supervisor::messages::Activate(agent_id.to_string()))
+            .await
+            .map_err(mailbox)?
+    }
+
     async fn require_exists(&self, agent_id: &str) -> Result<AgentRecord, AgentdError> {
         self.system
             .deps
@@ -116,12 +138,7 @@ impl AgentSystem {
             agentd_proto::Item::Inbox(InboxItem::message(format!("{label}: {text}"))),
             self.system.deps.clock.now_ms(),
         );
-        let addr = self
-            .system
-            .supervisor
-            .send(crate::supervisor::messages::Activate(agent_id.to_string()))
-            .await
-            .map_err(mailbox)??;
+        let addr = self.live(agent_id).await?;
         addr.send(crate::agent::messages::Provide { env, waiting_for })
             .await
             .map_err(mailbox)?
@@ -133,13 +150,7 @@ impl AgentSystem {
         agent_id: &str,
         budget: agentd_proto::Budget,
     ) -> Result<AgentRecord, AgentdError> {
-        self.require_exists(agent_id).await?;
-        let addr = self
-            .system
-            .supervisor
-            .send(crate::supervisor::messages::Activate(agent_id.to_string()))
-            .await
-            .map_err(mailbox)??;
+        let addr = self.activated(agent_id).await?;
         addr.send(crate::agent::messages::SetBudget(budget))
             .await
             .map_err(mailbox)
@@ -194,12 +205,7 @@ impl AgentSystem {
     ) -> Result<AgentRecord, AgentdError> {
         self.require_exists(agent_id).await?;
         let cp = crate::checkpoints::find(&self.system.deps, agent_id, id).await?;
-        let addr = self
-            .system
-            .supervisor
-            .send(crate::supervisor::messages::Activate(agent_id.to_string()))
-            .await
-            .map_err(mailbox)??;
+        let addr = self.live(agent_id).await?;
         addr.send(crate::agent::messages::RestoreCheckpoint(cp))
             .await
             .map_err(mailbox)?
@@ -211,13 +217,7 @@ impl AgentSystem {
         agent_id: &str,
         env: std::collections::BTreeMap<String, String>,
     ) -> Result<AgentRecord, AgentdError> {
-        self.require_exists(agent_id).await?;
-        let addr = self
-            .system
-            .supervisor
-            .send(crate::supervisor::messages::Activate(agent_id.to_string()))
-            .await
-            .map_err(mailbox)??;
+        let addr = self.activated(agent_id).await?;
         addr.send(crate::agent::messages::SetEnv(env))
             .await
             .map_err(mailbox)

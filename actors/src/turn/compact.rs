@@ -34,7 +34,10 @@ impl Turn {
                 });
             }
         };
-        self.usage.do_send(AddUsage(resp.usage));
+        self.usage.do_send(AddUsage {
+            usage: resp.usage,
+            step: None,
+        });
         let mut summary = ThreadEntry::text(
             derived_id(self.cause, "compact-summary"),
             Role::System,

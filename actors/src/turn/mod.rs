@@ -11,12 +11,15 @@
 //! | [`request`] | what the model is asked: names, the layered system prompt, metered calls |
 //! | [`known_thread`] | the thread as the turn knows it: appends, replays, replacement |
 //! | [`compact`] | compaction: old history becomes a summary |
+//! | [`shared`] | what the turn shares with its actor: a stop request, the calls it has open |
 
 mod compact;
 mod known_thread;
 mod request;
+mod shared;
 
 pub(crate) use request::{RequestNames, system_prompt};
+pub(crate) use shared::{OpenCall, TurnShared};
 
 use crate::agent::messages::AddUsage;
 use crate::channel_router::messages::ChildOutput;
@@ -102,7 +105,9 @@ pub(crate) struct Turn {
     /// Where the usage of each step but the last goes (the agent counts it at once, so a
     /// budget can stop the turn between steps).
     pub usage: Recipient<AddUsage>,
-    pub stop: Arc<AtomicBool>,
+    /// A stop request from the actor, and the calls this turn has open (which the actor closes
+    /// if it ends the turn first).
+    pub shared: Arc<TurnShared>,
     pub cause: Uuid,
 }
 
@@ -152,7 +157,7 @@ impl Turn {
         let max_steps = self.deps.config.limits.max_steps_per_turn.max(1);
         let mut result = TurnResult::default();
         for step in 1..=max_steps {
-            if self.stop.load(Ordering::SeqCst) {
+            if self.shared.stop_requested() {
                 result.paused = true;
                 return Ok(result);
             }
@@ -171,6 +176,7 @@ impl Turn {
             let resp = match replayed {
                 Some(e) => {
                     drop(thread);
+                    self.count_replayed_usage(step, &e);
                     crate::ports::ModelResponse {
                         text: e.text.clone(),
                         tool_calls: e.tool_calls.to_vec(),
@@ -182,7 +188,10 @@ impl Turn {
                         if r.tool_calls.is_empty() {
                             result.final_usage = Some(r.usage);
                         } else {
-                            self.usage.do_send(AddUsage(r.usage));
+                            self.usage.do_send(AddUsage {
+                                usage: r.usage,
+                                step: Some(step),
+                            });
                         }
                         let mut entry =
                             ThreadEntry::text(step_id, Role::Assistant, r.text.clone(), self.now());
@@ -231,12 +240,27 @@ impl Turn {
             if resp.tool_calls.is_empty() {
                 return Ok(result);
             }
-            for (i, call) in resp.tool_calls.iter().enumerate() {
-                let tool_id = derived_id(self.cause, &format!("step-{step}-tool-{i}"));
+            let result_ids: Vec<Uuid> = (0..resp.tool_calls.len())
+                .map(|i| derived_id(self.cause, &format!("step-{step}-tool-{i}")))
+                .collect();
+            self.shared.calls_opened(
+                resp.tool_calls
+                    .iter()
+                    .zip(&result_ids)
+                    .filter(|(_, id)| !self.recorded(id))
+                    .map(|(call, id)| OpenCall {
+                        result_id: *id,
+                        call_id: call.id.as_str().into(),
+                    })
+                    .collect(),
+            );
+            for (i, (call, &tool_id)) in resp.tool_calls.iter().zip(&result_ids).enumerate() {
                 // Tool results a previous run recorded: their calls are not executed twice.
                 if self.recorded(&tool_id) {
                     if tools::BuiltinTool::YieldToParent.is_named(&call.name) {
                         result.yielded = call.arguments.get("result").cloned();
+                        self.close_after_yield(&resp.tool_calls[i + 1..], &result_ids[i + 1..])
+                            .await?;
                         return Ok(result);
                     }
                     continue;
@@ -255,8 +279,11 @@ impl Turn {
                 let mut te = ThreadEntry::text(tool_id, Role::Tool, text, self.now());
                 te.tool_call_id = Some(call.id.as_str().into());
                 self.append(Arc::new(te)).await?;
+                self.shared.call_answered(tool_id);
                 if yielded.is_some() {
                     result.yielded = yielded;
+                    self.close_after_yield(&resp.tool_calls[i + 1..], &result_ids[i + 1..])
+                        .await?;
                     return Ok(result);
                 }
             }
@@ -267,5 +294,40 @@ impl Turn {
         }
         result.step_limit = true;
         Ok(result)
+    }
+
+    /// Counts the usage a recorded step carries unless the agent's record counts it already
+    /// (it was written before the crash this run follows, or this is a retry in the same
+    /// process). Only steps that call tools are replayed: a step that answers ends its turn in
+    /// the batch that records its usage.
+    fn count_replayed_usage(&self, step: u32, entry: &ThreadEntry) {
+        let counted =
+            self.rec.current_task == Some(self.cause) && step <= self.rec.task_steps_counted;
+        if let Some(usage) = entry.usage.as_deref().filter(|_| !counted) {
+            self.usage.do_send(AddUsage {
+                usage: *usage,
+                step: Some(step),
+            });
+        }
+    }
+
+    /// Answers the calls a step made after its `yield_to_parent`: the yield ends the turn, so
+    /// they never run, and each still gets its one result.
+    async fn close_after_yield(
+        &mut self,
+        calls: &[agentd_proto::ToolCall],
+        result_ids: &[Uuid],
+    ) -> Result<(), AgentdError> {
+        for (call, &id) in calls.iter().zip(result_ids) {
+            let closing = agentd_proto::conversation::interrupted_result(
+                id,
+                &call.id,
+                "yield_to_parent ended the turn before this call ran",
+                self.now(),
+            );
+            self.append(Arc::new(closing)).await?;
+            self.shared.call_answered(id);
+        }
+        Ok(())
     }
 }

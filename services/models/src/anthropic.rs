@@ -31,7 +31,9 @@ impl AnthropicModel {
 pub fn request_body(req: &ModelRequest, model: &str, max_tokens: u32) -> Value {
     let mut system = req.system_prompt.to_string();
     let mut messages: Vec<(String, Vec<Value>)> = Vec::new();
-    for e in req.thread.iter() {
+    // Every call answered right after it, as the provider requires.
+    let thread = agentd_proto::conversation::paired(&req.thread);
+    for e in thread.iter() {
         let (role, blocks) = match e.role {
             Role::System => {
                 system.push_str("\n\n");

@@ -26,7 +26,9 @@ impl OpenAiModel {
 /// The chat-completions request body for `req`.
 pub fn request_body(req: &ModelRequest, model: &str) -> Value {
     let mut messages = vec![json!({"role": "system", "content": &*req.system_prompt})];
-    for e in req.thread.iter() {
+    // Every call answered right after it, as the provider requires.
+    let thread = agentd_proto::conversation::paired(&req.thread);
+    for e in thread.iter() {
         messages.push(match e.role {
             Role::System => json!({"role": "system", "content": e.text}),
             Role::User => json!({"role": "user", "content": e.text}),

@@ -171,7 +171,7 @@ impl ModelClient for ProcessModel {
         let proc = self.process(&req)?;
         let line = json!({
             "type": "turn", "agent_id": &*req.agent_id, "agent_type": &*req.agent_type, "title": &*req.title,
-            "system_prompt": &*req.system_prompt, "thread": req.thread.iter().map(|e| &**e).collect::<Vec<&agentd_proto::ThreadEntry>>(), "tools": req.tools.iter().map(|t| json!({
+            "system_prompt": &*req.system_prompt, "thread": agentd_proto::conversation::paired(&req.thread).iter().map(|e| &**e).collect::<Vec<&agentd_proto::ThreadEntry>>(), "tools": req.tools.iter().map(|t| json!({
                 "name": t.name, "description": t.description, "parameters": t.parameters
             })).collect::<Vec<_>>(),
         })
