@@ -128,6 +128,14 @@ impl ThreadStore for FailingWrites {
     async fn add_child(&self, parent_id: &str, child_id: &str) -> StoreResult<()> {
         self.inner.add_child(parent_id, child_id).await
     }
+    async fn add_dependent(&self, dependency: &str, dependent: &str) -> StoreResult<()> {
+        self.inner.add_dependent(dependency, dependent).await
+    }
+
+    async fn dependents(&self, dependency: &str) -> StoreResult<Vec<String>> {
+        self.inner.dependents(dependency).await
+    }
+
     async fn children(&self, parent_id: &str) -> StoreResult<Vec<String>> {
         self.tree_reads.fetch_add(1, Ordering::SeqCst);
         self.inner.children(parent_id).await

@@ -16,6 +16,12 @@ const NS: &str = "t";
 
 const SCRIPT: &str = r#"
 [[rule]]
+contains = "please yield"
+[[rule.tool_calls]]
+name = "yield_to_parent"
+arguments = { result = "dependency done" }
+
+[[rule]]
 contains = "take your time"
 delay_ms = 30000
 text = "slow done"
@@ -278,6 +284,63 @@ fn root_on(p: &AgentdProcess, agent_type: &str) -> String {
             return id;
         }
     }
+}
+
+/// An agent waiting for another (`depends_on`) hears that it completed even when the two are
+/// owned by different processes: the news goes through the dependent's partition.
+#[test]
+fn a_dependency_completing_in_one_process_wakes_its_dependent_in_the_other() {
+    let cluster = Cluster::new();
+    let (a, b) = cluster.balanced_pair();
+    let lead = root_on(&a, "lead");
+    let dependency = a
+        .post(
+            &format!("/v1/agents/{lead}/tools/spawn_agent"),
+            json!({"agent_type": "coding", "prompt": "start"}),
+        )
+        .unwrap()["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (owner, other) = if owned(&a).contains(&partition(&dependency)) {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+    // A dependent the other process owns.
+    let dependent = loop {
+        let v = other
+            .post(
+                "/v1/agents",
+                json!({"agent_type": "research", "depends_on": [dependency], "prompt": "after it"}),
+            )
+            .unwrap();
+        let id = v["agent_id"].as_str().unwrap().to_string();
+        if owned(other).contains(&partition(&id)) {
+            break id;
+        }
+    };
+    other.wait_for("the dependent waiting", |p| {
+        p.get(&format!("/v1/agents/{dependent}"))["status"] == "waiting_dependency"
+    });
+    owner
+        .post(
+            &format!("/v1/agents/{dependency}/messages"),
+            json!({"text": "please yield"}),
+        )
+        .unwrap();
+    other.wait_for(
+        "the dependent's answer once its dependency completed",
+        |p| {
+            p.get(&format!("/v1/agents/{dependent}/thread"))
+                .to_string()
+                .contains("Findings for: after it")
+        },
+    );
+    assert_eq!(
+        owner.get(&format!("/v1/agents/{dependency}"))["status"],
+        "completed"
+    );
 }
 
 #[test]

@@ -13,7 +13,7 @@ use super::queue;
 use super::start::Prestart;
 use crate::metrics;
 use actix::prelude::*;
-use agentd_proto::{AgentRecord, AgentStatus, AgentdError, Envelope, ErrorCode, Item};
+use agentd_proto::{AgentRecord, AgentStatus, AgentdError, Envelope, ErrorCode, Event, Item};
 
 /// What taking a delivery answers, once its item is durably queued (`Ok(false)`: a duplicate).
 type Delivered = ResponseActFuture<AgentActor, Result<bool, AgentdError>>;
@@ -48,6 +48,13 @@ impl AgentActor {
         );
         match env.item {
             Item::Inbox(_) => self.push_inbox_item(env),
+            // A dependency finished (see `supervisor/dependencies.rs`).
+            Item::Event(Event::StatusChanged { agent_id, to, .. })
+                if matches!(to, AgentStatus::Completed | AgentStatus::Failed) =>
+            {
+                self.dependency_finished(&agent_id, to == AgentStatus::Completed, ctx);
+                ready(Ok(true))
+            }
             Item::Control(c) => {
                 let res = self.control(c, ctx).map(|_| true);
                 if let Err(e) = &res {
@@ -57,7 +64,7 @@ impl AgentActor {
             }
             _ => ready(Err(AgentdError::new(
                 ErrorCode::BadEnvelope,
-                "an agent only takes inbox and control items",
+                "an agent only takes inbox items, controls and the news of a dependency",
             ))),
         }
     }

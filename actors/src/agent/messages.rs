@@ -141,13 +141,3 @@ pub struct BudgetPause(pub String);
 #[derive(Message, Debug)]
 #[rtype(result = "AgentRecord")]
 pub struct SetEnv(pub std::collections::BTreeMap<String, String>);
-
-/// One of an agent's dependencies finished.
-#[derive(Message, Debug)]
-#[rtype(result = "()")]
-pub struct DependencyDone {
-    /// The dependency.
-    pub agent_id: String,
-    /// Completed (true) or failed (false).
-    pub ok: bool,
-}

@@ -302,12 +302,14 @@ impl AgentActor {
     /// result.
     fn yielded(&mut self, result: serde_json::Value, cause: Uuid, ctx: &mut Context<Self>) {
         self.rec.result = Some(Box::new(result.clone()));
+        let from = self.rec.status;
         let _ = self.set_status(AgentStatus::Completed, Some("yielded".into()), ctx);
         self.system
             .supervisor
             .do_send(crate::supervisor::messages::Finished {
                 agent_id: self.rec.id.clone(),
                 ok: true,
+                from,
             });
         if let Some(parent_id) = self.rec.channel.parent_id() {
             self.deps().events.publish(&Event::Yielded {
@@ -403,12 +405,14 @@ impl AgentActor {
             agent_id: self.rec.id.clone(),
             message: e.to_string(),
         });
+        let from = self.rec.status;
         let _ = self.set_status(AgentStatus::Failed, Some(e.code.as_str().into()), ctx);
         self.system
             .supervisor
             .do_send(crate::supervisor::messages::Finished {
                 agent_id: self.rec.id.clone(),
                 ok: false,
+                from,
             });
         self.output(
             Output::Failed {

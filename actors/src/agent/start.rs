@@ -7,7 +7,6 @@
 
 use super::AgentActor;
 use super::budget::UsageMeters;
-use super::messages::DependencyDone;
 use super::phase::{PendingStart, Phase, RunningTurn};
 use crate::ports::StoreWrite;
 use crate::scheduler::{Acquire, Permit};
@@ -377,27 +376,32 @@ impl Handler<Permit> for AgentActor {
     }
 }
 
-impl Handler<DependencyDone> for AgentActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: DependencyDone, ctx: &mut Self::Context) {
+impl AgentActor {
+    /// Dependency `agent_id` completed (`ok`) or failed: the agent goes on once none is left,
+    /// or fails with it if `limits.on_dependency_failure` says so (it waits otherwise).
+    pub(super) fn dependency_finished(
+        &mut self,
+        agent_id: &str,
+        ok: bool,
+        ctx: &mut Context<Self>,
+    ) {
         let Phase::WaitingDependencies(unmet) = &mut self.phase else {
             return;
         };
-        if !unmet.contains(&msg.agent_id) {
+        if !unmet.contains(agent_id) {
             return;
         }
-        if !msg.ok {
+        if !ok {
             if self.deps().config.limits.on_dependency_failure == "fail" {
                 let e = AgentdError::new(
                     ErrorCode::InvalidTransition,
-                    format!("dependency `{}` failed", msg.agent_id),
+                    format!("dependency `{agent_id}` failed"),
                 );
                 self.fail(e, agentd_proto::ids::new_id(), ctx);
             }
             return; // hold: wait until it completes after all
         }
-        unmet.remove(&msg.agent_id);
+        unmet.remove(agent_id);
         if unmet.is_empty() {
             self.phase = Phase::Idle;
             if self.rec.status == AgentStatus::WaitingDependency {

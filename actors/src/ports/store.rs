@@ -225,6 +225,11 @@ pub trait ThreadStore: Send + Sync + 'static {
     async fn child_count(&self, parent_id: &str) -> StoreResult<usize> {
         Ok(self.children(parent_id).await?.len())
     }
+    /// Records that `dependent` waits for `dependency` to complete (idempotent), so that
+    /// whichever process sees `dependency` finish can tell `dependent`, wherever it lives.
+    async fn add_dependent(&self, dependency: &str, dependent: &str) -> StoreResult<()>;
+    /// The agents recorded as waiting for `dependency`, in no particular order.
+    async fn dependents(&self, dependency: &str) -> StoreResult<Vec<String>>;
     /// Returns the child for `(parent, worker, alias)`, creating the mapping to `candidate` if
     /// there is none. Atomic: two racing callers get the same child. Returns `(child, created)`.
     async fn alias_get_or_create(
@@ -236,8 +241,8 @@ pub trait ThreadStore: Send + Sync + 'static {
     ) -> StoreResult<(String, bool)>;
     /// The worker aliases of a parent.
     async fn aliases(&self, parent_id: &str) -> StoreResult<Vec<WorkerAlias>>;
-    /// Removes an agent: record, thread, inbox, checkpoints, its own aliases and children list, and its
-    /// entries in its parent's children list and aliases.
+    /// Removes an agent: record, thread, inbox, checkpoints, its own aliases, children list and
+    /// dependents, and its entries in its parent's children list and aliases.
     async fn delete_agent(&self, agent_id: &str) -> StoreResult<()>;
     /// Durably queues an envelope for an agent, once: returns `false` (and changes nothing) if
     /// an envelope with the same id was queued before (within the de-duplication window of the

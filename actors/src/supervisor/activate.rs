@@ -55,7 +55,6 @@ impl Handler<Activate> for Supervisor {
             if let Some(addr) = act.system.directory.agent(&rec.id) {
                 return Ok(addr);
             }
-            act.watch(&rec.id, &unmet);
             let addr = act.start_agent(rec, unmet);
             if !pending.is_empty() {
                 // Work that was queued when the agent last stopped (restart, failover).

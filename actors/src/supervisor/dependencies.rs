@@ -1,26 +1,17 @@
 //! Who waits for whom: an agent spawned with `depends_on` waits until each of those agents has
-//! completed. The supervisor keeps the waiting side (dependency → dependents) and tells each live
-//! dependent when one of its dependencies finishes.
+//! completed. The store records, at the spawn, each dependency's dependents; when a dependency
+//! finishes, the supervisor of the process that saw it finish reads them and routes each one the
+//! news (an [`Event::StatusChanged`] envelope) through its partition, so a dependent owned by
+//! another process hears it like a local one. A dependent that is not live re-checks its
+//! dependencies in the store when it is activated, so nothing depends on that envelope arriving.
 
 use super::Supervisor;
 use super::messages::Finished;
-use crate::agent::messages::DependencyDone;
+use crate::channel_router::messages::Route;
 use crate::deps::Deps;
 use actix::prelude::*;
-use agentd_proto::{AgentStatus, AgentdError};
+use agentd_proto::{Address, AgentStatus, AgentdError, Envelope, Event, Item};
 use std::collections::HashSet;
-
-impl Supervisor {
-    /// Remembers that `agent_id` waits for `unmet` to finish.
-    pub(super) fn watch(&mut self, agent_id: &str, unmet: &HashSet<String>) {
-        for dep in unmet {
-            let list = self.dependents.entry(dep.clone()).or_default();
-            if !list.iter().any(|d| d == agent_id) {
-                list.push(agent_id.to_string());
-            }
-        }
-    }
-}
 
 /// The dependencies of `depends_on` that have not completed yet.
 pub(super) async fn unmet_dependencies(
@@ -44,25 +35,37 @@ pub(super) async fn unmet_dependencies(
 impl Handler<Finished> for Supervisor {
     type Result = ();
 
-    fn handle(&mut self, msg: Finished, _: &mut Self::Context) {
-        // A failed dependency is held (its dependents wait until it completes after all), or
-        // fails its dependents, as `limits.on_dependency_failure` says.
-        let hold = self.system.deps.config.limits.on_dependency_failure != "fail";
-        let waiting = if msg.ok || !hold {
-            self.dependents.remove(&msg.agent_id).unwrap_or_default()
-        } else {
-            self.dependents
-                .get(&msg.agent_id)
-                .cloned()
-                .unwrap_or_default()
-        };
-        for dependent in waiting {
-            if let Some(addr) = self.system.directory.agent(&dependent) {
-                addr.do_send(DependencyDone {
+    fn handle(&mut self, msg: Finished, ctx: &mut Self::Context) {
+        let system = self.system.clone();
+        let told = async move {
+            let dependents = match system.deps.store.dependents(&msg.agent_id).await {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::warn!(agent_id = %msg.agent_id, error = %e, "reading the dependents of a finished agent failed; they learn it when activated");
+                    return;
+                }
+            };
+            let to = if msg.ok {
+                AgentStatus::Completed
+            } else {
+                AgentStatus::Failed
+            };
+            for dependent in dependents {
+                let news = Event::StatusChanged {
                     agent_id: msg.agent_id.clone(),
-                    ok: msg.ok,
-                });
+                    from: msg.from,
+                    to,
+                    reason: None,
+                };
+                let env = Envelope::new(
+                    Address::agent(&msg.agent_id),
+                    Address::agent(&dependent),
+                    Item::Event(news),
+                    system.deps.clock.now_ms(),
+                );
+                system.router.do_send(Route(env));
             }
-        }
+        };
+        ctx.spawn(told.into_actor(self));
     }
 }

@@ -96,4 +96,6 @@ pub struct Finished {
     pub agent_id: String,
     /// Completed (true) or failed (false).
     pub ok: bool,
+    /// Its status before.
+    pub from: agentd_proto::AgentStatus,
 }

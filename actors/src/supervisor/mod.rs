@@ -1,8 +1,8 @@
 //! `Supervisor`: one per process. It is the one owner of the [`Directory`] of live agents and
 //! parent routers: it creates agents (enforcing the depth and fan-out limits), activates
 //! persisted ones, places trees on Arbiters, applies lifecycle controls (cascading cancel,
-//! close and delete to descendants, deepest first), and tells dependents when an agent they
-//! wait for finishes.
+//! close and delete to descendants, deepest first), and tells dependents, wherever they live,
+//! when an agent they wait for finishes.
 //!
 //! | module | what it holds |
 //! |---|---|
@@ -30,15 +30,13 @@ use crate::parent_router::ParentRouter;
 use actix::prelude::*;
 use agentd_proto::{AgentRecord, AgentdError, ErrorCode};
 use messages::{AgentStopped, ParentRouterFor, PauseTree};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// The process supervisor.
 pub struct Supervisor {
     system: SystemHandle,
     arbiters: Vec<Arbiter>,
-    /// dependency → agents waiting for it to finish.
-    dependents: HashMap<String, Vec<String>>,
 }
 
 impl Supervisor {
@@ -55,11 +53,7 @@ impl Supervisor {
         } else {
             (0..n).map(|_| Arbiter::new()).collect()
         };
-        Supervisor {
-            system,
-            arbiters,
-            dependents: HashMap::new(),
-        }
+        Supervisor { system, arbiters }
     }
 
     /// The Arbiter of a tree: every agent of one root lives on the same one, so messages within

@@ -44,7 +44,6 @@ impl Supervisor {
         prompt: Option<String>,
         unmet: HashSet<String>,
     ) -> Result<AgentRecord, AgentdError> {
-        self.watch(&rec.id, &unmet);
         let deps = &self.system.deps;
         deps.events.publish(&Event::Spawned {
             agent_id: rec.id.clone(),
@@ -135,7 +134,6 @@ async fn create(
             return Err(AgentdError::agent_not_found(dep));
         }
     }
-    let unmet = unmet_dependencies(deps, &spec.depends_on).await?;
     let provider = spec.provider.clone().or_else(|| ty.provider.clone());
     if let Some(p) = &provider
         && !cfg.providers.contains(p)
@@ -145,6 +143,11 @@ async fn create(
             format!("no model provider `{p}` is configured"),
         ));
     }
+    // Recorded before the check: a dependency that finishes in between finds the new agent.
+    for dep in &spec.depends_on {
+        deps.store.add_dependent(dep, &id).await?;
+    }
+    let unmet = unmet_dependencies(deps, &spec.depends_on).await?;
     let rec = Arc::new(new_record(
         spec,
         ty,

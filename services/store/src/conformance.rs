@@ -75,6 +75,7 @@ pub async fn run_all(store: Arc<dyn ThreadStore>) {
     records_round_trip(store.as_ref()).await;
     threads_keep_order_and_deduplicate(store.as_ref()).await;
     children_keep_order_and_are_idempotent(store.as_ref()).await;
+    dependents_are_a_set(store.as_ref()).await;
     aliases_get_or_create(store.as_ref()).await;
     racing_aliases_agree(store.clone()).await;
     delete_removes_everything(store.as_ref()).await;
@@ -473,6 +474,16 @@ async fn children_keep_order_and_are_idempotent(store: &dyn ThreadStore) {
     assert!(store.children("none").await.unwrap().is_empty());
 }
 
+async fn dependents_are_a_set(store: &dyn ThreadStore) {
+    for d in ["w2", "w1", "w2"] {
+        store.add_dependent("dep", d).await.unwrap();
+    }
+    let mut got = store.dependents("dep").await.unwrap();
+    got.sort();
+    assert_eq!(got, vec!["w1", "w2"]);
+    assert!(store.dependents("none").await.unwrap().is_empty());
+}
+
 async fn aliases_get_or_create(store: &dyn ThreadStore) {
     let (c1, created) = store
         .alias_get_or_create("ap", "Ops", "a1", "child-1")
@@ -551,6 +562,7 @@ async fn delete_removes_everything(store: &dyn ThreadStore) {
     store.add_child("d-parent", "d-child").await.unwrap();
     store.add_child("d-parent", "d-sibling").await.unwrap();
     store.add_child("d-child", "d-grandchild").await.unwrap();
+    store.add_dependent("d-child", "d-sibling").await.unwrap();
     store.append("d-child", &entry("hello")).await.unwrap();
     store
         .alias_get_or_create("d-parent", "Ops", "x", "d-child")
@@ -570,6 +582,7 @@ async fn delete_removes_everything(store: &dyn ThreadStore) {
     assert!(store.thread("d-child").await.unwrap().is_empty());
     assert!(store.children("d-child").await.unwrap().is_empty());
     assert!(store.aliases("d-child").await.unwrap().is_empty());
+    assert!(store.dependents("d-child").await.unwrap().is_empty());
     assert_eq!(store.children("d-parent").await.unwrap(), vec!["d-sibling"]);
     let left: Vec<String> = store
         .aliases("d-parent")

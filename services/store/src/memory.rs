@@ -19,6 +19,8 @@ struct Inner {
     threads: ByAgent<(agentd_actors::ThreadEntries, FastHashSet<Uuid>)>,
     /// parent → children in insertion order, plus a set for O(1) idempotence.
     children: HashMap<String, (Vec<String>, HashSet<String>)>,
+    /// dependency → the agents waiting for it.
+    dependents: HashMap<String, HashSet<String>>,
     /// parent → (title, alias) → child
     aliases: HashMap<String, BTreeMap<(String, String), String>>,
     inboxes: ByAgent<Inbox>,
@@ -223,6 +225,24 @@ impl ThreadStore for MemoryStore {
         Ok(())
     }
 
+    async fn add_dependent(&self, dependency: &str, dependent: &str) -> StoreResult<()> {
+        self.lock()
+            .dependents
+            .entry(dependency.to_string())
+            .or_default()
+            .insert(dependent.to_string());
+        Ok(())
+    }
+
+    async fn dependents(&self, dependency: &str) -> StoreResult<Vec<String>> {
+        Ok(self
+            .lock()
+            .dependents
+            .get(dependency)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default())
+    }
+
     async fn children(&self, parent_id: &str) -> StoreResult<Vec<String>> {
         Ok(self
             .lock()
@@ -285,6 +305,7 @@ impl ThreadStore for MemoryStore {
         inner.inboxes.remove(agent_id);
         inner.checkpoints.remove(agent_id);
         inner.children.remove(agent_id);
+        inner.dependents.remove(agent_id);
         inner.aliases.remove(agent_id);
         if let Some(parent) = parent {
             if let Some((order, set)) = inner.children.get_mut(&parent) {

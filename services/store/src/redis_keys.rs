@@ -85,10 +85,11 @@ impl Keys {
 }
 
 /// Suffixes of the per-agent keys besides the record.
-pub const AGENT_PARTS: [&str; 10] = [
+pub const AGENT_PARTS: [&str; 11] = [
     "thread",
     "eids",
     "children",
+    "dependents",
     "childseq",
     "workers",
     "inbox",

@@ -7,7 +7,7 @@ use super::RedisBus;
 use super::in_flight::Batch;
 use crate::streams::{GROUP, be, decode_stream_entry};
 use agentd_actors::AgentSystem;
-use agentd_proto::{AgentdError, Control, Envelope, ErrorCode, Item};
+use agentd_proto::{AgentdError, Control, Envelope, ErrorCode, Event, Item};
 use redis::aio::ConnectionManager;
 use redis::cmd;
 use redis::streams::StreamId;
@@ -181,6 +181,8 @@ pub(super) fn routes_directly(env: &Envelope) -> bool {
             | Item::Control(
                 Control::Pause | Control::Resume | Control::Cancel | Control::Terminate
             )
+            // A dependency finished (actors' `supervisor/dependencies.rs`).
+            | Item::Event(Event::StatusChanged { .. })
     )
 }
 

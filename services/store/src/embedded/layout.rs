@@ -29,6 +29,8 @@ pub(super) mod row {
     pub const CHILD: u8 = 3;
     /// `title\x1falias` → child id.
     pub const ALIAS: u8 = 4;
+    /// dependent id → nothing: the agents waiting for this one to complete.
+    pub const DEPENDENT: u8 = 5;
 }
 
 /// (envelope id, agent) → seen seq (8 bytes, big-endian): the de-duplication window. Keyed by

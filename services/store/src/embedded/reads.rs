@@ -64,6 +64,15 @@ pub(super) fn children(db: &Database, parent: &str) -> StoreResult<Vec<String>> 
     })
 }
 
+/// The agents waiting for `dependency`.
+pub(super) fn dependents(db: &Database, dependency: &str) -> StoreResult<Vec<String>> {
+    let tx = db.begin_read().map_err(be)?;
+    let rows = tx.open_table(ROWS).map_err(be)?;
+    scan_rows(&rows, dependency, row::DEPENDENT, |k, _| {
+        Ok(String::from_utf8_lossy(k).into_owned())
+    })
+}
+
 /// `parent`'s worker aliases.
 pub(super) fn aliases(db: &Database, parent: &str) -> StoreResult<Vec<WorkerAlias>> {
     let tx = db.begin_read().map_err(be)?;

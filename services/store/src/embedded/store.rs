@@ -142,6 +142,18 @@ impl ThreadStore for RedbStore {
             .await
     }
 
+    async fn add_dependent(&self, dependency: &str, dependent: &str) -> StoreResult<()> {
+        let (dependency, dependent) = (dependency.to_string(), dependent.to_string());
+        self.writer
+            .write(move |t| writes::add_dependent_in(t, &dependency, &dependent))
+            .await
+    }
+
+    async fn dependents(&self, dependency: &str) -> StoreResult<Vec<String>> {
+        let dependency = dependency.to_string();
+        self.run(move |db| reads::dependents(db, &dependency)).await
+    }
+
     async fn children(&self, parent_id: &str) -> StoreResult<Vec<String>> {
         let parent = parent_id.to_string();
         self.run(move |db| reads::children(db, &parent)).await

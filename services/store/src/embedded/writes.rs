@@ -97,6 +97,18 @@ pub(super) fn add_child_in(t: &mut Tables<'_>, p: &str, child: &str) -> StoreRes
     Ok(())
 }
 
+/// Records that `dependent` waits for `dependency` (a row per dependent: idempotent).
+pub(super) fn add_dependent_in(
+    t: &mut Tables<'_>,
+    dependency: &str,
+    dependent: &str,
+) -> StoreResult<()> {
+    t.rows
+        .insert((dependency, row::DEPENDENT, dependent.as_bytes()), NO_KEY)
+        .map_err(be)?;
+    Ok(())
+}
+
 /// The child under `parent`'s alias `key`, made `candidate` if there is none; answers the child
 /// and whether it was made.
 pub(super) fn alias_get_or_create_in(

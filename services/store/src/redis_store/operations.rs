@@ -127,6 +127,26 @@ impl ThreadStore for RedisStore {
         Ok(())
     }
 
+    async fn add_dependent(&self, dependency: &str, dependent: &str) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        cmd("SADD")
+            .arg(self.keys.agent_part(dependency, "dependents"))
+            .arg(dependent)
+            .query_async::<i64>(&mut con)
+            .await
+            .map_err(be)?;
+        Ok(())
+    }
+
+    async fn dependents(&self, dependency: &str) -> StoreResult<Vec<String>> {
+        let mut con = self.con.clone();
+        cmd("SMEMBERS")
+            .arg(self.keys.agent_part(dependency, "dependents"))
+            .query_async(&mut con)
+            .await
+            .map_err(be)
+    }
+
     async fn children(&self, parent_id: &str) -> StoreResult<Vec<String>> {
         let mut con = self.con.clone();
         cmd("ZRANGE")
