@@ -31,6 +31,10 @@ pub enum InboxItem {
         /// The sub-agent this text was forwarded from, if it was.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         from_agent: Option<String>,
+        /// A worker's answer forwarded to a parent whose type relays forwards
+        /// (`manage.async_forward = "relay"`): kept on the thread without a model turn.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        relay: bool,
     },
     /// Clear the session, optionally seeding it with `message` (seed 003).
     Reset {
@@ -61,6 +65,7 @@ impl InboxItem {
             urgent: false,
             role: Role::User,
             from_agent: None,
+            relay: false,
         }
     }
 

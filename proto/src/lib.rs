@@ -54,7 +54,7 @@ pub use envelope::{Envelope, Item, PROTOCOL_VERSION};
 pub use error::{AgentdError, ErrorCode};
 pub use event::Event;
 pub use inbox::InboxItem;
-pub use manage::{ManageCommand, ManageMode, ManageOptions, ManageRequest};
+pub use manage::{AsyncForward, ManageCommand, ManageMode, ManageOptions, ManageRequest};
 pub use markers::Marker;
 pub use output::Output;
 pub use record::{AgentId, AgentRecord, Channel, ManageChannel};

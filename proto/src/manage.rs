@@ -15,6 +15,19 @@ pub enum ManageMode {
     Async,
 }
 
+/// What a parent does with a worker's answer forwarded to it (seed 000).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AsyncForward {
+    /// The parent runs a model turn on it (default).
+    #[default]
+    Turn,
+    /// The parent keeps it on its thread without spending a model turn; it reaches the world
+    /// through the events stream (`forwarded`), and the parent's model sees it with its next
+    /// message. (Only roots manage workers, so the parent is a root.)
+    Relay,
+}
+
 /// How a parent talks to its workers; set per agent type and overridable per call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -33,6 +46,9 @@ pub struct ManageOptions {
     /// Also prefix forwarded text with the alias and child thread id.
     #[serde(alias = "showCorrelationInOutput")]
     pub show_correlation_in_output: bool,
+    /// `turn` (default) or `relay`: what the parent does with a forwarded answer.
+    #[serde(alias = "asyncForward")]
+    pub async_forward: AsyncForward,
 }
 
 impl Default for ManageOptions {
@@ -43,6 +59,7 @@ impl Default for ManageOptions {
             sync_max_messages: 1,
             async_prefix: "From {{agentTitle}}: ".to_string(),
             show_correlation_in_output: false,
+            async_forward: AsyncForward::Turn,
         }
     }
 }

@@ -58,6 +58,7 @@ fn inbox() -> impl Strategy<Value = InboxItem> {
                 urgent: u,
                 role: if a { Role::Assistant } else { Role::User },
                 from_agent: from,
+                relay: false,
             }),
         proptest::option::of(text()).prop_map(|message| InboxItem::Reset { message }),
         Just(InboxItem::Compact),

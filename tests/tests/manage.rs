@@ -468,3 +468,44 @@ async fn forwarding_to_a_parent_without_a_live_channel_is_missing_parent_channel
             .any(|e| e.text.contains("ops late answer"))
     );
 }
+
+/// The usual cast with the lead relaying forwards (`manage.async_forward = "relay"`).
+fn relaying_types() -> Vec<agentd_actors::AgentType> {
+    let mut types = types();
+    for ty in &mut types {
+        if ty.name == "lead" {
+            ty.manage.async_forward = agentd_proto::AsyncForward::Relay;
+        }
+    }
+    types
+}
+
+#[actix_rt::test]
+async fn a_relaying_root_keeps_the_forward_without_running_a_turn_on_it() {
+    let sys = start_simple(SCRIPT, relaying_types());
+    let mut events = sys.events();
+    let lead = sys.root("lead", Some("go async")).await;
+    next_event(
+        &mut events,
+        "the forward",
+        |e| matches!(e, Event::Forwarded { parent_id, .. } if *parent_id == lead.id),
+    )
+    .await;
+    let thread = sys
+        .wait_for_entry(
+            &lead.id,
+            Role::Assistant,
+            "From Ops: ops did: status please",
+        )
+        .await;
+    let rec = sys.wait_for_status(&lead.id, AgentStatus::Idle).await;
+    assert_eq!(rec.turns, 1, "only the turn on its own message");
+    assert!(
+        !thread.iter().any(|e| e.text.contains("Noted the forward")),
+        "no model turn on the forward: {thread:#?}"
+    );
+    assert_eq!(
+        thread.last().unwrap().text,
+        "From Ops: ops did: status please"
+    );
+}

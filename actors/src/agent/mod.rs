@@ -15,6 +15,7 @@
 //! | [`delivery`] | taking envelopes: the durable push, duplicates, controls |
 //! | [`start`] | deciding what runs next (`pump`) and starting turns |
 //! | [`outcome`] | a turn's end, one function per outcome |
+//! | [`relay`] | forwards a parent passes on without a turn (`async_forward = "relay"`) |
 //! | [`control`] | pause, resume, cancel, terminate, stop; aborting a turn |
 //! | [`checkpoint`] | taking checkpoints and restoring one |
 //! | [`budget`] | usage accounting and the agent's and its tree's budgets |
@@ -36,6 +37,7 @@ mod outcome;
 mod persist;
 mod phase;
 mod queue;
+mod relay;
 mod start;
 mod status;
 mod write_behind;

@@ -170,6 +170,7 @@ mod tests {
                 urgent,
                 role: Role::User,
                 from_agent: None,
+                relay: false,
             }),
             0,
         )

@@ -104,6 +104,10 @@ impl AgentActor {
             }
             return prestart;
         };
+        if super::relay::relays(&env) {
+            self.relay(env, ctx);
+            return self.pump_with(prestart, ctx);
+        }
         let (input, start_written, prestart) = match prestart {
             Some(p) if p.id == env.id => (Some(p.input), true, None),
             other => (self.turn_input(&env), false, other),
@@ -182,7 +186,7 @@ impl AgentActor {
             && self.rec.status.accepts_turns()
             && self.rec.status.can_become(AgentStatus::Running)
             && self.over_budget().is_none();
-        if !ready {
+        if !ready || super::relay::relays(env) {
             return None;
         }
         let input = self.turn_input(env)?;

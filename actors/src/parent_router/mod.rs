@@ -12,8 +12,8 @@ use actix::prelude::*;
 use agentd_proto::Output;
 use agentd_proto::ids::{derived_id, new_id};
 use agentd_proto::{
-    Address, AgentStatus, AgentdError, Channel, Envelope, ErrorCode, Event, InboxItem, Item,
-    ManageMode, ManageOptions, Role,
+    Address, AgentStatus, AgentdError, AsyncForward, Channel, Envelope, ErrorCode, Event,
+    InboxItem, Item, ManageMode, ManageOptions, Role,
 };
 use messages::{CancelWait, Dispatched, ManageSend, WaitResult};
 use std::collections::HashMap;
@@ -289,7 +289,7 @@ impl ParentRouter {
             }
             return Box::pin(actix::fut::ready(true));
         }
-        let (role, prefix, forward) = match &child.channel {
+        let (role, prefix, forward, relay) = match &child.channel {
             Channel::Manage(m) => {
                 let opts = self.options.get(&child.id).unwrap_or(&m.options);
                 let forward = opts.mode == ManageMode::Async
@@ -298,12 +298,14 @@ impl ParentRouter {
                     Role::Assistant,
                     opts.render_prefix(&m.worker_title, &m.alias, &child.id),
                     forward,
+                    opts.async_forward == AsyncForward::Relay,
                 )
             }
             Channel::Spawn { .. } => (
                 Role::User,
                 ManageOptions::default().render_prefix(&child.title, "", &child.id),
                 true,
+                false,
             ),
             Channel::None => return Box::pin(actix::fut::ready(true)),
         };
@@ -357,6 +359,7 @@ impl ParentRouter {
                     urgent,
                     role,
                     from_agent: Some(child.id.clone()),
+                    relay,
                 }),
                 deps.clock.now_ms(),
             );
