@@ -1012,3 +1012,56 @@ async fn reset_and_compact_take_seed_003_arguments_and_nothing_else() {
     })
     .await;
 }
+
+#[actix_rt::test]
+async fn a_background_root_neither_sees_nor_calls_management_tools() {
+    let sys = start_simple(SCRIPT, types());
+    let foreground = sys.root("lead", None).await;
+    let child = spawn_coder(&sys, &foreground.id, "hello").await;
+    // A cron-like job: a root of a managing type, and one whose type grants management.
+    let mut jobs = Vec::new();
+    for agent_type in ["lead", "mgr"] {
+        let job = sys
+            .system
+            .spawn(SpawnRequest {
+                agent_type: Some(agent_type.into()),
+                background: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert!(!job.foreground, "{agent_type}");
+        jobs.push(job);
+    }
+    assert!(foreground.foreground);
+    let names = |specs: Vec<agentd_actors::ToolSpec>| -> Vec<String> {
+        specs.into_iter().map(|t| t.name).collect()
+    };
+    let fg_tools = names(sys.system.tools_of(&foreground.id).await.unwrap());
+    for t in ["Manage", "spawn_agent", "agent_reset", "agent_compact"] {
+        assert!(fg_tools.contains(&t.to_string()), "{t}");
+    }
+    for job in &jobs {
+        let tools = names(sys.system.tools_of(&job.id).await.unwrap());
+        assert!(tools.is_empty(), "{}: {tools:?}", job.agent_type);
+        let sub = spawn_coder(&sys, &foreground.id, "x").await;
+        for (t, args) in [
+            ("agent_reset", json!({"agent_id": child})),
+            ("agent_compact", json!({"agent_id": child})),
+            ("spawn_agent", json!({"prompt": "x"})),
+            ("list_agents", json!({})),
+            ("inspect_agent", json!({"agent_id": sub})),
+            (
+                "Manage",
+                json!({"command": "check_status", "threadAlias": "a"}),
+            ),
+        ] {
+            assert_eq!(
+                code(tool(&sys, &job.id, t, args).await),
+                Some(ErrorCode::NotRoot),
+                "{} calling {t}",
+                job.agent_type
+            );
+        }
+    }
+}

@@ -175,6 +175,65 @@ async fn a_yield_is_handled_before_messages_already_queued_for_the_parent() {
 }
 
 #[actix_rt::test]
+async fn a_background_sub_agent_s_result_waits_its_turn_in_the_parent_s_inbox() {
+    let (sys, clock) = start_manual(SCRIPT, default_types(ManageOptions::default()));
+    let lead = sys.root("lead", Some("busy")).await;
+    wait_until("lead model busy", || async { clock.sleepers() == 1 }).await;
+    sys.system.send(&lead.id, "m1", false).await.unwrap();
+    sys.system.send(&lead.id, "m2", false).await.unwrap();
+    let mut events = sys.events();
+    let spawn = |args: serde_json::Value| {
+        let sys = &sys;
+        let lead_id = lead.id.clone();
+        async move {
+            let r = sys
+                .system
+                .invoke_tool(Some(&lead_id), "spawn_agent", args)
+                .await
+                .unwrap();
+            r["agent_id"].as_str().unwrap().to_string()
+        }
+    };
+    // The background child yields first; the other one's result still goes before it.
+    let background =
+        spawn(json!({"agent_type": "coding", "prompt": "json please", "background": true})).await;
+    next_event(
+        &mut events,
+        "the background result forwarded",
+        |e| matches!(e, Event::Forwarded { child_id, .. } if *child_id == background),
+    )
+    .await;
+    let foreground = spawn(json!({"agent_type": "coding", "prompt": "write the code"})).await;
+    next_event(
+        &mut events,
+        "the other result forwarded",
+        |e| matches!(e, Event::Forwarded { child_id, .. } if *child_id == foreground),
+    )
+    .await;
+    clock.advance(1000);
+    sys.wait_for_entry(&lead.id, Role::Assistant, "Thanks, coder: From Coder: {")
+        .await;
+    let users: Vec<String> = sys.texts_of(&lead.id, Role::User).await;
+    assert_eq!(
+        users,
+        vec![
+            "busy",
+            "From Coder: code written",
+            "m1",
+            "m2",
+            r#"From Coder: {"files":2,"ok":true}"#
+        ]
+    );
+    assert!(matches!(
+        sys.record(&background).await.channel,
+        agentd_proto::Channel::Spawn {
+            background: true,
+            ..
+        }
+    ));
+}
+
+#[actix_rt::test]
 async fn a_json_result_is_kept_as_json() {
     let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
     let lead = sys.root("lead", None).await;
