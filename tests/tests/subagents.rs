@@ -76,6 +76,12 @@ arguments = { prompt = "nested" }
 
 [[rule]]
 agent = "coding"
+role = "user"
+contains = "more please"
+text = "more done"
+
+[[rule]]
+agent = "coding"
 role = "tool"
 text = "tool result: {{input}}"
 
@@ -231,6 +237,61 @@ async fn a_background_sub_agent_s_result_waits_its_turn_in_the_parent_s_inbox() 
             ..
         }
     ));
+}
+
+#[actix_rt::test]
+async fn a_yielded_sub_agent_is_passivated_and_frees_its_live_slot() {
+    // The lead and one more live agent.
+    let sys = start_simple_with(SCRIPT, default_types(ManageOptions::default()), |c| {
+        c.limits.max_live_agents = 2
+    });
+    let live = || async { sys.system.live_count().await.unwrap() };
+    let lead = sys.root("lead", None).await;
+    let child = sys.spawn_child(&lead.id, "coding", "write the code").await;
+    sys.wait_for_entry(
+        &lead.id,
+        Role::Assistant,
+        "Thanks, coder: From Coder: code written",
+    )
+    .await;
+    wait_until("the yielded child passivated", || async {
+        live().await == 1
+    })
+    .await;
+    // Its record and its history stay.
+    let v = sys.system.inspect(&child).await.unwrap();
+    assert_eq!(v.live.live, Some(false));
+    assert_eq!(v.view.summary.status, AgentStatus::Completed);
+    assert_eq!(v.view.summary.result, Some(json!("code written")));
+    let history = sys.thread(&child).await;
+    assert_eq!(history[0].text, "write the code");
+    assert!(history.iter().any(|e| e.role == Role::Tool), "{history:#?}");
+    // Its slot is free: another sub-agent starts, and is passivated once it yields too.
+    let second = sys.spawn_child(&lead.id, "coding", "json please").await;
+    sys.wait_for_status(&second, AgentStatus::Completed).await;
+    wait_until("the second child passivated", || async {
+        live().await == 1
+    })
+    .await;
+    // A follow-up re-activates the first on demand, on its whole history.
+    sys.system
+        .invoke_tool(
+            Some(&lead.id),
+            "send_agent_followup",
+            json!({"agent_id": child, "message": "more please"}),
+        )
+        .await
+        .unwrap();
+    let thread = sys
+        .wait_for_entry(&child, Role::Assistant, "more done")
+        .await;
+    assert_eq!(thread[..history.len()], history[..]);
+    sys.wait_for_status(&child, AgentStatus::Idle).await;
+    assert_eq!(
+        live().await,
+        2,
+        "an agent that answered (not yielded) stays live"
+    );
 }
 
 #[actix_rt::test]

@@ -107,6 +107,12 @@ pub struct StopAgent {
     pub final_status: Option<AgentStatus>,
 }
 
+/// The agent yielded: if its task is still over and nothing waits (no queued item, nothing left
+/// to write), its actor stops ([`super::passivate`]). Sent by the actor to itself.
+#[derive(Message, Debug)]
+#[rtype(result = "()")]
+pub struct PassivateIfDone;
+
 /// Tokens of one model call, reported by a running turn to its agent.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]

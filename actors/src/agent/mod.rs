@@ -18,6 +18,7 @@
 //! | [`control`] | pause, resume, cancel, terminate, stop; aborting a turn |
 //! | [`checkpoint`] | taking checkpoints and restoring one |
 //! | [`budget`] | usage accounting and the agent's and its tree's budgets |
+//! | [`passivate`] | stopping the actor of an agent whose task is over (it yielded) |
 //!
 //! The actor's invariants:
 //! - An inbox item is in the agent's durable inbox before the actor handles its next message
@@ -33,6 +34,7 @@ mod control;
 mod delivery;
 pub(crate) mod messages;
 mod outcome;
+mod passivate;
 mod persist;
 mod phase;
 mod queue;
