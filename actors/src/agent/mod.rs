@@ -161,7 +161,11 @@ impl Handler<Snapshot> for AgentActor {
     type Result = MessageResult<Snapshot>;
 
     fn handle(&mut self, _: Snapshot, _: &mut Self::Context) -> Self::Result {
-        MessageResult(self.rec.clone())
+        let mut rec = AgentRecord::clone(&self.rec);
+        if let Some(turn) = self.phase.running() {
+            rec.current_step = Some(turn.step.to_string());
+        }
+        MessageResult(rec)
     }
 }
 
