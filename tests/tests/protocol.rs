@@ -63,6 +63,30 @@ text = "spent on {{input}}"
 usage = { input = 10, output = 5 }
 
 [[rule]]
+agent = "plain"
+equals = "a million input"
+text = "priced"
+usage = { input = 1000000 }
+
+[[rule]]
+agent = "plain"
+equals = "a million output"
+text = "priced"
+usage = { output = 1000000 }
+
+[[rule]]
+agent = "plain"
+equals = "a million cache_write"
+text = "priced"
+usage = { cache_write = 1000000 }
+
+[[rule]]
+agent = "plain"
+equals = "a million cache_read"
+text = "priced"
+usage = { cache_read = 1000000 }
+
+[[rule]]
 text = "ok: {{input}}"
 "#;
 

@@ -5,6 +5,7 @@
 use agentd_proto::{AgentStatus, ErrorCode, Event, ManageOptions, Role};
 use agentd_tests::*;
 use serde_json::json;
+use std::sync::Arc;
 
 const SCRIPT: &str = r#"
 [[rule]]
@@ -292,6 +293,36 @@ async fn a_yielded_sub_agent_is_passivated_and_frees_its_live_slot() {
         2,
         "an agent that answered (not yielded) stays live"
     );
+}
+
+#[actix_rt::test]
+async fn no_model_call_follows_a_yield_to_parent() {
+    let clock: Arc<dyn agentd_actors::Clock> = Arc::new(agentd_actors::SystemClock);
+    let scripted = agentd_models::ScriptedModel::from_toml_str(SCRIPT, clock.clone()).unwrap();
+    let model = Arc::new(RecordingModel::new(Arc::new(scripted)));
+    let sys = start_with_model(
+        model.clone(),
+        default_types(ManageOptions::default()),
+        Arc::new(agentd_store::MemoryStore::new()),
+        clock,
+        |_| {},
+    );
+    let lead = sys.root("lead", None).await;
+    let child = sys.spawn_child(&lead.id, "coding", "write the code").await;
+    sys.wait_for_entry(&lead.id, Role::Assistant, "Thanks, coder")
+        .await;
+    sys.wait_for_status(&child, AgentStatus::Completed).await;
+    // The script would answer the yield's tool result ("tool result: …") if it were asked.
+    let asked = model.requests_of(&child);
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+    assert_eq!(
+        asked[0].last,
+        Some((Role::User, "write the code".to_string()))
+    );
+    let thread = sys.thread(&child).await;
+    let last = thread.last().unwrap();
+    assert_eq!(last.role, Role::Tool, "{thread:#?}");
+    assert_eq!(last.text, r#"{"status":"yielded"}"#);
 }
 
 #[actix_rt::test]
