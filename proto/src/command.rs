@@ -18,7 +18,7 @@ pub struct SpawnRequest {
     /// First message; the agent starts working on it at once.
     #[serde(default)]
     pub prompt: Option<String>,
-    /// Parent agent; `None` creates a foreground root.
+    /// Parent agent; `None` creates a root (foreground unless `background`).
     #[serde(default, alias = "parentId")]
     pub parent_id: Option<String>,
     /// Tools the new agent may use (a subset of its type's tools).
@@ -48,6 +48,10 @@ pub struct SpawnRequest {
     /// Environment variables (a process-backend agent's process gets them).
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
+    /// A background agent (seeds 003 and 004): a root that is not foreground (no management
+    /// tools), or a sub-agent whose output is queued for its parent like any message.
+    #[serde(default)]
+    pub background: bool,
 }
 
 /// A request from outside agentd.

@@ -17,6 +17,7 @@
 //! | [`record`] | [`AgentRecord`] and the [`Channel`] descriptor of a thread |
 //! | [`thread`] | [`ThreadEntry`], [`Role`], [`ToolCall`] |
 //! | [`conversation`] | the rule that pairs each tool call with one result, and what keeps it |
+//! | [`time`] | RFC 3339 timestamps beside the millisecond ones |
 //! | [`usage`] | [`Usage`] in four kinds and [`Price`] tables |
 //! | [`markers`] | protocol markers in agent output, parsed strictly |
 //! | [`manage`] | arguments and options of the `Manage` tool (seed 000) |
@@ -42,6 +43,7 @@ pub mod output;
 pub mod record;
 pub mod status;
 pub mod thread;
+pub mod time;
 pub mod usage;
 pub mod view;
 

@@ -188,4 +188,17 @@ mod tests {
             "[alias=a thread=c] From Ops: "
         );
     }
+
+    #[test]
+    fn the_defaults_are_the_seed_s() -> serde_json::Result<()> {
+        let o = ManageOptions::default();
+        assert_eq!(o.mode, ManageMode::Sync);
+        assert_eq!(o.sync_timeout_ms, 15_000);
+        assert_eq!(o.sync_max_messages, 1);
+        assert_eq!(o.async_prefix, "From {{agentTitle}}: ");
+        assert!(!o.show_correlation_in_output);
+        // A `[manage]` table that sets nothing gets the same.
+        assert_eq!(serde_json::from_value::<ManageOptions>(json!({}))?, o);
+        Ok(())
+    }
 }

@@ -23,6 +23,10 @@ pub enum Channel {
     Spawn {
         /// The parent agent.
         parent_id: AgentId,
+        /// Spawned with `background: true` (seed 004): its output is queued for the parent
+        /// like any message, instead of being handled before what is queued.
+        #[serde(default)]
+        background: bool,
     },
 }
 
@@ -45,7 +49,7 @@ impl Channel {
         match self {
             Channel::None => None,
             Channel::Manage(m) => Some(&m.parent_id),
-            Channel::Spawn { parent_id } => Some(parent_id),
+            Channel::Spawn { parent_id, .. } => Some(parent_id),
         }
     }
 }
@@ -72,7 +76,8 @@ pub struct AgentRecord {
     /// Why the status was entered (e.g. a pause reason), if said.
     #[serde(default)]
     pub status_reason: Option<String>,
-    /// Created by a person or a service (not by another agent).
+    /// A foreground agent: a root created by a person or a service without `background`
+    /// (seed 003). Sub-agents are never foreground.
     #[serde(default)]
     pub foreground: bool,
     /// Tools this agent may use; `None` means "what its type allows".

@@ -107,6 +107,48 @@ mod tests {
     }
 
     #[test]
+    fn each_default_price_is_the_seed_s() {
+        let price = Price::default();
+        let million = 1_000_000;
+        for (usage, usd) in [
+            (
+                Usage {
+                    input: million,
+                    ..Usage::default()
+                },
+                3.0,
+            ),
+            (
+                Usage {
+                    output: million,
+                    ..Usage::default()
+                },
+                15.0,
+            ),
+            (
+                Usage {
+                    cache_write: million,
+                    ..Usage::default()
+                },
+                3.75,
+            ),
+            (
+                Usage {
+                    cache_read: million,
+                    ..Usage::default()
+                },
+                0.30,
+            ),
+        ] {
+            let cost = price.cost(&usage);
+            assert!(
+                (cost - usd).abs() < 1e-9,
+                "{usage:?} cost {cost}, not {usd}"
+            );
+        }
+    }
+
+    #[test]
     fn default_price_matches_the_seed() {
         let usage = Usage {
             input: 1_000_000,

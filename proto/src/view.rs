@@ -36,10 +36,14 @@ pub struct AgentSummary {
     pub foreground: bool,
     /// Current phase.
     pub phase: Option<u32>,
-    /// What the agent is doing now, in a few words.
+    /// What the agent is doing now, in a few words: while a turn runs, the turn's step
+    /// (`calling model`, `running tool <name>`); otherwise the last milestone (`phase N
+    /// complete`), or `null`.
     pub current_step: Option<String>,
-    /// Progress 0.0–1.0, when its type declares phases.
-    pub progress: Option<f64>,
+    /// Progress 0.0–1.0 (seed 001: always a number): 1.0 once completed, else phase / the
+    /// type's phase count when it declares one, else 0.
+    #[serde(default, deserialize_with = "number_or_zero")]
+    pub progress: f64,
     /// When a rate-limited agent resumes by itself, ms since the epoch.
     pub resume_at_ms: Option<u64>,
     /// Model provider, `None` = the default.
@@ -74,6 +78,14 @@ pub struct AgentSummary {
     pub created_at_ms: u64,
     /// Last change, ms since the epoch.
     pub updated_at_ms: u64,
+    /// `updated_at_ms` as an RFC 3339 UTC timestamp (seed 001's `lastUpdate`).
+    #[serde(default)]
+    pub last_update: String,
+}
+
+/// A progress written by a process that still wrote `null` for "unknown" reads as 0.
+fn number_or_zero<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(0.0))
 }
 
 impl AgentSummary {
@@ -91,7 +103,11 @@ impl AgentSummary {
             foreground: rec.foreground,
             phase: rec.phase,
             current_step: rec.current_step.clone(),
-            progress: rec.progress,
+            progress: if rec.status == AgentStatus::Completed {
+                1.0
+            } else {
+                rec.progress.unwrap_or(0.0)
+            },
             resume_at_ms: rec.resume_at_ms,
             provider: rec.provider.clone(),
             model: rec.model.clone(),
@@ -109,6 +125,7 @@ impl AgentSummary {
             channel: rec.channel.clone(),
             created_at_ms: rec.created_at_ms,
             updated_at_ms: rec.updated_at_ms,
+            last_update: crate::time::rfc3339_utc(rec.updated_at_ms),
         }
     }
 }
@@ -378,7 +395,7 @@ mod tests {
         keys
     }
 
-    const SUMMARY_KEYS: [&str; 29] = [
+    const SUMMARY_KEYS: [&str; 30] = [
         "agent_id",
         "agent_type",
         "attempts",
@@ -392,6 +409,7 @@ mod tests {
         "env",
         "foreground",
         "last_error",
+        "last_update",
         "model",
         "parent_id",
         "phase",
@@ -478,5 +496,28 @@ mod tests {
         let v = serde_json::to_value(task).unwrap_or_default();
         assert_eq!(v["queue_state"], "ready");
         assert_eq!(v["priority"], "normal");
+    }
+
+    #[test]
+    fn progress_is_always_a_number_and_last_update_a_utc_timestamp() -> serde_json::Result<()> {
+        let mut rec = record("a", 0.0, 0);
+        rec.updated_at_ms = 1_700_000_000_123;
+        let v = serde_json::to_value(AgentSummary::of(&rec))?;
+        assert_eq!(v["progress"], json!(0.0), "no phases known: 0");
+        assert_eq!(v["last_update"], "2023-11-14T22:13:20.123Z");
+        assert_eq!(v["updated_at_ms"], 1_700_000_000_123u64);
+        rec.progress = Some(0.5);
+        assert_eq!(AgentSummary::of(&rec).progress, 0.5, "phase / phases");
+        rec.status = AgentStatus::Completed;
+        assert_eq!(AgentSummary::of(&rec).progress, 1.0, "completed");
+        // What a process that wrote `null` sends still reads.
+        let mut old = v;
+        old["progress"] = Value::Null;
+        if let Some(o) = old.as_object_mut() {
+            o.remove("last_update");
+        }
+        let read: AgentSummary = serde_json::from_value(old)?;
+        assert_eq!(read.progress, 0.0);
+        Ok(())
     }
 }

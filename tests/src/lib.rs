@@ -5,11 +5,13 @@
 pub mod failing_store;
 pub mod mock_http;
 pub mod process;
+pub mod recording_model;
 pub mod redis_server;
 pub mod strict_provider;
 
 pub use mock_http::{Canned, MockHttp};
 pub use process::AgentdProcess;
+pub use recording_model::RecordingModel;
 pub use redis_server::RedisServer;
 pub use strict_provider::{Answer, Dialect, StrictProvider};
 

@@ -116,3 +116,14 @@ fn the_systemd_unit_and_dockerfile_name_real_things() {
         assert_known(line.trim_start_matches("ENV ").split('=').next().unwrap());
     }
 }
+
+#[test]
+fn the_shipped_default_prices_are_the_seed_s_each() {
+    // deploy/default.toml's `[pricing.default]`, which the service wires in.
+    let settings = agentd::Settings::from_overrides("").unwrap();
+    let p = settings.pricing.default;
+    assert_eq!(p.input, 3.0, "input");
+    assert_eq!(p.output, 15.0, "output");
+    assert_eq!(p.cache_write, 3.75, "cache write");
+    assert_eq!(p.cache_read, 0.30, "cache read");
+}

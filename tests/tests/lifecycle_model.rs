@@ -2,6 +2,10 @@
 //! and controls at one agent (real actors, scripted model) and, after each step settles,
 //! compares the persisted status and the number of answered messages with what the model of
 //! the transition table says.
+//!
+//! The model's table is not the code's: it is [`DOCUMENTED`], written from the table in
+//! `docs/lifecycle.md`, and checked against `AgentStatus::can_become` pair by pair, so a change
+//! to either shows here.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_proto::{AgentStatus, Control, ManageOptions, Role};
@@ -9,6 +13,147 @@ use agentd_tests::*;
 use proptest::prelude::*;
 
 const SCRIPT: &str = "[[rule]]\ntext = \"ok: {{input}}\"\n";
+
+/// The transitions `docs/lifecycle.md` documents ("may become"), by wire name. Whoever adds a
+/// status adds its row here, and its name to the rows that may become it, as the document
+/// says (`docs/architecture.md`, "add a new agent status").
+const DOCUMENTED: &[(&str, &[&str])] = &[
+    (
+        "idle",
+        &[
+            "running",
+            "queued",
+            "waiting_dependency",
+            "paused",
+            "closed",
+            "cancelled",
+            "terminated",
+        ],
+    ),
+    (
+        "queued",
+        &[
+            "running",
+            "idle",
+            "paused",
+            "closed",
+            "cancelled",
+            "terminated",
+        ],
+    ),
+    (
+        "running",
+        &[
+            "idle",
+            "queued",
+            "waiting_review",
+            "waiting_dependency",
+            "waiting_question",
+            "waiting_rate_limit",
+            "paused",
+            "completed",
+            "failed",
+            "cancelled",
+            "terminated",
+        ],
+    ),
+    (
+        "waiting_review",
+        &[
+            "completed",
+            "running",
+            "queued",
+            "paused",
+            "closed",
+            "cancelled",
+            "terminated",
+        ],
+    ),
+    ("waiting_dependency", WAITING),
+    ("waiting_question", WAITING),
+    ("waiting_rate_limit", WAITING),
+    (
+        "paused",
+        &[
+            "running",
+            "idle",
+            "queued",
+            "waiting_review",
+            "waiting_dependency",
+            "waiting_question",
+            "waiting_rate_limit",
+            "completed",
+            "failed",
+            "closed",
+            "cancelled",
+            "terminated",
+        ],
+    ),
+    (
+        "completed",
+        &["running", "queued", "closed", "cancelled", "terminated"],
+    ),
+    (
+        "failed",
+        &["running", "queued", "closed", "cancelled", "terminated"],
+    ),
+    ("cancelled", &["running", "queued", "closed"]),
+    ("terminated", &["running", "queued", "closed"]),
+    ("closed", &["idle"]),
+];
+
+/// `waiting_question` and `waiting_rate_limit` go "as `waiting_dependency`".
+const WAITING: &[&str] = &[
+    "running",
+    "idle",
+    "queued",
+    "paused",
+    "failed",
+    "closed",
+    "cancelled",
+    "terminated",
+];
+
+/// Whether the documented table lets `from` become `to`.
+fn documented(from: AgentStatus, to: AgentStatus) -> bool {
+    DOCUMENTED
+        .iter()
+        .find(|(name, _)| *name == from.as_str())
+        .unwrap_or_else(|| panic!("`{from}` has no row in DOCUMENTED"))
+        .1
+        .contains(&to.as_str())
+}
+
+#[test]
+fn the_code_s_transition_table_is_the_documented_one() {
+    let names: Vec<&str> = AgentStatus::ALL.iter().map(|s| s.as_str()).collect();
+    for (name, next) in DOCUMENTED {
+        assert!(
+            names.contains(name),
+            "DOCUMENTED names `{name}`, which is no status"
+        );
+        for n in *next {
+            assert!(
+                names.contains(n),
+                "`{name}` may become `{n}`, which is no status"
+            );
+        }
+    }
+    assert_eq!(
+        DOCUMENTED.len(),
+        AgentStatus::ALL.len(),
+        "a status without a row"
+    );
+    for from in AgentStatus::ALL {
+        for to in AgentStatus::ALL {
+            assert_eq!(
+                from.can_become(to),
+                documented(from, to),
+                "{from} -> {to}: the code and docs/lifecycle.md disagree"
+            );
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy)]
 enum Op {
@@ -39,7 +184,7 @@ impl Model {
     fn apply(&mut self, op: Op) {
         use AgentStatus::*;
         let settle = |m: &mut Model, to: AgentStatus| {
-            if m.status == to || m.status.can_become(to) {
+            if m.status == to || documented(m.status, to) {
                 m.status = to;
                 m.held = 0; // queued work is dropped
             }
@@ -52,7 +197,7 @@ impl Model {
             }
             Op::Control(Control::Pause) => {
                 if self.status != Closed
-                    && (self.status == Paused || self.status.can_become(Paused))
+                    && (self.status == Paused || documented(self.status, Paused))
                 {
                     self.status = Paused;
                 }

@@ -302,13 +302,14 @@ async fn async_prefix_and_correlation_are_configurable() {
 }
 
 #[actix_rt::test]
-async fn sync_timeout_returns_timeout_and_the_late_reply_is_kept_on_the_child_thread() {
+async fn the_sync_wait_defaults_to_15000_ms_then_times_out_and_keeps_the_late_reply() {
     let (sys, clock) = start_manual(SCRIPT, types());
     let lead = sys.root("lead", None).await;
     let s2 = sys.system.clone();
     let lead_id = lead.id.clone();
+    // No `syncTimeoutMs`: the lead type's options are the defaults.
     let call = actix_rt::spawn(async move {
-        s2.invoke_tool(Some(&lead_id), "Manage", json!({"command": "send_message", "worker": "Ops", "message": "slow job", "threadAlias": "slow", "syncTimeoutMs": 15000})).await
+        s2.invoke_tool(Some(&lead_id), "Manage", json!({"command": "send_message", "worker": "Ops", "message": "slow job", "threadAlias": "slow"})).await
     });
     // Both timers armed: the worker's model delay (20 s) and the sync wait (15 s).
     wait_until("two timers", || async { clock.sleepers() == 2 }).await;
@@ -332,6 +333,24 @@ async fn sync_timeout_returns_timeout_and_the_late_reply_is_kept_on_the_child_th
             .iter()
             .any(|e| e.text.contains("ops late answer"))
     );
+}
+
+#[actix_rt::test]
+async fn a_per_call_sync_timeout_overrides_the_default() {
+    let (sys, clock) = start_manual(SCRIPT, types());
+    let lead = sys.root("lead", None).await;
+    let s2 = sys.system.clone();
+    let lead_id = lead.id.clone();
+    let call = actix_rt::spawn(async move {
+        s2.invoke_tool(Some(&lead_id), "Manage", json!({"command": "send_message", "worker": "Ops", "message": "slow job", "threadAlias": "slow", "syncTimeoutMs": 500})).await
+    });
+    wait_until("two timers", || async { clock.sleepers() == 2 }).await;
+    clock.advance(499);
+    tokio::task::yield_now().await;
+    assert!(!call.is_finished(), "returned before the timeout");
+    clock.advance(1);
+    let r = call.await.unwrap().unwrap();
+    assert_eq!(r["status"], "timeout");
 }
 
 #[actix_rt::test]
@@ -377,6 +396,17 @@ async fn every_seed_error_has_its_code() {
     )
     .await;
     assert_eq!(code(r), Some(ErrorCode::UnknownWorker));
+
+    // threadAlias is required for check_status too (seed 000's schema), absent or blank.
+    for alias in [None, Some("  ")] {
+        let mut args = json!({"command": "check_status"});
+        if let Some(alias) = alias {
+            args["threadAlias"] = json!(alias);
+        }
+        let e = manage(&sys, &lead.id, args).await.err().unwrap();
+        assert_eq!(e.code, ErrorCode::MissingField, "{alias:?}");
+        assert!(e.message.contains("threadAlias"), "{e}");
+    }
 
     // missing_field for worker, message and threadAlias, each named.
     for (args, field) in [

@@ -935,3 +935,133 @@ async fn tool_arguments_are_checked_against_the_schema_the_model_sees() {
     .unwrap();
     assert_eq!(r["agent_type"], "coding");
 }
+
+#[actix_rt::test]
+async fn reset_and_compact_take_seed_003_arguments_and_nothing_else() {
+    let sys = start_simple(SCRIPT, types());
+    let lead = sys.root("lead", None).await;
+    let child = spawn_coder(&sys, &lead.id, "hello").await;
+    sys.wait_for_entry(&child, Role::Assistant, "coder: hello")
+        .await;
+    sys.wait_for_status(&child, AgentStatus::Idle).await;
+
+    // The schemas the model is shown say so.
+    let specs = sys.system.tools_of(&lead.id).await.unwrap();
+    for name in ["agent_reset", "agent_compact"] {
+        let spec = specs.iter().find(|s| s.name == name).unwrap();
+        assert_eq!(spec.parameters["additionalProperties"], false, "{name}");
+    }
+    let reset = specs.iter().find(|s| s.name == "agent_reset").unwrap();
+    assert_eq!(reset.parameters["properties"]["message"]["minLength"], 1);
+
+    // Refused, and nothing is posted: an empty message, an unknown property (also one that is
+    // an alias of nothing), a property given in both spellings.
+    for (name, args) in [
+        ("agent_reset", json!({"agent_id": child, "message": ""})),
+        ("agent_reset", json!({"agent_id": child, "force": true})),
+        ("agent_reset", json!({"agentId": child, "seedMessage": "x"})),
+        ("agent_reset", json!({"agentId": child, "agent_id": child})),
+        (
+            "agent_compact",
+            json!({"agent_id": child, "keep_recent": 2}),
+        ),
+        ("agent_compact", json!({"agentId": child, "message": "x"})),
+    ] {
+        let r = tool(&sys, &lead.id, name, args.clone()).await;
+        assert_eq!(code(r), Some(ErrorCode::InvalidArgument), "{name} {args}");
+    }
+    assert_eq!(sys.thread(&child).await.len(), 2, "nothing was reset");
+
+    // The camelCase alias is rewritten before the check; the answer is snake_case and only
+    // {summary, target_agent_id}.
+    let v = tool(
+        &sys,
+        &lead.id,
+        "agent_reset",
+        json!({"agentId": child, "message": "again"}),
+    )
+    .await
+    .unwrap();
+    let mut keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["summary", "target_agent_id"]);
+    assert_eq!(v["target_agent_id"], child.as_str());
+    wait_until("reset on the seed message", || async {
+        let t = sys.thread(&child).await;
+        t.len() == 2 && t[0].text == "again"
+    })
+    .await;
+    sys.wait_for_status(&child, AgentStatus::Idle).await;
+    let v = tool(&sys, &lead.id, "agent_compact", json!({"agentId": child}))
+        .await
+        .unwrap();
+    let mut keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    keys.sort();
+    assert_eq!(keys, ["summary", "target_agent_id"]);
+    // A blank message has characters, so the schema takes it; it seeds nothing.
+    tool(
+        &sys,
+        &lead.id,
+        "agent_reset",
+        json!({"agent_id": child, "message": "   "}),
+    )
+    .await
+    .unwrap();
+    wait_until("an empty session", || async {
+        sys.thread(&child).await.is_empty()
+    })
+    .await;
+}
+
+#[actix_rt::test]
+async fn a_background_root_neither_sees_nor_calls_management_tools() {
+    let sys = start_simple(SCRIPT, types());
+    let foreground = sys.root("lead", None).await;
+    let child = spawn_coder(&sys, &foreground.id, "hello").await;
+    // A cron-like job: a root of a managing type, and one whose type grants management.
+    let mut jobs = Vec::new();
+    for agent_type in ["lead", "mgr"] {
+        let job = sys
+            .system
+            .spawn(SpawnRequest {
+                agent_type: Some(agent_type.into()),
+                background: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert!(!job.foreground, "{agent_type}");
+        jobs.push(job);
+    }
+    assert!(foreground.foreground);
+    let names = |specs: Vec<agentd_actors::ToolSpec>| -> Vec<String> {
+        specs.into_iter().map(|t| t.name).collect()
+    };
+    let fg_tools = names(sys.system.tools_of(&foreground.id).await.unwrap());
+    for t in ["Manage", "spawn_agent", "agent_reset", "agent_compact"] {
+        assert!(fg_tools.contains(&t.to_string()), "{t}");
+    }
+    for job in &jobs {
+        let tools = names(sys.system.tools_of(&job.id).await.unwrap());
+        assert!(tools.is_empty(), "{}: {tools:?}", job.agent_type);
+        let sub = spawn_coder(&sys, &foreground.id, "x").await;
+        for (t, args) in [
+            ("agent_reset", json!({"agent_id": child})),
+            ("agent_compact", json!({"agent_id": child})),
+            ("spawn_agent", json!({"prompt": "x"})),
+            ("list_agents", json!({})),
+            ("inspect_agent", json!({"agent_id": sub})),
+            (
+                "Manage",
+                json!({"command": "check_status", "threadAlias": "a"}),
+            ),
+        ] {
+            assert_eq!(
+                code(tool(&sys, &job.id, t, args).await),
+                Some(ErrorCode::NotRoot),
+                "{} calling {t}",
+                job.agent_type
+            );
+        }
+    }
+}

@@ -63,6 +63,30 @@ text = "spent on {{input}}"
 usage = { input = 10, output = 5 }
 
 [[rule]]
+agent = "plain"
+equals = "a million input"
+text = "priced"
+usage = { input = 1000000 }
+
+[[rule]]
+agent = "plain"
+equals = "a million output"
+text = "priced"
+usage = { output = 1000000 }
+
+[[rule]]
+agent = "plain"
+equals = "a million cache_write"
+text = "priced"
+usage = { cache_write = 1000000 }
+
+[[rule]]
+agent = "plain"
+equals = "a million cache_read"
+text = "priced"
+usage = { cache_read = 1000000 }
+
+[[rule]]
 text = "ok: {{input}}"
 "#;
 
@@ -489,4 +513,146 @@ async fn a_tree_budget_check_does_not_read_the_whole_tree_every_time() {
         rec.status_reason.as_deref(),
         Some("budget_exceeded: tree tokens")
     );
+}
+
+const STEPS: &str = r#"
+[[rule]]
+agent = "lead"
+role = "user"
+contains = "think"
+delay_ms = 1000
+text = "thought"
+
+[[rule]]
+agent = "lead"
+role = "user"
+contains = "ask ops"
+[[rule.tool_calls]]
+name = "Manage"
+arguments = { command = "send_message", worker = "Ops", message = "slow job", threadAlias = "s" }
+
+[[rule]]
+agent = "lead"
+role = "tool"
+delay_ms = 1000
+text = "ops answered"
+
+[[rule]]
+agent = "lead"
+role = "user"
+contains = "From"
+text = "noted"
+
+[[rule]]
+agent = "lead"
+role = "user"
+contains = "delegate"
+[[rule.tool_calls]]
+name = "spawn_agent"
+arguments = { agent_type = "coding", prompt = "finish it" }
+
+[[rule]]
+agent = "ops"
+delay_ms = 1000
+text = "done slowly"
+
+[[rule]]
+agent = "coding"
+[[rule.tool_calls]]
+name = "yield_to_parent"
+arguments = { result = "finished" }
+"#;
+
+#[actix_rt::test]
+async fn the_status_view_says_what_the_agent_does_now() {
+    let (sys, clock) = start_manual(STEPS, default_types(ManageOptions::default()));
+    let view = |id: String| {
+        let sys = &sys;
+        async move { serde_json::to_value(sys.system.inspect(&id).await.unwrap()).unwrap() }
+    };
+    let step_is = |id: String, step: &'static str| {
+        let view = &view;
+        async move { view(id).await["current_step"] == step }
+    };
+    // While the model is asked.
+    let lead = sys.root("lead", Some("think")).await;
+    wait_until("calling model", || {
+        step_is(lead.id.clone(), "calling model")
+    })
+    .await;
+    let v = view(lead.id.clone()).await;
+    assert_eq!(v["status"], "running");
+    assert_eq!(v["progress"], json!(0.0), "a number, not null");
+    let updated = v["updated_at_ms"].as_u64().unwrap();
+    assert_eq!(v["last_update"], agentd_proto::time::rfc3339_utc(updated));
+    assert!(v["last_update"].as_str().unwrap().ends_with('Z'));
+    // A step is shown, not persisted: the stored record never held it.
+    let stored = sys.store.get_agent(&lead.id).await.unwrap().unwrap();
+    assert_eq!(stored.current_step, None);
+    clock.advance(1000);
+    sys.wait_for_entry(&lead.id, Role::Assistant, "thought")
+        .await;
+    sys.wait_for_status(&lead.id, AgentStatus::Idle).await;
+    assert!(view(lead.id.clone()).await["current_step"].is_null());
+
+    // While a tool runs (a sync Manage call waits for its worker), then the next model call.
+    sys.system.send(&lead.id, "ask ops", false).await.unwrap();
+    wait_until("running the tool", || {
+        step_is(lead.id.clone(), "running tool Manage")
+    })
+    .await;
+    wait_until("the worker's model armed", || async {
+        clock.sleepers() == 2
+    })
+    .await;
+    clock.advance(1000);
+    wait_until("calling the model again", || {
+        step_is(lead.id.clone(), "calling model")
+    })
+    .await;
+    let stored = sys.store.get_agent(&lead.id).await.unwrap().unwrap();
+    assert_eq!(stored.current_step, None);
+    clock.advance(1000);
+    sys.wait_for_entry(&lead.id, Role::Assistant, "ops answered")
+        .await;
+    sys.wait_for_status(&lead.id, AgentStatus::Idle).await;
+    assert!(view(lead.id.clone()).await["current_step"].is_null());
+
+    // Completed: progress 1.0.
+    sys.system.send(&lead.id, "delegate", false).await.unwrap();
+    let coder = || async {
+        for id in sys.store.children(&lead.id).await.unwrap() {
+            if sys.record(&id).await.agent_type == "coding" {
+                return Some(id);
+            }
+        }
+        None
+    };
+    wait_until("the sub-agent", || async { coder().await.is_some() }).await;
+    let child = coder().await.unwrap();
+    sys.wait_for_status(&child, AgentStatus::Completed).await;
+    let v = view(child).await;
+    assert_eq!(v["progress"], json!(1.0));
+}
+
+#[actix_rt::test]
+async fn each_kind_of_token_costs_its_default_price() {
+    // Seed 001's Claude-class prices, USD per million tokens, each kind on its own.
+    let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
+    for (kind, usd) in [
+        ("input", 3.0),
+        ("output", 15.0),
+        ("cache_write", 3.75),
+        ("cache_read", 0.30),
+    ] {
+        let a = sys.root("plain", Some(&format!("a million {kind}"))).await;
+        sys.wait_for_entry(&a.id, Role::Assistant, "priced").await;
+        let rec = sys.wait_for_status(&a.id, AgentStatus::Idle).await;
+        assert_eq!(rec.usage.total(), 1_000_000, "{kind}");
+        assert!(
+            (rec.cost_usd - usd).abs() < 1e-9,
+            "{kind}: {} instead of {usd}",
+            rec.cost_usd
+        );
+    }
 }

@@ -12,6 +12,11 @@ delay_ms = 1000
 text = "busy done"
 
 [[rule]]
+contains = "rate limit me"
+once = true
+rate_limit_ms = 30000
+
+[[rule]]
 text = "ok: {{input}}"
 "#;
 
@@ -356,4 +361,72 @@ async fn the_queue_lists_work_by_priority_with_its_queue_state() {
         q.len() == 1 && q[0].agent_id == waiting.id
     })
     .await;
+}
+
+#[actix_rt::test]
+async fn stored_work_not_started_is_ready_and_a_rate_limited_agent_waits_for_its_reset() {
+    use agentd_proto::{Address, Envelope, InboxItem, Item};
+    let store: std::sync::Arc<dyn agentd_actors::ThreadStore> =
+        std::sync::Arc::new(agentd_store::MemoryStore::new());
+    let types = || default_types(ManageOptions::default());
+    let clock = agentd_actors::ManualClock::new(1_000_000);
+    let first = start(
+        SCRIPT,
+        types(),
+        store.clone(),
+        std::sync::Arc::new(clock.clone()),
+    );
+    let idle = first.root("plain", None).await;
+    let limited = first.root("plain", Some("rate limit me")).await;
+    first
+        .wait_for_status(&limited.id, AgentStatus::WaitingRateLimit)
+        .await;
+    first.system.shutdown().await;
+    // An item stored in `idle`'s durable inbox by a process that stopped before a turn
+    // started on it.
+    let stored = Envelope::new(
+        Address::System,
+        Address::agent(&idle.id),
+        Item::Inbox(InboxItem::message("stored, not started")),
+        1_000_000,
+    );
+    assert!(store.inbox_push(&idle.id, &stored).await.unwrap());
+
+    // The next process, before it recovers anything.
+    let clock2 = agentd_actors::ManualClock::new(1_000_000);
+    let second = start(
+        SCRIPT,
+        types(),
+        store.clone(),
+        std::sync::Arc::new(clock2.clone()),
+    );
+    let tasks = second.system.queue(None).await.unwrap();
+    let rows: Vec<(&str, QueueState, usize)> = tasks
+        .iter()
+        .map(|t| (t.agent_id.as_str(), t.queue_state, t.pending))
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (idle.id.as_str(), QueueState::Ready, 1),
+            (limited.id.as_str(), QueueState::WaitingRateLimit, 1),
+        ]
+    );
+    assert_eq!(tasks[1].resume_at_ms, Some(1_000_000 + 30_000));
+    assert_eq!(tasks[0].resume_at_ms, None);
+
+    // Recovery starts the ready one; the rate-limited one waits for its reset time.
+    second.system.recover().await.unwrap();
+    second
+        .wait_for_entry(&idle.id, Role::Assistant, "ok: stored, not started")
+        .await;
+    wait_until("only the rate-limited agent waits", || async {
+        let q = second.system.queue(None).await.unwrap();
+        q.len() == 1 && q[0].queue_state == QueueState::WaitingRateLimit
+    })
+    .await;
+    assert_eq!(
+        second.record(&limited.id).await.status,
+        AgentStatus::WaitingRateLimit
+    );
 }

@@ -5,6 +5,7 @@
 use agentd_proto::{AgentStatus, ErrorCode, Event, ManageOptions, Role};
 use agentd_tests::*;
 use serde_json::json;
+use std::sync::Arc;
 
 const SCRIPT: &str = r#"
 [[rule]]
@@ -73,6 +74,12 @@ contains = "try manage"
 [[rule.tool_calls]]
 name = "spawn_agent"
 arguments = { prompt = "nested" }
+
+[[rule]]
+agent = "coding"
+role = "user"
+contains = "more please"
+text = "more done"
 
 [[rule]]
 agent = "coding"
@@ -172,6 +179,150 @@ async fn a_yield_is_handled_before_messages_already_queued_for_the_parent() {
         .await;
     let users: Vec<String> = sys.texts_of(&lead.id, Role::User).await;
     assert_eq!(users, vec!["busy", "From Coder: code written", "m1", "m2"]);
+}
+
+#[actix_rt::test]
+async fn a_background_sub_agent_s_result_waits_its_turn_in_the_parent_s_inbox() {
+    let (sys, clock) = start_manual(SCRIPT, default_types(ManageOptions::default()));
+    let lead = sys.root("lead", Some("busy")).await;
+    wait_until("lead model busy", || async { clock.sleepers() == 1 }).await;
+    sys.system.send(&lead.id, "m1", false).await.unwrap();
+    sys.system.send(&lead.id, "m2", false).await.unwrap();
+    let mut events = sys.events();
+    let spawn = |args: serde_json::Value| {
+        let sys = &sys;
+        let lead_id = lead.id.clone();
+        async move {
+            let r = sys
+                .system
+                .invoke_tool(Some(&lead_id), "spawn_agent", args)
+                .await
+                .unwrap();
+            r["agent_id"].as_str().unwrap().to_string()
+        }
+    };
+    // The background child yields first; the other one's result still goes before it.
+    let background =
+        spawn(json!({"agent_type": "coding", "prompt": "json please", "background": true})).await;
+    next_event(
+        &mut events,
+        "the background result forwarded",
+        |e| matches!(e, Event::Forwarded { child_id, .. } if *child_id == background),
+    )
+    .await;
+    let foreground = spawn(json!({"agent_type": "coding", "prompt": "write the code"})).await;
+    next_event(
+        &mut events,
+        "the other result forwarded",
+        |e| matches!(e, Event::Forwarded { child_id, .. } if *child_id == foreground),
+    )
+    .await;
+    clock.advance(1000);
+    sys.wait_for_entry(&lead.id, Role::Assistant, "Thanks, coder: From Coder: {")
+        .await;
+    let users: Vec<String> = sys.texts_of(&lead.id, Role::User).await;
+    assert_eq!(
+        users,
+        vec![
+            "busy",
+            "From Coder: code written",
+            "m1",
+            "m2",
+            r#"From Coder: {"files":2,"ok":true}"#
+        ]
+    );
+    assert!(matches!(
+        sys.record(&background).await.channel,
+        agentd_proto::Channel::Spawn {
+            background: true,
+            ..
+        }
+    ));
+}
+
+#[actix_rt::test]
+async fn a_yielded_sub_agent_is_passivated_and_frees_its_live_slot() {
+    // The lead and one more live agent.
+    let sys = start_simple_with(SCRIPT, default_types(ManageOptions::default()), |c| {
+        c.limits.max_live_agents = 2
+    });
+    let live = || async { sys.system.live_count().await.unwrap() };
+    let lead = sys.root("lead", None).await;
+    let child = sys.spawn_child(&lead.id, "coding", "write the code").await;
+    sys.wait_for_entry(
+        &lead.id,
+        Role::Assistant,
+        "Thanks, coder: From Coder: code written",
+    )
+    .await;
+    wait_until("the yielded child passivated", || async {
+        live().await == 1
+    })
+    .await;
+    // Its record and its history stay.
+    let v = sys.system.inspect(&child).await.unwrap();
+    assert_eq!(v.live.live, Some(false));
+    assert_eq!(v.view.summary.status, AgentStatus::Completed);
+    assert_eq!(v.view.summary.result, Some(json!("code written")));
+    let history = sys.thread(&child).await;
+    assert_eq!(history[0].text, "write the code");
+    assert!(history.iter().any(|e| e.role == Role::Tool), "{history:#?}");
+    // Its slot is free: another sub-agent starts, and is passivated once it yields too.
+    let second = sys.spawn_child(&lead.id, "coding", "json please").await;
+    sys.wait_for_status(&second, AgentStatus::Completed).await;
+    wait_until("the second child passivated", || async {
+        live().await == 1
+    })
+    .await;
+    // A follow-up re-activates the first on demand, on its whole history.
+    sys.system
+        .invoke_tool(
+            Some(&lead.id),
+            "send_agent_followup",
+            json!({"agent_id": child, "message": "more please"}),
+        )
+        .await
+        .unwrap();
+    let thread = sys
+        .wait_for_entry(&child, Role::Assistant, "more done")
+        .await;
+    assert_eq!(thread[..history.len()], history[..]);
+    sys.wait_for_status(&child, AgentStatus::Idle).await;
+    assert_eq!(
+        live().await,
+        2,
+        "an agent that answered (not yielded) stays live"
+    );
+}
+
+#[actix_rt::test]
+async fn no_model_call_follows_a_yield_to_parent() {
+    let clock: Arc<dyn agentd_actors::Clock> = Arc::new(agentd_actors::SystemClock);
+    let scripted = agentd_models::ScriptedModel::from_toml_str(SCRIPT, clock.clone()).unwrap();
+    let model = Arc::new(RecordingModel::new(Arc::new(scripted)));
+    let sys = start_with_model(
+        model.clone(),
+        default_types(ManageOptions::default()),
+        Arc::new(agentd_store::MemoryStore::new()),
+        clock,
+        |_| {},
+    );
+    let lead = sys.root("lead", None).await;
+    let child = sys.spawn_child(&lead.id, "coding", "write the code").await;
+    sys.wait_for_entry(&lead.id, Role::Assistant, "Thanks, coder")
+        .await;
+    sys.wait_for_status(&child, AgentStatus::Completed).await;
+    // The script would answer the yield's tool result ("tool result: …") if it were asked.
+    let asked = model.requests_of(&child);
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+    assert_eq!(
+        asked[0].last,
+        Some((Role::User, "write the code".to_string()))
+    );
+    let thread = sys.thread(&child).await;
+    let last = thread.last().unwrap();
+    assert_eq!(last.role, Role::Tool, "{thread:#?}");
+    assert_eq!(last.text, r#"{"status":"yielded"}"#);
 }
 
 #[actix_rt::test]

@@ -3,7 +3,7 @@
 //! budget covers every agent of the tree), pauses it.
 
 use super::AgentActor;
-use super::messages::{AddUsage, BudgetPause, SetBudget};
+use super::messages::{BudgetPause, SetBudget};
 use crate::deps::Deps;
 use crate::metrics;
 use crate::tree_spend::Spent;
@@ -237,10 +237,15 @@ async fn sum_tree(deps: &Deps, root_id: &str, me: &str, mine: Spent) -> Spent {
     tree
 }
 
-impl Handler<AddUsage> for AgentActor {
-    type Result = ();
-
-    fn handle(&mut self, AddUsage { usage, step }: AddUsage, ctx: &mut Self::Context) {
+impl AgentActor {
+    /// A running turn's model call used `usage` (at `step` of its task, if it was a step):
+    /// counted now, and over a budget the turn stops at its next step boundary.
+    pub(super) fn usage_reported(
+        &mut self,
+        usage: Usage,
+        step: Option<u32>,
+        ctx: &mut Context<Self>,
+    ) {
         if let Some(step) = step {
             self.rec.task_steps_counted = self.rec.task_steps_counted.max(step);
         }

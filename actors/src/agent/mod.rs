@@ -19,6 +19,7 @@
 //! | [`control`] | pause, resume, cancel, terminate, stop; aborting a turn |
 //! | [`checkpoint`] | taking checkpoints and restoring one |
 //! | [`budget`] | usage accounting and the agent's and its tree's budgets |
+//! | [`passivate`] | stopping the actor of an agent whose task is over (it yielded) |
 //!
 //! The actor's invariants:
 //! - An inbox item is in the agent's durable inbox before the actor handles its next message
@@ -34,6 +35,7 @@ mod control;
 mod delivery;
 pub(crate) mod messages;
 mod outcome;
+mod passivate;
 mod persist;
 mod phase;
 mod queue;
@@ -161,7 +163,11 @@ impl Handler<Snapshot> for AgentActor {
     type Result = MessageResult<Snapshot>;
 
     fn handle(&mut self, _: Snapshot, _: &mut Self::Context) -> Self::Result {
-        MessageResult(self.rec.clone())
+        let mut rec = AgentRecord::clone(&self.rec);
+        if let Some(turn) = self.phase.running() {
+            rec.current_step = Some(turn.step.to_string());
+        }
+        MessageResult(rec)
     }
 }
 

@@ -299,7 +299,7 @@ impl AgentActor {
     }
 
     /// `yield_to_parent`: the agent is completed, its dependents may go on, its parent gets the
-    /// result.
+    /// result, and once that is written its actor stops ([`super::passivate`]).
     fn yielded(&mut self, result: serde_json::Value, cause: Uuid, ctx: &mut Context<Self>) {
         self.rec.result = Some(Box::new(result.clone()));
         let from = self.rec.status;
@@ -319,6 +319,8 @@ impl AgentActor {
             });
         }
         self.output(Output::Yield { result }, cause);
+        // Handled after the flush that writes the yield (flushes run before anything else).
+        ctx.notify(super::messages::PassivateIfDone);
     }
 
     /// The model answered: a sub-agent reports its final text (seed 004), and the agent waits

@@ -76,6 +76,9 @@ pub(super) struct RunningTurn {
     /// The agent's environment changed during the turn: a process-per-agent backend's process
     /// is restarted once it ends.
     pub(super) restart_backend_after: bool,
+    /// What the turn does now (the agent's `current_step` while it runs). Kept here, not in
+    /// the record: a step is neither persisted nor a change of the record the turn shares.
+    pub(super) step: super::messages::Step,
 }
 
 impl Phase {

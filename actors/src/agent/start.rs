@@ -7,6 +7,7 @@
 
 use super::AgentActor;
 use super::budget::UsageMeters;
+use super::messages::{Step, TurnProgress};
 use super::phase::{PendingStart, Phase, RunningTurn};
 use crate::ports::StoreWrite;
 use crate::scheduler::{Acquire, Permit};
@@ -321,6 +322,11 @@ impl AgentActor {
         // Only a re-run (a retry, or a paused turn continuing) can find its own earlier
         // entries in the thread; a first run looks nothing up.
         let replaying = matches!(input, TurnInput::Continue) || self.rec.attempts != 1;
+        let step = match input {
+            TurnInput::Message(_) | TurnInput::Continue => Step::CallingModel,
+            TurnInput::Reset(_) => Step::Resetting,
+            TurnInput::Compact => Step::Compacting,
+        };
         let turn = Turn {
             replaying,
             tool_specs,
@@ -335,7 +341,7 @@ impl AgentActor {
                 system: self.system.clone(),
                 cause,
             },
-            usage: ctx.address().recipient(),
+            progress: ctx.address().recipient(),
             shared: Arc::clone(&shared),
             cause,
         };
@@ -356,7 +362,25 @@ impl AgentActor {
             started: std::time::Instant::now(),
             holds_permit,
             restart_backend_after: false,
+            step,
         }));
+    }
+}
+
+impl Handler<TurnProgress> for AgentActor {
+    type Result = ();
+
+    fn handle(&mut self, progress: TurnProgress, ctx: &mut Self::Context) {
+        match progress {
+            TurnProgress::Usage { usage, step } => self.usage_reported(usage, step, ctx),
+            TurnProgress::Doing { cause, doing } => {
+                if let Some(turn) = self.phase.running_mut()
+                    && turn.cause == cause
+                {
+                    turn.step = doing;
+                }
+            }
+        }
     }
 }
 

@@ -165,6 +165,17 @@ impl WriteBehind {
         !self.outputs.is_empty()
     }
 
+    /// Whether everything decided is written: nothing queued or waiting to be written again,
+    /// the record unchanged since, no flush asked for and no push under way. (A flush that is
+    /// writing is not seen here: it runs before the actor handles anything else.)
+    pub(super) fn is_settled(&self) -> bool {
+        self.writes.is_empty()
+            && !self.record_dirty
+            && self.outputs.is_empty()
+            && self.flush == FlushRequest::None
+            && !self.push_in_flight
+    }
+
     /// Takes everything waiting as one batch; `record` is the record as it is now.
     pub(super) fn take_batch(&mut self, record: impl FnOnce() -> Arc<AgentRecord>) -> Batch {
         let mut writes = std::mem::take(&mut self.writes);
@@ -343,5 +354,27 @@ mod tests {
             retried,
             "kept when the batch fails"
         );
+    }
+
+    #[test]
+    fn settled_once_everything_is_written() {
+        let mut b = WriteBehind::default();
+        assert!(b.is_settled());
+        let _ = b.record_changed();
+        assert!(!b.is_settled(), "a flush is asked for");
+        b.flush_starting();
+        let batch = b.take_batch(record);
+        assert!(b.is_settled(), "the batch is being written");
+        b.batch_failed(batch);
+        assert!(!b.is_settled(), "a failed batch waits to be written again");
+        let batch = b.take_batch(record);
+        b.batch_written(batch.input_written);
+        assert!(b.is_settled());
+        b.push_started();
+        assert!(!b.is_settled(), "a push is under way");
+        let _ = b.push_answered();
+        b.hold_outputs(true);
+        let _ = b.send_or_hold(output());
+        assert!(!b.is_settled(), "an output waits for the next batch");
     }
 }

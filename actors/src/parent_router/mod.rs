@@ -137,6 +137,7 @@ impl ParentRouter {
                         provider: None,
                         model: None,
                         env: Default::default(),
+                        background: false,
                         channel: Channel::Manage(Box::new(agentd_proto::ManageChannel {
                             parent_id: parent_id.clone(),
                             worker_title: m.worker_title.clone(),
@@ -324,8 +325,12 @@ impl ParentRouter {
             Output::Yield { .. } => "yield",
             Output::Failed { .. } => "failed",
         };
-        let urgent = matches!(child.channel, Channel::Spawn { .. })
-            || !matches!(out.output, Output::Reply { text: _ });
+        // A sub-agent's output goes before what is queued for the parent, unless it was
+        // spawned in the background; a Manage worker's yield or failure does too.
+        let urgent = match &child.channel {
+            Channel::Spawn { background, .. } => !background,
+            _ => !matches!(out.output, Output::Reply { text: _ }),
+        };
         let deps = self.system.deps.clone();
         let router = self.system.router.clone();
         let parent_id = self.parent_id.clone();

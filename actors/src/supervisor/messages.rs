@@ -10,7 +10,7 @@ use agentd_proto::{AgentRecord, AgentdError, Channel, Control};
 pub struct SpawnSpec {
     /// Id to use (Manage children get theirs from the alias table); `None` makes a new one.
     pub id: Option<String>,
-    /// Parent record; `None` creates a foreground root.
+    /// Parent record; `None` creates a root (foreground unless `background`).
     pub parent: Option<AgentRecord>,
     /// Agent type name.
     pub agent_type: String,
@@ -34,6 +34,9 @@ pub struct SpawnSpec {
     pub model: Option<String>,
     /// Environment variables, over the parent's.
     pub env: std::collections::BTreeMap<String, String>,
+    /// A root that is not foreground (a job no person or service talks to): it gets no
+    /// management tools. For a sub-agent the channel says it (`Channel::Spawn::background`).
+    pub background: bool,
 }
 
 /// Create an agent (and deliver its first message).

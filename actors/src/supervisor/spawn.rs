@@ -195,7 +195,9 @@ fn new_record(
         agent_type: ty.name.clone(),
         status: AgentStatus::Idle,
         status_reason: None,
-        foreground: parent.is_none(),
+        // Seed 003: foreground agents are the roots a person or a service talks to; a root
+        // spawned as a background job is not one, and no agent an agent made is.
+        foreground: parent.is_none() && !spec.background,
         allowed_tools: spec.allowed_tools.clone(),
         channel: spec.channel.clone(),
         last_error: None,

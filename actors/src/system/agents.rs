@@ -13,7 +13,7 @@ use agentd_proto::{
 use serde_json::Value;
 
 impl AgentSystem {
-    /// Creates an agent; without a parent it is a foreground root.
+    /// Creates an agent; without a parent it is a root, foreground unless `req.background`.
     pub async fn spawn(&self, req: SpawnRequest) -> Result<AgentRecord, AgentdError> {
         let parent = match &req.parent_id {
             Some(p) => Some(ops::record(&self.system, p).await?),
@@ -35,6 +35,7 @@ impl AgentSystem {
         let channel = match &parent {
             Some(p) => Channel::Spawn {
                 parent_id: p.id.clone(),
+                background: req.background,
             },
             None => Channel::None,
         };
@@ -54,6 +55,7 @@ impl AgentSystem {
                 provider: req.provider.clone(),
                 model: req.model.clone(),
                 env: req.env.clone(),
+                background: req.background,
             },
         )
         .await

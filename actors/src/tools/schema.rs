@@ -1,9 +1,11 @@
 //! Validation of tool arguments against the JSON schema the model is shown (the subset agentd's
-//! tool specs use: `type`, `properties`, `required`, `enum`, `items`, `minimum`). A call whose
-//! arguments do not fit is refused before the tool runs: `missing_field` for a required field
-//! that is absent, `invalid_argument` for a wrong type or value. Fields may be named in
-//! snake_case or camelCase whichever the schema uses (the seeds use both); unknown fields are
-//! ignored, as models add them.
+//! tool specs use: `type`, `properties`, `required`, `enum`, `items`, `minimum`, `minLength`,
+//! `additionalProperties: false`). A call whose arguments do not fit is refused before the tool
+//! runs: `missing_field` for a required field that is absent, `invalid_argument` for a wrong
+//! type or value. Fields may be named in snake_case or camelCase whichever the schema uses (the
+//! seeds use both). Unknown fields are ignored, as models add them, unless the schema says
+//! `additionalProperties: false` (seed 003's tools): then each field must name a property in
+//! one of its two spellings, once — the aliases are rewritten first, then the rule applies.
 
 use agentd_proto::{AgentdError, ErrorCode};
 use serde_json::Value;
@@ -81,6 +83,16 @@ pub fn validate(schema: &Value, args: &Value, path: &str) -> Result<(), AgentdEr
     {
         return Err(invalid(format!("`{path}` must be at least {min}")));
     }
+    if let (Some(min), Some(text)) = (
+        schema.get("minLength").and_then(Value::as_u64),
+        args.as_str(),
+    ) && (text.chars().count() as u64) < min
+    {
+        return Err(invalid(format!(
+            "`{path}` must have at least {min} character{}",
+            if min == 1 { "" } else { "s" }
+        )));
+    }
     if let (Some(items), Some(list)) = (schema.get("items"), args.as_array()) {
         for (i, item) in list.iter().enumerate() {
             validate(items, item, &format!("{path}[{i}]"))?;
@@ -98,7 +110,11 @@ pub fn validate(schema: &Value, args: &Value, path: &str) -> Result<(), AgentdEr
                 return Err(AgentdError::missing_field(name));
             }
         }
-        if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        let props = schema.get("properties").and_then(Value::as_object);
+        if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
+            only_known_properties(props, obj, path)?;
+        }
+        if let Some(props) = props {
             for (name, prop) in props {
                 if let Some(v) = field(obj, name).filter(|v| !v.is_null()) {
                     let at = if path.is_empty() {
@@ -110,6 +126,44 @@ pub fn validate(schema: &Value, args: &Value, path: &str) -> Result<(), AgentdEr
                 }
             }
         }
+    }
+    Ok(())
+}
+
+/// `invalid_argument` unless every field of `args` names one of `props` (in either spelling),
+/// and no property is named twice (once in each spelling).
+fn only_known_properties(
+    props: Option<&serde_json::Map<String, Value>>,
+    args: &serde_json::Map<String, Value>,
+    path: &str,
+) -> Result<(), AgentdError> {
+    let at = |name: &str| {
+        if path.is_empty() {
+            name.to_string()
+        } else {
+            format!("{path}.{name}")
+        }
+    };
+    let mut seen: Vec<&str> = Vec::with_capacity(args.len());
+    for key in args.keys() {
+        let property = props.and_then(|props| {
+            [key.clone(), snake(key), camel(key)]
+                .into_iter()
+                .find_map(|name| props.get_key_value(&name).map(|(k, _)| k.as_str()))
+        });
+        let Some(property) = property else {
+            return Err(AgentdError::new(
+                ErrorCode::InvalidArgument,
+                format!("`{}` is not an argument of this tool", at(key)),
+            ));
+        };
+        if seen.contains(&property) {
+            return Err(AgentdError::new(
+                ErrorCode::InvalidArgument,
+                format!("`{}` is given twice (in both spellings)", at(property)),
+            ));
+        }
+        seen.push(property);
     }
     Ok(())
 }
@@ -171,5 +225,46 @@ mod tests {
             Some(ErrorCode::InvalidArgument)
         );
         assert_eq!(code(json!("text")), Some(ErrorCode::InvalidArgument));
+    }
+
+    fn closed() -> Value {
+        json!({"type": "object", "properties": {
+            "agent_id": {"type": "string", "minLength": 1},
+            "message": {"type": "string", "minLength": 1}
+        }, "required": ["agent_id"], "additionalProperties": false})
+    }
+
+    fn closed_code(args: Value) -> Option<ErrorCode> {
+        validate(&closed(), &args, "").err().map(|e| e.code)
+    }
+
+    #[test]
+    fn a_closed_schema_takes_its_properties_in_either_spelling_and_nothing_else() {
+        assert_eq!(closed_code(json!({"agent_id": "a"})), None);
+        assert_eq!(closed_code(json!({"agentId": "a", "message": "m"})), None);
+        assert_eq!(
+            closed_code(json!({"agent_id": "a", "force": true})),
+            Some(ErrorCode::InvalidArgument)
+        );
+        assert_eq!(
+            closed_code(json!({"agentId": "a", "agent_id": "b"})),
+            Some(ErrorCode::InvalidArgument),
+            "one property named twice"
+        );
+        // An open schema ignores what it does not name.
+        assert_eq!(code(json!({"agent_type": "x", "force": true})), None);
+    }
+
+    #[test]
+    fn min_length_counts_characters() {
+        assert_eq!(
+            closed_code(json!({"agent_id": "a", "message": ""})),
+            Some(ErrorCode::InvalidArgument)
+        );
+        assert_eq!(
+            closed_code(json!({"agent_id": ""})),
+            Some(ErrorCode::InvalidArgument)
+        );
+        assert_eq!(closed_code(json!({"agent_id": "a", "message": "é"})), None);
     }
 }

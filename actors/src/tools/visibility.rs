@@ -7,17 +7,18 @@ use super::builtin::ToolGroup;
 use crate::deps::Deps;
 use agentd_proto::{AgentRecord, AgentdError, ErrorCode};
 
-/// Whether `rec` is a foreground agent: a root created by a person or a service.
+/// Whether `rec` is a foreground agent: a root created by a person or a service, not spawned
+/// as a background job (seed 003).
 pub fn is_foreground(rec: &AgentRecord) -> bool {
     rec.parent_id.is_none() && rec.foreground
 }
 
 /// Whether `rec` may use management tools: a foreground root, or a sub-agent whose type grants
-/// them while `depth < max_depth`.
+/// them while `depth < max_depth`. A background root manages nothing, whatever its type grants.
 pub fn may_manage(rec: &AgentRecord, deps: &Deps) -> bool {
     let cfg = &deps.config;
-    if is_foreground(rec) {
-        return true;
+    if rec.parent_id.is_none() {
+        return is_foreground(rec);
     }
     cfg.types
         .get(&rec.agent_type)

@@ -2,7 +2,7 @@
 //! thread becomes `[summary] + recent`.
 
 use super::{Turn, TurnResult};
-use crate::agent::messages::AddUsage;
+use crate::agent::messages::TurnProgress;
 use crate::ports::Purpose;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{AgentdError, Role, ThreadEntry};
@@ -34,7 +34,7 @@ impl Turn {
                 });
             }
         };
-        self.usage.do_send(AddUsage {
+        self.progress.do_send(TurnProgress::Usage {
             usage: resp.usage,
             step: None,
         });

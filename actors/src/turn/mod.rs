@@ -21,7 +21,7 @@ mod shared;
 pub(crate) use request::{RequestNames, system_prompt};
 pub(crate) use shared::{OpenCall, TurnShared};
 
-use crate::agent::messages::AddUsage;
+use crate::agent::messages::{Step, TurnProgress};
 use crate::channel_router::messages::ChildOutput;
 use crate::deps::Deps;
 use crate::ports::Purpose;
@@ -76,9 +76,9 @@ pub(crate) struct TurnResult {
     /// that batch is written, so a parent never sees a reply its worker's thread lacks.
     pub after_write: Vec<ChildOutput>,
     /// The last step's token usage, counted by the actor at the turn's end. The steps before
-    /// it send theirs at once ([`AddUsage`]), so a budget can stop a turn between steps; the
-    /// last one's would arrive while this turn still shares the agent's record, and the
-    /// actor would have to copy the record to count it.
+    /// it send theirs at once ([`TurnProgress::Usage`]), so a budget can stop a turn between
+    /// steps; the last one's would arrive while this turn still shares the agent's record, and
+    /// the actor would have to copy the record to count it.
     pub final_usage: Option<agentd_proto::Usage>,
 }
 
@@ -103,8 +103,9 @@ pub(crate) struct Turn {
     pub deps: Arc<Deps>,
     pub tools: ToolContext,
     /// Where the usage of each step but the last goes (the agent counts it at once, so a
-    /// budget can stop the turn between steps).
-    pub usage: Recipient<AddUsage>,
+    /// budget can stop the turn between steps), and what the turn does now (its agent's
+    /// `current_step`; the first model call is the agent's to note, saving a message a turn).
+    pub progress: Recipient<TurnProgress>,
     /// A stop request from the actor, and the calls this turn has open (which the actor closes
     /// if it ends the turn first).
     pub shared: Arc<TurnShared>,
@@ -114,6 +115,13 @@ pub(crate) struct Turn {
 impl Turn {
     pub(super) fn now(&self) -> u64 {
         self.deps.clock.now_ms()
+    }
+
+    /// Tells the agent what the turn does now.
+    fn doing(&self, step: Step) {
+        let cause = self.cause;
+        self.progress
+            .do_send(TurnProgress::Doing { cause, doing: step });
     }
 
     pub(crate) async fn run(mut self, input: TurnInput) -> Result<TurnResult, AgentdError> {
@@ -172,6 +180,9 @@ impl Turn {
                 None
             };
             let fresh = replayed.is_none();
+            if fresh && step > 1 {
+                self.doing(Step::CallingModel);
+            }
             // `thread` is gone once the request is: appends then need no copy of it.
             let resp = match replayed {
                 Some(e) => {
@@ -188,7 +199,7 @@ impl Turn {
                         if r.tool_calls.is_empty() {
                             result.final_usage = Some(r.usage);
                         } else {
-                            self.usage.do_send(AddUsage {
+                            self.progress.do_send(TurnProgress::Usage {
                                 usage: r.usage,
                                 step: Some(step),
                             });
@@ -265,6 +276,7 @@ impl Turn {
                     }
                     continue;
                 }
+                self.doing(Step::RunningTool(call.name.as_str().into()));
                 // Boxed: a tool's future (Manage's above all) would otherwise make every
                 // turn's future kilobytes bigger, copied whole when it is boxed to start.
                 let outcome =
@@ -304,7 +316,7 @@ impl Turn {
         let counted =
             self.rec.current_task == Some(self.cause) && step <= self.rec.task_steps_counted;
         if let Some(usage) = entry.usage.as_deref().filter(|_| !counted) {
-            self.usage.do_send(AddUsage {
+            self.progress.do_send(TurnProgress::Usage {
                 usage: *usage,
                 step: Some(step),
             });

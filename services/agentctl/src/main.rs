@@ -59,6 +59,10 @@ enum Cmd {
         /// Environment variable KEY=VALUE (repeatable).
         #[arg(long = "env", value_parser = parse_env)]
         env: Vec<(String, String)>,
+        /// A background agent: a root without management tools (a job), or a child whose
+        /// output waits its turn in its parent's inbox.
+        #[arg(long)]
+        background: bool,
     },
     /// Send a message (follow-up) to an agent.
     Send {
@@ -318,13 +322,14 @@ fn run(cli: &Cli) -> Result<Value, Failure> {
             priority,
             depends_on,
             env,
+            background,
         } => call(
             "POST",
             &v1("/agents"),
             Some(json!({
                 "agent_type": agent_type, "title": title, "prompt": prompt, "parent_id": parent,
                 "provider": provider, "model": model, "priority": priority,
-                "depends_on": depends_on, "env": env_map(env),
+                "depends_on": depends_on, "env": env_map(env), "background": background,
             })),
         ),
         Cmd::Queue => call("GET", &v1("/queue"), None),

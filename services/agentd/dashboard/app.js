@@ -559,8 +559,8 @@ function renderDetailHead() {
     ['status', [badge(n.status), n.status_reason ? ` ${humanReason(n.status_reason)}` : '']],
     n.parent_id ? ['parent', el('a', { href: '#', onclick: (ev) => (ev.preventDefault(), select(n.parent_id)), text: titleOf(n.parent_id) })] : null,
     ['priority', n.priority || 'normal'],
-    n.phase != null || typeof n.progress === 'number'
-      ? ['phase', [n.phase != null ? String(n.phase) : '', typeof n.progress === 'number' ? ` (${Math.round(n.progress * 100)}%)` : '']]
+    n.phase != null || n.progress > 0
+      ? ['phase', [n.phase != null ? String(n.phase) : '', n.progress > 0 ? ` (${Math.round(n.progress * 100)}%)` : '']]
       : null,
     n.current_step ? ['step', n.current_step] : null,
     ['turns', `${n.turns ?? 0}${n.attempts > 1 ? ` (attempt ${n.attempts})` : ''}`],

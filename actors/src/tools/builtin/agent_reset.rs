@@ -1,5 +1,6 @@
 //! `agent_reset` (seed 003): resets another agent's session, optionally seeding it with a
-//! message. Foreground agents only.
+//! message. Foreground agents only. Its arguments are seed 003's schema: `message`, when given,
+//! has at least one character (a blank one counts as none), and nothing else is accepted.
 
 use super::super::ToolContext;
 use super::BuiltinTool;
@@ -12,7 +13,10 @@ use serde_json::{Value, json};
 pub(super) fn spec() -> ToolSpec {
     BuiltinTool::AgentReset.described(
         "Reset another agent's session, optionally seeding it with a message.",
-        json!({"type": "object", "properties": {"agent_id": agent_id_parameter(), "message": {"type": "string"}}, "required": ["agent_id"]}),
+        json!({"type": "object", "properties": {
+            "agent_id": agent_id_parameter(),
+            "message": {"type": "string", "minLength": 1, "description": "First message of the fresh session."}
+        }, "required": ["agent_id"], "additionalProperties": false}),
     )
 }
 

@@ -48,7 +48,12 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
     let types = &ctx.system.deps.config.types;
     let workers = types.workers_of(&ctx.caller.agent_type);
     match req.command {
-        ManageCommand::CheckStatus => check_status(ctx, workers.is_empty()).await,
+        ManageCommand::CheckStatus => {
+            // Seed 000's schema requires the alias for both commands, though `check_status`
+            // counts every child thread of the caller.
+            ManageRequest::required(&req.thread_alias, "threadAlias")?;
+            check_status(ctx, workers.is_empty()).await
+        }
         ManageCommand::SendMessage => {
             if workers.is_empty() {
                 return Err(AgentdError::new(

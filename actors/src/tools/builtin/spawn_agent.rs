@@ -1,6 +1,7 @@
 //! `spawn_agent` (seeds 002/004; alias `spawn_subagent`): starts an asynchronous sub-agent of
 //! the caller from a prompt and answers its id at once; its result comes back to the caller as
-//! a message when it yields.
+//! a message when it yields: handled before what is queued for the caller, or, for a
+//! `background` sub-agent, in the caller's inbox order like any message.
 
 use super::super::ToolContext;
 use super::BuiltinTool;
@@ -21,7 +22,7 @@ pub(super) fn spec() -> ToolSpec {
             "title": {"type": "string"},
             "allowed_tools": {"type": "array", "items": {"type": "string"}},
             "context_files": {"type": "array", "items": {"type": "string"}},
-            "background": {"type": "boolean"},
+            "background": {"type": "boolean", "description": "Its result waits its turn in your inbox instead of coming first."},
             "priority": {"type": "string", "enum": ["critical", "high", "normal", "low"]},
             "depends_on": {"type": "array", "items": {"type": "string"}, "description": "Agent ids that must complete first."},
             "budget": {"type": "object", "properties": {
@@ -62,8 +63,10 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
             provider: text("provider"),
             model: text("model"),
             env: Default::default(),
+            background: false,
             channel: Channel::Spawn {
                 parent_id: ctx.caller.id.clone(),
+                background: typed(args, "background")?.unwrap_or(false),
             },
         },
     )
