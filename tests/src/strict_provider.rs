@@ -58,6 +58,7 @@ pub struct StrictProvider {
     accepted: Arc<Mutex<Vec<Value>>>,
     violations: Arc<Mutex<Vec<String>>>,
     released: Arc<AtomicBool>,
+    hung_up: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Drop for StrictProvider {
@@ -74,11 +75,13 @@ impl StrictProvider {
         let accepted = Arc::new(Mutex::new(Vec::new()));
         let violations = Arc::new(Mutex::new(Vec::new()));
         let released = Arc::new(AtomicBool::new(false));
+        let hung_up = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let respond: Arc<Responder> = Arc::new(respond);
         let shared = Shared {
             accepted: accepted.clone(),
             violations: violations.clone(),
             released: released.clone(),
+            hung_up: hung_up.clone(),
         };
         std::thread::spawn(move || {
             for stream in listener.incoming() {
@@ -92,7 +95,13 @@ impl StrictProvider {
             accepted,
             violations,
             released,
+            hung_up,
         }
+    }
+
+    /// How many clients hung up while their answer was delayed (a call aborted in flight).
+    pub fn hung_up(&self) -> usize {
+        self.hung_up.load(Ordering::SeqCst)
     }
 
     /// Answers waiting requests now, and every later one without its delay.
@@ -117,6 +126,17 @@ struct Shared {
     accepted: Arc<Mutex<Vec<Value>>>,
     violations: Arc<Mutex<Vec<String>>>,
     released: Arc<AtomicBool>,
+    hung_up: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Whether the client closed `stream` (a peek finds its end).
+fn closed(stream: &std::net::TcpStream) -> bool {
+    if stream.set_nonblocking(true).is_err() {
+        return false;
+    }
+    let ended = matches!(stream.peek(&mut [0u8; 1]), Ok(0));
+    let _ = stream.set_nonblocking(false);
+    ended
 }
 
 fn serve(stream: std::net::TcpStream, respond: &Responder, shared: &Shared) {
@@ -161,6 +181,10 @@ fn serve(stream: std::net::TcpStream, respond: &Responder, shared: &Shared) {
             let answer = respond(dialect, &body);
             let until = Instant::now() + answer.delay;
             while Instant::now() < until && !shared.released.load(Ordering::SeqCst) {
+                if closed(&out) {
+                    shared.hung_up.fetch_add(1, Ordering::SeqCst);
+                    return;
+                }
                 std::thread::sleep(Duration::from_millis(5));
             }
             (200, answer.body)

@@ -55,7 +55,7 @@ async fn openai_tool_call_round_trip_with_usage_and_cost() {
         openai_text("It is late."),
     ]);
     let model: Arc<dyn ModelClient> =
-        Arc::new(OpenAiModel::new(http(&server.url), "gpt-test".into()));
+        Arc::new(OpenAiModel::new(http(&server.url), "gpt-test".into()).unwrap());
     let sys = start_with_model(
         model,
         types(),
@@ -115,7 +115,7 @@ async fn openai_429_waits_then_resumes_by_itself() {
     let server = MockHttp::start(vec![limited, openai_text("done after the limit")]);
     let clock = ManualClock::new(1_000);
     let model: Arc<dyn ModelClient> =
-        Arc::new(OpenAiModel::new(http(&server.url), "gpt-test".into()));
+        Arc::new(OpenAiModel::new(http(&server.url), "gpt-test".into()).unwrap());
     let sys = start_with_model(
         model,
         types(),
@@ -146,7 +146,7 @@ async fn a_malformed_response_fails_the_agent_with_a_clear_error() {
         Canned::raw(400, "{\"error\": {\"message\": \"bad model\"}}"),
     ]);
     let model: Arc<dyn ModelClient> =
-        Arc::new(OpenAiModel::new(http(&server.url), "gpt-test".into()));
+        Arc::new(OpenAiModel::new(http(&server.url), "gpt-test".into()).unwrap());
     let sys = start_with_model(
         model,
         types(),
@@ -188,11 +188,8 @@ async fn anthropic_tool_use_round_trip_with_four_usage_kinds() {
             json!({"content": [{"type": "text", "text": "Done."}], "usage": {"input_tokens": 60, "output_tokens": 2}}),
         ),
     ]);
-    let model: Arc<dyn ModelClient> = Arc::new(AnthropicModel::new(
-        http(&server.url),
-        "claude-test".into(),
-        1024,
-    ));
+    let model: Arc<dyn ModelClient> =
+        Arc::new(AnthropicModel::new(http(&server.url), "claude-test".into(), 1024).unwrap());
     let sys = start_with_model(
         model,
         types(),
@@ -237,4 +234,80 @@ async fn anthropic_tool_use_round_trip_with_four_usage_kinds() {
     assert_eq!(msgs[1]["content"][1]["type"], "tool_use");
     assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
     assert_eq!(msgs[2]["content"][0]["tool_use_id"], "toolu_1");
+}
+
+fn request(text: &str) -> agentd_actors::ModelRequest {
+    agentd_actors::ModelRequest {
+        agent_id: "a".into(),
+        agent_type: "plain".into(),
+        title: "Plain".into(),
+        model: None,
+        provider: None,
+        env: Default::default(),
+        system_prompt: "be brief".into(),
+        thread: Arc::new(vec![Arc::new(agentd_proto::ThreadEntry::text(
+            uuid::Uuid::from_u128(1),
+            Role::User,
+            text,
+            1,
+        ))]),
+        tools: Arc::default(),
+        purpose: agentd_actors::Purpose::Turn,
+    }
+}
+
+/// More calls in flight than tokio's blocking pool has threads (512): each waits on the
+/// network, not on a thread, so all of them reach the provider at once.
+#[actix_rt::test]
+async fn six_hundred_calls_are_in_flight_at_once() {
+    const CALLS: usize = 600;
+    let arrived = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let all_at_once = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let (a, once) = (arrived.clone(), all_at_once.clone());
+    let server = StrictProvider::start(move |_, _| {
+        use std::sync::atomic::Ordering::SeqCst;
+        a.fetch_add(1, SeqCst);
+        // Every answer waits until all the calls have arrived (or gives up after 15 s).
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while a.load(SeqCst) < CALLS {
+            if std::time::Instant::now() > deadline {
+                once.store(false, SeqCst);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Answer::now(json!({"choices": [{"message": {"role": "assistant", "content": "ok"}}]}))
+    });
+    let mut settings = http(&server.url);
+    settings.timeout = Duration::from_secs(30);
+    let model = OpenAiModel::new(settings, "gpt-test".into()).unwrap();
+    let calls = (0..CALLS).map(|i| model.complete(request(&format!("call {i}"))));
+    let answers = futures::future::join_all(calls).await;
+    assert!(
+        answers
+            .iter()
+            .all(|a| a.as_ref().is_ok_and(|r| r.text == "ok"))
+    );
+    assert!(
+        all_at_once.load(std::sync::atomic::Ordering::SeqCst),
+        "only {} calls were in flight at once",
+        arrived.load(std::sync::atomic::Ordering::SeqCst)
+    );
+}
+
+/// A call whose future is dropped (the turn was interrupted, cancelled or shut down) closes its
+/// request at once: the provider sees the client go, and stops working (and billing) for it.
+#[actix_rt::test]
+async fn a_dropped_call_closes_its_request() {
+    let server = StrictProvider::start(|_, _| Answer {
+        delay: Duration::from_secs(30),
+        body: json!({"choices": [{"message": {"role": "assistant", "content": "late"}}]}),
+    });
+    let model = OpenAiModel::new(http(&server.url), "gpt-test".into()).unwrap();
+    let cut = tokio::time::timeout(Duration::from_millis(300), model.complete(request("hi"))).await;
+    assert!(cut.is_err(), "the call was still waiting");
+    wait_until("the provider sees the client hang up", || async {
+        server.hung_up() == 1
+    })
+    .await;
 }

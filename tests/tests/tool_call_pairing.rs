@@ -107,8 +107,10 @@ async fn lead_waiting_on_a_call(dialect: Dialect) -> Scene {
         backoff: Duration::from_millis(5),
     };
     let model: Arc<dyn ModelClient> = match dialect {
-        Dialect::OpenAi => Arc::new(OpenAiModel::new(http, "gpt-test".into())),
-        Dialect::Anthropic => Arc::new(AnthropicModel::new(http, "claude-test".into(), 512)),
+        Dialect::OpenAi => Arc::new(OpenAiModel::new(http, "gpt-test".into()).unwrap()),
+        Dialect::Anthropic => {
+            Arc::new(AnthropicModel::new(http, "claude-test".into(), 512).unwrap())
+        }
     };
     let mut types = default_types(ManageOptions::default());
     for ty in &mut types {
@@ -346,8 +348,8 @@ async fn a_thread_already_broken_is_paired_in_every_request() {
             backoff: Duration::from_millis(5),
         };
         let model: Arc<dyn ModelClient> = match dialect {
-            Dialect::OpenAi => Arc::new(OpenAiModel::new(http, "m".into())),
-            Dialect::Anthropic => Arc::new(AnthropicModel::new(http, "m".into(), 64)),
+            Dialect::OpenAi => Arc::new(OpenAiModel::new(http, "m".into()).unwrap()),
+            Dialect::Anthropic => Arc::new(AnthropicModel::new(http, "m".into(), 64).unwrap()),
         };
         let store = Arc::new(MemoryStore::new());
         let sys = start_with_model(

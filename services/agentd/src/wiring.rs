@@ -51,20 +51,23 @@ pub fn build_provider(
         })
     };
     Ok(match m.backend.as_str() {
-        "openai" => Arc::new(OpenAiModel::new(
-            http("https://api.openai.com/v1")?,
-            m.model.clone(),
-        )),
+        "openai" => Arc::new(
+            OpenAiModel::new(http("https://api.openai.com/v1")?, m.model.clone())
+                .with_context(|| format!("{section}: the OpenAI backend"))?,
+        ),
         "process" => Arc::new(ProcessModel::new(
             m.command.clone(),
             std::time::Duration::from_millis(m.grace_ms),
             std::time::Duration::from_millis(m.timeout_ms),
         )),
-        "anthropic" => Arc::new(AnthropicModel::new(
-            http("https://api.anthropic.com")?,
-            m.model.clone(),
-            m.max_tokens,
-        )),
+        "anthropic" => Arc::new(
+            AnthropicModel::new(
+                http("https://api.anthropic.com")?,
+                m.model.clone(),
+                m.max_tokens,
+            )
+            .with_context(|| format!("{section}: the Anthropic backend"))?,
+        ),
         _ => match m.script.trim() {
             "" => Arc::new(
                 ScriptedModel::from_toml_str(builtin::DEMO_SCRIPT, clock)

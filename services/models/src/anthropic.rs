@@ -1,7 +1,7 @@
 //! The Anthropic Messages backend: tool use, and usage in the four kinds (input, output,
 //! `cache_creation_input_tokens`, `cache_read_input_tokens`).
 
-use crate::http::{HttpSettings, post_json};
+use crate::http::{HttpClient, HttpSettings};
 use agentd_actors::{ModelClient, ModelError, ModelRequest, ModelResponse};
 use agentd_proto::{Role, ToolCall, Usage};
 use async_trait::async_trait;
@@ -9,19 +9,24 @@ use serde_json::{Value, json};
 
 /// The Anthropic backend.
 pub struct AnthropicModel {
-    http: HttpSettings,
+    http: HttpClient,
     default_model: String,
     max_tokens: u32,
 }
 
 impl AnthropicModel {
-    /// A backend at `http.base_url` (e.g. `https://api.anthropic.com`).
-    pub fn new(http: HttpSettings, default_model: String, max_tokens: u32) -> Self {
-        AnthropicModel {
-            http,
+    /// A backend at `http.base_url` (e.g. `https://api.anthropic.com`); fails only if its HTTP
+    /// client cannot be set up (TLS).
+    pub fn new(
+        http: HttpSettings,
+        default_model: String,
+        max_tokens: u32,
+    ) -> Result<Self, ModelError> {
+        Ok(AnthropicModel {
+            http: HttpClient::new(http)?,
             default_model,
             max_tokens,
-        }
+        })
     }
 }
 
@@ -143,11 +148,11 @@ impl ModelClient for AnthropicModel {
             .clone()
             .unwrap_or_else(|| self.default_model.clone());
         let body = request_body(&req, &model, self.max_tokens);
-        let headers = vec![
-            ("x-api-key".to_string(), self.http.api_key.clone()),
-            ("anthropic-version".to_string(), "2023-06-01".to_string()),
+        let headers = [
+            ("x-api-key", self.http.api_key()),
+            ("anthropic-version", "2023-06-01"),
         ];
-        let v = post_json(&self.http, "/v1/messages", headers, body).await?;
+        let v = self.http.post_json("/v1/messages", &headers, &body).await?;
         parse_response(&v)
     }
 }

@@ -1,11 +1,18 @@
-//! What the HTTP backends share: one blocking `ureq` agent run on tokio's blocking pool (so
-//! model calls never stall an actor's Arbiter), timeouts, retries with jittered backoff on 5xx
-//! and connection errors, `429` turned into a rate limit with the provider's reset time, clear
-//! errors for other 4xx and malformed bodies.
+//! What the HTTP backends share: one async, pooled `reqwest` client per backend (connections and
+//! TLS sessions are reused, HTTP/2 where the server offers it, no thread per call, so the calls
+//! in flight are bounded only by how many turns run), a connect timeout and a whole-request
+//! timeout, retries with jittered exponential backoff on 5xx and connection errors, `429`
+//! turned into a rate limit with the provider's reset time (`retry-after-ms`, `retry-after` in
+//! seconds or as an HTTP date), clear errors for other 4xx and malformed bodies.
+//!
+//! A call is an ordinary future: dropping it (an interrupt, a cancel, a shutdown aborting the
+//! turn) closes its request at once instead of letting it run on.
 
 use agentd_actors::ModelError;
+use backon::BackoffBuilder;
+use reqwest::header::HeaderMap;
 use serde_json::Value;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// Transport settings of an HTTP backend.
 #[derive(Debug, Clone)]
@@ -14,7 +21,7 @@ pub struct HttpSettings {
     pub base_url: String,
     /// API key (sent as the provider expects).
     pub api_key: String,
-    /// Whole-request timeout.
+    /// Whole-request timeout (connecting is bounded by the smaller of this and 10 s).
     pub timeout: Duration,
     /// Retries after a 5xx or a connection error.
     pub max_retries: u32,
@@ -22,78 +29,172 @@ pub struct HttpSettings {
     pub backoff: Duration,
 }
 
-/// Sends one JSON request (with retries) and answers the JSON body.
-pub async fn post_json(
-    settings: &HttpSettings,
-    path: &str,
-    headers: Vec<(String, String)>,
-    body: Value,
-) -> Result<Value, ModelError> {
-    let url = format!("{}{path}", settings.base_url.trim_end_matches('/'));
-    let mut attempt = 0;
-    loop {
-        let agent = ureq::AgentBuilder::new().timeout(settings.timeout).build();
-        let (url2, headers2, body2) = (url.clone(), headers.clone(), body.clone());
-        let res = tokio::task::spawn_blocking(move || {
-            let mut req = agent.post(&url2);
-            for (k, v) in &headers2 {
-                req = req.set(k, v);
+/// The longest a connection may take to open.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The wait a `429` without a reset time asks for.
+const DEFAULT_RATE_LIMIT_MS: u64 = 5_000;
+
+/// One backend's HTTP client: its settings and its connection pool.
+pub(crate) struct HttpClient {
+    client: reqwest::Client,
+    settings: HttpSettings,
+}
+
+impl HttpClient {
+    /// A client for `settings`; fails only if TLS cannot be set up.
+    pub(crate) fn new(settings: HttpSettings) -> Result<Self, ModelError> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(settings.timeout.min(CONNECT_TIMEOUT))
+            .timeout(settings.timeout)
+            .build()
+            .map_err(|e| ModelError::Failed(format!("building the HTTP client: {e}")))?;
+        Ok(HttpClient { client, settings })
+    }
+
+    /// The API key to send.
+    pub(crate) fn api_key(&self) -> &str {
+        &self.settings.api_key
+    }
+
+    /// Sends one JSON request (with retries) and answers the JSON body.
+    pub(crate) async fn post_json(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &Value,
+    ) -> Result<Value, ModelError> {
+        let url = format!("{}{path}", self.settings.base_url.trim_end_matches('/'));
+        let mut delays = backon::ExponentialBuilder::default()
+            .with_min_delay(self.settings.backoff)
+            .with_max_delay(self.settings.backoff.saturating_mul(64))
+            .with_max_times(self.settings.max_retries as usize)
+            .with_jitter()
+            .build();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let mut req = self.client.post(&url).json(body);
+            for (k, v) in headers {
+                req = req.header(*k, *v);
             }
-            match req.send_json(body2) {
-                Ok(r) => Ok(r.into_string()),
-                Err(ureq::Error::Status(code, r)) => {
-                    let retry_after = r
-                        .header("retry-after-ms")
-                        .and_then(|v| v.trim().parse::<u64>().ok())
-                        .or_else(|| {
-                            r.header("retry-after")
-                                .and_then(|v| v.trim().parse::<f64>().ok())
-                                .map(|s| (s * 1000.0) as u64)
-                        });
-                    Err((Some(code), retry_after, r.into_string().unwrap_or_default()))
+            let (what, detail) = match req.send().await {
+                Ok(resp) if resp.status().is_success() => {
+                    let text = resp.text().await.map_err(|e| {
+                        ModelError::Failed(format!("reading the response from {url}: {e}"))
+                    })?;
+                    return serde_json::from_str(&text).map_err(|e| {
+                        ModelError::Failed(format!("malformed response from {url}: {e}"))
+                    });
                 }
-                Err(e) => Err((None, None, e.to_string())),
-            }
-        })
-        .await
-        .map_err(|e| ModelError::Failed(format!("model request task: {e}")))?;
-        match res {
-            Ok(Ok(text)) => {
-                return serde_json::from_str(&text).map_err(|e| {
-                    ModelError::Failed(format!("malformed response from {url}: {e}"))
-                });
-            }
-            Ok(Err(e)) => {
-                return Err(ModelError::Failed(format!(
-                    "reading the response from {url}: {e}"
-                )));
-            }
-            Err((Some(429), retry_after, _)) => {
-                return Err(ModelError::RateLimited {
-                    retry_after_ms: retry_after.unwrap_or(5_000),
-                });
-            }
-            Err((Some(code), _, body)) if code < 500 => {
-                return Err(ModelError::Failed(format!(
-                    "{url} answered {code}: {}",
-                    body.chars().take(500).collect::<String>()
-                )));
-            }
-            Err((code, _, msg)) => {
-                if attempt >= settings.max_retries {
-                    let what = code
-                        .map(|c| format!("status {c}"))
-                        .unwrap_or_else(|| "connection error".into());
+                Ok(resp) => {
+                    let code = resp.status().as_u16();
+                    let wait = retry_after_ms(resp.headers(), SystemTime::now());
+                    let text = resp.text().await.unwrap_or_default();
+                    if code == 429 {
+                        return Err(ModelError::RateLimited {
+                            retry_after_ms: wait.unwrap_or(DEFAULT_RATE_LIMIT_MS),
+                        });
+                    }
+                    if code < 500 {
+                        return Err(ModelError::Failed(format!(
+                            "{url} answered {code}: {}",
+                            text.chars().take(500).collect::<String>()
+                        )));
+                    }
+                    (format!("status {code}"), text)
+                }
+                Err(e) => ("connection error".to_string(), e.to_string()),
+            };
+            match delays.next() {
+                Some(delay) => tokio::time::sleep(delay).await,
+                None => {
                     return Err(ModelError::Failed(format!(
-                        "{url}: {what} after {} attempts: {msg}",
-                        attempt + 1
+                        "{url}: {what} after {attempts} attempts: {}",
+                        detail.chars().take(500).collect::<String>()
                     )));
                 }
-                attempt += 1;
-                let base = settings.backoff.as_millis() as u64 * (1 << attempt.min(6));
-                let jitter = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) * base / 512;
-                tokio::time::sleep(Duration::from_millis(base / 2 + jitter)).await;
             }
         }
+    }
+}
+
+/// The wait a rate-limited answer asks for, in ms: `retry-after-ms`, else `retry-after` as
+/// seconds or as an HTTP date (counted from `now`).
+pub(crate) fn retry_after_ms(headers: &HeaderMap, now: SystemTime) -> Option<u64> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
+        return Some(ms.max(0.0) as u64);
+    }
+    let value = header("retry-after")?;
+    if let Ok(secs) = value.parse::<f64>() {
+        return Some((secs.max(0.0) * 1000.0) as u64);
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(
+        at.duration_since(now)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(
+                *k,
+                HeaderValue::from_str(v).unwrap_or(HeaderValue::from_static("")),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn retry_after_in_ms_seconds_or_an_http_date() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        assert_eq!(
+            retry_after_ms(&headers(&[("retry-after-ms", "250")]), now),
+            Some(250)
+        );
+        assert_eq!(
+            retry_after_ms(&headers(&[("retry-after", "2")]), now),
+            Some(2_000)
+        );
+        assert_eq!(
+            retry_after_ms(&headers(&[("retry-after", "0.5")]), now),
+            Some(500)
+        );
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(30));
+        assert_eq!(
+            retry_after_ms(&headers(&[("retry-after", &later)]), now),
+            Some(30_000)
+        );
+        let earlier = httpdate::fmt_http_date(now - Duration::from_secs(30));
+        assert_eq!(
+            retry_after_ms(&headers(&[("retry-after", &earlier)]), now),
+            Some(0)
+        );
+        assert_eq!(
+            retry_after_ms(
+                &headers(&[("retry-after", "2"), ("retry-after-ms", "70")]),
+                now
+            ),
+            Some(70),
+            "the finer header wins"
+        );
+        assert_eq!(
+            retry_after_ms(&headers(&[("retry-after", "soon")]), now),
+            None
+        );
+        assert_eq!(retry_after_ms(&HeaderMap::new(), now), None);
     }
 }

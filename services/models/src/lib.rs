@@ -7,7 +7,7 @@
 //! | [`anthropic`] | [`AnthropicModel`]: the Anthropic Messages API |
 //! | [`process`] | [`ProcessModel`]: one OS process per agent, JSON lines, lifecycle signals |
 //! | [`router`] | [`ModelRouter`]: providers by name (per agent type or spawn) behind one client |
-//! | [`http`] | timeouts, retries with jittered backoff, rate limits and errors shared by the HTTP backends |
+//! | [`http`] | the pooled async client, timeouts, retries with jittered backoff, rate limits and errors shared by the HTTP backends |
 
 pub mod anthropic;
 pub mod http;

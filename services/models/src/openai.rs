@@ -1,7 +1,7 @@
 //! An OpenAI-compatible chat-completions backend (OpenAI, vLLM, llama.cpp server, Ollama, …):
 //! tool calling and usage parsing, cached prompt tokens counted as cache reads.
 
-use crate::http::{HttpSettings, post_json};
+use crate::http::{HttpClient, HttpSettings};
 use agentd_actors::{ModelClient, ModelError, ModelRequest, ModelResponse};
 use agentd_proto::{Role, ToolCall, Usage};
 use async_trait::async_trait;
@@ -9,17 +9,18 @@ use serde_json::{Value, json};
 
 /// The OpenAI-compatible backend.
 pub struct OpenAiModel {
-    http: HttpSettings,
+    http: HttpClient,
     default_model: String,
 }
 
 impl OpenAiModel {
-    /// A backend at `http.base_url` using `default_model` unless the agent type names one.
-    pub fn new(http: HttpSettings, default_model: String) -> Self {
-        OpenAiModel {
-            http,
+    /// A backend at `http.base_url` using `default_model` unless the agent type names one;
+    /// fails only if its HTTP client cannot be set up (TLS).
+    pub fn new(http: HttpSettings, default_model: String) -> Result<Self, ModelError> {
+        Ok(OpenAiModel {
+            http: HttpClient::new(http)?,
             default_model,
-        }
+        })
     }
 }
 
@@ -121,11 +122,11 @@ impl ModelClient for OpenAiModel {
             .clone()
             .unwrap_or_else(|| self.default_model.clone());
         let body = request_body(&req, &model);
-        let headers = vec![(
-            "Authorization".to_string(),
-            format!("Bearer {}", self.http.api_key),
-        )];
-        let v = post_json(&self.http, "/chat/completions", headers, body).await?;
+        let auth = format!("Bearer {}", self.http.api_key());
+        let v = self
+            .http
+            .post_json("/chat/completions", &[("Authorization", &auth)], &body)
+            .await?;
         parse_response(&v)
     }
 }
