@@ -2,6 +2,7 @@
 //! end-to-end tests use the same function, so the tests exercise the real wiring.
 
 use crate::auth::{Auth, require_token};
+use crate::errors;
 use crate::http::{ApiState, routes};
 use crate::settings::Settings;
 use crate::wiring::wire;
@@ -115,10 +116,19 @@ pub async fn start_with_clock(
     let server = HttpServer::new(move || {
         App::new()
             .wrap(from_fn(require_token))
+            .wrap(from_fn(errors::json_errors))
             .app_data(auth.clone())
             .app_data(state.clone())
-            .app_data(web::JsonConfig::default().limit(limit))
+            .app_data(
+                web::JsonConfig::default()
+                    .limit(limit)
+                    .error_handler(errors::json_error),
+            )
+            .app_data(web::PayloadConfig::new(limit))
+            .app_data(web::QueryConfig::default().error_handler(errors::query_error))
+            .app_data(web::PathConfig::default().error_handler(errors::path_error))
             .configure(routes)
+            .default_service(web::to(errors::not_found))
     })
     .workers(2)
     .disable_signals()
