@@ -1,5 +1,6 @@
 //! The HTTP API of the real binary answers every refusal as `{code, message}` with a stable
-//! code (the framework's own refusals included).
+//! code (the framework's own refusals included), and takes an optional body as absent only
+//! when it is empty: a malformed one is refused and changes nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::AgentdProcess;
@@ -162,5 +163,96 @@ fn every_refusal_is_json_with_a_stable_code() {
         )
         .unwrap();
     assert_eq!(v["budget"]["max_tokens"], 1000);
+    p.stop();
+}
+
+#[test]
+fn malformed_optional_bodies_of_reset_and_restore_are_refused_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = start(
+        dir.path(),
+        &[("AGENTD__SERVER__MAX_BODY_BYTES", "4096".to_string())],
+    );
+    let id = spawn(&p, "first");
+    let cp = p
+        .post(&format!("/v1/agents/{id}/checkpoints"), json!({}))
+        .unwrap()["checkpoint_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    p.post(
+        &format!("/v1/agents/{id}/messages"),
+        json!({"text": "second"}),
+    )
+    .unwrap();
+    p.wait_for("the second answer", |p| {
+        p.texts(&id).contains(&"done: second".to_string())
+    });
+    let four = vec!["first", "done: first", "second", "done: second"];
+    assert_eq!(p.texts(&id), four);
+
+    // restore: a truncated or mistyped body is not "no body" (the newest checkpoint).
+    let restore = format!("/v1/agents/{id}/restore");
+    for bad in [
+        &br#"{"checkpoint_id": "01a2"#[..],
+        br#"{"checkpoint_id": "01a2"}"#,
+        br#"{"checkpoint_id": 5}"#,
+        br#"{"checkpoint": "x"}"#,
+        b"[]",
+        b"null",
+    ] {
+        let what = String::from_utf8_lossy(bad).into_owned();
+        assert_error(
+            raw(&p, "POST", &restore, JSON, Some(bad)),
+            400,
+            "invalid_argument",
+            &what,
+        );
+        assert_eq!(p.texts(&id), four, "{what} restored nothing");
+    }
+    // reset: a malformed body is not a reset without a message, nor is one over the limit.
+    let reset = format!("/v1/agents/{id}/reset");
+    let big = serde_json::to_vec(&json!({"message": "x".repeat(8000)})).unwrap();
+    assert_error(
+        raw(&p, "POST", &reset, JSON, Some(&big)),
+        413,
+        "payload_too_large",
+        "an optional body over server.max_body_bytes",
+    );
+    for bad in [&b"{"[..], br#"{"message": 5}"#, br#"{"mesage": "typo"}"#] {
+        let what = String::from_utf8_lossy(bad).into_owned();
+        assert_error(
+            raw(&p, "POST", &reset, JSON, Some(bad)),
+            400,
+            "invalid_argument",
+            &what,
+        );
+    }
+    // Nothing was posted: a message sent now finds the whole conversation.
+    p.post(
+        &format!("/v1/agents/{id}/messages"),
+        json!({"text": "third"}),
+    )
+    .unwrap();
+    p.wait_for("the third answer", |p| {
+        p.texts(&id).contains(&"done: third".to_string())
+    });
+    assert_eq!(p.texts(&id).len(), 6, "{:?}", p.texts(&id));
+
+    // Absent bodies: empty, `{}`, or the fields themselves.
+    let (status, _, _) = raw(&p, "POST", &restore, None, Some(b""));
+    assert_eq!(status, 200);
+    assert_eq!(p.texts(&id), vec!["first", "done: first"]);
+    assert_eq!(raw(&p, "POST", &restore, JSON, Some(b"{}")).0, 200);
+    let body = serde_json::to_vec(&json!({"checkpointId": cp})).unwrap();
+    assert_eq!(raw(&p, "POST", &restore, JSON, Some(&body)).0, 200);
+    assert_eq!(raw(&p, "POST", &reset, None, None).0, 202);
+    p.wait_for("an empty session", |p| p.texts(&id).is_empty());
+    assert_eq!(raw(&p, "POST", &reset, JSON, Some(b"{}")).0, 202);
+    let body = serde_json::to_vec(&json!({"message": "again"})).unwrap();
+    assert_eq!(raw(&p, "POST", &reset, JSON, Some(&body)).0, 202);
+    p.wait_for("a session seeded by the reset", |p| {
+        p.texts(&id) == vec!["again", "done: again"]
+    });
     p.stop();
 }

@@ -11,6 +11,7 @@ use actix_web::http::{StatusCode, header};
 use actix_web::middleware::Next;
 use actix_web::{HttpRequest, HttpResponse, ResponseError};
 use agentd_proto::{AgentdError, ErrorCode};
+use serde::de::DeserializeOwned;
 
 /// An [`AgentdError`] as an HTTP response: the code's status, the error as JSON.
 #[derive(Debug)]
@@ -89,6 +90,36 @@ pub async fn not_found(req: HttpRequest) -> Result<HttpResponse, ApiError> {
         ErrorCode::NotFound,
         format!("no route `{} {}`", req.method(), req.path()),
     )))
+}
+
+/// An optional JSON body: none (empty, or only whitespace) is `T::default()`; anything else
+/// must be a JSON object of `T`'s shape (`invalid_argument` otherwise, so a malformed body is never
+/// taken for an absent one) sent as `application/json` or without a content type
+/// (`unsupported_media_type` otherwise).
+pub fn optional_json<T: DeserializeOwned + Default>(
+    req: &HttpRequest,
+    body: &[u8],
+) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    if let Some(ct) = req.headers().get(header::CONTENT_TYPE)
+        && !is_json(ct)
+    {
+        return Err(ApiError(AgentdError::new(
+            ErrorCode::UnsupportedMediaType,
+            "the body must be JSON (content-type: application/json)",
+        )));
+    }
+    let invalid = |why: String| ApiError(AgentdError::new(ErrorCode::InvalidArgument, why));
+    // An object, not any JSON serde could read a struct from (`[]` would be one).
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(v @ serde_json::Value::Object(_)) => {
+            serde_json::from_value(v).map_err(|e| invalid(format!("invalid JSON body: {e}")))
+        }
+        Ok(_) => Err(invalid("the body must be a JSON object".into())),
+        Err(e) => Err(invalid(format!("invalid JSON body: {e}"))),
+    }
 }
 
 fn is_json(value: &header::HeaderValue) -> bool {

@@ -1,7 +1,7 @@
 //! The HTTP API (`/v1`). Every route is a thin door onto [`AgentSystem`]; errors are JSON
 //! `{code, message}` with the stable codes ([`crate::errors`]).
 
-use crate::errors::ApiError;
+use crate::errors::{ApiError, optional_json};
 use actix_web::{HttpRequest, HttpResponse, web};
 use agentd_actors::AgentSystem;
 use agentd_proto::{AgentTrees, AgentdError, Command, Control, ErrorCode, SpawnRequest, WorkQueue};
@@ -444,7 +444,9 @@ async fn control(
     Ok(HttpResponse::Ok().json(v))
 }
 
+/// `reset`'s optional body: none, `{}` or `{message}`.
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct ResetBody {
     #[serde(default)]
     message: Option<String>,
@@ -454,10 +456,10 @@ async fn reset(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
-    body: Option<web::Json<ResetBody>>,
+    body: web::Bytes,
 ) -> ApiResult {
-    let message = body
-        .and_then(|b| b.into_inner().message)
+    let message = optional_json::<ResetBody>(&req, &body)?
+        .message
         .filter(|m| !m.trim().is_empty());
     let v = run(
         &st,
@@ -596,7 +598,9 @@ async fn checkpoint(
     Ok(HttpResponse::Ok().json(v))
 }
 
+/// `restore`'s optional body: none, `{}` or `{checkpoint_id}`.
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct RestoreBody {
     #[serde(default, alias = "checkpointId")]
     checkpoint_id: Option<uuid::Uuid>,
@@ -606,14 +610,11 @@ async fn restore(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
-    body: Option<web::Json<RestoreBody>>,
+    body: web::Bytes,
 ) -> ApiResult {
     let cmd = Command::Restore {
         agent_id: id.into_inner(),
-        checkpoint_id: body
-            .map(|b| b.into_inner())
-            .unwrap_or_default()
-            .checkpoint_id,
+        checkpoint_id: optional_json::<RestoreBody>(&req, &body)?.checkpoint_id,
     };
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }
