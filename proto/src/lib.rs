@@ -16,7 +16,8 @@
 //! | [`checkpoint`] | [`Checkpoint`]: a saved state an agent can be restored to |
 //! | [`record`] | [`AgentRecord`] and the [`Channel`] descriptor of a thread |
 //! | [`thread`] | [`ThreadEntry`], [`Role`], [`ToolCall`] |
-//! | [`usage`] | [`Usage`] in four kinds and [`Price`] tables |
+//! | [`usage`] | [`Usage`] in four kinds, [`Price`] tables and [`Budget`]s |
+//! | [`limits`] | [`InputLimits`]: titles, prompts and messages callers may hand agentd |
 //! | [`markers`] | protocol markers in agent output, parsed strictly |
 //! | [`manage`] | arguments and options of the `Manage` tool (seed 000) |
 //! | [`output`] | [`Output`]: what a child produces for its parent |
@@ -34,6 +35,7 @@ pub mod error;
 pub mod event;
 pub mod ids;
 pub mod inbox;
+pub mod limits;
 pub mod manage;
 pub mod markers;
 pub mod output;
@@ -52,6 +54,7 @@ pub use envelope::{Envelope, Item, PROTOCOL_VERSION};
 pub use error::{AgentdError, ErrorCode};
 pub use event::Event;
 pub use inbox::InboxItem;
+pub use limits::InputLimits;
 pub use manage::{ManageCommand, ManageMode, ManageOptions, ManageRequest};
 pub use markers::Marker;
 pub use output::Output;

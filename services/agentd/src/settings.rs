@@ -391,6 +391,12 @@ impl Settings {
                 ));
             }
         }
+        let l = &self.limits;
+        if l.max_title_chars == 0 || l.max_prompt_bytes == 0 || l.max_message_bytes == 0 {
+            return Err(SettingsError::Invalid(
+                "limits.max_title_chars, max_prompt_bytes and max_message_bytes must be > 0".into(),
+            ));
+        }
         let providers = self
             .providers
             .iter()

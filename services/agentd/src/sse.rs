@@ -3,11 +3,12 @@
 //! event names its agent. Browsers read it with streaming `fetch` so the bearer header can be
 //! sent.
 
+use crate::errors::ApiError;
 use actix_web::web::Bytes;
 use actix_web::{HttpResponse, web};
 use agentd_actors::AgentSystem;
 use agentd_bus::InProcessBus;
-use agentd_proto::Event;
+use agentd_proto::{AgentdError, Event};
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::time::Duration;
@@ -94,10 +95,21 @@ pub async fn stream(system: AgentSystem, bus: InProcessBus, q: EventsQuery) -> H
         .streaming(body)
 }
 
-/// The handler.
+/// The handler. A stream narrowed to an agent that does not exist is `agent_not_found`, not
+/// a stream on which nothing will ever come.
 pub async fn events(
     st: web::Data<crate::http::ApiState>,
     q: web::Query<EventsQuery>,
-) -> HttpResponse {
-    stream(st.system.clone(), st.bus.clone(), q.into_inner()).await
+) -> Result<HttpResponse, ApiError> {
+    let q = q.into_inner();
+    if let Some(id) = q.agent_id.as_ref().or(q.root_id.as_ref()) {
+        st.system
+            .deps()
+            .store
+            .get_agent(id)
+            .await
+            .map_err(AgentdError::from)?
+            .ok_or_else(|| AgentdError::agent_not_found(id))?;
+    }
+    Ok(stream(st.system.clone(), st.bus.clone(), q).await)
 }
