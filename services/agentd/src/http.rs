@@ -20,6 +20,8 @@ pub struct ApiState {
     pub redis: Option<std::sync::Arc<agentd_bus::RedisBus>>,
     /// The in-process event bus (`/v1/events`).
     pub bus: agentd_bus::InProcessBus,
+    /// Turns `true` when the service stops: event streams end then.
+    pub shutdown: crate::sse::Shutdown,
 }
 
 /// Every route of the API: `(method, path, summary)`. `/v1/openapi.json` is built from this

@@ -31,6 +31,9 @@ pub struct ServerSettings {
     pub bind: String,
     /// Largest request body, bytes.
     pub max_body_bytes: usize,
+    /// How long a stop waits for requests in flight before it goes on stopping agents, ms
+    /// (event streams end at once and do not count).
+    pub shutdown_timeout_ms: u64,
 }
 
 /// Which store backs threads and records.
