@@ -151,6 +151,23 @@ fn the_api_requires_the_bearer_token_when_auth_is_on() {
     assert_eq!(p.get_status("/v1/events", None).0, 401);
     assert_eq!(p.get_status("/metrics", None).0, 401);
     assert_eq!(p.get_status("/v1/info", Some("s3cret-token")).0, 200);
+    // The scheme's name is case-insensitive (RFC 7235); the token is not.
+    for (value, status) in [
+        ("bearer s3cret-token", 200),
+        ("BEARER s3cret-token", 200),
+        ("Bearer S3CRET-TOKEN", 401),
+        ("Basic s3cret-token", 401),
+    ] {
+        let got = match ureq::get(&format!("{}/v1/info", p.url))
+            .set("Authorization", value)
+            .call()
+        {
+            Ok(r) => r.status(),
+            Err(ureq::Error::Status(code, _)) => code,
+            Err(e) => panic!("{value}: {e}"),
+        };
+        assert_eq!(got, status, "{value}");
+    }
     // The container health check needs no token: /healthz of the bound port.
     let addr = p.url.trim_start_matches("http://");
     let out = Command::new(binary("agentd"))
