@@ -6,6 +6,7 @@
 //! | [`builtin`] | agent types and the demo script shipped in the binary |
 //! | [`wiring`] | settings → store, model, types, event bus |
 //! | [`http`] | the `/v1` HTTP API and its OpenAPI document |
+//! | [`errors`] | every API error as `{code, message}`: handlers, extractors, no route, the framework |
 //! | [`sse`] | `/v1/events` as Server-Sent Events |
 //! | [`auth`] | bearer-token authentication |
 //! | [`dashboard`] | the web dashboard at `/`, embedded in the binary |
@@ -16,6 +17,7 @@ pub mod app;
 pub mod auth;
 pub mod builtin;
 pub mod dashboard;
+pub mod errors;
 pub mod http;
 pub mod logs;
 pub mod settings;
