@@ -172,3 +172,49 @@ async fn restoring_a_checkpoint_reinjects_its_environment_into_a_new_process() {
     assert!(t[3].text.starts_with("region=eu"), "{t:?}");
     assert_ne!(backend.pid(&a.id).unwrap(), second_pid);
 }
+
+/// Answers each request with its `id`; a request whose last message says "slow" is answered
+/// after a second.
+const ECHOING_AGENT: &str = r#"
+import json, sys, time
+for line in sys.stdin:
+    req = json.loads(line)
+    last = req["thread"][-1]["text"] if req["thread"] else ""
+    if "slow" in last:
+        time.sleep(1)
+    print(json.dumps({"id": req["id"], "text": "answer to " + last}), flush=True)
+"#;
+
+/// An interrupt aborts a call while the process still works on it; the process answers it
+/// late, and the next call discards that answer (another request's id) and reads its own.
+#[actix_rt::test]
+async fn a_late_answer_to_an_aborted_call_is_discarded() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("agent.py");
+    std::fs::write(&script, ECHOING_AGENT).unwrap();
+    let backend = Arc::new(ProcessModel::new(
+        vec!["python3".into(), script.display().to_string()],
+        Duration::from_millis(200),
+        Duration::from_secs(10),
+    ));
+    let model: Arc<dyn ModelClient> = backend.clone();
+    let sys = start_with_model(
+        model,
+        default_types(ManageOptions::default()),
+        Arc::new(MemoryStore::new()),
+        Arc::new(SystemClock),
+        |_| {},
+    );
+    let a = sys.root("plain", Some("slow one")).await;
+    // The process is started by the call, which writes its request at once.
+    wait_until("the slow call under way", || async {
+        backend.pid(&a.id).is_some()
+    })
+    .await;
+    sys.system.send(&a.id, "fast two", true).await.unwrap();
+    sys.wait_for_entry(&a.id, Role::Assistant, "answer to fast two")
+        .await;
+    sys.wait_for_status(&a.id, AgentStatus::Idle).await;
+    let answers = sys.texts_of(&a.id, Role::Assistant).await;
+    assert_eq!(answers, vec!["answer to fast two"]);
+}

@@ -2,10 +2,15 @@
 //! coding-agent CLI), spoken to in JSON lines, and following the agent's lifecycle with signals.
 //!
 //! Framing: for each model call agentd writes one line to the process's stdin,
-//! `{"type":"turn","agent_id":…,"agent_type":…,"title":…,"system_prompt":…,"thread":[…],"tools":[…]}`,
-//! and reads one line from its stdout: `{"text":…,"tool_calls":[{"id","name","arguments"}],
-//! "usage":{"input","output","cache_write","cache_read"}}`, or `{"error":"…"}`, or
-//! `{"rate_limited_ms":N}`. Lines that are not JSON are skipped (a CLI's chatter).
+//! `{"type":"turn","id":…,"agent_id":…,"agent_type":…,"title":…,"system_prompt":…,"thread":[…],"tools":[…]}`,
+//! and reads one line from its stdout: `{"id":…,"text":…,"tool_calls":[{"id","name","arguments"}],
+//! "usage":{"input","output","cache_write","cache_read"}}`, or `{"id":…,"error":"…"}`, or
+//! `{"id":…,"rate_limited_ms":N}`. Lines that are not JSON are skipped (a CLI's chatter).
+//!
+//! `id` is new for every request, and an answer echoes it: a call aborted while the process
+//! works on it (an interrupt) leaves an answer behind, which the next call reads first and
+//! discards because its `id` is another's. An answer without an `id` is taken as it comes (a
+//! program that does not echo ids cannot be told its late answers apart).
 //!
 //! Signals: pause = SIGTSTP, then SIGSTOP if the process has not stopped within the grace
 //! period (SIGTSTP can be caught); resume = SIGCONT; cancel = SIGTERM, then SIGKILL after the
@@ -169,8 +174,9 @@ impl ModelClient for ProcessModel {
 
     async fn complete(&self, req: ModelRequest) -> Result<ModelResponse, ModelError> {
         let proc = self.process(&req)?;
+        let id = uuid::Uuid::new_v4().to_string();
         let line = json!({
-            "type": "turn", "agent_id": &*req.agent_id, "agent_type": &*req.agent_type, "title": &*req.title,
+            "type": "turn", "id": &id, "agent_id": &*req.agent_id, "agent_type": &*req.agent_type, "title": &*req.title,
             "system_prompt": &*req.system_prompt, "thread": agentd_proto::conversation::paired(&req.thread).iter().map(|e| &**e).collect::<Vec<&agentd_proto::ThreadEntry>>(), "tools": req.tools.iter().map(|t| json!({
                 "name": t.name, "description": t.description, "parameters": t.parameters
             })).collect::<Vec<_>>(),
@@ -189,8 +195,14 @@ impl ModelClient for ProcessModel {
                         "the agent process exited",
                     ));
                 }
-                if let Ok(v) = serde_json::from_str::<Value>(answer.trim()) {
-                    return Ok(v);
+                let Ok(v) = serde_json::from_str::<Value>(answer.trim()) else {
+                    continue;
+                };
+                match v.get("id").and_then(Value::as_str) {
+                    Some(other) if other != id => {
+                        tracing::debug!(agent_id = %req.agent_id, answer_id = other, "discarding the late answer to an aborted call");
+                    }
+                    _ => return Ok(v),
                 }
             }
         };
