@@ -236,6 +236,18 @@ pub struct RuntimeConfig {
     /// Running turns allowed per provider (`default` = the default provider); providers not
     /// listed have no limit.
     pub provider_limits: BTreeMap<String, usize>,
+    /// Context windows per provider (`default` = the default provider); providers not listed
+    /// are not checked before a call.
+    pub context_windows: BTreeMap<String, ContextWindow>,
+}
+
+/// A provider's context window: a request's input and the answer it asks for must fit in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextWindow {
+    /// Tokens the model takes in all (input and answer).
+    pub context_tokens: u64,
+    /// Tokens a request leaves for the answer.
+    pub max_tokens: u64,
 }
 
 impl RuntimeConfig {
@@ -256,6 +268,7 @@ impl RuntimeConfig {
             providers: Default::default(),
             checkpoints_keep: 20,
             provider_limits: BTreeMap::new(),
+            context_windows: BTreeMap::new(),
         }
     }
 

@@ -48,7 +48,7 @@ mod tree_spend;
 mod turn;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{AgentType, AgentTypes, Limits, RuntimeConfig};
+pub use config::{AgentType, AgentTypes, ContextWindow, Limits, RuntimeConfig};
 pub use deps::Deps;
 pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 pub use ports::{

@@ -126,6 +126,16 @@ pub enum Event {
         /// The checkpoint.
         checkpoint_id: uuid::Uuid,
     },
+    /// The runtime compacted an agent's thread before a model call whose input would not have
+    /// left its provider room for the answer (not the `agent_compact` tool).
+    ContextCompacted {
+        /// The agent.
+        agent_id: String,
+        /// The call's estimated input, in tokens.
+        estimated_tokens: u64,
+        /// The provider's context window, in tokens.
+        context_tokens: u64,
+    },
 }
 
 impl Event {
@@ -147,6 +157,7 @@ impl Event {
             Event::Deleted { .. } => "deleted",
             Event::Checkpointed { .. } => "checkpointed",
             Event::Restored { .. } => "restored",
+            Event::ContextCompacted { .. } => "context_compacted",
         }
     }
 
@@ -165,6 +176,7 @@ impl Event {
             | Event::BudgetExceeded { agent_id, .. }
             | Event::Checkpointed { agent_id, .. }
             | Event::Restored { agent_id, .. }
+            | Event::ContextCompacted { agent_id, .. }
             | Event::Deleted { agent_id } => agent_id,
             Event::Forwarded { parent_id, .. } => parent_id,
         }
@@ -242,6 +254,11 @@ mod tests {
             Event::Restored {
                 agent_id: a(),
                 checkpoint_id: id,
+            },
+            Event::ContextCompacted {
+                agent_id: a(),
+                estimated_tokens: 1,
+                context_tokens: 1,
             },
         ];
         for e in &events {

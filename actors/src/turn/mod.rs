@@ -11,15 +11,19 @@
 //! | [`request`] | what the model is asked: names, the layered system prompt, metered calls |
 //! | [`known_thread`] | the thread as the turn knows it: appends, replays, replacement |
 //! | [`compact`] | compaction: old history becomes a summary |
+//! | [`context_window`] | compaction before a call that would overflow the provider's window |
 //! | [`shared`] | what the turn shares with its actor: a stop request, the calls it has open |
 
 mod compact;
+mod context_window;
 mod known_thread;
 mod request;
 mod shared;
 
 pub(crate) use request::{RequestNames, system_prompt};
 pub(crate) use shared::{OpenCall, TurnShared};
+
+use context_window::Fitted;
 
 use crate::agent::messages::{Step, TurnProgress};
 use crate::channel_router::messages::ChildOutput;
@@ -183,6 +187,17 @@ impl Turn {
             if fresh && step > 1 {
                 self.doing(Step::CallingModel);
             }
+            let thread = if fresh {
+                match Box::pin(self.fit_context(thread)).await? {
+                    Fitted::Thread(thread) => thread,
+                    Fitted::RateLimited(ms) => {
+                        result.rate_limited = Some(ms);
+                        return Ok(result);
+                    }
+                }
+            } else {
+                thread
+            };
             // `thread` is gone once the request is: appends then need no copy of it.
             let resp = match replayed {
                 Some(e) => {

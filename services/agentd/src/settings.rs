@@ -167,6 +167,8 @@ pub struct ModelSettings {
     pub grace_ms: u64,
     /// Turns of this provider's agents running at once (0 = no provider limit).
     pub max_concurrent: usize,
+    /// The model's context window in tokens (0 = not said: no check before a call).
+    pub context_tokens: u64,
 }
 
 /// A named model provider (`[providers.<name>]`): every key is optional and defaults to the
@@ -198,6 +200,8 @@ pub struct ProviderSettings {
     pub grace_ms: Option<u64>,
     /// See [`ModelSettings::max_concurrent`].
     pub max_concurrent: Option<usize>,
+    /// See [`ModelSettings::context_tokens`].
+    pub context_tokens: Option<u64>,
 }
 
 impl ProviderSettings {
@@ -222,6 +226,7 @@ impl ProviderSettings {
             command: self.command.clone().unwrap_or_else(|| base.command.clone()),
             grace_ms: self.grace_ms.unwrap_or(base.grace_ms),
             max_concurrent: self.max_concurrent.unwrap_or(0),
+            context_tokens: self.context_tokens.unwrap_or(base.context_tokens),
         }
     }
 }

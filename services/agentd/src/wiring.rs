@@ -3,7 +3,9 @@
 
 use crate::builtin;
 use crate::settings::{ModelSettings, Settings, StoreKind};
-use agentd_actors::{Clock, Deps, EventSink, ModelClient, RuntimeConfig, ThreadStore, Transport};
+use agentd_actors::{
+    Clock, ContextWindow, Deps, EventSink, ModelClient, RuntimeConfig, ThreadStore, Transport,
+};
 use agentd_bus::{Fanout, InProcessBus, RedisBus, RedisBusConfig, RedisEvents};
 use agentd_models::{
     AnthropicModel, HttpSettings, ModelRouter, OpenAiModel, ProcessModel, ScriptedModel,
@@ -172,6 +174,17 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
     }
     provider_limits.retain(|_, n| *n > 0);
     config.provider_limits = provider_limits;
+    let window = |m: &crate::settings::ModelSettings| ContextWindow {
+        context_tokens: m.context_tokens,
+        max_tokens: u64::from(m.max_tokens),
+    };
+    let mut windows = std::collections::BTreeMap::new();
+    windows.insert("default".to_string(), window(&settings.model));
+    for (name, p) in &settings.providers {
+        windows.insert(name.clone(), window(&p.over(&settings.model)));
+    }
+    windows.retain(|_, w| w.context_tokens > 0);
+    config.context_windows = windows;
     if let Some((ty, provider)) = types_needing_providers(&config).into_iter().next() {
         anyhow::bail!("agent type `{ty}` names provider `{provider}`, which is not configured");
     }

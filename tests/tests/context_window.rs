@@ -1,0 +1,98 @@
+//! A provider's context window: before a call whose estimated input would not leave the
+//! provider's `max_tokens` for the answer, the runtime compacts the agent's thread and says so
+//! with a `context_compacted` event, and the call goes out on the compacted thread.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use agentd_actors::{ContextWindow, SystemClock};
+use agentd_proto::{AgentStatus, Event, ManageOptions, Role, SpawnRequest};
+use agentd_store::MemoryStore;
+use agentd_tests::*;
+use std::sync::Arc;
+
+const SCRIPT: &str = r#"
+[[rule]]
+purpose = "compact"
+text = "they said three things"
+
+[[rule]]
+agent = "plain"
+text = "ok: {{input}}"
+"#;
+
+/// A message of 200 characters (50 tokens by the estimate).
+fn message(n: usize) -> String {
+    format!("message {n} ")
+        .repeat(20)
+        .chars()
+        .take(200)
+        .collect()
+}
+
+#[actix_rt::test]
+async fn a_call_that_would_overflow_the_window_compacts_the_thread_first() {
+    let sys = start_custom(
+        SCRIPT,
+        default_types(ManageOptions::default()),
+        Arc::new(MemoryStore::new()),
+        Arc::new(SystemClock),
+        |c| {
+            c.limits.compact_keep_recent = 2;
+            c.context_windows.insert(
+                "default".into(),
+                ContextWindow {
+                    context_tokens: 300,
+                    max_tokens: 50,
+                },
+            );
+        },
+    );
+    let mut events = sys.events();
+    // A background root sees no management tools: the request is the prompt and the thread.
+    let a = sys
+        .system
+        .spawn(SpawnRequest {
+            agent_type: Some("plain".into()),
+            background: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    for n in 1..=2 {
+        sys.system.send(&a.id, &message(n), false).await.unwrap();
+        sys.wait_for_entry(&a.id, Role::Assistant, &format!("ok: {}", message(n)))
+            .await;
+    }
+    let before = sys.thread(&a.id).await;
+    assert!(!before[0].text.starts_with("Summary"), "two messages fit");
+    // The third would make ~265 tokens of input: 15 more than the window leaves.
+    sys.system.send(&a.id, &message(3), false).await.unwrap();
+    let event = next_event(&mut events, "the compaction", |e| {
+        matches!(e, Event::ContextCompacted { .. })
+    })
+    .await;
+    let Event::ContextCompacted {
+        agent_id,
+        estimated_tokens,
+        context_tokens,
+    } = event
+    else {
+        unreachable!()
+    };
+    assert_eq!((agent_id.as_str(), context_tokens), (a.id.as_str(), 300));
+    assert!(estimated_tokens > 250, "{estimated_tokens}");
+    let t = sys
+        .wait_for_entry(&a.id, Role::Assistant, &format!("ok: {}", message(3)))
+        .await;
+    assert_eq!(
+        t[0].text,
+        "Summary of the earlier conversation: they said three things"
+    );
+    assert!(
+        !t.iter().any(|e| e.text == message(1)),
+        "the oldest went into the summary"
+    );
+    assert_eq!(
+        sys.wait_for_status(&a.id, AgentStatus::Idle).await.status,
+        AgentStatus::Idle
+    );
+}
