@@ -20,18 +20,17 @@ while IFS= read -r line; do
 done
 "#;
 
-fn state_of(pid: u32) -> Option<char> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    s.rsplit(')').next()?.trim_start().chars().next()
-}
-
-#[actix_rt::test]
-async fn a_process_per_agent_follows_pause_resume_and_terminate() {
+/// A system whose agents each run `program` on `source` (written to a temporary file, kept as
+/// long as the answer's directory) through the process backend.
+fn on_process_backend(
+    program: &str,
+    source: &str,
+) -> (tempfile::TempDir, Arc<ProcessModel>, TestSystem) {
     let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("agent.sh");
-    std::fs::write(&script, AGENT).unwrap();
+    let script = dir.path().join("agent");
+    std::fs::write(&script, source).unwrap();
     let backend = Arc::new(ProcessModel::new(
-        vec!["bash".into(), script.display().to_string()],
+        vec![program.into(), script.display().to_string()],
         Duration::from_millis(200),
         Duration::from_secs(10),
     ));
@@ -43,6 +42,17 @@ async fn a_process_per_agent_follows_pause_resume_and_terminate() {
         Arc::new(SystemClock),
         |_| {},
     );
+    (dir, backend, sys)
+}
+
+fn state_of(pid: u32) -> Option<char> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s.rsplit(')').next()?.trim_start().chars().next()
+}
+
+#[actix_rt::test]
+async fn a_process_per_agent_follows_pause_resume_and_terminate() {
+    let (_dir, backend, sys) = on_process_backend("bash", AGENT);
     let a = sys.root("plain", Some("hello")).await;
     let t = sys
         .wait_for_entry(&a.id, Role::Assistant, "at your service")
@@ -108,21 +118,7 @@ done
 
 #[actix_rt::test]
 async fn restoring_a_checkpoint_reinjects_its_environment_into_a_new_process() {
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("env-agent.sh");
-    std::fs::write(&script, ENV_AGENT).unwrap();
-    let backend = Arc::new(ProcessModel::new(
-        vec!["bash".into(), script.display().to_string()],
-        Duration::from_millis(200),
-        Duration::from_secs(10),
-    ));
-    let sys = start_with_model(
-        backend.clone(),
-        default_types(ManageOptions::default()),
-        Arc::new(MemoryStore::new()),
-        Arc::new(SystemClock),
-        |_| {},
-    );
+    let (_dir, backend, sys) = on_process_backend("bash", ENV_AGENT);
     let a = sys
         .system
         .spawn(agentd_proto::SpawnRequest {
@@ -189,22 +185,7 @@ for line in sys.stdin:
 /// late, and the next call discards that answer (another request's id) and reads its own.
 #[actix_rt::test]
 async fn a_late_answer_to_an_aborted_call_is_discarded() {
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("agent.py");
-    std::fs::write(&script, ECHOING_AGENT).unwrap();
-    let backend = Arc::new(ProcessModel::new(
-        vec!["python3".into(), script.display().to_string()],
-        Duration::from_millis(200),
-        Duration::from_secs(10),
-    ));
-    let model: Arc<dyn ModelClient> = backend.clone();
-    let sys = start_with_model(
-        model,
-        default_types(ManageOptions::default()),
-        Arc::new(MemoryStore::new()),
-        Arc::new(SystemClock),
-        |_| {},
-    );
+    let (_dir, backend, sys) = on_process_backend("python3", ECHOING_AGENT);
     let a = sys.root("plain", Some("slow one")).await;
     // The process is started by the call, which writes its request at once.
     wait_until("the slow call under way", || async {
