@@ -6,6 +6,7 @@
 
 use crate::channel_router::ChannelRouter;
 use crate::deps::Deps;
+use crate::rate_gate::RateGates;
 use crate::scheduler::Scheduler;
 use crate::supervisor::{Directory, Supervisor};
 use crate::tree_spend::TreeSpend;
@@ -30,6 +31,8 @@ pub(crate) struct Shared {
     pub(crate) directory: Directory,
     /// What each agent tree has spent, as last summed (tree budgets).
     pub(crate) tree_spend: TreeSpend,
+    /// Providers that rate-limited this process, and until when.
+    pub(crate) rate_gates: RateGates,
 }
 
 impl SystemHandle {

@@ -38,6 +38,7 @@ pub mod metrics;
 mod ops;
 mod parent_router;
 pub mod ports;
+mod rate_gate;
 mod scheduler;
 mod supervisor;
 pub mod system;

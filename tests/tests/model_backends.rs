@@ -331,3 +331,40 @@ async fn a_dropped_call_closes_its_request() {
     })
     .await;
 }
+
+/// One agent's 429 closes its provider's gate: another agent of the same provider waits for
+/// the same reset time (`waiting_rate_limit`) without calling, and both go on once it passes.
+#[actix_rt::test]
+async fn a_rate_limit_holds_every_agent_of_the_provider_until_its_reset() {
+    let mut limited = Canned::raw(429, "{\"error\": \"slow down\"}");
+    limited.headers.push(("retry-after".into(), "5".into()));
+    let server = MockHttp::start(vec![limited, openai_text("after the reset")]);
+    let clock = ManualClock::new(1_000);
+    let model: Arc<dyn ModelClient> =
+        Arc::new(OpenAiModel::new(http(&server.url), "gpt-test".into()).unwrap());
+    let sys = start_with_model(
+        model,
+        types(),
+        Arc::new(MemoryStore::new()),
+        Arc::new(clock.clone()),
+        |_| {},
+    );
+    let a = sys.root("plain", Some("first")).await;
+    let limited_a = sys
+        .wait_for_status(&a.id, AgentStatus::WaitingRateLimit)
+        .await;
+    assert_eq!(limited_a.resume_at_ms, Some(6_000));
+    let b = sys.root("plain", Some("second")).await;
+    let limited_b = sys
+        .wait_for_status(&b.id, AgentStatus::WaitingRateLimit)
+        .await;
+    assert_eq!(limited_b.resume_at_ms, Some(6_000), "the same reset time");
+    assert_eq!(server.requests().len(), 1, "b did not call the provider");
+    wait_until("both resume timers", || async { clock.sleepers() == 2 }).await;
+    clock.advance(5_000);
+    for id in [&a.id, &b.id] {
+        sys.wait_for_entry(id, Role::Assistant, "after the reset")
+            .await;
+    }
+    assert_eq!(server.requests().len(), 3);
+}

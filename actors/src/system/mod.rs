@@ -53,6 +53,7 @@ impl AgentSystem {
             scheduler,
             directory: Default::default(),
             tree_spend: Default::default(),
+            rate_gates: Default::default(),
         });
         router_ctx.run(ChannelRouter::new(system.clone()));
         supervisor_ctx.run(Supervisor::new(system.clone()));

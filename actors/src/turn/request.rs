@@ -87,11 +87,22 @@ pub(crate) fn system_prompt(rec: &AgentRecord, deps: &Deps) -> String {
 }
 
 impl Turn {
-    /// One model call, timed and counted per backend. `Ok(Err(ms))` is a rate limit.
+    /// One model call, timed and counted per backend. `Ok(Err(ms))` is a rate limit: the
+    /// provider's, or its gate's while another agent's rate limit has not run out (then no
+    /// call is made).
     pub(super) async fn call_model(
         &self,
         req: ModelRequest,
     ) -> Result<Result<crate::ports::ModelResponse, u64>, AgentdError> {
+        let gates = &self.tools.system.rate_gates;
+        // The agent's provider (its requests name the same one).
+        let provider = self.rec.provider.as_deref().unwrap_or("default");
+        if gates.ever_closed() {
+            let now = self.now();
+            if let Some(until) = gates.closed_until(provider, now) {
+                return Ok(Err(until - now));
+            }
+        }
         // Another provider than the one the agent's meters were made for (changed since):
         // its meters are looked up for this call.
         let other = (req.provider != self.names.calls.provider)
@@ -105,7 +116,10 @@ impl Turn {
         }
         match res {
             Ok(r) => Ok(Ok(r)),
-            Err(ModelError::RateLimited { retry_after_ms }) => Ok(Err(retry_after_ms)),
+            Err(ModelError::RateLimited { retry_after_ms }) => {
+                gates.close(provider, self.now().saturating_add(retry_after_ms));
+                Ok(Err(retry_after_ms))
+            }
             Err(e) => Err(model_error(e)),
         }
     }
