@@ -1383,3 +1383,45 @@ fn an_entry_read_late_by_a_process_that_lost_the_partition_is_claimed_before_new
     );
     acknowledged_soon(&mut con, &stream);
 }
+
+/// A 429 in one process closes its provider's gate for every process of the deployment: an
+/// agent owned by the other process waits for the same reset without calling the provider.
+#[test]
+fn a_rate_limit_met_in_one_process_holds_the_provider_in_the_other() {
+    let mut limited = agentd_tests::Canned::raw(429, "{\"error\": \"slow down\"}");
+    limited.headers.push(("retry-after".into(), "30".into()));
+    let provider = agentd_tests::MockHttp::start(vec![limited]);
+    let cluster = Cluster::new()
+        .with("AGENTD__MODEL__BACKEND", "openai".into())
+        .with("AGENTD__MODEL__BASE_URL", provider.url.clone())
+        .with("AGENTD__MODEL__API_KEY_ENV", "AGENTD_TEST_KEY".into())
+        .with("AGENTD_TEST_KEY", "test".into());
+    let (a, b) = cluster.balanced_pair();
+    let first = root_on(&a, "research");
+    a.post(
+        &format!("/v1/agents/{first}/messages"),
+        json!({"text": "hello"}),
+    )
+    .unwrap();
+    a.wait_for("the first agent rate-limited", |p| {
+        p.get(&format!("/v1/agents/{first}"))["status"] == "waiting_rate_limit"
+    });
+    let resume_at = a.get(&format!("/v1/agents/{first}"))["resume_at_ms"].clone();
+    let second = root_on(&b, "research");
+    b.post(
+        &format!("/v1/agents/{second}/messages"),
+        json!({"text": "hello"}),
+    )
+    .unwrap();
+    b.wait_for("the second agent held by the shared gate", |p| {
+        p.get(&format!("/v1/agents/{second}"))["status"] == "waiting_rate_limit"
+    });
+    assert_eq!(
+        provider.requests().len(),
+        1,
+        "the second agent never called"
+    );
+    let held_until = b.get(&format!("/v1/agents/{second}"))["resume_at_ms"].clone();
+    let (x, y) = (resume_at.as_u64().unwrap(), held_until.as_u64().unwrap());
+    assert!(x.abs_diff(y) < 1_000, "the same reset: {x} and {y}");
+}

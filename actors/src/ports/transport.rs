@@ -56,4 +56,16 @@ pub trait Transport: Send + Sync + 'static {
     async fn settle(&self) -> Result<(), AgentdError> {
         Ok(())
     }
+    /// When the rate-limit gate of `provider`, shared by the processes of a deployment, opens
+    /// (ms since the epoch), if another process closed it; `None` if it is open or this
+    /// transport shares none.
+    async fn provider_gate(&self, provider: &str) -> Option<u64> {
+        let _ = provider;
+        None
+    }
+    /// Closes the shared gate of `provider` until `until_ms` (best effort: a failure to share
+    /// it is logged, the local gate holds either way).
+    async fn close_provider_gate(&self, provider: &str, until_ms: u64) {
+        let _ = (provider, until_ms);
+    }
 }

@@ -103,6 +103,19 @@ impl Turn {
                 return Ok(Err(until - now));
             }
         }
+        // A provider reached over HTTP may have rate-limited another process of the deployment.
+        let shared = self.deps.transport.as_ref().filter(|_| {
+            matches!(
+                self.deps.model.backend_of(self.rec.provider.as_deref()),
+                "openai" | "anthropic"
+            )
+        });
+        if let Some(transport) = shared
+            && let Some(until) = transport.provider_gate(provider).await
+        {
+            gates.close(provider, until);
+            return Ok(Err(until.saturating_sub(self.now()).max(1)));
+        }
         // Another provider than the one the agent's meters were made for (changed since):
         // its meters are looked up for this call.
         let other = (req.provider != self.names.calls.provider)
@@ -117,7 +130,11 @@ impl Turn {
         match res {
             Ok(r) => Ok(Ok(r)),
             Err(ModelError::RateLimited { retry_after_ms }) => {
-                gates.close(provider, self.now().saturating_add(retry_after_ms));
+                let until = self.now().saturating_add(retry_after_ms);
+                gates.close(provider, until);
+                if let Some(transport) = shared {
+                    transport.close_provider_gate(provider, until).await;
+                }
                 Ok(Err(retry_after_ms))
             }
             Err(e) => Err(model_error(e)),

@@ -78,6 +78,12 @@ impl Keys {
         format!("{}:replies:", self.ns)
     }
 
+    /// The rate-limit gate of model provider `provider`: when it opens (ms since the epoch),
+    /// expiring then.
+    pub fn provider_gate(&self, provider: &str) -> String {
+        format!("{}:ratelimit:{provider}", self.ns)
+    }
+
     /// The lease of partition `k`.
     pub fn lease(&self, k: u32) -> String {
         format!("{}:lease:{{{k}}}", self.ns)

@@ -4,7 +4,7 @@
 
 use super::{RedisBus, partition_target};
 use crate::streams::be;
-use agentd_actors::Transport;
+use agentd_actors::{Clock, SystemClock, Transport};
 use agentd_proto::codec::encode_envelope;
 use agentd_proto::{AgentdError, Envelope, Reply};
 use async_trait::async_trait;
@@ -34,6 +34,47 @@ impl Transport for RedisBus {
 
     fn stream_for(&self, agent_id: &str) -> Option<String> {
         Some(self.keys.partition(self.partition_of(agent_id)))
+    }
+
+    async fn provider_gate(&self, provider: &str) -> Option<u64> {
+        let mut con = self.con.clone();
+        let until: Option<u64> = redis::cmd("GET")
+            .arg(self.keys.provider_gate(provider))
+            .query_async(&mut con)
+            .await
+            .map_err(|e| tracing::warn!(provider, error = %e, "reading the shared rate-limit gate failed"))
+            .ok()
+            .flatten();
+        let now = SystemClock.now_ms();
+        until.filter(|u| *u > now)
+    }
+
+    async fn close_provider_gate(&self, provider: &str, until_ms: u64) {
+        let now = SystemClock.now_ms();
+        let Some(ttl) = until_ms.checked_sub(now).filter(|t| *t > 0) else {
+            return;
+        };
+        let mut con = self.con.clone();
+        // A later reset already shared wins. (Two processes closing it at once may keep the
+        // earlier of their two resets: one wait is then a little shorter, never longer.)
+        let key = self.keys.provider_gate(provider);
+        let res: Result<(), redis::RedisError> = async {
+            let current: Option<u64> = redis::cmd("GET").arg(&key).query_async(&mut con).await?;
+            if current.is_none_or(|c| c < until_ms) {
+                redis::cmd("SET")
+                    .arg(&key)
+                    .arg(until_ms)
+                    .arg("PX")
+                    .arg(ttl)
+                    .query_async::<()>(&mut con)
+                    .await?;
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = res {
+            tracing::warn!(provider, error = %e, "sharing the rate-limit gate failed");
+        }
     }
 
     async fn settle(&self) -> Result<(), AgentdError> {
