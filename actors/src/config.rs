@@ -239,6 +239,18 @@ pub struct RuntimeConfig {
     /// Context windows per provider (`default` = the default provider); providers not listed
     /// are not checked before a call.
     pub context_windows: BTreeMap<String, ContextWindow>,
+    /// Request and token rates per provider (`default` = the default provider); providers not
+    /// listed are not paced.
+    pub provider_rates: BTreeMap<String, ProviderRates>,
+}
+
+/// How fast agentd may call a provider (0 = no limit of that kind).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProviderRates {
+    /// Calls per minute.
+    pub requests_per_minute: u32,
+    /// Input tokens per minute, each call's estimated before it is made.
+    pub tokens_per_minute: u32,
 }
 
 /// A provider's context window: a request's input and the answer it asks for must fit in it.
@@ -269,6 +281,7 @@ impl RuntimeConfig {
             checkpoints_keep: 20,
             provider_limits: BTreeMap::new(),
             context_windows: BTreeMap::new(),
+            provider_rates: BTreeMap::new(),
         }
     }
 

@@ -49,7 +49,7 @@ mod tree_spend;
 mod turn;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{AgentType, AgentTypes, ContextWindow, Limits, RuntimeConfig};
+pub use config::{AgentType, AgentTypes, ContextWindow, Limits, ProviderRates, RuntimeConfig};
 pub use deps::Deps;
 pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 pub use ports::{

@@ -1,10 +1,17 @@
 //! One gate per model provider: once a provider answers `429` with a reset time, every agent of
 //! the process that would call the same provider waits until then — it shows
 //! `waiting_rate_limit` and holds no turn slot — instead of asking again and being refused.
+//! Providers with `requests_per_minute` or `tokens_per_minute` are also paced here (GCRA, by
+//! `governor`): a call the pace does not allow yet waits the same way.
 
+use crate::config::ProviderRates;
+use governor::clock::{Clock as _, DefaultClock};
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use std::collections::HashMap;
+use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 /// The providers' gates of one process.
 #[derive(Debug, Default)]
@@ -14,6 +21,26 @@ pub(crate) struct RateGates {
     /// The latest time any gate opens (0: none was ever closed). Lets the common case — every
     /// gate open — answer without the lock or a map look-up.
     latest: AtomicU64,
+    /// Provider → its pace, made on its first call.
+    paces: Mutex<HashMap<String, Arc<Pace>>>,
+}
+
+/// The request and token limiters of one provider.
+#[derive(Debug)]
+struct Pace {
+    requests: Option<DefaultDirectRateLimiter>,
+    tokens: Option<DefaultDirectRateLimiter>,
+}
+
+impl Pace {
+    fn of(rates: &ProviderRates) -> Self {
+        let per_minute =
+            |n: u32| NonZeroU32::new(n).map(|n| RateLimiter::direct(Quota::per_minute(n)));
+        Pace {
+            requests: per_minute(rates.requests_per_minute),
+            tokens: per_minute(rates.tokens_per_minute),
+        }
+    }
 }
 
 impl RateGates {
@@ -38,6 +65,38 @@ impl RateGates {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         gates.get(provider).copied().filter(|until| *until > now_ms)
+    }
+
+    /// How long a call of `tokens` estimated input tokens to `provider` must wait under its
+    /// `rates` (`None`: it may go now, and is counted). A call larger than the whole token rate
+    /// goes as soon as the request rate lets it (it could never fit otherwise).
+    pub(crate) fn pace(
+        &self,
+        provider: &str,
+        rates: &ProviderRates,
+        tokens: u64,
+    ) -> Option<Duration> {
+        let pace = {
+            let mut paces = self.paces.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(
+                paces
+                    .entry(provider.to_string())
+                    .or_insert_with(|| Arc::new(Pace::of(rates))),
+            )
+        };
+        let clock = DefaultClock::default();
+        if let Some(limiter) = &pace.tokens
+            && let Some(n) = NonZeroU32::new(u32::try_from(tokens).unwrap_or(u32::MAX))
+            && let Ok(Err(not_until)) = limiter.check_n(n)
+        {
+            return Some(not_until.wait_time_from(clock.now()));
+        }
+        if let Some(limiter) = &pace.requests
+            && let Err(not_until) = limiter.check()
+        {
+            return Some(not_until.wait_time_from(clock.now()));
+        }
+        None
     }
 
     /// Closes the gate of `provider` until `until_ms` (a later time than the one set wins).
@@ -78,5 +137,40 @@ mod tests {
             "open at the reset time"
         );
         assert!(!gates.any_closed(5_000));
+    }
+
+    #[test]
+    fn a_paced_provider_lets_its_rate_through_then_says_how_long_to_wait() {
+        let gates = RateGates::default();
+        let rates = ProviderRates {
+            requests_per_minute: 2,
+            tokens_per_minute: 0,
+        };
+        assert_eq!(gates.pace("p", &rates, 10), None);
+        assert_eq!(gates.pace("p", &rates, 10), None);
+        let wait = gates.pace("p", &rates, 10).unwrap_or_default();
+        assert!(
+            wait > Duration::from_secs(25) && wait <= Duration::from_secs(30),
+            "{wait:?}"
+        );
+        assert_eq!(
+            gates.pace("q", &rates, 10),
+            None,
+            "each provider has its own pace"
+        );
+        let tokens = ProviderRates {
+            requests_per_minute: 0,
+            tokens_per_minute: 1_000,
+        };
+        assert_eq!(gates.pace("t", &tokens, 800), None);
+        assert!(
+            gates.pace("t", &tokens, 800).is_some(),
+            "1,600 tokens do not fit a minute's 1,000"
+        );
+        assert_eq!(
+            gates.pace("u", &tokens, 5_000),
+            None,
+            "larger than the rate: it goes"
+        );
     }
 }

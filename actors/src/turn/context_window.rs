@@ -54,7 +54,7 @@ impl Turn {
     }
 
     /// The input tokens of a call made from `thread`, estimated from its characters.
-    fn estimated_input_tokens(&self, thread: &ThreadEntries) -> u64 {
+    pub(super) fn estimated_input_tokens(&self, thread: &ThreadEntries) -> u64 {
         let tools: usize = self
             .tool_specs
             .iter()

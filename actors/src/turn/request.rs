@@ -88,8 +88,8 @@ pub(crate) fn system_prompt(rec: &AgentRecord, deps: &Deps) -> String {
 
 impl Turn {
     /// One model call, timed and counted per backend. `Ok(Err(ms))` is a rate limit: the
-    /// provider's, or its gate's while another agent's rate limit has not run out (then no
-    /// call is made).
+    /// provider's, or its gate's while another agent's rate limit has not run out, or its pace's
+    /// (`requests_per_minute`, `tokens_per_minute`) — in those two cases no call is made.
     pub(super) async fn call_model(
         &self,
         req: ModelRequest,
@@ -115,6 +115,17 @@ impl Turn {
         {
             gates.close(provider, until);
             return Ok(Err(until.saturating_sub(self.now()).max(1)));
+        }
+        if let Some(rates) = self.deps.config.provider_rates.get(provider) {
+            let tokens = if rates.tokens_per_minute > 0 {
+                self.estimated_input_tokens(&req.thread)
+            } else {
+                0
+            };
+            if let Some(wait) = gates.pace(provider, rates, tokens) {
+                let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+                return Ok(Err(ms.max(1)));
+            }
         }
         // Another provider than the one the agent's meters were made for (changed since):
         // its meters are looked up for this call.

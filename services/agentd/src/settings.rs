@@ -169,6 +169,10 @@ pub struct ModelSettings {
     pub max_concurrent: usize,
     /// The model's context window in tokens (0 = not said: no check before a call).
     pub context_tokens: u64,
+    /// Calls per minute agentd makes to this provider (0 = no limit).
+    pub requests_per_minute: u32,
+    /// Estimated input tokens per minute agentd sends this provider (0 = no limit).
+    pub tokens_per_minute: u32,
 }
 
 /// A named model provider (`[providers.<name>]`): every key is optional and defaults to the
@@ -202,6 +206,10 @@ pub struct ProviderSettings {
     pub max_concurrent: Option<usize>,
     /// See [`ModelSettings::context_tokens`].
     pub context_tokens: Option<u64>,
+    /// See [`ModelSettings::requests_per_minute`].
+    pub requests_per_minute: Option<u32>,
+    /// See [`ModelSettings::tokens_per_minute`].
+    pub tokens_per_minute: Option<u32>,
 }
 
 impl ProviderSettings {
@@ -227,6 +235,8 @@ impl ProviderSettings {
             grace_ms: self.grace_ms.unwrap_or(base.grace_ms),
             max_concurrent: self.max_concurrent.unwrap_or(0),
             context_tokens: self.context_tokens.unwrap_or(base.context_tokens),
+            requests_per_minute: self.requests_per_minute.unwrap_or(0),
+            tokens_per_minute: self.tokens_per_minute.unwrap_or(0),
         }
     }
 }

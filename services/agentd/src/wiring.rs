@@ -4,7 +4,8 @@
 use crate::builtin;
 use crate::settings::{ModelSettings, Settings, StoreKind};
 use agentd_actors::{
-    Clock, ContextWindow, Deps, EventSink, ModelClient, RuntimeConfig, ThreadStore, Transport,
+    Clock, ContextWindow, Deps, EventSink, ModelClient, ProviderRates, RuntimeConfig, ThreadStore,
+    Transport,
 };
 use agentd_bus::{Fanout, InProcessBus, RedisBus, RedisBusConfig, RedisEvents};
 use agentd_models::{
@@ -185,6 +186,17 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
     }
     windows.retain(|_, w| w.context_tokens > 0);
     config.context_windows = windows;
+    let rates = |m: &crate::settings::ModelSettings| ProviderRates {
+        requests_per_minute: m.requests_per_minute,
+        tokens_per_minute: m.tokens_per_minute,
+    };
+    let mut provider_rates = std::collections::BTreeMap::new();
+    provider_rates.insert("default".to_string(), rates(&settings.model));
+    for (name, p) in &settings.providers {
+        provider_rates.insert(name.clone(), rates(&p.over(&settings.model)));
+    }
+    provider_rates.retain(|_, r| *r != ProviderRates::default());
+    config.provider_rates = provider_rates;
     if let Some((ty, provider)) = types_needing_providers(&config).into_iter().next() {
         anyhow::bail!("agent type `{ty}` names provider `{provider}`, which is not configured");
     }

@@ -1,6 +1,7 @@
-//! A provider's context window: before a call whose estimated input would not leave the
-//! provider's `max_tokens` for the answer, the runtime compacts the agent's thread and says so
-//! with a `context_compacted` event, and the call goes out on the compacted thread.
+//! What a provider's configuration limits, checked before each call: its context window (a
+//! call whose estimated input would not leave `max_tokens` for the answer compacts the thread
+//! first, with a `context_compacted` event) and its pace (`requests_per_minute`: calls beyond
+//! it wait in `waiting_rate_limit` without calling).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_actors::{ContextWindow, SystemClock};
@@ -95,4 +96,43 @@ async fn a_call_that_would_overflow_the_window_compacts_the_thread_first() {
         sys.wait_for_status(&a.id, AgentStatus::Idle).await.status,
         AgentStatus::Idle
     );
+}
+
+/// `requests_per_minute`: the provider's calls beyond its rate wait in `waiting_rate_limit`
+/// (without calling) until the pace lets them through.
+#[actix_rt::test]
+async fn calls_beyond_a_provider_s_rate_wait_their_turn_without_calling() {
+    let sys = start_custom(
+        SCRIPT,
+        default_types(ManageOptions::default()),
+        Arc::new(MemoryStore::new()),
+        Arc::new(SystemClock),
+        |c| {
+            c.provider_rates.insert(
+                "default".into(),
+                agentd_actors::ProviderRates {
+                    requests_per_minute: 2,
+                    tokens_per_minute: 0,
+                },
+            );
+        },
+    );
+    let mut ids = Vec::new();
+    for n in 1..=3 {
+        let a = sys.root("plain", Some(&format!("call {n}"))).await;
+        ids.push(a.id);
+    }
+    for (n, id) in ids.iter().take(2).enumerate() {
+        sys.wait_for_entry(id, Role::Assistant, &format!("ok: call {}", n + 1))
+            .await;
+    }
+    let third = sys
+        .wait_for_status(&ids[2], AgentStatus::WaitingRateLimit)
+        .await;
+    let wait = third.resume_at_ms.unwrap() - third.updated_at_ms;
+    assert!(
+        (25_000..=30_000).contains(&wait),
+        "the third call waits for the pace: {wait} ms"
+    );
+    assert!(sys.texts_of(&ids[2], Role::Assistant).await.is_empty());
 }
