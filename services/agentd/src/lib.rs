@@ -5,7 +5,8 @@
 //! | [`settings`] | layered, typed configuration |
 //! | [`builtin`] | agent types and the demo script shipped in the binary |
 //! | [`wiring`] | settings → store, model, types, event bus |
-//! | [`http`] | the `/v1` HTTP API and its OpenAPI document |
+//! | [`http`] | the `/v1` HTTP API |
+//! | [`openapi`] | its OpenAPI document, generated from the handlers and the wire types |
 //! | [`sse`] | `/v1/events` as Server-Sent Events |
 //! | [`auth`] | bearer-token authentication |
 //! | [`dashboard`] | the web dashboard at `/`, embedded in the binary |
@@ -18,6 +19,7 @@ pub mod builtin;
 pub mod dashboard;
 pub mod http;
 pub mod logs;
+pub mod openapi;
 pub mod settings;
 pub mod sse;
 pub mod wiring;
