@@ -14,6 +14,16 @@ if ! command -v redis-server >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
 fi
 
+# The Python example of docs/redis.md is run by tests/tests/redis_example.rs with Debian's
+# python3 and its redis and msgpack modules.
+if ! /usr/bin/python3 -c 'import redis, msgpack' >/dev/null 2>&1; then
+  echo "installing python3-redis and python3-msgpack from Debian's packages (docs example test)" >&2
+  SUDO=""
+  if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3 python3-redis python3-msgpack >/dev/null
+fi
+
 # The dashboard's browser test: Debian's chromium, node/npm and playwright-core (pinned by
 # tests/browser/package-lock.json).
 BROWSER_PKGS=""

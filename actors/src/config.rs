@@ -1,7 +1,7 @@
 //! Runtime configuration the actors read: limits, agent types, prices, prompts. The service
 //! builds it from layered config files; tests build it in code.
 
-use agentd_proto::{AgentdError, ErrorCode, ManageOptions, Price};
+use agentd_proto::{AgentdError, ErrorCode, InputLimits, ManageOptions, Price};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -37,6 +37,24 @@ pub struct Limits {
     pub retry_backoff_max_ms: u64,
     /// An `[ERROR]…[/ERROR]` marker fails the agent (otherwise it is recorded as `last_error`).
     pub fail_on_error_marker: bool,
+    /// Longest agent title, in characters. Default 200.
+    pub max_title_chars: usize,
+    /// Largest first message of a spawn, in bytes. Default 256 KiB.
+    pub max_prompt_bytes: usize,
+    /// Largest message (follow-up, reset seed, Manage message, dependency, answer), in bytes.
+    /// Default 128 KiB.
+    pub max_message_bytes: usize,
+}
+
+impl Limits {
+    /// What callers may hand agentd, checked alike at every door.
+    pub fn input(&self) -> InputLimits {
+        InputLimits {
+            max_title_chars: self.max_title_chars,
+            max_prompt_bytes: self.max_prompt_bytes,
+            max_message_bytes: self.max_message_bytes,
+        }
+    }
 }
 
 impl Default for Limits {
@@ -55,6 +73,9 @@ impl Default for Limits {
             retry_backoff_ms: 1_000,
             retry_backoff_max_ms: 60_000,
             fail_on_error_marker: false,
+            max_title_chars: InputLimits::default().max_title_chars,
+            max_prompt_bytes: InputLimits::default().max_prompt_bytes,
+            max_message_bytes: InputLimits::default().max_message_bytes,
         }
     }
 }

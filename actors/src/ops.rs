@@ -14,18 +14,39 @@ use agentd_proto::{
     Address, AgentRecord, AgentView, AgentdError, Control, Envelope, ErrorCode, InboxItem,
     Inspection, Item, LiveState,
 };
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 use uuid::Uuid;
 
-/// Creates an agent through the supervisor.
+/// Creates an agent through the supervisor. Its title (trimmed) and budget are checked here,
+/// where the API, the command stream and the `spawn_agent` tool all pass.
 pub(crate) async fn spawn(
     system: &SystemHandle,
-    spec: SpawnSpec,
+    mut spec: SpawnSpec,
 ) -> Result<AgentRecord, AgentdError> {
+    if let Some(title) = &spec.title {
+        spec.title = Some(system.deps.config.limits.input().title(title)?);
+    }
+    if let Some(budget) = &spec.budget {
+        budget.check()?;
+    }
     system.supervisor.send(Spawn(spec)).await.map_err(mailbox)?
 }
 
-/// Posts an inbox item to `target` through the channel router (activating it if needed).
+/// Refuses an inbox item whose message is larger than `limits.max_message_bytes`: a
+/// follow-up's text or a reset's seed, from the API, the command stream or a tool alike.
+fn check_item(deps: &Deps, item: &InboxItem) -> Result<(), AgentdError> {
+    let limits = deps.config.limits.input();
+    match item {
+        InboxItem::Message { text, .. } => limits.message("text", text),
+        InboxItem::Reset {
+            message: Some(message),
+        } => limits.message("message", message),
+        _ => Ok(()),
+    }
+}
+
+/// Posts an inbox item to `target` through the channel router (activating it if needed),
+/// once [`check_item`] accepts it.
 pub(crate) async fn post(
     system: &SystemHandle,
     from: Address,
@@ -33,6 +54,7 @@ pub(crate) async fn post(
     item: InboxItem,
     cause: Option<Uuid>,
 ) -> Result<Uuid, AgentdError> {
+    check_item(&system.deps, &item)?;
     let mut env = Envelope::new(from, Address::agent(target), Item::Inbox(item), 0);
     env.sent_at = SystemClock.now_ms();
     if let Some(cause) = cause {
@@ -216,51 +238,122 @@ pub(crate) async fn list(
     Ok(out)
 }
 
-/// Appends the context files to a spawn prompt: each read from an allowed directory only (no
-/// `..` or symlink escape), and capped in size.
-pub(crate) fn attach_context_files(
+/// A spawn's first message: the prompt (at most `limits.max_prompt_bytes`) with its context
+/// files appended. `None` when there is neither.
+pub(crate) fn first_message(
     deps: &Deps,
-    prompt: &str,
+    prompt: Option<&str>,
     files: &[String],
-) -> Result<String, AgentdError> {
-    let mut out = prompt.to_string();
-    let cap = deps.config.limits.context_file_max_bytes;
-    let roots: Vec<_> = deps
-        .config
-        .context_dirs
-        .iter()
-        .filter_map(|d| d.canonicalize().ok())
-        .collect();
+) -> Result<Option<String>, AgentdError> {
+    if let Some(p) = prompt {
+        deps.config.limits.input().prompt(p)?;
+    }
+    if prompt.is_none() && files.is_empty() {
+        return Ok(None);
+    }
+    let mut out = prompt.unwrap_or_default().to_string();
     for f in files {
-        let bad = |why: &str| {
-            AgentdError::new(
-                ErrorCode::InvalidArgument,
-                format!("context file `{f}`: {why}"),
-            )
-        };
-        let path = Path::new(f)
-            .canonicalize()
-            .map_err(|e| bad(&e.to_string()))?;
-        if !roots.iter().any(|r| path.starts_with(r)) {
-            return Err(AgentdError::new(
-                ErrorCode::ToolNotAllowed,
-                format!("context file `{f}` is outside the allowed directories"),
-            ));
-        }
-        let meta = std::fs::metadata(&path).map_err(|e| bad(&e.to_string()))?;
-        if meta.len() > cap {
-            return Err(AgentdError::new(
-                ErrorCode::PayloadTooLarge,
-                format!(
-                    "context file `{f}` has {} bytes; the cap is {cap}",
-                    meta.len()
-                ),
-            ));
-        }
-        let text = std::fs::read_to_string(&path).map_err(|e| bad(&e.to_string()))?;
+        let text = read_context_file(deps, f)?;
         out.push_str(&format!(
             "\n\n<context_file path=\"{f}\">\n{text}\n</context_file>"
         ));
     }
-    Ok(out)
+    Ok(Some(out))
+}
+
+/// Reads one context file. The path is placed before the file system is touched: a relative
+/// one against each context dir in turn, an absolute one as it is, `.` and `..` folded
+/// lexically; a path that does not stay inside a context dir is never opened. One that does
+/// must still be inside it with its links followed, be a file and be UTF-8 text. Whatever of
+/// that fails, the answer is the same `invalid_argument`, so it tells nothing about the host's
+/// files outside the context dirs. A file over `limits.context_file_max_bytes` (only ever one
+/// inside them) is `payload_too_large`.
+fn read_context_file(deps: &Deps, f: &str) -> Result<String, AgentdError> {
+    let cap = deps.config.limits.context_file_max_bytes;
+    let cwd = std::env::current_dir().ok();
+    for dir in &deps.config.context_dirs {
+        let Some(root) = absolute(dir, cwd.as_deref()) else {
+            continue;
+        };
+        let candidate = if Path::new(f).is_absolute() {
+            normalize(Path::new(f))
+        } else {
+            normalize(&root.join(f))
+        };
+        if !candidate.starts_with(&root) {
+            continue;
+        }
+        let (Ok(real_root), Ok(real)) = (root.canonicalize(), candidate.canonicalize()) else {
+            continue;
+        };
+        if !real.starts_with(&real_root) {
+            continue;
+        }
+        let Ok(meta) = std::fs::metadata(&real) else {
+            continue;
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        if meta.len() > cap {
+            return Err(AgentdError::new(
+                ErrorCode::PayloadTooLarge,
+                format!(
+                    "context file `{f}` has {} bytes; limits.context_file_max_bytes is {cap}",
+                    meta.len()
+                ),
+            ));
+        }
+        if let Ok(text) = std::fs::read_to_string(&real) {
+            return Ok(text);
+        }
+    }
+    Err(AgentdError::new(
+        ErrorCode::InvalidArgument,
+        format!(
+            "context file `{f}` is not a readable text file inside the context directories \
+             (agents.context_dirs)"
+        ),
+    ))
+}
+
+/// `dir` made absolute against `cwd` and normalized, without touching the file system.
+fn absolute(dir: &Path, cwd: Option<&Path>) -> Option<PathBuf> {
+    if dir.is_absolute() {
+        Some(normalize(dir))
+    } else {
+        cwd.map(|c| normalize(&c.join(dir)))
+    }
+}
+
+/// `path` with `.` dropped and each `..` removing the component before it (none above the
+/// root), lexically: links are not followed.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize;
+    use std::path::Path;
+
+    #[test]
+    fn normalize_folds_dots_lexically() {
+        let n = |p: &str| normalize(Path::new(p));
+        assert_eq!(n("/a/./b/../c"), Path::new("/a/c"));
+        assert_eq!(n("/a/../../../etc/passwd"), Path::new("/etc/passwd"));
+        assert_eq!(n("/ctx/../ctx2/x"), Path::new("/ctx2/x"));
+        assert!(!n("/ctx/sub/../../etc").starts_with("/ctx"));
+        assert!(n("/ctx/sub/../f").starts_with("/ctx"));
+    }
 }

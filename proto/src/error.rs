@@ -69,6 +69,13 @@ pub enum ErrorCode {
     Interrupted,
     /// An internal invariant broke; a bug.
     Internal,
+    /// No route of the API has that path.
+    NotFound,
+    /// The path exists but not with that method.
+    MethodNotAllowed,
+    /// A request body came with a content type the route does not take (JSON routes take
+    /// `application/json`).
+    UnsupportedMediaType,
 }
 
 impl ErrorCode {
@@ -104,6 +111,9 @@ impl ErrorCode {
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Interrupted => "interrupted",
             ErrorCode::Internal => "internal",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
         }
     }
 
@@ -114,7 +124,10 @@ impl ErrorCode {
             | ErrorCode::UnknownTool
             | ErrorCode::UnknownAgentType
             | ErrorCode::UnknownProvider
-            | ErrorCode::CheckpointNotFound => 404,
+            | ErrorCode::CheckpointNotFound
+            | ErrorCode::NotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::Unauthorized => 401,
             ErrorCode::NotRoot
             | ErrorCode::NotAncestor
@@ -225,6 +238,9 @@ mod tests {
             ErrorCode::PayloadTooLarge,
             ErrorCode::Interrupted,
             ErrorCode::Internal,
+            ErrorCode::NotFound,
+            ErrorCode::MethodNotAllowed,
+            ErrorCode::UnsupportedMediaType,
         ] {
             let json = serde_json::to_string(&code).unwrap_or_default();
             assert_eq!(json, format!("\"{}\"", code.as_str()));

@@ -18,7 +18,8 @@
 //! | [`thread`] | [`ThreadEntry`], [`Role`], [`ToolCall`] |
 //! | [`conversation`] | the rule that pairs each tool call with one result, and what keeps it |
 //! | [`time`] | RFC 3339 timestamps beside the millisecond ones |
-//! | [`usage`] | [`Usage`] in four kinds and [`Price`] tables |
+//! | [`usage`] | [`Usage`] in four kinds, [`Price`] tables and [`Budget`]s |
+//! | [`limits`] | [`InputLimits`]: titles, prompts and messages callers may hand agentd |
 //! | [`markers`] | protocol markers in agent output, parsed strictly |
 //! | [`manage`] | arguments and options of the `Manage` tool (seed 000) |
 //! | [`output`] | [`Output`]: what a child produces for its parent |
@@ -37,6 +38,7 @@ pub mod error;
 pub mod event;
 pub mod ids;
 pub mod inbox;
+pub mod limits;
 pub mod manage;
 pub mod markers;
 pub mod output;
@@ -56,6 +58,7 @@ pub use envelope::{Envelope, Item, PROTOCOL_VERSION};
 pub use error::{AgentdError, ErrorCode};
 pub use event::Event;
 pub use inbox::InboxItem;
+pub use limits::InputLimits;
 pub use manage::{AsyncForward, ManageCommand, ManageMode, ManageOptions, ManageRequest};
 pub use markers::Marker;
 pub use output::Output;

@@ -150,6 +150,45 @@ mod tests {
     }
 
     #[test]
+    fn budgets_are_positive() {
+        assert!(Budget::default().check().is_ok());
+        let ok = Budget {
+            max_tokens: Some(1),
+            max_cost_usd: Some(0.01),
+            deadline_ms: Some(1),
+        };
+        assert!(ok.check().is_ok());
+        for bad in [
+            Budget {
+                max_tokens: Some(0),
+                ..Budget::default()
+            },
+            Budget {
+                max_cost_usd: Some(-1.0),
+                ..Budget::default()
+            },
+            Budget {
+                max_cost_usd: Some(0.0),
+                ..Budget::default()
+            },
+            Budget {
+                max_cost_usd: Some(f64::NAN),
+                ..Budget::default()
+            },
+            Budget {
+                deadline_ms: Some(0),
+                ..Budget::default()
+            },
+        ] {
+            assert_eq!(
+                bad.check().err().map(|e| e.code),
+                Some(crate::error::ErrorCode::InvalidArgument),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
     fn default_price_matches_the_seed() {
         let usage = Usage {
             input: 1_000_000,
@@ -176,6 +215,31 @@ pub struct Budget {
 }
 
 impl Budget {
+    /// Refuses a limit that could never be met (`invalid_argument`): a budget that allows
+    /// nothing is a mistake, not a way to stop an agent (pause or cancel it). Tokens, cost and
+    /// deadline, when given, are positive (the cost a finite number).
+    pub fn check(&self) -> Result<(), crate::error::AgentdError> {
+        let bad = |field: &str| {
+            crate::error::AgentdError::new(
+                crate::error::ErrorCode::InvalidArgument,
+                format!("`budget.{field}` must be positive"),
+            )
+        };
+        if self.max_tokens == Some(0) {
+            return Err(bad("max_tokens"));
+        }
+        if self
+            .max_cost_usd
+            .is_some_and(|c| !(c.is_finite() && c > 0.0))
+        {
+            return Err(bad("max_cost_usd"));
+        }
+        if self.deadline_ms == Some(0) {
+            return Err(bad("deadline_ms"));
+        }
+        Ok(())
+    }
+
     /// Each limit the tighter of `self`'s and `cap`'s.
     pub fn capped_by(&self, cap: &Budget) -> Budget {
         fn min<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {

@@ -139,17 +139,22 @@ impl AgentdProcess {
     }
 
     /// SIGTERM, then wait for a clean exit.
-    pub fn stop(mut self) {
+    pub fn stop(self) {
+        self.stop_within(Duration::from_secs(10));
+    }
+
+    /// SIGTERM, then wait for a clean exit within `limit`; answers how long it took.
+    pub fn stop_within(mut self, limit: Duration) -> Duration {
         self.signal("TERM");
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
                 assert!(status.success(), "agentd exited with {status}");
-                return;
+                return start.elapsed();
             }
             assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "agentd did not stop on SIGTERM"
+                start.elapsed() < limit,
+                "agentd did not stop within {limit:?} of SIGTERM"
             );
             std::thread::sleep(Duration::from_millis(10));
         }

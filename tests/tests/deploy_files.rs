@@ -115,6 +115,40 @@ fn the_systemd_unit_and_dockerfile_name_real_things() {
     for line in docker.lines().filter(|l| l.starts_with("ENV AGENTD__")) {
         assert_known(line.trim_start_matches("ENV ").split('=').next().unwrap());
     }
+    // Every variable the image names is a setting (not agentctl's AGENTD_TOKEN, which the
+    // service never sets), and the health check asks the service without a token.
+    for word in docker
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("AGENTD_"))
+    {
+        assert!(word.starts_with("AGENTD__"), "{word} is no setting");
+        assert_known(word);
+    }
+    let health = docker
+        .lines()
+        .find(|l| l.starts_with("HEALTHCHECK"))
+        .unwrap();
+    assert!(
+        health.ends_with(r#"CMD ["agentd", "healthcheck"]"#),
+        "{health}"
+    );
+    // Stop timeouts leave room for server.shutdown_timeout_ms and the agents' stop.
+    let defaults: toml::Value = toml::from_str(agentd::settings::DEFAULT_TOML).unwrap();
+    let http_ms = defaults["server"]["shutdown_timeout_ms"]
+        .as_integer()
+        .unwrap();
+    let stop_s: i64 = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("TimeoutStopSec="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(stop_s * 1000 >= http_ms + 10_000, "TimeoutStopSec={stop_s}");
+    let k8s = &yaml_docs(&deploy("k8s/deployment.yaml"))[0];
+    let grace = k8s["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        .as_i64()
+        .unwrap();
+    assert!(grace * 1000 >= http_ms + 10_000, "grace {grace}");
 }
 
 #[test]

@@ -816,29 +816,49 @@ async fn context_files_are_attached_only_from_allowed_directories_and_capped() {
         "{}",
         t[0].text
     );
+    // A path relative to a context dir is read from there.
+    let r = tool(
+        &sys,
+        &lead.id,
+        "spawn_agent",
+        json!({"agent_type": "coding", "prompt": "relative", "context_files": ["./spec.md"]}),
+    )
+    .await
+    .unwrap();
+    let child = r["agent_id"].as_str().unwrap();
+    let t = sys.wait_for_entry(child, Role::User, "relative").await;
+    assert!(t[0].text.contains("the spec says hello"), "{}", t[0].text);
+
     let escape = format!(
         "{}/../{}/secret.txt",
         allowed.path().display(),
         outside.path().file_name().unwrap().to_string_lossy()
     );
-    for (file, expected) in [
-        (
-            outside.path().join("secret.txt").display().to_string(),
-            ErrorCode::ToolNotAllowed,
-        ),
-        (escape, ErrorCode::ToolNotAllowed),
-        (
-            allowed.path().join("link.txt").display().to_string(),
-            ErrorCode::ToolNotAllowed,
-        ),
-        (
-            allowed.path().join("big.txt").display().to_string(),
-            ErrorCode::PayloadTooLarge,
-        ),
-        (
-            allowed.path().join("missing.txt").display().to_string(),
-            ErrorCode::InvalidArgument,
-        ),
+    let relative_escape = format!(
+        "../{}/secret.txt",
+        outside.path().file_name().unwrap().to_string_lossy()
+    );
+    let big = allowed.path().join("big.txt").display().to_string();
+    let r = tool(
+        &sys,
+        &lead.id,
+        "spawn_agent",
+        json!({"agent_type": "coding", "prompt": "x", "context_files": [big]}),
+    )
+    .await;
+    assert_eq!(code(r), Some(ErrorCode::PayloadTooLarge));
+    // Outside (existing or not, directly, by `..` or through a link), missing, or not a
+    // readable file: one answer, so nothing can be learnt about files outside the dirs.
+    for file in [
+        outside.path().join("secret.txt").display().to_string(),
+        outside.path().join("missing.txt").display().to_string(),
+        "/etc/hostname".to_string(),
+        escape,
+        relative_escape,
+        allowed.path().join("link.txt").display().to_string(),
+        allowed.path().join("missing.txt").display().to_string(),
+        allowed.path().display().to_string(),
+        String::new(),
     ] {
         let r = tool(
             &sys,
@@ -847,7 +867,15 @@ async fn context_files_are_attached_only_from_allowed_directories_and_capped() {
             json!({"agent_type": "coding", "prompt": "x", "context_files": [file]}),
         )
         .await;
-        assert_eq!(code(r), Some(expected), "{file}");
+        let e = r.unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidArgument, "{file}: {e}");
+        assert_eq!(
+            e.message,
+            format!(
+                "context file `{file}` is not a readable text file inside the context \
+                 directories (agents.context_dirs)"
+            ),
+        );
     }
 }
 

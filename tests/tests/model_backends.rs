@@ -234,6 +234,26 @@ async fn anthropic_tool_use_round_trip_with_four_usage_kinds() {
     assert_eq!(msgs[1]["content"][1]["type"], "tool_use");
     assert_eq!(msgs[2]["content"][0]["type"], "tool_result");
     assert_eq!(msgs[2]["content"][0]["tool_use_id"], "toolu_1");
+    // Prompt caching: breakpoints after the system prompt, the tools and the conversation,
+    // and nowhere else (the API takes at most four).
+    let body = &reqs[1].body;
+    let ephemeral = json!({"type": "ephemeral"});
+    assert_eq!(body["system"][0]["cache_control"], ephemeral);
+    assert_eq!(
+        body["tools"].as_array().unwrap().last().unwrap()["cache_control"],
+        ephemeral
+    );
+    let last_block = msgs.last().unwrap()["content"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap();
+    assert_eq!(last_block["cache_control"], ephemeral);
+    assert_eq!(
+        body.to_string().matches("cache_control").count(),
+        3,
+        "{body}"
+    );
 }
 
 fn request(text: &str) -> agentd_actors::ModelRequest {

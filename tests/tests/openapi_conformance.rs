@@ -25,8 +25,7 @@ fn schemathesis() -> Option<PathBuf> {
     if let Ok(path) = std::env::var("AGENTD_SCHEMATHESIS") {
         return Some(PathBuf::from(path));
     }
-    let st = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../target/.venv-schemathesis/bin/st");
+    let st = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/.venv-schemathesis/bin/st");
     st.exists().then_some(st)
 }
 
@@ -43,7 +42,10 @@ fn the_service_conforms_to_its_openapi_document() {
     // One agent with a thread and a checkpoint, so the links from a spawn are not the only
     // way the run reaches a real agent.
     let lead = p
-        .post("/v1/agents", json!({"agent_type": "lead", "title": "Fuzzed"}))
+        .post(
+            "/v1/agents",
+            json!({"agent_type": "lead", "title": "Fuzzed"}),
+        )
         .unwrap()["agent_id"]
         .as_str()
         .unwrap()

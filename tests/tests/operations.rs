@@ -1,5 +1,6 @@
 //! Operating agentd as a real process: metrics after a run, live events over SSE, the OpenAPI
-//! document against the real routes, bearer-token auth, and SIGTERM in the middle of a run.
+//! document against the real routes, bearer-token auth, the health check, SIGTERM with event
+//! streams open and in the middle of a run.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::AgentdProcess;
@@ -150,6 +151,39 @@ fn the_api_requires_the_bearer_token_when_auth_is_on() {
     assert_eq!(p.get_status("/v1/events", None).0, 401);
     assert_eq!(p.get_status("/metrics", None).0, 401);
     assert_eq!(p.get_status("/v1/info", Some("s3cret-token")).0, 200);
+    // The scheme's name is case-insensitive (RFC 7235); the token is not.
+    for (value, status) in [
+        ("bearer s3cret-token", 200),
+        ("BEARER s3cret-token", 200),
+        ("Bearer S3CRET-TOKEN", 401),
+        ("Basic s3cret-token", 401),
+    ] {
+        let got = match ureq::get(&format!("{}/v1/info", p.url))
+            .set("Authorization", value)
+            .call()
+        {
+            Ok(r) => r.status(),
+            Err(ureq::Error::Status(code, _)) => code,
+            Err(e) => panic!("{value}: {e}"),
+        };
+        assert_eq!(got, status, "{value}");
+    }
+    // The container health check needs no token: /healthz of the bound port.
+    let addr = p.url.trim_start_matches("http://");
+    let out = Command::new(binary("agentd"))
+        .args(["healthcheck", "--addr", addr])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(binary("agentd"))
+        .args(["healthcheck", "--addr", "127.0.0.1:9"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "nothing listens there");
     assert_eq!(p.get_status("/healthz", None).0, 200, "probes stay open");
     assert_eq!(p.get_status("/readyz", None).0, 200);
     let out = Command::new(binary("agentctl"))
@@ -204,6 +238,33 @@ fn the_api_requires_the_bearer_token_when_auth_is_on() {
     assert!(
         shown.contains("max_depth = 1") && !shown.contains("s3cret-token"),
         "{shown}"
+    );
+}
+
+#[test]
+fn sigterm_with_event_streams_connected_exits_at_once() {
+    let p = AgentdProcess::start(&[("AGENTD__STORE__KIND", "memory".to_string())]);
+    let url = format!("{}/v1/events", p.url);
+    // An open dashboard: a client that stays connected and reads ...
+    let (tx, rx) = mpsc::channel::<&'static str>();
+    let reader_url = url.clone();
+    std::thread::spawn(move || {
+        let resp = ureq::get(&reader_url).call().unwrap();
+        tx.send("connected").unwrap();
+        let mut body = resp.into_reader();
+        let mut buf = [0u8; 1024];
+        while matches!(std::io::Read::read(&mut body, &mut buf), Ok(n) if n > 0) {}
+        let _ = tx.send("ended");
+    });
+    assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok("connected"));
+    // ... and one that went away without the server noticing yet (no event since).
+    drop(ureq::get(&url).call().unwrap());
+    let took = p.stop_within(Duration::from_secs(5));
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(1)),
+        Ok("ended"),
+        "the stream ended"
     );
 }
 

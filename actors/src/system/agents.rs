@@ -19,19 +19,8 @@ impl AgentSystem {
             Some(p) => Some(ops::record(&self.system, p).await?),
             None => None,
         };
-        let prompt = match &req.prompt {
-            Some(p) => Some(ops::attach_context_files(
-                &self.system.deps,
-                p,
-                &req.context_files,
-            )?),
-            None if !req.context_files.is_empty() => Some(ops::attach_context_files(
-                &self.system.deps,
-                "",
-                &req.context_files,
-            )?),
-            None => None,
-        };
+        let prompt =
+            ops::first_message(&self.system.deps, req.prompt.as_deref(), &req.context_files)?;
         let channel = match &parent {
             Some(p) => Channel::Spawn {
                 parent_id: p.id.clone(),
@@ -125,9 +114,20 @@ impl AgentSystem {
         waiting_for: agentd_proto::AgentStatus,
         text: &str,
     ) -> Result<AgentRecord, AgentdError> {
+        let field = if waiting_for == agentd_proto::AgentStatus::WaitingQuestion {
+            "answer"
+        } else {
+            "value"
+        };
         if text.trim().is_empty() {
-            return Err(AgentdError::missing_field("value"));
+            return Err(AgentdError::missing_field(field));
         }
+        self.system
+            .deps
+            .config
+            .limits
+            .input()
+            .message(field, text)?;
         self.require_exists(agent_id).await?;
         let label = if waiting_for == agentd_proto::AgentStatus::WaitingQuestion {
             "Answer"
@@ -152,6 +152,7 @@ impl AgentSystem {
         agent_id: &str,
         budget: agentd_proto::Budget,
     ) -> Result<AgentRecord, AgentdError> {
+        budget.check()?;
         let addr = self.activated(agent_id).await?;
         addr.send(crate::agent::messages::SetBudget(budget))
             .await

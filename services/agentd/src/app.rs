@@ -2,6 +2,7 @@
 //! end-to-end tests use the same function, so the tests exercise the real wiring.
 
 use crate::auth::{Auth, require_token};
+use crate::errors;
 use crate::http::{ApiState, routes};
 use crate::settings::Settings;
 use crate::wiring::wire;
@@ -13,6 +14,7 @@ use anyhow::Context as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 /// A started service.
 pub struct Running {
@@ -27,12 +29,26 @@ pub struct Running {
     /// The event bus.
     pub bus: InProcessBus,
     server: actix_web::dev::ServerHandle,
+    shutdown: tokio::sync::watch::Sender<bool>,
+    shutdown_timeout: Duration,
 }
 
 impl Running {
-    /// Stops taking requests, then stops every agent (records stay as persisted).
+    /// Stops taking requests, then stops every agent (records stay as persisted). Event
+    /// streams end first (they never end by themselves); requests in flight get
+    /// `server.shutdown_timeout_ms`, after which the agents are stopped all the same, so a
+    /// slow client cannot hold the leases and the inboxes of a stopping process.
     pub async fn stop(self) {
-        self.server.stop(true).await;
+        self.shutdown.send_replace(true);
+        if tokio::time::timeout(self.shutdown_timeout, self.server.stop(true))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                timeout_ms = self.shutdown_timeout.as_millis() as u64,
+                "requests still in flight after server.shutdown_timeout_ms; stopping agents"
+            );
+        }
         if let Some(flag) = &self.commands_stop {
             flag.store(true, Ordering::SeqCst);
         }
@@ -103,11 +119,14 @@ pub async fn start_with_clock(
         }
         None => (wired.bus.clone(), None),
     };
+    let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
     let state = web::Data::new(ApiState {
         system: system.clone(),
         redis: wired.redis.clone(),
         bus: sse_bus,
+        shutdown: shutdown_rx,
     });
+    let shutdown_timeout = Duration::from_millis(settings.server.shutdown_timeout_ms);
     let auth = web::Data::new(Auth {
         token: settings.auth.resolve()?,
     });
@@ -115,13 +134,24 @@ pub async fn start_with_clock(
     let server = HttpServer::new(move || {
         App::new()
             .wrap(from_fn(require_token))
+            .wrap(from_fn(errors::json_errors))
             .app_data(auth.clone())
             .app_data(state.clone())
-            .app_data(web::JsonConfig::default().limit(limit))
+            .app_data(
+                web::JsonConfig::default()
+                    .limit(limit)
+                    .error_handler(errors::json_error),
+            )
+            .app_data(web::PayloadConfig::new(limit))
+            .app_data(web::QueryConfig::default().error_handler(errors::query_error))
+            .app_data(web::PathConfig::default().error_handler(errors::path_error))
             .configure(routes)
+            .default_service(web::to(errors::not_found))
     })
     .workers(2)
     .disable_signals()
+    // The workers' own bound (whole seconds); `Running::stop` bounds the wait to the ms.
+    .shutdown_timeout(settings.server.shutdown_timeout_ms.div_ceil(1000))
     .bind(settings.server.bind.as_str())
     .with_context(|| format!("binding {}", settings.server.bind))?;
     let addr = server
@@ -140,5 +170,7 @@ pub async fn start_with_clock(
         system,
         bus: wired.bus,
         server: handle,
+        shutdown,
+        shutdown_timeout,
     })
 }

@@ -27,6 +27,15 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The token of an `Authorization` value of the bearer scheme, whose name is case-insensitive
+/// (RFC 7235 §2.1: `Bearer`, `bearer` and `BEARER` are the same scheme).
+pub fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_matches(' '))
+}
+
 /// The middleware: refuses a request without the right `Authorization: Bearer` header with
 /// `401 {code: "unauthorized"}`.
 pub async fn require_token(
@@ -52,7 +61,7 @@ pub async fn require_token(
         .headers()
         .get("authorization")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(bearer_token)
         .unwrap_or("");
     if constant_time_eq(presented.as_bytes(), token.as_bytes()) {
         return next
@@ -74,5 +83,15 @@ mod tests {
         assert!(!constant_time_eq(b"secret", b"secreT"));
         assert!(!constant_time_eq(b"secret", b"secret2"));
         assert!(!constant_time_eq(b"", b"x"));
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        for v in ["Bearer t0k", "bearer t0k", "BEARER t0k", "bEaReR   t0k"] {
+            assert_eq!(bearer_token(v), Some("t0k"), "{v}");
+        }
+        for v in ["Basic t0k", "Bearert0k", "t0k", "Bearer"] {
+            assert_eq!(bearer_token(v), None, "{v}");
+        }
     }
 }

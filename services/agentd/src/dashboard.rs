@@ -23,9 +23,9 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; conn
 
 /// Registers the dashboard's static routes (`/`, `/ui/app.js`, `/ui/app.css`).
 pub fn routes(cfg: &mut web::ServiceConfig) {
-    cfg.route("/", web::get().to(index))
-        .route("/ui/app.js", web::get().to(app_js))
-        .route("/ui/app.css", web::get().to(app_css));
+    cfg.service(web::resource("/").route(web::get().to(index)))
+        .service(web::resource("/ui/app.js").route(web::get().to(app_js)))
+        .service(web::resource("/ui/app.css").route(web::get().to(app_css)));
 }
 
 /// One embedded asset. `no-cache` makes the browser revalidate, so a new binary's page is

@@ -1,8 +1,8 @@
 //! The HTTP API (`/v1`). Every route is a thin door onto [`AgentSystem`]; errors are JSON
-//! `{code, message}` with the stable codes.
+//! `{code, message}` with the stable codes ([`crate::errors`]).
 
-use actix_web::http::StatusCode;
-use actix_web::{HttpRequest, HttpResponse, ResponseError, web};
+use crate::errors::{ApiError, optional_json};
+use actix_web::{HttpRequest, HttpResponse, web};
 use agentd_actors::AgentSystem;
 use agentd_proto::{AgentTrees, AgentdError, Command, Control, ErrorCode, SpawnRequest, WorkQueue};
 use serde::Deserialize;
@@ -20,77 +20,67 @@ pub struct ApiState {
     pub redis: Option<std::sync::Arc<agentd_bus::RedisBus>>,
     /// The in-process event bus (`/v1/events`).
     pub bus: agentd_bus::InProcessBus,
-}
-
-/// An [`AgentdError`] as an HTTP response.
-#[derive(Debug)]
-pub struct ApiError(pub AgentdError);
-
-impl std::fmt::Display for ApiError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl From<AgentdError> for ApiError {
-    fn from(e: AgentdError) -> Self {
-        ApiError(e)
-    }
-}
-
-impl ResponseError for ApiError {
-    fn status_code(&self) -> StatusCode {
-        StatusCode::from_u16(self.0.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-    }
-
-    fn error_response(&self) -> HttpResponse {
-        HttpResponse::build(self.status_code()).json(&self.0)
-    }
+    /// Turns `true` when the service stops: event streams end then.
+    pub shutdown: crate::sse::Shutdown,
 }
 
 type ApiResult = Result<HttpResponse, ApiError>;
 
-/// Registers every route.
+/// Registers every route, one resource per path, so a path asked with a method it does not
+/// take is `405 method_not_allowed` (with `Allow`), not `404`.
 pub fn routes(cfg: &mut web::ServiceConfig) {
     crate::dashboard::routes(cfg);
-    cfg.route("/healthz", web::get().to(healthz))
-        .route("/readyz", web::get().to(readyz))
-        .route("/metrics", web::get().to(metrics))
+    cfg.service(web::resource("/healthz").route(web::get().to(healthz)))
+        .service(web::resource("/readyz").route(web::get().to(readyz)))
+        .service(web::resource("/metrics").route(web::get().to(metrics)))
         .service(
             web::scope("/v1")
-                .route("/info", web::get().to(info))
-                .route("/openapi.json", web::get().to(openapi_doc))
-                .route("/events", web::get().to(crate::sse::events))
-                .route("/agents", web::post().to(spawn))
-                .route("/agents", web::get().to(list))
-                .route("/tree", web::get().to(tree))
-                .route("/queue", web::get().to(queue))
-                .route("/commands", web::post().to(command))
-                .route("/tools/{tool}", web::post().to(invoke_tool_detached))
-                .route("/agents/{id}", web::get().to(inspect))
-                .route("/agents/{id}", web::delete().to(delete))
-                .route("/agents/{id}/messages", web::post().to(send))
-                .route("/agents/{id}/control", web::post().to(control))
-                .route("/agents/{id}/reset", web::post().to(reset))
-                .route("/agents/{id}/compact", web::post().to(compact))
-                .route(
-                    "/agents/{id}/dependency",
-                    web::post().to(provide_dependency),
+                .service(web::resource("/info").route(web::get().to(info)))
+                .service(web::resource("/openapi.json").route(web::get().to(openapi_doc)))
+                .service(web::resource("/events").route(web::get().to(crate::sse::events)))
+                .service(
+                    web::resource("/agents")
+                        .route(web::post().to(spawn))
+                        .route(web::get().to(list)),
                 )
-                .route("/agents/{id}/answer", web::post().to(answer_question))
-                .route("/agents/{id}/budget", web::post().to(set_budget))
-                .route("/agents/{id}/thread", web::get().to(thread))
-                .route("/agents/{id}/children", web::get().to(children))
-                .route("/agents/{id}/tools", web::get().to(tools))
-                .route("/agents/{id}/tools/{tool}", web::post().to(invoke_tool))
-                .route("/agents/{id}/checkpoints", web::get().to(checkpoints))
-                .route("/agents/{id}/checkpoints", web::post().to(take_checkpoint))
-                .route(
-                    "/agents/{id}/checkpoints/{checkpoint}",
-                    web::get().to(checkpoint),
+                .service(web::resource("/tree").route(web::get().to(tree)))
+                .service(web::resource("/queue").route(web::get().to(queue)))
+                .service(web::resource("/commands").route(web::post().to(command)))
+                .service(web::resource("/tools/{tool}").route(web::post().to(invoke_tool_detached)))
+                .service(
+                    web::resource("/agents/{id}")
+                        .route(web::get().to(inspect))
+                        .route(web::delete().to(delete)),
                 )
-                .route("/agents/{id}/restore", web::post().to(restore))
-                .route("/agents/{id}/env", web::post().to(set_env)),
+                .service(web::resource("/agents/{id}/messages").route(web::post().to(send)))
+                .service(web::resource("/agents/{id}/control").route(web::post().to(control)))
+                .service(web::resource("/agents/{id}/reset").route(web::post().to(reset)))
+                .service(web::resource("/agents/{id}/compact").route(web::post().to(compact)))
+                .service(
+                    web::resource("/agents/{id}/dependency")
+                        .route(web::post().to(provide_dependency)),
+                )
+                .service(
+                    web::resource("/agents/{id}/answer").route(web::post().to(answer_question)),
+                )
+                .service(web::resource("/agents/{id}/budget").route(web::post().to(set_budget)))
+                .service(web::resource("/agents/{id}/thread").route(web::get().to(thread)))
+                .service(web::resource("/agents/{id}/children").route(web::get().to(children)))
+                .service(web::resource("/agents/{id}/tools").route(web::get().to(tools)))
+                .service(
+                    web::resource("/agents/{id}/tools/{tool}").route(web::post().to(invoke_tool)),
+                )
+                .service(
+                    web::resource("/agents/{id}/checkpoints")
+                        .route(web::get().to(checkpoints))
+                        .route(web::post().to(take_checkpoint)),
+                )
+                .service(
+                    web::resource("/agents/{id}/checkpoints/{checkpoint}")
+                        .route(web::get().to(checkpoint)),
+                )
+                .service(web::resource("/agents/{id}/restore").route(web::post().to(restore)))
+                .service(web::resource("/agents/{id}/env").route(web::post().to(set_env))),
         );
 }
 
@@ -432,7 +422,9 @@ pub(crate) async fn control(
     Ok(HttpResponse::Ok().json(v))
 }
 
+/// `reset`'s optional body: none, `{}` or `{message}`.
 #[derive(Deserialize, utoipa::ToSchema, Default)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct ResetBody {
     #[serde(default)]
     message: Option<String>,
@@ -452,10 +444,10 @@ pub(crate) async fn reset(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
-    body: Option<web::Json<ResetBody>>,
+    body: web::Bytes,
 ) -> ApiResult {
-    let message = body
-        .and_then(|b| b.into_inner().message)
+    let message = optional_json::<ResetBody>(&req, &body)?
+        .message
         .filter(|m| !m.trim().is_empty());
     let v = run(
         &st,
@@ -679,7 +671,9 @@ pub(crate) async fn checkpoint(
     Ok(HttpResponse::Ok().json(v))
 }
 
+/// `restore`'s optional body: none, `{}` or `{checkpoint_id}`.
 #[derive(Deserialize, utoipa::ToSchema, Default)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct RestoreBody {
     #[serde(default, alias = "checkpointId")]
     #[schema(value_type = Option<String>, format = Uuid)]
@@ -700,14 +694,11 @@ pub(crate) async fn restore(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
-    body: Option<web::Json<RestoreBody>>,
+    body: web::Bytes,
 ) -> ApiResult {
     let cmd = Command::Restore {
         agent_id: id.into_inner(),
-        checkpoint_id: body
-            .map(|b| b.into_inner())
-            .unwrap_or_default()
-            .checkpoint_id,
+        checkpoint_id: optional_json::<RestoreBody>(&req, &body)?.checkpoint_id,
     };
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }

@@ -7,6 +7,7 @@
 //! | [`wiring`] | settings → store, model, types, event bus |
 //! | [`http`] | the `/v1` HTTP API |
 //! | [`openapi`] | its OpenAPI document, generated from the handlers and the wire types |
+//! | [`errors`] | every API error as `{code, message}`: handlers, extractors, no route, the framework |
 //! | [`sse`] | `/v1/events` as Server-Sent Events |
 //! | [`auth`] | bearer-token authentication |
 //! | [`dashboard`] | the web dashboard at `/`, embedded in the binary |
@@ -17,6 +18,7 @@ pub mod app;
 pub mod auth;
 pub mod builtin;
 pub mod dashboard;
+pub mod errors;
 pub mod http;
 pub mod logs;
 pub mod openapi;

@@ -28,6 +28,14 @@ enum Cmd {
     Run,
     /// Validate the configuration and print the effective settings.
     CheckConfig,
+    /// Ask a running agentd's `/healthz` (open without a token): exit 0 if it answers 200.
+    /// For container health checks, which see the same settings as the service.
+    Healthcheck {
+        /// Address to ask (`HOST:PORT`); default `server.bind`, an unspecified address
+        /// (`0.0.0.0`, `::`) meaning loopback.
+        #[arg(long)]
+        addr: Option<String>,
+    },
 }
 
 fn init_logs(settings: &Settings) -> anyhow::Result<()> {
@@ -62,10 +70,44 @@ fn main() -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Cmd::Healthcheck { addr } => healthcheck(addr.as_deref().unwrap_or(&settings.server.bind)),
         Cmd::Run => {
             init_logs(&settings)?;
             actix_rt::System::new().block_on(run(settings))
         }
+    }
+}
+
+/// One `GET /healthz` over a plain TCP connection (no HTTP client needed in the image),
+/// bounded by a 2 s timeout on each step.
+fn healthcheck(addr: &str) -> anyhow::Result<()> {
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
+    let mut addr: SocketAddr = addr
+        .parse()
+        .with_context(|| format!("`{addr}` is not an address like 127.0.0.1:7878"))?;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr.ip() {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        });
+    }
+    let timeout = std::time::Duration::from_secs(2);
+    let mut conn = TcpStream::connect_timeout(&addr, timeout)
+        .with_context(|| format!("connecting to {addr}"))?;
+    conn.set_read_timeout(Some(timeout))?;
+    conn.set_write_timeout(Some(timeout))?;
+    write!(
+        conn,
+        "GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut status = String::new();
+    BufReader::new(conn)
+        .read_line(&mut status)
+        .context("reading the answer")?;
+    match status.split_whitespace().nth(1) {
+        Some("200") => Ok(()),
+        _ => anyhow::bail!("{addr}/healthz answered `{}`", status.trim()),
     }
 }
 

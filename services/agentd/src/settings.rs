@@ -31,6 +31,9 @@ pub struct ServerSettings {
     pub bind: String,
     /// Largest request body, bytes.
     pub max_body_bytes: usize,
+    /// How long a stop waits for requests in flight before it goes on stopping agents, ms
+    /// (event streams end at once and do not count).
+    pub shutdown_timeout_ms: u64,
 }
 
 /// Which store backs threads and records.
@@ -390,6 +393,12 @@ impl Settings {
                     "redis.commands_running must be > 0 and redis.commands_taken >= it".into(),
                 ));
             }
+        }
+        let l = &self.limits;
+        if l.max_title_chars == 0 || l.max_prompt_bytes == 0 || l.max_message_bytes == 0 {
+            return Err(SettingsError::Invalid(
+                "limits.max_title_chars, max_prompt_bytes and max_message_bytes must be > 0".into(),
+            ));
         }
         let providers = self
             .providers

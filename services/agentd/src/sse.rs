@@ -2,12 +2,17 @@
 //! stream to that agent and its descendants (sub-agents spawned later join automatically); every
 //! event names its agent. Browsers read it with streaming `fetch` so the bearer header can be
 //! sent.
+//!
+//! A stream never ends by itself, so the HTTP server's graceful stop would wait for it until
+//! its timeout: every stream ends as soon as [`Shutdown`] is signalled, and its connection
+//! closes with it (a client reconnects to another process, or to this one once it is back).
 
+use crate::errors::ApiError;
 use actix_web::web::Bytes;
 use actix_web::{HttpResponse, web};
 use agentd_actors::AgentSystem;
 use agentd_bus::InProcessBus;
-use agentd_proto::Event;
+use agentd_proto::{AgentdError, Event};
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::time::Duration;
@@ -29,8 +34,41 @@ fn event_type(e: &Event) -> String {
         .unwrap_or_else(|| "event".into())
 }
 
-/// Streams events until the client goes away.
-pub async fn stream(system: AgentSystem, bus: InProcessBus, q: EventsQuery) -> HttpResponse {
+/// Tells every event stream that the service stops (`true`); a dropped sender means the same.
+pub type Shutdown = tokio::sync::watch::Receiver<bool>;
+
+/// Why the next piece of a stream is what it is.
+enum Next {
+    Event(Result<Event, RecvError>),
+    Idle,
+    Shutdown,
+}
+
+/// Waits for the next event, 15 s of silence, or shutdown, whichever comes first.
+async fn next(rx: &mut tokio::sync::broadcast::Receiver<Event>, shutdown: &mut Shutdown) -> Next {
+    if *shutdown.borrow() {
+        return Next::Shutdown;
+    }
+    tokio::select! {
+        biased;
+        changed = shutdown.changed() => match changed {
+            Ok(()) if !*shutdown.borrow() => Next::Idle,
+            _ => Next::Shutdown,
+        },
+        got = tokio::time::timeout(Duration::from_secs(15), rx.recv()) => match got {
+            Ok(r) => Next::Event(r),
+            Err(_) => Next::Idle,
+        },
+    }
+}
+
+/// Streams events until the client goes away or the service stops.
+pub async fn stream(
+    system: AgentSystem,
+    bus: InProcessBus,
+    q: EventsQuery,
+    shutdown: Shutdown,
+) -> HttpResponse {
     let rx = bus.subscribe();
     let filter = q.agent_id.or(q.root_id);
     let mut known: HashSet<String> = HashSet::new();
@@ -46,22 +84,22 @@ pub async fn stream(system: AgentSystem, bus: InProcessBus, q: EventsQuery) -> H
         }
     }
     let body = futures::stream::unfold(
-        (rx, known, filter.is_some()),
-        |(mut rx, mut known, filtered)| async move {
+        (rx, known, filter.is_some(), shutdown),
+        |(mut rx, mut known, filtered, mut shutdown)| async move {
             loop {
-                match tokio::time::timeout(Duration::from_secs(15), rx.recv()).await {
-                    Err(_) => {
+                match next(&mut rx, &mut shutdown).await {
+                    Next::Shutdown | Next::Event(Err(RecvError::Closed)) => return None,
+                    Next::Idle => {
                         return Some((
                             Ok::<_, actix_web::Error>(Bytes::from_static(b": keep-alive\n\n")),
-                            (rx, known, filtered),
+                            (rx, known, filtered, shutdown),
                         ));
                     }
-                    Ok(Err(RecvError::Closed)) => return None,
-                    Ok(Err(RecvError::Lagged(n))) => {
+                    Next::Event(Err(RecvError::Lagged(n))) => {
                         let msg = format!("event: lagged\ndata: {{\"missed\":{n}}}\n\n");
-                        return Some((Ok(Bytes::from(msg)), (rx, known, filtered)));
+                        return Some((Ok(Bytes::from(msg)), (rx, known, filtered, shutdown)));
                     }
-                    Ok(Ok(event)) => {
+                    Next::Event(Ok(event)) => {
                         if filtered {
                             if let Event::Spawned {
                                 agent_id,
@@ -82,19 +120,22 @@ pub async fn stream(system: AgentSystem, bus: InProcessBus, q: EventsQuery) -> H
                         }
                         let data = serde_json::to_string(&event).unwrap_or_default();
                         let msg = format!("event: {}\ndata: {data}\n\n", event_type(&event));
-                        return Some((Ok(Bytes::from(msg)), (rx, known, filtered)));
+                        return Some((Ok(Bytes::from(msg)), (rx, known, filtered, shutdown)));
                     }
                 }
             }
         },
     );
+    // The connection closes with the stream: no idle keep-alive connection holds a stop.
     HttpResponse::Ok()
+        .force_close()
         .insert_header(("Content-Type", "text/event-stream"))
         .insert_header(("Cache-Control", "no-cache"))
         .streaming(body)
 }
 
-/// Server-Sent Events; `agent_id` or `root_id` narrows to a subtree.
+/// Server-Sent Events; `agent_id` or `root_id` narrows to a subtree. A stream narrowed to an
+/// agent that does not exist is `agent_not_found`, not a stream on which nothing will ever come.
 #[utoipa::path(
     get, path = "/v1/events", tag = "operations",
     params(
@@ -108,6 +149,16 @@ pub async fn stream(system: AgentSystem, bus: InProcessBus, q: EventsQuery) -> H
 pub async fn events(
     st: web::Data<crate::http::ApiState>,
     q: web::Query<EventsQuery>,
-) -> HttpResponse {
-    stream(st.system.clone(), st.bus.clone(), q.into_inner()).await
+) -> Result<HttpResponse, ApiError> {
+    let q = q.into_inner();
+    if let Some(id) = q.agent_id.as_ref().or(q.root_id.as_ref()) {
+        st.system
+            .deps()
+            .store
+            .get_agent(id)
+            .await
+            .map_err(AgentdError::from)?
+            .ok_or_else(|| AgentdError::agent_not_found(id))?;
+    }
+    Ok(stream(st.system.clone(), st.bus.clone(), q, st.shutdown.clone()).await)
 }

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod cluster;
+mod model_io;
 
 /// The same allocator as the service binary, so the figures are the service's.
 #[global_allocator]
@@ -522,6 +523,12 @@ fn main() -> anyhow::Result<()> {
             sys.block_on(spawn_per_s(20_000 / scale))
         })?;
         put("spawn_per_s", rate);
+    }
+    if wants("model_io") {
+        let (peak, overhead) =
+            sys.block_on(model_io::model_io(2_000 / scale, Duration::from_secs(1)))?;
+        put("model_calls_in_flight_peak", peak);
+        put("model_overhead_p50_us", overhead);
     }
     let redis_wanted = ["redis_raw", "redis_store", "cluster"]
         .iter()

@@ -30,9 +30,18 @@ impl AnthropicModel {
     }
 }
 
+/// Where Anthropic may cache the prompt up to (prompt caching): the end of the system prompt,
+/// of the tools and of the conversation. A request reads from the cache what the agent's
+/// previous request wrote (everything but the newest turn) and writes its own, so cache writes
+/// and reads are real and priced by the four-kind table.
+fn cache_breakpoint() -> Value {
+    json!({"type": "ephemeral"})
+}
+
 /// The Messages request body for `req`: consecutive same-role turns are merged (the API wants
 /// them alternating), tool results travel as user `tool_result` blocks, system entries (e.g.
-/// compaction summaries) join the system prompt.
+/// compaction summaries) join the system prompt; the system prompt, the tools and the last
+/// block of the conversation carry [`cache_breakpoint`]s.
 pub fn request_body(req: &ModelRequest, model: &str, max_tokens: u32) -> Value {
     let mut system = req.system_prompt.to_string();
     let mut messages: Vec<(String, Vec<Value>)> = Vec::new();
@@ -71,21 +80,35 @@ pub fn request_body(req: &ModelRequest, model: &str, max_tokens: u32) -> Value {
             _ => messages.push((role.to_string(), blocks)),
         }
     }
+    if let Some(last) = messages
+        .last_mut()
+        .and_then(|(_, blocks)| blocks.last_mut())
+    {
+        last["cache_control"] = cache_breakpoint();
+    }
     let mut body = json!({
         "model": model,
         "max_tokens": max_tokens,
-        "system": system,
         "messages": messages.into_iter().map(|(role, content)| json!({"role": role, "content": content})).collect::<Vec<_>>(),
     });
+    if !system.trim().is_empty() {
+        body["system"] =
+            json!([{"type": "text", "text": system, "cache_control": cache_breakpoint()}]);
+    }
     if !req.tools.is_empty() {
-        body["tools"] = json!(
-            req.tools
-                .iter()
-                .map(|t| json!({
+        let mut tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|t| {
+                json!({
                     "name": t.name, "description": t.description, "input_schema": t.parameters
-                }))
-                .collect::<Vec<_>>()
-        );
+                })
+            })
+            .collect();
+        if let Some(last) = tools.last_mut() {
+            last["cache_control"] = cache_breakpoint();
+        }
+        body["tools"] = json!(tools);
     }
     body
 }

@@ -67,6 +67,12 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
             let worker = ManageRequest::required(&req.worker, "worker")?;
             ManageRequest::required(&req.message, "message")?;
             let message = req.message.clone().unwrap_or_default();
+            ctx.system
+                .deps
+                .config
+                .limits
+                .input()
+                .message("message", &message)?;
             let alias = ManageRequest::required(&req.thread_alias, "threadAlias")?.to_string();
             let worker_type = workers
                 .iter()

@@ -26,9 +26,9 @@ pub(super) fn spec() -> ToolSpec {
             "priority": {"type": "string", "enum": ["critical", "high", "normal", "low"]},
             "depends_on": {"type": "array", "items": {"type": "string"}, "description": "Agent ids that must complete first."},
             "budget": {"type": "object", "properties": {
-                "max_tokens": {"type": "integer", "minimum": 0},
-                "max_cost_usd": {"type": "number", "minimum": 0},
-                "deadline_ms": {"type": "integer", "minimum": 0}
+                "max_tokens": {"type": "integer", "minimum": 1},
+                "max_cost_usd": {"type": "number", "minimum": 0, "description": "USD, more than 0."},
+                "deadline_ms": {"type": "integer", "minimum": 1}
             }},
             "provider": {"type": "string", "description": "A configured model provider."},
             "model": {"type": "string"}
@@ -47,7 +47,7 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
     let text = |field: &str| args.get(field).and_then(Value::as_str).map(str::to_string);
     let allowed_tools = string_list(args, "allowed_tools", "allowedTools")?;
     let files = string_list(args, "context_files", "contextFiles")?.unwrap_or_default();
-    let prompt = ops::attach_context_files(&ctx.system.deps, prompt, &files)?;
+    let prompt = ops::first_message(&ctx.system.deps, Some(prompt), &files)?;
     let rec = ops::spawn(
         &ctx.system,
         SpawnSpec {
@@ -55,7 +55,7 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
             parent: Some((*ctx.caller).clone()),
             agent_type: agent_type.to_string(),
             title: text("title"),
-            prompt: Some(prompt),
+            prompt,
             allowed_tools,
             budget: typed(args, "budget")?,
             priority: typed(args, "priority")?,

@@ -1,0 +1,190 @@
+//! The model path under load: `n` agents on the OpenAI-compatible backend each make one call to
+//! a local endpoint that answers after a fixed delay. It measures how many calls agentd keeps in
+//! flight at once (all of them, if nothing but the endpoint holds a call up) and agentd's own
+//! overhead per call: from a message's send to its agent being idle again, minus the endpoint's
+//! delay.
+
+use agentd_actors::{AgentSystem, AgentType, AgentTypes, Deps, RuntimeConfig, SystemClock};
+use agentd_bus::InProcessBus;
+use agentd_models::{HttpSettings, OpenAiModel};
+use agentd_proto::{AgentStatus, Event, SpawnRequest};
+use agentd_store::MemoryStore;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const ANSWER: &str = r#"{"choices":[{"message":{"role":"assistant","content":"ok"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#;
+
+/// What the endpoint saw.
+struct Endpoint {
+    url: String,
+    peak: Arc<AtomicUsize>,
+}
+
+/// A chat-completions endpoint on its own thread (so it takes nothing from agentd's): each
+/// request is answered `delay` after it arrived; the most requests it held at once is `peak`.
+fn endpoint(backlog: u32, delay: Duration) -> anyhow::Result<Endpoint> {
+    let socket = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = socket.local_addr()?;
+    drop(socket);
+    let peak = Arc::new(AtomicUsize::new(0));
+    let seen = peak.clone();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                let _ = ready_tx.send(Err(e.to_string()));
+                return;
+            }
+        };
+        rt.block_on(async move {
+            let listener = match tokio::net::TcpSocket::new_v4()
+                .and_then(|s| s.bind(addr).map(|()| s))
+                .and_then(|s| s.listen(backlog))
+            {
+                Ok(l) => l,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.to_string()));
+                    return;
+                }
+            };
+            let _ = ready_tx.send(Ok(()));
+            let in_flight = Arc::new(AtomicUsize::new(0));
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let (in_flight, seen) = (in_flight.clone(), seen.clone());
+                tokio::spawn(async move {
+                    if read_request(&mut conn).await.is_err() {
+                        return;
+                    }
+                    let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                    seen.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(delay).await;
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{ANSWER}",
+                        ANSWER.len()
+                    );
+                    let _ = conn.write_all(reply.as_bytes()).await;
+                });
+            }
+        });
+    });
+    ready_rx
+        .recv()?
+        .map_err(|e| anyhow::anyhow!("starting the endpoint: {e}"))?;
+    Ok(Endpoint {
+        url: format!("http://{addr}"),
+        peak,
+    })
+}
+
+/// Reads one request's head and body.
+async fn read_request(conn: &mut tokio::net::TcpStream) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = conn.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                let n = conn.read(&mut chunk).await?;
+                if n == 0 {
+                    return Err(std::io::ErrorKind::UnexpectedEof.into());
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            return Ok(());
+        }
+    }
+}
+
+/// `(model_calls_in_flight_peak, model_overhead_p50_us)` for `n` agents and an endpoint that
+/// answers after `delay`.
+pub async fn model_io(n: usize, delay: Duration) -> anyhow::Result<(f64, f64)> {
+    let endpoint = endpoint(u32::try_from(n + 64).unwrap_or(u32::MAX), delay)?;
+    let model = OpenAiModel::new(
+        HttpSettings {
+            base_url: endpoint.url.clone(),
+            api_key: "bench".into(),
+            timeout: Duration::from_secs(60),
+            max_retries: 0,
+            backoff: Duration::from_millis(10),
+        },
+        "bench".into(),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let caller = AgentType {
+        name: "caller".into(),
+        title: "Caller".into(),
+        ..Default::default()
+    };
+    let mut config =
+        RuntimeConfig::with_types(AgentTypes::new([caller]).map_err(|e| anyhow::anyhow!("{e}"))?);
+    config.arbiters = 1;
+    config.limits.max_live_agents = 1_000_000;
+    let bus = InProcessBus::new(4 * n + 64);
+    let sys = AgentSystem::start(Deps {
+        store: Arc::new(MemoryStore::new()),
+        model: Arc::new(model),
+        events: Arc::new(bus.clone()),
+        clock: Arc::new(SystemClock),
+        config: Arc::new(config),
+        transport: None,
+    });
+    let mut ids = Vec::with_capacity(n);
+    for _ in 0..n {
+        let rec = sys
+            .spawn(SpawnRequest {
+                agent_type: Some("caller".into()),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        ids.push(rec.id);
+    }
+    let mut events = bus.subscribe();
+    let mut sent: HashMap<String, Instant> = HashMap::with_capacity(n);
+    for id in &ids {
+        sent.insert(id.clone(), Instant::now());
+        sys.send(id, "go", false)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    let mut overheads = Vec::with_capacity(n);
+    let deadline = tokio::time::Instant::now() + delay + Duration::from_secs(60);
+    while overheads.len() < n {
+        let event = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .map_err(|_| anyhow::anyhow!("{} of {n} calls answered in time", overheads.len()))?;
+        if let Ok(Event::StatusChanged {
+            agent_id,
+            to: AgentStatus::Idle,
+            ..
+        }) = event
+            && let Some(at) = sent.remove(&agent_id)
+        {
+            let took = at.elapsed().saturating_sub(delay);
+            overheads.push(took.as_secs_f64() * 1e6);
+        }
+    }
+    sys.shutdown().await;
+    Ok((
+        endpoint.peak.load(Ordering::SeqCst) as f64,
+        crate::percentile(&mut overheads, 0.5),
+    ))
+}
