@@ -39,8 +39,8 @@ fn the_service_conforms_to_its_openapi_document() {
         return;
     };
     let p = AgentdProcess::start(&[("AGENTD__STORE__KIND", "memory".to_string())]);
-    // One agent with a thread and a checkpoint, so the links from a spawn are not the only
-    // way the run reaches a real agent.
+    // One agent with a checkpoint, so the run reaches real agents beside the ones its own
+    // spawns create (it follows ids from one answer into the next request by itself).
     let lead = p
         .post(
             "/v1/agents",

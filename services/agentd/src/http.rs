@@ -1,7 +1,7 @@
 //! The HTTP API (`/v1`). Every route is a thin door onto [`AgentSystem`]; errors are JSON
 //! `{code, message}` with the stable codes ([`crate::errors`]).
 
-use crate::errors::{ApiError, optional_json};
+use crate::errors::{ApiError, JsonObject, optional_json};
 use actix_web::{HttpRequest, HttpResponse, web};
 use agentd_actors::AgentSystem;
 use agentd_proto::{AgentTrees, AgentdError, Command, Control, ErrorCode, SpawnRequest, WorkQueue};
@@ -233,7 +233,7 @@ async fn run(st: &ApiState, req: &HttpRequest, cmd: Command) -> Result<Value, Ap
 pub(crate) async fn spawn(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    body: web::Json<SpawnRequest>,
+    body: JsonObject<SpawnRequest>,
 ) -> ApiResult {
     let view = run(&st, &req, Command::Spawn(Box::new(body.into_inner()))).await?;
     Ok(HttpResponse::Created().json(view))
@@ -286,7 +286,7 @@ pub(crate) async fn tree(st: web::Data<ApiState>, req: HttpRequest) -> ApiResult
 pub(crate) async fn command(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    body: web::Json<Command>,
+    body: JsonObject<Command>,
 ) -> ApiResult {
     Ok(HttpResponse::Ok().json(run(&st, &req, body.into_inner()).await?))
 }
@@ -361,7 +361,7 @@ pub(crate) async fn send(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
-    body: web::Json<SendBody>,
+    body: JsonObject<SendBody>,
 ) -> ApiResult {
     let SendBody { text, interrupt } = body.into_inner();
     let v = run(
@@ -398,7 +398,7 @@ pub(crate) async fn control(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
-    body: web::Json<ControlBody>,
+    body: JsonObject<ControlBody>,
 ) -> ApiResult {
     let control: Control =
         serde_json::from_value(json!({"type": body.control.trim()})).map_err(|_| {
@@ -506,7 +506,7 @@ pub(crate) async fn provide_dependency(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
-    body: web::Json<ProvideBody>,
+    body: JsonObject<ProvideBody>,
 ) -> ApiResult {
     let cmd = Command::ProvideDependency {
         agent_id: id.into_inner(),
@@ -529,7 +529,7 @@ pub(crate) async fn answer_question(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
-    body: web::Json<ProvideBody>,
+    body: JsonObject<ProvideBody>,
 ) -> ApiResult {
     let cmd = Command::AnswerQuestion {
         agent_id: id.into_inner(),
@@ -552,7 +552,7 @@ pub(crate) async fn set_budget(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
-    body: web::Json<agentd_proto::Budget>,
+    body: JsonObject<agentd_proto::Budget>,
 ) -> ApiResult {
     let cmd = Command::SetBudget {
         agent_id: id.into_inner(),
@@ -580,7 +580,7 @@ pub(crate) async fn set_env(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
-    body: web::Json<EnvBody>,
+    body: JsonObject<EnvBody>,
 ) -> ApiResult {
     let cmd = Command::SetEnv {
         agent_id: id.into_inner(),
@@ -788,7 +788,7 @@ pub(crate) async fn invoke_tool(
     st: web::Data<ApiState>,
     req: HttpRequest,
     path: web::Path<(String, String)>,
-    body: web::Json<Value>,
+    body: JsonObject<Value>,
 ) -> ApiResult {
     let (id, tool) = path.into_inner();
     let cmd = Command::InvokeTool {
@@ -823,7 +823,7 @@ pub(crate) async fn invoke_tool_detached(
     st: web::Data<ApiState>,
     req: HttpRequest,
     tool: web::Path<String>,
-    body: web::Json<DetachedToolBody>,
+    body: JsonObject<DetachedToolBody>,
 ) -> ApiResult {
     let body = body.into_inner();
     let cmd = Command::InvokeTool {
