@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole agentd test suite. Installs what the tests need when it is missing
 # (redis-server, from Debian's packages, for the Redis tests; chromium and the npm packages of
-# tests/browser for the dashboard test), then runs the cargo tests.
+# tests/browser for the dashboard test; a pinned schemathesis for the OpenAPI conformance test),
+# then runs the cargo tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,6 +39,24 @@ if [ -n "$BROWSER_PKGS" ]; then
 fi
 if [ ! -d tests/browser/node_modules ]; then
   npm ci --prefix tests/browser --no-audit --no-fund
+fi
+
+# schemathesis, pinned, for the OpenAPI conformance test (tests/tests/openapi_conformance.rs),
+# in a virtualenv of its own under target/ (git-ignored).
+SCHEMATHESIS_VERSION=4.32.5
+ST_VENV=target/.venv-schemathesis
+if ! "$ST_VENV/bin/st" --version 2>/dev/null | grep -qx "st, version $SCHEMATHESIS_VERSION"; then
+  echo "installing schemathesis $SCHEMATHESIS_VERSION into $ST_VENV" >&2
+  if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+    SUDO=""
+    if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
+  fi
+  rm -rf "$ST_VENV"
+  mkdir -p target
+  python3 -m venv "$ST_VENV"
+  "$ST_VENV/bin/pip" install -q --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
 fi
 
 cargo fmt --all -- --check

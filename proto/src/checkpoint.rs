@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 /// Why a checkpoint was taken (the seed's four reasons).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum CheckpointReason {
     /// Taken by agentd on a pause, a phase completion or before a terminate.

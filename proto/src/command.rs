@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 /// What a service asks to create an agent.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SpawnRequest {
     /// Agent type (e.g. `lead`, `research`); default `subagent`.
     #[serde(default, alias = "agentType")]
@@ -56,6 +57,7 @@ pub struct SpawnRequest {
 
 /// A request from outside agentd.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Command {
     /// Create an agent.

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// A lifecycle control for one agent (and, for cancel/close/delete, its descendants).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Control {
     /// Hold new turns; the running turn is aborted and kept as interrupted.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 /// Every failure a caller can see carries one of these codes (serialized snake_case).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// Manage was invoked without the caller's (parent) thread id (seed 000).
@@ -158,6 +159,7 @@ impl fmt::Display for ErrorCode {
 /// never goes on the wire and two errors with the same code and message are equal whatever
 /// their sources.
 #[derive(Debug, Clone, Serialize, Deserialize, thiserror::Error)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[error("{code}: {message}")]
 pub struct AgentdError {
     /// What went wrong, for programs.

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// Whether `send_message` waits for the worker's answer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ManageMode {
     /// Wait for up to `sync_max_messages` assistant messages or `sync_timeout_ms` (default).
@@ -17,6 +18,7 @@ pub enum ManageMode {
 
 /// What a parent does with a worker's answer forwarded to it (seed 000).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AsyncForward {
     /// The parent runs a model turn on it (default).
@@ -30,6 +32,7 @@ pub enum AsyncForward {
 
 /// How a parent talks to its workers; set per agent type and overridable per call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(default)]
 pub struct ManageOptions {
     /// `sync` (default) or `async`.

@@ -11,6 +11,7 @@ pub type AgentId = String;
 
 /// Where an agent's output is delivered (seed 000: the thread's descriptor).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Channel {
     /// A root: output stays on its thread (readers use the API or events).
@@ -32,6 +33,7 @@ pub enum Channel {
 
 /// The descriptor of a worker thread created through `Manage send_message`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ManageChannel {
     /// The parent agent (whose thread is the parent thread).
     pub parent_id: AgentId,

@@ -7,6 +7,7 @@ use std::fmt;
 
 /// Where an agent is in its life (design: "Agent status").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum AgentStatus {
     /// Created, or a turn ended with nothing queued.

@@ -6,6 +6,7 @@ use uuid::Uuid;
 
 /// Who wrote a thread entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     /// Instructions (e.g. a compaction summary).
@@ -20,6 +21,7 @@ pub enum Role {
 
 /// One tool call requested by the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolCall {
     /// Id that the matching [`Role::Tool`] entry refers to.
     pub id: String,
@@ -34,6 +36,7 @@ pub struct ToolCall {
 /// format): an entry stays in the 128-byte allocation class with its `Arc`, not the 192-byte
 /// one. Threads are what an agentd process holds most of, two entries per message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ThreadEntry {
     /// Entry id (derived from the input for turn outputs, so replays de-duplicate).
     pub id: Uuid,

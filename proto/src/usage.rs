@@ -5,6 +5,7 @@ use std::ops::AddAssign;
 
 /// Tokens of one model call (or a sum of calls).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(default)]
 pub struct Usage {
     /// Input tokens consumed.
@@ -202,6 +203,7 @@ mod tests {
 
 /// Limits on what an agent may spend (per spawn; a child's budget is capped by its parent's).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(default, deny_unknown_fields)]
 pub struct Budget {
     /// Most tokens (all four kinds) its model calls may use.
@@ -274,6 +276,7 @@ impl Budget {
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
 )]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Priority {
     /// User-blocked work.

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 /// What an agent's record says about it, as every view of the agent shows it. Secrets stay
 /// out: of its environment only the variable names are shown.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentSummary {
     /// Agent id = session id = thread id.
     pub agent_id: AgentId,
@@ -133,6 +134,7 @@ impl AgentSummary {
 /// One agent with its number of children: what a command that changes an agent (spawn, set a
 /// budget, restore, ...) answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentView {
     /// What its record says.
     #[serde(flatten)]
@@ -155,6 +157,7 @@ impl AgentView {
 /// inbox items wait and whether a turn runs. All three are `None` (`null`) when that process
 /// did not answer: unknown, not `false`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LiveState {
     /// The agent has an actor in its owning process.
     pub live: Option<bool>,
@@ -184,6 +187,7 @@ impl LiveState {
 
 /// One agent as `inspect` (the API, the command, the `inspect_agent` tool) shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Inspection {
     /// Its record and child count.
     #[serde(flatten)]
@@ -195,6 +199,7 @@ pub struct Inspection {
 
 /// The answer of `list`: children of a parent, or the roots.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentList {
     /// The agents, oldest first.
     pub agents: Vec<Inspection>,
@@ -202,6 +207,7 @@ pub struct AgentList {
 
 /// One agent of a tree with its descendants nested and their spending rolled up.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TreeNode {
     /// What its record says.
     #[serde(flatten)]
@@ -210,6 +216,7 @@ pub struct TreeNode {
     #[serde(flatten)]
     pub live: LiveState,
     /// Its children's nodes (where a view has the child count).
+    #[cfg_attr(feature = "openapi", schema(no_recursion))]
     pub children: Vec<TreeNode>,
     /// Its own cost and its descendants', USD.
     pub tree_cost_usd: f64,
@@ -243,6 +250,7 @@ impl TreeNode {
 
 /// The answer of `tree`: every root (or the one in scope) with its descendants.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AgentTrees {
     /// One node per root, oldest first.
     pub roots: Vec<TreeNode>,
@@ -250,6 +258,7 @@ pub struct AgentTrees {
 
 /// Where an agent with work stands in the work queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum QueueState {
     /// A turn runs.
@@ -285,6 +294,7 @@ impl QueueState {
 
 /// One agent of the work queue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QueueTask {
     /// The agent.
     pub agent_id: AgentId,
@@ -316,6 +326,7 @@ pub struct QueueTask {
 
 /// The answer of `queue`: the agents with work, in the order their turns start.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct WorkQueue {
     /// By priority, then age.
     pub tasks: Vec<QueueTask>,

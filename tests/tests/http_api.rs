@@ -109,6 +109,22 @@ fn every_refusal_is_json_with_a_stable_code() {
         "invalid_argument",
         "a missing field",
     );
+    // serde reads a struct from a JSON array too; a body must be an object.
+    let before = p.get("/v1/agents")["agents"].as_array().unwrap().len();
+    for (path, body) in [
+        ("/v1/agents", &b"[null, null]"[..]),
+        (messages.as_str(), br#"["hi", false]"#),
+        ("/v1/commands", br#"["inspect"]"#),
+    ] {
+        assert_error(
+            raw(&p, "POST", path, JSON, Some(body)),
+            400,
+            "invalid_argument",
+            "an array body",
+        );
+    }
+    let after = p.get("/v1/agents")["agents"].as_array().unwrap().len();
+    assert_eq!(after, before, "an array body spawned nothing");
     assert_error(
         raw(&p, "POST", &messages, Some("text/plain"), Some(b"hi")),
         415,

@@ -122,6 +122,51 @@ pub fn optional_json<T: DeserializeOwned + Default>(
     }
 }
 
+/// A JSON body that must be an object of `T`'s shape. `web::Json` alone reads a struct from a
+/// JSON array as well (serde's sequence form: `[null, null]` spawned an agent), so a body is
+/// read as JSON under the app's `JsonConfig` (size limit, content type, [`json_error`]), then
+/// refused with `invalid_argument` unless it is an object `T` accepts.
+pub struct JsonObject<T>(pub T);
+
+impl<T> JsonObject<T> {
+    /// The body.
+    pub fn into_inner(self) -> T {
+        self.0
+    }
+}
+
+impl<T> std::ops::Deref for JsonObject<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: DeserializeOwned + 'static> actix_web::FromRequest for JsonObject<T> {
+    type Error = actix_web::Error;
+    type Future = futures::future::LocalBoxFuture<'static, Result<Self, Self::Error>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut actix_web::dev::Payload) -> Self::Future {
+        let json = actix_web::web::Json::<serde_json::Value>::from_request(req, payload);
+        Box::pin(async move {
+            let value = json.await?.into_inner();
+            if !value.is_object() {
+                return Err(api_error(
+                    ErrorCode::InvalidArgument,
+                    "the body must be a JSON object",
+                ));
+            }
+            serde_json::from_value(value).map(JsonObject).map_err(|e| {
+                api_error(
+                    ErrorCode::InvalidArgument,
+                    format!("invalid JSON body: {e}"),
+                )
+            })
+        })
+    }
+}
+
 fn is_json(value: &header::HeaderValue) -> bool {
     value
         .to_str()

@@ -1,7 +1,7 @@
 //! The HTTP API (`/v1`). Every route is a thin door onto [`AgentSystem`]; errors are JSON
 //! `{code, message}` with the stable codes ([`crate::errors`]).
 
-use crate::errors::{ApiError, optional_json};
+use crate::errors::{ApiError, JsonObject, optional_json};
 use actix_web::{HttpRequest, HttpResponse, web};
 use agentd_actors::AgentSystem;
 use agentd_proto::{AgentTrees, AgentdError, Command, Control, ErrorCode, SpawnRequest, WorkQueue};
@@ -22,171 +22,6 @@ pub struct ApiState {
     pub bus: agentd_bus::InProcessBus,
     /// Turns `true` when the service stops: event streams end then.
     pub shutdown: crate::sse::Shutdown,
-}
-
-/// Every route of the API: `(method, path, summary)`. `/v1/openapi.json` is built from this
-/// table and a test calls each entry against a running server.
-pub const ROUTES: &[(&str, &str, &str)] = &[
-    ("get", "/healthz", "Liveness: the process is up."),
-    (
-        "get",
-        "/readyz",
-        "Readiness: the store (and Redis, when configured) answers.",
-    ),
-    ("get", "/metrics", "Prometheus metrics."),
-    (
-        "get",
-        "/v1/info",
-        "Version, model backend, store, agent types, owned partitions.",
-    ),
-    ("get", "/v1/openapi.json", "This document."),
-    (
-        "get",
-        "/v1/events",
-        "Server-Sent Events; `agent_id` or `root_id` narrows to a subtree.",
-    ),
-    (
-        "post",
-        "/v1/agents",
-        "Spawn an agent (a root, or a child with `parent_id`).",
-    ),
-    (
-        "get",
-        "/v1/agents",
-        "List roots, or the children of `parent_id`.",
-    ),
-    (
-        "get",
-        "/v1/tree",
-        "Every tree with statuses, tokens and cost rolled up.",
-    ),
-    (
-        "get",
-        "/v1/queue",
-        "Agents with work pending or running, by priority then age, with their queue state.",
-    ),
-    (
-        "post",
-        "/v1/commands",
-        "Execute any command (same schema as the Redis command stream).",
-    ),
-    (
-        "post",
-        "/v1/tools/{tool}",
-        "Run a tool as `agent_id` (missing: `missing_thread_id`).",
-    ),
-    ("get", "/v1/agents/{id}", "Inspect an agent."),
-    (
-        "delete",
-        "/v1/agents/{id}",
-        "Delete an agent and its descendants with their history.",
-    ),
-    (
-        "post",
-        "/v1/agents/{id}/messages",
-        "Send a message or follow-up (`interrupt` aborts the turn).",
-    ),
-    (
-        "post",
-        "/v1/agents/{id}/control",
-        "pause, resume, cancel, terminate, close or delete.",
-    ),
-    (
-        "post",
-        "/v1/agents/{id}/reset",
-        "Reset the session (optionally seeded with `message`).",
-    ),
-    ("post", "/v1/agents/{id}/compact", "Compact the session."),
-    (
-        "post",
-        "/v1/agents/{id}/budget",
-        "Replace the agent's budget (`max_tokens`, `max_cost_usd`, `deadline_ms`).",
-    ),
-    (
-        "post",
-        "/v1/agents/{id}/dependency",
-        "Provide what a `waiting_dependency` agent asked for (`value`).",
-    ),
-    (
-        "post",
-        "/v1/agents/{id}/answer",
-        "Answer a `waiting_question` agent (`answer`).",
-    ),
-    ("get", "/v1/agents/{id}/thread", "The agent's thread."),
-    (
-        "get",
-        "/v1/agents/{id}/children",
-        "The agent's children (live and closed).",
-    ),
-    (
-        "get",
-        "/v1/agents/{id}/tools",
-        "The tools the agent's model is shown.",
-    ),
-    (
-        "post",
-        "/v1/agents/{id}/tools/{tool}",
-        "Run a tool as the agent.",
-    ),
-    (
-        "post",
-        "/v1/agents/{id}/env",
-        "Replace the agent's environment variables (`env`: a map).",
-    ),
-    (
-        "get",
-        "/v1/agents/{id}/checkpoints",
-        "The agent's checkpoints, newest first (summaries).",
-    ),
-    (
-        "post",
-        "/v1/agents/{id}/checkpoints",
-        "Take a checkpoint now (reason `manual`).",
-    ),
-    (
-        "get",
-        "/v1/agents/{id}/checkpoints/{checkpoint}",
-        "One checkpoint in full: conversation, pending items, environment.",
-    ),
-    (
-        "post",
-        "/v1/agents/{id}/restore",
-        "Restore the agent to `checkpoint_id` (default: its newest checkpoint).",
-    ),
-];
-
-/// The OpenAPI 3 document of [`ROUTES`].
-pub fn openapi() -> Value {
-    let mut paths = serde_json::Map::new();
-    for (method, path, summary) in ROUTES {
-        let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
-        let params: Vec<Value> = path
-            .split('/')
-            .filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
-            .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
-            .collect();
-        entry[*method] = json!({
-            "summary": summary,
-            "parameters": params,
-            "responses": {
-                "200": {"description": "OK"},
-                "default": {"description": "Error", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-            }
-        });
-    }
-    json!({
-        "openapi": "3.0.3",
-        "info": {"title": "agentd", "version": env!("CARGO_PKG_VERSION")},
-        "paths": paths,
-        "components": {
-            "schemas": {"Error": {"type": "object", "required": ["code", "message"], "properties": {
-                "code": {"type": "string", "description": "stable snake_case error code"},
-                "message": {"type": "string"}
-            }}},
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}
-        },
-        "security": [{"bearer": []}]
-    })
 }
 
 type ApiResult = Result<HttpResponse, ApiError>;
@@ -249,15 +84,38 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         );
 }
 
-async fn healthz() -> HttpResponse {
-    HttpResponse::Ok().json(json!({"status": "ok"}))
+/// Liveness: the process is up.
+#[utoipa::path(
+    get, path = "/healthz", tag = "operations",
+    responses(
+        (status = 200, description = "Up", body = crate::openapi::Health),
+    )
+)]
+pub(crate) async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(crate::openapi::Health {
+        status: "ok".into(),
+    })
 }
 
-async fn openapi_doc() -> HttpResponse {
-    HttpResponse::Ok().json(openapi())
+/// This document.
+#[utoipa::path(
+    get, path = "/v1/openapi.json", tag = "operations",
+    responses(
+        (status = 200, description = "The OpenAPI document", body = Object),
+    )
+)]
+pub(crate) async fn openapi_doc(auth: web::Data<crate::auth::Auth>) -> HttpResponse {
+    HttpResponse::Ok().json(crate::openapi::document(auth.token.is_some()))
 }
 
-async fn metrics(st: web::Data<ApiState>) -> HttpResponse {
+/// Prometheus metrics (text exposition format 0.0.4).
+#[utoipa::path(
+    get, path = "/metrics", tag = "operations",
+    responses(
+        (status = 200, description = "The metrics", body = String, content_type = "text/plain"),
+    )
+)]
+pub(crate) async fn metrics(st: web::Data<ApiState>) -> HttpResponse {
     let m = agentd_actors::metrics::global();
     if let Some(bus) = &st.redis {
         m.set(
@@ -287,7 +145,16 @@ async fn metrics(st: web::Data<ApiState>) -> HttpResponse {
         .body(m.render())
 }
 
-async fn readyz(st: web::Data<ApiState>) -> ApiResult {
+/// Readiness: the store (and Redis, when configured) answers.
+#[utoipa::path(
+    get, path = "/readyz", tag = "operations",
+    responses(
+        (status = 200, description = "Ready", body = crate::openapi::Ready),
+        (status = 500, description = "`store_error`: the store does not answer", body = AgentdError),
+        (status = 503, description = "`unavailable`: Redis or a lease check failed", body = AgentdError),
+    )
+)]
+pub(crate) async fn readyz(st: web::Data<ApiState>) -> ApiResult {
     st.system
         .deps()
         .store
@@ -302,26 +169,43 @@ async fn readyz(st: web::Data<ApiState>) -> ApiResult {
         ),
         None => None,
     };
-    Ok(HttpResponse::Ok().json(json!({"status": "ready", "partitions_owned": partitions})))
+    Ok(HttpResponse::Ok().json(crate::openapi::Ready {
+        status: "ready".into(),
+        partitions_owned: partitions,
+    }))
 }
 
-async fn info(st: web::Data<ApiState>) -> HttpResponse {
+/// Version, model backend, store, agent types, owned partitions.
+#[utoipa::path(
+    get, path = "/v1/info", tag = "operations",
+    responses(
+        (status = 200, description = "About this process", body = crate::openapi::Info),
+    )
+)]
+pub(crate) async fn info(st: web::Data<ApiState>) -> HttpResponse {
     let live_agents = st.system.live_count().await.ok();
     let deps = st.system.deps();
-    let types: Vec<Value> = deps
+    let agent_types = deps
         .config
         .types
         .iter()
-        .map(|t| json!({"name": t.name, "title": t.title, "description": t.description, "workers": t.workers}))
+        .map(|t| crate::openapi::AgentTypeInfo {
+            name: t.name.clone(),
+            title: t.title.clone(),
+            description: t.description.clone(),
+            workers: t.workers.clone(),
+        })
         .collect();
-    HttpResponse::Ok().json(json!({
-        "service": "agentd", "version": env!("CARGO_PKG_VERSION"),
-        "model_backend": deps.model.backend(), "store": deps.store.kind(),
-        "agent_types": types,
-        "process_id": st.redis.as_ref().map(|r| r.process_id().to_string()),
-        "partitions_owned": st.redis.as_ref().map(|r| r.owned()),
-        "live_agents": live_agents,
-    }))
+    HttpResponse::Ok().json(crate::openapi::Info {
+        service: "agentd".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        model_backend: deps.model.backend().into(),
+        store: deps.store.kind().into(),
+        agent_types,
+        process_id: st.redis.as_ref().map(|r| r.process_id().to_string()),
+        partitions_owned: st.redis.as_ref().map(|r| r.owned()),
+        live_agents,
+    })
 }
 
 /// The root an external caller is scoped to (`X-Agentd-Root`), if it names one.
@@ -337,40 +221,107 @@ async fn run(st: &ApiState, req: &HttpRequest, cmd: Command) -> Result<Value, Ap
     Ok(st.system.execute_scoped(cmd, scope(req).as_deref()).await?)
 }
 
-async fn spawn(
+/// Spawn an agent (a root, or a child with `parent_id`).
+#[utoipa::path(
+    post, path = "/v1/agents", tag = "agents",
+    request_body(content = SpawnRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The new agent", body = agentd_proto::AgentView),
+        (status = 429, description = "`depth_limit`, `fanout_limit` or `budget_exceeded`", body = AgentdError),
+    )
+)]
+pub(crate) async fn spawn(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    body: web::Json<SpawnRequest>,
+    body: JsonObject<SpawnRequest>,
 ) -> ApiResult {
     let view = run(&st, &req, Command::Spawn(Box::new(body.into_inner()))).await?;
     Ok(HttpResponse::Created().json(view))
 }
 
 #[derive(Deserialize)]
-struct ListQuery {
+pub(crate) struct ListQuery {
     parent_id: Option<String>,
 }
 
-async fn list(st: web::Data<ApiState>, req: HttpRequest, q: web::Query<ListQuery>) -> ApiResult {
+/// List roots, or the children of `parent_id`.
+#[utoipa::path(
+    get, path = "/v1/agents", tag = "agents",
+    params(("parent_id" = Option<String>, Query, description = "List this agent's children instead of the roots")),
+    responses(
+        (status = 200, description = "The agents, oldest first", body = agentd_proto::AgentList),
+    )
+)]
+pub(crate) async fn list(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    q: web::Query<ListQuery>,
+) -> ApiResult {
     let parent_id = q.into_inner().parent_id;
     Ok(HttpResponse::Ok().json(run(&st, &req, Command::List { parent_id }).await?))
 }
 
-async fn tree(st: web::Data<ApiState>, req: HttpRequest) -> ApiResult {
+/// Every tree with statuses, tokens and cost rolled up.
+#[utoipa::path(
+    get, path = "/v1/tree", tag = "agents",
+    responses(
+        (status = 200, description = "One node per root", body = AgentTrees),
+    )
+)]
+pub(crate) async fn tree(st: web::Data<ApiState>, req: HttpRequest) -> ApiResult {
     let roots = st.system.tree(scope(&req).as_deref()).await?;
     Ok(HttpResponse::Ok().json(AgentTrees { roots }))
 }
 
-async fn command(st: web::Data<ApiState>, req: HttpRequest, body: web::Json<Command>) -> ApiResult {
+/// Execute any command (same schema as the Redis command stream).
+#[utoipa::path(
+    post, path = "/v1/commands", tag = "agents",
+    request_body(content = Command, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The command's result (its shape is the matching route's)", body = Value),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+        (status = 429, description = "`depth_limit`, `fanout_limit` or `budget_exceeded`", body = AgentdError),
+    )
+)]
+pub(crate) async fn command(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    body: JsonObject<Command>,
+) -> ApiResult {
     Ok(HttpResponse::Ok().json(run(&st, &req, body.into_inner()).await?))
 }
 
-async fn inspect(st: web::Data<ApiState>, req: HttpRequest, id: web::Path<String>) -> ApiResult {
+/// Inspect an agent.
+#[utoipa::path(
+    get, path = "/v1/agents/{id}", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    responses(
+        (status = 200, description = "The agent", body = agentd_proto::Inspection),
+    )
+)]
+pub(crate) async fn inspect(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+) -> ApiResult {
     let agent_id = id.into_inner();
     Ok(HttpResponse::Ok().json(run(&st, &req, Command::Inspect { agent_id }).await?))
 }
 
-async fn delete(st: web::Data<ApiState>, req: HttpRequest, id: web::Path<String>) -> ApiResult {
+/// Delete an agent and its descendants with their history.
+#[utoipa::path(
+    delete, path = "/v1/agents/{id}", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    responses(
+        (status = 200, description = "Deleted", body = crate::openapi::Deleted),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+    )
+)]
+pub(crate) async fn delete(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+) -> ApiResult {
     let agent_id = id.into_inner();
     run(
         &st,
@@ -381,22 +332,36 @@ async fn delete(st: web::Data<ApiState>, req: HttpRequest, id: web::Path<String>
         },
     )
     .await?;
-    Ok(HttpResponse::Ok().json(json!({"agent_id": agent_id, "status": "deleted"})))
+    Ok(HttpResponse::Ok().json(crate::openapi::Deleted {
+        agent_id,
+        status: "deleted".into(),
+    }))
 }
 
-#[derive(Deserialize)]
-struct SendBody {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct SendBody {
     #[serde(alias = "message")]
     text: String,
     #[serde(default)]
     interrupt: bool,
 }
 
-async fn send(
+/// Send a message or follow-up (`interrupt` aborts the turn).
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/messages", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    request_body(content = SendBody, content_type = "application/json"),
+    responses(
+        (status = 202, description = "Stored in the agent's inbox", body = crate::openapi::Sent),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+        (status = 429, description = "`depth_limit`, `fanout_limit` or `budget_exceeded`", body = AgentdError),
+    )
+)]
+pub(crate) async fn send(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
-    body: web::Json<SendBody>,
+    body: JsonObject<SendBody>,
 ) -> ApiResult {
     let SendBody { text, interrupt } = body.into_inner();
     let v = run(
@@ -412,17 +377,28 @@ async fn send(
     Ok(HttpResponse::Accepted().json(v))
 }
 
-#[derive(Deserialize)]
-struct ControlBody {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct ControlBody {
     #[serde(alias = "action")]
+    #[schema(value_type = crate::openapi::ControlName)]
     control: String,
 }
 
-async fn control(
+/// pause, resume, cancel, terminate, close or delete.
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/control", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    request_body(content = ControlBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Applied", body = crate::openapi::ControlApplied),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+    )
+)]
+pub(crate) async fn control(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
-    body: web::Json<ControlBody>,
+    body: JsonObject<ControlBody>,
 ) -> ApiResult {
     let control: Control =
         serde_json::from_value(json!({"type": body.control.trim()})).map_err(|_| {
@@ -447,14 +423,24 @@ async fn control(
 }
 
 /// `reset`'s optional body: none, `{}` or `{message}`.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, utoipa::ToSchema, Default)]
 #[serde(deny_unknown_fields)]
-struct ResetBody {
+pub(crate) struct ResetBody {
     #[serde(default)]
     message: Option<String>,
 }
 
-async fn reset(
+/// Reset the session (optionally seeded with `message`).
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/reset", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    request_body(content = Option<ResetBody>, content_type = "application/json", description = "Optional: no body, or `{}`, is the default"),
+    responses(
+        (status = 202, description = "Queued", body = crate::openapi::SessionRequested),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+    )
+)]
+pub(crate) async fn reset(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
@@ -475,7 +461,20 @@ async fn reset(
     Ok(HttpResponse::Accepted().json(v))
 }
 
-async fn compact(st: web::Data<ApiState>, req: HttpRequest, id: web::Path<String>) -> ApiResult {
+/// Compact the session.
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/compact", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    responses(
+        (status = 202, description = "Queued", body = crate::openapi::SessionRequested),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+    )
+)]
+pub(crate) async fn compact(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+) -> ApiResult {
     let v = run(
         &st,
         &req,
@@ -487,17 +486,27 @@ async fn compact(st: web::Data<ApiState>, req: HttpRequest, id: web::Path<String
     Ok(HttpResponse::Accepted().json(v))
 }
 
-#[derive(Deserialize)]
-struct ProvideBody {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct ProvideBody {
     #[serde(alias = "answer", alias = "text")]
     value: String,
 }
 
-async fn provide_dependency(
+/// Provide what a `waiting_dependency` agent asked for (`value`).
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/dependency", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    request_body(content = ProvideBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The agent", body = agentd_proto::AgentView),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+    )
+)]
+pub(crate) async fn provide_dependency(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
-    body: web::Json<ProvideBody>,
+    body: JsonObject<ProvideBody>,
 ) -> ApiResult {
     let cmd = Command::ProvideDependency {
         agent_id: id.into_inner(),
@@ -506,11 +515,21 @@ async fn provide_dependency(
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }
 
-async fn answer_question(
+/// Answer a `waiting_question` agent (`answer`).
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/answer", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    request_body(content = ProvideBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The agent", body = agentd_proto::AgentView),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+    )
+)]
+pub(crate) async fn answer_question(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
-    body: web::Json<ProvideBody>,
+    body: JsonObject<ProvideBody>,
 ) -> ApiResult {
     let cmd = Command::AnswerQuestion {
         agent_id: id.into_inner(),
@@ -519,11 +538,21 @@ async fn answer_question(
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }
 
-async fn set_budget(
+/// Replace the agent's budget (`max_tokens`, `max_cost_usd`, `deadline_ms`).
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/budget", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    request_body(content = agentd_proto::Budget, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The agent with its new budget", body = agentd_proto::AgentView),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+    )
+)]
+pub(crate) async fn set_budget(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
-    body: web::Json<agentd_proto::Budget>,
+    body: JsonObject<agentd_proto::Budget>,
 ) -> ApiResult {
     let cmd = Command::SetBudget {
         agent_id: id.into_inner(),
@@ -532,16 +561,26 @@ async fn set_budget(
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }
 
-#[derive(Deserialize)]
-struct EnvBody {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct EnvBody {
     env: std::collections::BTreeMap<String, String>,
 }
 
-async fn set_env(
+/// Replace the agent's environment variables (`env`: a map).
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/env", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    request_body(content = EnvBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The agent", body = agentd_proto::AgentView),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+    )
+)]
+pub(crate) async fn set_env(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
-    body: web::Json<EnvBody>,
+    body: JsonObject<EnvBody>,
 ) -> ApiResult {
     let cmd = Command::SetEnv {
         agent_id: id.into_inner(),
@@ -550,12 +589,27 @@ async fn set_env(
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }
 
-async fn queue(st: web::Data<ApiState>, req: HttpRequest) -> ApiResult {
+/// Agents with work pending or running, by priority then age, with their queue state.
+#[utoipa::path(
+    get, path = "/v1/queue", tag = "agents",
+    responses(
+        (status = 200, description = "The work queue", body = WorkQueue),
+    )
+)]
+pub(crate) async fn queue(st: web::Data<ApiState>, req: HttpRequest) -> ApiResult {
     let tasks = st.system.queue(scope(&req).as_deref()).await?;
     Ok(HttpResponse::Ok().json(WorkQueue { tasks }))
 }
 
-async fn checkpoints(
+/// The agent's checkpoints, newest first (summaries).
+#[utoipa::path(
+    get, path = "/v1/agents/{id}/checkpoints", tag = "checkpoints",
+    params(("id" = String, Path, description = "The agent's id")),
+    responses(
+        (status = 200, description = "The checkpoints", body = crate::openapi::CheckpointList),
+    )
+)]
+pub(crate) async fn checkpoints(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
@@ -566,7 +620,16 @@ async fn checkpoints(
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }
 
-async fn take_checkpoint(
+/// Take a checkpoint now (reason `manual`).
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/checkpoints", tag = "checkpoints",
+    params(("id" = String, Path, description = "The agent's id")),
+    responses(
+        (status = 201, description = "The checkpoint taken", body = crate::openapi::CheckpointSummary),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+    )
+)]
+pub(crate) async fn take_checkpoint(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
@@ -577,7 +640,15 @@ async fn take_checkpoint(
     Ok(HttpResponse::Created().json(run(&st, &req, cmd).await?))
 }
 
-async fn checkpoint(
+/// One checkpoint in full: conversation, pending items, environment.
+#[utoipa::path(
+    get, path = "/v1/agents/{id}/checkpoints/{checkpoint}", tag = "checkpoints",
+    params(("id" = String, Path, description = "The agent's id"), ("checkpoint" = String, Path, format = Uuid, description = "The checkpoint's id")),
+    responses(
+        (status = 200, description = "The checkpoint", body = crate::openapi::CheckpointDetail),
+    )
+)]
+pub(crate) async fn checkpoint(
     st: web::Data<ApiState>,
     req: HttpRequest,
     path: web::Path<(String, String)>,
@@ -601,14 +672,25 @@ async fn checkpoint(
 }
 
 /// `restore`'s optional body: none, `{}` or `{checkpoint_id}`.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, utoipa::ToSchema, Default)]
 #[serde(deny_unknown_fields)]
-struct RestoreBody {
+pub(crate) struct RestoreBody {
     #[serde(default, alias = "checkpointId")]
+    #[schema(value_type = Option<String>, format = Uuid)]
     checkpoint_id: Option<uuid::Uuid>,
 }
 
-async fn restore(
+/// Restore the agent to `checkpoint_id` (default: its newest checkpoint).
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/restore", tag = "checkpoints",
+    params(("id" = String, Path, description = "The agent's id")),
+    request_body(content = Option<RestoreBody>, content_type = "application/json", description = "Optional: no body, or `{}`, is the default"),
+    responses(
+        (status = 200, description = "The restored agent", body = agentd_proto::AgentView),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+    )
+)]
+pub(crate) async fn restore(
     st: web::Data<ApiState>,
     req: HttpRequest,
     id: web::Path<String>,
@@ -621,7 +703,19 @@ async fn restore(
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }
 
-async fn thread(st: web::Data<ApiState>, req: HttpRequest, id: web::Path<String>) -> ApiResult {
+/// The agent's thread.
+#[utoipa::path(
+    get, path = "/v1/agents/{id}/thread", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    responses(
+        (status = 200, description = "The thread", body = crate::openapi::ThreadView),
+    )
+)]
+pub(crate) async fn thread(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+) -> ApiResult {
     let agent_id = id.into_inner();
     let mut v = run(
         &st,
@@ -635,7 +729,19 @@ async fn thread(st: web::Data<ApiState>, req: HttpRequest, id: web::Path<String>
     Ok(HttpResponse::Ok().json(v))
 }
 
-async fn children(st: web::Data<ApiState>, req: HttpRequest, id: web::Path<String>) -> ApiResult {
+/// The agent's children (live and closed).
+#[utoipa::path(
+    get, path = "/v1/agents/{id}/children", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    responses(
+        (status = 200, description = "The children, oldest first", body = agentd_proto::AgentList),
+    )
+)]
+pub(crate) async fn children(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+) -> ApiResult {
     let agent_id = id.into_inner();
     st.system.record(&agent_id).await?;
     Ok(HttpResponse::Ok().json(
@@ -650,16 +756,39 @@ async fn children(st: web::Data<ApiState>, req: HttpRequest, id: web::Path<Strin
     ))
 }
 
-async fn tools(st: web::Data<ApiState>, req: HttpRequest, id: web::Path<String>) -> ApiResult {
+/// The tools the agent's model is shown.
+#[utoipa::path(
+    get, path = "/v1/agents/{id}/tools", tag = "tools",
+    params(("id" = String, Path, description = "The agent's id")),
+    responses(
+        (status = 200, description = "The tools", body = crate::openapi::ToolList),
+    )
+)]
+pub(crate) async fn tools(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+) -> ApiResult {
     st.system.check_scope(scope(&req).as_deref(), &id).await?;
     Ok(HttpResponse::Ok().json(json!({"tools": st.system.tools_of(&id).await?})))
 }
 
-async fn invoke_tool(
+/// Run a tool as the agent (the body is its arguments).
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/tools/{tool}", tag = "tools",
+    params(("id" = String, Path, description = "The agent's id"), ("tool" = String, Path, description = "The tool's name (e.g. `Manage`, `spawn_agent`)")),
+    request_body(content = Object, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The tool's result", body = Value),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+        (status = 429, description = "`depth_limit`, `fanout_limit` or `budget_exceeded`", body = AgentdError),
+    )
+)]
+pub(crate) async fn invoke_tool(
     st: web::Data<ApiState>,
     req: HttpRequest,
     path: web::Path<(String, String)>,
-    body: web::Json<Value>,
+    body: JsonObject<Value>,
 ) -> ApiResult {
     let (id, tool) = path.into_inner();
     let cmd = Command::InvokeTool {
@@ -670,19 +799,31 @@ async fn invoke_tool(
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }
 
-#[derive(Deserialize)]
-struct DetachedToolBody {
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct DetachedToolBody {
     #[serde(default, alias = "thread_id", alias = "agentId", alias = "threadId")]
     agent_id: Option<String>,
     #[serde(default)]
+    #[schema(value_type = Object)]
     args: Value,
 }
 
-async fn invoke_tool_detached(
+/// Run a tool as `agent_id` (missing: `missing_thread_id`).
+#[utoipa::path(
+    post, path = "/v1/tools/{tool}", tag = "tools",
+    params(("tool" = String, Path, description = "The tool's name (e.g. `Manage`, `spawn_agent`)")),
+    request_body(content = DetachedToolBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The tool's result", body = Value),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+        (status = 429, description = "`depth_limit`, `fanout_limit` or `budget_exceeded`", body = AgentdError),
+    )
+)]
+pub(crate) async fn invoke_tool_detached(
     st: web::Data<ApiState>,
     req: HttpRequest,
     tool: web::Path<String>,
-    body: web::Json<DetachedToolBody>,
+    body: JsonObject<DetachedToolBody>,
 ) -> ApiResult {
     let body = body.into_inner();
     let cmd = Command::InvokeTool {

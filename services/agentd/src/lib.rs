@@ -5,7 +5,8 @@
 //! | [`settings`] | layered, typed configuration |
 //! | [`builtin`] | agent types and the demo script shipped in the binary |
 //! | [`wiring`] | settings → store, model, types, event bus |
-//! | [`http`] | the `/v1` HTTP API and its OpenAPI document |
+//! | [`http`] | the `/v1` HTTP API |
+//! | [`openapi`] | its OpenAPI document, generated from the handlers and the wire types |
 //! | [`errors`] | every API error as `{code, message}`: handlers, extractors, no route, the framework |
 //! | [`sse`] | `/v1/events` as Server-Sent Events |
 //! | [`auth`] | bearer-token authentication |
@@ -20,6 +21,7 @@ pub mod dashboard;
 pub mod errors;
 pub mod http;
 pub mod logs;
+pub mod openapi;
 pub mod settings;
 pub mod sse;
 pub mod wiring;

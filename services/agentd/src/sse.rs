@@ -134,8 +134,18 @@ pub async fn stream(
         .streaming(body)
 }
 
-/// The handler. A stream narrowed to an agent that does not exist is `agent_not_found`, not
-/// a stream on which nothing will ever come.
+/// Server-Sent Events; `agent_id` or `root_id` narrows to a subtree. A stream narrowed to an
+/// agent that does not exist is `agent_not_found`, not a stream on which nothing will ever come.
+#[utoipa::path(
+    get, path = "/v1/events", tag = "operations",
+    params(
+        ("agent_id" = Option<String>, Query, description = "Only this agent and its descendants"),
+        ("root_id" = Option<String>, Query, description = "Same as `agent_id`, named for a tree"),
+    ),
+    responses(
+        (status = 200, description = "Server-Sent Events, one JSON event per `data:` line", body = String, content_type = "text/event-stream"),
+    )
+)]
 pub async fn events(
     st: web::Data<crate::http::ApiState>,
     q: web::Query<EventsQuery>,

@@ -1,0 +1,416 @@
+//! The OpenAPI document of the HTTP API (`/v1/openapi.json`), generated from the handlers'
+//! `#[utoipa::path]` attributes and the wire types' `ToSchema` derives, so it cannot drift from
+//! what the routes read and answer.
+//!
+//! Besides each route's own responses, [`document`] adds what every route of its kind can
+//! answer (the error body is always [`AgentdError`], `{code, message}`): `400`, `403`
+//! (`not_ancestor`, outside the `X-Agentd-Root` scope), `404`, `500` and `503` on the `/v1`
+//! routes that reach agents; `413` and `415` where a route reads a JSON body; and, only when
+//! the service requires a token, the bearer scheme with `401` on every route that needs it.
+//!
+//! The answers assembled outside this crate as plain JSON (a command's acknowledgement, a
+//! checkpoint's summary) are described by the schema-only types below; the schemathesis test
+//! (`tests/tests/openapi_conformance.rs`) checks the running service against them.
+
+use agentd_proto::{AgentStatus, AgentdError, CheckpointReason, ThreadEntry, Usage};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use utoipa::openapi::request_body::RequestBody;
+use utoipa::openapi::schema::{Schema, SchemaType, Type};
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{ContentBuilder, OpenApi as Doc, Ref, RefOr, Response, ResponseBuilder};
+use utoipa::{OpenApi, ToSchema};
+
+/// `GET /healthz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// Always `ok`.
+    pub status: String,
+}
+
+/// `GET /readyz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Ready {
+    /// Always `ready` (a store or lease failure answers an error instead).
+    pub status: String,
+    /// The partitions this process owns (with Redis), `null` otherwise.
+    pub partitions_owned: Option<Vec<u32>>,
+}
+
+/// One configured agent type, as `/v1/info` lists it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentTypeInfo {
+    /// The type's name (`agent_type` of a spawn).
+    pub name: String,
+    /// Its default title.
+    pub title: String,
+    /// What it is for.
+    pub description: String,
+    /// The types it may manage as workers.
+    pub workers: Vec<String>,
+}
+
+/// `GET /v1/info`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Info {
+    /// Always `agentd`.
+    pub service: String,
+    /// The service's version.
+    pub version: String,
+    /// The default provider's model backend (`scripted`, `openai`, ...).
+    pub model_backend: String,
+    /// The store kind (`memory`, `embedded`, `redis`).
+    pub store: String,
+    /// The configured agent types.
+    pub agent_types: Vec<AgentTypeInfo>,
+    /// This process's id on the Redis bus, `null` without Redis.
+    pub process_id: Option<String>,
+    /// The partitions this process owns, `null` without Redis.
+    pub partitions_owned: Option<Vec<u32>>,
+    /// Live agent actors in this process, `null` if the supervisor did not answer.
+    pub live_agents: Option<usize>,
+}
+
+/// What `DELETE /v1/agents/{id}` answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Deleted {
+    /// The deleted agent.
+    pub agent_id: String,
+    /// Always `deleted`.
+    pub status: String,
+}
+
+/// What `POST /v1/agents/{id}/messages` answers once the message is stored in the inbox.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Sent {
+    /// The target agent.
+    pub agent_id: String,
+    /// Always `sent`.
+    pub status: String,
+}
+
+/// What `POST /v1/agents/{id}/control` answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ControlApplied {
+    /// The target agent.
+    pub agent_id: String,
+    /// The control applied (`pause`, `resume`, `cancel`, `terminate`, `close`, `delete`).
+    pub control: String,
+    /// The agent's status after it, `null` once deleted.
+    pub status: Option<AgentStatus>,
+}
+
+/// The control names `POST /v1/agents/{id}/control` takes.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ControlName {
+    /// Hold new turns.
+    Pause,
+    /// Continue after a pause.
+    Resume,
+    /// Stop gracefully (with the descendants).
+    Cancel,
+    /// Stop at once.
+    Terminate,
+    /// Free the actor, keep the history (with the descendants).
+    Close,
+    /// Remove the agent and its history (with the descendants).
+    Delete,
+}
+
+/// What `reset` and `compact` answer: the request is queued in the agent's inbox (seed 003).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionRequested {
+    /// What was requested, in words.
+    pub summary: String,
+    /// The agent it was requested of.
+    pub target_agent_id: String,
+}
+
+/// `GET /v1/agents/{id}/thread`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ThreadView {
+    /// The agent.
+    pub agent_id: String,
+    /// Its thread, oldest first.
+    pub entries: Vec<ThreadEntry>,
+}
+
+/// One tool as an agent's model is shown it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ToolInfo {
+    /// The name the model calls.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// The JSON schema of its arguments.
+    pub parameters: serde_json::Value,
+}
+
+/// `GET /v1/agents/{id}/tools`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ToolList {
+    /// The tools, in the order the model sees them.
+    pub tools: Vec<ToolInfo>,
+}
+
+/// A checkpoint without its bulky parts.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CheckpointSummary {
+    /// The checkpoint's id (v7, sorts by time).
+    #[schema(format = Uuid)]
+    pub checkpoint_id: String,
+    /// The agent it belongs to.
+    pub agent_id: String,
+    /// Why it was taken.
+    pub reason: CheckpointReason,
+    /// What triggered it, in a few words.
+    pub trigger: String,
+    /// When it was taken, ms since the epoch.
+    pub created_at_ms: u64,
+    /// The agent's status then.
+    pub status: AgentStatus,
+    /// Its phase then.
+    pub phase: Option<u32>,
+    /// Its current step then.
+    pub current_step: Option<String>,
+    /// Its progress then, when known.
+    pub progress: Option<f64>,
+    /// Entries of the conversation saved.
+    pub entries: u64,
+    /// The inbox items not yet handled then, described.
+    pub pending_actions: Vec<String>,
+    /// The names of its environment variables.
+    pub environment: Vec<String>,
+    /// Tokens used up to then.
+    pub tokens_used: u64,
+    /// Cost up to then, USD.
+    pub cost_usd: f64,
+    /// Turns completed up to then.
+    pub turns: u64,
+}
+
+/// `GET /v1/agents/{id}/checkpoints`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CheckpointList {
+    /// Newest first.
+    pub checkpoints: Vec<CheckpointSummary>,
+}
+
+/// `GET /v1/agents/{id}/checkpoints/{checkpoint}`: the summary's fields, with the saved state
+/// in full in place of the environment's names.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CheckpointDetail {
+    /// The checkpoint's id.
+    #[schema(format = Uuid)]
+    pub checkpoint_id: String,
+    /// The agent it belongs to.
+    pub agent_id: String,
+    /// Why it was taken.
+    pub reason: CheckpointReason,
+    /// What triggered it.
+    pub trigger: String,
+    /// When it was taken, ms since the epoch.
+    pub created_at_ms: u64,
+    /// The agent's status then.
+    pub status: AgentStatus,
+    /// Its phase then.
+    pub phase: Option<u32>,
+    /// Its current step then.
+    pub current_step: Option<String>,
+    /// Its progress then, when known.
+    pub progress: Option<f64>,
+    /// Entries of the conversation saved.
+    pub entries: u64,
+    /// The inbox items not yet handled then, described.
+    pub pending_actions: Vec<String>,
+    /// Tokens used up to then.
+    pub tokens_used: u64,
+    /// Cost up to then, USD.
+    pub cost_usd: f64,
+    /// Turns completed up to then.
+    pub turns: u64,
+    /// The whole conversation then.
+    pub conversation: Vec<ThreadEntry>,
+    /// The inbox items not yet handled then (envelopes, as the store keeps them).
+    pub pending: Vec<serde_json::Value>,
+    /// Its environment variables then.
+    pub environment: BTreeMap<String, String>,
+}
+
+/// The document's paths and schemas; [`document`] completes it.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "agentd",
+        description = "LLM agents as actors: spawn, message, control, inspect."
+    ),
+    paths(
+        crate::http::healthz,
+        crate::http::readyz,
+        crate::http::metrics,
+        crate::http::info,
+        crate::http::openapi_doc,
+        crate::sse::events,
+        crate::http::spawn,
+        crate::http::list,
+        crate::http::tree,
+        crate::http::queue,
+        crate::http::command,
+        crate::http::invoke_tool_detached,
+        crate::http::inspect,
+        crate::http::delete,
+        crate::http::send,
+        crate::http::control,
+        crate::http::reset,
+        crate::http::compact,
+        crate::http::set_budget,
+        crate::http::provide_dependency,
+        crate::http::answer_question,
+        crate::http::thread,
+        crate::http::children,
+        crate::http::tools,
+        crate::http::invoke_tool,
+        crate::http::set_env,
+        crate::http::checkpoints,
+        crate::http::take_checkpoint,
+        crate::http::checkpoint,
+        crate::http::restore,
+    ),
+    components(schemas(AgentdError, Usage))
+)]
+pub struct ApiDoc;
+
+/// Routes that answer before anything reaches an agent: no generic agent errors.
+const PLAIN_ROUTES: [&str; 5] = [
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/v1/info",
+    "/v1/openapi.json",
+];
+
+/// Routes a token never guards ([`crate::auth::OPEN_PATHS`]).
+fn is_open(path: &str) -> bool {
+    crate::auth::OPEN_PATHS.contains(&path)
+}
+
+fn error_response(description: &str) -> Response {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("AgentdError")))
+                .build(),
+        )
+        .build()
+}
+
+/// An optional body (`request_body = Option<T>`) is generated as "`T` or `null`"; what the
+/// routes take is no body or `T`, never a JSON `null`, so the `null` goes (the body stays not
+/// required).
+fn not_null_when_optional(body: &mut RequestBody) {
+    let is_null = |s: &RefOr<Schema>| matches!(s, RefOr::T(Schema::Object(o)) if o.schema_type == SchemaType::Type(Type::Null));
+    for content in body.content.values_mut() {
+        let RefOr::T(content) = content else { continue };
+        if let Some(RefOr::T(Schema::OneOf(one_of))) = &content.schema
+            && let [a, b] = one_of.items.as_slice()
+            && is_null(a) != is_null(b)
+        {
+            let only = if is_null(a) { b } else { a };
+            content.schema = Some(only.clone());
+        }
+    }
+}
+
+/// The whole document as this service answers it: `auth_required` adds the bearer scheme.
+pub fn document(auth_required: bool) -> Doc {
+    let mut doc = ApiDoc::openapi();
+    doc.info.version = env!("CARGO_PKG_VERSION").to_string();
+    if auth_required && let Some(components) = doc.components.as_mut() {
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
+    }
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let ops = [
+            item.get.as_mut(),
+            item.post.as_mut(),
+            item.put.as_mut(),
+            item.delete.as_mut(),
+            item.patch.as_mut(),
+        ];
+        for op in ops.into_iter().flatten() {
+            let responses = &mut op.responses.responses;
+            let mut add = |status: &str, description: &str| {
+                responses
+                    .entry(status.to_string())
+                    .or_insert_with(|| error_response(description).into());
+            };
+            if !PLAIN_ROUTES.contains(&path.as_str()) {
+                add("400", "`invalid_argument` or another refusal of the input");
+                add("403", "`not_ancestor`: outside the `X-Agentd-Root` scope");
+                add("404", "`agent_not_found` or another unknown name");
+                add("500", "`store_error` or `internal`");
+                add("503", "`unavailable`: the agent's owner did not answer");
+            }
+            if let Some(body) = op.request_body.as_mut() {
+                if let RefOr::T(body) = body {
+                    not_null_when_optional(body);
+                }
+                add("413", "`payload_too_large`: over `server.max_body_bytes`");
+                add("415", "`unsupported_media_type`: the body is not JSON");
+            }
+            if auth_required && !is_open(path) {
+                add("401", "`unauthorized`: missing or wrong bearer token");
+                op.security = Some(vec![SecurityRequirement::new(
+                    "bearer",
+                    Vec::<String>::new(),
+                )]);
+            }
+        }
+    }
+    doc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_declared_only_when_a_token_is_required() {
+        let open = serde_json::to_value(document(false)).unwrap_or_default();
+        assert!(open["components"]["securitySchemes"].is_null());
+        assert!(open["paths"]["/v1/info"]["get"]["security"].is_null());
+        let guarded = serde_json::to_value(document(true)).unwrap_or_default();
+        assert_eq!(
+            guarded["components"]["securitySchemes"]["bearer"]["scheme"],
+            "bearer"
+        );
+        assert_eq!(
+            guarded["paths"]["/v1/info"]["get"]["security"],
+            serde_json::json!([{"bearer": []}])
+        );
+        assert!(guarded["paths"]["/healthz"]["get"]["security"].is_null());
+        assert!(guarded["paths"]["/v1/info"]["get"]["responses"]["401"].is_object());
+    }
+
+    #[test]
+    fn post_routes_declare_their_bodies_and_statuses() {
+        let doc = serde_json::to_value(document(false)).unwrap_or_default();
+        let spawn = &doc["paths"]["/v1/agents"]["post"];
+        assert_eq!(
+            spawn["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/SpawnRequest"
+        );
+        assert!(spawn["responses"]["201"].is_object());
+        assert!(doc["paths"]["/v1/agents/{id}/messages"]["post"]["responses"]["202"].is_object());
+        let list = &doc["paths"]["/v1/agents"]["get"]["parameters"][0];
+        assert_eq!(
+            (&list["name"], &list["in"]),
+            (&"parent_id".into(), &"query".into())
+        );
+    }
+}
