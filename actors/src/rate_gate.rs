@@ -1,5 +1,6 @@
-//! One gate per model provider: once a provider answers `429` with a reset time, every agent of
-//! the process that would call the same provider waits until then — it shows
+//! One gate per model provider: once a provider reached over HTTP (`openai`, `anthropic`)
+//! answers `429` with a reset time, every agent of the process that would call the same
+//! provider waits until then — it shows
 //! `waiting_rate_limit` and holds no turn slot — instead of asking again and being refused.
 //! Providers with `requests_per_minute` or `tokens_per_minute` are also paced here (GCRA, by
 //! `governor`): a call the pace does not allow yet waits the same way.

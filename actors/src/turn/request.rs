@@ -97,19 +97,20 @@ impl Turn {
         let gates = &self.tools.system.rate_gates;
         // The agent's provider (its requests name the same one).
         let provider = self.rec.provider.as_deref().unwrap_or("default");
-        if gates.ever_closed() {
+        // Only a provider reached over HTTP limits every caller at once; a scripted or process
+        // backend's rate limit is its own agent's.
+        let over_http = matches!(
+            self.deps.model.backend_of(self.rec.provider.as_deref()),
+            "openai" | "anthropic"
+        );
+        if over_http && gates.ever_closed() {
             let now = self.now();
             if let Some(until) = gates.closed_until(provider, now) {
                 return Ok(Err(until - now));
             }
         }
-        // A provider reached over HTTP may have rate-limited another process of the deployment.
-        let shared = self.deps.transport.as_ref().filter(|_| {
-            matches!(
-                self.deps.model.backend_of(self.rec.provider.as_deref()),
-                "openai" | "anthropic"
-            )
-        });
+        // It may have rate-limited another process of the deployment.
+        let shared = self.deps.transport.as_ref().filter(|_| over_http);
         if let Some(transport) = shared
             && let Some(until) = transport.provider_gate(provider).await
         {
@@ -141,10 +142,12 @@ impl Turn {
         match res {
             Ok(r) => Ok(Ok(r)),
             Err(ModelError::RateLimited { retry_after_ms }) => {
-                let until = self.now().saturating_add(retry_after_ms);
-                gates.close(provider, until);
-                if let Some(transport) = shared {
-                    transport.close_provider_gate(provider, until).await;
+                if over_http {
+                    let until = self.now().saturating_add(retry_after_ms);
+                    gates.close(provider, until);
+                    if let Some(transport) = shared {
+                        transport.close_provider_gate(provider, until).await;
+                    }
                 }
                 Ok(Err(retry_after_ms))
             }
