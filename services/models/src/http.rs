@@ -120,8 +120,15 @@ impl HttpClient {
 }
 
 /// The wait a rate-limited answer asks for, in ms: `retry-after-ms`, else `retry-after` as
-/// seconds or as an HTTP date (counted from `now`).
+/// seconds or as an HTTP date, else the latest of the providers' own reset headers —
+/// Anthropic's `anthropic-ratelimit-*-reset` (RFC 3339 times) and OpenAI's
+/// `x-ratelimit-reset-*` (durations such as `6m0s` or `20ms`) — all counted from `now`.
 pub(crate) fn retry_after_ms(headers: &HeaderMap, now: SystemTime) -> Option<u64> {
+    standard_retry_after_ms(headers, now).or_else(|| provider_reset_ms(headers, now))
+}
+
+/// The wait `retry-after-ms` or `retry-after` asks for.
+fn standard_retry_after_ms(headers: &HeaderMap, now: SystemTime) -> Option<u64> {
     let header = |name: &str| {
         headers
             .get(name)
@@ -140,6 +147,30 @@ pub(crate) fn retry_after_ms(headers: &HeaderMap, now: SystemTime) -> Option<u64
         at.duration_since(now)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
     )
+}
+
+/// The latest reset the provider's own rate-limit headers give, as a wait from `now`.
+fn provider_reset_ms(headers: &HeaderMap, now: SystemTime) -> Option<u64> {
+    let until = |at: SystemTime| {
+        at.duration_since(now)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    };
+    headers
+        .iter()
+        .filter_map(|(name, value)| {
+            let name = name.as_str();
+            let value = value.to_str().ok()?.trim();
+            if name.starts_with("anthropic-ratelimit-") && name.ends_with("-reset") {
+                humantime::parse_rfc3339_weak(value).ok().map(until)
+            } else if name.starts_with("x-ratelimit-reset-") {
+                humantime::parse_duration(value)
+                    .ok()
+                    .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            } else {
+                None
+            }
+        })
+        .max()
 }
 
 #[cfg(test)]
@@ -196,5 +227,40 @@ mod tests {
             None
         );
         assert_eq!(retry_after_ms(&HeaderMap::new(), now), None);
+        // The providers' own reset headers, when no retry-after is given: the latest wins.
+        let in_90s = humantime::format_rfc3339(now + Duration::from_secs(90)).to_string();
+        let in_20s = humantime::format_rfc3339(now + Duration::from_secs(20)).to_string();
+        assert_eq!(
+            retry_after_ms(
+                &headers(&[
+                    ("anthropic-ratelimit-requests-reset", &in_20s),
+                    ("anthropic-ratelimit-tokens-reset", &in_90s)
+                ]),
+                now
+            ),
+            Some(90_000)
+        );
+        assert_eq!(
+            retry_after_ms(
+                &headers(&[
+                    ("x-ratelimit-reset-requests", "1s"),
+                    ("x-ratelimit-reset-tokens", "6m0s")
+                ]),
+                now
+            ),
+            Some(360_000)
+        );
+        assert_eq!(
+            retry_after_ms(&headers(&[("x-ratelimit-reset-tokens", "20ms")]), now),
+            Some(20)
+        );
+        assert_eq!(
+            retry_after_ms(
+                &headers(&[("retry-after", "3"), ("x-ratelimit-reset-tokens", "6m0s")]),
+                now
+            ),
+            Some(3_000),
+            "retry-after wins when given"
+        );
     }
 }
