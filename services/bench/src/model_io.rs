@@ -2,7 +2,7 @@
 //! a local endpoint that answers after a fixed delay. It measures how many calls agentd keeps in
 //! flight at once (all of them, if nothing but the endpoint holds a call up) and agentd's own
 //! overhead per call: from a message's send to its agent being idle again, minus the endpoint's
-//! delay.
+//! delay, in a second round of calls (the first touches the memory the calls need).
 
 use agentd_actors::{AgentSystem, AgentType, AgentTypes, Deps, RuntimeConfig, SystemClock};
 use agentd_bus::InProcessBus;
@@ -113,6 +113,43 @@ async fn read_request(conn: &mut tokio::net::TcpStream) -> std::io::Result<()> {
     }
 }
 
+/// Sends each of `ids` one message and answers each call's overhead (µs): from the send to the
+/// agent idle again, minus the endpoint's `delay`.
+async fn round(
+    sys: &AgentSystem,
+    bus: &InProcessBus,
+    ids: &[String],
+    delay: Duration,
+) -> anyhow::Result<Vec<f64>> {
+    let n = ids.len();
+    let mut events = bus.subscribe();
+    let mut sent: HashMap<String, Instant> = HashMap::with_capacity(n);
+    for id in ids {
+        sent.insert(id.clone(), Instant::now());
+        sys.send(id, "go", false)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    let mut overheads = Vec::with_capacity(n);
+    let deadline = tokio::time::Instant::now() + delay + Duration::from_secs(60);
+    while overheads.len() < n {
+        let event = tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .map_err(|_| anyhow::anyhow!("{} of {n} calls answered in time", overheads.len()))?;
+        if let Ok(Event::StatusChanged {
+            agent_id,
+            to: AgentStatus::Idle,
+            ..
+        }) = event
+            && let Some(at) = sent.remove(&agent_id)
+        {
+            let took = at.elapsed().saturating_sub(delay);
+            overheads.push(took.as_secs_f64() * 1e6);
+        }
+    }
+    Ok(overheads)
+}
+
 /// `(model_calls_in_flight_peak, model_overhead_p50_us)` for `n` agents and an endpoint that
 /// answers after `delay`.
 pub async fn model_io(n: usize, delay: Duration) -> anyhow::Result<(f64, f64)> {
@@ -157,31 +194,10 @@ pub async fn model_io(n: usize, delay: Duration) -> anyhow::Result<(f64, f64)> {
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         ids.push(rec.id);
     }
-    let mut events = bus.subscribe();
-    let mut sent: HashMap<String, Instant> = HashMap::with_capacity(n);
-    for id in &ids {
-        sent.insert(id.clone(), Instant::now());
-        sys.send(id, "go", false)
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
-    let mut overheads = Vec::with_capacity(n);
-    let deadline = tokio::time::Instant::now() + delay + Duration::from_secs(60);
-    while overheads.len() < n {
-        let event = tokio::time::timeout_at(deadline, events.recv())
-            .await
-            .map_err(|_| anyhow::anyhow!("{} of {n} calls answered in time", overheads.len()))?;
-        if let Ok(Event::StatusChanged {
-            agent_id,
-            to: AgentStatus::Idle,
-            ..
-        }) = event
-            && let Some(at) = sent.remove(&agent_id)
-        {
-            let took = at.elapsed().saturating_sub(delay);
-            overheads.push(took.as_secs_f64() * 1e6);
-        }
-    }
+    // A first round touches the memory every call needs (connections, buffers, tasks) for the
+    // first time; the second, measured, round reuses it as a running service does.
+    round(&sys, &bus, &ids, delay).await?;
+    let mut overheads = round(&sys, &bus, &ids, delay).await?;
     sys.shutdown().await;
     Ok((
         endpoint.peak.load(Ordering::SeqCst) as f64,
