@@ -525,10 +525,10 @@ fn main() -> anyhow::Result<()> {
         put("spawn_per_s", rate);
     }
     if wants("model_io") {
-        let (peak, overhead) =
-            sys.block_on(model_io::model_io(2_000 / scale, Duration::from_secs(1)))?;
-        put("model_calls_in_flight_peak", peak);
-        put("model_overhead_p50_us", overhead);
+        let m = sys.block_on(model_io::model_io(2_000 / scale, Duration::from_secs(1)))?;
+        put("model_calls_in_flight_peak", m.peak);
+        put("model_overhead_p50_us", m.overhead_p50_us);
+        note("model_endpoint_excess_p50_us", m.endpoint_excess_p50_us);
     }
     let redis_wanted = ["redis_raw", "redis_store", "cluster"]
         .iter()

@@ -1,8 +1,9 @@
 //! The model path under load: `n` agents on the OpenAI-compatible backend each make one call to
 //! a local endpoint that answers after a fixed delay. It measures how many calls agentd keeps in
 //! flight at once (all of them, if nothing but the endpoint holds a call up) and agentd's own
-//! overhead per call: from a message's send to its agent being idle again, minus the endpoint's
-//! delay, in a second round of calls (the first touches the memory the calls need).
+//! overhead per call: from a message's send to its agent being idle again, minus the time the
+//! endpoint held that call (its delay, its timer's resolution and its own work), in a second
+//! round of calls (the first touches the memory the calls need).
 
 use agentd_actors::{AgentSystem, AgentType, AgentTypes, Deps, RuntimeConfig, SystemClock};
 use agentd_bus::InProcessBus;
@@ -21,6 +22,10 @@ const ANSWER: &str = r#"{"choices":[{"message":{"role":"assistant","content":"ok
 struct Endpoint {
     url: String,
     peak: Arc<AtomicUsize>,
+    /// Per calling agent (named in its message, `go <agent id>`), how long the endpoint held
+    /// its last call, from reading the request to writing the answer: the delay, plus the
+    /// endpoint's timer resolution and its own work, which are not agentd's to count.
+    holds: Holds,
 }
 
 /// A chat-completions endpoint on its own thread (so it takes nothing from agentd's): each
@@ -31,6 +36,8 @@ fn endpoint(backlog: u32, delay: Duration) -> anyhow::Result<Endpoint> {
     drop(socket);
     let peak = Arc::new(AtomicUsize::new(0));
     let seen = peak.clone();
+    let holds: Holds = Arc::default();
+    let held = holds.clone();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = match tokio::runtime::Builder::new_current_thread()
@@ -57,11 +64,12 @@ fn endpoint(backlog: u32, delay: Duration) -> anyhow::Result<Endpoint> {
             let _ = ready_tx.send(Ok(()));
             let in_flight = Arc::new(AtomicUsize::new(0));
             while let Ok((mut conn, _)) = listener.accept().await {
-                let (in_flight, seen) = (in_flight.clone(), seen.clone());
+                let (in_flight, seen, held) = (in_flight.clone(), seen.clone(), held.clone());
                 tokio::spawn(async move {
-                    if read_request(&mut conn).await.is_err() {
+                    let Ok(body) = read_request(&mut conn).await else {
                         return;
-                    }
+                    };
+                    let arrived = Instant::now();
                     let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                     seen.fetch_max(now, Ordering::SeqCst);
                     tokio::time::sleep(delay).await;
@@ -71,6 +79,9 @@ fn endpoint(backlog: u32, delay: Duration) -> anyhow::Result<Endpoint> {
                         ANSWER.len()
                     );
                     let _ = conn.write_all(reply.as_bytes()).await;
+                    if let (Some(agent), Ok(mut holds)) = (caller_of(&body), held.lock()) {
+                        holds.insert(agent, arrived.elapsed());
+                    }
                 });
             }
         });
@@ -81,11 +92,22 @@ fn endpoint(backlog: u32, delay: Duration) -> anyhow::Result<Endpoint> {
     Ok(Endpoint {
         url: format!("http://{addr}"),
         peak,
+        holds,
     })
 }
 
-/// Reads one request's head and body.
-async fn read_request(conn: &mut tokio::net::TcpStream) -> std::io::Result<()> {
+/// How long the endpoint held each agent's last call.
+type Holds = Arc<std::sync::Mutex<HashMap<String, Duration>>>;
+
+/// The agent a request's message names (`go <agent id>`).
+fn caller_of(body: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(body);
+    let at = text.find("go ")? + 3;
+    text.get(at..at + 36).map(str::to_string)
+}
+
+/// Reads one request's head and answers its body.
+async fn read_request(conn: &mut tokio::net::TcpStream) -> std::io::Result<Vec<u8>> {
     let mut buf = Vec::with_capacity(4096);
     let mut chunk = [0u8; 4096];
     loop {
@@ -108,34 +130,34 @@ async fn read_request(conn: &mut tokio::net::TcpStream) -> std::io::Result<()> {
                 }
                 buf.extend_from_slice(&chunk[..n]);
             }
-            return Ok(());
+            return Ok(buf.split_off(end + 4));
         }
     }
 }
 
-/// Sends each of `ids` one message and answers each call's overhead (µs): from the send to the
-/// agent idle again, minus the endpoint's `delay`.
+/// Sends each of `ids` one message and answers, per agent, the time from the send to the agent
+/// idle again.
 async fn round(
     sys: &AgentSystem,
     bus: &InProcessBus,
     ids: &[String],
     delay: Duration,
-) -> anyhow::Result<Vec<f64>> {
+) -> anyhow::Result<HashMap<String, Duration>> {
     let n = ids.len();
     let mut events = bus.subscribe();
     let mut sent: HashMap<String, Instant> = HashMap::with_capacity(n);
     for id in ids {
         sent.insert(id.clone(), Instant::now());
-        sys.send(id, "go", false)
+        sys.send(id, &format!("go {id}"), false)
             .await
             .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
-    let mut overheads = Vec::with_capacity(n);
+    let mut took = HashMap::with_capacity(n);
     let deadline = tokio::time::Instant::now() + delay + Duration::from_secs(60);
-    while overheads.len() < n {
+    while took.len() < n {
         let event = tokio::time::timeout_at(deadline, events.recv())
             .await
-            .map_err(|_| anyhow::anyhow!("{} of {n} calls answered in time", overheads.len()))?;
+            .map_err(|_| anyhow::anyhow!("{} of {n} calls answered in time", took.len()))?;
         if let Ok(Event::StatusChanged {
             agent_id,
             to: AgentStatus::Idle,
@@ -143,16 +165,25 @@ async fn round(
         }) = event
             && let Some(at) = sent.remove(&agent_id)
         {
-            let took = at.elapsed().saturating_sub(delay);
-            overheads.push(took.as_secs_f64() * 1e6);
+            took.insert(agent_id, at.elapsed());
         }
     }
-    Ok(overheads)
+    Ok(took)
 }
 
-/// `(model_calls_in_flight_peak, model_overhead_p50_us)` for `n` agents and an endpoint that
-/// answers after `delay`.
-pub async fn model_io(n: usize, delay: Duration) -> anyhow::Result<(f64, f64)> {
+/// What [`model_io`] measured.
+pub struct ModelIo {
+    /// `model_calls_in_flight_peak`.
+    pub peak: f64,
+    /// `model_overhead_p50_us`.
+    pub overhead_p50_us: f64,
+    /// How much longer than its delay the endpoint itself held the measured round's calls, p50
+    /// (a diagnostic: what the endpoint's timer and work add, taken out of the overhead).
+    pub endpoint_excess_p50_us: f64,
+}
+
+/// [`ModelIo`] for `n` agents and an endpoint that answers after `delay`.
+pub async fn model_io(n: usize, delay: Duration) -> anyhow::Result<ModelIo> {
     let endpoint = endpoint(u32::try_from(n + 64).unwrap_or(u32::MAX), delay)?;
     let model = OpenAiModel::new(
         HttpSettings {
@@ -197,10 +228,19 @@ pub async fn model_io(n: usize, delay: Duration) -> anyhow::Result<(f64, f64)> {
     // A first round touches the memory every call needs (connections, buffers, tasks) for the
     // first time; the second, measured, round reuses it as a running service does.
     round(&sys, &bus, &ids, delay).await?;
-    let mut overheads = round(&sys, &bus, &ids, delay).await?;
+    let took = round(&sys, &bus, &ids, delay).await?;
+    let holds = endpoint.holds.lock().map(|h| h.clone()).unwrap_or_default();
+    let mut overheads = Vec::with_capacity(n);
+    let mut excess = Vec::with_capacity(n);
+    for (agent, took) in &took {
+        let hold = holds.get(agent).copied().unwrap_or(delay);
+        overheads.push(took.saturating_sub(hold).as_secs_f64() * 1e6);
+        excess.push(hold.saturating_sub(delay).as_secs_f64() * 1e6);
+    }
     sys.shutdown().await;
-    Ok((
-        endpoint.peak.load(Ordering::SeqCst) as f64,
-        crate::percentile(&mut overheads, 0.5),
-    ))
+    Ok(ModelIo {
+        peak: endpoint.peak.load(Ordering::SeqCst) as f64,
+        overhead_p50_us: crate::percentile(&mut overheads, 0.5),
+        endpoint_excess_p50_us: crate::percentile(&mut excess, 0.5),
+    })
 }
