@@ -368,3 +368,46 @@ async fn a_rate_limit_holds_every_agent_of_the_provider_until_its_reset() {
     }
     assert_eq!(server.requests().len(), 3);
 }
+
+/// An answer the provider cut off at its token limit is not taken as an answer: the turn fails
+/// with a clear error (in `inspect`'s `last_error`), no partial text joins the thread, and the
+/// tokens it cost are counted.
+#[actix_rt::test]
+async fn an_answer_cut_off_at_max_tokens_is_not_taken_as_finished() {
+    let openai = MockHttp::start(vec![Canned::json(json!({
+        "choices": [{"message": {"role": "assistant", "content": "The answer is forty"},
+                     "finish_reason": "length"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 16}
+    }))]);
+    let anthropic = MockHttp::start(vec![Canned::json(json!({
+        "content": [{"type": "text", "text": "The answer is forty"}],
+        "stop_reason": "max_tokens",
+        "usage": {"input_tokens": 100, "output_tokens": 16}
+    }))]);
+    let backends: [Arc<dyn ModelClient>; 2] = [
+        Arc::new(OpenAiModel::new(http(&openai.url), "gpt-test".into()).unwrap()),
+        Arc::new(AnthropicModel::new(http(&anthropic.url), "claude-test".into(), 16).unwrap()),
+    ];
+    for model in backends {
+        let backend = model.backend();
+        let sys = start_with_model(
+            model,
+            types(),
+            Arc::new(MemoryStore::new()),
+            Arc::new(SystemClock),
+            |_| {},
+        );
+        let a = sys.root("plain", Some("what is the answer?")).await;
+        let rec = sys.wait_for_status(&a.id, AgentStatus::Failed).await;
+        let error = rec.last_error.unwrap_or_default();
+        assert!(
+            error.contains("cut off at its token limit"),
+            "{backend}: {error}"
+        );
+        assert!(
+            sys.texts_of(&a.id, Role::Assistant).await.is_empty(),
+            "{backend}: the partial text is not an answer"
+        );
+        assert_eq!(rec.usage.output, 16, "{backend}: its tokens are counted");
+    }
+}

@@ -66,6 +66,9 @@ pub struct ModelResponse {
     pub tool_calls: Vec<ToolCall>,
     /// Tokens used.
     pub usage: Usage,
+    /// The provider stopped the answer at the request's token limit (OpenAI's `finish_reason`
+    /// `length`, Anthropic's `stop_reason` `max_tokens`): it is not a finished answer.
+    pub cut_off: bool,
 }
 
 /// Why a model call failed.

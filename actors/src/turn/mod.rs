@@ -32,7 +32,7 @@ use crate::ports::Purpose;
 use crate::tools::{self, ToolContext, ToolOutcome};
 use actix::Recipient;
 use agentd_proto::ids::{derived_id, derived_step_id};
-use agentd_proto::{AgentRecord, AgentdError, Marker, Role, ThreadEntry};
+use agentd_proto::{AgentRecord, AgentdError, ErrorCode, Marker, Role, ThreadEntry};
 use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -206,10 +206,24 @@ impl Turn {
                     crate::ports::ModelResponse {
                         text: e.text.clone(),
                         tool_calls: e.tool_calls.to_vec(),
-                        usage: Default::default(),
+                        ..Default::default()
                     }
                 }
                 None => match self.call_model(self.request(thread, Purpose::Turn)).await? {
+                    Ok(r) if r.cut_off => {
+                        // Its tokens were spent all the same.
+                        self.progress.do_send(TurnProgress::Usage {
+                            usage: r.usage,
+                            step: Some(step),
+                        });
+                        return Err(AgentdError::new(
+                            ErrorCode::ModelError,
+                            format!(
+                                "the model's answer was cut off at its token limit (max_tokens) after {} output tokens; it is not taken as an answer",
+                                r.usage.output
+                            ),
+                        ));
+                    }
                     Ok(r) => {
                         if r.tool_calls.is_empty() {
                             result.final_usage = Some(r.usage);

@@ -156,6 +156,7 @@ pub fn parse_response(v: &Value) -> Result<ModelResponse, ModelError> {
             cache_write: n("cache_creation_input_tokens"),
             cache_read: n("cache_read_input_tokens"),
         },
+        cut_off: v.get("stop_reason").and_then(Value::as_str) == Some("max_tokens"),
     })
 }
 

@@ -107,6 +107,10 @@ pub fn parse_response(v: &Value) -> Result<ModelResponse, ModelError> {
         text,
         tool_calls,
         usage,
+        cut_off: v
+            .pointer("/choices/0/finish_reason")
+            .and_then(Value::as_str)
+            == Some("length"),
     })
 }
 

@@ -163,6 +163,7 @@ pub fn parse_line(v: &Value) -> Result<ModelResponse, ModelError> {
             .to_string(),
         tool_calls,
         usage,
+        cut_off: false,
     })
 }
 

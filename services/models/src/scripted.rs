@@ -293,6 +293,7 @@ impl ModelClient for ScriptedModel {
                 text,
                 tool_calls: Vec::new(),
                 usage,
+                cut_off: false,
             });
         };
         if rule.once {
@@ -341,6 +342,7 @@ impl ModelClient for ScriptedModel {
             text,
             tool_calls,
             usage,
+            cut_off: false,
         })
     }
 }
