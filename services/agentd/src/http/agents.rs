@@ -1,0 +1,336 @@
+//! Routes on agents: spawn, list, inspect, delete, messages, controls, what a waiting agent
+//! asked for, budget, environment, thread and children.
+
+use super::{ApiResult, ApiState, run};
+use crate::errors::JsonObject;
+use actix_web::{HttpRequest, HttpResponse, web};
+use agentd_proto::{AgentdError, Command, Control, ErrorCode, SpawnRequest};
+use serde::Deserialize;
+use serde_json::json;
+
+/// Spawn an agent (a root, or a child with `parent_id`).
+#[utoipa::path(
+    post, path = "/v1/agents", tag = "agents",
+    request_body(content = SpawnRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The new agent", body = agentd_proto::AgentView),
+        (status = 429, description = "`depth_limit`, `fanout_limit` or `budget_exceeded`", body = AgentdError),
+    )
+)]
+pub(crate) async fn spawn(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    body: JsonObject<SpawnRequest>,
+) -> ApiResult {
+    let view = run(&st, &req, Command::Spawn(Box::new(body.into_inner()))).await?;
+    Ok(HttpResponse::Created().json(view))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ListQuery {
+    parent_id: Option<String>,
+}
+
+/// List roots, or the children of `parent_id`.
+#[utoipa::path(
+    get, path = "/v1/agents", tag = "agents",
+    params(("parent_id" = Option<String>, Query, description = "List this agent's children instead of the roots")),
+    responses(
+        (status = 200, description = "The agents, oldest first", body = agentd_proto::AgentList),
+    )
+)]
+pub(crate) async fn list(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    q: web::Query<ListQuery>,
+) -> ApiResult {
+    let parent_id = q.into_inner().parent_id;
+    Ok(HttpResponse::Ok().json(run(&st, &req, Command::List { parent_id }).await?))
+}
+
+/// Inspect an agent.
+#[utoipa::path(
+    get, path = "/v1/agents/{id}", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    responses(
+        (status = 200, description = "The agent", body = agentd_proto::Inspection),
+    )
+)]
+pub(crate) async fn inspect(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+) -> ApiResult {
+    let agent_id = id.into_inner();
+    Ok(HttpResponse::Ok().json(run(&st, &req, Command::Inspect { agent_id }).await?))
+}
+
+/// Delete an agent and its descendants with their history.
+#[utoipa::path(
+    delete, path = "/v1/agents/{id}", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    responses(
+        (status = 200, description = "Deleted", body = crate::openapi::Deleted),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+    )
+)]
+pub(crate) async fn delete(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+) -> ApiResult {
+    let agent_id = id.into_inner();
+    run(
+        &st,
+        &req,
+        Command::Control {
+            agent_id: agent_id.clone(),
+            control: Control::Delete,
+        },
+    )
+    .await?;
+    Ok(HttpResponse::Ok().json(crate::openapi::Deleted {
+        agent_id,
+        status: "deleted".into(),
+    }))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct SendBody {
+    #[serde(alias = "message")]
+    text: String,
+    #[serde(default)]
+    interrupt: bool,
+}
+
+/// Send a message or follow-up (`interrupt` aborts the turn).
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/messages", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    request_body(content = SendBody, content_type = "application/json"),
+    responses(
+        (status = 202, description = "Stored in the agent's inbox", body = crate::openapi::Sent),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+        (status = 429, description = "`depth_limit`, `fanout_limit` or `budget_exceeded`", body = AgentdError),
+    )
+)]
+pub(crate) async fn send(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    body: JsonObject<SendBody>,
+) -> ApiResult {
+    let SendBody { text, interrupt } = body.into_inner();
+    let v = run(
+        &st,
+        &req,
+        Command::Send {
+            agent_id: id.into_inner(),
+            text,
+            interrupt,
+        },
+    )
+    .await?;
+    Ok(HttpResponse::Accepted().json(v))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct ControlBody {
+    #[serde(alias = "action")]
+    #[schema(value_type = crate::openapi::ControlName)]
+    control: String,
+}
+
+/// pause, resume, cancel, terminate, close or delete.
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/control", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    request_body(content = ControlBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Applied", body = crate::openapi::ControlApplied),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+    )
+)]
+pub(crate) async fn control(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    body: JsonObject<ControlBody>,
+) -> ApiResult {
+    let control: Control =
+        serde_json::from_value(json!({"type": body.control.trim()})).map_err(|_| {
+            AgentdError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "unknown control `{}` (pause, resume, cancel, terminate, close, delete)",
+                    body.control
+                ),
+            )
+        })?;
+    let v = run(
+        &st,
+        &req,
+        Command::Control {
+            agent_id: id.into_inner(),
+            control,
+        },
+    )
+    .await?;
+    Ok(HttpResponse::Ok().json(v))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct ProvideBody {
+    #[serde(alias = "answer", alias = "text")]
+    value: String,
+}
+
+/// Provide what a `waiting_dependency` agent asked for (`value`).
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/dependency", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    request_body(content = ProvideBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The agent", body = agentd_proto::AgentView),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+    )
+)]
+pub(crate) async fn provide_dependency(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    body: JsonObject<ProvideBody>,
+) -> ApiResult {
+    let cmd = Command::ProvideDependency {
+        agent_id: id.into_inner(),
+        value: body.into_inner().value,
+    };
+    Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
+}
+
+/// Answer a `waiting_question` agent (`answer`).
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/answer", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    request_body(content = ProvideBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The agent", body = agentd_proto::AgentView),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+    )
+)]
+pub(crate) async fn answer_question(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    body: JsonObject<ProvideBody>,
+) -> ApiResult {
+    let cmd = Command::AnswerQuestion {
+        agent_id: id.into_inner(),
+        answer: body.into_inner().value,
+    };
+    Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
+}
+
+/// Replace the agent's budget (`max_tokens`, `max_cost_usd`, `deadline_ms`).
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/budget", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    request_body(content = agentd_proto::Budget, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The agent with its new budget", body = agentd_proto::AgentView),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+    )
+)]
+pub(crate) async fn set_budget(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    body: JsonObject<agentd_proto::Budget>,
+) -> ApiResult {
+    let cmd = Command::SetBudget {
+        agent_id: id.into_inner(),
+        budget: body.into_inner(),
+    };
+    Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
+}
+
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct EnvBody {
+    env: std::collections::BTreeMap<String, String>,
+}
+
+/// Replace the agent's environment variables (`env`: a map).
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/env", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    request_body(content = EnvBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The agent", body = agentd_proto::AgentView),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+    )
+)]
+pub(crate) async fn set_env(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+    body: JsonObject<EnvBody>,
+) -> ApiResult {
+    let cmd = Command::SetEnv {
+        agent_id: id.into_inner(),
+        env: body.into_inner().env,
+    };
+    Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
+}
+
+/// The agent's thread.
+#[utoipa::path(
+    get, path = "/v1/agents/{id}/thread", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    responses(
+        (status = 200, description = "The thread", body = crate::openapi::ThreadView),
+    )
+)]
+pub(crate) async fn thread(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+) -> ApiResult {
+    let agent_id = id.into_inner();
+    let mut v = run(
+        &st,
+        &req,
+        Command::Thread {
+            agent_id: agent_id.clone(),
+        },
+    )
+    .await?;
+    v["agent_id"] = json!(agent_id);
+    Ok(HttpResponse::Ok().json(v))
+}
+
+/// The agent's children (live and closed).
+#[utoipa::path(
+    get, path = "/v1/agents/{id}/children", tag = "agents",
+    params(("id" = String, Path, description = "The agent's id")),
+    responses(
+        (status = 200, description = "The children, oldest first", body = agentd_proto::AgentList),
+    )
+)]
+pub(crate) async fn children(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<String>,
+) -> ApiResult {
+    let agent_id = id.into_inner();
+    st.system.record(&agent_id).await?;
+    Ok(HttpResponse::Ok().json(
+        run(
+            &st,
+            &req,
+            Command::List {
+                parent_id: Some(agent_id),
+            },
+        )
+        .await?,
+    ))
+}

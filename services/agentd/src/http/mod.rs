@@ -1,0 +1,114 @@
+//! The HTTP API (`/v1`). Every route is a thin door onto [`AgentSystem`]; errors are JSON
+//! `{code, message}` with the stable codes ([`crate::errors`]).
+//!
+//! | module | routes |
+//! |---|---|
+//! | [`operations`] | health, readiness, metrics, info, the API document, trees, queue, commands |
+//! | [`agents`] | spawn, list, inspect, delete, messages, controls, budget, env, thread, children |
+//! | [`sessions`] | reset, compact, checkpoints, restore |
+//! | [`tools`] | an agent's tools, running a tool |
+
+mod agents;
+mod operations;
+mod sessions;
+mod tools;
+
+pub(crate) use agents::*;
+pub(crate) use operations::*;
+pub(crate) use sessions::*;
+pub(crate) use tools::*;
+
+use crate::errors::ApiError;
+use actix_web::{HttpRequest, HttpResponse, web};
+use agentd_actors::AgentSystem;
+use agentd_proto::Command;
+use serde_json::Value;
+
+/// Header that scopes an external caller to one root's tree (`not_ancestor` outside it).
+pub const SCOPE_HEADER: &str = "x-agentd-root";
+
+/// Shared state of the HTTP handlers.
+#[derive(Clone)]
+pub struct ApiState {
+    /// The actors.
+    pub system: AgentSystem,
+    /// The Redis bus, when configured (its partitions show in `/v1/info`).
+    pub redis: Option<std::sync::Arc<agentd_bus::RedisBus>>,
+    /// The in-process event bus (`/v1/events`).
+    pub bus: agentd_bus::InProcessBus,
+    /// Turns `true` when the service stops: event streams end then.
+    pub shutdown: crate::sse::Shutdown,
+}
+
+type ApiResult = Result<HttpResponse, ApiError>;
+
+/// Registers every route, one resource per path, so a path asked with a method it does not
+/// take is `405 method_not_allowed` (with `Allow`), not `404`.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    crate::dashboard::routes(cfg);
+    cfg.service(web::resource("/healthz").route(web::get().to(healthz)))
+        .service(web::resource("/readyz").route(web::get().to(readyz)))
+        .service(web::resource("/metrics").route(web::get().to(metrics)))
+        .service(
+            web::scope("/v1")
+                .service(web::resource("/info").route(web::get().to(info)))
+                .service(web::resource("/openapi.json").route(web::get().to(openapi_doc)))
+                .service(web::resource("/events").route(web::get().to(crate::sse::events)))
+                .service(
+                    web::resource("/agents")
+                        .route(web::post().to(spawn))
+                        .route(web::get().to(list)),
+                )
+                .service(web::resource("/tree").route(web::get().to(tree)))
+                .service(web::resource("/queue").route(web::get().to(queue)))
+                .service(web::resource("/commands").route(web::post().to(command)))
+                .service(web::resource("/tools/{tool}").route(web::post().to(invoke_tool_detached)))
+                .service(
+                    web::resource("/agents/{id}")
+                        .route(web::get().to(inspect))
+                        .route(web::delete().to(delete)),
+                )
+                .service(web::resource("/agents/{id}/messages").route(web::post().to(send)))
+                .service(web::resource("/agents/{id}/control").route(web::post().to(control)))
+                .service(web::resource("/agents/{id}/reset").route(web::post().to(reset)))
+                .service(web::resource("/agents/{id}/compact").route(web::post().to(compact)))
+                .service(
+                    web::resource("/agents/{id}/dependency")
+                        .route(web::post().to(provide_dependency)),
+                )
+                .service(
+                    web::resource("/agents/{id}/answer").route(web::post().to(answer_question)),
+                )
+                .service(web::resource("/agents/{id}/budget").route(web::post().to(set_budget)))
+                .service(web::resource("/agents/{id}/thread").route(web::get().to(thread)))
+                .service(web::resource("/agents/{id}/children").route(web::get().to(children)))
+                .service(web::resource("/agents/{id}/tools").route(web::get().to(tools)))
+                .service(
+                    web::resource("/agents/{id}/tools/{tool}").route(web::post().to(invoke_tool)),
+                )
+                .service(
+                    web::resource("/agents/{id}/checkpoints")
+                        .route(web::get().to(checkpoints))
+                        .route(web::post().to(take_checkpoint)),
+                )
+                .service(
+                    web::resource("/agents/{id}/checkpoints/{checkpoint}")
+                        .route(web::get().to(checkpoint)),
+                )
+                .service(web::resource("/agents/{id}/restore").route(web::post().to(restore)))
+                .service(web::resource("/agents/{id}/env").route(web::post().to(set_env))),
+        );
+}
+
+/// The root an external caller is scoped to (`X-Agentd-Root`), if it names one.
+fn scope(req: &HttpRequest) -> Option<String> {
+    req.headers()
+        .get(SCOPE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+async fn run(st: &ApiState, req: &HttpRequest, cmd: Command) -> Result<Value, ApiError> {
+    Ok(st.system.execute_scoped(cmd, scope(req).as_deref()).await?)
+}

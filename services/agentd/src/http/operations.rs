@@ -1,0 +1,173 @@
+//! Routes about the service itself: liveness, readiness, metrics, info, this API's document,
+//! the trees, the work queue, and any command as the Redis command stream takes it.
+
+use super::{ApiResult, ApiState, run, scope};
+use crate::errors::JsonObject;
+use actix_web::{HttpRequest, HttpResponse, web};
+use agentd_proto::{AgentTrees, AgentdError, Command, ErrorCode, WorkQueue};
+
+/// Liveness: the process is up.
+#[utoipa::path(
+    get, path = "/healthz", tag = "operations",
+    responses(
+        (status = 200, description = "Up", body = crate::openapi::Health),
+    )
+)]
+pub(crate) async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(crate::openapi::Health {
+        status: "ok".into(),
+    })
+}
+
+/// This document.
+#[utoipa::path(
+    get, path = "/v1/openapi.json", tag = "operations",
+    responses(
+        (status = 200, description = "The OpenAPI document", body = Object),
+    )
+)]
+pub(crate) async fn openapi_doc(auth: web::Data<crate::auth::Auth>) -> HttpResponse {
+    HttpResponse::Ok().json(crate::openapi::document(auth.token.is_some()))
+}
+
+/// Prometheus metrics (text exposition format 0.0.4).
+#[utoipa::path(
+    get, path = "/metrics", tag = "operations",
+    responses(
+        (status = 200, description = "The metrics", body = String, content_type = "text/plain"),
+    )
+)]
+pub(crate) async fn metrics(st: web::Data<ApiState>) -> HttpResponse {
+    let m = agentd_actors::metrics::global();
+    if let Some(bus) = &st.redis {
+        m.set(
+            "agentd_partitions_owned",
+            "Partitions this process owns.",
+            &[],
+            bus.owned().len() as f64,
+        );
+        for (k, pending, lag) in bus.partition_stats().await {
+            let k = k.to_string();
+            m.set(
+                "agentd_stream_pending",
+                "Entries read but not acknowledged, per partition.",
+                &[("partition", &k)],
+                pending as f64,
+            );
+            m.set(
+                "agentd_stream_lag",
+                "Entries not yet read, per partition.",
+                &[("partition", &k)],
+                lag as f64,
+            );
+        }
+    }
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(m.render())
+}
+
+/// Readiness: the store (and Redis, when configured) answers.
+#[utoipa::path(
+    get, path = "/readyz", tag = "operations",
+    responses(
+        (status = 200, description = "Ready", body = crate::openapi::Ready),
+        (status = 500, description = "`store_error`: the store does not answer", body = AgentdError),
+        (status = 503, description = "`unavailable`: Redis or a lease check failed", body = AgentdError),
+    )
+)]
+pub(crate) async fn readyz(st: web::Data<ApiState>) -> ApiResult {
+    st.system
+        .deps()
+        .store
+        .list_roots()
+        .await
+        .map_err(AgentdError::from)?;
+    let partitions = match &st.redis {
+        Some(bus) => Some(
+            bus.check_leases()
+                .await
+                .map_err(|m| AgentdError::new(ErrorCode::Unavailable, m))?,
+        ),
+        None => None,
+    };
+    Ok(HttpResponse::Ok().json(crate::openapi::Ready {
+        status: "ready".into(),
+        partitions_owned: partitions,
+    }))
+}
+
+/// Version, model backend, store, agent types, owned partitions.
+#[utoipa::path(
+    get, path = "/v1/info", tag = "operations",
+    responses(
+        (status = 200, description = "About this process", body = crate::openapi::Info),
+    )
+)]
+pub(crate) async fn info(st: web::Data<ApiState>) -> HttpResponse {
+    let live_agents = st.system.live_count().await.ok();
+    let deps = st.system.deps();
+    let agent_types = deps
+        .config
+        .types
+        .iter()
+        .map(|t| crate::openapi::AgentTypeInfo {
+            name: t.name.clone(),
+            title: t.title.clone(),
+            description: t.description.clone(),
+            workers: t.workers.clone(),
+        })
+        .collect();
+    HttpResponse::Ok().json(crate::openapi::Info {
+        service: "agentd".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        model_backend: deps.model.backend().into(),
+        store: deps.store.kind().into(),
+        agent_types,
+        process_id: st.redis.as_ref().map(|r| r.process_id().to_string()),
+        partitions_owned: st.redis.as_ref().map(|r| r.owned()),
+        live_agents,
+    })
+}
+
+/// Every tree with statuses, tokens and cost rolled up.
+#[utoipa::path(
+    get, path = "/v1/tree", tag = "agents",
+    responses(
+        (status = 200, description = "One node per root", body = AgentTrees),
+    )
+)]
+pub(crate) async fn tree(st: web::Data<ApiState>, req: HttpRequest) -> ApiResult {
+    let roots = st.system.tree(scope(&req).as_deref()).await?;
+    Ok(HttpResponse::Ok().json(AgentTrees { roots }))
+}
+
+/// Execute any command (same schema as the Redis command stream).
+#[utoipa::path(
+    post, path = "/v1/commands", tag = "agents",
+    request_body(content = Command, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The command's result (its shape is the matching route's)", body = Value),
+        (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+        (status = 429, description = "`depth_limit`, `fanout_limit` or `budget_exceeded`", body = AgentdError),
+    )
+)]
+pub(crate) async fn command(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    body: JsonObject<Command>,
+) -> ApiResult {
+    Ok(HttpResponse::Ok().json(run(&st, &req, body.into_inner()).await?))
+}
+
+/// Agents with work pending or running, by priority then age, with their queue state.
+#[utoipa::path(
+    get, path = "/v1/queue", tag = "agents",
+    responses(
+        (status = 200, description = "The work queue", body = WorkQueue),
+    )
+)]
+pub(crate) async fn queue(st: web::Data<ApiState>, req: HttpRequest) -> ApiResult {
+    let tasks = st.system.queue(scope(&req).as_deref()).await?;
+    Ok(HttpResponse::Ok().json(WorkQueue { tasks }))
+}
