@@ -154,9 +154,9 @@ pub struct ToolList {
     pub tools: Vec<ToolInfo>,
 }
 
-/// A checkpoint without its bulky parts.
+/// What every description of a checkpoint says about it.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct CheckpointSummary {
+pub struct CheckpointFacts {
     /// The checkpoint's id (v7, sorts by time).
     #[schema(format = Uuid)]
     pub checkpoint_id: String,
@@ -180,14 +180,21 @@ pub struct CheckpointSummary {
     pub entries: u64,
     /// The inbox items not yet handled then, described.
     pub pending_actions: Vec<String>,
-    /// The names of its environment variables.
-    pub environment: Vec<String>,
     /// Tokens used up to then.
     pub tokens_used: u64,
     /// Cost up to then, USD.
     pub cost_usd: f64,
     /// Turns completed up to then.
     pub turns: u64,
+}
+
+/// A checkpoint without its bulky parts.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CheckpointSummary {
+    #[serde(flatten)]
+    pub facts: CheckpointFacts,
+    /// The names of its environment variables.
+    pub environment: Vec<String>,
 }
 
 /// `GET /v1/agents/{id}/checkpoints`.
@@ -197,39 +204,12 @@ pub struct CheckpointList {
     pub checkpoints: Vec<CheckpointSummary>,
 }
 
-/// `GET /v1/agents/{id}/checkpoints/{checkpoint}`: the summary's fields, with the saved state
+/// `GET /v1/agents/{id}/checkpoints/{checkpoint}`: the summary's facts, with the saved state
 /// in full in place of the environment's names.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CheckpointDetail {
-    /// The checkpoint's id.
-    #[schema(format = Uuid)]
-    pub checkpoint_id: String,
-    /// The agent it belongs to.
-    pub agent_id: String,
-    /// Why it was taken.
-    pub reason: CheckpointReason,
-    /// What triggered it.
-    pub trigger: String,
-    /// When it was taken, ms since the epoch.
-    pub created_at_ms: u64,
-    /// The agent's status then.
-    pub status: AgentStatus,
-    /// Its phase then.
-    pub phase: Option<u32>,
-    /// Its current step then.
-    pub current_step: Option<String>,
-    /// Its progress then, when known.
-    pub progress: Option<f64>,
-    /// Entries of the conversation saved.
-    pub entries: u64,
-    /// The inbox items not yet handled then, described.
-    pub pending_actions: Vec<String>,
-    /// Tokens used up to then.
-    pub tokens_used: u64,
-    /// Cost up to then, USD.
-    pub cost_usd: f64,
-    /// Turns completed up to then.
-    pub turns: u64,
+    #[serde(flatten)]
+    pub facts: CheckpointFacts,
     /// The whole conversation then.
     pub conversation: Vec<ThreadEntry>,
     /// The inbox items not yet handled then (envelopes, as the store keeps them).
