@@ -107,6 +107,13 @@ pub struct AgentType {
     /// How many phases a task of this type has (`=== PHASE N COMPLETE ===`); progress is
     /// phase / phases.
     pub phases: Option<u32>,
+    /// Tools an agent CLI (the process backend's `claude-code` protocol) runs by itself for
+    /// agents of this type (`--allowedTools`): the CLI's own names, e.g. `Bash`, `Read`,
+    /// `Edit`, or rules such as `Bash(git:*)`. An agent's own allowed tools narrow them.
+    pub cli_tools: Vec<String>,
+    /// The agent CLI's permission mode for this type (`--permission-mode`: `default`,
+    /// `acceptEdits`, `plan`, `bypassPermissions`); unset = the CLI's default.
+    pub cli_permission_mode: Option<String>,
 }
 
 /// The agent type table, with the seed's aliases (`worker` = `coding`, `debugger` = `debug`).

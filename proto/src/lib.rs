@@ -62,7 +62,7 @@ pub use limits::InputLimits;
 pub use manage::{AsyncForward, ManageCommand, ManageMode, ManageOptions, ManageRequest};
 pub use markers::Marker;
 pub use output::Output;
-pub use record::{AgentId, AgentRecord, Channel, ManageChannel};
+pub use record::{AgentCli, AgentId, AgentRecord, Channel, ManageChannel};
 pub use status::AgentStatus;
 pub use thread::{Role, ThreadEntry, ToolCall};
 pub use usage::{Budget, Price, Priority, Usage};

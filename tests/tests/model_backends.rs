@@ -273,6 +273,8 @@ fn request(text: &str) -> agentd_actors::ModelRequest {
         ))]),
         tools: Arc::default(),
         purpose: agentd_actors::Purpose::Turn,
+        cli_session_id: None,
+        cli_tools: Arc::default(),
     }
 }
 

@@ -84,6 +84,9 @@ pub(crate) struct TurnResult {
     /// steps; the last one's would arrive while this turn still shares the agent's record, and
     /// the actor would have to copy the record to count it.
     pub final_usage: Option<agentd_proto::Usage>,
+    /// What an agent CLI reported besides its steps (its session, its own cost figure), for
+    /// the record; its steps are in the thread already.
+    pub cli_run: Option<Box<crate::ports::CliRun>>,
 }
 
 /// What a running turn needs; cloned from the actor when the turn starts.
@@ -224,7 +227,17 @@ impl Turn {
                             ),
                         ));
                     }
-                    Ok(r) => {
+                    Ok(mut r) => {
+                        if let Some(mut run) = r.cli_run.take() {
+                            self.record_cli_steps(step_id, std::mem::take(&mut run.steps))
+                                .await?;
+                            // agentd's tools are not the CLI's: a sub-agent it runs cannot
+                            // call `yield_to_parent`, so its answer is its yield.
+                            if matches!(self.rec.channel, agentd_proto::Channel::Spawn { .. }) {
+                                result.yielded = Some(serde_json::Value::String(r.text.clone()));
+                            }
+                            result.cli_run = Some(run);
+                        }
                         if r.tool_calls.is_empty() {
                             result.final_usage = Some(r.usage);
                         } else {
@@ -335,6 +348,43 @@ impl Turn {
         }
         result.step_limit = true;
         Ok(result)
+    }
+
+    /// Records the steps an agent CLI ran by itself during step `step_id`'s call: each step's
+    /// assistant entry with its calls, then one tool entry per call, right after it (the
+    /// pairing rule holds: the CLI's steps carry one result per call). agentd never runs these
+    /// calls. Ids derive from the step's, so a re-run writes the same ones.
+    async fn record_cli_steps(
+        &mut self,
+        step_id: Uuid,
+        steps: Vec<crate::ports::CliStep>,
+    ) -> Result<(), AgentdError> {
+        for (k, cli_step) in steps.into_iter().enumerate() {
+            let mut entry = ThreadEntry::text(
+                derived_id(step_id, &format!("cli-{k}")),
+                Role::Assistant,
+                cli_step.text,
+                self.now(),
+            );
+            let call_ids: Vec<Box<str>> = cli_step
+                .tool_calls
+                .iter()
+                .map(|c| c.id.as_str().into())
+                .collect();
+            entry.tool_calls = cli_step.tool_calls.into();
+            self.append(Arc::new(entry)).await?;
+            for (i, (call_id, text)) in call_ids.into_iter().zip(cli_step.results).enumerate() {
+                let mut te = ThreadEntry::text(
+                    derived_id(step_id, &format!("cli-{k}-tool-{i}")),
+                    Role::Tool,
+                    text,
+                    self.now(),
+                );
+                te.tool_call_id = Some(call_id);
+                self.append(Arc::new(te)).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Counts the usage a recorded step carries unless the agent's record counts it already

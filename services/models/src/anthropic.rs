@@ -157,6 +157,7 @@ pub fn parse_response(v: &Value) -> Result<ModelResponse, ModelError> {
             cache_read: n("cache_read_input_tokens"),
         },
         cut_off: v.get("stop_reason").and_then(Value::as_str) == Some("max_tokens"),
+        cli_run: None,
     })
 }
 

@@ -6,10 +6,12 @@
 //! | [`openai`] | [`OpenAiModel`]: any OpenAI-compatible chat-completions endpoint |
 //! | [`anthropic`] | [`AnthropicModel`]: the Anthropic Messages API |
 //! | [`process`] | [`ProcessModel`]: one OS process per agent, JSON lines, lifecycle signals |
+//! | [`claude_code`] | [`ClaudeCodeModel`]: the process backend's `claude-code` protocol: one Claude Code CLI per agent, its sessions resumed across restarts |
 //! | [`router`] | [`ModelRouter`]: providers by name (per agent type or spawn) behind one client |
 //! | [`http`] | the pooled async client, timeouts, retries with jittered backoff, rate limits and errors shared by the HTTP backends |
 
 pub mod anthropic;
+pub mod claude_code;
 pub mod http;
 pub mod openai;
 pub mod process;
@@ -17,6 +19,7 @@ pub mod router;
 pub mod scripted;
 
 pub use anthropic::AnthropicModel;
+pub use claude_code::{ClaudeCodeModel, ClaudeCodeSettings};
 pub use http::HttpSettings;
 pub use openai::OpenAiModel;
 pub use process::ProcessModel;

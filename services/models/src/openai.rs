@@ -111,6 +111,7 @@ pub fn parse_response(v: &Value) -> Result<ModelResponse, ModelError> {
             .pointer("/choices/0/finish_reason")
             .and_then(Value::as_str)
             == Some("length"),
+        cli_run: None,
     })
 }
 

@@ -294,6 +294,7 @@ impl ModelClient for ScriptedModel {
                 tool_calls: Vec::new(),
                 usage,
                 cut_off: false,
+                cli_run: None,
             });
         };
         if rule.once {
@@ -343,6 +344,7 @@ impl ModelClient for ScriptedModel {
             tool_calls,
             usage,
             cut_off: false,
+            cli_run: None,
         })
     }
 }
