@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole agentd test suite. Installs what the tests need when it is missing
 # (redis-server, from Debian's packages, for the Redis tests; chromium and the npm packages of
-# tests/browser for the dashboard test; a pinned schemathesis for the OpenAPI conformance test),
-# then runs the cargo tests.
+# tests/browser for the dashboard test; the Claude Code CLI of tests/claude for the process
+# backend's claude-code test; a pinned schemathesis for the OpenAPI conformance test), then runs
+# the cargo tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +40,11 @@ if [ -n "$BROWSER_PKGS" ]; then
 fi
 if [ ! -d tests/browser/node_modules ]; then
   npm ci --prefix tests/browser --no-audit --no-fund
+fi
+# The real Claude Code CLI for tests/tests/claude_code.rs, pinned (with its platform binary
+# package, e.g. linux-x64) by tests/claude/package-lock.json.
+if [ ! -d tests/claude/node_modules ]; then
+  npm ci --prefix tests/claude --no-audit --no-fund
 fi
 
 # schemathesis, pinned, for the OpenAPI conformance test (tests/tests/openapi_conformance.rs),

@@ -53,8 +53,8 @@ pub use config::{AgentType, AgentTypes, ContextWindow, Limits, ProviderRates, Ru
 pub use deps::Deps;
 pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 pub use ports::{
-    CliRun, CliStep, CliTools, DEDUP_WINDOW, EventSink, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, Pushed,
-    StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadEntries, ThreadStore, ToolSpec,
-    Transport, WorkerAlias,
+    CliRun, CliStep, CliTools, DEDUP_WINDOW, EventSink, ModelClient, ModelError, ModelRequest,
+    ModelResponse, Purpose, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite,
+    ThreadEntries, ThreadStore, ToolSpec, Transport, WorkerAlias,
 };
 pub use system::AgentSystem;

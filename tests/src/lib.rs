@@ -2,6 +2,7 @@
 //! and condition polling (tests wait for a state, they never sleep a fixed time and assert).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod anthropic_sse;
 pub mod failing_store;
 pub mod mock_http;
 pub mod process;

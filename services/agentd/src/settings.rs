@@ -161,8 +161,15 @@ pub struct ModelSettings {
     pub backoff_ms: u64,
     /// `max_tokens` of Anthropic requests.
     pub max_tokens: u32,
-    /// Program and arguments of the process backend (one process per agent).
+    /// Program and arguments of the process backend (one process per agent); empty with the
+    /// `claude-code` protocol = `["claude"]`.
     pub command: Vec<String>,
+    /// What the process backend's processes speak: `jsonl` (agentd's own JSON lines) or
+    /// `claude-code` (the Claude Code CLI's stream-json).
+    pub protocol: String,
+    /// Working directory of the Claude Code CLIs (`claude-code` protocol); empty = a directory
+    /// of each agent's own under the data directory.
+    pub workdir: String,
     /// Grace period of the process backend's signals (SIGTSTP→SIGSTOP, SIGTERM→SIGKILL), ms.
     pub grace_ms: u64,
     /// Turns of this provider's agents running at once (0 = no provider limit).
@@ -200,6 +207,10 @@ pub struct ProviderSettings {
     pub max_tokens: Option<u32>,
     /// See [`ModelSettings::command`].
     pub command: Option<Vec<String>>,
+    /// See [`ModelSettings::protocol`].
+    pub protocol: Option<String>,
+    /// See [`ModelSettings::workdir`].
+    pub workdir: Option<String>,
     /// See [`ModelSettings::grace_ms`].
     pub grace_ms: Option<u64>,
     /// See [`ModelSettings::max_concurrent`].
@@ -232,6 +243,11 @@ impl ProviderSettings {
             backoff_ms: self.backoff_ms.unwrap_or(base.backoff_ms),
             max_tokens: self.max_tokens.unwrap_or(base.max_tokens),
             command: self.command.clone().unwrap_or_else(|| base.command.clone()),
+            protocol: self
+                .protocol
+                .clone()
+                .unwrap_or_else(|| base.protocol.clone()),
+            workdir: self.workdir.clone().unwrap_or_else(|| base.workdir.clone()),
             grace_ms: self.grace_ms.unwrap_or(base.grace_ms),
             max_concurrent: self.max_concurrent.unwrap_or(0),
             context_tokens: self.context_tokens.unwrap_or(base.context_tokens),
@@ -431,7 +447,13 @@ impl Settings {
                     m.backend
                 )));
             }
-            if m.backend == "process" && m.command.is_empty() {
+            if !matches!(m.protocol.as_str(), "jsonl" | "claude-code") {
+                return Err(SettingsError::Invalid(format!(
+                    "{section}.protocol `{}` is not one of jsonl, claude-code",
+                    m.protocol
+                )));
+            }
+            if m.backend == "process" && m.protocol == "jsonl" && m.command.is_empty() {
                 return Err(SettingsError::Invalid(format!(
                     "{section}.backend is process: set {section}.command"
                 )));

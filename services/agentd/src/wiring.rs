@@ -9,7 +9,8 @@ use agentd_actors::{
 };
 use agentd_bus::{Fanout, InProcessBus, RedisBus, RedisBusConfig, RedisEvents};
 use agentd_models::{
-    AnthropicModel, HttpSettings, ModelRouter, OpenAiModel, ProcessModel, ScriptedModel,
+    AnthropicModel, ClaudeCodeModel, ClaudeCodeSettings, HttpSettings, ModelRouter, OpenAiModel,
+    ProcessModel, ScriptedModel,
 };
 use agentd_store::{MemoryStore, RedbStore, RedisStore};
 use anyhow::Context as _;
@@ -32,6 +33,7 @@ pub struct Wired {
 pub fn build_provider(
     section: &str,
     m: &ModelSettings,
+    data_dir: &Path,
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<Arc<dyn ModelClient>> {
     let http = |default_url: &str| -> anyhow::Result<HttpSettings> {
@@ -58,6 +60,26 @@ pub fn build_provider(
             OpenAiModel::new(http("https://api.openai.com/v1")?, m.model.clone())
                 .with_context(|| format!("{section}: the OpenAI backend"))?,
         ),
+        "process" if m.protocol == "claude-code" => {
+            Arc::new(ClaudeCodeModel::new(ClaudeCodeSettings {
+                command: if m.command.is_empty() {
+                    vec!["claude".to_string()]
+                } else {
+                    m.command.clone()
+                },
+                home: std::path::absolute(data_dir.join("claude-code"))
+                    .with_context(|| format!("{section}: the data directory"))?,
+                workdir: match m.workdir.trim() {
+                    "" => None,
+                    dir => Some(
+                        std::path::absolute(dir)
+                            .with_context(|| format!("{section}.workdir {dir}"))?,
+                    ),
+                },
+                grace: std::time::Duration::from_millis(m.grace_ms),
+                timeout: std::time::Duration::from_millis(m.timeout_ms),
+            }))
+        }
         "process" => Arc::new(ProcessModel::new(
             m.command.clone(),
             std::time::Duration::from_millis(m.grace_ms),
@@ -87,12 +109,18 @@ pub fn build_provider(
 /// Every configured provider behind one router: `[model]` as the default, each
 /// `[providers.<name>]` by name.
 pub fn build_models(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<ModelRouter> {
-    let mut router = ModelRouter::new(build_provider("model", &settings.model, clock.clone())?);
+    let data_dir = &settings.store.data_dir;
+    let mut router = ModelRouter::new(build_provider(
+        "model",
+        &settings.model,
+        data_dir,
+        clock.clone(),
+    )?);
     for (name, p) in &settings.providers {
         let section = format!("providers.{name}");
         router = router.with(
             name.clone(),
-            build_provider(&section, &p.over(&settings.model), clock.clone())?,
+            build_provider(&section, &p.over(&settings.model), data_dir, clock.clone())?,
         );
     }
     Ok(router)

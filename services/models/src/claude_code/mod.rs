@@ -186,7 +186,15 @@ fn dir_name(agent_id: &str) -> String {
 
 impl ClaudeCodeModel {
     /// A backend running `settings.command` once per agent.
-    pub fn new(settings: ClaudeCodeSettings) -> Self {
+    pub fn new(mut settings: ClaudeCodeSettings) -> Self {
+        // The CLI runs in another working directory: a relative program path is made absolute
+        // against agentd's own (a bare name is looked up on `PATH`).
+        if let Some(program) = settings.command.first_mut()
+            && program.contains('/')
+            && let Ok(abs) = std::path::absolute(&*program)
+        {
+            *program = abs.display().to_string();
+        }
         ClaudeCodeModel {
             settings,
             agents: Arc::default(),
@@ -351,7 +359,11 @@ impl ClaudeCodeModel {
                 Ok(next) => next.map_err(io)?,
             };
             let Some(line) = next else {
-                let stderr = lock(&p.stderr).iter().cloned().collect::<Vec<_>>().join("\n");
+                let stderr = lock(&p.stderr)
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("\n");
                 if p.resumed && turn.session_id.is_none() {
                     return Err(CallError::ResumeFailed(stderr));
                 }
@@ -376,7 +388,11 @@ impl ClaudeCodeModel {
                 p.total_cost_usd = total;
             }
             if ended.is_err() && p.resumed && turn.session_id.is_none() {
-                let stderr = lock(&p.stderr).iter().cloned().collect::<Vec<_>>().join("\n");
+                let stderr = lock(&p.stderr)
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("\n");
                 return Err(CallError::ResumeFailed(stderr));
             }
             // The turn ended as the CLI says: its process goes on with the session.

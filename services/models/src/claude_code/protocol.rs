@@ -436,11 +436,11 @@ mod tests {
 
     #[test]
     fn is_error_fails_the_call_whatever_the_subtype_says() {
-        let ended = feed(&[json!({"type": "result", "subtype": "success", "is_error": true,
-            "result": "Not logged in"})]);
-        assert!(
-            matches!(ended, Some(Err(ModelError::Failed(m))) if m.contains("Not logged in"))
-        );
+        let ended = feed(&[
+            json!({"type": "result", "subtype": "success", "is_error": true,
+            "result": "Not logged in"}),
+        ]);
+        assert!(matches!(ended, Some(Err(ModelError::Failed(m))) if m.contains("Not logged in")));
         let limited = feed(&[json!({"type": "result", "is_error": true, "api_error_status": 429})]);
         assert!(matches!(limited, Some(Err(ModelError::RateLimited { .. }))));
     }
@@ -451,7 +451,8 @@ mod tests {
         let nested = json!({"type": "assistant", "parent_tool_use_id": "task-1",
             "message": {"content": [{"type": "tool_use", "id": "x", "name": "Bash", "input": {}}]}});
         assert!(turn.line(&nested, 0.0).is_none());
-        let end = json!({"type": "result", "is_error": false, "result": "ok", "total_cost_usd": 0.75});
+        let end =
+            json!({"type": "result", "is_error": false, "result": "ok", "total_cost_usd": 0.75});
         let run = turn
             .line(&end, 0.5)
             .and_then(Result::ok)
@@ -497,9 +498,10 @@ mod tests {
             resume: Some("s-1"),
         });
         let joined = f.join(" ");
-        assert!(joined.starts_with(
-            "-p --input-format stream-json --output-format stream-json --verbose"
-        ));
+        assert!(
+            joined
+                .starts_with("-p --input-format stream-json --output-format stream-json --verbose")
+        );
         assert!(joined.contains("--append-system-prompt be brief"));
         assert!(joined.contains("--allowedTools Bash,Read"));
         assert!(joined.contains("--permission-mode acceptEdits"));
