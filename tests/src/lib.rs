@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod failing_store;
+pub mod mcp;
 pub mod mock_http;
 pub mod process;
 pub mod recording_model;
