@@ -44,6 +44,9 @@ pub struct Limits {
     /// Largest message (follow-up, reset seed, Manage message, dependency, answer), in bytes.
     /// Default 128 KiB.
     pub max_message_bytes: usize,
+    /// Largest result of a tool call from outside agentd (an MCP server) recorded for the
+    /// model, in bytes; a longer one is cut and says so. Default 64 KiB.
+    pub tool_result_max_bytes: usize,
 }
 
 impl Limits {
@@ -76,6 +79,7 @@ impl Default for Limits {
             max_title_chars: InputLimits::default().max_title_chars,
             max_prompt_bytes: InputLimits::default().max_prompt_bytes,
             max_message_bytes: InputLimits::default().max_message_bytes,
+            tool_result_max_bytes: 64 * 1024,
         }
     }
 }

@@ -76,6 +76,10 @@ pub enum ErrorCode {
     /// A request body came with a content type the route does not take (JSON routes take
     /// `application/json`).
     UnsupportedMediaType,
+    /// A tool outside agentd (an MCP server) failed the call: it answered with an error, it
+    /// could not be reached, or it did not answer in time. The model gets it as the call's
+    /// result and the agent goes on.
+    ToolError,
 }
 
 impl ErrorCode {
@@ -114,6 +118,7 @@ impl ErrorCode {
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ErrorCode::ToolError => "tool_error",
         }
     }
 
@@ -137,6 +142,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::DepthLimit | ErrorCode::FanoutLimit | ErrorCode::BudgetExceeded => 429,
             ErrorCode::Unavailable => 503,
+            ErrorCode::ToolError => 502,
             ErrorCode::ModelError
             | ErrorCode::StoreError
             | ErrorCode::Internal

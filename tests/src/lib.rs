@@ -4,6 +4,7 @@
 
 pub mod anthropic_sse;
 pub mod failing_store;
+pub mod mcp;
 pub mod mock_http;
 pub mod process;
 pub mod recording_model;

@@ -8,13 +8,16 @@
 //! | [`model`] | `ModelClient`: one model call in, one answer out |
 //! | [`transport`] | `Transport`: envelopes for agents of other processes |
 //! | [`events`] | `EventSink`: where events go |
+//! | [`mcp`] | `McpTools`: the tools of the configured MCP servers |
 
 mod events;
+mod mcp;
 mod model;
 mod store;
 mod transport;
 
 pub use events::EventSink;
+pub use mcp::{McpCallResult, McpServerStatus, McpToolDef, McpTools};
 pub use model::{
     CliRun, CliStep, CliTools, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose,
     ThreadEntries, ToolSpec,

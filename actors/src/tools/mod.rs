@@ -2,9 +2,11 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | [`tool`] | [`Tool`]: what a call's name resolves to (built-in today; run-time tools later) |
+//! | [`tool`] | [`Tool`]: what a call's name resolves to (built-in, or an MCP server's) |
 //! | [`builtin`] | [`BuiltinTool`] and its [`ToolGroup`]s, one file per tool with its spec and run |
+//! | [`mcp`] | [`McpTool`]: a tool of a configured MCP server, its spec, run and result |
 //! | [`catalogue`] | [`ToolCatalogue`]: the tools, their version, and the specs built per version |
+//! | [`pattern`] | the grammar of a type's `tools` and a spawn's `allowed_tools`, checked at start |
 //! | [`visibility`] | which tools an agent sees, and the refusal of the others (one rule) |
 //! | [`schema`] | validation of a call's arguments against the schema the model was shown |
 //!
@@ -14,6 +16,8 @@
 
 mod builtin;
 mod catalogue;
+pub mod mcp;
+pub mod pattern;
 pub mod schema;
 mod tool;
 mod visibility;
@@ -21,6 +25,7 @@ mod visibility;
 pub(crate) use builtin::BuiltinTool;
 pub use catalogue::ToolCatalogue;
 pub(crate) use catalogue::{VisibleSpecs, visible_specs};
+pub use pattern::{ToolPattern, check_type_tools, is_valid_server_name};
 pub(crate) use tool::Tool;
 pub(crate) use visibility::callable;
 
@@ -62,11 +67,7 @@ pub async fn execute(
         args.clone()
     };
     // The arguments must fit the schema the model was shown.
-    schema::validate(
-        &tool.spec(&ctx.caller, &ctx.system.deps).parameters,
-        &args,
-        "",
-    )?;
+    let args = schema::validate(&tool.spec(&ctx.caller, &ctx.system.deps).parameters, &args)?;
     tracing::debug!(tool = tool.name(), agent_id = %ctx.caller.id, "tool call");
     tool.run(ctx, &args).await
 }

@@ -3,6 +3,7 @@
 //! further variants, resolved by the [`ToolCatalogue`](super::ToolCatalogue).
 
 use super::builtin::{BuiltinTool, ToolGroup};
+use super::mcp::McpTool;
 use super::{ToolContext, ToolOutcome};
 use crate::deps::Deps;
 use crate::ports::ToolSpec;
@@ -15,6 +16,8 @@ use serde_json::Value;
 pub enum Tool {
     /// A tool agentd provides.
     Builtin(BuiltinTool),
+    /// A tool of a configured MCP server (`mcp__<server>__<tool>`).
+    Mcp(McpTool),
 }
 
 impl Tool {
@@ -22,6 +25,7 @@ impl Tool {
     pub fn name(&self) -> &str {
         match self {
             Tool::Builtin(tool) => tool.name(),
+            Tool::Mcp(tool) => tool.name(),
         }
     }
 
@@ -29,6 +33,24 @@ impl Tool {
     pub fn group(&self) -> ToolGroup {
         match self {
             Tool::Builtin(tool) => tool.group(),
+            Tool::Mcp(_) => ToolGroup::Regular,
+        }
+    }
+
+    /// Whether a call must wait for a person's approval before it runs: for an MCP tool, its
+    /// server's `approval` list names it. Built-in tools never wait.
+    pub fn needs_approval(&self) -> bool {
+        match self {
+            Tool::Builtin(_) => false,
+            Tool::Mcp(tool) => tool.needs_approval(),
+        }
+    }
+
+    /// The MCP server it belongs to, if it is an MCP tool.
+    pub fn mcp_server(&self) -> Option<&str> {
+        match self {
+            Tool::Mcp(tool) => Some(tool.server()),
+            Tool::Builtin(_) => None,
         }
     }
 
@@ -36,6 +58,7 @@ impl Tool {
     pub fn spec(&self, rec: &AgentRecord, deps: &Deps) -> ToolSpec {
         match self {
             Tool::Builtin(tool) => tool.spec(rec, deps),
+            Tool::Mcp(tool) => tool.spec(),
         }
     }
 
@@ -47,6 +70,7 @@ impl Tool {
     ) -> Result<ToolOutcome, AgentdError> {
         match self {
             Tool::Builtin(tool) => tool.run(ctx, args).await,
+            Tool::Mcp(tool) => tool.run(ctx, args).await.map(ToolOutcome::Value),
         }
     }
 }

@@ -33,7 +33,7 @@ use crate::tools::{self, ToolContext, ToolOutcome};
 use actix::Recipient;
 use agentd_proto::ids::{derived_id, derived_step_id};
 use agentd_proto::{AgentRecord, AgentdError, ErrorCode, Marker, Role, ThreadEntry};
-use serde_json::json;
+use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use uuid::Uuid;
@@ -323,15 +323,18 @@ impl Turn {
                 // turn's future kilobytes bigger, copied whole when it is boxed to start.
                 let outcome =
                     Box::pin(tools::execute(&self.tools, &call.name, &call.arguments)).await;
-                let (text, yielded) = match outcome {
-                    Ok(ToolOutcome::Value(v)) => (v.to_string(), None),
+                let (text, yielded, is_error) = match outcome {
+                    // A string result (an MCP server's text) reaches the model as it is.
+                    Ok(ToolOutcome::Value(Value::String(text))) => (text, None, false),
+                    Ok(ToolOutcome::Value(v)) => (v.to_string(), None, false),
                     Ok(ToolOutcome::Yielded(v)) => {
-                        (json!({"status": "yielded"}).to_string(), Some(v))
+                        (json!({"status": "yielded"}).to_string(), Some(v), false)
                     }
-                    Err(e) => (json!({ "error": e }).to_string(), None),
+                    Err(e) => (json!({ "error": e }).to_string(), None, true),
                 };
                 let mut te = ThreadEntry::text(tool_id, Role::Tool, text, self.now());
                 te.tool_call_id = Some(call.id.as_str().into());
+                te.is_error = is_error;
                 self.append(Arc::new(te)).await?;
                 self.shared.call_answered(tool_id);
                 if yielded.is_some() {

@@ -3,6 +3,7 @@
 //! falls back to a default.
 
 use agentd_actors::Limits;
+use agentd_mcp::{McpServerConfig, McpServerSettings};
 use agentd_proto::Price;
 use config::{Config, Environment, File, FileFormat};
 use serde::{Deserialize, Serialize};
@@ -314,6 +315,42 @@ pub struct LogSettings {
     pub filter: String,
 }
 
+/// `[mcp]`: the MCP servers whose tools agents may be given.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpSettings {
+    /// `[mcp.servers.<name>]`: each server by name.
+    pub servers: BTreeMap<String, McpServerSettings>,
+}
+
+impl McpSettings {
+    /// The servers resolved: names checked, `${VAR}` references expanded with `var`.
+    pub fn resolve(
+        &self,
+        var: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Vec<McpServerConfig>, SettingsError> {
+        self.servers
+            .iter()
+            .map(|(name, server)| {
+                server
+                    .resolve(name, var)
+                    .map_err(|e| SettingsError::Invalid(e.to_string()))
+            })
+            .collect()
+    }
+
+    /// The settings as `check-config` prints them (`env` and `headers` values masked).
+    pub fn masked(&self) -> McpSettings {
+        McpSettings {
+            servers: self
+                .servers
+                .iter()
+                .map(|(name, s)| (name.clone(), s.masked()))
+                .collect(),
+        }
+    }
+}
+
 /// Everything agentd reads at start-up.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -345,6 +382,9 @@ pub struct Settings {
     pub pricing: PricingSettings,
     /// Logs.
     pub log: LogSettings,
+    /// MCP servers.
+    #[serde(default)]
+    pub mcp: McpSettings,
 }
 
 impl Settings {
@@ -435,6 +475,9 @@ impl Settings {
             .providers
             .iter()
             .map(|(name, p)| (format!("providers.{name}"), p.over(&self.model)));
+        // Names, transports and timeouts; `${VAR}` references are checked when wiring, where
+        // the environment is read.
+        self.mcp.resolve(&|_| Some(String::new()))?;
         for (section, m) in
             std::iter::once(("model".to_string(), self.model.clone())).chain(providers)
         {
@@ -538,6 +581,42 @@ mod tests {
             .err()
             .map(|e| e.to_string());
         assert!(err.unwrap_or_default().contains("providers.bad.backend"));
+    }
+
+    #[test]
+    fn mcp_servers_keep_their_key_case_and_bad_names_are_refused() {
+        let s = Settings::from_overrides(
+            "[mcp.servers.files]\ncommand = [\"srv\"]\nenv = { GITHUB_TOKEN = \"${T}\" }\n\
+             approval = [\"write_file\"]\n[mcp.servers.search]\nurl = \"http://127.0.0.1:9/mcp\"\n\
+             headers = { Authorization = \"Bearer ${T}\" }\ntimeout_ms = 5\n",
+        )
+        .map_err(|e| e.to_string());
+        assert!(s.is_ok(), "{s:?}");
+        if let Ok(s) = s {
+            let files = &s.mcp.servers["files"];
+            assert!(files.env.contains_key("GITHUB_TOKEN"), "{:?}", files.env);
+            assert!(s.mcp.servers["search"].headers.contains_key("Authorization"));
+            let servers = s.mcp.resolve(&|v| (v == "T").then(|| "tok".to_string()));
+            assert_eq!(servers.map(|s| s.len()).ok(), Some(2));
+            let unset = s.mcp.resolve(&|_| None).err().map(|e| e.to_string());
+            assert!(unset.unwrap_or_default().contains("${T}, which is not set"));
+            let shown = toml::to_string(&s.mcp.masked()).unwrap_or_default();
+            assert!(!shown.contains("Bearer"), "{shown}");
+        }
+        for bad in ["Files", "a__b", "-x"] {
+            let err = Settings::from_overrides(&format!(
+                "[mcp.servers.\"{bad}\"]\ncommand = [\"srv\"]\n"
+            ))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+            assert!(err.contains("a server name must match"), "{bad}: {err}");
+        }
+        let err = Settings::from_overrides("[mcp.servers.x]\ncommand = [\"a\"]\nurl = \"http://h\"\n")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("either command"), "{err}");
     }
 
     #[test]

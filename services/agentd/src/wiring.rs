@@ -4,9 +4,10 @@
 use crate::builtin;
 use crate::settings::{ModelSettings, Settings, StoreKind};
 use agentd_actors::{
-    Clock, ContextWindow, Deps, EventSink, ModelClient, ProviderRates, RuntimeConfig, ThreadStore,
-    Transport,
+    AgentTypes, Clock, ContextWindow, Deps, EventSink, ModelClient, ProviderRates, RuntimeConfig,
+    ThreadStore, ToolCatalogue, Transport, check_type_tools, split_exposed,
 };
+use agentd_mcp::McpClient;
 use agentd_bus::{Fanout, InProcessBus, RedisBus, RedisBusConfig, RedisEvents};
 use agentd_models::{
     AnthropicModel, ClaudeCodeModel, ClaudeCodeSettings, HttpSettings, ModelRouter, OpenAiModel,
@@ -27,6 +28,8 @@ pub struct Wired {
     pub redis: Option<Arc<RedisBus>>,
     /// The Redis store, when Redis is configured (for the command consumer's connection).
     pub redis_store: Option<RedisStore>,
+    /// The MCP client, when MCP servers are configured (not started: `app::start` starts it).
+    pub mcp: Option<Arc<McpClient>>,
 }
 
 /// The model backend of one provider's settings (`section` names it in errors).
@@ -186,7 +189,19 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
     let dir = settings.agents.dir.trim();
     let types = builtin::load_agent_types((!dir.is_empty()).then(|| Path::new(dir)))
         .map_err(|e| anyhow::anyhow!("agent types: {e}"))?;
+    // MCP servers: references expanded from the environment (an unset one stops start-up);
+    // they connect once the service starts, and never hold start-up.
+    let mcp_servers = settings
+        .mcp
+        .resolve(&|var| std::env::var(var).ok())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mcp = (!mcp_servers.is_empty())
+        .then(|| McpClient::new(mcp_servers, &mcp_tools_named(&types)));
     let mut config = RuntimeConfig::with_types(types);
+    if let Some(mcp) = &mcp {
+        config.tools = ToolCatalogue::with_mcp(mcp.clone());
+    }
+    check_type_tools(&config.types, &config.tools).map_err(|e| anyhow::anyhow!("{e}"))?;
     config.limits = settings.limits.clone();
     config.prices = settings.pricing.models.clone();
     config.default_price = settings.pricing.default;
@@ -240,7 +255,23 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
         bus,
         redis,
         redis_store,
+        mcp,
     })
+}
+
+/// The MCP tools agent types name one by one (not `mcp__<server>__*`), by server, by their own
+/// names.
+fn mcp_tools_named(types: &AgentTypes) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut named: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for entry in types.iter().flat_map(|t| t.tools.iter()) {
+        if let Some((server, tool)) = split_exposed(entry).filter(|(_, tool)| *tool != "*") {
+            let tools = named.entry(server.to_string()).or_default();
+            if !tools.iter().any(|t| t == tool) {
+                tools.push(tool.to_string());
+            }
+        }
+    }
+    named
 }
 
 /// Agent types that name a provider the config does not have: `(type, provider)`.

@@ -58,7 +58,11 @@ pub fn request_body(req: &ModelRequest, model: &str, max_tokens: u32) -> Value {
             Role::Tool => (
                 "user",
                 vec![
-                    json!({"type": "tool_result", "tool_use_id": e.tool_call_id, "content": e.text}),
+                    if e.is_error {
+                        json!({"type": "tool_result", "tool_use_id": e.tool_call_id, "content": e.text, "is_error": true})
+                    } else {
+                        json!({"type": "tool_result", "tool_use_id": e.tool_call_id, "content": e.text})
+                    },
                 ],
             ),
             Role::Assistant => {
