@@ -53,8 +53,11 @@ pub use config::{AgentType, AgentTypes, ContextWindow, Limits, ProviderRates, Ru
 pub use deps::Deps;
 pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 pub use ports::{
-    DEDUP_WINDOW, EventSink, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, Pushed,
-    StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadEntries, ThreadStore, ToolSpec,
-    Transport, WorkerAlias,
+    AnswerObserver, DEDUP_WINDOW, EventSink, ModelClient, ModelError, ModelRequest, ModelResponse,
+    Purpose, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadEntries,
+    ThreadStore, ToolSpec, Transport, WorkerAlias,
 };
 pub use system::AgentSystem;
+/// The token a [`ModelRequest`] is cancelled by (re-exported so backends and tests name one
+/// version of it).
+pub use tokio_util::sync::CancellationToken;

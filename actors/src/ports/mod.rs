@@ -16,7 +16,8 @@ mod transport;
 
 pub use events::EventSink;
 pub use model::{
-    ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, ThreadEntries, ToolSpec,
+    AnswerObserver, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, ThreadEntries,
+    ToolSpec,
 };
 pub use store::{
     DEDUP_WINDOW, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadStore,

@@ -49,6 +49,8 @@ pub fn build_provider(
             },
             api_key,
             timeout: std::time::Duration::from_millis(m.timeout_ms),
+            stream: m.stream,
+            idle_timeout: std::time::Duration::from_millis(m.idle_timeout_ms),
             max_retries: m.max_retries,
             backoff: std::time::Duration::from_millis(m.backoff_ms),
         })
