@@ -53,11 +53,14 @@ pub use config::{AgentType, AgentTypes, ContextWindow, Limits, ProviderRates, Ru
 pub use deps::Deps;
 pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 pub use ports::{
-    CliRun, CliStep, CliTools, DEDUP_WINDOW, EventSink, McpCallResult, McpServerStatus, McpToolDef,
-    McpTools, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, Pushed, StoreError,
-    StoreErrorKind, StoreResult, StoreWrite, ThreadEntries, ThreadStore, ToolSpec, Transport,
-    WorkerAlias,
+    AnswerObserver, CliRun, CliStep, CliTools, DEDUP_WINDOW, EventSink, McpCallResult,
+    McpServerStatus, McpToolDef, McpTools, ModelClient, ModelError, ModelRequest, ModelResponse,
+    Purpose, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadEntries,
+    ThreadStore, ToolSpec, Transport, WorkerAlias,
 };
 pub use system::AgentSystem;
+/// The token a [`ModelRequest`] is cancelled by (re-exported so backends and tests name one
+/// version of it).
+pub use tokio_util::sync::CancellationToken;
 pub use tools::mcp::{is_valid_exposed_name, split_exposed};
 pub use tools::{ToolCatalogue, ToolPattern, check_type_tools, is_valid_server_name};

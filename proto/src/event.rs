@@ -136,6 +136,19 @@ pub enum Event {
         /// The provider's context window, in tokens.
         context_tokens: u64,
     },
+    /// Text of an answer the model is still streaming, as it arrives (coalesced to about ten
+    /// events a second per agent). Observational: the step's thread entry, written when the
+    /// answer is complete, is the record; a client joins the pieces of one step in `seq` order.
+    TextDelta {
+        /// The agent.
+        agent_id: String,
+        /// The id the step's assistant entry will have.
+        step_id: uuid::Uuid,
+        /// Position of this piece within the step, from 0.
+        seq: u64,
+        /// The text that arrived since the previous piece.
+        text: String,
+    },
 }
 
 impl Event {
@@ -158,6 +171,7 @@ impl Event {
             Event::Checkpointed { .. } => "checkpointed",
             Event::Restored { .. } => "restored",
             Event::ContextCompacted { .. } => "context_compacted",
+            Event::TextDelta { .. } => "text_delta",
         }
     }
 
@@ -177,6 +191,7 @@ impl Event {
             | Event::Checkpointed { agent_id, .. }
             | Event::Restored { agent_id, .. }
             | Event::ContextCompacted { agent_id, .. }
+            | Event::TextDelta { agent_id, .. }
             | Event::Deleted { agent_id } => agent_id,
             Event::Forwarded { parent_id, .. } => parent_id,
         }
@@ -259,6 +274,12 @@ mod tests {
                 agent_id: a(),
                 estimated_tokens: 1,
                 context_tokens: 1,
+            },
+            Event::TextDelta {
+                agent_id: a(),
+                step_id: id,
+                seq: 0,
+                text: a(),
             },
         ];
         for e in &events {

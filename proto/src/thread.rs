@@ -105,6 +105,7 @@ mod tests {
             output: 2,
             cache_write: 3,
             cache_read: 4,
+            ..Usage::default()
         }));
         let json = serde_json::to_value(&e).unwrap_or_default();
         assert_eq!(json["tool_call_id"], "call-1");

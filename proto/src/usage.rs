@@ -16,6 +16,12 @@ pub struct Usage {
     pub cache_write: u64,
     /// Tokens read from the prompt cache.
     pub cache_read: u64,
+    /// Some of these tokens are an estimate, not the provider's count: a call aborted (an
+    /// interrupt, a pause, a shutdown) before the provider reported its usage counts its input
+    /// and the text it streamed so far at four characters a token, so budgets still hold.
+    /// Absent on the wire when `false`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 impl Usage {
@@ -31,6 +37,7 @@ impl AddAssign for Usage {
         self.output += rhs.output;
         self.cache_write += rhs.cache_write;
         self.cache_read += rhs.cache_read;
+        self.estimated |= rhs.estimated;
     }
 }
 
@@ -195,6 +202,7 @@ mod tests {
             output: 1_000_000,
             cache_write: 1_000_000,
             cache_read: 1_000_000,
+            ..Usage::default()
         };
         let cost = Price::default().cost(&usage);
         assert!((cost - (3.0 + 15.0 + 3.75 + 0.30)).abs() < 1e-9);

@@ -35,12 +35,20 @@ fn control() -> impl Strategy<Value = Control> {
 }
 
 fn usage() -> impl Strategy<Value = Usage> {
-    (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(a, b, c, d)| Usage {
-        input: a as u64,
-        output: b as u64,
-        cache_write: c as u64,
-        cache_read: d as u64,
-    })
+    (
+        any::<u32>(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<bool>(),
+    )
+        .prop_map(|(a, b, c, d, estimated)| Usage {
+            input: a as u64,
+            output: b as u64,
+            cache_write: c as u64,
+            cache_read: d as u64,
+            estimated,
+        })
 }
 
 fn inbox() -> impl Strategy<Value = InboxItem> {

@@ -9,12 +9,14 @@ pub mod mock_http;
 pub mod process;
 pub mod recording_model;
 pub mod redis_server;
+pub mod streaming_provider;
 pub mod strict_provider;
 
 pub use mock_http::{Canned, MockHttp};
 pub use process::AgentdProcess;
 pub use recording_model::RecordingModel;
 pub use redis_server::RedisServer;
+pub use streaming_provider::{Reply, StreamingProvider};
 pub use strict_provider::{Answer, Dialect, StrictProvider};
 
 use agentd_actors::{

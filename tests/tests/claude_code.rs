@@ -194,6 +194,7 @@ async fn a_turn_lands_in_the_thread_and_inspect_and_a_follow_up_continues_the_se
         output,
         cache_write,
         cache_read,
+        estimated: false,
     };
     assert_eq!(rec.usage, usage, "the result line's usage, in four kinds");
     let priced = cli.sys.system.deps().config.price_of(None).cost(&usage);

@@ -17,6 +17,8 @@ fn http(url: &str) -> HttpSettings {
         base_url: url.to_string(),
         api_key: "test-key".into(),
         timeout: Duration::from_secs(5),
+        stream: false,
+        idle_timeout: Duration::from_secs(5),
         max_retries: 2,
         backoff: Duration::from_millis(5),
     }
@@ -275,6 +277,8 @@ fn request(text: &str) -> agentd_actors::ModelRequest {
         purpose: agentd_actors::Purpose::Turn,
         cli_session_id: None,
         cli_tools: Arc::default(),
+        observer: None,
+        cancel: agentd_actors::CancellationToken::new(),
     }
 }
 

@@ -103,6 +103,8 @@ async fn lead_waiting_on_a_call(dialect: Dialect) -> Scene {
         base_url: provider.url.clone(),
         api_key: "test-key".into(),
         timeout: Duration::from_secs(120),
+        stream: false,
+        idle_timeout: Duration::from_secs(120),
         max_retries: 0,
         backoff: Duration::from_millis(5),
     };
@@ -344,6 +346,8 @@ async fn a_thread_already_broken_is_paired_in_every_request() {
             base_url: provider.url.clone(),
             api_key: "k".into(),
             timeout: Duration::from_secs(5),
+            stream: false,
+            idle_timeout: Duration::from_secs(5),
             max_retries: 0,
             backoff: Duration::from_millis(5),
         };

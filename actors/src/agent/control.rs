@@ -161,6 +161,11 @@ impl AgentActor {
             return None;
         };
         ctx.cancel_future(turn.handle);
+        // Its model call, if one was in flight, is aborted with it; the provider bills what it
+        // produced so far, and the turn that would have counted it is gone.
+        if let Some(usage) = turn.shared.abort_call() {
+            self.count_usage(usage, ctx);
+        }
         // The known thread went with the turn; what the aborted turn wrote is read again.
         self.thread = None;
         if turn.restart_backend_after {

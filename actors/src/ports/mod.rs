@@ -19,8 +19,8 @@ mod transport;
 pub use events::EventSink;
 pub use mcp::{McpCallResult, McpServerStatus, McpToolDef, McpTools};
 pub use model::{
-    CliRun, CliStep, CliTools, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose,
-    ThreadEntries, ToolSpec,
+    AnswerObserver, CliRun, CliStep, CliTools, ModelClient, ModelError, ModelRequest,
+    ModelResponse, Purpose, ThreadEntries, ToolSpec,
 };
 pub use store::{
     DEDUP_WINDOW, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadStore,

@@ -4,6 +4,7 @@ use agentd_proto::{ThreadEntry, ToolCall, Usage};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 /// A tool as the model sees it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,6 +61,14 @@ pub struct ModelRequest {
     pub cli_session_id: Option<String>,
     /// What an agent CLI may run by itself for this agent (built once per agent).
     pub cli_tools: std::sync::Arc<CliTools>,
+    /// Told of the answer as it arrives, if the caller watches (a streaming backend reports
+    /// text, other output and usage through it; a backend that answers whole may say nothing).
+    pub observer: Option<Arc<dyn AnswerObserver>>,
+    /// Cancelled when the caller no longer wants the answer (a pause): a backend aborts the
+    /// request in flight and answers [`ModelError::Cancelled`]. Dropping the call's future
+    /// aborts it too (an interrupt, a cancel, a shutdown); the token lets a caller that keeps
+    /// running learn that the call ended.
+    pub cancel: CancellationToken,
 }
 
 /// The tools an agent CLI (the process backend's `claude-code` protocol) may run on its own:
@@ -99,6 +108,19 @@ pub struct CliStep {
     pub results: Vec<String>,
 }
 
+/// What a model call reports while its answer arrives. Implementations must be cheap and never
+/// block: they run inside the call, once per streamed chunk.
+pub trait AnswerObserver: Send + Sync + std::fmt::Debug {
+    /// A piece of the answer's text arrived.
+    fn text(&self, delta: &str);
+    /// Output that is not text arrived (a tool call's name or arguments), `chars` long: it
+    /// counts in the estimate of an aborted call's output.
+    fn other_output(&self, chars: usize);
+    /// The provider reported the call's usage so far. Each report holds everything the
+    /// provider has counted up to then (it replaces the previous one, it does not add to it).
+    fn usage(&self, usage: Usage);
+}
+
 /// One model call's output.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelResponse {
@@ -125,6 +147,9 @@ pub enum ModelError {
         /// How long to wait.
         retry_after_ms: u64,
     },
+    /// The caller cancelled the call ([`ModelRequest::cancel`]); its request was aborted.
+    #[error("the model call was cancelled")]
+    Cancelled,
     /// Anything else.
     #[error("{0}")]
     Failed(String),

@@ -152,7 +152,10 @@ mod tests {
     fn exposed_names_must_fit_the_providers_rule() {
         assert!(is_valid_exposed_name("mcp__everything__get-sum"));
         assert!(!is_valid_exposed_name("mcp__x__a.b"));
-        assert!(!is_valid_exposed_name(&format!("mcp__x__{}", "a".repeat(60))));
+        assert!(!is_valid_exposed_name(&format!(
+            "mcp__x__{}",
+            "a".repeat(60)
+        )));
         assert!(!is_valid_exposed_name(""));
     }
 

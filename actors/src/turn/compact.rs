@@ -1,6 +1,7 @@
 //! Compaction (seed 003): the model summarises everything but the most recent entries, and the
 //! thread becomes `[summary] + recent`.
 
+use super::request::CallOutcome;
 use super::{Turn, TurnResult};
 use crate::agent::messages::TurnProgress;
 use crate::ports::Purpose;
@@ -23,13 +24,21 @@ impl Turn {
         }
         let (old, recent) = thread.split_at(split);
         let resp = match self
-            .call_model(self.request(Arc::new(old.to_vec()), Purpose::Compact))
+            .call_model(self.request(Arc::new(old.to_vec()), Purpose::Compact), None)
             .await?
         {
-            Ok(r) => r,
-            Err(ms) => {
+            CallOutcome::Answer(r) => r,
+            CallOutcome::RateLimited(ms) => {
                 return Ok(TurnResult {
                     rate_limited: Some(ms),
+                    ..TurnResult::default()
+                });
+            }
+            CallOutcome::Stopped => {
+                // A pause aborted the summary: the thread stays as it was, and the compaction
+                // (or the step it made room for) runs again after the resume.
+                return Ok(TurnResult {
+                    paused: true,
                     ..TurnResult::default()
                 });
             }

@@ -12,11 +12,13 @@
 //! | [`known_thread`] | the thread as the turn knows it: appends, replays, replacement |
 //! | [`compact`] | compaction: old history becomes a summary |
 //! | [`context_window`] | compaction before a call that would overflow the provider's window |
-//! | [`shared`] | what the turn shares with its actor: a stop request, the calls it has open |
+//! | [`live_answer`] | an answer while it arrives: `text_delta` events, what an aborted call cost |
+//! | [`shared`] | what the turn shares with its actor: a stop request, the calls it has open, the model call in flight |
 
 mod compact;
 mod context_window;
 mod known_thread;
+mod live_answer;
 mod request;
 mod shared;
 
@@ -24,6 +26,7 @@ pub(crate) use request::{RequestNames, system_prompt};
 pub(crate) use shared::{OpenCall, TurnShared};
 
 use context_window::Fitted;
+use request::CallOutcome;
 
 use crate::agent::messages::{Step, TurnProgress};
 use crate::channel_router::messages::ChildOutput;
@@ -171,7 +174,9 @@ impl Turn {
         }
         let max_steps = self.deps.config.limits.max_steps_per_turn.max(1);
         let mut result = TurnResult::default();
-        for step in 1..=max_steps {
+        let mut step = 0;
+        while step < max_steps {
+            step += 1;
             if self.shared.stop_requested() {
                 result.paused = true;
                 return Ok(result);
@@ -212,8 +217,21 @@ impl Turn {
                         ..Default::default()
                     }
                 }
-                None => match self.call_model(self.request(thread, Purpose::Turn)).await? {
-                    Ok(r) if r.cut_off => {
+                None => match self
+                    .call_model(self.request(thread, Purpose::Turn), Some(step_id))
+                    .await?
+                {
+                    CallOutcome::Stopped if self.shared.stop_requested() => {
+                        result.paused = true;
+                        return Ok(result);
+                    }
+                    CallOutcome::Stopped => {
+                        // The stop that aborted the call was withdrawn (a resume right after
+                        // a pause): the step asks again.
+                        step -= 1;
+                        continue;
+                    }
+                    CallOutcome::Answer(r) if r.cut_off => {
                         // Its tokens were spent all the same.
                         self.progress.do_send(TurnProgress::Usage {
                             usage: r.usage,
@@ -227,7 +245,7 @@ impl Turn {
                             ),
                         ));
                     }
-                    Ok(mut r) => {
+                    CallOutcome::Answer(mut r) => {
                         if let Some(mut run) = r.cli_run.take() {
                             self.record_cli_steps(step_id, std::mem::take(&mut run.steps))
                                 .await?;
@@ -264,7 +282,7 @@ impl Turn {
                         }
                         r
                     }
-                    Err(ms) => {
+                    CallOutcome::RateLimited(ms) => {
                         result.rate_limited = Some(ms);
                         return Ok(result);
                     }

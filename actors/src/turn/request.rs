@@ -2,10 +2,24 @@
 //! call itself, timed and counted per provider.
 
 use super::Turn;
+use super::live_answer::{DeltaTarget, LiveAnswer};
+use crate::agent::messages::TurnProgress;
 use crate::deps::Deps;
-use crate::ports::{CliTools, ModelError, ModelRequest, Purpose};
+use crate::ports::{AnswerObserver, CliTools, ModelError, ModelRequest, ModelResponse, Purpose};
 use agentd_proto::{AgentRecord, AgentdError, ErrorCode};
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// How a model call ended, when not with an error.
+pub(super) enum CallOutcome {
+    /// The model answered.
+    Answer(ModelResponse),
+    /// Rate-limited: retry after this many ms (the provider's limit, its gate's while another
+    /// agent's rate limit has not run out, or its pace's — in those two cases no call is made).
+    RateLimited(u64),
+    /// A stop (a pause) aborted the call; what it cost so far was sent to the agent.
+    Stopped,
+}
 
 /// What every model request of an agent names it by, made once per agent: a request copied
 /// three strings and looked the type's model up otherwise. (Type and title never change.)
@@ -113,13 +127,15 @@ pub(crate) fn system_prompt(rec: &AgentRecord, deps: &Deps) -> String {
 }
 
 impl Turn {
-    /// One model call, timed and counted per backend. `Ok(Err(ms))` is a rate limit: the
-    /// provider's, or its gate's while another agent's rate limit has not run out, or its pace's
-    /// (`requests_per_minute`, `tokens_per_minute`) — in those two cases no call is made.
+    /// One model call, timed and counted per backend. `step_id` names the step whose entry the
+    /// answer becomes: its text goes out as `text_delta` events while it arrives (`None`: a
+    /// compaction's summary, which nobody watches). A call that ends without an answer
+    /// (aborted by a stop, or failed mid-way) sends what it cost so far to the agent.
     pub(super) async fn call_model(
         &self,
-        req: ModelRequest,
-    ) -> Result<Result<crate::ports::ModelResponse, u64>, AgentdError> {
+        mut req: ModelRequest,
+        step_id: Option<uuid::Uuid>,
+    ) -> Result<CallOutcome, AgentdError> {
         let gates = &self.tools.system.rate_gates;
         // The agent's provider (its requests name the same one).
         let provider = self.rec.provider.as_deref().unwrap_or("default");
@@ -132,7 +148,7 @@ impl Turn {
         if over_http && gates.ever_closed() {
             let now = self.now();
             if let Some(until) = gates.closed_until(provider, now) {
-                return Ok(Err(until - now));
+                return Ok(CallOutcome::RateLimited(until - now));
             }
         }
         // It may have rate-limited another process of the deployment.
@@ -141,32 +157,66 @@ impl Turn {
             && let Some(until) = transport.provider_gate(provider).await
         {
             gates.close(provider, until);
-            return Ok(Err(until.saturating_sub(self.now()).max(1)));
+            return Ok(CallOutcome::RateLimited(
+                until.saturating_sub(self.now()).max(1),
+            ));
         }
-        if let Some(rates) = self.deps.config.provider_rates.get(provider) {
+        // The input's estimate: what an HTTP call aborted mid-answer counts as its input
+        // until the provider reports it, and what a tokens-per-minute pace counts.
+        let rates = self.deps.config.provider_rates.get(provider);
+        let input_estimate = if over_http || rates.is_some_and(|r| r.tokens_per_minute > 0) {
+            self.estimated_input_tokens(&req.thread)
+        } else {
+            0
+        };
+        if let Some(rates) = rates {
             let tokens = if rates.tokens_per_minute > 0 {
-                self.estimated_input_tokens(&req.thread)
+                input_estimate
             } else {
                 0
             };
             if let Some(wait) = gates.pace(provider, rates, tokens) {
                 let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
-                return Ok(Err(ms.max(1)));
+                return Ok(CallOutcome::RateLimited(ms.max(1)));
             }
         }
+        let answer = Arc::new(LiveAnswer::new(
+            step_id.map(|step_id| DeltaTarget {
+                agent_id: self.names.agent_id.clone(),
+                step_id,
+                events: self.deps.events.clone(),
+            }),
+            self.deps.clock.clone(),
+            input_estimate,
+        ));
+        req.cancel = self.shared.call_started(Arc::clone(&answer));
+        req.observer = Some(Arc::clone(&answer) as Arc<dyn AnswerObserver>);
         // Another provider than the one the agent's meters were made for (changed since):
         // its meters are looked up for this call.
         let other = (req.provider != self.names.calls.provider)
             .then(|| ModelCallMeters::of(req.provider.clone(), &self.deps));
         let started = std::time::Instant::now();
         let res = self.deps.model.complete(req).await;
+        self.shared.call_ended();
+        answer.finish();
         let meters = other.as_ref().unwrap_or(&self.names.calls);
         meters.seconds.observe(started.elapsed().as_secs_f64());
-        if res.is_err() {
+        if matches!(res, Err(ModelError::Failed(_))) {
             meters.errors.add(1.0);
         }
+        if res.is_err()
+            && let Some(usage) = answer.take_cost()
+        {
+            // The provider bills what it streamed before the abort or the failure.
+            self.progress
+                .do_send(TurnProgress::Usage { usage, step: None });
+        }
         match res {
-            Ok(r) => Ok(Ok(r)),
+            // The actor aborted the turn (and counted the call) as the answer came in: this
+            // future is being dropped, and its answer with it.
+            Ok(_) if !answer.claim() => Ok(CallOutcome::Stopped),
+            Ok(r) => Ok(CallOutcome::Answer(r)),
+            Err(ModelError::Cancelled) => Ok(CallOutcome::Stopped),
             Err(ModelError::RateLimited { retry_after_ms }) => {
                 if over_http {
                     let until = self.now().saturating_add(retry_after_ms);
@@ -175,7 +225,7 @@ impl Turn {
                         transport.close_provider_gate(provider, until).await;
                     }
                 }
-                Ok(Err(retry_after_ms))
+                Ok(CallOutcome::RateLimited(retry_after_ms))
             }
             Err(e) => Err(model_error(e)),
         }
@@ -211,6 +261,9 @@ impl Turn {
                 .as_ref()
                 .and_then(|c| c.session_id.clone()),
             cli_tools: self.names.cli_tools.clone(),
+            // Set by `call_model`, which makes the call.
+            observer: None,
+            cancel: CancellationToken::new(),
         }
     }
 }

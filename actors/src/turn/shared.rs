@@ -1,9 +1,14 @@
-//! What a running turn and its agent's actor share: the actor's request to stop at the next step
-//! boundary (a pause, a budget), and the tool calls the turn has made and not answered yet, which
-//! the actor closes if it ends the turn first (see `agentd_proto::conversation`).
+//! What a running turn and its agent's actor share: the actor's request to stop (a pause, a
+//! budget: at the next step boundary, aborting the model call in flight), the tool calls the
+//! turn has made and not answered yet, which the actor closes if it ends the turn first (see
+//! `agentd_proto::conversation`), and the model call in flight, whose tokens the actor counts if
+//! it aborts the turn.
 
+use super::live_answer::LiveAnswer;
+use agentd_proto::Usage;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 /// A tool call the turn recorded and has not answered yet.
@@ -23,6 +28,15 @@ pub(crate) struct TurnShared {
     /// Invariant: the calls of the turn's current step that are recorded in the thread and whose
     /// results are not, in the step's order.
     open_calls: Mutex<Vec<OpenCall>>,
+    /// Invariant: the model call the turn awaits now, if any (set for the call's duration).
+    in_flight: Mutex<Option<InFlightCall>>,
+}
+
+/// A model call in flight.
+#[derive(Debug)]
+struct InFlightCall {
+    cancel: CancellationToken,
+    answer: Arc<LiveAnswer>,
 }
 
 impl TurnShared {
@@ -31,9 +45,44 @@ impl TurnShared {
         self.stop.load(Ordering::SeqCst)
     }
 
-    /// Asks for (or, `false`, withdraws) a stop at the next step boundary.
+    /// Asks for (or, `false`, withdraws) a stop at the next step boundary; a stop aborts the
+    /// model call in flight (the turn then stops, or asks again if the stop was withdrawn).
     pub(crate) fn request_stop(&self, stop: bool) {
+        let call = self.in_flight();
         self.stop.store(stop, Ordering::SeqCst);
+        if stop && let Some(call) = call.as_ref() {
+            call.cancel.cancel();
+        }
+    }
+
+    /// A model call starts, reporting to `answer`: answers the token that aborts it (already
+    /// cancelled if a stop is asked for).
+    pub(crate) fn call_started(&self, answer: Arc<LiveAnswer>) -> CancellationToken {
+        let mut call = self.in_flight();
+        let cancel = CancellationToken::new();
+        if self.stop_requested() {
+            cancel.cancel();
+        }
+        *call = Some(InFlightCall {
+            cancel: cancel.clone(),
+            answer,
+        });
+        cancel
+    }
+
+    /// The model call ended (answered, failed or cancelled): the turn counts it itself.
+    pub(crate) fn call_ended(&self) {
+        *self.in_flight() = None;
+    }
+
+    /// The turn is being aborted with the model call it has in flight, if any: answers what the
+    /// call has cost so far, which the caller counts (the turn, ended with it, never will).
+    ///
+    /// The call's token is left alone: dropping the turn's future aborts the request, while a
+    /// cancelled token would wake that future once more (the actor's context may still poll it
+    /// in the same round) and let it act on an answer nobody wants.
+    pub(crate) fn abort_call(&self) -> Option<Usage> {
+        self.in_flight().take()?.answer.take_cost()
     }
 
     /// The step's calls are recorded and none is answered yet.
@@ -49,6 +98,13 @@ impl TurnShared {
     /// The calls still open, which the caller now answers itself.
     pub(crate) fn take_open_calls(&self) -> Vec<OpenCall> {
         std::mem::take(&mut *self.open_calls())
+    }
+
+    fn in_flight(&self) -> MutexGuard<'_, Option<InFlightCall>> {
+        // Each change is one assignment: a panic cannot leave it half made.
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn open_calls(&self) -> MutexGuard<'_, Vec<OpenCall>> {
@@ -77,6 +133,32 @@ mod tests {
         shared.call_answered(Uuid::from_u128(1));
         assert_eq!(shared.take_open_calls(), vec![call(2), call(3)]);
         assert!(shared.take_open_calls().is_empty());
+    }
+
+    #[test]
+    fn a_stop_aborts_the_call_in_flight_and_an_abort_answers_its_cost_once() {
+        let clock: Arc<dyn crate::clock::Clock> = Arc::new(crate::clock::ManualClock::new(1));
+        let shared = TurnShared::default();
+        let answer = Arc::new(LiveAnswer::new(None, clock.clone(), 10));
+        let cancel = shared.call_started(Arc::clone(&answer));
+        assert!(!cancel.is_cancelled());
+        shared.request_stop(true);
+        assert!(cancel.is_cancelled(), "a pause aborts the call in flight");
+        shared.call_ended();
+        assert!(
+            shared
+                .call_started(Arc::new(LiveAnswer::new(None, clock.clone(), 10)))
+                .is_cancelled(),
+            "a call started once a stop is asked for is aborted at once"
+        );
+        shared.request_stop(false);
+        shared.call_started(Arc::clone(&answer));
+        crate::ports::AnswerObserver::text(&*answer, "abcd");
+        assert_eq!(
+            shared.abort_call().map(|u| (u.input, u.output)),
+            Some((10, 1))
+        );
+        assert_eq!(shared.abort_call(), None, "counted once");
     }
 
     #[test]

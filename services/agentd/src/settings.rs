@@ -154,8 +154,16 @@ pub struct ModelSettings {
     pub model: String,
     /// Name of the environment variable holding the API key (the key itself is never in a file).
     pub api_key_env: String,
-    /// Whole-request timeout, ms.
+    /// Whole-request timeout of an answer asked for whole, ms (the process backend: the wait
+    /// for its answer).
     pub timeout_ms: u64,
+    /// HTTP backends ask for streamed answers (text reaches `/v1/events` as it arrives);
+    /// `false` asks for whole answers.
+    pub stream: bool,
+    /// Longest silence of a streamed answer, ms: before its first chunk and between two
+    /// chunks (it replaces `timeout_ms` for streams, so a long answer that keeps coming is
+    /// never cut).
+    pub idle_timeout_ms: u64,
     /// Retries after a 5xx or a connection error.
     pub max_retries: u32,
     /// First retry backoff, ms (doubled per retry, jittered).
@@ -200,6 +208,10 @@ pub struct ProviderSettings {
     pub api_key_env: Option<String>,
     /// See [`ModelSettings::timeout_ms`].
     pub timeout_ms: Option<u64>,
+    /// See [`ModelSettings::stream`].
+    pub stream: Option<bool>,
+    /// See [`ModelSettings::idle_timeout_ms`].
+    pub idle_timeout_ms: Option<u64>,
     /// See [`ModelSettings::max_retries`].
     pub max_retries: Option<u32>,
     /// See [`ModelSettings::backoff_ms`].
@@ -240,6 +252,8 @@ impl ProviderSettings {
                 .clone()
                 .unwrap_or_else(|| base.api_key_env.clone()),
             timeout_ms: self.timeout_ms.unwrap_or(base.timeout_ms),
+            stream: self.stream.unwrap_or(base.stream),
+            idle_timeout_ms: self.idle_timeout_ms.unwrap_or(base.idle_timeout_ms),
             max_retries: self.max_retries.unwrap_or(base.max_retries),
             backoff_ms: self.backoff_ms.unwrap_or(base.backoff_ms),
             max_tokens: self.max_tokens.unwrap_or(base.max_tokens),
@@ -595,7 +609,11 @@ mod tests {
         if let Ok(s) = s {
             let files = &s.mcp.servers["files"];
             assert!(files.env.contains_key("GITHUB_TOKEN"), "{:?}", files.env);
-            assert!(s.mcp.servers["search"].headers.contains_key("Authorization"));
+            assert!(
+                s.mcp.servers["search"]
+                    .headers
+                    .contains_key("Authorization")
+            );
             let servers = s.mcp.resolve(&|v| (v == "T").then(|| "tok".to_string()));
             assert_eq!(servers.map(|s| s.len()).ok(), Some(2));
             let unset = s.mcp.resolve(&|_| None).err().map(|e| e.to_string());
@@ -612,10 +630,11 @@ mod tests {
             .unwrap_or_default();
             assert!(err.contains("a server name must match"), "{bad}: {err}");
         }
-        let err = Settings::from_overrides("[mcp.servers.x]\ncommand = [\"a\"]\nurl = \"http://h\"\n")
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let err =
+            Settings::from_overrides("[mcp.servers.x]\ncommand = [\"a\"]\nurl = \"http://h\"\n")
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
         assert!(err.contains("either command"), "{err}");
     }
 

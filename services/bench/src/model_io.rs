@@ -190,6 +190,8 @@ pub async fn model_io(n: usize, delay: Duration) -> anyhow::Result<ModelIo> {
             base_url: endpoint.url.clone(),
             api_key: "bench".into(),
             timeout: Duration::from_secs(60),
+            stream: false,
+            idle_timeout: Duration::from_secs(60),
             max_retries: 0,
             backoff: Duration::from_millis(10),
         },

@@ -57,8 +57,10 @@ impl McpClient {
                 (name, Server::new(config, expected, changed))
             })
             .collect();
-        *snapshot.servers.write().unwrap_or_else(PoisonError::into_inner) =
-            servers.values().cloned().collect();
+        *snapshot
+            .servers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = servers.values().cloned().collect();
         Arc::new(McpClient {
             snapshot,
             servers,
@@ -68,7 +70,10 @@ impl McpClient {
 
     /// Starts connecting every server, in the background of the current tokio runtime.
     pub fn start(&self) {
-        let mut supervisors = self.supervisors.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut supervisors = self
+            .supervisors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if !supervisors.is_empty() {
             return;
         }
@@ -79,7 +84,10 @@ impl McpClient {
 
     /// Stops every server: connections close, stdio processes are killed.
     pub fn stop(&self) {
-        let mut supervisors = self.supervisors.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut supervisors = self
+            .supervisors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         for task in supervisors.drain(..) {
             task.abort();
         }

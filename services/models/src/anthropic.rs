@@ -1,8 +1,12 @@
 //! The Anthropic Messages backend: tool use, and usage in the four kinds (input, output,
-//! `cache_creation_input_tokens`, `cache_read_input_tokens`).
+//! `cache_creation_input_tokens`, `cache_read_input_tokens`). Answers are streamed (`stream:
+//! true`) unless the provider says `stream = false`: text goes to the request's observer as it
+//! arrives, `tool_use` blocks are assembled from their JSON deltas, and the usage of
+//! `message_start` (input, cache) and `message_delta` (output) is reported as it comes, so an
+//! aborted call counts what the provider said it used.
 
-use crate::http::{HttpClient, HttpSettings};
-use agentd_actors::{ModelClient, ModelError, ModelRequest, ModelResponse};
+use crate::http::{HttpClient, HttpSettings, event_json};
+use agentd_actors::{AnswerObserver, ModelClient, ModelError, ModelRequest, ModelResponse};
 use agentd_proto::{Role, ToolCall, Usage};
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -57,13 +61,11 @@ pub fn request_body(req: &ModelRequest, model: &str, max_tokens: u32) -> Value {
             Role::User => ("user", vec![json!({"type": "text", "text": e.text})]),
             Role::Tool => (
                 "user",
-                vec![
-                    if e.is_error {
-                        json!({"type": "tool_result", "tool_use_id": e.tool_call_id, "content": e.text, "is_error": true})
-                    } else {
-                        json!({"type": "tool_result", "tool_use_id": e.tool_call_id, "content": e.text})
-                    },
-                ],
+                vec![if e.is_error {
+                    json!({"type": "tool_result", "tool_use_id": e.tool_call_id, "content": e.text, "is_error": true})
+                } else {
+                    json!({"type": "tool_result", "tool_use_id": e.tool_call_id, "content": e.text})
+                }],
             ),
             Role::Assistant => {
                 let mut b = Vec::new();
@@ -146,23 +148,224 @@ pub fn parse_response(v: &Value) -> Result<ModelResponse, ModelError> {
             _ => {}
         }
     }
-    let n = |k: &str| {
-        v.pointer(&format!("/usage/{k}"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-    };
+    let mut usage = Usage::default();
+    if let Some(u) = v.get("usage") {
+        merge_usage(&mut usage, u);
+    }
     Ok(ModelResponse {
         text,
         tool_calls,
-        usage: Usage {
-            input: n("input_tokens"),
-            output: n("output_tokens"),
-            cache_write: n("cache_creation_input_tokens"),
-            cache_read: n("cache_read_input_tokens"),
-        },
+        usage,
         cut_off: v.get("stop_reason").and_then(Value::as_str) == Some("max_tokens"),
         cli_run: None,
     })
+}
+
+/// Takes the counts a `usage` object gives into `usage` (a streamed `message_delta` gives only
+/// some of them; those it lacks keep their value).
+fn merge_usage(usage: &mut Usage, u: &Value) {
+    let n = |k: &str| u.get(k).and_then(Value::as_u64);
+    let fields = [
+        ("input_tokens", &mut usage.input),
+        ("output_tokens", &mut usage.output),
+        ("cache_creation_input_tokens", &mut usage.cache_write),
+        ("cache_read_input_tokens", &mut usage.cache_read),
+    ];
+    for (key, field) in fields {
+        if let Some(v) = n(key) {
+            *field = v;
+        }
+    }
+}
+
+/// A content block whose deltas are arriving.
+#[derive(Debug)]
+enum PartialBlock {
+    Text,
+    ToolUse {
+        id: String,
+        name: String,
+        input_json: String,
+    },
+    /// A block of a kind this backend does not use (e.g. thinking).
+    Other,
+}
+
+/// A streamed message being assembled from its events.
+#[derive(Debug, Default)]
+pub struct MessageStream {
+    text: String,
+    /// By the `index` the events give.
+    blocks: std::collections::BTreeMap<u64, PartialBlock>,
+    usage: Usage,
+    stop_reason: Option<String>,
+    stopped: bool,
+}
+
+impl MessageStream {
+    /// Takes one event of the stream, telling `observer` what arrived; answers whether the
+    /// message is over (`message_stop`).
+    pub fn feed(
+        &mut self,
+        event: &eventsource_stream::Event,
+        observer: Option<&dyn AnswerObserver>,
+    ) -> Result<bool, ModelError> {
+        if event.event == "ping" {
+            return Ok(false);
+        }
+        let v = event_json(event)?;
+        let bad = |what: &str| ModelError::Failed(format!("malformed message stream: {what}"));
+        let kind = v
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or(&event.event);
+        let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
+        match kind {
+            "message_start" => {
+                if let Some(u) = v.pointer("/message/usage") {
+                    merge_usage(&mut self.usage, u);
+                    if let Some(o) = observer {
+                        o.usage(self.usage);
+                    }
+                }
+            }
+            "content_block_start" => {
+                let block = v
+                    .get("content_block")
+                    .ok_or_else(|| bad("content_block_start without a block"))?;
+                let part = match block.get("type").and_then(Value::as_str) {
+                    Some("text") => {
+                        let text = block.get("text").and_then(Value::as_str).unwrap_or("");
+                        self.push_text(text, observer);
+                        PartialBlock::Text
+                    }
+                    Some("tool_use") => {
+                        let name = block
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .ok_or_else(|| bad("tool_use without a name"))?;
+                        if let Some(o) = observer {
+                            o.other_output(name.len());
+                        }
+                        PartialBlock::ToolUse {
+                            id: block
+                                .get("id")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_string(),
+                            name: name.to_string(),
+                            input_json: String::new(),
+                        }
+                    }
+                    _ => PartialBlock::Other,
+                };
+                self.blocks.insert(index, part);
+            }
+            "content_block_delta" => {
+                let delta = v
+                    .get("delta")
+                    .ok_or_else(|| bad("content_block_delta without a delta"))?;
+                match (
+                    delta.get("type").and_then(Value::as_str),
+                    self.blocks.get_mut(&index),
+                ) {
+                    (Some("text_delta"), _) => {
+                        let text = delta.get("text").and_then(Value::as_str).unwrap_or("");
+                        self.push_text(text, observer);
+                    }
+                    (Some("input_json_delta"), Some(PartialBlock::ToolUse { input_json, .. })) => {
+                        let piece = delta
+                            .get("partial_json")
+                            .and_then(Value::as_str)
+                            .unwrap_or("");
+                        input_json.push_str(piece);
+                        if let Some(o) = observer {
+                            o.other_output(piece.len());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.stop_reason = Some(reason.to_string());
+                }
+                if let Some(u) = v.get("usage") {
+                    merge_usage(&mut self.usage, u);
+                    if let Some(o) = observer {
+                        o.usage(self.usage);
+                    }
+                }
+            }
+            "message_stop" => {
+                self.stopped = true;
+                return Ok(true);
+            }
+            "error" => {
+                let message = v
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no message");
+                return Err(ModelError::Failed(format!(
+                    "the provider broke off its answer: {message}"
+                )));
+            }
+            // content_block_stop, and kinds added later.
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    fn push_text(&mut self, text: &str, observer: Option<&dyn AnswerObserver>) {
+        if text.is_empty() {
+            return;
+        }
+        self.text.push_str(text);
+        if let Some(o) = observer {
+            o.text(text);
+        }
+    }
+
+    /// The answer, once the stream ended; a message the stream broke off before its stop is
+    /// an error, not a shorter answer.
+    pub fn finish(self) -> Result<ModelResponse, ModelError> {
+        if !self.stopped && self.stop_reason.is_none() {
+            return Err(ModelError::Failed(
+                "the message stream ended before the answer was complete".into(),
+            ));
+        }
+        let mut tool_calls = Vec::new();
+        for block in self.blocks.into_values() {
+            if let PartialBlock::ToolUse {
+                id,
+                name,
+                input_json,
+            } = block
+            {
+                let arguments = if input_json.trim().is_empty() {
+                    json!({})
+                } else {
+                    serde_json::from_str(&input_json).map_err(|e| {
+                        ModelError::Failed(format!(
+                            "malformed message stream: input of `{name}` is not JSON: {e}"
+                        ))
+                    })?
+                };
+                tool_calls.push(ToolCall {
+                    id: if id.is_empty() { "toolu".into() } else { id },
+                    name,
+                    arguments,
+                });
+            }
+        }
+        Ok(ModelResponse {
+            text: self.text,
+            tool_calls,
+            usage: self.usage,
+            cut_off: self.stop_reason.as_deref() == Some("max_tokens"),
+            cli_run: None,
+        })
+    }
 }
 
 #[async_trait]
@@ -176,12 +379,26 @@ impl ModelClient for AnthropicModel {
             .model
             .clone()
             .unwrap_or_else(|| self.default_model.clone());
-        let body = request_body(&req, &model, self.max_tokens);
+        let mut body = request_body(&req, &model, self.max_tokens);
         let headers = [
             ("x-api-key", self.http.api_key()),
             ("anthropic-version", "2023-06-01"),
         ];
-        let v = self.http.post_json("/v1/messages", &headers, &body).await?;
-        parse_response(&v)
+        if !self.http.streams() {
+            let v = self
+                .http
+                .post_json("/v1/messages", &headers, &body, &req.cancel)
+                .await?;
+            return parse_response(&v);
+        }
+        body["stream"] = json!(true);
+        let mut answer = MessageStream::default();
+        let observer = req.observer.as_deref();
+        self.http
+            .post_events("/v1/messages", &headers, &body, &req.cancel, |event| {
+                answer.feed(event, observer)
+            })
+            .await?;
+        answer.finish()
     }
 }

@@ -1,15 +1,24 @@
 //! What the HTTP backends share: one async, pooled `reqwest` client per backend (connections and
 //! TLS sessions are reused, HTTP/2 where the server offers it, no thread per call, so the calls
-//! in flight are bounded only by how many turns run), a connect timeout and a whole-request
-//! timeout, retries with jittered exponential backoff on 5xx and connection errors, `429`
-//! turned into a rate limit with the provider's reset time (`retry-after-ms`, `retry-after` in
-//! seconds or as an HTTP date), clear errors for other 4xx and malformed bodies.
+//! in flight are bounded only by how many turns run), a connect timeout, retries with jittered
+//! exponential backoff on 5xx and connection errors, `429` turned into a rate limit with the
+//! provider's reset time (`retry-after-ms`, `retry-after` in seconds or as an HTTP date), clear
+//! errors for other 4xx and malformed bodies.
 //!
-//! A call is an ordinary future: dropping it (an interrupt, a cancel, a shutdown aborting the
-//! turn) closes its request at once instead of letting it run on.
+//! A whole answer ([`HttpClient::post_json`]) is bounded by the whole-request timeout. A
+//! streamed one ([`HttpClient::post_events`], Server-Sent Events) is bounded instead by the
+//! idle timeout between two chunks (and before the first), so a long answer that keeps coming
+//! is never cut; it is retried only before its first byte (a retry after would repeat text the
+//! caller has seen).
+//!
+//! A call ends early when its [`CancellationToken`] is cancelled (it answers
+//! [`ModelError::Cancelled`]) or when its future is dropped (an interrupt, a cancel, a shutdown
+//! aborting the turn): either closes its request at once instead of letting it run on.
 
-use agentd_actors::ModelError;
+use agentd_actors::{CancellationToken, ModelError};
 use backon::BackoffBuilder;
+use eventsource_stream::Eventsource;
+use futures::StreamExt;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 use std::time::{Duration, SystemTime};
@@ -21,8 +30,15 @@ pub struct HttpSettings {
     pub base_url: String,
     /// API key (sent as the provider expects).
     pub api_key: String,
-    /// Whole-request timeout (connecting is bounded by the smaller of this and 10 s).
+    /// Whole-request timeout of an answer asked for whole (connecting is bounded by the
+    /// smaller of this and 10 s).
     pub timeout: Duration,
+    /// Ask for answers as Server-Sent Events (`stream: true`), so text reaches observers as it
+    /// arrives; `false` asks for whole answers.
+    pub stream: bool,
+    /// Longest silence of a streamed answer: before its first chunk and between two chunks.
+    /// Replaces [`Self::timeout`] for streams.
+    pub idle_timeout: Duration,
     /// Retries after a 5xx or a connection error.
     pub max_retries: u32,
     /// First backoff; doubled per retry, with jitter.
@@ -44,9 +60,9 @@ pub(crate) struct HttpClient {
 impl HttpClient {
     /// A client for `settings`; fails only if TLS cannot be set up.
     pub(crate) fn new(settings: HttpSettings) -> Result<Self, ModelError> {
+        // No client-wide timeout: whole answers set theirs per request, streams time each chunk.
         let client = reqwest::Client::builder()
             .connect_timeout(settings.timeout.min(CONNECT_TIMEOUT))
-            .timeout(settings.timeout)
             .build()
             .map_err(|e| ModelError::Failed(format!("building the HTTP client: {e}")))?;
         Ok(HttpClient { client, settings })
@@ -57,14 +73,99 @@ impl HttpClient {
         &self.settings.api_key
     }
 
+    /// Whether answers are asked for as streams.
+    pub(crate) fn streams(&self) -> bool {
+        self.settings.stream
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.settings.base_url.trim_end_matches('/'))
+    }
+
     /// Sends one JSON request (with retries) and answers the JSON body.
     pub(crate) async fn post_json(
         &self,
         path: &str,
         headers: &[(&str, &str)],
         body: &Value,
+        cancel: &CancellationToken,
     ) -> Result<Value, ModelError> {
-        let url = format!("{}{path}", self.settings.base_url.trim_end_matches('/'));
+        let url = self.url(path);
+        let whole = async {
+            let resp = self
+                .send_with_retries(&url, headers, body, Some(self.settings.timeout))
+                .await?;
+            let text = resp
+                .text()
+                .await
+                .map_err(|e| ModelError::Failed(format!("reading the response from {url}: {e}")))?;
+            serde_json::from_str(&text)
+                .map_err(|e| ModelError::Failed(format!("malformed response from {url}: {e}")))
+        };
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => Err(ModelError::Cancelled),
+            answer = whole => answer,
+        }
+    }
+
+    /// Sends one JSON request asking for a stream (retried until its answer begins) and hands
+    /// each Server-Sent Event to `on_event` until it answers `true` (the answer is complete)
+    /// or the stream ends (`Ok` too: `on_event`'s owner knows whether what came is complete).
+    pub(crate) async fn post_events(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &Value,
+        cancel: &CancellationToken,
+        mut on_event: impl FnMut(&eventsource_stream::Event) -> Result<bool, ModelError>,
+    ) -> Result<(), ModelError> {
+        let url = self.url(path);
+        let idle = self.settings.idle_timeout;
+        let silent = || {
+            ModelError::Failed(format!(
+                "{url}: the stream was silent for {} ms (idle_timeout_ms)",
+                idle.as_millis()
+            ))
+        };
+        let begun = tokio::select! {
+            biased;
+            () = cancel.cancelled() => return Err(ModelError::Cancelled),
+            begun = self.send_with_retries(&url, headers, body, None) => begun?,
+        };
+        let mut events = begun.bytes_stream().eventsource();
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(ModelError::Cancelled),
+                next = tokio::time::timeout(idle, events.next()) => next.map_err(|_| silent())?,
+            };
+            match next {
+                None => return Ok(()),
+                Some(Err(e)) => {
+                    return Err(ModelError::Failed(format!(
+                        "{url}: the stream broke off: {e}"
+                    )));
+                }
+                Some(Ok(event)) => {
+                    if on_event(&event)? {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends the request until it is answered with a success status (whose body is not read
+    /// yet), retrying 5xx and connection errors with backoff; `timeout` bounds each attempt
+    /// whole (`None`: a stream, whose caller times its chunks).
+    async fn send_with_retries(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &Value,
+        timeout: Option<Duration>,
+    ) -> Result<reqwest::Response, ModelError> {
         let mut delays = backon::ExponentialBuilder::default()
             .with_min_delay(self.settings.backoff)
             .with_max_delay(self.settings.backoff.saturating_mul(64))
@@ -74,20 +175,27 @@ impl HttpClient {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let mut req = self.client.post(&url).json(body);
+            let mut req = self.client.post(url).json(body);
             for (k, v) in headers {
                 req = req.header(*k, *v);
             }
-            let (what, detail) = match req.send().await {
-                Ok(resp) if resp.status().is_success() => {
-                    let text = resp.text().await.map_err(|e| {
-                        ModelError::Failed(format!("reading the response from {url}: {e}"))
-                    })?;
-                    return serde_json::from_str(&text).map_err(|e| {
-                        ModelError::Failed(format!("malformed response from {url}: {e}"))
-                    });
-                }
-                Ok(resp) => {
+            let sent = match timeout {
+                Some(timeout) => Some(req.timeout(timeout).send().await),
+                // A stream's head is its first chunk: bounded by the idle timeout.
+                None => tokio::time::timeout(self.settings.idle_timeout, req.send())
+                    .await
+                    .ok(),
+            };
+            let (what, detail) = match sent {
+                None => (
+                    "no answer".to_string(),
+                    format!(
+                        "nothing within {} ms (idle_timeout_ms)",
+                        self.settings.idle_timeout.as_millis()
+                    ),
+                ),
+                Some(Ok(resp)) if resp.status().is_success() => return Ok(resp),
+                Some(Ok(resp)) => {
                     let code = resp.status().as_u16();
                     let wait = retry_after_ms(resp.headers(), SystemTime::now());
                     let text = resp.text().await.unwrap_or_default();
@@ -104,7 +212,7 @@ impl HttpClient {
                     }
                     (format!("status {code}"), text)
                 }
-                Err(e) => ("connection error".to_string(), e.to_string()),
+                Some(Err(e)) => ("connection error".to_string(), e.to_string()),
             };
             match delays.next() {
                 Some(delay) => tokio::time::sleep(delay).await,
@@ -117,6 +225,17 @@ impl HttpClient {
             }
         }
     }
+}
+
+/// The JSON of an event's `data`, or a clear error naming what did not parse.
+pub(crate) fn event_json(event: &eventsource_stream::Event) -> Result<Value, ModelError> {
+    serde_json::from_str(&event.data).map_err(|e| {
+        ModelError::Failed(format!(
+            "malformed stream event `{}`: {e}: {}",
+            event.event,
+            event.data.chars().take(200).collect::<String>()
+        ))
+    })
 }
 
 /// The wait a rate-limited answer asks for, in ms: `retry-after-ms`, else `retry-after` as

@@ -1,8 +1,11 @@
 //! An OpenAI-compatible chat-completions backend (OpenAI, vLLM, llama.cpp server, Ollama, …):
-//! tool calling and usage parsing, cached prompt tokens counted as cache reads.
+//! tool calling and usage parsing, cached prompt tokens counted as cache reads. Answers are
+//! streamed (`stream: true` with `stream_options.include_usage`, so the last chunk carries the
+//! usage) unless the provider says `stream = false`: text goes to the request's observer as it
+//! arrives, tool calls are assembled from their deltas.
 
 use crate::http::{HttpClient, HttpSettings};
-use agentd_actors::{ModelClient, ModelError, ModelRequest, ModelResponse};
+use agentd_actors::{AnswerObserver, ModelClient, ModelError, ModelRequest, ModelResponse};
 use agentd_proto::{Role, ToolCall, Usage};
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -95,24 +98,163 @@ pub fn parse_response(v: &Value) -> Result<ModelResponse, ModelError> {
             arguments,
         });
     }
-    let n = |p: &str| v.pointer(p).and_then(Value::as_u64).unwrap_or(0);
-    let cached = n("/usage/prompt_tokens_details/cached_tokens");
-    let usage = Usage {
-        input: n("/usage/prompt_tokens").saturating_sub(cached),
-        output: n("/usage/completion_tokens"),
-        cache_write: 0,
-        cache_read: cached,
-    };
     Ok(ModelResponse {
         text,
         tool_calls,
-        usage,
+        usage: v.get("usage").map(parse_usage).unwrap_or_default(),
         cut_off: v
             .pointer("/choices/0/finish_reason")
             .and_then(Value::as_str)
             == Some("length"),
         cli_run: None,
     })
+}
+
+/// A chat-completions `usage` object in the four kinds.
+fn parse_usage(u: &Value) -> Usage {
+    let n = |p: &str| u.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+    let cached = n("/prompt_tokens_details/cached_tokens");
+    Usage {
+        input: n("/prompt_tokens").saturating_sub(cached),
+        output: n("/completion_tokens"),
+        cache_read: cached,
+        ..Usage::default()
+    }
+}
+
+/// A tool call whose deltas are arriving.
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// A streamed chat completion being assembled from its chunks.
+#[derive(Debug, Default)]
+pub struct ChatStream {
+    text: String,
+    /// By the `index` the deltas give.
+    calls: std::collections::BTreeMap<u64, PartialCall>,
+    usage: Option<Usage>,
+    finish_reason: Option<String>,
+    done: bool,
+}
+
+impl ChatStream {
+    /// Takes one event of the stream, telling `observer` what arrived; answers whether the
+    /// stream is over (`[DONE]`).
+    pub fn feed(
+        &mut self,
+        data: &str,
+        observer: Option<&dyn AnswerObserver>,
+    ) -> Result<bool, ModelError> {
+        if data.trim() == "[DONE]" {
+            self.done = true;
+            return Ok(true);
+        }
+        let chunk: Value = serde_json::from_str(data)
+            .map_err(|e| ModelError::Failed(format!("malformed chat completion chunk: {e}")))?;
+        if let Some(message) = chunk.pointer("/error/message").and_then(Value::as_str) {
+            return Err(ModelError::Failed(format!(
+                "the provider broke off its answer: {message}"
+            )));
+        }
+        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
+            let usage = parse_usage(u);
+            self.usage = Some(usage);
+            if let Some(o) = observer {
+                o.usage(usage);
+            }
+        }
+        let Some(choice) = chunk.pointer("/choices/0") else {
+            return Ok(false);
+        };
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.finish_reason = Some(reason.to_string());
+        }
+        let Some(delta) = choice.get("delta") else {
+            return Ok(false);
+        };
+        if let Some(text) = delta.get("content").and_then(Value::as_str)
+            && !text.is_empty()
+        {
+            self.text.push_str(text);
+            if let Some(o) = observer {
+                o.text(text);
+            }
+        }
+        for (position, c) in delta
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let index = c
+                .get("index")
+                .and_then(Value::as_u64)
+                .unwrap_or(position as u64);
+            let call = self.calls.entry(index).or_default();
+            let piece = |p: &str| c.pointer(p).and_then(Value::as_str).unwrap_or("");
+            if call.id.is_empty() {
+                call.id = piece("/id").to_string();
+            }
+            let name = piece("/function/name");
+            let arguments = piece("/function/arguments");
+            call.name.push_str(name);
+            call.arguments.push_str(arguments);
+            if let Some(o) = observer {
+                o.other_output(name.len() + arguments.len());
+            }
+        }
+        Ok(false)
+    }
+
+    /// The answer, once the stream ended; an answer the stream broke off before its finish
+    /// reason is an error, not a shorter answer.
+    pub fn finish(self) -> Result<ModelResponse, ModelError> {
+        let Some(reason) = self.finish_reason else {
+            return Err(ModelError::Failed(
+                "the chat completion stream ended before the answer was complete".into(),
+            ));
+        };
+        let mut tool_calls = Vec::with_capacity(self.calls.len());
+        for (index, call) in self.calls {
+            if call.name.is_empty() {
+                return Err(ModelError::Failed(format!(
+                    "malformed chat completion: streamed tool call {index} without a name"
+                )));
+            }
+            let raw = if call.arguments.trim().is_empty() {
+                "{}"
+            } else {
+                call.arguments.as_str()
+            };
+            let arguments: Value = serde_json::from_str(raw).map_err(|e| {
+                ModelError::Failed(format!(
+                    "malformed chat completion: arguments of `{}` are not JSON: {e}",
+                    call.name
+                ))
+            })?;
+            tool_calls.push(ToolCall {
+                id: if call.id.is_empty() {
+                    format!("call_{index}")
+                } else {
+                    call.id
+                },
+                name: call.name,
+                arguments,
+            });
+        }
+        Ok(ModelResponse {
+            text: self.text,
+            tool_calls,
+            usage: self.usage.unwrap_or_default(),
+            cut_off: reason == "length",
+            cli_run: None,
+        })
+    }
 }
 
 #[async_trait]
@@ -126,12 +268,25 @@ impl ModelClient for OpenAiModel {
             .model
             .clone()
             .unwrap_or_else(|| self.default_model.clone());
-        let body = request_body(&req, &model);
+        let mut body = request_body(&req, &model);
         let auth = format!("Bearer {}", self.http.api_key());
-        let v = self
-            .http
-            .post_json("/chat/completions", &[("Authorization", &auth)], &body)
+        let headers = [("Authorization", auth.as_str())];
+        if !self.http.streams() {
+            let v = self
+                .http
+                .post_json("/chat/completions", &headers, &body, &req.cancel)
+                .await?;
+            return parse_response(&v);
+        }
+        body["stream"] = json!(true);
+        body["stream_options"] = json!({"include_usage": true});
+        let mut answer = ChatStream::default();
+        let observer = req.observer.as_deref();
+        self.http
+            .post_events("/chat/completions", &headers, &body, &req.cancel, |event| {
+                answer.feed(&event.data, observer)
+            })
             .await?;
-        parse_response(&v)
+        answer.finish()
     }
 }

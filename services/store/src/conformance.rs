@@ -35,6 +35,7 @@ pub fn record(id: &str, parent: Option<&str>, created: u64) -> AgentRecord {
             output: 2,
             cache_write: 3,
             cache_read: 4,
+            ..Usage::default()
         },
         cost_usd: 0.25,
         phase: Some(2),

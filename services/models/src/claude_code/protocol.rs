@@ -301,6 +301,7 @@ impl TurnAssembly {
             output: count("output_tokens"),
             cache_write: count("cache_creation_input_tokens"),
             cache_read: count("cache_read_input_tokens"),
+            estimated: false,
         };
         Ok(ModelResponse {
             text: answer,
@@ -396,7 +397,8 @@ mod tests {
                 input: 11,
                 output: 7,
                 cache_write: 3,
-                cache_read: 2
+                cache_read: 2,
+                estimated: false,
             }
         );
         let run = r.cli_run.unwrap_or_default();
