@@ -55,6 +55,7 @@ pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 pub use ports::{
     DEDUP_WINDOW, EventSink, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, Pushed,
     StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadEntries, ThreadStore, ToolSpec,
-    Transport, WorkerAlias,
+    Transport, WebhookCall, WebhookClient, WebhookError, WorkerAlias,
 };
 pub use system::AgentSystem;
+pub use tools::{Approval, ConfiguredRun, ConfiguredTool, Secret, ToolCatalogue};

@@ -136,6 +136,35 @@ pub enum Event {
         /// The provider's context window, in tokens.
         context_tokens: u64,
     },
+    /// An agent's turn called a tool that runs outside agentd (a service or a webhook). The
+    /// arguments are not in the event (they stay out of logs and event streams).
+    ToolCallRequested {
+        /// The agent.
+        agent_id: String,
+        /// agentd's id of the call.
+        call_id: uuid::Uuid,
+        /// The tool.
+        tool: String,
+        /// `service` or `http`.
+        kind: crate::tool_call::ToolKind,
+    },
+    /// Such a call has its result.
+    ToolCallFinished {
+        /// The agent.
+        agent_id: String,
+        /// agentd's id of the call.
+        call_id: uuid::Uuid,
+        /// The tool.
+        tool: String,
+        /// `service` or `http`.
+        kind: crate::tool_call::ToolKind,
+        /// From request to result, ms.
+        duration_ms: u64,
+        /// Whether the result is a value (not an error).
+        ok: bool,
+        /// `ok`, `error`, `timed_out`, `cancelled` or `rejected`.
+        outcome: String,
+    },
 }
 
 impl Event {
@@ -158,6 +187,8 @@ impl Event {
             Event::Checkpointed { .. } => "checkpointed",
             Event::Restored { .. } => "restored",
             Event::ContextCompacted { .. } => "context_compacted",
+            Event::ToolCallRequested { .. } => "tool_call_requested",
+            Event::ToolCallFinished { .. } => "tool_call_finished",
         }
     }
 
@@ -177,6 +208,8 @@ impl Event {
             | Event::Checkpointed { agent_id, .. }
             | Event::Restored { agent_id, .. }
             | Event::ContextCompacted { agent_id, .. }
+            | Event::ToolCallRequested { agent_id, .. }
+            | Event::ToolCallFinished { agent_id, .. }
             | Event::Deleted { agent_id } => agent_id,
             Event::Forwarded { parent_id, .. } => parent_id,
         }
@@ -259,6 +292,21 @@ mod tests {
                 agent_id: a(),
                 estimated_tokens: 1,
                 context_tokens: 1,
+            },
+            Event::ToolCallRequested {
+                agent_id: a(),
+                call_id: id,
+                tool: a(),
+                kind: crate::tool_call::ToolKind::Service,
+            },
+            Event::ToolCallFinished {
+                agent_id: a(),
+                call_id: id,
+                tool: a(),
+                kind: crate::tool_call::ToolKind::Http,
+                duration_ms: 1,
+                ok: true,
+                outcome: a(),
             },
         ];
         for e in &events {

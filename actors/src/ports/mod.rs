@@ -13,6 +13,7 @@ mod events;
 mod model;
 mod store;
 mod transport;
+mod webhook;
 
 pub use events::EventSink;
 pub use model::{
@@ -23,3 +24,4 @@ pub use store::{
     WorkerAlias, forwards_not_taken, is_transient, outbox_not_kept,
 };
 pub use transport::Transport;
+pub use webhook::{WebhookCall, WebhookClient, WebhookError};

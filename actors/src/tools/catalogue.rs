@@ -8,17 +8,22 @@
 
 use super::Tool;
 use super::builtin::BuiltinTool;
+use super::configured::ConfiguredTool;
 use super::visibility::visible_tools;
 use crate::deps::Deps;
-use crate::ports::ToolSpec;
-use agentd_proto::AgentRecord;
+use crate::ports::{ToolSpec, WebhookClient};
+use agentd_proto::{AgentRecord, AgentdError};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// The tools of one process: today the built-in ones.
+/// The tools of one process: the built-in ones and those of `[tools.<name>]`.
 #[derive(Default)]
 pub struct ToolCatalogue {
+    /// The tools of `[tools.<name>]`, in name order.
+    configured: Vec<Arc<ConfiguredTool>>,
+    /// What calls the webhook tools (`None`: a process without any).
+    webhooks: Option<Arc<dyn WebhookClient>>,
     /// Bumped by [`Self::changed`].
     version: AtomicU64,
     /// (agent type, visible tools) → the specs shown, with the version they were built for.
@@ -33,6 +38,47 @@ pub struct VisibleSpecs {
 }
 
 impl ToolCatalogue {
+    /// A catalogue with the configured `tools` (names checked: not `mcp__…`, no built-in's,
+    /// no two alike), whose webhooks `webhooks` calls.
+    pub fn with_configured(
+        tools: Vec<ConfiguredTool>,
+        webhooks: Option<Arc<dyn WebhookClient>>,
+    ) -> Result<Self, AgentdError> {
+        let mut configured: Vec<Arc<ConfiguredTool>> = Vec::with_capacity(tools.len());
+        for tool in tools {
+            super::check_name(&tool.name)?;
+            if configured.iter().any(|t| t.name == tool.name) {
+                return Err(AgentdError::new(
+                    agentd_proto::ErrorCode::InvalidArgument,
+                    format!("[tools.{}] is defined twice", tool.name),
+                ));
+            }
+            configured.push(Arc::new(tool));
+        }
+        configured.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(ToolCatalogue {
+            configured,
+            webhooks,
+            ..ToolCatalogue::default()
+        })
+    }
+
+    /// Checks a configured tool's name: `^[A-Za-z0-9_-]{1,64}$`, not `mcp__…`, no built-in
+    /// tool's.
+    pub fn check_name(name: &str) -> Result<(), AgentdError> {
+        super::check_name(name)
+    }
+
+    /// What calls the webhook tools, if this process has any.
+    pub fn webhooks(&self) -> Option<&Arc<dyn WebhookClient>> {
+        self.webhooks.as_ref()
+    }
+
+    /// The tools of `[tools.<name>]`, in name order.
+    pub fn configured(&self) -> &[Arc<ConfiguredTool>] {
+        &self.configured
+    }
+
     /// The version of the set of tools; it changes whenever the set does.
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::Acquire)
@@ -46,12 +92,21 @@ impl ToolCatalogue {
 
     /// Every tool, in the order agents are shown them.
     pub fn tools(&self) -> impl Iterator<Item = Tool> + '_ {
-        BuiltinTool::ALL.into_iter().map(Tool::Builtin)
+        BuiltinTool::ALL
+            .into_iter()
+            .map(Tool::Builtin)
+            .chain(self.configured.iter().cloned().map(Tool::Configured))
     }
 
     /// The tool `name` (or an alias) names, if there is one.
     pub fn resolve(&self, name: &str) -> Option<Tool> {
-        BuiltinTool::named(name).map(Tool::Builtin)
+        BuiltinTool::named(name).map(Tool::Builtin).or_else(|| {
+            self.configured
+                .iter()
+                .find(|t| t.name == name)
+                .cloned()
+                .map(Tool::Configured)
+        })
     }
 
     /// The specs of `tools` for agents of `agent_type`, built by `build` unless they were
@@ -87,6 +142,8 @@ impl ToolCatalogue {
 impl Clone for ToolCatalogue {
     fn clone(&self) -> Self {
         ToolCatalogue {
+            configured: self.configured.clone(),
+            webhooks: self.webhooks.clone(),
             version: AtomicU64::new(self.version()),
             specs: Mutex::default(),
         }

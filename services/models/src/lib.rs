@@ -7,6 +7,7 @@
 //! | [`anthropic`] | [`AnthropicModel`]: the Anthropic Messages API |
 //! | [`process`] | [`ProcessModel`]: one OS process per agent, JSON lines, lifecycle signals |
 //! | [`router`] | [`ModelRouter`]: providers by name (per agent type or spawn) behind one client |
+//! | [`webhook`] | [`HttpWebhooks`]: signed POSTs of webhook tools, with retries and a timeout |
 //! | [`http`] | the pooled async client, timeouts, retries with jittered backoff, rate limits and errors shared by the HTTP backends |
 
 pub mod anthropic;
@@ -15,6 +16,7 @@ pub mod openai;
 pub mod process;
 pub mod router;
 pub mod scripted;
+pub mod webhook;
 
 pub use anthropic::AnthropicModel;
 pub use http::HttpSettings;
@@ -22,3 +24,4 @@ pub use openai::OpenAiModel;
 pub use process::ProcessModel;
 pub use router::ModelRouter;
 pub use scripted::{ScriptError, ScriptedModel};
+pub use webhook::HttpWebhooks;
