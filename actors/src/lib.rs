@@ -56,11 +56,14 @@ pub use ports::{
     AnswerObserver, CliRun, CliStep, CliTools, DEDUP_WINDOW, EventSink, McpCallResult,
     McpServerStatus, McpToolDef, McpTools, ModelClient, ModelError, ModelRequest, ModelResponse,
     Purpose, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadEntries,
-    ThreadStore, ToolSpec, Transport, WorkerAlias,
+    ThreadStore, ToolSpec, Transport, WebhookCall, WebhookClient, WebhookError, WorkerAlias,
 };
 pub use system::AgentSystem;
 /// The token a [`ModelRequest`] is cancelled by (re-exported so backends and tests name one
 /// version of it).
 pub use tokio_util::sync::CancellationToken;
 pub use tools::mcp::{is_valid_exposed_name, split_exposed};
-pub use tools::{ToolCatalogue, ToolPattern, check_type_tools, is_valid_server_name};
+pub use tools::{
+    Approval, ConfiguredRun, ConfiguredTool, Secret, ToolCatalogue, ToolPattern, check_type_tools,
+    is_valid_server_name,
+};

@@ -296,7 +296,9 @@ impl QueueState {
             S::WaitingRateLimit => QueueState::WaitingRateLimit,
             S::WaitingDependency => QueueState::WaitingDependency,
             _ if pending == 0 => return None,
-            S::Paused | S::WaitingQuestion | S::WaitingReview | S::Closed => QueueState::Held,
+            S::Paused | S::WaitingQuestion | S::WaitingReview | S::WaitingTool | S::Closed => {
+                QueueState::Held
+            }
             _ => QueueState::Ready,
         })
     }

@@ -15,6 +15,7 @@ mod mcp;
 mod model;
 mod store;
 mod transport;
+mod webhook;
 
 pub use events::EventSink;
 pub use mcp::{McpCallResult, McpServerStatus, McpToolDef, McpTools};
@@ -27,3 +28,4 @@ pub use store::{
     WorkerAlias, forwards_not_taken, is_transient, outbox_not_kept,
 };
 pub use transport::Transport;
+pub use webhook::{WebhookCall, WebhookClient, WebhookError};

@@ -12,18 +12,24 @@
 
 use super::Tool;
 use super::builtin::BuiltinTool;
+use super::configured::ConfiguredTool;
 use super::mcp::{McpTool, split_exposed};
 use super::visibility::visible_tools;
 use crate::deps::Deps;
-use crate::ports::{McpTools, ToolSpec};
-use agentd_proto::AgentRecord;
+use crate::ports::{McpTools, ToolSpec, WebhookClient};
+use agentd_proto::{AgentRecord, AgentdError};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// The tools of one process: the built-in ones, then those of the configured MCP servers.
+/// The tools of one process: the built-in ones, those of `[tools.<name>]`, then those of the
+/// configured MCP servers.
 #[derive(Default)]
 pub struct ToolCatalogue {
+    /// The tools of `[tools.<name>]`, in name order.
+    configured: Vec<Arc<ConfiguredTool>>,
+    /// What calls the webhook tools (`None`: a process without any).
+    webhooks: Option<Arc<dyn WebhookClient>>,
     /// Bumped by [`Self::changed`].
     version: AtomicU64,
     /// (agent type, visible tools) → the specs shown, with the version they were built for.
@@ -40,12 +46,58 @@ pub struct VisibleSpecs {
 }
 
 impl ToolCatalogue {
+    /// A catalogue with the configured `tools` (names checked: not `mcp__…`, no built-in's,
+    /// no two alike), whose webhooks `webhooks` calls.
+    pub fn with_configured(
+        tools: Vec<ConfiguredTool>,
+        webhooks: Option<Arc<dyn WebhookClient>>,
+    ) -> Result<Self, AgentdError> {
+        let mut configured: Vec<Arc<ConfiguredTool>> = Vec::with_capacity(tools.len());
+        for tool in tools {
+            super::check_name(&tool.name)?;
+            if configured.iter().any(|t| t.name == tool.name) {
+                return Err(AgentdError::new(
+                    agentd_proto::ErrorCode::InvalidArgument,
+                    format!("[tools.{}] is defined twice", tool.name),
+                ));
+            }
+            configured.push(Arc::new(tool));
+        }
+        configured.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(ToolCatalogue {
+            configured,
+            webhooks,
+            ..ToolCatalogue::default()
+        })
+    }
+
+    /// Checks a configured tool's name: `^[A-Za-z0-9_-]{1,64}$`, not `mcp__…`, no built-in
+    /// tool's.
+    pub fn check_name(name: &str) -> Result<(), AgentdError> {
+        super::check_name(name)
+    }
+
+    /// What calls the webhook tools, if this process has any.
+    pub fn webhooks(&self) -> Option<&Arc<dyn WebhookClient>> {
+        self.webhooks.as_ref()
+    }
+
+    /// The tools of `[tools.<name>]`, in name order.
+    pub fn configured(&self) -> &[Arc<ConfiguredTool>] {
+        &self.configured
+    }
+
     /// A catalogue that offers the tools of `mcp`'s servers besides the built-in ones.
     pub fn with_mcp(mcp: Arc<dyn McpTools>) -> Self {
         ToolCatalogue {
             mcp: Some(mcp),
             ..ToolCatalogue::default()
         }
+    }
+
+    /// Offers the tools of `mcp`'s servers besides the others.
+    pub fn add_mcp(&mut self, mcp: Arc<dyn McpTools>) {
+        self.mcp = Some(mcp);
     }
 
     /// The MCP servers' tools, if any server is configured.
@@ -78,6 +130,7 @@ impl ToolCatalogue {
         BuiltinTool::ALL
             .into_iter()
             .map(Tool::Builtin)
+            .chain(self.configured.iter().cloned().map(Tool::Configured))
             .chain((0..mcp.len()).map(move |i| Tool::Mcp(McpTool(mcp[i].clone()))))
     }
 
@@ -86,6 +139,9 @@ impl ToolCatalogue {
     pub fn resolve(&self, name: &str) -> Option<Tool> {
         if let Some(tool) = BuiltinTool::named(name) {
             return Some(Tool::Builtin(tool));
+        }
+        if let Some(tool) = self.configured.iter().find(|t| t.name == name) {
+            return Some(Tool::Configured(tool.clone()));
         }
         split_exposed(name)?;
         let mcp = self.mcp.as_ref()?.tools();
@@ -127,6 +183,8 @@ impl ToolCatalogue {
 impl Clone for ToolCatalogue {
     fn clone(&self) -> Self {
         ToolCatalogue {
+            configured: self.configured.clone(),
+            webhooks: self.webhooks.clone(),
             version: AtomicU64::new(self.version.load(Ordering::Acquire)),
             specs: Mutex::default(),
             mcp: self.mcp.clone(),

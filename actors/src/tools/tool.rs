@@ -3,12 +3,14 @@
 //! further variants, resolved by the [`ToolCatalogue`](super::ToolCatalogue).
 
 use super::builtin::{BuiltinTool, ToolGroup};
+use super::configured::ConfiguredTool;
 use super::mcp::McpTool;
 use super::{ToolContext, ToolOutcome};
 use crate::deps::Deps;
 use crate::ports::ToolSpec;
 use agentd_proto::{AgentRecord, AgentdError, ErrorCode};
 use serde_json::Value;
+use std::sync::Arc;
 
 /// A tool agents can be shown and call. Not `Copy`: tools known at run time carry their
 /// definition.
@@ -18,6 +20,8 @@ pub enum Tool {
     Builtin(BuiltinTool),
     /// A tool of a configured MCP server (`mcp__<server>__<tool>`).
     Mcp(McpTool),
+    /// A tool of `[tools.<name>]`: a service's or a webhook's.
+    Configured(Arc<ConfiguredTool>),
 }
 
 impl Tool {
@@ -26,6 +30,7 @@ impl Tool {
         match self {
             Tool::Builtin(tool) => tool.name(),
             Tool::Mcp(tool) => tool.name(),
+            Tool::Configured(tool) => &tool.name,
         }
     }
 
@@ -33,16 +38,19 @@ impl Tool {
     pub fn group(&self) -> ToolGroup {
         match self {
             Tool::Builtin(tool) => tool.group(),
-            Tool::Mcp(_) => ToolGroup::Regular,
+            // Agents whose type lists it.
+            Tool::Mcp(_) | Tool::Configured(_) => ToolGroup::Regular,
         }
     }
 
-    /// Whether a call must wait for a person's approval before it runs: for an MCP tool, its
-    /// server's `approval` list names it. Built-in tools never wait.
+    /// Whether a call must wait for a person's approval before it runs: an MCP tool its
+    /// server's `approval` list names, a configured tool with `approval = "always"`. Built-in
+    /// tools never wait.
     pub fn needs_approval(&self) -> bool {
         match self {
             Tool::Builtin(_) => false,
             Tool::Mcp(tool) => tool.needs_approval(),
+            Tool::Configured(tool) => tool.approval == super::Approval::Always,
         }
     }
 
@@ -50,7 +58,15 @@ impl Tool {
     pub fn mcp_server(&self) -> Option<&str> {
         match self {
             Tool::Mcp(tool) => Some(tool.server()),
-            Tool::Builtin(_) => None,
+            Tool::Builtin(_) | Tool::Configured(_) => None,
+        }
+    }
+
+    /// The configured tool this is, if it is one.
+    pub fn configured(&self) -> Option<&Arc<ConfiguredTool>> {
+        match self {
+            Tool::Configured(tool) => Some(tool),
+            Tool::Builtin(_) | Tool::Mcp(_) => None,
         }
     }
 
@@ -59,18 +75,22 @@ impl Tool {
         match self {
             Tool::Builtin(tool) => tool.spec(rec, deps),
             Tool::Mcp(tool) => tool.spec(),
+            Tool::Configured(tool) => tool.spec(),
         }
     }
 
     /// Runs the tool for `ctx.caller` on arguments that fit its spec.
+    /// `call_id` is agentd's id of the call (a webhook's `X-Agentd-Call-Id`).
     pub(crate) async fn run(
         &self,
         ctx: &ToolContext,
+        call_id: uuid::Uuid,
         args: &Value,
     ) -> Result<ToolOutcome, AgentdError> {
         match self {
             Tool::Builtin(tool) => tool.run(ctx, args).await,
             Tool::Mcp(tool) => tool.run(ctx, args).await.map(ToolOutcome::Value),
+            Tool::Configured(tool) => tool.run(ctx, call_id, args).await,
         }
     }
 }

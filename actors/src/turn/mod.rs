@@ -339,8 +339,18 @@ impl Turn {
                 self.doing(Step::RunningTool(call.name.as_str().into()));
                 // Boxed: a tool's future (Manage's above all) would otherwise make every
                 // turn's future kilobytes bigger, copied whole when it is boxed to start.
-                let outcome =
-                    Box::pin(tools::execute(&self.tools, &call.name, &call.arguments)).await;
+                let outcome = match tools::callable(&self.rec, &self.deps, &call.name) {
+                    Ok(tool) => {
+                        Box::pin(tools::execute_tool(
+                            &self.tools,
+                            &tool,
+                            tool_id,
+                            &call.arguments,
+                        ))
+                        .await
+                    }
+                    Err(e) => Err(e),
+                };
                 let (text, yielded, is_error) = match outcome {
                     // A string result (an MCP server's text) reaches the model as it is.
                     Ok(ToolOutcome::Value(Value::String(text))) => (text, None, false),

@@ -365,6 +365,75 @@ impl McpSettings {
     }
 }
 
+/// A tool of `[tools.<name>]`: answered by another service (`kind = "service"`) or a webhook
+/// (`kind = "http"`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSettings {
+    /// `service` or `http`.
+    pub kind: agentd_proto::ToolKind,
+    /// What it does, for the model.
+    #[serde(default)]
+    pub description: String,
+    /// The JSON schema of its arguments (an object with no properties if not given).
+    #[serde(default = "ToolSettings::no_parameters")]
+    pub parameters: serde_json::Value,
+    /// How long a call may take, ms: a webhook's request, retries included, or a service's
+    /// answer; then the model gets a tool error. 0 waits for ever (service tools only).
+    #[serde(default = "ToolSettings::default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// `always` (every call waits for a person's approval) or `never`.
+    #[serde(default)]
+    pub approval: agentd_actors::Approval,
+    /// Where a webhook tool POSTs.
+    #[serde(default)]
+    pub url: String,
+    /// The environment variable holding a webhook tool's signing secret (unset: start-up
+    /// error).
+    #[serde(default)]
+    pub secret_env: String,
+}
+
+impl ToolSettings {
+    fn no_parameters() -> serde_json::Value {
+        serde_json::json!({"type": "object", "properties": {}})
+    }
+
+    fn default_timeout_ms() -> u64 {
+        60_000
+    }
+
+    /// Checks the tool's settings (not its environment, which `wiring` reads).
+    fn validate(&self, name: &str) -> Result<(), SettingsError> {
+        let bad = |why: String| Err(SettingsError::Invalid(format!("tools.{name}: {why}")));
+        if let Err(e) = agentd_actors::ToolCatalogue::check_name(name) {
+            return bad(e.message);
+        }
+        if !self.parameters.is_object() {
+            return bad("parameters must be a JSON schema (a table)".into());
+        }
+        match self.kind {
+            agentd_proto::ToolKind::Http => {
+                if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
+                    return bad(format!(
+                        "a webhook tool needs url = \"http(s)://…\" (got `{}`)",
+                        self.url
+                    ));
+                }
+                if self.timeout_ms == 0 {
+                    return bad("a webhook tool needs timeout_ms > 0".into());
+                }
+            }
+            agentd_proto::ToolKind::Service => {
+                if !self.url.is_empty() || !self.secret_env.is_empty() {
+                    return bad("url and secret_env are for kind = \"http\"".into());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Everything agentd reads at start-up.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -399,6 +468,10 @@ pub struct Settings {
     /// MCP servers.
     #[serde(default)]
     pub mcp: McpSettings,
+    /// Tools answered by other services or webhooks, by name (agent types list them in
+    /// `tools`).
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolSettings>,
 }
 
 impl Settings {
@@ -516,6 +589,9 @@ impl Settings {
                 )));
             }
         }
+        for (name, tool) in &self.tools {
+            tool.validate(name)?;
+        }
         Ok(())
     }
 }
@@ -595,6 +671,54 @@ mod tests {
             .err()
             .map(|e| e.to_string());
         assert!(err.unwrap_or_default().contains("providers.bad.backend"));
+    }
+
+    #[test]
+    fn configured_tools_load_and_are_checked() {
+        let s = Settings::from_overrides(
+            r#"
+[tools.lookup_order]
+kind = "service"
+description = "Look an order up by id."
+parameters = { type = "object", properties = { order_id = { type = "string" } }, required = ["order_id"] }
+timeout_ms = 600000
+approval = "never"
+
+[tools.notify]
+kind = "http"
+url = "http://127.0.0.1:9100/notify"
+secret_env = "NOTIFY_SECRET"
+approval = "always"
+"#,
+        )
+        .map_err(|e| e.to_string());
+        assert!(s.is_ok(), "{s:?}");
+        if let Ok(s) = s {
+            let order = &s.tools["lookup_order"];
+            assert_eq!(
+                order.parameters["required"],
+                serde_json::json!(["order_id"])
+            );
+            assert_eq!(order.timeout_ms, 600_000);
+            assert_eq!(s.tools["notify"].approval, agentd_actors::Approval::Always);
+            assert_eq!(s.tools["notify"].timeout_ms, 60_000);
+        }
+        for (bad, says) in [
+            ("[tools.mcp__x]\nkind = \"service\"\n", "mcp__"),
+            ("[tools.current_time]\nkind = \"service\"\n", "built-in"),
+            ("[tools.hook]\nkind = \"http\"\n", "url"),
+            (
+                "[tools.svc]\nkind = \"service\"\nurl = \"http://x\"\n",
+                "kind = \"http\"",
+            ),
+            ("[tools.svc]\nkind = \"grpc\"\n", "grpc"),
+        ] {
+            let e = Settings::from_overrides(bad).err().map(|e| e.to_string());
+            assert!(
+                e.as_deref().is_some_and(|e| e.contains(says)),
+                "{bad}: {e:?}"
+            );
+        }
     }
 
     #[test]

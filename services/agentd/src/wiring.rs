@@ -4,14 +4,15 @@
 use crate::builtin;
 use crate::settings::{ModelSettings, Settings, StoreKind};
 use agentd_actors::{
-    AgentTypes, Clock, ContextWindow, Deps, EventSink, ModelClient, ProviderRates, RuntimeConfig,
-    ThreadStore, ToolCatalogue, Transport, check_type_tools, split_exposed,
+    AgentTypes, Clock, ConfiguredRun, ConfiguredTool, ContextWindow, Deps, EventSink, ModelClient,
+    ProviderRates, RuntimeConfig, Secret, ThreadStore, ToolCatalogue, Transport, WebhookClient,
+    check_type_tools, split_exposed,
 };
 use agentd_bus::{Fanout, InProcessBus, RedisBus, RedisBusConfig, RedisEvents};
 use agentd_mcp::McpClient;
 use agentd_models::{
-    AnthropicModel, ClaudeCodeModel, ClaudeCodeSettings, HttpSettings, ModelRouter, OpenAiModel,
-    ProcessModel, ScriptedModel,
+    AnthropicModel, ClaudeCodeModel, ClaudeCodeSettings, HttpSettings, HttpWebhooks, ModelRouter,
+    OpenAiModel, ProcessModel, ScriptedModel,
 };
 use agentd_store::{MemoryStore, RedbStore, RedisStore};
 use anyhow::Context as _;
@@ -200,8 +201,9 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
     let mcp =
         (!mcp_servers.is_empty()).then(|| McpClient::new(mcp_servers, &mcp_tools_named(&types)));
     let mut config = RuntimeConfig::with_types(types);
+    config.tools = build_tools(settings)?;
     if let Some(mcp) = &mcp {
-        config.tools = ToolCatalogue::with_mcp(mcp.clone());
+        config.tools.add_mcp(mcp.clone());
     }
     check_type_tools(&config.types, &config.tools).map_err(|e| anyhow::anyhow!("{e}"))?;
     config.limits = settings.limits.clone();
@@ -245,6 +247,11 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
     if let Some((ty, provider)) = types_needing_providers(&config).into_iter().next() {
         anyhow::bail!("agent type `{ty}` names provider `{provider}`, which is not configured");
     }
+    if let Some((ty, tool)) = types_naming_unknown_tools(&config).into_iter().next() {
+        anyhow::bail!(
+            "agent type `{ty}` lists tool `{tool}`, which is neither built in nor a [tools.{tool}]"
+        );
+    }
     Ok(Wired {
         deps: Deps {
             store,
@@ -274,6 +281,64 @@ fn mcp_tools_named(types: &AgentTypes) -> std::collections::BTreeMap<String, Vec
         }
     }
     named
+}
+
+/// The tool catalogue: the built-in tools and those of `[tools.<name>]`, whose secrets are
+/// read from the environment now (an unset variable is a start-up error; the value is never
+/// printed).
+fn build_tools(settings: &Settings) -> anyhow::Result<ToolCatalogue> {
+    let mut tools = Vec::with_capacity(settings.tools.len());
+    for (name, t) in &settings.tools {
+        let run = match t.kind {
+            agentd_proto::ToolKind::Service => ConfiguredRun::Service,
+            agentd_proto::ToolKind::Http => {
+                let secret = match t.secret_env.trim() {
+                    "" => String::new(),
+                    var => std::env::var(var).with_context(|| {
+                        format!("tools.{name}.secret_env names `{var}`, which is not set")
+                    })?,
+                };
+                ConfiguredRun::Http {
+                    url: t.url.clone(),
+                    secret: Secret::new(secret),
+                }
+            }
+        };
+        tools.push(ConfiguredTool {
+            name: name.clone(),
+            description: t.description.clone(),
+            parameters: t.parameters.clone(),
+            timeout_ms: t.timeout_ms,
+            approval: t.approval,
+            run,
+        });
+    }
+    let webhooks: Option<Arc<dyn WebhookClient>> = if tools
+        .iter()
+        .any(|t| matches!(t.run, ConfiguredRun::Http { .. }))
+    {
+        Some(Arc::new(
+            HttpWebhooks::new().map_err(|e| anyhow::anyhow!("webhook tools: {e}"))?,
+        ))
+    } else {
+        None
+    };
+    ToolCatalogue::with_configured(tools, webhooks).map_err(|e| anyhow::anyhow!("{}", e.message))
+}
+
+/// Agent types that list a tool that is neither built in nor configured: `(type, tool)`. MCP
+/// tools (`mcp__…`) are checked against their servers instead.
+fn types_naming_unknown_tools(config: &RuntimeConfig) -> Vec<(String, String)> {
+    config
+        .types
+        .iter()
+        .flat_map(|t| {
+            t.tools
+                .iter()
+                .filter(|name| !name.starts_with("mcp__") && config.tools.resolve(name).is_none())
+                .map(|name| (t.name.clone(), name.clone()))
+        })
+        .collect()
 }
 
 /// Agent types that name a provider the config does not have: `(type, provider)`.
