@@ -100,7 +100,8 @@ pub fn check_type_tools(types: &AgentTypes, catalogue: &ToolCatalogue) -> Result
                 return Err(AgentdError::new(
                     ErrorCode::UnknownTool,
                     format!(
-                        "agent type `{}` names tool `{entry}`, which does not exist",
+                        "agent type `{}` lists tool `{entry}`, which is neither built in nor a \
+                         [tools.{entry}]",
                         ty.name
                     ),
                 ));

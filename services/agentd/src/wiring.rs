@@ -247,11 +247,6 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
     if let Some((ty, provider)) = types_needing_providers(&config).into_iter().next() {
         anyhow::bail!("agent type `{ty}` names provider `{provider}`, which is not configured");
     }
-    if let Some((ty, tool)) = types_naming_unknown_tools(&config).into_iter().next() {
-        anyhow::bail!(
-            "agent type `{ty}` lists tool `{tool}`, which is neither built in nor a [tools.{tool}]"
-        );
-    }
     Ok(Wired {
         deps: Deps {
             store,
@@ -324,21 +319,6 @@ fn build_tools(settings: &Settings) -> anyhow::Result<ToolCatalogue> {
         None
     };
     ToolCatalogue::with_configured(tools, webhooks).map_err(|e| anyhow::anyhow!("{}", e.message))
-}
-
-/// Agent types that list a tool that is neither built in nor configured: `(type, tool)`. MCP
-/// tools (`mcp__…`) are checked against their servers instead.
-fn types_naming_unknown_tools(config: &RuntimeConfig) -> Vec<(String, String)> {
-    config
-        .types
-        .iter()
-        .flat_map(|t| {
-            t.tools
-                .iter()
-                .filter(|name| !name.starts_with("mcp__") && config.tools.resolve(name).is_none())
-                .map(|name| (t.name.clone(), name.clone()))
-        })
-        .collect()
 }
 
 /// Agent types that name a provider the config does not have: `(type, provider)`.
