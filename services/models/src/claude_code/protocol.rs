@@ -56,14 +56,23 @@ pub fn flags(launch: &Launch<'_>) -> Vec<String> {
     args
 }
 
-/// The entries at the end of `thread` the CLI has not seen: those after the last assistant or
-/// tool entry (the CLI's own answers end there).
-fn unseen(thread: &[Arc<ThreadEntry>]) -> &[Arc<ThreadEntry>] {
-    let start = thread
+/// The entries at the end of `thread` the CLI has not seen: those after `sent_through` (the
+/// last entry written to this process), or, when that names nothing later, those after the last
+/// assistant or tool entry (the CLI's own answers end there; a retry sends its message again).
+fn unseen(thread: &[Arc<ThreadEntry>], sent_through: Option<uuid::Uuid>) -> &[Arc<ThreadEntry>] {
+    let after_answers = thread
         .iter()
         .rposition(|e| matches!(e.role, Role::Assistant | Role::Tool))
         .map_or(0, |i| i + 1);
-    &thread[start..]
+    let after_sent = sent_through
+        .and_then(|id| thread.iter().rposition(|e| e.id == id))
+        .map_or(0, |i| i + 1);
+    let start = after_answers.max(after_sent);
+    if start < thread.len() {
+        &thread[start..]
+    } else {
+        &thread[after_answers..]
+    }
 }
 
 /// One entry as the CLI reads it.
@@ -74,11 +83,16 @@ fn render(entry: &ThreadEntry) -> String {
     }
 }
 
-/// The text of the `user` line for `thread`: the entries the CLI has not seen. A new session
-/// (no process and no session to resume) on a thread that has history gets that history first,
-/// as a transcript, so the CLI knows what came before it.
-pub fn message_text(thread: &[Arc<ThreadEntry>], new_session: bool) -> String {
-    let new = unseen(thread);
+/// The text of the `user` line for `thread`: the entries the CLI has not seen (`sent_through`:
+/// the last entry written to its process, if it still runs). A new session (no process and no
+/// session to resume) on a thread that has history gets that history first, as a transcript, so
+/// the CLI knows what came before it.
+pub fn message_text(
+    thread: &[Arc<ThreadEntry>],
+    new_session: bool,
+    sent_through: Option<uuid::Uuid>,
+) -> String {
+    let new = unseen(thread, sent_through.filter(|_| !new_session));
     let mut text = new
         .iter()
         .map(|e| render(e))
@@ -478,11 +492,21 @@ mod tests {
             e(Role::System, "(interrupted)"),
             e(Role::User, "second"),
         ];
-        assert_eq!(message_text(&thread, false), "(interrupted)\n\nsecond");
-        let fresh = message_text(&thread, true);
+        assert_eq!(
+            message_text(&thread, false, None),
+            "(interrupted)\n\nsecond"
+        );
+        let fresh = message_text(&thread, true, None);
         assert!(fresh.contains("user: first\nassistant: answer"), "{fresh}");
         assert!(fresh.ends_with("(interrupted)\n\nsecond"), "{fresh}");
-        assert_eq!(message_text(&thread[..1], true), "first");
+        assert_eq!(message_text(&thread[..1], true, None), "first");
+        // What was written to the process already is not written again (an interrupted
+        // call's message), unless nothing came after it (a retry).
+        assert_eq!(message_text(&thread, false, Some(thread[2].id)), "second");
+        assert_eq!(
+            message_text(&thread, false, Some(thread[3].id)),
+            "(interrupted)\n\nsecond"
+        );
     }
 
     #[test]
