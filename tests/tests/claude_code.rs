@@ -110,6 +110,7 @@ fn cli_system(store: Arc<dyn ThreadStore>, home: &std::path::Path, timeout: Dura
     let model = ModelRouter::new(Arc::new(script)).with("claude", claude);
     let sys = start_with_model(Arc::new(model), types, store, Arc::new(SystemClock), |c| {
         c.providers.insert("claude".into());
+        c.limits.compact_keep_recent = 1;
     });
     Cli { sys, backend }
 }
@@ -249,6 +250,34 @@ async fn a_turn_lands_in_the_thread_and_inspect_and_a_follow_up_continues_the_se
         rec.agent_cli.and_then(|c| c.session_id),
         Some(session.clone())
     );
+
+    // A compaction is the CLI's own (`/compact`): its summary heads agentd's thread.
+    let calls = ep.turns().len();
+    cli.sys.system.post(&id, InboxItem::Compact).await.unwrap();
+    wait_long("the CLI's summary call", || ep.turns().len() > calls).await;
+    let start = Instant::now();
+    let thread = loop {
+        let thread = cli.sys.thread(&id).await;
+        if thread.len() == 2 {
+            break thread;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "{thread:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(
+        thread[0]
+            .text
+            .starts_with("Summary of the earlier conversation: ")
+            && thread[1].role == Role::Assistant,
+        "{thread:?}"
+    );
+    assert!(
+        thread[0].text.contains("answer to: "),
+        "the summary the endpoint wrote, through the CLI: {}",
+        thread[0].text
+    );
+    assert_eq!(cli.backend.session_id(&id), Some(session.clone()));
+    cli.sys.wait_for_status(&id, AgentStatus::Idle).await;
 
     // A reset starts a new session: the endpoint no longer sees the old conversation.
     cli.sys

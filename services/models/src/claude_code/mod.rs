@@ -342,14 +342,17 @@ impl ClaudeCodeModel {
             pid,
             armed: true,
         };
-        let sent_through = lock(&self.agents).get_mut(&*req.agent_id).and_then(|slot| {
-            std::mem::replace(&mut slot.sent_through, req.thread.last().map(|e| e.id))
-        });
-        let line = protocol::user_line(&protocol::message_text(
-            &req.thread,
-            new_session,
-            sent_through,
-        ));
+        let text = if req.purpose == Purpose::Compact {
+            // agentd compacts its copy of the thread; the CLI compacts its session with its own
+            // command, and its summary becomes agentd's.
+            protocol::COMPACT.to_string()
+        } else {
+            let sent_through = lock(&self.agents).get_mut(&*req.agent_id).and_then(|slot| {
+                std::mem::replace(&mut slot.sent_through, req.thread.last().map(|e| e.id))
+            });
+            protocol::message_text(&req.thread, new_session, sent_through)
+        };
+        let line = protocol::user_line(&text);
         let io = |e: std::io::Error| failed(format!("agent CLI: {e}"));
         p.stdin.write_all(line.as_bytes()).await.map_err(io)?;
         p.stdin.write_all(b"\n").await.map_err(io)?;
@@ -432,11 +435,6 @@ impl ModelClient for ClaudeCodeModel {
     }
 
     async fn complete(&self, req: ModelRequest) -> Result<ModelResponse, ModelError> {
-        if req.purpose == Purpose::Compact {
-            return Err(failed(
-                "agents run by the Claude Code CLI are not compacted by agentd: the CLI compacts its own session",
-            ));
-        }
         match self.attempt(&req, false).await {
             Ok(r) => Ok(r),
             Err(CallError::Model(e)) => Err(e),

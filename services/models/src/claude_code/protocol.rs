@@ -129,6 +129,9 @@ fn role_name(role: Role) -> &'static str {
     }
 }
 
+/// The message that makes the CLI compact its session (its `/compact` command).
+pub const COMPACT: &str = "/compact";
+
 /// The stream-json `user` line (without its newline) that sends `text`.
 pub fn user_line(text: &str) -> String {
     json!({
@@ -152,6 +155,9 @@ pub struct TurnAssembly {
     text: String,
     calls: Vec<ToolCall>,
     answered: Vec<Option<String>>,
+    /// A `compact_boundary` was seen: the next plain `user` line is the CLI's summary.
+    compacted: bool,
+    summary: Option<String>,
 }
 
 impl TurnAssembly {
@@ -168,12 +174,25 @@ impl TurnAssembly {
                 }
                 None
             }
+            Some("system")
+                if v.get("subtype").and_then(Value::as_str) == Some("compact_boundary") =>
+            {
+                self.compacted = true;
+                None
+            }
             Some("assistant") => {
                 self.assistant(v.pointer("/message/content"));
                 None
             }
             Some("user") => {
-                self.tool_results(v.pointer("/message/content"));
+                let content = v.pointer("/message/content");
+                if self.compacted
+                    && self.summary.is_none()
+                    && let Some(summary) = content.and_then(Value::as_str)
+                {
+                    self.summary = Some(summary.to_string());
+                }
+                self.tool_results(content);
                 None
             }
             Some("result") => Some(self.end(v, prior_cost_usd)),
@@ -280,11 +299,16 @@ impl TurnAssembly {
         if !self.calls.is_empty() {
             self.close_step();
         }
-        let answer = v
+        let mut answer = v
             .get("result")
             .and_then(Value::as_str)
             .map(str::to_string)
             .unwrap_or_else(|| std::mem::take(&mut self.text));
+        if answer.trim().is_empty()
+            && let Some(summary) = self.summary.take()
+        {
+            answer = summary;
+        }
         if v.get("is_error").and_then(Value::as_bool).unwrap_or(false) {
             let status = v.get("api_error_status").and_then(Value::as_u64);
             if status == Some(429) {
@@ -304,18 +328,7 @@ impl TurnAssembly {
                 "the agent CLI reported an error: {why}"
             )));
         }
-        let u = v.get("usage");
-        let count = |key: &str| {
-            u.and_then(|u| u.get(key))
-                .and_then(Value::as_u64)
-                .unwrap_or(0)
-        };
-        let usage = Usage {
-            input: count("input_tokens"),
-            output: count("output_tokens"),
-            cache_write: count("cache_creation_input_tokens"),
-            cache_read: count("cache_read_input_tokens"),
-        };
+        let usage = usage_of(v);
         Ok(ModelResponse {
             text: answer,
             tool_calls: Vec::new(),
@@ -329,6 +342,42 @@ impl TurnAssembly {
             })),
         })
     }
+}
+
+/// The turn's usage: the result line's `usage`; when that is empty (a `/compact`, whose call
+/// the CLI reports only per model), the sum of `model_usage_since_last_result`.
+fn usage_of(v: &Value) -> Usage {
+    let u = v.get("usage");
+    let count = |key: &str| {
+        u.and_then(|u| u.get(key))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    let usage = Usage {
+        input: count("input_tokens"),
+        output: count("output_tokens"),
+        cache_write: count("cache_creation_input_tokens"),
+        cache_read: count("cache_read_input_tokens"),
+    };
+    if usage.total() > 0 {
+        return usage;
+    }
+    let mut sum = Usage::default();
+    for m in v
+        .get("model_usage_since_last_result")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|models| models.values())
+    {
+        let count = |key: &str| m.get(key).and_then(Value::as_u64).unwrap_or(0);
+        sum += Usage {
+            input: count("inputTokens"),
+            output: count("outputTokens"),
+            cache_write: count("cacheCreationInputTokens"),
+            cache_read: count("cacheReadInputTokens"),
+        };
+    }
+    sum
 }
 
 /// The turn's cost as the CLI reports it: the `costUSD`s of `model_usage_since_last_result`,
@@ -506,6 +555,30 @@ mod tests {
         assert_eq!(
             message_text(&thread, false, Some(thread[3].id)),
             "(interrupted)\n\nsecond"
+        );
+    }
+
+    #[test]
+    fn a_compaction_answers_the_cli_summary_and_its_usage_per_model() {
+        let ended = feed(&[
+            json!({"type": "system", "subtype": "compact_boundary"}),
+            json!({"type": "user", "message": {"role": "user", "content": "the summary"}}),
+            json!({"type": "user", "message": {"role": "user", "content": "<local-command-stdout>Compacted </local-command-stdout>"}}),
+            json!({"type": "result", "is_error": false, "result": "",
+                "usage": {"input_tokens": 0, "output_tokens": 0},
+                "model_usage_since_last_result": {"m": {"inputTokens": 20, "outputTokens": 5,
+                    "cacheCreationInputTokens": 1, "cacheReadInputTokens": 2, "costUSD": 0.1}}}),
+        ]);
+        let r = ended.and_then(Result::ok).unwrap_or_default();
+        assert_eq!(r.text, "the summary");
+        assert_eq!(
+            r.usage,
+            Usage {
+                input: 20,
+                output: 5,
+                cache_write: 1,
+                cache_read: 2
+            }
         );
     }
 
