@@ -250,6 +250,12 @@ async fn a_turn_lands_in_the_thread_and_inspect_and_a_follow_up_continues_the_se
         rec.agent_cli.and_then(|c| c.session_id),
         Some(session.clone())
     );
+    let cp = cli.sys.system.checkpoint(&id).await.unwrap();
+    assert_eq!(
+        cp.cli_session_id,
+        Some(session.clone()),
+        "checkpoints keep it"
+    );
 
     // A compaction is the CLI's own (`/compact`): its summary heads agentd's thread.
     let calls = ep.turns().len();
@@ -295,7 +301,18 @@ async fn a_turn_lands_in_the_thread_and_inspect_and_a_follow_up_continues_the_se
     assert!(!conversation_text(&last.body).contains("kiwi"));
     let rec = cli.sys.wait_for_status(&id, AgentStatus::Idle).await;
     let new_session = rec.agent_cli.and_then(|c| c.session_id);
-    assert!(new_session.is_some() && new_session != Some(session));
+    assert!(new_session.is_some() && new_session != Some(session.clone()));
+
+    // Restoring the checkpoint resumes its session in a new process.
+    cli.sys.system.restore(&id, Some(cp.id)).await.unwrap();
+    cli.sys.wait_for_status(&id, AgentStatus::Idle).await;
+    cli.sys
+        .system
+        .send(&id, "after the restore", false)
+        .await
+        .unwrap();
+    answer(&cli.sys, &id, "answer to: after the restore").await;
+    assert_eq!(cli.backend.session_id(&id), Some(session));
     cli.sys.system.shutdown().await;
 }
 
