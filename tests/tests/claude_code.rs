@@ -6,9 +6,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_actors::{AgentType, ModelClient, SystemClock, ThreadStore};
+use agentd_models::claude_code::protocol::four_kinds;
 use agentd_models::process::is_stopped;
 use agentd_models::{ClaudeCodeModel, ClaudeCodeSettings, ModelRouter, ScriptedModel};
-use agentd_proto::{AgentStatus, Control, InboxItem, ManageOptions, Role, SpawnRequest, Usage};
+use agentd_proto::{AgentStatus, Control, InboxItem, ManageOptions, Role, SpawnRequest};
 use agentd_store::MemoryStore;
 use agentd_tests::anthropic_sse::{
     AnthropicSse, SseReply, USAGE, answers_a_tool, conversation_text,
@@ -212,12 +213,7 @@ async fn a_turn_lands_in_the_thread_and_inspect_and_a_follow_up_continues_the_se
     answer(&cli.sys, &id, "answer to: remember the word kiwi").await;
     let rec = cli.sys.wait_for_status(&id, AgentStatus::Idle).await;
     let (input, output, cache_write, cache_read) = USAGE;
-    let usage = Usage {
-        input,
-        output,
-        cache_write,
-        cache_read,
-    };
+    let usage = four_kinds(input, output, cache_write, cache_read);
     assert_eq!(rec.usage, usage, "the result line's usage, in four kinds");
     let priced = cli.sys.system.deps().config.price_of(None).cost(&usage);
     assert!((rec.cost_usd - priced).abs() < 1e-12, "priced by our table");

@@ -344,6 +344,18 @@ impl TurnAssembly {
     }
 }
 
+/// Usage in the four kinds the CLI reports (any other field of [`Usage`] at its default).
+pub fn four_kinds(input: u64, output: u64, cache_write: u64, cache_read: u64) -> Usage {
+    let mut usage = Usage::default();
+    (
+        usage.input,
+        usage.output,
+        usage.cache_write,
+        usage.cache_read,
+    ) = (input, output, cache_write, cache_read);
+    usage
+}
+
 /// The turn's usage: the result line's `usage`; when that is empty (a `/compact`, whose call
 /// the CLI reports only per model), the sum of `model_usage_since_last_result`.
 fn usage_of(v: &Value) -> Usage {
@@ -353,12 +365,12 @@ fn usage_of(v: &Value) -> Usage {
             .and_then(Value::as_u64)
             .unwrap_or(0)
     };
-    let usage = Usage {
-        input: count("input_tokens"),
-        output: count("output_tokens"),
-        cache_write: count("cache_creation_input_tokens"),
-        cache_read: count("cache_read_input_tokens"),
-    };
+    let usage = four_kinds(
+        count("input_tokens"),
+        count("output_tokens"),
+        count("cache_creation_input_tokens"),
+        count("cache_read_input_tokens"),
+    );
     if usage.total() > 0 {
         return usage;
     }
@@ -370,12 +382,12 @@ fn usage_of(v: &Value) -> Usage {
         .flat_map(|models| models.values())
     {
         let count = |key: &str| m.get(key).and_then(Value::as_u64).unwrap_or(0);
-        sum += Usage {
-            input: count("inputTokens"),
-            output: count("outputTokens"),
-            cache_write: count("cacheCreationInputTokens"),
-            cache_read: count("cacheReadInputTokens"),
-        };
+        sum += four_kinds(
+            count("inputTokens"),
+            count("outputTokens"),
+            count("cacheCreationInputTokens"),
+            count("cacheReadInputTokens"),
+        );
     }
     sum
 }
@@ -453,15 +465,7 @@ mod tests {
         let r = ended.and_then(Result::ok).unwrap_or_default();
         assert_eq!(r.text, "done: hi");
         assert!(r.tool_calls.is_empty(), "nothing is left for agentd to run");
-        assert_eq!(
-            r.usage,
-            Usage {
-                input: 11,
-                output: 7,
-                cache_write: 3,
-                cache_read: 2
-            }
-        );
+        assert_eq!(r.usage, four_kinds(11, 7, 3, 2));
         let run = r.cli_run.unwrap_or_default();
         assert_eq!(run.session_id.as_deref(), Some("s-1"));
         assert_eq!(run.reported_cost_usd, Some(0.25));
@@ -571,15 +575,7 @@ mod tests {
         ]);
         let r = ended.and_then(Result::ok).unwrap_or_default();
         assert_eq!(r.text, "the summary");
-        assert_eq!(
-            r.usage,
-            Usage {
-                input: 20,
-                output: 5,
-                cache_write: 1,
-                cache_read: 2
-            }
-        );
+        assert_eq!(r.usage, four_kinds(20, 5, 1, 2));
     }
 
     #[test]
