@@ -329,17 +329,17 @@ impl TurnAssembly {
             )));
         }
         let usage = usage_of(v);
+        // No calls left for agentd to run; not cut off (the CLI continues an answer cut off
+        // at its token limit itself).
         Ok(ModelResponse {
             text: answer,
-            tool_calls: Vec::new(),
             usage,
-            // The CLI continues an answer cut off at its token limit itself.
-            cut_off: false,
             cli_run: Some(Box::new(CliRun {
                 steps: std::mem::take(&mut self.steps),
                 session_id: self.session_id.clone(),
                 reported_cost_usd: reported_cost(v, prior_cost_usd),
             })),
+            ..ModelResponse::default()
         })
     }
 }
