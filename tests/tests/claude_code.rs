@@ -6,9 +6,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_actors::{AgentType, ModelClient, SystemClock, ThreadStore};
+use agentd_models::claude_code::protocol::four_kinds;
 use agentd_models::process::is_stopped;
-use agentd_models::{ClaudeCodeModel, ClaudeCodeSettings};
-use agentd_proto::{AgentStatus, Control, InboxItem, ManageOptions, Role, SpawnRequest, Usage};
+use agentd_models::{ClaudeCodeModel, ClaudeCodeSettings, ModelRouter, ScriptedModel};
+use agentd_proto::{AgentStatus, Control, InboxItem, ManageOptions, Role, SpawnRequest};
 use agentd_store::MemoryStore;
 use agentd_tests::anthropic_sse::{
     AnthropicSse, SseReply, USAGE, answers_a_tool, conversation_text,
@@ -95,12 +96,23 @@ fn cli_system(store: Arc<dyn ThreadStore>, home: &std::path::Path, timeout: Dura
         grace: Duration::from_millis(300),
         timeout,
     }));
+    // The CLI is the `claude` provider; other agents answer from a script.
     let mut cli = agent_type("cli", "CLI", &[]);
     cli.cli_tools = vec!["Bash".into()];
+    cli.provider = Some("claude".into());
     let mut types: Vec<AgentType> = default_types(ManageOptions::default());
     types.push(cli);
-    let model: Arc<dyn ModelClient> = backend.clone();
-    let sys = start_with_model(model, types, store, Arc::new(SystemClock), |_| {});
+    let script = ScriptedModel::from_toml_str(
+        "[defaults]\ntext = \"parent heard it\"\n",
+        Arc::new(SystemClock),
+    )
+    .unwrap();
+    let claude: Arc<dyn ModelClient> = backend.clone();
+    let model = ModelRouter::new(Arc::new(script)).with("claude", claude);
+    let sys = start_with_model(Arc::new(model), types, store, Arc::new(SystemClock), |c| {
+        c.providers.insert("claude".into());
+        c.limits.compact_keep_recent = 1;
+    });
     Cli { sys, backend }
 }
 
@@ -121,12 +133,23 @@ fn offline_env(endpoint: &AnthropicSse, home: &std::path::Path) -> Vec<(String, 
 }
 
 async fn spawn(cli: &Cli, endpoint: &AnthropicSse, home: &std::path::Path, prompt: &str) -> String {
+    spawn_under(cli, endpoint, home, prompt, None).await
+}
+
+async fn spawn_under(
+    cli: &Cli,
+    endpoint: &AnthropicSse,
+    home: &std::path::Path,
+    prompt: &str,
+    parent_id: Option<String>,
+) -> String {
     cli.sys
         .system
         .spawn(SpawnRequest {
             agent_type: Some("cli".into()),
             prompt: Some(prompt.into()),
             env: offline_env(endpoint, home).into_iter().collect(),
+            parent_id,
             ..Default::default()
         })
         .await
@@ -154,7 +177,8 @@ async fn answer(sys: &TestSystem, id: &str, text: &str) -> Vec<agentd_proto::Thr
         );
         assert!(
             start.elapsed() < Duration::from_secs(30),
-            "no answer containing {text:?}: {thread:?}"
+            "no answer containing {text:?} (last error {:?}): {thread:?}",
+            rec.last_error
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -189,13 +213,7 @@ async fn a_turn_lands_in_the_thread_and_inspect_and_a_follow_up_continues_the_se
     answer(&cli.sys, &id, "answer to: remember the word kiwi").await;
     let rec = cli.sys.wait_for_status(&id, AgentStatus::Idle).await;
     let (input, output, cache_write, cache_read) = USAGE;
-    let usage = Usage {
-        input,
-        output,
-        cache_write,
-        cache_read,
-        estimated: false,
-    };
+    let usage = four_kinds(input, output, cache_write, cache_read);
     assert_eq!(rec.usage, usage, "the result line's usage, in four kinds");
     let priced = cli.sys.system.deps().config.price_of(None).cost(&usage);
     assert!((rec.cost_usd - priced).abs() < 1e-12, "priced by our table");
@@ -228,6 +246,40 @@ async fn a_turn_lands_in_the_thread_and_inspect_and_a_follow_up_continues_the_se
         rec.agent_cli.and_then(|c| c.session_id),
         Some(session.clone())
     );
+    let cp = cli.sys.system.checkpoint(&id).await.unwrap();
+    assert_eq!(
+        cp.cli_session_id,
+        Some(session.clone()),
+        "checkpoints keep it"
+    );
+
+    // A compaction is the CLI's own (`/compact`): its summary heads agentd's thread.
+    let calls = ep.turns().len();
+    cli.sys.system.post(&id, InboxItem::Compact).await.unwrap();
+    wait_long("the CLI's summary call", || ep.turns().len() > calls).await;
+    let start = Instant::now();
+    let thread = loop {
+        let thread = cli.sys.thread(&id).await;
+        if thread.len() == 2 {
+            break thread;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "{thread:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(
+        thread[0]
+            .text
+            .starts_with("Summary of the earlier conversation: ")
+            && thread[1].role == Role::Assistant,
+        "{thread:?}"
+    );
+    assert!(
+        thread[0].text.contains("answer to: "),
+        "the summary the endpoint wrote, through the CLI: {}",
+        thread[0].text
+    );
+    assert_eq!(cli.backend.session_id(&id), Some(session.clone()));
+    cli.sys.wait_for_status(&id, AgentStatus::Idle).await;
 
     // A reset starts a new session: the endpoint no longer sees the old conversation.
     cli.sys
@@ -245,7 +297,18 @@ async fn a_turn_lands_in_the_thread_and_inspect_and_a_follow_up_continues_the_se
     assert!(!conversation_text(&last.body).contains("kiwi"));
     let rec = cli.sys.wait_for_status(&id, AgentStatus::Idle).await;
     let new_session = rec.agent_cli.and_then(|c| c.session_id);
-    assert!(new_session.is_some() && new_session != Some(session));
+    assert!(new_session.is_some() && new_session != Some(session.clone()));
+
+    // Restoring the checkpoint resumes its session in a new process.
+    cli.sys.system.restore(&id, Some(cp.id)).await.unwrap();
+    cli.sys.wait_for_status(&id, AgentStatus::Idle).await;
+    cli.sys
+        .system
+        .send(&id, "after the restore", false)
+        .await
+        .unwrap();
+    answer(&cli.sys, &id, "answer to: after the restore").await;
+    assert_eq!(cli.backend.session_id(&id), Some(session));
     cli.sys.system.shutdown().await;
 }
 
@@ -355,5 +418,92 @@ async fn cancel_stops_the_process() {
     assert_eq!(cli.backend.pid(&id), None);
     let rec = cli.sys.wait_for_status(&id, AgentStatus::Cancelled).await;
     assert!(rec.last_error.is_none(), "{:?}", rec.last_error);
+    cli.sys.system.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn an_interrupt_ends_the_cli_turn_and_the_next_continues_the_session() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ep = endpoint();
+    let cli = cli_system(
+        Arc::new(MemoryStore::new()),
+        tmp.path(),
+        Duration::from_secs(60),
+    );
+    let id = spawn(&cli, &ep, tmp.path(), "first things").await;
+    answer(&cli.sys, &id, "answer to: first things").await;
+    cli.sys.wait_for_status(&id, AgentStatus::Idle).await;
+    let session = cli.backend.session_id(&id).expect("a session");
+    cli.sys
+        .system
+        .send(&id, "slow thoughts", false)
+        .await
+        .unwrap();
+    wait_long("the slow call at the endpoint", || ep.turns().len() == 2).await;
+    cli.sys.system.send(&id, "quick one", true).await.unwrap();
+    answer(&cli.sys, &id, "quick one").await;
+    assert_eq!(
+        cli.backend.session_id(&id),
+        Some(session),
+        "the same session"
+    );
+    let thread = cli.sys.thread(&id).await;
+    assert!(
+        !thread
+            .iter()
+            .any(|e| e.role == Role::Assistant && e.text == "answer to: slow thoughts"),
+        "the interrupted turn's late answer is not taken: {thread:?}"
+    );
+    assert!(agentd_proto::conversation::is_paired(&thread));
+    // The CLI was sent what it had not seen: the interruption and the new message, not the
+    // interrupted message again (which its session holds if it saved it before it was
+    // stopped).
+    let last = ep.turns().pop().unwrap();
+    let user_texts: Vec<String> = last.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].to_string())
+        .collect();
+    let sent = user_texts
+        .iter()
+        .map(|t| t.matches("slow thoughts").count())
+        .sum::<usize>();
+    assert!(sent <= 1, "{user_texts:?}");
+    assert!(user_texts.iter().any(|t| t.contains("first things")));
+    cli.sys.system.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_sub_agent_the_cli_runs_yields_its_answer_to_its_parent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ep = endpoint();
+    let cli = cli_system(
+        Arc::new(MemoryStore::new()),
+        tmp.path(),
+        Duration::from_secs(60),
+    );
+    let parent = cli.sys.root("plain", None).await;
+    let child = spawn_under(
+        &cli,
+        &ep,
+        tmp.path(),
+        "count the files",
+        Some(parent.id.clone()),
+    )
+    .await;
+    let rec = cli
+        .sys
+        .wait_for_status(&child, AgentStatus::Completed)
+        .await;
+    assert_eq!(
+        rec.result.as_deref(),
+        Some(&json!("answer to: count the files")),
+        "its answer is its yield"
+    );
+    cli.sys
+        .wait_for_entry(&parent.id, Role::User, "answer to: count the files")
+        .await;
     cli.sys.system.shutdown().await;
 }

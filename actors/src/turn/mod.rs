@@ -397,22 +397,34 @@ impl Turn {
                 cli_step.text,
                 self.now(),
             );
+            let result_ids: Vec<Uuid> = (0..cli_step.tool_calls.len())
+                .map(|i| derived_id(step_id, &format!("cli-{k}-tool-{i}")))
+                .collect();
             let call_ids: Vec<Box<str>> = cli_step
                 .tool_calls
                 .iter()
                 .map(|c| c.id.as_str().into())
                 .collect();
+            // Open until their results are written: a turn ended in between closes them.
+            self.shared.calls_opened(
+                call_ids
+                    .iter()
+                    .zip(&result_ids)
+                    .map(|(call_id, id)| OpenCall {
+                        result_id: *id,
+                        call_id: call_id.clone(),
+                    })
+                    .collect(),
+            );
             entry.tool_calls = cli_step.tool_calls.into();
             self.append(Arc::new(entry)).await?;
-            for (i, (call_id, text)) in call_ids.into_iter().zip(cli_step.results).enumerate() {
-                let mut te = ThreadEntry::text(
-                    derived_id(step_id, &format!("cli-{k}-tool-{i}")),
-                    Role::Tool,
-                    text,
-                    self.now(),
-                );
+            for ((call_id, text), result_id) in
+                call_ids.into_iter().zip(cli_step.results).zip(result_ids)
+            {
+                let mut te = ThreadEntry::text(result_id, Role::Tool, text, self.now());
                 te.tool_call_id = Some(call_id);
                 self.append(Arc::new(te)).await?;
+                self.shared.call_answered(result_id);
             }
         }
         Ok(())

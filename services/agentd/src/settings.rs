@@ -722,6 +722,27 @@ approval = "always"
     }
 
     #[test]
+    fn the_claude_code_protocol_needs_no_command_and_others_are_refused() {
+        let s = Settings::from_overrides(
+            "[providers.claude]\nbackend = \"process\"\nprotocol = \"claude-code\"\n",
+        )
+        .map_err(|e| e.to_string());
+        assert!(s.is_ok(), "{s:?}");
+        if let Ok(s) = s {
+            assert_eq!(s.model.protocol, "jsonl", "the default protocol");
+            assert_eq!(s.providers["claude"].over(&s.model).protocol, "claude-code");
+        }
+        let err = Settings::from_overrides("[model]\nbackend = \"process\"\n")
+            .err()
+            .map(|e| e.to_string());
+        assert!(err.unwrap_or_default().contains("set model.command"));
+        let err = Settings::from_overrides("[model]\nprotocol = \"acp\"\n")
+            .err()
+            .map(|e| e.to_string());
+        assert!(err.unwrap_or_default().contains("model.protocol"));
+    }
+
+    #[test]
     fn mcp_servers_keep_their_key_case_and_bad_names_are_refused() {
         let s = Settings::from_overrides(
             "[mcp.servers.files]\ncommand = [\"srv\"]\nenv = { GITHUB_TOKEN = \"${T}\" }\n\

@@ -89,6 +89,9 @@ struct AgentSlot {
     process: Option<Arc<tokio::sync::Mutex<CliProcess>>>,
     pid: Option<u32>,
     pause: Shared<PauseClock>,
+    /// The last thread entry written to the session (by this agentd): what follows it is what
+    /// the CLI has not seen, even when an interrupt killed the process that read it.
+    sent_through: Option<uuid::Uuid>,
 }
 
 /// The backend.
@@ -317,16 +320,39 @@ impl ClaudeCodeModel {
 
     /// One attempt of a call: the message out, the CLI's lines in until its `result`.
     async fn attempt(&self, req: &ModelRequest, fresh: bool) -> Result<ModelResponse, CallError> {
-        let (proc, pid, pause, new_session) = self.process_for(req, fresh)?;
+        let mut fresh = fresh;
+        let (proc, pid, pause, new_session, mut p) = loop {
+            let (proc, pid, pause, new_session) = self.process_for(req, fresh)?;
+            fresh = false;
+            let p = proc.clone().lock_owned().await;
+            // A call abandoned while this one waited for the process (an interrupt) killed it:
+            // this call takes the next one.
+            let current = lock(&self.agents)
+                .get(&*req.agent_id)
+                .and_then(|slot| slot.process.as_ref())
+                .is_some_and(|current| Arc::ptr_eq(current, &proc));
+            if current {
+                break (proc, pid, pause, new_session, p);
+            }
+        };
         let mut guard = AbandonGuard {
             agents: self.agents.clone(),
             agent_id: req.agent_id.to_string(),
-            proc: proc.clone(),
+            proc,
             pid,
             armed: true,
         };
-        let line = protocol::user_line(&protocol::message_text(&req.thread, new_session));
-        let mut p = proc.lock().await;
+        let text = if req.purpose == Purpose::Compact {
+            // agentd compacts its copy of the thread; the CLI compacts its session with its own
+            // command, and its summary becomes agentd's.
+            protocol::COMPACT.to_string()
+        } else {
+            let sent_through = lock(&self.agents).get_mut(&*req.agent_id).and_then(|slot| {
+                std::mem::replace(&mut slot.sent_through, req.thread.last().map(|e| e.id))
+            });
+            protocol::message_text(&req.thread, new_session, sent_through)
+        };
+        let line = protocol::user_line(&text);
         let io = |e: std::io::Error| failed(format!("agent CLI: {e}"));
         p.stdin.write_all(line.as_bytes()).await.map_err(io)?;
         p.stdin.write_all(b"\n").await.map_err(io)?;
@@ -409,11 +435,6 @@ impl ModelClient for ClaudeCodeModel {
     }
 
     async fn complete(&self, req: ModelRequest) -> Result<ModelResponse, ModelError> {
-        if req.purpose == Purpose::Compact {
-            return Err(failed(
-                "agents run by the Claude Code CLI are not compacted by agentd: the CLI compacts its own session",
-            ));
-        }
         match self.attempt(&req, false).await {
             Ok(r) => Ok(r),
             Err(CallError::Model(e)) => Err(e),
@@ -487,6 +508,7 @@ impl ModelClient for ClaudeCodeModel {
     fn conversation_replaced(&self, agent_id: &str) {
         if let Some(slot) = lock(&self.agents).get_mut(agent_id) {
             slot.session_id = None;
+            slot.sent_through = None;
             kill_and_reap(slot.pid.take(), slot.process.take());
         }
     }

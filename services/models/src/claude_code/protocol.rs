@@ -56,14 +56,23 @@ pub fn flags(launch: &Launch<'_>) -> Vec<String> {
     args
 }
 
-/// The entries at the end of `thread` the CLI has not seen: those after the last assistant or
-/// tool entry (the CLI's own answers end there).
-fn unseen(thread: &[Arc<ThreadEntry>]) -> &[Arc<ThreadEntry>] {
-    let start = thread
+/// The entries at the end of `thread` the CLI has not seen: those after `sent_through` (the
+/// last entry written to this process), or, when that names nothing later, those after the last
+/// assistant or tool entry (the CLI's own answers end there; a retry sends its message again).
+fn unseen(thread: &[Arc<ThreadEntry>], sent_through: Option<uuid::Uuid>) -> &[Arc<ThreadEntry>] {
+    let after_answers = thread
         .iter()
         .rposition(|e| matches!(e.role, Role::Assistant | Role::Tool))
         .map_or(0, |i| i + 1);
-    &thread[start..]
+    let after_sent = sent_through
+        .and_then(|id| thread.iter().rposition(|e| e.id == id))
+        .map_or(0, |i| i + 1);
+    let start = after_answers.max(after_sent);
+    if start < thread.len() {
+        &thread[start..]
+    } else {
+        &thread[after_answers..]
+    }
 }
 
 /// One entry as the CLI reads it.
@@ -74,11 +83,16 @@ fn render(entry: &ThreadEntry) -> String {
     }
 }
 
-/// The text of the `user` line for `thread`: the entries the CLI has not seen. A new session
-/// (no process and no session to resume) on a thread that has history gets that history first,
-/// as a transcript, so the CLI knows what came before it.
-pub fn message_text(thread: &[Arc<ThreadEntry>], new_session: bool) -> String {
-    let new = unseen(thread);
+/// The text of the `user` line for `thread`: the entries the CLI has not seen (`sent_through`:
+/// the last entry written to its process, if it still runs). A new session (no process and no
+/// session to resume) on a thread that has history gets that history first, as a transcript, so
+/// the CLI knows what came before it.
+pub fn message_text(
+    thread: &[Arc<ThreadEntry>],
+    new_session: bool,
+    sent_through: Option<uuid::Uuid>,
+) -> String {
+    let new = unseen(thread, sent_through.filter(|_| !new_session));
     let mut text = new
         .iter()
         .map(|e| render(e))
@@ -115,6 +129,9 @@ fn role_name(role: Role) -> &'static str {
     }
 }
 
+/// The message that makes the CLI compact its session (its `/compact` command).
+pub const COMPACT: &str = "/compact";
+
 /// The stream-json `user` line (without its newline) that sends `text`.
 pub fn user_line(text: &str) -> String {
     json!({
@@ -138,6 +155,9 @@ pub struct TurnAssembly {
     text: String,
     calls: Vec<ToolCall>,
     answered: Vec<Option<String>>,
+    /// A `compact_boundary` was seen: the next plain `user` line is the CLI's summary.
+    compacted: bool,
+    summary: Option<String>,
 }
 
 impl TurnAssembly {
@@ -154,12 +174,25 @@ impl TurnAssembly {
                 }
                 None
             }
+            Some("system")
+                if v.get("subtype").and_then(Value::as_str) == Some("compact_boundary") =>
+            {
+                self.compacted = true;
+                None
+            }
             Some("assistant") => {
                 self.assistant(v.pointer("/message/content"));
                 None
             }
             Some("user") => {
-                self.tool_results(v.pointer("/message/content"));
+                let content = v.pointer("/message/content");
+                if self.compacted
+                    && self.summary.is_none()
+                    && let Some(summary) = content.and_then(Value::as_str)
+                {
+                    self.summary = Some(summary.to_string());
+                }
+                self.tool_results(content);
                 None
             }
             Some("result") => Some(self.end(v, prior_cost_usd)),
@@ -266,11 +299,16 @@ impl TurnAssembly {
         if !self.calls.is_empty() {
             self.close_step();
         }
-        let answer = v
+        let mut answer = v
             .get("result")
             .and_then(Value::as_str)
             .map(str::to_string)
             .unwrap_or_else(|| std::mem::take(&mut self.text));
+        if answer.trim().is_empty()
+            && let Some(summary) = self.summary.take()
+        {
+            answer = summary;
+        }
         if v.get("is_error").and_then(Value::as_bool).unwrap_or(false) {
             let status = v.get("api_error_status").and_then(Value::as_u64);
             if status == Some(429) {
@@ -290,32 +328,68 @@ impl TurnAssembly {
                 "the agent CLI reported an error: {why}"
             )));
         }
-        let u = v.get("usage");
-        let count = |key: &str| {
-            u.and_then(|u| u.get(key))
-                .and_then(Value::as_u64)
-                .unwrap_or(0)
-        };
-        let usage = Usage {
-            input: count("input_tokens"),
-            output: count("output_tokens"),
-            cache_write: count("cache_creation_input_tokens"),
-            cache_read: count("cache_read_input_tokens"),
-            estimated: false,
-        };
+        let usage = usage_of(v);
+        // No calls left for agentd to run; not cut off (the CLI continues an answer cut off
+        // at its token limit itself).
         Ok(ModelResponse {
             text: answer,
-            tool_calls: Vec::new(),
             usage,
-            // The CLI continues an answer cut off at its token limit itself.
-            cut_off: false,
             cli_run: Some(Box::new(CliRun {
                 steps: std::mem::take(&mut self.steps),
                 session_id: self.session_id.clone(),
                 reported_cost_usd: reported_cost(v, prior_cost_usd),
             })),
+            ..ModelResponse::default()
         })
     }
+}
+
+/// Usage in the four kinds the CLI reports (any other field of [`Usage`] at its default).
+pub fn four_kinds(input: u64, output: u64, cache_write: u64, cache_read: u64) -> Usage {
+    let mut usage = Usage::default();
+    (
+        usage.input,
+        usage.output,
+        usage.cache_write,
+        usage.cache_read,
+    ) = (input, output, cache_write, cache_read);
+    usage
+}
+
+/// The turn's usage: the result line's `usage`; when that is empty (a `/compact`, whose call
+/// the CLI reports only per model), the sum of `model_usage_since_last_result`.
+fn usage_of(v: &Value) -> Usage {
+    let u = v.get("usage");
+    let count = |key: &str| {
+        u.and_then(|u| u.get(key))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    let usage = four_kinds(
+        count("input_tokens"),
+        count("output_tokens"),
+        count("cache_creation_input_tokens"),
+        count("cache_read_input_tokens"),
+    );
+    if usage.total() > 0 {
+        return usage;
+    }
+    let mut sum = Usage::default();
+    for m in v
+        .get("model_usage_since_last_result")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|models| models.values())
+    {
+        let count = |key: &str| m.get(key).and_then(Value::as_u64).unwrap_or(0);
+        sum += four_kinds(
+            count("inputTokens"),
+            count("outputTokens"),
+            count("cacheCreationInputTokens"),
+            count("cacheReadInputTokens"),
+        );
+    }
+    sum
 }
 
 /// The turn's cost as the CLI reports it: the `costUSD`s of `model_usage_since_last_result`,
@@ -391,16 +465,7 @@ mod tests {
         let r = ended.and_then(Result::ok).unwrap_or_default();
         assert_eq!(r.text, "done: hi");
         assert!(r.tool_calls.is_empty(), "nothing is left for agentd to run");
-        assert_eq!(
-            r.usage,
-            Usage {
-                input: 11,
-                output: 7,
-                cache_write: 3,
-                cache_read: 2,
-                estimated: false,
-            }
-        );
+        assert_eq!(r.usage, four_kinds(11, 7, 3, 2));
         let run = r.cli_run.unwrap_or_default();
         assert_eq!(run.session_id.as_deref(), Some("s-1"));
         assert_eq!(run.reported_cost_usd, Some(0.25));
@@ -480,11 +545,37 @@ mod tests {
             e(Role::System, "(interrupted)"),
             e(Role::User, "second"),
         ];
-        assert_eq!(message_text(&thread, false), "(interrupted)\n\nsecond");
-        let fresh = message_text(&thread, true);
+        assert_eq!(
+            message_text(&thread, false, None),
+            "(interrupted)\n\nsecond"
+        );
+        let fresh = message_text(&thread, true, None);
         assert!(fresh.contains("user: first\nassistant: answer"), "{fresh}");
         assert!(fresh.ends_with("(interrupted)\n\nsecond"), "{fresh}");
-        assert_eq!(message_text(&thread[..1], true), "first");
+        assert_eq!(message_text(&thread[..1], true, None), "first");
+        // What was written to the process already is not written again (an interrupted
+        // call's message), unless nothing came after it (a retry).
+        assert_eq!(message_text(&thread, false, Some(thread[2].id)), "second");
+        assert_eq!(
+            message_text(&thread, false, Some(thread[3].id)),
+            "(interrupted)\n\nsecond"
+        );
+    }
+
+    #[test]
+    fn a_compaction_answers_the_cli_summary_and_its_usage_per_model() {
+        let ended = feed(&[
+            json!({"type": "system", "subtype": "compact_boundary"}),
+            json!({"type": "user", "message": {"role": "user", "content": "the summary"}}),
+            json!({"type": "user", "message": {"role": "user", "content": "<local-command-stdout>Compacted </local-command-stdout>"}}),
+            json!({"type": "result", "is_error": false, "result": "",
+                "usage": {"input_tokens": 0, "output_tokens": 0},
+                "model_usage_since_last_result": {"m": {"inputTokens": 20, "outputTokens": 5,
+                    "cacheCreationInputTokens": 1, "cacheReadInputTokens": 2, "costUSD": 0.1}}}),
+        ]);
+        let r = ended.and_then(Result::ok).unwrap_or_default();
+        assert_eq!(r.text, "the summary");
+        assert_eq!(r.usage, four_kinds(20, 5, 1, 2));
     }
 
     #[test]
