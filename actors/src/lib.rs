@@ -53,9 +53,9 @@ pub use config::{AgentType, AgentTypes, ContextWindow, Limits, ProviderRates, Ru
 pub use deps::Deps;
 pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 pub use ports::{
-    DEDUP_WINDOW, EventSink, McpCallResult, McpServerStatus, McpToolDef, McpTools, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, Pushed,
-    StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadEntries, ThreadStore, ToolSpec,
-    Transport, WorkerAlias,
+    DEDUP_WINDOW, EventSink, McpCallResult, McpServerStatus, McpToolDef, McpTools, ModelClient,
+    ModelError, ModelRequest, ModelResponse, Purpose, Pushed, StoreError, StoreErrorKind,
+    StoreResult, StoreWrite, ThreadEntries, ThreadStore, ToolSpec, Transport, WorkerAlias,
 };
 pub use system::AgentSystem;
 pub use tools::mcp::{is_valid_exposed_name, split_exposed};

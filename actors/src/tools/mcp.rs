@@ -135,6 +135,26 @@ fn capped(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::{BuiltinTool, Tool};
+
+    fn def(needs_approval: bool) -> Arc<McpToolDef> {
+        Arc::new(McpToolDef {
+            server: "files".into(),
+            tool: "write_file".into(),
+            exposed: "mcp__files__write_file".into(),
+            description: String::new(),
+            parameters: json!({"type": "object", "properties": {}}),
+            needs_approval,
+        })
+    }
+
+    #[test]
+    fn a_tool_its_server_lists_under_approval_needs_approval() {
+        assert!(Tool::Mcp(McpTool(def(true))).needs_approval());
+        assert!(!Tool::Mcp(McpTool(def(false))).needs_approval());
+        assert!(!Tool::Builtin(BuiltinTool::CurrentTime).needs_approval());
+        assert_eq!(Tool::Mcp(McpTool(def(true))).mcp_server(), Some("files"));
+    }
 
     #[test]
     fn exposed_names_split_into_server_and_tool() {
@@ -152,7 +172,10 @@ mod tests {
     fn exposed_names_must_fit_the_providers_rule() {
         assert!(is_valid_exposed_name("mcp__everything__get-sum"));
         assert!(!is_valid_exposed_name("mcp__x__a.b"));
-        assert!(!is_valid_exposed_name(&format!("mcp__x__{}", "a".repeat(60))));
+        assert!(!is_valid_exposed_name(&format!(
+            "mcp__x__{}",
+            "a".repeat(60)
+        )));
         assert!(!is_valid_exposed_name(""));
     }
 

@@ -2,8 +2,8 @@
 //! (`current_time`, a configured tool, `mcp__files__read_text_file`) or a whole MCP server
 //! (`mcp__files__*`), and the start-up check of the names the types use.
 
-use super::ToolCatalogue;
 use super::Tool;
+use super::ToolCatalogue;
 use super::builtin::BuiltinTool;
 use super::mcp::{is_valid_exposed_name, split_exposed};
 use crate::config::AgentTypes;
@@ -85,7 +85,9 @@ pub fn check_type_tools(types: &AgentTypes, catalogue: &ToolCatalogue) -> Result
                 if !servers.iter().any(|s| s == server) {
                     return Err(invalid(
                         &ty.name,
-                        format!("tool `{entry}` names MCP server `{server}`, which is not configured"),
+                        format!(
+                            "tool `{entry}` names MCP server `{server}`, which is not configured"
+                        ),
                     ));
                 }
                 if tool != "*" && !is_valid_exposed_name(entry) {
@@ -97,7 +99,10 @@ pub fn check_type_tools(types: &AgentTypes, catalogue: &ToolCatalogue) -> Result
             } else if catalogue.resolve(entry).is_none() {
                 return Err(AgentdError::new(
                     ErrorCode::UnknownTool,
-                    format!("agent type `{}` names tool `{entry}`, which does not exist", ty.name),
+                    format!(
+                        "agent type `{}` names tool `{entry}`, which does not exist",
+                        ty.name
+                    ),
                 ));
             }
         }
@@ -111,17 +116,26 @@ mod tests {
 
     #[test]
     fn entries_name_a_tool_or_a_whole_server() {
-        assert_eq!(ToolPattern::parse("mcp__files__*"), ToolPattern::Server("files"));
+        assert_eq!(
+            ToolPattern::parse("mcp__files__*"),
+            ToolPattern::Server("files")
+        );
         assert_eq!(
             ToolPattern::parse("mcp__files__read_text_file"),
             ToolPattern::Name("mcp__files__read_text_file")
         );
-        assert_eq!(ToolPattern::parse("current_time"), ToolPattern::Name("current_time"));
+        assert_eq!(
+            ToolPattern::parse("current_time"),
+            ToolPattern::Name("current_time")
+        );
         let clock = Tool::Builtin(BuiltinTool::CurrentTime);
         assert!(ToolPattern::parse("current_time").matches(&clock));
         assert!(!ToolPattern::parse("mcp__files__*").matches(&clock));
         let spawn = Tool::Builtin(BuiltinTool::SpawnAgent);
-        assert!(ToolPattern::parse("spawn_subagent").matches(&spawn), "aliases count");
+        assert!(
+            ToolPattern::parse("spawn_subagent").matches(&spawn),
+            "aliases count"
+        );
     }
 
     #[test]

@@ -77,7 +77,10 @@ fn normalised(schema: &Value, args: &Value, path: &str) -> Result<Value, AgentdE
                 if out.contains_key(&name) {
                     return Err(AgentdError::new(
                         ErrorCode::InvalidArgument,
-                        format!("`{}` is given twice (in both spellings)", joined(path, &name)),
+                        format!(
+                            "`{}` is given twice (in both spellings)",
+                            joined(path, &name)
+                        ),
                     ));
                 }
                 let value = match props.and_then(|p| p.get(&name)) {
@@ -116,12 +119,14 @@ fn validator(schema: &Value) -> Result<Arc<jsonschema::Validator>, AgentdError> 
     if let Some(v) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
         return Ok(v.clone());
     }
-    let compiled = jsonschema::validator_for(schema).map(Arc::new).map_err(|e| {
-        AgentdError::new(
-            ErrorCode::ToolError,
-            format!("the tool's argument schema cannot be used: {e}"),
-        )
-    })?;
+    let compiled = jsonschema::validator_for(schema)
+        .map(Arc::new)
+        .map_err(|e| {
+            AgentdError::new(
+                ErrorCode::ToolError,
+                format!("the tool's argument schema cannot be used: {e}"),
+            )
+        })?;
     let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
     if cache.len() >= CACHED_VALIDATORS {
         cache.clear();
@@ -137,13 +142,19 @@ pub fn validate(schema: &Value, args: &Value) -> Result<Value, AgentdError> {
     let validator = validator(schema)?;
     if let Err(e) = validator.validate(&args) {
         if let ValidationErrorKind::Required { property } = e.kind() {
-            let name = property.as_str().map_or_else(|| property.to_string(), str::to_string);
+            let name = property
+                .as_str()
+                .map_or_else(|| property.to_string(), str::to_string);
             let at = e.instance_path().to_string();
             let field = pointer_path(&at);
             return Err(AgentdError::missing_field(&joined(&field, &name)));
         }
         let at = pointer_path(&e.instance_path().to_string());
-        let at = if at.is_empty() { "arguments".to_string() } else { at };
+        let at = if at.is_empty() {
+            "arguments".to_string()
+        } else {
+            at
+        };
         return Err(AgentdError::new(
             ErrorCode::InvalidArgument,
             format!("`{at}`: {e}"),
@@ -306,7 +317,10 @@ mod more_tests {
         let missing = validate(&schema, &json!({"items": [{}]})).err();
         assert_eq!(
             missing.map(|e| (e.code, e.message)),
-            Some((ErrorCode::MissingField, AgentdError::missing_field("items[0].n").message))
+            Some((
+                ErrorCode::MissingField,
+                AgentdError::missing_field("items[0].n").message
+            ))
         );
     }
 }

@@ -573,7 +573,11 @@ mod tests {
         if let Ok(s) = s {
             let files = &s.mcp.servers["files"];
             assert!(files.env.contains_key("GITHUB_TOKEN"), "{:?}", files.env);
-            assert!(s.mcp.servers["search"].headers.contains_key("Authorization"));
+            assert!(
+                s.mcp.servers["search"]
+                    .headers
+                    .contains_key("Authorization")
+            );
             let servers = s.mcp.resolve(&|v| (v == "T").then(|| "tok".to_string()));
             assert_eq!(servers.map(|s| s.len()).ok(), Some(2));
             let unset = s.mcp.resolve(&|_| None).err().map(|e| e.to_string());
@@ -590,10 +594,11 @@ mod tests {
             .unwrap_or_default();
             assert!(err.contains("a server name must match"), "{bad}: {err}");
         }
-        let err = Settings::from_overrides("[mcp.servers.x]\ncommand = [\"a\"]\nurl = \"http://h\"\n")
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let err =
+            Settings::from_overrides("[mcp.servers.x]\ncommand = [\"a\"]\nurl = \"http://h\"\n")
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
         assert!(err.contains("either command"), "{err}");
     }
 

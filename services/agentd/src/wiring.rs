@@ -7,8 +7,8 @@ use agentd_actors::{
     AgentTypes, Clock, ContextWindow, Deps, EventSink, ModelClient, ProviderRates, RuntimeConfig,
     ThreadStore, ToolCatalogue, Transport, check_type_tools, split_exposed,
 };
-use agentd_mcp::McpClient;
 use agentd_bus::{Fanout, InProcessBus, RedisBus, RedisBusConfig, RedisEvents};
+use agentd_mcp::McpClient;
 use agentd_models::{
     AnthropicModel, HttpSettings, ModelRouter, OpenAiModel, ProcessModel, ScriptedModel,
 };
@@ -167,8 +167,8 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
         .mcp
         .resolve(&|var| std::env::var(var).ok())
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mcp = (!mcp_servers.is_empty())
-        .then(|| McpClient::new(mcp_servers, &mcp_tools_named(&types)));
+    let mcp =
+        (!mcp_servers.is_empty()).then(|| McpClient::new(mcp_servers, &mcp_tools_named(&types)));
     let mut config = RuntimeConfig::with_types(types);
     if let Some(mcp) = &mcp {
         config.tools = ToolCatalogue::with_mcp(mcp.clone());

@@ -47,6 +47,9 @@ impl McpClient {
         servers: Vec<McpServerConfig>,
         expected: &BTreeMap<String, Vec<String>>,
     ) -> Arc<Self> {
+        // HTTPS servers need a process-wide rustls crypto provider: ring, as the rest of
+        // agentd uses (an error only says one is installed already).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let snapshot = Arc::new(Snapshot::default());
         let servers: BTreeMap<String, Arc<Server>> = servers
             .into_iter()
@@ -57,8 +60,10 @@ impl McpClient {
                 (name, Server::new(config, expected, changed))
             })
             .collect();
-        *snapshot.servers.write().unwrap_or_else(PoisonError::into_inner) =
-            servers.values().cloned().collect();
+        *snapshot
+            .servers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = servers.values().cloned().collect();
         Arc::new(McpClient {
             snapshot,
             servers,
@@ -68,7 +73,10 @@ impl McpClient {
 
     /// Starts connecting every server, in the background of the current tokio runtime.
     pub fn start(&self) {
-        let mut supervisors = self.supervisors.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut supervisors = self
+            .supervisors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if !supervisors.is_empty() {
             return;
         }
@@ -79,7 +87,10 @@ impl McpClient {
 
     /// Stops every server: connections close, stdio processes are killed.
     pub fn stop(&self) {
-        let mut supervisors = self.supervisors.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut supervisors = self
+            .supervisors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         for task in supervisors.drain(..) {
             task.abort();
         }

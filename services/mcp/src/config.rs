@@ -163,14 +163,14 @@ impl McpServerSettings {
         let expand_all = |key: &'static str, m: &BTreeMap<String, String>| {
             m.iter()
                 .map(|(k, v)| {
-                    expand(v, var)
-                        .map(|v| (k.clone(), v))
-                        .map_err(|source| McpConfigError::Expand {
+                    expand(v, var).map(|v| (k.clone(), v)).map_err(|source| {
+                        McpConfigError::Expand {
                             server: name.to_string(),
                             key,
                             entry: k.clone(),
                             source,
-                        })
+                        }
+                    })
                 })
                 .collect::<Result<BTreeMap<_, _>, _>>()
         };
@@ -248,7 +248,10 @@ mod tests {
             }
         );
         assert_eq!(server.timeout, Duration::from_millis(DEFAULT_TIMEOUT_MS));
-        assert!(!format!("{server:?}").contains("s3cret"), "no secret in Debug");
+        assert!(
+            !format!("{server:?}").contains("s3cret"),
+            "no secret in Debug"
+        );
     }
 
     #[test]
@@ -302,6 +305,9 @@ mod tests {
             Err(McpConfigError::Timeout("files".into()))
         );
         let masked = stdio().masked();
-        assert_eq!(masked.env.get("GITHUB_TOKEN").map(String::as_str), Some("***"));
+        assert_eq!(
+            masked.env.get("GITHUB_TOKEN").map(String::as_str),
+            Some("***")
+        );
     }
 }

@@ -100,7 +100,10 @@ fn described(block: &Value) -> String {
                 ),
             }
         }
-        other => format!("[{} content, not shown]", if other.is_empty() { "unknown" } else { other }),
+        other => format!(
+            "[{} content, not shown]",
+            if other.is_empty() { "unknown" } else { other }
+        ),
     }
 }
 
@@ -122,7 +125,10 @@ mod tests {
         let listed = listed_tools(
             "files",
             vec![
-                remote("read_text_file", json!({"type": "object", "properties": {"path": {"type": "string"}}})),
+                remote(
+                    "read_text_file",
+                    json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+                ),
                 remote("write_file", json!({})),
                 remote("bad.name", json!({})),
                 remote(&long, json!({})),

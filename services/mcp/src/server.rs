@@ -11,8 +11,8 @@ use agentd_actors::{McpCallResult, McpServerStatus, McpToolDef};
 use agentd_proto::{AgentdError, ErrorCode};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{NotificationContext, Peer, RoleClient, ServiceExt};
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -277,7 +277,10 @@ impl Server {
             // Dropping this future (a timeout, or the turn's abort) sends
             // `notifications/cancelled` for the request.
             peer.call_tool(params).await.map_err(|e| {
-                tool_error(format!("MCP server `{name}` failed the call of `{}`: {e}", tool.tool))
+                tool_error(format!(
+                    "MCP server `{name}` failed the call of `{}`: {e}",
+                    tool.tool
+                ))
             })
         };
         let result = tokio::time::timeout(timeout, call).await.map_err(|_| {

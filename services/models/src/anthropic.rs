@@ -57,13 +57,11 @@ pub fn request_body(req: &ModelRequest, model: &str, max_tokens: u32) -> Value {
             Role::User => ("user", vec![json!({"type": "text", "text": e.text})]),
             Role::Tool => (
                 "user",
-                vec![
-                    if e.is_error {
-                        json!({"type": "tool_result", "tool_use_id": e.tool_call_id, "content": e.text, "is_error": true})
-                    } else {
-                        json!({"type": "tool_result", "tool_use_id": e.tool_call_id, "content": e.text})
-                    },
-                ],
+                vec![if e.is_error {
+                    json!({"type": "tool_result", "tool_use_id": e.tool_call_id, "content": e.text, "is_error": true})
+                } else {
+                    json!({"type": "tool_result", "tool_use_id": e.tool_call_id, "content": e.text})
+                }],
             ),
             Role::Assistant => {
                 let mut b = Vec::new();
