@@ -290,14 +290,14 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
     for server_name in ["everything", "web"] {
         let echo = tool_named(&info, server_name, "__echo");
         let sum = tool_named(&info, server_name, "sum");
-        let a = spawn(&agentd, json!({"agent_type": "mcpuser", "prompt": echo}));
-        let results = wait_for_results(&agentd, &a, 1);
+        let a = spawn(agentd, json!({"agent_type": "mcpuser", "prompt": echo}));
+        let results = wait_for_results(agentd, &a, 1);
         assert!(
             results[0].0.contains("hello from agentd") && !results[0].1,
             "{server_name} echo: {results:?}"
         );
-        let b = spawn(&agentd, json!({"agent_type": "mcpuser", "prompt": sum}));
-        let results = wait_for_results(&agentd, &b, 1);
+        let b = spawn(agentd, json!({"agent_type": "mcpuser", "prompt": sum}));
+        let results = wait_for_results(agentd, &b, 1);
         assert!(
             results[0].0.contains('5') && !results[0].1,
             "{server_name} sum: {results:?}"
@@ -309,10 +309,10 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
 
     // Arguments that do not fit the server's schema are refused before the call.
     let bad = spawn(
-        &agentd,
+        agentd,
         json!({"agent_type": "mcpuser", "prompt": "bad-arguments"}),
     );
-    let results = wait_for_results(&agentd, &bad, 1);
+    let results = wait_for_results(agentd, &bad, 1);
     assert!(
         results[0].0.contains("invalid_argument") && results[0].1,
         "{results:?}"
@@ -320,18 +320,18 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
 
     // A named tool the server does not list: unknown_tool, and the agent goes on.
     let missing = spawn(
-        &agentd,
+        agentd,
         json!({"agent_type": "mcpuser", "prompt": "call-missing"}),
     );
-    let results = wait_for_results(&agentd, &missing, 1);
+    let results = wait_for_results(agentd, &missing, 1);
     assert!(results[0].0.contains("unknown_tool"), "{results:?}");
 
     // server-filesystem confined to `root`: write, read back; outside the root: a tool error.
     let files = spawn(
-        &agentd,
+        agentd,
         json!({"agent_type": "mcpuser", "prompt": "write-note"}),
     );
-    let results = wait_for_results(&agentd, &files, 2);
+    let results = wait_for_results(agentd, &files, 2);
     assert!(!results[0].1, "{results:?}");
     assert!(
         results[1].0.contains("hello from agentd") && !results[1].1,
@@ -342,10 +342,10 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
         "hello from agentd"
     );
     let outside = spawn(
-        &agentd,
+        agentd,
         json!({"agent_type": "mcpuser", "prompt": "read-outside"}),
     );
-    let results = wait_for_results(&agentd, &outside, 1);
+    let results = wait_for_results(agentd, &outside, 1);
     assert!(
         results[0].1 && results[0].0.contains("tool_error"),
         "{results:?}"
@@ -358,10 +358,10 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
     // The Python server exits in the middle of a call: a tool error; the next call restarts
     // it and succeeds.
     let exiting = spawn(
-        &agentd,
+        agentd,
         json!({"agent_type": "mcpuser", "prompt": "work-exit"}),
     );
-    let results = wait_for_results(&agentd, &exiting, 1);
+    let results = wait_for_results(agentd, &exiting, 1);
     assert!(
         results[0].1 && results[0].0.contains("tool_error"),
         "{results:?}"
@@ -369,17 +369,17 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
     agentd.wait_for("the agent is idle again", |a| {
         a.get(&format!("/v1/agents/{exiting}"))["status"] != "running"
     });
-    send(&agentd, &exiting, "work-ok");
-    let results = wait_for_results(&agentd, &exiting, 2);
+    send(agentd, &exiting, "work-ok");
+    let results = wait_for_results(agentd, &exiting, 2);
     assert!(
         results[1].0.contains("worked (ok)") && !results[1].1,
         "{results:?}"
     );
 
     // A sub-agent not allowed the MCP tools neither sees them nor may call them.
-    let boss = spawn(&agentd, json!({"agent_type": "mcpuser"}));
+    let boss = spawn(agentd, json!({"agent_type": "mcpuser"}));
     let narrowed = spawn(
-        &agentd,
+        agentd,
         json!({"agent_type": "helper", "parent_id": boss, "prompt": "go",
                "allowed_tools": ["current_time"]}),
     );
@@ -392,7 +392,7 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
         .collect();
     assert!(names.contains(&"current_time"), "{names:?}");
     assert!(!names.iter().any(|n| n.starts_with("mcp__")), "{names:?}");
-    let results = wait_for_results(&agentd, &narrowed, 1);
+    let results = wait_for_results(agentd, &narrowed, 1);
     assert!(results[0].0.contains("tool_not_allowed"), "{results:?}");
     assert!(
         agentd
@@ -403,11 +403,11 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
     );
     // Allowed the whole server, a sub-agent sees and calls them.
     let allowed = spawn(
-        &agentd,
+        agentd,
         json!({"agent_type": "helper", "parent_id": boss, "prompt": "go",
                "allowed_tools": ["mcp__everything__*"]}),
     );
-    let results = wait_for_results(&agentd, &allowed, 1);
+    let results = wait_for_results(agentd, &allowed, 1);
     assert!(
         results[0].0.contains("from a helper") && !results[0].1,
         "{results:?}"
@@ -416,7 +416,7 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
     // Interrupting a turn cancels the MCP call in flight (notifications/cancelled).
     let marker = root.join("slow-marker");
     let slow = spawn(
-        &agentd,
+        agentd,
         json!({"agent_type": "mcpuser", "prompt": "slow: wait"}),
     );
     wait_file(&marker, "started");
