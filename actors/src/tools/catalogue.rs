@@ -290,6 +290,82 @@ mod tests {
         assert_eq!(now.specs()[0].name, "new");
     }
 
+    /// MCP servers whose tools a test sets.
+    #[derive(Default)]
+    struct FakeMcp {
+        version: AtomicU64,
+        tools: Mutex<Arc<Vec<Arc<crate::ports::McpToolDef>>>>,
+    }
+
+    impl FakeMcp {
+        fn list(&self, names: &[&str]) {
+            let tools = names
+                .iter()
+                .map(|n| {
+                    Arc::new(crate::ports::McpToolDef {
+                        server: "files".into(),
+                        tool: (*n).into(),
+                        exposed: format!("mcp__files__{n}"),
+                        description: String::new(),
+                        parameters: serde_json::json!({"type": "object"}),
+                        needs_approval: false,
+                    })
+                })
+                .collect();
+            *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(tools);
+            self.version.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl McpTools for FakeMcp {
+        fn version(&self) -> u64 {
+            self.version.load(Ordering::Acquire)
+        }
+        fn servers(&self) -> Vec<String> {
+            vec!["files".into()]
+        }
+        fn tools(&self) -> Arc<Vec<Arc<crate::ports::McpToolDef>>> {
+            self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        }
+        fn status(&self) -> Vec<crate::ports::McpServerStatus> {
+            Vec::new()
+        }
+        async fn call(
+            &self,
+            _: &crate::ports::McpToolDef,
+            _: serde_json::Value,
+        ) -> Result<crate::ports::McpCallResult, agentd_proto::AgentdError> {
+            Err(agentd_proto::AgentdError::new(
+                agentd_proto::ErrorCode::ToolError,
+                "not called in these tests",
+            ))
+        }
+    }
+
+    #[test]
+    fn mcp_tools_resolve_while_listed_and_a_new_listing_moves_the_version() {
+        let mcp = Arc::new(FakeMcp::default());
+        let catalogue = ToolCatalogue::with_mcp(mcp.clone());
+        assert_eq!(catalogue.resolve("mcp__files__read_text_file"), None);
+        let before = catalogue.version();
+        mcp.list(&["read_text_file", "write_file"]);
+        assert!(catalogue.version() > before, "a listing is a change");
+        let read = catalogue.resolve("mcp__files__read_text_file");
+        assert_eq!(
+            read.as_ref().map(Tool::name),
+            Some("mcp__files__read_text_file")
+        );
+        assert_eq!(
+            catalogue.tools().count(),
+            BuiltinTool::ALL.len() + 2,
+            "built-in tools, then the servers'"
+        );
+        assert_eq!(catalogue.clone().version(), catalogue.version());
+        mcp.list(&["write_file"]);
+        assert_eq!(catalogue.resolve("mcp__files__read_text_file"), None);
+    }
+
     #[test]
     fn names_resolve_to_builtin_tools_or_nothing() {
         let catalogue = ToolCatalogue::default();

@@ -135,6 +135,26 @@ fn capped(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::{BuiltinTool, Tool};
+
+    fn def(needs_approval: bool) -> Arc<McpToolDef> {
+        Arc::new(McpToolDef {
+            server: "files".into(),
+            tool: "write_file".into(),
+            exposed: "mcp__files__write_file".into(),
+            description: String::new(),
+            parameters: json!({"type": "object", "properties": {}}),
+            needs_approval,
+        })
+    }
+
+    #[test]
+    fn a_tool_its_server_lists_under_approval_needs_approval() {
+        assert!(Tool::Mcp(McpTool(def(true))).needs_approval());
+        assert!(!Tool::Mcp(McpTool(def(false))).needs_approval());
+        assert!(!Tool::Builtin(BuiltinTool::CurrentTime).needs_approval());
+        assert_eq!(Tool::Mcp(McpTool(def(true))).mcp_server(), Some("files"));
+    }
 
     #[test]
     fn exposed_names_split_into_server_and_tool() {

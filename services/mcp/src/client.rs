@@ -47,6 +47,9 @@ impl McpClient {
         servers: Vec<McpServerConfig>,
         expected: &BTreeMap<String, Vec<String>>,
     ) -> Arc<Self> {
+        // HTTPS servers need a process-wide rustls crypto provider: ring, as the rest of
+        // agentd uses (an error only says one is installed already).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let snapshot = Arc::new(Snapshot::default());
         let servers: BTreeMap<String, Arc<Server>> = servers
             .into_iter()

@@ -38,7 +38,7 @@ pub fn listed_tools(server: &str, remote: Vec<RemoteTool>, approval: &[String]) 
         }
         listed.tools.push(Arc::new(McpToolDef {
             server: server.to_string(),
-            needs_approval: approval.iter().any(|a| *a == tool.name),
+            needs_approval: approval.contains(&tool.name),
             tool: tool.name,
             exposed,
             description: tool.description,

@@ -1,0 +1,537 @@
+//! Tools from MCP servers, through the real `agentd` binary and real servers: the npm reference
+//! servers (server-everything over stdio and over streamable HTTP, server-filesystem confined
+//! to a temp dir) and a Python SDK server that exits in the middle of a call or waits to be
+//! cancelled. The scripted model calls the tools, so each call takes the real path (visibility,
+//! schema check, MCP call, result in the thread).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use agentd_tests::AgentdProcess;
+use agentd_tests::mcp::{mcp_dir, node_server, python, start_everything_http};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The scripted model: a user message that names a tool calls it (echo and sum arguments);
+/// the rest are written for the files, exiting and helper cases.
+fn script(root: &Path, outside: &Path) -> String {
+    let root = root.display();
+    let outside = outside.display();
+    format!(
+        r#"
+[defaults]
+text = "OK"
+
+[[rule]]
+agent = "helper"
+role = "user"
+text = "tools: {{{{tools}}}}"
+[[rule.tool_calls]]
+name = "mcp__everything__echo"
+arguments = {{ message = "from a helper" }}
+
+[[rule]]
+role = "user"
+contains = "__echo"
+[[rule.tool_calls]]
+name = "{{{{input}}}}"
+arguments = {{ message = "hello from agentd" }}
+
+[[rule]]
+role = "user"
+contains = "sum"
+[[rule.tool_calls]]
+name = "{{{{input}}}}"
+arguments = {{ a = 2, b = 3 }}
+
+[[rule]]
+role = "user"
+contains = "call-missing"
+[[rule.tool_calls]]
+name = "mcp__everything__no_such_tool"
+arguments = {{}}
+
+[[rule]]
+role = "user"
+contains = "bad-arguments"
+[[rule.tool_calls]]
+name = "mcp__everything__echo"
+arguments = {{ message = 42 }}
+
+[[rule]]
+role = "user"
+contains = "write-note"
+[[rule.tool_calls]]
+name = "mcp__files__write_file"
+arguments = {{ path = "{root}/note.txt", content = "hello from agentd" }}
+
+[[rule]]
+role = "tool"
+contains = "Successfully wrote"
+[[rule.tool_calls]]
+name = "mcp__files__read_text_file"
+arguments = {{ path = "{root}/note.txt" }}
+
+[[rule]]
+role = "user"
+contains = "read-outside"
+[[rule.tool_calls]]
+name = "mcp__files__read_text_file"
+arguments = {{ path = "{outside}/secret.txt" }}
+
+[[rule]]
+role = "user"
+contains = "work-exit"
+[[rule.tool_calls]]
+name = "mcp__exiting__work"
+arguments = {{ mode = "exit" }}
+
+[[rule]]
+role = "user"
+contains = "work-ok"
+[[rule.tool_calls]]
+name = "mcp__exiting__work"
+arguments = {{ mode = "ok" }}
+
+[[rule]]
+role = "user"
+contains = "slow:"
+[[rule.tool_calls]]
+name = "mcp__exiting__slow"
+arguments = {{ marker = "{root}/slow-marker" }}
+
+[[rule]]
+role = "tool"
+text = "result: {{{{input}}}}"
+"#
+    )
+}
+
+/// agentd with the servers configured, the script and the agent types in `dir`.
+struct Setup {
+    agentd: AgentdProcess,
+    /// The directory server-filesystem is confined to.
+    root: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+    _http: agentd_tests::mcp::ServerProcess,
+}
+
+fn toml_str(s: impl std::fmt::Display) -> String {
+    serde_json::to_string(&s.to_string()).unwrap()
+}
+
+fn setup() -> Setup {
+    let everything = node_server("server-everything");
+    let filesystem = node_server("server-filesystem");
+    let python = python();
+    let (http, url) = start_everything_http();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "secret").unwrap();
+    // server-filesystem compares real paths.
+    let root = root.canonicalize().unwrap();
+    let outside = outside.canonicalize().unwrap();
+    std::fs::write(dir.path().join("script.toml"), script(&root, &outside)).unwrap();
+    let agents = dir.path().join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("mcpuser.toml"),
+        r#"name = "mcpuser"
+title = "MCP user"
+description = "Uses MCP tools."
+tools = ["mcp__everything__*", "mcp__web__*", "mcp__files__*", "mcp__exiting__work", "mcp__exiting__slow", "mcp__everything__no_such_tool"]
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        agents.join("helper.toml"),
+        r#"name = "helper"
+title = "Helper"
+description = "A sub-agent that may be given MCP tools."
+tools = ["mcp__everything__*", "current_time"]
+"#,
+    )
+    .unwrap();
+    let config = format!(
+        r#"
+[store]
+kind = "memory"
+[model]
+script = {script}
+[agents]
+dir = {agents}
+[mcp.servers.everything]
+command = ["node", {everything}, "stdio"]
+[mcp.servers.web]
+url = {url}
+headers = {{ X-Test-Token = "Bearer ${{MCP_TEST_TOKEN}}" }}
+[mcp.servers.files]
+command = ["node", {filesystem}, {root}]
+approval = []
+[mcp.servers.exiting]
+command = [{python}, {exiting}]
+timeout_ms = 30000
+[mcp.servers.down]
+url = "http://127.0.0.1:1/mcp"
+"#,
+        script = toml_str(dir.path().join("script.toml").display()),
+        agents = toml_str(agents.display()),
+        everything = toml_str(everything.display()),
+        url = toml_str(&url),
+        filesystem = toml_str(filesystem.display()),
+        root = toml_str(root.display()),
+        python = toml_str(python.display()),
+        exiting = toml_str(mcp_dir().join("exiting_server.py").display()),
+    );
+    let config_path = dir.path().join("agentd.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let agentd = AgentdProcess::start(&[
+        ("AGENTD_CONFIG", config_path.display().to_string()),
+        ("MCP_TEST_TOKEN", "t0ken".to_string()),
+    ]);
+    agentd.wait_for("the MCP servers listed their tools", |a| {
+        let info = a.get("/v1/info");
+        ["everything", "web", "files", "exiting"]
+            .iter()
+            .all(|name| {
+                server(&info, name)["tools"]
+                    .as_array()
+                    .is_some_and(|t| !t.is_empty())
+            })
+    });
+    Setup {
+        agentd,
+        root,
+        _dir: dir,
+        _http: http,
+    }
+}
+
+fn server<'a>(info: &'a Value, name: &str) -> &'a Value {
+    info["mcp_servers"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["name"] == name))
+        .unwrap_or(&Value::Null)
+}
+
+/// The exposed name among `server`'s tools that ends with `suffix` (the reference servers
+/// rename tools between versions: the tests read the names from `tools/list`).
+fn tool_named(info: &Value, server_name: &str, suffix: &str) -> String {
+    server(info, server_name)["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .find(|t| t.ends_with(suffix))
+        .unwrap_or_else(|| panic!("{server_name} lists no tool ending with {suffix}: {info}"))
+        .to_string()
+}
+
+fn spawn(agentd: &AgentdProcess, body: Value) -> String {
+    agentd.post("/v1/agents", body).unwrap()["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The agent's tool results: `(text, is_error)`, in order.
+fn tool_results(agentd: &AgentdProcess, id: &str) -> Vec<(String, bool)> {
+    agentd.get(&format!("/v1/agents/{id}/thread"))["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["role"] == "tool")
+        .map(|e| {
+            (
+                e["text"].as_str().unwrap_or("").to_string(),
+                e["is_error"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect()
+}
+
+fn wait_for_results(agentd: &AgentdProcess, id: &str, n: usize) -> Vec<(String, bool)> {
+    agentd.wait_for(&format!("{n} tool results of {id}"), |a| {
+        tool_results(a, id).len() >= n
+    });
+    tool_results(agentd, id)
+}
+
+fn send(agentd: &AgentdProcess, id: &str, text: &str) {
+    agentd
+        .post(
+            &format!("/v1/agents/{id}/messages"),
+            json!({ "message": text }),
+        )
+        .unwrap();
+}
+
+#[test]
+fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
+    let setup = setup();
+    let (agentd, root) = (&setup.agentd, &setup.root);
+    let info = agentd.get("/v1/info");
+
+    // A remote server that is down does not hold start-up, and shows so.
+    let down = server(&info, "down");
+    assert_eq!(down["up"], false, "{down}");
+    assert_eq!(down["transport"], "streamable_http");
+    // A tool a type names that its server does not list is reported.
+    assert_eq!(
+        server(&info, "everything")["missing"],
+        json!(["no_such_tool"])
+    );
+    assert!(!info.to_string().contains("t0ken"), "no secret in /v1/info");
+
+    // server-everything over stdio and over streamable HTTP: echo and the sum.
+    for server_name in ["everything", "web"] {
+        let echo = tool_named(&info, server_name, "__echo");
+        let sum = tool_named(&info, server_name, "sum");
+        let a = spawn(agentd, json!({"agent_type": "mcpuser", "prompt": echo}));
+        let results = wait_for_results(agentd, &a, 1);
+        assert!(
+            results[0].0.contains("hello from agentd") && !results[0].1,
+            "{server_name} echo: {results:?}"
+        );
+        let b = spawn(agentd, json!({"agent_type": "mcpuser", "prompt": sum}));
+        let results = wait_for_results(agentd, &b, 1);
+        assert!(
+            results[0].0.contains('5') && !results[0].1,
+            "{server_name} sum: {results:?}"
+        );
+        agentd.wait_for("the answer after the tool", |a| {
+            a.texts(&b).iter().any(|t| t.starts_with("result: "))
+        });
+    }
+
+    // Arguments that do not fit the server's schema are refused before the call.
+    let bad = spawn(
+        agentd,
+        json!({"agent_type": "mcpuser", "prompt": "bad-arguments"}),
+    );
+    let results = wait_for_results(agentd, &bad, 1);
+    assert!(
+        results[0].0.contains("invalid_argument") && results[0].1,
+        "{results:?}"
+    );
+
+    // A named tool the server does not list: unknown_tool, and the agent goes on.
+    let missing = spawn(
+        agentd,
+        json!({"agent_type": "mcpuser", "prompt": "call-missing"}),
+    );
+    let results = wait_for_results(agentd, &missing, 1);
+    assert!(results[0].0.contains("unknown_tool"), "{results:?}");
+
+    // server-filesystem confined to `root`: write, read back; outside the root: a tool error.
+    let files = spawn(
+        agentd,
+        json!({"agent_type": "mcpuser", "prompt": "write-note"}),
+    );
+    let results = wait_for_results(agentd, &files, 2);
+    assert!(!results[0].1, "{results:?}");
+    assert!(
+        results[1].0.contains("hello from agentd") && !results[1].1,
+        "{results:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("note.txt")).unwrap(),
+        "hello from agentd"
+    );
+    let outside = spawn(
+        agentd,
+        json!({"agent_type": "mcpuser", "prompt": "read-outside"}),
+    );
+    let results = wait_for_results(agentd, &outside, 1);
+    assert!(
+        results[0].1 && results[0].0.contains("tool_error"),
+        "{results:?}"
+    );
+    assert!(!results[0].0.contains("secret\""), "{results:?}");
+    agentd.wait_for("the agent goes on after a tool error", |a| {
+        a.texts(&outside).iter().any(|t| t.starts_with("result: "))
+    });
+
+    // The Python server exits in the middle of a call: a tool error; the next call restarts
+    // it and succeeds.
+    let exiting = spawn(
+        agentd,
+        json!({"agent_type": "mcpuser", "prompt": "work-exit"}),
+    );
+    let results = wait_for_results(agentd, &exiting, 1);
+    assert!(
+        results[0].1 && results[0].0.contains("tool_error"),
+        "{results:?}"
+    );
+    agentd.wait_for("the agent is idle again", |a| {
+        a.get(&format!("/v1/agents/{exiting}"))["status"] != "running"
+    });
+    send(agentd, &exiting, "work-ok");
+    let results = wait_for_results(agentd, &exiting, 2);
+    assert!(
+        results[1].0.contains("worked (ok)") && !results[1].1,
+        "{results:?}"
+    );
+
+    // A sub-agent not allowed the MCP tools neither sees them nor may call them.
+    let boss = spawn(agentd, json!({"agent_type": "mcpuser"}));
+    let narrowed = spawn(
+        agentd,
+        json!({"agent_type": "helper", "parent_id": boss, "prompt": "go",
+               "allowed_tools": ["current_time"]}),
+    );
+    let tools = agentd.get(&format!("/v1/agents/{narrowed}/tools"));
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"current_time"), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("mcp__")), "{names:?}");
+    let results = wait_for_results(agentd, &narrowed, 1);
+    assert!(results[0].0.contains("tool_not_allowed"), "{results:?}");
+    assert!(
+        agentd
+            .texts(&narrowed)
+            .iter()
+            .any(|t| t.starts_with("tools: ") && !t.contains("mcp__")),
+        "the model was not shown them"
+    );
+    // Allowed the whole server, a sub-agent sees and calls them.
+    let allowed = spawn(
+        agentd,
+        json!({"agent_type": "helper", "parent_id": boss, "prompt": "go",
+               "allowed_tools": ["mcp__everything__*"]}),
+    );
+    let results = wait_for_results(agentd, &allowed, 1);
+    assert!(
+        results[0].0.contains("from a helper") && !results[0].1,
+        "{results:?}"
+    );
+
+    // Interrupting a turn cancels the MCP call in flight (notifications/cancelled).
+    let marker = root.join("slow-marker");
+    let slow = spawn(
+        agentd,
+        json!({"agent_type": "mcpuser", "prompt": "slow: wait"}),
+    );
+    wait_file(&marker, "started");
+    agentd
+        .post(
+            &format!("/v1/agents/{slow}/control"),
+            json!({"control": "cancel"}),
+        )
+        .unwrap();
+    wait_file(&marker, "cancelled");
+
+    // The metric says which servers are up.
+    let metrics = ureq::get(&format!("{}/metrics", agentd.url))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    assert!(
+        metrics.contains("agentd_mcp_server_up{server=\"everything\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.contains("agentd_mcp_server_up{server=\"down\"} 0"));
+    setup.agentd.stop();
+}
+
+fn wait_file(path: &Path, content: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if std::fs::read_to_string(path).is_ok_and(|c| c == content) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!(
+        "{} never said {content} (it says {:?})",
+        path.display(),
+        std::fs::read_to_string(path).ok()
+    );
+}
+
+/// `agentd check-config` with `config`, and `env` set: its exit status and stderr.
+fn check_config(config: &str, env: &[(&str, &str)]) -> (bool, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agentd.toml");
+    std::fs::write(&path, config).unwrap();
+    let mut cmd = Command::new(agentd_tests::process::binary("agentd"));
+    cmd.arg("--config")
+        .arg(&path)
+        .arg("check-config")
+        .env("AGENTD__STORE__KIND", "memory")
+        .env_remove("MCP_UNSET_VARIABLE");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn mcp_configuration_errors_stop_start_up_and_secrets_stay_hidden() {
+    let (ok, out) = check_config("[mcp.servers.\"Bad__Name\"]\ncommand = [\"x\"]\n", &[]);
+    assert!(!ok && out.contains("a server name must match"), "{out}");
+    let (ok, out) = check_config(
+        "[mcp.servers.files]\ncommand = [\"x\"]\nenv = { TOKEN = \"${MCP_UNSET_VARIABLE}\" }\n",
+        &[],
+    );
+    assert!(
+        !ok && out.contains("MCP_UNSET_VARIABLE") && out.contains("not set"),
+        "{out}"
+    );
+    let (ok, out) = check_config("[mcp.servers.files]\ncommand = [\"x\"]\n", &[]);
+    assert!(ok, "{out}");
+    // A type naming a server that is not configured, or a tool that does not exist.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("t.toml"),
+        "name = \"t\"\ntools = [\"mcp__nope__*\"]\n",
+    )
+    .unwrap();
+    let (ok, out) = check_config(
+        &format!(
+            "[agents]\ndir = {}\n[mcp.servers.files]\ncommand = [\"x\"]\n",
+            toml_str(dir.path().display())
+        ),
+        &[],
+    );
+    assert!(
+        !ok && out.contains("`nope`, which is not configured"),
+        "{out}"
+    );
+    std::fs::write(
+        dir.path().join("t.toml"),
+        "name = \"t\"\ntools = [\"no_such_tool\"]\n",
+    )
+    .unwrap();
+    let (ok, out) = check_config(
+        &format!("[agents]\ndir = {}\n", toml_str(dir.path().display())),
+        &[],
+    );
+    assert!(!ok && out.contains("no_such_tool"), "{out}");
+    // Secrets written in place are masked in check-config's output.
+    let (ok, out) = check_config(
+        "[mcp.servers.search]\nurl = \"http://127.0.0.1:1/mcp\"\nheaders = { Authorization = \"Bearer ${MCP_SET_VARIABLE} plain-s3cret\" }\n",
+        &[("MCP_SET_VARIABLE", "v4lue")],
+    );
+    assert!(ok, "{out}");
+    assert!(
+        !out.contains("s3cret") && !out.contains("v4lue") && out.contains("Authorization"),
+        "{out}"
+    );
+}
