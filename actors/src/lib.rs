@@ -54,8 +54,8 @@ pub use deps::Deps;
 pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 pub use ports::{
     DEDUP_WINDOW, EventSink, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, Pushed,
-    StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadEntries, ThreadStore, ToolSpec,
-    Transport, WebhookCall, WebhookClient, WebhookError, WorkerAlias,
+    StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadEntries, ThreadStore,
+    ToolCallClosing, ToolSpec, Transport, WebhookCall, WebhookClient, WebhookError, WorkerAlias,
 };
 pub use system::AgentSystem;
 pub use tools::{Approval, ConfiguredRun, ConfiguredTool, Secret, ToolCatalogue};

@@ -5,6 +5,7 @@
 //! | [`tool`] | [`Tool`]: what a call's name resolves to (built-in today; run-time tools later) |
 //! | [`builtin`] | [`BuiltinTool`] and its [`ToolGroup`]s, one file per tool with its spec and run |
 //! | [`configured`] | [`ConfiguredTool`]: `[tools.<name>]`, a service's or a webhook's |
+//! | [`service`] | service tools' calls: closing one once, the result a closed one gives |
 //! | [`meters`] | the calls of configured tools: their metrics and events |
 //! | [`catalogue`] | [`ToolCatalogue`]: the tools, their version, and the specs built per version |
 //! | [`visibility`] | which tools an agent sees, and the refusal of the others (one rule) |
@@ -17,8 +18,9 @@
 mod builtin;
 mod catalogue;
 mod configured;
-mod meters;
+pub(crate) mod meters;
 pub mod schema;
+pub(crate) mod service;
 mod tool;
 mod visibility;
 
