@@ -354,7 +354,6 @@ impl ThreadStore for RedisStore {
         // The status is checked and both fields written in one script: of two closings, the
         // second finds the first's status.
         let (outcome, stored): (u8, Option<Vec<u8>>) = self
-            .scripts
             .tool_call_close
             .key(self.keys.tool_calls())
             .key(self.keys.tool_call_status())
