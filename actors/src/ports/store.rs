@@ -334,8 +334,9 @@ pub trait ThreadStore: Send + Sync + 'static {
     }
 
     /// Stores tool call `call.call_id` (a service tool's, answered outside its turn), replacing
-    /// what was stored under its id. Called before the call is published, so a crash right
-    /// after finds it.
+    /// what was stored under its id — unless that is closed: a closed call stays closed (a
+    /// late write of the open call, e.g. marking it published, changes nothing). Called before
+    /// the call is published, so a crash right after finds it.
     async fn tool_call_put(&self, call: &ToolCallRecord) -> StoreResult<()> {
         let _ = call;
         Err(tool_calls_not_kept(self.kind()))

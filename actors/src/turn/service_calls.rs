@@ -113,6 +113,17 @@ impl Turn {
                 )),
             };
         }
+        let mut stored = stored;
+        if !stored.published
+            && stored.status == ToolCallStatus::Pending
+            && let Some(transport) = &deps.transport
+        {
+            // Stored, not yet handed to the workers (new, or stored just before a crash):
+            // published now under its id, then marked so.
+            transport.publish_tool_call(&stored).await?;
+            stored.published = true;
+            deps.store.tool_call_put(&stored).await?;
+        }
         Ok(ServiceCall::Waiting(WaitingCall {
             call_id,
             tool: stored.tool.as_str().into(),

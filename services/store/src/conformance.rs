@@ -152,6 +152,12 @@ async fn tool_calls_close_once(store: Arc<dyn ThreadStore>) {
     assert!(losers.iter().all(|c| c == &winners[0]), "the others see it");
     assert_eq!(winners[0].status, ToolCallStatus::Answered);
     assert!(winners[0].closed_at_ms.is_some());
+    // A late write of the open call leaves it closed.
+    store.tool_call_put(&published).await.unwrap();
+    assert_eq!(
+        store.tool_call_get(pending.call_id).await.unwrap(),
+        Some(winners[0].clone())
+    );
     // An approval opens the gated call for its answer, once.
     let approve = ToolCallClosing {
         status: ToolCallStatus::Pending,

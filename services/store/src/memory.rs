@@ -353,7 +353,15 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn tool_call_put(&self, call: &agentd_proto::ToolCallRecord) -> StoreResult<()> {
-        self.lock().tool_calls.insert(call.call_id, call.clone());
+        let mut inner = self.lock();
+        if inner
+            .tool_calls
+            .get(&call.call_id)
+            .is_some_and(|c| !c.status.is_open())
+        {
+            return Ok(());
+        }
+        inner.tool_calls.insert(call.call_id, call.clone());
         Ok(())
     }
 

@@ -239,19 +239,7 @@ impl ThreadStore for RedbStore {
         let bytes = serde_json::to_vec(call).map_err(|e| StoreError::corrupt(e.to_string()))?;
         let key = super::layout::uuid_key(&call.call_id);
         self.writer
-            .write(move |t| {
-                t.rows
-                    .insert(
-                        (
-                            super::layout::TOOL_CALLS_OWNER,
-                            super::layout::row::TOOL_CALL,
-                            key.as_slice(),
-                        ),
-                        bytes.as_slice(),
-                    )
-                    .map_err(super::be)?;
-                Ok(())
-            })
+            .write(move |t| writes::tool_call_put_in(t, &key, &bytes))
             .await
     }
 

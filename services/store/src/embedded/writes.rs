@@ -281,3 +281,24 @@ pub(super) fn tool_call_close_in(
     t.rows.insert(row_key, bytes.as_slice()).map_err(be)?;
     Ok(ToolCallClose::Closed(call))
 }
+
+/// Stores a tool call record (`bytes`, JSON) under `key` unless the stored one is closed.
+pub(super) fn tool_call_put_in(
+    t: &mut Tables<'_>,
+    key: &[u8; 16],
+    bytes: &[u8],
+) -> StoreResult<()> {
+    let row_key = (
+        super::layout::TOOL_CALLS_OWNER,
+        super::layout::row::TOOL_CALL,
+        key.as_slice(),
+    );
+    let stored = t.rows.get(row_key).map_err(be)?.map(|v| v.value().to_vec());
+    if let Some(old) = stored
+        && !decode_tool_call(&old)?.status.is_open()
+    {
+        return Ok(());
+    }
+    t.rows.insert(row_key, bytes).map_err(be)?;
+    Ok(())
+}

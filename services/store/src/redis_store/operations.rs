@@ -297,22 +297,16 @@ impl ThreadStore for RedisStore {
 
     async fn tool_call_put(&self, call: &agentd_proto::ToolCallRecord) -> StoreResult<()> {
         let json = serde_json::to_vec(call).map_err(|e| StoreError::corrupt(e.to_string()))?;
-        let id = call.call_id.to_string();
-        redis::pipe()
-            .atomic()
-            .cmd("HSET")
-            .arg(self.keys.tool_calls())
-            .arg(&id)
+        self.tool_call_put
+            .key(self.keys.tool_calls())
+            .key(self.keys.tool_call_status())
+            .arg(call.call_id.to_string())
             .arg(json)
-            .ignore()
-            .cmd("HSET")
-            .arg(self.keys.tool_call_status())
-            .arg(&id)
             .arg(call.status.as_str())
-            .ignore()
-            .query_async::<()>(&mut self.con.clone())
+            .invoke_async::<u8>(&mut self.con.clone())
             .await
-            .map_err(be)
+            .map_err(be)?;
+        Ok(())
     }
 
     async fn tool_call_get(
@@ -476,5 +470,6 @@ impl RedisStore {
 
 /// Decodes a stored tool call record (JSON).
 fn decode_tool_call(bytes: &[u8]) -> StoreResult<agentd_proto::ToolCallRecord> {
-    serde_json::from_slice(bytes).map_err(|e| StoreError::corrupt(format!("a tool call record: {e}")))
+    serde_json::from_slice(bytes)
+        .map_err(|e| StoreError::corrupt(format!("a tool call record: {e}")))
 }
