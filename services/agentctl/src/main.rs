@@ -437,7 +437,7 @@ fn run(cli: &Cli) -> Result<Value, Failure> {
         } => {
             let body = match (result, error) {
                 (Some(text), _) => {
-                    let value: Value = serde_json::from_str(&text).map_err(|e| {
+                    let value: Value = serde_json::from_str(text).map_err(|e| {
                         Failure::Other(anyhow::anyhow!("--result is not JSON: {e}"))
                     })?;
                     json!({ "result": value })
