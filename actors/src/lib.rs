@@ -56,7 +56,8 @@ pub use ports::{
     AnswerObserver, CliRun, CliStep, CliTools, DEDUP_WINDOW, EventSink, McpCallResult,
     McpServerStatus, McpToolDef, McpTools, ModelClient, ModelError, ModelRequest, ModelResponse,
     Purpose, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadEntries,
-    ThreadStore, ToolSpec, Transport, WebhookCall, WebhookClient, WebhookError, WorkerAlias,
+    ThreadStore, ToolCallClosing, ToolSpec, Transport, WebhookCall, WebhookClient, WebhookError,
+    WorkerAlias,
 };
 pub use system::AgentSystem;
 /// The token a [`ModelRequest`] is cancelled by (re-exported so backends and tests name one

@@ -155,6 +155,21 @@ pub enum Command {
         #[serde(default)]
         checkpoint_id: Option<uuid::Uuid>,
     },
+    /// Answer a pending call of a service tool of `agent_id` with `result` or `error` (one
+    /// of them). The first answer is applied; later ones get `tool_call_closed`.
+    ToolResult {
+        /// The agent whose turn made the call.
+        agent_id: String,
+        /// agentd's id of the call.
+        call_id: uuid::Uuid,
+        /// The tool's result.
+        #[serde(default)]
+        #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+        result: Option<serde_json::Value>,
+        /// The tool's failure.
+        #[serde(default)]
+        error: Option<crate::tool_call::ToolAnswerError>,
+    },
     /// Run a tool as if `agent_id`'s model had called it (for gateways and tests).
     InvokeTool {
         /// The calling agent (its thread is the tool's runtime thread). Required.
@@ -220,7 +235,8 @@ impl Command {
             | Command::SetEnv { agent_id, .. }
             | Command::Checkpoint { agent_id }
             | Command::Checkpoints { agent_id }
-            | Command::Restore { agent_id, .. } => Some(agent_id),
+            | Command::Restore { agent_id, .. }
+            | Command::ToolResult { agent_id, .. } => Some(agent_id),
             Command::InvokeTool { agent_id, .. } => agent_id.as_deref(),
             Command::Spawn(req) => req.parent_id.as_deref(),
             Command::List { parent_id } => parent_id.as_deref(),

@@ -29,6 +29,9 @@ pub enum Item {
     Reply(Reply),
     /// A child's output for its parent's router (crosses processes when they differ).
     Output(Output),
+    /// A call of a service tool, for its workers (on `<ns>:tools:<name>`); they answer with a
+    /// `reply` whose `correlation_id` is the call's id.
+    ToolCall(crate::tool_call::ToolCallItem),
 }
 
 /// Addressing, identity and causality around one [`Item`].

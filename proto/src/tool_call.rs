@@ -186,6 +186,36 @@ pub struct ToolCallView {
     pub deadline_ms: Option<u64>,
 }
 
+/// A call of a service tool as its workers get it (`item.kind = "tool_call"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallItem {
+    /// agentd's id of the call: de-duplicate by it (delivery is at least once), answer with it
+    /// as the reply's `correlation_id`.
+    pub call_id: Uuid,
+    /// The agent whose turn made it.
+    pub agent_id: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments (they fit the tool's `parameters`).
+    pub arguments: Value,
+    /// When agentd stops waiting for the answer, ms since the epoch (`None`: never).
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
+}
+
+impl ToolCallRecord {
+    /// The item its workers get.
+    pub fn item(&self) -> ToolCallItem {
+        ToolCallItem {
+            call_id: self.call_id,
+            agent_id: self.agent_id.clone(),
+            tool: self.tool.clone(),
+            arguments: self.arguments.clone(),
+            deadline_ms: self.deadline_ms,
+        }
+    }
+}
+
 /// What closing a call in the store found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolCallClose {

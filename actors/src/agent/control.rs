@@ -86,7 +86,11 @@ impl AgentActor {
                 } else {
                     // Seed 001: always checkpoint before terminating.
                     self.checkpoint(CheckpointReason::Auto, "terminate", ctx);
-                    if let Some(interruption) = self.abort_turn(true, ctx) {
+                    let interruption = match self.abort_turn(true, ctx) {
+                        Some(i) => Some(i),
+                        None => self.end_tool_wait(true, ctx),
+                    };
+                    if let Some(interruption) = interruption {
                         self.write_entries_later(interruption.closings, ctx);
                     }
                 }
@@ -119,6 +123,15 @@ impl AgentActor {
 
     /// A turn a pause stopped continues; otherwise the agent is idle again.
     fn resume(&mut self, ctx: &mut Context<Self>) -> Result<(), AgentdError> {
+        if matches!(self.phase, Phase::WaitingTool(_)) {
+            // Paused while waiting for service calls: the turn goes on if they are all
+            // closed, otherwise the wait does.
+            if self.tools_answered() {
+                self.continue_after_tools(ctx);
+                return Ok(());
+            }
+            return self.set_status(AgentStatus::WaitingTool, Some("resumed".into()), ctx);
+        }
         let Phase::PausedMidTurn { input } = std::mem::take(&mut self.phase) else {
             return self.set_status(AgentStatus::Idle, Some("resumed".into()), ctx);
         };
@@ -203,7 +216,11 @@ impl AgentActor {
     /// Aborts the running turn and writes the interruption (its open calls closed, then the
     /// marker) before the next message.
     pub(super) fn interrupt_turn(&mut self, ctx: &mut Context<Self>) {
-        let Some(interruption) = self.abort_turn(true, ctx) else {
+        let interruption = match self.abort_turn(true, ctx) {
+            Some(i) => Some(i),
+            None => self.end_tool_wait(true, ctx),
+        };
+        let Some(interruption) = interruption else {
             return;
         };
         self.write_entries_later(interruption.entries(), ctx);
@@ -294,8 +311,17 @@ impl Handler<StopAgent> for AgentActor {
             );
         }
         // A shutdown leaves the turn's calls open: the turn runs again on re-activation and
-        // answers them.
-        let interruption = self.abort_turn(false, ctx).filter(|_| closing);
+        // answers them (a service call it waits for stays open in the store).
+        let interruption = match self.abort_turn(false, ctx) {
+            Some(i) => Some(i).filter(|_| closing),
+            None if closing => {
+                if let Phase::WaitingTool(w) = &self.phase {
+                    dropped.extend(w.input.as_ref().map(|e| e.id));
+                }
+                self.end_tool_wait(false, ctx)
+            }
+            None => None,
+        };
         if closing {
             dropped.extend(self.take_queue());
         } else {

@@ -186,3 +186,15 @@ pub struct BudgetPause(pub String);
 #[derive(Message, Debug)]
 #[rtype(result = "AgentRecord")]
 pub struct SetEnv(pub std::collections::BTreeMap<String, String>);
+
+/// The answer to call `call_id` of a service tool of this agent: recorded if the call is open
+/// (the first answer wins, in one store write), and the turn goes on once every call it waits
+/// for is closed. Answers the call as closed, or `tool_call_closed` / `tool_call_not_found`.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<agentd_proto::ToolCallRecord, AgentdError>")]
+pub struct AnswerToolCall {
+    /// agentd's id of the call.
+    pub call_id: uuid::Uuid,
+    /// The answer.
+    pub answer: agentd_proto::ToolAnswer,
+}

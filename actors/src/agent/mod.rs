@@ -19,6 +19,7 @@
 //! | [`control`] | pause, resume, cancel, terminate, stop; aborting a turn |
 //! | [`checkpoint`] | taking checkpoints and restoring one |
 //! | [`budget`] | usage accounting and the agent's and its tree's budgets |
+//! | [`tool_wait`] | waiting for the answers of service calls (`waiting_tool`), then going on |
 //! | [`passivate`] | stopping the actor of an agent whose task is over (it yielded) |
 //!
 //! The actor's invariants:
@@ -42,6 +43,7 @@ mod queue;
 mod relay;
 mod start;
 mod status;
+mod tool_wait;
 mod write_behind;
 
 use crate::deps::Deps;

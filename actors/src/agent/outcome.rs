@@ -33,6 +33,8 @@ enum Outcome {
     Failed(AgentdError),
     /// The provider rate-limited it; it may run again after this many ms.
     RateLimited(u64),
+    /// Calls of service tools wait for their answers.
+    WaitingTools(Vec<crate::turn::WaitingCall>),
     /// It ran to its end.
     Completed(TurnResult),
 }
@@ -55,6 +57,7 @@ impl Outcome {
                 Outcome::StoreUnavailable(e)
             }
             Ok(Err(e)) => Outcome::Failed(e),
+            Ok(Ok(r)) if !r.waiting.is_empty() => Outcome::WaitingTools(r.waiting),
             Ok(Ok(r)) => match r.rate_limited {
                 Some(ms) => Outcome::RateLimited(ms),
                 None => Outcome::Completed(r),
@@ -128,6 +131,11 @@ impl AgentActor {
             }
             Outcome::RateLimited(ms) => {
                 self.rate_limited(ms, input, ctx);
+                Next::Hold
+            }
+            Outcome::WaitingTools(open) => {
+                let unanswered = turn.shared.take_open_calls();
+                self.wait_for_tools(cause, input, open, unanswered, ctx);
                 Next::Hold
             }
             Outcome::Completed(r) => self.completed(r, cause, input, turn.pause_reason, ctx),

@@ -12,12 +12,12 @@
 //!    ▲            └─ (a scheduler) ─► AwaitingPermit  Running ── turn ends ──► Idle
 //!    │                                               │  │  └─ store down / retry ─► HoldingForRetry ─ timer ─► Idle
 //!    │                                               │  └──── paused at a step ──► PausedMidTurn ── resume ──► Running
-//!    └── last dependency done ── WaitingDependencies │
+//!    └── last dependency done ── WaitingDependencies │  └─ service calls wait ─► WaitingTool ─ all closed ─► Running
 //!                                                     └── interrupt / cancel / terminate / restore ─► Idle
 //!   any phase ── StopAgent ──► Stopping (the actor ends)
 //! ```
 
-use crate::turn::{TurnInput, TurnShared};
+use crate::turn::{OpenCall, TurnInput, TurnShared, WaitingCall};
 use actix::SpawnHandle;
 use agentd_proto::Envelope;
 use std::collections::HashSet;
@@ -41,6 +41,9 @@ pub(super) enum Phase {
     /// A pause stopped the turn at a step boundary; resume continues it. `input` is the inbox
     /// item the turn handles (marked done when the continued turn ends).
     PausedMidTurn { input: Option<Box<Envelope>> },
+    /// The turn's last step made calls of service tools that wait for their answers: the
+    /// agent shows `waiting_tool`, holds no turn slot, and queues what arrives meanwhile.
+    WaitingTool(Box<ToolWait>),
     /// The queue is held until a retry, scheduled by this timer, fires: the turn met an
     /// unreachable store or failed with attempts left. Its item waits in the queue's retry slot.
     HoldingForRetry(SpawnHandle),
@@ -53,6 +56,21 @@ pub(super) enum Phase {
 pub(super) struct PendingStart {
     pub(super) env: Envelope,
     pub(super) input: TurnInput,
+}
+
+/// A turn that waits for the answers of service calls.
+pub(super) struct ToolWait {
+    /// The turn's cause: it runs again under it, so its step replays and finds the answers.
+    pub(super) cause: Uuid,
+    /// The inbox item the turn handles (marked done when the continued turn ends).
+    pub(super) input: Option<Envelope>,
+    /// The service calls still open. Never empty while the agent waits: the last one closed
+    /// continues the turn.
+    pub(super) open: Vec<WaitingCall>,
+    /// Every call of the step without a result yet, in order: what an interruption closes.
+    pub(super) unanswered: Vec<OpenCall>,
+    /// The timer of the earliest deadline, if a call has one.
+    pub(super) deadline: Option<SpawnHandle>,
 }
 
 /// The turn in progress.
@@ -104,6 +122,7 @@ impl Phase {
             Phase::AwaitingPermit(p) => p.env.id == id,
             Phase::Running(t) => t.input.as_ref().is_some_and(|e| e.id == id),
             Phase::PausedMidTurn { input } => input.as_ref().is_some_and(|e| e.id == id),
+            Phase::WaitingTool(w) => w.input.as_ref().is_some_and(|e| e.id == id),
             _ => false,
         }
     }

@@ -81,7 +81,12 @@ impl AgentActor {
             return prestart;
         }
         let status = self.rec.status;
-        if !(status.accepts_turns() || status == AgentStatus::Running) {
+        // `running` or `waiting_tool` with no turn here: the actor was activated again (a
+        // restart) and its turn runs again from its item.
+        if !(status.accepts_turns()
+            || status == AgentStatus::Running
+            || status == AgentStatus::WaitingTool)
+        {
             return prestart;
         }
         let has_work = !self.queue.is_empty();

@@ -25,7 +25,8 @@ pub use model::{
 };
 pub use store::{
     DEDUP_WINDOW, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadStore,
-    WorkerAlias, forwards_not_taken, is_transient, outbox_not_kept,
+    ToolCallClosing, WorkerAlias, forwards_not_taken, is_transient, outbox_not_kept,
+    tool_calls_not_kept,
 };
 pub use transport::Transport;
 pub use webhook::{WebhookCall, WebhookClient, WebhookError};

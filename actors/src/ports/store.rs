@@ -1,7 +1,10 @@
 //! The store port: durable memory of agents (records, threads, inboxes, aliases,
 //! checkpoints), the batch of writes an agent flushes, and the typed failure a store reports.
 
-use agentd_proto::{AgentRecord, AgentdError, Checkpoint, Envelope, ErrorCode, ThreadEntry};
+use agentd_proto::{
+    AgentRecord, AgentdError, Checkpoint, Envelope, ErrorCode, ThreadEntry, ToolAnswer,
+    ToolCallClose, ToolCallRecord, ToolCallStatus,
+};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -329,6 +332,85 @@ pub trait ThreadStore: Send + Sync + 'static {
         let _ = env_id;
         Ok(())
     }
+
+    /// Stores tool call `call.call_id` (a service tool's, answered outside its turn), replacing
+    /// what was stored under its id — unless that is closed: a closed call stays closed (a
+    /// late write of the open call, e.g. marking it published, changes nothing). Called before
+    /// the call is published, so a crash right after finds it.
+    async fn tool_call_put(&self, call: &ToolCallRecord) -> StoreResult<()> {
+        let _ = call;
+        Err(tool_calls_not_kept(self.kind()))
+    }
+
+    /// Tool call `call_id`, open or closed.
+    async fn tool_call_get(&self, call_id: Uuid) -> StoreResult<Option<ToolCallRecord>> {
+        let _ = call_id;
+        Err(tool_calls_not_kept(self.kind()))
+    }
+
+    /// Closes tool call `call_id` as `closing` says **if it is open**, in one atomic write: of
+    /// two closings (two answers, an answer and a timeout), the first wins and the second
+    /// finds it closed. Opening it again is not a closing: an approval (`awaiting_approval` →
+    /// `pending`) goes through here too, with `closing.status = Pending`.
+    async fn tool_call_close(
+        &self,
+        call_id: Uuid,
+        closing: &ToolCallClosing,
+    ) -> StoreResult<ToolCallClose> {
+        let _ = (call_id, closing);
+        Err(tool_calls_not_kept(self.kind()))
+    }
+
+    /// The tool calls that are open (pending or awaiting approval), oldest first.
+    async fn tool_calls_open(&self) -> StoreResult<Vec<ToolCallRecord>> {
+        Err(tool_calls_not_kept(self.kind()))
+    }
+}
+
+/// How [`ThreadStore::tool_call_close`] changes an open call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallClosing {
+    /// Its new status.
+    pub status: ToolCallStatus,
+    /// Its answer, if answered.
+    pub answer: Option<ToolAnswer>,
+    /// Why (a rejection's or a cancel's reason).
+    pub reason: Option<String>,
+    /// When, ms since the epoch.
+    pub at_ms: u64,
+}
+
+impl ToolCallClosing {
+    /// What `call` becomes: the closing applied to it.
+    pub fn apply(&self, call: &mut ToolCallRecord) {
+        call.status = self.status;
+        if self.answer.is_some() {
+            call.answer = self.answer.clone();
+        }
+        if self.reason.is_some() {
+            call.reason = self.reason.clone();
+        }
+        if !self.status.is_open() {
+            call.closed_at_ms = Some(self.at_ms);
+        }
+    }
+
+    /// Whether it may apply to a call in `status`: a closing applies to an open call; an
+    /// approval (to `pending`) only to one awaiting approval.
+    pub fn applies_to(&self, status: ToolCallStatus) -> bool {
+        match self.status {
+            ToolCallStatus::Pending => status == ToolCallStatus::AwaitingApproval,
+            _ => status.is_open(),
+        }
+    }
+}
+
+/// The error of a store that keeps no tool calls.
+pub fn tool_calls_not_kept(kind: &str) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Unsupported,
+        format!("the {kind} store keeps no tool calls"),
+    )
 }
 
 /// The error of a store asked for a [`StoreWrite::Forward`] it cannot take (agents only ask

@@ -68,4 +68,12 @@ pub trait Transport: Send + Sync + 'static {
     async fn close_provider_gate(&self, provider: &str, until_ms: u64) {
         let _ = (provider, until_ms);
     }
+
+    /// Hands call `call` of a service tool to the tool's workers (with Redis: an entry of
+    /// `<ns>:tools:<name>`, whose consumer group `workers` this creates; answers come on
+    /// `<ns>:tool_replies`). Delivery is at least once: workers de-duplicate by the call id.
+    async fn publish_tool_call(
+        &self,
+        call: &agentd_proto::ToolCallRecord,
+    ) -> Result<(), AgentdError>;
 }

@@ -146,6 +146,48 @@ impl AgentSystem {
             .map_err(mailbox)?
     }
 
+    /// Answers call `call_id` of a service tool of `agent_id` (the first answer is applied:
+    /// `tool_call_closed` after it, `tool_call_not_found` for a call that is not the agent's).
+    pub async fn answer_tool_call(
+        &self,
+        agent_id: &str,
+        call_id: uuid::Uuid,
+        answer: agentd_proto::ToolAnswer,
+    ) -> Result<agentd_proto::ToolCallRecord, AgentdError> {
+        match self.system.deps.store.tool_call_get(call_id).await? {
+            Some(call) if call.agent_id == agent_id => {
+                if !call.status.is_open() {
+                    return Err(crate::tools::service::closed_error(&call));
+                }
+            }
+            _ => return Err(crate::tools::service::not_found(call_id)),
+        }
+        let addr = self.live(agent_id).await?;
+        addr.send(crate::agent::messages::AnswerToolCall { call_id, answer })
+            .await
+            .map_err(mailbox)?
+    }
+
+    /// The open calls of service tools (`pending`, `awaiting_approval`, or both when
+    /// `status` is `None`), oldest first, of the tree of `scope` if the caller is scoped.
+    pub async fn tool_calls(
+        &self,
+        status: Option<agentd_proto::ToolCallStatus>,
+        scope: Option<&str>,
+    ) -> Result<Vec<agentd_proto::ToolCallView>, AgentdError> {
+        let mut out = Vec::new();
+        for call in self.system.deps.store.tool_calls_open().await? {
+            if status.is_some_and(|s| s != call.status) {
+                continue;
+            }
+            if scope.is_some() && self.check_scope(scope, &call.agent_id).await.is_err() {
+                continue;
+            }
+            out.push(call.view());
+        }
+        Ok(out)
+    }
+
     /// Replaces an agent's budget (raise it, then `resume` a paused agent).
     pub async fn set_budget(
         &self,

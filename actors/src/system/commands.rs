@@ -139,6 +139,25 @@ impl AgentSystem {
                 tool,
                 args,
             } => self.invoke_tool(agent_id.as_deref(), &tool, args).await,
+            Command::ToolResult {
+                agent_id,
+                call_id,
+                result,
+                error,
+            } => {
+                let answer = match (result, error) {
+                    (Some(v), None) => agentd_proto::ToolAnswer::Result(v),
+                    (None, Some(e)) => agentd_proto::ToolAnswer::Error(e),
+                    _ => {
+                        return Err(AgentdError::new(
+                            agentd_proto::ErrorCode::InvalidArgument,
+                            "a tool result has either `result` or `error`",
+                        ));
+                    }
+                };
+                let call = self.answer_tool_call(&agent_id, call_id, answer).await?;
+                Ok(json!({"call_id": call.call_id, "status": call.status}))
+            }
             Command::SetEnv { agent_id, env } => self
                 .set_env(&agent_id, env)
                 .await
@@ -171,7 +190,8 @@ pub fn runs_where_the_agent_lives(cmd: &Command) -> Option<&str> {
         | Command::SetBudget { agent_id, .. }
         | Command::SetEnv { agent_id, .. }
         | Command::Checkpoint { agent_id }
-        | Command::Restore { agent_id, .. } => Some(agent_id),
+        | Command::Restore { agent_id, .. }
+        | Command::ToolResult { agent_id, .. } => Some(agent_id),
         Command::InvokeTool { agent_id, .. } => {
             agent_id.as_deref().filter(|a| !a.trim().is_empty())
         }

@@ -92,12 +92,15 @@ impl AgentSystem {
                 continue;
             };
             let pending = !self.system.deps.store.inbox_pending(&id).await?.is_empty();
-            // Rate-limited agents come back too: they resume by themselves at their reset time.
+            // Rate-limited agents come back too: they resume by themselves at their reset time;
+            // so do agents waiting for service calls (their deadlines run on, and a call not
+            // published yet is published again).
             if matches!(
                 rec.status,
                 agentd_proto::AgentStatus::Running
                     | agentd_proto::AgentStatus::Queued
                     | agentd_proto::AgentStatus::WaitingRateLimit
+                    | agentd_proto::AgentStatus::WaitingTool
             ) || (pending && rec.status.accepts_turns())
             {
                 self.system

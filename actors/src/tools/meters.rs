@@ -28,6 +28,10 @@ pub(crate) enum Outcome {
     Error,
     /// Its deadline passed.
     TimedOut,
+    /// Its turn ended first.
+    Cancelled,
+    /// A person rejected it.
+    Rejected,
 }
 
 impl Outcome {
@@ -36,6 +40,8 @@ impl Outcome {
             Outcome::Ok => "ok",
             Outcome::Error => "error",
             Outcome::TimedOut => "timed_out",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Rejected => "rejected",
         }
     }
 }

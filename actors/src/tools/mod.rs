@@ -6,6 +6,7 @@
 //! | [`builtin`] | [`BuiltinTool`] and its [`ToolGroup`]s, one file per tool with its spec and run |
 //! | [`mcp`] | [`McpTool`]: a tool of a configured MCP server, its spec, run and result |
 //! | [`configured`] | [`ConfiguredTool`]: `[tools.<name>]`, a service's or a webhook's |
+//! | [`service`] | service tools' calls: closing one once, the result a closed one gives |
 //! | [`meters`] | the calls of configured tools: their metrics and events |
 //! | [`catalogue`] | [`ToolCatalogue`]: the tools, their version, and the specs built per version |
 //! | [`pattern`] | the grammar of a type's `tools` and a spawn's `allowed_tools`, checked at start |
@@ -20,9 +21,10 @@ mod builtin;
 mod catalogue;
 mod configured;
 pub mod mcp;
-mod meters;
+pub(crate) mod meters;
 pub mod pattern;
 pub mod schema;
+pub(crate) mod service;
 mod tool;
 mod visibility;
 

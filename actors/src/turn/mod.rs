@@ -13,6 +13,7 @@
 //! | [`compact`] | compaction: old history becomes a summary |
 //! | [`context_window`] | compaction before a call that would overflow the provider's window |
 //! | [`live_answer`] | an answer while it arrives: `text_delta` events, what an aborted call cost |
+//! | [`service_calls`] | calls of service tools: stored, announced, waited for, their results |
 //! | [`shared`] | what the turn shares with its actor: a stop request, the calls it has open, the model call in flight |
 
 mod compact;
@@ -20,9 +21,11 @@ mod context_window;
 mod known_thread;
 mod live_answer;
 mod request;
+mod service_calls;
 mod shared;
 
 pub(crate) use request::{RequestNames, system_prompt};
+pub(crate) use service_calls::WaitingCall;
 pub(crate) use shared::{OpenCall, TurnShared};
 
 use context_window::Fitted;
@@ -90,6 +93,9 @@ pub(crate) struct TurnResult {
     /// What an agent CLI reported besides its steps (its session, its own cost figure), for
     /// the record; its steps are in the thread already.
     pub cli_run: Option<Box<crate::ports::CliRun>>,
+    /// Calls of service tools the last step made that wait for their answers: the turn ended
+    /// there, and runs again (same cause) once each is closed.
+    pub waiting: Vec<WaitingCall>,
 }
 
 /// What a running turn needs; cloned from the actor when the turn starts.
@@ -325,6 +331,9 @@ impl Turn {
                     })
                     .collect(),
             );
+            // Results are written in the calls' order: once a service call waits, the calls
+            // after it wait too (service calls among them are still made, so they run at once).
+            let mut waiting: Vec<WaitingCall> = Vec::new();
             for (i, (call, &tool_id)) in resp.tool_calls.iter().zip(&result_ids).enumerate() {
                 // Tool results a previous run recorded: their calls are not executed twice.
                 if self.recorded(&tool_id) {
@@ -336,10 +345,34 @@ impl Turn {
                     }
                     continue;
                 }
+                let tool = tools::callable(&self.rec, &self.deps, &call.name);
+                let service = tool.as_ref().ok().and_then(|t| {
+                    t.configured()
+                        .filter(|c| c.kind() == agentd_proto::ToolKind::Service)
+                        .cloned()
+                });
+                if let Some(service) = service {
+                    match Box::pin(self.service_call(&service, call, tool_id)).await? {
+                        service_calls::ServiceCall::Waiting(w) => waiting.push(w),
+                        service_calls::ServiceCall::Closed(text) if waiting.is_empty() => {
+                            let mut te = ThreadEntry::text(tool_id, Role::Tool, text, self.now());
+                            te.tool_call_id = Some(call.id.as_str().into());
+                            self.append(Arc::new(te)).await?;
+                            self.shared.call_answered(tool_id);
+                        }
+                        // Written once the calls before it are answered.
+                        service_calls::ServiceCall::Closed(_) => {}
+                    }
+                    continue;
+                }
+                if !waiting.is_empty() {
+                    // Runs once the service calls before it are answered.
+                    continue;
+                }
                 self.doing(Step::RunningTool(call.name.as_str().into()));
                 // Boxed: a tool's future (Manage's above all) would otherwise make every
                 // turn's future kilobytes bigger, copied whole when it is boxed to start.
-                let outcome = match tools::callable(&self.rec, &self.deps, &call.name) {
+                let outcome = match tool {
                     Ok(tool) => {
                         Box::pin(tools::execute_tool(
                             &self.tools,
@@ -371,6 +404,11 @@ impl Turn {
                         .await?;
                     return Ok(result);
                 }
+            }
+            if !waiting.is_empty() {
+                // Its agent waits for the answers (`waiting_tool`), then runs this turn again.
+                result.waiting = waiting;
+                return Ok(result);
             }
             if waits {
                 // The model asked for a dependency or a user answer: it waits for it.

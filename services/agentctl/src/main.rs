@@ -168,6 +168,23 @@ enum Cmd {
         /// The answer.
         answer: String,
     },
+    /// Answer a pending call of a service tool (`waiting_tool`): `--result JSON` or
+    /// `--error MESSAGE [--code CODE]`.
+    ToolResult {
+        /// Agent id.
+        agent_id: String,
+        /// agentd's id of the call (`GET /v1/tool_calls`).
+        call_id: String,
+        /// The result, as JSON.
+        #[arg(long, conflicts_with = "error")]
+        result: Option<String>,
+        /// The tool's failure, for the model.
+        #[arg(long, required_unless_present = "result")]
+        error: Option<String>,
+        /// The worker's own error code (free text).
+        #[arg(long, requires = "error")]
+        code: Option<String>,
+    },
     /// Replace an agent's budget (then `resume` it if it was paused for its budget).
     Budget {
         /// Agent id.
@@ -411,6 +428,31 @@ fn run(cli: &Cli) -> Result<Value, Failure> {
             &v1(&format!("/agents/{agent_id}/answer")),
             Some(json!({"answer": answer})),
         ),
+        Cmd::ToolResult {
+            agent_id,
+            call_id,
+            result,
+            error,
+            code,
+        } => {
+            let body = match (result, error) {
+                (Some(text), _) => {
+                    let value: Value = serde_json::from_str(text).map_err(|e| {
+                        Failure::Other(anyhow::anyhow!("--result is not JSON: {e}"))
+                    })?;
+                    json!({ "result": value })
+                }
+                (None, Some(message)) => json!({"error": {"message": message, "code": code}}),
+                (None, None) => {
+                    return Err(Failure::Other(anyhow::anyhow!("give --result or --error")));
+                }
+            };
+            call(
+                "POST",
+                &v1(&format!("/agents/{agent_id}/tool_results/{call_id}")),
+                Some(body),
+            )
+        }
         Cmd::Budget {
             agent_id,
             max_tokens,

@@ -21,6 +21,7 @@ pub struct Running {
     /// The Redis bus, when Redis is configured.
     pub redis: Option<Arc<RedisBus>>,
     commands_stop: Option<Arc<AtomicBool>>,
+    replies_stop: Option<Arc<AtomicBool>>,
     events_tail: Option<agentd_bus::RedisEventsTail>,
     /// Where the HTTP API listens (the real port when `bind` asked for port 0).
     pub addr: SocketAddr,
@@ -50,7 +51,10 @@ impl Running {
                 "requests still in flight after server.shutdown_timeout_ms; stopping agents"
             );
         }
-        if let Some(flag) = &self.commands_stop {
+        for flag in [&self.commands_stop, &self.replies_stop]
+            .into_iter()
+            .flatten()
+        {
             flag.store(true, Ordering::SeqCst);
         }
         if let Some(tail) = &self.events_tail {
@@ -82,6 +86,7 @@ pub async fn start_with_clock(
     }
     let system = AgentSystem::start(wired.deps);
     let mut commands_stop = None;
+    let mut replies_stop = None;
     if let (Some(bus), Some(store)) = (&wired.redis, &wired.redis_store) {
         bus.start(system.clone())
             .await
@@ -108,6 +113,30 @@ pub async fn start_with_clock(
             .start(system.clone())
             .await
             .map_err(|e| anyhow::anyhow!("starting the command consumer: {e}"))?;
+        let replies = agentd_bus::ToolReplies::new(
+            &settings.redis.url,
+            store.keys().tool_replies(),
+            bus.process_id().to_string(),
+            settings.redis.max_envelope_bytes,
+            store.connection(),
+            DeadLetters::new(
+                store.connection(),
+                store.keys().dead(),
+                settings.redis.dead_maxlen,
+            ),
+        );
+        for tool in system.deps().config.tools.configured() {
+            if tool.kind() == agentd_proto::ToolKind::Service {
+                bus.create_tool_group(&tool.name)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("creating the stream of `{}`: {e}", tool.name))?;
+            }
+        }
+        replies_stop = Some(replies.stop_flag());
+        replies
+            .start(system.clone())
+            .await
+            .map_err(|e| anyhow::anyhow!("starting the tool reply reader: {e}"))?;
     }
     system
         .recover()
@@ -172,6 +201,7 @@ pub async fn start_with_clock(
     Ok(Running {
         redis: wired.redis,
         commands_stop,
+        replies_stop,
         events_tail,
         addr,
         system,

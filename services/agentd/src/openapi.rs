@@ -175,6 +175,23 @@ pub struct ToolList {
     pub tools: Vec<ToolInfo>,
 }
 
+/// `GET /v1/tool_calls`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ToolCallList {
+    /// The open calls, oldest first.
+    pub tool_calls: Vec<agentd_proto::ToolCallView>,
+}
+
+/// `POST /v1/agents/{id}/tool_results/{call_id}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ToolCallAnswered {
+    /// agentd's id of the call.
+    #[schema(format = Uuid)]
+    pub call_id: String,
+    /// `answered`.
+    pub status: agentd_proto::ToolCallStatus,
+}
+
 /// What every description of a checkpoint says about it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CheckpointFacts {
@@ -272,6 +289,8 @@ pub struct CheckpointDetail {
         crate::http::children,
         crate::http::tools,
         crate::http::invoke_tool,
+        crate::http::tool_result,
+        crate::http::tool_calls,
         crate::http::set_env,
         crate::http::checkpoints,
         crate::http::take_checkpoint,

@@ -17,9 +17,11 @@ mod inproc;
 mod redis_bus;
 mod redis_events;
 mod streams;
+mod tool_replies;
 
 pub use commands::{CommandConsumer, CommandLimits};
 pub use dead::DeadLetters;
 pub use inproc::InProcessBus;
 pub use redis_bus::{RedisBus, RedisBusConfig};
 pub use redis_events::{Fanout, RedisEvents, RedisEventsTail};
+pub use tool_replies::ToolReplies;

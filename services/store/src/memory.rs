@@ -26,6 +26,8 @@ struct Inner {
     inboxes: ByAgent<Inbox>,
     /// agent → checkpoints, oldest first.
     checkpoints: HashMap<String, VecDeque<Checkpoint>>,
+    /// call id → tool call answered outside its turn (open or closed).
+    tool_calls: HashMap<Uuid, agentd_proto::ToolCallRecord>,
 }
 
 /// A stored record, hashed and compared by its id, so a set of them is a map from id.
@@ -348,6 +350,55 @@ impl ThreadStore for MemoryStore {
             list.pop_front();
         }
         Ok(())
+    }
+
+    async fn tool_call_put(&self, call: &agentd_proto::ToolCallRecord) -> StoreResult<()> {
+        let mut inner = self.lock();
+        if inner
+            .tool_calls
+            .get(&call.call_id)
+            .is_some_and(|c| !c.status.is_open())
+        {
+            return Ok(());
+        }
+        inner.tool_calls.insert(call.call_id, call.clone());
+        Ok(())
+    }
+
+    async fn tool_call_get(
+        &self,
+        call_id: Uuid,
+    ) -> StoreResult<Option<agentd_proto::ToolCallRecord>> {
+        Ok(self.lock().tool_calls.get(&call_id).cloned())
+    }
+
+    async fn tool_call_close(
+        &self,
+        call_id: Uuid,
+        closing: &agentd_actors::ToolCallClosing,
+    ) -> StoreResult<agentd_proto::ToolCallClose> {
+        use agentd_proto::ToolCallClose;
+        let mut inner = self.lock();
+        let Some(call) = inner.tool_calls.get_mut(&call_id) else {
+            return Ok(ToolCallClose::NotFound);
+        };
+        if !closing.applies_to(call.status) {
+            return Ok(ToolCallClose::AlreadyClosed(call.clone()));
+        }
+        closing.apply(call);
+        Ok(ToolCallClose::Closed(call.clone()))
+    }
+
+    async fn tool_calls_open(&self) -> StoreResult<Vec<agentd_proto::ToolCallRecord>> {
+        let mut open: Vec<_> = self
+            .lock()
+            .tool_calls
+            .values()
+            .filter(|c| c.status.is_open())
+            .cloned()
+            .collect();
+        open.sort_by_key(|c| (c.requested_at_ms, c.call_id));
+        Ok(open)
     }
 
     async fn checkpoints(&self, agent_id: &str) -> StoreResult<Vec<Checkpoint>> {

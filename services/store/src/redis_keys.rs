@@ -84,6 +84,28 @@ impl Keys {
         format!("{}:ratelimit:{provider}", self.ns)
     }
 
+    /// Tool calls of service tools by call id (hash: id → JSON record).
+    pub fn tool_calls(&self) -> String {
+        format!("{}:{{tool_calls}}", self.ns)
+    }
+
+    /// The status of each tool call (hash: id → status), beside [`Self::tool_calls`] in one
+    /// slot, so one script checks and closes a call.
+    pub fn tool_call_status(&self) -> String {
+        format!("{}:{{tool_calls}}:status", self.ns)
+    }
+
+    /// The stream workers of service tool `tool` read its calls from (consumer group
+    /// `workers`).
+    pub fn tool_stream(&self, tool: &str) -> String {
+        format!("{}:tools:{tool}", self.ns)
+    }
+
+    /// The stream workers answer service calls on, read by every process.
+    pub fn tool_replies(&self) -> String {
+        format!("{}:tool_replies", self.ns)
+    }
+
     /// The lease of partition `k`.
     pub fn lease(&self, k: u32) -> String {
         format!("{}:lease:{{{k}}}", self.ns)

@@ -6,7 +6,7 @@
 //! | [`operations`] | health, readiness, metrics, info, the API document, trees, queue, commands |
 //! | [`agents`] | spawn, list, inspect, delete, messages, controls, budget, env, thread, children |
 //! | [`sessions`] | reset, compact, checkpoints, restore |
-//! | [`tools`] | an agent's tools, running a tool |
+//! | [`tools`] | an agent's tools, running a tool, answering service calls, open calls |
 
 mod agents;
 mod operations;
@@ -63,6 +63,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                 .service(web::resource("/queue").route(web::get().to(queue)))
                 .service(web::resource("/commands").route(web::post().to(command)))
                 .service(web::resource("/tools/{tool}").route(web::post().to(invoke_tool_detached)))
+                .service(web::resource("/tool_calls").route(web::get().to(tool_calls)))
                 .service(
                     web::resource("/agents/{id}")
                         .route(web::get().to(inspect))
@@ -85,6 +86,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                 .service(web::resource("/agents/{id}/tools").route(web::get().to(tools)))
                 .service(
                     web::resource("/agents/{id}/tools/{tool}").route(web::post().to(invoke_tool)),
+                )
+                .service(
+                    web::resource("/agents/{id}/tool_results/{call_id}")
+                        .route(web::post().to(tool_result)),
                 )
                 .service(
                     web::resource("/agents/{id}/checkpoints")

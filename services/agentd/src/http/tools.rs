@@ -84,3 +84,77 @@ pub(crate) async fn invoke_tool_detached(
     };
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }
+
+/// The answer to a call of a service tool: `result` or `error`.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ToolResultBody {
+    /// The tool's result (any JSON).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    result: Option<Value>,
+    /// The tool's failure: a message and, optionally, the worker's own code (free text).
+    #[serde(default)]
+    error: Option<agentd_proto::ToolAnswerError>,
+}
+
+/// Answer a pending call of a service tool (the first answer is applied).
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/tool_results/{call_id}", tag = "tools",
+    params(
+        ("id" = String, Path, description = "The agent whose turn made the call"),
+        ("call_id" = uuid::Uuid, Path, description = "agentd's id of the call"),
+    ),
+    request_body(content = ToolResultBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The answer was applied: `{call_id, status: \"answered\"}`", body = crate::openapi::ToolCallAnswered),
+        (status = 404, description = "`tool_call_not_found`: no such call of this agent", body = AgentdError),
+        (status = 409, description = "`tool_call_closed`: answered, timed out, cancelled or rejected already", body = AgentdError),
+    )
+)]
+pub(crate) async fn tool_result(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    path: web::Path<(String, uuid::Uuid)>,
+    body: JsonObject<ToolResultBody>,
+) -> ApiResult {
+    let (agent_id, call_id) = path.into_inner();
+    let body = body.into_inner();
+    let cmd = Command::ToolResult {
+        agent_id,
+        call_id,
+        result: body.result,
+        error: body.error,
+    };
+    Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ToolCallsQuery {
+    status: Option<agentd_proto::ToolCallStatus>,
+}
+
+/// The open calls of service tools, oldest first (of the `X-Agentd-Root` tree if scoped).
+#[utoipa::path(
+    get, path = "/v1/tool_calls", tag = "tools",
+    params(("status" = Option<String>, Query, description = "`pending` or `awaiting_approval` (both if absent)")),
+    responses(
+        (status = 200, description = "The calls", body = crate::openapi::ToolCallList),
+    )
+)]
+pub(crate) async fn tool_calls(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    q: web::Query<ToolCallsQuery>,
+) -> ApiResult {
+    let status = q.into_inner().status;
+    if status.is_some_and(|s| !s.is_open()) {
+        return Err(AgentdError::new(
+            agentd_proto::ErrorCode::InvalidArgument,
+            "status is `pending` or `awaiting_approval`: only open calls are listed",
+        )
+        .into());
+    }
+    let calls = st.system.tool_calls(status, scope(&req).as_deref()).await?;
+    Ok(HttpResponse::Ok().json(json!({ "tool_calls": calls })))
+}

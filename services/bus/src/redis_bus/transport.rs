@@ -10,6 +10,33 @@ use agentd_proto::{AgentdError, Envelope, Reply};
 use async_trait::async_trait;
 use std::time::Duration;
 
+/// The consumer group of a service tool's workers, which agentd creates with the stream.
+pub const TOOL_WORKERS: &str = "workers";
+/// About how many calls a service tool's stream keeps (`MAXLEN ~`).
+const TOOL_STREAM_MAXLEN: usize = 10_000;
+
+impl RedisBus {
+    /// Creates the stream of service tool `tool` and its consumer group `workers`, unless they
+    /// exist (at start-up for every configured service tool, so workers may start first, and
+    /// before each publish); answers the stream's key.
+    pub async fn create_tool_group(&self, tool: &str) -> Result<String, AgentdError> {
+        let stream = self.keys.tool_stream(tool);
+        let mut con = self.con.clone();
+        let r: redis::RedisResult<()> = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(&stream)
+            .arg(TOOL_WORKERS)
+            .arg("0")
+            .arg("MKSTREAM")
+            .query_async(&mut con)
+            .await;
+        match r {
+            Err(e) if !e.to_string().contains("BUSYGROUP") => Err(be(e)),
+            _ => Ok(stream),
+        }
+    }
+}
+
 #[async_trait]
 impl Transport for RedisBus {
     fn is_local(&self, agent_id: &str) -> bool {
@@ -75,6 +102,36 @@ impl Transport for RedisBus {
         if let Err(e) = res {
             tracing::warn!(provider, error = %e, "sharing the rate-limit gate failed");
         }
+    }
+
+    async fn publish_tool_call(
+        &self,
+        call: &agentd_proto::ToolCallRecord,
+    ) -> Result<(), AgentdError> {
+        let stream = self.create_tool_group(&call.tool).await?;
+        let mut con = self.con.clone();
+        let mut env = Envelope::new(
+            agentd_proto::Address::agent(call.agent_id.as_str()),
+            agentd_proto::Address::System,
+            agentd_proto::Item::ToolCall(call.item()),
+            SystemClock.now_ms(),
+        );
+        env.id = call.call_id;
+        env.correlation_id = Some(call.call_id);
+        env.reply_to = Some(self.keys.tool_replies());
+        let bytes = encode_envelope(&env)?;
+        redis::cmd("XADD")
+            .arg(&stream)
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(TOOL_STREAM_MAXLEN)
+            .arg("*")
+            .arg("m")
+            .arg(bytes)
+            .query_async::<String>(&mut con)
+            .await
+            .map_err(be)?;
+        Ok(())
     }
 
     async fn settle(&self) -> Result<(), AgentdError> {

@@ -31,7 +31,13 @@ pub(super) mod row {
     pub const ALIAS: u8 = 4;
     /// dependent id → nothing: the agents waiting for this one to complete.
     pub const DEPENDENT: u8 = 5;
+    /// Under [`super::TOOL_CALLS_OWNER`] only: call id (16 bytes) → JSON tool call record.
+    pub const TOOL_CALL: u8 = 6;
 }
+
+/// The (empty, so no agent's) owner of the [`row::TOOL_CALL`] rows: tool calls are looked up
+/// by their own id and listed across agents.
+pub(super) const TOOL_CALLS_OWNER: &str = "";
 
 /// (envelope id, agent) → seen seq (8 bytes, big-endian): the de-duplication window. Keyed by
 /// the id first: new ids are mostly v7, ordered by time, so a commit's pushes all land in the

@@ -133,3 +133,37 @@ pub(super) fn rows_mentioning(db: &Database, id: &str) -> StoreResult<usize> {
     }
     Ok(n)
 }
+
+/// Tool call `call_id`, if stored.
+pub(super) fn tool_call(
+    db: &Database,
+    call_id: &uuid::Uuid,
+) -> StoreResult<Option<agentd_proto::ToolCallRecord>> {
+    let tx = db.begin_read().map_err(be)?;
+    let rows = tx.open_table(ROWS).map_err(be)?;
+    let key = super::layout::uuid_key(call_id);
+    let got = rows
+        .get((
+            super::layout::TOOL_CALLS_OWNER,
+            row::TOOL_CALL,
+            key.as_slice(),
+        ))
+        .map_err(be)?;
+    got.map(|v| super::writes::decode_tool_call(v.value()))
+        .transpose()
+}
+
+/// The open tool calls, oldest first.
+pub(super) fn tool_calls_open(db: &Database) -> StoreResult<Vec<agentd_proto::ToolCallRecord>> {
+    let tx = db.begin_read().map_err(be)?;
+    let rows = tx.open_table(ROWS).map_err(be)?;
+    let all = super::layout::scan_rows(
+        &rows,
+        super::layout::TOOL_CALLS_OWNER,
+        row::TOOL_CALL,
+        |_, v| super::writes::decode_tool_call(v),
+    )?;
+    let mut open: Vec<_> = all.into_iter().filter(|c| c.status.is_open()).collect();
+    open.sort_by_key(|c| (c.requested_at_ms, c.call_id));
+    Ok(open)
+}

@@ -235,6 +235,36 @@ impl ThreadStore for RedbStore {
             .await
     }
 
+    async fn tool_call_put(&self, call: &agentd_proto::ToolCallRecord) -> StoreResult<()> {
+        let bytes = serde_json::to_vec(call).map_err(|e| StoreError::corrupt(e.to_string()))?;
+        let key = super::layout::uuid_key(&call.call_id);
+        self.writer
+            .write(move |t| writes::tool_call_put_in(t, &key, &bytes))
+            .await
+    }
+
+    async fn tool_call_get(
+        &self,
+        call_id: Uuid,
+    ) -> StoreResult<Option<agentd_proto::ToolCallRecord>> {
+        self.run(move |db| reads::tool_call(db, &call_id)).await
+    }
+
+    async fn tool_call_close(
+        &self,
+        call_id: Uuid,
+        closing: &agentd_actors::ToolCallClosing,
+    ) -> StoreResult<agentd_proto::ToolCallClose> {
+        let closing = closing.clone();
+        self.writer
+            .write(move |t| writes::tool_call_close_in(t, &call_id, &closing))
+            .await
+    }
+
+    async fn tool_calls_open(&self) -> StoreResult<Vec<agentd_proto::ToolCallRecord>> {
+        self.run(reads::tool_calls_open).await
+    }
+
     async fn checkpoints(&self, agent_id: &str) -> StoreResult<Vec<Checkpoint>> {
         let id = agent_id.to_string();
         let mut list: Vec<Checkpoint> = self

@@ -246,3 +246,59 @@ pub(super) fn apply_writes(t: &mut Tables<'_>, writes: &[Encoded]) -> StoreResul
     }
     Ok(())
 }
+
+/// Decodes a stored tool call record (JSON).
+pub(super) fn decode_tool_call(bytes: &[u8]) -> StoreResult<agentd_proto::ToolCallRecord> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| agentd_actors::StoreError::corrupt(format!("a tool call record: {e}")))
+}
+
+/// Closes tool call `call_id` if `closing` applies to it, in the writer's transaction (so two
+/// closings are ordered and the second finds the first's).
+pub(super) fn tool_call_close_in(
+    t: &mut Tables<'_>,
+    call_id: &uuid::Uuid,
+    closing: &agentd_actors::ToolCallClosing,
+) -> StoreResult<agentd_proto::ToolCallClose> {
+    use agentd_proto::ToolCallClose;
+    let key = super::layout::uuid_key(call_id);
+    let row_key = (
+        super::layout::TOOL_CALLS_OWNER,
+        super::layout::row::TOOL_CALL,
+        key.as_slice(),
+    );
+    let stored = t.rows.get(row_key).map_err(be)?.map(|v| v.value().to_vec());
+    let Some(bytes) = stored else {
+        return Ok(ToolCallClose::NotFound);
+    };
+    let mut call = decode_tool_call(&bytes)?;
+    if !closing.applies_to(call.status) {
+        return Ok(ToolCallClose::AlreadyClosed(call));
+    }
+    closing.apply(&mut call);
+    let bytes =
+        serde_json::to_vec(&call).map_err(|e| agentd_actors::StoreError::corrupt(e.to_string()))?;
+    t.rows.insert(row_key, bytes.as_slice()).map_err(be)?;
+    Ok(ToolCallClose::Closed(call))
+}
+
+/// Stores a tool call record (`bytes`, JSON) under `key` unless the stored one is closed.
+pub(super) fn tool_call_put_in(
+    t: &mut Tables<'_>,
+    key: &[u8; 16],
+    bytes: &[u8],
+) -> StoreResult<()> {
+    let row_key = (
+        super::layout::TOOL_CALLS_OWNER,
+        super::layout::row::TOOL_CALL,
+        key.as_slice(),
+    );
+    let stored = t.rows.get(row_key).map_err(be)?.map(|v| v.value().to_vec());
+    if let Some(old) = stored
+        && !decode_tool_call(&old)?.status.is_open()
+    {
+        return Ok(());
+    }
+    t.rows.insert(row_key, bytes).map_err(be)?;
+    Ok(())
+}

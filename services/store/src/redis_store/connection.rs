@@ -50,6 +50,8 @@ impl RedisStore {
             inbox_push: scripts::inbox_push(),
             alias_get_or_create: Script::new(scripts::ALIAS_GET_OR_CREATE),
             inbox_push_then_start: scripts::inbox_push_then_start(),
+            tool_call_close: Script::new(scripts::TOOL_CALL_CLOSE),
+            tool_call_put: Script::new(scripts::TOOL_CALL_PUT),
             flush_own: Script::new(scripts::FLUSH_OWN),
             flush_scripts_loaded: Arc::default(),
             dedup_window: DEDUP_WINDOW,

@@ -36,6 +36,8 @@ pub struct RedisStore {
     inbox_push: Script,
     alias_get_or_create: Script,
     inbox_push_then_start: Script,
+    tool_call_close: Script,
+    tool_call_put: Script,
     /// Scripts of the flush pipeline (with [`Self::append`]), sent by their SHA-1 so that Redis
     /// does not hash the script's text on every call (as it does for an `EVAL`); loaded again
     /// if Redis answers `NOSCRIPT` (a restart).

@@ -295,6 +295,107 @@ impl ThreadStore for RedisStore {
             .map_err(be)
     }
 
+    async fn tool_call_put(&self, call: &agentd_proto::ToolCallRecord) -> StoreResult<()> {
+        let json = serde_json::to_vec(call).map_err(|e| StoreError::corrupt(e.to_string()))?;
+        self.tool_call_put
+            .key(self.keys.tool_calls())
+            .key(self.keys.tool_call_status())
+            .arg(call.call_id.to_string())
+            .arg(json)
+            .arg(call.status.as_str())
+            .invoke_async::<u8>(&mut self.con.clone())
+            .await
+            .map_err(be)?;
+        Ok(())
+    }
+
+    async fn tool_call_get(
+        &self,
+        call_id: Uuid,
+    ) -> StoreResult<Option<agentd_proto::ToolCallRecord>> {
+        let got: Option<Vec<u8>> = cmd("HGET")
+            .arg(self.keys.tool_calls())
+            .arg(call_id.to_string())
+            .query_async(&mut self.con.clone())
+            .await
+            .map_err(be)?;
+        got.map(|b| decode_tool_call(&b)).transpose()
+    }
+
+    async fn tool_call_close(
+        &self,
+        call_id: Uuid,
+        closing: &agentd_actors::ToolCallClosing,
+    ) -> StoreResult<agentd_proto::ToolCallClose> {
+        use agentd_proto::{ToolCallClose, ToolCallStatus};
+        let Some(mut call) = self.tool_call_get(call_id).await? else {
+            return Ok(ToolCallClose::NotFound);
+        };
+        let allowed: String = [
+            ToolCallStatus::AwaitingApproval,
+            ToolCallStatus::Pending,
+            ToolCallStatus::Answered,
+            ToolCallStatus::TimedOut,
+            ToolCallStatus::Cancelled,
+            ToolCallStatus::Rejected,
+        ]
+        .into_iter()
+        .filter(|s| closing.applies_to(*s))
+        .map(|s| format!(",{s},"))
+        .collect();
+        closing.apply(&mut call);
+        let json = serde_json::to_vec(&call).map_err(|e| StoreError::corrupt(e.to_string()))?;
+        // The status is checked and both fields written in one script: of two closings, the
+        // second finds the first's status.
+        let (outcome, stored): (u8, Option<Vec<u8>>) = self
+            .tool_call_close
+            .key(self.keys.tool_calls())
+            .key(self.keys.tool_call_status())
+            .arg(call_id.to_string())
+            .arg(allowed)
+            .arg(json)
+            .arg(closing.status.as_str())
+            .invoke_async(&mut self.con.clone())
+            .await
+            .map_err(be)?;
+        match (outcome, stored) {
+            (1, _) => Ok(ToolCallClose::Closed(call)),
+            (2, Some(b)) => Ok(ToolCallClose::AlreadyClosed(decode_tool_call(&b)?)),
+            _ => Ok(ToolCallClose::NotFound),
+        }
+    }
+
+    async fn tool_calls_open(&self) -> StoreResult<Vec<agentd_proto::ToolCallRecord>> {
+        let mut con = self.con.clone();
+        let statuses: Vec<(String, String)> = cmd("HGETALL")
+            .arg(self.keys.tool_call_status())
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        let open: Vec<String> = statuses
+            .into_iter()
+            .filter(|(_, s)| s == "pending" || s == "awaiting_approval")
+            .map(|(id, _)| id)
+            .collect();
+        if open.is_empty() {
+            return Ok(Vec::new());
+        }
+        let records: Vec<Option<Vec<u8>>> = cmd("HMGET")
+            .arg(self.keys.tool_calls())
+            .arg(&open)
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        let mut calls = records
+            .into_iter()
+            .flatten()
+            .map(|b| decode_tool_call(&b))
+            .collect::<StoreResult<Vec<_>>>()?;
+        calls.retain(|c| c.status.is_open());
+        calls.sort_by_key(|c| (c.requested_at_ms, c.call_id));
+        Ok(calls)
+    }
+
     async fn checkpoint_put(&self, checkpoint: &Checkpoint, keep: usize) -> StoreResult<()> {
         let bytes = encode(checkpoint).map_err(de)?;
         let key = self.keys.agent_part(&checkpoint.agent_id, "checkpoints");
@@ -365,4 +466,10 @@ impl RedisStore {
         }
         Ok(n)
     }
+}
+
+/// Decodes a stored tool call record (JSON).
+fn decode_tool_call(bytes: &[u8]) -> StoreResult<agentd_proto::ToolCallRecord> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| StoreError::corrupt(format!("a tool call record: {e}")))
 }

@@ -28,6 +28,28 @@ local n = redis.call('INCR', KEYS[2])
 redis.call('ZADD', KEYS[1], n, ARGV[1])
 return 1";
 
+/// Stores a tool call unless the stored one is closed. KEYS: records hash, statuses hash;
+/// ARGV: call id, record, status.
+pub(super) const TOOL_CALL_PUT: &str = r"
+local s = redis.call('HGET', KEYS[2], ARGV[1])
+if s and s ~= 'pending' and s ~= 'awaiting_approval' then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+return 1";
+
+/// Closes a tool call if its status allows it. KEYS: records hash, statuses hash; ARGV: call
+/// id, the allowed statuses as `,a,,b,`, the new record, the new status. Answers `{1}` when
+/// closed, `{2, record}` when its status did not allow it, `{0}` for an unknown call.
+pub(super) const TOOL_CALL_CLOSE: &str = r"
+local s = redis.call('HGET', KEYS[2], ARGV[1])
+if not s then return {0, false} end
+if string.find(ARGV[2], ',' .. s .. ',', 1, true) then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[4])
+  return {1, false}
+end
+return {2, redis.call('HGET', KEYS[1], ARGV[1])}";
+
 /// KEYS: the parent's workers hash; ARGV: field, candidate. Answers `{child, created}` in
 /// one round trip, for an alias that exists (the common case) as for one it makes.
 pub(super) const ALIAS_GET_OR_CREATE: &str = r"

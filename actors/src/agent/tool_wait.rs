@@ -1,0 +1,281 @@
+//! Waiting for the answers of service calls (`waiting_tool`).
+//!
+//! A turn whose last step made calls of service tools ends there with the calls open
+//! ([`crate::turn::WaitingCall`]); the agent keeps the turn's cause and item in
+//! [`Phase::WaitingTool`], gives its turn slot back and queues whatever arrives. Each call is
+//! closed once, in the store: by its answer ([`AnswerToolCall`]), by its deadline (a timer
+//! here, or the turn itself when it runs again after a restart), or by an interruption. When
+//! the last open call is closed, the turn runs again under the same cause: its step replays
+//! from the thread and writes each call's result before the model is asked again.
+
+use super::AgentActor;
+use super::control::Interruption;
+use super::messages::AnswerToolCall;
+use super::phase::{Phase, ToolWait};
+use crate::ports::ToolCallClosing;
+use crate::tools::service;
+use crate::turn::{OpenCall, TurnInput, WaitingCall};
+use actix::prelude::*;
+use agentd_proto::conversation;
+use agentd_proto::ids::derived_id;
+use agentd_proto::{
+    AgentStatus, AgentdError, Envelope, Role, ThreadEntry, ToolCallClose, ToolCallStatus,
+};
+use uuid::Uuid;
+
+impl AgentActor {
+    /// The turn caused by `cause` (handling `input`) waits for the service calls `open`;
+    /// `unanswered` are all the calls of its step without a result.
+    pub(super) fn wait_for_tools(
+        &mut self,
+        cause: Uuid,
+        input: Option<Envelope>,
+        open: Vec<WaitingCall>,
+        unanswered: Vec<OpenCall>,
+        ctx: &mut Context<Self>,
+    ) {
+        let tools: Vec<&str> = open.iter().map(|c| &*c.tool).collect();
+        let reason = format!("waiting for {}", tools.join(", "));
+        let ids: Vec<Uuid> = open.iter().map(|c| c.call_id).collect();
+        self.phase = Phase::WaitingTool(Box::new(ToolWait {
+            cause,
+            input,
+            open,
+            unanswered,
+            deadline: None,
+        }));
+        if let Err(e) = self.set_status(AgentStatus::WaitingTool, Some(reason), ctx) {
+            tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot wait for tools");
+        }
+        self.schedule_tool_deadline(ctx);
+        // An answer that came while the turn was still making its calls (a re-run after a
+        // restart) found no wait to end: the store says.
+        let store = self.deps().store.clone();
+        ctx.spawn(
+            async move {
+                let mut closed = Vec::new();
+                for id in ids {
+                    if let Ok(Some(call)) = store.tool_call_get(id).await
+                        && !call.status.is_open()
+                    {
+                        closed.push(id);
+                    }
+                }
+                closed
+            }
+            .into_actor(self)
+            .map(|closed, act, ctx| {
+                for id in closed {
+                    act.tool_call_closed(id, ctx);
+                }
+            }),
+        );
+    }
+
+    /// Sets the timer of the earliest deadline among the open calls.
+    fn schedule_tool_deadline(&mut self, ctx: &mut Context<Self>) {
+        let now = self.deps().clock.now_ms();
+        let sleep = match &self.phase {
+            Phase::WaitingTool(w) => w
+                .open
+                .iter()
+                .filter_map(|c| c.deadline_ms)
+                .min()
+                .map(|d| self.deps().clock.sleep(d.saturating_sub(now))),
+            _ => None,
+        };
+        let Some(sleep) = sleep else { return };
+        let timer = ctx.spawn(sleep.into_actor(self).map(|_, act, ctx| {
+            act.tool_deadlines_passed(ctx);
+        }));
+        if let Phase::WaitingTool(w) = &mut self.phase
+            && let Some(old) = w.deadline.replace(timer)
+        {
+            ctx.cancel_future(old);
+        }
+    }
+
+    /// Closes the open calls whose deadline passed (the model gets `tool_timeout`).
+    fn tool_deadlines_passed(&mut self, ctx: &mut Context<Self>) {
+        let now = self.deps().clock.now_ms();
+        let Phase::WaitingTool(w) = &mut self.phase else {
+            return;
+        };
+        w.deadline = None;
+        let due: Vec<Uuid> = w
+            .open
+            .iter()
+            .filter(|c| c.deadline_ms.is_some_and(|d| d <= now))
+            .map(|c| c.call_id)
+            .collect();
+        let deps = self.system.deps.clone();
+        ctx.spawn(
+            async move {
+                let mut closed = Vec::new();
+                for id in due {
+                    let closing = ToolCallClosing {
+                        status: ToolCallStatus::TimedOut,
+                        answer: None,
+                        reason: None,
+                        at_ms: now,
+                    };
+                    match service::close(&deps, id, closing).await {
+                        Ok(ToolCallClose::Closed(_) | ToolCallClose::AlreadyClosed(_)) => {
+                            closed.push(id);
+                        }
+                        Ok(ToolCallClose::NotFound) => closed.push(id),
+                        Err(e) => {
+                            tracing::warn!(call_id = %id, error = %e, "timing a tool call out failed")
+                        }
+                    }
+                }
+                closed
+            }
+            .into_actor(self)
+            .map(|closed, act, ctx| {
+                for id in closed {
+                    act.tool_call_closed(id, ctx);
+                }
+                act.schedule_tool_deadline(ctx);
+            }),
+        );
+    }
+
+    /// Call `call_id` is closed in the store: once no call is open, the turn goes on (unless
+    /// the agent was paused meanwhile: resume goes on then).
+    pub(super) fn tool_call_closed(&mut self, call_id: Uuid, ctx: &mut Context<Self>) {
+        let Phase::WaitingTool(w) = &mut self.phase else {
+            return;
+        };
+        w.open.retain(|c| c.call_id != call_id);
+        if w.open.is_empty() && self.rec.status == AgentStatus::WaitingTool {
+            self.continue_after_tools(ctx);
+        }
+    }
+
+    /// Whether the agent waits for service calls that are all closed (a pause held it).
+    pub(super) fn tools_answered(&self) -> bool {
+        matches!(&self.phase, Phase::WaitingTool(w) if w.open.is_empty())
+    }
+
+    /// Every call the turn waited for is closed: it runs again under its cause.
+    pub(super) fn continue_after_tools(&mut self, ctx: &mut Context<Self>) {
+        let Phase::WaitingTool(w) = std::mem::take(&mut self.phase) else {
+            return;
+        };
+        if let Some(timer) = w.deadline {
+            ctx.cancel_future(timer);
+        }
+        if let Err(e) = self.set_status(
+            AgentStatus::Running,
+            Some("tool calls answered".into()),
+            ctx,
+        ) {
+            tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot go on after the tool calls");
+            self.phase = Phase::WaitingTool(w);
+            return;
+        }
+        self.start_turn(w.cause, w.input, TurnInput::Continue, None, false, ctx);
+    }
+
+    /// Ends a wait for service calls early (interrupt, cancel, terminate, close): the open
+    /// calls are closed as cancelled, each call of the step gets its `interrupted` result, and
+    /// the item is marked done if `mark_done`. `None` if the agent was not waiting.
+    pub(super) fn end_tool_wait(
+        &mut self,
+        mark_done: bool,
+        ctx: &mut Context<Self>,
+    ) -> Option<Interruption> {
+        if !matches!(self.phase, Phase::WaitingTool(_)) {
+            return None;
+        }
+        let Phase::WaitingTool(w) = std::mem::take(&mut self.phase) else {
+            return None;
+        };
+        if let Some(timer) = w.deadline {
+            ctx.cancel_future(timer);
+        }
+        if mark_done {
+            self.done(w.input.map(|e| e.id), ctx);
+        }
+        let at_ms = self.deps().clock.now_ms();
+        let deps = self.system.deps.clone();
+        let open: Vec<Uuid> = w.open.iter().map(|c| c.call_id).collect();
+        ctx.spawn(
+            async move {
+                for id in open {
+                    let closing = ToolCallClosing {
+                        status: ToolCallStatus::Cancelled,
+                        answer: None,
+                        reason: Some("the turn was interrupted".into()),
+                        at_ms,
+                    };
+                    if let Err(e) = service::close(&deps, id, closing).await {
+                        tracing::warn!(call_id = %id, error = %e, "cancelling a tool call failed");
+                    }
+                }
+            }
+            .into_actor(self),
+        );
+        let closings = w
+            .unanswered
+            .iter()
+            .map(|call| {
+                conversation::interrupted_result(
+                    call.result_id,
+                    &call.call_id,
+                    "the turn was interrupted before this tool call returned",
+                    at_ms,
+                )
+            })
+            .collect();
+        let marker = ThreadEntry {
+            interrupted: true,
+            ..ThreadEntry::text(
+                derived_id(w.cause, "interrupted"),
+                Role::System,
+                "(the previous turn was interrupted)",
+                at_ms,
+            )
+        };
+        Some(Interruption { closings, marker })
+    }
+}
+
+impl Handler<AnswerToolCall> for AgentActor {
+    // Atomic: the answer is recorded before the agent handles anything else.
+    type Result = AtomicResponse<Self, Result<agentd_proto::ToolCallRecord, AgentdError>>;
+
+    fn handle(&mut self, msg: AnswerToolCall, _: &mut Self::Context) -> Self::Result {
+        let deps = self.system.deps.clone();
+        let agent_id = self.rec.id.clone();
+        let AnswerToolCall { call_id, answer } = msg;
+        let at_ms = deps.clock.now_ms();
+        AtomicResponse::new(Box::pin(
+            async move {
+                match deps.store.tool_call_get(call_id).await? {
+                    Some(call) if call.agent_id == agent_id => {}
+                    _ => return Err(service::not_found(call_id)),
+                }
+                let closing = ToolCallClosing {
+                    status: ToolCallStatus::Answered,
+                    answer: Some(answer),
+                    reason: None,
+                    at_ms,
+                };
+                match service::close(&deps, call_id, closing).await? {
+                    ToolCallClose::Closed(call) => Ok(call),
+                    ToolCallClose::AlreadyClosed(call) => Err(service::closed_error(&call)),
+                    ToolCallClose::NotFound => Err(service::not_found(call_id)),
+                }
+            }
+            .into_actor(self)
+            .map(move |res, act, ctx| {
+                if res.is_ok() {
+                    act.tool_call_closed(call_id, ctx);
+                }
+                res
+            }),
+        ))
+    }
+}

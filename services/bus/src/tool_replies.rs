@@ -1,0 +1,212 @@
+//! [`ToolReplies`]: the workers' answers to calls of service tools, on `<ns>:tool_replies`.
+//!
+//! Every process reads the stream in consumer group `agentd` (each entry reaches one of them)
+//! and hands each answer on as the command `tool_result`, which runs in the process that owns
+//! the call's agent: that process records the first answer and closes the call in one store
+//! write. Delivery to workers is at least once, so a second answer to a call is expected: it
+//! is logged and acknowledged, never dead-lettered. So is a worker's own error `code`, which
+//! is free text (not one of agentd's codes): the entry is read leniently for that.
+
+use crate::dead::DeadLetters;
+use crate::streams::{Backoff, GROUP, be, blocking_connection, ensure_group};
+use agentd_actors::AgentSystem;
+use agentd_proto::{AgentdError, Command, ErrorCode, ToolAnswerError};
+use redis::aio::ConnectionManager;
+use redis::cmd;
+use redis::streams::{StreamId, StreamReadReply};
+use serde::Deserialize;
+use serde_json::Value;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use uuid::Uuid;
+
+/// A reply envelope as workers write it, read leniently.
+#[derive(Deserialize)]
+struct ReplyEntry {
+    /// The call's id (a uuid's text, as clients write it).
+    #[serde(default)]
+    correlation_id: Option<String>,
+    item: ReplyItem,
+}
+
+#[derive(Deserialize)]
+struct ReplyItem {
+    kind: String,
+    #[serde(default)]
+    result: Option<Value>,
+    #[serde(default)]
+    error: Option<WorkerError>,
+}
+
+#[derive(Deserialize)]
+struct WorkerError {
+    #[serde(default)]
+    message: String,
+    /// Free text (any value a worker sends, shown as text).
+    #[serde(default)]
+    code: Option<Value>,
+}
+
+/// Reads `<ns>:tool_replies` and applies the answers.
+pub struct ToolReplies {
+    url: String,
+    key: String,
+    consumer: String,
+    con: ConnectionManager,
+    dead: DeadLetters,
+    max_bytes: usize,
+    stopping: Arc<AtomicBool>,
+}
+
+impl ToolReplies {
+    /// A reader of `key` as consumer `consumer` (the process id).
+    pub fn new(
+        url: &str,
+        key: String,
+        consumer: String,
+        max_bytes: usize,
+        con: ConnectionManager,
+        dead: DeadLetters,
+    ) -> Self {
+        ToolReplies {
+            url: url.to_string(),
+            key,
+            consumer,
+            con,
+            dead,
+            max_bytes,
+            stopping: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// A flag that stops the loop when set.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stopping.clone()
+    }
+
+    /// Creates the group (and the stream) and runs the loop in the background.
+    pub async fn start(self, system: AgentSystem) -> Result<(), AgentdError> {
+        let mut con = self.con.clone();
+        ensure_group(&mut con, &self.key).await?;
+        actix_rt::spawn(async move { self.run(system).await });
+        Ok(())
+    }
+
+    async fn run(self, system: AgentSystem) {
+        let mut backoff = Backoff::new();
+        while !self.stopping.load(Ordering::SeqCst) {
+            if let Err(e) = self.read(&system).await {
+                tracing::warn!(error = %e, "tool reply reader lost Redis; reconnecting");
+                backoff.wait().await;
+            }
+        }
+    }
+
+    async fn read(&self, system: &AgentSystem) -> Result<(), AgentdError> {
+        let mut reader = blocking_connection(&self.url).await.map_err(be)?;
+        let mut con = self.con.clone();
+        // Our own pending entries first (a restart with the same name), then new ones.
+        let mut cursor = "0".to_string();
+        while !self.stopping.load(Ordering::SeqCst) {
+            let reply: Option<StreamReadReply> = cmd("XREADGROUP")
+                .arg("GROUP")
+                .arg(GROUP)
+                .arg(&self.consumer)
+                .arg("COUNT")
+                .arg(100)
+                .arg("BLOCK")
+                .arg(200)
+                .arg("STREAMS")
+                .arg(&self.key)
+                .arg(&cursor)
+                .query_async(&mut reader)
+                .await
+                .map_err(be)?;
+            let entries: Vec<StreamId> = reply
+                .map(|r| r.keys)
+                .unwrap_or_default()
+                .into_iter()
+                .flat_map(|k| k.ids)
+                .collect();
+            if cursor != ">" {
+                match entries.last() {
+                    Some(last) => cursor.clone_from(&last.id),
+                    None => {
+                        cursor = ">".into();
+                        continue;
+                    }
+                }
+            }
+            for sid in entries {
+                if let Err(e) = self.apply(system, &sid).await {
+                    self.dead.send(&self.key, &sid.id, &e, sid.get("m")).await;
+                }
+                cmd("XACK")
+                    .arg(&self.key)
+                    .arg(GROUP)
+                    .arg(&sid.id)
+                    .query_async::<()>(&mut con)
+                    .await
+                    .map_err(be)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies one entry; `Err` only for an entry that is no answer at all (dead-lettered).
+    async fn apply(&self, system: &AgentSystem, sid: &StreamId) -> Result<(), AgentdError> {
+        let bad = |why: String| AgentdError::new(ErrorCode::BadEnvelope, why);
+        let bytes: Vec<u8> = sid
+            .get("m")
+            .ok_or_else(|| bad("entry has no `m` field".into()))?;
+        if bytes.len() > self.max_bytes {
+            return Err(AgentdError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("a tool reply of {} bytes", bytes.len()),
+            ));
+        }
+        let entry: ReplyEntry =
+            rmp_serde::from_slice(&bytes).map_err(|e| bad(format!("not a reply envelope: {e}")))?;
+        if entry.item.kind != "reply" {
+            return Err(bad(format!("item kind `{}`, not `reply`", entry.item.kind)));
+        }
+        let call_id = entry
+            .correlation_id
+            .as_deref()
+            .and_then(|id| Uuid::parse_str(id).ok())
+            .ok_or_else(
+                || bad("a tool reply names its call (a uuid) in `correlation_id`".into()),
+            )?;
+        let (result, error) = match entry.item.error {
+            Some(e) => (
+                None,
+                Some(ToolAnswerError {
+                    message: e.message,
+                    code: e.code.map(|c| match c {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    }),
+                }),
+            ),
+            None => (Some(entry.item.result.unwrap_or(Value::Null)), None),
+        };
+        let Some(call) = system.deps().store.tool_call_get(call_id).await? else {
+            tracing::warn!(%call_id, "a tool reply for no known call; dropped");
+            return Ok(());
+        };
+        let cmd = Command::ToolResult {
+            agent_id: call.agent_id,
+            call_id,
+            result,
+            error,
+        };
+        match system.execute(cmd).await {
+            Ok(_) => {}
+            Err(e) if e.code == ErrorCode::ToolCallClosed => {
+                tracing::debug!(%call_id, "a later answer to a closed tool call; ignored");
+            }
+            Err(e) => tracing::warn!(%call_id, error = %e, "applying a tool reply failed"),
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,179 @@
+//! A service tool answered through Redis by the Python worker of the README, run as written
+//! (its Redis port aside) with Debian's `python3-redis` and `python3-msgpack` against a real
+//! redis-server: the call reaches the worker on `<ns>:tools:lookup_order`, its answer on
+//! `<ns>:tool_replies` reaches the agent, a worker's error with its own code reaches the model
+//! as a tool error, and a second answer to the same call is ignored without a dead letter.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use agentd_tests::{AgentdProcess, RedisServer};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::{Child, Command};
+
+/// A Python with the `redis` and `msgpack` modules (`scripts/test.sh` installs them).
+fn python() -> &'static str {
+    ["/usr/bin/python3", "python3"]
+        .into_iter()
+        .find(|py| {
+            Command::new(py)
+                .args(["-c", "import redis, msgpack"])
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .expect("python3 with the redis and msgpack modules (run scripts/test.sh)")
+}
+
+/// The README's Python block.
+fn worker_source() -> String {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
+        .unwrap();
+    let start = doc.find("```python\n").expect("a python block") + "```python\n".len();
+    let end = start + doc[start..].find("```").unwrap();
+    doc[start..end].to_string()
+}
+
+struct Worker(Child);
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn config(dir: &Path, redis: &RedisServer) -> Vec<(&'static str, String)> {
+    let types = dir.join("types");
+    std::fs::create_dir_all(&types).unwrap();
+    std::fs::write(
+        types.join("clerk.toml"),
+        "name = \"clerk\"\ntitle = \"Clerk\"\ntools = [\"lookup_order\"]\n",
+    )
+    .unwrap();
+    let script = dir.join("script.toml");
+    std::fs::write(
+        &script,
+        r#"
+[[rule]]
+agent = "clerk"
+role = "user"
+contains = "order"
+text = "looking it up"
+[[rule.tool_calls]]
+name = "lookup_order"
+arguments = { order_id = "{{input}}" }
+
+[[rule]]
+agent = "clerk"
+role = "tool"
+text = "Result: {{input}}"
+"#,
+    )
+    .unwrap();
+    let file = dir.join("agentd.toml");
+    std::fs::write(
+        &file,
+        r#"
+[tools.lookup_order]
+kind = "service"
+description = "Look an order up by id."
+parameters = { type = "object", properties = { order_id = { type = "string" } }, required = ["order_id"] }
+timeout_ms = 60000
+"#,
+    )
+    .unwrap();
+    vec![
+        ("AGENTD_CONFIG", file.display().to_string()),
+        ("AGENTD__AGENTS__DIR", types.display().to_string()),
+        ("AGENTD__MODEL__SCRIPT", script.display().to_string()),
+        ("AGENTD__REDIS__URL", redis.url()),
+        ("AGENTD__REDIS__NAMESPACE", "agentd".to_string()),
+        ("AGENTD__REDIS__PARTITIONS", "4".to_string()),
+    ]
+}
+
+#[test]
+fn the_readme_s_python_worker_answers_a_service_tool_through_redis() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let p = AgentdProcess::start(&config(dir.path(), &redis));
+    // The worker starts before any call: agentd created the stream and its group.
+    let source = worker_source();
+    let script = source.replace(
+        "redis.Redis()",
+        &format!("redis.Redis(port={})", redis.port),
+    );
+    assert_ne!(script, source, "the worker connects with redis.Redis()");
+    let file = dir.path().join("worker.py");
+    std::fs::write(&file, script).unwrap();
+    let _worker = Worker(Command::new(python()).arg(&file).spawn().unwrap());
+
+    let spawn = |order: &str| {
+        p.post(
+            "/v1/agents",
+            json!({"agent_type": "clerk", "prompt": format!("order {order}")}),
+        )
+        .unwrap()["agent_id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // The scripted rule passes the whole message as the order id.
+    let found = spawn("A-1");
+    let missing = spawn("Z-9");
+    let ok = |p: &AgentdProcess, id: &str| p.texts(id).iter().any(|t| t.starts_with("Result: "));
+    p.wait_for("both answers", |p| ok(p, &found) && ok(p, &missing));
+    let found_texts = p.texts(&found);
+    assert!(
+        found_texts.iter().any(|t| t == r#"{"status":"shipped"}"#)
+            || found_texts.iter().any(|t| t.contains("no such order")),
+        "{found_texts:#?}"
+    );
+    let missing_texts = p.texts(&missing);
+    let error = missing_texts
+        .iter()
+        .find(|t| t.contains("no such order"))
+        .unwrap_or_else(|| panic!("{missing_texts:#?}"));
+    let error: Value = serde_json::from_str(error).unwrap();
+    assert_eq!(error["error"]["code"], "tool_failed");
+    assert_eq!(error["error"]["tool_code"], "E404");
+
+    // A second answer to an answered call (delivery is at least once) changes nothing and is
+    // no dead letter.
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut con = client.get_connection().unwrap();
+    let thread = p.get(&format!("/v1/agents/{found}/thread"));
+    let call_id = thread["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["role"] == "tool")
+        .map(|e| e["id"].as_str().unwrap().to_string())
+        .unwrap();
+    let reply = json!({
+        "v": 1, "id": uuid::Uuid::now_v7().to_string(), "correlation_id": call_id,
+        "from": {"type": "external", "name": "orders"}, "to": {"type": "system"},
+        "sent_at": 1, "item": {"kind": "reply", "result": {"status": "lost"}},
+    });
+    let bytes = rmp_serde::to_vec_named(&reply).unwrap();
+    let _: String = redis::cmd("XADD")
+        .arg("agentd:tool_replies")
+        .arg("*")
+        .arg("m")
+        .arg(bytes)
+        .query(&mut con)
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let dead: u64 = redis::cmd("XLEN")
+        .arg("agentd:dead")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(dead, 0, "no dead letters");
+    let pending: Value = p.get("/v1/tool_calls");
+    assert_eq!(pending["tool_calls"], json!([]));
+    assert_eq!(
+        p.texts(&found),
+        found_texts,
+        "the second answer changed nothing"
+    );
+    p.stop();
+}
