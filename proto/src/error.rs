@@ -76,12 +76,10 @@ pub enum ErrorCode {
     /// A request body came with a content type the route does not take (JSON routes take
     /// `application/json`).
     UnsupportedMediaType,
-    /// A tool outside agentd (an MCP server) failed the call: it answered with an error, it
-    /// could not be reached, or it did not answer in time. The model gets it as the call's
-    /// result and the agent goes on.
-    ToolError,
-    /// A tool run outside agentd (a webhook, a service) failed or answered with an error; the
-    /// message says how (status, an excerpt of the body, the worker's own code).
+    /// A tool run outside agentd (an MCP server, a webhook, a service) failed the call: it
+    /// answered with an error, or could not be reached; the message says how (status, an
+    /// excerpt of the body, the worker's own code). The model gets it as the call's result and
+    /// the agent goes on.
     ToolFailed,
     /// A tool call waited longer than its tool's `timeout_ms` (or its approval longer than
     /// `approval_timeout_ms`).
@@ -129,7 +127,6 @@ impl ErrorCode {
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
-            ErrorCode::ToolError => "tool_error",
             ErrorCode::ToolFailed => "tool_failed",
             ErrorCode::ToolTimeout => "tool_timeout",
             ErrorCode::ToolCallNotFound => "tool_call_not_found",
@@ -162,7 +159,6 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::DepthLimit | ErrorCode::FanoutLimit | ErrorCode::BudgetExceeded => 429,
             ErrorCode::Unavailable => 503,
-            ErrorCode::ToolError => 502,
             ErrorCode::ModelError
             | ErrorCode::StoreError
             | ErrorCode::Internal

@@ -347,7 +347,7 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
     );
     let results = wait_for_results(agentd, &outside, 1);
     assert!(
-        results[0].1 && results[0].0.contains("tool_error"),
+        results[0].1 && results[0].0.contains("tool_failed"),
         "{results:?}"
     );
     assert!(!results[0].0.contains("secret\""), "{results:?}");
@@ -363,7 +363,7 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
     );
     let results = wait_for_results(agentd, &exiting, 1);
     assert!(
-        results[0].1 && results[0].0.contains("tool_error"),
+        results[0].1 && results[0].0.contains("tool_failed"),
         "{results:?}"
     );
     agentd.wait_for("the agent is idle again", |a| {

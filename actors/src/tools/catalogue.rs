@@ -337,7 +337,7 @@ mod tests {
             _: serde_json::Value,
         ) -> Result<crate::ports::McpCallResult, agentd_proto::AgentdError> {
             Err(agentd_proto::AgentdError::new(
-                agentd_proto::ErrorCode::ToolError,
+                agentd_proto::ErrorCode::ToolFailed,
                 "not called in these tests",
             ))
         }

@@ -77,7 +77,7 @@ impl McpTool {
     }
 
     /// Calls the tool on its server. A result the server flags as an error, and a failure to
-    /// get one, are `tool_error`s: the model reads them as the call's result.
+    /// get one, are `tool_failed`s: the model reads them as the call's result.
     pub(crate) async fn run(&self, ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
         let Some(host) = ctx.system.deps.config.tools.mcp() else {
             return Err(super::tool::unknown(self.name()));
@@ -86,7 +86,7 @@ impl McpTool {
         let result = host.call(&self.0, args.clone()).await?;
         if result.is_error {
             return Err(AgentdError::new(
-                ErrorCode::ToolError,
+                ErrorCode::ToolFailed,
                 capped(&result.content.join("\n"), max),
             ));
         }

@@ -123,7 +123,7 @@ fn validator(schema: &Value) -> Result<Arc<jsonschema::Validator>, AgentdError> 
         .map(Arc::new)
         .map_err(|e| {
             AgentdError::new(
-                ErrorCode::ToolError,
+                ErrorCode::ToolFailed,
                 format!("the tool's argument schema cannot be used: {e}"),
             )
         })?;

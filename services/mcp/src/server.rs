@@ -284,11 +284,14 @@ impl Server {
             })
         };
         let result = tokio::time::timeout(timeout, call).await.map_err(|_| {
-            tool_error(format!(
-                "MCP server `{name}` did not answer `{}` within {} ms",
-                tool.tool,
-                timeout.as_millis()
-            ))
+            AgentdError::new(
+                ErrorCode::ToolTimeout,
+                format!(
+                    "MCP server `{name}` did not answer `{}` within {} ms",
+                    tool.tool,
+                    timeout.as_millis()
+                ),
+            )
         })??;
         let content: Vec<Value> = result
             .content
@@ -338,7 +341,7 @@ impl Server {
 }
 
 fn tool_error(message: String) -> AgentdError {
-    AgentdError::new(ErrorCode::ToolError, message)
+    AgentdError::new(ErrorCode::ToolFailed, message)
 }
 
 /// The client side of one connection: it says who agentd is, and lists the tools again when

@@ -267,7 +267,7 @@ impl TurnAssembly {
                 .and_then(Value::as_bool)
                 .unwrap_or(false);
             self.answered[i] = Some(if is_error {
-                json!({"error": {"code": "tool_error", "message": text}}).to_string()
+                json!({"error": {"code": "tool_failed", "message": text}}).to_string()
             } else {
                 text
             });
@@ -496,7 +496,7 @@ mod tests {
         assert_eq!(results.len(), 2);
         assert!(results[0].contains("interrupted"), "{results:?}");
         assert!(
-            results[1].contains("tool_error") && results[1].contains("denied"),
+            results[1].contains("tool_failed") && results[1].contains("denied"),
             "{results:?}"
         );
     }
