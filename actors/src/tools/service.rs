@@ -47,6 +47,15 @@ pub(crate) fn finished(deps: &Deps, call: &ToolCallRecord) {
         .finished(outcome, Duration::from_millis(took));
 }
 
+/// Whether the result a closed call gives the model is an error (anything but a worker's
+/// result).
+pub(crate) fn is_error(call: &ToolCallRecord) -> bool {
+    !matches!(
+        (&call.status, &call.answer),
+        (ToolCallStatus::Answered, Some(ToolAnswer::Result(_)))
+    )
+}
+
 /// What the model is told of a closed call: its result, or a tool error.
 pub(crate) fn result_text(call: &ToolCallRecord) -> String {
     let error = |code: &str, message: String| json!({"error": {"code": code, "message": message}});

@@ -354,14 +354,17 @@ impl Turn {
                 if let Some(service) = service {
                     match Box::pin(self.service_call(&service, call, tool_id)).await? {
                         service_calls::ServiceCall::Waiting(w) => waiting.push(w),
-                        service_calls::ServiceCall::Closed(text) if waiting.is_empty() => {
+                        service_calls::ServiceCall::Closed(text, is_error)
+                            if waiting.is_empty() =>
+                        {
                             let mut te = ThreadEntry::text(tool_id, Role::Tool, text, self.now());
                             te.tool_call_id = Some(call.id.as_str().into());
+                            te.is_error = is_error;
                             self.append(Arc::new(te)).await?;
                             self.shared.call_answered(tool_id);
                         }
                         // Written once the calls before it are answered.
-                        service_calls::ServiceCall::Closed(_) => {}
+                        service_calls::ServiceCall::Closed(..) => {}
                     }
                     continue;
                 }

@@ -33,8 +33,9 @@ pub(crate) struct WaitingCall {
 
 /// Where a service call is, as the turn sees it.
 pub(super) enum ServiceCall {
-    /// Closed: this is the result the model gets.
-    Closed(String),
+    /// Closed: this is the result the model gets, and whether it is an error (flagged as one
+    /// for the provider, Anthropic's `is_error`).
+    Closed(String, bool),
     /// Still open.
     Waiting(WaitingCall),
 }
@@ -52,7 +53,10 @@ impl Turn {
         let now = self.now();
         let stored = match deps.store.tool_call_get(call_id).await? {
             Some(stored) if !stored.status.is_open() => {
-                return Ok(ServiceCall::Closed(service::result_text(&stored)));
+                return Ok(ServiceCall::Closed(
+                    service::result_text(&stored),
+                    service::is_error(&stored),
+                ));
             }
             Some(stored) => stored,
             None => {
@@ -64,7 +68,9 @@ impl Turn {
                 // The arguments must fit the schema the model was shown.
                 let arguments = match schema::validate(&tool.parameters, &arguments) {
                     Ok(arguments) => arguments,
-                    Err(e) => return Ok(ServiceCall::Closed(json!({ "error": e }).to_string())),
+                    Err(e) => {
+                        return Ok(ServiceCall::Closed(json!({ "error": e }).to_string(), true));
+                    }
                 };
                 let made = ToolCallRecord {
                     call_id,
@@ -105,9 +111,9 @@ impl Turn {
                 at_ms: now,
             };
             return match service::close(deps, call_id, closing).await? {
-                ToolCallClose::Closed(c) | ToolCallClose::AlreadyClosed(c) => {
-                    Ok(ServiceCall::Closed(service::result_text(&c)))
-                }
+                ToolCallClose::Closed(c) | ToolCallClose::AlreadyClosed(c) => Ok(
+                    ServiceCall::Closed(service::result_text(&c), service::is_error(&c)),
+                ),
                 ToolCallClose::NotFound => Err(AgentdError::new(
                     ErrorCode::Internal,
                     format!("tool call `{call_id}` vanished from the store"),
