@@ -47,6 +47,9 @@ pub struct Limits {
     /// Largest result of a tool call from outside agentd (an MCP server) recorded for the
     /// model, in bytes; a longer one is cut and says so. Default 64 KiB.
     pub tool_result_max_bytes: usize,
+    /// How long a tool call waits for a person's approval (`awaiting_approval`) before it is
+    /// closed as timed out and the model gets a tool error, in ms. 0 = wait for ever (default).
+    pub approval_timeout_ms: u64,
 }
 
 impl Limits {
@@ -80,6 +83,7 @@ impl Default for Limits {
             max_prompt_bytes: InputLimits::default().max_prompt_bytes,
             max_message_bytes: InputLimits::default().max_message_bytes,
             tool_result_max_bytes: 64 * 1024,
+            approval_timeout_ms: 0,
         }
     }
 }

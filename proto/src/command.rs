@@ -170,6 +170,19 @@ pub enum Command {
         #[serde(default)]
         error: Option<crate::tool_call::ToolAnswerError>,
     },
+    /// Approve or reject a call of `agent_id` that waits for approval (`awaiting_approval`).
+    /// The first decision is applied; later ones get `tool_call_closed`.
+    ApproveTool {
+        /// The agent whose turn made the call.
+        agent_id: String,
+        /// agentd's id of the call.
+        call_id: uuid::Uuid,
+        /// `true` runs the call, `false` rejects it.
+        approve: bool,
+        /// Why (a rejection's reason reaches the model).
+        #[serde(default)]
+        reason: Option<String>,
+    },
     /// Run a tool as if `agent_id`'s model had called it (for gateways and tests).
     InvokeTool {
         /// The calling agent (its thread is the tool's runtime thread). Required.
@@ -236,7 +249,8 @@ impl Command {
             | Command::Checkpoint { agent_id }
             | Command::Checkpoints { agent_id }
             | Command::Restore { agent_id, .. }
-            | Command::ToolResult { agent_id, .. } => Some(agent_id),
+            | Command::ToolResult { agent_id, .. }
+            | Command::ApproveTool { agent_id, .. } => Some(agent_id),
             Command::InvokeTool { agent_id, .. } => agent_id.as_deref(),
             Command::Spawn(req) => req.parent_id.as_deref(),
             Command::List { parent_id } => parent_id.as_deref(),

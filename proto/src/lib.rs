@@ -68,8 +68,8 @@ pub use record::{AgentCli, AgentId, AgentRecord, Channel, ManageChannel};
 pub use status::AgentStatus;
 pub use thread::{Role, ThreadEntry, ToolCall};
 pub use tool_call::{
-    ToolAnswer, ToolAnswerError, ToolCallClose, ToolCallItem, ToolCallRecord, ToolCallStatus,
-    ToolCallView, ToolKind,
+    ApprovalDecision, ToolAnswer, ToolAnswerError, ToolCallClose, ToolCallItem, ToolCallRecord,
+    ToolCallStatus, ToolCallView, ToolKind,
 };
 pub use usage::{Budget, Price, Priority, Usage};
 pub use view::{

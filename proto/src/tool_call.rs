@@ -22,6 +22,9 @@ pub enum ToolKind {
     Service,
     /// A webhook agentd calls (a signed POST) and whose response is the result.
     Http,
+    /// A tool of an MCP server; only gated calls of MCP tools are recorded (they wait for
+    /// approval before they run).
+    Mcp,
 }
 
 impl ToolKind {
@@ -30,6 +33,7 @@ impl ToolKind {
         match self {
             ToolKind::Service => "service",
             ToolKind::Http => "http",
+            ToolKind::Mcp => "mcp",
         }
     }
 }
@@ -214,6 +218,17 @@ impl ToolCallRecord {
             deadline_ms: self.deadline_ms,
         }
     }
+}
+
+/// A person's decision on a call that waits for approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    /// The call runs (a service tool's call is then published and waits for its answer).
+    Approved,
+    /// The call does not run: the model gets the reason as a tool error.
+    Rejected,
 }
 
 /// What closing a call in the store found.

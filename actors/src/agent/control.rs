@@ -130,7 +130,8 @@ impl AgentActor {
                 self.continue_after_tools(ctx);
                 return Ok(());
             }
-            return self.set_status(AgentStatus::WaitingTool, Some("resumed".into()), ctx);
+            let status = self.tool_wait_status();
+            return self.set_status(status, Some("resumed".into()), ctx);
         }
         let Phase::PausedMidTurn { input } = std::mem::take(&mut self.phase) else {
             return self.set_status(AgentStatus::Idle, Some("resumed".into()), ctx);

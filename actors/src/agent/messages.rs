@@ -198,3 +198,17 @@ pub struct AnswerToolCall {
     /// The answer.
     pub answer: agentd_proto::ToolAnswer,
 }
+
+/// A person's decision on a call of the agent that waits for approval: one store write
+/// (`pending` when approved, `rejected` otherwise), then the wait goes on as for an answer.
+/// Answers the call as decided, or `tool_call_closed` / `tool_call_not_found`.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<agentd_proto::ToolCallRecord, AgentdError>")]
+pub struct DecideToolCall {
+    /// agentd's id of the call.
+    pub call_id: uuid::Uuid,
+    /// Approve (run it) or reject it.
+    pub approve: bool,
+    /// Why (a rejection's reason reaches the model).
+    pub reason: Option<String>,
+}

@@ -81,11 +81,12 @@ impl AgentActor {
             return prestart;
         }
         let status = self.rec.status;
-        // `running` or `waiting_tool` with no turn here: the actor was activated again (a
+        // `running`, `waiting_tool` or `waiting_review` with no turn here: the actor was activated again (a
         // restart) and its turn runs again from its item.
         if !(status.accepts_turns()
             || status == AgentStatus::Running
-            || status == AgentStatus::WaitingTool)
+            || status == AgentStatus::WaitingTool
+            || status == AgentStatus::WaitingReview)
         {
             return prestart;
         }

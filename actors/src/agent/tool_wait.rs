@@ -10,7 +10,7 @@
 
 use super::AgentActor;
 use super::control::Interruption;
-use super::messages::AnswerToolCall;
+use super::messages::{AnswerToolCall, DecideToolCall};
 use super::phase::{Phase, ToolWait};
 use crate::ports::ToolCallClosing;
 use crate::tools::service;
@@ -35,8 +35,18 @@ impl AgentActor {
         ctx: &mut Context<Self>,
     ) {
         let tools: Vec<&str> = open.iter().map(|c| &*c.tool).collect();
-        let reason = format!("waiting for {}", tools.join(", "));
-        let ids: Vec<Uuid> = open.iter().map(|c| c.call_id).collect();
+        let (status, reason) = if open.iter().any(|c| c.review) {
+            (
+                AgentStatus::WaitingReview,
+                format!("waiting for approval of {}", tools.join(", ")),
+            )
+        } else {
+            (
+                AgentStatus::WaitingTool,
+                format!("waiting for {}", tools.join(", ")),
+            )
+        };
+        let ids: Vec<(Uuid, bool)> = open.iter().map(|c| (c.call_id, c.review)).collect();
         self.phase = Phase::WaitingTool(Box::new(ToolWait {
             cause,
             input,
@@ -44,7 +54,7 @@ impl AgentActor {
             unanswered,
             deadline: None,
         }));
-        if let Err(e) = self.set_status(AgentStatus::WaitingTool, Some(reason), ctx) {
+        if let Err(e) = self.set_status(status, Some(reason), ctx) {
             tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot wait for tools");
         }
         self.schedule_tool_deadline(ctx);
@@ -54,9 +64,14 @@ impl AgentActor {
         ctx.spawn(
             async move {
                 let mut closed = Vec::new();
-                for id in ids {
+                for (id, review) in ids {
+                    // A call at the gate waits for its decision, any other for its answer.
                     if let Ok(Some(call)) = store.tool_call_get(id).await
-                        && !call.status.is_open()
+                        && (if review {
+                            call.status != ToolCallStatus::AwaitingApproval
+                        } else {
+                            !call.status.is_open()
+                        })
                     {
                         closed.push(id);
                     }
@@ -148,8 +163,27 @@ impl AgentActor {
             return;
         };
         w.open.retain(|c| c.call_id != call_id);
-        if w.open.is_empty() && self.rec.status == AgentStatus::WaitingTool {
+        let reviewing = w.open.iter().any(|c| c.review);
+        let waiting = matches!(
+            self.rec.status,
+            AgentStatus::WaitingTool | AgentStatus::WaitingReview
+        );
+        if w.open.is_empty() && waiting {
             self.continue_after_tools(ctx);
+        } else if !reviewing && self.rec.status == AgentStatus::WaitingReview {
+            // Decided: what is left waits for answers.
+            if let Err(e) = self.set_status(AgentStatus::WaitingTool, Some("approved".into()), ctx)
+            {
+                tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot wait for tools");
+            }
+        }
+    }
+
+    /// The status a wait for calls shows: `waiting_review` while a call waits for approval.
+    pub(super) fn tool_wait_status(&self) -> AgentStatus {
+        match &self.phase {
+            Phase::WaitingTool(w) if w.open.iter().any(|c| c.review) => AgentStatus::WaitingReview,
+            _ => AgentStatus::WaitingTool,
         }
     }
 
@@ -254,6 +288,10 @@ impl Handler<AnswerToolCall> for AgentActor {
         AtomicResponse::new(Box::pin(
             async move {
                 match deps.store.tool_call_get(call_id).await? {
+                    // A worker never answers past the gate.
+                    Some(call) if call.status == ToolCallStatus::AwaitingApproval => {
+                        return Err(service::closed_error(&call));
+                    }
                     Some(call) if call.agent_id == agent_id => {}
                     _ => return Err(service::not_found(call_id)),
                 }
@@ -272,6 +310,58 @@ impl Handler<AnswerToolCall> for AgentActor {
             .into_actor(self)
             .map(move |res, act, ctx| {
                 if res.is_ok() {
+                    act.tool_call_closed(call_id, ctx);
+                }
+                res
+            }),
+        ))
+    }
+}
+
+impl Handler<DecideToolCall> for AgentActor {
+    // Atomic: the decision is recorded before the agent handles anything else.
+    type Result = AtomicResponse<Self, Result<agentd_proto::ToolCallRecord, AgentdError>>;
+
+    fn handle(&mut self, msg: DecideToolCall, _: &mut Self::Context) -> Self::Result {
+        let deps = self.system.deps.clone();
+        let agent_id = self.rec.id.clone();
+        let DecideToolCall {
+            call_id,
+            approve,
+            reason,
+        } = msg;
+        let at_ms = deps.clock.now_ms();
+        AtomicResponse::new(Box::pin(
+            async move {
+                match deps.store.tool_call_get(call_id).await? {
+                    Some(call) if call.agent_id == agent_id => {
+                        if call.status != ToolCallStatus::AwaitingApproval {
+                            return Err(service::closed_error(&call));
+                        }
+                    }
+                    _ => return Err(service::not_found(call_id)),
+                }
+                let closing = ToolCallClosing {
+                    status: if approve {
+                        ToolCallStatus::Pending
+                    } else {
+                        ToolCallStatus::Rejected
+                    },
+                    answer: None,
+                    reason,
+                    at_ms,
+                };
+                // One store write: it applies only to a call still awaiting approval.
+                match service::close(&deps, call_id, closing).await? {
+                    ToolCallClose::Closed(call) => Ok(call),
+                    ToolCallClose::AlreadyClosed(call) => Err(service::closed_error(&call)),
+                    ToolCallClose::NotFound => Err(service::not_found(call_id)),
+                }
+            }
+            .into_actor(self)
+            .map(move |res, act, ctx| {
+                if res.is_ok() {
+                    // Decided either way: the gate no longer holds the turn.
                     act.tool_call_closed(call_id, ctx);
                 }
                 res

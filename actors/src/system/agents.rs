@@ -156,7 +156,8 @@ impl AgentSystem {
     ) -> Result<agentd_proto::ToolCallRecord, AgentdError> {
         match self.system.deps.store.tool_call_get(call_id).await? {
             Some(call) if call.agent_id == agent_id => {
-                if !call.status.is_open() {
+                // Open and past its gate, if it had one.
+                if call.status != agentd_proto::ToolCallStatus::Pending {
                     return Err(crate::tools::service::closed_error(&call));
                 }
             }
@@ -166,6 +167,35 @@ impl AgentSystem {
         addr.send(crate::agent::messages::AnswerToolCall { call_id, answer })
             .await
             .map_err(mailbox)?
+    }
+
+    /// Decides call `call_id` of `agent_id` that waits for approval: `approve` runs it,
+    /// otherwise the model gets `reason` as a tool error. The first decision is applied
+    /// (`tool_call_closed` after it, `tool_call_not_found` for a call that is not the agent's).
+    /// Only people decide, through the API, the command or agentctl: no tool calls this.
+    pub async fn decide_tool_call(
+        &self,
+        agent_id: &str,
+        call_id: uuid::Uuid,
+        approve: bool,
+        reason: Option<String>,
+    ) -> Result<agentd_proto::ToolCallRecord, AgentdError> {
+        match self.system.deps.store.tool_call_get(call_id).await? {
+            Some(call) if call.agent_id == agent_id => {
+                if call.status != agentd_proto::ToolCallStatus::AwaitingApproval {
+                    return Err(crate::tools::service::closed_error(&call));
+                }
+            }
+            _ => return Err(crate::tools::service::not_found(call_id)),
+        }
+        let addr = self.live(agent_id).await?;
+        addr.send(crate::agent::messages::DecideToolCall {
+            call_id,
+            approve,
+            reason,
+        })
+        .await
+        .map_err(mailbox)?
     }
 
     /// The open calls of service tools (`pending`, `awaiting_approval`, or both when

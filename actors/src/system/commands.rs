@@ -158,6 +158,22 @@ impl AgentSystem {
                 let call = self.answer_tool_call(&agent_id, call_id, answer).await?;
                 Ok(json!({"call_id": call.call_id, "status": call.status}))
             }
+            Command::ApproveTool {
+                agent_id,
+                call_id,
+                approve,
+                reason,
+            } => {
+                let call = self
+                    .decide_tool_call(&agent_id, call_id, approve, reason)
+                    .await?;
+                let decision = if call.status == agentd_proto::ToolCallStatus::Rejected {
+                    agentd_proto::ApprovalDecision::Rejected
+                } else {
+                    agentd_proto::ApprovalDecision::Approved
+                };
+                Ok(json!({"call_id": call.call_id, "decision": decision}))
+            }
             Command::SetEnv { agent_id, env } => self
                 .set_env(&agent_id, env)
                 .await
@@ -191,7 +207,8 @@ pub fn runs_where_the_agent_lives(cmd: &Command) -> Option<&str> {
         | Command::SetEnv { agent_id, .. }
         | Command::Checkpoint { agent_id }
         | Command::Restore { agent_id, .. }
-        | Command::ToolResult { agent_id, .. } => Some(agent_id),
+        | Command::ToolResult { agent_id, .. }
+        | Command::ApproveTool { agent_id, .. } => Some(agent_id),
         Command::InvokeTool { agent_id, .. } => {
             agent_id.as_deref().filter(|a| !a.trim().is_empty())
         }

@@ -101,6 +101,7 @@ impl AgentSystem {
                     | agentd_proto::AgentStatus::Queued
                     | agentd_proto::AgentStatus::WaitingRateLimit
                     | agentd_proto::AgentStatus::WaitingTool
+                    | agentd_proto::AgentStatus::WaitingReview
             ) || (pending && rec.status.accepts_turns())
             {
                 self.system

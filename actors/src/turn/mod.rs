@@ -16,6 +16,7 @@
 //! | [`service_calls`] | calls of service tools: stored, announced, waited for, their results |
 //! | [`shared`] | what the turn shares with its actor: a stop request, the calls it has open, the model call in flight |
 
+mod approvals;
 mod compact;
 mod context_window;
 mod known_thread;
@@ -346,6 +347,30 @@ impl Turn {
                     continue;
                 }
                 let tool = tools::callable(&self.rec, &self.deps, &call.name);
+                // A call behind an approval gate runs only once a person approved it.
+                let mut gated = false;
+                if let Ok(t) = &tool
+                    && t.needs_approval()
+                {
+                    match Box::pin(self.approval_gate(t, call, tool_id)).await? {
+                        approvals::Gate::Waiting(w) => {
+                            waiting.push(w);
+                            continue;
+                        }
+                        approvals::Gate::Closed(text) => {
+                            if waiting.is_empty() {
+                                let mut te =
+                                    ThreadEntry::text(tool_id, Role::Tool, text, self.now());
+                                te.tool_call_id = Some(call.id.as_str().into());
+                                te.is_error = true;
+                                self.append(Arc::new(te)).await?;
+                                self.shared.call_answered(tool_id);
+                            }
+                            continue;
+                        }
+                        approvals::Gate::Approved => gated = true,
+                    }
+                }
                 let service = tool.as_ref().ok().and_then(|t| {
                     t.configured()
                         .filter(|c| c.kind() == agentd_proto::ToolKind::Service)
@@ -399,8 +424,12 @@ impl Turn {
                 let mut te = ThreadEntry::text(tool_id, Role::Tool, text, self.now());
                 te.tool_call_id = Some(call.id.as_str().into());
                 te.is_error = is_error;
+                let ran = gated.then(|| te.text.clone());
                 self.append(Arc::new(te)).await?;
                 self.shared.call_answered(tool_id);
+                if let Some(text) = ran {
+                    self.gated_call_ran(tool_id, &text, is_error).await?;
+                }
                 if yielded.is_some() {
                     result.yielded = yielded;
                     self.close_after_yield(&resp.tool_calls[i + 1..], &result_ids[i + 1..])

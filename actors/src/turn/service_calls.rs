@@ -29,6 +29,8 @@ pub(crate) struct WaitingCall {
     pub tool: Box<str>,
     /// When it times out (absolute), if ever.
     pub deadline_ms: Option<u64>,
+    /// It waits for a person's approval (`waiting_review`), not for an answer.
+    pub review: bool,
 }
 
 /// Where a service call is, as the turn sees it.
@@ -135,6 +137,7 @@ impl Turn {
             call_id,
             tool: stored.tool.as_str().into(),
             deadline_ms: stored.deadline_ms,
+            review: false,
         }))
     }
 }

@@ -185,6 +185,26 @@ enum Cmd {
         #[arg(long, requires = "error")]
         code: Option<String>,
     },
+    /// Approve a tool call that waits for approval (`waiting_review`): it runs.
+    Approve {
+        /// Agent id.
+        agent_id: String,
+        /// agentd's id of the call (`GET /v1/tool_calls?status=awaiting_approval`).
+        call_id: String,
+        /// Why (kept with the call).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Reject a tool call that waits for approval: the model gets the reason as a tool error.
+    Reject {
+        /// Agent id.
+        agent_id: String,
+        /// agentd's id of the call (`GET /v1/tool_calls?status=awaiting_approval`).
+        call_id: String,
+        /// Why, for the model.
+        #[arg(long)]
+        reason: String,
+    },
     /// Replace an agent's budget (then `resume` it if it was paused for its budget).
     Budget {
         /// Agent id.
@@ -453,6 +473,24 @@ fn run(cli: &Cli) -> Result<Value, Failure> {
                 Some(body),
             )
         }
+        Cmd::Approve {
+            agent_id,
+            call_id,
+            reason,
+        } => call(
+            "POST",
+            &v1(&format!("/agents/{agent_id}/approvals/{call_id}")),
+            Some(json!({"approve": true, "reason": reason})),
+        ),
+        Cmd::Reject {
+            agent_id,
+            call_id,
+            reason,
+        } => call(
+            "POST",
+            &v1(&format!("/agents/{agent_id}/approvals/{call_id}")),
+            Some(json!({"approve": false, "reason": reason})),
+        ),
         Cmd::Budget {
             agent_id,
             max_tokens,

@@ -192,6 +192,16 @@ pub struct ToolCallAnswered {
     pub status: agentd_proto::ToolCallStatus,
 }
 
+/// `POST /v1/agents/{id}/approvals/{call_id}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ToolCallDecided {
+    /// agentd's id of the call.
+    #[schema(format = Uuid)]
+    pub call_id: String,
+    /// `approved` or `rejected`.
+    pub decision: agentd_proto::ApprovalDecision,
+}
+
 /// What every description of a checkpoint says about it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CheckpointFacts {
@@ -290,6 +300,7 @@ pub struct CheckpointDetail {
         crate::http::tools,
         crate::http::invoke_tool,
         crate::http::tool_result,
+        crate::http::approve_tool,
         crate::http::tool_calls,
         crate::http::set_env,
         crate::http::checkpoints,

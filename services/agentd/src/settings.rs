@@ -429,6 +429,9 @@ impl ToolSettings {
                     return bad("url and secret_env are for kind = \"http\"".into());
                 }
             }
+            agentd_proto::ToolKind::Mcp => {
+                return bad("MCP tools come from [mcp.servers.<name>], not [tools]".into());
+            }
         }
         Ok(())
     }

@@ -286,6 +286,10 @@ fn build_tools(settings: &Settings) -> anyhow::Result<ToolCatalogue> {
     for (name, t) in &settings.tools {
         let run = match t.kind {
             agentd_proto::ToolKind::Service => ConfiguredRun::Service,
+            // Refused when the settings are read.
+            agentd_proto::ToolKind::Mcp => {
+                anyhow::bail!("tools.{name}: MCP tools come from [mcp.servers.<name>]")
+            }
             agentd_proto::ToolKind::Http => {
                 let secret = match t.secret_env.trim() {
                     "" => String::new(),

@@ -92,6 +92,10 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                         .route(web::post().to(tool_result)),
                 )
                 .service(
+                    web::resource("/agents/{id}/approvals/{call_id}")
+                        .route(web::post().to(approve_tool)),
+                )
+                .service(
                     web::resource("/agents/{id}/checkpoints")
                         .route(web::get().to(checkpoints))
                         .route(web::post().to(take_checkpoint)),

@@ -129,6 +129,50 @@ pub(crate) async fn tool_result(
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }
 
+/// A person's decision on a call that waits for approval.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ApprovalBody {
+    /// `true` runs the call, `false` rejects it.
+    approve: bool,
+    /// Why; a rejection's reason reaches the model as the tool's error.
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// Approve or reject a call that waits for approval (the first decision is applied). An
+/// approved call runs (a service tool's call is then published and waits for its answer); a
+/// rejected one reaches the model as a tool error carrying the reason.
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/approvals/{call_id}", tag = "tools",
+    params(
+        ("id" = String, Path, description = "The agent whose turn made the call"),
+        ("call_id" = uuid::Uuid, Path, description = "agentd's id of the call"),
+    ),
+    request_body(content = ApprovalBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The decision was applied: `{call_id, decision}`", body = crate::openapi::ToolCallDecided),
+        (status = 404, description = "`tool_call_not_found`: no such call of this agent", body = AgentdError),
+        (status = 409, description = "`tool_call_closed`: decided, answered, timed out or cancelled already", body = AgentdError),
+    )
+)]
+pub(crate) async fn approve_tool(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    path: web::Path<(String, uuid::Uuid)>,
+    body: JsonObject<ApprovalBody>,
+) -> ApiResult {
+    let (agent_id, call_id) = path.into_inner();
+    let body = body.into_inner();
+    let cmd = Command::ApproveTool {
+        agent_id,
+        call_id,
+        approve: body.approve,
+        reason: body.reason,
+    };
+    Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
+}
+
 #[derive(Deserialize)]
 pub(crate) struct ToolCallsQuery {
     status: Option<agentd_proto::ToolCallStatus>,
