@@ -394,9 +394,11 @@ async fn a_shutdown_aborts_the_call_in_flight_and_stores_what_it_cost() {
     let sys = system(openai(&provider.url), Arc::new(SystemClock));
     let mut rx = sys.events();
     let a = sys.root("plain", Some("tell me a long story")).await;
-    next_event(&mut rx, "text arriving", |e| {
-        matches!(e, Event::TextDelta { agent_id, .. } if *agent_id == a.id)
-    })
+    next_event(
+        &mut rx,
+        "text arriving",
+        |e| matches!(e, Event::TextDelta { agent_id, .. } if *agent_id == a.id),
+    )
     .await;
     sys.system.shutdown().await;
     wait_until("the provider to see the hang-up", || async {
