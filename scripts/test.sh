@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole agentd test suite. Installs what the tests need when it is missing
 # (redis-server, from Debian's packages, for the Redis tests; chromium and the npm packages of
-# tests/browser for the dashboard test; a pinned schemathesis for the OpenAPI conformance test),
-# then runs the cargo tests.
+# tests/browser for the dashboard test; the Claude Code CLI of tests/claude for the process
+# backend's claude-code test; the MCP servers of tests/mcp and a pinned Python mcp for the MCP
+# tests; a pinned schemathesis for the OpenAPI conformance test), then runs the cargo tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +40,35 @@ if [ -n "$BROWSER_PKGS" ]; then
 fi
 if [ ! -d tests/browser/node_modules ]; then
   npm ci --prefix tests/browser --no-audit --no-fund
+fi
+# The real Claude Code CLI for tests/tests/claude_code.rs, pinned (with its platform binary
+# package, e.g. linux-x64) by tests/claude/package-lock.json.
+if [ ! -d tests/claude/node_modules ]; then
+  npm ci --prefix tests/claude --no-audit --no-fund
+fi
+
+# The MCP reference servers (server-everything, server-filesystem) for the MCP tests
+# (tests/tests/mcp_tools.rs), pinned by tests/mcp/package-lock.json.
+if [ ! -d tests/mcp/node_modules ]; then
+  npm ci --prefix tests/mcp --no-audit --no-fund
+fi
+
+# The Python MCP SDK, pinned, for the MCP server the MCP tests write in Python
+# (tests/mcp/exiting_server.py), in a virtualenv of its own under target/ (git-ignored).
+MCP_PY_VERSION=2.3.0
+MCP_VENV=target/.venv-mcp
+if ! "$MCP_VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$MCP_PY_VERSION')" 2>/dev/null; then
+  echo "installing the Python mcp package $MCP_PY_VERSION into $MCP_VENV" >&2
+  if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+    SUDO=""
+    if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
+  fi
+  rm -rf "$MCP_VENV"
+  mkdir -p target
+  python3 -m venv "$MCP_VENV"
+  "$MCP_VENV/bin/pip" install -q --disable-pip-version-check "mcp==$MCP_PY_VERSION"
 fi
 
 # schemathesis, pinned, for the OpenAPI conformance test (tests/tests/openapi_conformance.rs),

@@ -35,6 +35,7 @@ pub async fn capture(
         usage: rec.usage,
         cost_usd: rec.cost_usd,
         turns: rec.turns,
+        cli_session_id: rec.agent_cli.as_ref().and_then(|c| c.session_id.clone()),
     };
     deps.store
         .checkpoint_put(&cp, deps.config.checkpoints_keep)
@@ -147,6 +148,7 @@ mod tests {
             usage: Default::default(),
             cost_usd: 0.0,
             turns: 1,
+            cli_session_id: None,
         };
         let restore = agentd_proto::ids::new_id();
         let p = plan(&cp, restore);

@@ -44,6 +44,9 @@ pub struct Limits {
     /// Largest message (follow-up, reset seed, Manage message, dependency, answer), in bytes.
     /// Default 128 KiB.
     pub max_message_bytes: usize,
+    /// Largest result of a tool call from outside agentd (an MCP server) recorded for the
+    /// model, in bytes; a longer one is cut and says so. Default 64 KiB.
+    pub tool_result_max_bytes: usize,
 }
 
 impl Limits {
@@ -76,6 +79,7 @@ impl Default for Limits {
             max_title_chars: InputLimits::default().max_title_chars,
             max_prompt_bytes: InputLimits::default().max_prompt_bytes,
             max_message_bytes: InputLimits::default().max_message_bytes,
+            tool_result_max_bytes: 64 * 1024,
         }
     }
 }
@@ -107,6 +111,13 @@ pub struct AgentType {
     /// How many phases a task of this type has (`=== PHASE N COMPLETE ===`); progress is
     /// phase / phases.
     pub phases: Option<u32>,
+    /// Tools an agent CLI (the process backend's `claude-code` protocol) runs by itself for
+    /// agents of this type (`--allowedTools`): the CLI's own names, e.g. `Bash`, `Read`,
+    /// `Edit`, or rules such as `Bash(git:*)`. An agent's own allowed tools narrow them.
+    pub cli_tools: Vec<String>,
+    /// The agent CLI's permission mode for this type (`--permission-mode`: `default`,
+    /// `acceptEdits`, `plan`, `bypassPermissions`); unset = the CLI's default.
+    pub cli_permission_mode: Option<String>,
 }
 
 /// The agent type table, with the seed's aliases (`worker` = `coding`, `debugger` = `debug`).

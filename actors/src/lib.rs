@@ -12,7 +12,7 @@
 //! | `handle` | `SystemHandle`: what every actor of a process holds, behind one pointer |
 //! | `agent` | `AgentActor`: one agent's phase, inbox queue, write-behind buffer, turns |
 //! | `turn` | one turn: model call → tools → repeat; reset and compaction |
-//! | `tools` | the tool registry: built-in tools (one file each), the versioned catalogue, visibility |
+//! | `tools` | the tool registry: built-in tools (one file each), MCP tools, the versioned catalogue, visibility |
 //! | `supervisor` | `Supervisor`: the live-agent directory, spawn, activation, lifecycle cascades |
 //! | `channel_router` | `ChannelRouter`: where every envelope and child output goes |
 //! | `parent_router` | `ParentRouter`: worker aliases, sync waits, forwarding to the parent |
@@ -53,11 +53,17 @@ pub use config::{AgentType, AgentTypes, ContextWindow, Limits, ProviderRates, Ru
 pub use deps::Deps;
 pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 pub use ports::{
-    AnswerObserver, DEDUP_WINDOW, EventSink, ModelClient, ModelError, ModelRequest, ModelResponse,
+    AnswerObserver, CliRun, CliStep, CliTools, DEDUP_WINDOW, EventSink, McpCallResult,
+    McpServerStatus, McpToolDef, McpTools, ModelClient, ModelError, ModelRequest, ModelResponse,
     Purpose, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadEntries,
-    ThreadStore, ToolSpec, Transport, WorkerAlias,
+    ThreadStore, ToolSpec, Transport, WebhookCall, WebhookClient, WebhookError, WorkerAlias,
 };
 pub use system::AgentSystem;
 /// The token a [`ModelRequest`] is cancelled by (re-exported so backends and tests name one
 /// version of it).
 pub use tokio_util::sync::CancellationToken;
+pub use tools::mcp::{is_valid_exposed_name, split_exposed};
+pub use tools::{
+    Approval, ConfiguredRun, ConfiguredTool, Secret, ToolCatalogue, ToolPattern, check_type_tools,
+    is_valid_server_name,
+};

@@ -34,6 +34,7 @@ pub(crate) fn record(id: &str) -> AgentRecord {
         current_task: None,
         task_steps_counted: 0,
         result: None,
+        agent_cli: None,
         created_at_ms: 0,
         updated_at_ms: 0,
     }

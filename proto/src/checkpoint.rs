@@ -89,6 +89,9 @@ pub struct Checkpoint {
     /// Turns completed up to then.
     #[serde(default)]
     pub turns: u64,
+    /// The agent CLI session of an agent an agent CLI runs (restoring resumes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cli_session_id: Option<String>,
 }
 
 impl Checkpoint {

@@ -31,6 +31,7 @@ pub fn interrupted_result(id: Uuid, call_id: &str, why: &str, at_ms: u64) -> Thr
     .to_string();
     let mut entry = ThreadEntry::text(id, Role::Tool, text, at_ms);
     entry.tool_call_id = Some(call_id.into());
+    entry.is_error = true;
     entry
 }
 

@@ -76,6 +76,21 @@ pub enum ErrorCode {
     /// A request body came with a content type the route does not take (JSON routes take
     /// `application/json`).
     UnsupportedMediaType,
+    /// A tool outside agentd (an MCP server) failed the call: it answered with an error, it
+    /// could not be reached, or it did not answer in time. The model gets it as the call's
+    /// result and the agent goes on.
+    ToolError,
+    /// A tool run outside agentd (a webhook, a service) failed or answered with an error; the
+    /// message says how (status, an excerpt of the body, the worker's own code).
+    ToolFailed,
+    /// A tool call waited longer than its tool's `timeout_ms` (or its approval longer than
+    /// `approval_timeout_ms`).
+    ToolTimeout,
+    /// No pending or closed tool call has that id (for that agent).
+    ToolCallNotFound,
+    /// The tool call was answered, timed out, cancelled or rejected already: an answer or a
+    /// decision is applied once.
+    ToolCallClosed,
 }
 
 impl ErrorCode {
@@ -114,6 +129,11 @@ impl ErrorCode {
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ErrorCode::ToolError => "tool_error",
+            ErrorCode::ToolFailed => "tool_failed",
+            ErrorCode::ToolTimeout => "tool_timeout",
+            ErrorCode::ToolCallNotFound => "tool_call_not_found",
+            ErrorCode::ToolCallClosed => "tool_call_closed",
         }
     }
 
@@ -125,6 +145,7 @@ impl ErrorCode {
             | ErrorCode::UnknownAgentType
             | ErrorCode::UnknownProvider
             | ErrorCode::CheckpointNotFound
+            | ErrorCode::ToolCallNotFound
             | ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::UnsupportedMediaType => 415,
@@ -133,10 +154,15 @@ impl ErrorCode {
             | ErrorCode::NotAncestor
             | ErrorCode::ToolNotAllowed
             | ErrorCode::SelfTarget => 403,
-            ErrorCode::InvalidTransition | ErrorCode::Interrupted => 409,
+            ErrorCode::InvalidTransition | ErrorCode::Interrupted | ErrorCode::ToolCallClosed => {
+                409
+            }
+            ErrorCode::ToolFailed => 502,
+            ErrorCode::ToolTimeout => 504,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::DepthLimit | ErrorCode::FanoutLimit | ErrorCode::BudgetExceeded => 429,
             ErrorCode::Unavailable => 503,
+            ErrorCode::ToolError => 502,
             ErrorCode::ModelError
             | ErrorCode::StoreError
             | ErrorCode::Internal
@@ -241,6 +267,8 @@ mod tests {
             ErrorCode::NotFound,
             ErrorCode::MethodNotAllowed,
             ErrorCode::UnsupportedMediaType,
+            ErrorCode::ToolCallNotFound,
+            ErrorCode::ToolCallClosed,
         ] {
             let json = serde_json::to_string(&code).unwrap_or_default();
             assert_eq!(json, format!("\"{}\"", code.as_str()));

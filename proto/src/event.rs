@@ -149,6 +149,35 @@ pub enum Event {
         /// The text that arrived since the previous piece.
         text: String,
     },
+    /// An agent's turn called a tool that runs outside agentd (a service or a webhook). The
+    /// arguments are not in the event (they stay out of logs and event streams).
+    ToolCallRequested {
+        /// The agent.
+        agent_id: String,
+        /// agentd's id of the call.
+        call_id: uuid::Uuid,
+        /// The tool.
+        tool: String,
+        /// `service` or `http`.
+        kind: crate::tool_call::ToolKind,
+    },
+    /// Such a call has its result.
+    ToolCallFinished {
+        /// The agent.
+        agent_id: String,
+        /// agentd's id of the call.
+        call_id: uuid::Uuid,
+        /// The tool.
+        tool: String,
+        /// `service` or `http`.
+        kind: crate::tool_call::ToolKind,
+        /// From request to result, ms.
+        duration_ms: u64,
+        /// Whether the result is a value (not an error).
+        ok: bool,
+        /// `ok`, `error`, `timed_out`, `cancelled` or `rejected`.
+        outcome: String,
+    },
 }
 
 impl Event {
@@ -172,6 +201,8 @@ impl Event {
             Event::Restored { .. } => "restored",
             Event::ContextCompacted { .. } => "context_compacted",
             Event::TextDelta { .. } => "text_delta",
+            Event::ToolCallRequested { .. } => "tool_call_requested",
+            Event::ToolCallFinished { .. } => "tool_call_finished",
         }
     }
 
@@ -192,6 +223,8 @@ impl Event {
             | Event::Restored { agent_id, .. }
             | Event::ContextCompacted { agent_id, .. }
             | Event::TextDelta { agent_id, .. }
+            | Event::ToolCallRequested { agent_id, .. }
+            | Event::ToolCallFinished { agent_id, .. }
             | Event::Deleted { agent_id } => agent_id,
             Event::Forwarded { parent_id, .. } => parent_id,
         }
@@ -280,6 +313,21 @@ mod tests {
                 step_id: id,
                 seq: 0,
                 text: a(),
+            },
+            Event::ToolCallRequested {
+                agent_id: a(),
+                call_id: id,
+                tool: a(),
+                kind: crate::tool_call::ToolKind::Service,
+            },
+            Event::ToolCallFinished {
+                agent_id: a(),
+                call_id: id,
+                tool: a(),
+                kind: crate::tool_call::ToolKind::Http,
+                duration_ms: 1,
+                ok: true,
+                outcome: a(),
             },
         ];
         for e in &events {

@@ -17,6 +17,7 @@
 //! | [`record`] | [`AgentRecord`] and the [`Channel`] descriptor of a thread |
 //! | [`thread`] | [`ThreadEntry`], [`Role`], [`ToolCall`] |
 //! | [`conversation`] | the rule that pairs each tool call with one result, and what keeps it |
+//! | [`tool_call`] | [`ToolCallRecord`]: a tool call answered outside a turn (service tools) |
 //! | [`time`] | RFC 3339 timestamps beside the millisecond ones |
 //! | [`usage`] | [`Usage`] in four kinds, [`Price`] tables and [`Budget`]s |
 //! | [`limits`] | [`InputLimits`]: titles, prompts and messages callers may hand agentd |
@@ -46,6 +47,7 @@ pub mod record;
 pub mod status;
 pub mod thread;
 pub mod time;
+pub mod tool_call;
 pub mod usage;
 pub mod view;
 
@@ -62,9 +64,13 @@ pub use limits::InputLimits;
 pub use manage::{AsyncForward, ManageCommand, ManageMode, ManageOptions, ManageRequest};
 pub use markers::Marker;
 pub use output::Output;
-pub use record::{AgentId, AgentRecord, Channel, ManageChannel};
+pub use record::{AgentCli, AgentId, AgentRecord, Channel, ManageChannel};
 pub use status::AgentStatus;
 pub use thread::{Role, ThreadEntry, ToolCall};
+pub use tool_call::{
+    ToolAnswer, ToolAnswerError, ToolCallClose, ToolCallRecord, ToolCallStatus, ToolCallView,
+    ToolKind,
+};
 pub use usage::{Budget, Price, Priority, Usage};
 pub use view::{
     AgentList, AgentSummary, AgentTrees, AgentView, Inspection, LiveState, QueueState, QueueTask,

@@ -56,6 +56,20 @@ impl Channel {
     }
 }
 
+/// What agentd keeps of the agent CLI that runs an agent (the process backend's `claude-code`
+/// protocol).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentCli {
+    /// The CLI's session (the `session_id` of its `system/init` line): a new process for the
+    /// agent resumes it (`--resume`), so the conversation survives restarts. `None` after a
+    /// reset, until the next call starts a new one.
+    pub session_id: Option<String>,
+    /// What the CLI itself reported its calls cost, USD, added up; agentd prices the same
+    /// calls' usage with its own table into `cost_usd`.
+    pub reported_cost_usd: f64,
+}
+
 /// Everything agentd keeps about one agent besides its thread.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentRecord {
@@ -146,6 +160,10 @@ pub struct AgentRecord {
     /// The yield result, once the agent completed its task.
     #[serde(default)]
     pub result: Option<Box<serde_json::Value>>,
+    /// Its agent CLI's session and reported cost, for an agent an agent CLI runs (the process
+    /// backend's `claude-code` protocol); `None` for the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_cli: Option<Box<AgentCli>>,
     /// Creation time, ms since the epoch.
     pub created_at_ms: u64,
     /// Last change, ms since the epoch.

@@ -16,8 +16,11 @@ pub enum AgentStatus {
     Queued,
     /// A turn is in progress.
     Running,
-    /// Yielded; its type asks for review.
+    /// A person must approve before the agent goes on: a tool call behind an approval gate,
+    /// or a yield whose type asks for review.
     WaitingReview,
+    /// A tool call answered by another service is pending; holds no running-turn slot.
+    WaitingTool,
     /// Waiting on a dependency (marker or `depends_on`).
     WaitingDependency,
     /// Waiting on an answer to a user question.
@@ -42,11 +45,12 @@ use AgentStatus::*;
 
 impl AgentStatus {
     /// All statuses, in table order (for metrics and docs).
-    pub const ALL: [AgentStatus; 13] = [
+    pub const ALL: [AgentStatus; 14] = [
         Idle,
         Queued,
         Running,
         WaitingReview,
+        WaitingTool,
         WaitingDependency,
         WaitingQuestion,
         WaitingRateLimit,
@@ -65,6 +69,7 @@ impl AgentStatus {
             Queued => "queued",
             Running => "running",
             WaitingReview => "waiting_review",
+            WaitingTool => "waiting_tool",
             WaitingDependency => "waiting_dependency",
             WaitingQuestion => "waiting_question",
             WaitingRateLimit => "waiting_rate_limit",
@@ -94,6 +99,7 @@ impl AgentStatus {
                 Idle,
                 Queued,
                 WaitingReview,
+                WaitingTool,
                 WaitingDependency,
                 WaitingQuestion,
                 WaitingRateLimit,
@@ -106,6 +112,7 @@ impl AgentStatus {
             WaitingReview => &[
                 Completed, Running, Queued, Paused, Closed, Cancelled, Terminated,
             ],
+            WaitingTool => &[Running, Queued, Paused, Closed, Cancelled, Terminated],
             WaitingDependency | WaitingQuestion | WaitingRateLimit => &[
                 Running, Idle, Queued, Paused, Failed, Closed, Cancelled, Terminated,
             ],
@@ -114,6 +121,7 @@ impl AgentStatus {
                 Idle,
                 Queued,
                 WaitingReview,
+                WaitingTool,
                 WaitingDependency,
                 WaitingQuestion,
                 WaitingRateLimit,
@@ -141,11 +149,13 @@ impl AgentStatus {
         !self.is_terminal()
     }
 
-    /// Whether new inbox items may start a turn right away (paused and waiting agents hold them).
+    /// Whether new inbox items may start a turn right away (paused and waiting agents hold
+    /// them; neither `waiting_review` nor `waiting_tool` starts one: it queues until the wait
+    /// ends).
     pub fn accepts_turns(self) -> bool {
         matches!(
             self,
-            Idle | Queued | Completed | Failed | Cancelled | Terminated | WaitingReview
+            Idle | Queued | Completed | Failed | Cancelled | Terminated
         )
     }
 }

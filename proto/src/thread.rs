@@ -60,6 +60,9 @@ pub struct ThreadEntry {
     /// The turn was interrupted; this is its partial output.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
+    /// A tool entry whose text is the call's error, not its result (Anthropic's `is_error`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
     /// When it was written, ms since the Unix epoch.
     pub at_ms: u64,
 }
@@ -76,6 +79,7 @@ impl ThreadEntry {
             usage: None,
             from_agent: None,
             interrupted: false,
+            is_error: false,
             at_ms,
         }
     }

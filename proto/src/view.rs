@@ -61,6 +61,14 @@ pub struct AgentSummary {
     pub tokens_used: u64,
     /// Cost of `usage` in USD.
     pub cost_usd: f64,
+    /// The cost its agent CLI reported for the same calls, USD (an agent an agent CLI runs);
+    /// `null` for the others.
+    #[serde(default)]
+    pub reported_cost_usd: Option<f64>,
+    /// Its agent CLI's session, which a new process resumes; `null` when no agent CLI runs
+    /// it or after a reset.
+    #[serde(default)]
+    pub cli_session_id: Option<String>,
     /// Turns completed.
     pub turns: u64,
     /// Attempts of the current task.
@@ -117,6 +125,8 @@ impl AgentSummary {
             usage: rec.usage,
             tokens_used: rec.usage.total(),
             cost_usd: rec.cost_usd,
+            reported_cost_usd: rec.agent_cli.as_ref().map(|c| c.reported_cost_usd),
+            cli_session_id: rec.agent_cli.as_ref().and_then(|c| c.session_id.clone()),
             turns: rec.turns,
             attempts: rec.attempts,
             priority: rec.priority,
@@ -286,7 +296,9 @@ impl QueueState {
             S::WaitingRateLimit => QueueState::WaitingRateLimit,
             S::WaitingDependency => QueueState::WaitingDependency,
             _ if pending == 0 => return None,
-            S::Paused | S::WaitingQuestion | S::WaitingReview | S::Closed => QueueState::Held,
+            S::Paused | S::WaitingQuestion | S::WaitingReview | S::WaitingTool | S::Closed => {
+                QueueState::Held
+            }
             _ => QueueState::Ready,
         })
     }
@@ -392,6 +404,7 @@ mod tests {
             current_task: None,
             task_steps_counted: 0,
             result: None,
+            agent_cli: None,
             created_at_ms: 1,
             updated_at_ms: 2,
         }
@@ -406,12 +419,13 @@ mod tests {
         keys
     }
 
-    const SUMMARY_KEYS: [&str; 30] = [
+    const SUMMARY_KEYS: [&str; 32] = [
         "agent_id",
         "agent_type",
         "attempts",
         "budget",
         "channel",
+        "cli_session_id",
         "cost_usd",
         "created_at_ms",
         "current_step",
@@ -427,6 +441,7 @@ mod tests {
         "priority",
         "progress",
         "provider",
+        "reported_cost_usd",
         "result",
         "resume_at_ms",
         "root_id",

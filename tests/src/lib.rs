@@ -2,7 +2,9 @@
 //! and condition polling (tests wait for a state, they never sleep a fixed time and assert).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod anthropic_sse;
 pub mod failing_store;
+pub mod mcp;
 pub mod mock_http;
 pub mod process;
 pub mod recording_model;

@@ -275,6 +275,8 @@ fn request(text: &str) -> agentd_actors::ModelRequest {
         ))]),
         tools: Arc::default(),
         purpose: agentd_actors::Purpose::Turn,
+        cli_session_id: None,
+        cli_tools: Arc::default(),
         observer: None,
         cancel: agentd_actors::CancellationToken::new(),
     }

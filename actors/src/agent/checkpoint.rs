@@ -90,9 +90,14 @@ impl Handler<RestoreCheckpoint> for AgentActor {
                 act.rec.resume_at_ms = None;
                 act.rec.attempts = 0;
                 act.rec.current_task = None;
+                if let Some(cli) = &mut act.rec.agent_cli {
+                    cli.session_id = cp.cli_session_id.clone();
+                }
                 // A process-backend agent starts a new process, with the restored environment
-                // and the restored conversation, on its next turn.
+                // and the restored conversation (an agent CLI: the checkpoint's session), on
+                // its next turn.
                 act.restart_backend();
+                act.deps().model.conversation_replaced(&act.rec.id);
                 act.deps().events.publish(&Event::Restored {
                     agent_id: act.rec.id.clone(),
                     checkpoint_id: cp.id,

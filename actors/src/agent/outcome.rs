@@ -141,6 +141,13 @@ impl AgentActor {
         if let Some(usage) = r.final_usage.take() {
             self.count_usage(usage, ctx);
         }
+        if let Some(run) = r.cli_run.take() {
+            let cli = self.rec.agent_cli.get_or_insert_with(Box::default);
+            if run.session_id.is_some() {
+                cli.session_id = run.session_id;
+            }
+            cli.reported_cost_usd += run.reported_cost_usd.unwrap_or(0.0);
+        }
         self.thread = r.thread.take();
         if let Some(entry) = r.final_entry.take() {
             let agent_id = self.shared_id();

@@ -251,6 +251,11 @@ impl AgentActor {
         if matches!(input, TurnInput::Reset(_)) {
             self.rec.result = None;
             self.rec.last_error = None;
+            // A reset starts a new conversation: an agent CLI starts a new session.
+            if let Some(cli) = &mut self.rec.agent_cli {
+                cli.session_id = None;
+            }
+            self.deps().model.conversation_replaced(&self.rec.id);
         }
         if start_written {
             // The `running` record went with the item's push.

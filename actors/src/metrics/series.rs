@@ -4,9 +4,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Histogram buckets for latencies, in seconds.
-pub(super) const BUCKETS: [f64; 12] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+/// Histogram buckets for latencies, in seconds: from store writes (sub-millisecond) to turns
+/// and tool calls answered by other services (minutes).
+pub(super) const BUCKETS: [f64; 16] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0,
+    900.0,
 ];
 
 /// An `f64` updated without a lock (its bits in an atomic).

@@ -8,19 +8,24 @@
 //! | [`model`] | `ModelClient`: one model call in, one answer out |
 //! | [`transport`] | `Transport`: envelopes for agents of other processes |
 //! | [`events`] | `EventSink`: where events go |
+//! | [`mcp`] | `McpTools`: the tools of the configured MCP servers |
 
 mod events;
+mod mcp;
 mod model;
 mod store;
 mod transport;
+mod webhook;
 
 pub use events::EventSink;
+pub use mcp::{McpCallResult, McpServerStatus, McpToolDef, McpTools};
 pub use model::{
-    AnswerObserver, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, ThreadEntries,
-    ToolSpec,
+    AnswerObserver, CliRun, CliStep, CliTools, ModelClient, ModelError, ModelRequest,
+    ModelResponse, Purpose, ThreadEntries, ToolSpec,
 };
 pub use store::{
     DEDUP_WINDOW, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadStore,
     WorkerAlias, forwards_not_taken, is_transient, outbox_not_kept,
 };
 pub use transport::Transport;
+pub use webhook::{WebhookCall, WebhookClient, WebhookError};

@@ -56,6 +56,11 @@ pub struct ModelRequest {
     pub tools: std::sync::Arc<Vec<ToolSpec>>,
     /// Why the model is called.
     pub purpose: Purpose,
+    /// The agent CLI session its record names (an agent CLI backend resumes it when it has no
+    /// process of its own for the agent, e.g. after a restart).
+    pub cli_session_id: Option<String>,
+    /// What an agent CLI may run by itself for this agent (built once per agent).
+    pub cli_tools: std::sync::Arc<CliTools>,
     /// Told of the answer as it arrives, if the caller watches (a streaming backend reports
     /// text, other output and usage through it; a backend that answers whole may say nothing).
     pub observer: Option<Arc<dyn AnswerObserver>>,
@@ -64,6 +69,43 @@ pub struct ModelRequest {
     /// aborts it too (an interrupt, a cancel, a shutdown); the token lets a caller that keeps
     /// running learn that the call ended.
     pub cancel: CancellationToken,
+}
+
+/// The tools an agent CLI (the process backend's `claude-code` protocol) may run on its own:
+/// its agent type's `cli_tools`, narrowed by the agent's own allowed tools when it has a list,
+/// and the type's permission mode. agentd's own tools are not among them: the CLI never sees
+/// those.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CliTools {
+    /// Tool names (or rules such as `Bash(git:*)`) the CLI runs without asking.
+    pub allowed: Vec<String>,
+    /// The CLI's permission mode (`default`, `acceptEdits`, `plan`, `bypassPermissions`), if set.
+    pub permission_mode: Option<String>,
+}
+
+/// What an agent CLI did by itself during one call (the process backend's `claude-code`
+/// protocol): it runs its own tools, so the calls and results it reports are recorded as
+/// already executed, never run by agentd.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CliRun {
+    /// The steps that called tools, in order, each with one result per call.
+    pub steps: Vec<CliStep>,
+    /// The CLI's session (from its `system/init` line): the record keeps it so that a new
+    /// process resumes it.
+    pub session_id: Option<String>,
+    /// The cost the CLI reported for this call, USD (kept beside agentd's own pricing).
+    pub reported_cost_usd: Option<f64>,
+}
+
+/// One step an agent CLI ran: what it said, the tools it called and their results.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CliStep {
+    /// Text said with the calls.
+    pub text: String,
+    /// The calls.
+    pub tool_calls: Vec<ToolCall>,
+    /// One result text per call, in the calls' order (invariant: as many as `tool_calls`).
+    pub results: Vec<String>,
 }
 
 /// What a model call reports while its answer arrives. Implementations must be cheap and never
@@ -91,6 +133,9 @@ pub struct ModelResponse {
     /// The provider stopped the answer at the request's token limit (OpenAI's `finish_reason`
     /// `length`, Anthropic's `stop_reason` `max_tokens`): it is not a finished answer.
     pub cut_off: bool,
+    /// What an agent CLI ran by itself during the call, if the backend is one: its steps are
+    /// recorded as executed and `tool_calls` is empty (nothing is left for agentd to run).
+    pub cli_run: Option<Box<CliRun>>,
 }
 
 /// Why a model call failed.
@@ -126,4 +171,9 @@ pub trait ModelClient: Send + Sync + 'static {
     /// A lifecycle control of an agent, for backends that run something per agent (the process
     /// backend signals its process). Stateless backends ignore it.
     fn control(&self, _agent_id: &str, _control: agentd_proto::Control) {}
+
+    /// The agent's conversation was replaced (a reset, a restore): a backend that keeps a
+    /// conversation of its own per agent (an agent CLI's session) drops it and follows the
+    /// request's `cli_session_id` from then on. Stateless backends ignore it.
+    fn conversation_replaced(&self, _agent_id: &str) {}
 }

@@ -227,6 +227,7 @@ fn new_record(
             (None, _) => None,
         },
         result: None,
+        agent_cli: None,
         created_at_ms: now,
         updated_at_ms: now,
     }

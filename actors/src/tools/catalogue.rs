@@ -5,24 +5,37 @@
 //! they are built once per kind of agent (its type and the tools it sees) and shared, and each
 //! agent keeps its own [`VisibleSpecs`]. Both carry the catalogue version they were built
 //! for: once the catalogue changes they are stale, and the next look-up builds them again.
+//!
+//! The tools of MCP servers come and go at run time (a server lists them when it connects, and
+//! again when it says they changed): the catalogue asks the [`McpTools`] port for them, and its
+//! version moves with the port's.
 
 use super::Tool;
 use super::builtin::BuiltinTool;
+use super::configured::ConfiguredTool;
+use super::mcp::{McpTool, split_exposed};
 use super::visibility::visible_tools;
 use crate::deps::Deps;
-use crate::ports::ToolSpec;
-use agentd_proto::AgentRecord;
+use crate::ports::{McpTools, ToolSpec, WebhookClient};
+use agentd_proto::{AgentRecord, AgentdError};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// The tools of one process: today the built-in ones.
+/// The tools of one process: the built-in ones, those of `[tools.<name>]`, then those of the
+/// configured MCP servers.
 #[derive(Default)]
 pub struct ToolCatalogue {
+    /// The tools of `[tools.<name>]`, in name order.
+    configured: Vec<Arc<ConfiguredTool>>,
+    /// What calls the webhook tools (`None`: a process without any).
+    webhooks: Option<Arc<dyn WebhookClient>>,
     /// Bumped by [`Self::changed`].
     version: AtomicU64,
     /// (agent type, visible tools) → the specs shown, with the version they were built for.
     specs: Mutex<HashMap<(String, Vec<Tool>), VisibleSpecs>>,
+    /// The MCP servers' tools, if any server is configured.
+    mcp: Option<Arc<dyn McpTools>>,
 }
 
 /// The specs one kind of agent is shown, and the catalogue version they were built for.
@@ -33,25 +46,108 @@ pub struct VisibleSpecs {
 }
 
 impl ToolCatalogue {
-    /// The version of the set of tools; it changes whenever the set does.
+    /// A catalogue with the configured `tools` (names checked: not `mcp__…`, no built-in's,
+    /// no two alike), whose webhooks `webhooks` calls.
+    pub fn with_configured(
+        tools: Vec<ConfiguredTool>,
+        webhooks: Option<Arc<dyn WebhookClient>>,
+    ) -> Result<Self, AgentdError> {
+        let mut configured: Vec<Arc<ConfiguredTool>> = Vec::with_capacity(tools.len());
+        for tool in tools {
+            super::check_name(&tool.name)?;
+            if configured.iter().any(|t| t.name == tool.name) {
+                return Err(AgentdError::new(
+                    agentd_proto::ErrorCode::InvalidArgument,
+                    format!("[tools.{}] is defined twice", tool.name),
+                ));
+            }
+            configured.push(Arc::new(tool));
+        }
+        configured.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(ToolCatalogue {
+            configured,
+            webhooks,
+            ..ToolCatalogue::default()
+        })
+    }
+
+    /// Checks a configured tool's name: `^[A-Za-z0-9_-]{1,64}$`, not `mcp__…`, no built-in
+    /// tool's.
+    pub fn check_name(name: &str) -> Result<(), AgentdError> {
+        super::check_name(name)
+    }
+
+    /// What calls the webhook tools, if this process has any.
+    pub fn webhooks(&self) -> Option<&Arc<dyn WebhookClient>> {
+        self.webhooks.as_ref()
+    }
+
+    /// The tools of `[tools.<name>]`, in name order.
+    pub fn configured(&self) -> &[Arc<ConfiguredTool>] {
+        &self.configured
+    }
+
+    /// A catalogue that offers the tools of `mcp`'s servers besides the built-in ones.
+    pub fn with_mcp(mcp: Arc<dyn McpTools>) -> Self {
+        ToolCatalogue {
+            mcp: Some(mcp),
+            ..ToolCatalogue::default()
+        }
+    }
+
+    /// Offers the tools of `mcp`'s servers besides the others.
+    pub fn add_mcp(&mut self, mcp: Arc<dyn McpTools>) {
+        self.mcp = Some(mcp);
+    }
+
+    /// The MCP servers' tools, if any server is configured.
+    pub fn mcp(&self) -> Option<&Arc<dyn McpTools>> {
+        self.mcp.as_ref()
+    }
+
+    /// The configured MCP server names.
+    pub fn mcp_servers(&self) -> Vec<String> {
+        self.mcp.as_ref().map(|m| m.servers()).unwrap_or_default()
+    }
+
+    /// The version of the set of tools; it changes whenever the set does (its own changes
+    /// plus the MCP servers', both only ever growing).
     pub fn version(&self) -> u64 {
-        self.version.load(Ordering::Acquire)
+        self.version.load(Ordering::Acquire) + self.mcp.as_ref().map_or(0, |m| m.version())
     }
 
     /// Records that the set of tools changed: specs built before are stale. Answers the new
     /// version.
     pub fn changed(&self) -> u64 {
-        self.version.fetch_add(1, Ordering::AcqRel) + 1
+        self.version.fetch_add(1, Ordering::AcqRel);
+        self.version()
     }
 
-    /// Every tool, in the order agents are shown them.
+    /// Every tool, in the order agents are shown them: the built-in ones, then the MCP
+    /// servers' as they list them now.
     pub fn tools(&self) -> impl Iterator<Item = Tool> + '_ {
-        BuiltinTool::ALL.into_iter().map(Tool::Builtin)
+        let mcp = self.mcp.as_ref().map(|m| m.tools()).unwrap_or_default();
+        BuiltinTool::ALL
+            .into_iter()
+            .map(Tool::Builtin)
+            .chain(self.configured.iter().cloned().map(Tool::Configured))
+            .chain((0..mcp.len()).map(move |i| Tool::Mcp(McpTool(mcp[i].clone()))))
     }
 
-    /// The tool `name` (or an alias) names, if there is one.
+    /// The tool `name` (or an alias) names, if there is one. An MCP tool resolves while its
+    /// server lists it.
     pub fn resolve(&self, name: &str) -> Option<Tool> {
-        BuiltinTool::named(name).map(Tool::Builtin)
+        if let Some(tool) = BuiltinTool::named(name) {
+            return Some(Tool::Builtin(tool));
+        }
+        if let Some(tool) = self.configured.iter().find(|t| t.name == name) {
+            return Some(Tool::Configured(tool.clone()));
+        }
+        split_exposed(name)?;
+        let mcp = self.mcp.as_ref()?.tools();
+        mcp.iter()
+            .find(|t| t.exposed == name)
+            .map(|t| Tool::Mcp(McpTool(t.clone())))
     }
 
     /// The specs of `tools` for agents of `agent_type`, built by `build` unless they were
@@ -87,8 +183,11 @@ impl ToolCatalogue {
 impl Clone for ToolCatalogue {
     fn clone(&self) -> Self {
         ToolCatalogue {
-            version: AtomicU64::new(self.version()),
+            configured: self.configured.clone(),
+            webhooks: self.webhooks.clone(),
+            version: AtomicU64::new(self.version.load(Ordering::Acquire)),
             specs: Mutex::default(),
+            mcp: self.mcp.clone(),
         }
     }
 }

@@ -1,14 +1,20 @@
-//! Validation of tool arguments against the JSON schema the model is shown (the subset agentd's
-//! tool specs use: `type`, `properties`, `required`, `enum`, `items`, `minimum`, `minLength`,
-//! `additionalProperties: false`). A call whose arguments do not fit is refused before the tool
-//! runs: `missing_field` for a required field that is absent, `invalid_argument` for a wrong
-//! type or value. Fields may be named in snake_case or camelCase whichever the schema uses (the
-//! seeds use both). Unknown fields are ignored, as models add them, unless the schema says
-//! `additionalProperties: false` (seed 003's tools): then each field must name a property in
-//! one of its two spellings, once — the aliases are rewritten first, then the rule applies.
+//! Validation of tool arguments against the JSON schema the model is shown, one validator for
+//! every tool (built-in or an MCP server's): the `jsonschema` crate, with the schema's own
+//! draft. A call whose arguments do not fit is refused before the tool runs: `missing_field` for
+//! a required field that is absent (or `null`), `invalid_argument` for anything else, naming
+//! where.
+//!
+//! Before the check, the arguments are read as models send them: a property may be named in
+//! snake_case or camelCase whichever the schema uses (the seeds use both), and is renamed to
+//! the schema's spelling; one property named in both spellings is `invalid_argument`; a
+//! property given as `null` is taken as not given. Unknown fields pass, as models add them,
+//! unless the schema says `additionalProperties: false` (seed 003's tools).
 
 use agentd_proto::{AgentdError, ErrorCode};
-use serde_json::Value;
+use jsonschema::error::ValidationErrorKind;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// `snake_case` → `camelCase`.
 fn camel(name: &str) -> String {
@@ -41,131 +47,137 @@ fn snake(name: &str) -> String {
     out
 }
 
-/// The value of property `name` in `args`, under its own name or its other spelling.
-fn field<'a>(args: &'a serde_json::Map<String, Value>, name: &str) -> Option<&'a Value> {
-    args.get(name)
-        .or_else(|| args.get(&camel(name)))
-        .or_else(|| args.get(&snake(name)))
+/// `path.name`, or `name` at the top.
+fn joined(path: &str, name: &str) -> String {
+    if path.is_empty() {
+        name.to_string()
+    } else {
+        format!("{path}.{name}")
+    }
 }
 
-/// Checks `args` against `schema`; `path` names the value in errors.
-pub fn validate(schema: &Value, args: &Value, path: &str) -> Result<(), AgentdError> {
-    let invalid = |what: String| AgentdError::new(ErrorCode::InvalidArgument, what);
-    if let Some(ty) = schema.get("type").and_then(Value::as_str) {
-        let ok = match ty {
-            "object" => args.is_object(),
-            "array" => args.is_array(),
-            "string" => args.is_string(),
-            "boolean" => args.is_boolean(),
-            "integer" => args.is_i64() || args.is_u64(),
-            "number" => args.is_number(),
-            "null" => args.is_null(),
-            _ => true,
-        };
-        if !ok {
-            return Err(invalid(format!("`{path}` must be of type {ty}")));
-        }
-    }
-    if let Some(options) = schema.get("enum").and_then(Value::as_array)
-        && !options.contains(args)
-    {
-        return Err(invalid(format!(
-            "`{path}` must be one of {}",
-            options
-                .iter()
-                .map(Value::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
-    if let (Some(min), Some(n)) = (schema.get("minimum").and_then(Value::as_f64), args.as_f64())
-        && n < min
-    {
-        return Err(invalid(format!("`{path}` must be at least {min}")));
-    }
-    if let (Some(min), Some(text)) = (
-        schema.get("minLength").and_then(Value::as_u64),
-        args.as_str(),
-    ) && (text.chars().count() as u64) < min
-    {
-        return Err(invalid(format!(
-            "`{path}` must have at least {min} character{}",
-            if min == 1 { "" } else { "s" }
-        )));
-    }
-    if let (Some(items), Some(list)) = (schema.get("items"), args.as_array()) {
-        for (i, item) in list.iter().enumerate() {
-            validate(items, item, &format!("{path}[{i}]"))?;
-        }
-    }
-    if let Some(obj) = args.as_object() {
-        for name in schema
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
-            if field(obj, name).is_none_or(Value::is_null) {
-                return Err(AgentdError::missing_field(name));
-            }
-        }
-        let props = schema.get("properties").and_then(Value::as_object);
-        if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
-            only_known_properties(props, obj, path)?;
-        }
-        if let Some(props) = props {
-            for (name, prop) in props {
-                if let Some(v) = field(obj, name).filter(|v| !v.is_null()) {
-                    let at = if path.is_empty() {
-                        name.clone()
-                    } else {
-                        format!("{path}.{name}")
-                    };
-                    validate(prop, v, &at)?;
+/// `args` as the schema names them: properties in their other spelling renamed, `null`
+/// properties dropped, nested objects and list items read the same way.
+fn normalised(schema: &Value, args: &Value, path: &str) -> Result<Value, AgentdError> {
+    match args {
+        Value::Object(fields) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let mut out = Map::with_capacity(fields.len());
+            for (key, value) in fields {
+                let name = props
+                    .and_then(|props| {
+                        [key.clone(), snake(key), camel(key)]
+                            .into_iter()
+                            .find(|n| props.contains_key(n))
+                    })
+                    .unwrap_or_else(|| key.clone());
+                if value.is_null() && props.is_some_and(|p| p.contains_key(&name)) {
+                    continue;
                 }
+                if out.contains_key(&name) {
+                    return Err(AgentdError::new(
+                        ErrorCode::InvalidArgument,
+                        format!(
+                            "`{}` is given twice (in both spellings)",
+                            joined(path, &name)
+                        ),
+                    ));
+                }
+                let value = match props.and_then(|p| p.get(&name)) {
+                    Some(prop) => normalised(prop, value, &joined(path, &name))?,
+                    None => value.clone(),
+                };
+                out.insert(name, value);
             }
+            Ok(Value::Object(out))
         }
+        Value::Array(items) => match schema.get("items") {
+            Some(item) if item.is_object() => items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| normalised(item, v, &format!("{path}[{i}]")))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Value::Array),
+            _ => Ok(args.clone()),
+        },
+        other => Ok(other.clone()),
     }
-    Ok(())
 }
 
-/// `invalid_argument` unless every field of `args` names one of `props` (in either spelling),
-/// and no property is named twice (once in each spelling).
-fn only_known_properties(
-    props: Option<&serde_json::Map<String, Value>>,
-    args: &serde_json::Map<String, Value>,
-    path: &str,
-) -> Result<(), AgentdError> {
-    let at = |name: &str| {
-        if path.is_empty() {
-            name.to_string()
-        } else {
-            format!("{path}.{name}")
-        }
-    };
-    let mut seen: Vec<&str> = Vec::with_capacity(args.len());
-    for key in args.keys() {
-        let property = props.and_then(|props| {
-            [key.clone(), snake(key), camel(key)]
-                .into_iter()
-                .find_map(|name| props.get_key_value(&name).map(|(k, _)| k.as_str()))
-        });
-        let Some(property) = property else {
-            return Err(AgentdError::new(
-                ErrorCode::InvalidArgument,
-                format!("`{}` is not an argument of this tool", at(key)),
-            ));
-        };
-        if seen.contains(&property) {
-            return Err(AgentdError::new(
-                ErrorCode::InvalidArgument,
-                format!("`{}` is given twice (in both spellings)", at(property)),
-            ));
-        }
-        seen.push(property);
+/// Compiled validators by their schema's text: specs are built once per catalogue version,
+/// so the same few schemas come back call after call. Bounded: emptied when it grows past
+/// [`CACHED_VALIDATORS`] (MCP servers whose tool lists change often).
+type Validators = Mutex<HashMap<String, Arc<jsonschema::Validator>>>;
+
+/// How many compiled validators are kept.
+const CACHED_VALIDATORS: usize = 512;
+
+fn validator(schema: &Value) -> Result<Arc<jsonschema::Validator>, AgentdError> {
+    static CACHE: OnceLock<Validators> = OnceLock::new();
+    let key = schema.to_string();
+    let cache = CACHE.get_or_init(Validators::default);
+    if let Some(v) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(v.clone());
     }
-    Ok(())
+    let compiled = jsonschema::validator_for(schema)
+        .map(Arc::new)
+        .map_err(|e| {
+            AgentdError::new(
+                ErrorCode::ToolError,
+                format!("the tool's argument schema cannot be used: {e}"),
+            )
+        })?;
+    let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if cache.len() >= CACHED_VALIDATORS {
+        cache.clear();
+    }
+    cache.insert(key, compiled.clone());
+    Ok(compiled)
+}
+
+/// Checks `args` against `schema` and answers them as the tool takes them (see the module
+/// doc).
+pub fn validate(schema: &Value, args: &Value) -> Result<Value, AgentdError> {
+    let args = normalised(schema, args, "")?;
+    let validator = validator(schema)?;
+    if let Err(e) = validator.validate(&args) {
+        if let ValidationErrorKind::Required { property } = e.kind() {
+            let name = property
+                .as_str()
+                .map_or_else(|| property.to_string(), str::to_string);
+            let at = e.instance_path().to_string();
+            let field = pointer_path(&at);
+            return Err(AgentdError::missing_field(&joined(&field, &name)));
+        }
+        let at = pointer_path(&e.instance_path().to_string());
+        let at = if at.is_empty() {
+            "arguments".to_string()
+        } else {
+            at
+        };
+        return Err(AgentdError::new(
+            ErrorCode::InvalidArgument,
+            format!("`{at}`: {e}"),
+        ));
+    }
+    Ok(args)
+}
+
+/// A JSON pointer (`/a/0/b`) as people read a path (`a[0].b`).
+fn pointer_path(pointer: &str) -> String {
+    let mut out = String::new();
+    for segment in pointer.split('/').skip(1) {
+        let segment = segment.replace("~1", "/").replace("~0", "~");
+        if !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit()) {
+            out.push_str(&format!("[{segment}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(&segment);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -183,7 +195,7 @@ mod tests {
     }
 
     fn code(args: Value) -> Option<ErrorCode> {
-        validate(&schema(), &args, "").err().map(|e| e.code)
+        validate(&schema(), &args).err().map(|e| e.code)
     }
 
     #[test]
@@ -235,7 +247,7 @@ mod tests {
     }
 
     fn closed_code(args: Value) -> Option<ErrorCode> {
-        validate(&closed(), &args, "").err().map(|e| e.code)
+        validate(&closed(), &args).err().map(|e| e.code)
     }
 
     #[test]
@@ -266,5 +278,49 @@ mod tests {
             Some(ErrorCode::InvalidArgument)
         );
         assert_eq!(closed_code(json!({"agent_id": "a", "message": "é"})), None);
+    }
+}
+
+#[cfg(test)]
+mod more_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn arguments_come_back_in_the_schemas_spelling_without_nulls() {
+        let schema = json!({"type": "object", "properties": {
+            "agent_type": {"type": "string"},
+            "budget": {"type": "object", "properties": {"max_tokens": {"type": "integer"}}}
+        }});
+        let args = json!({"agentType": "x", "budget": {"maxTokens": 5}, "title": null});
+        assert_eq!(
+            validate(&schema, &args).ok(),
+            Some(json!({"agent_type": "x", "budget": {"max_tokens": 5}, "title": null}))
+        );
+        assert_eq!(
+            validate(&schema, &json!({"agent_type": null})).ok(),
+            Some(json!({}))
+        );
+    }
+
+    #[test]
+    fn errors_name_where_the_arguments_do_not_fit() {
+        let schema = json!({"$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object",
+            "properties": {"items": {"type": "array", "items": {"type": "object",
+                "properties": {"n": {"type": "number"}}, "required": ["n"]}}},
+            "required": ["items"]});
+        let err = validate(&schema, &json!({"items": [{"n": 1}, {"n": "two"}]})).err();
+        let (code, message) = err.map(|e| (Some(e.code), e.message)).unwrap_or_default();
+        assert_eq!(code, Some(ErrorCode::InvalidArgument));
+        assert!(message.starts_with("`items[1].n`"), "{message}");
+        let missing = validate(&schema, &json!({"items": [{}]})).err();
+        assert_eq!(
+            missing.map(|e| (e.code, e.message)),
+            Some((
+                ErrorCode::MissingField,
+                AgentdError::missing_field("items[0].n").message
+            ))
+        );
     }
 }

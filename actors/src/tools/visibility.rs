@@ -4,6 +4,7 @@
 
 use super::Tool;
 use super::builtin::ToolGroup;
+use super::pattern::any_matches;
 use crate::deps::Deps;
 use agentd_proto::{AgentRecord, AgentdError, ErrorCode};
 
@@ -28,8 +29,9 @@ pub fn may_manage(rec: &AgentRecord, deps: &Deps) -> bool {
 
 /// The tools `rec` sees (and may call), in the order it is shown them: the management tools
 /// if it may manage (those for foreground agents only if it is one), the regular tools its
-/// type lists, narrowed to its allowed tools if it has a list; then, for a sub-agent, the
-/// sub-agent tools, whatever its list says.
+/// type lists (by name, or a whole MCP server as `mcp__<server>__*`), narrowed to its allowed
+/// tools (same grammar) if it has a list; then, for a sub-agent, the sub-agent tools, whatever
+/// its list says.
 pub fn visible_tools(rec: &AgentRecord, deps: &Deps) -> Vec<Tool> {
     let catalogue = &deps.config.tools;
     let manages = may_manage(rec, deps);
@@ -40,18 +42,16 @@ pub fn visible_tools(rec: &AgentRecord, deps: &Deps) -> Vec<Tool> {
         .filter(|tool| match tool.group() {
             ToolGroup::Management => manages,
             ToolGroup::ForegroundOnly => manages && foreground,
-            ToolGroup::Regular => {
-                agent_type.is_some_and(|ty| ty.tools.iter().any(|n| n == tool.name()))
-            }
+            ToolGroup::Regular => agent_type.is_some_and(|ty| match tool {
+                // A built-in regular tool by its own name, as before MCP.
+                Tool::Builtin(_) => ty.tools.iter().any(|n| n == tool.name()),
+                _ => any_matches(&ty.tools, tool),
+            }),
             ToolGroup::SubAgentOnly => false,
         })
         .collect();
     if let Some(allowed) = &rec.allowed_tools {
-        let allowed: Vec<Tool> = allowed
-            .iter()
-            .filter_map(|a| catalogue.resolve(a))
-            .collect();
-        tools.retain(|tool| allowed.contains(tool));
+        tools.retain(|tool| any_matches(allowed, tool));
     }
     if rec.parent_id.is_some() {
         tools.extend(

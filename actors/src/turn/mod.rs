@@ -36,7 +36,7 @@ use crate::tools::{self, ToolContext, ToolOutcome};
 use actix::Recipient;
 use agentd_proto::ids::{derived_id, derived_step_id};
 use agentd_proto::{AgentRecord, AgentdError, ErrorCode, Marker, Role, ThreadEntry};
-use serde_json::json;
+use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use uuid::Uuid;
@@ -87,6 +87,9 @@ pub(crate) struct TurnResult {
     /// steps; the last one's would arrive while this turn still shares the agent's record, and
     /// the actor would have to copy the record to count it.
     pub final_usage: Option<agentd_proto::Usage>,
+    /// What an agent CLI reported besides its steps (its session, its own cost figure), for
+    /// the record; its steps are in the thread already.
+    pub cli_run: Option<Box<crate::ports::CliRun>>,
 }
 
 /// What a running turn needs; cloned from the actor when the turn starts.
@@ -242,7 +245,17 @@ impl Turn {
                             ),
                         ));
                     }
-                    CallOutcome::Answer(r) => {
+                    CallOutcome::Answer(mut r) => {
+                        if let Some(mut run) = r.cli_run.take() {
+                            self.record_cli_steps(step_id, std::mem::take(&mut run.steps))
+                                .await?;
+                            // agentd's tools are not the CLI's: a sub-agent it runs cannot
+                            // call `yield_to_parent`, so its answer is its yield.
+                            if matches!(self.rec.channel, agentd_proto::Channel::Spawn { .. }) {
+                                result.yielded = Some(serde_json::Value::String(r.text.clone()));
+                            }
+                            result.cli_run = Some(run);
+                        }
                         if r.tool_calls.is_empty() {
                             result.final_usage = Some(r.usage);
                         } else {
@@ -326,17 +339,30 @@ impl Turn {
                 self.doing(Step::RunningTool(call.name.as_str().into()));
                 // Boxed: a tool's future (Manage's above all) would otherwise make every
                 // turn's future kilobytes bigger, copied whole when it is boxed to start.
-                let outcome =
-                    Box::pin(tools::execute(&self.tools, &call.name, &call.arguments)).await;
-                let (text, yielded) = match outcome {
-                    Ok(ToolOutcome::Value(v)) => (v.to_string(), None),
-                    Ok(ToolOutcome::Yielded(v)) => {
-                        (json!({"status": "yielded"}).to_string(), Some(v))
+                let outcome = match tools::callable(&self.rec, &self.deps, &call.name) {
+                    Ok(tool) => {
+                        Box::pin(tools::execute_tool(
+                            &self.tools,
+                            &tool,
+                            tool_id,
+                            &call.arguments,
+                        ))
+                        .await
                     }
-                    Err(e) => (json!({ "error": e }).to_string(), None),
+                    Err(e) => Err(e),
+                };
+                let (text, yielded, is_error) = match outcome {
+                    // A string result (an MCP server's text) reaches the model as it is.
+                    Ok(ToolOutcome::Value(Value::String(text))) => (text, None, false),
+                    Ok(ToolOutcome::Value(v)) => (v.to_string(), None, false),
+                    Ok(ToolOutcome::Yielded(v)) => {
+                        (json!({"status": "yielded"}).to_string(), Some(v), false)
+                    }
+                    Err(e) => (json!({ "error": e }).to_string(), None, true),
                 };
                 let mut te = ThreadEntry::text(tool_id, Role::Tool, text, self.now());
                 te.tool_call_id = Some(call.id.as_str().into());
+                te.is_error = is_error;
                 self.append(Arc::new(te)).await?;
                 self.shared.call_answered(tool_id);
                 if yielded.is_some() {
@@ -353,6 +379,55 @@ impl Turn {
         }
         result.step_limit = true;
         Ok(result)
+    }
+
+    /// Records the steps an agent CLI ran by itself during step `step_id`'s call: each step's
+    /// assistant entry with its calls, then one tool entry per call, right after it (the
+    /// pairing rule holds: the CLI's steps carry one result per call). agentd never runs these
+    /// calls. Ids derive from the step's, so a re-run writes the same ones.
+    async fn record_cli_steps(
+        &mut self,
+        step_id: Uuid,
+        steps: Vec<crate::ports::CliStep>,
+    ) -> Result<(), AgentdError> {
+        for (k, cli_step) in steps.into_iter().enumerate() {
+            let mut entry = ThreadEntry::text(
+                derived_id(step_id, &format!("cli-{k}")),
+                Role::Assistant,
+                cli_step.text,
+                self.now(),
+            );
+            let result_ids: Vec<Uuid> = (0..cli_step.tool_calls.len())
+                .map(|i| derived_id(step_id, &format!("cli-{k}-tool-{i}")))
+                .collect();
+            let call_ids: Vec<Box<str>> = cli_step
+                .tool_calls
+                .iter()
+                .map(|c| c.id.as_str().into())
+                .collect();
+            // Open until their results are written: a turn ended in between closes them.
+            self.shared.calls_opened(
+                call_ids
+                    .iter()
+                    .zip(&result_ids)
+                    .map(|(call_id, id)| OpenCall {
+                        result_id: *id,
+                        call_id: call_id.clone(),
+                    })
+                    .collect(),
+            );
+            entry.tool_calls = cli_step.tool_calls.into();
+            self.append(Arc::new(entry)).await?;
+            for ((call_id, text), result_id) in
+                call_ids.into_iter().zip(cli_step.results).zip(result_ids)
+            {
+                let mut te = ThreadEntry::text(result_id, Role::Tool, text, self.now());
+                te.tool_call_id = Some(call_id);
+                self.append(Arc::new(te)).await?;
+                self.shared.call_answered(result_id);
+            }
+        }
+        Ok(())
     }
 
     /// Counts the usage a recorded step carries unless the agent's record counts it already

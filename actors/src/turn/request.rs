@@ -5,7 +5,7 @@ use super::Turn;
 use super::live_answer::{DeltaTarget, LiveAnswer};
 use crate::agent::messages::TurnProgress;
 use crate::deps::Deps;
-use crate::ports::{AnswerObserver, ModelError, ModelRequest, ModelResponse, Purpose};
+use crate::ports::{AnswerObserver, CliTools, ModelError, ModelRequest, ModelResponse, Purpose};
 use agentd_proto::{AgentRecord, AgentdError, ErrorCode};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -31,6 +31,8 @@ pub(crate) struct RequestNames {
     pub type_model: Option<String>,
     /// The meters of its calls to the provider it names (counted on every call).
     pub calls: ModelCallMeters,
+    /// What an agent CLI may run by itself for it.
+    pub cli_tools: Arc<CliTools>,
 }
 
 /// The model-call meters of one provider, resolved once per agent: looking a series up by
@@ -78,7 +80,31 @@ impl RequestNames {
                 .types
                 .get(&rec.agent_type)
                 .and_then(|t| t.model.clone()),
+            cli_tools: Arc::new(cli_tools(rec, deps)),
         }
+    }
+}
+
+/// The tools an agent CLI may run for `rec`: its type's `cli_tools`, narrowed by the agent's
+/// allowed tools when it has a list (one list narrows every tool an agent has, agentd's and its
+/// CLI's), and its type's permission mode.
+fn cli_tools(rec: &AgentRecord, deps: &Deps) -> CliTools {
+    let Some(ty) = deps.config.types.get(&rec.agent_type) else {
+        return CliTools::default();
+    };
+    let allowed = ty
+        .cli_tools
+        .iter()
+        .filter(|t| {
+            rec.allowed_tools
+                .as_ref()
+                .is_none_or(|list| list.iter().any(|a| a == *t))
+        })
+        .cloned()
+        .collect();
+    CliTools {
+        allowed,
+        permission_mode: ty.cli_permission_mode.clone(),
     }
 }
 
@@ -229,6 +255,12 @@ impl Turn {
             thread,
             tools,
             purpose,
+            cli_session_id: self
+                .rec
+                .agent_cli
+                .as_ref()
+                .and_then(|c| c.session_id.clone()),
+            cli_tools: self.names.cli_tools.clone(),
             // Set by `call_model`, which makes the call.
             observer: None,
             cancel: CancellationToken::new(),

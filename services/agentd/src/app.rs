@@ -31,6 +31,7 @@ pub struct Running {
     server: actix_web::dev::ServerHandle,
     shutdown: tokio::sync::watch::Sender<bool>,
     shutdown_timeout: Duration,
+    mcp: Option<Arc<agentd_mcp::McpClient>>,
 }
 
 impl Running {
@@ -56,6 +57,9 @@ impl Running {
             tail.stop();
         }
         self.system.shutdown().await;
+        if let Some(mcp) = &self.mcp {
+            mcp.stop();
+        }
         if let Some(bus) = &self.redis {
             bus.shutdown().await;
         }
@@ -73,6 +77,9 @@ pub async fn start_with_clock(
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<Running> {
     let wired = wire(settings, clock).await?;
+    if let Some(mcp) = &wired.mcp {
+        mcp.start();
+    }
     let system = AgentSystem::start(wired.deps);
     let mut commands_stop = None;
     if let (Some(bus), Some(store)) = (&wired.redis, &wired.redis_store) {
@@ -181,5 +188,6 @@ pub async fn start_with_clock(
         server: handle,
         shutdown,
         shutdown_timeout,
+        mcp: wired.mcp,
     })
 }

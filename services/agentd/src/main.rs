@@ -64,6 +64,7 @@ fn main() -> anyhow::Result<()> {
             if !shown.auth.token.is_empty() {
                 shown.auth.token = "***".into();
             }
+            shown.mcp = shown.mcp.masked();
             println!(
                 "{}",
                 toml::to_string_pretty(&shown).context("printing settings")?

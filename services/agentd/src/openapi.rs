@@ -50,6 +50,25 @@ pub struct AgentTypeInfo {
     pub workers: Vec<String>,
 }
 
+/// One configured MCP server, as `/v1/info` lists it (never its environment or headers).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct McpServerInfo {
+    /// The configured name (`[mcp.servers.<name>]`).
+    pub name: String,
+    /// `stdio` or `streamable_http`.
+    pub transport: String,
+    /// Connected now.
+    pub up: bool,
+    /// The exposed names (`mcp__<server>__<tool>`) of the tools it lists.
+    pub tools: Vec<String>,
+    /// Tools it lists whose exposed name does not fit `^[A-Za-z0-9_-]{1,64}$`: never shown.
+    pub skipped: Vec<String>,
+    /// Tools an agent type names that it does not list (calls get `unknown_tool`).
+    pub missing: Vec<String>,
+    /// Why the last connection failed or ended, if it did.
+    pub last_error: Option<String>,
+}
+
 /// `GET /v1/info`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Info {
@@ -69,6 +88,8 @@ pub struct Info {
     pub partitions_owned: Option<Vec<u32>>,
     /// Live agent actors in this process, `null` if the supervisor did not answer.
     pub live_agents: Option<usize>,
+    /// The configured MCP servers and their tools.
+    pub mcp_servers: Vec<McpServerInfo>,
 }
 
 /// What `DELETE /v1/agents/{id}` answers.

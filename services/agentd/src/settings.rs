@@ -3,6 +3,7 @@
 //! falls back to a default.
 
 use agentd_actors::Limits;
+use agentd_mcp::{McpServerConfig, McpServerSettings};
 use agentd_proto::Price;
 use config::{Config, Environment, File, FileFormat};
 use serde::{Deserialize, Serialize};
@@ -172,8 +173,15 @@ pub struct ModelSettings {
     pub backoff_ms: u64,
     /// `max_tokens` of Anthropic requests.
     pub max_tokens: u32,
-    /// Program and arguments of the process backend (one process per agent).
+    /// Program and arguments of the process backend (one process per agent); empty with the
+    /// `claude-code` protocol = `["claude"]`.
     pub command: Vec<String>,
+    /// What the process backend's processes speak: `jsonl` (agentd's own JSON lines) or
+    /// `claude-code` (the Claude Code CLI's stream-json).
+    pub protocol: String,
+    /// Working directory of the Claude Code CLIs (`claude-code` protocol); empty = a directory
+    /// of each agent's own under the data directory.
+    pub workdir: String,
     /// Grace period of the process backend's signals (SIGTSTP→SIGSTOP, SIGTERM→SIGKILL), ms.
     pub grace_ms: u64,
     /// Turns of this provider's agents running at once (0 = no provider limit).
@@ -215,6 +223,10 @@ pub struct ProviderSettings {
     pub max_tokens: Option<u32>,
     /// See [`ModelSettings::command`].
     pub command: Option<Vec<String>>,
+    /// See [`ModelSettings::protocol`].
+    pub protocol: Option<String>,
+    /// See [`ModelSettings::workdir`].
+    pub workdir: Option<String>,
     /// See [`ModelSettings::grace_ms`].
     pub grace_ms: Option<u64>,
     /// See [`ModelSettings::max_concurrent`].
@@ -249,6 +261,11 @@ impl ProviderSettings {
             backoff_ms: self.backoff_ms.unwrap_or(base.backoff_ms),
             max_tokens: self.max_tokens.unwrap_or(base.max_tokens),
             command: self.command.clone().unwrap_or_else(|| base.command.clone()),
+            protocol: self
+                .protocol
+                .clone()
+                .unwrap_or_else(|| base.protocol.clone()),
+            workdir: self.workdir.clone().unwrap_or_else(|| base.workdir.clone()),
             grace_ms: self.grace_ms.unwrap_or(base.grace_ms),
             max_concurrent: self.max_concurrent.unwrap_or(0),
             context_tokens: self.context_tokens.unwrap_or(base.context_tokens),
@@ -315,6 +332,111 @@ pub struct LogSettings {
     pub filter: String,
 }
 
+/// `[mcp]`: the MCP servers whose tools agents may be given.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpSettings {
+    /// `[mcp.servers.<name>]`: each server by name.
+    pub servers: BTreeMap<String, McpServerSettings>,
+}
+
+impl McpSettings {
+    /// The servers resolved: names checked, `${VAR}` references expanded with `var`.
+    pub fn resolve(
+        &self,
+        var: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Vec<McpServerConfig>, SettingsError> {
+        self.servers
+            .iter()
+            .map(|(name, server)| {
+                server
+                    .resolve(name, var)
+                    .map_err(|e| SettingsError::Invalid(e.to_string()))
+            })
+            .collect()
+    }
+
+    /// The settings as `check-config` prints them (`env` and `headers` values masked).
+    pub fn masked(&self) -> McpSettings {
+        McpSettings {
+            servers: self
+                .servers
+                .iter()
+                .map(|(name, s)| (name.clone(), s.masked()))
+                .collect(),
+        }
+    }
+}
+
+/// A tool of `[tools.<name>]`: answered by another service (`kind = "service"`) or a webhook
+/// (`kind = "http"`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSettings {
+    /// `service` or `http`.
+    pub kind: agentd_proto::ToolKind,
+    /// What it does, for the model.
+    #[serde(default)]
+    pub description: String,
+    /// The JSON schema of its arguments (an object with no properties if not given).
+    #[serde(default = "ToolSettings::no_parameters")]
+    pub parameters: serde_json::Value,
+    /// How long a call may take, ms: a webhook's request, retries included, or a service's
+    /// answer; then the model gets a tool error. 0 waits for ever (service tools only).
+    #[serde(default = "ToolSettings::default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// `always` (every call waits for a person's approval) or `never`.
+    #[serde(default)]
+    pub approval: agentd_actors::Approval,
+    /// Where a webhook tool POSTs.
+    #[serde(default)]
+    pub url: String,
+    /// The environment variable holding a webhook tool's signing secret (unset: start-up
+    /// error).
+    #[serde(default)]
+    pub secret_env: String,
+}
+
+impl ToolSettings {
+    fn no_parameters() -> serde_json::Value {
+        serde_json::json!({"type": "object", "properties": {}})
+    }
+
+    fn default_timeout_ms() -> u64 {
+        60_000
+    }
+
+    /// Checks the tool's settings (not its environment, which `wiring` reads).
+    fn validate(&self, name: &str) -> Result<(), SettingsError> {
+        let bad = |why: String| Err(SettingsError::Invalid(format!("tools.{name}: {why}")));
+        if let Err(e) = agentd_actors::ToolCatalogue::check_name(name) {
+            return bad(e.message);
+        }
+        if !self.parameters.is_object() {
+            return bad("parameters must be a JSON schema (a table)".into());
+        }
+        match self.kind {
+            agentd_proto::ToolKind::Http => {
+                if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
+                    return bad(format!(
+                        "a webhook tool needs url = \"http(s)://…\" (got `{}`)",
+                        self.url
+                    ));
+                }
+                if self.timeout_ms == 0 {
+                    return bad("a webhook tool needs timeout_ms > 0".into());
+                }
+            }
+            agentd_proto::ToolKind::Service => {
+                if !self.url.is_empty() || !self.secret_env.is_empty() {
+                    return bad("url and secret_env are for kind = \"http\"".into());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Everything agentd reads at start-up.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -346,6 +468,13 @@ pub struct Settings {
     pub pricing: PricingSettings,
     /// Logs.
     pub log: LogSettings,
+    /// MCP servers.
+    #[serde(default)]
+    pub mcp: McpSettings,
+    /// Tools answered by other services or webhooks, by name (agent types list them in
+    /// `tools`).
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolSettings>,
 }
 
 impl Settings {
@@ -436,6 +565,9 @@ impl Settings {
             .providers
             .iter()
             .map(|(name, p)| (format!("providers.{name}"), p.over(&self.model)));
+        // Names, transports and timeouts; `${VAR}` references are checked when wiring, where
+        // the environment is read.
+        self.mcp.resolve(&|_| Some(String::new()))?;
         for (section, m) in
             std::iter::once(("model".to_string(), self.model.clone())).chain(providers)
         {
@@ -448,11 +580,20 @@ impl Settings {
                     m.backend
                 )));
             }
-            if m.backend == "process" && m.command.is_empty() {
+            if !matches!(m.protocol.as_str(), "jsonl" | "claude-code") {
+                return Err(SettingsError::Invalid(format!(
+                    "{section}.protocol `{}` is not one of jsonl, claude-code",
+                    m.protocol
+                )));
+            }
+            if m.backend == "process" && m.protocol == "jsonl" && m.command.is_empty() {
                 return Err(SettingsError::Invalid(format!(
                     "{section}.backend is process: set {section}.command"
                 )));
             }
+        }
+        for (name, tool) in &self.tools {
+            tool.validate(name)?;
         }
         Ok(())
     }
@@ -533,6 +674,116 @@ mod tests {
             .err()
             .map(|e| e.to_string());
         assert!(err.unwrap_or_default().contains("providers.bad.backend"));
+    }
+
+    #[test]
+    fn configured_tools_load_and_are_checked() {
+        let s = Settings::from_overrides(
+            r#"
+[tools.lookup_order]
+kind = "service"
+description = "Look an order up by id."
+parameters = { type = "object", properties = { order_id = { type = "string" } }, required = ["order_id"] }
+timeout_ms = 600000
+approval = "never"
+
+[tools.notify]
+kind = "http"
+url = "http://127.0.0.1:9100/notify"
+secret_env = "NOTIFY_SECRET"
+approval = "always"
+"#,
+        )
+        .map_err(|e| e.to_string());
+        assert!(s.is_ok(), "{s:?}");
+        if let Ok(s) = s {
+            let order = &s.tools["lookup_order"];
+            assert_eq!(
+                order.parameters["required"],
+                serde_json::json!(["order_id"])
+            );
+            assert_eq!(order.timeout_ms, 600_000);
+            assert_eq!(s.tools["notify"].approval, agentd_actors::Approval::Always);
+            assert_eq!(s.tools["notify"].timeout_ms, 60_000);
+        }
+        for (bad, says) in [
+            ("[tools.mcp__x]\nkind = \"service\"\n", "mcp__"),
+            ("[tools.current_time]\nkind = \"service\"\n", "built-in"),
+            ("[tools.hook]\nkind = \"http\"\n", "url"),
+            (
+                "[tools.svc]\nkind = \"service\"\nurl = \"http://x\"\n",
+                "kind = \"http\"",
+            ),
+            ("[tools.svc]\nkind = \"grpc\"\n", "grpc"),
+        ] {
+            let e = Settings::from_overrides(bad).err().map(|e| e.to_string());
+            assert!(
+                e.as_deref().is_some_and(|e| e.contains(says)),
+                "{bad}: {e:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_claude_code_protocol_needs_no_command_and_others_are_refused() {
+        let s = Settings::from_overrides(
+            "[providers.claude]\nbackend = \"process\"\nprotocol = \"claude-code\"\n",
+        )
+        .map_err(|e| e.to_string());
+        assert!(s.is_ok(), "{s:?}");
+        if let Ok(s) = s {
+            assert_eq!(s.model.protocol, "jsonl", "the default protocol");
+            assert_eq!(s.providers["claude"].over(&s.model).protocol, "claude-code");
+        }
+        let err = Settings::from_overrides("[model]\nbackend = \"process\"\n")
+            .err()
+            .map(|e| e.to_string());
+        assert!(err.unwrap_or_default().contains("set model.command"));
+        let err = Settings::from_overrides("[model]\nprotocol = \"acp\"\n")
+            .err()
+            .map(|e| e.to_string());
+        assert!(err.unwrap_or_default().contains("model.protocol"));
+    }
+
+    #[test]
+    fn mcp_servers_keep_their_key_case_and_bad_names_are_refused() {
+        let s = Settings::from_overrides(
+            "[mcp.servers.files]\ncommand = [\"srv\"]\nenv = { GITHUB_TOKEN = \"${T}\" }\n\
+             approval = [\"write_file\"]\n[mcp.servers.search]\nurl = \"http://127.0.0.1:9/mcp\"\n\
+             headers = { Authorization = \"Bearer ${T}\" }\ntimeout_ms = 5\n",
+        )
+        .map_err(|e| e.to_string());
+        assert!(s.is_ok(), "{s:?}");
+        if let Ok(s) = s {
+            let files = &s.mcp.servers["files"];
+            assert!(files.env.contains_key("GITHUB_TOKEN"), "{:?}", files.env);
+            assert!(
+                s.mcp.servers["search"]
+                    .headers
+                    .contains_key("Authorization")
+            );
+            let servers = s.mcp.resolve(&|v| (v == "T").then(|| "tok".to_string()));
+            assert_eq!(servers.map(|s| s.len()).ok(), Some(2));
+            let unset = s.mcp.resolve(&|_| None).err().map(|e| e.to_string());
+            assert!(unset.unwrap_or_default().contains("${T}, which is not set"));
+            let shown = toml::to_string(&s.mcp.masked()).unwrap_or_default();
+            assert!(!shown.contains("Bearer"), "{shown}");
+        }
+        for bad in ["Files", "a__b", "-x"] {
+            let err = Settings::from_overrides(&format!(
+                "[mcp.servers.\"{bad}\"]\ncommand = [\"srv\"]\n"
+            ))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+            assert!(err.contains("a server name must match"), "{bad}: {err}");
+        }
+        let err =
+            Settings::from_overrides("[mcp.servers.x]\ncommand = [\"a\"]\nurl = \"http://h\"\n")
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+        assert!(err.contains("either command"), "{err}");
     }
 
     #[test]

@@ -4,14 +4,17 @@
 use crate::builtin;
 use crate::settings::{ModelSettings, Settings, StoreKind};
 use agentd_actors::{
-    Clock, ContextWindow, Deps, EventSink, ModelClient, ProviderRates, RuntimeConfig, ThreadStore,
-    Transport,
+    AgentTypes, Clock, ConfiguredRun, ConfiguredTool, ContextWindow, Deps, EventSink, ModelClient,
+    ProviderRates, RuntimeConfig, Secret, ThreadStore, ToolCatalogue, Transport, WebhookClient,
+    check_type_tools, split_exposed,
 };
 use agentd_bus::{
     CappedStream, EventLog, Fanout, InProcessBus, RedisBus, RedisBusConfig, RedisEvents,
 };
+use agentd_mcp::McpClient;
 use agentd_models::{
-    AnthropicModel, HttpSettings, ModelRouter, OpenAiModel, ProcessModel, ScriptedModel,
+    AnthropicModel, ClaudeCodeModel, ClaudeCodeSettings, HttpSettings, HttpWebhooks, ModelRouter,
+    OpenAiModel, ProcessModel, ScriptedModel,
 };
 use agentd_store::{MemoryStore, RedbStore, RedisStore};
 use anyhow::Context as _;
@@ -31,12 +34,15 @@ pub struct Wired {
     pub redis: Option<Arc<RedisBus>>,
     /// The Redis store, when Redis is configured (for the command consumer's connection).
     pub redis_store: Option<RedisStore>,
+    /// The MCP client, when MCP servers are configured (not started: `app::start` starts it).
+    pub mcp: Option<Arc<McpClient>>,
 }
 
 /// The model backend of one provider's settings (`section` names it in errors).
 pub fn build_provider(
     section: &str,
     m: &ModelSettings,
+    data_dir: &Path,
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<Arc<dyn ModelClient>> {
     let http = |default_url: &str| -> anyhow::Result<HttpSettings> {
@@ -65,6 +71,26 @@ pub fn build_provider(
             OpenAiModel::new(http("https://api.openai.com/v1")?, m.model.clone())
                 .with_context(|| format!("{section}: the OpenAI backend"))?,
         ),
+        "process" if m.protocol == "claude-code" => {
+            Arc::new(ClaudeCodeModel::new(ClaudeCodeSettings {
+                command: if m.command.is_empty() {
+                    vec!["claude".to_string()]
+                } else {
+                    m.command.clone()
+                },
+                home: std::path::absolute(data_dir.join("claude-code"))
+                    .with_context(|| format!("{section}: the data directory"))?,
+                workdir: match m.workdir.trim() {
+                    "" => None,
+                    dir => Some(
+                        std::path::absolute(dir)
+                            .with_context(|| format!("{section}.workdir {dir}"))?,
+                    ),
+                },
+                grace: std::time::Duration::from_millis(m.grace_ms),
+                timeout: std::time::Duration::from_millis(m.timeout_ms),
+            }))
+        }
         "process" => Arc::new(ProcessModel::new(
             m.command.clone(),
             std::time::Duration::from_millis(m.grace_ms),
@@ -94,12 +120,18 @@ pub fn build_provider(
 /// Every configured provider behind one router: `[model]` as the default, each
 /// `[providers.<name>]` by name.
 pub fn build_models(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<ModelRouter> {
-    let mut router = ModelRouter::new(build_provider("model", &settings.model, clock.clone())?);
+    let data_dir = &settings.store.data_dir;
+    let mut router = ModelRouter::new(build_provider(
+        "model",
+        &settings.model,
+        data_dir,
+        clock.clone(),
+    )?);
     for (name, p) in &settings.providers {
         let section = format!("providers.{name}");
         router = router.with(
             name.clone(),
-            build_provider(&section, &p.over(&settings.model), clock.clone())?,
+            build_provider(&section, &p.over(&settings.model), data_dir, clock.clone())?,
         );
     }
     Ok(router)
@@ -176,7 +208,20 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
     let dir = settings.agents.dir.trim();
     let types = builtin::load_agent_types((!dir.is_empty()).then(|| Path::new(dir)))
         .map_err(|e| anyhow::anyhow!("agent types: {e}"))?;
+    // MCP servers: references expanded from the environment (an unset one stops start-up);
+    // they connect once the service starts, and never hold start-up.
+    let mcp_servers = settings
+        .mcp
+        .resolve(&|var| std::env::var(var).ok())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mcp =
+        (!mcp_servers.is_empty()).then(|| McpClient::new(mcp_servers, &mcp_tools_named(&types)));
     let mut config = RuntimeConfig::with_types(types);
+    config.tools = build_tools(settings)?;
+    if let Some(mcp) = &mcp {
+        config.tools.add_mcp(mcp.clone());
+    }
+    check_type_tools(&config.types, &config.tools).map_err(|e| anyhow::anyhow!("{e}"))?;
     config.limits = settings.limits.clone();
     config.prices = settings.pricing.models.clone();
     config.default_price = settings.pricing.default;
@@ -231,12 +276,71 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
         event_log,
         redis,
         redis_store,
+        mcp,
     })
 }
 
 /// Events `/v1/events` keeps for clients that resume (`Last-Event-ID`); one further behind is
 /// told it lagged.
 const EVENT_HISTORY: usize = 10_000;
+
+/// The MCP tools agent types name one by one (not `mcp__<server>__*`), by server, by their own
+/// names.
+fn mcp_tools_named(types: &AgentTypes) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut named: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for entry in types.iter().flat_map(|t| t.tools.iter()) {
+        if let Some((server, tool)) = split_exposed(entry).filter(|(_, tool)| *tool != "*") {
+            let tools = named.entry(server.to_string()).or_default();
+            if !tools.iter().any(|t| t == tool) {
+                tools.push(tool.to_string());
+            }
+        }
+    }
+    named
+}
+
+/// The tool catalogue: the built-in tools and those of `[tools.<name>]`, whose secrets are
+/// read from the environment now (an unset variable is a start-up error; the value is never
+/// printed).
+fn build_tools(settings: &Settings) -> anyhow::Result<ToolCatalogue> {
+    let mut tools = Vec::with_capacity(settings.tools.len());
+    for (name, t) in &settings.tools {
+        let run = match t.kind {
+            agentd_proto::ToolKind::Service => ConfiguredRun::Service,
+            agentd_proto::ToolKind::Http => {
+                let secret = match t.secret_env.trim() {
+                    "" => String::new(),
+                    var => std::env::var(var).with_context(|| {
+                        format!("tools.{name}.secret_env names `{var}`, which is not set")
+                    })?,
+                };
+                ConfiguredRun::Http {
+                    url: t.url.clone(),
+                    secret: Secret::new(secret),
+                }
+            }
+        };
+        tools.push(ConfiguredTool {
+            name: name.clone(),
+            description: t.description.clone(),
+            parameters: t.parameters.clone(),
+            timeout_ms: t.timeout_ms,
+            approval: t.approval,
+            run,
+        });
+    }
+    let webhooks: Option<Arc<dyn WebhookClient>> = if tools
+        .iter()
+        .any(|t| matches!(t.run, ConfiguredRun::Http { .. }))
+    {
+        Some(Arc::new(
+            HttpWebhooks::new().map_err(|e| anyhow::anyhow!("webhook tools: {e}"))?,
+        ))
+    } else {
+        None
+    };
+    ToolCatalogue::with_configured(tools, webhooks).map_err(|e| anyhow::anyhow!("{}", e.message))
+}
 
 /// Agent types that name a provider the config does not have: `(type, provider)`.
 fn types_needing_providers(config: &RuntimeConfig) -> Vec<(String, String)> {

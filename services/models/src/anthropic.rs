@@ -61,9 +61,11 @@ pub fn request_body(req: &ModelRequest, model: &str, max_tokens: u32) -> Value {
             Role::User => ("user", vec![json!({"type": "text", "text": e.text})]),
             Role::Tool => (
                 "user",
-                vec![
-                    json!({"type": "tool_result", "tool_use_id": e.tool_call_id, "content": e.text}),
-                ],
+                vec![if e.is_error {
+                    json!({"type": "tool_result", "tool_use_id": e.tool_call_id, "content": e.text, "is_error": true})
+                } else {
+                    json!({"type": "tool_result", "tool_use_id": e.tool_call_id, "content": e.text})
+                }],
             ),
             Role::Assistant => {
                 let mut b = Vec::new();
@@ -155,6 +157,7 @@ pub fn parse_response(v: &Value) -> Result<ModelResponse, ModelError> {
         tool_calls,
         usage,
         cut_off: v.get("stop_reason").and_then(Value::as_str) == Some("max_tokens"),
+        cli_run: None,
     })
 }
 
@@ -360,6 +363,7 @@ impl MessageStream {
             tool_calls,
             usage: self.usage,
             cut_off: self.stop_reason.as_deref() == Some("max_tokens"),
+            cli_run: None,
         })
     }
 }

@@ -106,6 +106,7 @@ pub fn parse_response(v: &Value) -> Result<ModelResponse, ModelError> {
             .pointer("/choices/0/finish_reason")
             .and_then(Value::as_str)
             == Some("length"),
+        cli_run: None,
     })
 }
 
@@ -251,6 +252,7 @@ impl ChatStream {
             tool_calls,
             usage: self.usage.unwrap_or_default(),
             cut_off: reason == "length",
+            cli_run: None,
         })
     }
 }

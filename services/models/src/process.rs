@@ -164,6 +164,7 @@ pub fn parse_line(v: &Value) -> Result<ModelResponse, ModelError> {
         tool_calls,
         usage,
         cut_off: false,
+        cli_run: None,
     })
 }
 

@@ -69,4 +69,11 @@ impl ModelClient for ModelRouter {
             client.control(agent_id, control);
         }
     }
+
+    fn conversation_replaced(&self, agent_id: &str) {
+        self.default.conversation_replaced(agent_id);
+        for client in self.named.values() {
+            client.conversation_replaced(agent_id);
+        }
+    }
 }

@@ -15,10 +15,11 @@
 //! purpose = "turn"                 # turn | compact
 //! once = false                     # fire at most once per agent
 //! text = "Deploying {{input}}"     # {{input}} {{title}} {{agent_type}} {{agent_id}} {{system_prompt}}
+//!                                  # {{tools}} (the names of the tools shown, comma-separated)
 //! delay_ms = 0                     # wait on the clock first
 //! usage = { input = 10, output = 5 }
 //! [[rule.tool_calls]]
-//! name = "Manage"
+//! name = "Manage"                  # substituted too: "{{input}}" calls the tool the input names
 //! arguments = { command = "send_message", worker = "Ops", message = "{{input}}", threadAlias = "a" }
 //! ```
 
@@ -229,6 +230,16 @@ fn substitute(text: &str, req: &ModelRequest, input: &str) -> String {
         .replace("{{agent_type}}", &req.agent_type)
         .replace("{{agent_id}}", &req.agent_id)
         .replace("{{system_prompt}}", &req.system_prompt)
+        .replace("{{tools}}", &tool_names(req))
+}
+
+/// The names of the tools `req` shows the model, comma-separated (what `{{tools}}` reads).
+fn tool_names(req: &ModelRequest) -> String {
+    req.tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn substitute_value(v: &Value, req: &ModelRequest, input: &str) -> Value {
@@ -294,6 +305,7 @@ impl ModelClient for ScriptedModel {
                 tool_calls: Vec::new(),
                 usage,
                 cut_off: false,
+                cli_run: None,
             });
         };
         if rule.once {
@@ -328,7 +340,7 @@ impl ModelClient for ScriptedModel {
                 };
                 ToolCall {
                     id: format!("call-{n}"),
-                    name: c.name.clone(),
+                    name: substitute(&c.name, &req, &input),
                     arguments: substitute_value(&c.arguments, &req, &input),
                 }
             })
@@ -343,6 +355,7 @@ impl ModelClient for ScriptedModel {
             tool_calls,
             usage,
             cut_off: false,
+            cli_run: None,
         })
     }
 }

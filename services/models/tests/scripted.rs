@@ -27,6 +27,8 @@ fn req(agent_type: &str, title: &str, entries: &[(Role, &str)]) -> ModelRequest 
         ),
         tools: Default::default(),
         purpose: Purpose::Turn,
+        cli_session_id: None,
+        cli_tools: Default::default(),
         observer: None,
         cancel: agentd_actors::CancellationToken::new(),
     }

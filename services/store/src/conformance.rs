@@ -57,6 +57,7 @@ pub fn record(id: &str, parent: Option<&str>, created: u64) -> AgentRecord {
             deadline_ms: None,
         })),
         result: Some(Box::new(serde_json::json!({"ok": true}))),
+        agent_cli: None,
         created_at_ms: created,
         updated_at_ms: created,
     }
@@ -334,6 +335,7 @@ fn checkpoint(agent: &str, n: u64) -> agentd_proto::Checkpoint {
         usage: Usage::default(),
         cost_usd: 0.0,
         turns: n,
+        cli_session_id: None,
     }
 }
 

@@ -118,6 +118,23 @@ pub(crate) async fn info(st: web::Data<ApiState>) -> HttpResponse {
             workers: t.workers.clone(),
         })
         .collect();
+    let mcp_servers = deps
+        .config
+        .tools
+        .mcp()
+        .map(|m| m.status())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| crate::openapi::McpServerInfo {
+            name: s.name,
+            transport: s.transport.to_string(),
+            up: s.up,
+            tools: s.tools,
+            skipped: s.skipped,
+            missing: s.missing,
+            last_error: s.last_error,
+        })
+        .collect();
     HttpResponse::Ok().json(crate::openapi::Info {
         service: "agentd".into(),
         version: env!("CARGO_PKG_VERSION").into(),
@@ -127,6 +144,7 @@ pub(crate) async fn info(st: web::Data<ApiState>) -> HttpResponse {
         process_id: st.redis.as_ref().map(|r| r.process_id().to_string()),
         partitions_owned: st.redis.as_ref().map(|r| r.owned()),
         live_agents,
+        mcp_servers,
     })
 }
 

@@ -1,0 +1,20 @@
+//! The MCP client of agentd: the configured MCP servers (`[mcp.servers.<name>]`, stdio or
+//! streamable HTTP) behind the actors' [`McpTools`](agentd_actors::McpTools) port, built on
+//! the official Rust SDK (`rmcp`). The actors never name it.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`config`] | a server's settings as written, and resolved at start-up |
+//! | [`expand`] | `${VAR}` references in `env` and `headers` values |
+//! | [`content`] | tool lists to specs (names checked, schemas normalised), results to text |
+//! | [`server`] | one server: its supervised connection, its listing, its calls |
+//! | [`client`] | [`McpClient`]: every server of a process as one `McpTools` |
+
+pub mod client;
+pub mod config;
+pub mod content;
+pub mod expand;
+mod server;
+
+pub use client::McpClient;
+pub use config::{McpConfigError, McpServerConfig, McpServerSettings, McpTransport};

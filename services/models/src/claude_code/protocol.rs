@@ -1,0 +1,604 @@
+//! The Claude Code CLI's stream-json protocol, as plain code (no I/O): the flags agentd starts
+//! the CLI with, the `user` line each agentd message becomes, and the assembly of the lines
+//! the CLI writes during one turn into one [`ModelResponse`].
+//!
+//! The CLI writes, per turn: a `system` line with `subtype: "init"` (its `session_id`), then
+//! `assistant` lines (one message's content blocks: `text`, `tool_use`, `thinking`), `user`
+//! lines with the `tool_result`s of the tools it ran itself, and one `result` line that ends the
+//! turn: `is_error` (not `subtype`, which says `success` on a failed request), `result` (the
+//! answer), `usage` in four kinds, and its own cost figures. Lines of its sub-agents (a
+//! non-null `parent_tool_use_id`) are its own business and are skipped.
+
+use agentd_actors::{CliRun, CliStep, CliTools, ModelError, ModelResponse};
+use agentd_proto::{Role, ThreadEntry, ToolCall, Usage};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// What a call asks of the CLI beyond its message: how to start a process for it.
+pub struct Launch<'a> {
+    /// The agent's layered system prompt (`--append-system-prompt`).
+    pub system_prompt: &'a str,
+    /// The tools the CLI may run without asking, and its permission mode.
+    pub tools: &'a CliTools,
+    /// The model the agent names, if it names one (`--model`).
+    pub model: Option<&'a str>,
+    /// The session to resume (`--resume`), if any.
+    pub resume: Option<&'a str>,
+}
+
+/// The flags agentd adds to `model.command` (after the command's own arguments).
+pub fn flags(launch: &Launch<'_>) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "-p",
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    ]
+    .map(String::from)
+    .to_vec();
+    if !launch.system_prompt.trim().is_empty() {
+        args.extend(["--append-system-prompt".into(), launch.system_prompt.into()]);
+    }
+    if !launch.tools.allowed.is_empty() {
+        args.extend(["--allowedTools".into(), launch.tools.allowed.join(",")]);
+    }
+    if let Some(mode) = &launch.tools.permission_mode {
+        args.extend(["--permission-mode".into(), mode.clone()]);
+    }
+    if let Some(model) = launch.model {
+        args.extend(["--model".into(), model.into()]);
+    }
+    if let Some(session) = launch.resume {
+        args.extend(["--resume".into(), session.into()]);
+    }
+    args
+}
+
+/// The entries at the end of `thread` the CLI has not seen: those after `sent_through` (the
+/// last entry written to this process), or, when that names nothing later, those after the last
+/// assistant or tool entry (the CLI's own answers end there; a retry sends its message again).
+fn unseen(thread: &[Arc<ThreadEntry>], sent_through: Option<uuid::Uuid>) -> &[Arc<ThreadEntry>] {
+    let after_answers = thread
+        .iter()
+        .rposition(|e| matches!(e.role, Role::Assistant | Role::Tool))
+        .map_or(0, |i| i + 1);
+    let after_sent = sent_through
+        .and_then(|id| thread.iter().rposition(|e| e.id == id))
+        .map_or(0, |i| i + 1);
+    let start = after_answers.max(after_sent);
+    if start < thread.len() {
+        &thread[start..]
+    } else {
+        &thread[after_answers..]
+    }
+}
+
+/// One entry as the CLI reads it.
+fn render(entry: &ThreadEntry) -> String {
+    match &entry.from_agent {
+        Some(from) => format!("[from agent {from}] {}", entry.text),
+        None => entry.text.clone(),
+    }
+}
+
+/// The text of the `user` line for `thread`: the entries the CLI has not seen (`sent_through`:
+/// the last entry written to its process, if it still runs). A new session (no process and no
+/// session to resume) on a thread that has history gets that history first, as a transcript, so
+/// the CLI knows what came before it.
+pub fn message_text(
+    thread: &[Arc<ThreadEntry>],
+    new_session: bool,
+    sent_through: Option<uuid::Uuid>,
+) -> String {
+    let new = unseen(thread, sent_through.filter(|_| !new_session));
+    let mut text = new
+        .iter()
+        .map(|e| render(e))
+        .filter(|t| !t.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    let history = &thread[..thread.len() - new.len()];
+    if new_session && !history.is_empty() {
+        let transcript = history
+            .iter()
+            .map(|e| {
+                let calls = e
+                    .tool_calls
+                    .iter()
+                    .map(|c| format!(" [called {} {}]", c.name, c.arguments))
+                    .collect::<String>();
+                format!("{}: {}{calls}", role_name(e.role), render(e))
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        text = format!(
+            "The conversation so far (from before this session):\n{transcript}\n\n---\n\n{text}"
+        );
+    }
+    text
+}
+
+fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::User => "user",
+        Role::Assistant => "assistant",
+        Role::Tool => "tool",
+        Role::System => "system",
+    }
+}
+
+/// The message that makes the CLI compact its session (its `/compact` command).
+pub const COMPACT: &str = "/compact";
+
+/// The stream-json `user` line (without its newline) that sends `text`.
+pub fn user_line(text: &str) -> String {
+    json!({
+        "type": "user",
+        "message": {"role": "user", "content": [{"type": "text", "text": text}]},
+        "parent_tool_use_id": null,
+    })
+    .to_string()
+}
+
+/// A line that ended the turn: the call's answer, or why it failed.
+pub type Ended = Result<ModelResponse, ModelError>;
+
+/// The lines of one turn, assembled as they come.
+#[derive(Debug, Default)]
+pub struct TurnAssembly {
+    /// The session its `system/init` line named.
+    pub session_id: Option<String>,
+    steps: Vec<CliStep>,
+    /// Text and calls of the step under way; `answered[i]` holds call `i`'s result.
+    text: String,
+    calls: Vec<ToolCall>,
+    answered: Vec<Option<String>>,
+    /// A `compact_boundary` was seen: the next plain `user` line is the CLI's summary.
+    compacted: bool,
+    summary: Option<String>,
+}
+
+impl TurnAssembly {
+    /// Takes one line; answers `Some` when it ended the turn (`prior_cost_usd`: the CLI's
+    /// running `total_cost_usd` before this turn, for CLIs that report no per-turn figure).
+    pub fn line(&mut self, v: &Value, prior_cost_usd: f64) -> Option<Ended> {
+        if v.get("parent_tool_use_id").is_some_and(|p| !p.is_null()) {
+            return None;
+        }
+        match v.get("type").and_then(Value::as_str) {
+            Some("system") if v.get("subtype").and_then(Value::as_str) == Some("init") => {
+                if let Some(id) = v.get("session_id").and_then(Value::as_str) {
+                    self.session_id = Some(id.to_string());
+                }
+                None
+            }
+            Some("system")
+                if v.get("subtype").and_then(Value::as_str) == Some("compact_boundary") =>
+            {
+                self.compacted = true;
+                None
+            }
+            Some("assistant") => {
+                self.assistant(v.pointer("/message/content"));
+                None
+            }
+            Some("user") => {
+                let content = v.pointer("/message/content");
+                if self.compacted
+                    && self.summary.is_none()
+                    && let Some(summary) = content.and_then(Value::as_str)
+                {
+                    self.summary = Some(summary.to_string());
+                }
+                self.tool_results(content);
+                None
+            }
+            Some("result") => Some(self.end(v, prior_cost_usd)),
+            _ => None,
+        }
+    }
+
+    fn assistant(&mut self, content: Option<&Value>) {
+        let Some(blocks) = content.and_then(Value::as_array) else {
+            if let Some(text) = content.and_then(Value::as_str) {
+                self.say(text);
+            }
+            return;
+        };
+        for block in blocks {
+            match block.get("type").and_then(Value::as_str) {
+                Some("text") => self.say(block.get("text").and_then(Value::as_str).unwrap_or("")),
+                Some("tool_use") => {
+                    self.calls.push(ToolCall {
+                        id: block
+                            .get("id")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_string(),
+                        name: block
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_string(),
+                        arguments: block.get("input").cloned().unwrap_or_else(|| json!({})),
+                    });
+                    self.answered.push(None);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn say(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        if !self.text.is_empty() {
+            self.text.push('\n');
+        }
+        self.text.push_str(text);
+    }
+
+    fn tool_results(&mut self, content: Option<&Value>) {
+        let Some(blocks) = content.and_then(Value::as_array) else {
+            return;
+        };
+        for block in blocks {
+            if block.get("type").and_then(Value::as_str) != Some("tool_result") {
+                continue;
+            }
+            let Some(call_id) = block.get("tool_use_id").and_then(Value::as_str) else {
+                continue;
+            };
+            // A result of no call of this step, or a second one, is dropped: one per call.
+            let Some(i) = self
+                .calls
+                .iter()
+                .zip(&self.answered)
+                .position(|(c, a)| c.id == call_id && a.is_none())
+            else {
+                continue;
+            };
+            let text = result_text(block.get("content"));
+            let is_error = block
+                .get("is_error")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            self.answered[i] = Some(if is_error {
+                json!({"error": {"code": "tool_error", "message": text}}).to_string()
+            } else {
+                text
+            });
+        }
+        if !self.calls.is_empty() && self.answered.iter().all(Option::is_some) {
+            self.close_step();
+        }
+    }
+
+    /// Closes the step under way; a call the CLI reported no result for gets one saying so.
+    fn close_step(&mut self) {
+        let results = std::mem::take(&mut self.answered)
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    json!({"error": {"code": "interrupted", "message": "the agent CLI reported no result for this call"}})
+                    .to_string()
+                })
+            })
+            .collect();
+        self.steps.push(CliStep {
+            text: std::mem::take(&mut self.text),
+            tool_calls: std::mem::take(&mut self.calls),
+            results,
+        });
+    }
+
+    fn end(&mut self, v: &Value, prior_cost_usd: f64) -> Ended {
+        if !self.calls.is_empty() {
+            self.close_step();
+        }
+        let mut answer = v
+            .get("result")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| std::mem::take(&mut self.text));
+        if answer.trim().is_empty()
+            && let Some(summary) = self.summary.take()
+        {
+            answer = summary;
+        }
+        if v.get("is_error").and_then(Value::as_bool).unwrap_or(false) {
+            let status = v.get("api_error_status").and_then(Value::as_u64);
+            if status == Some(429) {
+                return Err(ModelError::RateLimited {
+                    retry_after_ms: 60_000,
+                });
+            }
+            let why = if answer.trim().is_empty() {
+                v.get("errors")
+                    .map(Value::to_string)
+                    .or_else(|| v.get("subtype").map(Value::to_string))
+                    .unwrap_or_else(|| "no reason given".into())
+            } else {
+                answer
+            };
+            return Err(ModelError::Failed(format!(
+                "the agent CLI reported an error: {why}"
+            )));
+        }
+        let usage = usage_of(v);
+        // No calls left for agentd to run; not cut off (the CLI continues an answer cut off
+        // at its token limit itself).
+        Ok(ModelResponse {
+            text: answer,
+            usage,
+            cli_run: Some(Box::new(CliRun {
+                steps: std::mem::take(&mut self.steps),
+                session_id: self.session_id.clone(),
+                reported_cost_usd: reported_cost(v, prior_cost_usd),
+            })),
+            ..ModelResponse::default()
+        })
+    }
+}
+
+/// Usage in the four kinds the CLI reports (any other field of [`Usage`] at its default).
+pub fn four_kinds(input: u64, output: u64, cache_write: u64, cache_read: u64) -> Usage {
+    let mut usage = Usage::default();
+    (
+        usage.input,
+        usage.output,
+        usage.cache_write,
+        usage.cache_read,
+    ) = (input, output, cache_write, cache_read);
+    usage
+}
+
+/// The turn's usage: the result line's `usage`; when that is empty (a `/compact`, whose call
+/// the CLI reports only per model), the sum of `model_usage_since_last_result`.
+fn usage_of(v: &Value) -> Usage {
+    let u = v.get("usage");
+    let count = |key: &str| {
+        u.and_then(|u| u.get(key))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    let usage = four_kinds(
+        count("input_tokens"),
+        count("output_tokens"),
+        count("cache_creation_input_tokens"),
+        count("cache_read_input_tokens"),
+    );
+    if usage.total() > 0 {
+        return usage;
+    }
+    let mut sum = Usage::default();
+    for m in v
+        .get("model_usage_since_last_result")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|models| models.values())
+    {
+        let count = |key: &str| m.get(key).and_then(Value::as_u64).unwrap_or(0);
+        sum += four_kinds(
+            count("inputTokens"),
+            count("outputTokens"),
+            count("cacheCreationInputTokens"),
+            count("cacheReadInputTokens"),
+        );
+    }
+    sum
+}
+
+/// The turn's cost as the CLI reports it: the `costUSD`s of `model_usage_since_last_result`,
+/// else the growth of its running `total_cost_usd`.
+fn reported_cost(v: &Value, prior_cost_usd: f64) -> Option<f64> {
+    if let Some(models) = v
+        .get("model_usage_since_last_result")
+        .and_then(Value::as_object)
+    {
+        return Some(
+            models
+                .values()
+                .filter_map(|m| m.get("costUSD").and_then(Value::as_f64))
+                .sum(),
+        );
+    }
+    v.get("total_cost_usd")
+        .and_then(Value::as_f64)
+        .map(|total| (total - prior_cost_usd).max(0.0))
+}
+
+/// A tool result's content as text: a string as it is, text blocks joined, anything else as
+/// JSON.
+fn result_text(content: Option<&Value>) -> String {
+    match content {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .map(|b| match b.get("text").and_then(Value::as_str) {
+                Some(t) => t.to_string(),
+                None => b.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Some(other) => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(lines: &[Value]) -> Option<Ended> {
+        let mut turn = TurnAssembly::default();
+        lines.iter().find_map(|l| turn.line(l, 0.0))
+    }
+
+    fn init() -> Value {
+        json!({"type": "system", "subtype": "init", "session_id": "s-1"})
+    }
+
+    fn result(text: &str) -> Value {
+        json!({"type": "result", "subtype": "success", "is_error": false, "result": text,
+            "usage": {"input_tokens": 11, "output_tokens": 7, "cache_creation_input_tokens": 3,
+                "cache_read_input_tokens": 2},
+            "total_cost_usd": 0.5,
+            "model_usage_since_last_result": {"m": {"costUSD": 0.25}}})
+    }
+
+    #[test]
+    fn a_turn_with_a_tool_the_cli_ran_becomes_one_paired_step_and_an_answer() {
+        let ended = feed(&[
+            init(),
+            json!({"type": "assistant", "message": {"content": [{"type": "text", "text": "running"}]}}),
+            json!({"type": "assistant", "message": {"content": [
+                {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "echo hi"}}]}}),
+            json!({"type": "user", "message": {"content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "hi", "is_error": false}]}}),
+            json!({"type": "assistant", "message": {"content": [{"type": "text", "text": "done: hi"}]}}),
+            result("done: hi"),
+        ]);
+        let r = ended.and_then(Result::ok).unwrap_or_default();
+        assert_eq!(r.text, "done: hi");
+        assert!(r.tool_calls.is_empty(), "nothing is left for agentd to run");
+        assert_eq!(r.usage, four_kinds(11, 7, 3, 2));
+        let run = r.cli_run.unwrap_or_default();
+        assert_eq!(run.session_id.as_deref(), Some("s-1"));
+        assert_eq!(run.reported_cost_usd, Some(0.25));
+        assert_eq!(run.steps.len(), 1);
+        assert_eq!(run.steps[0].text, "running");
+        assert_eq!(run.steps[0].tool_calls[0].name, "Bash");
+        assert_eq!(run.steps[0].results, vec!["hi".to_string()]);
+    }
+
+    #[test]
+    fn every_call_gets_exactly_one_result() {
+        let ended = feed(&[
+            json!({"type": "assistant", "message": {"content": [
+                {"type": "tool_use", "id": "a", "name": "Read", "input": {}},
+                {"type": "tool_use", "id": "b", "name": "Bash", "input": {}}]}}),
+            json!({"type": "user", "message": {"content": [
+                {"type": "tool_result", "tool_use_id": "b", "content": [{"type": "text", "text": "denied"}], "is_error": true},
+                {"type": "tool_result", "tool_use_id": "b", "content": "again"},
+                {"type": "tool_result", "tool_use_id": "nobody", "content": "stray"}]}}),
+            result(""),
+        ]);
+        let run = ended
+            .and_then(Result::ok)
+            .and_then(|r| r.cli_run)
+            .unwrap_or_default();
+        assert_eq!(run.steps.len(), 1);
+        let results = &run.steps[0].results;
+        assert_eq!(results.len(), 2);
+        assert!(results[0].contains("interrupted"), "{results:?}");
+        assert!(
+            results[1].contains("tool_error") && results[1].contains("denied"),
+            "{results:?}"
+        );
+    }
+
+    #[test]
+    fn is_error_fails_the_call_whatever_the_subtype_says() {
+        let ended = feed(&[
+            json!({"type": "result", "subtype": "success", "is_error": true,
+            "result": "Not logged in"}),
+        ]);
+        assert!(matches!(ended, Some(Err(ModelError::Failed(m))) if m.contains("Not logged in")));
+        let limited = feed(&[json!({"type": "result", "is_error": true, "api_error_status": 429})]);
+        assert!(matches!(limited, Some(Err(ModelError::RateLimited { .. }))));
+    }
+
+    #[test]
+    fn sub_agent_lines_are_skipped_and_the_cost_falls_back_to_the_running_total() {
+        let mut turn = TurnAssembly::default();
+        let nested = json!({"type": "assistant", "parent_tool_use_id": "task-1",
+            "message": {"content": [{"type": "tool_use", "id": "x", "name": "Bash", "input": {}}]}});
+        assert!(turn.line(&nested, 0.0).is_none());
+        let end =
+            json!({"type": "result", "is_error": false, "result": "ok", "total_cost_usd": 0.75});
+        let run = turn
+            .line(&end, 0.5)
+            .and_then(Result::ok)
+            .and_then(|r| r.cli_run)
+            .unwrap_or_default();
+        assert!(run.steps.is_empty());
+        assert_eq!(run.reported_cost_usd, Some(0.25));
+    }
+
+    #[test]
+    fn the_message_is_what_the_cli_has_not_seen_with_history_for_a_new_session() {
+        let e = |role, text: &str| {
+            Arc::new(ThreadEntry::text(
+                agentd_proto::ids::new_id(),
+                role,
+                text,
+                0,
+            ))
+        };
+        let thread = vec![
+            e(Role::User, "first"),
+            e(Role::Assistant, "answer"),
+            e(Role::System, "(interrupted)"),
+            e(Role::User, "second"),
+        ];
+        assert_eq!(
+            message_text(&thread, false, None),
+            "(interrupted)\n\nsecond"
+        );
+        let fresh = message_text(&thread, true, None);
+        assert!(fresh.contains("user: first\nassistant: answer"), "{fresh}");
+        assert!(fresh.ends_with("(interrupted)\n\nsecond"), "{fresh}");
+        assert_eq!(message_text(&thread[..1], true, None), "first");
+        // What was written to the process already is not written again (an interrupted
+        // call's message), unless nothing came after it (a retry).
+        assert_eq!(message_text(&thread, false, Some(thread[2].id)), "second");
+        assert_eq!(
+            message_text(&thread, false, Some(thread[3].id)),
+            "(interrupted)\n\nsecond"
+        );
+    }
+
+    #[test]
+    fn a_compaction_answers_the_cli_summary_and_its_usage_per_model() {
+        let ended = feed(&[
+            json!({"type": "system", "subtype": "compact_boundary"}),
+            json!({"type": "user", "message": {"role": "user", "content": "the summary"}}),
+            json!({"type": "user", "message": {"role": "user", "content": "<local-command-stdout>Compacted </local-command-stdout>"}}),
+            json!({"type": "result", "is_error": false, "result": "",
+                "usage": {"input_tokens": 0, "output_tokens": 0},
+                "model_usage_since_last_result": {"m": {"inputTokens": 20, "outputTokens": 5,
+                    "cacheCreationInputTokens": 1, "cacheReadInputTokens": 2, "costUSD": 0.1}}}),
+        ]);
+        let r = ended.and_then(Result::ok).unwrap_or_default();
+        assert_eq!(r.text, "the summary");
+        assert_eq!(r.usage, four_kinds(20, 5, 1, 2));
+    }
+
+    #[test]
+    fn flags_carry_the_prompt_tools_mode_and_session() {
+        let tools = CliTools {
+            allowed: vec!["Bash".into(), "Read".into()],
+            permission_mode: Some("acceptEdits".into()),
+        };
+        let f = flags(&Launch {
+            system_prompt: "be brief",
+            tools: &tools,
+            model: None,
+            resume: Some("s-1"),
+        });
+        let joined = f.join(" ");
+        assert!(
+            joined
+                .starts_with("-p --input-format stream-json --output-format stream-json --verbose")
+        );
+        assert!(joined.contains("--append-system-prompt be brief"));
+        assert!(joined.contains("--allowedTools Bash,Read"));
+        assert!(joined.contains("--permission-mode acceptEdits"));
+        assert!(joined.ends_with("--resume s-1"));
+        assert!(!joined.contains("--model"));
+    }
+}

@@ -1,0 +1,243 @@
+//! Webhook tools (`[tools.<name>] kind = "http"`) through a real agentd and a real turn of the
+//! scripted model: a receiver written in Python checks the HMAC signature with its own `hmac`
+//! module; a 503 is retried, a 404 and a wrong signature come back to the model as tool errors
+//! with the status and a bounded excerpt; the calls are counted. Start-up refuses a type that
+//! lists an unknown tool and an unset `secret_env`, and never prints a secret.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use agentd_tests::AgentdProcess;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+const SECRET: &str = "s3cr3t-for-the-hook";
+
+/// The Python receiver (`tests/tools/webhook_server.py`), killed on drop.
+struct Receiver {
+    child: Child,
+    url: String,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tools/webhook_server.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .arg(SECRET)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 is needed (run scripts/test.sh)");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port: u16 = line.trim().parse().expect("the receiver's port");
+        Receiver {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn config(dir: &Path, hook: &str, extra_type_tools: &str) -> Vec<(&'static str, String)> {
+    let types = dir.join("types");
+    std::fs::create_dir_all(&types).unwrap();
+    std::fs::write(
+        types.join("notifier.toml"),
+        format!(
+            "name = \"notifier\"\ntitle = \"Notifier\"\ntools = [\"notify\", \"flaky\", \"missing\", \"forged\"{extra_type_tools}]\n"
+        ),
+    )
+    .unwrap();
+    let script = dir.join("script.toml");
+    std::fs::write(
+        &script,
+        r#"
+[[rule]]
+agent = "notifier"
+role = "user"
+contains = "go"
+text = "notifying"
+[[rule.tool_calls]]
+name = "notify"
+arguments = { text = "hello" }
+[[rule.tool_calls]]
+name = "flaky"
+arguments = { text = "again" }
+[[rule.tool_calls]]
+name = "missing"
+arguments = { text = "lost" }
+[[rule.tool_calls]]
+name = "forged"
+arguments = { text = "forged" }
+
+[[rule]]
+agent = "notifier"
+role = "tool"
+text = "all sent"
+"#,
+    )
+    .unwrap();
+    let file = dir.join("agentd.toml");
+    let tool = |name: &str, path: &str, env: &str| {
+        format!(
+            "[tools.{name}]\nkind = \"http\"\nurl = \"{hook}{path}\"\nsecret_env = \"{env}\"\ndescription = \"Send a note.\"\nparameters = {{ type = \"object\", properties = {{ text = {{ type = \"string\" }} }}, required = [\"text\"] }}\ntimeout_ms = 10000\n\n"
+        )
+    };
+    let text = [
+        tool("notify", "/notify", "HOOK_SECRET"),
+        tool("flaky", "/flaky", "HOOK_SECRET"),
+        tool("missing", "/missing", "HOOK_SECRET"),
+        tool("forged", "/notify", "WRONG_SECRET"),
+    ]
+    .concat();
+    std::fs::write(&file, text).unwrap();
+    vec![
+        ("AGENTD_CONFIG", file.display().to_string()),
+        ("AGENTD__AGENTS__DIR", types.display().to_string()),
+        ("AGENTD__MODEL__SCRIPT", script.display().to_string()),
+        (
+            "AGENTD__STORE__DATA_DIR",
+            dir.join("data").display().to_string(),
+        ),
+        ("HOOK_SECRET", SECRET.to_string()),
+        ("WRONG_SECRET", "not-the-secret".to_string()),
+    ]
+}
+
+fn tool_results(p: &AgentdProcess, id: &str) -> Vec<Value> {
+    p.get(&format!("/v1/agents/{id}/thread"))["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["role"] == "tool")
+        .map(|e| serde_json::from_str(e["text"].as_str().unwrap()).unwrap())
+        .collect()
+}
+
+#[test]
+fn webhook_calls_are_signed_retried_and_their_failures_reach_the_model() {
+    let receiver = Receiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let env = config(dir.path(), &receiver.url, "");
+    let p = AgentdProcess::start(&env);
+    let id = p
+        .post(
+            "/v1/agents",
+            json!({"agent_type": "notifier", "prompt": "go"}),
+        )
+        .unwrap()["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    p.wait_for("the turn's end", |p| {
+        p.texts(&id).iter().any(|t| t == "all sent")
+    });
+    let results = tool_results(&p, &id);
+    assert_eq!(results.len(), 4, "{results:#?}");
+    // Signed, with agentd's call id.
+    assert_eq!(results[0]["delivered"], json!({"text": "hello"}));
+    let call_id = results[0]["call_id"].as_str().unwrap();
+    assert!(uuid::Uuid::parse_str(call_id).is_ok(), "{call_id}");
+    // The 503 was retried under the same call id.
+    assert_eq!(results[1]["attempt"], 2, "{:#?}", results[1]);
+    // A 404: a tool error with the status and a bounded excerpt.
+    assert_eq!(results[2]["error"]["code"], "tool_failed");
+    let message = results[2]["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("404") && message.contains("no such hook"),
+        "{message}"
+    );
+    assert!(
+        message.len() < 1000,
+        "the excerpt is bounded: {}",
+        message.len()
+    );
+    // A signature made with another secret is refused by the receiver.
+    assert_eq!(results[3]["error"]["code"], "tool_failed");
+    assert!(
+        results[3]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("401"),
+        "{:#?}",
+        results[3]
+    );
+    let metrics = ureq::get(&format!("{}/metrics", p.url))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    for line in [
+        "agentd_tool_calls_total{tool=\"notify\",kind=\"http\",outcome=\"ok\"} 1",
+        "agentd_tool_calls_total{tool=\"missing\",kind=\"http\",outcome=\"error\"} 1",
+        "agentd_tool_call_seconds_bucket{tool=\"notify\",kind=\"http\",le=\"900\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} not in the metrics");
+    }
+    // The agent's tools list them with their schemas.
+    let tools = p.get(&format!("/v1/agents/{id}/tools"));
+    let notify = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "notify")
+        .cloned()
+        .unwrap();
+    assert_eq!(notify["parameters"]["required"], json!(["text"]));
+    // The secret is in no answer.
+    assert!(!p.get("/v1/info").to_string().contains(SECRET));
+}
+
+fn check_config(env: &[(&str, String)], unset: &[&str]) -> std::process::Output {
+    let mut cmd = Command::new(agentd_tests::process::binary("agentd"));
+    cmd.arg("check-config");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    for k in unset {
+        cmd.env_remove(k);
+    }
+    cmd.output().unwrap()
+}
+
+#[test]
+fn start_up_refuses_unknown_tools_and_unset_secrets_and_prints_no_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = config(dir.path(), "http://127.0.0.1:9", "");
+    let ok = check_config(&env, &[]);
+    let out =
+        String::from_utf8_lossy(&ok.stdout).to_string() + &String::from_utf8_lossy(&ok.stderr);
+    assert!(ok.status.success(), "{out}");
+    assert!(
+        out.contains("HOOK_SECRET"),
+        "the variable's name is shown: {out}"
+    );
+    assert!(!out.contains(SECRET), "the secret is not: {out}");
+
+    let unset = check_config(&env, &["HOOK_SECRET"]);
+    let err = String::from_utf8_lossy(&unset.stderr);
+    assert!(!unset.status.success());
+    assert!(
+        err.contains("tools.") && err.contains("`HOOK_SECRET`, which is not set"),
+        "{err}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let env = config(dir.path(), "http://127.0.0.1:9", ", \"lookup_order\"");
+    let unknown = check_config(&env, &[]);
+    let err = String::from_utf8_lossy(&unknown.stderr);
+    assert!(!unknown.status.success());
+    assert!(
+        err.contains("agent type `notifier` lists tool `lookup_order`"),
+        "{err}"
+    );
+}
