@@ -1,13 +1,15 @@
 // Drives the agentd dashboard in a real browser (Debian's chromium through playwright-core).
 //
-//   node tests/browser/dashboard.mjs <base_url> <token> <out_dir> [--pause TITLE] [--followup TITLE] [--close TITLE]
+//   node tests/browser/dashboard.mjs <base_url> <token> <out_dir> [--pause TITLE] [--followup TITLE] [--close TITLE] [--live TITLE]
 //
 // Expects an agentd with auth required and a few agents already spawned. Steps: open `/`, enter
 // the token, check that every agent of `GET /v1/tree` shows in the page (title, status, nesting,
 // subtree tokens) and the queue; pause an agent through the API and see it change in the page
 // without a reload; resume it from the page; dismiss and then accept a confirm() to close an
 // agent; send a follow-up from the page and check through `GET /v1/agents/{id}/thread` that it
-// reached the agent. A screenshot per step goes to <out_dir>. Prints `STEP …` lines, `FOLLOWUP
+// reached the agent; with --live, send the titled agent (on a slowly streaming provider) a
+// message and see its answer grow in the page before it is stored, then land in the thread.
+// A screenshot per step goes to <out_dir>. Prints `STEP …` lines, `FOLLOWUP
 // <agent_id> <text>` and, when every check passed, `DASHBOARD OK`; exits 1 otherwise.
 
 import { mkdirSync } from 'node:fs';
@@ -282,6 +284,33 @@ try {
   check((await page.evaluate(() => window.__noReload)) === 'still here', 'still no reload');
   console.log(`FOLLOWUP ${lead.agent_id} ${text}`);
   await screenshot('followup-answered');
+
+  // 7. An answer being streamed shows in the page as it arrives, then as a thread entry.
+  if (opts.live) {
+    const writer = byTitle(opts.live);
+    await page.click(`.node[data-agent-id="${writer.agent_id}"]`);
+    await page.locator(`#detail-head h3[data-agent-id="${writer.agent_id}"]`).waitFor({ timeout: WAIT });
+    await api('POST', `/v1/agents/${writer.agent_id}/messages`, { text: 'stream a story' });
+    await page.locator('#live-text:not([hidden])').waitFor({ timeout: WAIT });
+    const liveText = () => page.locator('#live-text-body').innerText();
+    const first = await liveText();
+    await until('the live text to grow', async () => (await liveText()).length > first.length);
+    const stored = await api('GET', `/v1/agents/${writer.agent_id}/thread`);
+    check(
+      !stored.entries.some((e) => e.role === 'assistant'),
+      'the text shows while it arrives, before the answer is stored',
+    );
+    const grown = await liveText();
+    check(grown.startsWith(first), `the text grows at its end: "${first}" then "${grown}"`);
+    await screenshot('live-text');
+    console.log(`LIVE ${writer.agent_id} ${first.length} -> ${grown.length} chars`);
+    await page
+      .locator('#thread .entry[data-role="assistant"]', { hasText: 'The end.' })
+      .waitFor({ timeout: 20_000 });
+    await page.locator('#live-text').waitFor({ state: 'hidden', timeout: WAIT });
+    step(`${writer.title}'s streamed answer is in the thread`);
+    await screenshot('live-text-stored');
+  }
 
   check(foreignRequests.length === 0, `requests left the origin: ${foreignRequests.join(', ')}`);
   check(consoleErrors.length === 0, `console errors: ${consoleErrors.join(' | ')}`);

@@ -3,7 +3,9 @@
 //! `tests/browser/dashboard.mjs` drives Debian's chromium (playwright-core) through the page —
 //! token form, live tree and queue, a pause made through the API showing up without a reload,
 //! resume and close (behind a confirm) from the page, and a follow-up typed into the page that
-//! must reach the agent's thread. Screenshots of each step go to `target/test-output/dashboard/`.
+//! must reach the agent's thread, and an answer streamed slowly by a local provider that the
+//! page shows as it arrives (`text_delta` events) before it lands in the thread. Screenshots of
+//! each step go to `target/test-output/dashboard/`.
 //!
 //! Needs `node`, `/usr/bin/chromium` (or `CHROMIUM_PATH`) and `tests/browser/node_modules`;
 //! `scripts/test.sh` installs them. Missing ones fail the test with the fix, never skip it.
@@ -11,6 +13,7 @@
 
 use agentd_tests::AgentdProcess;
 use agentd_tests::process::bin_dir;
+use agentd_tests::streaming_provider::{StreamingProvider, openai_text};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -118,7 +121,17 @@ fn the_dashboard_shows_the_live_tree_and_drives_agents_in_a_real_browser() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("script.toml");
     std::fs::write(&script, SCRIPT).unwrap();
+    // A provider that streams its answer slowly: the page shows the text as it arrives.
+    let mut story: Vec<String> = (1..=30).map(|i| format!("word{i} ")).collect();
+    story.push("The end.".into());
+    let story: Vec<&str> = story.iter().map(String::as_str).collect();
+    let provider = StreamingProvider::start(vec![
+        openai_text(&story, "stop", Some((40, 31))).paced(2, Duration::from_millis(150)),
+    ]);
     let p = AgentdProcess::start(&[
+        ("AGENTD__PROVIDERS__LIVE__BACKEND", "openai".to_string()),
+        ("AGENTD__PROVIDERS__LIVE__BASE_URL", provider.url.clone()),
+        ("AGENTD__PROVIDERS__LIVE__MODEL", "live-test".to_string()),
         ("AGENTD__STORE__KIND", "memory".to_string()),
         ("AGENTD__AUTH__REQUIRED", "true".to_string()),
         ("AGENTD__AUTH__TOKEN", TOKEN.to_string()),
@@ -171,6 +184,10 @@ fn the_dashboard_shows_the_live_tree_and_drives_agents_in_a_real_browser() {
         &p,
         json!({"agent_type": "subagent", "title": "Rate Limited Bot", "parent_id": lead, "prompt": "rate me"}),
     );
+    let writer = spawn(
+        &p,
+        json!({"agent_type": "subagent", "title": "Live Writer", "parent_id": lead, "provider": "live"}),
+    );
     let status = |id: &str| get(&p, &format!("/v1/agents/{id}"))["status"].clone();
     wait_until("the tree to settle", || {
         status(&coder) == "completed"
@@ -198,6 +215,7 @@ fn the_dashboard_shows_the_live_tree_and_drives_agents_in_a_real_browser() {
         .args(["--pause", "Docs Researcher"])
         .args(["--followup", "Dashboard Lead"])
         .args(["--close", "Grandchild Checker"])
+        .args(["--live", "Live Writer"])
         .env("CHROMIUM_PATH", &chromium)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -275,6 +293,17 @@ fn the_dashboard_shows_the_live_tree_and_drives_agents_in_a_real_browser() {
             .iter()
             .any(|e| e["text"] == format!("Noted: {text}")),
         "the lead answered it: {thread}"
+    );
+    assert!(stdout.contains(&format!("LIVE {writer} ")), "{stdout}");
+    let thread = get(&p, &format!("/v1/agents/{writer}/thread"));
+    assert!(
+        thread["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["role"] == "assistant"
+                && e["text"].as_str().unwrap_or("").ends_with("The end.")),
+        "the streamed answer is stored whole: {thread}"
     );
     assert_ne!(status(&researcher), "paused", "resumed from the page");
     assert_eq!(status(&grandchild), "closed", "closed from the page");

@@ -385,3 +385,30 @@ async fn a_pause_aborts_the_call_in_flight_and_resume_runs_the_step_again() {
     assert_eq!(rec.usage.input, 600, "both calls: {:?}", rec.usage);
     assert_eq!(provider.bodies().len(), 2);
 }
+
+#[actix_rt::test]
+async fn a_shutdown_aborts_the_call_in_flight_and_stores_what_it_cost() {
+    let provider = StreamingProvider::start(vec![
+        openai_text(&slow_pieces(), "stop", Some((500, 300))).paced(3, Duration::from_millis(50)),
+    ]);
+    let sys = system(openai(&provider.url), Arc::new(SystemClock));
+    let mut rx = sys.events();
+    let a = sys.root("plain", Some("tell me a long story")).await;
+    next_event(
+        &mut rx,
+        "text arriving",
+        |e| matches!(e, Event::TextDelta { agent_id, .. } if *agent_id == a.id),
+    )
+    .await;
+    sys.system.shutdown().await;
+    wait_until("the provider to see the hang-up", || async {
+        provider.hung_up() == 1
+    })
+    .await;
+    let stored = sys.store.get_agent(&a.id).await.unwrap().unwrap();
+    assert!(
+        stored.usage.estimated && stored.usage.output > 0 && stored.usage.input > 0,
+        "the aborted call's estimate is stored: {:?}",
+        stored.usage
+    );
+}

@@ -313,6 +313,7 @@ impl Handler<StopAgent> for AgentActor {
         }
         // A shutdown leaves the turn's calls open: the turn runs again on re-activation and
         // answers them (a service call it waits for stays open in the store).
+        let usage_before = self.rec.usage;
         let interruption = match self.abort_turn(false, ctx) {
             Some(i) => Some(i).filter(|_| closing),
             None if closing => {
@@ -323,6 +324,9 @@ impl Handler<StopAgent> for AgentActor {
             }
             None => None,
         };
+        // The model call aborted with the turn cost tokens: the record keeps them, shutdown
+        // or not (the turn's re-run makes a call of its own).
+        let spent = self.rec.usage != usage_before;
         if closing {
             dropped.extend(self.take_queue());
         } else {
@@ -355,7 +359,9 @@ impl Handler<StopAgent> for AgentActor {
                         tracing::warn!(agent_id = %rec.id, error = %e, "dropping a queued item failed");
                     }
                 }
-                if closing && let Err(e) = store.put_agent(&rec).await {
+                if (closing || spent)
+                    && let Err(e) = store.put_agent(&rec).await
+                {
                     tracing::error!(agent_id = %rec.id, error = %e, "persisting the agent record failed");
                 }
                 rec

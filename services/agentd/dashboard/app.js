@@ -15,6 +15,8 @@ const state = {
   selected: null,
   events: [], // newest first: {at, type, data}
   resumeAt: new Map(), // agent id → resume time (ms) from rate_limited events
+  liveText: new Map(), // agent id → {stepId, text}: the answer it is streaming now (text_delta events)
+  lastEventId: null, // the id of the last event received, to resume the stream after a drop
   eventCount: 0,
 };
 
@@ -244,9 +246,10 @@ function setStream(s, text) {
   badge.textContent = text || { live: 'live', connecting: 'connecting…', down: 'disconnected' }[s];
 }
 
-/** One SSE frame (`event:` / `data:` lines) → {type, data}, or null for comments. */
+/** One SSE frame (`id:` / `event:` / `data:` lines) → {id, type, data}, or null for comments. */
 function parseFrame(frame) {
   let type = 'message';
+  let id = null;
   const data = [];
   for (const line of frame.split('\n')) {
     if (!line || line.startsWith(':')) continue;
@@ -255,25 +258,31 @@ function parseFrame(frame) {
     let value = colon < 0 ? '' : line.slice(colon + 1);
     if (value.startsWith(' ')) value = value.slice(1);
     if (field === 'event') type = value;
+    else if (field === 'id') id = value;
     else if (field === 'data') data.push(value);
   }
   if (!data.length) return null;
   const raw = data.join('\n');
   try {
-    return { type, data: JSON.parse(raw) };
+    return { id, type, data: JSON.parse(raw) };
   } catch {
-    return { type, data: { raw } };
+    return { id, type, data: { raw } };
   }
 }
 
-/** Reads `/v1/events` for ever: reconnects with backoff, reloads the tree after each reconnect. */
+/**
+ * Reads `/v1/events` for ever: reconnects with backoff, resuming after the last event seen
+ * (`Last-Event-ID`), and reloads the tree after each reconnect.
+ */
 async function streamEvents() {
   let backoff = 500;
   for (;;) {
     setStream('connecting');
     try {
+      const headers = { Accept: 'text/event-stream' };
+      if (state.lastEventId) headers['Last-Event-ID'] = state.lastEventId;
       const resp = await authedFetch('/v1/events', {
-        headers: { Accept: 'text/event-stream' },
+        headers,
         cache: 'no-store',
       });
       if (!resp.ok || !resp.body) throw new Error(`HTTP ${resp.status}`);
@@ -290,6 +299,7 @@ async function streamEvents() {
         while ((cut = buf.indexOf('\n\n')) >= 0) {
           const frame = parseFrame(buf.slice(0, cut));
           buf = buf.slice(cut + 2);
+          if (frame?.id) state.lastEventId = frame.id;
           if (frame) onEvent(frame.type, frame.data);
         }
       }
@@ -310,6 +320,10 @@ function eventAgents(data) {
 function onEvent(type, data) {
   state.eventCount += 1;
   document.body.dataset.events = String(state.eventCount);
+  if (type === 'text_delta') {
+    onTextDelta(data);
+    return; // the text shows in the thread as it arrives; not one list item per piece
+  }
   state.events.unshift({ at: Date.now(), type, data });
   if (state.events.length > MAX_EVENTS) state.events.length = MAX_EVENTS;
 
@@ -318,6 +332,10 @@ function onEvent(type, data) {
   if (type === 'status_changed' && node) {
     node.status = data.to; // at once; the debounced refresh brings the rest
     node.status_reason = data.reason ?? null;
+  }
+  if (type === 'status_changed' && data.to !== 'running' && state.liveText.delete(data.agent_id)) {
+    // The turn is over (or stopped): its text is in the thread, or was never an answer.
+    if (data.agent_id === state.selected) renderLiveText();
   }
   if (type === 'rate_limited' && data?.agent_id) state.resumeAt.set(data.agent_id, data.resume_at_ms);
   if (type === 'token_usage' && node) {
@@ -330,6 +348,25 @@ function onEvent(type, data) {
   ids.forEach(scheduleAgentRefresh);
   scheduleRender();
   if (state.selected && ids.includes(state.selected)) renderEvents();
+}
+
+/** A piece of the answer an agent is streaming: appended to its live text. */
+function onTextDelta(d) {
+  if (typeof d?.agent_id !== 'string') return;
+  let live = state.liveText.get(d.agent_id);
+  if (!live || live.stepId !== d.step_id) live = { stepId: d.step_id, text: '' };
+  live.text += d.text || '';
+  state.liveText.set(d.agent_id, live);
+  if (d.agent_id === state.selected) renderLiveText();
+}
+
+/** The selected agent's answer while it arrives, below its thread. */
+function renderLiveText() {
+  const box = $('live-text');
+  const live = state.liveText.get(state.selected);
+  box.hidden = !live;
+  box.dataset.stepId = live ? live.stepId : '';
+  $('live-text-body').textContent = live ? live.text : '';
 }
 
 const tokensOf = (u) =>
@@ -512,6 +549,7 @@ function select(id) {
   $('detail').hidden = false;
   scheduleRender();
   renderEvents();
+  renderLiveText();
   refreshDetail();
 }
 
@@ -588,6 +626,12 @@ function renderDetailHead() {
 }
 
 function renderThread(entries) {
+  const live = state.liveText.get(state.selected);
+  if (live && entries.some((e) => e.id === live.stepId)) {
+    // The streamed answer is stored: the thread shows it now.
+    state.liveText.delete(state.selected);
+    renderLiveText();
+  }
   const key = entries.length + ':' + (entries.at(-1)?.id || '');
   $('thread-count').textContent = `(${entries.length})`;
   if (key === lastThreadKey) return;

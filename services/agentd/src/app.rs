@@ -142,24 +142,33 @@ pub async fn start_with_clock(
         .recover()
         .await
         .map_err(|e| anyhow::anyhow!("recovering agents: {e}"))?;
-    // With Redis, `/v1/events` follows `<ns>:events`: every process's events, not only ours.
-    let (sse_bus, events_tail) = match &wired.redis_store {
+    // With Redis, `/v1/events` follows `<ns>:events` and `<ns>:deltas`: every process's
+    // events, not only ours.
+    let (redis_events, events_tail) = match &wired.redis_store {
         Some(store) => {
-            let bus = InProcessBus::default();
+            let streams = crate::sse::RedisEventStreams {
+                url: settings.redis.url.clone(),
+                events: store.keys().events(),
+                deltas: store.keys().deltas(),
+            };
             let tail = agentd_bus::RedisEventsTail::start(
-                settings.redis.url.clone(),
-                store.keys().events(),
-                bus.clone(),
+                streams.url.clone(),
+                streams.events.clone(),
+                streams.deltas.clone(),
+                wired.event_log.clone(),
             );
-            (bus, Some(tail))
+            (Some(streams), Some(tail))
         }
-        None => (wired.bus.clone(), None),
+        None => (None, None),
     };
     let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
     let state = web::Data::new(ApiState {
         system: system.clone(),
         redis: wired.redis.clone(),
-        bus: sse_bus,
+        events: crate::sse::EventFeed {
+            log: wired.event_log.clone(),
+            redis: redis_events,
+        },
         shutdown: shutdown_rx,
     });
     let shutdown_timeout = Duration::from_millis(settings.server.shutdown_timeout_ms);

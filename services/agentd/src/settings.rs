@@ -73,6 +73,9 @@ pub struct RedisSettings {
     pub batch: usize,
     /// Cap of `<ns>:events`.
     pub events_maxlen: usize,
+    /// Cap of `<ns>:deltas` (the text of answers being streamed; short, so deltas never
+    /// crowd lifecycle events out of `<ns>:events`).
+    pub deltas_maxlen: usize,
     /// Cap of `<ns>:dead`.
     pub dead_maxlen: usize,
     /// Largest envelope, bytes.

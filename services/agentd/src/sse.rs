@@ -3,18 +3,26 @@
 //! event names its agent. Browsers read it with streaming `fetch` so the bearer header can be
 //! sent.
 //!
+//! Every event carries an `id:`. A client whose stream dropped reconnects with the last id it
+//! saw (`Last-Event-ID`, or `?last_event_id=`) and first gets what it missed: from the process's
+//! ring of recent events ([`EventLog`]), or with Redis, when the ring does not hold the id (the
+//! client comes back to another process), from `<ns>:events` and `<ns>:deltas` themselves. An id
+//! neither holds any more gets `event: lagged` (`{"missed": null}`) before the live events; a
+//! client too slow for the live events gets `event: lagged` with how many it missed.
+//!
 //! A stream never ends by itself, so the HTTP server's graceful stop would wait for it until
 //! its timeout: every stream ends as soon as [`Shutdown`] is signalled, and its connection
 //! closes with it (a client reconnects to another process, or to this one once it is back).
 
 use crate::errors::ApiError;
 use actix_web::web::Bytes;
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use agentd_actors::AgentSystem;
-use agentd_bus::InProcessBus;
+use agentd_bus::{Backlog, EventLog, Logged, Replay, StreamPosition};
 use agentd_proto::{AgentdError, Event};
 use serde::Deserialize;
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -25,27 +33,48 @@ pub struct EventsQuery {
     pub agent_id: Option<String>,
     /// Same as `agent_id`, named for a tree.
     pub root_id: Option<String>,
+    /// Resume after this id (as the `Last-Event-ID` header, which wins when both are given).
+    pub last_event_id: Option<String>,
 }
 
-fn event_type(e: &Event) -> String {
-    serde_json::to_value(e)
-        .ok()
-        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_string))
-        .unwrap_or_else(|| "event".into())
+/// Where the Redis deployment's event streams are (a resume reads them).
+#[derive(Debug, Clone)]
+pub struct RedisEventStreams {
+    /// The Redis URL.
+    pub url: String,
+    /// `<ns>:events`.
+    pub events: String,
+    /// `<ns>:deltas`.
+    pub deltas: String,
 }
+
+/// What `/v1/events` streams from.
+#[derive(Clone)]
+pub struct EventFeed {
+    /// The process's events with ids, the recent ones kept.
+    pub log: Arc<EventLog>,
+    /// With Redis: the streams a resume reads when the log does not hold its id.
+    pub redis: Option<RedisEventStreams>,
+}
+
+/// Most entries of each stream a resume reads from Redis; a client further behind lagged.
+const BACKLOG_LIMIT: usize = 10_000;
 
 /// Tells every event stream that the service stops (`true`); a dropped sender means the same.
 pub type Shutdown = tokio::sync::watch::Receiver<bool>;
 
 /// Why the next piece of a stream is what it is.
 enum Next {
-    Event(Result<Event, RecvError>),
+    Event(Result<Arc<Logged>, RecvError>),
     Idle,
     Shutdown,
 }
 
 /// Waits for the next event, 15 s of silence, or shutdown, whichever comes first.
-async fn next(rx: &mut tokio::sync::broadcast::Receiver<Event>, shutdown: &mut Shutdown) -> Next {
+async fn next(
+    rx: &mut tokio::sync::broadcast::Receiver<Arc<Logged>>,
+    shutdown: &mut Shutdown,
+) -> Next {
     if *shutdown.borrow() {
         return Next::Shutdown;
     }
@@ -62,14 +91,159 @@ async fn next(rx: &mut tokio::sync::broadcast::Receiver<Event>, shutdown: &mut S
     }
 }
 
-/// Streams events until the client goes away or the service stops.
+/// Which events a stream shows: all, or an agent's subtree (growing with its spawns).
+struct Subtree {
+    /// `None`: every event.
+    known: Option<HashSet<String>>,
+}
+
+impl Subtree {
+    fn admits(&mut self, event: &Event) -> bool {
+        let Some(known) = &mut self.known else {
+            return true;
+        };
+        if let Event::Spawned {
+            agent_id,
+            parent_id: Some(p),
+            ..
+        } = event
+            && known.contains(p)
+        {
+            known.insert(agent_id.clone());
+        }
+        let subject = match event {
+            Event::Forwarded { parent_id, .. } => parent_id.as_str(),
+            other => other.agent_id(),
+        };
+        known.contains(subject)
+    }
+}
+
+/// One piece of the stream before the live events: a missed event, or the news that some
+/// were lost.
+enum Missed {
+    Event(Arc<Logged>),
+    Lagged,
+}
+
+/// What a client resuming after `last` missed, and (with Redis) the position the live events
+/// must be after not to repeat it.
+async fn missed(
+    feed: &EventFeed,
+    last: &str,
+    replay: Option<Replay>,
+) -> (VecDeque<Missed>, Option<StreamPosition>) {
+    match replay {
+        None => (VecDeque::new(), None),
+        Some(Replay::After(events)) => (events.into_iter().map(Missed::Event).collect(), None),
+        Some(Replay::NotKept) => {
+            let lagged = || (VecDeque::from([Missed::Lagged]), None);
+            let (Some(redis), Some(after)) = (&feed.redis, StreamPosition::parse(last)) else {
+                return lagged();
+            };
+            match agentd_bus::backlog(
+                &redis.url,
+                &redis.events,
+                &redis.deltas,
+                &after,
+                BACKLOG_LIMIT,
+            )
+            .await
+            {
+                Ok(Backlog::After(events)) => {
+                    let until = events
+                        .last()
+                        .and_then(|l| StreamPosition::parse(&l.id))
+                        .unwrap_or(after);
+                    (
+                        events
+                            .into_iter()
+                            .map(|l| Missed::Event(Arc::new(l)))
+                            .collect(),
+                        Some(until),
+                    )
+                }
+                Ok(Backlog::Lagged) => lagged(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading the missed events from Redis");
+                    lagged()
+                }
+            }
+        }
+    }
+}
+
+/// The SSE text of `logged`.
+fn frame(logged: &Logged) -> Bytes {
+    let data = serde_json::to_string(&logged.event).unwrap_or_default();
+    Bytes::from(format!(
+        "id: {}\nevent: {}\ndata: {data}\n\n",
+        logged.id,
+        logged.event.kind()
+    ))
+}
+
+/// State of one stream.
+struct Streaming {
+    rx: tokio::sync::broadcast::Receiver<Arc<Logged>>,
+    missed: VecDeque<Missed>,
+    /// Live events not after this position were replayed from Redis already.
+    replayed_until: Option<StreamPosition>,
+    subtree: Subtree,
+    shutdown: Shutdown,
+}
+
+impl Streaming {
+    /// The next piece to send; `None` ends the stream.
+    async fn next(&mut self) -> Option<Bytes> {
+        while let Some(missed) = self.missed.pop_front() {
+            match missed {
+                Missed::Lagged => {
+                    return Some(Bytes::from_static(
+                        b"event: lagged\ndata: {\"missed\":null}\n\n",
+                    ));
+                }
+                Missed::Event(logged) if self.subtree.admits(&logged.event) => {
+                    return Some(frame(&logged));
+                }
+                Missed::Event(_) => {}
+            }
+        }
+        loop {
+            match next(&mut self.rx, &mut self.shutdown).await {
+                Next::Shutdown | Next::Event(Err(RecvError::Closed)) => return None,
+                Next::Idle => return Some(Bytes::from_static(b": keep-alive\n\n")),
+                Next::Event(Err(RecvError::Lagged(n))) => {
+                    return Some(Bytes::from(format!(
+                        "event: lagged\ndata: {{\"missed\":{n}}}\n\n"
+                    )));
+                }
+                Next::Event(Ok(logged)) => {
+                    if let Some(until) = &self.replayed_until {
+                        match StreamPosition::parse(&logged.id) {
+                            Some(at) if !at.is_after(until) => continue,
+                            _ => self.replayed_until = None,
+                        }
+                    }
+                    if self.subtree.admits(&logged.event) {
+                        return Some(frame(&logged));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Streams events (first those missed after `last_event_id`) until the client goes away or
+/// the service stops.
 pub async fn stream(
     system: AgentSystem,
-    bus: InProcessBus,
+    feed: EventFeed,
     q: EventsQuery,
+    last_event_id: Option<String>,
     shutdown: Shutdown,
 ) -> HttpResponse {
-    let rx = bus.subscribe();
+    let (rx, replay) = feed.log.subscribe(last_event_id.as_deref());
     let filter = q.agent_id.or(q.root_id);
     let mut known: HashSet<String> = HashSet::new();
     if let Some(root) = &filter {
@@ -83,49 +257,21 @@ pub async fn stream(
             }
         }
     }
-    let body = futures::stream::unfold(
-        (rx, known, filter.is_some(), shutdown),
-        |(mut rx, mut known, filtered, mut shutdown)| async move {
-            loop {
-                match next(&mut rx, &mut shutdown).await {
-                    Next::Shutdown | Next::Event(Err(RecvError::Closed)) => return None,
-                    Next::Idle => {
-                        return Some((
-                            Ok::<_, actix_web::Error>(Bytes::from_static(b": keep-alive\n\n")),
-                            (rx, known, filtered, shutdown),
-                        ));
-                    }
-                    Next::Event(Err(RecvError::Lagged(n))) => {
-                        let msg = format!("event: lagged\ndata: {{\"missed\":{n}}}\n\n");
-                        return Some((Ok(Bytes::from(msg)), (rx, known, filtered, shutdown)));
-                    }
-                    Next::Event(Ok(event)) => {
-                        if filtered {
-                            if let Event::Spawned {
-                                agent_id,
-                                parent_id: Some(p),
-                                ..
-                            } = &event
-                                && known.contains(p)
-                            {
-                                known.insert(agent_id.clone());
-                            }
-                            let subject = match &event {
-                                Event::Forwarded { parent_id, .. } => parent_id.as_str(),
-                                other => other.agent_id(),
-                            };
-                            if !known.contains(subject) {
-                                continue;
-                            }
-                        }
-                        let data = serde_json::to_string(&event).unwrap_or_default();
-                        let msg = format!("event: {}\ndata: {data}\n\n", event_type(&event));
-                        return Some((Ok(Bytes::from(msg)), (rx, known, filtered, shutdown)));
-                    }
-                }
-            }
+    let (missed, replayed_until) =
+        missed(&feed, last_event_id.as_deref().unwrap_or(""), replay).await;
+    let state = Streaming {
+        rx,
+        missed,
+        replayed_until,
+        subtree: Subtree {
+            known: filter.is_some().then_some(known),
         },
-    );
+        shutdown,
+    };
+    let body = futures::stream::unfold(state, |mut state| async move {
+        let piece = state.next().await?;
+        Some((Ok::<_, actix_web::Error>(piece), state))
+    });
     // The connection closes with the stream: no idle keep-alive connection holds a stop.
     HttpResponse::Ok()
         .force_close()
@@ -141,16 +287,19 @@ pub async fn stream(
     params(
         ("agent_id" = Option<String>, Query, description = "Only this agent and its descendants"),
         ("root_id" = Option<String>, Query, description = "Same as `agent_id`, named for a tree"),
+        ("last_event_id" = Option<String>, Query, description = "Resume after this event id (as the `Last-Event-ID` header)"),
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event id: the events missed since come first, or `event: lagged` if they are no longer kept"),
     ),
     responses(
-        (status = 200, description = "Server-Sent Events, one JSON event per `data:` line", body = String, content_type = "text/event-stream"),
+        (status = 200, description = "Server-Sent Events, each with an `id:`, one JSON event per `data:` line", body = String, content_type = "text/event-stream"),
     )
 )]
 pub async fn events(
     st: web::Data<crate::http::ApiState>,
     q: web::Query<EventsQuery>,
+    req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
-    let q = q.into_inner();
+    let mut q = q.into_inner();
     if let Some(id) = q.agent_id.as_ref().or(q.root_id.as_ref()) {
         st.system
             .deps()
@@ -160,5 +309,19 @@ pub async fn events(
             .map_err(AgentdError::from)?
             .ok_or_else(|| AgentdError::agent_not_found(id))?;
     }
-    Ok(stream(st.system.clone(), st.bus.clone(), q, st.shutdown.clone()).await)
+    let last_event_id = req
+        .headers()
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| q.last_event_id.take())
+        .filter(|id| !id.trim().is_empty());
+    Ok(stream(
+        st.system.clone(),
+        st.events.clone(),
+        q,
+        last_event_id,
+        st.shutdown.clone(),
+    )
+    .await)
 }

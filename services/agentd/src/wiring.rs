@@ -8,7 +8,9 @@ use agentd_actors::{
     ProviderRates, RuntimeConfig, Secret, ThreadStore, ToolCatalogue, Transport, WebhookClient,
     check_type_tools, split_exposed,
 };
-use agentd_bus::{Fanout, InProcessBus, RedisBus, RedisBusConfig, RedisEvents};
+use agentd_bus::{
+    CappedStream, EventLog, Fanout, InProcessBus, RedisBus, RedisBusConfig, RedisEvents,
+};
 use agentd_mcp::McpClient;
 use agentd_models::{
     AnthropicModel, ClaudeCodeModel, ClaudeCodeSettings, HttpSettings, HttpWebhooks, ModelRouter,
@@ -23,8 +25,11 @@ use std::sync::Arc;
 pub struct Wired {
     /// What the actors get.
     pub deps: Deps,
-    /// The in-process event bus behind `deps.events` (SSE and tests subscribe to it).
+    /// The in-process event bus behind `deps.events` (tests subscribe to it).
     pub bus: InProcessBus,
+    /// The events `/v1/events` shows, with ids: `deps.events` feeds it in one process; with
+    /// Redis the service's tail of the event streams does.
+    pub event_log: Arc<EventLog>,
     /// The Redis bus, when Redis is configured.
     pub redis: Option<Arc<RedisBus>>,
     /// The Redis store, when Redis is configured (for the command consumer's connection).
@@ -167,8 +172,14 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
         store.fence_pushes_with(rb.push_fence());
         let redis_events: Arc<dyn EventSink> = Arc::new(RedisEvents::start(
             store.connection(),
-            store.keys().events(),
-            r.events_maxlen,
+            CappedStream {
+                key: store.keys().events(),
+                maxlen: r.events_maxlen,
+            },
+            CappedStream {
+                key: store.keys().deltas(),
+                maxlen: r.deltas_maxlen,
+            },
         ));
         events = Arc::new(Fanout(vec![events, redis_events]));
         transport = Some(rb.clone());
@@ -188,6 +199,11 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
             }
         }
     };
+    let event_log = Arc::new(EventLog::new(EVENT_HISTORY, clock.now_ms()));
+    if redis.is_none() {
+        // One process: its own events are all `/v1/events` shows, named as they happen.
+        events = Arc::new(Fanout(vec![events, event_log.clone()]));
+    }
     let model: Arc<dyn ModelClient> = Arc::new(build_models(settings, clock.clone())?);
     let dir = settings.agents.dir.trim();
     let types = builtin::load_agent_types((!dir.is_empty()).then(|| Path::new(dir)))
@@ -257,11 +273,16 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
             transport,
         },
         bus,
+        event_log,
         redis,
         redis_store,
         mcp,
     })
 }
+
+/// Events `/v1/events` keeps for clients that resume (`Last-Event-ID`); one further behind is
+/// told it lagged.
+const EVENT_HISTORY: usize = 10_000;
 
 /// The MCP tools agent types name one by one (not `mcp__<server>__*`), by server, by their own
 /// names.

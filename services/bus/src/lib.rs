@@ -5,7 +5,8 @@
 //! | `inproc` | [`InProcessBus`]: a broadcast of events to in-process subscribers (SSE, tests) |
 //! | `redis_bus` | [`RedisBus`]: partition streams, leases, failover; the `Transport` of the ChannelRouter |
 //! | `commands` | [`CommandConsumer`]: the `<ns>:commands` stream other services write to |
-//! | `redis_events` | [`RedisEvents`]: events to `<ns>:events`; [`Fanout`] to several sinks; [`RedisEventsTail`] back into an [`InProcessBus`] |
+//! | `event_log` | [`EventLog`]: the events `/v1/events` shows, with ids, the recent ones kept for clients that resume |
+//! | `redis_events` | [`RedisEvents`]: events to `<ns>:events`, text deltas to `<ns>:deltas`; [`Fanout`] to several sinks; [`RedisEventsTail`] back into an [`EventLog`] |
 //! | `dead` | [`DeadLetters`]: the `<ns>:dead` stream |
 //! | `streams` | what every stream reader shares: the consumer group, blocking connections, entry decoding, reconnection backoff |
 //!
@@ -13,6 +14,7 @@
 
 mod commands;
 mod dead;
+mod event_log;
 mod inproc;
 mod redis_bus;
 mod redis_events;
@@ -21,7 +23,10 @@ mod tool_replies;
 
 pub use commands::{CommandConsumer, CommandLimits};
 pub use dead::DeadLetters;
+pub use event_log::{EventLog, Logged, Replay};
 pub use inproc::InProcessBus;
 pub use redis_bus::{RedisBus, RedisBusConfig};
-pub use redis_events::{Fanout, RedisEvents, RedisEventsTail};
+pub use redis_events::{
+    Backlog, CappedStream, Fanout, RedisEvents, RedisEventsTail, StreamPosition, backlog,
+};
 pub use tool_replies::ToolReplies;

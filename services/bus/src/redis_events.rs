@@ -1,24 +1,39 @@
-//! Events to `<ns>:events` (bounded with `MAXLEN ~`), written by a background task so that
-//! publishing never blocks an actor.
+//! Events to `<ns>:events` (bounded with `MAXLEN ~`), and the text of answers being streamed
+//! (`text_delta`) to their own short stream `<ns>:deltas`, so a fast stream of deltas never
+//! evicts lifecycle events from `<ns>:events`; both written by a background task so that
+//! publishing never blocks an actor. [`RedisEventsTail`] follows both streams back into a
+//! process's [`EventLog`], under ids that say where it stands in each ([`StreamPosition`]).
 
+use crate::event_log::{EventLog, Logged};
 use crate::streams::{Backoff, blocking_connection};
 use agentd_actors::EventSink;
 use agentd_proto::Event;
 use agentd_proto::codec::encode;
 use redis::aio::ConnectionManager;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 /// Most events written in one pipeline.
 const EVENTS_PER_PIPELINE: usize = 256;
 
-/// An `EventSink` that appends to a Redis stream.
+/// A Redis stream and its approximate cap.
+#[derive(Debug, Clone)]
+pub struct CappedStream {
+    /// Its key.
+    pub key: String,
+    /// `MAXLEN ~` of every `XADD`.
+    pub maxlen: usize,
+}
+
+/// An `EventSink` that appends to the Redis event streams.
 pub struct RedisEvents {
     tx: mpsc::UnboundedSender<Event>,
 }
 
 impl RedisEvents {
-    /// Starts the writer task (on the current actix/tokio runtime).
-    pub fn start(con: ConnectionManager, key: String, maxlen: usize) -> Self {
+    /// Starts the writer task (on the current actix/tokio runtime): `text_delta` events go to
+    /// `deltas`, every other event to `events`.
+    pub fn start(con: ConnectionManager, events: CappedStream, deltas: CappedStream) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
         actix_rt::spawn(async move {
             let mut con = con;
@@ -29,11 +44,15 @@ impl RedisEvents {
                 let mut pipe = redis::pipe();
                 for event in batch.drain(..) {
                     let Ok(bytes) = encode(&event) else { continue };
+                    let stream = match event {
+                        Event::TextDelta { .. } => &deltas,
+                        _ => &events,
+                    };
                     pipe.cmd("XADD")
-                        .arg(&key)
+                        .arg(&stream.key)
                         .arg("MAXLEN")
                         .arg("~")
-                        .arg(maxlen)
+                        .arg(stream.maxlen)
                         .arg("*")
                         .arg("type")
                         .arg(event.kind())
@@ -74,32 +93,167 @@ impl EventSink for Fanout {
     }
 }
 
-/// Follows `<ns>:events` (every process's events) and republishes them to an in-process bus,
-/// so `/v1/events` of any process shows the whole cluster. It starts at the stream's end,
-/// and after a lost connection it goes on from the last entry it saw, so nothing in between is
-/// missed. While the bus has no subscriber it reads no events (reading and decoding every
-/// event of the cluster would be work for nobody, and it grows with the cluster): it only
-/// notes the stream's newest id every `IDLE_POLL`, and a subscriber that arrives gets
-/// everything after the id noted before it subscribed. Entries it cannot decode are logged
-/// and skipped (events are observations).
+/// A Redis stream entry id (`<ms>-<seq>`), comparable.
+fn entry_id(id: &str) -> Option<(u64, u64)> {
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+    Some((ms.parse().ok()?, seq.parse().ok()?))
+}
+
+/// Where a follower of the two streams stands: the last entry it took of `<ns>:events` and of
+/// `<ns>:deltas`. It is the SSE id of the event it was taken with, written `<events>,<deltas>`
+/// (e.g. `1732550000000-3,1732550000120-0`), so a client that resumes with it misses neither
+/// stream's entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamPosition {
+    /// Last entry id of the event stream (`0-0` before any).
+    pub events: String,
+    /// Last entry id of the delta stream (`0-0` before any).
+    pub deltas: String,
+}
+
+impl StreamPosition {
+    /// Reads an id written by [`std::fmt::Display`]; `None` if it is not one.
+    pub fn parse(id: &str) -> Option<StreamPosition> {
+        let (events, deltas) = id.trim().split_once(',')?;
+        entry_id(events)?;
+        entry_id(deltas)?;
+        Some(StreamPosition {
+            events: events.to_string(),
+            deltas: deltas.to_string(),
+        })
+    }
+
+    /// Whether an event taken at `self` comes after one taken at `earlier`.
+    pub fn is_after(&self, earlier: &StreamPosition) -> bool {
+        entry_id(&self.events) > entry_id(&earlier.events)
+            || entry_id(&self.deltas) > entry_id(&earlier.deltas)
+    }
+}
+
+impl std::fmt::Display for StreamPosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{},{}", self.events, self.deltas)
+    }
+}
+
+/// The entries of both streams in `reply`s, oldest first (the streams share Redis's clock, so
+/// entry ids order them across streams), each with the position it leaves the reader at.
+/// Entries that cannot be decoded are logged and skipped (events are observations).
+fn merged(
+    position: &mut StreamPosition,
+    events_key: &str,
+    replies: Vec<(String, Vec<redis::streams::StreamId>)>,
+) -> Vec<Logged> {
+    let mut entries: Vec<(bool, redis::streams::StreamId)> = replies
+        .into_iter()
+        .flat_map(|(key, ids)| {
+            let is_event = key == events_key;
+            ids.into_iter().map(move |sid| (is_event, sid))
+        })
+        .collect();
+    entries.sort_by_key(|(_, sid)| entry_id(&sid.id));
+    let mut out = Vec::with_capacity(entries.len());
+    for (is_event, sid) in entries {
+        if is_event {
+            position.events = sid.id.clone();
+        } else {
+            position.deltas = sid.id.clone();
+        }
+        let raw: Option<Vec<u8>> = sid.get("e");
+        match raw.as_deref().map(agentd_proto::codec::decode::<Event>) {
+            Some(Ok(event)) => out.push(Logged {
+                id: position.to_string(),
+                event,
+            }),
+            Some(Err(e)) => tracing::warn!(id = %sid.id, error = %e, "undecodable event skipped"),
+            None => tracing::warn!(id = %sid.id, "event entry without `e` skipped"),
+        }
+    }
+    out
+}
+
+/// What a client resuming after a position gets from the streams themselves.
+#[derive(Debug)]
+pub enum Backlog {
+    /// The entries after the position (at most the limit asked for), oldest first.
+    After(Vec<Logged>),
+    /// The event stream no longer holds the position's entry (trimmed by its cap): events
+    /// were lost to this client.
+    Lagged,
+}
+
+/// Reads what `<ns>:events` and `<ns>:deltas` hold after `after`, at most `limit` entries of
+/// each (a client further behind is told it lagged).
+pub async fn backlog(
+    url: &str,
+    events_key: &str,
+    deltas_key: &str,
+    after: &StreamPosition,
+    limit: usize,
+) -> redis::RedisResult<Backlog> {
+    let mut con = blocking_connection(url).await?;
+    let first: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg(events_key)
+        .arg("-")
+        .arg("+")
+        .arg("COUNT")
+        .arg(1)
+        .query_async(&mut con)
+        .await?;
+    let trimmed = first
+        .ids
+        .first()
+        .is_some_and(|oldest| entry_id(&oldest.id) > entry_id(&after.events))
+        && after.events != "0-0";
+    if trimmed {
+        return Ok(Backlog::Lagged);
+    }
+    let mut replies = Vec::new();
+    for (key, from) in [(events_key, &after.events), (deltas_key, &after.deltas)] {
+        let range: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+            .arg(key)
+            .arg(format!("({from}"))
+            .arg("+")
+            .arg("COUNT")
+            .arg(limit + 1)
+            .query_async(&mut con)
+            .await?;
+        if key == events_key && range.ids.len() > limit {
+            return Ok(Backlog::Lagged);
+        }
+        replies.push((key.to_string(), range.ids));
+    }
+    let mut position = after.clone();
+    Ok(Backlog::After(merged(&mut position, events_key, replies)))
+}
+
+/// Follows `<ns>:events` (every process's events) and `<ns>:deltas` and appends them to a
+/// process's [`EventLog`], so `/v1/events` of any process shows the whole cluster. It starts
+/// at the streams' ends, and after a lost connection it goes on from the last entries it saw,
+/// so nothing in between is missed. While the log has no subscriber it reads no events
+/// (reading and decoding every event of the cluster would be work for nobody, and it grows
+/// with the cluster): it only notes the streams' newest ids every `IDLE_POLL`, and a
+/// subscriber that arrives gets everything after the ids noted before it subscribed (one that
+/// resumes from further back reads the streams themselves, [`backlog`]).
 pub struct RedisEventsTail {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl RedisEventsTail {
-    /// Starts following `key` on its own connection to `url`, publishing into `bus`.
-    pub fn start(url: String, key: String, bus: crate::InProcessBus) -> Self {
-        use agentd_actors::EventSink as _;
+    /// Starts following `events_key` and `deltas_key` on its own connection to `url`,
+    /// appending to `log`.
+    pub fn start(url: String, events_key: String, deltas_key: String, log: Arc<EventLog>) -> Self {
         use std::sync::atomic::Ordering;
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stopping = stop.clone();
         actix_rt::spawn(async move {
-            let mut last = "$".to_string();
+            let mut position: Option<StreamPosition> = None;
             let mut backoff = Backoff::new();
+            let keys = [events_key.as_str(), deltas_key.as_str()];
             while !stopping.load(Ordering::SeqCst) {
-                let listening = || bus.has_subscribers();
-                let r = follow(&url, &key, &mut last, &stopping, listening, |event| {
-                    bus.publish(&event)
+                let listening = || log.has_subscribers();
+                let r = follow(&url, keys, &mut position, &stopping, listening, |logged| {
+                    log.append(logged.id, logged.event)
                 })
                 .await;
                 if let Err(e) = r {
@@ -140,57 +294,92 @@ async fn newest_id(
         .unwrap_or_else(|| "0-0".into()))
 }
 
+/// The newest ids of both streams.
+async fn newest(
+    reader: &mut redis::aio::MultiplexedConnection,
+    [events, deltas]: [&str; 2],
+) -> redis::RedisResult<StreamPosition> {
+    Ok(StreamPosition {
+        events: newest_id(reader, events).await?,
+        deltas: newest_id(reader, deltas).await?,
+    })
+}
+
 async fn follow(
     url: &str,
-    key: &str,
-    last: &mut String,
+    keys: [&str; 2],
+    position: &mut Option<StreamPosition>,
     stopping: &std::sync::atomic::AtomicBool,
     listening: impl Fn() -> bool,
-    mut publish: impl FnMut(Event),
+    mut publish: impl FnMut(Logged),
 ) -> redis::RedisResult<()> {
     let mut reader = blocking_connection(url).await?;
-    if last == "$" {
-        // Pin the starting point to a real id, so a reconnect resumes exactly after it.
-        *last = newest_id(&mut reader, key).await?;
-    }
-    while !stopping.load(std::sync::atomic::Ordering::SeqCst) {
-        if !listening() {
-            tokio::time::sleep(IDLE_POLL).await;
-            let newest = newest_id(&mut reader, key).await?;
-            // Still nobody listening once the id came back: it was noted before anyone now
-            // listening subscribed, so they miss nothing after it. Otherwise the id noted in
-            // the round before (earlier still) stays the starting point.
+    // Pin the starting point to real ids, so a reconnect resumes exactly after them.
+    let mut at = match position.take() {
+        Some(at) => at,
+        None => newest(&mut reader, keys).await?,
+    };
+    let result = async {
+        while !stopping.load(std::sync::atomic::Ordering::SeqCst) {
             if !listening() {
-                *last = newest;
-            }
-            continue;
-        }
-        let reply: Option<redis::streams::StreamReadReply> = redis::cmd("XREAD")
-            .arg("COUNT")
-            .arg(256)
-            .arg("BLOCK")
-            .arg(500)
-            .arg("STREAMS")
-            .arg(key)
-            .arg(last.as_str())
-            .query_async(&mut reader)
-            .await?;
-        for sid in reply
-            .map(|r| r.keys)
-            .unwrap_or_default()
-            .into_iter()
-            .flat_map(|k| k.ids)
-        {
-            *last = sid.id.clone();
-            let raw: Option<Vec<u8>> = sid.get("e");
-            match raw.as_deref().map(agentd_proto::codec::decode::<Event>) {
-                Some(Ok(event)) => publish(event),
-                Some(Err(e)) => {
-                    tracing::warn!(id = %sid.id, error = %e, "undecodable event skipped")
+                tokio::time::sleep(IDLE_POLL).await;
+                let newest = newest(&mut reader, keys).await?;
+                // Still nobody listening once the ids came back: they were noted before anyone
+                // now listening subscribed, so they miss nothing after them. Otherwise the ids
+                // noted in the round before (earlier still) stay the starting point.
+                if !listening() {
+                    at = newest;
                 }
-                None => tracing::warn!(id = %sid.id, "event entry without `e` skipped"),
+                continue;
+            }
+            let reply: Option<redis::streams::StreamReadReply> = redis::cmd("XREAD")
+                .arg("COUNT")
+                .arg(256)
+                .arg("BLOCK")
+                .arg(500)
+                .arg("STREAMS")
+                .arg(keys[0])
+                .arg(keys[1])
+                .arg(at.events.as_str())
+                .arg(at.deltas.as_str())
+                .query_async(&mut reader)
+                .await?;
+            let replies = reply
+                .map(|r| r.keys)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|k| (k.key, k.ids))
+                .collect();
+            for logged in merged(&mut at, keys[0], replies) {
+                publish(logged);
             }
         }
+        Ok(())
     }
-    Ok(())
+    .await;
+    *position = Some(at);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_print_parse_and_order() {
+        let p = StreamPosition {
+            events: "5-1".into(),
+            deltas: "7-0".into(),
+        };
+        assert_eq!(p.to_string(), "5-1,7-0");
+        assert_eq!(StreamPosition::parse("5-1,7-0"), Some(p.clone()));
+        assert_eq!(StreamPosition::parse("5-1"), None);
+        assert_eq!(StreamPosition::parse("x,7-0"), None);
+        let later_delta = StreamPosition::parse("5-1,10-0").unwrap_or(p.clone());
+        assert!(later_delta.is_after(&p));
+        assert!(!p.is_after(&later_delta));
+        assert!(!p.is_after(&p));
+        let later_event = StreamPosition::parse("12-0,7-0").unwrap_or(p.clone());
+        assert!(later_event.is_after(&p));
+    }
 }

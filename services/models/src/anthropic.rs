@@ -402,3 +402,66 @@ impl ModelClient for AnthropicModel {
         answer.finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(name: &str, data: Value) -> eventsource_stream::Event {
+        eventsource_stream::Event {
+            event: name.into(),
+            data: data.to_string(),
+            id: String::new(),
+            retry: None,
+        }
+    }
+
+    #[test]
+    fn a_max_tokens_stop_is_kept_and_an_error_event_fails_the_call() {
+        let mut s = MessageStream::default();
+        let events = [
+            event(
+                "message_start",
+                json!({"type": "message_start", "message": {"usage": {"input_tokens": 12}}}),
+            ),
+            event(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "Par"}}),
+            ),
+            event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "tial"}}),
+            ),
+            event(
+                "message_delta",
+                json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 64}}),
+            ),
+        ];
+        for e in &events {
+            assert_eq!(s.feed(e, None).ok(), Some(false));
+        }
+        assert_eq!(
+            s.feed(
+                &event("message_stop", json!({"type": "message_stop"})),
+                None
+            )
+            .ok(),
+            Some(true)
+        );
+        let r = s.finish().unwrap_or_default();
+        assert_eq!(r.text, "Partial");
+        assert!(r.cut_off);
+        assert_eq!((r.usage.input, r.usage.output), (12, 64));
+
+        let mut s = MessageStream::default();
+        let overloaded = event(
+            "error",
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        );
+        assert!(s.feed(&overloaded, None).is_err());
+        assert!(
+            MessageStream::default().finish().is_err(),
+            "no stop: broken off"
+        );
+    }
+}

@@ -290,3 +290,59 @@ impl ModelClient for OpenAiModel {
         answer.finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streamed_chunks_assemble_text_calls_by_index_and_usage() {
+        let mut s = ChatStream::default();
+        let chunks = [
+            json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi "}}]}),
+            json!({"choices": [{"index": 0, "delta": {"content": "there", "tool_calls": [
+                {"index": 1, "id": "call_b", "function": {"name": "second", "arguments": ""}},
+                {"index": 0, "id": "call_a", "function": {"name": "first", "arguments": "{\"x\""}}
+            ]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "function": {"arguments": ": 1}"}}
+            ]}, "finish_reason": "tool_calls"}]}),
+            json!({"choices": [], "usage": {"prompt_tokens": 30, "completion_tokens": 9,
+                "prompt_tokens_details": {"cached_tokens": 10}}}),
+        ];
+        for c in &chunks {
+            assert_eq!(s.feed(&c.to_string(), None).ok(), Some(false));
+        }
+        assert_eq!(s.feed("[DONE]", None).ok(), Some(true));
+        let r = s.finish().unwrap_or_default();
+        assert_eq!(r.text, "Hi there");
+        let calls: Vec<(&str, &str, Value)> = r
+            .tool_calls
+            .iter()
+            .map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.clone()))
+            .collect();
+        assert_eq!(
+            calls,
+            vec![
+                ("call_a", "first", json!({"x": 1})),
+                ("call_b", "second", json!({}))
+            ]
+        );
+        assert_eq!(
+            (r.usage.input, r.usage.cache_read, r.usage.output),
+            (20, 10, 9)
+        );
+        assert!(!r.cut_off);
+    }
+
+    #[test]
+    fn a_stream_without_its_finish_or_with_an_error_is_not_an_answer() {
+        let mut s = ChatStream::default();
+        let chunk = json!({"choices": [{"index": 0, "delta": {"content": "half"}}]});
+        assert!(s.feed(&chunk.to_string(), None).is_ok());
+        assert!(s.finish().is_err(), "broken off before its finish_reason");
+        let mut s = ChatStream::default();
+        let error = json!({"error": {"message": "overloaded"}});
+        assert!(s.feed(&error.to_string(), None).is_err());
+    }
+}

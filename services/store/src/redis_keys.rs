@@ -52,6 +52,11 @@ impl Keys {
         format!("{}:events", self.ns)
     }
 
+    /// The stream of text deltas (answers being streamed), short and apart from the events.
+    pub fn deltas(&self) -> String {
+        format!("{}:deltas", self.ns)
+    }
+
     /// The dead-letter stream.
     pub fn dead(&self) -> String {
         format!("{}:dead", self.ns)

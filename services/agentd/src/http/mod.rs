@@ -34,8 +34,8 @@ pub struct ApiState {
     pub system: AgentSystem,
     /// The Redis bus, when configured (its partitions show in `/v1/info`).
     pub redis: Option<std::sync::Arc<agentd_bus::RedisBus>>,
-    /// The in-process event bus (`/v1/events`).
-    pub bus: agentd_bus::InProcessBus,
+    /// What `/v1/events` shows.
+    pub events: crate::sse::EventFeed,
     /// Turns `true` when the service stops: event streams end then.
     pub shutdown: crate::sse::Shutdown,
 }
