@@ -142,7 +142,7 @@ fn check_ids_deltas_and_resume(
         .iter()
         .map(|f| f.data["text"].as_str().unwrap())
         .collect();
-    assert_eq!(joined, text);
+    assert_eq!(joined, text, "{frames:#?} {:?}", p.texts(&agent));
     let seqs: Vec<u64> = deltas
         .iter()
         .map(|f| f.data["seq"].as_u64().unwrap())
