@@ -66,7 +66,7 @@ fn follow(p: &AgentdProcess, last_id: Option<&str>) -> mpsc::Receiver<Frame> {
 }
 
 /// Frames until one satisfies `until` (included).
-fn frames_until(rx: &mpsc::Receiver<Frame>, until: impl Fn(&Frame) -> bool) -> Vec<Frame> {
+fn frames_until(rx: &mpsc::Receiver<Frame>, mut until: impl FnMut(&Frame) -> bool) -> Vec<Frame> {
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut out = Vec::new();
     loop {
@@ -104,7 +104,14 @@ fn model_env(provider: &StreamingProvider) -> Vec<(&'static str, String)> {
 
 /// Spawns an agent that answers once, and reads the stream until its answer is complete:
 /// answers the frames and the text of its deltas.
-fn one_streamed_answer(p: &AgentdProcess, rx: &mpsc::Receiver<Frame>) -> (String, Vec<Frame>) {
+/// The frames of one streamed answer, up to the later of its agent going idle and its last
+/// delta: with Redis the deltas travel on a stream of their own, so the two streams' entries
+/// may reach a follower in either order around the end of the turn.
+fn one_streamed_answer(
+    p: &AgentdProcess,
+    rx: &mpsc::Receiver<Frame>,
+    text: &str,
+) -> (String, Vec<Frame>) {
     let agent = p
         .post(
             "/v1/agents",
@@ -114,8 +121,16 @@ fn one_streamed_answer(p: &AgentdProcess, rx: &mpsc::Receiver<Frame>) -> (String
         .as_str()
         .unwrap()
         .to_string();
+    let (mut idle, mut streamed) = (false, String::new());
     let frames = frames_until(rx, |f| {
-        f.event == "status_changed" && f.data["agent_id"] == agent && f.data["to"] == "idle"
+        if f.data["agent_id"] == agent {
+            match f.event.as_str() {
+                "status_changed" if f.data["to"] == "idle" => idle = true,
+                "text_delta" => streamed.push_str(f.data["text"].as_str().unwrap_or_default()),
+                _ => {}
+            }
+        }
+        idle && streamed == text
     });
     (agent, frames)
 }
@@ -128,7 +143,7 @@ fn check_ids_deltas_and_resume(
     text: &str,
 ) -> Vec<Frame> {
     let rx = follow(p, None);
-    let (agent, frames) = one_streamed_answer(p, &rx);
+    let (agent, frames) = one_streamed_answer(p, &rx, text);
     assert!(
         frames.iter().all(|f| f.id.is_some()),
         "every event has an id: {frames:#?}"
