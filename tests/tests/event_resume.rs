@@ -67,7 +67,7 @@ fn follow(p: &AgentdProcess, last_id: Option<&str>) -> mpsc::Receiver<Frame> {
 
 /// Frames until one satisfies `until` (included).
 fn frames_until(rx: &mpsc::Receiver<Frame>, mut until: impl FnMut(&Frame) -> bool) -> Vec<Frame> {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(60);
     let mut out = Vec::new();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
