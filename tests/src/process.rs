@@ -3,6 +3,7 @@
 //! killed with SIGKILL.
 
 use serde_json::Value;
+use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -138,6 +139,19 @@ impl AgentdProcess {
         }
     }
 
+    /// The Redis partitions this process owns now (`/v1/info`'s `partitions_owned`).
+    pub fn partitions_owned(&self) -> HashSet<u32> {
+        self.get("/v1/info")["partitions_owned"]
+            .as_array()
+            .map(|owned| {
+                owned
+                    .iter()
+                    .filter_map(|v| v.as_u64().and_then(|p| u32::try_from(p).ok()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// SIGTERM, then wait for a clean exit.
     pub fn stop(self) {
         self.stop_within(Duration::from_secs(10));
@@ -181,5 +195,27 @@ impl Drop for AgentdProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Waits until `a` and `b` split the `partitions` of their Redis namespace between them, each
+/// owning some. Until then a partition may move from one to the other, and an agent of a moving
+/// partition has its turn aborted and run again by its new owner.
+pub fn wait_balanced(a: &AgentdProcess, b: &AgentdProcess, partitions: u32) {
+    let start = Instant::now();
+    loop {
+        let (x, y) = (a.partitions_owned(), b.partitions_owned());
+        if x.len() + y.len() == partitions as usize
+            && x.is_disjoint(&y)
+            && !x.is_empty()
+            && !y.is_empty()
+        {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "partitions never balanced: {x:?} {y:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

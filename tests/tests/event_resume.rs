@@ -6,6 +6,7 @@
 //! resumes on another process from the streams themselves).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use agentd_tests::process::wait_balanced;
 use agentd_tests::streaming_provider::{StreamingProvider, openai_text};
 use agentd_tests::{AgentdProcess, RedisServer};
 use serde_json::{Value, json};
@@ -211,6 +212,9 @@ fn with_redis_deltas_have_their_own_stream_and_any_process_resumes() {
     ]);
     let a = AgentdProcess::start(&env);
     let b = AgentdProcess::start(&env);
+    // A partition that moves while the agent answers would have its turn aborted and answered
+    // again by the new owner: the answer is followed once the partitions stay where they are.
+    wait_balanced(&a, &b, 4);
     // b has never seen these events: the resume reads them from Redis.
     let frames = check_ids_deltas_and_resume(&a, &b, &text);
     let id = frames[0].id.clone().unwrap();

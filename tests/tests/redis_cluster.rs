@@ -6,6 +6,7 @@
 use agentd_actors::fnv1a64;
 use agentd_proto::codec::{decode_envelope, encode_envelope};
 use agentd_proto::{Address, Command, Envelope, InboxItem, Item, SpawnRequest};
+use agentd_tests::process::wait_balanced;
 use agentd_tests::{AgentdProcess, RedisServer};
 use serde_json::json;
 use std::collections::HashSet;
@@ -88,42 +89,13 @@ impl Cluster {
     /// Two processes, once they have split the partitions between them.
     fn balanced_pair(&self) -> (AgentdProcess, AgentdProcess) {
         let (a, b) = (self.process(), self.process());
-        balanced(&a, &b);
+        wait_balanced(&a, &b, PARTITIONS);
         (a, b)
     }
 }
 
 fn partition(id: &str) -> u32 {
     (fnv1a64(id.as_bytes()) % u64::from(PARTITIONS)) as u32
-}
-
-fn owned(p: &AgentdProcess) -> HashSet<u32> {
-    p.get("/v1/info")["partitions_owned"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap() as u32)
-        .collect()
-}
-
-/// Waits until the two processes split the partitions between them.
-fn balanced(a: &AgentdProcess, b: &AgentdProcess) {
-    let start = Instant::now();
-    loop {
-        let (x, y) = (owned(a), owned(b));
-        if x.len() + y.len() == PARTITIONS as usize
-            && x.is_disjoint(&y)
-            && !x.is_empty()
-            && !y.is_empty()
-        {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "partitions never balanced: {x:?} {y:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn spawn(p: &AgentdProcess, agent_type: &str) -> String {
@@ -140,7 +112,7 @@ fn manage_sync_and_async_across_two_processes() {
     // A root owned by A.
     let root = loop {
         let id = spawn(&a, "lead");
-        if owned(&a).contains(&partition(&id)) {
+        if a.partitions_owned().contains(&partition(&id)) {
             break id;
         }
     };
@@ -157,7 +129,7 @@ fn manage_sync_and_async_across_two_processes() {
             "sync answer, whichever process the worker is on"
         );
         let child = r["childThreadId"].as_str().unwrap().to_string();
-        if owned(&b).contains(&partition(&child)) {
+        if b.partitions_owned().contains(&partition(&child)) {
             worker = Some((format!("w{i}"), child));
             break;
         }
@@ -247,7 +219,7 @@ fn a_message_for_an_agent_that_does_not_exist_is_refused_and_never_queued() {
     let on = |p: &AgentdProcess| {
         (0..)
             .map(|i| format!("missing-{i}"))
-            .find(|id| owned(p).contains(&partition(id)))
+            .find(|id| p.partitions_owned().contains(&partition(id)))
             .unwrap()
     };
     for id in [on(&b), on(&a)] {
@@ -258,7 +230,7 @@ fn a_message_for_an_agent_that_does_not_exist_is_refused_and_never_queued() {
     // Deleted: an agent B owns, deleted through A.
     let gone = loop {
         let id = spawn(&a, "lead");
-        if owned(&b).contains(&partition(&id)) {
+        if b.partitions_owned().contains(&partition(&id)) {
             break id;
         }
     };
@@ -280,7 +252,7 @@ fn a_message_for_an_agent_that_does_not_exist_is_refused_and_never_queued() {
 fn root_on(p: &AgentdProcess, agent_type: &str) -> String {
     loop {
         let id = spawn(p, agent_type);
-        if owned(p).contains(&partition(&id)) {
+        if p.partitions_owned().contains(&partition(&id)) {
             return id;
         }
     }
@@ -302,7 +274,7 @@ fn a_dependency_completing_in_one_process_wakes_its_dependent_in_the_other() {
         .as_str()
         .unwrap()
         .to_string();
-    let (owner, other) = if owned(&a).contains(&partition(&dependency)) {
+    let (owner, other) = if a.partitions_owned().contains(&partition(&dependency)) {
         (&a, &b)
     } else {
         (&b, &a)
@@ -316,7 +288,7 @@ fn a_dependency_completing_in_one_process_wakes_its_dependent_in_the_other() {
             )
             .unwrap();
         let id = v["agent_id"].as_str().unwrap().to_string();
-        if owned(other).contains(&partition(&id)) {
+        if other.partitions_owned().contains(&partition(&id)) {
             break id;
         }
     };
@@ -838,13 +810,13 @@ fn kill_9_of_a_partition_owner_moves_its_agents_without_losing_or_doubling_messa
     while agents.len() < 6
         || !agents
             .iter()
-            .any(|id: &String| owned(&b).contains(&partition(id)))
+            .any(|id: &String| b.partitions_owned().contains(&partition(id)))
     {
         agents.push(spawn(&a, "subagent"));
     }
     let on_b: Vec<&String> = agents
         .iter()
-        .filter(|id| owned(&b).contains(&partition(id)))
+        .filter(|id| b.partitions_owned().contains(&partition(id)))
         .collect();
     assert!(!on_b.is_empty());
     let mut sent: Vec<(String, String)> = Vec::new();
@@ -864,7 +836,7 @@ fn kill_9_of_a_partition_owner_moves_its_agents_without_losing_or_doubling_messa
     }
     // A takes over every partition and finishes everything, each message exactly once.
     a.wait_for("all partitions on A", |a| {
-        owned(a).len() == PARTITIONS as usize
+        a.partitions_owned().len() == PARTITIONS as usize
     });
     for (id, text) in &sent {
         a.wait_for(&format!("{text} answered"), |a| {
@@ -925,7 +897,7 @@ fn follow_events(p: &AgentdProcess) -> std::sync::mpsc::Receiver<serde_json::Val
 fn events_of_every_process_reach_each_event_stream() {
     let cluster = Cluster::new();
     let (a, b) = cluster.balanced_pair();
-    let pb = owned(&b);
+    let pb = b.partitions_owned();
     // An agent whose partition b owns: its events come from b, and show on a's stream.
     let on_b = (0..500)
         .map(|_| spawn(&b, "subagent"))
@@ -1174,7 +1146,11 @@ fn load_cluster() -> (Cluster, AgentdProcess, AgentdProcess, Vec<String>, usize)
     let cluster = Cluster::new();
     let (a, b) = cluster.balanced_pair();
     let agents: Vec<String> = (0..n_agents).map(|_| spawn(&a, "subagent")).collect();
-    assert!(agents.iter().any(|id| owned(&b).contains(&partition(id))));
+    assert!(
+        agents
+            .iter()
+            .any(|id| b.partitions_owned().contains(&partition(id)))
+    );
     (cluster, a, b, agents, messages)
 }
 
@@ -1184,7 +1160,7 @@ fn load_across_two_processes_with_a_kill_9_midway_keeps_every_message_once_in_or
     // All through `a`; `b` is killed 300 ms in.
     let sent = drive_load(&a, &agents, messages, move || b.kill9());
     a.wait_for("all partitions on a", |a| {
-        owned(a).len() == PARTITIONS as usize
+        a.partitions_owned().len() == PARTITIONS as usize
     });
     every_message_once_in_order(&a, &agents, &sent);
 }
@@ -1234,7 +1210,7 @@ fn a_process_frozen_past_its_leases_neither_loses_nor_reorders_messages_when_it_
         all.extend(via_b.join().unwrap());
         all
     });
-    balanced(&a, &b);
+    wait_balanced(&a, &b, PARTITIONS);
     every_message_once_in_order(&a, &agents, &sent);
     assert_eq!(b.get_status("/readyz", None).0, 200, "b serves again");
 }
