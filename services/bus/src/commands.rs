@@ -10,15 +10,12 @@
 //! taken in all). An entry is acknowledged once its command ran and its reply was sent.
 
 use crate::dead::DeadLetters;
-use crate::streams::{
-    Backoff, GROUP, be, blocking_connection, decode_stream_entry, ensure_group, now_ms,
-};
+use crate::streams::{Backoff, GroupReader, ack, be, decode_stream_entry, ensure_group, now_ms};
 use agentd_actors::AgentSystem;
 use agentd_proto::codec::encode_envelope;
 use agentd_proto::{Address, AgentdError, Envelope, ErrorCode, Item, Reply};
 use redis::aio::ConnectionManager;
 use redis::cmd;
-use redis::streams::StreamReadReply;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -140,46 +137,13 @@ impl CommandConsumer {
     }
 
     async fn read(&self, system: &AgentSystem, running: &mut Running) -> Result<(), AgentdError> {
-        let mut reader = blocking_connection(&self.url).await.map_err(be)?;
+        let mut reader = GroupReader::connect(&self.url, &self.key, &self.consumer).await?;
         let mut con = self.con.clone();
-        // Our own pending entries first (a restart with the same name), then new ones.
-        let mut cursor = "0".to_string();
         while !self.stopping.load(Ordering::SeqCst) {
             if running.reread.swap(false, Ordering::SeqCst) {
-                cursor = "0".into();
+                reader.reread_pending();
             }
-            let reply: Option<StreamReadReply> = cmd("XREADGROUP")
-                .arg("GROUP")
-                .arg(GROUP)
-                .arg(&self.consumer)
-                .arg("COUNT")
-                .arg(100)
-                .arg("BLOCK")
-                .arg(200)
-                .arg("STREAMS")
-                .arg(&self.key)
-                .arg(&cursor)
-                .query_async(&mut reader)
-                .await
-                .map_err(be)?;
-            let entries: Vec<_> = reply
-                .map(|r| r.keys)
-                .unwrap_or_default()
-                .into_iter()
-                .flat_map(|k| k.ids)
-                .collect();
-            if cursor != ">" {
-                // Walking our pending list: on past what it returned (entries still running
-                // stay in it), to new entries once it is walked.
-                match entries.last() {
-                    Some(last) => cursor.clone_from(&last.id),
-                    None => {
-                        cursor = ">".into();
-                        continue;
-                    }
-                }
-            }
-            for sid in entries {
+            for sid in reader.next().await? {
                 if running.ids.lock().is_ok_and(|ids| ids.contains(&sid.id)) {
                     // Re-read from our pending list while it still runs.
                     continue;
@@ -187,7 +151,7 @@ impl CommandConsumer {
                 match decode_stream_entry(&sid, self.max_bytes) {
                     Err(e) => {
                         self.dead.send(&self.key, &sid.id, &e, sid.get("m")).await;
-                        self.ack(&sid.id, &mut con).await?;
+                        ack(&mut con, &self.key, &sid.id).await?;
                     }
                     Ok(env) => self.run_command(system, env, sid.id, running).await,
                 }
@@ -237,7 +201,7 @@ impl CommandConsumer {
             };
             let mut con = me.con.clone();
             let res = match me.execute(&system, env, &mut con).await {
-                Ok(()) => me.ack(&id, &mut con).await,
+                Ok(()) => ack(&mut con, &me.key, &id).await,
                 Err(e) => Err(e),
             };
             if let Ok(mut ids) = ids.lock() {
@@ -250,17 +214,6 @@ impl CommandConsumer {
             drop(done);
             drop((run, taken));
         });
-    }
-
-    async fn ack(&self, id: &str, con: &mut ConnectionManager) -> Result<(), AgentdError> {
-        cmd("XACK")
-            .arg(&self.key)
-            .arg(GROUP)
-            .arg(id)
-            .query_async::<i64>(con)
-            .await
-            .map_err(be)?;
-        Ok(())
     }
 
     async fn execute(

@@ -1,11 +1,12 @@
-//! What every Redis stream reader of the crate shares: the consumer group and its creation, a
-//! connection for blocking reads, the envelope in an entry's `m` field, Redis errors as
-//! [`AgentdError`]s, and the backoff between reconnections.
+//! What every Redis stream reader of the crate shares: the consumer group, its creation and
+//! a process's reading in it ([`GroupReader`]), a connection for blocking reads, the envelope
+//! in an entry's `m` field, Redis errors as [`AgentdError`]s, and the backoff between
+//! reconnections.
 
 use agentd_proto::codec::decode_envelope;
 use agentd_proto::{AgentdError, Envelope, ErrorCode};
 use redis::aio::{ConnectionManager, MultiplexedConnection};
-use redis::streams::StreamId;
+use redis::streams::{StreamId, StreamReadReply};
 use redis::{AsyncConnectionConfig, cmd};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -52,6 +53,98 @@ pub(crate) async fn ensure_group(
         Err(e) if !e.to_string().contains("BUSYGROUP") => Err(be(e)),
         _ => Ok(()),
     }
+}
+
+/// One process's reading of a stream in group `agentd`, as consumer `consumer` (its process
+/// id): its own pending entries first — entries it took before a reconnect or a restart under
+/// the same name and did not acknowledge — then new ones. Each entry reaches one process of
+/// the group; it stays pending until that process acknowledges it ([`ack`]).
+pub(crate) struct GroupReader {
+    reader: MultiplexedConnection,
+    key: String,
+    consumer: String,
+    /// `0`-based ids while walking the pending list (the last one returned), `>` after.
+    cursor: String,
+}
+
+impl GroupReader {
+    /// Most entries one read returns.
+    const BATCH: usize = 100;
+    /// How long one read waits for new entries (the caller checks whether to stop between).
+    const BLOCK_MS: u64 = 200;
+
+    /// A reader of `key` on a connection of its own (reads block).
+    pub(crate) async fn connect(
+        url: &str,
+        key: &str,
+        consumer: &str,
+    ) -> Result<GroupReader, AgentdError> {
+        Ok(GroupReader {
+            reader: blocking_connection(url).await.map_err(be)?,
+            key: key.to_string(),
+            consumer: consumer.to_string(),
+            cursor: "0".to_string(),
+        })
+    }
+
+    /// Walks the pending list again from its start (an entry whose handling failed is in it).
+    pub(crate) fn reread_pending(&mut self) {
+        self.cursor = "0".into();
+    }
+
+    /// The next entries: pending ones while the pending list lasts (past those returned
+    /// before; entries still unacknowledged come again on the next walk), then new ones (none
+    /// after [`Self::BLOCK_MS`] without any).
+    pub(crate) async fn next(&mut self) -> Result<Vec<StreamId>, AgentdError> {
+        loop {
+            let reply: Option<StreamReadReply> = cmd("XREADGROUP")
+                .arg("GROUP")
+                .arg(GROUP)
+                .arg(&self.consumer)
+                .arg("COUNT")
+                .arg(Self::BATCH)
+                .arg("BLOCK")
+                .arg(Self::BLOCK_MS)
+                .arg("STREAMS")
+                .arg(&self.key)
+                .arg(&self.cursor)
+                .query_async(&mut self.reader)
+                .await
+                .map_err(be)?;
+            let entries: Vec<StreamId> = reply
+                .map(|r| r.keys)
+                .unwrap_or_default()
+                .into_iter()
+                .flat_map(|k| k.ids)
+                .collect();
+            if self.cursor != ">" {
+                match entries.last() {
+                    Some(last) => self.cursor.clone_from(&last.id),
+                    None => {
+                        self.cursor = ">".into();
+                        continue;
+                    }
+                }
+            }
+            return Ok(entries);
+        }
+    }
+}
+
+/// Acknowledges entry `id` of `stream` in group `agentd`: it leaves the pending list.
+pub(crate) async fn ack(
+    con: &mut ConnectionManager,
+    stream: &str,
+    id: &str,
+) -> Result<(), AgentdError> {
+    cmd("XACK")
+        .arg(stream)
+        .arg(GROUP)
+        .arg(id)
+        .query_async::<i64>(con)
+        .await
+        .map_err(be)?;
+    Ok(())
 }
 
 /// The envelope in a stream entry's `m` field (at most `max_bytes`), or why there is none.

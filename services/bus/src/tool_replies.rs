@@ -8,12 +8,11 @@
 //! is free text (not one of agentd's codes): the entry is read leniently for that.
 
 use crate::dead::DeadLetters;
-use crate::streams::{Backoff, GROUP, be, blocking_connection, ensure_group};
+use crate::streams::{Backoff, GroupReader, ack, ensure_group};
 use agentd_actors::AgentSystem;
 use agentd_proto::{AgentdError, Command, ErrorCode, ToolAnswerError};
 use redis::aio::ConnectionManager;
-use redis::cmd;
-use redis::streams::{StreamId, StreamReadReply};
+use redis::streams::StreamId;
 use serde::Deserialize;
 use serde_json::Value;
 use std::sync::Arc;
@@ -103,51 +102,14 @@ impl ToolReplies {
     }
 
     async fn read(&self, system: &AgentSystem) -> Result<(), AgentdError> {
-        let mut reader = blocking_connection(&self.url).await.map_err(be)?;
+        let mut reader = GroupReader::connect(&self.url, &self.key, &self.consumer).await?;
         let mut con = self.con.clone();
-        // Our own pending entries first (a restart with the same name), then new ones.
-        let mut cursor = "0".to_string();
         while !self.stopping.load(Ordering::SeqCst) {
-            let reply: Option<StreamReadReply> = cmd("XREADGROUP")
-                .arg("GROUP")
-                .arg(GROUP)
-                .arg(&self.consumer)
-                .arg("COUNT")
-                .arg(100)
-                .arg("BLOCK")
-                .arg(200)
-                .arg("STREAMS")
-                .arg(&self.key)
-                .arg(&cursor)
-                .query_async(&mut reader)
-                .await
-                .map_err(be)?;
-            let entries: Vec<StreamId> = reply
-                .map(|r| r.keys)
-                .unwrap_or_default()
-                .into_iter()
-                .flat_map(|k| k.ids)
-                .collect();
-            if cursor != ">" {
-                match entries.last() {
-                    Some(last) => cursor.clone_from(&last.id),
-                    None => {
-                        cursor = ">".into();
-                        continue;
-                    }
-                }
-            }
-            for sid in entries {
+            for sid in reader.next().await? {
                 if let Err(e) = self.apply(system, &sid).await {
                     self.dead.send(&self.key, &sid.id, &e, sid.get("m")).await;
                 }
-                cmd("XACK")
-                    .arg(&self.key)
-                    .arg(GROUP)
-                    .arg(&sid.id)
-                    .query_async::<()>(&mut con)
-                    .await
-                    .map_err(be)?;
+                ack(&mut con, &self.key, &sid.id).await?;
             }
         }
         Ok(())
