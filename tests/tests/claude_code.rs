@@ -86,6 +86,9 @@ struct Cli {
     backend: Arc<ClaudeCodeModel>,
 }
 
+/// The provider's model: the CLI's unless an agent's type or spawn names one.
+const PROVIDER_MODEL: &str = "claude-agentd-test";
+
 /// An agent system whose agents run the CLI, on `store`, with `home` holding the agents'
 /// directories (the data directory's `claude-code`).
 fn cli_system(store: Arc<dyn ThreadStore>, home: &std::path::Path, timeout: Duration) -> Cli {
@@ -93,6 +96,7 @@ fn cli_system(store: Arc<dyn ThreadStore>, home: &std::path::Path, timeout: Dura
         command: vec![claude().display().to_string()],
         home: home.to_path_buf(),
         workdir: None,
+        model: Some(PROVIDER_MODEL.into()),
         grace: Duration::from_millis(300),
         timeout,
     }));
@@ -418,6 +422,34 @@ async fn cancel_stops_the_process() {
     assert_eq!(cli.backend.pid(&id), None);
     let rec = cli.sys.wait_for_status(&id, AgentStatus::Cancelled).await;
     assert!(rec.last_error.is_none(), "{:?}", rec.last_error);
+    cli.sys.system.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn the_provider_model_is_asked_for_close_keeps_the_session_and_delete_removes_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ep = endpoint();
+    let cli = cli_system(
+        Arc::new(MemoryStore::new()),
+        tmp.path(),
+        Duration::from_secs(60),
+    );
+    let id = spawn(&cli, &ep, tmp.path(), "say hello").await;
+    answer(&cli.sys, &id, "answer to: say hello").await;
+    let asked = ep.turns().pop().unwrap();
+    assert_eq!(asked.body["model"], json!(PROVIDER_MODEL), "--model");
+    let own = tmp.path().join(&id);
+    let pid = cli.backend.pid(&id).expect("a process");
+    cli.sys.system.control(&id, Control::Close).await.unwrap();
+    wait_long("the process gone", || state_of(pid).is_none()).await;
+    assert!(
+        own.join("config").is_dir(),
+        "a closed agent's session stays: {}",
+        own.display()
+    );
+    cli.sys.system.control(&id, Control::Delete).await.unwrap();
+    wait_long("the agent's CLI directory removed", || !own.exists()).await;
+    assert_eq!(cli.backend.session_id(&id), None);
     cli.sys.system.shutdown().await;
 }
 

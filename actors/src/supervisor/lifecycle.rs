@@ -178,6 +178,8 @@ async fn apply(
                     let _ = forward_control(deps, &id, Control::Delete).await;
                 }
                 deps.store.delete_agent(&id).await?;
+                // What a process-per-agent backend keeps of the agent (e.g. a CLI's sessions).
+                deps.model.control(&id, Control::Delete);
                 system.directory.remove_parent_router(&id, false);
                 crate::metrics::global().agent_status(&id, None);
                 deps.events.publish(&Event::Deleted { agent_id: id });

@@ -87,6 +87,9 @@ pub fn build_provider(
                             .with_context(|| format!("{section}.workdir {dir}"))?,
                     ),
                 },
+                model: Some(m.model.trim())
+                    .filter(|model| !model.is_empty())
+                    .map(str::to_string),
                 grace: std::time::Duration::from_millis(m.grace_ms),
                 timeout: std::time::Duration::from_millis(m.timeout_ms),
             }))

@@ -44,6 +44,9 @@ pub struct ClaudeCodeSettings {
     pub home: PathBuf,
     /// The working directory of every agent's CLI; `None` = each agent's own `work` directory.
     pub workdir: Option<PathBuf>,
+    /// The model of agents whose type or spawn names none (`--model`); `None` = the CLI's own
+    /// choice.
+    pub model: Option<String>,
     /// Grace period of the signals (SIGTSTP→SIGSTOP, SIGTERM→SIGKILL).
     pub grace: Duration,
     /// Longest time one call may take, paused time not counted.
@@ -139,6 +142,30 @@ fn kill_and_reap(pid: Option<u32>, proc: Option<Arc<tokio::sync::Mutex<CliProces
             let _ = p.lock().await.child.wait().await;
         });
     }
+}
+
+/// Kills the process group of `proc` (if one runs), then removes `dir` once its leader exited.
+fn remove_after_exit(
+    pid: Option<u32>,
+    proc: Option<Arc<tokio::sync::Mutex<CliProcess>>>,
+    dir: PathBuf,
+) {
+    if let Some(pid) = pid {
+        signal_group(pid, Signal::SIGCONT);
+        signal_group(pid, Signal::SIGKILL);
+    }
+    tokio::spawn(async move {
+        if let Some(p) = proc {
+            let _ = p.lock().await.child.wait().await;
+        }
+        match tokio::fs::remove_dir_all(&dir).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "removing a deleted agent's CLI directory");
+            }
+        }
+    });
 }
 
 /// Kills the process of a call that did not end with a `result` line (dropped by an interrupt,
@@ -267,7 +294,7 @@ impl ClaudeCodeModel {
         let flags = protocol::flags(&Launch {
             system_prompt: &req.system_prompt,
             tools: &req.cli_tools,
-            model: req.model.as_deref(),
+            model: req.model.as_deref().or(self.settings.model.as_deref()),
             resume: resume.as_deref(),
         });
         let mut child = Command::new(program)
@@ -451,6 +478,16 @@ impl ModelClient for ClaudeCodeModel {
 
     fn control(&self, agent_id: &str, control: Control) {
         let mut agents = lock(&self.agents);
+        if control == Control::Delete {
+            // A deleted agent's history is gone: its CLI's sessions and its own working
+            // directory go with it, once its process (if one runs) has exited.
+            let (pid, proc) = agents.remove(agent_id).map_or((None, None), |mut slot| {
+                (slot.pid.take(), slot.process.take())
+            });
+            drop(agents);
+            remove_after_exit(pid, proc, self.settings.home.join(dir_name(agent_id)));
+            return;
+        }
         let Some(slot) = agents.get_mut(agent_id) else {
             return;
         };
@@ -498,6 +535,7 @@ impl ModelClient for ClaudeCodeModel {
                 kill_and_reap(slot.pid.take(), slot.process.take());
             }
             Control::Close | Control::Delete => {
+                // Closed: the process ends, its session stays on disk (history is kept).
                 if let Some(mut slot) = agents.remove(agent_id) {
                     kill_and_reap(slot.pid.take(), slot.process.take());
                 }
