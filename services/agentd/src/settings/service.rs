@@ -1,0 +1,171 @@
+//! The service's own settings: the HTTP server and its authentication, the store and Redis,
+//! checkpoints, agent types, prompts, the actor runtime and logs.
+
+use super::SettingsError;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// HTTP API settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSettings {
+    /// Address to bind.
+    pub bind: String,
+    /// Largest request body, bytes.
+    pub max_body_bytes: usize,
+    /// How long a stop waits for requests in flight before it goes on stopping agents, ms
+    /// (event streams end at once and do not count).
+    pub shutdown_timeout_ms: u64,
+}
+
+/// Which store backs threads and records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreKind {
+    /// Durable redb file under `data_dir`.
+    Embedded,
+    /// In memory (tests, throwaway runs).
+    Memory,
+}
+
+/// Store settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreSettings {
+    /// Backend.
+    pub kind: StoreKind,
+    /// Directory of the embedded store.
+    pub data_dir: PathBuf,
+}
+
+/// Redis settings (empty `url` = no Redis).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisSettings {
+    /// `redis://` or `rediss://` URL; empty disables Redis.
+    pub url: String,
+    /// Key namespace.
+    pub namespace: String,
+    /// Partition streams.
+    pub partitions: u32,
+    /// Lease time, ms.
+    pub lease_ms: u64,
+    /// Entries per read.
+    pub batch: usize,
+    /// Cap of `<ns>:events`.
+    pub events_maxlen: usize,
+    /// Cap of `<ns>:deltas` (the text of answers being streamed; short, so deltas never
+    /// crowd lifecycle events out of `<ns>:events`).
+    pub deltas_maxlen: usize,
+    /// Cap of `<ns>:dead`.
+    pub dead_maxlen: usize,
+    /// Largest envelope, bytes.
+    pub max_envelope_bytes: usize,
+    /// Deliveries of one entry that failed with a store error before it is dead-lettered.
+    pub max_deliveries: u64,
+    /// Envelope ids remembered per agent for de-duplication.
+    pub dedup_window: usize,
+    /// Process id; empty = random.
+    pub process_id: String,
+    /// Most commands from `<ns>:commands` this process runs at once.
+    pub commands_running: usize,
+    /// Most commands this process has taken from `<ns>:commands` and not finished (running or
+    /// waiting for an earlier command for the same agent); at least `commands_running`.
+    pub commands_taken: usize,
+    /// Approximate cap (`MAXLEN ~`) of a command's reply stream.
+    pub command_replies_maxlen: usize,
+}
+
+impl RedisSettings {
+    /// Whether Redis is configured.
+    pub fn enabled(&self) -> bool {
+        !self.url.trim().is_empty()
+    }
+
+    /// The URL with any password replaced by `***`, for logs and `check-config`.
+    pub fn masked_url(&self) -> String {
+        match (self.url.find("://"), self.url.rfind('@')) {
+            (Some(scheme), Some(at)) if at > scheme => {
+                let creds = &self.url[scheme + 3..at];
+                let user = creds.split(':').next().unwrap_or("");
+                format!("{}{user}:***{}", &self.url[..scheme + 3], &self.url[at..])
+            }
+            _ => self.url.clone(),
+        }
+    }
+}
+
+/// API authentication.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSettings {
+    /// Require the bearer token even on loopback.
+    pub required: bool,
+    /// The token (prefer `AGENTD__AUTH__TOKEN` or `token_file`).
+    pub token: String,
+    /// File holding the token.
+    pub token_file: String,
+}
+
+impl AuthSettings {
+    /// The configured token, read from `token_file` if `token` is empty.
+    pub fn resolve(&self) -> Result<Option<String>, SettingsError> {
+        if !self.token.trim().is_empty() {
+            return Ok(Some(self.token.trim().to_string()));
+        }
+        if self.token_file.trim().is_empty() {
+            return Ok(None);
+        }
+        std::fs::read_to_string(self.token_file.trim())
+            .map(|t| Some(t.trim().to_string()).filter(|t| !t.is_empty()))
+            .map_err(|e| {
+                SettingsError::Invalid(format!("auth.token_file {}: {e}", self.token_file))
+            })
+    }
+}
+
+/// Checkpoint settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointSettings {
+    /// Checkpoints kept per agent; older ones are pruned (0 keeps all).
+    pub keep: usize,
+}
+
+/// Agent type settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentsSettings {
+    /// Extra agent type directory; empty = built-in only.
+    pub dir: String,
+    /// Directories context files may come from.
+    pub context_dirs: Vec<PathBuf>,
+}
+
+/// System prompt layers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptSettings {
+    /// Base prompt of every agent.
+    pub base: String,
+    /// Overlay of every sub-agent.
+    pub subagent: String,
+}
+
+/// Actor runtime settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeSettings {
+    /// Arbiters; 1 (the default) = the main thread, 0 = one per core.
+    pub arbiters: usize,
+}
+
+/// Logging settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSettings {
+    /// `human` or `json`.
+    pub format: String,
+    /// Filter (RUST_LOG syntax).
+    pub filter: String,
+}
