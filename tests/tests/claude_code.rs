@@ -120,6 +120,19 @@ fn cli_system(store: Arc<dyn ThreadStore>, home: &std::path::Path, timeout: Dura
     Cli { sys, backend }
 }
 
+/// A temporary home, the endpoint, and a system on a memory store whose calls may take a
+/// minute: what most tests start from.
+fn fresh() -> (tempfile::TempDir, AnthropicSse, Cli) {
+    let tmp = tempfile::tempdir().unwrap();
+    let ep = endpoint();
+    let cli = cli_system(
+        Arc::new(MemoryStore::new()),
+        tmp.path(),
+        Duration::from_secs(60),
+    );
+    (tmp, ep, cli)
+}
+
 /// The offline environment, given to the agent (so it reaches its process).
 fn offline_env(endpoint: &AnthropicSse, home: &std::path::Path) -> Vec<(String, String)> {
     [
@@ -206,13 +219,7 @@ async fn wait_long(what: &str, mut cond: impl FnMut() -> bool) {
 
 #[actix_rt::test]
 async fn a_turn_lands_in_the_thread_and_inspect_and_a_follow_up_continues_the_session() {
-    let tmp = tempfile::tempdir().unwrap();
-    let ep = endpoint();
-    let cli = cli_system(
-        Arc::new(MemoryStore::new()),
-        tmp.path(),
-        Duration::from_secs(60),
-    );
+    let (tmp, ep, cli) = fresh();
     let id = spawn(&cli, &ep, tmp.path(), "remember the word kiwi").await;
     answer(&cli.sys, &id, "answer to: remember the word kiwi").await;
     let rec = cli.sys.wait_for_status(&id, AgentStatus::Idle).await;
@@ -318,13 +325,7 @@ async fn a_turn_lands_in_the_thread_and_inspect_and_a_follow_up_continues_the_se
 
 #[actix_rt::test]
 async fn a_tool_the_cli_runs_is_recorded_as_executed_and_paired() {
-    let tmp = tempfile::tempdir().unwrap();
-    let ep = endpoint();
-    let cli = cli_system(
-        Arc::new(MemoryStore::new()),
-        tmp.path(),
-        Duration::from_secs(60),
-    );
+    let (tmp, ep, cli) = fresh();
     let id = spawn(&cli, &ep, tmp.path(), "use bash to say hi").await;
     let thread = answer(&cli.sys, &id, "the tool said").await;
     let call = thread
@@ -407,13 +408,7 @@ async fn a_restart_resumes_the_session_in_a_new_process() {
 
 #[actix_rt::test]
 async fn cancel_stops_the_process() {
-    let tmp = tempfile::tempdir().unwrap();
-    let ep = endpoint();
-    let cli = cli_system(
-        Arc::new(MemoryStore::new()),
-        tmp.path(),
-        Duration::from_secs(60),
-    );
+    let (tmp, ep, cli) = fresh();
     let id = spawn(&cli, &ep, tmp.path(), "slow work").await;
     wait_long("the CLI's call at the endpoint", || !ep.turns().is_empty()).await;
     let pid = cli.backend.pid(&id).expect("a process");
@@ -427,13 +422,7 @@ async fn cancel_stops_the_process() {
 
 #[actix_rt::test]
 async fn the_provider_model_is_asked_for_close_keeps_the_session_and_delete_removes_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let ep = endpoint();
-    let cli = cli_system(
-        Arc::new(MemoryStore::new()),
-        tmp.path(),
-        Duration::from_secs(60),
-    );
+    let (tmp, ep, cli) = fresh();
     let id = spawn(&cli, &ep, tmp.path(), "say hello").await;
     answer(&cli.sys, &id, "answer to: say hello").await;
     let asked = ep.turns().pop().unwrap();
@@ -455,13 +444,7 @@ async fn the_provider_model_is_asked_for_close_keeps_the_session_and_delete_remo
 
 #[actix_rt::test]
 async fn an_interrupt_ends_the_cli_turn_and_the_next_continues_the_session() {
-    let tmp = tempfile::tempdir().unwrap();
-    let ep = endpoint();
-    let cli = cli_system(
-        Arc::new(MemoryStore::new()),
-        tmp.path(),
-        Duration::from_secs(60),
-    );
+    let (tmp, ep, cli) = fresh();
     let id = spawn(&cli, &ep, tmp.path(), "first things").await;
     answer(&cli.sys, &id, "answer to: first things").await;
     cli.sys.wait_for_status(&id, AgentStatus::Idle).await;
@@ -509,13 +492,7 @@ async fn an_interrupt_ends_the_cli_turn_and_the_next_continues_the_session() {
 
 #[actix_rt::test]
 async fn a_sub_agent_the_cli_runs_yields_its_answer_to_its_parent() {
-    let tmp = tempfile::tempdir().unwrap();
-    let ep = endpoint();
-    let cli = cli_system(
-        Arc::new(MemoryStore::new()),
-        tmp.path(),
-        Duration::from_secs(60),
-    );
+    let (tmp, ep, cli) = fresh();
     let parent = cli.sys.root("plain", None).await;
     let child = spawn_under(
         &cli,
