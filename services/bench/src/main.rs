@@ -525,10 +525,15 @@ fn main() -> anyhow::Result<()> {
         put("spawn_per_s", rate);
     }
     if wants("model_io") {
-        let m = sys.block_on(model_io::model_io(2_000 / scale, Duration::from_secs(1)))?;
+        let n = 2_000 / scale;
+        let m = sys.block_on(model_io::model_io(n, Duration::from_secs(1), false))?;
         put("model_calls_in_flight_peak", m.peak);
         put("model_overhead_p50_us", m.overhead_p50_us);
         note("model_endpoint_excess_p50_us", m.endpoint_excess_p50_us);
+        // The same with answers streamed (the providers' default).
+        let m = sys.block_on(model_io::model_io(n, Duration::from_secs(1), true))?;
+        note("model_stream_calls_in_flight_peak", m.peak);
+        note("model_stream_overhead_p50_us", m.overhead_p50_us);
     }
     let redis_wanted = ["redis_raw", "redis_store", "cluster"]
         .iter()

@@ -18,6 +18,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const ANSWER: &str = r#"{"choices":[{"message":{"role":"assistant","content":"ok"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#;
 
+/// The same answer streamed (`stream: true` with `stream_options.include_usage`): a text delta,
+/// the finish reason, the usage, the end.
+const STREAMED_ANSWER: &str = concat!(
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"ok\"}}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+    "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\n",
+    "data: [DONE]\n\n",
+);
+
 /// What the endpoint saw.
 struct Endpoint {
     url: String,
@@ -74,9 +83,14 @@ fn endpoint(backlog: u32, delay: Duration) -> anyhow::Result<Endpoint> {
                     seen.fetch_max(now, Ordering::SeqCst);
                     tokio::time::sleep(delay).await;
                     in_flight.fetch_sub(1, Ordering::SeqCst);
+                    let (content_type, answer) = if asks_stream(&body) {
+                        ("text/event-stream", STREAMED_ANSWER)
+                    } else {
+                        ("application/json", ANSWER)
+                    };
                     let reply = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{ANSWER}",
-                        ANSWER.len()
+                        "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                        answer.len()
                     );
                     let _ = conn.write_all(reply.as_bytes()).await;
                     if let (Some(agent), Ok(mut holds)) = (caller_of(&body), held.lock()) {
@@ -98,6 +112,12 @@ fn endpoint(backlog: u32, delay: Duration) -> anyhow::Result<Endpoint> {
 
 /// How long the endpoint held each agent's last call.
 type Holds = Arc<std::sync::Mutex<HashMap<String, Duration>>>;
+
+/// Whether a request asks for a streamed answer.
+fn asks_stream(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .is_ok_and(|request| request["stream"] == serde_json::Value::Bool(true))
+}
 
 /// The agent a request's message names (`go <agent id>`).
 fn caller_of(body: &[u8]) -> Option<String> {
@@ -182,15 +202,16 @@ pub struct ModelIo {
     pub endpoint_excess_p50_us: f64,
 }
 
-/// [`ModelIo`] for `n` agents and an endpoint that answers after `delay`.
-pub async fn model_io(n: usize, delay: Duration) -> anyhow::Result<ModelIo> {
+/// [`ModelIo`] for `n` agents and an endpoint that answers after `delay`, whole or (`stream`)
+/// streamed.
+pub async fn model_io(n: usize, delay: Duration, stream: bool) -> anyhow::Result<ModelIo> {
     let endpoint = endpoint(u32::try_from(n + 64).unwrap_or(u32::MAX), delay)?;
     let model = OpenAiModel::new(
         HttpSettings {
             base_url: endpoint.url.clone(),
             api_key: "bench".into(),
             timeout: Duration::from_secs(60),
-            stream: false,
+            stream,
             idle_timeout: Duration::from_secs(60),
             max_retries: 0,
             backoff: Duration::from_millis(10),
