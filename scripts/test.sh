@@ -91,4 +91,4 @@ fi
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
-cargo test --workspace
+cargo test --workspace --no-fail-fast
