@@ -435,6 +435,9 @@ impl ToolSettings {
             agentd_proto::ToolKind::Mcp => {
                 return bad("MCP tools come from [mcp.servers.<name>], not [tools]".into());
             }
+            agentd_proto::ToolKind::Builtin => {
+                return bad("built-in tools are agentd's own, not [tools]".into());
+            }
         }
         Ok(())
     }
@@ -718,6 +721,7 @@ approval = "always"
                 "kind = \"http\"",
             ),
             ("[tools.svc]\nkind = \"grpc\"\n", "grpc"),
+            ("[tools.svc]\nkind = \"builtin\"\n", "agentd's own"),
         ] {
             let e = Settings::from_overrides(bad).err().map(|e| e.to_string());
             assert!(
