@@ -108,6 +108,10 @@ pub struct AgentType {
     pub manage: ManageOptions,
     /// Sub-agents of this type get the management tools while `depth < max_depth`.
     pub grants_management: bool,
+    /// A `yield_to_parent` of an agent of this type waits for a person's approval (the
+    /// approval gate of tools, `waiting_review`) before its result reaches the parent: a
+    /// rejection comes back to the agent as the tool's error, so it can revise and yield again.
+    pub review_yield: bool,
     /// Model name passed to the backend, if the type pins one.
     pub model: Option<String>,
     /// Model provider (a `[providers.<name>]` of the config), if the type pins one.

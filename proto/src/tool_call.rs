@@ -25,15 +25,19 @@ pub enum ToolKind {
     /// A tool of an MCP server; only gated calls of MCP tools are recorded (they wait for
     /// approval before they run).
     Mcp,
+    /// A tool agentd provides; only gated calls are recorded: a `yield_to_parent` of an agent
+    /// whose type sets `review_yield` waits for approval before the result goes up.
+    Builtin,
 }
 
 impl ToolKind {
-    /// The wire name (`"service"`, `"http"`).
+    /// The wire name (`"service"`, `"http"`, `"mcp"`, `"builtin"`).
     pub fn as_str(self) -> &'static str {
         match self {
             ToolKind::Service => "service",
             ToolKind::Http => "http",
             ToolKind::Mcp => "mcp",
+            ToolKind::Builtin => "builtin",
         }
     }
 }

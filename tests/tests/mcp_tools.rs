@@ -2,7 +2,9 @@
 //! servers (server-everything over stdio and over streamable HTTP, server-filesystem confined
 //! to a temp dir) and a Python SDK server that exits in the middle of a call or waits to be
 //! cancelled. The scripted model calls the tools, so each call takes the real path (visibility,
-//! schema check, MCP call, result in the thread).
+//! schema check, MCP call, result in the thread). With `approval = ["write_file"]`, the
+//! filesystem server's `write_file` waits for approval (the file is not written before) while
+//! its `read_text_file` does not.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::AgentdProcess;
@@ -440,6 +442,107 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
     );
     assert!(metrics.contains("agentd_mcp_server_up{server=\"down\"} 0"));
     setup.agentd.stop();
+}
+
+#[test]
+fn a_gated_write_file_waits_for_approval_and_read_text_file_does_not() {
+    let filesystem = node_server("server-filesystem");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    let root = root.canonicalize().unwrap();
+    std::fs::write(dir.path().join("script.toml"), script(&root, &root)).unwrap();
+    let agents = dir.path().join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("mcpuser.toml"),
+        "name = \"mcpuser\"\ntitle = \"MCP user\"\ntools = [\"mcp__files__*\"]\n",
+    )
+    .unwrap();
+    let config = format!(
+        r#"
+[store]
+kind = "memory"
+[model]
+script = {script}
+[agents]
+dir = {agents}
+[mcp.servers.files]
+command = ["node", {filesystem}, {root}]
+approval = ["write_file"]
+"#,
+        script = toml_str(dir.path().join("script.toml").display()),
+        agents = toml_str(agents.display()),
+        filesystem = toml_str(filesystem.display()),
+        root = toml_str(root.display()),
+    );
+    let config_path = dir.path().join("agentd.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let agentd = AgentdProcess::start(&[("AGENTD_CONFIG", config_path.display().to_string())]);
+    agentd.wait_for("server-filesystem listed its tools", |a| {
+        server(&a.get("/v1/info"), "files")["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    });
+    let note = root.join("note.txt");
+    let id = spawn(
+        &agentd,
+        json!({"agent_type": "mcpuser", "prompt": "write-note"}),
+    );
+    agentd.wait_for("waiting_review", |a| {
+        a.get(&format!("/v1/agents/{id}"))["status"] == "waiting_review"
+    });
+    let gated = agentd.get("/v1/tool_calls?status=awaiting_approval")["tool_calls"].clone();
+    assert_eq!(gated.as_array().unwrap().len(), 1, "{gated:#}");
+    assert_eq!(gated[0]["tool"], "mcp__files__write_file");
+    assert_eq!(gated[0]["kind"], "mcp");
+    assert_eq!(gated[0]["arguments"]["content"], "hello from agentd");
+    let call_id = gated[0]["call_id"].as_str().unwrap().to_string();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!note.exists(), "written before the approval");
+    assert!(tool_results(&agentd, &id).is_empty());
+
+    // Outside a turn, the gated tool is refused; the ungated one of the same server runs.
+    let direct = agentd.post(
+        &format!("/v1/agents/{id}/tools/mcp__files__write_file"),
+        json!({"path": note.display().to_string(), "content": "sneaky"}),
+    );
+    let (code, body) = direct.unwrap_err();
+    assert_eq!(code, 409, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("approval")),
+        "{body}"
+    );
+    assert!(!note.exists());
+
+    agentd
+        .post(
+            &format!("/v1/agents/{id}/approvals/{call_id}"),
+            json!({"approve": true}),
+        )
+        .unwrap();
+    // Written once approved; read back without a second gate.
+    let results = wait_for_results(&agentd, &id, 2);
+    assert!(!results[0].1, "{results:?}");
+    assert!(
+        results[1].0.contains("hello from agentd") && !results[1].1,
+        "{results:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&note).unwrap(), "hello from agentd");
+    agentd.wait_for("the answer after the read", |a| {
+        a.texts(&id).iter().any(|t| t.starts_with("result: "))
+    });
+    assert_eq!(agentd.get("/v1/tool_calls")["tool_calls"], json!([]));
+    let read = agentd
+        .post(
+            &format!("/v1/agents/{id}/tools/mcp__files__read_text_file"),
+            json!({"path": note.display().to_string()}),
+        )
+        .unwrap();
+    assert!(read.to_string().contains("hello from agentd"), "{read}");
+    agentd.stop();
 }
 
 fn wait_file(path: &Path, content: &str) {

@@ -3,6 +3,9 @@
 //! redis-server: the call reaches the worker on `<ns>:tools:lookup_order`, its answer on
 //! `<ns>:tool_replies` reaches the agent, a worker's error with its own code reaches the model
 //! as a tool error, and a second answer to the same call is ignored without a dead letter.
+//! Gated calls of the same tool are decided by the command `approve_tool` written to
+//! `<ns>:commands` as a plain MessagePack map: the approved call is published to the workers'
+//! stream, the rejected one never is and its reason reaches the model.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::{AgentdProcess, RedisServer};
@@ -41,7 +44,7 @@ impl Drop for Worker {
     }
 }
 
-fn config(dir: &Path, redis: &RedisServer) -> Vec<(&'static str, String)> {
+fn config(dir: &Path, redis: &RedisServer, approval: &str) -> Vec<(&'static str, String)> {
     let types = dir.join("types");
     std::fs::create_dir_all(&types).unwrap();
     std::fs::write(
@@ -72,13 +75,16 @@ text = "Result: {{input}}"
     let file = dir.join("agentd.toml");
     std::fs::write(
         &file,
-        r#"
+        format!(
+            r#"
 [tools.lookup_order]
 kind = "service"
 description = "Look an order up by id."
-parameters = { type = "object", properties = { order_id = { type = "string" } }, required = ["order_id"] }
+parameters = {{ type = "object", properties = {{ order_id = {{ type = "string" }} }}, required = ["order_id"] }}
 timeout_ms = 60000
-"#,
+approval = "{approval}"
+"#
+        ),
     )
     .unwrap();
     vec![
@@ -95,7 +101,7 @@ timeout_ms = 60000
 fn the_readme_s_python_worker_answers_a_service_tool_through_redis() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let p = AgentdProcess::start(&config(dir.path(), &redis));
+    let p = AgentdProcess::start(&config(dir.path(), &redis, "never"));
     // The worker starts before any call: agentd created the stream and its group.
     let source = worker_source();
     let script = source.replace(
@@ -175,5 +181,140 @@ fn the_readme_s_python_worker_answers_a_service_tool_through_redis() {
         found_texts,
         "the second answer changed nothing"
     );
+    p.stop();
+}
+
+/// Every entry of stream `key`, oldest first, decoded from its MessagePack field `m`.
+fn stream(con: &mut redis::Connection, key: &str) -> Vec<Value> {
+    let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg(key)
+        .arg("-")
+        .arg("+")
+        .query(con)
+        .unwrap();
+    reply
+        .ids
+        .iter()
+        .filter_map(|id| id.get::<Vec<u8>>("m"))
+        .map(|m| rmp_serde::from_slice(&m).unwrap())
+        .collect()
+}
+
+/// Writes the command `approve_tool` as a plain MessagePack map (as a service in any language
+/// would) and answers its reply's item, read from `ops:replies`.
+fn approve_tool(
+    con: &mut redis::Connection,
+    agent_id: &str,
+    call_id: &str,
+    approve: bool,
+    reason: &str,
+) -> Value {
+    let id = uuid::Uuid::now_v7().to_string();
+    let command = json!({
+        "v": 1, "id": id, "from": {"type": "external", "name": "ops"}, "to": {"type": "system"},
+        "reply_to": "ops:replies", "sent_at": 1,
+        "item": {"kind": "command", "type": "approve_tool", "agent_id": agent_id,
+                 "call_id": call_id, "approve": approve, "reason": reason},
+    });
+    let _: String = redis::cmd("XADD")
+        .arg("agentd:commands")
+        .arg("*")
+        .arg("m")
+        .arg(rmp_serde::to_vec_named(&command).unwrap())
+        .query(con)
+        .unwrap();
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(reply) = stream(con, "ops:replies")
+            .into_iter()
+            .find(|r| r["causation_id"] == id.as_str())
+        {
+            return reply["item"].clone();
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(15),
+            "no reply to approve_tool"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_command_approve_tool_decides_gated_calls_through_redis() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let p = AgentdProcess::start(&config(dir.path(), &redis, "always"));
+    let spawn = |order: &str| {
+        p.post(
+            "/v1/agents",
+            json!({"agent_type": "clerk", "prompt": format!("order {order}")}),
+        )
+        .unwrap()["agent_id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let approved = spawn("A-1");
+    let rejected = spawn("B-2");
+    let gated = |p: &AgentdProcess| -> Vec<Value> {
+        p.get("/v1/tool_calls?status=awaiting_approval")["tool_calls"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    p.wait_for("both calls at the gate", |p| gated(p).len() == 2);
+    let call_of = |agent: &str| -> String {
+        gated(&p)
+            .iter()
+            .find(|c| c["agent_id"] == agent)
+            .map(|c| c["call_id"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    let (yes, no) = (call_of(&approved), call_of(&rejected));
+    let mut con = redis.client();
+    assert!(
+        stream(&mut con, "agentd:tools:lookup_order").is_empty(),
+        "nothing reaches the workers before a decision"
+    );
+
+    let reply = approve_tool(&mut con, &approved, &yes, true, "looks fine");
+    assert_eq!(
+        reply["result"],
+        json!({"call_id": yes, "decision": "approved"}),
+        "{reply}"
+    );
+    let reply = approve_tool(&mut con, &rejected, &no, false, "not this customer");
+    assert_eq!(
+        reply["result"],
+        json!({"call_id": no, "decision": "rejected"}),
+        "{reply}"
+    );
+    // A second decision is refused.
+    let reply = approve_tool(&mut con, &approved, &yes, false, "too late");
+    assert_eq!(reply["error"]["code"], "tool_call_closed", "{reply}");
+
+    // Approved: published to the workers, the agent waits for the answer.
+    p.wait_for("the approved call waits for its answer", |p| {
+        p.get(&format!("/v1/agents/{approved}"))["status"] == "waiting_tool"
+    });
+    p.wait_for("the approved call published", |_| {
+        !stream(&mut redis.client(), "agentd:tools:lookup_order").is_empty()
+    });
+    // Rejected: the reason reaches the model, the call never reaches a worker.
+    p.wait_for("the rejection's tool error", |p| {
+        p.texts(&rejected)
+            .iter()
+            .any(|t| t.starts_with("Result: ") && t.contains("not this customer"))
+    });
+    let published = stream(&mut con, "agentd:tools:lookup_order");
+    assert_eq!(published.len(), 1, "{published:#?}");
+    assert_eq!(published[0]["item"]["call_id"], yes.as_str());
+    assert_eq!(
+        published[0]["item"]["arguments"],
+        json!({"order_id": "order A-1"})
+    );
+    let pending = p.get("/v1/tool_calls?status=pending")["tool_calls"].clone();
+    assert_eq!(pending.as_array().unwrap().len(), 1, "{pending:#}");
+    assert_eq!(pending[0]["call_id"], yes.as_str());
     p.stop();
 }

@@ -2,7 +2,9 @@
 //! scripted model: a receiver written in Python checks the HMAC signature with its own `hmac`
 //! module; a 503 is retried, a 404 and a wrong signature come back to the model as tool errors
 //! with the status and a bounded excerpt; the calls are counted. Start-up refuses a type that
-//! lists an unknown tool and an unset `secret_env`, and never prints a secret.
+//! lists an unknown tool and an unset `secret_env`, and never prints a secret. A webhook with
+//! `approval = "always"` is not called until a person approves the call, then once; calling it
+//! from outside a turn is refused with `409`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::AgentdProcess;
@@ -53,7 +55,7 @@ fn config(dir: &Path, hook: &str, extra_type_tools: &str) -> Vec<(&'static str, 
     std::fs::write(
         types.join("notifier.toml"),
         format!(
-            "name = \"notifier\"\ntitle = \"Notifier\"\ntools = [\"notify\", \"flaky\", \"missing\", \"forged\"{extra_type_tools}]\n"
+            "name = \"notifier\"\ntitle = \"Notifier\"\ntools = [\"notify\", \"flaky\", \"missing\", \"forged\", \"guarded\"{extra_type_tools}]\n"
         ),
     )
     .unwrap();
@@ -81,6 +83,15 @@ arguments = { text = "forged" }
 
 [[rule]]
 agent = "notifier"
+role = "user"
+contains = "careful"
+text = "asking first"
+[[rule.tool_calls]]
+name = "guarded"
+arguments = { text = "careful" }
+
+[[rule]]
+agent = "notifier"
 role = "tool"
 text = "all sent"
 "#,
@@ -97,6 +108,10 @@ text = "all sent"
         tool("flaky", "/flaky", "HOOK_SECRET"),
         tool("missing", "/missing", "HOOK_SECRET"),
         tool("forged", "/notify", "WRONG_SECRET"),
+        tool("guarded", "/notify", "HOOK_SECRET").replace(
+            "timeout_ms = 10000\n",
+            "timeout_ms = 10000\napproval = \"always\"\n",
+        ),
     ]
     .concat();
     std::fs::write(&file, text).unwrap();
@@ -195,6 +210,83 @@ fn webhook_calls_are_signed_retried_and_their_failures_reach_the_model() {
     assert_eq!(notify["parameters"]["required"], json!(["text"]));
     // The secret is in no answer.
     assert!(!p.get("/v1/info").to_string().contains(SECRET));
+}
+
+/// The POSTs the receiver got, `{path, call_id}` each.
+fn received(receiver: &Receiver) -> Value {
+    ureq::get(&format!("{}/calls", receiver.url))
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap()
+}
+
+#[test]
+fn a_gated_webhook_is_called_once_and_only_after_approval() {
+    let receiver = Receiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let env = config(dir.path(), &receiver.url, "");
+    let p = AgentdProcess::start(&env);
+    let id = p
+        .post(
+            "/v1/agents",
+            json!({"agent_type": "notifier", "prompt": "careful now"}),
+        )
+        .unwrap()["agent_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    p.wait_for("waiting_review", |p| {
+        p.get(&format!("/v1/agents/{id}"))["status"] == "waiting_review"
+    });
+    let gated = p.get("/v1/tool_calls?status=awaiting_approval")["tool_calls"].clone();
+    assert_eq!(gated.as_array().unwrap().len(), 1, "{gated:#}");
+    assert_eq!(gated[0]["tool"], "guarded");
+    assert_eq!(gated[0]["kind"], "http");
+    let call_id = gated[0]["call_id"].as_str().unwrap().to_string();
+
+    // Outside a turn, the gated webhook is refused, and says why.
+    let direct = p.post(
+        &format!("/v1/agents/{id}/tools/guarded"),
+        json!({"text": "sneaky"}),
+    );
+    let (code, body) = direct.unwrap_err();
+    assert_eq!(code, 409, "{body}");
+    assert_eq!(body["code"], "invalid_transition", "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("guarded") && m.contains("approval")),
+        "{body}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        received(&receiver),
+        json!([]),
+        "nothing before the approval"
+    );
+
+    let decided = p
+        .post(
+            &format!("/v1/agents/{id}/approvals/{call_id}"),
+            json!({"approve": true}),
+        )
+        .unwrap();
+    assert_eq!(decided, json!({"call_id": call_id, "decision": "approved"}));
+    p.wait_for("the turn's end", |p| {
+        p.texts(&id).iter().any(|t| t == "all sent")
+    });
+    let results = tool_results(&p, &id);
+    assert_eq!(results.len(), 1, "{results:#?}");
+    assert_eq!(results[0]["delivered"], json!({"text": "careful"}));
+    assert_eq!(results[0]["call_id"], call_id.as_str());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(
+        received(&receiver),
+        json!([{"path": "/notify", "call_id": call_id}]),
+        "called once, after the approval"
+    );
+    assert_eq!(p.get("/v1/tool_calls")["tool_calls"], json!([]));
 }
 
 fn check_config(env: &[(&str, String)], unset: &[&str]) -> std::process::Output {

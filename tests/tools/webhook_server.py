@@ -1,7 +1,8 @@
 """A webhook receiver for tests/tests/webhook_tools.rs: it checks agentd's signature
 (X-Agentd-Signature = sha256=HMAC-SHA256(secret, "<timestamp>.<body>")) with Python's own hmac,
 and answers by path: /notify echoes, /flaky fails once with 503, /missing answers 404 with a
-long body. Prints its port, then serves until killed."""
+long body. GET /calls lists every POST it received ({path, call_id}), so a test can tell
+whether a call reached it. Prints its port, then serves until killed."""
 import hashlib
 import hmac
 import json
@@ -11,14 +12,21 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 SECRET = sys.argv[1].encode()
 ATTEMPTS = {}
+CALLS = []
 
 
 class Hook(BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/calls":
+            return self.reply(200, CALLS)
+        self.reply(404, {"error": "no such page"})
+
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         ts = self.headers.get("X-Agentd-Timestamp", "")
         sig = self.headers.get("X-Agentd-Signature", "")
         call_id = self.headers.get("X-Agentd-Call-Id", "")
+        CALLS.append({"path": self.path, "call_id": call_id})
         want = "sha256=" + hmac.new(SECRET, ts.encode() + b"." + body, hashlib.sha256).hexdigest()
         fresh = ts.isdigit() and abs(time.time() * 1000 - int(ts)) < 300_000
         if not (hmac.compare_digest(want, sig) and fresh and call_id):

@@ -1,10 +1,12 @@
-//! Approval gates: a call of a tool that needs a person's approval (`Tool::needs_approval`)
-//! is stored as `awaiting_approval` before anything runs, and its turn ends waiting for the
+//! Approval gates: a call of a tool that needs a person's approval (`Tool::needs_approval`,
+//! or a `yield_to_parent` of an agent whose type sets `review_yield`) is stored as
+//! `awaiting_approval` before anything runs, and its turn ends waiting for the
 //! decision like a service call waits for its answer (the agent shows `waiting_review`). The
 //! decision is one store write (`awaiting_approval` → `pending` when approved, → `rejected`
 //! otherwise); the turn then runs again under the same cause and finds the call decided here:
 //! a rejected call's result is the reason as a tool error, an approved one runs (a service
-//! tool's call is then published and waits for its answer in `waiting_tool`).
+//! tool's call is then published and waits for its answer in `waiting_tool`; an approved
+//! yield hands its result to the parent as an ungated one does).
 //!
 //! Invariants: the record is keyed by the call's result entry id, so a re-run (after the
 //! decision, after a restart) finds the same record and never asks twice; an approved call of
@@ -15,7 +17,7 @@
 use super::Turn;
 use super::service_calls::WaitingCall;
 use crate::ports::ToolCallClosing;
-use crate::tools::{Tool, schema, service};
+use crate::tools::{BuiltinTool, Tool, schema, service};
 use agentd_proto::{
     AgentdError, ErrorCode, ToolAnswer, ToolAnswerError, ToolCall, ToolCallClose, ToolCallRecord,
     ToolCallStatus, ToolKind,
@@ -34,6 +36,20 @@ pub(super) enum Gate {
 }
 
 impl Turn {
+    /// Whether a call of `tool` by this turn's agent waits for a person's approval: the tool
+    /// needs it wherever it is called, or it is the yield of an agent whose type reviews its
+    /// yields (`review_yield`).
+    pub(super) fn needs_approval(&self, tool: &Tool) -> bool {
+        tool.needs_approval()
+            || (*tool == Tool::Builtin(BuiltinTool::YieldToParent)
+                && self
+                    .deps
+                    .config
+                    .types
+                    .get(&self.rec.agent_type)
+                    .is_some_and(|t| t.review_yield))
+    }
+
     /// The gate of call `call_id` of `tool` (which needs approval): asked for (stored) if it
     /// is new, closed as timed out if its approval deadline passed, or found decided.
     pub(super) async fn approval_gate(
@@ -45,7 +61,11 @@ impl Turn {
         let deps = &self.deps;
         let now = self.now();
         let configured = tool.configured();
-        let kind = configured.map_or(ToolKind::Mcp, |c| c.kind());
+        let kind = match tool {
+            Tool::Configured(c) => c.kind(),
+            Tool::Mcp(_) => ToolKind::Mcp,
+            Tool::Builtin(_) => ToolKind::Builtin,
+        };
         let mut stored = match deps.store.tool_call_get(call_id).await? {
             Some(stored) => stored,
             None => {
@@ -54,13 +74,24 @@ impl Turn {
                 } else {
                     call.arguments.clone()
                 };
-                // A configured tool's arguments must fit the schema the model was shown (an
-                // MCP tool's are checked when it runs).
-                if let Some(c) = configured {
-                    arguments = match schema::validate(&c.parameters, &arguments) {
+                // The arguments of a configured or built-in tool must fit the schema the
+                // model was shown (an MCP tool's are checked when it runs): nobody is asked
+                // to approve a call that cannot run.
+                if kind != ToolKind::Mcp {
+                    let spec = tool.spec(&self.rec, deps);
+                    arguments = match schema::validate(&spec.parameters, &arguments) {
                         Ok(arguments) => arguments,
                         Err(e) => return Ok(Gate::Closed(json!({ "error": e }).to_string())),
                     };
+                }
+                // A yield hands over a result: one without is refused before review.
+                if *tool == Tool::Builtin(BuiltinTool::YieldToParent)
+                    && arguments
+                        .get("result")
+                        .is_none_or(serde_json::Value::is_null)
+                {
+                    let e = AgentdError::missing_field("result");
+                    return Ok(Gate::Closed(json!({ "error": e }).to_string()));
                 }
                 let timeout = deps.config.limits.approval_timeout_ms;
                 let made = ToolCallRecord {

@@ -87,6 +87,14 @@ impl Turn {
                 .is_some_and(|t| t.iter().rev().any(|e| e.id == *id))
     }
 
+    /// Whether the thread holds an entry `id` that is an error (a tool's failed result).
+    pub(super) fn recorded_error(&self, id: &Uuid) -> bool {
+        self.thread
+            .as_ref()
+            .and_then(|t| t.iter().rev().find(|e| e.id == *id))
+            .is_some_and(|e| e.is_error)
+    }
+
     /// The thread as stored: the known copy, or read once from the store.
     pub(super) async fn current_thread(
         &mut self,

@@ -338,7 +338,11 @@ impl Turn {
             for (i, (call, &tool_id)) in resp.tool_calls.iter().zip(&result_ids).enumerate() {
                 // Tool results a previous run recorded: their calls are not executed twice.
                 if self.recorded(&tool_id) {
-                    if tools::BuiltinTool::YieldToParent.is_named(&call.name) {
+                    // A yield whose result is an error (refused, rejected at its review) did
+                    // not end the turn: the steps after it follow.
+                    if tools::BuiltinTool::YieldToParent.is_named(&call.name)
+                        && !self.recorded_error(&tool_id)
+                    {
                         result.yielded = call.arguments.get("result").cloned();
                         self.close_after_yield(&resp.tool_calls[i + 1..], &result_ids[i + 1..])
                             .await?;
@@ -350,7 +354,7 @@ impl Turn {
                 // A call behind an approval gate runs only once a person approved it.
                 let mut gated = false;
                 if let Ok(t) = &tool
-                    && t.needs_approval()
+                    && self.needs_approval(t)
                 {
                     match Box::pin(self.approval_gate(t, call, tool_id)).await? {
                         approvals::Gate::Waiting(w) => {

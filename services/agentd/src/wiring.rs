@@ -314,6 +314,9 @@ fn build_tools(settings: &Settings) -> anyhow::Result<ToolCatalogue> {
             agentd_proto::ToolKind::Mcp => {
                 anyhow::bail!("tools.{name}: MCP tools come from [mcp.servers.<name>]")
             }
+            agentd_proto::ToolKind::Builtin => {
+                anyhow::bail!("tools.{name}: built-in tools are agentd's own")
+            }
             agentd_proto::ToolKind::Http => {
                 let secret = match t.secret_env.trim() {
                     "" => String::new(),

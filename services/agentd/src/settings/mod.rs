@@ -310,6 +310,7 @@ approval = "always"
                 "kind = \"http\"",
             ),
             ("[tools.svc]\nkind = \"grpc\"\n", "grpc"),
+            ("[tools.svc]\nkind = \"builtin\"\n", "agentd's own"),
         ] {
             let e = Settings::from_overrides(bad).err().map(|e| e.to_string());
             assert!(

@@ -109,6 +109,9 @@ impl ToolSettings {
             agentd_proto::ToolKind::Mcp => {
                 return bad("MCP tools come from [mcp.servers.<name>], not [tools]".into());
             }
+            agentd_proto::ToolKind::Builtin => {
+                return bad("built-in tools are agentd's own, not [tools]".into());
+            }
         }
         Ok(())
     }
