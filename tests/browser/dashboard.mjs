@@ -1,6 +1,7 @@
 // Drives the agentd dashboard in a real browser (Debian's chromium through playwright-core).
 //
 //   node tests/browser/dashboard.mjs <base_url> <token> <out_dir> [--pause TITLE] [--followup TITLE] [--close TITLE] [--live TITLE]
+//        [--approve TITLE --reject TITLE --closed TITLE]
 //
 // Expects an agentd with auth required and a few agents already spawned. Steps: open `/`, enter
 // the token, check that every agent of `GET /v1/tree` shows in the page (title, status, nesting,
@@ -9,8 +10,14 @@
 // agent; send a follow-up from the page and check through `GET /v1/agents/{id}/thread` that it
 // reached the agent; with --live, send the titled agent (on a slowly streaming provider) a
 // message and see its answer grow in the page before it is stored, then land in the thread.
+// With --approve/--reject/--closed (three agents each waiting in `waiting_review` on one gated
+// call): the Approvals panel lists the calls with their arguments as text; a call decided
+// through the API while the page's list is held stale makes the page's Reject show the 409;
+// Reject without a reason sends nothing; Approve and Reject (with a reason) decide the other
+// two, checked through the API, and the panel empties.
 // A screenshot per step goes to <out_dir>. Prints `STEP …` lines, `FOLLOWUP
-// <agent_id> <text>` and, when every check passed, `DASHBOARD OK`; exits 1 otherwise.
+// <agent_id> <text>`, `APPROVED`/`REJECTED <agent_id> <call_id> [reason]` and, when every
+// check passed, `DASHBOARD OK`; exits 1 otherwise.
 
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -116,6 +123,8 @@ try {
     const where = m.location()?.url || '';
     if (/status of 401/.test(m.text())) return;
     if (/status of 404/.test(m.text()) && where.includes('/checkpoints')) return;
+    // Expected: the 409 of a decision on a call that was decided meanwhile (step 8).
+    if (/status of 409/.test(m.text()) && where.includes('/approvals/')) return;
     consoleErrors.push(`${m.text()} (${where})`);
   });
   page.on('pageerror', (e) => consoleErrors.push(String(e)));
@@ -173,7 +182,7 @@ try {
     );
     console.log(`TREE ${a.title} [${a.status}] depth=${a.depth} tree_tokens=${a.tree_tokens}`);
   }
-  const root = settled.find((a) => !a.parent_id);
+  const root = settled.find((a) => !a.parent_id && a.title === opts.followup);
   check(root.tree_tokens > root.tokens_used, 'the root rolls up its children’s tokens');
   // The queue lists the waiting agents with what they wait on.
   for (const a of settled.filter((x) => x.status === 'queued' || x.status.startsWith('waiting_'))) {
@@ -310,6 +319,111 @@ try {
     await page.locator('#live-text').waitFor({ state: 'hidden', timeout: WAIT });
     step(`${writer.title}'s streamed answer is in the thread`);
     await screenshot('live-text-stored');
+  }
+
+  // 8. Approval gates: the panel lists the gated calls; Approve and Reject decide them.
+  if (opts.approve) {
+    const gated = (await api('GET', '/v1/tool_calls?status=awaiting_approval')).tool_calls;
+    const callOf = (title) => {
+      const a = byTitle(title);
+      const c = gated.find((x) => x.agent_id === a.agent_id);
+      check(c, `${title} has a call awaiting approval: ${JSON.stringify(gated)}`);
+      return { agent: a, call: c, row: page.locator(`#approvals li[data-call-id="${c.call_id}"]`) };
+    };
+    const approved = callOf(opts.approve);
+    const rejected = callOf(opts.reject);
+    const closed = callOf(opts.closed);
+    for (const g of [approved, rejected, closed]) {
+      await g.row.waitFor({ timeout: WAIT });
+      const text = await g.row.innerText();
+      check(text.includes(g.call.tool) && text.includes(g.agent.title), `the row names tool and agent: ${text}`);
+      check(/requested /.test(text) && /deadline/.test(text), `the row shows its times: ${text}`);
+      const args = await g.row.locator('pre.args').innerText();
+      check(
+        JSON.stringify(JSON.parse(args)) === JSON.stringify(g.call.arguments),
+        `the row shows the arguments: ${args}`,
+      );
+      await g.row.locator('.badge[data-status="waiting_review"]').waitFor({ timeout: WAIT });
+      console.log(`APPROVAL ${g.agent.title} ${g.call.tool} ${args.replace(/\s+/g, ' ')}`);
+    }
+    // Arguments are shown as text, never as markup.
+    check((await page.locator('#approvals img, #approvals pre.args *').count()) === 0, 'arguments are escaped');
+    check(
+      (await page.evaluate(() => window.__xss)) === undefined,
+      'markup in the arguments did not run',
+    );
+    await page.locator('#approvals-panel').scrollIntoViewIfNeeded();
+    await screenshot('approvals');
+
+    // A call decided elsewhere while the page's list is stale: the page shows the 409.
+    let release;
+    const gate = new Promise((r) => (release = r));
+    const isList = (url) => url.pathname === '/v1/tool_calls';
+    // Held until released; then (the route stays) a pass-through.
+    await page.route(isList, async (route) => {
+      await gate;
+      await route.continue();
+    });
+    await api('POST', `/v1/agents/${closed.agent.agent_id}/approvals/${closed.call.call_id}`, {
+      approve: false,
+      reason: 'decided through the API',
+    });
+    await page.locator(`.node[data-agent-id="${closed.agent.agent_id}"]:not([data-status="waiting_review"])`).waitFor({ timeout: WAIT });
+    check(await closed.row.isVisible(), 'the stale row is still shown while the list is held');
+    await closed.row.locator('.approval-reason').fill('too late');
+    await closed.row.locator('button[data-decision="reject"]').click();
+    await page.locator('#approval-status[data-outcome="error"]', { hasText: 'closed already' }).waitFor({ timeout: WAIT });
+    const said = await page.locator('#approval-status').innerText();
+    check(/tool_call_closed/.test(said), `the page shows the 409's code: ${said}`);
+    await screenshot('approval-409');
+    release();
+    await closed.row.waitFor({ state: 'detached', timeout: WAIT });
+    step(`a decision on ${closed.agent.title}'s closed call showed: ${said}`);
+
+    // Reject asks for a reason first and sends nothing without one.
+    await rejected.row.locator('button[data-decision="reject"]').click();
+    await page.locator('#approval-status[data-outcome="error"]', { hasText: 'give a reason' }).waitFor({ timeout: WAIT });
+    await new Promise((r) => setTimeout(r, 300));
+    check(
+      (await api('GET', '/v1/tool_calls?status=awaiting_approval')).tool_calls.some((c) => c.call_id === rejected.call.call_id),
+      'a reject without a reason decides nothing',
+    );
+
+    // The agent's link in its row selects it; its details name the call that waits.
+    await approved.row.locator('a.agent').click();
+    await page.locator(`#detail-head h3[data-agent-id="${approved.agent.agent_id}"][data-status="waiting_review"]`).waitFor({ timeout: WAIT });
+    await page.locator('#detail-head dd a', { hasText: approved.call.tool }).waitFor({ timeout: WAIT });
+    await page.locator(`#approvals li.selected[data-call-id="${approved.call.call_id}"]`).waitFor({ timeout: WAIT });
+
+    // Approve by clicking.
+    await approved.row.locator('button[data-decision="approve"]').click();
+    await page.locator('#approval-status[data-outcome="ok"]', { hasText: 'approved' }).waitFor({ timeout: WAIT });
+    await approved.row.waitFor({ state: 'detached', timeout: WAIT });
+    await until('the approved call to be published', async () =>
+      (await api('GET', '/v1/tool_calls?status=pending')).tool_calls.some((c) => c.call_id === approved.call.call_id),
+    );
+    await page.locator(`.node[data-agent-id="${approved.agent.agent_id}"][data-status="waiting_tool"]`).waitFor({ timeout: WAIT });
+    console.log(`APPROVED ${approved.agent.agent_id} ${approved.call.call_id}`);
+
+    // Reject by clicking, with a reason.
+    const reason = `not on a ${['Sunday', 'Monday', 'Tuesday'][Math.floor(Math.random() * 3)]} ${Math.random().toString(36).slice(2, 8)}`;
+    await rejected.row.locator('.approval-reason').fill(reason);
+    await rejected.row.locator('button[data-decision="reject"]').click();
+    await page.locator('#approval-status[data-outcome="ok"]', { hasText: 'rejected' }).waitFor({ timeout: WAIT });
+    await rejected.row.waitFor({ state: 'detached', timeout: WAIT });
+    await until('the rejected agent to leave waiting_review', async () =>
+      (await api('GET', `/v1/agents/${rejected.agent.agent_id}`)).status !== 'waiting_review',
+    );
+    console.log(`REJECTED ${rejected.agent.agent_id} ${rejected.call.call_id} ${reason}`);
+
+    // The panel empties.
+    await page.locator('#approvals-panel[data-count="0"] #approvals .none').waitFor({ timeout: WAIT });
+    check(
+      (await api('GET', '/v1/tool_calls?status=awaiting_approval')).tool_calls.length === 0,
+      'no call awaits approval',
+    );
+    step('approvals decided from the page; the panel is empty');
+    await screenshot('approvals-decided');
   }
 
   check(foreignRequests.length === 0, `requests left the origin: ${foreignRequests.join(', ')}`);

@@ -4,8 +4,12 @@
 //! token form, live tree and queue, a pause made through the API showing up without a reload,
 //! resume and close (behind a confirm) from the page, and a follow-up typed into the page that
 //! must reach the agent's thread, and an answer streamed slowly by a local provider that the
-//! page shows as it arrives (`text_delta` events) before it lands in the thread. Screenshots of
-//! each step go to `target/test-output/dashboard/`.
+//! page shows as it arrives (`text_delta` events) before it lands in the thread; and three
+//! agents each waiting in `waiting_review` on a call of a gated service tool: one approved and
+//! one rejected with a reason by clicking the page's buttons, one decided through the API while
+//! the page's list was stale (the page shows the `409`), each decision checked through the API
+//! (the approved call published and answered, the reason in the rejected agent's model's
+//! answer). Screenshots of each step go to `target/test-output/dashboard/`.
 //!
 //! Needs `node`, `/usr/bin/chromium` (or `CHROMIUM_PATH`) and `tests/browser/node_modules`;
 //! `scripts/test.sh` installs them. Missing ones fail the test with the fix, never skip it.
@@ -44,9 +48,52 @@ name = "yield_to_parent"
 arguments = { result = "Parser implemented." }
 
 [[rule]]
+agent = "clerk"
+role = "user"
+contains = "order A-1"
+text = "looking A-1 up"
+[[rule.tool_calls]]
+name = "lookup_order"
+arguments = { order_id = "A-1" }
+
+[[rule]]
+agent = "clerk"
+role = "user"
+contains = "order B-2"
+text = "looking B-2 up"
+[[rule.tool_calls]]
+name = "lookup_order"
+arguments = { order_id = "<img src=x onerror=\"window.__xss=1\"><b>B-2</b>" }
+
+[[rule]]
+agent = "clerk"
+role = "user"
+contains = "order C-3"
+text = "looking C-3 up"
+[[rule.tool_calls]]
+name = "lookup_order"
+arguments = { order_id = "C-3" }
+
+[[rule]]
+agent = "clerk"
+role = "tool"
+text = "Result: {{input}}"
+
+[[rule]]
 text = "OK: {{input}}"
 usage = { input = 50, output = 20 }
 "#;
+
+/// A service tool behind an approval gate, and the type whose agents may call it.
+const TOOLS: &str = r#"
+[tools.lookup_order]
+kind = "service"
+description = "Look an order up by id."
+parameters = { type = "object", properties = { order_id = { type = "string" } }, required = ["order_id"] }
+timeout_ms = 600000
+approval = "always"
+"#;
+const CLERK: &str = "name = \"clerk\"\ntitle = \"Clerk\"\ntools = [\"lookup_order\"]\n";
 
 /// A call to the API with the bearer token; `(status, body)` whatever the status.
 fn call(p: &AgentdProcess, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
@@ -121,6 +168,11 @@ fn the_dashboard_shows_the_live_tree_and_drives_agents_in_a_real_browser() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("script.toml");
     std::fs::write(&script, SCRIPT).unwrap();
+    let config = dir.path().join("agentd.toml");
+    std::fs::write(&config, TOOLS).unwrap();
+    let types = dir.path().join("types");
+    std::fs::create_dir_all(&types).unwrap();
+    std::fs::write(types.join("clerk.toml"), CLERK).unwrap();
     // A provider that streams its answer slowly: the page shows the text as it arrives.
     let mut story: Vec<String> = (1..=30).map(|i| format!("word{i} ")).collect();
     story.push("The end.".into());
@@ -137,6 +189,8 @@ fn the_dashboard_shows_the_live_tree_and_drives_agents_in_a_real_browser() {
         ("AGENTD__AUTH__TOKEN", TOKEN.to_string()),
         ("AGENTD__MODEL__SCRIPT", script.display().to_string()),
         ("AGENTD__LIMITS__MAX_DEPTH", "2".to_string()),
+        ("AGENTD_CONFIG", config.display().to_string()),
+        ("AGENTD__AGENTS__DIR", types.display().to_string()),
     ]);
 
     // The static shell is open, with its content types; the API is not.
@@ -188,9 +242,21 @@ fn the_dashboard_shows_the_live_tree_and_drives_agents_in_a_real_browser() {
         &p,
         json!({"agent_type": "subagent", "title": "Live Writer", "parent_id": lead, "provider": "live"}),
     );
+    // Three roots of their own, each stopped at an approval gate.
+    let clerks: Vec<String> = ["A-1", "B-2", "C-3"]
+        .iter()
+        .zip(["Approval Clerk A", "Approval Clerk B", "Approval Clerk C"])
+        .map(|(order, title)| {
+            spawn(
+                &p,
+                json!({"agent_type": "clerk", "title": title, "prompt": format!("where is order {order}?")}),
+            )
+        })
+        .collect();
     let status = |id: &str| get(&p, &format!("/v1/agents/{id}"))["status"].clone();
     wait_until("the tree to settle", || {
-        status(&coder) == "completed"
+        clerks.iter().all(|c| status(c) == "waiting_review")
+            && status(&coder) == "completed"
             && status(&notes) == "waiting_dependency"
             && status(&rate) == "waiting_rate_limit"
             && get(&p, &format!("/v1/agents/{researcher}"))["turns"] == 1
@@ -216,6 +282,9 @@ fn the_dashboard_shows_the_live_tree_and_drives_agents_in_a_real_browser() {
         .args(["--followup", "Dashboard Lead"])
         .args(["--close", "Grandchild Checker"])
         .args(["--live", "Live Writer"])
+        .args(["--approve", "Approval Clerk A"])
+        .args(["--reject", "Approval Clerk B"])
+        .args(["--closed", "Approval Clerk C"])
         .env("CHROMIUM_PATH", &chromium)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -306,6 +375,80 @@ fn the_dashboard_shows_the_live_tree_and_drives_agents_in_a_real_browser() {
         "the streamed answer is stored whole: {thread}"
     );
     assert_ne!(status(&researcher), "paused", "resumed from the page");
+
+    // The decisions made by clicking, checked through the API.
+    let decided = |prefix: &str| -> Vec<String> {
+        let line = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("the script names its {prefix}: {stdout}"));
+        line.splitn(3, ' ').map(str::to_string).collect()
+    };
+    let approved = decided("APPROVED ");
+    assert_eq!(approved[0], clerks[0]);
+    let rejected = decided("REJECTED ");
+    assert_eq!(rejected[0], clerks[1]);
+    let reason = &rejected[2];
+    let thread_texts = |id: &str| -> Vec<(String, String)> {
+        get(&p, &format!("/v1/agents/{id}/thread"))["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["role"].as_str().unwrap_or("").to_string(),
+                    e["text"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    // Approved: the service call was published and waits for its answer in `waiting_tool`.
+    assert_eq!(status(&clerks[0]), "waiting_tool");
+    let pending = get(&p, "/v1/tool_calls?status=pending")["tool_calls"].clone();
+    assert_eq!(pending.as_array().unwrap().len(), 1, "{pending}");
+    assert_eq!(pending[0]["call_id"], approved[1].as_str());
+    let (code, body) = call(
+        &p,
+        "POST",
+        &format!("/v1/agents/{}/tool_results/{}", clerks[0], approved[1]),
+        Some(json!({"result": {"status": "shipped"}})),
+    );
+    assert_eq!((code, &body["status"]), (200, &json!("answered")), "{body}");
+    wait_until("the approved clerk's turn to end", || {
+        thread_texts(&clerks[0])
+            .iter()
+            .any(|(role, t)| role == "assistant" && t == r#"Result: {"status":"shipped"}"#)
+    });
+    // Rejected: the model got a tool error carrying the reason, and its turn went on.
+    wait_until("the rejected clerk's turn to end", || {
+        thread_texts(&clerks[1])
+            .iter()
+            .any(|(role, t)| role == "assistant" && t.starts_with("Result: "))
+    });
+    let texts = thread_texts(&clerks[1]);
+    assert!(
+        texts.iter().any(|(role, t)| role == "tool"
+            && t.contains("rejected")
+            && t.contains(reason.as_str())),
+        "the rejection and its reason are the tool's result: {texts:#?}"
+    );
+    assert!(
+        texts.iter().any(|(role, t)| role == "assistant"
+            && t.starts_with("Result: ")
+            && t.contains(reason.as_str())),
+        "the model saw the reason: {texts:#?}"
+    );
+    // Decided through the API (the page's later click got 409 and changed nothing).
+    assert!(
+        thread_texts(&clerks[2])
+            .iter()
+            .any(|(role, t)| role == "tool" && t.contains("decided through the API")),
+        "the API's decision stands"
+    );
+    for clerk in &clerks {
+        wait_until("the clerks to be idle", || status(clerk) == "idle");
+    }
+    assert_eq!(get(&p, "/v1/tool_calls")["tool_calls"], json!([]));
     assert_eq!(status(&grandchild), "closed", "closed from the page");
 
     let shots = std::fs::read_dir(&out_dir)

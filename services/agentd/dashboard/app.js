@@ -1,5 +1,5 @@
 // agentd dashboard: the live agent tree, one agent's thread, checkpoints and events, its
-// controls, and the queue. Vanilla JS, no build step, everything from this origin. Every API call
+// controls, the queue, and the tool calls that wait for a person's approval. Vanilla JS, no build step, everything from this origin. Every API call
 // carries the bearer token from sessionStorage (asked for on the first 401); the event stream is
 // read with fetch() and a streaming reader so that it can carry the header too.
 
@@ -7,6 +7,8 @@ const TOKEN_KEY = 'agentd.token';
 const PRIORITY_RANK = { critical: 0, high: 1, normal: 2, low: 3 };
 const MAX_EVENTS = 500;
 const REFRESH_DEBOUNCE_MS = 150;
+/** How much of a call's arguments the approvals panel shows (they can be any size). */
+const MAX_ARGS_CHARS = 2000;
 
 const state = {
   roots: [],
@@ -18,6 +20,8 @@ const state = {
   liveText: new Map(), // agent id → {stepId, text}: the answer it is streaming now (text_delta events)
   lastEventId: null, // the id of the last event received, to resume the stream after a drop
   eventCount: 0,
+  approvals: [], // open calls awaiting approval, oldest first (GET /v1/tool_calls)
+  approvalsLoaded: false,
 };
 
 const $ = (id) => document.getElementById(id);
@@ -189,7 +193,7 @@ function patchNode(view) {
 
 // ---------------------------------------------------------------- refreshes, debounced
 
-const pending = { ids: new Set(), tree: false, detail: false, timer: null };
+const pending = { ids: new Set(), tree: false, detail: false, approvals: false, timer: null };
 
 function schedule() {
   if (pending.timer) return;
@@ -207,14 +211,21 @@ function scheduleDetailRefresh() {
   pending.detail = true;
   schedule();
 }
+function scheduleApprovalsRefresh() {
+  pending.approvals = true;
+  schedule();
+}
 
 async function flush() {
   const ids = [...pending.ids];
   const tree = pending.tree;
   const detail = pending.detail || (state.selected && pending.ids.has(state.selected));
+  const approvals = pending.approvals;
   pending.ids.clear();
   pending.tree = false;
   pending.detail = false;
+  pending.approvals = false;
+  if (approvals) loadApprovals(); // on its own: a slow list holds up no other refresh
   try {
     if (tree || ids.some((id) => !state.nodes.has(id))) {
       await loadTree();
@@ -234,7 +245,7 @@ async function flush() {
     console.warn('refresh failed', e);
   } finally {
     pending.timer = null;
-    if (pending.tree || pending.ids.size || pending.detail) schedule();
+    if (pending.tree || pending.ids.size || pending.detail || pending.approvals) schedule();
   }
 }
 
@@ -289,6 +300,7 @@ async function streamEvents() {
       setStream('live');
       backoff = 500;
       scheduleTreeReload(); // whatever happened while we were not listening
+      scheduleApprovalsRefresh();
       const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
       let buf = '';
       for (;;) {
@@ -344,10 +356,21 @@ function onEvent(type, data) {
     rollUp();
   }
   if (type === 'spawned' || type === 'deleted' || type === 'lagged') scheduleTreeReload();
+  if (touchesApprovals(type, data)) scheduleApprovalsRefresh();
   if (type === 'deleted' && data?.agent_id === state.selected) scheduleDetailRefresh();
   ids.forEach(scheduleAgentRefresh);
   scheduleRender();
   if (state.selected && ids.includes(state.selected)) renderEvents();
+}
+
+/**
+ * Whether an event may change the calls that await approval: a gated call makes its agent
+ * wait in `waiting_review` and a decision (or a timeout, or a cancel) ends that wait; a
+ * rejected or timed-out call also finishes as a tool call.
+ */
+function touchesApprovals(type, data) {
+  if (type === 'status_changed') return data?.to === 'waiting_review' || data?.from === 'waiting_review';
+  return ['tool_call_requested', 'tool_call_finished', 'deleted', 'lagged'].includes(type);
 }
 
 /** A piece of the answer an agent is streaming: appended to its live text. */
@@ -382,6 +405,7 @@ function scheduleRender() {
     renderQueued = false;
     renderTree();
     renderQueue();
+    renderApprovals();
     if (state.selected) renderDetailHead();
   });
 }
@@ -613,6 +637,7 @@ function renderDetailHead() {
         (n.tree_cost_usd != null && n.tree_cost_usd !== n.cost_usd ? ` · subtree ${fmtCost(n.tree_cost_usd)}` : ''),
     ],
     n.depends_on?.length ? ['depends on', n.depends_on.map(titleOf).join(', ')] : null,
+    awaitingOf(n.agent_id).length ? ['approval', awaitingLinks(n.agent_id)] : null,
     resumeAtOf(n) && n.status === 'waiting_rate_limit' ? ['resumes', `${fmtDateTime(resumeAtOf(n))} (${fmtIn(resumeAtOf(n))})`] : null,
     n.last_error ? ['last error', el('span', { class: 'error', text: n.last_error })] : null,
     n.result != null ? ['result', typeof n.result === 'string' ? n.result : JSON.stringify(n.result)] : null,
@@ -747,6 +772,221 @@ function renderEvents() {
   );
 }
 
+// ---------------------------------------------------------------- approvals
+
+let approvalsSeq = 0;
+
+/**
+ * The calls that wait for a person's decision (the whole service: the page sends no scope).
+ * Loads may overlap; only the newest one's answer is shown.
+ */
+async function loadApprovals() {
+  const seq = ++approvalsSeq;
+  try {
+    const data = await api('GET', '/v1/tool_calls?status=awaiting_approval');
+    if (seq !== approvalsSeq) return;
+    const calls = Array.isArray(data?.tool_calls) ? data.tool_calls : [];
+    // Oldest first, ties in a fixed order: rows do not swap places between refreshes.
+    calls.sort(
+      (a, b) =>
+        (a.requested_at_ms || 0) - (b.requested_at_ms || 0) ||
+        String(a.agent_id).localeCompare(String(b.agent_id)) ||
+        String(a.call_id).localeCompare(String(b.call_id)),
+    );
+    state.approvals = calls;
+    state.approvalsLoaded = true;
+  } catch (e) {
+    console.warn('approvals', e);
+    if (seq !== approvalsSeq) return;
+    if (!state.approvalsLoaded) {
+      $('approvals').replaceChildren(el('p', { class: 'error', text: errText(e) }));
+      return;
+    }
+  }
+  renderApprovals();
+  if (state.selected) renderDetailHead();
+}
+
+const awaitingOf = (agentId) => state.approvals.filter((c) => c.agent_id === agentId);
+
+/** The selected agent's gated calls in its details: links to their rows in the panel. */
+function awaitingLinks(agentId) {
+  return awaitingOf(agentId).flatMap((c, i) => [
+    i ? ', ' : '',
+    el('a', {
+      href: '#',
+      class: 'mono',
+      text: c.tool,
+      title: 'decide it in the Approvals panel',
+      onclick: (ev) => {
+        ev.preventDefault();
+        const row = approvalRows.get(c.call_id);
+        row?.scrollIntoView({ block: 'nearest' });
+        row?.querySelector('.approval-reason')?.focus();
+      },
+    }),
+  ]);
+}
+
+/** A call's arguments as JSON (on one line when short), cut at MAX_ARGS_CHARS. */
+function boundedArgs(args) {
+  let text;
+  try {
+    text = JSON.stringify(args ?? {});
+    if (text.length > 80) text = JSON.stringify(args, null, 1);
+  } catch {
+    text = String(args);
+  }
+  if (text.length <= MAX_ARGS_CHARS) return text;
+  return `${text.slice(0, MAX_ARGS_CHARS)}… (${text.length - MAX_ARGS_CHARS} more characters)`;
+}
+
+function setApprovalStatus(text, isError) {
+  const p = $('approval-status');
+  p.textContent = text;
+  p.classList.toggle('error', Boolean(isError));
+  p.dataset.outcome = isError ? 'error' : 'ok';
+}
+
+/**
+ * Rows are kept per call id across renders, so that a reason being typed (and the focus)
+ * survives the refreshes the event stream brings; only the facts that change are rewritten.
+ */
+const approvalRows = new Map();
+
+function renderApprovals() {
+  const box = $('approvals');
+  if (!state.approvalsLoaded) return;
+  const calls = state.approvals;
+  $('approvals-panel').dataset.count = String(calls.length);
+  $('approvals-count').textContent = calls.length ? `(${calls.length})` : '';
+  const open = new Set(calls.map((c) => c.call_id));
+  for (const id of [...approvalRows.keys()]) if (!open.has(id)) approvalRows.delete(id);
+  if (!calls.length) {
+    if (!box.querySelector(':scope > .none')) {
+      box.replaceChildren(el('p', { class: 'muted none', text: 'No calls await approval.' }));
+    }
+    return;
+  }
+  let list = box.querySelector(':scope > ol');
+  if (!list) {
+    list = el('ol', { class: 'approval-list' });
+    box.replaceChildren(list);
+  }
+  [...list.children].forEach((row) => {
+    if (!open.has(row.dataset.callId)) row.remove();
+  });
+  calls.forEach((c, i) => {
+    let row = approvalRows.get(c.call_id);
+    if (!row) {
+      row = approvalRow(c);
+      approvalRows.set(c.call_id, row);
+    }
+    updateApprovalRow(row, c);
+    if (list.children[i] !== row) list.insertBefore(row, list.children[i] || null);
+  });
+}
+
+function approvalRow(c) {
+  const reason = el('input', {
+    type: 'text',
+    class: 'approval-reason',
+    maxlength: 2000,
+    placeholder: 'reason (needed to reject)',
+    title: 'the model is told the reason of a rejection',
+    'aria-label': `reason for the decision on ${c.tool}`,
+  });
+  const row = el(
+    'li',
+    { class: 'approval', 'data-call-id': c.call_id, 'data-agent-id': c.agent_id, 'data-tool': c.tool },
+    el(
+      'div',
+      { class: 'approval-head' },
+      el('span', { class: 'mono tool', text: c.tool }),
+      el('span', { class: 'kind', text: c.kind || '' }),
+      el('span', { class: 'muted', text: 'for' }),
+      el('a', {
+        href: '#',
+        class: 'agent',
+        title: c.agent_id,
+        onclick: (ev) => {
+          ev.preventDefault();
+          select(c.agent_id);
+        },
+      }),
+      el('span', { class: 'agent-status' }),
+    ),
+    el('pre', { class: 'args', text: boundedArgs(c.arguments) }),
+    el(
+      'div',
+      { class: 'times muted small' },
+      el('span', { text: `requested ${fmtDateTime(c.requested_at_ms)}` }),
+      ' · ',
+      el('span', { class: 'deadline' }),
+    ),
+    el(
+      'form',
+      { class: 'approval-actions', onsubmit: (ev) => ev.preventDefault() },
+      reason,
+      el('button', { type: 'button', 'data-decision': 'approve', onclick: () => decide(c, true, row), text: 'Approve' }),
+      el('button', {
+        type: 'button',
+        class: 'danger',
+        'data-decision': 'reject',
+        onclick: () => decide(c, false, row),
+        text: 'Reject',
+      }),
+    ),
+  );
+  return row;
+}
+
+/** What changes while a call waits: its agent's title and status, the time left. */
+function updateApprovalRow(row, c) {
+  const node = state.nodes.get(c.agent_id);
+  const agent = row.querySelector('.agent');
+  if (agent.textContent !== titleOf(c.agent_id)) agent.textContent = titleOf(c.agent_id);
+  const status = node?.status || '';
+  const holder = row.querySelector('.agent-status');
+  if (holder.dataset.status !== status) {
+    holder.dataset.status = status;
+    holder.replaceChildren(status ? badge(status) : '');
+  }
+  row.classList.toggle('selected', c.agent_id === state.selected);
+  const deadline = c.deadline_ms
+    ? `deadline ${fmtTime(c.deadline_ms)} (${fmtIn(c.deadline_ms)})`
+    : 'no deadline (waits for a decision)';
+  const cell = row.querySelector('.deadline');
+  if (cell.textContent !== deadline) cell.textContent = deadline;
+}
+
+/** Approves or rejects one call; a rejection needs its reason, which the model is given. */
+async function decide(c, approve, row) {
+  const box = row.querySelector('.approval-reason');
+  const reason = box.value.trim();
+  const what = `${c.tool} for ${titleOf(c.agent_id)}`;
+  if (!approve && !reason) {
+    setApprovalStatus(`To reject ${what}, give a reason: the model is told it.`, true);
+    box.focus();
+    return;
+  }
+  const buttons = row.querySelectorAll('button');
+  buttons.forEach((b) => (b.disabled = true));
+  setApprovalStatus(`${approve ? 'approving' : 'rejecting'} ${what}…`);
+  try {
+    const body = reason ? { approve, reason } : { approve };
+    const res = await api('POST', agentPath(c.agent_id, `/approvals/${encodeURIComponent(c.call_id)}`), body);
+    setApprovalStatus(`${what}: ${res?.decision || (approve ? 'approved' : 'rejected')}`);
+  } catch (e) {
+    const why = { 409: ' — it was closed already', 404: ' — no such call' }[e instanceof ApiError ? e.status : 0] || '';
+    setApprovalStatus(`${approve ? 'approve' : 'reject'} ${what} failed${why} (${errText(e)})`, true);
+    buttons.forEach((b) => (b.disabled = false));
+  }
+  scheduleApprovalsRefresh();
+  scheduleAgentRefresh(c.agent_id);
+  if (c.agent_id === state.selected) scheduleDetailRefresh();
+}
+
 // ---------------------------------------------------------------- actions
 
 const control = (name) => (id) => api('POST', agentPath(id, '/control'), { control: name });
@@ -837,23 +1077,37 @@ async function main() {
   $('followup-text').addEventListener('keydown', (ev) => {
     if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey)) sendFollowup(ev);
   });
-  $('refresh').addEventListener('click', () => scheduleTreeReload());
+  $('refresh').addEventListener('click', () => {
+    scheduleTreeReload();
+    scheduleApprovalsRefresh();
+  });
   $('forget-token').hidden = !token();
   $('forget-token').addEventListener('click', () => {
     sessionStorage.removeItem(TOKEN_KEY);
     window.location.reload();
   });
-  // Rate-limit countdowns.
+  // Rate-limit and approval-deadline countdowns.
   setInterval(() => {
     if ([...state.nodes.values()].some((n) => n.status === 'waiting_rate_limit')) scheduleRender();
+    if (state.approvals.some((c) => c.deadline_ms)) renderApprovals();
   }, 1000);
 
-  await Promise.all([loadInfo(), loadTree().catch((e) => $('tree').replaceChildren(el('p', { class: 'error', text: errText(e) })))]);
+  await Promise.all([
+    loadInfo(),
+    loadTree().catch((e) => $('tree').replaceChildren(el('p', { class: 'error', text: errText(e) }))),
+    loadApprovals(),
+  ]);
   document.body.dataset.ready = 'true';
   streamEvents();
 }
 
 // A small hook for debugging from the console.
-window.agentdDashboard = { state, refresh: () => scheduleTreeReload() };
+window.agentdDashboard = {
+  state,
+  refresh: () => {
+    scheduleTreeReload();
+    scheduleApprovalsRefresh();
+  },
+};
 
 main();
