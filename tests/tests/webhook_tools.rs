@@ -259,6 +259,15 @@ fn a_gated_webhook_is_called_once_and_only_after_approval() {
             .is_some_and(|m| m.contains("guarded") && m.contains("approval")),
         "{body}"
     );
+    // Nor does an answer from outside stand in for the webhook's own.
+    let (code, body) = p
+        .post(
+            &format!("/v1/agents/{id}/tool_results/{call_id}"),
+            json!({"result": {"delivered": "forged"}}),
+        )
+        .unwrap_err();
+    assert_eq!(code, 409, "{body}");
+    assert_eq!(body["code"], "invalid_transition", "{body}");
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert_eq!(
         received(&receiver),
@@ -287,6 +296,17 @@ fn a_gated_webhook_is_called_once_and_only_after_approval() {
         "called once, after the approval"
     );
     assert_eq!(p.get("/v1/tool_calls")["tool_calls"], json!([]));
+    let (code, body) = p
+        .post(
+            &format!("/v1/agents/{id}/tool_results/{call_id}"),
+            json!({"result": {"delivered": "forged"}}),
+        )
+        .unwrap_err();
+    assert_eq!(
+        (code, &body["code"]),
+        (409, &json!("invalid_transition")),
+        "{body}"
+    );
 }
 
 fn check_config(env: &[(&str, String)], unset: &[&str]) -> std::process::Output {

@@ -156,6 +156,11 @@ impl AgentSystem {
     ) -> Result<agentd_proto::ToolCallRecord, AgentdError> {
         match self.system.deps.store.tool_call_get(call_id).await? {
             Some(call) if call.agent_id == agent_id => {
+                // Only a service tool's call waits for an answer from outside: agentd runs
+                // the others itself once approved (an approved one is `pending` until then).
+                if call.kind != agentd_proto::ToolKind::Service {
+                    return Err(crate::tools::service::not_a_service_call(&call));
+                }
                 // Open and past its gate, if it had one.
                 if call.status != agentd_proto::ToolCallStatus::Pending {
                     return Err(crate::tools::service::closed_error(&call));

@@ -116,6 +116,17 @@ pub(crate) fn closed_error(call: &ToolCallRecord) -> AgentdError {
 }
 
 /// The refusal of an unknown call: `tool_call_not_found`.
+/// An answer to a call agentd runs itself (MCP, webhook, built-in): nobody outside answers it.
+pub(crate) fn not_a_service_call(call: &ToolCallRecord) -> AgentdError {
+    AgentdError::new(
+        ErrorCode::InvalidTransition,
+        format!(
+            "tool call `{}` is a call of `{}`, which agentd runs itself: only a service tool's call takes an answer",
+            call.call_id, call.tool
+        ),
+    )
+}
+
 pub(crate) fn not_found(call_id: Uuid) -> AgentdError {
     AgentdError::new(
         ErrorCode::ToolCallNotFound,

@@ -109,7 +109,7 @@ pub(crate) struct ToolResultBody {
     responses(
         (status = 200, description = "The answer was applied: `{call_id, status: \"answered\"}`", body = crate::openapi::ToolCallAnswered),
         (status = 404, description = "`tool_call_not_found`: no such call of this agent", body = AgentdError),
-        (status = 409, description = "`tool_call_closed`: answered, timed out, cancelled or rejected already", body = AgentdError),
+        (status = 409, description = "`tool_call_closed`: answered, timed out, cancelled or rejected already; `invalid_transition`: a call agentd runs itself (MCP, webhook, built-in), not a service tool's", body = AgentdError),
     )
 )]
 pub(crate) async fn tool_result(
