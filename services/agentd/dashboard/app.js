@@ -9,6 +9,8 @@ const MAX_EVENTS = 500;
 const REFRESH_DEBOUNCE_MS = 150;
 /** How much of a call's arguments the approvals panel shows (they can be any size). */
 const MAX_ARGS_CHARS = 2000;
+/** How often the approvals list is reloaded while a call waits, besides on events. */
+const APPROVALS_POLL_MS = 15000;
 
 const state = {
   roots: [],
@@ -1091,6 +1093,12 @@ async function main() {
     if ([...state.nodes.values()].some((n) => n.status === 'waiting_rate_limit')) scheduleRender();
     if (state.approvals.some((c) => c.deadline_ms)) renderApprovals();
   }, 1000);
+  // A safety net while something waits for a decision: not every decision changes a status or
+  // finishes a call at once (one of two gated calls of a step approved elsewhere, say).
+  setInterval(() => {
+    const reviewing = [...state.nodes.values()].some((n) => n.status === 'waiting_review');
+    if (state.approvals.length || reviewing) scheduleApprovalsRefresh();
+  }, APPROVALS_POLL_MS);
 
   await Promise.all([
     loadInfo(),
