@@ -1,7 +1,8 @@
 // agentd dashboard: the live agent tree, one agent's thread, checkpoints and events, its
-// controls, the queue, and the tool calls that wait for a person's approval. Vanilla JS, no build step, everything from this origin. Every API call
-// carries the bearer token from sessionStorage (asked for on the first 401); the event stream is
-// read with fetch() and a streaming reader so that it can carry the header too.
+// controls, the queue, and the tool calls that wait for a person's approval. Vanilla JS, no
+// build step, everything from this origin. Every API call carries the bearer token from
+// sessionStorage (asked for on the first 401); the event stream is read with fetch() and a
+// streaming reader so that it can carry the header too.
 
 const TOKEN_KEY = 'agentd.token';
 const PRIORITY_RANK = { critical: 0, high: 1, normal: 2, low: 3 };
