@@ -1,7 +1,8 @@
 // agentd dashboard: the live agent tree, one agent's thread, checkpoints and events, its
-// controls, the queue, and the tool calls that wait for a person's approval. Vanilla JS, no build step, everything from this origin. Every API call
-// carries the bearer token from sessionStorage (asked for on the first 401); the event stream is
-// read with fetch() and a streaming reader so that it can carry the header too.
+// controls, the queue, and the tool calls that wait for a person's approval. Vanilla JS, no
+// build step, everything from this origin. Every API call carries the bearer token from
+// sessionStorage (asked for on the first 401); the event stream is read with fetch() and a
+// streaming reader so that it can carry the header too.
 
 const TOKEN_KEY = 'agentd.token';
 const PRIORITY_RANK = { critical: 0, high: 1, normal: 2, low: 3 };
@@ -9,6 +10,8 @@ const MAX_EVENTS = 500;
 const REFRESH_DEBOUNCE_MS = 150;
 /** How much of a call's arguments the approvals panel shows (they can be any size). */
 const MAX_ARGS_CHARS = 2000;
+/** How often the approvals list is reloaded while a call waits, besides on events. */
+const APPROVALS_POLL_MS = 15000;
 
 const state = {
   roots: [],
@@ -1091,6 +1094,12 @@ async function main() {
     if ([...state.nodes.values()].some((n) => n.status === 'waiting_rate_limit')) scheduleRender();
     if (state.approvals.some((c) => c.deadline_ms)) renderApprovals();
   }, 1000);
+  // A safety net while something waits for a decision: not every decision changes a status or
+  // finishes a call at once (one of two gated calls of a step approved elsewhere, say).
+  setInterval(() => {
+    const reviewing = [...state.nodes.values()].some((n) => n.status === 'waiting_review');
+    if (state.approvals.length || reviewing) scheduleApprovalsRefresh();
+  }, APPROVALS_POLL_MS);
 
   await Promise.all([
     loadInfo(),
