@@ -525,15 +525,31 @@ fn main() -> anyhow::Result<()> {
         put("spawn_per_s", rate);
     }
     if wants("model_io") {
-        let n = 2_000 / scale;
-        let m = sys.block_on(model_io::model_io(n, Duration::from_secs(1), false))?;
+        use model_io::{Answers, model_io};
+        let (n, delay) = (2_000 / scale, Duration::from_secs(1));
+        let whole = Answers {
+            stream: false,
+            keep_alive: true,
+        };
+        let m = sys.block_on(model_io(n, delay, whole))?;
         put("model_calls_in_flight_peak", m.peak);
         put("model_overhead_p50_us", m.overhead_p50_us);
         note("model_endpoint_excess_p50_us", m.endpoint_excess_p50_us);
-        // The same with answers streamed (the providers' default).
-        let m = sys.block_on(model_io::model_io(n, Duration::from_secs(1), true))?;
+        // Streamed answers (the providers' default).
+        let streamed = Answers {
+            stream: true,
+            ..whole
+        };
+        let m = sys.block_on(model_io(n, delay, streamed))?;
         note("model_stream_calls_in_flight_peak", m.peak);
         note("model_stream_overhead_p50_us", m.overhead_p50_us);
+        // A new connection for every call (the endpoint closes each): the earlier measure.
+        let closing = Answers {
+            keep_alive: false,
+            ..whole
+        };
+        let m = sys.block_on(model_io(n, delay, closing))?;
+        note("model_new_connection_overhead_p50_us", m.overhead_p50_us);
     }
     let redis_wanted = ["redis_raw", "redis_store", "cluster"]
         .iter()

@@ -39,7 +39,9 @@ struct Endpoint {
 
 /// A chat-completions endpoint on its own thread (so it takes nothing from agentd's): each
 /// request is answered `delay` after it arrived; the most requests it held at once is `peak`.
-fn endpoint(backlog: u32, delay: Duration) -> anyhow::Result<Endpoint> {
+/// With `keep_alive` a connection serves one request after another, as providers' do;
+/// without, it closes after each answer, so every call opens a connection.
+fn endpoint(backlog: u32, delay: Duration, keep_alive: bool) -> anyhow::Result<Endpoint> {
     let socket = std::net::TcpListener::bind("127.0.0.1:0")?;
     let addr = socket.local_addr()?;
     drop(socket);
@@ -75,26 +77,30 @@ fn endpoint(backlog: u32, delay: Duration) -> anyhow::Result<Endpoint> {
             while let Ok((mut conn, _)) = listener.accept().await {
                 let (in_flight, seen, held) = (in_flight.clone(), seen.clone(), held.clone());
                 tokio::spawn(async move {
-                    let Ok(body) = read_request(&mut conn).await else {
-                        return;
-                    };
-                    let arrived = Instant::now();
-                    let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-                    seen.fetch_max(now, Ordering::SeqCst);
-                    tokio::time::sleep(delay).await;
-                    in_flight.fetch_sub(1, Ordering::SeqCst);
-                    let (content_type, answer) = if asks_stream(&body) {
-                        ("text/event-stream", STREAMED_ANSWER)
-                    } else {
-                        ("application/json", ANSWER)
-                    };
-                    let reply = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
-                        answer.len()
-                    );
-                    let _ = conn.write_all(reply.as_bytes()).await;
-                    if let (Some(agent), Ok(mut holds)) = (caller_of(&body), held.lock()) {
-                        holds.insert(agent, arrived.elapsed());
+                    // One request after another on the connection while the client keeps it.
+                    while let Ok(body) = read_request(&mut conn).await {
+                        let arrived = Instant::now();
+                        let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                        seen.fetch_max(now, Ordering::SeqCst);
+                        tokio::time::sleep(delay).await;
+                        in_flight.fetch_sub(1, Ordering::SeqCst);
+                        let (content_type, answer) = if asks_stream(&body) {
+                            ("text/event-stream", STREAMED_ANSWER)
+                        } else {
+                            ("application/json", ANSWER)
+                        };
+                        let connection = if keep_alive { "keep-alive" } else { "close" };
+                        let reply = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: {connection}\r\n\r\n{answer}",
+                            answer.len()
+                        );
+                        let written = conn.write_all(reply.as_bytes()).await;
+                        if let (Some(agent), Ok(mut holds)) = (caller_of(&body), held.lock()) {
+                            holds.insert(agent, arrived.elapsed());
+                        }
+                        if written.is_err() || !keep_alive {
+                            return;
+                        }
                     }
                 });
             }
@@ -202,16 +208,25 @@ pub struct ModelIo {
     pub endpoint_excess_p50_us: f64,
 }
 
-/// [`ModelIo`] for `n` agents and an endpoint that answers after `delay`, whole or (`stream`)
-/// streamed.
-pub async fn model_io(n: usize, delay: Duration, stream: bool) -> anyhow::Result<ModelIo> {
-    let endpoint = endpoint(u32::try_from(n + 64).unwrap_or(u32::MAX), delay)?;
+/// How the endpoint of [`model_io`] answers.
+#[derive(Debug, Clone, Copy)]
+pub struct Answers {
+    /// Streamed (SSE) rather than whole.
+    pub stream: bool,
+    /// On connections kept alive rather than one connection per call.
+    pub keep_alive: bool,
+}
+
+/// [`ModelIo`] for `n` agents and an endpoint that answers after `delay`, as `answers` says.
+pub async fn model_io(n: usize, delay: Duration, answers: Answers) -> anyhow::Result<ModelIo> {
+    let backlog = u32::try_from(n + 64).unwrap_or(u32::MAX);
+    let endpoint = endpoint(backlog, delay, answers.keep_alive)?;
     let model = OpenAiModel::new(
         HttpSettings {
             base_url: endpoint.url.clone(),
             api_key: "bench".into(),
             timeout: Duration::from_secs(60),
-            stream,
+            stream: answers.stream,
             idle_timeout: Duration::from_secs(60),
             max_retries: 0,
             backoff: Duration::from_millis(10),
