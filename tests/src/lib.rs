@@ -9,6 +9,7 @@ pub mod mock_http;
 pub mod process;
 pub mod recording_model;
 pub mod redis_server;
+pub mod scripted_files;
 pub mod streaming_provider;
 pub mod strict_provider;
 

@@ -10,23 +10,22 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::AgentdProcess;
+use agentd_tests::scripted_files::{embedded_store, scripted_deployment};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 fn config(dir: &Path, approval_timeout_ms: u64) -> Vec<(&'static str, String)> {
-    let types = dir.join("types");
-    std::fs::create_dir_all(&types).unwrap();
-    std::fs::write(
-        types.join("writer.toml"),
-        "name = \"writer\"\ntitle = \"Writer\"\nreview_yield = true\n",
-    )
-    .unwrap();
-    let script = dir.join("script.toml");
-    std::fs::write(
-        &script,
-        r#"
+    let writer = "name = \"writer\"\ntitle = \"Writer\"\nreview_yield = true\n";
+    let settings = format!("[limits]\napproval_timeout_ms = {approval_timeout_ms}\n");
+    let mut env = scripted_deployment(dir, &[("writer", writer)], SCRIPT, &settings);
+    env.push(embedded_store(dir));
+    env
+}
+
+/// The lead delegates to a writer, whose first draft is rejected and second approved.
+const SCRIPT: &str = r#"
 [[rule]]
 agent = "lead"
 role = "user"
@@ -68,25 +67,7 @@ arguments = { result = "draft v2" }
 agent = "writer"
 role = "tool"
 text = "writer saw: {{input}}"
-"#,
-    )
-    .unwrap();
-    let file = dir.join("agentd.toml");
-    std::fs::write(
-        &file,
-        format!("[limits]\napproval_timeout_ms = {approval_timeout_ms}\n"),
-    )
-    .unwrap();
-    vec![
-        ("AGENTD_CONFIG", file.display().to_string()),
-        ("AGENTD__AGENTS__DIR", types.display().to_string()),
-        ("AGENTD__MODEL__SCRIPT", script.display().to_string()),
-        (
-            "AGENTD__STORE__DATA_DIR",
-            dir.join("data").display().to_string(),
-        ),
-    ]
-}
+"#;
 
 fn spawn_lead(p: &AgentdProcess) -> String {
     p.post(

@@ -7,69 +7,19 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::AgentdProcess;
+use agentd_tests::scripted_files::{
+    CLERK, CLERK_SCRIPT, embedded_store, lookup_order, scripted_deployment,
+};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 fn config(dir: &Path, timeout_ms: u64) -> Vec<(&'static str, String)> {
-    let types = dir.join("types");
-    std::fs::create_dir_all(&types).unwrap();
-    std::fs::write(
-        types.join("clerk.toml"),
-        "name = \"clerk\"\ntitle = \"Clerk\"\ntools = [\"lookup_order\", \"current_time\"]\n",
-    )
-    .unwrap();
-    let script = dir.join("script.toml");
-    std::fs::write(
-        &script,
-        r#"
-[[rule]]
-agent = "clerk"
-role = "user"
-contains = "order"
-text = "looking it up"
-[[rule.tool_calls]]
-name = "lookup_order"
-arguments = { order_id = "A-1" }
-[[rule.tool_calls]]
-name = "current_time"
-
-[[rule]]
-agent = "clerk"
-role = "tool"
-text = "Result: {{input}}"
-
-[[rule]]
-agent = "clerk"
-role = "user"
-text = "got: {{input}}"
-"#,
-    )
-    .unwrap();
-    let file = dir.join("agentd.toml");
-    std::fs::write(
-        &file,
-        format!(
-            r#"
-[tools.lookup_order]
-kind = "service"
-description = "Look an order up by id."
-parameters = {{ type = "object", properties = {{ order_id = {{ type = "string" }} }}, required = ["order_id"] }}
-timeout_ms = {timeout_ms}
-"#
-        ),
-    )
-    .unwrap();
-    vec![
-        ("AGENTD_CONFIG", file.display().to_string()),
-        ("AGENTD__AGENTS__DIR", types.display().to_string()),
-        ("AGENTD__MODEL__SCRIPT", script.display().to_string()),
-        (
-            "AGENTD__STORE__DATA_DIR",
-            dir.join("data").display().to_string(),
-        ),
-    ]
+    let settings = lookup_order(timeout_ms, "never");
+    let mut env = scripted_deployment(dir, &[("clerk", CLERK)], CLERK_SCRIPT, &settings);
+    env.push(embedded_store(dir));
+    env
 }
 
 fn spawn_clerk(p: &AgentdProcess) -> String {

@@ -8,6 +8,7 @@
 //! stream, the rejected one never is and its reason reaches the model.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use agentd_tests::scripted_files::{lookup_order, scripted_deployment};
 use agentd_tests::{AgentdProcess, RedisServer};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -45,17 +46,19 @@ impl Drop for Worker {
 }
 
 fn config(dir: &Path, redis: &RedisServer, approval: &str) -> Vec<(&'static str, String)> {
-    let types = dir.join("types");
-    std::fs::create_dir_all(&types).unwrap();
-    std::fs::write(
-        types.join("clerk.toml"),
-        "name = \"clerk\"\ntitle = \"Clerk\"\ntools = [\"lookup_order\"]\n",
-    )
-    .unwrap();
-    let script = dir.join("script.toml");
-    std::fs::write(
-        &script,
-        r#"
+    let clerk = "name = \"clerk\"\ntitle = \"Clerk\"\ntools = [\"lookup_order\"]\n";
+    let settings = lookup_order(60_000, approval);
+    let mut env = scripted_deployment(dir, &[("clerk", clerk)], SCRIPT, &settings);
+    env.extend([
+        ("AGENTD__REDIS__URL", redis.url()),
+        ("AGENTD__REDIS__NAMESPACE", "agentd".to_string()),
+        ("AGENTD__REDIS__PARTITIONS", "4".to_string()),
+    ]);
+    env
+}
+
+/// The clerk looks up the order its message names.
+const SCRIPT: &str = r#"
 [[rule]]
 agent = "clerk"
 role = "user"
@@ -69,33 +72,7 @@ arguments = { order_id = "{{input}}" }
 agent = "clerk"
 role = "tool"
 text = "Result: {{input}}"
-"#,
-    )
-    .unwrap();
-    let file = dir.join("agentd.toml");
-    std::fs::write(
-        &file,
-        format!(
-            r#"
-[tools.lookup_order]
-kind = "service"
-description = "Look an order up by id."
-parameters = {{ type = "object", properties = {{ order_id = {{ type = "string" }} }}, required = ["order_id"] }}
-timeout_ms = 60000
-approval = "{approval}"
-"#
-        ),
-    )
-    .unwrap();
-    vec![
-        ("AGENTD_CONFIG", file.display().to_string()),
-        ("AGENTD__AGENTS__DIR", types.display().to_string()),
-        ("AGENTD__MODEL__SCRIPT", script.display().to_string()),
-        ("AGENTD__REDIS__URL", redis.url()),
-        ("AGENTD__REDIS__NAMESPACE", "agentd".to_string()),
-        ("AGENTD__REDIS__PARTITIONS", "4".to_string()),
-    ]
-}
+"#;
 
 #[test]
 fn the_readme_s_python_worker_answers_a_service_tool_through_redis() {

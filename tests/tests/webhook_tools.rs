@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::AgentdProcess;
+use agentd_tests::scripted_files::{embedded_store, scripted_deployment};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -50,19 +51,36 @@ impl Drop for Receiver {
 }
 
 fn config(dir: &Path, hook: &str, extra_type_tools: &str) -> Vec<(&'static str, String)> {
-    let types = dir.join("types");
-    std::fs::create_dir_all(&types).unwrap();
-    std::fs::write(
-        types.join("notifier.toml"),
+    let notifier = format!(
+        "name = \"notifier\"\ntitle = \"Notifier\"\ntools = [\"notify\", \"flaky\", \"missing\", \"forged\", \"guarded\"{extra_type_tools}]\n"
+    );
+    let tool = |name: &str, path: &str, env: &str| {
         format!(
-            "name = \"notifier\"\ntitle = \"Notifier\"\ntools = [\"notify\", \"flaky\", \"missing\", \"forged\", \"guarded\"{extra_type_tools}]\n"
+            "[tools.{name}]\nkind = \"http\"\nurl = \"{hook}{path}\"\nsecret_env = \"{env}\"\ndescription = \"Send a note.\"\nparameters = {{ type = \"object\", properties = {{ text = {{ type = \"string\" }} }}, required = [\"text\"] }}\ntimeout_ms = 10000\n\n"
+        )
+    };
+    let text = [
+        tool("notify", "/notify", "HOOK_SECRET"),
+        tool("flaky", "/flaky", "HOOK_SECRET"),
+        tool("missing", "/missing", "HOOK_SECRET"),
+        tool("forged", "/notify", "WRONG_SECRET"),
+        tool("guarded", "/notify", "HOOK_SECRET").replace(
+            "timeout_ms = 10000\n",
+            "timeout_ms = 10000\napproval = \"always\"\n",
         ),
-    )
-    .unwrap();
-    let script = dir.join("script.toml");
-    std::fs::write(
-        &script,
-        r#"
+    ]
+    .concat();
+    let mut env = scripted_deployment(dir, &[("notifier", &notifier)], SCRIPT, &text);
+    env.extend([
+        embedded_store(dir),
+        ("HOOK_SECRET", SECRET.to_string()),
+        ("WRONG_SECRET", "not-the-secret".to_string()),
+    ]);
+    env
+}
+
+/// The notifier calls each webhook its message names.
+const SCRIPT: &str = r#"
 [[rule]]
 agent = "notifier"
 role = "user"
@@ -94,39 +112,7 @@ arguments = { text = "careful" }
 agent = "notifier"
 role = "tool"
 text = "all sent"
-"#,
-    )
-    .unwrap();
-    let file = dir.join("agentd.toml");
-    let tool = |name: &str, path: &str, env: &str| {
-        format!(
-            "[tools.{name}]\nkind = \"http\"\nurl = \"{hook}{path}\"\nsecret_env = \"{env}\"\ndescription = \"Send a note.\"\nparameters = {{ type = \"object\", properties = {{ text = {{ type = \"string\" }} }}, required = [\"text\"] }}\ntimeout_ms = 10000\n\n"
-        )
-    };
-    let text = [
-        tool("notify", "/notify", "HOOK_SECRET"),
-        tool("flaky", "/flaky", "HOOK_SECRET"),
-        tool("missing", "/missing", "HOOK_SECRET"),
-        tool("forged", "/notify", "WRONG_SECRET"),
-        tool("guarded", "/notify", "HOOK_SECRET").replace(
-            "timeout_ms = 10000\n",
-            "timeout_ms = 10000\napproval = \"always\"\n",
-        ),
-    ]
-    .concat();
-    std::fs::write(&file, text).unwrap();
-    vec![
-        ("AGENTD_CONFIG", file.display().to_string()),
-        ("AGENTD__AGENTS__DIR", types.display().to_string()),
-        ("AGENTD__MODEL__SCRIPT", script.display().to_string()),
-        (
-            "AGENTD__STORE__DATA_DIR",
-            dir.join("data").display().to_string(),
-        ),
-        ("HOOK_SECRET", SECRET.to_string()),
-        ("WRONG_SECRET", "not-the-secret".to_string()),
-    ]
-}
+"#;
 
 fn tool_results(p: &AgentdProcess, id: &str) -> Vec<Value> {
     p.get(&format!("/v1/agents/{id}/thread"))["entries"]
