@@ -139,6 +139,21 @@ impl AgentdProcess {
         }
     }
 
+    /// Runs `agentctl --url <this process> --json <args>`, which must succeed: its JSON answer.
+    pub fn agentctl(&self, args: &[&str]) -> Value {
+        let out = Command::new(binary("agentctl"))
+            .args(["--url", &self.url, "--json"])
+            .args(args)
+            .output()
+            .expect("run agentctl");
+        assert!(
+            out.status.success(),
+            "agentctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("agentctl answers JSON")
+    }
+
     /// The Redis partitions this process owns now (`/v1/info`'s `partitions_owned`).
     pub fn partitions_owned(&self) -> HashSet<u32> {
         self.get("/v1/info")["partitions_owned"]

@@ -14,7 +14,6 @@ use agentd_tests::scripted_files::{
 };
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 fn config(dir: &Path, approval_timeout_ms: u64) -> Vec<(&'static str, String)> {
@@ -47,20 +46,6 @@ fn calls(p: &AgentdProcess, status: &str) -> Vec<Value> {
         .as_array()
         .unwrap()
         .clone()
-}
-
-fn agentctl(p: &AgentdProcess, args: &[&str]) -> Value {
-    let out = Command::new(agentd_tests::process::binary("agentctl"))
-        .args(["--url", &p.url, "--json"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 #[test]
@@ -179,7 +164,7 @@ fn a_rejection_and_an_approval_timeout_reach_the_model_as_tool_errors() {
         .as_str()
         .unwrap()
         .to_string();
-    let decided = agentctl(&p, &["reject", &id, &call_id, "--reason", "not today"]);
+    let decided = p.agentctl(&["reject", &id, &call_id, "--reason", "not today"]);
     assert_eq!(decided, json!({"call_id": call_id, "decision": "rejected"}));
     p.wait_for("the turn's end", |p| {
         p.texts(&id).iter().any(|t| t.starts_with("Result: "))

@@ -13,7 +13,6 @@ use agentd_tests::AgentdProcess;
 use agentd_tests::scripted_files::{embedded_store, scripted_deployment};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 fn config(dir: &Path, approval_timeout_ms: u64) -> Vec<(&'static str, String)> {
@@ -106,20 +105,6 @@ fn heard_from_writer(p: &AgentdProcess, lead: &str) -> Vec<String> {
         .collect()
 }
 
-fn agentctl(p: &AgentdProcess, args: &[&str]) -> Value {
-    let out = Command::new(agentd_tests::process::binary("agentctl"))
-        .args(["--url", &p.url, "--json"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 #[test]
 fn a_reviewed_yield_reaches_the_parent_only_once_approved() {
     let dir = tempfile::tempdir().unwrap();
@@ -179,7 +164,7 @@ fn a_reviewed_yield_reaches_the_parent_only_once_approved() {
 
     // Approved: the yield happens as an ungated one, once.
     let second_id = second["call_id"].as_str().unwrap().to_string();
-    let decided = agentctl(&p, &["approve", &writer, &second_id]);
+    let decided = p.agentctl(&["approve", &writer, &second_id]);
     assert_eq!(
         decided,
         json!({"call_id": second_id, "decision": "approved"})
