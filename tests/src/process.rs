@@ -139,6 +139,20 @@ impl AgentdProcess {
         }
     }
 
+    /// Spawns a root agent of `agent_type` with `prompt` (`POST /v1/agents`): its id.
+    pub fn spawn(&self, agent_type: &str, prompt: &str) -> String {
+        let spawned = self
+            .post(
+                "/v1/agents",
+                serde_json::json!({"agent_type": agent_type, "prompt": prompt}),
+            )
+            .unwrap_or_else(|e| panic!("spawning a {agent_type}: {e:?}"));
+        spawned["agent_id"]
+            .as_str()
+            .expect("a spawned agent's id")
+            .to_string()
+    }
+
     /// Runs `agentctl --url <this process> --json <args>`, which must succeed: its JSON answer.
     pub fn agentctl(&self, args: &[&str]) -> Value {
         let out = Command::new(binary("agentctl"))

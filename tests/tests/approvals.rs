@@ -27,14 +27,7 @@ fn config(dir: &Path, approval_timeout_ms: u64) -> Vec<(&'static str, String)> {
 }
 
 fn spawn_clerk(p: &AgentdProcess) -> String {
-    p.post(
-        "/v1/agents",
-        json!({"agent_type": "clerk", "prompt": "where is order A-1?"}),
-    )
-    .unwrap()["agent_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    p.spawn("clerk", "where is order A-1?")
 }
 
 fn status(p: &AgentdProcess, id: &str) -> Value {

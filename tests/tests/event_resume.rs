@@ -113,15 +113,7 @@ fn one_streamed_answer(
     rx: &mpsc::Receiver<Frame>,
     text: &str,
 ) -> (String, Vec<Frame>) {
-    let agent = p
-        .post(
-            "/v1/agents",
-            json!({"agent_type": "subagent", "prompt": "tell me"}),
-        )
-        .unwrap()["agent_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let agent = p.spawn("subagent", "tell me");
     let (mut idle, mut streamed) = (false, String::new());
     let frames = frames_until(rx, |f| {
         if f.data["agent_id"] == agent {

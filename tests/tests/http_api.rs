@@ -66,15 +66,7 @@ fn start(dir: &std::path::Path, extra: &[(&str, String)]) -> AgentdProcess {
 }
 
 fn spawn(p: &AgentdProcess, prompt: &str) -> String {
-    let id = p
-        .post(
-            "/v1/agents",
-            json!({"agent_type": "subagent", "prompt": prompt}),
-        )
-        .unwrap()["agent_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = p.spawn("subagent", prompt);
     let answer = format!("done: {prompt}");
     p.wait_for("the first answer", |p| p.texts(&id).contains(&answer));
     id

@@ -281,15 +281,7 @@ fn sigterm_in_the_middle_of_a_run_exits_cleanly_and_the_run_finishes_after_resta
         ("AGENTD__MODEL__SCRIPT", script.display().to_string()),
     ];
     let p = AgentdProcess::start(&env);
-    let id = p
-        .post(
-            "/v1/agents",
-            json!({"agent_type": "subagent", "prompt": "slow job"}),
-        )
-        .unwrap()["agent_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = p.spawn("subagent", "slow job");
     p.post(
         &format!("/v1/agents/{id}/messages"),
         json!({"text": "queued after"}),

@@ -69,14 +69,7 @@ text = "writer saw: {{input}}"
 "#;
 
 fn spawn_lead(p: &AgentdProcess) -> String {
-    p.post(
-        "/v1/agents",
-        json!({"agent_type": "lead", "prompt": "delegate the draft"}),
-    )
-    .unwrap()["agent_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    p.spawn("lead", "delegate the draft")
 }
 
 fn gated(p: &AgentdProcess) -> Vec<Value> {

@@ -90,16 +90,7 @@ fn the_readme_s_python_worker_answers_a_service_tool_through_redis() {
     std::fs::write(&file, script).unwrap();
     let _worker = Worker(Command::new(python()).arg(&file).spawn().unwrap());
 
-    let spawn = |order: &str| {
-        p.post(
-            "/v1/agents",
-            json!({"agent_type": "clerk", "prompt": format!("order {order}")}),
-        )
-        .unwrap()["agent_id"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
+    let spawn = |order: &str| p.spawn("clerk", &format!("order {order}"));
     // The scripted rule passes the whole message as the order id.
     let found = spawn("A-1");
     let missing = spawn("Z-9");
@@ -221,16 +212,7 @@ fn the_command_approve_tool_decides_gated_calls_through_redis() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let p = AgentdProcess::start(&config(dir.path(), &redis, "always"));
-    let spawn = |order: &str| {
-        p.post(
-            "/v1/agents",
-            json!({"agent_type": "clerk", "prompt": format!("order {order}")}),
-        )
-        .unwrap()["agent_id"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
+    let spawn = |order: &str| p.spawn("clerk", &format!("order {order}"));
     let approved = spawn("A-1");
     let rejected = spawn("B-2");
     let gated = |p: &AgentdProcess| -> Vec<Value> {

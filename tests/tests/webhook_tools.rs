@@ -130,15 +130,7 @@ fn webhook_calls_are_signed_retried_and_their_failures_reach_the_model() {
     let dir = tempfile::tempdir().unwrap();
     let env = config(dir.path(), &receiver.url, "");
     let p = AgentdProcess::start(&env);
-    let id = p
-        .post(
-            "/v1/agents",
-            json!({"agent_type": "notifier", "prompt": "go"}),
-        )
-        .unwrap()["agent_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = p.spawn("notifier", "go");
     p.wait_for("the turn's end", |p| {
         p.texts(&id).iter().any(|t| t == "all sent")
     });
@@ -213,15 +205,7 @@ fn a_gated_webhook_is_called_once_and_only_after_approval() {
     let dir = tempfile::tempdir().unwrap();
     let env = config(dir.path(), &receiver.url, "");
     let p = AgentdProcess::start(&env);
-    let id = p
-        .post(
-            "/v1/agents",
-            json!({"agent_type": "notifier", "prompt": "careful now"}),
-        )
-        .unwrap()["agent_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = p.spawn("notifier", "careful now");
     p.wait_for("waiting_review", |p| {
         p.get(&format!("/v1/agents/{id}"))["status"] == "waiting_review"
     });
