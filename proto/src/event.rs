@@ -161,6 +161,19 @@ pub enum Event {
         /// `service` or `http`.
         kind: crate::tool_call::ToolKind,
     },
+    /// A person approved or rejected a call that waited for approval (a gated tool's, or a
+    /// reviewed yield): whoever shows the waiting calls learns that this one no longer waits,
+    /// also when its agent still waits for another.
+    ToolCallDecided {
+        /// The agent.
+        agent_id: String,
+        /// agentd's id of the call.
+        call_id: uuid::Uuid,
+        /// The tool.
+        tool: String,
+        /// The decision.
+        decision: crate::tool_call::ApprovalDecision,
+    },
     /// Such a call has its result.
     ToolCallFinished {
         /// The agent.
@@ -203,6 +216,7 @@ impl Event {
             Event::TextDelta { .. } => "text_delta",
             Event::ToolCallRequested { .. } => "tool_call_requested",
             Event::ToolCallFinished { .. } => "tool_call_finished",
+            Event::ToolCallDecided { .. } => "tool_call_decided",
         }
     }
 
@@ -225,6 +239,7 @@ impl Event {
             | Event::TextDelta { agent_id, .. }
             | Event::ToolCallRequested { agent_id, .. }
             | Event::ToolCallFinished { agent_id, .. }
+            | Event::ToolCallDecided { agent_id, .. }
             | Event::Deleted { agent_id } => agent_id,
             Event::Forwarded { parent_id, .. } => parent_id,
         }
@@ -319,6 +334,12 @@ mod tests {
                 call_id: id,
                 tool: a(),
                 kind: crate::tool_call::ToolKind::Service,
+            },
+            Event::ToolCallDecided {
+                agent_id: a(),
+                call_id: id,
+                tool: a(),
+                decision: crate::tool_call::ApprovalDecision::Approved,
             },
             Event::ToolCallFinished {
                 agent_id: a(),

@@ -275,5 +275,31 @@ fn the_command_approve_tool_decides_gated_calls_through_redis() {
     let pending = p.get("/v1/tool_calls?status=pending")["tool_calls"].clone();
     assert_eq!(pending.as_array().unwrap().len(), 1, "{pending:#}");
     assert_eq!(pending[0]["call_id"], yes.as_str());
+    // Each decision is an event on `<ns>:events`.
+    let decided = decided_events(&mut con);
+    assert_eq!(
+        decided,
+        vec![
+            json!({"type": "tool_call_decided", "agent_id": approved, "call_id": yes, "tool": "lookup_order", "decision": "approved"}),
+            json!({"type": "tool_call_decided", "agent_id": rejected, "call_id": no, "tool": "lookup_order", "decision": "rejected"}),
+        ]
+    );
     p.stop();
+}
+
+/// The `tool_call_decided` events on `agentd:events`, oldest first.
+fn decided_events(con: &mut redis::Connection) -> Vec<Value> {
+    let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg("agentd:events")
+        .arg("-")
+        .arg("+")
+        .query(con)
+        .unwrap();
+    reply
+        .ids
+        .iter()
+        .filter(|id| id.get::<String>("type").as_deref() == Some("tool_call_decided"))
+        .filter_map(|id| id.get::<Vec<u8>>("e"))
+        .map(|e| rmp_serde::from_slice(&e).unwrap())
+        .collect()
 }

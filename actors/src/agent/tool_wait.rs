@@ -19,7 +19,8 @@ use actix::prelude::*;
 use agentd_proto::conversation;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{
-    AgentStatus, AgentdError, Envelope, Role, ThreadEntry, ToolCallClose, ToolCallStatus,
+    AgentStatus, AgentdError, ApprovalDecision, Envelope, Event, Role, ThreadEntry, ToolCallClose,
+    ToolCallStatus,
 };
 use uuid::Uuid;
 
@@ -360,7 +361,17 @@ impl Handler<DecideToolCall> for AgentActor {
             }
             .into_actor(self)
             .map(move |res, act, ctx| {
-                if res.is_ok() {
+                if let Ok(call) = &res {
+                    act.deps().events.publish(&Event::ToolCallDecided {
+                        agent_id: call.agent_id.clone(),
+                        call_id,
+                        tool: call.tool.clone(),
+                        decision: if approve {
+                            ApprovalDecision::Approved
+                        } else {
+                            ApprovalDecision::Rejected
+                        },
+                    });
                     // Decided either way: the gate no longer holds the turn.
                     act.tool_call_closed(call_id, ctx);
                 }

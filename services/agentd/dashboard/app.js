@@ -10,8 +10,6 @@ const MAX_EVENTS = 500;
 const REFRESH_DEBOUNCE_MS = 150;
 /** How much of a call's arguments the approvals panel shows (they can be any size). */
 const MAX_ARGS_CHARS = 2000;
-/** How often the approvals list is reloaded while a call waits, besides on events. */
-const APPROVALS_POLL_MS = 15000;
 
 const state = {
   roots: [],
@@ -368,12 +366,12 @@ function onEvent(type, data) {
 
 /**
  * Whether an event may change the calls that await approval: a gated call makes its agent
- * wait in `waiting_review` and a decision (or a timeout, or a cancel) ends that wait; a
- * rejected or timed-out call also finishes as a tool call.
+ * wait in `waiting_review`, every decision is a `tool_call_decided`, and a timeout or a cancel
+ * ends the wait; a rejected or timed-out call also finishes as a tool call.
  */
 function touchesApprovals(type, data) {
   if (type === 'status_changed') return data?.to === 'waiting_review' || data?.from === 'waiting_review';
-  return ['tool_call_requested', 'tool_call_finished', 'deleted', 'lagged'].includes(type);
+  return ['tool_call_requested', 'tool_call_decided', 'tool_call_finished', 'deleted', 'lagged'].includes(type);
 }
 
 /** A piece of the answer an agent is streaming: appended to its live text. */
@@ -1094,12 +1092,6 @@ async function main() {
     if ([...state.nodes.values()].some((n) => n.status === 'waiting_rate_limit')) scheduleRender();
     if (state.approvals.some((c) => c.deadline_ms)) renderApprovals();
   }, 1000);
-  // A safety net while something waits for a decision: not every decision changes a status or
-  // finishes a call at once (one of two gated calls of a step approved elsewhere, say).
-  setInterval(() => {
-    const reviewing = [...state.nodes.values()].some((n) => n.status === 'waiting_review');
-    if (state.approvals.length || reviewing) scheduleApprovalsRefresh();
-  }, APPROVALS_POLL_MS);
 
   await Promise.all([
     loadInfo(),
