@@ -7,8 +7,9 @@
 //! | `commands` | [`CommandConsumer`]: the `<ns>:commands` stream other services write to |
 //! | `event_log` | [`EventLog`]: the events `/v1/events` shows, with ids, the recent ones kept for clients that resume |
 //! | `redis_events` | [`RedisEvents`]: events to `<ns>:events`, text deltas to `<ns>:deltas`; [`Fanout`] to several sinks; [`RedisEventsTail`] back into an [`EventLog`] |
+//! | `tool_replies` | [`ToolReplies`]: workers' answers to service tools' calls, on `<ns>:tool_replies` |
 //! | `dead` | [`DeadLetters`]: the `<ns>:dead` stream |
-//! | `streams` | what every stream reader shares: the consumer group, blocking connections, entry decoding, reconnection backoff |
+//! | `streams` | what every stream reader shares: the consumer group and one process's reading in it (`GroupReader`, `ack`), blocking connections, entry decoding, reconnection backoff |
 //!
 //! Other crates use the items re-exported here; the modules are the crate's own.
 
