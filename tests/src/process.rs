@@ -22,15 +22,18 @@ pub fn bin_dir() -> PathBuf {
         .expect("target dir")
 }
 
-/// Path of a workspace binary, built (once per test process) so it is never stale.
+/// Path of a workspace binary, built (once per test process) so it is never stale. The whole
+/// workspace's binaries are built, not only agentd's and agentctl's: features are then unified
+/// over the same packages as `cargo test --workspace` unifies them, so the dependencies it
+/// compiled are reused instead of compiled again with other features.
 pub fn binary(name: &str) -> PathBuf {
     BUILD.call_once(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)
-            .args(["build", "-q", "-p", "agentd", "-p", "agentctl"])
+            .args(["build", "-q", "--workspace", "--bins"])
             .status()
             .expect("run cargo build");
-        assert!(status.success(), "building agentd and agentctl failed");
+        assert!(status.success(), "building the workspace's binaries failed");
     });
     let p = bin_dir().join(name);
     assert!(p.exists(), "{} was not built", p.display());
