@@ -5,7 +5,7 @@ use super::AgentActor;
 use super::messages::{ApplyControl, SetEnv, StopAgent};
 use super::phase::Phase;
 use crate::ports::StoreWrite;
-use crate::turn::TurnInput;
+use crate::turn::{OpenCall, TurnInput};
 use actix::prelude::*;
 use agentd_proto::conversation;
 use agentd_proto::ids::derived_id;
@@ -23,6 +23,31 @@ pub(super) struct Interruption {
 }
 
 impl Interruption {
+    /// What records that the turn of `cause` ended at `at_ms` with `open` calls unanswered.
+    pub(super) fn of(open: &[OpenCall], cause: Uuid, at_ms: u64) -> Interruption {
+        let closings = open
+            .iter()
+            .map(|call| {
+                conversation::interrupted_result(
+                    call.result_id,
+                    &call.call_id,
+                    "the turn was interrupted before this tool call returned",
+                    at_ms,
+                )
+            })
+            .collect();
+        let marker = ThreadEntry {
+            interrupted: true,
+            ..ThreadEntry::text(
+                derived_id(cause, "interrupted"),
+                Role::System,
+                "(the previous turn was interrupted)",
+                at_ms,
+            )
+        };
+        Interruption { closings, marker }
+    }
+
     /// The entries to append, in order.
     pub(super) fn entries(self) -> Vec<ThreadEntry> {
         let mut entries = self.closings;
@@ -189,29 +214,11 @@ impl AgentActor {
             self.done(turn.input.map(|e| e.id), ctx);
         }
         let at_ms = self.deps().clock.now_ms();
-        let closings = turn
-            .shared
-            .take_open_calls()
-            .into_iter()
-            .map(|call| {
-                conversation::interrupted_result(
-                    call.result_id,
-                    &call.call_id,
-                    "the turn was interrupted before this tool call returned",
-                    at_ms,
-                )
-            })
-            .collect();
-        let marker = ThreadEntry {
-            interrupted: true,
-            ..ThreadEntry::text(
-                derived_id(turn.cause, "interrupted"),
-                Role::System,
-                "(the previous turn was interrupted)",
-                at_ms,
-            )
-        };
-        Some(Interruption { closings, marker })
+        Some(Interruption::of(
+            &turn.shared.take_open_calls(),
+            turn.cause,
+            at_ms,
+        ))
     }
 
     /// Aborts the running turn and writes the interruption (its open calls closed, then the

@@ -16,11 +16,8 @@ use crate::ports::ToolCallClosing;
 use crate::tools::service;
 use crate::turn::{OpenCall, TurnInput, WaitingCall};
 use actix::prelude::*;
-use agentd_proto::conversation;
-use agentd_proto::ids::derived_id;
 use agentd_proto::{
-    AgentStatus, AgentdError, ApprovalDecision, Envelope, Event, Role, ThreadEntry, ToolCallClose,
-    ToolCallStatus,
+    AgentStatus, AgentdError, ApprovalDecision, Envelope, Event, ToolCallClose, ToolCallStatus,
 };
 use uuid::Uuid;
 
@@ -252,28 +249,7 @@ impl AgentActor {
             }
             .into_actor(self),
         );
-        let closings = w
-            .unanswered
-            .iter()
-            .map(|call| {
-                conversation::interrupted_result(
-                    call.result_id,
-                    &call.call_id,
-                    "the turn was interrupted before this tool call returned",
-                    at_ms,
-                )
-            })
-            .collect();
-        let marker = ThreadEntry {
-            interrupted: true,
-            ..ThreadEntry::text(
-                derived_id(w.cause, "interrupted"),
-                Role::System,
-                "(the previous turn was interrupted)",
-                at_ms,
-            )
-        };
-        Some(Interruption { closings, marker })
+        Some(Interruption::of(&w.unanswered, w.cause, at_ms))
     }
 }
 
