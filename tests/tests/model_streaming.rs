@@ -268,6 +268,19 @@ async fn a_silent_stream_times_out_between_chunks() {
     assert!(error.contains("idle_timeout_ms"), "{error}");
 }
 
+/// A `plain` root agent spawned with `prompt`, once its answer has begun to arrive.
+async fn answering(sys: &TestSystem, prompt: &str) -> agentd_proto::AgentRecord {
+    let mut rx = sys.events();
+    let a = sys.root("plain", Some(prompt)).await;
+    next_event(
+        &mut rx,
+        "text arriving",
+        |e| matches!(e, Event::TextDelta { agent_id, .. } if *agent_id == a.id),
+    )
+    .await;
+    a
+}
+
 /// The pieces of a long answer, sent slowly.
 fn slow_pieces() -> Vec<&'static str> {
     vec!["one two three four "; 60]
@@ -280,14 +293,7 @@ async fn a_call_cancelled_mid_stream_is_aborted_and_its_tokens_estimated() {
         openai_text(&slow_pieces(), "stop", Some((500, 300))).paced(3, Duration::from_millis(50)),
     ]);
     let sys = system(openai(&provider.url), Arc::new(SystemClock));
-    let mut rx = sys.events();
-    let a = sys.root("plain", Some("tell me a long story")).await;
-    next_event(
-        &mut rx,
-        "text arriving",
-        |e| matches!(e, Event::TextDelta { agent_id, .. } if *agent_id == a.id),
-    )
-    .await;
+    let a = answering(&sys, "tell me a long story").await;
     sys.system.control(&a.id, Control::Cancel).await.unwrap();
     let rec = sys.wait_for_status(&a.id, AgentStatus::Cancelled).await;
     wait_until("the provider to see the hang-up", || async {
@@ -322,14 +328,7 @@ async fn a_call_interrupted_after_the_provider_reported_usage_counts_the_report(
         anthropic_text(&["next"], "end_turn", 10, 1),
     ]);
     let sys = system(anthropic(&provider.url), Arc::new(SystemClock));
-    let mut rx = sys.events();
-    let a = sys.root("plain", Some("first")).await;
-    next_event(
-        &mut rx,
-        "text arriving",
-        |e| matches!(e, Event::TextDelta { agent_id, .. } if *agent_id == a.id),
-    )
-    .await;
+    let a = answering(&sys, "first").await;
     // The report is in once the whole text arrived (the usage precedes message_stop).
     tokio::time::sleep(Duration::from_millis(200)).await;
     sys.system.send(&a.id, "stop that", true).await.unwrap();
@@ -353,14 +352,7 @@ async fn a_pause_aborts_the_call_in_flight_and_resume_runs_the_step_again() {
         anthropic_text(&["resumed ", "answer"], "end_turn", 300, 2),
     ]);
     let sys = system(anthropic(&provider.url), Arc::new(SystemClock));
-    let mut rx = sys.events();
-    let a = sys.root("plain", Some("tell me a long story")).await;
-    next_event(
-        &mut rx,
-        "text arriving",
-        |e| matches!(e, Event::TextDelta { agent_id, .. } if *agent_id == a.id),
-    )
-    .await;
+    let a = answering(&sys, "tell me a long story").await;
     sys.system.control(&a.id, Control::Pause).await.unwrap();
     let rec = sys.wait_for_status(&a.id, AgentStatus::Paused).await;
     wait_until("the provider to see the hang-up", || async {
@@ -392,14 +384,7 @@ async fn a_shutdown_aborts_the_call_in_flight_and_stores_what_it_cost() {
         openai_text(&slow_pieces(), "stop", Some((500, 300))).paced(3, Duration::from_millis(50)),
     ]);
     let sys = system(openai(&provider.url), Arc::new(SystemClock));
-    let mut rx = sys.events();
-    let a = sys.root("plain", Some("tell me a long story")).await;
-    next_event(
-        &mut rx,
-        "text arriving",
-        |e| matches!(e, Event::TextDelta { agent_id, .. } if *agent_id == a.id),
-    )
-    .await;
+    let a = answering(&sys, "tell me a long story").await;
     sys.system.shutdown().await;
     wait_until("the provider to see the hang-up", || async {
         provider.hung_up() == 1
