@@ -142,6 +142,11 @@ impl AgentdProcess {
         }
     }
 
+    /// Agent `id`'s status now (`GET /v1/agents/{id}`).
+    pub fn status(&self, id: &str) -> Value {
+        self.get(&format!("/v1/agents/{id}"))["status"].clone()
+    }
+
     /// Spawns a root agent of `agent_type` with `prompt` (`POST /v1/agents`): its id.
     pub fn spawn(&self, agent_type: &str, prompt: &str) -> String {
         let spawned = self

@@ -30,10 +30,6 @@ fn spawn_clerk(p: &AgentdProcess) -> String {
     p.spawn("clerk", "where is order A-1?")
 }
 
-fn status(p: &AgentdProcess, id: &str) -> Value {
-    p.get(&format!("/v1/agents/{id}"))["status"].clone()
-}
-
 fn calls(p: &AgentdProcess, status: &str) -> Vec<Value> {
     p.get(&format!("/v1/tool_calls?status={status}"))["tool_calls"]
         .as_array()
@@ -47,7 +43,7 @@ fn an_approved_call_waits_for_review_survives_kill_9_and_is_decided_once() {
     let env = config(dir.path(), 0);
     let p = AgentdProcess::start(&env);
     let id = spawn_clerk(&p);
-    p.wait_for("waiting_review", |p| status(p, &id) == "waiting_review");
+    p.wait_for("waiting_review", |p| p.status(&id) == "waiting_review");
     let gated = calls(&p, "awaiting_approval");
     assert_eq!(gated.len(), 1, "{gated:#?}");
     let call = &gated[0];
@@ -75,13 +71,13 @@ fn an_approved_call_waits_for_review_survives_kill_9_and_is_decided_once() {
     )
     .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(status(&p, &id), "waiting_review");
+    assert_eq!(p.status(&id), "waiting_review");
     assert!(!p.texts(&id).iter().any(|t| t.contains("hello")));
 
     p.kill9();
     let p = AgentdProcess::start(&env);
     p.wait_for("the review again after the restart", |p| {
-        status(p, &id) == "waiting_review"
+        p.status(&id) == "waiting_review"
     });
     let gated = calls(&p, "awaiting_approval");
     assert_eq!(gated.len(), 1, "{gated:#?}");
@@ -114,7 +110,7 @@ fn an_approved_call_waits_for_review_survives_kill_9_and_is_decided_once() {
     );
 
     // Approved: the service call is published and waits for its answer.
-    p.wait_for("waiting_tool", |p| status(p, &id) == "waiting_tool");
+    p.wait_for("waiting_tool", |p| p.status(&id) == "waiting_tool");
     let pending = calls(&p, "pending");
     assert_eq!(pending.len(), 1, "{pending:#?}");
     assert_eq!(pending[0]["call_id"], call_id.as_str());
@@ -152,7 +148,7 @@ fn a_rejection_and_an_approval_timeout_reach_the_model_as_tool_errors() {
     let env = config(dir.path(), 0);
     let p = AgentdProcess::start(&env);
     let id = spawn_clerk(&p);
-    p.wait_for("waiting_review", |p| status(p, &id) == "waiting_review");
+    p.wait_for("waiting_review", |p| p.status(&id) == "waiting_review");
     let call_id = calls(&p, "awaiting_approval")[0]["call_id"]
         .as_str()
         .unwrap()

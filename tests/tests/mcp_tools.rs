@@ -369,7 +369,7 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
         "{results:?}"
     );
     agentd.wait_for("the agent is idle again", |a| {
-        a.get(&format!("/v1/agents/{exiting}"))["status"] != "running"
+        a.status(&exiting) != "running"
     });
     send(agentd, &exiting, "work-ok");
     let results = wait_for_results(agentd, &exiting, 2);
@@ -489,9 +489,7 @@ approval = ["write_file"]
         &agentd,
         json!({"agent_type": "mcpuser", "prompt": "write-note"}),
     );
-    agentd.wait_for("waiting_review", |a| {
-        a.get(&format!("/v1/agents/{id}"))["status"] == "waiting_review"
-    });
+    agentd.wait_for("waiting_review", |a| a.status(&id) == "waiting_review");
     let gated = agentd.get("/v1/tool_calls?status=awaiting_approval")["tool_calls"].clone();
     assert_eq!(gated.as_array().unwrap().len(), 1, "{gated:#}");
     assert_eq!(gated[0]["tool"], "mcp__files__write_file");

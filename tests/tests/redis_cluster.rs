@@ -293,7 +293,7 @@ fn a_dependency_completing_in_one_process_wakes_its_dependent_in_the_other() {
         }
     };
     other.wait_for("the dependent waiting", |p| {
-        p.get(&format!("/v1/agents/{dependent}"))["status"] == "waiting_dependency"
+        p.status(&dependent) == "waiting_dependency"
     });
     owner
         .post(
@@ -309,10 +309,7 @@ fn a_dependency_completing_in_one_process_wakes_its_dependent_in_the_other() {
                 .contains("Findings for: after it")
         },
     );
-    assert_eq!(
-        owner.get(&format!("/v1/agents/{dependency}"))["status"],
-        "completed"
-    );
+    assert_eq!(owner.status(&dependency), "completed");
 }
 
 #[test]
@@ -1380,7 +1377,7 @@ fn a_rate_limit_met_in_one_process_holds_the_provider_in_the_other() {
     )
     .unwrap();
     a.wait_for("the first agent rate-limited", |p| {
-        p.get(&format!("/v1/agents/{first}"))["status"] == "waiting_rate_limit"
+        p.status(&first) == "waiting_rate_limit"
     });
     let resume_at = a.get(&format!("/v1/agents/{first}"))["resume_at_ms"].clone();
     let second = root_on(&b, "research");
@@ -1390,7 +1387,7 @@ fn a_rate_limit_met_in_one_process_holds_the_provider_in_the_other() {
     )
     .unwrap();
     b.wait_for("the second agent held by the shared gate", |p| {
-        p.get(&format!("/v1/agents/{second}"))["status"] == "waiting_rate_limit"
+        p.status(&second) == "waiting_rate_limit"
     });
     assert_eq!(
         provider.requests().len(),

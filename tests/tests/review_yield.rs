@@ -151,7 +151,7 @@ fn a_reviewed_yield_reaches_the_parent_only_once_approved() {
     p.kill9();
     let p = AgentdProcess::start(&env);
     p.wait_for("the review again after the restart", |p| {
-        p.get(&format!("/v1/agents/{writer}"))["status"] == "waiting_review"
+        p.status(&writer) == "waiting_review"
     });
     assert!(heard_from_writer(&p, &lead).is_empty());
 

@@ -136,9 +136,7 @@ fn demo_round_trip_agentctl_and_restart_on_the_same_data_dir() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("user: thanks"));
-    agentd.wait_for("researcher idle", |a| {
-        a.get(&format!("/v1/agents/{researcher_id}"))["status"] == "idle"
-    });
+    agentd.wait_for("researcher idle", |a| a.status(&researcher_id) == "idle");
     let before = agentd.get(&thread_path);
 
     // Restart on the same data directory.

@@ -26,10 +26,6 @@ fn spawn_clerk(p: &AgentdProcess) -> String {
     p.spawn("clerk", "where is order A-1?")
 }
 
-fn status(p: &AgentdProcess, id: &str) -> Value {
-    p.get(&format!("/v1/agents/{id}"))["status"].clone()
-}
-
 fn pending_call(p: &AgentdProcess) -> Value {
     let calls = p.get("/v1/tool_calls?status=pending");
     let calls = calls["tool_calls"].as_array().unwrap();
@@ -80,7 +76,7 @@ fn a_service_call_waits_survives_kill_9_and_its_first_answer_is_applied_once() {
     let env = config(dir.path(), 600_000);
     let p = AgentdProcess::start(&env);
     let id = spawn_clerk(&p);
-    p.wait_for("waiting_tool", |p| status(p, &id) == "waiting_tool");
+    p.wait_for("waiting_tool", |p| p.status(&id) == "waiting_tool");
     let call = pending_call(&p);
     assert_eq!(call["agent_id"], id.as_str());
     assert_eq!(call["root_id"], id.as_str());
@@ -107,13 +103,13 @@ fn a_service_call_waits_survives_kill_9_and_its_first_answer_is_applied_once() {
     )
     .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(status(&p, &id), "waiting_tool");
+    assert_eq!(p.status(&id), "waiting_tool");
     assert!(!p.texts(&id).iter().any(|t| t.contains("hello")));
 
     p.kill9();
     let p = AgentdProcess::start(&env);
     p.wait_for("the wait again after the restart", |p| {
-        status(p, &id) == "waiting_tool"
+        p.status(&id) == "waiting_tool"
     });
     assert_eq!(
         pending_call(&p)["call_id"],
@@ -198,7 +194,7 @@ fn a_deadline_that_passed_while_agentd_was_down_is_applied_at_the_restart() {
     let env = config(dir.path(), 1_500);
     let p = AgentdProcess::start(&env);
     let id = spawn_clerk(&p);
-    p.wait_for("waiting_tool", |p| status(p, &id) == "waiting_tool");
+    p.wait_for("waiting_tool", |p| p.status(&id) == "waiting_tool");
     let call_id = pending_call(&p)["call_id"].as_str().unwrap().to_string();
     p.kill9();
     std::thread::sleep(Duration::from_millis(1_800));
@@ -233,14 +229,14 @@ fn a_deadline_passing_while_the_agent_waits_gives_the_model_a_timeout_and_a_canc
         json!({"text": "and order B-2?"}),
     )
     .unwrap();
-    p.wait_for("waiting_tool", |p| status(p, &id) == "waiting_tool");
+    p.wait_for("waiting_tool", |p| p.status(&id) == "waiting_tool");
     let call_id = pending_call(&p)["call_id"].as_str().unwrap().to_string();
     p.post(
         &format!("/v1/agents/{id}/control"),
         json!({"control": "cancel"}),
     )
     .unwrap();
-    p.wait_for("cancelled", |p| status(p, &id) == "cancelled");
+    p.wait_for("cancelled", |p| p.status(&id) == "cancelled");
     let late = p.post(
         &format!("/v1/agents/{id}/tool_results/{call_id}"),
         json!({"result": "too late"}),

@@ -254,7 +254,7 @@ fn the_command_approve_tool_decides_gated_calls_through_redis() {
 
     // Approved: published to the workers, the agent waits for the answer.
     p.wait_for("the approved call waits for its answer", |p| {
-        p.get(&format!("/v1/agents/{approved}"))["status"] == "waiting_tool"
+        p.status(&approved) == "waiting_tool"
     });
     p.wait_for("the approved call published", |_| {
         !stream(&mut redis.client(), "agentd:tools:lookup_order").is_empty()

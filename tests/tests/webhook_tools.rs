@@ -206,9 +206,7 @@ fn a_gated_webhook_is_called_once_and_only_after_approval() {
     let env = config(dir.path(), &receiver.url, "");
     let p = AgentdProcess::start(&env);
     let id = p.spawn("notifier", "careful now");
-    p.wait_for("waiting_review", |p| {
-        p.get(&format!("/v1/agents/{id}"))["status"] == "waiting_review"
-    });
+    p.wait_for("waiting_review", |p| p.status(&id) == "waiting_review");
     let gated = p.get("/v1/tool_calls?status=awaiting_approval")["tool_calls"].clone();
     assert_eq!(gated.as_array().unwrap().len(), 1, "{gated:#}");
     assert_eq!(gated[0]["tool"], "guarded");
