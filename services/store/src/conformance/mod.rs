@@ -1,0 +1,107 @@
+//! The conformance suite of the `ThreadStore` port. Every implementation runs it (memory and
+//! embedded here, Redis with its own server), so the actors can rely on one set of semantics.
+//! It panics on the first broken property: that is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use agentd_actors::ThreadStore;
+use agentd_proto::{AgentRecord, AgentStatus, Channel, ManageOptions, Role, ThreadEntry, Usage};
+use std::sync::Arc;
+
+mod agents;
+mod checkpoints;
+mod inbox;
+mod tool_calls;
+mod writes;
+
+/// A record for tests.
+pub fn record(id: &str, parent: Option<&str>, created: u64) -> AgentRecord {
+    AgentRecord {
+        id: id.into(),
+        parent_id: parent.map(str::to_string),
+        root_id: parent.unwrap_or(id).into(),
+        depth: u32::from(parent.is_some()),
+        title: format!("title of {id}"),
+        agent_type: "subagent".into(),
+        status: AgentStatus::Idle,
+        status_reason: None,
+        foreground: parent.is_none(),
+        allowed_tools: Some(vec!["current_time".into()]),
+        channel: match parent {
+            Some(p) => Channel::Manage(Box::new(agentd_proto::ManageChannel {
+                parent_id: p.into(),
+                worker_title: "Ops".into(),
+                alias: "a1".into(),
+                options: ManageOptions::default(),
+            })),
+            None => Channel::None,
+        },
+        last_error: None,
+        usage: Usage {
+            input: 1,
+            output: 2,
+            cache_write: 3,
+            cache_read: 4,
+            ..Usage::default()
+        },
+        cost_usd: 0.25,
+        phase: Some(2),
+        current_step: Some("step".into()),
+        progress: Some(0.5),
+        resume_at_ms: Some(42),
+        provider: Some("fast".into()),
+        model: Some("m-1".into()),
+        env: [("MODE".to_string(), "test".to_string())].into(),
+        turns: 3,
+        priority: agentd_proto::Priority::High,
+        depends_on: vec!["dep-a".into()],
+        attempts: 2,
+        current_task: Some(uuid::Uuid::nil()),
+        task_steps_counted: 1,
+        budget: Some(Box::new(agentd_proto::Budget {
+            max_tokens: Some(9),
+            max_cost_usd: Some(0.5),
+            deadline_ms: None,
+        })),
+        result: Some(Box::new(serde_json::json!({"ok": true}))),
+        agent_cli: None,
+        created_at_ms: created,
+        updated_at_ms: created,
+    }
+}
+
+/// A thread entry for tests.
+pub fn entry(text: &str) -> ThreadEntry {
+    ThreadEntry::text(agentd_proto::ids::new_id(), Role::User, text, 7)
+}
+
+fn texts(entries: &[ThreadEntry]) -> Vec<String> {
+    entries.iter().map(|e| e.text.clone()).collect()
+}
+
+fn envelope(text: &str) -> agentd_proto::Envelope {
+    agentd_proto::Envelope::new(
+        agentd_proto::Address::System,
+        agentd_proto::Address::agent("i-agent"),
+        agentd_proto::Item::Inbox(agentd_proto::InboxItem::message(text)),
+        1,
+    )
+}
+
+/// Runs every property against `store`, which must be empty.
+pub async fn run_all(store: Arc<dyn ThreadStore>) {
+    agents::records_round_trip(store.as_ref()).await;
+    writes::threads_keep_order_and_deduplicate(store.as_ref()).await;
+    agents::children_keep_order_and_are_idempotent(store.as_ref()).await;
+    agents::dependents_are_a_set(store.as_ref()).await;
+    agents::aliases_get_or_create(store.as_ref()).await;
+    agents::racing_aliases_agree(store.clone()).await;
+    agents::delete_removes_everything(store.as_ref()).await;
+    inbox::inbox_is_durable_once_and_ordered(store.as_ref()).await;
+    checkpoints::checkpoints_are_kept_newest_first_and_pruned(store.as_ref()).await;
+    writes::batches_apply_in_order(store.as_ref()).await;
+    writes::a_push_carries_the_turn_start_only_when_new(store.as_ref()).await;
+    writes::concurrent_writes_all_land(store.clone()).await;
+    writes::a_store_that_is_not_the_bus_refuses_forwards_whole(store.as_ref()).await;
+    writes::the_outbox_keeps_outputs_in_order_until_done(store.as_ref()).await;
+    tool_calls::tool_calls_close_once(store.clone()).await;
+}
