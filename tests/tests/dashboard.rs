@@ -197,6 +197,7 @@ fn the_dashboard_shows_the_live_tree_and_drives_agents_in_a_real_browser() {
     for (path, ty) in [
         ("/", "text/html"),
         ("/ui/app.js", "text/javascript"),
+        ("/ui/detail.js", "text/javascript"),
         ("/ui/app.css", "text/css"),
     ] {
         let r = ureq::get(&format!("{}{path}", p.url)).call().unwrap();
