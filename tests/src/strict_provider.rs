@@ -371,8 +371,14 @@ mod tests {
         let user = json!({"role": "user", "content": "hi"});
         let answer = json!({"role": "assistant", "content": "hello"});
         let tool = json!({"role": "tool", "tool_call_id": "a", "content": "{}"});
-        assert_eq!(check_ends_with_input(&json!({"messages": [user, answer, user]})), Ok(()));
-        assert_eq!(check_ends_with_input(&json!({"messages": [user, tool]})), Ok(()));
+        assert_eq!(
+            check_ends_with_input(&json!({"messages": [user, answer, user]})),
+            Ok(())
+        );
+        assert_eq!(
+            check_ends_with_input(&json!({"messages": [user, tool]})),
+            Ok(())
+        );
         assert!(
             check_ends_with_input(&json!({"messages": [user, answer]}))
                 .unwrap_err()
