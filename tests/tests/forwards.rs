@@ -7,12 +7,13 @@
 //! prefix; one a relaying parent keeps on its thread (`async_forward = "relay"`, stored as the
 //! seed's assistant message) is still sent as user input with the parent's next message, never
 //! in the parent's own voice (merged into its previous answer, or as a second assistant
-//! message in a row).
+//! message in a row). The same holds for a compaction: its request ends with the ask for the
+//! summary, even where the part it summarises ends with the model's own answer.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_actors::{ModelClient, SystemClock};
 use agentd_models::{AnthropicModel, HttpSettings, OpenAiModel};
-use agentd_proto::{AgentStatus, AsyncForward, ManageOptions, Role};
+use agentd_proto::{AgentStatus, AsyncForward, InboxItem, ManageOptions, Role};
 use agentd_store::MemoryStore;
 use agentd_tests::*;
 use serde_json::{Value, json};
@@ -112,7 +113,7 @@ async fn lead_after_one_exchange(dialect: Dialect, forward: AsyncForward) -> Sce
         types,
         Arc::new(MemoryStore::new()),
         Arc::new(SystemClock),
-        |_| {},
+        |c| c.limits.compact_keep_recent = 2,
     );
     let lead = sys.root("lead", Some("hello")).await.id;
     sys.wait_for_entry(&lead, Role::Assistant, "lead ok").await;
@@ -234,4 +235,46 @@ async fn openai_a_relayed_forward_is_sent_as_user_input() {
 #[actix_rt::test]
 async fn anthropic_a_relayed_forward_is_sent_as_user_input() {
     a_relayed_forward_is_sent_as_user_input(Dialect::Anthropic).await;
+}
+
+/// A compaction that summarises all but the last two entries ("hello", "lead ok") asks for its
+/// summary after them: the request ends with that ask, not with the lead's answer.
+#[actix_rt::test]
+async fn a_compaction_request_ends_with_its_ask_not_the_models_answer() {
+    for dialect in [Dialect::OpenAi, Dialect::Anthropic] {
+        let s = lead_after_one_exchange(dialect, AsyncForward::Turn).await;
+        s.sys.system.send(&s.lead, "again", false).await.unwrap();
+        s.lead_answered("lead heard: again").await;
+        s.sys.wait_for_status(&s.lead, AgentStatus::Idle).await;
+        s.sys
+            .system
+            .post(&s.lead, InboxItem::Compact)
+            .await
+            .unwrap();
+        wait_until("the compaction, a refusal or a failure", || async {
+            let compacted = s
+                .sys
+                .thread(&s.lead)
+                .await
+                .first()
+                .is_some_and(|e| e.text.starts_with("Summary of the earlier conversation"));
+            compacted
+                || !s.provider.violations().is_empty()
+                || s.sys.record(&s.lead).await.status == AgentStatus::Failed
+        })
+        .await;
+        assert_eq!(s.provider.violations(), Vec::<String>::new(), "{dialect:?}");
+        let asked = s.provider.accepted().pop().unwrap();
+        let last = messages(&asked).pop().unwrap();
+        assert_eq!(last["role"], "user", "{asked}");
+        assert!(
+            text_of(&last).starts_with("Summarise the conversation"),
+            "{asked}"
+        );
+        assert!(
+            asked.to_string().contains("lead ok") && !asked.to_string().contains("again"),
+            "the summarised part: {asked}"
+        );
+        s.sys.system.shutdown().await;
+    }
 }
