@@ -15,6 +15,14 @@
 //! written before the rule was kept and for the races no closing can see (an append cut off in
 //! flight): it moves each call's first result right after it, answers a call without one with
 //! [`interrupted_result`], and drops results of no call.
+//!
+//! A second rule is about voice: **what another agent said reaches the model as input, never as
+//! its own words.** A forward (an entry with `from_agent`) is a user entry when the parent runs a
+//! turn on it; a relaying parent keeps it as seed 000's assistant entry, and [`as_sent`] sends it
+//! in the role it is heard in ([`heard_role`]) all the same. Sent as the model's own words, a
+//! forward is continued as a prefill (Anthropic merges it into the answer before it) or taken as
+//! something the model said itself (OpenAI: two assistant messages in a row). A request that
+//! still ends with the model's own answer ([`ends_with_answer`]) has nothing for it to answer.
 
 use crate::error::ErrorCode;
 use crate::ids::derived_id;
@@ -109,6 +117,56 @@ where
         }
     }
     Cow::Owned(out)
+}
+
+/// The role the model hears `entry` in: its own, except that a text forwarded from another
+/// agent (`from_agent`) is always input to answer — a user entry — even where the thread keeps
+/// it as an assistant entry (a relayed forward).
+pub fn heard_role(entry: &ThreadEntry) -> Role {
+    match entry.role {
+        Role::Assistant if entry.from_agent.is_some() && entry.tool_calls.is_empty() => Role::User,
+        role => role,
+    }
+}
+
+/// `entries` as a model request sends them: [`paired`], and each entry in the role the model
+/// hears it in ([`heard_role`]). Borrowed as they are when nothing changes.
+pub fn as_sent<E>(entries: &[E]) -> Cow<'_, [E]>
+where
+    E: Borrow<ThreadEntry> + Clone + From<ThreadEntry>,
+{
+    let paired = paired(entries);
+    let voiced = |e: &E| heard_role(e.borrow()) != e.borrow().role;
+    if !paired.iter().any(voiced) {
+        return paired;
+    }
+    let mut out = paired.into_owned();
+    for item in &mut out {
+        let entry: &ThreadEntry = (*item).borrow();
+        let role = heard_role(entry);
+        if role != entry.role {
+            let heard = ThreadEntry {
+                role,
+                ..entry.clone()
+            };
+            *item = E::from(heard);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// Whether a request sending `entries` would end with the model's own answer: its last entry
+/// that is not a system entry (which providers move to, or read as, instructions) is heard as
+/// the assistant's. Such a request gives the model nothing to answer: Anthropic takes the
+/// answer as a prefill to continue (models without prefill refuse it), OpenAI answers after it
+/// as if it had said more.
+pub fn ends_with_answer<E: Borrow<ThreadEntry>>(entries: &[E]) -> bool {
+    entries
+        .iter()
+        .rev()
+        .map(Borrow::borrow)
+        .find(|e| e.role != Role::System)
+        .is_some_and(|e| heard_role(e) == Role::Assistant)
 }
 
 /// `entries` made to keep the rule, owned (a restored checkpoint's conversation).
@@ -223,6 +281,55 @@ mod tests {
         assert_eq!(fixed.len(), 3);
         assert!(Arc::ptr_eq(&fixed[0], &t[0]));
         assert!(Arc::ptr_eq(&fixed[2], &t[1]));
+    }
+
+    fn forward(n: u128, role: Role) -> ThreadEntry {
+        let mut e = ThreadEntry::text(id(n), role, format!("From Ops: f{n}"), 0);
+        e.from_agent = Some("worker".into());
+        e
+    }
+
+    fn answer(n: u128) -> ThreadEntry {
+        ThreadEntry::text(id(n), Role::Assistant, format!("a{n}"), 0)
+    }
+
+    #[test]
+    fn a_forward_is_sent_as_input_whatever_role_the_thread_keeps() {
+        let t = vec![user(1), answer(2), forward(3, Role::Assistant), user(4)];
+        let sent = as_sent(&t);
+        assert_eq!(shape(&sent), ["user", "calls:0", "user", "user"]);
+        assert_eq!(sent[2].text, "From Ops: f3");
+        assert_eq!(sent[2].from_agent.as_deref(), Some("worker"));
+        assert_eq!(
+            t[2].role,
+            Role::Assistant,
+            "the thread itself is not changed"
+        );
+        // Nothing to change: borrowed as it is.
+        let plain = vec![user(1), answer(2), forward(3, Role::User)];
+        assert!(matches!(as_sent(&plain), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn sending_pairs_calls_and_voices_forwards_together() {
+        let t = vec![
+            calls(1, &["a"]),
+            forward(2, Role::Assistant),
+            result(3, "a"),
+        ];
+        assert_eq!(shape(&as_sent(&t)), ["calls:1", "result:a", "user"]);
+    }
+
+    #[test]
+    fn a_conversation_ending_with_the_models_own_answer_is_told_apart() {
+        assert!(ends_with_answer(&[user(1), answer(2)]));
+        let marker = ThreadEntry::text(id(3), Role::System, "(interrupted)", 0);
+        assert!(ends_with_answer(&[user(1), answer(2), marker.clone()]));
+        assert!(!ends_with_answer(&[user(1), answer(2), user(4)]));
+        assert!(!ends_with_answer(&[answer(2), forward(3, Role::Assistant)]));
+        assert!(!ends_with_answer(&[calls(1, &["a"]), result(2, "a")]));
+        assert!(!ends_with_answer::<ThreadEntry>(&[]));
+        assert!(!ends_with_answer(&[marker]));
     }
 
     #[test]

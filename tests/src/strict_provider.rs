@@ -7,6 +7,11 @@
 //! - Anthropic Messages (`POST /v1/messages`): roles alternate, starting with `user`; each
 //!   `tool_use` block needs a `tool_result` block, at the start of the next (user) message; a
 //!   `tool_result` must answer a `tool_use` of the message before it.
+//! - Both: the conversation ends with input for the model to answer, not with an assistant
+//!   message. Anthropic takes a final assistant message as a prefill (the model continues it as
+//!   its own words) and models without prefill refuse it with this error; an OpenAI model
+//!   answers after two assistant messages in a row as if it had said both. Either way a
+//!   request ending so puts the last text in the model's own voice.
 //!
 //! A refused request gets the provider's `400` with its error shape, and is kept in
 //! [`StrictProvider::violations`]. An accepted one is answered by the test's responder, which
@@ -174,7 +179,8 @@ fn serve(stream: std::net::TcpStream, respond: &Responder, shared: &Shared) {
     let checked = match dialect {
         Dialect::OpenAi => check_openai(&body),
         Dialect::Anthropic => check_anthropic(&body),
-    };
+    }
+    .and_then(|()| check_ends_with_input(&body));
     let (status, reply) = match checked {
         Ok(()) => {
             shared.accepted.lock().expect("lock").push(body.clone());
@@ -209,6 +215,17 @@ fn serve(stream: std::net::TcpStream, respond: &Responder, shared: &Shared) {
     );
     let _ = out.write_all(head.as_bytes());
     let _ = out.write_all(text.as_bytes());
+}
+
+/// The rule both dialects share here: the last message is not the assistant's.
+fn check_ends_with_input(body: &Value) -> Result<(), String> {
+    let last = body["messages"].as_array().and_then(|m| m.last());
+    if last.is_some_and(|m| m["role"] == "assistant") {
+        return Err(
+            "This model does not support assistant message prefill. The conversation must end with a user message.".into(),
+        );
+    }
+    Ok(())
 }
 
 /// OpenAI's rules on `messages`.
@@ -347,6 +364,27 @@ mod tests {
         assert!(check_openai(&stray).unwrap_err().contains("preceeding"));
         let last = json!({"messages": [user, call]});
         assert!(check_openai(&last).is_err());
+    }
+
+    #[test]
+    fn both_refuse_a_conversation_that_ends_with_an_assistant_message() {
+        let user = json!({"role": "user", "content": "hi"});
+        let answer = json!({"role": "assistant", "content": "hello"});
+        let tool = json!({"role": "tool", "tool_call_id": "a", "content": "{}"});
+        assert_eq!(
+            check_ends_with_input(&json!({"messages": [user, answer, user]})),
+            Ok(())
+        );
+        assert_eq!(
+            check_ends_with_input(&json!({"messages": [user, tool]})),
+            Ok(())
+        );
+        assert!(
+            check_ends_with_input(&json!({"messages": [user, answer]}))
+                .unwrap_err()
+                .contains("must end with a user message")
+        );
+        assert!(check_ends_with_input(&json!({"messages": [user, answer, answer]})).is_err());
     }
 
     #[test]

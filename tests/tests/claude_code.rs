@@ -2,14 +2,17 @@
 //! installed by `scripts/test.sh`), run offline against a local Anthropic endpoint that streams
 //! SSE: a turn's text and usage in the thread and in `inspect`, a tool the CLI runs itself,
 //! pause and resume past the call's timeout, one session across messages and across a restart
-//! (`--resume`), a reset's new session, and a cancel that stops the process.
+//! (`--resume`), a reset's new session, a cancel that stops the process, and a worker's
+//! forward sent to the CLI as the user's input whether it starts a turn or was relayed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_actors::{AgentType, ModelClient, SystemClock, ThreadStore};
 use agentd_models::claude_code::protocol::four_kinds;
 use agentd_models::process::is_stopped;
 use agentd_models::{ClaudeCodeModel, ClaudeCodeSettings, ModelRouter, ScriptedModel};
-use agentd_proto::{AgentStatus, Control, InboxItem, ManageOptions, Role, SpawnRequest};
+use agentd_proto::{
+    AgentStatus, AsyncForward, Control, InboxItem, ManageOptions, Role, SpawnRequest,
+};
 use agentd_store::MemoryStore;
 use agentd_tests::anthropic_sse::{
     AnthropicSse, SseReply, USAGE, answers_a_tool, conversation_text,
@@ -105,6 +108,19 @@ fn cli_system(store: Arc<dyn ThreadStore>, home: &std::path::Path, timeout: Dura
     cli.cli_tools = vec!["Bash".into()];
     cli.provider = Some("claude".into());
     let mut types: Vec<AgentType> = default_types(ManageOptions::default());
+    // Leads on the CLI whose worker `ops` (on the script) forwards its answers: one runs a
+    // turn on a forward, one relays it.
+    for (name, title, forward) in [
+        ("cli_lead", "CLI Lead", AsyncForward::Turn),
+        ("cli_relay", "CLI Relay", AsyncForward::Relay),
+    ] {
+        let mut lead = cli.clone();
+        lead.name = name.into();
+        lead.title = title.into();
+        lead.workers = vec!["ops".into()];
+        lead.manage.async_forward = forward;
+        types.push(lead);
+    }
     types.push(cli);
     let script = ScriptedModel::from_toml_str(
         "[defaults]\ntext = \"parent heard it\"\n",
@@ -514,5 +530,86 @@ async fn a_sub_agent_the_cli_runs_yields_its_answer_to_its_parent() {
     cli.sys
         .wait_for_entry(&parent.id, Role::User, "answer to: count the files")
         .await;
+    cli.sys.system.shutdown().await;
+}
+
+/// A lead of `agent_type` on the CLI that said "hello there" and was answered, then sent its
+/// worker Ops a message in async mode; Ops (on the script) answers "parent heard it".
+async fn cli_lead_asked_ops(
+    cli: &Cli,
+    ep: &AnthropicSse,
+    home: &std::path::Path,
+    agent_type: &str,
+) -> String {
+    let lead = cli
+        .sys
+        .system
+        .spawn(SpawnRequest {
+            agent_type: Some(agent_type.into()),
+            prompt: Some("hello there".into()),
+            env: offline_env(ep, home).into_iter().collect(),
+            ..Default::default()
+        })
+        .await
+        .expect("spawn")
+        .id;
+    answer(&cli.sys, &lead, "answer to: hello there").await;
+    cli.sys.wait_for_status(&lead, AgentStatus::Idle).await;
+    let r = cli
+        .sys
+        .system
+        .invoke_tool(
+            Some(&lead),
+            "Manage",
+            json!({"command": "send_message", "worker": "Ops", "message": "status please",
+                   "threadAlias": "bg", "mode": "async"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "sent", "{r}");
+    lead
+}
+
+/// The user message of the endpoint's last turn that carries the CLI's newest input.
+fn last_user_message(ep: &AnthropicSse) -> String {
+    last_user_text(&ep.turns().pop().expect("a turn").body)
+}
+
+#[actix_rt::test]
+async fn a_forward_that_starts_a_turn_is_the_message_the_cli_is_sent() {
+    let (tmp, ep, cli) = fresh();
+    let lead = cli_lead_asked_ops(&cli, &ep, tmp.path(), "cli_lead").await;
+    // The CLI's answer quotes the message it was sent: the forward, its sender named.
+    let thread = answer(&cli.sys, &lead, "] From Ops: parent heard it").await;
+    let forward = thread
+        .iter()
+        .find(|e| e.text == "From Ops: parent heard it")
+        .expect("the forward on the lead's thread");
+    assert_eq!(forward.role, Role::User, "{thread:#?}");
+    let sent = last_user_message(&ep);
+    assert!(sent.contains("From Ops: parent heard it"), "{sent:?}");
+    cli.sys.system.shutdown().await;
+}
+
+#[actix_rt::test]
+async fn a_relayed_forward_goes_to_the_cli_with_the_next_message() {
+    let (tmp, ep, cli) = fresh();
+    let lead = cli_lead_asked_ops(&cli, &ep, tmp.path(), "cli_relay").await;
+    cli.sys
+        .wait_for_entry(&lead, Role::Assistant, "From Ops: parent heard it")
+        .await;
+    let rec = cli.sys.wait_for_status(&lead, AgentStatus::Idle).await;
+    assert_eq!(rec.turns, 1, "no turn on the relayed forward");
+    cli.sys
+        .system
+        .send(&lead, "what did Ops say", false)
+        .await
+        .unwrap();
+    answer(&cli.sys, &lead, "what did Ops say").await;
+    let sent = last_user_message(&ep);
+    assert!(
+        sent.contains("From Ops: parent heard it") && sent.contains("what did Ops say"),
+        "the forward is the user's input, not the CLI's own answer: {sent:?}"
+    );
     cli.sys.system.shutdown().await;
 }

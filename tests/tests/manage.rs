@@ -34,7 +34,7 @@ text = "Tool said: {{input}}"
 
 [[rule]]
 agent = "lead"
-role = "assistant"
+role = "user"
 contains = "From Ops"
 text = "Noted the forward: {{input}}"
 
@@ -43,6 +43,12 @@ agent = "ops"
 contains = "slow"
 delay_ms = 20000
 text = "ops late answer"
+
+[[rule]]
+agent = "ops"
+contains = "doomed"
+delay_ms = 20000
+error = "ops broke"
 
 "#,
     ops_two_answers!("two answers"),
@@ -250,7 +256,7 @@ async fn sync_max_messages_collects_several_assistant_messages() {
 }
 
 #[actix_rt::test]
-async fn async_mode_forwards_the_reply_to_the_parent_thread_as_assistant_with_prefix() {
+async fn async_mode_forwards_the_reply_to_the_parent_as_user_input_with_prefix() {
     let sys = start_simple(SCRIPT, types());
     let mut events = sys.events();
     let lead = sys.root("lead", Some("go async")).await;
@@ -261,12 +267,13 @@ async fn async_mode_forwards_the_reply_to_the_parent_thread_as_assistant_with_pr
     let tool = thread.iter().find(|e| e.role == Role::Tool).unwrap();
     let result: Value = serde_json::from_str(&tool.text).unwrap();
     assert_eq!(result["status"], "sent");
-    // The forwarded text is on the parent thread as assistant, with the default prefix.
+    // The forwarded text is on the parent thread as input for its model to answer (not in
+    // its own voice), with the default prefix.
     let fwd = thread
         .iter()
         .find(|e| e.text.starts_with("From Ops: "))
         .expect("forward");
-    assert_eq!(fwd.role, Role::Assistant);
+    assert_eq!(fwd.role, Role::User);
     assert_eq!(fwd.text, "From Ops: ops did: status please");
     assert_eq!(fwd.from_agent.as_deref(), result["childThreadId"].as_str());
     // ... and the parent ran a turn on it.
@@ -295,9 +302,7 @@ async fn async_prefix_and_correlation_are_configurable() {
     assert_eq!(r["status"], "sent");
     let child = r["childThreadId"].as_str().unwrap();
     let expected = format!("[alias=corr thread={child}] <QA> qa checked: hello");
-    let thread = sys
-        .wait_for_entry(&lead.id, Role::Assistant, &expected)
-        .await;
+    let thread = sys.wait_for_entry(&lead.id, Role::User, &expected).await;
     assert!(thread.iter().any(|e| e.text == expected), "{thread:#?}");
 }
 
@@ -351,6 +356,37 @@ async fn a_per_call_sync_timeout_overrides_the_default() {
     clock.advance(1);
     let r = call.await.unwrap().unwrap();
     assert_eq!(r["status"], "timeout");
+}
+
+/// A sync-mode worker's failure that no call waits for any more is forwarded, ahead of the
+/// parent's queue, as input the parent runs a turn on: user role, with the prefix.
+#[actix_rt::test]
+async fn a_sync_worker_failure_nobody_waits_for_is_forwarded_as_user_input() {
+    let (sys, clock) = start_manual(SCRIPT, types());
+    let lead = sys.root("lead", None).await;
+    let s2 = sys.system.clone();
+    let lead_id = lead.id.clone();
+    let call = actix_rt::spawn(async move {
+        s2.invoke_tool(Some(&lead_id), "Manage", json!({"command": "send_message", "worker": "Ops", "message": "doomed job", "threadAlias": "doomed", "syncTimeoutMs": 500})).await
+    });
+    wait_until("two timers", || async { clock.sleepers() == 2 }).await;
+    clock.advance(500);
+    let r = call.await.unwrap().unwrap();
+    assert_eq!(r["status"], "timeout");
+    clock.advance(20_000);
+    let thread = sys
+        .wait_for_entry(&lead.id, Role::Assistant, "Noted the forward")
+        .await;
+    let fwd = thread
+        .iter()
+        .find(|e| e.text.starts_with("From Ops: [failed] "))
+        .expect("the forwarded failure");
+    assert_eq!(fwd.role, Role::User, "{thread:#?}");
+    assert!(fwd.text.contains("ops broke"), "{}", fwd.text);
+    assert_eq!(
+        thread.last().unwrap().text,
+        format!("Noted the forward: {}", fwd.text)
+    );
 }
 
 #[actix_rt::test]

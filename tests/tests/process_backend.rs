@@ -1,11 +1,12 @@
 //! The process backend: one real OS process per agent, JSON lines, usage parsed from its
-//! output, and pause/resume/terminate observed on the process state.
+//! output, pause/resume/terminate observed on the process state, and a worker's forward sent
+//! to the parent's process as input, never in the parent's own voice.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_actors::{ModelClient, SystemClock};
 use agentd_models::ProcessModel;
 use agentd_models::process::is_stopped;
-use agentd_proto::{AgentStatus, Control, ManageOptions, Role};
+use agentd_proto::{AgentStatus, AsyncForward, Control, ManageOptions, Role};
 use agentd_store::MemoryStore;
 use agentd_tests::*;
 use std::sync::Arc;
@@ -26,6 +27,15 @@ fn on_process_backend(
     program: &str,
     source: &str,
 ) -> (tempfile::TempDir, Arc<ProcessModel>, TestSystem) {
+    on_process_backend_with(program, source, default_types(ManageOptions::default()))
+}
+
+/// [`on_process_backend`] with these agent types.
+fn on_process_backend_with(
+    program: &str,
+    source: &str,
+    types: Vec<agentd_actors::AgentType>,
+) -> (tempfile::TempDir, Arc<ProcessModel>, TestSystem) {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("agent");
     std::fs::write(&script, source).unwrap();
@@ -37,7 +47,7 @@ fn on_process_backend(
     let model: Arc<dyn ModelClient> = backend.clone();
     let sys = start_with_model(
         model,
-        default_types(ManageOptions::default()),
+        types,
         Arc::new(MemoryStore::new()),
         Arc::new(SystemClock),
         |_| {},
@@ -198,4 +208,98 @@ async fn a_late_answer_to_an_aborted_call_is_discarded() {
     sys.wait_for_status(&a.id, AgentStatus::Idle).await;
     let answers = sys.texts_of(&a.id, Role::Assistant).await;
     assert_eq!(answers, vec!["answer to fast two"]);
+}
+
+/// An agent program as strict as the HTTP providers about whose voice a message is in: it
+/// refuses (answers an error for) a request whose thread ends with an assistant entry, or that
+/// puts a worker's forward (`From Ops: …`) in an assistant entry. The `ops` worker answers
+/// "ops did: <its message>"; the lead answers "hello" with "lead ok", and anything else by
+/// quoting its last entry.
+const STRICT_AGENT: &str = r#"
+import json, sys
+for line in sys.stdin:
+    req = json.loads(line)
+    thread = req["thread"]
+    last = thread[-1]["text"] if thread else ""
+    if thread and thread[-1]["role"] == "assistant":
+        answer = {"error": "the request ends with an assistant message: " + last}
+    elif any(e["role"] == "assistant" and "From Ops" in e["text"] for e in thread):
+        answer = {"error": "a forward in the assistant's voice"}
+    elif req["agent_type"] == "ops":
+        answer = {"text": "ops did: " + last}
+    elif last == "hello":
+        answer = {"text": "lead ok"}
+    else:
+        answer = {"text": "lead heard: " + last}
+    answer["id"] = req["id"]
+    print(json.dumps(answer), flush=True)
+"#;
+
+/// A lead (and its worker) on [`STRICT_AGENT`], forwarding as `forward` says, after one
+/// exchange; it has sent Ops "status please" in async mode.
+async fn lead_asked_ops(
+    forward: AsyncForward,
+) -> (tempfile::TempDir, Arc<ProcessModel>, TestSystem, String) {
+    let (dir, backend, sys) = on_process_backend_with(
+        "python3",
+        STRICT_AGENT,
+        default_types(ManageOptions {
+            async_forward: forward,
+            ..ManageOptions::default()
+        }),
+    );
+    let lead = sys.root("lead", Some("hello")).await.id;
+    sys.wait_for_entry(&lead, Role::Assistant, "lead ok").await;
+    sys.wait_for_status(&lead, AgentStatus::Idle).await;
+    let r = sys
+        .system
+        .invoke_tool(
+            Some(&lead),
+            "Manage",
+            serde_json::json!({"command": "send_message", "worker": "Ops",
+                "message": "status please", "threadAlias": "bg", "mode": "async"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r["status"], "sent", "{r}");
+    (dir, backend, sys, lead)
+}
+
+/// Waits until the lead answered `text`, or failed (its process refused the request).
+async fn lead_answered(sys: &TestSystem, lead: &str, text: &str) {
+    wait_until("the lead's answer or its failure", || async {
+        sys.texts_of(lead, Role::Assistant)
+            .await
+            .iter()
+            .any(|t| t == text)
+            || sys.record(lead).await.status == AgentStatus::Failed
+    })
+    .await;
+    let rec = sys.record(lead).await;
+    assert_ne!(rec.status, AgentStatus::Failed, "{:?}", rec.last_error);
+}
+
+#[actix_rt::test]
+async fn a_forward_that_starts_a_turn_reaches_the_process_as_input() {
+    let (_dir, _backend, sys, lead) = lead_asked_ops(AsyncForward::Turn).await;
+    lead_answered(&sys, &lead, "lead heard: From Ops: ops did: status please").await;
+    let thread = sys.thread(&lead).await;
+    let forward = thread
+        .iter()
+        .find(|e| e.text == "From Ops: ops did: status please")
+        .unwrap();
+    assert_eq!(forward.role, Role::User, "{thread:#?}");
+}
+
+#[actix_rt::test]
+async fn a_relayed_forward_reaches_the_process_as_input_with_the_next_message() {
+    let (_dir, _backend, sys, lead) = lead_asked_ops(AsyncForward::Relay).await;
+    sys.wait_for_entry(&lead, Role::Assistant, "From Ops: ops did: status please")
+        .await;
+    sys.wait_for_status(&lead, AgentStatus::Idle).await;
+    sys.system
+        .send(&lead, "what did Ops say", false)
+        .await
+        .unwrap();
+    lead_answered(&sys, &lead, "lead heard: what did Ops say").await;
 }

@@ -2,7 +2,9 @@
 //! worker's forwarded answer on its thread, as the seed says, without spending a model turn on
 //! it. Only roots manage workers, so such a parent is a root: the forward reaches the world
 //! through the events stream (the `forwarded` event every forward publishes), and the root's
-//! model sees it with its next message.
+//! model sees it with its next message — as input: the entry keeps the seed's `assistant` role,
+//! and every model backend sends it in the role it is heard in, the user's
+//! (`agentd_proto::conversation::heard_role`).
 
 use super::AgentActor;
 use crate::ports::StoreWrite;

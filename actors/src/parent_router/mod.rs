@@ -290,16 +290,20 @@ impl ParentRouter {
             }
             return Box::pin(actix::fut::ready(true));
         }
+        // A forward the parent runs a turn on is its model's input: a user entry, like a
+        // sub-agent's. One it relays is kept as seed 000's assistant entry; every model
+        // backend still sends it as input (`agentd_proto::conversation::as_sent`).
         let (role, prefix, forward, relay) = match &child.channel {
             Channel::Manage(m) => {
                 let opts = self.options.get(&child.id).unwrap_or(&m.options);
                 let forward = opts.mode == ManageMode::Async
                     || !matches!(out.output, Output::Reply { text: _ });
+                let relay = opts.async_forward == AsyncForward::Relay;
                 (
-                    Role::Assistant,
+                    if relay { Role::Assistant } else { Role::User },
                     opts.render_prefix(&m.worker_title, &m.alias, &child.id),
                     forward,
-                    opts.async_forward == AsyncForward::Relay,
+                    relay,
                 )
             }
             Channel::Spawn { .. } => (

@@ -42,15 +42,16 @@ fn cache_breakpoint() -> Value {
     json!({"type": "ephemeral"})
 }
 
-/// The Messages request body for `req`: consecutive same-role turns are merged (the API wants
-/// them alternating), tool results travel as user `tool_result` blocks, system entries (e.g.
-/// compaction summaries) join the system prompt; the system prompt, the tools and the last
-/// block of the conversation carry [`cache_breakpoint`]s.
-pub fn request_body(req: &ModelRequest, model: &str, max_tokens: u32) -> Value {
+/// The Messages request body for `req`, from its conversation as sent (calls paired, a
+/// forward as user input, never ending with the model's own answer: `crate::sent`):
+/// consecutive same-role turns are merged (the API wants them alternating), so a forward joins
+/// the user's turn, never the assistant's; tool results travel as user `tool_result` blocks,
+/// system entries (e.g. compaction summaries) join the system prompt; the system prompt, the
+/// tools and the last block of the conversation carry [`cache_breakpoint`]s.
+pub fn request_body(req: &ModelRequest, model: &str, max_tokens: u32) -> Result<Value, ModelError> {
     let mut system = req.system_prompt.to_string();
     let mut messages: Vec<(String, Vec<Value>)> = Vec::new();
-    // Every call answered right after it, as the provider requires.
-    let thread = agentd_proto::conversation::paired(&req.thread);
+    let thread = crate::sent::conversation(req)?;
     for e in thread.iter() {
         let (role, blocks) = match e.role {
             Role::System => {
@@ -116,7 +117,7 @@ pub fn request_body(req: &ModelRequest, model: &str, max_tokens: u32) -> Value {
         }
         body["tools"] = json!(tools);
     }
-    body
+    Ok(body)
 }
 
 /// Parses a Messages response.
@@ -379,7 +380,7 @@ impl ModelClient for AnthropicModel {
             .model
             .clone()
             .unwrap_or_else(|| self.default_model.clone());
-        let mut body = request_body(&req, &model, self.max_tokens);
+        let mut body = request_body(&req, &model, self.max_tokens)?;
         let headers = [
             ("x-api-key", self.http.api_key()),
             ("anthropic-version", "2023-06-01"),

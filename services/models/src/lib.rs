@@ -9,6 +9,7 @@
 //! | [`claude_code`] | [`ClaudeCodeModel`]: the process backend's `claude-code` protocol: one Claude Code CLI per agent, its sessions resumed across restarts |
 //! | [`router`] | [`ModelRouter`]: providers by name (per agent type or spawn) behind one client |
 //! | [`webhook`] | [`HttpWebhooks`]: signed POSTs of webhook tools, with retries and a timeout |
+//! | `sent` | the conversation every backend sends: calls paired, forwards as input, never ending with the model's own answer |
 //! | [`http`] | the pooled async client, timeouts, retries with jittered backoff, rate limits and errors shared by the HTTP backends |
 
 pub mod anthropic;
@@ -18,6 +19,7 @@ pub mod openai;
 pub mod process;
 pub mod router;
 pub mod scripted;
+mod sent;
 pub mod webhook;
 
 pub use anthropic::AnthropicModel;

@@ -27,11 +27,11 @@ impl OpenAiModel {
     }
 }
 
-/// The chat-completions request body for `req`.
-pub fn request_body(req: &ModelRequest, model: &str) -> Value {
+/// The chat-completions request body for `req`: its conversation as sent (calls paired, a
+/// forward as user input, never ending with the model's own answer: `crate::sent`).
+pub fn request_body(req: &ModelRequest, model: &str) -> Result<Value, ModelError> {
     let mut messages = vec![json!({"role": "system", "content": &*req.system_prompt})];
-    // Every call answered right after it, as the provider requires.
-    let thread = agentd_proto::conversation::paired(&req.thread);
+    let thread = crate::sent::conversation(req)?;
     for e in thread.iter() {
         messages.push(match e.role {
             Role::System => json!({"role": "system", "content": e.text}),
@@ -57,7 +57,7 @@ pub fn request_body(req: &ModelRequest, model: &str) -> Value {
             "function": {"name": t.name, "description": t.description, "parameters": t.parameters}
         })).collect::<Vec<_>>());
     }
-    body
+    Ok(body)
 }
 
 /// Parses a chat-completions response.
@@ -268,7 +268,7 @@ impl ModelClient for OpenAiModel {
             .model
             .clone()
             .unwrap_or_else(|| self.default_model.clone());
-        let mut body = request_body(&req, &model);
+        let mut body = request_body(&req, &model)?;
         let auth = format!("Bearer {}", self.http.api_key());
         let headers = [("Authorization", auth.as_str())];
         if !self.http.streams() {

@@ -175,11 +175,13 @@ impl ModelClient for ProcessModel {
     }
 
     async fn complete(&self, req: ModelRequest) -> Result<ModelResponse, ModelError> {
+        // Calls paired, a forward as user input, never ending with the model's own answer.
+        let thread = crate::sent::conversation(&req)?;
         let proc = self.process(&req)?;
         let id = uuid::Uuid::new_v4().to_string();
         let line = json!({
             "type": "turn", "id": &id, "agent_id": &*req.agent_id, "agent_type": &*req.agent_type, "title": &*req.title,
-            "system_prompt": &*req.system_prompt, "thread": agentd_proto::conversation::paired(&req.thread).iter().map(|e| &**e).collect::<Vec<&agentd_proto::ThreadEntry>>(), "tools": req.tools.iter().map(|t| json!({
+            "system_prompt": &*req.system_prompt, "thread": thread.iter().map(|e| &**e).collect::<Vec<&agentd_proto::ThreadEntry>>(), "tools": req.tools.iter().map(|t| json!({
                 "name": t.name, "description": t.description, "parameters": t.parameters
             })).collect::<Vec<_>>(),
         })

@@ -10,6 +10,7 @@
 //! non-null `parent_tool_use_id`) are its own business and are skipped.
 
 use agentd_actors::{CliRun, CliStep, CliTools, ModelError, ModelResponse};
+use agentd_proto::conversation::heard_role;
 use agentd_proto::{Role, ThreadEntry, ToolCall, Usage};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -58,11 +59,13 @@ pub fn flags(launch: &Launch<'_>) -> Vec<String> {
 
 /// The entries at the end of `thread` the CLI has not seen: those after `sent_through` (the
 /// last entry written to this process), or, when that names nothing later, those after the last
-/// assistant or tool entry (the CLI's own answers end there; a retry sends its message again).
+/// of the CLI's own answers (its assistant and tool entries; a retry sends its message again).
+/// A forward from another agent is never one of the CLI's answers, whatever role the thread
+/// keeps it in (a relayed forward is an assistant entry): it is input the CLI is sent.
 fn unseen(thread: &[Arc<ThreadEntry>], sent_through: Option<uuid::Uuid>) -> &[Arc<ThreadEntry>] {
     let after_answers = thread
         .iter()
-        .rposition(|e| matches!(e.role, Role::Assistant | Role::Tool))
+        .rposition(|e| matches!(heard_role(e), Role::Assistant | Role::Tool))
         .map_or(0, |i| i + 1);
     let after_sent = sent_through
         .and_then(|id| thread.iter().rposition(|e| e.id == id))
@@ -109,7 +112,7 @@ pub fn message_text(
                     .iter()
                     .map(|c| format!(" [called {} {}]", c.name, c.arguments))
                     .collect::<String>();
-                format!("{}: {}{calls}", role_name(e.role), render(e))
+                format!("{}: {}{calls}", role_name(heard_role(e)), render(e))
             })
             .collect::<Vec<_>>()
             .join("\n");
@@ -560,6 +563,44 @@ mod tests {
             message_text(&thread, false, Some(thread[3].id)),
             "(interrupted)\n\nsecond"
         );
+    }
+
+    #[test]
+    fn a_forward_is_sent_as_input_even_where_the_thread_keeps_it_as_an_answer() {
+        let e = |role, text: &str, from: Option<&str>| {
+            let mut entry = ThreadEntry::text(agentd_proto::ids::new_id(), role, text, 0);
+            entry.from_agent = from.map(Into::into);
+            Arc::new(entry)
+        };
+        let thread = vec![
+            e(Role::User, "hello", None),
+            e(Role::Assistant, "hi", None),
+            e(Role::Assistant, "From Ops: done", Some("w1")),
+            e(Role::User, "what did Ops say", None),
+        ];
+        // Relayed (kept as an assistant entry), then the next message: both are sent.
+        assert_eq!(
+            message_text(&thread, false, Some(thread[1].id)),
+            "[from agent w1] From Ops: done\n\nwhat did Ops say"
+        );
+        // A forward that starts a turn is the message.
+        assert_eq!(
+            message_text(&thread[..3], false, Some(thread[1].id)),
+            "[from agent w1] From Ops: done"
+        );
+        // In a new session's transcript, it is the user's too.
+        let history = vec![
+            thread[0].clone(),
+            thread[2].clone(),
+            e(Role::Assistant, "noted", None),
+            e(Role::User, "next", None),
+        ];
+        let fresh = message_text(&history, true, None);
+        assert!(
+            fresh.contains("user: hello\nuser: [from agent w1] From Ops: done\nassistant: noted"),
+            "{fresh}"
+        );
+        assert!(fresh.ends_with("next"), "{fresh}");
     }
 
     #[test]
