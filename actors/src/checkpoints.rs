@@ -19,6 +19,33 @@ pub async fn capture(
 ) -> Result<Checkpoint, AgentdError> {
     let conversation = deps.store.thread(&rec.id).await?;
     let pending = deps.store.inbox_pending(&rec.id).await?;
+    save(deps, rec, reason, trigger, conversation, pending).await
+}
+
+/// Saves the checkpoint a compaction asked for (`cause`: its inbox item) takes before it
+/// replaces `conversation`, the whole thread it compacts. Its pending work leaves out the
+/// compact item itself: restoring the checkpoint brings the history back instead of
+/// compacting it again.
+pub async fn capture_before_compaction(
+    deps: &Deps,
+    rec: &AgentRecord,
+    conversation: Vec<agentd_proto::ThreadEntry>,
+    cause: Uuid,
+) -> Result<Checkpoint, AgentdError> {
+    let mut pending = deps.store.inbox_pending(&rec.id).await?;
+    pending.retain(|env| env.id != cause);
+    let reason = CheckpointReason::Compact;
+    save(deps, rec, reason, reason.as_str(), conversation, pending).await
+}
+
+async fn save(
+    deps: &Deps,
+    rec: &AgentRecord,
+    reason: CheckpointReason,
+    trigger: &str,
+    conversation: Vec<agentd_proto::ThreadEntry>,
+    pending: Vec<Envelope>,
+) -> Result<Checkpoint, AgentdError> {
     let cp = Checkpoint {
         id: agentd_proto::ids::new_id(),
         agent_id: rec.id.clone(),

@@ -192,15 +192,17 @@ impl AgentTypes {
             .unwrap_or(0)
     }
 
-    /// Resolves a type name (or alias).
+    /// Resolves a type name, or an alias. A type of the alias's own name (one `agents.dir`
+    /// defines, as `worker.toml`) is that name's: it replaces the alias, as a file replaces
+    /// the built-in type of its name.
     pub fn get(&self, name: &str) -> Option<&AgentType> {
         let name = name.trim();
-        let canonical = Self::ALIASES
-            .iter()
-            .find(|(alias, _)| *alias == name)
-            .map(|(_, to)| *to)
-            .unwrap_or(name);
-        self.types.get(canonical).or_else(|| self.types.get(name))
+        self.types.get(name).or_else(|| {
+            Self::ALIASES
+                .iter()
+                .find(|(alias, _)| *alias == name)
+                .and_then(|(_, to)| self.types.get(*to))
+        })
     }
 
     /// The title agents of type `t` get by default: its title, or its name if it has none.

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use uuid::Uuid;
 
-/// Why a checkpoint was taken (the seed's four reasons).
+/// Why a checkpoint was taken (the seed's four reasons, and a compaction).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
@@ -26,6 +26,9 @@ pub enum CheckpointReason {
     Manual,
     /// Taken when a turn failed.
     Error,
+    /// Taken before a compaction that was asked for replaced the older history with a
+    /// summary: it holds the whole thread as it was.
+    Compact,
 }
 
 impl CheckpointReason {
@@ -36,6 +39,7 @@ impl CheckpointReason {
             CheckpointReason::RateLimit => "rate_limit",
             CheckpointReason::Manual => "manual",
             CheckpointReason::Error => "error",
+            CheckpointReason::Compact => "compact",
         }
     }
 }

@@ -126,15 +126,31 @@ pub enum Event {
         /// The checkpoint.
         checkpoint_id: uuid::Uuid,
     },
-    /// The runtime compacted an agent's thread before a model call whose input would not have
-    /// left its provider room for the answer (not the `agent_compact` tool).
+    /// An agent's thread was compacted: its older entries became a summary (seed 003's
+    /// compaction log). Published once the compacted thread is stored.
     ContextCompacted {
         /// The agent.
         agent_id: String,
-        /// The call's estimated input, in tokens.
+        /// The estimated input of a call made from the thread before, in tokens.
         estimated_tokens: u64,
-        /// The provider's context window, in tokens.
+        /// The provider's context window, in tokens (0: it states none).
         context_tokens: u64,
+        /// Who asked for it.
+        #[serde(default)]
+        trigger: CompactionTrigger,
+        /// The thread's entries before.
+        #[serde(default)]
+        entries_before: u64,
+        /// The thread's entries after (the summary and the recent entries kept).
+        #[serde(default)]
+        entries_after: u64,
+        /// The estimated input of a call made from the thread after, in tokens.
+        #[serde(default)]
+        estimated_tokens_after: u64,
+        /// The checkpoint (reason `compact`) holding the whole thread before, taken when the
+        /// compaction was asked for: the dropped history can be read and restored from it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        checkpoint_id: Option<uuid::Uuid>,
     },
     /// Text of an answer the model is still streaming, as it arrives (coalesced to about ten
     /// events a second per agent). Observational: the step's thread entry, written when the
@@ -191,6 +207,19 @@ pub enum Event {
         /// `ok`, `error`, `timed_out`, `cancelled` or `rejected`.
         outcome: String,
     },
+}
+
+/// Who asked for a compaction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionTrigger {
+    /// The runtime, before a model call whose input would not have left the provider room
+    /// for the answer.
+    #[default]
+    ContextWindow,
+    /// A compact item in the agent's inbox: `agent_compact`, `POST …/compact`, the `compact`
+    /// command.
+    Requested,
 }
 
 impl Event {
@@ -322,6 +351,11 @@ mod tests {
                 agent_id: a(),
                 estimated_tokens: 1,
                 context_tokens: 1,
+                trigger: CompactionTrigger::Requested,
+                entries_before: 2,
+                entries_after: 1,
+                estimated_tokens_after: 1,
+                checkpoint_id: Some(id),
             },
             Event::TextDelta {
                 agent_id: a(),

@@ -2,7 +2,8 @@
 //! `content_block_start` / `_delta` / `_stop`, `message_delta` with usage, `message_stop`), for
 //! running the real Claude Code CLI offline. Every request is logged; a streamed
 //! `POST /v1/messages` is answered by the test's responder, anything else the CLI asks (`GET /`,
-//! token counts, a non-streamed call) with a small JSON answer.
+//! token counts, a non-streamed call) with a small JSON answer. A responder may refuse a call as
+//! a subscription's usage limit does (`429` with the `anthropic-ratelimit-unified-*` headers).
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -20,6 +21,14 @@ pub enum SseReply {
         name: String,
         /// Its input.
         input: Value,
+    },
+    /// `429`: a usage limit (`five_hour`) refused the call until `resets_at_secs` (seconds
+    /// since the epoch), in the `anthropic-ratelimit-unified-*` headers. The CLI reads them
+    /// (and reports a `rate_limit_event`) when it runs on a subscription's token
+    /// (`CLAUDE_CODE_OAUTH_TOKEN`), not an API key.
+    UsageLimited {
+        /// When the limit resets.
+        resets_at_secs: u64,
     },
 }
 
@@ -181,6 +190,19 @@ fn event(out: &mut TcpStream, name: &str, data: Value) -> std::io::Result<()> {
 }
 
 fn stream_answer(out: &mut TcpStream, body: &Value, reply: SseReply) -> std::io::Result<()> {
+    let (block, delta, stop) = match reply {
+        SseReply::UsageLimited { resets_at_secs } => return refuse(out, resets_at_secs),
+        SseReply::Text(text) => (
+            json!({"type": "text", "text": ""}),
+            json!({"type": "text_delta", "text": text}),
+            "end_turn",
+        ),
+        SseReply::ToolUse { name, input } => (
+            json!({"type": "tool_use", "id": "toolu_1", "name": name, "input": {}}),
+            json!({"type": "input_json_delta", "partial_json": input.to_string()}),
+            "tool_use",
+        ),
+    };
     write!(
         out,
         "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n"
@@ -194,38 +216,16 @@ fn stream_answer(out: &mut TcpStream, body: &Value, reply: SseReply) -> std::io:
             "stop_sequence": null, "usage": {"input_tokens": input, "output_tokens": 1,
                 "cache_creation_input_tokens": cache_write, "cache_read_input_tokens": cache_read}}}),
     )?;
-    let stop = match reply {
-        SseReply::Text(text) => {
-            event(
-                out,
-                "content_block_start",
-                json!({"type": "content_block_start", "index": 0,
-                    "content_block": {"type": "text", "text": ""}}),
-            )?;
-            event(
-                out,
-                "content_block_delta",
-                json!({"type": "content_block_delta", "index": 0,
-                    "delta": {"type": "text_delta", "text": text}}),
-            )?;
-            "end_turn"
-        }
-        SseReply::ToolUse { name, input } => {
-            event(
-                out,
-                "content_block_start",
-                json!({"type": "content_block_start", "index": 0,
-                    "content_block": {"type": "tool_use", "id": "toolu_1", "name": name, "input": {}}}),
-            )?;
-            event(
-                out,
-                "content_block_delta",
-                json!({"type": "content_block_delta", "index": 0,
-                    "delta": {"type": "input_json_delta", "partial_json": input.to_string()}}),
-            )?;
-            "tool_use"
-        }
-    };
+    event(
+        out,
+        "content_block_start",
+        json!({"type": "content_block_start", "index": 0, "content_block": block}),
+    )?;
+    event(
+        out,
+        "content_block_delta",
+        json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+    )?;
     event(
         out,
         "content_block_stop",
@@ -238,4 +238,20 @@ fn stream_answer(out: &mut TcpStream, body: &Value, reply: SseReply) -> std::io:
             "usage": {"output_tokens": output}}),
     )?;
     event(out, "message_stop", json!({"type": "message_stop"}))
+}
+
+/// A `429` as a subscription's usage limit answers it.
+fn refuse(out: &mut TcpStream, resets_at_secs: u64) -> std::io::Result<()> {
+    let text = json!({"type": "error", "error": {"type": "rate_limit_error",
+        "message": "usage limit reached"}})
+    .to_string();
+    write!(
+        out,
+        "HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\n\
+         anthropic-ratelimit-unified-status: rejected\r\n\
+         anthropic-ratelimit-unified-reset: {resets_at_secs}\r\n\
+         anthropic-ratelimit-unified-representative-claim: five_hour\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{text}",
+        text.len()
+    )
 }

@@ -1,6 +1,7 @@
 //! Checkpoints through real actors (seed 001): taken by themselves on a phase completion, a
-//! pause, a rate limit, an error and a terminate, taken on demand, pruned by config, and
-//! restored exactly — conversation, phase, progress, pending work and environment.
+//! pause, a rate limit, an error and a terminate, taken on demand and before a requested
+//! compaction, pruned by config, and restored exactly — conversation, phase, progress, pending
+//! work and environment.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_proto::{AgentStatus, CheckpointReason, Command, Control, ManageOptions, Role};
@@ -206,4 +207,135 @@ async fn old_checkpoints_are_pruned_and_unknown_ones_are_refused() {
     let other = sys.root("plain", None).await;
     let err = sys.system.restore(&other.id, None).await.unwrap_err();
     assert_eq!(err.code, agentd_proto::ErrorCode::CheckpointNotFound);
+}
+
+/// A lead that compacts the agent its message names (`agent_compact`), and hears its child's
+/// forwards without acting on them.
+const COMPACTING_LEAD: &str = r#"
+[[rule]]
+purpose = "compact"
+text = "SUMMARY of the early work"
+
+[[rule]]
+agent = "lead"
+contains = "From "
+text = "lead heard it"
+
+[[rule]]
+agent = "lead"
+role = "user"
+text = "compacting"
+[[rule.tool_calls]]
+name = "agent_compact"
+arguments = { agent_id = "{{input}}" }
+
+[[rule]]
+agent = "lead"
+role = "tool"
+text = "compaction asked"
+
+[[rule]]
+text = "ok: {{input}}"
+"#;
+
+/// Seed 003's compaction log: `agent_compact` checkpoints the whole thread first (reason
+/// `compact`, without the compact item as pending work), then replaces it and says so with a
+/// `context_compacted` event that has the sizes before and after; restoring the checkpoint
+/// brings the dropped history back, and nothing compacts it again.
+#[actix_rt::test]
+async fn agent_compact_checkpoints_the_whole_thread_first_and_logs_the_sizes() {
+    let sys = start_simple_with(
+        COMPACTING_LEAD,
+        default_types(ManageOptions::default()),
+        |c| c.limits.compact_keep_recent = 2,
+    );
+    let lead = sys.root("lead", None).await;
+    // Early messages long enough that their summary is shorter.
+    let long = |m: &str| format!("{m} {}", "and some detail ".repeat(20));
+    let child = sys.spawn_child(&lead.id, "coding", &long("one")).await;
+    sys.wait_for_entry(&child, Role::Assistant, "ok: one").await;
+    for m in [long("two"), "three".to_string()] {
+        sys.wait_for_status(&child, AgentStatus::Idle).await;
+        sys.system.send(&child, &m, false).await.unwrap();
+        sys.wait_for_entry(&child, Role::Assistant, &format!("ok: {m}"))
+            .await;
+    }
+    sys.wait_for_status(&child, AgentStatus::Idle).await;
+    let full = sys.thread(&child).await;
+    assert_eq!(full.len(), 6);
+
+    let mut events = sys.events();
+    sys.system.send(&lead.id, &child, false).await.unwrap();
+    let checkpointed = next_event(&mut events, "the compaction's checkpoint", |e| {
+        matches!(e, agentd_proto::Event::Checkpointed { agent_id, reason: CheckpointReason::Compact, .. } if *agent_id == child)
+    })
+    .await;
+    let compacted = next_event(&mut events, "the compaction log", |e| {
+        matches!(e, agentd_proto::Event::ContextCompacted { agent_id, .. } if *agent_id == child)
+    })
+    .await;
+    let agentd_proto::Event::Checkpointed { checkpoint_id, .. } = checkpointed else {
+        unreachable!()
+    };
+    let agentd_proto::Event::ContextCompacted {
+        estimated_tokens,
+        context_tokens,
+        trigger,
+        entries_before,
+        entries_after,
+        estimated_tokens_after,
+        checkpoint_id: logged_checkpoint,
+        ..
+    } = compacted
+    else {
+        unreachable!()
+    };
+    assert_eq!(trigger, agentd_proto::CompactionTrigger::Requested);
+    assert_eq!((entries_before, entries_after), (6, 3));
+    assert!(
+        estimated_tokens_after < estimated_tokens,
+        "{estimated_tokens} → {estimated_tokens_after}"
+    );
+    assert_eq!(context_tokens, 0, "the provider states no window");
+    assert_eq!(logged_checkpoint, Some(checkpoint_id));
+
+    let compacted = sys.thread(&child).await;
+    let texts: Vec<&str> = compacted.iter().map(|e| e.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        vec![
+            "Summary of the earlier conversation: SUMMARY of the early work",
+            "three",
+            "ok: three"
+        ]
+    );
+
+    // The checkpoint holds the whole thread as it was, and no pending work: the compact
+    // item that took it is not in it.
+    let list = sys.system.checkpoints(&child).await.unwrap();
+    let cp = list
+        .iter()
+        .find(|c| c.id == checkpoint_id)
+        .expect("the checkpoint is listed");
+    assert_eq!(
+        (cp.reason, cp.trigger.as_str()),
+        (CheckpointReason::Compact, "compact")
+    );
+    assert_eq!(cp.conversation, full);
+    assert!(cp.pending.is_empty(), "{:?}", cp.pending_actions());
+    sys.wait_for_status(&child, AgentStatus::Idle).await;
+
+    // Restored: the dropped history is back, and stays (nothing compacts it again).
+    sys.system
+        .restore(&child, Some(checkpoint_id))
+        .await
+        .unwrap();
+    sys.wait_for_status(&child, AgentStatus::Idle).await;
+    assert_eq!(sys.thread(&child).await, full);
+    sys.system.send(&child, "four", false).await.unwrap();
+    let t = sys
+        .wait_for_entry(&child, Role::Assistant, "ok: four")
+        .await;
+    assert_eq!(t.len(), 8);
+    assert_eq!(t[..6], full[..]);
 }

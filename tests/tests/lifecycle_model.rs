@@ -168,6 +168,102 @@ fn the_code_s_transition_table_is_the_documented_one() {
     }
 }
 
+/// A repository file's text.
+fn repo_file(path: &str) -> String {
+    std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(path),
+    )
+    .unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The `backticked` words of `text`.
+fn backticked(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}
+
+/// The status named `name` (its wire name).
+fn status_named(name: &str) -> Option<AgentStatus> {
+    AgentStatus::ALL.into_iter().find(|s| s.as_str() == name)
+}
+
+/// The statuses a "may become" cell of `docs/lifecycle.md` names: wire names, `waiting_*`
+/// (every waiting status), or `as `<status>`` (that row's).
+fn may_become(cell: &str, rows: &[(AgentStatus, String)]) -> Vec<AgentStatus> {
+    if let Some(other) = cell.trim().strip_prefix("as ") {
+        let other = status_named(other.trim_matches('`')).expect("`as` names a status");
+        let (_, cell) = rows.iter().find(|(s, _)| *s == other).expect("its row");
+        return may_become(cell, rows);
+    }
+    let mut out = Vec::new();
+    for word in backticked(cell) {
+        if word == "waiting_*" {
+            out.extend(
+                AgentStatus::ALL
+                    .into_iter()
+                    .filter(|s| s.as_str().starts_with("waiting_")),
+            );
+        } else {
+            out.push(status_named(word).unwrap_or_else(|| panic!("`{word}` is no status")));
+        }
+    }
+    out
+}
+
+/// `docs/lifecycle.md`'s status table itself (not a copy of it) has a row for every status,
+/// and says what the code's transition table does.
+#[test]
+fn the_lifecycle_document_s_status_table_is_the_code_s() {
+    let doc = repo_file("docs/lifecycle.md");
+    let rows: Vec<(AgentStatus, String)> = doc
+        .lines()
+        .skip_while(|l| !l.starts_with("| status | entered when | may become |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let cells: Vec<&str> = l.trim_matches('|').split(" | ").collect();
+            let name = cells[0].trim().trim_matches('`');
+            let status = status_named(name).unwrap_or_else(|| panic!("a row for `{name}`"));
+            (status, cells[cells.len() - 1].to_string())
+        })
+        .collect();
+    let listed: Vec<AgentStatus> = rows.iter().map(|(s, _)| *s).collect();
+    assert_eq!(
+        listed,
+        AgentStatus::ALL,
+        "one row per status, in table order"
+    );
+    for (from, cell) in &rows {
+        let next = may_become(cell, &rows);
+        for to in AgentStatus::ALL {
+            assert_eq!(
+                from.can_become(to),
+                next.contains(&to),
+                "{from} -> {to}: the code and docs/lifecycle.md disagree"
+            );
+        }
+    }
+}
+
+/// The README's list of statuses names every one.
+#[test]
+fn the_readme_lists_every_status() {
+    let readme = repo_file("README.md");
+    let paragraph: String = readme
+        .lines()
+        .skip_while(|l| !l.starts_with("**Statuses**"))
+        .take_while(|l| !l.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let named: Vec<&str> = backticked(&paragraph)
+        .into_iter()
+        .filter(|w| status_named(w).is_some())
+        .collect();
+    let all: Vec<&str> = AgentStatus::ALL.iter().map(|s| s.as_str()).collect();
+    assert_eq!(named, all, "the README's statuses, in table order");
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Op {
     Send,

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_actors::{ContextWindow, SystemClock};
-use agentd_proto::{AgentStatus, Event, ManageOptions, Role, SpawnRequest};
+use agentd_proto::{AgentStatus, CompactionTrigger, Event, ManageOptions, Role, SpawnRequest};
 use agentd_store::MemoryStore;
 use agentd_tests::*;
 use std::sync::Arc;
@@ -75,12 +75,24 @@ async fn a_call_that_would_overflow_the_window_compacts_the_thread_first() {
         agent_id,
         estimated_tokens,
         context_tokens,
+        trigger,
+        entries_before,
+        entries_after,
+        estimated_tokens_after,
+        checkpoint_id,
     } = event
     else {
         unreachable!()
     };
     assert_eq!((agent_id.as_str(), context_tokens), (a.id.as_str(), 300));
     assert!(estimated_tokens > 250, "{estimated_tokens}");
+    // The runtime's own compaction: logged with its sizes, no checkpoint.
+    assert_eq!(trigger, CompactionTrigger::ContextWindow);
+    assert_eq!(checkpoint_id, None);
+    assert!(
+        entries_after < entries_before && estimated_tokens_after < estimated_tokens,
+        "{entries_before} → {entries_after} entries, {estimated_tokens} → {estimated_tokens_after} tokens"
+    );
     let t = sys
         .wait_for_entry(&a.id, Role::Assistant, &format!("ok: {}", message(3)))
         .await;

@@ -70,6 +70,31 @@ arguments = {}
 [[rule]]
 agent = "coding"
 role = "user"
+contains = "yield badly"
+[[rule.tool_calls]]
+name = "yield_to_parent"
+arguments = {}
+
+[[rule]]
+agent = "coding"
+role = "tool"
+contains = "missing_field"
+once = true
+[[rule.tool_calls]]
+name = "yield_to_parent"
+arguments = { answer = "misnamed" }
+
+[[rule]]
+agent = "coding"
+role = "tool"
+contains = "missing_field"
+[[rule.tool_calls]]
+name = "yield_to_parent"
+arguments = { result = "third time right" }
+
+[[rule]]
+agent = "coding"
+role = "user"
 contains = "try manage"
 [[rule.tool_calls]]
 name = "spawn_agent"
@@ -323,6 +348,64 @@ async fn no_model_call_follows_a_yield_to_parent() {
     let last = thread.last().unwrap();
     assert_eq!(last.role, Role::Tool, "{thread:#?}");
     assert_eq!(last.text, r#"{"status":"yielded"}"#);
+}
+
+/// `yield_to_parent`'s arguments are checked in the turn: without `result` (absent, or under
+/// another name) the call is a `missing_field` error the model reads, the agent does not
+/// complete and its parent hears nothing; the model's next, well-formed call yields.
+#[actix_rt::test]
+async fn a_yield_without_a_result_is_refused_and_the_model_tries_again() {
+    let clock: Arc<dyn agentd_actors::Clock> = Arc::new(agentd_actors::SystemClock);
+    let scripted = agentd_models::ScriptedModel::from_toml_str(SCRIPT, clock.clone()).unwrap();
+    let model = Arc::new(RecordingModel::new(Arc::new(scripted)));
+    let sys = start_with_model(
+        model.clone(),
+        default_types(ManageOptions::default()),
+        Arc::new(agentd_store::MemoryStore::new()),
+        clock,
+        |_| {},
+    );
+    let mut events = sys.events();
+    let lead = sys.root("lead", None).await;
+    let child = sys.spawn_child(&lead.id, "coding", "yield badly").await;
+    let rec = sys.wait_for_status(&child, AgentStatus::Completed).await;
+    assert_eq!(rec.result.as_deref(), Some(&json!("third time right")));
+    let yielded = next_event(&mut events, "the one yield", |e| {
+        matches!(e, Event::Yielded { .. })
+    })
+    .await;
+    assert!(
+        matches!(&yielded, Event::Yielded { agent_id, result, .. }
+            if *agent_id == child && *result == json!("third time right")),
+        "{yielded:?}"
+    );
+
+    let thread = sys.thread(&child).await;
+    let results: Vec<_> = thread.iter().filter(|e| e.role == Role::Tool).collect();
+    assert_eq!(results.len(), 3, "{thread:#?}");
+    for refused in &results[..2] {
+        assert!(refused.is_error, "{refused:?}");
+        let v: serde_json::Value = serde_json::from_str(&refused.text).unwrap();
+        assert_eq!(v["error"]["code"], "missing_field", "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains("result"),
+            "names the field: {v}"
+        );
+    }
+    assert_eq!(results[2].text, r#"{"status":"yielded"}"#);
+    // Each refusal went back to the model; the yield ended the turn.
+    let asked = model.requests_of(&child);
+    assert_eq!(asked.len(), 3, "{asked:#?}");
+    // The parent heard the one result, once.
+    sys.wait_for_entry(&lead.id, Role::Assistant, "third time right")
+        .await;
+    let heard = sys
+        .thread(&lead.id)
+        .await
+        .into_iter()
+        .filter(|e| e.role != Role::Assistant && e.text.contains("From Coder"))
+        .count();
+    assert_eq!(heard, 1);
 }
 
 #[actix_rt::test]

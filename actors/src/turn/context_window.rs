@@ -7,7 +7,7 @@
 use super::Turn;
 use crate::config::ContextWindow;
 use crate::ports::ThreadEntries;
-use agentd_proto::{AgentdError, Event};
+use agentd_proto::{AgentdError, CompactionTrigger};
 use std::sync::Arc;
 
 /// Characters per token of the estimate (an English-text average of the common tokenizers).
@@ -23,7 +23,7 @@ pub(super) enum Fitted {
 
 impl Turn {
     /// The provider's window, if it has one.
-    fn context_window(&self) -> Option<ContextWindow> {
+    pub(super) fn context_window(&self) -> Option<ContextWindow> {
         let provider = self.rec.provider.as_deref().unwrap_or("default");
         self.deps.config.context_windows.get(provider).copied()
     }
@@ -41,12 +41,7 @@ impl Turn {
             return Ok(Fitted::Thread(thread));
         }
         drop(thread);
-        self.deps.events.publish(&Event::ContextCompacted {
-            agent_id: self.rec.id.clone(),
-            estimated_tokens: estimated,
-            context_tokens: window.context_tokens,
-        });
-        let compacted = self.compact().await?;
+        let compacted = self.compact(CompactionTrigger::ContextWindow).await?;
         if let Some(ms) = compacted.rate_limited {
             return Ok(Fitted::RateLimited(ms));
         }

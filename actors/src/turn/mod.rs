@@ -176,7 +176,9 @@ impl Turn {
                 }
             }
             // Boxed, as a tool's future is below.
-            TurnInput::Compact => return Box::pin(self.compact()).await,
+            TurnInput::Compact => {
+                return Box::pin(self.compact(agentd_proto::CompactionTrigger::Requested)).await;
+            }
             TurnInput::Continue => {}
         }
         let max_steps = self.deps.config.limits.max_steps_per_turn.max(1);

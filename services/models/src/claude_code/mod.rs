@@ -16,7 +16,10 @@
 //! = SIGTERM, then SIGKILL after the grace period; terminate = SIGKILL. A call waiting on a
 //! paused process does not time out: paused time is not counted. A call that is abandoned (an
 //! interrupt drops it) or fails without a `result` line kills its process, whose state is then
-//! unknown; the next call resumes the session in a new one.
+//! unknown; the next call resumes the session in a new one. What the CLI reported of such a call
+//! (its messages' usage, what they wrote) went to the request's observer as its lines came, so
+//! its tokens count as an aborted HTTP call's do. A usage limit waits until the reset the CLI
+//! reported.
 
 pub mod protocol;
 
@@ -118,6 +121,13 @@ impl From<ModelError> for CallError {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The time, ms since the epoch (a rate limit's reset is given as a moment).
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn failed(msg: impl Into<String>) -> ModelError {
@@ -427,7 +437,12 @@ impl ClaudeCodeModel {
                 continue;
             };
             let had_session = turn.session_id.is_some();
-            let ended = turn.line(&v, prior_cost);
+            let reading = protocol::Reading {
+                prior_cost_usd: prior_cost,
+                now_ms: now_ms(),
+                observer: req.observer.as_deref(),
+            };
+            let ended = turn.line(&v, reading);
             if !had_session && let Some(id) = &turn.session_id {
                 // Known at once, so a call abandoned later still resumes this session.
                 if let Some(slot) = lock(&self.agents).get_mut(&*req.agent_id) {

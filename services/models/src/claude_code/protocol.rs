@@ -3,13 +3,16 @@
 //! the CLI writes during one turn into one [`ModelResponse`].
 //!
 //! The CLI writes, per turn: a `system` line with `subtype: "init"` (its `session_id`), then
-//! `assistant` lines (one message's content blocks: `text`, `tool_use`, `thinking`), `user`
-//! lines with the `tool_result`s of the tools it ran itself, and one `result` line that ends the
-//! turn: `is_error` (not `subtype`, which says `success` on a failed request), `result` (the
-//! answer), `usage` in four kinds, and its own cost figures. Lines of its sub-agents (a
-//! non-null `parent_tool_use_id`) are its own business and are skipped.
+//! `assistant` lines (one message's content blocks: `text`, `tool_use`, `thinking`, each with
+//! the message's `id` and its `usage` as known then), `user` lines with the `tool_result`s of the
+//! tools it ran itself, and one `result` line that ends the turn: `is_error` (not `subtype`,
+//! which says `success` on a failed request), `result` (the answer), `usage` in four kinds, and
+//! its own cost figures. A request its usage limits refused is reported by a
+//! `rate_limit_event` whose `rate_limit_info` has `status: "rejected"` and `resetsAt` (seconds
+//! since the epoch), before the `result` line that fails with `api_error_status: 429`. Lines of
+//! its sub-agents (a non-null `parent_tool_use_id`) are its own business and are skipped.
 
-use agentd_actors::{CliRun, CliStep, CliTools, ModelError, ModelResponse};
+use agentd_actors::{AnswerObserver, CliRun, CliStep, CliTools, ModelError, ModelResponse};
 use agentd_proto::conversation::heard_role;
 use agentd_proto::{Role, ThreadEntry, ToolCall, Usage};
 use serde_json::{Value, json};
@@ -148,6 +151,32 @@ pub fn user_line(text: &str) -> String {
 /// A line that ended the turn: the call's answer, or why it failed.
 pub type Ended = Result<ModelResponse, ModelError>;
 
+/// How long a rate-limited call waits when the CLI reports no reset still to come (an API key's
+/// limits are reported without one).
+pub const DEFAULT_RATE_LIMIT_WAIT_MS: u64 = 60_000;
+
+/// The wait of a rate-limited call: until the reset the CLI reported, if it is still to come.
+pub fn rate_limit_wait(resets_at_ms: Option<u64>, now_ms: u64) -> u64 {
+    match resets_at_ms {
+        Some(at) if at > now_ms => at - now_ms,
+        _ => DEFAULT_RATE_LIMIT_WAIT_MS,
+    }
+}
+
+/// What a line is read with, besides itself.
+#[derive(Clone, Copy)]
+pub struct Reading<'a> {
+    /// The CLI's running `total_cost_usd` before this turn, for CLIs that report no per-turn
+    /// figure.
+    pub prior_cost_usd: f64,
+    /// The time, ms since the epoch: a rate limit's reset is a moment, its wait is from now.
+    pub now_ms: u64,
+    /// Told what the turn has cost so far as its lines arrive, as the HTTP backends tell
+    /// theirs while a message streams: a call abandoned before its `result` line (an
+    /// interrupt, a cancel) counts what it cost.
+    pub observer: Option<&'a dyn AnswerObserver>,
+}
+
 /// The lines of one turn, assembled as they come.
 #[derive(Debug, Default)]
 pub struct TurnAssembly {
@@ -161,12 +190,16 @@ pub struct TurnAssembly {
     /// A `compact_boundary` was seen: the next plain `user` line is the CLI's summary.
     compacted: bool,
     summary: Option<String>,
+    /// The usage of each of the turn's messages (by message id), as its last line said.
+    message_usage: Vec<(String, Usage)>,
+    /// The reset of a usage limit that refused a request, ms since the epoch.
+    rate_limit_resets_at_ms: Option<u64>,
 }
 
 impl TurnAssembly {
-    /// Takes one line; answers `Some` when it ended the turn (`prior_cost_usd`: the CLI's
-    /// running `total_cost_usd` before this turn, for CLIs that report no per-turn figure).
-    pub fn line(&mut self, v: &Value, prior_cost_usd: f64) -> Option<Ended> {
+    /// Takes one line, telling `reading.observer` what it cost; answers `Some` when it ended
+    /// the turn.
+    pub fn line(&mut self, v: &Value, reading: Reading<'_>) -> Option<Ended> {
         if v.get("parent_tool_use_id").is_some_and(|p| !p.is_null()) {
             return None;
         }
@@ -184,7 +217,23 @@ impl TurnAssembly {
                 None
             }
             Some("assistant") => {
-                self.assistant(v.pointer("/message/content"));
+                // The CLI's own error messages (`is_api_error_message`) are not the model's
+                // output and cost nothing.
+                let observer = reading
+                    .observer
+                    .filter(|_| v.get("is_api_error_message") != Some(&Value::Bool(true)));
+                self.assistant(v.pointer("/message/content"), observer);
+                self.count(v.get("message"), observer);
+                None
+            }
+            Some("rate_limit_event") => {
+                let info = v.get("rate_limit_info");
+                if info.and_then(|i| i.get("status")).and_then(Value::as_str) == Some("rejected") {
+                    self.rate_limit_resets_at_ms = info
+                        .and_then(|i| i.get("resetsAt"))
+                        .and_then(Value::as_u64)
+                        .map(|secs| secs.saturating_mul(1000));
+                }
                 None
             }
             Some("user") => {
@@ -198,21 +247,60 @@ impl TurnAssembly {
                 self.tool_results(content);
                 None
             }
-            Some("result") => Some(self.end(v, prior_cost_usd)),
+            Some("result") => Some(self.end(v, reading)),
             _ => None,
         }
     }
 
-    fn assistant(&mut self, content: Option<&Value>) {
+    /// Keeps the usage an `assistant` line's `message` reports (each line of a message repeats
+    /// it, as known when the line was written) and tells `observer` the turn's so far. A line
+    /// reporting none (the CLI's own error messages) changes nothing.
+    fn count(&mut self, message: Option<&Value>, observer: Option<&dyn AnswerObserver>) {
+        let Some(message) = message else { return };
+        let usage = usage_in(message.get("usage"));
+        if usage.total() == 0 {
+            return;
+        }
+        let id = message
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        match self.message_usage.iter_mut().find(|(m, _)| m == id) {
+            Some((_, known)) => *known = usage,
+            None => self.message_usage.push((id.to_string(), usage)),
+        }
+        if let Some(o) = observer {
+            let mut so_far = Usage::default();
+            for (_, u) in &self.message_usage {
+                so_far += *u;
+            }
+            o.usage(so_far);
+        }
+    }
+
+    fn assistant(&mut self, content: Option<&Value>, observer: Option<&dyn AnswerObserver>) {
+        // Output so far, for the estimate of an abandoned call's output tokens; as
+        // `other_output`, not text: the CLI's steps are not the answer, so they are not
+        // streamed as `text_delta`s of it.
+        let output = |chars: usize| {
+            if let Some(o) = observer {
+                o.other_output(chars);
+            }
+        };
         let Some(blocks) = content.and_then(Value::as_array) else {
             if let Some(text) = content.and_then(Value::as_str) {
+                output(text.len());
                 self.say(text);
             }
             return;
         };
         for block in blocks {
             match block.get("type").and_then(Value::as_str) {
-                Some("text") => self.say(block.get("text").and_then(Value::as_str).unwrap_or("")),
+                Some("text") => {
+                    let text = block.get("text").and_then(Value::as_str).unwrap_or("");
+                    output(text.len());
+                    self.say(text);
+                }
                 Some("tool_use") => {
                     self.calls.push(ToolCall {
                         id: block
@@ -227,6 +315,9 @@ impl TurnAssembly {
                             .to_string(),
                         arguments: block.get("input").cloned().unwrap_or_else(|| json!({})),
                     });
+                    if let Some(call) = self.calls.last() {
+                        output(call.name.len() + call.arguments.to_string().len());
+                    }
                     self.answered.push(None);
                 }
                 _ => {}
@@ -298,7 +389,7 @@ impl TurnAssembly {
         });
     }
 
-    fn end(&mut self, v: &Value, prior_cost_usd: f64) -> Ended {
+    fn end(&mut self, v: &Value, reading: Reading<'_>) -> Ended {
         if !self.calls.is_empty() {
             self.close_step();
         }
@@ -314,9 +405,9 @@ impl TurnAssembly {
         }
         if v.get("is_error").and_then(Value::as_bool).unwrap_or(false) {
             let status = v.get("api_error_status").and_then(Value::as_u64);
-            if status == Some(429) {
+            if status == Some(429) || self.rate_limit_resets_at_ms.is_some() {
                 return Err(ModelError::RateLimited {
-                    retry_after_ms: 60_000,
+                    retry_after_ms: rate_limit_wait(self.rate_limit_resets_at_ms, reading.now_ms),
                 });
             }
             let why = if answer.trim().is_empty() {
@@ -340,7 +431,7 @@ impl TurnAssembly {
             cli_run: Some(Box::new(CliRun {
                 steps: std::mem::take(&mut self.steps),
                 session_id: self.session_id.clone(),
-                reported_cost_usd: reported_cost(v, prior_cost_usd),
+                reported_cost_usd: reported_cost(v, reading.prior_cost_usd),
             })),
             ..ModelResponse::default()
         })
@@ -359,21 +450,25 @@ pub fn four_kinds(input: u64, output: u64, cache_write: u64, cache_read: u64) ->
     usage
 }
 
-/// The turn's usage: the result line's `usage`; when that is empty (a `/compact`, whose call
-/// the CLI reports only per model), the sum of `model_usage_since_last_result`.
-fn usage_of(v: &Value) -> Usage {
-    let u = v.get("usage");
+/// A `usage` object of the Messages API, in four kinds.
+fn usage_in(u: Option<&Value>) -> Usage {
     let count = |key: &str| {
         u.and_then(|u| u.get(key))
             .and_then(Value::as_u64)
             .unwrap_or(0)
     };
-    let usage = four_kinds(
+    four_kinds(
         count("input_tokens"),
         count("output_tokens"),
         count("cache_creation_input_tokens"),
         count("cache_read_input_tokens"),
-    );
+    )
+}
+
+/// The turn's usage: the result line's `usage`; when that is empty (a `/compact`, whose call
+/// the CLI reports only per model), the sum of `model_usage_since_last_result`.
+fn usage_of(v: &Value) -> Usage {
+    let usage = usage_in(v.get("usage"));
     if usage.total() > 0 {
         return usage;
     }
@@ -436,9 +531,20 @@ fn result_text(content: Option<&Value>) -> String {
 mod tests {
     use super::*;
 
+    /// A reading at `NOW_MS`, telling nobody.
+    const NOW_MS: u64 = 1_800_000_000_000;
+
+    fn reading(prior_cost_usd: f64) -> Reading<'static> {
+        Reading {
+            prior_cost_usd,
+            now_ms: NOW_MS,
+            observer: None,
+        }
+    }
+
     fn feed(lines: &[Value]) -> Option<Ended> {
         let mut turn = TurnAssembly::default();
-        lines.iter().find_map(|l| turn.line(l, 0.0))
+        lines.iter().find_map(|l| turn.line(l, reading(0.0)))
     }
 
     fn init() -> Value {
@@ -512,7 +618,92 @@ mod tests {
         ]);
         assert!(matches!(ended, Some(Err(ModelError::Failed(m))) if m.contains("Not logged in")));
         let limited = feed(&[json!({"type": "result", "is_error": true, "api_error_status": 429})]);
-        assert!(matches!(limited, Some(Err(ModelError::RateLimited { .. }))));
+        assert!(matches!(
+            limited,
+            Some(Err(ModelError::RateLimited {
+                retry_after_ms: DEFAULT_RATE_LIMIT_WAIT_MS
+            }))
+        ));
+    }
+
+    #[test]
+    fn a_rate_limit_waits_until_the_reset_the_cli_reported() {
+        let refused = |status: &str, resets_at_secs: u64| {
+            json!({"type": "rate_limit_event", "rate_limit_info": {"status": status,
+                "resetsAt": resets_at_secs, "rateLimitType": "five_hour", "isUsingOverage": false}})
+        };
+        let failed = json!({"type": "result", "subtype": "success", "is_error": true,
+            "api_error_status": 429, "result": "You've hit your 5-hour limit"});
+        let wait = |lines: &[Value]| match feed(lines) {
+            Some(Err(ModelError::RateLimited { retry_after_ms })) => Some(retry_after_ms),
+            _ => None,
+        };
+        let in_an_hour = NOW_MS / 1000 + 3600;
+        assert_eq!(
+            wait(&[init(), refused("rejected", in_an_hour), failed.clone()]),
+            Some(3_600_000)
+        );
+        // A reset already past, or a warning that refused nothing: the usual wait.
+        assert_eq!(
+            wait(&[refused("rejected", NOW_MS / 1000 - 5), failed.clone()]),
+            Some(DEFAULT_RATE_LIMIT_WAIT_MS)
+        );
+        assert_eq!(
+            wait(&[refused("allowed_warning", in_an_hour), failed]),
+            Some(DEFAULT_RATE_LIMIT_WAIT_MS)
+        );
+    }
+
+    #[derive(Debug, Default)]
+    struct Told(std::sync::Mutex<(Option<Usage>, usize)>);
+
+    impl AnswerObserver for Told {
+        fn text(&self, delta: &str) {
+            self.other_output(delta.len());
+        }
+        fn other_output(&self, chars: usize) {
+            self.0.lock().unwrap_or_else(|p| p.into_inner()).1 += chars;
+        }
+        fn usage(&self, usage: Usage) {
+            self.0.lock().unwrap_or_else(|p| p.into_inner()).0 = Some(usage);
+        }
+    }
+
+    #[test]
+    fn the_observer_hears_the_usage_of_every_message_so_far_and_the_output() {
+        let told = Told::default();
+        let mut turn = TurnAssembly::default();
+        let at = Reading {
+            observer: Some(&told),
+            ..reading(0.0)
+        };
+        let line = |id: &str, output: u64, block: Value| {
+            json!({"type": "assistant", "message": {"id": id, "content": [block],
+                "usage": {"input_tokens": 11, "output_tokens": output,
+                    "cache_creation_input_tokens": 3, "cache_read_input_tokens": 2}}})
+        };
+        for l in [
+            line("m1", 1, json!({"type": "text", "text": "12345678"})),
+            line(
+                "m1",
+                7,
+                json!({"type": "tool_use", "id": "t", "name": "Bash", "input": {}}),
+            ),
+            line("m2", 1, json!({"type": "text", "text": "done"})),
+            // The CLI's own error message is not the model's output.
+            json!({"type": "assistant", "is_api_error_message": true, "message": {"id": "x",
+                "model": "<synthetic>", "content": [{"type": "text", "text": "API Error"}],
+                "usage": {"input_tokens": 0, "output_tokens": 0}}}),
+        ] {
+            assert!(turn.line(&l, at).is_none());
+        }
+        let (usage, chars) = *told.0.lock().unwrap_or_else(|p| p.into_inner());
+        assert_eq!(
+            usage,
+            Some(four_kinds(22, 8, 6, 4)),
+            "m1 as last said, and m2"
+        );
+        assert_eq!(chars, 8 + "Bash{}".len() + 4);
     }
 
     #[test]
@@ -520,11 +711,11 @@ mod tests {
         let mut turn = TurnAssembly::default();
         let nested = json!({"type": "assistant", "parent_tool_use_id": "task-1",
             "message": {"content": [{"type": "tool_use", "id": "x", "name": "Bash", "input": {}}]}});
-        assert!(turn.line(&nested, 0.0).is_none());
+        assert!(turn.line(&nested, reading(0.0)).is_none());
         let end =
             json!({"type": "result", "is_error": false, "result": "ok", "total_cost_usd": 0.75});
         let run = turn
-            .line(&end, 0.5)
+            .line(&end, reading(0.5))
             .and_then(Result::ok)
             .and_then(|r| r.cli_run)
             .unwrap_or_default();
