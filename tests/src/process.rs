@@ -29,15 +29,38 @@ pub fn bin_dir() -> PathBuf {
 pub fn binary(name: &str) -> PathBuf {
     BUILD.call_once(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-q", "--workspace", "--bins"])
-            .status()
-            .expect("run cargo build");
+        let mut build = Command::new(cargo);
+        build.args(["build", "-q", "--workspace", "--bins"]);
+        // Without the variables cargo sets for this test crate (`CARGO_PKG_NAME`, …): ring's
+        // build script reads some, and values other than those `cargo test` built with would
+        // rebuild ring and all that depends on it, here and again at the next `cargo test`.
+        for (name, _) in std::env::vars_os() {
+            if name.to_str().is_some_and(set_by_cargo_for_this_crate) {
+                build.env_remove(name);
+            }
+        }
+        let status = build.status().expect("run cargo build");
         assert!(status.success(), "building the workspace's binaries failed");
     });
     let p = bin_dir().join(name);
     assert!(p.exists(), "{} was not built", p.display());
     p
+}
+
+/// Whether cargo sets the environment variable `name` for the crate it runs (its tests), as
+/// opposed to settings of cargo itself (`CARGO_HOME`, `CARGO_TARGET_DIR`, …).
+fn set_by_cargo_for_this_crate(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || name.starts_with("CARGO_BIN_")
+        || matches!(
+            name,
+            "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+                | "CARGO_RUSTC_CURRENT_DIR"
+        )
 }
 
 /// A running agentd process.
