@@ -186,8 +186,9 @@ impl AgentdProcess {
 
     /// Runs `agentctl --url <this process> --json <args>`, which must succeed: its JSON answer.
     pub fn agentctl(&self, args: &[&str]) -> Value {
-        let out = Command::new(binary("agentctl"))
-            .args(["--url", &self.url, "--json"])
+        let out = self
+            .agentctl_command()
+            .arg("--json")
             .args(args)
             .output()
             .expect("run agentctl");
@@ -197,6 +198,29 @@ impl AgentdProcess {
             String::from_utf8_lossy(&out.stderr)
         );
         serde_json::from_slice(&out.stdout).expect("agentctl answers JSON")
+    }
+
+    /// Runs `agentctl --url <this process> <args>`, which must succeed: what it prints for a
+    /// person.
+    pub fn agentctl_text(&self, args: &[&str]) -> String {
+        let out = self
+            .agentctl_command()
+            .args(args)
+            .output()
+            .expect("run agentctl");
+        assert!(
+            out.status.success(),
+            "agentctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("agentctl prints UTF-8")
+    }
+
+    /// `agentctl --url <this process>`, to add arguments and run as a test needs.
+    pub fn agentctl_command(&self) -> Command {
+        let mut cmd = Command::new(binary("agentctl"));
+        cmd.args(["--url", &self.url]);
+        cmd
     }
 
     /// The Redis partitions this process owns now (`/v1/info`'s `partitions_owned`).

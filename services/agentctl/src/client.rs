@@ -10,6 +10,9 @@ use std::io::BufRead;
 pub enum Failure {
     /// The API answered an error (`{code, message}`).
     Api(Value),
+    /// Whoever read agentctl's output stopped reading (`agentctl … | head`): not an error,
+    /// agentctl stops quietly.
+    OutputClosed,
     /// Anything else: agentd unreachable, an unreadable answer, a bad argument.
     Other(anyhow::Error),
 }
@@ -21,6 +24,9 @@ pub struct Client {
     token: Option<String>,
 }
 
+/// Query parameters; a `None` value is left out.
+pub type Query<'a> = &'a [(&'a str, Option<&'a str>)];
+
 impl Client {
     /// A client of the API at `url`, sending `token` as a bearer token when there is one.
     pub fn new(url: &str, token: Option<&str>) -> Client {
@@ -30,51 +36,73 @@ impl Client {
         }
     }
 
-    /// `GET /v1<path>`.
+    /// `GET <path>` (e.g. `/v1/tree`), answered with JSON.
     pub fn get(&self, path: &str) -> Result<Value, Failure> {
-        self.call("GET", path, None)
+        self.get_with(path, &[])
     }
 
-    /// `POST /v1<path>` with a JSON body.
+    /// `GET <path>?<query>`, answered with JSON.
+    pub fn get_with(&self, path: &str, query: Query) -> Result<Value, Failure> {
+        let (url, req) = self.request("GET", path, query);
+        json_of(req.call(), &url)
+    }
+
+    /// `GET <path>`, answered with text (the metrics).
+    pub fn get_text(&self, path: &str) -> Result<String, Failure> {
+        let (url, req) = self.request("GET", path, &[]);
+        req.call()
+            .map_err(|e| failure(e, &url))?
+            .into_string()
+            .map_err(|e| Failure::Other(anyhow!("reading the answer: {e}")))
+    }
+
+    /// `POST <path>` with a JSON body.
     pub fn post(&self, path: &str, body: Value) -> Result<Value, Failure> {
-        self.call("POST", path, Some(body))
+        let (url, req) = self.request("POST", path, &[]);
+        json_of(req.send_json(body), &url)
     }
 
-    fn request(&self, method: &str, url: &str) -> ureq::Request {
-        let req = ureq::request(method, url);
-        match &self.token {
-            Some(t) => req.set("Authorization", &format!("Bearer {t}")),
-            None => req,
+    /// `DELETE <path>`.
+    pub fn delete(&self, path: &str) -> Result<Value, Failure> {
+        let (url, req) = self.request("DELETE", path, &[]);
+        json_of(req.call(), &url)
+    }
+
+    /// Opens the Server-Sent Events stream at `path` (`/v1/events`), resumed after
+    /// `last_event_id` when given (`Last-Event-ID`): its lines.
+    pub fn events(
+        &self,
+        path: &str,
+        query: Query,
+        last_event_id: Option<&str>,
+    ) -> Result<impl BufRead + use<>, Failure> {
+        let (url, mut req) = self.request("GET", path, query);
+        if let Some(id) = last_event_id {
+            req = req.set("Last-Event-ID", id);
         }
-    }
-
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, Failure> {
-        let url = format!("{}/v1{path}", self.base);
-        let req = self.request(method, &url);
-        let res = match body {
-            Some(b) => req.send_json(b),
-            None => req.call(),
-        };
-        match res {
-            Ok(r) => r
-                .into_json::<Value>()
-                .map_err(|e| Failure::Other(anyhow!("reading the answer: {e}"))),
-            Err(e) => Err(failure(e, &url)),
-        }
-    }
-
-    /// Opens `GET /v1/events[?agent_id=…]`: the lines of the Server-Sent Events stream.
-    pub fn events(&self, agent: Option<&str>) -> Result<impl BufRead, Failure> {
-        let url = match agent {
-            Some(a) => format!("{}/v1/events?agent_id={a}", self.base),
-            None => format!("{}/v1/events", self.base),
-        };
-        let resp = self
-            .request("GET", &url)
-            .call()
-            .map_err(|e| failure(e, &url))?;
+        let resp = req.call().map_err(|e| failure(e, &url))?;
         Ok(std::io::BufReader::new(resp.into_reader()))
     }
+
+    fn request(&self, method: &str, path: &str, query: Query) -> (String, ureq::Request) {
+        let url = format!("{}{path}", self.base);
+        let mut req = ureq::request(method, &url);
+        for (name, value) in query {
+            if let Some(value) = value {
+                req = req.query(name, value);
+            }
+        }
+        if let Some(t) = &self.token {
+            req = req.set("Authorization", &format!("Bearer {t}"));
+        }
+        (url, req)
+    }
+}
+
+fn json_of(res: Result<ureq::Response, ureq::Error>, url: &str) -> Result<Value, Failure> {
+    res.map_err(|e| failure(e, url))?
+        .into_json::<Value>()
+        .map_err(|e| Failure::Other(anyhow!("reading the answer: {e}")))
 }
 
 /// An error status's JSON body, or why agentd could not be asked.

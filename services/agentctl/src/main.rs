@@ -1,6 +1,6 @@
 //! `agentctl`: the command-line client of the agentd HTTP API. Human output by default,
-//! `--json` for scripts; exit code 0 on success, 1 on an API error, 2 on a usage or connection
-//! error.
+//! `--json` for scripts; exit code 0 on success (and when whoever reads its output stops
+//! reading), 1 on an API error, 2 on a usage or connection error.
 //!
 //! | module | holds |
 //! |---|---|
@@ -45,13 +45,15 @@ fn main() -> ExitCode {
     let out = Output::new(cli.json);
     match cli.command.run(&client, &out) {
         Ok(()) => ExitCode::SUCCESS,
+        // `agentctl … | head`: the reader has what it wanted.
+        Err(Failure::OutputClosed) => ExitCode::SUCCESS,
         Err(Failure::Api(v)) => {
             out.api_error(&v);
             ExitCode::from(1)
         }
         Err(Failure::Other(e)) => {
             let e: anyhow::Error = e.context("agentctl");
-            eprintln!("{e:#}");
+            output::error(&format!("{e:#}"));
             ExitCode::from(2)
         }
     }

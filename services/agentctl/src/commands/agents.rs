@@ -5,7 +5,7 @@ use super::{env_map, parse_env};
 use crate::client::{Client, Failure};
 use crate::output::{self, Output};
 use clap::Subcommand;
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[derive(Subcommand)]
 pub enum Agents {
@@ -52,7 +52,7 @@ pub enum Agents {
         #[arg(long)]
         interrupt: bool,
     },
-    /// Show one agent.
+    /// Show one agent: a summary, or its whole view with --json.
     Inspect {
         /// Agent id.
         agent_id: String,
@@ -62,6 +62,11 @@ pub enum Agents {
         /// Parent agent id.
         #[arg(long)]
         parent: Option<String>,
+    },
+    /// List an agent's children, live and closed.
+    Children {
+        /// Agent id.
+        agent_id: String,
     },
     /// Show an agent's thread.
     Thread {
@@ -110,7 +115,7 @@ pub enum Agents {
         /// Agent id.
         agent_id: String,
     },
-    /// Delete an agent and its descendants with their history.
+    /// Delete an agent and its descendants with their history (`DELETE /v1/agents/{id}`).
     Delete {
         /// Agent id.
         agent_id: String,
@@ -157,11 +162,11 @@ impl Agents {
     pub fn run(&self, client: &Client, out: &Output) -> Result<(), Failure> {
         let control = |agent_id: &str, action: &str| {
             client.post(
-                &format!("/agents/{agent_id}/control"),
+                &format!("/v1/agents/{agent_id}/control"),
                 json!({"control": action}),
             )
         };
-        let v = match self {
+        let (v, human): (_, fn(&Value) -> String) = match self {
             Agents::Spawn {
                 prompt,
                 agent_type,
@@ -174,8 +179,8 @@ impl Agents {
                 env,
                 background,
             } => {
-                let v = client.post(
-                    "/agents",
+                let spawned = client.post(
+                    "/v1/agents",
                     json!({
                         "agent_type": agent_type, "title": title, "prompt": prompt,
                         "parent_id": parent, "provider": provider, "model": model,
@@ -183,8 +188,7 @@ impl Agents {
                         "background": background,
                     }),
                 )?;
-                out.answer(&v, output::spawned);
-                return Ok(());
+                (now(client, spawned), output::spawned)
             }
             Agents::Send {
                 agent_id,
@@ -195,54 +199,83 @@ impl Agents {
                 agent_id,
                 text,
                 interrupt,
-            } => client.post(
-                &format!("/agents/{agent_id}/messages"),
-                json!({"text": text, "interrupt": interrupt}),
-            )?,
-            Agents::Inspect { agent_id } => client.get(&format!("/agents/{agent_id}"))?,
-            Agents::List { parent } => {
-                let v = match parent {
-                    Some(p) => client.get(&format!("/agents?parent_id={p}"))?,
-                    None => client.get("/agents")?,
-                };
-                out.answer(&v, output::agents);
-                return Ok(());
-            }
-            Agents::Thread { agent_id } => {
-                let v = client.get(&format!("/agents/{agent_id}/thread"))?;
-                out.answer(&v, output::thread);
-                return Ok(());
-            }
-            Agents::Control { agent_id, action } => control(agent_id, action)?,
-            Agents::Pause { agent_id } => control(agent_id, "pause")?,
-            Agents::Resume { agent_id } => control(agent_id, "resume")?,
-            Agents::Cancel { agent_id } => control(agent_id, "cancel")?,
-            Agents::Terminate { agent_id } => control(agent_id, "terminate")?,
-            Agents::Close { agent_id } => control(agent_id, "close")?,
-            Agents::Delete { agent_id } => control(agent_id, "delete")?,
-            Agents::Provide { agent_id, value } => client.post(
-                &format!("/agents/{agent_id}/dependency"),
-                json!({"value": value}),
-            )?,
-            Agents::Answer { agent_id, answer } => client.post(
-                &format!("/agents/{agent_id}/answer"),
-                json!({"answer": answer}),
-            )?,
+            } => (
+                client.post(
+                    &format!("/v1/agents/{agent_id}/messages"),
+                    json!({"text": text, "interrupt": interrupt}),
+                )?,
+                output::pretty,
+            ),
+            Agents::Inspect { agent_id } => (
+                client.get(&format!("/v1/agents/{agent_id}"))?,
+                output::inspection,
+            ),
+            Agents::List { parent } => (
+                client.get_with("/v1/agents", &[("parent_id", parent.as_deref())])?,
+                output::agents,
+            ),
+            Agents::Children { agent_id } => (
+                client.get(&format!("/v1/agents/{agent_id}/children"))?,
+                output::agents,
+            ),
+            Agents::Thread { agent_id } => (
+                client.get(&format!("/v1/agents/{agent_id}/thread"))?,
+                output::thread,
+            ),
+            Agents::Control { agent_id, action } => (control(agent_id, action)?, output::pretty),
+            Agents::Pause { agent_id } => (control(agent_id, "pause")?, output::pretty),
+            Agents::Resume { agent_id } => (control(agent_id, "resume")?, output::pretty),
+            Agents::Cancel { agent_id } => (control(agent_id, "cancel")?, output::pretty),
+            Agents::Terminate { agent_id } => (control(agent_id, "terminate")?, output::pretty),
+            Agents::Close { agent_id } => (control(agent_id, "close")?, output::pretty),
+            Agents::Delete { agent_id } => (
+                client.delete(&format!("/v1/agents/{agent_id}"))?,
+                output::pretty,
+            ),
+            Agents::Provide { agent_id, value } => (
+                client.post(
+                    &format!("/v1/agents/{agent_id}/dependency"),
+                    json!({"value": value}),
+                )?,
+                output::pretty,
+            ),
+            Agents::Answer { agent_id, answer } => (
+                client.post(
+                    &format!("/v1/agents/{agent_id}/answer"),
+                    json!({"answer": answer}),
+                )?,
+                output::pretty,
+            ),
             Agents::Budget {
                 agent_id,
                 max_tokens,
                 max_cost_usd,
                 deadline_ms,
-            } => client.post(
-                &format!("/agents/{agent_id}/budget"),
-                json!({"max_tokens": max_tokens, "max_cost_usd": max_cost_usd, "deadline_ms": deadline_ms}),
-            )?,
-            Agents::Env { agent_id, vars } => client.post(
-                &format!("/agents/{agent_id}/env"),
-                json!({"env": env_map(vars)}),
-            )?,
+            } => (
+                client.post(
+                    &format!("/v1/agents/{agent_id}/budget"),
+                    json!({"max_tokens": max_tokens, "max_cost_usd": max_cost_usd, "deadline_ms": deadline_ms}),
+                )?,
+                output::pretty,
+            ),
+            Agents::Env { agent_id, vars } => (
+                client.post(
+                    &format!("/v1/agents/{agent_id}/env"),
+                    json!({"env": env_map(vars)}),
+                )?,
+                output::pretty,
+            ),
         };
-        out.answer(&v, output::pretty);
-        Ok(())
+        out.answer(&v, human)
+    }
+}
+
+/// The agent `spawned` as it is now. The spawn answers the record as it was created (`idle`,
+/// before its first message arrives), so agentctl asks again; if that fails (the agent was
+/// deleted meanwhile, its process did not answer), the spawn's answer is all there is.
+fn now(client: &Client, spawned: Value) -> Value {
+    match spawned["agent_id"].as_str() {
+        Some(id) => client.get(&format!("/v1/agents/{id}")).unwrap_or(spawned),
+        None => spawned,
     }
 }

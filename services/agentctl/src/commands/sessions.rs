@@ -3,7 +3,7 @@
 use crate::client::{Client, Failure};
 use crate::output::{self, Output};
 use clap::Subcommand;
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[derive(Subcommand)]
 pub enum Sessions {
@@ -20,10 +20,12 @@ pub enum Sessions {
         /// Agent id.
         agent_id: String,
     },
-    /// List an agent's checkpoints, newest first.
+    /// List an agent's checkpoints, newest first, or show one in full.
     Checkpoints {
         /// Agent id.
         agent_id: String,
+        /// Show this checkpoint: its conversation, what was pending, its environment.
+        checkpoint_id: Option<String>,
     },
     /// Take a checkpoint of an agent now.
     Checkpoint {
@@ -42,31 +44,47 @@ pub enum Sessions {
 
 impl Sessions {
     pub fn run(&self, client: &Client, out: &Output) -> Result<(), Failure> {
-        let v = match self {
-            Sessions::Reset { agent_id, message } => client.post(
-                &format!("/agents/{agent_id}/reset"),
-                json!({"message": message}),
-            )?,
-            Sessions::Compact { agent_id } => {
-                client.post(&format!("/agents/{agent_id}/compact"), json!({}))?
-            }
-            Sessions::Checkpoints { agent_id } => {
-                let v = client.get(&format!("/agents/{agent_id}/checkpoints"))?;
-                out.answer(&v, output::checkpoints);
-                return Ok(());
-            }
-            Sessions::Checkpoint { agent_id } => {
-                client.post(&format!("/agents/{agent_id}/checkpoints"), json!({}))?
-            }
+        let (v, human): (_, fn(&Value) -> String) = match self {
+            Sessions::Reset { agent_id, message } => (
+                client.post(
+                    &format!("/v1/agents/{agent_id}/reset"),
+                    json!({"message": message}),
+                )?,
+                output::pretty,
+            ),
+            Sessions::Compact { agent_id } => (
+                client.post(&format!("/v1/agents/{agent_id}/compact"), json!({}))?,
+                output::pretty,
+            ),
+            Sessions::Checkpoints {
+                agent_id,
+                checkpoint_id: None,
+            } => (
+                client.get(&format!("/v1/agents/{agent_id}/checkpoints"))?,
+                output::checkpoints,
+            ),
+            Sessions::Checkpoints {
+                agent_id,
+                checkpoint_id: Some(cp),
+            } => (
+                client.get(&format!("/v1/agents/{agent_id}/checkpoints/{cp}"))?,
+                output::checkpoint,
+            ),
+            Sessions::Checkpoint { agent_id } => (
+                client.post(&format!("/v1/agents/{agent_id}/checkpoints"), json!({}))?,
+                output::pretty,
+            ),
             Sessions::Restore {
                 agent_id,
                 checkpoint,
-            } => client.post(
-                &format!("/agents/{agent_id}/restore"),
-                json!({"checkpoint_id": checkpoint}),
-            )?,
+            } => (
+                client.post(
+                    &format!("/v1/agents/{agent_id}/restore"),
+                    json!({"checkpoint_id": checkpoint}),
+                )?,
+                output::pretty,
+            ),
         };
-        out.answer(&v, output::pretty);
-        Ok(())
+        out.answer(&v, human)
     }
 }

@@ -1,5 +1,5 @@
-//! Commands on tool calls: answering a service tool's call, approving or rejecting a call that
-//! waits for approval.
+//! Commands on tools: the tools an agent is shown, running one as the agent, the open calls,
+//! answering a service tool's call, approving or rejecting a call that waits for approval.
 
 use crate::client::{Client, Failure};
 use crate::output::{self, Output};
@@ -9,6 +9,29 @@ use serde_json::{Value, json};
 
 #[derive(Subcommand)]
 pub enum Tools {
+    /// List the tools an agent's model is shown.
+    Tools {
+        /// Agent id.
+        agent_id: String,
+    },
+    /// Run a tool as an agent would (`POST /v1/agents/{id}/tools/{tool}`; `POST
+    /// /v1/tools/{tool}` is the same call with the agent id in the body).
+    Invoke {
+        /// Agent id.
+        agent_id: String,
+        /// The tool's name (e.g. `Manage`, `spawn_agent`, `current_time`).
+        tool: String,
+        /// The tool's arguments, as a JSON object.
+        #[arg(default_value = "{}")]
+        args: String,
+    },
+    /// List the open tool calls: service calls waiting for their answer (`pending`) and calls
+    /// waiting for approval (`awaiting_approval`), oldest first.
+    ToolCalls {
+        /// Only calls with this status: pending or awaiting_approval.
+        #[arg(long)]
+        status: Option<String>,
+    },
     /// Answer a pending call of a service tool (`waiting_tool`): `--result JSON` or
     /// `--error MESSAGE [--code CODE]`.
     ToolResult {
@@ -50,7 +73,26 @@ pub enum Tools {
 
 impl Tools {
     pub fn run(&self, client: &Client, out: &Output) -> Result<(), Failure> {
-        let v = match self {
+        let (v, human): (_, fn(&Value) -> String) = match self {
+            Tools::Tools { agent_id } => (
+                client.get(&format!("/v1/agents/{agent_id}/tools"))?,
+                output::tools,
+            ),
+            Tools::Invoke {
+                agent_id,
+                tool,
+                args,
+            } => (
+                client.post(
+                    &format!("/v1/agents/{agent_id}/tools/{tool}"),
+                    parse_json("the arguments", args)?,
+                )?,
+                output::pretty,
+            ),
+            Tools::ToolCalls { status } => (
+                client.get_with("/v1/tool_calls", &[("status", status.as_deref())])?,
+                output::tool_calls,
+            ),
             Tools::ToolResult {
                 agent_id,
                 call_id,
@@ -59,11 +101,7 @@ impl Tools {
                 code,
             } => {
                 let body = match (result, error) {
-                    (Some(text), _) => {
-                        let value: Value = serde_json::from_str(text)
-                            .map_err(|e| Failure::Other(anyhow!("--result is not JSON: {e}")))?;
-                        json!({ "result": value })
-                    }
+                    (Some(text), _) => json!({ "result": parse_json("--result", text)? }),
                     (None, Some(message)) => {
                         json!({"error": {"message": message, "code": code}})
                     }
@@ -71,26 +109,42 @@ impl Tools {
                         return Err(Failure::Other(anyhow!("give --result or --error")));
                     }
                 };
-                client.post(&format!("/agents/{agent_id}/tool_results/{call_id}"), body)?
+                (
+                    client.post(
+                        &format!("/v1/agents/{agent_id}/tool_results/{call_id}"),
+                        body,
+                    )?,
+                    output::pretty,
+                )
             }
             Tools::Approve {
                 agent_id,
                 call_id,
                 reason,
-            } => client.post(
-                &format!("/agents/{agent_id}/approvals/{call_id}"),
-                json!({"approve": true, "reason": reason}),
-            )?,
+            } => (
+                client.post(
+                    &format!("/v1/agents/{agent_id}/approvals/{call_id}"),
+                    json!({"approve": true, "reason": reason}),
+                )?,
+                output::pretty,
+            ),
             Tools::Reject {
                 agent_id,
                 call_id,
                 reason,
-            } => client.post(
-                &format!("/agents/{agent_id}/approvals/{call_id}"),
-                json!({"approve": false, "reason": reason}),
-            )?,
+            } => (
+                client.post(
+                    &format!("/v1/agents/{agent_id}/approvals/{call_id}"),
+                    json!({"approve": false, "reason": reason}),
+                )?,
+                output::pretty,
+            ),
         };
-        out.answer(&v, output::pretty);
-        Ok(())
+        out.answer(&v, human)
     }
+}
+
+/// `text` as JSON; `what` names it in the error.
+fn parse_json(what: &str, text: &str) -> Result<Value, Failure> {
+    serde_json::from_str(text).map_err(|e| Failure::Other(anyhow!("{what} is not JSON: {e}")))
 }
