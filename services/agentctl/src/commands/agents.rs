@@ -8,7 +8,7 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 
 #[derive(Subcommand)]
-pub enum Agents {
+pub enum AgentCommands {
     /// Spawn a root agent (or a child with --parent) and give it a first message.
     Spawn {
         /// First message.
@@ -31,7 +31,7 @@ pub enum Agents {
         /// Priority: critical, high, normal or low.
         #[arg(long)]
         priority: Option<String>,
-        /// Agents that must complete first (repeatable).
+        /// AgentCommands that must complete first (repeatable).
         #[arg(long = "depends-on")]
         depends_on: Vec<String>,
         /// Environment variable KEY=VALUE (repeatable).
@@ -158,7 +158,7 @@ pub enum Agents {
     },
 }
 
-impl Agents {
+impl AgentCommands {
     pub fn run(&self, client: &Client, out: &Output) -> Result<(), Failure> {
         let control = |agent_id: &str, action: &str| {
             client.post(
@@ -167,7 +167,7 @@ impl Agents {
             )
         };
         let (v, human): (_, fn(&Value) -> String) = match self {
-            Agents::Spawn {
+            AgentCommands::Spawn {
                 prompt,
                 agent_type,
                 title,
@@ -190,12 +190,12 @@ impl Agents {
                 )?;
                 (now(client, spawned), output::spawned)
             }
-            Agents::Send {
+            AgentCommands::Send {
                 agent_id,
                 text,
                 interrupt,
             }
-            | Agents::Followup {
+            | AgentCommands::Followup {
                 agent_id,
                 text,
                 interrupt,
@@ -206,47 +206,47 @@ impl Agents {
                 )?,
                 output::pretty,
             ),
-            Agents::Inspect { agent_id } => (
+            AgentCommands::Inspect { agent_id } => (
                 client.get(&format!("/v1/agents/{agent_id}"))?,
                 output::inspection,
             ),
-            Agents::List { parent } => (
+            AgentCommands::List { parent } => (
                 client.get_with("/v1/agents", &[("parent_id", parent.as_deref())])?,
                 output::agents,
             ),
-            Agents::Children { agent_id } => (
+            AgentCommands::Children { agent_id } => (
                 client.get(&format!("/v1/agents/{agent_id}/children"))?,
                 output::agents,
             ),
-            Agents::Thread { agent_id } => (
+            AgentCommands::Thread { agent_id } => (
                 client.get(&format!("/v1/agents/{agent_id}/thread"))?,
                 output::thread,
             ),
-            Agents::Control { agent_id, action } => (control(agent_id, action)?, output::pretty),
-            Agents::Pause { agent_id } => (control(agent_id, "pause")?, output::pretty),
-            Agents::Resume { agent_id } => (control(agent_id, "resume")?, output::pretty),
-            Agents::Cancel { agent_id } => (control(agent_id, "cancel")?, output::pretty),
-            Agents::Terminate { agent_id } => (control(agent_id, "terminate")?, output::pretty),
-            Agents::Close { agent_id } => (control(agent_id, "close")?, output::pretty),
-            Agents::Delete { agent_id } => (
+            AgentCommands::Control { agent_id, action } => (control(agent_id, action)?, output::pretty),
+            AgentCommands::Pause { agent_id } => (control(agent_id, "pause")?, output::pretty),
+            AgentCommands::Resume { agent_id } => (control(agent_id, "resume")?, output::pretty),
+            AgentCommands::Cancel { agent_id } => (control(agent_id, "cancel")?, output::pretty),
+            AgentCommands::Terminate { agent_id } => (control(agent_id, "terminate")?, output::pretty),
+            AgentCommands::Close { agent_id } => (control(agent_id, "close")?, output::pretty),
+            AgentCommands::Delete { agent_id } => (
                 client.delete(&format!("/v1/agents/{agent_id}"))?,
                 output::pretty,
             ),
-            Agents::Provide { agent_id, value } => (
+            AgentCommands::Provide { agent_id, value } => (
                 client.post(
                     &format!("/v1/agents/{agent_id}/dependency"),
                     json!({"value": value}),
                 )?,
                 output::pretty,
             ),
-            Agents::Answer { agent_id, answer } => (
+            AgentCommands::Answer { agent_id, answer } => (
                 client.post(
                     &format!("/v1/agents/{agent_id}/answer"),
                     json!({"answer": answer}),
                 )?,
                 output::pretty,
             ),
-            Agents::Budget {
+            AgentCommands::Budget {
                 agent_id,
                 max_tokens,
                 max_cost_usd,
@@ -258,7 +258,7 @@ impl Agents {
                 )?,
                 output::pretty,
             ),
-            Agents::Env { agent_id, vars } => (
+            AgentCommands::Env { agent_id, vars } => (
                 client.post(
                     &format!("/v1/agents/{agent_id}/env"),
                     json!({"env": env_map(vars)}),

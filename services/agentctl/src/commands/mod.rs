@@ -15,13 +15,13 @@ use serde_json::Value;
 #[derive(Subcommand)]
 pub enum Cmd {
     #[command(flatten)]
-    Agents(agents::Agents),
+    Agents(agents::AgentCommands),
     #[command(flatten)]
-    Sessions(sessions::Sessions),
+    Sessions(sessions::SessionCommands),
     #[command(flatten)]
-    Tools(tools::Tools),
+    Tools(tools::ToolCommands),
     #[command(flatten)]
-    Operations(operations::Operations),
+    Operations(operations::OperationCommands),
 }
 
 impl Cmd {

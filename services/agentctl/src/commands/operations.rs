@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::io::{BufRead, Read};
 
 #[derive(Subcommand)]
-pub enum Operations {
+pub enum OperationCommands {
     /// Show every tree with statuses and costs.
     Tree,
     /// Show the service's model backend, store and agent types.
@@ -48,13 +48,13 @@ pub enum Operations {
     },
 }
 
-impl Operations {
+impl OperationCommands {
     pub fn run(&self, client: &Client, out: &Output) -> Result<(), Failure> {
         match self {
-            Operations::Tree => out.answer(&client.get("/v1/tree")?, output::tree),
-            Operations::Info => out.answer(&client.get("/v1/info")?, output::pretty),
-            Operations::Queue => out.answer(&client.get("/v1/queue")?, output::queue),
-            Operations::Command { command } => {
+            OperationCommands::Tree => out.answer(&client.get("/v1/tree")?, output::tree),
+            OperationCommands::Info => out.answer(&client.get("/v1/info")?, output::pretty),
+            OperationCommands::Queue => out.answer(&client.get("/v1/queue")?, output::queue),
+            OperationCommands::Command { command } => {
                 let command = if command == "-" {
                     let mut text = String::new();
                     std::io::stdin()
@@ -68,11 +68,13 @@ impl Operations {
                     .map_err(|e| Failure::Other(anyhow!("the command is not JSON: {e}")))?;
                 out.answer(&client.post("/v1/commands", command)?, output::pretty)
             }
-            Operations::Health => out.answer(&client.get("/healthz")?, output::probe),
-            Operations::Ready => out.answer(&client.get("/readyz")?, output::probe),
-            Operations::Metrics => out.text(&client.get_text("/metrics")?),
-            Operations::Openapi => out.answer(&client.get("/v1/openapi.json")?, output::pretty),
-            Operations::Events {
+            OperationCommands::Health => out.answer(&client.get("/healthz")?, output::probe),
+            OperationCommands::Ready => out.answer(&client.get("/readyz")?, output::probe),
+            OperationCommands::Metrics => out.text(&client.get_text("/metrics")?),
+            OperationCommands::Openapi => {
+                out.answer(&client.get("/v1/openapi.json")?, output::pretty)
+            }
+            OperationCommands::Events {
                 agent,
                 count,
                 last_event_id,

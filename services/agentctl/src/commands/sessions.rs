@@ -6,7 +6,7 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 
 #[derive(Subcommand)]
-pub enum Sessions {
+pub enum SessionCommands {
     /// Reset an agent's session.
     Reset {
         /// Agent id.
@@ -42,39 +42,39 @@ pub enum Sessions {
     },
 }
 
-impl Sessions {
+impl SessionCommands {
     pub fn run(&self, client: &Client, out: &Output) -> Result<(), Failure> {
         let (v, human): (_, fn(&Value) -> String) = match self {
-            Sessions::Reset { agent_id, message } => (
+            SessionCommands::Reset { agent_id, message } => (
                 client.post(
                     &format!("/v1/agents/{agent_id}/reset"),
                     json!({"message": message}),
                 )?,
                 output::pretty,
             ),
-            Sessions::Compact { agent_id } => (
+            SessionCommands::Compact { agent_id } => (
                 client.post(&format!("/v1/agents/{agent_id}/compact"), json!({}))?,
                 output::pretty,
             ),
-            Sessions::Checkpoints {
+            SessionCommands::Checkpoints {
                 agent_id,
                 checkpoint_id: None,
             } => (
                 client.get(&format!("/v1/agents/{agent_id}/checkpoints"))?,
                 output::checkpoints,
             ),
-            Sessions::Checkpoints {
+            SessionCommands::Checkpoints {
                 agent_id,
                 checkpoint_id: Some(cp),
             } => (
                 client.get(&format!("/v1/agents/{agent_id}/checkpoints/{cp}"))?,
                 output::checkpoint,
             ),
-            Sessions::Checkpoint { agent_id } => (
+            SessionCommands::Checkpoint { agent_id } => (
                 client.post(&format!("/v1/agents/{agent_id}/checkpoints"), json!({}))?,
                 output::pretty,
             ),
-            Sessions::Restore {
+            SessionCommands::Restore {
                 agent_id,
                 checkpoint,
             } => (

@@ -8,7 +8,7 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 
 #[derive(Subcommand)]
-pub enum Tools {
+pub enum ToolCommands {
     /// List the tools an agent's model is shown.
     Tools {
         /// Agent id.
@@ -71,14 +71,14 @@ pub enum Tools {
     },
 }
 
-impl Tools {
+impl ToolCommands {
     pub fn run(&self, client: &Client, out: &Output) -> Result<(), Failure> {
         let (v, human): (_, fn(&Value) -> String) = match self {
-            Tools::Tools { agent_id } => (
+            ToolCommands::Tools { agent_id } => (
                 client.get(&format!("/v1/agents/{agent_id}/tools"))?,
                 output::tools,
             ),
-            Tools::Invoke {
+            ToolCommands::Invoke {
                 agent_id,
                 tool,
                 args,
@@ -89,11 +89,11 @@ impl Tools {
                 )?,
                 output::pretty,
             ),
-            Tools::ToolCalls { status } => (
+            ToolCommands::ToolCalls { status } => (
                 client.get_with("/v1/tool_calls", &[("status", status.as_deref())])?,
                 output::tool_calls,
             ),
-            Tools::ToolResult {
+            ToolCommands::ToolResult {
                 agent_id,
                 call_id,
                 result,
@@ -117,7 +117,7 @@ impl Tools {
                     output::pretty,
                 )
             }
-            Tools::Approve {
+            ToolCommands::Approve {
                 agent_id,
                 call_id,
                 reason,
@@ -128,7 +128,7 @@ impl Tools {
                 )?,
                 output::pretty,
             ),
-            Tools::Reject {
+            ToolCommands::Reject {
                 agent_id,
                 call_id,
                 reason,
