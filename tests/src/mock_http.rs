@@ -40,6 +40,8 @@ impl Canned {
 /// A request the server received.
 #[derive(Debug, Clone)]
 pub struct Received {
+    /// Request method (`GET`, `POST`, …).
+    pub method: String,
     /// Request path.
     pub path: String,
     /// Request headers, lower-cased names.
@@ -72,7 +74,9 @@ impl MockHttp {
                 if reader.read_line(&mut line).is_err() {
                     continue;
                 }
-                let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let mut words = line.split_whitespace();
+                let method = words.next().unwrap_or("").to_string();
+                let path = words.next().unwrap_or("/").to_string();
                 let mut headers = Vec::new();
                 let mut len = 0;
                 loop {
@@ -91,6 +95,7 @@ impl MockHttp {
                 let mut body = vec![0; len];
                 let _ = reader.read_exact(&mut body);
                 rec.lock().expect("lock").push(Received {
+                    method,
                     path,
                     headers,
                     body: serde_json::from_slice(&body).unwrap_or(Value::Null),

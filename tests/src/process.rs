@@ -29,15 +29,38 @@ pub fn bin_dir() -> PathBuf {
 pub fn binary(name: &str) -> PathBuf {
     BUILD.call_once(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-q", "--workspace", "--bins"])
-            .status()
-            .expect("run cargo build");
+        let mut build = Command::new(cargo);
+        build.args(["build", "-q", "--workspace", "--bins"]);
+        // Without the variables cargo sets for this test crate (`CARGO_PKG_NAME`, …): ring's
+        // build script reads some, and values other than those `cargo test` built with would
+        // rebuild ring and all that depends on it, here and again at the next `cargo test`.
+        for (name, _) in std::env::vars_os() {
+            if name.to_str().is_some_and(set_by_cargo_for_this_crate) {
+                build.env_remove(name);
+            }
+        }
+        let status = build.status().expect("run cargo build");
         assert!(status.success(), "building the workspace's binaries failed");
     });
     let p = bin_dir().join(name);
     assert!(p.exists(), "{} was not built", p.display());
     p
+}
+
+/// Whether cargo sets the environment variable `name` for the crate it runs (its tests), as
+/// opposed to settings of cargo itself (`CARGO_HOME`, `CARGO_TARGET_DIR`, …).
+fn set_by_cargo_for_this_crate(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || name.starts_with("CARGO_BIN_")
+        || matches!(
+            name,
+            "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+                | "CARGO_TARGET_TMPDIR"
+                | "CARGO_RUSTC_CURRENT_DIR"
+        )
 }
 
 /// A running agentd process.
@@ -163,8 +186,9 @@ impl AgentdProcess {
 
     /// Runs `agentctl --url <this process> --json <args>`, which must succeed: its JSON answer.
     pub fn agentctl(&self, args: &[&str]) -> Value {
-        let out = Command::new(binary("agentctl"))
-            .args(["--url", &self.url, "--json"])
+        let out = self
+            .agentctl_command()
+            .arg("--json")
             .args(args)
             .output()
             .expect("run agentctl");
@@ -174,6 +198,29 @@ impl AgentdProcess {
             String::from_utf8_lossy(&out.stderr)
         );
         serde_json::from_slice(&out.stdout).expect("agentctl answers JSON")
+    }
+
+    /// Runs `agentctl --url <this process> <args>`, which must succeed: what it prints for a
+    /// person.
+    pub fn agentctl_text(&self, args: &[&str]) -> String {
+        let out = self
+            .agentctl_command()
+            .args(args)
+            .output()
+            .expect("run agentctl");
+        assert!(
+            out.status.success(),
+            "agentctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("agentctl prints UTF-8")
+    }
+
+    /// `agentctl --url <this process>`, to add arguments and run as a test needs.
+    pub fn agentctl_command(&self) -> Command {
+        let mut cmd = Command::new(binary("agentctl"));
+        cmd.args(["--url", &self.url]);
+        cmd
     }
 
     /// The Redis partitions this process owns now (`/v1/info`'s `partitions_owned`).
