@@ -1,5 +1,6 @@
-"""An MCP server (Python SDK, stdio) for agentd's tests (tests/tests/mcp_tools.rs), run with
-the venv scripts/test.sh makes:
+"""An MCP server (Python SDK) for agentd's tests (tests/tests/mcp_tools.rs), run with the venv
+scripts/test.sh makes: over stdio, or over streamable HTTP on 127.0.0.1 with `--http PORT` (the
+SDK answers a session id it does not know, such as one from before a restart, with 404):
 
 - `work` can exit the process in the middle of a call: the call must become a tool error and
   the next call must restart the server;
@@ -8,6 +9,7 @@ the venv scripts/test.sh makes:
 """
 
 import os
+import sys
 from pathlib import Path
 
 import anyio
@@ -37,4 +39,7 @@ async def slow(marker: str) -> str:
 
 
 if __name__ == "__main__":
-    server.run()
+    if sys.argv[1:2] == ["--http"]:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()

@@ -63,29 +63,56 @@ impl Drop for ServerProcess {
 
 /// server-everything over streamable HTTP on a free loopback port; its endpoint URL.
 pub fn start_everything_http() -> (ServerProcess, String) {
-    let entry = node_server("server-everything");
     for _ in 0..5 {
         let port = free_port();
-        let child = Command::new("node")
-            .arg(&entry)
-            .arg("streamableHttp")
-            .env("PORT", port.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start node");
-        let mut server = ServerProcess(child);
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return (server, format!("http://127.0.0.1:{port}/mcp"));
-            }
-            if server.0.try_wait().ok().flatten().is_some() {
-                break; // the port was taken meanwhile: another one
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if let Some(server) = start_everything_http_on(port) {
+            return (server, format!("http://127.0.0.1:{port}/mcp"));
         }
-        drop(server);
+        // The port was taken meanwhile: another one.
     }
     panic!("server-everything did not listen over streamable HTTP");
+}
+
+/// server-everything over streamable HTTP on `port` (its endpoint is
+/// `http://127.0.0.1:{port}/mcp`), once it listens; `None` if it exited first (the port is
+/// taken).
+pub fn start_everything_http_on(port: u16) -> Option<ServerProcess> {
+    let child = Command::new("node")
+        .arg(node_server("server-everything"))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start node");
+    listening(ServerProcess(child), port)
+}
+
+/// `tests/mcp/exiting_server.py` over streamable HTTP on `port` (its endpoint is
+/// `http://127.0.0.1:{port}/mcp`), once it listens; `None` if it exited first.
+pub fn start_python_http_on(port: u16) -> Option<ServerProcess> {
+    let child = Command::new(python())
+        .arg(mcp_dir().join("exiting_server.py"))
+        .arg("--http")
+        .arg(port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start python");
+    listening(ServerProcess(child), port)
+}
+
+/// `server` once it accepts connections on `port` (within 15 s); `None` if it exited first.
+fn listening(mut server: ServerProcess, port: u16) -> Option<ServerProcess> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Some(server);
+        }
+        if server.0.try_wait().ok().flatten().is_some() {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the MCP server did not listen on port {port} within 15 s");
 }

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Once;
+use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
 static BUILD: Once = Once::new();
@@ -68,6 +68,8 @@ pub struct AgentdProcess {
     child: Child,
     /// Base URL of its HTTP API.
     pub url: String,
+    /// Every line it wrote to stdout (its logs), in order.
+    log: Arc<Mutex<Vec<String>>>,
 }
 
 impl AgentdProcess {
@@ -86,23 +88,51 @@ impl AgentdProcess {
             .expect("start agentd");
         let stdout = child.stdout.take().expect("stdout");
         let mut lines = BufReader::new(stdout).lines();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let keep = |line: &str| log.lock().expect("log lines").push(line.to_string());
         let url = loop {
             let line = lines
                 .next()
                 .expect("agentd exited before listening")
                 .expect("read stdout");
+            eprintln!("[agentd {}] {line}", child.id());
+            keep(&line);
             if let Some(rest) = line.strip_prefix("agentd listening on ") {
                 break rest.split_whitespace().next().expect("url").to_string();
             }
         };
-        // Keep draining stdout (agentd's logs) so it never blocks; show it with --nocapture.
+        // Keep draining stdout (agentd's logs) so it never blocks: kept for `log_lines`, and
+        // shown with --nocapture.
         let pid = child.id();
+        let kept = log.clone();
         std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
                 eprintln!("[agentd {pid}] {line}");
+                kept.lock().expect("log lines").push(line);
             }
         });
-        AgentdProcess { child, url }
+        AgentdProcess { child, url, log }
+    }
+
+    /// The lines it logged so far (its stdout: the log level is `RUST_LOG`, `warn` unless
+    /// `start`'s overrides set it).
+    pub fn log_lines(&self) -> Vec<String> {
+        self.log.lock().expect("log lines").clone()
+    }
+
+    /// Waits (up to 20 s) for a logged line that contains `text`: that line.
+    pub fn wait_for_log(&self, text: &str) -> String {
+        let start = Instant::now();
+        loop {
+            if let Some(line) = self.log_lines().into_iter().find(|l| l.contains(text)) {
+                return line;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "timed out waiting for a log line with {text:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The OS process id.

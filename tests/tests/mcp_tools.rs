@@ -4,11 +4,16 @@
 //! cancelled. The scripted model calls the tools, so each call takes the real path (visibility,
 //! schema check, MCP call, result in the thread). With `approval = ["write_file"]`, the
 //! filesystem server's `write_file` waits for approval (the file is not written before) while
-//! its `read_text_file` does not.
+//! its `read_text_file` does not. A streamable-HTTP server that restarts on the same port
+//! refuses the old session (server-everything with 400, the Python SDK with 404): the call that
+//! finds out fails at once, and agentd opens a new session.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::AgentdProcess;
-use agentd_tests::mcp::{mcp_dir, node_server, python, start_everything_http};
+use agentd_tests::mcp::{
+    free_port, mcp_dir, node_server, python, start_everything_http, start_everything_http_on,
+    start_python_http_on,
+};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
@@ -540,6 +545,145 @@ approval = ["write_file"]
         )
         .unwrap();
     assert!(read.to_string().contains("hello from agentd"), "{read}");
+    agentd.stop();
+}
+
+/// Restarted on the same port, a streamable-HTTP server no longer knows agentd's session:
+/// server-everything answers it with 400, the Python SDK with 404. The call that meets the
+/// refusal fails at once (`tool_failed`, not `tool_timeout`), `/v1/info` says why, and the next
+/// call runs on a new session of the restarted server.
+#[test]
+fn a_streamable_http_server_that_restarts_gets_a_new_session() {
+    python();
+    let everything_port = free_port();
+    let python_port = free_port();
+    let mut everything = start_everything_http_on(everything_port);
+    let mut python_server = start_python_http_on(python_port);
+    assert!(
+        everything.is_some() && python_server.is_some(),
+        "ports taken"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("script.toml"),
+        r#"
+[defaults]
+text = "OK"
+
+[[rule]]
+role = "user"
+contains = "__echo"
+[[rule.tool_calls]]
+name = "{{input}}"
+arguments = { message = "hello again" }
+
+[[rule]]
+role = "user"
+contains = "__work"
+[[rule.tool_calls]]
+name = "{{input}}"
+arguments = { mode = "ok" }
+
+[[rule]]
+role = "tool"
+text = "result: {{input}}"
+"#,
+    )
+    .unwrap();
+    let agents = dir.path().join("agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("mcpuser.toml"),
+        "name = \"mcpuser\"\ntitle = \"MCP user\"\ntools = [\"mcp__web__*\", \"mcp__py__*\"]\n",
+    )
+    .unwrap();
+    // A call that waited for its timeout would end in `tool_timeout` after 20 s.
+    let config = format!(
+        r#"
+[store]
+kind = "memory"
+[model]
+script = {script}
+[agents]
+dir = {agents}
+[mcp.servers.web]
+url = "http://127.0.0.1:{everything_port}/mcp"
+timeout_ms = 20000
+[mcp.servers.py]
+url = "http://127.0.0.1:{python_port}/mcp"
+timeout_ms = 20000
+"#,
+        script = toml_str(dir.path().join("script.toml").display()),
+        agents = toml_str(agents.display()),
+    );
+    let config_path = dir.path().join("agentd.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let agentd = AgentdProcess::start(&[("AGENTD_CONFIG", config_path.display().to_string())]);
+    agentd.wait_for("both servers listed their tools", |a| {
+        let info = a.get("/v1/info");
+        ["web", "py"].iter().all(|name| {
+            server(&info, name)["tools"]
+                .as_array()
+                .is_some_and(|t| !t.is_empty())
+        })
+    });
+    let info = agentd.get("/v1/info");
+    let echo = tool_named(&info, "web", "__echo");
+    let work = tool_named(&info, "py", "__work");
+
+    for (name, tool, status) in [("web", &echo, "HTTP 400"), ("py", &work, "HTTP 404")] {
+        assert_eq!(
+            server(&agentd.get("/v1/info"), name)["last_error"],
+            Value::Null
+        );
+        let agent = spawn(&agentd, json!({"agent_type": "mcpuser", "prompt": tool}));
+        let results = wait_for_results(&agentd, &agent, 1);
+        assert!(!results[0].1, "{name} before the restart: {results:?}");
+        agentd.wait_for("the first turn's end", |a| a.status(&agent) == "idle");
+
+        match name {
+            "web" => {
+                drop(everything.take());
+                everything = start_everything_http_on(everything_port);
+                assert!(everything.is_some(), "server-everything restarted");
+            }
+            _ => {
+                drop(python_server.take());
+                python_server = start_python_http_on(python_port);
+                assert!(python_server.is_some(), "the Python server restarted");
+            }
+        }
+
+        // The call that meets the refusal fails at once, and says why.
+        send(&agentd, &agent, tool);
+        let results = wait_for_results(&agentd, &agent, 2);
+        let (text, is_error) = &results[1];
+        assert!(
+            *is_error && text.contains("tool_failed") && text.contains(status),
+            "{name} after the restart: {results:?}"
+        );
+        assert!(text.contains("session"), "{text}");
+        // The server was down for that reason, and is up again on a new session.
+        agentd.wait_for(&format!("{name} up again"), |a| {
+            let info = a.get("/v1/info");
+            let s = server(&info, name);
+            s["up"] == true && s["last_error"].as_str().is_some_and(|e| e.contains(status))
+        });
+        agentd.wait_for("the second turn's end", |a| a.status(&agent) == "idle");
+        send(&agentd, &agent, tool);
+        let results = wait_for_results(&agentd, &agent, 3);
+        assert!(!results[2].1, "{name} on the new session: {results:?}");
+        if name == "web" {
+            assert!(results[2].0.contains("hello again"), "{results:?}");
+        } else {
+            // Answered by the restarted process, not by the one before.
+            assert!(
+                results[2].0.contains("worked (ok) in process"),
+                "{results:?}"
+            );
+            assert_ne!(results[0].0, results[2].0, "{results:?}");
+        }
+    }
     agentd.stop();
 }
 

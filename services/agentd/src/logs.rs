@@ -20,15 +20,32 @@ fn plain_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + Se
     .delimited(" ")
 }
 
+/// What the MCP SDK logs unless a filter names it: warnings and errors. At INFO it logs each
+/// server's `peer_info` (a server's instructions can run to pages) and every notification;
+/// agentd logs what matters of a connection itself (`agentd_mcp`), the peer info at DEBUG.
+const RMCP_DEFAULT: &str = "rmcp=warn";
+
 /// Installs the process's log subscriber: `filter` in `RUST_LOG` syntax (the `RUST_LOG`
-/// environment variable wins when set), text or JSON lines to `writer`, and ANSI colours only
-/// when `ansi` (the writer is a terminal): colours were on for every writer, which put escape
-/// codes in log files and journals.
+/// environment variable wins when set; either gets [`RMCP_DEFAULT`] unless it names `rmcp`),
+/// text or JSON lines to `writer`, and ANSI colours only when `ansi` (the writer is a
+/// terminal): colours were on for every writer, which put escape codes in log files and
+/// journals.
 pub fn install<W>(filter: &str, json: bool, writer: W, ansi: bool) -> anyhow::Result<()>
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(filter));
+    let from_env = std::env::var(EnvFilter::DEFAULT_ENV)
+        .ok()
+        .and_then(|text| EnvFilter::try_new(&text).ok().map(|f| (text, f)));
+    let (text, mut filter) =
+        from_env.unwrap_or_else(|| (filter.to_string(), EnvFilter::new(filter)));
+    if !text.contains("rmcp") {
+        filter = filter.add_directive(
+            RMCP_DEFAULT
+                .parse()
+                .map_err(|e| anyhow::anyhow!("the directive `{RMCP_DEFAULT}`: {e}"))?,
+        );
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer)

@@ -4,6 +4,7 @@ use agentd::Settings;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 /// mimalloc instead of the system allocator: agents allocate many small, short-lived buffers
 /// (envelopes, thread entries, Redis frames) across Arbiter threads, where glibc's arena locks
@@ -48,9 +49,37 @@ fn init_logs(settings: &Settings) -> anyhow::Result<()> {
     )
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    let settings = Settings::load(cli.config.as_deref()).context("loading configuration")?;
+/// Runs the command; an error is printed once, as one line of its causes (never a backtrace,
+/// whatever `RUST_BACKTRACE` says: it would only show where `main` gave up), and exits 1.
+fn main() -> ExitCode {
+    match run_command(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", causes(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and its causes joined by `: `, leaving out a cause its effect already quotes
+/// (`configuration: <toml error>` caused by `<toml error>`).
+fn causes(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let cause = cause.to_string();
+        if text.contains(&cause) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
+}
+
+fn run_command(cli: Cli) -> anyhow::Result<()> {
+    let settings = Settings::load(cli.config.as_deref())?;
     match cli.command.unwrap_or(Cmd::Run) {
         Cmd::CheckConfig => {
             // Wiring proves the store, the script and the agent types load (and Redis answers).
@@ -115,13 +144,13 @@ fn healthcheck(addr: &str) -> anyhow::Result<()> {
 async fn run(settings: Settings) -> anyhow::Result<()> {
     let running = agentd::start(&settings).await?;
     let url = format!("http://{}", running.addr);
-    tracing::info!(%url, model = %settings.model.backend, store = ?settings.store.kind, "agentd is up");
+    tracing::info!(%url, model = %settings.model.backend, store = %settings.store_name(), "agentd is up");
     let store = if settings.redis.enabled() {
         format!("redis at {}", settings.redis.masked_url())
     } else {
         format!(
-            "{:?} in {}",
-            settings.store.kind,
+            "{} in {}",
+            settings.store_name(),
             settings.store.data_dir.display()
         )
     };

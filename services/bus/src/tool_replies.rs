@@ -165,7 +165,9 @@ impl ToolReplies {
         match system.execute(cmd).await {
             Ok(_) => {}
             Err(e) if e.code == ErrorCode::ToolCallClosed => {
-                tracing::debug!(%call_id, "a later answer to a closed tool call; ignored");
+                // Expected now and then (delivery to workers is at least once): logged, not
+                // a warning, and acknowledged.
+                tracing::info!(%call_id, tool = %call.tool, reason = %e.message, "a later answer to a closed tool call; acknowledged and ignored");
             }
             Err(e) => tracing::warn!(%call_id, error = %e, "applying a tool reply failed"),
         }

@@ -8,6 +8,7 @@
 //! | [`expand`] | `${VAR}` references in `env` and `headers` values |
 //! | [`content`] | tool lists to specs (names checked, schemas normalised), results to text |
 //! | [`server`] | one server: its supervised connection, its listing, its calls |
+//! | [`session`] | the HTTP client of a streamable-HTTP connection: rmcp's, plus a lost session |
 //! | [`client`] | [`McpClient`]: every server of a process as one `McpTools` |
 
 pub mod client;
@@ -15,6 +16,7 @@ pub mod config;
 pub mod content;
 pub mod expand;
 mod server;
+mod session;
 
 pub use client::McpClient;
 pub use config::{McpConfigError, McpServerConfig, McpServerSettings, McpTransport};

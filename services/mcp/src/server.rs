@@ -4,9 +4,13 @@
 //! Invariants: the server's tools stay listed while it is down (a call waits for it to come
 //! back within the call's timeout, or fails as a tool error), so a server that restarts does
 //! not change what agents are shown; a listing older than the one applied is never applied.
+//! A streamable-HTTP server that no longer knows the connection's session (it restarted) ends
+//! the connection as a failure would: the call that found out fails at once, the server shows
+//! down with the reason, and a new session is opened ([`crate::session`]).
 
 use crate::config::{McpServerConfig, McpTransport};
 use crate::content::{ListedTools, RemoteTool, call_result, listed_tools};
+use crate::session::{SessionCheckingClient, SessionLoss};
 use agentd_actors::{McpCallResult, McpServerStatus, McpToolDef};
 use agentd_proto::{AgentdError, ErrorCode};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
@@ -26,6 +30,9 @@ const MIN_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A connection that lasted this long restarts the backoff from [`MIN_BACKOFF`].
 const STABLE_AFTER: Duration = Duration::from_secs(30);
+/// How long a connection whose session was lost may take to close (rmcp ends the session with
+/// a `DELETE` the server refuses).
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where a server's connection is.
 #[derive(Clone)]
@@ -39,7 +46,15 @@ pub(crate) enum Connection {
         last_error: Option<String>,
     },
     /// Connected and initialised.
-    Up(Peer<RoleClient>),
+    Up {
+        /// The connection's peer.
+        peer: Peer<RoleClient>,
+        /// Whether the server still knows the connection's session (streamable HTTP; a stdio
+        /// connection never loses it).
+        session: SessionLoss,
+        /// Why the connection before this one failed or ended, if one did.
+        last_error: Option<String>,
+    },
 }
 
 /// What the supervisor tells the rest of the client.
@@ -95,7 +110,7 @@ impl Server {
     /// The server's state for `/v1/info`.
     pub(crate) fn status(&self) -> McpServerStatus {
         let (up, last_error) = match &*self.connection.borrow() {
-            Connection::Up(_) => (true, None),
+            Connection::Up { last_error, .. } => (true, last_error.clone()),
             Connection::Down { last_error, .. } => (false, last_error.clone()),
         };
         let tools = self.tools();
@@ -135,7 +150,7 @@ impl Server {
         self.connection.send_modify(|c| {
             let attempts = match c {
                 Connection::Down { attempts, .. } => *attempts + 1,
-                Connection::Up(_) => 1,
+                Connection::Up { .. } => 1,
             };
             *c = Connection::Down {
                 attempts,
@@ -145,27 +160,53 @@ impl Server {
         self.set_up(false);
     }
 
-    /// Keeps the server connected until the task is aborted: connect, list, wait for the end,
-    /// back off, again.
+    /// Keeps the server connected until the task is aborted: connect, list, wait for the end
+    /// (or for the server to refuse the session), back off, again.
     pub(crate) async fn supervise(self: Arc<Self>) {
         self.set_up(false);
         let mut backoff = MIN_BACKOFF;
         loop {
             let name = &self.config.name;
             match self.connect().await {
-                Ok(running) => {
+                Ok((running, session)) => {
                     let since = Instant::now();
                     tracing::info!(server = %name, transport = self.config.transport.kind(), "MCP server connected");
-                    self.connection
-                        .send_replace(Connection::Up(running.peer().clone()));
+                    // What the server says of itself (its instructions can be long): DEBUG.
+                    tracing::debug!(server = %name, peer_info = ?running.peer().peer_info(), "MCP server initialised");
+                    let peer = running.peer().clone();
+                    self.connection.send_modify(|c| {
+                        let last_error = match c {
+                            Connection::Down { last_error, .. }
+                            | Connection::Up { last_error, .. } => last_error.take(),
+                        };
+                        *c = Connection::Up {
+                            peer: peer.clone(),
+                            session: session.clone(),
+                            last_error,
+                        };
+                    });
                     self.set_up(true);
-                    Arc::clone(&self).list(running.peer().clone()).await;
-                    let reason = running.waiting().await;
-                    let why = format!("the connection ended ({reason:?})");
-                    tracing::warn!(server = %name, "MCP server disconnected: {why}");
-                    self.set_down(why);
-                    if since.elapsed() >= STABLE_AFTER {
-                        backoff = MIN_BACKOFF;
+                    Arc::clone(&self).list(peer).await;
+                    let cancel = running.cancellation_token();
+                    let ended = running.waiting();
+                    tokio::pin!(ended);
+                    tokio::select! {
+                        reason = &mut ended => {
+                            let why = format!("the connection ended ({reason:?})");
+                            tracing::warn!(server = %name, "MCP server disconnected: {why}");
+                            self.set_down(why);
+                            if since.elapsed() >= STABLE_AFTER {
+                                backoff = MIN_BACKOFF;
+                            }
+                        }
+                        why = session.lost() => {
+                            tracing::warn!(server = %name, "MCP server lost the session: {why}; opening a new one");
+                            self.set_down(why);
+                            cancel.cancel();
+                            let _ = tokio::time::timeout(CLOSE_TIMEOUT, &mut ended).await;
+                            // The server answered: it is up, with a session to open.
+                            backoff = MIN_BACKOFF;
+                        }
                     }
                 }
                 Err(why) => {
@@ -178,12 +219,20 @@ impl Server {
         }
     }
 
+    /// A new connection, and where its session's loss will be told.
     async fn connect(
         self: &Arc<Self>,
-    ) -> Result<rmcp::service::RunningService<RoleClient, Listener>, String> {
+    ) -> Result<
+        (
+            rmcp::service::RunningService<RoleClient, Listener>,
+            SessionLoss,
+        ),
+        String,
+    > {
         let listener = Listener {
             server: Arc::downgrade(self),
         };
+        let session = SessionLoss::new();
         match &self.config.transport {
             McpTransport::Stdio { command, env } => {
                 let Some((program, args)) = command.split_first() else {
@@ -193,10 +242,11 @@ impl Server {
                 cmd.args(args).envs(env).kill_on_drop(true);
                 let transport = TokioChildProcess::new(cmd)
                     .map_err(|e| format!("cannot start `{program}`: {e}"))?;
-                listener
+                let running = listener
                     .serve(transport)
                     .await
-                    .map_err(|e| format!("initialisation failed: {e}"))
+                    .map_err(|e| format!("initialisation failed: {e}"))?;
+                Ok((running, session))
             }
             McpTransport::StreamableHttp { url, headers } => {
                 let mut custom = HashMap::new();
@@ -207,13 +257,19 @@ impl Server {
                         .map_err(|_| format!("the value of header `{name}` is not valid"))?;
                     custom.insert(name, value);
                 }
+                // A session the server no longer knows ends this connection (the supervisor
+                // opens a new one and lists the tools again), rather than rmcp's transparent
+                // re-initialisation on a 404, which neither lists again nor shows.
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                    .custom_headers(custom);
-                let transport = StreamableHttpClientTransport::from_config(config);
-                listener
+                    .custom_headers(custom)
+                    .reinit_on_expired_session(false);
+                let client = SessionCheckingClient::new(session.clone())?;
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                let running = listener
                     .serve(transport)
                     .await
-                    .map_err(|e| format!("initialisation failed: {e}"))
+                    .map_err(|e| format!("initialisation failed: {e}"))?;
+                Ok((running, session))
             }
         }
     }
@@ -268,7 +324,7 @@ impl Server {
         let name = &self.config.name;
         let timeout = self.config.timeout;
         let call = async {
-            let peer = self.wait_up().await?;
+            let (peer, session) = self.wait_up().await?;
             let arguments = match arguments {
                 Value::Object(map) => map,
                 _ => serde_json::Map::new(),
@@ -276,11 +332,15 @@ impl Server {
             let params = CallToolRequestParams::new(tool.tool.clone()).with_arguments(arguments);
             // Dropping this future (a timeout, or the turn's abort) sends
             // `notifications/cancelled` for the request.
-            peer.call_tool(params).await.map_err(|e| {
-                tool_error(format!(
+            peer.call_tool(params).await.map_err(|e| match session.reason() {
+                Some(why) => tool_error(format!(
+                    "MCP server `{name}` refused the call of `{}`: {why}; agentd opens a new session",
+                    tool.tool
+                )),
+                None => tool_error(format!(
                     "MCP server `{name}` failed the call of `{}`: {e}",
                     tool.tool
-                ))
+                )),
             })
         };
         let result = tokio::time::timeout(timeout, call).await.map_err(|_| {
@@ -305,15 +365,20 @@ impl Server {
         ))
     }
 
-    /// The connection once it is up. A connection that is recorded up but closed is waited
-    /// through: first its end, then the next attempt, whose failure ends the wait.
-    async fn wait_up(&self) -> Result<Peer<RoleClient>, AgentdError> {
+    /// The connection once it is up (its peer, and whether its session is lost). A
+    /// connection that is recorded up but closed is waited through: first its end, then the
+    /// next attempt, whose failure ends the wait.
+    async fn wait_up(&self) -> Result<(Peer<RoleClient>, SessionLoss), AgentdError> {
         let mut rx = self.connection.subscribe();
         let mut failures_before: Option<u64> = None;
         loop {
             let failed = match &*rx.borrow_and_update() {
-                Connection::Up(peer) if !peer.is_transport_closed() => return Ok(peer.clone()),
-                Connection::Up(_) => None,
+                Connection::Up { peer, session, .. }
+                    if !peer.is_transport_closed() && session.reason().is_none() =>
+                {
+                    return Ok((peer.clone(), session.clone()));
+                }
+                Connection::Up { .. } => None,
                 Connection::Down {
                     attempts,
                     last_error,

@@ -74,6 +74,18 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The store the service runs on, as its logs name it: `Redis` when `redis.url` is set
+    /// (`store.kind` is then unused), else `store.kind`'s.
+    pub fn store_name(&self) -> &'static str {
+        if self.redis.enabled() {
+            return "Redis";
+        }
+        match self.store.kind {
+            StoreKind::Embedded => "Embedded",
+            StoreKind::Memory => "Memory",
+        }
+    }
+
     /// Loads defaults < `file` < environment.
     pub fn load(file: Option<&Path>) -> Result<Settings, SettingsError> {
         let mut builder =

@@ -101,18 +101,28 @@ impl RedisBus {
             .map(|d| d.iter().copied().filter(|k| owned.contains(k)).collect())
             .unwrap_or_default();
         let mut con = self.con.clone();
-        for k in draining {
-            if self.drained(k, &mut con).await? {
-                if let Ok(mut d) = self.draining.write() {
-                    d.remove(&k);
+        let mut settled = Vec::new();
+        let checked = async {
+            for k in draining {
+                if self.drained(k, &mut con).await? {
+                    if let Ok(mut d) = self.draining.write() {
+                        d.remove(&k);
+                    }
+                    settled.push(k);
                 }
-                tracing::info!(
-                    partition = k,
-                    "partition drained; its agents get direct deliveries"
-                );
             }
+            Ok(())
         }
-        Ok(())
+        .await;
+        // One line for all the partitions this check settled (at start, every partition).
+        if !settled.is_empty() {
+            tracing::info!(
+                count = settled.len(),
+                partitions = %ranges(&settled),
+                "partitions drained; their agents get direct deliveries"
+            );
+        }
+        checked
     }
 
     /// Whether partition `k`'s stream holds nothing undelivered: every entry was read by the
@@ -146,5 +156,31 @@ impl RedisBus {
                     .and_then(|v| redis::from_redis_value_ref::<u64>(v).ok())
                     == Some(0)
         }))
+    }
+}
+
+/// Partition numbers, ascending, as ranges: `0-5,7,9-12`.
+fn ranges(sorted: &[u32]) -> String {
+    sorted
+        .chunk_by(|a, b| a + 1 == *b)
+        .map(|run| match run {
+            [first, .., last] => format!("{first}-{last}"),
+            [one] => one.to_string(),
+            [] => String::new(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ranges;
+
+    #[test]
+    fn partitions_read_as_ranges() {
+        assert_eq!(ranges(&[]), "");
+        assert_eq!(ranges(&[3]), "3");
+        assert_eq!(ranges(&[0, 1, 2, 3]), "0-3");
+        assert_eq!(ranges(&[0, 1, 2, 5, 7, 8, 12]), "0-2,5,7-8,12");
     }
 }
