@@ -383,3 +383,83 @@ async fn a_dependent_stopped_while_it_waits_shows_its_stored_work_and_runs_after
         ["slow first", "slow second"]
     );
 }
+
+/// The `inbox` the agent view shows for `id` and the `pending` the work queue lists for it.
+fn inbox_and_pending(p: &AgentdProcess, id: &str) -> (serde_json::Value, serde_json::Value) {
+    let view = p.get(&format!("/v1/agents/{id}"));
+    let queue = p.get("/v1/queue");
+    let task = queue["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["agent_id"] == id)
+        .cloned()
+        .unwrap_or_else(|| panic!("{id} not in the queue: {queue}"));
+    (view["inbox"].clone(), task["pending"].clone())
+}
+
+/// The real binary on the embedded store, killed while a root its dependent waits for is busy:
+/// after the restart the root finishes what was queued for it (the watch kept in its durable
+/// inbox) and the dependent runs; a provided value is refused before and after, and the views
+/// agree on what the dependent has waiting.
+#[test]
+fn a_root_dependency_outlives_a_kill_9_of_agentd_on_the_embedded_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.toml");
+    std::fs::write(
+        &script,
+        "[[rule]]\ncontains = \"slow\"\ndelay_ms = 1500\ntext = \"done: {{input}}\"\n\n\
+         [[rule]]\ntext = \"ok: {{input}}\"\n",
+    )
+    .unwrap();
+    let env = [
+        (
+            "AGENTD__STORE__DATA_DIR",
+            dir.path().join("data").display().to_string(),
+        ),
+        ("AGENTD__MODEL__SCRIPT", script.display().to_string()),
+    ];
+    let p = AgentdProcess::start(&env);
+    let root = p.spawn("research", "slow first");
+    p.post(
+        &format!("/v1/agents/{root}/messages"),
+        json!({"text": "slow second"}),
+    )
+    .unwrap();
+    let spawned = p
+        .post(
+            "/v1/agents",
+            json!({"agent_type": "research", "prompt": "after it", "depends_on": [root]}),
+        )
+        .unwrap();
+    assert_eq!(spawned["status"], "waiting_dependency", "{spawned}");
+    let d = spawned["agent_id"].as_str().unwrap().to_string();
+    let refuse_a_value = |p: &AgentdProcess| {
+        let (code, err) = p
+            .post(
+                &format!("/v1/agents/{d}/dependency"),
+                json!({"value": "KEY"}),
+            )
+            .unwrap_err();
+        assert_eq!((code, err["code"].as_str()), (409, Some("invalid_transition")));
+    };
+    refuse_a_value(&p);
+    assert_eq!(inbox_and_pending(&p, &d), (json!(1), json!(1)));
+    p.kill9();
+
+    let p = AgentdProcess::start(&env);
+    assert_eq!(p.status(&d), "waiting_dependency");
+    assert_eq!(inbox_and_pending(&p, &d), (json!(1), json!(1)));
+    refuse_a_value(&p);
+    p.wait_for("the dependent's answer", |p| {
+        p.texts(&d).contains(&"ok: after it".to_string())
+    });
+    let texts = p.texts(&root);
+    assert!(
+        texts.contains(&"done: slow first".to_string())
+            && texts.contains(&"done: slow second".to_string()),
+        "the root handled its queued work first: {texts:?}"
+    );
+    assert!(!p.texts(&d).iter().any(|t| t.contains("KEY")));
+    p.stop();
+}
