@@ -54,7 +54,10 @@ async fn dependent(sys: &TestSystem, deps: &[&str], prompt: &str) -> String {
 
 /// Whether `id`'s thread has a model answer.
 async fn answered(sys: &TestSystem, id: &str) -> bool {
-    sys.thread(id).await.iter().any(|e| e.role == Role::Assistant)
+    sys.thread(id)
+        .await
+        .iter()
+        .any(|e| e.role == Role::Assistant)
 }
 
 /// A Manage worker of `lead` (type `ops`) busy with `message`, sent without waiting; answers
@@ -82,20 +85,19 @@ async fn a_root_is_met_once_it_has_handled_what_was_queued_when_the_dependent_wa
     let d0 = dependent(&sys, &[&idle.id], "after the idle one").await;
     sys.wait_for_entry(&d0, Role::Assistant, "ok: after the idle one")
         .await;
-    assert_ne!(
-        sys.record(&d0).await.status,
-        AgentStatus::WaitingDependency
-    );
+    assert_ne!(sys.record(&d0).await.status, AgentStatus::WaitingDependency);
 
     // A busy root: its running item and one queued behind it come first.
     let root = sys.root("plain", Some("slow first")).await;
-    wait_until("the first item running", || async {
-        clock.sleepers() == 1
-    })
-    .await;
-    sys.system.send(&root.id, "slow second", false).await.unwrap();
+    wait_until("the first item running", || async { clock.sleepers() == 1 }).await;
+    sys.system
+        .send(&root.id, "slow second", false)
+        .await
+        .unwrap();
     let d = dependent(&sys, &[&root.id], "after both").await;
-    let rec = sys.wait_for_status(&d, AgentStatus::WaitingDependency).await;
+    let rec = sys
+        .wait_for_status(&d, AgentStatus::WaitingDependency)
+        .await;
     assert_eq!(
         rec.status_reason.as_deref(),
         Some(format!("depends on {}", root.id).as_str())
@@ -103,7 +105,10 @@ async fn a_root_is_met_once_it_has_handled_what_was_queued_when_the_dependent_wa
     // The watch waits in the root's durable inbox, after what was queued.
     let pending = sys.store.inbox_pending(&root.id).await.unwrap();
     assert_eq!(pending.len(), 3, "{pending:#?}");
-    assert_eq!(sys.store.dependents(&root.id).await.unwrap(), vec![d.clone()]);
+    assert_eq!(
+        sys.store.dependents(&root.id).await.unwrap(),
+        vec![d.clone()]
+    );
 
     clock.advance(1000);
     wait_until("the second item running", || async {
@@ -131,14 +136,15 @@ async fn a_root_is_met_once_it_has_handled_what_was_queued_when_the_dependent_wa
     );
     let rec = sys.record(&d).await;
     assert!(rec.dependencies_settled);
-    assert_eq!(rec.depends_on, vec![root.id.clone()], "the record keeps them");
+    assert_eq!(
+        rec.depends_on,
+        vec![root.id.clone()],
+        "the record keeps them"
+    );
 
     // Closing a busy root meets its dependents: it will handle nothing more.
     let closing = sys.root("plain", Some("slow third")).await;
-    wait_until("the third item running", || async {
-        clock.sleepers() == 1
-    })
-    .await;
+    wait_until("the third item running", || async { clock.sleepers() == 1 }).await;
     let d2 = dependent(&sys, &[&closing.id], "after the closed one").await;
     sys.wait_for_status(&d2, AgentStatus::WaitingDependency)
         .await;
@@ -248,7 +254,11 @@ async fn every_failure_of(kind: Kind) {
             if policy == "fail" || failure == Failure::Deleted {
                 let rec = sys.wait_for_status(&d, AgentStatus::Failed).await;
                 let reason = format!("dependency_failed: {dep} {}", failure.word());
-                assert_eq!(rec.status_reason.as_deref(), Some(reason.as_str()), "{case}");
+                assert_eq!(
+                    rec.status_reason.as_deref(),
+                    Some(reason.as_str()),
+                    "{case}"
+                );
                 assert_eq!(rec.last_error.as_deref(), Some(reason.as_str()), "{case}");
                 assert!(!answered(&sys, &d).await, "{case}: it ran");
                 wait_until(&format!("{case}: its work dropped"), || async {
@@ -441,7 +451,10 @@ fn a_root_dependency_outlives_a_kill_9_of_agentd_on_the_embedded_store() {
                 json!({"value": "KEY"}),
             )
             .unwrap_err();
-        assert_eq!((code, err["code"].as_str()), (409, Some("invalid_transition")));
+        assert_eq!(
+            (code, err["code"].as_str()),
+            (409, Some("invalid_transition"))
+        );
     };
     refuse_a_value(&p);
     assert_eq!(inbox_and_pending(&p, &d), (json!(1), json!(1)));

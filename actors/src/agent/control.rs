@@ -10,8 +10,8 @@ use actix::prelude::*;
 use agentd_proto::conversation;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{
-    AgentRecord, AgentStatus, AgentdError, CheckpointReason, Control, DependencyOutcome,
-    ErrorCode, Role, ThreadEntry,
+    AgentRecord, AgentStatus, AgentdError, CheckpointReason, Control, DependencyOutcome, ErrorCode,
+    Role, ThreadEntry,
 };
 use std::sync::Arc;
 use uuid::Uuid;

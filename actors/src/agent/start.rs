@@ -15,9 +15,7 @@ use crate::tools::ToolContext;
 use crate::turn::{Turn, TurnInput, TurnShared};
 use actix::prelude::*;
 use agentd_proto::ids::derived_id;
-use agentd_proto::{
-    AgentRecord, AgentStatus, Envelope, InboxItem, Item, Role, ThreadEntry,
-};
+use agentd_proto::{AgentRecord, AgentStatus, Envelope, InboxItem, Item, Role, ThreadEntry};
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;

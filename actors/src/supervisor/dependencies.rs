@@ -66,7 +66,10 @@ fn watch(dependent: &str, dependency: &str, now_ms: u64) -> Envelope {
         }),
         now_ms,
     );
-    env.id = derived_id(uuid::Uuid::nil(), &format!("watch {dependent} {dependency}"));
+    env.id = derived_id(
+        uuid::Uuid::nil(),
+        &format!("watch {dependent} {dependency}"),
+    );
     env
 }
 
@@ -156,8 +159,7 @@ pub(super) async fn at_spawn(
             deps.store.remove_dependent(dep, dependent).await?;
             continue;
         }
-        out.watches
-            .push(watch(dependent, dep, deps.clock.now_ms()));
+        out.watches.push(watch(dependent, dep, deps.clock.now_ms()));
         out.unmet(dep, DependencyOutcome::failure_of(rec.status));
     }
     Ok(out)
