@@ -3,7 +3,8 @@
 //! sub-agent when it yields; every way a dependency fails (failed, cancelled, terminated,
 //! deleted) under both `on_dependency_failure` policies; `provide` refused to an agent waiting
 //! for `depends_on`; and a stop in between (the views agree on what waits, the dependent runs
-//! after recovery).
+//! after recovery), also of the real `agentd` on the embedded store, killed with `kill -9`.
+//! Two processes on Redis: `redis_cluster.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_proto::{

@@ -119,8 +119,9 @@ impl AgentActor {
 
     /// The agent reached a dependent's watch: everything queued before it is handled. Unless
     /// the agent is failed, cancelled or terminated (then the watch is parked until a later
-    /// success), it forgets the dependent in the store and tells it, then the watch is done. If
-    /// the store cannot be written, the watch is tried again later.
+    /// success), it forgets the dependent in the store and tells it, then the watch is done;
+    /// no other message is handled meanwhile (a passivation would cut it short). If the store
+    /// cannot be written, the watch is tried again later.
     pub(super) fn watch_reached(&mut self, env: Envelope, ctx: &mut Context<Self>) {
         let Item::Inbox(InboxItem::Watch { dependent }) = &env.item else {
             return;
@@ -133,7 +134,7 @@ impl AgentActor {
         let store = self.deps().store.clone();
         let id = self.rec.id.clone();
         let forgotten = async move { store.remove_dependent(&id, &dependent).await };
-        ctx.spawn(forgotten.into_actor(self).map(move |res, act, ctx| {
+        ctx.wait(forgotten.into_actor(self).map(move |res, act, ctx| {
             let Item::Inbox(InboxItem::Watch { dependent }) = &env.item else {
                 return;
             };
