@@ -5,7 +5,8 @@
 use crate::deps::Deps;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{
-    AgentRecord, AgentdError, Checkpoint, CheckpointReason, Envelope, ErrorCode, Event,
+    AgentRecord, AgentdError, Checkpoint, CheckpointReason, Envelope, ErrorCode, Event, InboxItem,
+    Item,
 };
 use uuid::Uuid;
 
@@ -128,9 +129,12 @@ pub fn plan(cp: &Checkpoint, restore_id: Uuid) -> RestorePlan {
         .iter()
         .position(|e| started.contains(&e.id))
         .unwrap_or(cp.conversation.len());
+    // Dependents' watches are not the agent's work: they stay in its inbox through a restore
+    // (parked, see `agent/queue.rs`), so an old copy is not queued again.
     let pending = cp
         .pending
         .iter()
+        .filter(|env| !matches!(env.item, Item::Inbox(InboxItem::Watch { .. })))
         .map(|env| {
             let mut env = env.clone();
             env.id = derived_id(env.id, &format!("restore:{restore_id}"));

@@ -194,7 +194,8 @@ pub(crate) async fn require_descendant(
 }
 
 /// Inspects one agent (live or persisted): its record, child count, and whether it has an
-/// actor in this process, with that actor's inbox depth and whether a turn runs.
+/// actor in this process, with that actor's inbox depth and whether a turn runs. An agent
+/// without an actor counts the items its durable inbox holds, as the work queue does.
 pub(crate) async fn inspect(system: &SystemHandle, id: &str) -> Result<Inspection, AgentdError> {
     let rec = record(system, id).await?;
     let children = system.deps.store.children(id).await?.len();
@@ -203,9 +204,16 @@ pub(crate) async fn inspect(system: &SystemHandle, id: &str) -> Result<Inspectio
         Some(addr) => addr.send(RuntimeState).await.ok(),
         None => None,
     };
+    let live = match runtime {
+        Some(r) => LiveState::known(Some((r.inbox, r.turn_running))),
+        None => {
+            let stored = system.deps.store.inbox_pending(id).await?.len();
+            LiveState::stopped(stored)
+        }
+    };
     Ok(Inspection {
         view: AgentView::of(&rec, children),
-        live: LiveState::known(runtime.map(|r| (r.inbox, r.turn_running))),
+        live,
     })
 }
 

@@ -30,6 +30,7 @@ pub(crate) fn record(id: &str) -> AgentRecord {
         budget: None,
         priority: Default::default(),
         depends_on: Vec::new(),
+        dependencies_settled: false,
         attempts: 0,
         current_task: None,
         task_steps_counted: 0,

@@ -89,6 +89,9 @@ pub enum ErrorCode {
     /// The tool call was answered, timed out, cancelled or rejected already: an answer or a
     /// decision is applied once.
     ToolCallClosed,
+    /// An agent's dependency (spawn `depends_on`) failed, was cancelled, terminated or
+    /// deleted, so the agent failed without running (the reason of its `failed` status).
+    DependencyFailed,
 }
 
 impl ErrorCode {
@@ -131,6 +134,7 @@ impl ErrorCode {
             ErrorCode::ToolTimeout => "tool_timeout",
             ErrorCode::ToolCallNotFound => "tool_call_not_found",
             ErrorCode::ToolCallClosed => "tool_call_closed",
+            ErrorCode::DependencyFailed => "dependency_failed",
         }
     }
 
@@ -151,9 +155,10 @@ impl ErrorCode {
             | ErrorCode::NotAncestor
             | ErrorCode::ToolNotAllowed
             | ErrorCode::SelfTarget => 403,
-            ErrorCode::InvalidTransition | ErrorCode::Interrupted | ErrorCode::ToolCallClosed => {
-                409
-            }
+            ErrorCode::InvalidTransition
+            | ErrorCode::Interrupted
+            | ErrorCode::ToolCallClosed
+            | ErrorCode::DependencyFailed => 409,
             ErrorCode::ToolFailed => 502,
             ErrorCode::ToolTimeout => 504,
             ErrorCode::PayloadTooLarge => 413,

@@ -108,6 +108,15 @@ pub enum Event {
         /// The agent.
         agent_id: String,
     },
+    /// News for an agent that waits for `agent_id` (spawn `depends_on`): that dependency is
+    /// met or failed. Routed to each dependent, through its partition, like a message; not
+    /// published to observers (the dependent's own status change is).
+    DependencySettled {
+        /// The dependency.
+        agent_id: String,
+        /// How it settled.
+        outcome: DependencyOutcome,
+    },
     /// A checkpoint of an agent was saved.
     Checkpointed {
         /// The agent.
@@ -222,6 +231,52 @@ pub enum CompactionTrigger {
     Requested,
 }
 
+/// How a dependency (spawn `depends_on`) settled for the agents that wait for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DependencyOutcome {
+    /// Met: a sub-agent yielded (`completed`); a root or a Manage worker handled everything
+    /// that was queued for it when the dependent was spawned, or was closed.
+    Met,
+    /// It failed.
+    Failed,
+    /// It was cancelled.
+    Cancelled,
+    /// It was terminated.
+    Terminated,
+    /// It was deleted: its dependents fail, whatever `on_dependency_failure` says.
+    Deleted,
+}
+
+impl DependencyOutcome {
+    /// The wire name (`met`, `failed`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DependencyOutcome::Met => "met",
+            DependencyOutcome::Failed => "failed",
+            DependencyOutcome::Cancelled => "cancelled",
+            DependencyOutcome::Terminated => "terminated",
+            DependencyOutcome::Deleted => "deleted",
+        }
+    }
+
+    /// The failure a dependency in `status` stands for (`failed`, `cancelled`, `terminated`).
+    pub fn failure_of(status: AgentStatus) -> Option<Self> {
+        match status {
+            AgentStatus::Failed => Some(DependencyOutcome::Failed),
+            AgentStatus::Cancelled => Some(DependencyOutcome::Cancelled),
+            AgentStatus::Terminated => Some(DependencyOutcome::Terminated),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for DependencyOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl Event {
     /// The event's type as it is tagged on the wire (`"status_changed"`, …), without
     /// serialising it (the Redis event stream carries it as a field for filtering).
@@ -239,6 +294,7 @@ impl Event {
             Event::RateLimited { .. } => "rate_limited",
             Event::BudgetExceeded { .. } => "budget_exceeded",
             Event::Deleted { .. } => "deleted",
+            Event::DependencySettled { .. } => "dependency_settled",
             Event::Checkpointed { .. } => "checkpointed",
             Event::Restored { .. } => "restored",
             Event::ContextCompacted { .. } => "context_compacted",
@@ -269,6 +325,7 @@ impl Event {
             | Event::ToolCallRequested { agent_id, .. }
             | Event::ToolCallFinished { agent_id, .. }
             | Event::ToolCallDecided { agent_id, .. }
+            | Event::DependencySettled { agent_id, .. }
             | Event::Deleted { agent_id } => agent_id,
             Event::Forwarded { parent_id, .. } => parent_id,
         }
@@ -337,6 +394,10 @@ mod tests {
                 limit: a(),
             },
             Event::Deleted { agent_id: a() },
+            Event::DependencySettled {
+                agent_id: a(),
+                outcome: DependencyOutcome::Cancelled,
+            },
             Event::Checkpointed {
                 agent_id: a(),
                 checkpoint_id: id,

@@ -49,6 +49,14 @@ pub enum InboxItem {
         /// Text or JSON.
         result: serde_json::Value,
     },
+    /// Put in a root's or a Manage worker's inbox when an agent that depends on it
+    /// (`depends_on`) is spawned while it still has work: once the agent reaches it, in order
+    /// and without a turn, it has handled everything that was queued before, and `dependent`
+    /// is told its dependency is met.
+    Watch {
+        /// The agent that waits.
+        dependent: String,
+    },
 }
 
 impl InboxItem {
@@ -76,6 +84,7 @@ impl InboxItem {
             InboxItem::Reset { .. } => "reset",
             InboxItem::Compact => "compact",
             InboxItem::Yield { .. } => "yield",
+            InboxItem::Watch { .. } => "watch",
         }
     }
 }

@@ -142,9 +142,13 @@ pub struct AgentRecord {
     /// Scheduling priority of its turns.
     #[serde(default)]
     pub priority: crate::usage::Priority,
-    /// Agents that must complete before this one runs (`waiting_dependency` until then).
+    /// Agents it depends on: it runs once each is met (`waiting_dependency` until then).
     #[serde(default)]
     pub depends_on: Vec<AgentId>,
+    /// Its `depends_on` are settled: all met, or one failed it (or a cancel or terminate
+    /// ended the wait). From then on they are never checked again, whatever becomes of them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dependencies_settled: bool,
     /// Attempts of the current task (1 on the first run; more after automatic retries and
     /// after a crash re-ran it).
     #[serde(default)]

@@ -75,7 +75,7 @@ pub struct AgentSummary {
     pub attempts: u32,
     /// Scheduling priority of its turns.
     pub priority: Priority,
-    /// Agents that must complete before it runs.
+    /// Agents it depends on: it runs once each is met (`docs/lifecycle.md`).
     pub depends_on: Vec<AgentId>,
     /// Spending limits.
     pub budget: Option<Budget>,
@@ -171,7 +171,8 @@ impl AgentView {
 pub struct LiveState {
     /// The agent has an actor in its owning process.
     pub live: Option<bool>,
-    /// Inbox items waiting (0 when not live).
+    /// Inbox items waiting: queued behind the running turn, if any, or held; for an agent
+    /// without an actor, the items its durable inbox holds.
     pub inbox: Option<usize>,
     /// A turn is in progress.
     pub turn_running: Option<bool>,
@@ -191,6 +192,15 @@ impl LiveState {
             live: Some(runtime.is_some()),
             inbox: Some(runtime.map_or(0, |(inbox, _)| inbox)),
             turn_running: Some(runtime.is_some_and(|(_, running)| running)),
+        }
+    }
+
+    /// Known: the agent has no actor, and its durable inbox holds `pending` items.
+    pub fn stopped(pending: usize) -> Self {
+        LiveState {
+            live: Some(false),
+            inbox: Some(pending),
+            turn_running: Some(false),
         }
     }
 }
@@ -324,7 +334,7 @@ pub struct QueueTask {
     pub status: AgentStatus,
     /// Why it entered its status, if said.
     pub status_reason: Option<String>,
-    /// Agents that must complete before it runs.
+    /// Agents it depends on: it runs once each is met (`docs/lifecycle.md`).
     pub depends_on: Vec<AgentId>,
     /// Inbox items not yet handled.
     pub pending: usize,
@@ -400,6 +410,7 @@ mod tests {
             budget: None,
             priority: Priority::Normal,
             depends_on: vec![],
+            dependencies_settled: false,
             attempts: 0,
             current_task: None,
             task_steps_counted: 0,

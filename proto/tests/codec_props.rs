@@ -71,6 +71,7 @@ fn inbox() -> impl Strategy<Value = InboxItem> {
         proptest::option::of(text()).prop_map(|message| InboxItem::Reset { message }),
         Just(InboxItem::Compact),
         json_value().prop_map(|result| InboxItem::Yield { result }),
+        text().prop_map(|dependent| InboxItem::Watch { dependent }),
     ]
 }
 
@@ -146,6 +147,16 @@ fn event() -> impl Strategy<Value = Event> {
             message: m
         }),
         text().prop_map(|a| Event::Deleted { agent_id: a }),
+        (text(), 0usize..5).prop_map(|(a, o)| Event::DependencySettled {
+            agent_id: a,
+            outcome: [
+                DependencyOutcome::Met,
+                DependencyOutcome::Failed,
+                DependencyOutcome::Cancelled,
+                DependencyOutcome::Terminated,
+                DependencyOutcome::Deleted,
+            ][o],
+        }),
     ]
 }
 

@@ -132,6 +132,10 @@ impl ThreadStore for FailingWrites {
         self.inner.add_dependent(dependency, dependent).await
     }
 
+    async fn remove_dependent(&self, dependency: &str, dependent: &str) -> StoreResult<()> {
+        self.inner.remove_dependent(dependency, dependent).await
+    }
+
     async fn dependents(&self, dependency: &str) -> StoreResult<Vec<String>> {
         self.inner.dependents(dependency).await
     }

@@ -28,6 +28,11 @@ delay_ms = 30000
 text = "slow done"
 
 [[rule]]
+contains = "in a little while"
+delay_ms = 1500
+text = "later done"
+
+[[rule]]
 agent = "research"
 text = "Findings for: {{input}}"
 
@@ -310,6 +315,60 @@ fn a_dependency_completing_in_one_process_wakes_its_dependent_in_the_other() {
         },
     );
     assert_eq!(owner.status(&dependency), "completed");
+}
+
+/// Dependents in one process of roots busy in the other: one is met once its root has
+/// handled what was queued for it (the watch reached in the root's process, the news through
+/// the dependent's partition), the other fails when its root is cancelled (announced by the
+/// root's process, under `on_dependency_failure = "fail"`).
+#[test]
+fn busy_roots_in_one_process_meet_or_fail_their_dependents_in_the_other() {
+    let cluster = Cluster::new().with("AGENTD__LIMITS__ON_DEPENDENCY_FAILURE", "fail".into());
+    let (a, b) = cluster.balanced_pair();
+    let met = root_on(&a, "research");
+    let cancelled = root_on(&a, "research");
+    for root in [&met, &cancelled] {
+        a.post(
+            &format!("/v1/agents/{root}/messages"),
+            json!({"text": "answer in a little while"}),
+        )
+        .unwrap();
+    }
+    let dependent_of = |dependency: &str| loop {
+        let v = b
+            .post(
+                "/v1/agents",
+                json!({"agent_type": "research", "depends_on": [dependency], "prompt": "after it"}),
+            )
+            .unwrap();
+        let id = v["agent_id"].as_str().unwrap().to_string();
+        if b.partitions_owned().contains(&partition(&id)) {
+            break id;
+        }
+    };
+    let (d1, d2) = (dependent_of(&met), dependent_of(&cancelled));
+    b.wait_for("both dependents waiting", |p| {
+        p.status(&d1) == "waiting_dependency" && p.status(&d2) == "waiting_dependency"
+    });
+    a.post(
+        &format!("/v1/agents/{cancelled}/control"),
+        json!({"control": "cancel"}),
+    )
+    .unwrap();
+    b.wait_for("the dependent of the cancelled root failed", |p| {
+        p.status(&d2) == "failed"
+    });
+    let view = b.get(&format!("/v1/agents/{d2}"));
+    assert_eq!(
+        view["status_reason"],
+        format!("dependency_failed: {cancelled} cancelled"),
+        "{view}"
+    );
+    b.wait_for("the other dependent's answer", |p| {
+        p.texts(&d1).iter().any(|t| t == "Findings for: after it")
+    });
+    assert!(a.texts(&met).iter().any(|t| t == "later done"));
+    assert!(!b.texts(&d2).iter().any(|t| t.starts_with("Findings")));
 }
 
 #[test]

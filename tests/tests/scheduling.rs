@@ -355,12 +355,19 @@ async fn the_queue_lists_work_by_priority_with_its_queue_state() {
     assert_eq!(tasks[0].depends_on[0], blocker.id);
     assert!(tasks.iter().all(|t| t.agent_id != idle.id));
     clock.advance(1000);
-    // The blocker's turn ends (idle, not completed): only the dependent still waits.
-    wait_until("the queue drains but for the dependent", || async {
-        let q = sys.system.queue(None).await.unwrap();
-        q.len() == 1 && q[0].agent_id == waiting.id
+    // The blocker (a root) has handled what was queued for it when the dependent was spawned:
+    // the dependent is met and runs, and the queue drains.
+    sys.wait_for_entry(&waiting.id, Role::Assistant, "ok: job waiting")
+        .await;
+    wait_until("the queue drained", || async {
+        sys.system.queue(None).await.unwrap().is_empty()
     })
     .await;
+    assert_eq!(
+        sys.record(&waiting.id).await.status_reason.as_deref(),
+        None,
+        "it ran and went idle"
+    );
 }
 
 #[actix_rt::test]

@@ -10,7 +10,8 @@ use actix::prelude::*;
 use agentd_proto::conversation;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{
-    AgentRecord, AgentStatus, AgentdError, CheckpointReason, Control, ErrorCode, Role, ThreadEntry,
+    AgentRecord, AgentStatus, AgentdError, CheckpointReason, Control, DependencyOutcome, ErrorCode,
+    Role, ThreadEntry,
 };
 use std::sync::Arc;
 use uuid::Uuid;
@@ -92,10 +93,10 @@ impl AgentActor {
                 self.resume(ctx)?;
             }
             Control::Cancel | Control::Terminate => {
-                let to = if control == Control::Cancel {
-                    AgentStatus::Cancelled
+                let (to, outcome) = if control == Control::Cancel {
+                    (AgentStatus::Cancelled, DependencyOutcome::Cancelled)
                 } else {
-                    AgentStatus::Terminated
+                    (AgentStatus::Terminated, DependencyOutcome::Terminated)
                 };
                 if !self.rec.status.can_become(to) && self.rec.status != to {
                     return Err(AgentdError::new(
@@ -120,7 +121,10 @@ impl AgentActor {
                     }
                 }
                 self.drop_queue(ctx);
+                self.stop_waiting_for_dependencies();
                 self.set_status(to, Some(format!("{} by control", control.as_str())), ctx)?;
+                // Not only the turn's end: its dependents hear it too.
+                self.tell_dependents(outcome);
             }
             Control::Close | Control::Delete => {
                 return Err(AgentdError::new(
@@ -243,17 +247,23 @@ impl AgentActor {
         }
     }
 
-    /// Drops every queued item (cancel, terminate, restore), marking them done.
+    /// Drops every queued item (cancel, terminate, restore, a failed dependency), marking them
+    /// done; dependents' watches are parked instead (see [`super::queue`]).
     pub(super) fn drop_queue(&mut self, ctx: &mut Context<Self>) {
-        for id in self.take_queue() {
+        for id in self.take_queue(false) {
             self.done(Some(id), ctx);
         }
     }
 
-    /// Empties the queue, the item waiting for a slot and a paused turn's item; answers their
-    /// ids for the caller to mark done in the durable inbox.
-    fn take_queue(&mut self) -> Vec<Uuid> {
-        let mut ids = self.queue.take_all();
+    /// Empties the queue (its watches too if `watches`, else they are parked), the item waiting
+    /// for a slot and a paused turn's item; answers their ids for the caller to mark done in
+    /// the durable inbox.
+    fn take_queue(&mut self, watches: bool) -> Vec<Uuid> {
+        let mut ids = if watches {
+            self.queue.take_all()
+        } else {
+            self.queue.take_all_but_watches()
+        };
         match &self.phase {
             Phase::AwaitingPermit(_) | Phase::PausedMidTurn { .. } => {
                 self.release_permit();
@@ -335,7 +345,8 @@ impl Handler<StopAgent> for AgentActor {
         // or not (the turn's re-run makes a call of its own).
         let spent = self.rec.usage != usage_before;
         if closing {
-            dropped.extend(self.take_queue());
+            // A closed root or worker meets its dependents (the supervisor tells them).
+            dropped.extend(self.take_queue(true));
         } else {
             self.queue.forget_queued();
         }

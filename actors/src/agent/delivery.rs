@@ -48,11 +48,9 @@ impl AgentActor {
         );
         match env.item {
             Item::Inbox(_) => self.push_inbox_item(env),
-            // A dependency finished (see `supervisor/dependencies.rs`).
-            Item::Event(Event::StatusChanged { agent_id, to, .. })
-                if matches!(to, AgentStatus::Completed | AgentStatus::Failed) =>
-            {
-                self.dependency_finished(&agent_id, to == AgentStatus::Completed, ctx);
+            // A dependency settled (see `supervisor/dependencies.rs`).
+            Item::Event(Event::DependencySettled { agent_id, outcome }) => {
+                self.dependency_settled(&agent_id, outcome, ctx);
                 ready(Ok(true))
             }
             Item::Control(c) => {
@@ -178,14 +176,9 @@ impl AgentActor {
             })
     }
 
-    /// A dependency or an answer for an agent that waits for one: it becomes the next message
-    /// and the agent runs again.
-    fn provide(
-        &mut self,
-        env: Envelope,
-        waiting_for: AgentStatus,
-        ctx: &mut Context<Self>,
-    ) -> Result<AgentRecord, AgentdError> {
+    /// Whether the agent waits for what is provided: in `waiting_for`, and, for a dependency,
+    /// for a `[DEPENDENCY_REQUEST]` marker's (the agents of `depends_on` are met by themselves).
+    fn waits_for(&self, waiting_for: AgentStatus) -> Result<(), AgentdError> {
         if self.rec.status != waiting_for {
             return Err(AgentdError::new(
                 ErrorCode::InvalidTransition,
@@ -195,6 +188,28 @@ impl AgentActor {
                 ),
             ));
         }
+        if let Phase::WaitingDependencies(unmet) = &self.phase {
+            return Err(AgentdError::new(
+                ErrorCode::InvalidTransition,
+                format!(
+                    "agent `{}` waits for its dependencies ({}), not for a provided value",
+                    self.rec.id,
+                    crate::supervisor::waiting_reason(unmet)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A dependency or an answer for an agent that waits for one: it becomes the next message
+    /// and the agent runs again.
+    fn provide(
+        &mut self,
+        env: Envelope,
+        waiting_for: AgentStatus,
+        ctx: &mut Context<Self>,
+    ) -> Result<AgentRecord, AgentdError> {
+        self.waits_for(waiting_for)?;
         self.set_status(AgentStatus::Running, Some("provided".into()), ctx)?;
         self.queue.push_front(env);
         self.pump(ctx);
@@ -255,9 +270,13 @@ impl Handler<Provide> for AgentActor {
     type Result = AtomicResponse<Self, Result<AgentRecord, AgentdError>>;
 
     fn handle(&mut self, msg: Provide, _: &mut Self::Context) -> Self::Result {
+        let Provide { env, waiting_for } = msg;
+        // Checked before the push: a refused value leaves nothing in the inbox.
+        if let Err(e) = self.waits_for(waiting_for) {
+            return AtomicResponse::new(Box::pin(actix::fut::ready(Err(e))));
+        }
         let store = self.deps().store.clone();
         let id = self.rec.id.clone();
-        let Provide { env, waiting_for } = msg;
         AtomicResponse::new(Box::pin(
             async move {
                 let pushed = store.inbox_push(&id, &env).await;

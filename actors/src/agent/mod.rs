@@ -16,6 +16,7 @@
 //! | [`start`] | deciding what runs next (`pump`) and starting turns |
 //! | [`outcome`] | a turn's end, one function per outcome |
 //! | [`relay`] | forwards a parent passes on without a turn (`async_forward = "relay"`) |
+//! | [`dependencies`] | waiting for `depends_on`; the watches of dependents in this agent's inbox |
 //! | [`control`] | pause, resume, cancel, terminate, stop; aborting a turn |
 //! | [`checkpoint`] | taking checkpoints and restoring one |
 //! | [`budget`] | usage accounting and the agent's and its tree's budgets |
@@ -34,6 +35,7 @@ mod budget;
 mod checkpoint;
 mod control;
 mod delivery;
+mod dependencies;
 pub(crate) mod messages;
 mod outcome;
 mod passivate;
@@ -106,7 +108,7 @@ impl std::ops::DerefMut for SharedRecord {
 
 impl AgentActor {
     /// An actor for `rec` (started by the supervisor) that waits for the agents of `unmet`
-    /// (its `depends_on` that have not completed) before its turns run.
+    /// (its `depends_on` not met yet) before its turns run.
     pub(crate) fn new(
         rec: impl Into<Arc<AgentRecord>>,
         system: SystemHandle,
@@ -143,6 +145,7 @@ impl Actor for AgentActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(1024);
+        self.show_dependency_wait(ctx);
         if self.rec.status == agentd_proto::AgentStatus::WaitingRateLimit {
             // Re-activated (restart, failover) while rate-limited: it still resumes by itself.
             let now = self.deps().clock.now_ms();
@@ -178,7 +181,7 @@ impl Handler<RuntimeState> for AgentActor {
 
     fn handle(&mut self, _: RuntimeState, _: &mut Self::Context) -> Self::Result {
         MessageResult(Runtime {
-            inbox: self.queue.len(),
+            inbox: self.queue.len() + self.queue.parked_len(),
             turn_running: self.phase.running().is_some(),
         })
     }

@@ -17,8 +17,8 @@ use actix::prelude::*;
 use agentd_proto::Output;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{
-    AgentStatus, AgentdError, Channel, CheckpointReason, Control, Envelope, ErrorCode, Event,
-    Marker,
+    AgentStatus, AgentdError, Channel, CheckpointReason, Control, DependencyOutcome, Envelope,
+    ErrorCode, Event, Marker,
 };
 use uuid::Uuid;
 
@@ -313,19 +313,15 @@ impl AgentActor {
         Next::TakeNext
     }
 
-    /// `yield_to_parent`: the agent is completed, its dependents may go on, its parent gets the
-    /// result, and once that is written its actor stops ([`super::passivate`]).
+    /// `yield_to_parent`: the agent is completed, its dependents may go on (a sub-agent's; a
+    /// worker's wait for their watches), its parent gets the result, and once that is written
+    /// its actor stops ([`super::passivate`]).
     fn yielded(&mut self, result: serde_json::Value, cause: Uuid, ctx: &mut Context<Self>) {
         self.rec.result = Some(Box::new(result.clone()));
-        let from = self.rec.status;
         let _ = self.set_status(AgentStatus::Completed, Some("yielded".into()), ctx);
-        self.system
-            .supervisor
-            .do_send(crate::supervisor::messages::Finished {
-                agent_id: self.rec.id.clone(),
-                ok: true,
-                from,
-            });
+        if crate::supervisor::met_by_yield(&self.rec) {
+            self.tell_dependents(DependencyOutcome::Met);
+        }
         if let Some(parent_id) = self.rec.channel.parent_id() {
             self.deps().events.publish(&Event::Yielded {
                 agent_id: self.rec.id.clone(),
@@ -413,24 +409,30 @@ impl AgentActor {
         wait
     }
 
-    /// The agent failed: `failed` with the reason, an event, its dependents told, and its
-    /// parent told.
+    /// A turn failed the agent: `failed` with the error code as its reason, a `turn_failed`
+    /// event, its dependents told, and its parent told.
     pub(super) fn fail(&mut self, e: AgentdError, cause: Uuid, ctx: &mut Context<Self>) {
         tracing::warn!(agent_id = %self.rec.id, error = %e, "turn failed");
-        self.rec.last_error = Some(e.to_string());
         self.deps().events.publish(&Event::TurnFailed {
             agent_id: self.rec.id.clone(),
             message: e.to_string(),
         });
-        let from = self.rec.status;
-        let _ = self.set_status(AgentStatus::Failed, Some(e.code.as_str().into()), ctx);
-        self.system
-            .supervisor
-            .do_send(crate::supervisor::messages::Finished {
-                agent_id: self.rec.id.clone(),
-                ok: false,
-                from,
-            });
+        let reason = e.code.as_str().to_string();
+        self.mark_failed(e, reason, cause, ctx);
+    }
+
+    /// The agent is `failed` with `reason` (`last_error`: `e`); its dependents and its parent
+    /// are told.
+    pub(super) fn mark_failed(
+        &mut self,
+        e: AgentdError,
+        reason: String,
+        cause: Uuid,
+        ctx: &mut Context<Self>,
+    ) {
+        self.rec.last_error = Some(e.to_string());
+        let _ = self.set_status(AgentStatus::Failed, Some(reason), ctx);
+        self.tell_dependents(DependencyOutcome::Failed);
         self.output(
             Output::Failed {
                 error: e.to_string(),

@@ -12,7 +12,7 @@
 //!    ▲            └─ (a scheduler) ─► AwaitingPermit  Running ── turn ends ──► Idle
 //!    │                                               │  │  └─ store down / retry ─► HoldingForRetry ─ timer ─► Idle
 //!    │                                               │  └──── paused at a step ──► PausedMidTurn ── resume ──► Running
-//!    └── last dependency done ── WaitingDependencies │  └─ service calls wait ─► WaitingTool ─ all closed ─► Running
+//!    └── dependencies settled ── WaitingDependencies │  └─ service calls wait ─► WaitingTool ─ all closed ─► Running
 //!                                                     └── interrupt / cancel / terminate / restore ─► Idle
 //!   any phase ── StopAgent ──► Stopping (the actor ends)
 //! ```
@@ -30,8 +30,8 @@ pub(super) enum Phase {
     /// Nothing runs; the next queued item may start a turn (if the status lets work start).
     #[default]
     Idle,
-    /// The agent depends on agents (spawn `depends_on`) that have not completed: its turns wait.
-    /// Never empty (the last one completing makes the agent `Idle`).
+    /// The agent depends on agents (spawn `depends_on`) not met yet (failed ones it holds for
+    /// included): its turns wait. Never empty (the last one met makes the agent `Idle`).
     #[allow(clippy::box_collection)] // one pointer in the actor, not a 48-byte set
     WaitingDependencies(Box<HashSet<String>>),
     /// The next item waits for a turn slot from the scheduler.

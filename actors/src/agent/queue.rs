@@ -8,7 +8,11 @@
 //! - anything else goes last;
 //! - an interrupted turn's item that must run again (a rate limit, an unreachable store, an
 //!   automatic retry) waits in a slot of its own and runs before everything queued, urgent items
-//!   included.
+//!   included;
+//! - a watch of a dependent (`InboxItem::Watch`) reached while the agent is failed, cancelled or
+//!   terminated, or dropped with the queue by a cancel, terminate or restore, is set aside
+//!   (parked; it stays in the durable inbox) and queued first again once the agent is none of
+//!   these: its dependent waits for a success.
 //!
 //! The queue keeps the `agentd_inbox_depth` gauge: it counts the queued items of every agent of
 //! the process (the retry slot is not counted: its item was queued once already).
@@ -23,6 +27,14 @@ pub(super) struct InboxQueue {
     items: VecDeque<Envelope>,
     /// An interrupted turn's item: it runs again before anything in `items`.
     retry: Option<Box<Envelope>>,
+    /// Parked watches, in the order they were queued (boxed: most agents never have one).
+    #[allow(clippy::box_collection)] // one pointer in the actor, not a 24-byte vector
+    parked: Option<Box<Vec<Envelope>>>,
+}
+
+/// Whether `env` is the watch of a dependent (see `supervisor/dependencies.rs`).
+pub(super) fn is_watch(env: &Envelope) -> bool {
+    matches!(env.item, Item::Inbox(InboxItem::Watch { .. }))
 }
 
 /// Whether `env` is a message that interrupts the running turn.
@@ -119,17 +131,66 @@ impl InboxQueue {
         self.items.len()
     }
 
-    /// Whether envelope `id` waits here.
-    pub(super) fn holds(&self, id: Uuid) -> bool {
-        self.retry.as_ref().is_some_and(|e| e.id == id) || self.items.iter().any(|e| e.id == id)
+    /// How many watches are parked.
+    pub(super) fn parked_len(&self) -> usize {
+        self.parked.as_ref().map_or(0, |p| p.len())
     }
 
-    /// Empties the queue; answers the ids of what it held, for the caller to mark done in the
-    /// durable inbox.
+    /// Whether envelope `id` waits here (parked included).
+    pub(super) fn holds(&self, id: Uuid) -> bool {
+        self.retry.as_ref().is_some_and(|e| e.id == id)
+            || self.items.iter().any(|e| e.id == id)
+            || self
+                .parked
+                .as_ref()
+                .is_some_and(|p| p.iter().any(|e| e.id == id))
+    }
+
+    /// Sets watch `env` aside until [`Self::unpark_watches`].
+    pub(super) fn park(&mut self, env: Envelope) {
+        self.parked.get_or_insert_with(Box::default).push(env);
+    }
+
+    /// Queues the parked watches again, first, in their order.
+    pub(super) fn unpark_watches(&mut self) {
+        let Some(parked) = self.parked.take() else {
+            return;
+        };
+        depth_changed(parked.len() as f64);
+        for env in parked.into_iter().rev() {
+            self.items.push_front(env);
+        }
+    }
+
+    /// Empties the queue, parked watches included; answers the ids of what it held, for the
+    /// caller to mark done in the durable inbox.
     pub(super) fn take_all(&mut self) -> Vec<Uuid> {
         depth_changed(-(self.items.len() as f64));
         let mut ids: Vec<Uuid> = self.items.drain(..).map(|e| e.id).collect();
         ids.extend(self.retry.take().map(|e| e.id));
+        if let Some(parked) = self.parked.take() {
+            ids.extend(parked.iter().map(|e| e.id));
+        }
+        ids
+    }
+
+    /// [`Self::take_all`], but the watches are parked, not taken: they stay in the durable
+    /// inbox until the agent reaches them in a later success.
+    pub(super) fn take_all_but_watches(&mut self) -> Vec<Uuid> {
+        depth_changed(-(self.items.len() as f64));
+        let mut ids = Vec::new();
+        let taken = self.items.drain(..).chain(self.retry.take().map(|e| *e));
+        let mut watches = Vec::new();
+        for env in taken {
+            if is_watch(&env) {
+                watches.push(env);
+            } else {
+                ids.push(env.id);
+            }
+        }
+        for env in watches {
+            self.park(env);
+        }
         ids
     }
 
@@ -138,6 +199,7 @@ impl InboxQueue {
     pub(super) fn forget_queued(&mut self) {
         depth_changed(-(self.items.len() as f64));
         self.items.clear();
+        self.parked = None;
     }
 }
 

@@ -15,9 +15,7 @@ use crate::tools::ToolContext;
 use crate::turn::{Turn, TurnInput, TurnShared};
 use actix::prelude::*;
 use agentd_proto::ids::derived_id;
-use agentd_proto::{
-    AgentRecord, AgentStatus, AgentdError, Envelope, ErrorCode, InboxItem, Item, Role, ThreadEntry,
-};
+use agentd_proto::{AgentRecord, AgentStatus, Envelope, InboxItem, Item, Role, ThreadEntry};
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -98,12 +96,14 @@ impl AgentActor {
             && has_work
         {
             if status != AgentStatus::WaitingDependency {
-                let mut deps: Vec<&str> = unmet.iter().map(String::as_str).collect();
-                deps.sort();
-                let reason = format!("depends on {}", deps.join(", "));
+                let reason = crate::supervisor::waiting_reason(unmet);
                 let _ = self.set_status(AgentStatus::WaitingDependency, Some(reason), ctx);
             }
             return prestart;
+        }
+        if agentd_proto::DependencyOutcome::failure_of(status).is_none() {
+            // Watches set aside while it was failed, cancelled or terminated: it is not now.
+            self.queue.unpark_watches();
         }
         let Some(env) = self.queue.pop_next() else {
             if status == AgentStatus::Running {
@@ -113,6 +113,10 @@ impl AgentActor {
         };
         if super::relay::relays(&env) {
             self.relay(env, ctx);
+            return self.pump_with(prestart, ctx);
+        }
+        if super::queue::is_watch(&env) {
+            self.watch_reached(env, ctx);
             return self.pump_with(prestart, ctx);
         }
         let (input, start_written, prestart) = match prestart {
@@ -412,45 +416,5 @@ impl Handler<Permit> for AgentActor {
                 }
             }
         }
-    }
-}
-
-impl AgentActor {
-    /// Dependency `agent_id` completed (`ok`) or failed: the agent goes on once none is left,
-    /// or fails with it if `limits.on_dependency_failure` says so (it waits otherwise).
-    pub(super) fn dependency_finished(
-        &mut self,
-        agent_id: &str,
-        ok: bool,
-        ctx: &mut Context<Self>,
-    ) {
-        let Phase::WaitingDependencies(unmet) = &mut self.phase else {
-            return;
-        };
-        if !unmet.contains(agent_id) {
-            return;
-        }
-        if !ok {
-            if self.deps().config.limits.on_dependency_failure == "fail" {
-                let e = AgentdError::new(
-                    ErrorCode::InvalidTransition,
-                    format!("dependency `{agent_id}` failed"),
-                );
-                self.fail(e, agentd_proto::ids::new_id(), ctx);
-            }
-            return; // hold: wait until it completes after all
-        }
-        unmet.remove(agent_id);
-        if unmet.is_empty() {
-            self.phase = Phase::Idle;
-            if self.rec.status == AgentStatus::WaitingDependency {
-                let _ = self.set_status(
-                    AgentStatus::Idle,
-                    Some("dependencies completed".into()),
-                    ctx,
-                );
-            }
-        }
-        self.pump(ctx);
     }
 }

@@ -228,9 +228,12 @@ pub trait ThreadStore: Send + Sync + 'static {
     async fn child_count(&self, parent_id: &str) -> StoreResult<usize> {
         Ok(self.children(parent_id).await?.len())
     }
-    /// Records that `dependent` waits for `dependency` to complete (idempotent), so that
-    /// whichever process sees `dependency` finish can tell `dependent`, wherever it lives.
+    /// Records that `dependent` waits for `dependency` (idempotent), so that whichever process
+    /// sees `dependency` settle can tell `dependent`, wherever it lives.
     async fn add_dependent(&self, dependency: &str, dependent: &str) -> StoreResult<()>;
+    /// Forgets that `dependent` waits for `dependency` (idempotent): a root or a worker reached
+    /// the watch `dependent` put in its inbox, so that dependency is met for good.
+    async fn remove_dependent(&self, dependency: &str, dependent: &str) -> StoreResult<()>;
     /// The agents recorded as waiting for `dependency`, in no particular order.
     async fn dependents(&self, dependency: &str) -> StoreResult<Vec<String>>;
     /// Returns the child for `(parent, worker, alias)`, creating the mapping to `candidate` if

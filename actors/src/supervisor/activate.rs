@@ -1,9 +1,10 @@
 //! Bringing a persisted agent to life: its record is read (a closed agent re-opens; a turn that
 //! was running when the last process stopped is over, its persisted output kept), its actor
-//! starts, and the items its durable inbox still holds are handed to it.
+//! starts, and the items its durable inbox still holds are handed to it. An agent that waits for
+//! its dependencies works out from the store where it stands with them.
 
 use super::Supervisor;
-use super::dependencies::unmet_dependencies;
+use super::dependencies::{Dependencies, at_activation, waits_for_dependencies};
 use super::directory::SharedAgentAddr;
 use super::messages::Activate;
 use crate::agent::messages::Restore;
@@ -47,19 +48,26 @@ impl Handler<Activate> for Supervisor {
                 });
             }
             let pending = deps.store.inbox_pending(&rec.id).await?;
-            let unmet = unmet_dependencies(&deps, &rec.depends_on).await?;
-            Ok::<_, AgentdError>((rec, pending, unmet))
+            let dependencies = if waits_for_dependencies(&rec) {
+                at_activation(&deps, &rec).await?
+            } else {
+                Dependencies::default()
+            };
+            Ok::<_, AgentdError>((rec, pending, dependencies))
         };
         AtomicResponse::new(Box::pin(fut.into_actor(self).map(|res, act, _| {
-            let (rec, pending, unmet) = res?;
+            let (rec, pending, mut dependencies) = res?;
             if let Some(addr) = act.system.directory.agent(&rec.id) {
                 return Ok(addr);
             }
-            let addr = act.start_agent(rec, unmet);
+            let id = rec.id.clone();
+            let addr = act.start_agent(rec, std::mem::take(&mut dependencies.unmet));
             if !pending.is_empty() {
                 // Work that was queued when the agent last stopped (restart, failover).
                 addr.do_send(Restore(pending));
             }
+            // After its work: a failed dependency may drop it.
+            dependencies.announce(&act.system, &id);
             Ok(addr)
         })))
     }

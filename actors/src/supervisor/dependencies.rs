@@ -1,71 +1,251 @@
-//! Who waits for whom: an agent spawned with `depends_on` waits until each of those agents has
-//! completed. The store records, at the spawn, each dependency's dependents; when a dependency
-//! finishes, the supervisor of the process that saw it finish reads them and routes each one the
-//! news (an [`Event::StatusChanged`] envelope) through its partition, so a dependent owned by
-//! another process hears it like a local one. A dependent that is not live re-checks its
-//! dependencies in the store when it is activated, so nothing depends on that envelope arriving.
+//! Who waits for whom: an agent spawned with `depends_on` waits until each of those agents is
+//! met ([`DependencyOutcome::Met`]):
+//!
+//! - a **sub-agent** (spawned by `spawn_agent`) is met when it yields (`completed`);
+//! - a **root or a Manage worker** is met once it has handled everything that was queued for it
+//!   when the dependent was spawned: at once if it was idle (or completed) with an empty inbox,
+//!   or closed; otherwise the spawn puts a watch ([`InboxItem::Watch`]) into its durable inbox,
+//!   and when it reaches the watch, in order and without a turn, it forgets the dependent
+//!   ([`ThreadStore::remove_dependent`](crate::ports::ThreadStore::remove_dependent)) and
+//!   tells it. Closing it meets every dependent.
+//!
+//! A dependency that fails, is cancelled or terminated tells its dependents, which fail under
+//! `limits.on_dependency_failure = "fail"` and wait for a later success otherwise; a deleted
+//! one fails them whatever the setting says.
+//!
+//! The store keeps each dependency's dependents (for a root or a worker: those whose watch it
+//! has not reached yet), so whichever process sees a dependency settle reads them and routes
+//! each one the news (an [`Event::DependencySettled`] envelope) through its partition: a
+//! dependent owned by another process hears it like a local one. A dependent that is
+//! activated (a restart, a failover, a message) works out again from the store where it
+//! stands, and places its watches again, so nothing depends on that envelope arriving.
 
 use super::Supervisor;
-use super::messages::Finished;
+use super::messages::TellDependents;
 use crate::channel_router::messages::Route;
 use crate::deps::Deps;
+use crate::handle::SystemHandle;
 use actix::prelude::*;
-use agentd_proto::{Address, AgentStatus, AgentdError, Envelope, Event, Item};
+use agentd_proto::ids::derived_id;
+use agentd_proto::{
+    Address, AgentRecord, AgentStatus, AgentdError, Channel, DependencyOutcome, Envelope, Event,
+    InboxItem, Item,
+};
 use std::collections::HashSet;
 
-/// The dependencies of `depends_on` that have not completed yet.
-pub(super) async fn unmet_dependencies(
-    deps: &Deps,
-    depends_on: &[String],
-) -> Result<HashSet<String>, AgentdError> {
-    let mut unmet = HashSet::new();
-    for dep in depends_on {
-        let done = deps
-            .store
-            .get_agent(dep)
-            .await?
-            .is_some_and(|r| r.status == AgentStatus::Completed);
-        if !done {
-            unmet.insert(dep.clone());
-        }
-    }
-    Ok(unmet)
+/// Whether `rec` still waits for its `depends_on`: they are not settled yet, it never ran a
+/// turn, and no failure, cancel or terminate ended the wait.
+pub(crate) fn waits_for_dependencies(rec: &AgentRecord) -> bool {
+    !rec.depends_on.is_empty()
+        && !rec.dependencies_settled
+        && rec.current_task.is_none()
+        && DependencyOutcome::failure_of(rec.status).is_none()
 }
 
-impl Handler<Finished> for Supervisor {
+/// Whether the dependents of `rec` wait for its yield (a sub-agent) rather than for it to
+/// reach their watches (a root, a Manage worker).
+pub(crate) fn met_by_yield(rec: &AgentRecord) -> bool {
+    matches!(rec.channel, Channel::Spawn { .. })
+}
+
+/// The status reason of an agent that waits for `unmet`: `depends on a, b`.
+pub(crate) fn waiting_reason(unmet: &HashSet<String>) -> String {
+    let mut ids: Vec<&str> = unmet.iter().map(String::as_str).collect();
+    ids.sort_unstable();
+    format!("depends on {}", ids.join(", "))
+}
+
+/// The watch `dependent` puts into `dependency`'s inbox. Its id is always the same, so placing
+/// it again (after a restart) is a duplicate the inbox drops.
+fn watch(dependent: &str, dependency: &str, now_ms: u64) -> Envelope {
+    let mut env = Envelope::new(
+        Address::agent(dependent),
+        Address::agent(dependency),
+        Item::Inbox(InboxItem::Watch {
+            dependent: dependent.to_string(),
+        }),
+        now_ms,
+    );
+    env.id = derived_id(
+        uuid::Uuid::nil(),
+        &format!("watch {dependent} {dependency}"),
+    );
+    env
+}
+
+/// The news that `dependency` settled with `outcome`, for `dependent`.
+pub(crate) fn news(
+    dependency: &str,
+    dependent: &str,
+    outcome: DependencyOutcome,
+    now_ms: u64,
+) -> Envelope {
+    Envelope::new(
+        Address::agent(dependency),
+        Address::agent(dependent),
+        Item::Event(Event::DependencySettled {
+            agent_id: dependency.to_string(),
+            outcome,
+        }),
+        now_ms,
+    )
+}
+
+/// Where a dependent stands with its `depends_on`.
+#[derive(Debug, Default)]
+pub(super) struct Dependencies {
+    /// Those not met yet (failed ones it holds for included).
+    pub(super) unmet: HashSet<String>,
+    /// Those that failed, were cancelled, terminated or deleted: the dependent is told at its
+    /// start, and applies `on_dependency_failure`.
+    pub(super) failed: Vec<(String, DependencyOutcome)>,
+    /// The watches to place (roots and workers that have not reached theirs).
+    watches: Vec<Envelope>,
+}
+
+impl Dependencies {
+    /// Places the watches and tells `dependent` what failed, through the router: into the
+    /// inbox of an agent of this process, or through the partition stream of another's.
+    pub(super) fn announce(self, system: &SystemHandle, dependent: &str) {
+        let now = system.deps.clock.now_ms();
+        for (dependency, outcome) in self.failed {
+            let env = news(&dependency, dependent, outcome, now);
+            system.router.do_send(Route(env));
+        }
+        for env in self.watches {
+            system.router.do_send(Route(env));
+        }
+    }
+
+    /// One dependency not met (`failed` with how, if it failed).
+    fn unmet(&mut self, dependency: &str, failed: Option<DependencyOutcome>) {
+        self.unmet.insert(dependency.to_string());
+        if let Some(outcome) = failed {
+            self.failed.push((dependency.to_string(), outcome));
+        }
+    }
+}
+
+/// Where the new agent `dependent` stands with `depends_on` (existing agents, checked before):
+/// each is recorded as its dependency first, so one that settles meanwhile finds it; a root or
+/// a worker with work gets a watch to place.
+pub(super) async fn at_spawn(
+    deps: &Deps,
+    dependent: &str,
+    depends_on: &[String],
+) -> Result<Dependencies, AgentdError> {
+    let mut out = Dependencies::default();
+    for dep in depends_on {
+        deps.store.add_dependent(dep, dependent).await?;
+        let Some(rec) = deps.store.get_agent(dep).await? else {
+            out.unmet(dep, Some(DependencyOutcome::Deleted));
+            continue;
+        };
+        if met_by_yield(&rec) {
+            match rec.status {
+                AgentStatus::Completed => {}
+                status => out.unmet(dep, DependencyOutcome::failure_of(status)),
+            }
+            continue;
+        }
+        let met_now = match rec.status {
+            AgentStatus::Closed => true,
+            AgentStatus::Idle | AgentStatus::Completed => {
+                deps.store.inbox_pending(dep).await?.is_empty()
+            }
+            _ => false,
+        };
+        if met_now {
+            deps.store.remove_dependent(dep, dependent).await?;
+            continue;
+        }
+        out.watches.push(watch(dependent, dep, deps.clock.now_ms()));
+        out.unmet(dep, DependencyOutcome::failure_of(rec.status));
+    }
+    Ok(out)
+}
+
+/// Where `rec`, which waits for its dependencies ([`waits_for_dependencies`]), stands now, as
+/// the store says: a sub-agent by its status; a root or a worker by whether `rec` is still among
+/// its dependents (then its watch is placed again unless its inbox has it).
+pub(super) async fn at_activation(
+    deps: &Deps,
+    rec: &AgentRecord,
+) -> Result<Dependencies, AgentdError> {
+    let mut out = Dependencies::default();
+    for dep in &rec.depends_on {
+        let Some(dependency) = deps.store.get_agent(dep).await? else {
+            out.unmet(dep, Some(DependencyOutcome::Deleted));
+            continue;
+        };
+        if met_by_yield(&dependency) {
+            match dependency.status {
+                AgentStatus::Completed => {}
+                status => out.unmet(dep, DependencyOutcome::failure_of(status)),
+            }
+            continue;
+        }
+        if dependency.status == AgentStatus::Closed
+            || !deps.store.dependents(dep).await?.contains(&rec.id)
+        {
+            continue;
+        }
+        let watch = watch(&rec.id, dep, deps.clock.now_ms());
+        let placed = deps
+            .store
+            .inbox_pending(dep)
+            .await?
+            .iter()
+            .any(|e| e.id == watch.id);
+        if !placed {
+            out.watches.push(watch);
+        }
+        out.unmet(dep, DependencyOutcome::failure_of(dependency.status));
+    }
+    Ok(out)
+}
+
+/// Tells each agent recorded as waiting for `dependency` that it settled with `outcome`; a
+/// met dependency forgets them (they wait for nothing more from it). `skip`: dependents not
+/// to tell (being deleted with it).
+pub(crate) async fn tell_dependents(
+    system: &SystemHandle,
+    dependency: &str,
+    outcome: DependencyOutcome,
+    dependents: Vec<String>,
+    skip: &[String],
+) {
+    let deps = &system.deps;
+    for dependent in dependents {
+        if skip.contains(&dependent) {
+            continue;
+        }
+        if outcome == DependencyOutcome::Met
+            && let Err(e) = deps.store.remove_dependent(dependency, &dependent).await
+        {
+            tracing::warn!(agent_id = %dependency, dependent, error = %e, "forgetting a met dependent failed; it learns it when activated");
+        }
+        let env = news(dependency, &dependent, outcome, deps.clock.now_ms());
+        system.router.do_send(Route(env));
+    }
+}
+
+/// Reads the dependents of `dependency` and tells them it settled with `outcome`.
+pub(crate) async fn settled(system: &SystemHandle, dependency: &str, outcome: DependencyOutcome) {
+    match system.deps.store.dependents(dependency).await {
+        Ok(dependents) => tell_dependents(system, dependency, outcome, dependents, &[]).await,
+        Err(e) => {
+            tracing::warn!(agent_id = %dependency, %outcome, error = %e, "reading the dependents of a settled agent failed; they learn it when activated");
+        }
+    }
+}
+
+impl Handler<TellDependents> for Supervisor {
     type Result = ();
 
-    fn handle(&mut self, msg: Finished, ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: TellDependents, ctx: &mut Self::Context) {
         let system = self.system.clone();
-        let told = async move {
-            let dependents = match system.deps.store.dependents(&msg.agent_id).await {
-                Ok(d) => d,
-                Err(e) => {
-                    tracing::warn!(agent_id = %msg.agent_id, error = %e, "reading the dependents of a finished agent failed; they learn it when activated");
-                    return;
-                }
-            };
-            let to = if msg.ok {
-                AgentStatus::Completed
-            } else {
-                AgentStatus::Failed
-            };
-            for dependent in dependents {
-                let news = Event::StatusChanged {
-                    agent_id: msg.agent_id.clone(),
-                    from: msg.from,
-                    to,
-                    reason: None,
-                };
-                let env = Envelope::new(
-                    Address::agent(&msg.agent_id),
-                    Address::agent(&dependent),
-                    Item::Event(news),
-                    system.deps.clock.now_ms(),
-                );
-                system.router.do_send(Route(env));
-            }
-        };
+        let told = async move { settled(&system, &msg.agent_id, msg.outcome).await };
         ctx.spawn(told.into_actor(self));
     }
 }

@@ -5,6 +5,7 @@
 //! gave up, and the process's shutdown.
 
 use super::Supervisor;
+use super::dependencies::{self, met_by_yield};
 use super::directory::SharedAgentAddr;
 use super::messages::{Lifecycle, Passivate, Shutdown};
 use crate::agent::messages::{ApplyControl, StopAgent};
@@ -12,7 +13,8 @@ use crate::deps::Deps;
 use crate::errors::mailbox;
 use actix::prelude::*;
 use agentd_proto::{
-    Address, AgentRecord, AgentStatus, AgentdError, Control, Envelope, ErrorCode, Event, Item,
+    Address, AgentRecord, AgentStatus, AgentdError, Control, DependencyOutcome, Envelope,
+    ErrorCode, Event, Item,
 };
 use std::collections::{HashMap, HashSet};
 
@@ -124,19 +126,26 @@ async fn apply(
             "pause/resume go through ops::lifecycle",
         )),
         Control::Cancel | Control::Terminate => {
-            let to = if control == Control::Cancel {
-                AgentStatus::Cancelled
+            let (to, outcome) = if control == Control::Cancel {
+                (AgentStatus::Cancelled, DependencyOutcome::Cancelled)
             } else {
-                AgentStatus::Terminated
+                (AgentStatus::Terminated, DependencyOutcome::Terminated)
             };
             let mut last = None;
             for id in targets {
+                // A live agent (here or in its owner) tells its dependents itself.
                 let res = match live.get(&id) {
                     Some(addr) => addr.send(ApplyControl(control)).await.map_err(mailbox)?,
                     None if deps.is_owned_elsewhere(&id) => {
                         forward_control(deps, &id, control).await
                     }
-                    None => settle_stored(deps, &id, to).await,
+                    None => {
+                        let res = settle_stored(deps, &id, to).await;
+                        if res.is_ok() {
+                            dependencies::settled(system, &id, outcome).await;
+                        }
+                        res
+                    }
                 };
                 match res {
                     Ok(r) if id == agent_id => last = Some(r),
@@ -149,19 +158,31 @@ async fn apply(
         Control::Close => {
             let mut last = None;
             for id in targets {
-                let r = match live.get(&id) {
-                    Some(addr) => Some(
+                let closed_here = |r: AgentRecord| {
+                    // A closed root or worker has handled all it will: its dependents are met.
+                    let meets = r.status == AgentStatus::Closed && !met_by_yield(&r);
+                    (Some(r), meets)
+                };
+                let (r, meets) = match live.get(&id) {
+                    Some(addr) => closed_here(
                         addr.send(StopAgent {
                             final_status: Some(AgentStatus::Closed),
                         })
                         .await
                         .map_err(mailbox)?,
                     ),
+                    // Its owner closes it (and tells its dependents).
                     None if deps.is_owned_elsewhere(&id) => {
-                        forward_control(deps, &id, control).await.ok()
+                        (forward_control(deps, &id, control).await.ok(), false)
                     }
-                    None => settle_stored(deps, &id, AgentStatus::Closed).await.ok(),
+                    None => match settle_stored(deps, &id, AgentStatus::Closed).await {
+                        Ok(r) => closed_here(r),
+                        Err(_) => (None, false),
+                    },
                 };
+                if meets {
+                    dependencies::settled(system, &id, DependencyOutcome::Met).await;
+                }
                 if id == agent_id {
                     last = r;
                 }
@@ -169,20 +190,33 @@ async fn apply(
             Ok(last)
         }
         Control::Delete => {
-            for id in targets {
-                if let Some(addr) = live.get(&id) {
+            for id in &targets {
+                // Read before the delete, which removes them: a deleted dependency fails its
+                // dependents (but those deleted with it).
+                let dependents = deps.store.dependents(id).await?;
+                if let Some(addr) = live.get(id) {
                     addr.send(StopAgent { final_status: None })
                         .await
                         .map_err(mailbox)?;
-                } else if deps.is_owned_elsewhere(&id) {
-                    let _ = forward_control(deps, &id, Control::Delete).await;
+                } else if deps.is_owned_elsewhere(id) {
+                    let _ = forward_control(deps, id, Control::Delete).await;
                 }
-                deps.store.delete_agent(&id).await?;
+                deps.store.delete_agent(id).await?;
                 // What a process-per-agent backend keeps of the agent (e.g. a CLI's sessions).
-                deps.model.control(&id, Control::Delete);
-                system.directory.remove_parent_router(&id, false);
-                crate::metrics::global().agent_status(&id, None);
-                deps.events.publish(&Event::Deleted { agent_id: id });
+                deps.model.control(id, Control::Delete);
+                system.directory.remove_parent_router(id, false);
+                crate::metrics::global().agent_status(id, None);
+                deps.events.publish(&Event::Deleted {
+                    agent_id: id.clone(),
+                });
+                dependencies::tell_dependents(
+                    system,
+                    id,
+                    DependencyOutcome::Deleted,
+                    dependents,
+                    &targets,
+                )
+                .await;
             }
             Ok(None)
         }

@@ -26,7 +26,7 @@ pub struct SpawnSpec {
     pub budget: Option<agentd_proto::Budget>,
     /// Scheduling priority (`None` inherits the parent's).
     pub priority: Option<agentd_proto::Priority>,
-    /// Agents that must complete first.
+    /// Agents it depends on (`docs/lifecycle.md#dependencies`).
     pub depends_on: Vec<String>,
     /// Model provider override (`None`: the type's, else the default).
     pub provider: Option<String>,
@@ -91,14 +91,13 @@ pub struct PauseTree {
     pub limit: String,
 }
 
-/// An agent reached `completed` (`ok`) or `failed`: its dependents may go on.
+/// Agent `agent_id` settled what its dependents (`depends_on`) wait for: each is told
+/// `outcome`, wherever it lives.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
-pub struct Finished {
-    /// The agent.
+pub struct TellDependents {
+    /// The dependency.
     pub agent_id: String,
-    /// Completed (true) or failed (false).
-    pub ok: bool,
-    /// Its status before.
-    pub from: agentd_proto::AgentStatus,
+    /// How it settled.
+    pub outcome: agentd_proto::DependencyOutcome,
 }

@@ -2,7 +2,7 @@
 //! parent routers: it creates agents (enforcing the depth and fan-out limits), activates
 //! persisted ones, places trees on Arbiters, applies lifecycle controls (cascading cancel,
 //! close and delete to descendants, deepest first), and tells dependents, wherever they live,
-//! when an agent they wait for finishes.
+//! when an agent they wait for settles.
 //!
 //! | module | what it holds |
 //! |---|---|
@@ -20,6 +20,9 @@ mod lifecycle;
 pub(crate) mod messages;
 mod spawn;
 
+pub(crate) use dependencies::{
+    met_by_yield, news as dependency_news, waiting_reason, waits_for_dependencies,
+};
 pub(crate) use directory::{Directory, SharedAgentAddr};
 pub(crate) use lifecycle::forward_control;
 

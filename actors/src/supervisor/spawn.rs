@@ -3,7 +3,7 @@
 //! owns its partition (that process activates it when the message arrives).
 
 use super::Supervisor;
-use super::dependencies::unmet_dependencies;
+use super::dependencies::{Dependencies, at_spawn};
 use super::messages::{Spawn, SpawnSpec};
 use crate::agent::messages::Deliver;
 use crate::config::AgentType;
@@ -13,7 +13,6 @@ use actix::prelude::*;
 use agentd_proto::{
     Address, AgentRecord, AgentStatus, AgentdError, Envelope, ErrorCode, Event, InboxItem, Item,
 };
-use std::collections::HashSet;
 use std::sync::Arc;
 
 impl Handler<Spawn> for Supervisor {
@@ -25,24 +24,24 @@ impl Handler<Spawn> for Supervisor {
         }
         let deps = self.system.deps.clone();
         let created = async move {
-            let (rec, unmet) = create(&deps, &spec).await?;
-            Ok::<_, AgentdError>((rec, spec.prompt, unmet))
+            let (rec, dependencies) = create(&deps, &spec).await?;
+            Ok::<_, AgentdError>((rec, spec.prompt, dependencies))
         };
         AtomicResponse::new(Box::pin(created.into_actor(self).map(|res, act, _| {
-            let (rec, prompt, unmet) = res?;
-            act.started_spawn(rec, prompt, unmet)
+            let (rec, prompt, dependencies) = res?;
+            act.started_spawn(rec, prompt, dependencies)
         })))
     }
 }
 
 impl Supervisor {
     /// The agent of `rec` was created: it is announced, and started here with its first
-    /// message (`prompt`) unless it belongs to another process.
+    /// message (`prompt`) unless it belongs to another process; its watches are placed.
     fn started_spawn(
         &mut self,
         rec: Arc<AgentRecord>,
         prompt: Option<String>,
-        unmet: HashSet<String>,
+        mut dependencies: Dependencies,
     ) -> Result<AgentRecord, AgentdError> {
         let deps = &self.system.deps;
         deps.events.publish(&Event::Spawned {
@@ -66,29 +65,32 @@ impl Supervisor {
         });
         if deps.is_remote(&rec.id) {
             // Its partition belongs to another process: that process activates it when the
-            // first message arrives.
+            // first message (or the news of a dependency) arrives.
             if let Some(env) = first {
                 self.system
                     .router
                     .do_send(crate::channel_router::messages::Route(env));
             }
+            dependencies.announce(&self.system, &rec.id);
             return Ok(Arc::unwrap_or_clone(rec));
         }
         crate::metrics::global().agent_status(&rec.id, Some(rec.status.as_str()));
+        let unmet = std::mem::take(&mut dependencies.unmet);
         let addr = self.start_agent(rec.clone(), unmet);
         if let Some(env) = first {
             addr.do_send(Deliver(env));
         }
+        dependencies.announce(&self.system, &rec.id);
         Ok(Arc::unwrap_or_clone(rec))
     }
 }
 
 /// Checks `spec` against its type and the limits, writes the new agent's record and its place
-/// among its parent's children; answers the record and the dependencies it still waits for.
+/// among its parent's children; answers the record and where it stands with its dependencies.
 async fn create(
     deps: &Deps,
     spec: &SpawnSpec,
-) -> Result<(Arc<AgentRecord>, HashSet<String>), AgentdError> {
+) -> Result<(Arc<AgentRecord>, Dependencies), AgentdError> {
     let cfg = &deps.config;
     let ty = cfg.types.get(&spec.agent_type).ok_or_else(|| {
         AgentdError::new(
@@ -143,19 +145,16 @@ async fn create(
             format!("no model provider `{p}` is configured"),
         ));
     }
-    // Recorded before the check: a dependency that finishes in between finds the new agent.
-    for dep in &spec.depends_on {
-        deps.store.add_dependent(dep, &id).await?;
+    let dependencies = at_spawn(deps, &id, &spec.depends_on).await?;
+    let mut rec = new_record(spec, ty, id, depth, provider, deps.clock.now_ms());
+    if !dependencies.unmet.is_empty() {
+        // Born waiting: its turns (and a failed dependency's news) wait for its actor.
+        rec.status = AgentStatus::WaitingDependency;
+        rec.status_reason = Some(super::dependencies::waiting_reason(&dependencies.unmet));
+    } else if !rec.depends_on.is_empty() {
+        rec.dependencies_settled = true;
     }
-    let unmet = unmet_dependencies(deps, &spec.depends_on).await?;
-    let rec = Arc::new(new_record(
-        spec,
-        ty,
-        id,
-        depth,
-        provider,
-        deps.clock.now_ms(),
-    ));
+    let rec = Arc::new(rec);
     // Written as a batch so that a store keeping records in memory shares this one with the
     // agent's actor instead of holding a copy.
     deps.store
@@ -164,7 +163,7 @@ async fn create(
     if let Some(parent) = &spec.parent {
         deps.store.add_child(&parent.id, &rec.id).await?;
     }
-    Ok((rec, unmet))
+    Ok((rec, dependencies))
 }
 
 /// The record of a new agent `id` of type `ty`, as `spec` asks for it.
@@ -212,6 +211,7 @@ fn new_record(
         env,
         turns: 0,
         depends_on: spec.depends_on.clone(),
+        dependencies_settled: false,
         attempts: 0,
         current_task: None,
         task_steps_counted: 0,

@@ -9,7 +9,8 @@ use std::sync::Arc;
 impl AgentSystem {
     /// Re-activates, after a restart, every agent of this process that was running or queued
     /// when the previous process stopped: their durable inboxes (the interrupted item first)
-    /// are resumed. Then hands the child outputs the store's outbox still keeps to their
+    /// are resumed. So are those waiting for their dependencies: they check them again (the
+    /// news of one that settled may have been lost with that process). Then hands the child outputs the store's outbox still keeps to their
     /// parents. Answers how many agents were activated.
     pub async fn recover(&self) -> Result<usize, AgentdError> {
         let n = self.recover_where(|_| true).await?;
@@ -103,6 +104,7 @@ impl AgentSystem {
                     | agentd_proto::AgentStatus::WaitingTool
                     | agentd_proto::AgentStatus::WaitingReview
             ) || (pending && rec.status.accepts_turns())
+                || crate::supervisor::waits_for_dependencies(&rec)
             {
                 self.system
                     .supervisor

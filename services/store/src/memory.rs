@@ -236,6 +236,13 @@ impl ThreadStore for MemoryStore {
         Ok(())
     }
 
+    async fn remove_dependent(&self, dependency: &str, dependent: &str) -> StoreResult<()> {
+        if let Some(set) = self.lock().dependents.get_mut(dependency) {
+            set.remove(dependent);
+        }
+        Ok(())
+    }
+
     async fn dependents(&self, dependency: &str) -> StoreResult<Vec<String>> {
         Ok(self
             .lock()

@@ -181,8 +181,8 @@ pub(super) fn routes_directly(env: &Envelope) -> bool {
             | Item::Control(
                 Control::Pause | Control::Resume | Control::Cancel | Control::Terminate
             )
-            // A dependency finished (actors' `supervisor/dependencies.rs`).
-            | Item::Event(Event::StatusChanged { .. })
+            // A dependency settled (actors' `supervisor/dependencies.rs`).
+            | Item::Event(Event::DependencySettled { .. })
     )
 }
 

@@ -40,12 +40,20 @@ pub(super) async fn children_keep_order_and_are_idempotent(store: &dyn ThreadSto
 }
 
 pub(super) async fn dependents_are_a_set(store: &dyn ThreadStore) {
-    for d in ["w2", "w1", "w2"] {
+    for d in ["w2", "w1", "w2", "w3"] {
         store.add_dependent("dep", d).await.unwrap();
     }
+    // Removing is idempotent and touches only that dependent (and that dependency).
+    store.add_dependent("dep-2", "w3").await.unwrap();
+    for _ in 0..2 {
+        store.remove_dependent("dep", "w3").await.unwrap();
+    }
+    store.remove_dependent("dep", "never-added").await.unwrap();
+    store.remove_dependent("none", "w1").await.unwrap();
     let mut got = store.dependents("dep").await.unwrap();
     got.sort();
     assert_eq!(got, vec!["w1", "w2"]);
+    assert_eq!(store.dependents("dep-2").await.unwrap(), vec!["w3"]);
     assert!(store.dependents("none").await.unwrap().is_empty());
 }
 

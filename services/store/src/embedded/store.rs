@@ -149,6 +149,13 @@ impl ThreadStore for RedbStore {
             .await
     }
 
+    async fn remove_dependent(&self, dependency: &str, dependent: &str) -> StoreResult<()> {
+        let (dependency, dependent) = (dependency.to_string(), dependent.to_string());
+        self.writer
+            .write(move |t| writes::remove_dependent_in(t, &dependency, &dependent))
+            .await
+    }
+
     async fn dependents(&self, dependency: &str) -> StoreResult<Vec<String>> {
         let dependency = dependency.to_string();
         self.run(move |db| reads::dependents(db, &dependency)).await

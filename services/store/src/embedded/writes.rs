@@ -109,6 +109,18 @@ pub(super) fn add_dependent_in(
     Ok(())
 }
 
+/// Forgets that `dependent` waits for `dependency` (a missing row changes nothing).
+pub(super) fn remove_dependent_in(
+    t: &mut Tables<'_>,
+    dependency: &str,
+    dependent: &str,
+) -> StoreResult<()> {
+    t.rows
+        .remove((dependency, row::DEPENDENT, dependent.as_bytes()))
+        .map_err(be)?;
+    Ok(())
+}
+
 /// The child under `parent`'s alias `key`, made `candidate` if there is none; answers the child
 /// and whether it was made.
 pub(super) fn alias_get_or_create_in(

@@ -138,6 +138,17 @@ impl ThreadStore for RedisStore {
         Ok(())
     }
 
+    async fn remove_dependent(&self, dependency: &str, dependent: &str) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        cmd("SREM")
+            .arg(self.keys.agent_part(dependency, "dependents"))
+            .arg(dependent)
+            .query_async::<i64>(&mut con)
+            .await
+            .map_err(be)?;
+        Ok(())
+    }
+
     async fn dependents(&self, dependency: &str) -> StoreResult<Vec<String>> {
         let mut con = self.con.clone();
         cmd("SMEMBERS")
