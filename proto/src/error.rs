@@ -89,6 +89,8 @@ pub enum ErrorCode {
     /// The tool call was answered, timed out, cancelled or rejected already: an answer or a
     /// decision is applied once.
     ToolCallClosed,
+    /// A request's body did not arrive in full within the server's request timeout.
+    RequestTimeout,
 }
 
 impl ErrorCode {
@@ -131,6 +133,7 @@ impl ErrorCode {
             ErrorCode::ToolTimeout => "tool_timeout",
             ErrorCode::ToolCallNotFound => "tool_call_not_found",
             ErrorCode::ToolCallClosed => "tool_call_closed",
+            ErrorCode::RequestTimeout => "request_timeout",
         }
     }
 
@@ -145,6 +148,7 @@ impl ErrorCode {
             | ErrorCode::ToolCallNotFound
             | ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::RequestTimeout => 408,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::Unauthorized => 401,
             ErrorCode::NotRoot
@@ -265,6 +269,7 @@ mod tests {
             ErrorCode::UnsupportedMediaType,
             ErrorCode::ToolCallNotFound,
             ErrorCode::ToolCallClosed,
+            ErrorCode::RequestTimeout,
         ] {
             let json = serde_json::to_string(&code).unwrap_or_default();
             assert_eq!(json, format!("\"{}\"", code.as_str()));

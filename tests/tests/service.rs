@@ -86,7 +86,10 @@ fn demo_round_trip_agentctl_and_restart_on_the_same_data_dir() {
     assert_eq!(err.0, 400);
     assert_eq!(err.1["code"], "missing_thread_id");
     let err = agentd
-        .post("/v1/agents/nope/messages", json!({"text": "hi"}))
+        .post(
+            "/v1/agents/0190a5f2-7b6e-7cc0-8a4b-1d2e3f405162/messages",
+            json!({"text": "hi"}),
+        )
         .unwrap_err();
     assert_eq!(
         (err.0, err.1["code"].as_str()),
