@@ -31,10 +31,10 @@ pub struct SpawnRequest {
     #[serde(default, alias = "contextFiles")]
     pub context_files: Vec<String>,
     /// Manage options override for this root's workers.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict::optional_object")]
     pub manage: Option<ManageOptions>,
     /// Spending limits (capped by the parent's).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict::optional_object")]
     pub budget: Option<crate::usage::Budget>,
     /// Scheduling priority (default: the parent's, or normal).
     #[serde(default)]
@@ -82,6 +82,7 @@ pub enum Command {
         /// Target agent.
         agent_id: String,
         /// The control.
+        #[serde(deserialize_with = "crate::strict::object")]
         control: Control,
     },
     /// Post `reset` to an agent.
@@ -132,6 +133,7 @@ pub enum Command {
         /// Target agent.
         agent_id: String,
         /// The new limits.
+        #[serde(deserialize_with = "crate::strict::object")]
         budget: crate::usage::Budget,
     },
     /// Replace an agent's environment variables (a process-backend agent's process is started
@@ -172,7 +174,7 @@ pub enum Command {
         #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
         result: Option<serde_json::Value>,
         /// The tool's failure.
-        #[serde(default)]
+        #[serde(default, deserialize_with = "crate::strict::optional_object")]
         error: Option<crate::tool_call::ToolAnswerError>,
     },
     /// Approve or reject a call of `agent_id` that waits for approval (`awaiting_approval`).

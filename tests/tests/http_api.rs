@@ -322,6 +322,22 @@ fn a_body_with_a_field_its_route_does_not_take_is_refused_naming_it() {
         "mod",
         "spawn manage",
     );
+    // A nested object is an object: serde would read a struct from a list of its fields too.
+    for (path, body) in [
+        (
+            "/v1/agents",
+            json!({"agent_type": "lead", "budget": [null, null]}),
+        ),
+        (
+            "/v1/commands",
+            json!({"type": "control", "agent_id": id, "control": ["pause"]}),
+        ),
+    ] {
+        let got = post(path, body.clone());
+        let message = got.2["message"].as_str().unwrap_or("").to_string();
+        assert_error(got, 400, "invalid_argument", &body.to_string());
+        assert!(message.contains("expected an object"), "{body}: {message}");
+    }
     assert_eq!(roots(&p), before, "nothing was spawned");
 
     let agent = |route: &str| format!("/v1/agents/{id}/{route}");

@@ -144,7 +144,10 @@ fn a_call_taken_by_a_worker_that_died(
     let clerk = p.spawn("clerk", "order A-1");
     mute.wait_for_exit();
     let died = std::fs::read_to_string(&log).unwrap();
-    assert!(died.contains("NoPermissionError"), "it died answering: {died}");
+    assert!(
+        died.contains("NoPermissionError"),
+        "it died answering: {died}"
+    );
     let pending = p.get("/v1/tool_calls?status=pending")["tool_calls"].clone();
     assert_eq!(pending.as_array().unwrap().len(), 1, "{pending:#}");
     assert_eq!(pending[0]["agent_id"], clerk.as_str());

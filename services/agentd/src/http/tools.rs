@@ -95,7 +95,7 @@ pub(crate) struct ToolResultBody {
     #[schema(value_type = Option<Object>)]
     result: Option<Value>,
     /// The tool's failure: a message and, optionally, the worker's own code (free text).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "agentd_proto::strict::optional_object")]
     error: Option<agentd_proto::ToolAnswerError>,
 }
 
