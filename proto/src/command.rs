@@ -6,9 +6,11 @@ use crate::error::AgentdError;
 use crate::manage::ManageOptions;
 use serde::{Deserialize, Serialize};
 
-/// What a service asks to create an agent.
+/// What a service asks to create an agent. Unknown fields are refused (a typo such as `promt`
+/// would otherwise spawn an agent that never runs); the camelCase aliases are accepted.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
 pub struct SpawnRequest {
     /// Agent type (e.g. `lead`, `research`); default `subagent`.
     #[serde(default, alias = "agentType")]
@@ -29,10 +31,10 @@ pub struct SpawnRequest {
     #[serde(default, alias = "contextFiles")]
     pub context_files: Vec<String>,
     /// Manage options override for this root's workers.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict::optional_object")]
     pub manage: Option<ManageOptions>,
     /// Spending limits (capped by the parent's).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict::optional_object")]
     pub budget: Option<crate::usage::Budget>,
     /// Scheduling priority (default: the parent's, or normal).
     #[serde(default)]
@@ -55,10 +57,13 @@ pub struct SpawnRequest {
     pub background: bool,
 }
 
-/// A request from outside agentd.
+/// A request from outside agentd. A command naming a field its type does not have is refused
+/// whole (`invalid_argument` at the HTTP door; on the command stream a dead letter and an
+/// `invalid_argument` reply), so a misspelt field is never silently dropped. The envelope
+/// around a command stays open to new fields; the command itself does not.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Command {
     /// Create an agent.
     Spawn(Box<SpawnRequest>),
@@ -77,6 +82,7 @@ pub enum Command {
         /// Target agent.
         agent_id: String,
         /// The control.
+        #[serde(deserialize_with = "crate::strict::object")]
         control: Control,
     },
     /// Post `reset` to an agent.
@@ -127,6 +133,7 @@ pub enum Command {
         /// Target agent.
         agent_id: String,
         /// The new limits.
+        #[serde(deserialize_with = "crate::strict::object")]
         budget: crate::usage::Budget,
     },
     /// Replace an agent's environment variables (a process-backend agent's process is started
@@ -167,7 +174,7 @@ pub enum Command {
         #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
         result: Option<serde_json::Value>,
         /// The tool's failure.
-        #[serde(default)]
+        #[serde(default, deserialize_with = "crate::strict::optional_object")]
         error: Option<crate::tool_call::ToolAnswerError>,
     },
     /// Approve or reject a call of `agent_id` that waits for approval (`awaiting_approval`).
@@ -255,5 +262,98 @@ impl Command {
             Command::Spawn(req) => req.parent_id.as_deref(),
             Command::List { parent_id } => parent_id.as_deref(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{DEFAULT_MAX_ENVELOPE_BYTES, decode_envelope};
+    use crate::envelope::Item;
+    use serde_json::json;
+
+    fn refused(v: serde_json::Value) -> String {
+        match serde_json::from_value::<Command>(v) {
+            Ok(c) => format!("accepted: {c:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_command_naming_a_field_it_does_not_have_is_refused_naming_it() {
+        for (command, field) in [
+            (
+                json!({"type": "spawn", "agent_type": "lead", "promt": "hi"}),
+                "promt",
+            ),
+            (
+                json!({"type": "send", "agent_id": "a", "text": "hi", "urgent": true}),
+                "urgent",
+            ),
+            (
+                json!({"type": "inspect", "agent_id": "a", "verbose": true}),
+                "verbose",
+            ),
+            (json!({"type": "list", "parentId": "a"}), "parentId"),
+            (
+                json!({"type": "spawn", "manage": {"mode": "async", "mod": "x"}}),
+                "mod",
+            ),
+            (
+                json!({"type": "tool_result", "agent_id": "a",
+                       "call_id": "0190a5f2-7b6e-7cc0-8a4b-1d2e3f405162",
+                       "error": {"message": "no", "detail": "x"}}),
+                "detail",
+            ),
+            (
+                json!({"type": "set_budget", "agent_id": "a", "budget": {"max_token": 5}}),
+                "max_token",
+            ),
+        ] {
+            let why = refused(command.clone());
+            assert!(
+                why.contains(&format!("unknown field `{field}`")),
+                "{command}: {why}"
+            );
+        }
+    }
+
+    #[test]
+    fn camel_case_aliases_are_still_accepted() {
+        let spawn = json!({"type": "spawn", "agentType": "lead", "parentId": "p",
+                           "allowedTools": ["x"], "contextFiles": [], "dependsOn": ["d"],
+                           "manage": {"syncTimeoutMs": 5}});
+        match serde_json::from_value::<Command>(spawn) {
+            Ok(Command::Spawn(req)) => {
+                assert_eq!(req.agent_type.as_deref(), Some("lead"));
+                assert_eq!(req.parent_id.as_deref(), Some("p"));
+                assert_eq!(req.depends_on, vec!["d".to_string()]);
+                assert_eq!(req.manage.map(|m| m.sync_timeout_ms), Some(5));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_envelope_stays_open_while_its_command_is_strict() {
+        let envelope = |item: serde_json::Value| {
+            let map = json!({
+                "v": 1, "id": "0190a5f2-7b6e-7cc0-8a4b-1d2e3f405162",
+                "from": {"type": "external", "name": "py"}, "to": {"type": "system"},
+                "sent_at": 5, "a_field_of_a_later_version": [1, 2], "item": item,
+            });
+            let bytes = rmp_serde::to_vec_named(&map).unwrap_or_default();
+            decode_envelope(&bytes, DEFAULT_MAX_ENVELOPE_BYTES)
+        };
+        let ok = envelope(json!({"kind": "command", "type": "inspect", "agent_id": "a"}));
+        assert_eq!(
+            ok.map(|e| e.item).ok(),
+            Some(Item::Command(Command::Inspect {
+                agent_id: "a".into()
+            }))
+        );
+        let typo = envelope(json!({"kind": "command", "type": "spawn", "promt": "hi"}));
+        let why = typo.err().map(|e| e.message).unwrap_or_default();
+        assert!(why.contains("unknown field `promt`"), "{why}");
     }
 }

@@ -92,6 +92,8 @@ pub enum ErrorCode {
     /// An agent's dependency (spawn `depends_on`) failed, was cancelled, terminated or
     /// deleted, so the agent failed without running (the reason of its `failed` status).
     DependencyFailed,
+    /// A request's body did not arrive in full within the server's request timeout.
+    RequestTimeout,
 }
 
 impl ErrorCode {
@@ -135,6 +137,7 @@ impl ErrorCode {
             ErrorCode::ToolCallNotFound => "tool_call_not_found",
             ErrorCode::ToolCallClosed => "tool_call_closed",
             ErrorCode::DependencyFailed => "dependency_failed",
+            ErrorCode::RequestTimeout => "request_timeout",
         }
     }
 
@@ -149,6 +152,7 @@ impl ErrorCode {
             | ErrorCode::ToolCallNotFound
             | ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::RequestTimeout => 408,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::Unauthorized => 401,
             ErrorCode::NotRoot
@@ -270,6 +274,7 @@ mod tests {
             ErrorCode::UnsupportedMediaType,
             ErrorCode::ToolCallNotFound,
             ErrorCode::ToolCallClosed,
+            ErrorCode::RequestTimeout,
         ] {
             let json = serde_json::to_string(&code).unwrap_or_default();
             assert_eq!(json, format!("\"{}\"", code.as_str()));

@@ -45,6 +45,7 @@ pub mod markers;
 pub mod output;
 pub mod record;
 pub mod status;
+pub mod strict;
 pub mod thread;
 pub mod time;
 pub mod tool_call;

@@ -30,10 +30,11 @@ pub enum AsyncForward {
     Relay,
 }
 
-/// How a parent talks to its workers; set per agent type and overridable per call.
+/// How a parent talks to its workers; set per agent type and overridable per call. Unknown
+/// fields are refused, in an agent type's `[manage]` as in a spawn request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct ManageOptions {
     /// `sync` (default) or `async`.
     pub mode: ManageMode,

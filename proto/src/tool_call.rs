@@ -100,9 +100,12 @@ pub enum ToolAnswer {
     Error(ToolAnswerError),
 }
 
-/// A tool's failure as its worker said it.
+/// A tool's failure as its worker said it (in an answer through the API or the command
+/// `tool_result`, which refuse fields it does not have; a worker's reply on the stream is read
+/// by its own lenient shape).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
 pub struct ToolAnswerError {
     /// What went wrong, for the model.
     pub message: String,

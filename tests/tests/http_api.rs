@@ -1,10 +1,16 @@
 //! The HTTP API of the real binary answers every refusal as `{code, message}` with a stable
 //! code (the framework's own refusals included), and takes an optional body as absent only
-//! when it is empty: a malformed one is refused and changes nothing.
+//! when it is empty: a malformed one is refused and changes nothing. A body naming a field its
+//! route does not take, and an agent id that is not one, are `invalid_argument`; a body that
+//! stops short of its `Content-Length` is `408 request_timeout` after
+//! `server.request_timeout_ms`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::AgentdProcess;
 use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
 
 /// `(status, content type, body as JSON or Null)` of any request, whatever its status.
 fn raw(
@@ -262,5 +268,299 @@ fn malformed_optional_bodies_of_reset_and_restore_are_refused_and_change_nothing
     p.wait_for("a session seeded by the reset", |p| {
         p.texts(&id) == vec!["again", "done: again"]
     });
+    p.stop();
+}
+
+/// The roots there are now.
+fn roots(p: &AgentdProcess) -> usize {
+    p.get("/v1/agents")["agents"].as_array().unwrap().len()
+}
+
+/// Asserts `invalid_argument` whose message names `field`.
+fn assert_names(got: (u16, String, Value), field: &str, what: &str) {
+    let message = got.2["message"].as_str().unwrap_or("").to_string();
+    assert_error(got, 400, "invalid_argument", what);
+    assert!(message.contains(&format!("`{field}`")), "{what}: {message}");
+}
+
+#[test]
+fn a_body_with_a_field_its_route_does_not_take_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = start(dir.path(), &[]);
+    let id = spawn(&p, "first");
+    let before = roots(&p);
+    let post = |path: &str, body: Value| {
+        raw(
+            &p,
+            "POST",
+            path,
+            JSON,
+            Some(&serde_json::to_vec(&body).unwrap()),
+        )
+    };
+
+    // The typo that spawned an agent that never runs.
+    assert_names(
+        post("/v1/agents", json!({"agent_type": "lead", "promt": "hi"})),
+        "promt",
+        "spawn",
+    );
+    // Fields of nested objects too.
+    assert_names(
+        post(
+            "/v1/agents",
+            json!({"agent_type": "lead", "budget": {"max_token": 5}}),
+        ),
+        "max_token",
+        "spawn budget",
+    );
+    assert_names(
+        post(
+            "/v1/agents",
+            json!({"agent_type": "lead", "manage": {"mode": "async", "mod": "x"}}),
+        ),
+        "mod",
+        "spawn manage",
+    );
+    // A nested object is an object: serde would read a struct from a list of its fields too.
+    for (path, body) in [
+        (
+            "/v1/agents",
+            json!({"agent_type": "lead", "budget": [null, null]}),
+        ),
+        (
+            "/v1/commands",
+            json!({"type": "control", "agent_id": id, "control": ["pause"]}),
+        ),
+    ] {
+        let got = post(path, body.clone());
+        let message = got.2["message"].as_str().unwrap_or("").to_string();
+        assert_error(got, 400, "invalid_argument", &body.to_string());
+        assert!(message.contains("expected an object"), "{body}: {message}");
+    }
+    assert_eq!(roots(&p), before, "nothing was spawned");
+
+    let agent = |route: &str| format!("/v1/agents/{id}/{route}");
+    let call = "0190a5f2-7b6e-7cc0-8a4b-1d2e3f405162";
+    for (path, body, field) in [
+        (
+            agent("messages"),
+            json!({"text": "hi", "interupt": true}),
+            "interupt",
+        ),
+        (
+            agent("control"),
+            json!({"control": "pause", "force": true}),
+            "force",
+        ),
+        (agent("dependency"), json!({"value": "x", "why": 1}), "why"),
+        (agent("answer"), json!({"answer": "x", "why": 1}), "why"),
+        (agent("budget"), json!({"max_token": 10}), "max_token"),
+        (agent("env"), json!({"env": {}, "vars": {}}), "vars"),
+        (agent("reset"), json!({"mesage": "x"}), "mesage"),
+        (agent("restore"), json!({"checkpoint": "x"}), "checkpoint"),
+        (
+            agent(&format!("tool_results/{call}")),
+            json!({"result": 1, "status": "ok"}),
+            "status",
+        ),
+        (
+            agent(&format!("tool_results/{call}")),
+            json!({"error": {"message": "no", "detail": "x"}}),
+            "detail",
+        ),
+        (
+            agent(&format!("approvals/{call}")),
+            json!({"approve": true, "note": "x"}),
+            "note",
+        ),
+        (
+            "/v1/tools/current_time".to_string(),
+            json!({"agent_id": id, "arg": {}}),
+            "arg",
+        ),
+        (
+            "/v1/commands".to_string(),
+            json!({"type": "inspect", "agent_id": id, "verbose": true}),
+            "verbose",
+        ),
+        (
+            "/v1/commands".to_string(),
+            json!({"type": "spawn", "agent_type": "lead", "promt": "hi"}),
+            "promt",
+        ),
+    ] {
+        assert_names(post(&path, body.clone()), field, &format!("{path} {body}"));
+    }
+    assert_eq!(roots(&p), before, "nothing was spawned");
+    assert_eq!(p.status(&id), "idle", "nothing was applied");
+    assert_eq!(p.texts(&id), vec!["first", "done: first"]);
+
+    // The camelCase names stay accepted, and the aliases of each route.
+    let v = post(
+        "/v1/agents",
+        json!({"agentType": "subagent", "prompt": "second", "parentId": id, "dependsOn": [],
+               "allowedTools": [], "contextFiles": [], "manage": {"syncTimeoutMs": 5}}),
+    );
+    assert_eq!(v.0, 201, "{}", v.2);
+    assert_eq!(v.2["parent_id"], id.as_str());
+    assert_eq!(post(&agent("messages"), json!({"message": "third"})).0, 202);
+    p.wait_for("the third answer", |p| {
+        p.texts(&id).contains(&"done: third".to_string())
+    });
+    assert_eq!(post(&agent("control"), json!({"action": "pause"})).0, 200);
+    assert_eq!(post(&agent("control"), json!({"action": "resume"})).0, 200);
+    p.stop();
+}
+
+#[test]
+fn a_malformed_agent_id_in_a_path_or_a_query_is_invalid_argument() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = start(dir.path(), &[]);
+    let id = spawn(&p, "first");
+    let unknown = "0190a5f2-7b6e-7cc0-8a4b-1d2e3f405162";
+    let call = "0190a5f2-7b6e-7cc0-8a4b-1d2e3f405163";
+    for (method, path, body) in [
+        ("GET", "/v1/agents/zzz".to_string(), None),
+        ("DELETE", "/v1/agents/zzz".to_string(), None),
+        ("GET", "/v1/agents/zzz/thread".to_string(), None),
+        ("GET", "/v1/agents/zzz/children".to_string(), None),
+        ("GET", "/v1/agents/zzz/tools".to_string(), None),
+        ("GET", "/v1/agents/zzz/checkpoints".to_string(), None),
+        ("GET", format!("/v1/agents/zzz/checkpoints/{call}"), None),
+        ("POST", "/v1/agents/zzz/compact".to_string(), None),
+        (
+            "POST",
+            "/v1/agents/zzz/messages".to_string(),
+            Some(json!({"text": "hi"})),
+        ),
+        (
+            "POST",
+            "/v1/agents/zzz/control".to_string(),
+            Some(json!({"control": "pause"})),
+        ),
+        (
+            "POST",
+            "/v1/agents/zzz/tools/current_time".to_string(),
+            Some(json!({})),
+        ),
+        (
+            "POST",
+            format!("/v1/agents/zzz/tool_results/{call}"),
+            Some(json!({"result": 1})),
+        ),
+        (
+            "POST",
+            format!("/v1/agents/zzz/approvals/{call}"),
+            Some(json!({"approve": true})),
+        ),
+        // Not even a uuid's form: too short, braces, uuid without dashes.
+        ("GET", format!("/v1/agents/{}", &id[..35]), None),
+        ("GET", format!("/v1/agents/{{{id}}}"), None),
+        ("GET", format!("/v1/agents/{}", id.replace('-', "")), None),
+        ("GET", "/v1/agents?parent_id=zzz".to_string(), None),
+        ("GET", "/v1/events?agent_id=zzz".to_string(), None),
+        ("GET", "/v1/events?root_id=zzz".to_string(), None),
+    ] {
+        let body = body.map(|b| serde_json::to_vec(&b).unwrap());
+        let ct = body.as_ref().map(|_| "application/json");
+        let got = raw(&p, method, &path, ct, body.as_deref());
+        let message = got.2["message"].as_str().unwrap_or("").to_string();
+        assert_error(got, 400, "invalid_argument", &format!("{method} {path}"));
+        assert!(message.contains("not an agent id"), "{path}: {message}");
+    }
+    // A well-formed id of no agent is still `agent_not_found`, in a query too.
+    for path in [
+        format!("/v1/agents/{unknown}"),
+        format!("/v1/agents/{unknown}/thread"),
+        format!("/v1/agents?parent_id={unknown}"),
+        format!("/v1/events?agent_id={unknown}"),
+    ] {
+        assert_error(
+            raw(&p, "GET", &path, None, None),
+            404,
+            "agent_not_found",
+            &path,
+        );
+    }
+    let children = p.get(&format!("/v1/agents?parent_id={id}"));
+    assert_eq!(children["agents"], json!([]));
+    assert_eq!(p.status(&id), "idle");
+    p.stop();
+}
+
+/// Sends `head` and `body` on a raw connection to `p`, with `pause` between the body's bytes
+/// (none: all at once), and answers what the server sent until it closed the connection (or
+/// 10 s passed).
+fn send_raw(p: &AgentdProcess, head: &str, body: &[u8], pause: Option<Duration>) -> String {
+    let addr = p.url.trim_start_matches("http://");
+    let mut con = TcpStream::connect(addr).unwrap();
+    con.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    con.write_all(head.as_bytes()).unwrap();
+    let mut reader = con.try_clone().unwrap();
+    let body = body.to_vec();
+    let writer = std::thread::spawn(move || match pause {
+        None => {
+            let _ = con.write_all(&body);
+        }
+        Some(pause) => {
+            for byte in body {
+                // The server closes the connection once the deadline passes.
+                if con.write_all(&[byte]).is_err() {
+                    break;
+                }
+                std::thread::sleep(pause);
+            }
+        }
+    });
+    let mut answer = Vec::new();
+    let _ = reader.read_to_end(&mut answer);
+    let _ = writer.join();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[test]
+fn a_body_that_stops_short_of_its_length_is_answered_408_after_the_request_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = start(
+        dir.path(),
+        &[("AGENTD__SERVER__REQUEST_TIMEOUT_MS", "300".to_string())],
+    );
+    let before = roots(&p);
+    let head = |length: usize| {
+        format!(
+            "POST /v1/agents HTTP/1.1\r\nHost: agentd\r\nContent-Type: application/json\r\n\
+             Content-Length: {length}\r\n\r\n"
+        )
+    };
+    let body = br#"{"agent_type": "subagent", "prompt": "never whole"}"#;
+    for (what, pause) in [
+        ("a body that stops", None),
+        ("a body that trickles", Some(Duration::from_millis(50))),
+    ] {
+        let started = Instant::now();
+        // The length announces more than will ever come.
+        let answer = send_raw(&p, &head(body.len() + 100), body, pause);
+        let waited = started.elapsed();
+        assert!(answer.starts_with("HTTP/1.1 408"), "{what}: {answer:?}");
+        assert!(
+            answer.to_ascii_lowercase().contains("connection: close"),
+            "{what}: {answer:?}"
+        );
+        let json = &answer[answer.find("\r\n\r\n").unwrap() + 4..];
+        let error: Value = serde_json::from_str(json).unwrap();
+        assert_eq!(error["code"], "request_timeout", "{what}: {error}");
+        assert!(waited >= Duration::from_millis(300), "{what}: {waited:?}");
+    }
+    assert_eq!(roots(&p), before, "nothing was spawned");
+    // A whole body within the time is served as always.
+    let answer = send_raw(
+        &p,
+        &head(body.len()).replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n"),
+        body,
+        None,
+    );
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer:?}");
+    assert_eq!(roots(&p), before + 1);
     p.stop();
 }

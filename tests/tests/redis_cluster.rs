@@ -220,10 +220,11 @@ fn a_message_for_an_agent_that_does_not_exist_is_refused_and_never_queued() {
             "{body}"
         );
     };
-    // Never existed: one id on B's partitions, one on A's.
+    // Never existed: one id on B's partitions, one on A's (well-formed: a malformed id is
+    // refused before any process is asked).
     let on = |p: &AgentdProcess| {
-        (0..)
-            .map(|i| format!("missing-{i}"))
+        (0u64..)
+            .map(|i| format!("0190a5f2-7b6e-7cc0-8a4b-{i:012x}"))
             .find(|id| p.partitions_owned().contains(&partition(id)))
             .unwrap()
     };

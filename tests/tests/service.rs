@@ -86,7 +86,10 @@ fn demo_round_trip_agentctl_and_restart_on_the_same_data_dir() {
     assert_eq!(err.0, 400);
     assert_eq!(err.1["code"], "missing_thread_id");
     let err = agentd
-        .post("/v1/agents/nope/messages", json!({"text": "hi"}))
+        .post(
+            "/v1/agents/0190a5f2-7b6e-7cc0-8a4b-1d2e3f405162/messages",
+            json!({"text": "hi"}),
+        )
         .unwrap_err();
     assert_eq!(
         (err.0, err.1["code"].as_str()),
@@ -111,12 +114,19 @@ fn demo_round_trip_agentctl_and_restart_on_the_same_data_dir() {
         .unwrap();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["title"], "Researcher");
+    let missing = "0190a5f2-7b6e-7cc0-8a4b-1d2e3f405162";
+    let out = Command::new(agentctl())
+        .args(["--url", &agentd.url, "inspect", missing])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("agent_not_found"));
     let out = Command::new(agentctl())
         .args(["--url", &agentd.url, "inspect", "missing-id"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("agent_not_found"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid_argument"));
     // A direct follow-up to the worker: its answer stays on its own thread (sync mode, no wait).
     let out = Command::new(agentctl())
         .args(["--url", &agentd.url, "send", &researcher_id, "thanks"])

@@ -3,6 +3,9 @@
 //! redis-server: the call reaches the worker on `<ns>:tools:lookup_order`, its answer on
 //! `<ns>:tool_replies` reaches the agent, a worker's error with its own code reaches the model
 //! as a tool error, and a second answer to the same call is ignored without a dead letter.
+//! The worker is at least once: killed after it read a call and before it answered, it answers
+//! that call once when it starts again (and once only, when the call reaches it twice), another
+//! worker takes over a dead one's call, and it may start on a Redis where agentd never ran.
 //! Gated calls of the same tool are decided by the command `approve_tool` written to
 //! `<ns>:commands` as a plain MessagePack map: the approved call is published to the workers'
 //! stream, the rejected one never is and its reason reaches the model.
@@ -37,6 +40,249 @@ fn worker_source() -> String {
 }
 
 struct Worker(Child);
+
+impl Worker {
+    /// Runs the README's worker with `edits` (`(as written, as run)`, each of which must
+    /// apply) from a file in `dir`, its standard error to `stderr` if given.
+    fn start(dir: &Path, name: &str, edits: &[(&str, &str)], stderr: Option<&Path>) -> Worker {
+        let mut script = worker_source();
+        for (from, to) in edits {
+            assert!(script.contains(from), "the worker has `{from}`");
+            script = script.replace(from, to);
+        }
+        let file = dir.join(format!("{name}.py"));
+        std::fs::write(&file, script).unwrap();
+        let mut cmd = Command::new(python());
+        cmd.arg(&file);
+        if let Some(path) = stderr {
+            cmd.stderr(std::fs::File::create(path).unwrap());
+        }
+        Worker(cmd.spawn().unwrap())
+    }
+
+    /// Waits up to 20 s for the worker to exit by itself.
+    fn wait_for_exit(&mut self) {
+        let start = std::time::Instant::now();
+        while self.0.try_wait().unwrap().is_none() {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(20),
+                "the worker did not die"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    fn running(&mut self) -> bool {
+        self.0.try_wait().unwrap().is_none()
+    }
+}
+
+/// `redis.Redis()` as the worker connects on `redis`, as `user` if given (password `pw`).
+fn connect(redis: &RedisServer, user: Option<&str>) -> String {
+    match user {
+        None => format!("redis.Redis(port={})", redis.port),
+        Some(user) => format!(
+            "redis.Redis(port={}, username=\"{user}\", password=\"pw\")",
+            redis.port
+        ),
+    }
+}
+
+/// A Redis user that may do anything but `XADD`: a worker connected as it reads a call and dies
+/// (`NOPERM`) when it answers, after it read the call and before it answered.
+fn user_that_cannot_answer(con: &mut redis::Connection) {
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("mute")
+        .arg("on")
+        .arg(">pw")
+        .arg("~*")
+        .arg("&*")
+        .arg("+@all")
+        .arg("-xadd")
+        .query(con)
+        .unwrap();
+}
+
+/// How many calls of the workers' group are taken and not acknowledged.
+fn workers_pending(con: &mut redis::Connection) -> i64 {
+    let summary: Vec<redis::Value> = redis::cmd("XPENDING")
+        .arg("agentd:tools:lookup_order")
+        .arg("workers")
+        .query(con)
+        .unwrap();
+    match summary.first() {
+        Some(redis::Value::Int(n)) => *n,
+        other => panic!("XPENDING answered {other:?}"),
+    }
+}
+
+/// The answers on `agentd:tool_replies` to call `call_id`.
+fn replies_to(con: &mut redis::Connection, call_id: &str) -> usize {
+    stream(con, "agentd:tool_replies")
+        .iter()
+        .filter(|r| r["correlation_id"] == call_id)
+        .count()
+}
+
+/// Spawns a clerk for order A-1 and waits until a worker killed by its answer took its call:
+/// `(agent id, call id)`, the call pending in the workers' group.
+fn a_call_taken_by_a_worker_that_died(
+    p: &AgentdProcess,
+    redis: &RedisServer,
+    dir: &Path,
+) -> (String, String) {
+    let mut con = redis.client();
+    user_that_cannot_answer(&mut con);
+    let log = dir.join("mute.err");
+    let mut mute = Worker::start(
+        dir,
+        "mute",
+        &[("redis.Redis()", &connect(redis, Some("mute")))],
+        Some(&log),
+    );
+    let clerk = p.spawn("clerk", "order A-1");
+    mute.wait_for_exit();
+    let died = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        died.contains("NoPermissionError"),
+        "it died answering: {died}"
+    );
+    let pending = p.get("/v1/tool_calls?status=pending")["tool_calls"].clone();
+    assert_eq!(pending.as_array().unwrap().len(), 1, "{pending:#}");
+    assert_eq!(pending[0]["agent_id"], clerk.as_str());
+    let call_id = pending[0]["call_id"].as_str().unwrap().to_string();
+    assert_eq!(workers_pending(&mut con), 1, "the call it took is pending");
+    assert_eq!(replies_to(&mut con, &call_id), 0);
+    assert_eq!(p.status(&clerk), "waiting_tool");
+    (clerk, call_id)
+}
+
+fn answered(p: &AgentdProcess, clerk: &str) -> bool {
+    p.texts(clerk).iter().any(|t| t.starts_with("Result: "))
+}
+
+#[test]
+fn the_readme_s_worker_answers_the_call_it_took_before_it_was_killed_once() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let p = AgentdProcess::start(&config(dir.path(), &redis, "never"));
+    let (clerk, call_id) = a_call_taken_by_a_worker_that_died(&p, &redis, dir.path());
+
+    // The same worker starts again: it reads its own pending call first and answers it.
+    let mut worker = Worker::start(
+        dir.path(),
+        "worker",
+        &[("redis.Redis()", &connect(&redis, None))],
+        None,
+    );
+    p.wait_for("the answer to the call taken before", |p| {
+        answered(p, &clerk)
+    });
+    let mut con = redis.client();
+    p.wait_for("the call acknowledged", |_| {
+        workers_pending(&mut redis.client()) == 0
+    });
+    assert_eq!(replies_to(&mut con, &call_id), 1);
+    let texts = p.texts(&clerk);
+    assert_eq!(
+        texts.iter().filter(|t| t.starts_with("Result: ")).count(),
+        1,
+        "{texts:#?}"
+    );
+
+    // The same call reaches the worker again (agentd appends a call again when the turn that
+    // stored it runs again after a crash): it is not answered twice.
+    let calls: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg("agentd:tools:lookup_order")
+        .arg("-")
+        .arg("+")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(calls.ids.len(), 1);
+    let again: String = redis::cmd("XADD")
+        .arg("agentd:tools:lookup_order")
+        .arg("*")
+        .arg("m")
+        .arg(calls.ids[0].get::<Vec<u8>>("m").unwrap())
+        .query(&mut con)
+        .unwrap();
+    p.wait_for("the call read again and acknowledged", |_| {
+        let mut con = redis.client();
+        let groups: redis::streams::StreamInfoGroupsReply = redis::cmd("XINFO")
+            .arg("GROUPS")
+            .arg("agentd:tools:lookup_order")
+            .query(&mut con)
+            .unwrap();
+        groups.groups[0].last_delivered_id == again && workers_pending(&mut con) == 0
+    });
+    assert!(worker.running(), "the worker took the call again");
+    assert_eq!(replies_to(&mut con, &call_id), 1, "answered once");
+    p.stop();
+}
+
+#[test]
+fn another_worker_takes_over_the_call_of_a_worker_that_died() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let p = AgentdProcess::start(&config(dir.path(), &redis, "never"));
+    let (clerk, call_id) = a_call_taken_by_a_worker_that_died(&p, &redis, dir.path());
+
+    // worker-2 (not the worker that died, which never comes back) claims the call once it has
+    // been pending for its claim time.
+    let _other = Worker::start(
+        dir.path(),
+        "worker-2",
+        &[
+            ("redis.Redis()", &connect(&redis, None)),
+            ("\"worker-1\"", "\"worker-2\""),
+            ("CLAIM_AFTER_MS = 60_000", "CLAIM_AFTER_MS = 500"),
+        ],
+        None,
+    );
+    p.wait_for("the dead worker's call answered", |p| answered(p, &clerk));
+    p.wait_for("the call acknowledged", |_| {
+        workers_pending(&mut redis.client()) == 0
+    });
+    assert_eq!(replies_to(&mut redis.client(), &call_id), 1);
+    p.stop();
+}
+
+#[test]
+fn the_readme_s_worker_may_start_on_a_redis_where_agentd_never_ran() {
+    let redis = RedisServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let mut worker = Worker::start(
+        dir.path(),
+        "worker",
+        &[("redis.Redis()", &connect(&redis, None))],
+        None,
+    );
+    // It made the stream and the group, and waits for calls (a blocking read lasts 1 s).
+    let start = std::time::Instant::now();
+    let group_made = |con: &mut redis::Connection| {
+        redis::cmd("XINFO")
+            .arg("GROUPS")
+            .arg("agentd:tools:lookup_order")
+            .query::<redis::streams::StreamInfoGroupsReply>(con)
+            .is_ok_and(|g| g.groups.iter().any(|g| g.name == "workers"))
+    };
+    while !group_made(&mut redis.client()) {
+        assert!(
+            worker.running(),
+            "the worker died on a Redis without the group"
+        );
+        assert!(start.elapsed() < std::time::Duration::from_secs(20));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    assert!(worker.running(), "the worker waits for calls");
+
+    let p = AgentdProcess::start(&config(dir.path(), &redis, "never"));
+    let clerk = p.spawn("clerk", "order A-1");
+    p.wait_for("the worker's answer", |p| answered(p, &clerk));
+    p.stop();
+}
 
 impl Drop for Worker {
     fn drop(&mut self) {

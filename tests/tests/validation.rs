@@ -1,6 +1,8 @@
 //! What callers hand agentd is checked alike at every door — the HTTP API, the Redis command
 //! stream and tool arguments: titles trimmed, one line, bounded; prompts and messages bounded;
-//! budgets positive. An unknown agent's event stream is refused, not empty.
+//! budgets positive. An unknown agent's event stream is refused, not empty. A command naming a
+//! field it does not take is refused naming it: on the command stream it is dead-lettered,
+//! acknowledged and answered with the refusal, while the envelope stays open to new fields.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_proto::codec::{decode_envelope, encode_envelope};
@@ -140,16 +142,23 @@ fn the_http_api_and_tool_arguments_check_titles_sizes_and_budgets() {
     let roots = p.get("/v1/agents");
     assert_eq!(roots["agents"].as_array().unwrap().len(), 1, "{roots}");
 
-    // The event stream of an agent that does not exist is a 404, not an empty stream.
-    let (status, body) = p.get_status("/v1/events?agent_id=no-such-agent", None);
+    // The event stream of an agent that does not exist is a 404, not an empty stream; of
+    // something that is no agent id at all, a 400.
+    let unknown = "0190a5f2-7b6e-7cc0-8a4b-1d2e3f405162";
+    let (status, body) = p.get_status(&format!("/v1/events?agent_id={unknown}"), None);
     assert_eq!(
         (status, body["code"].as_str()),
         (404, Some("agent_not_found"))
     );
-    let (status, body) = p.get_status("/v1/events?root_id=no-such-agent", None);
+    let (status, body) = p.get_status(&format!("/v1/events?root_id={unknown}"), None);
     assert_eq!(
         (status, body["code"].as_str()),
         (404, Some("agent_not_found"))
+    );
+    let (status, body) = p.get_status("/v1/events?agent_id=no-such-agent", None);
+    assert_eq!(
+        (status, body["code"].as_str()),
+        (400, Some("invalid_argument"))
     );
     p.stop();
 }
@@ -279,5 +288,102 @@ fn the_redis_command_stream_checks_the_same() {
         1,
         "only the first spawn stored an agent"
     );
+    p.stop();
+}
+
+/// Writes `item` to `t:commands` as a plain MessagePack map (as a service in any language
+/// would), with `extra` fields on the envelope, and answers its reply's item.
+fn call_map(con: &mut redis::Connection, item: Value, extra: Value) -> Value {
+    let id = uuid::Uuid::now_v7().to_string();
+    let mut envelope = json!({
+        "v": 1, "id": id, "from": {"type": "external", "name": "svc"}, "to": {"type": "system"},
+        "reply_to": "svc:replies", "sent_at": 1, "item": item,
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        envelope[k] = v.clone();
+    }
+    let _: String = redis::cmd("XADD")
+        .arg("t:commands")
+        .arg("*")
+        .arg("m")
+        .arg(rmp_serde::to_vec_named(&envelope).unwrap())
+        .query(con)
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+            .arg("svc:replies")
+            .arg("-")
+            .arg("+")
+            .query(con)
+            .unwrap();
+        for entry in &reply.ids {
+            let bytes: Vec<u8> = entry.get("m").unwrap();
+            let reply: Value = rmp_serde::from_slice(&bytes).unwrap();
+            if reply["causation_id"] == id.as_str() {
+                return reply["item"].clone();
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(15), "no reply");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_command_naming_a_field_it_does_not_take_is_refused_dead_lettered_and_acknowledged() {
+    let redis = RedisServer::start();
+    let env = vec![
+        ("AGENTD__REDIS__URL", redis.url()),
+        ("AGENTD__REDIS__NAMESPACE", "t".to_string()),
+        ("AGENTD__REDIS__PARTITIONS", "4".to_string()),
+    ];
+    let p = AgentdProcess::start(&env);
+    let mut con = redis.client();
+
+    let typo = json!({"kind": "command", "type": "spawn", "agent_type": "lead", "promt": "hi"});
+    let reply = call_map(&mut con, typo, json!({}));
+    assert_eq!(reply["error"]["code"], "invalid_argument", "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(message.contains("`promt`"), "{message}");
+    let nested = json!({"kind": "command", "type": "set_budget", "agent_id": "a",
+                        "budget": {"max_token": 5}});
+    let reply = call_map(&mut con, nested, json!({}));
+    assert_eq!(reply["error"]["code"], "invalid_argument", "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`max_token`"),
+        "{reply}"
+    );
+    assert_eq!(p.get("/v1/agents")["agents"], json!([]), "nothing spawned");
+
+    // Both are dead letters with the reason and the entry as written, and acknowledged.
+    let dead: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg("t:dead")
+        .arg("-")
+        .arg("+")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(dead.ids.len(), 2);
+    for entry in &dead.ids {
+        assert_eq!(entry.get::<String>("code").unwrap(), "invalid_argument");
+        assert_eq!(entry.get::<String>("stream").unwrap(), "t:commands");
+        let raw: Vec<u8> = entry.get("m").unwrap();
+        assert!(!raw.is_empty());
+    }
+    let reason: String = dead.ids[0].get("reason").unwrap();
+    assert!(reason.contains("`promt`"), "{reason}");
+    let pending: Vec<redis::Value> = redis::cmd("XPENDING")
+        .arg("t:commands")
+        .arg("agentd")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(pending.first(), Some(&redis::Value::Int(0)));
+
+    // The envelope around a command stays open to fields of later versions.
+    let spawn = json!({"kind": "command", "type": "spawn", "agentType": "lead", "title": "Open"});
+    let reply = call_map(&mut con, spawn, json!({"trace": {"span": 7}}));
+    assert_eq!(reply["result"]["title"], "Open", "{reply}");
     p.stop();
 }

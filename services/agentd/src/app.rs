@@ -2,6 +2,7 @@
 //! end-to-end tests use the same function, so the tests exercise the real wiring.
 
 use crate::auth::{Auth, require_token};
+use crate::body_deadline::{RequestTimeout, body_deadline};
 use crate::errors;
 use crate::http::{ApiState, routes};
 use crate::settings::Settings;
@@ -176,11 +177,16 @@ pub async fn start_with_clock(
         token: settings.auth.resolve()?,
     });
     let limit = settings.server.max_body_bytes;
+    let request_timeout = web::Data::new(RequestTimeout(Duration::from_millis(
+        settings.server.request_timeout_ms,
+    )));
     let server = HttpServer::new(move || {
         App::new()
+            .wrap(from_fn(body_deadline))
             .wrap(from_fn(require_token))
             .wrap(from_fn(errors::json_errors))
             .app_data(auth.clone())
+            .app_data(request_timeout.clone())
             .app_data(state.clone())
             .app_data(
                 web::JsonConfig::default()

@@ -181,6 +181,7 @@ fn code_for(status: StatusCode) -> ErrorCode {
         401 => ErrorCode::Unauthorized,
         404 => ErrorCode::NotFound,
         405 => ErrorCode::MethodNotAllowed,
+        408 => ErrorCode::RequestTimeout,
         413 => ErrorCode::PayloadTooLarge,
         415 => ErrorCode::UnsupportedMediaType,
         503 => ErrorCode::Unavailable,

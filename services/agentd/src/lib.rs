@@ -8,6 +8,7 @@
 //! | [`http`] | the `/v1` HTTP API |
 //! | [`openapi`] | its OpenAPI document, generated from the handlers and the wire types |
 //! | [`errors`] | every API error as `{code, message}`: handlers, extractors, no route, the framework |
+//! | [`body_deadline`] | the deadline of a request's body (`408 request_timeout`) |
 //! | [`sse`] | `/v1/events` as Server-Sent Events |
 //! | [`auth`] | bearer-token authentication |
 //! | [`dashboard`] | the web dashboard at `/`, embedded in the binary |
@@ -16,6 +17,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod body_deadline;
 pub mod builtin;
 pub mod dashboard;
 pub mod errors;

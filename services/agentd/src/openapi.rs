@@ -5,7 +5,7 @@
 //! Besides each route's own responses, [`document`] adds what every route of its kind can
 //! answer (the error body is always [`AgentdError`], `{code, message}`): `400`, `403`
 //! (`not_ancestor`, outside the `X-Agentd-Root` scope), `404`, `500` and `503` on the `/v1`
-//! routes that reach agents; `413` and `415` where a route reads a JSON body; and, only when
+//! routes that reach agents; `408`, `413` and `415` where a route reads a JSON body; and, only when
 //! the service requires a token, the bearer scheme with `401` on every route that needs it.
 //!
 //! The answers assembled outside this crate as plain JSON (a command's acknowledgement, a
@@ -16,7 +16,7 @@ use agentd_proto::{AgentStatus, AgentdError, CheckpointReason, ThreadEntry, Usag
 use serde::Serialize;
 use std::collections::BTreeMap;
 use utoipa::openapi::request_body::RequestBody;
-use utoipa::openapi::schema::{Schema, SchemaType, Type};
+use utoipa::openapi::schema::{AdditionalProperties, Schema, SchemaType, Type};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{ContentBuilder, OpenApi as Doc, Ref, RefOr, Response, ResponseBuilder};
 use utoipa::{OpenApi, ToSchema};
@@ -355,9 +355,46 @@ fn not_null_when_optional(body: &mut RequestBody) {
     }
 }
 
+/// Closes the command shapes as serde reads them: a command naming a field its type does not
+/// have is refused, so each variant says `additionalProperties: false`. utoipa leaves an
+/// enum's variants open, and renders `spawn` as `allOf: [SpawnRequest, {type}]`, which a closed
+/// `SpawnRequest` would make unsatisfiable (`type` is no field of it): that variant becomes one
+/// closed object with `SpawnRequest`'s fields and the tag.
+fn close_commands(doc: &mut Doc) {
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    let spawn_request = match components.schemas.get("SpawnRequest") {
+        Some(RefOr::T(Schema::Object(o))) => o.clone(),
+        _ => return,
+    };
+    let Some(RefOr::T(Schema::OneOf(command))) = components.schemas.get_mut("Command") else {
+        return;
+    };
+    for variant in &mut command.items {
+        if let RefOr::T(Schema::AllOf(all)) = variant
+            && matches!(all.items.first(), Some(RefOr::Ref(r)) if r.ref_location.ends_with("/SpawnRequest"))
+        {
+            let mut merged = spawn_request.clone();
+            for part in &all.items[1..] {
+                if let RefOr::T(Schema::Object(tag)) = part {
+                    merged.properties.extend(tag.properties.clone());
+                    merged.required.extend(tag.required.iter().cloned());
+                }
+            }
+            merged.description = all.description.clone();
+            *variant = RefOr::T(Schema::Object(merged));
+        }
+        if let RefOr::T(Schema::Object(o)) = variant {
+            o.additional_properties = Some(Box::new(AdditionalProperties::FreeForm(false)));
+        }
+    }
+}
+
 /// The whole document as this service answers it: `auth_required` adds the bearer scheme.
 pub fn document(auth_required: bool) -> Doc {
     let mut doc = ApiDoc::openapi();
+    close_commands(&mut doc);
     doc.info.version = env!("CARGO_PKG_VERSION").to_string();
     if auth_required && let Some(components) = doc.components.as_mut() {
         components.add_security_scheme(
@@ -391,6 +428,10 @@ pub fn document(auth_required: bool) -> Doc {
                 if let RefOr::T(body) = body {
                     not_null_when_optional(body);
                 }
+                add(
+                    "408",
+                    "`request_timeout`: the body did not arrive within `server.request_timeout_ms`",
+                );
                 add("413", "`payload_too_large`: over `server.max_body_bytes`");
                 add("415", "`unsupported_media_type`: the body is not JSON");
             }
@@ -426,6 +467,83 @@ mod tests {
         );
         assert!(guarded["paths"]["/healthz"]["get"]["security"].is_null());
         assert!(guarded["paths"]["/v1/info"]["get"]["responses"]["401"].is_object());
+    }
+
+    /// Walks `schema`, noting in `open` every object with fields that does not refuse others.
+    fn note_open(
+        schemas: &serde_json::Value,
+        schema: &serde_json::Value,
+        at: &str,
+        seen: &mut std::collections::BTreeSet<String>,
+        open: &mut Vec<String>,
+    ) {
+        if let Some(name) = schema["$ref"].as_str().and_then(|r| r.rsplit('/').next()) {
+            // A control is one word tagged `type`: serde reads the tag and nothing else.
+            if name != "Control" && seen.insert(name.to_string()) {
+                note_open(schemas, &schemas[name], name, seen, open);
+            }
+            return;
+        }
+        for key in ["oneOf", "anyOf", "allOf"] {
+            for (n, part) in schema[key].as_array().into_iter().flatten().enumerate() {
+                note_open(schemas, part, &format!("{at}/{key}/{n}"), seen, open);
+            }
+        }
+        if let Some(fields) = schema["properties"].as_object() {
+            if schema["additionalProperties"] != false {
+                open.push(at.to_string());
+            }
+            for (name, field) in fields {
+                note_open(schemas, field, &format!("{at}.{name}"), seen, open);
+            }
+        }
+        if schema["items"].is_object() {
+            note_open(schemas, &schema["items"], &format!("{at}[]"), seen, open);
+        }
+    }
+
+    #[test]
+    fn request_bodies_and_commands_refuse_fields_they_do_not_have() {
+        let doc = serde_json::to_value(document(false)).unwrap_or_default();
+        let schemas = &doc["components"]["schemas"];
+        let (mut seen, mut open) = (std::collections::BTreeSet::new(), Vec::new());
+        let mut bodies = 0;
+        for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+            // The tool's own arguments, which its schema checks.
+            if path == "/v1/agents/{id}/tools/{tool}" {
+                continue;
+            }
+            for (method, op) in item.as_object().into_iter().flatten() {
+                let schema = &op["requestBody"]["content"]["application/json"]["schema"];
+                if !schema.is_null() {
+                    bodies += 1;
+                    note_open(
+                        schemas,
+                        schema,
+                        &format!("{method} {path}"),
+                        &mut seen,
+                        &mut open,
+                    );
+                }
+            }
+        }
+        assert!(bodies >= 13, "{bodies} bodies");
+        assert!(seen.contains("Command") && seen.contains("SpawnRequest"));
+        assert!(open.is_empty(), "open to any field: {open:#?}");
+        // The spawn command is one object: the request's fields and the tag.
+        let spawn = schemas["Command"]["oneOf"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["properties"]["type"]["enum"] == serde_json::json!(["spawn"]))
+            .cloned()
+            .unwrap_or_default();
+        assert!(spawn["properties"]["prompt"].is_object(), "{spawn}");
+        assert!(
+            spawn["required"]
+                .as_array()
+                .is_some_and(|r| r.contains(&"type".into()))
+        );
     }
 
     #[test]

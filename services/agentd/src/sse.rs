@@ -281,12 +281,13 @@ pub async fn stream(
 }
 
 /// Server-Sent Events; `agent_id` or `root_id` narrows to a subtree. A stream narrowed to an
-/// agent that does not exist is `agent_not_found`, not a stream on which nothing will ever come.
+/// agent that does not exist is `agent_not_found`, not a stream on which nothing will ever come;
+/// one narrowed to something that is no agent id at all is `invalid_argument`.
 #[utoipa::path(
     get, path = "/v1/events", tag = "operations",
     params(
-        ("agent_id" = Option<String>, Query, description = "Only this agent and its descendants"),
-        ("root_id" = Option<String>, Query, description = "Same as `agent_id`, named for a tree"),
+        ("agent_id" = Option<String>, Query, format = Uuid, description = "Only this agent and its descendants"),
+        ("root_id" = Option<String>, Query, format = Uuid, description = "Same as `agent_id`, named for a tree"),
         ("last_event_id" = Option<String>, Query, description = "Resume after this event id (as the `Last-Event-ID` header)"),
         ("Last-Event-ID" = Option<String>, Header, description = "Resume after this event id: the events missed since come first, or `event: lagged` if they are no longer kept"),
     ),
@@ -301,6 +302,7 @@ pub async fn events(
 ) -> Result<HttpResponse, ApiError> {
     let mut q = q.into_inner();
     if let Some(id) = q.agent_id.as_ref().or(q.root_id.as_ref()) {
+        crate::http::AgentId::parse(id)?;
         st.system
             .deps()
             .store

@@ -1,7 +1,9 @@
 //! The command stream `<ns>:commands`: other services write MessagePack envelopes (field `m`)
 //! holding a `Command`; any agentd process of the group executes it and, if the envelope names
 //! a `reply_to` stream, appends the `Reply` there. Bad entries go to `<ns>:dead`; every entry
-//! is acknowledged.
+//! is acknowledged. A command that cannot be read (a field its type does not have, a missing or
+//! mistyped one) in an envelope that can is dead-lettered as `invalid_argument` and that error
+//! is its reply.
 //!
 //! Commands run concurrently (up to [`CommandLimits::running`] per process), so one that waits
 //! — a Manage sync call waits for its worker's answer — does not hold up the others; commands
@@ -13,9 +15,10 @@ use crate::dead::DeadLetters;
 use crate::streams::{Backoff, GroupReader, ack, be, decode_stream_entry, ensure_group, now_ms};
 use agentd_actors::AgentSystem;
 use agentd_proto::codec::encode_envelope;
-use agentd_proto::{Address, AgentdError, Envelope, ErrorCode, Item, Reply};
+use agentd_proto::{Address, AgentdError, Envelope, ErrorCode, Item, PROTOCOL_VERSION, Reply};
 use redis::aio::ConnectionManager;
 use redis::cmd;
+use redis::streams::StreamId;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -150,7 +153,7 @@ impl CommandConsumer {
                 }
                 match decode_stream_entry(&sid, self.max_bytes) {
                     Err(e) => {
-                        self.dead.send(&self.key, &sid.id, &e, sid.get("m")).await;
+                        self.refuse(&sid, e, &mut con).await;
                         ack(&mut con, &self.key, &sid.id).await?;
                     }
                     Ok(env) => self.run_command(system, env, sid.id, running).await,
@@ -158,6 +161,53 @@ impl CommandConsumer {
             }
         }
         Ok(())
+    }
+
+    /// Moves an entry that could not be decoded to the dead letters with the reason. When the
+    /// envelope itself is sound and only its command is not (a field its type does not have, a
+    /// missing or mistyped one), the reason is `invalid_argument` naming what is wrong, and the
+    /// sender gets it as the reply it asked for: a service learns of its typo at once instead
+    /// of waiting for a reply that never comes.
+    async fn refuse(&self, sid: &StreamId, undecodable: AgentdError, con: &mut ConnectionManager) {
+        let raw: Option<Vec<u8>> = sid.get("m");
+        let head = raw
+            .as_deref()
+            .filter(|bytes| bytes.len() <= self.max_bytes)
+            .and_then(|bytes| agentd_proto::codec::decode::<RequestHead>(bytes).ok())
+            .filter(|head| {
+                head.v == PROTOCOL_VERSION
+                    && head.item.get("kind").and_then(|k| k.as_str()) == Some("command")
+            });
+        let err = match &head {
+            Some(head) => match serde_json::from_value::<Item>(head.item.clone()) {
+                Err(why) => AgentdError::new(
+                    ErrorCode::InvalidArgument,
+                    format!("invalid command: {why}"),
+                ),
+                // The command reads well: what is wrong is around it.
+                Ok(_) => undecodable,
+            },
+            None => undecodable,
+        };
+        self.dead.send(&self.key, &sid.id, &err, raw).await;
+        let Some(head) = head.filter(|_| err.code == ErrorCode::InvalidArgument) else {
+            return;
+        };
+        let request = Envelope {
+            v: head.v,
+            id: head.id,
+            correlation_id: head.correlation_id,
+            causation_id: None,
+            from: head.from,
+            to: Address::System,
+            reply_to: head.reply_to,
+            sent_at: 0,
+            attempt: 1,
+            item: Item::Reply(Reply::from(Ok(serde_json::Value::Null))),
+        };
+        if let Err(e) = send_reply(con, &request, Err(err), self.limits.reply_maxlen).await {
+            tracing::warn!(entry = %sid.id, error = %e, "the refusal of a malformed command could not be sent; it is in the dead letters");
+        }
     }
 
     /// Takes `env`'s command (once fewer than [`CommandLimits::taken`] are taken) as a task
@@ -238,6 +288,20 @@ impl CommandConsumer {
         }
         send_reply(con, &env, result, self.limits.reply_maxlen).await
     }
+}
+
+/// What answering an entry takes, read from an envelope whose item could not be decoded: the
+/// item is kept as any value, so its own error can be told from the envelope's.
+#[derive(serde::Deserialize)]
+struct RequestHead {
+    v: u16,
+    id: uuid::Uuid,
+    #[serde(default)]
+    correlation_id: Option<uuid::Uuid>,
+    from: Address,
+    #[serde(default)]
+    reply_to: Option<String>,
+    item: serde_json::Value,
 }
 
 /// Appends the `Reply` to `request` (its `result`) to the stream the request names in

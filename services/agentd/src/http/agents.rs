@@ -1,7 +1,7 @@
 //! Routes on agents: spawn, list, inspect, delete, messages, controls, what a waiting agent
 //! asked for, budget, environment, thread and children.
 
-use super::{ApiResult, ApiState, run};
+use super::{AgentId, ApiResult, ApiState, run};
 use crate::errors::JsonObject;
 use actix_web::{HttpRequest, HttpResponse, web};
 use agentd_proto::{AgentdError, Command, Control, ErrorCode, SpawnRequest};
@@ -28,13 +28,13 @@ pub(crate) async fn spawn(
 
 #[derive(Deserialize)]
 pub(crate) struct ListQuery {
-    parent_id: Option<String>,
+    parent_id: Option<AgentId>,
 }
 
 /// List roots, or the children of `parent_id`.
 #[utoipa::path(
     get, path = "/v1/agents", tag = "agents",
-    params(("parent_id" = Option<String>, Query, description = "List this agent's children instead of the roots")),
+    params(("parent_id" = Option<String>, Query, format = Uuid, description = "List this agent's children instead of the roots")),
     responses(
         (status = 200, description = "The agents, oldest first", body = agentd_proto::AgentList),
     )
@@ -44,14 +44,18 @@ pub(crate) async fn list(
     req: HttpRequest,
     q: web::Query<ListQuery>,
 ) -> ApiResult {
-    let parent_id = q.into_inner().parent_id;
+    let parent_id = q.into_inner().parent_id.map(AgentId::into_string);
+    if let Some(parent) = &parent_id {
+        // The children of an agent that does not exist are no empty list (as `…/children`).
+        st.system.record(parent).await?;
+    }
     Ok(HttpResponse::Ok().json(run(&st, &req, Command::List { parent_id }).await?))
 }
 
 /// Inspect an agent.
 #[utoipa::path(
     get, path = "/v1/agents/{id}", tag = "agents",
-    params(("id" = String, Path, description = "The agent's id")),
+    params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     responses(
         (status = 200, description = "The agent", body = agentd_proto::Inspection),
     )
@@ -59,16 +63,16 @@ pub(crate) async fn list(
 pub(crate) async fn inspect(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    id: web::Path<String>,
+    id: web::Path<AgentId>,
 ) -> ApiResult {
-    let agent_id = id.into_inner();
+    let agent_id = id.into_inner().into_string();
     Ok(HttpResponse::Ok().json(run(&st, &req, Command::Inspect { agent_id }).await?))
 }
 
 /// Delete an agent and its descendants with their history.
 #[utoipa::path(
     delete, path = "/v1/agents/{id}", tag = "agents",
-    params(("id" = String, Path, description = "The agent's id")),
+    params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     responses(
         (status = 200, description = "Deleted", body = crate::openapi::Deleted),
         (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
@@ -77,9 +81,9 @@ pub(crate) async fn inspect(
 pub(crate) async fn delete(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    id: web::Path<String>,
+    id: web::Path<AgentId>,
 ) -> ApiResult {
-    let agent_id = id.into_inner();
+    let agent_id = id.into_inner().into_string();
     run(
         &st,
         &req,
@@ -96,6 +100,7 @@ pub(crate) async fn delete(
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct SendBody {
     #[serde(alias = "message")]
     text: String,
@@ -106,7 +111,7 @@ pub(crate) struct SendBody {
 /// Send a message or follow-up (`interrupt` aborts the turn).
 #[utoipa::path(
     post, path = "/v1/agents/{id}/messages", tag = "agents",
-    params(("id" = String, Path, description = "The agent's id")),
+    params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     request_body(content = SendBody, content_type = "application/json"),
     responses(
         (status = 202, description = "Stored in the agent's inbox", body = crate::openapi::Sent),
@@ -117,7 +122,7 @@ pub(crate) struct SendBody {
 pub(crate) async fn send(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    id: web::Path<String>,
+    id: web::Path<AgentId>,
     body: JsonObject<SendBody>,
 ) -> ApiResult {
     let SendBody { text, interrupt } = body.into_inner();
@@ -125,7 +130,7 @@ pub(crate) async fn send(
         &st,
         &req,
         Command::Send {
-            agent_id: id.into_inner(),
+            agent_id: id.into_inner().into_string(),
             text,
             interrupt,
         },
@@ -135,6 +140,7 @@ pub(crate) async fn send(
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct ControlBody {
     #[serde(alias = "action")]
     #[schema(value_type = crate::openapi::ControlName)]
@@ -144,7 +150,7 @@ pub(crate) struct ControlBody {
 /// pause, resume, cancel, terminate, close or delete.
 #[utoipa::path(
     post, path = "/v1/agents/{id}/control", tag = "agents",
-    params(("id" = String, Path, description = "The agent's id")),
+    params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     request_body(content = ControlBody, content_type = "application/json"),
     responses(
         (status = 200, description = "Applied", body = crate::openapi::ControlApplied),
@@ -154,7 +160,7 @@ pub(crate) struct ControlBody {
 pub(crate) async fn control(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    id: web::Path<String>,
+    id: web::Path<AgentId>,
     body: JsonObject<ControlBody>,
 ) -> ApiResult {
     let control: Control =
@@ -171,7 +177,7 @@ pub(crate) async fn control(
         &st,
         &req,
         Command::Control {
-            agent_id: id.into_inner(),
+            agent_id: id.into_inner().into_string(),
             control,
         },
     )
@@ -180,6 +186,7 @@ pub(crate) async fn control(
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct ProvideBody {
     #[serde(alias = "answer", alias = "text")]
     value: String,
@@ -188,7 +195,7 @@ pub(crate) struct ProvideBody {
 /// Provide what a `waiting_dependency` agent asked for (`value`).
 #[utoipa::path(
     post, path = "/v1/agents/{id}/dependency", tag = "agents",
-    params(("id" = String, Path, description = "The agent's id")),
+    params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     request_body(content = ProvideBody, content_type = "application/json"),
     responses(
         (status = 200, description = "The agent", body = agentd_proto::AgentView),
@@ -198,11 +205,11 @@ pub(crate) struct ProvideBody {
 pub(crate) async fn provide_dependency(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    id: web::Path<String>,
+    id: web::Path<AgentId>,
     body: JsonObject<ProvideBody>,
 ) -> ApiResult {
     let cmd = Command::ProvideDependency {
-        agent_id: id.into_inner(),
+        agent_id: id.into_inner().into_string(),
         value: body.into_inner().value,
     };
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
@@ -211,7 +218,7 @@ pub(crate) async fn provide_dependency(
 /// Answer a `waiting_question` agent (`answer`).
 #[utoipa::path(
     post, path = "/v1/agents/{id}/answer", tag = "agents",
-    params(("id" = String, Path, description = "The agent's id")),
+    params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     request_body(content = ProvideBody, content_type = "application/json"),
     responses(
         (status = 200, description = "The agent", body = agentd_proto::AgentView),
@@ -221,11 +228,11 @@ pub(crate) async fn provide_dependency(
 pub(crate) async fn answer_question(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    id: web::Path<String>,
+    id: web::Path<AgentId>,
     body: JsonObject<ProvideBody>,
 ) -> ApiResult {
     let cmd = Command::AnswerQuestion {
-        agent_id: id.into_inner(),
+        agent_id: id.into_inner().into_string(),
         answer: body.into_inner().value,
     };
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
@@ -234,7 +241,7 @@ pub(crate) async fn answer_question(
 /// Replace the agent's budget (`max_tokens`, `max_cost_usd`, `deadline_ms`).
 #[utoipa::path(
     post, path = "/v1/agents/{id}/budget", tag = "agents",
-    params(("id" = String, Path, description = "The agent's id")),
+    params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     request_body(content = agentd_proto::Budget, content_type = "application/json"),
     responses(
         (status = 200, description = "The agent with its new budget", body = agentd_proto::AgentView),
@@ -244,17 +251,18 @@ pub(crate) async fn answer_question(
 pub(crate) async fn set_budget(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    id: web::Path<String>,
+    id: web::Path<AgentId>,
     body: JsonObject<agentd_proto::Budget>,
 ) -> ApiResult {
     let cmd = Command::SetBudget {
-        agent_id: id.into_inner(),
+        agent_id: id.into_inner().into_string(),
         budget: body.into_inner(),
     };
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct EnvBody {
     env: std::collections::BTreeMap<String, String>,
 }
@@ -262,7 +270,7 @@ pub(crate) struct EnvBody {
 /// Replace the agent's environment variables (`env`: a map).
 #[utoipa::path(
     post, path = "/v1/agents/{id}/env", tag = "agents",
-    params(("id" = String, Path, description = "The agent's id")),
+    params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     request_body(content = EnvBody, content_type = "application/json"),
     responses(
         (status = 200, description = "The agent", body = agentd_proto::AgentView),
@@ -272,11 +280,11 @@ pub(crate) struct EnvBody {
 pub(crate) async fn set_env(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    id: web::Path<String>,
+    id: web::Path<AgentId>,
     body: JsonObject<EnvBody>,
 ) -> ApiResult {
     let cmd = Command::SetEnv {
-        agent_id: id.into_inner(),
+        agent_id: id.into_inner().into_string(),
         env: body.into_inner().env,
     };
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
@@ -285,7 +293,7 @@ pub(crate) async fn set_env(
 /// The agent's thread.
 #[utoipa::path(
     get, path = "/v1/agents/{id}/thread", tag = "agents",
-    params(("id" = String, Path, description = "The agent's id")),
+    params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     responses(
         (status = 200, description = "The thread", body = crate::openapi::ThreadView),
     )
@@ -293,9 +301,9 @@ pub(crate) async fn set_env(
 pub(crate) async fn thread(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    id: web::Path<String>,
+    id: web::Path<AgentId>,
 ) -> ApiResult {
-    let agent_id = id.into_inner();
+    let agent_id = id.into_inner().into_string();
     let mut v = run(
         &st,
         &req,
@@ -311,7 +319,7 @@ pub(crate) async fn thread(
 /// The agent's children (live and closed).
 #[utoipa::path(
     get, path = "/v1/agents/{id}/children", tag = "agents",
-    params(("id" = String, Path, description = "The agent's id")),
+    params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     responses(
         (status = 200, description = "The children, oldest first", body = agentd_proto::AgentList),
     )
@@ -319,9 +327,9 @@ pub(crate) async fn thread(
 pub(crate) async fn children(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    id: web::Path<String>,
+    id: web::Path<AgentId>,
 ) -> ApiResult {
-    let agent_id = id.into_inner();
+    let agent_id = id.into_inner().into_string();
     st.system.record(&agent_id).await?;
     Ok(HttpResponse::Ok().json(
         run(

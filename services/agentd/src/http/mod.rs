@@ -21,8 +21,51 @@ pub(crate) use tools::*;
 use crate::errors::ApiError;
 use actix_web::{HttpRequest, HttpResponse, web};
 use agentd_actors::AgentSystem;
-use agentd_proto::Command;
+use agentd_proto::{AgentdError, Command, ErrorCode};
+use serde::Deserialize;
 use serde_json::Value;
+
+/// An agent id in a path or a query: a uuid in its hyphenated form, as agentd makes them. The
+/// path or query extractor refuses anything else (`400 invalid_argument`, [`crate::errors`]), so
+/// a malformed id is a malformed request, not a `404` for an agent that could never exist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AgentId(String);
+
+impl AgentId {
+    /// `id` if it has the form of an agent id; otherwise why not (`invalid_argument`).
+    pub(crate) fn parse(id: &str) -> Result<AgentId, AgentdError> {
+        if id.len() == 36 && uuid::Uuid::try_parse(id).is_ok() {
+            Ok(AgentId(id.to_string()))
+        } else {
+            Err(AgentdError::new(
+                ErrorCode::InvalidArgument,
+                format!(
+                    "`{id}` is not an agent id (a uuid such as 0190a5f2-7b6e-7cc0-8a4b-1d2e3f405162)"
+                ),
+            ))
+        }
+    }
+
+    /// The id.
+    pub(crate) fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl std::ops::Deref for AgentId {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for AgentId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let id = String::deserialize(d)?;
+        AgentId::parse(&id).map_err(|e| serde::de::Error::custom(e.message))
+    }
+}
 
 /// Header that scopes an external caller to one root's tree (`not_ancestor` outside it).
 pub const SCOPE_HEADER: &str = "x-agentd-root";

@@ -1,6 +1,6 @@
 //! Routes that rewrite an agent's session: reset, compact, checkpoints and restore.
 
-use super::{ApiResult, ApiState, run, scope};
+use super::{AgentId, ApiResult, ApiState, run, scope};
 use crate::errors::optional_json;
 use actix_web::{HttpRequest, HttpResponse, web};
 use agentd_proto::{AgentdError, Command, ErrorCode};
@@ -18,7 +18,7 @@ pub(crate) struct ResetBody {
 /// Reset the session (optionally seeded with `message`).
 #[utoipa::path(
     post, path = "/v1/agents/{id}/reset", tag = "agents",
-    params(("id" = String, Path, description = "The agent's id")),
+    params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     request_body(content = Option<ResetBody>, content_type = "application/json", description = "Optional: no body, or `{}`, is the default"),
     responses(
         (status = 202, description = "Queued", body = crate::openapi::SessionRequested),
@@ -28,7 +28,7 @@ pub(crate) struct ResetBody {
 pub(crate) async fn reset(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    id: web::Path<String>,
+    id: web::Path<AgentId>,
     body: web::Bytes,
 ) -> ApiResult {
     let message = optional_json::<ResetBody>(&req, &body)?
@@ -38,7 +38,7 @@ pub(crate) async fn reset(
         &st,
         &req,
         Command::Reset {
-            agent_id: id.into_inner(),
+            agent_id: id.into_inner().into_string(),
             message,
         },
     )
@@ -49,7 +49,7 @@ pub(crate) async fn reset(
 /// Compact the session.
 #[utoipa::path(
     post, path = "/v1/agents/{id}/compact", tag = "agents",
-    params(("id" = String, Path, description = "The agent's id")),
+    params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     responses(
         (status = 202, description = "Queued", body = crate::openapi::SessionRequested),
         (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
@@ -58,13 +58,13 @@ pub(crate) async fn reset(
 pub(crate) async fn compact(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    id: web::Path<String>,
+    id: web::Path<AgentId>,
 ) -> ApiResult {
     let v = run(
         &st,
         &req,
         Command::Compact {
-            agent_id: id.into_inner(),
+            agent_id: id.into_inner().into_string(),
         },
     )
     .await?;
@@ -74,7 +74,7 @@ pub(crate) async fn compact(
 /// The agent's checkpoints, newest first (summaries).
 #[utoipa::path(
     get, path = "/v1/agents/{id}/checkpoints", tag = "checkpoints",
-    params(("id" = String, Path, description = "The agent's id")),
+    params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     responses(
         (status = 200, description = "The checkpoints", body = crate::openapi::CheckpointList),
     )
@@ -82,10 +82,10 @@ pub(crate) async fn compact(
 pub(crate) async fn checkpoints(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    id: web::Path<String>,
+    id: web::Path<AgentId>,
 ) -> ApiResult {
     let cmd = Command::Checkpoints {
-        agent_id: id.into_inner(),
+        agent_id: id.into_inner().into_string(),
     };
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }
@@ -93,7 +93,7 @@ pub(crate) async fn checkpoints(
 /// Take a checkpoint now (reason `manual`).
 #[utoipa::path(
     post, path = "/v1/agents/{id}/checkpoints", tag = "checkpoints",
-    params(("id" = String, Path, description = "The agent's id")),
+    params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     responses(
         (status = 201, description = "The checkpoint taken", body = crate::openapi::CheckpointSummary),
         (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
@@ -102,10 +102,10 @@ pub(crate) async fn checkpoints(
 pub(crate) async fn take_checkpoint(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    id: web::Path<String>,
+    id: web::Path<AgentId>,
 ) -> ApiResult {
     let cmd = Command::Checkpoint {
-        agent_id: id.into_inner(),
+        agent_id: id.into_inner().into_string(),
     };
     Ok(HttpResponse::Created().json(run(&st, &req, cmd).await?))
 }
@@ -113,7 +113,7 @@ pub(crate) async fn take_checkpoint(
 /// One checkpoint in full: conversation, pending items, environment.
 #[utoipa::path(
     get, path = "/v1/agents/{id}/checkpoints/{checkpoint}", tag = "checkpoints",
-    params(("id" = String, Path, description = "The agent's id"), ("checkpoint" = String, Path, format = Uuid, description = "The checkpoint's id")),
+    params(("id" = String, Path, format = Uuid, description = "The agent's id"), ("checkpoint" = String, Path, format = Uuid, description = "The checkpoint's id")),
     responses(
         (status = 200, description = "The checkpoint", body = crate::openapi::CheckpointDetail),
     )
@@ -121,7 +121,7 @@ pub(crate) async fn take_checkpoint(
 pub(crate) async fn checkpoint(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    path: web::Path<(String, String)>,
+    path: web::Path<(AgentId, String)>,
 ) -> ApiResult {
     let (agent_id, checkpoint) = path.into_inner();
     st.system
@@ -153,7 +153,7 @@ pub(crate) struct RestoreBody {
 /// Restore the agent to `checkpoint_id` (default: its newest checkpoint).
 #[utoipa::path(
     post, path = "/v1/agents/{id}/restore", tag = "checkpoints",
-    params(("id" = String, Path, description = "The agent's id")),
+    params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     request_body(content = Option<RestoreBody>, content_type = "application/json", description = "Optional: no body, or `{}`, is the default"),
     responses(
         (status = 200, description = "The restored agent", body = agentd_proto::AgentView),
@@ -163,11 +163,11 @@ pub(crate) struct RestoreBody {
 pub(crate) async fn restore(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    id: web::Path<String>,
+    id: web::Path<AgentId>,
     body: web::Bytes,
 ) -> ApiResult {
     let cmd = Command::Restore {
-        agent_id: id.into_inner(),
+        agent_id: id.into_inner().into_string(),
         checkpoint_id: optional_json::<RestoreBody>(&req, &body)?.checkpoint_id,
     };
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))

@@ -1,6 +1,6 @@
 //! Routes on tools: what an agent's model is shown, and running a tool as an agent.
 
-use super::{ApiResult, ApiState, run, scope};
+use super::{AgentId, ApiResult, ApiState, run, scope};
 use crate::errors::JsonObject;
 use actix_web::{HttpRequest, HttpResponse, web};
 use agentd_proto::{AgentdError, Command};
@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 /// The tools the agent's model is shown.
 #[utoipa::path(
     get, path = "/v1/agents/{id}/tools", tag = "tools",
-    params(("id" = String, Path, description = "The agent's id")),
+    params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     responses(
         (status = 200, description = "The tools", body = crate::openapi::ToolList),
     )
@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 pub(crate) async fn tools(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    id: web::Path<String>,
+    id: web::Path<AgentId>,
 ) -> ApiResult {
     st.system.check_scope(scope(&req).as_deref(), &id).await?;
     Ok(HttpResponse::Ok().json(json!({"tools": st.system.tools_of(&id).await?})))
@@ -27,7 +27,7 @@ pub(crate) async fn tools(
 /// Run a tool as the agent (the body is its arguments).
 #[utoipa::path(
     post, path = "/v1/agents/{id}/tools/{tool}", tag = "tools",
-    params(("id" = String, Path, description = "The agent's id"), ("tool" = String, Path, description = "The tool's name (e.g. `Manage`, `spawn_agent`)")),
+    params(("id" = String, Path, format = Uuid, description = "The agent's id"), ("tool" = String, Path, description = "The tool's name (e.g. `Manage`, `spawn_agent`)")),
     request_body(content = Object, content_type = "application/json"),
     responses(
         (status = 200, description = "The tool's result", body = Value),
@@ -38,12 +38,12 @@ pub(crate) async fn tools(
 pub(crate) async fn invoke_tool(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    path: web::Path<(String, String)>,
+    path: web::Path<(AgentId, String)>,
     body: JsonObject<Value>,
 ) -> ApiResult {
     let (id, tool) = path.into_inner();
     let cmd = Command::InvokeTool {
-        agent_id: Some(id),
+        agent_id: Some(id.into_string()),
         tool,
         args: body.into_inner(),
     };
@@ -51,6 +51,7 @@ pub(crate) async fn invoke_tool(
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct DetachedToolBody {
     #[serde(default, alias = "thread_id", alias = "agentId", alias = "threadId")]
     agent_id: Option<String>,
@@ -94,7 +95,7 @@ pub(crate) struct ToolResultBody {
     #[schema(value_type = Option<Object>)]
     result: Option<Value>,
     /// The tool's failure: a message and, optionally, the worker's own code (free text).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "agentd_proto::strict::optional_object")]
     error: Option<agentd_proto::ToolAnswerError>,
 }
 
@@ -102,7 +103,7 @@ pub(crate) struct ToolResultBody {
 #[utoipa::path(
     post, path = "/v1/agents/{id}/tool_results/{call_id}", tag = "tools",
     params(
-        ("id" = String, Path, description = "The agent whose turn made the call"),
+        ("id" = String, Path, format = Uuid, description = "The agent whose turn made the call"),
         ("call_id" = uuid::Uuid, Path, description = "agentd's id of the call"),
     ),
     request_body(content = ToolResultBody, content_type = "application/json"),
@@ -115,13 +116,13 @@ pub(crate) struct ToolResultBody {
 pub(crate) async fn tool_result(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    path: web::Path<(String, uuid::Uuid)>,
+    path: web::Path<(AgentId, uuid::Uuid)>,
     body: JsonObject<ToolResultBody>,
 ) -> ApiResult {
     let (agent_id, call_id) = path.into_inner();
     let body = body.into_inner();
     let cmd = Command::ToolResult {
-        agent_id,
+        agent_id: agent_id.into_string(),
         call_id,
         result: body.result,
         error: body.error,
@@ -146,7 +147,7 @@ pub(crate) struct ApprovalBody {
 #[utoipa::path(
     post, path = "/v1/agents/{id}/approvals/{call_id}", tag = "tools",
     params(
-        ("id" = String, Path, description = "The agent whose turn made the call"),
+        ("id" = String, Path, format = Uuid, description = "The agent whose turn made the call"),
         ("call_id" = uuid::Uuid, Path, description = "agentd's id of the call"),
     ),
     request_body(content = ApprovalBody, content_type = "application/json"),
@@ -159,13 +160,13 @@ pub(crate) struct ApprovalBody {
 pub(crate) async fn approve_tool(
     st: web::Data<ApiState>,
     req: HttpRequest,
-    path: web::Path<(String, uuid::Uuid)>,
+    path: web::Path<(AgentId, uuid::Uuid)>,
     body: JsonObject<ApprovalBody>,
 ) -> ApiResult {
     let (agent_id, call_id) = path.into_inner();
     let body = body.into_inner();
     let cmd = Command::ApproveTool {
-        agent_id,
+        agent_id: agent_id.into_string(),
         call_id,
         approve: body.approve,
         reason: body.reason,

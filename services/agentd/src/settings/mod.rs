@@ -136,6 +136,11 @@ impl Settings {
                 self.server.bind
             )));
         }
+        if self.server.request_timeout_ms == 0 {
+            return Err(SettingsError::Invalid(
+                "server.request_timeout_ms must be > 0".into(),
+            ));
+        }
         if !matches!(self.log.format.as_str(), "human" | "json") {
             return Err(SettingsError::Invalid(format!(
                 "log.format `{}` must be human or json",

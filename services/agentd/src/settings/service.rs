@@ -13,6 +13,9 @@ pub struct ServerSettings {
     pub bind: String,
     /// Largest request body, bytes.
     pub max_body_bytes: usize,
+    /// How long a request's body may take to arrive once its headers are read, ms; past it the
+    /// request is answered `408 request_timeout` (actix's own timeout covers the headers only).
+    pub request_timeout_ms: u64,
     /// How long a stop waits for requests in flight before it goes on stopping agents, ms
     /// (event streams end at once and do not count).
     pub shutdown_timeout_ms: u64,
