@@ -1,7 +1,9 @@
 //! Runtime configuration the actors read: limits, agent types, prices, prompts. The service
 //! builds it from layered config files; tests build it in code.
 
-use agentd_proto::{AgentdError, ErrorCode, InputLimits, ManageOptions, Price};
+use agentd_proto::{
+    AgentdError, ErrorCode, InputLimits, ManageOptions, OnDependencyFailure, Price,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -27,7 +29,8 @@ pub struct Limits {
     pub max_running_turns: usize,
     /// Turns of one parent's children running at once. 0 = no limit.
     pub max_running_turns_per_parent: usize,
-    /// When a dependency fails: `hold` its dependents (default) or `fail` them.
+    /// When a dependency fails: `hold` its dependents (default) or `fail` them, unless their
+    /// spawn chose (`SpawnRequest::on_dependency_failure`); any other value holds.
     pub on_dependency_failure: String,
     /// Attempts of a failing task before the agent is `failed` (1 = no automatic retry).
     pub max_attempts: u32,
@@ -53,6 +56,15 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// `on_dependency_failure` as a policy: `"fail"` fails, anything else holds.
+    pub fn dependency_failure_policy(&self) -> OnDependencyFailure {
+        if self.on_dependency_failure == "fail" {
+            OnDependencyFailure::Fail
+        } else {
+            OnDependencyFailure::Hold
+        }
+    }
+
     /// What callers may hand agentd, checked alike at every door.
     pub fn input(&self) -> InputLimits {
         InputLimits {

@@ -31,6 +31,7 @@ pub(crate) fn record(id: &str) -> AgentRecord {
         priority: Default::default(),
         depends_on: Vec::new(),
         dependencies_settled: false,
+        on_dependency_failure: None,
         attempts: 0,
         current_task: None,
         task_steps_counted: 0,

@@ -42,6 +42,10 @@ pub struct SpawnRequest {
     /// Agents that must complete before this one runs.
     #[serde(default, alias = "dependsOn")]
     pub depends_on: Vec<String>,
+    /// What it does when a dependency fails, is cancelled or terminated (`fail` or `hold`);
+    /// `None`: `limits.on_dependency_failure`.
+    #[serde(default, alias = "onDependencyFailure")]
+    pub on_dependency_failure: Option<crate::event::OnDependencyFailure>,
     /// Model provider override (a `[providers.<name>]` of the config).
     #[serde(default)]
     pub provider: Option<String>,
@@ -332,6 +336,33 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_spawn_chooses_what_a_failing_dependency_does() {
+        use crate::event::OnDependencyFailure;
+        let spawn = |v: serde_json::Value| serde_json::from_value::<Command>(v);
+        for (body, policy) in [
+            (
+                json!({"type": "spawn", "on_dependency_failure": "fail"}),
+                Some(OnDependencyFailure::Fail),
+            ),
+            (
+                json!({"type": "spawn", "onDependencyFailure": "hold"}),
+                Some(OnDependencyFailure::Hold),
+            ),
+            (json!({"type": "spawn"}), None),
+        ] {
+            match spawn(body.clone()) {
+                Ok(Command::Spawn(req)) => assert_eq!(req.on_dependency_failure, policy, "{body}"),
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+        let why = spawn(json!({"type": "spawn", "on_dependency_failure": "retry"}))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(why.contains("unknown variant `retry`"), "{why}");
     }
 
     #[test]

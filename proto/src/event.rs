@@ -277,6 +277,19 @@ impl std::fmt::Display for DependencyOutcome {
     }
 }
 
+/// What an agent does when one of its dependencies (spawn `depends_on`) fails, is cancelled or
+/// terminated: chosen per spawn, or `limits.on_dependency_failure` when the spawn does not say.
+/// A deleted dependency fails its dependents whatever this says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum OnDependencyFailure {
+    /// The dependent fails too (`dependency_failed: <id> <how>`), its queued work dropped.
+    Fail,
+    /// The dependent waits until that dependency is met after all.
+    Hold,
+}
+
 impl Event {
     /// The event's type as it is tagged on the wire (`"status_changed"`, …), without
     /// serialising it (the Redis event stream carries it as a field for filtering).

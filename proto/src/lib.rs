@@ -59,7 +59,7 @@ pub use command::{Command, Reply, SpawnRequest};
 pub use control::Control;
 pub use envelope::{Envelope, Item, PROTOCOL_VERSION};
 pub use error::{AgentdError, ErrorCode};
-pub use event::{CompactionTrigger, DependencyOutcome, Event};
+pub use event::{CompactionTrigger, DependencyOutcome, Event, OnDependencyFailure};
 pub use inbox::InboxItem;
 pub use limits::InputLimits;
 pub use manage::{AsyncForward, ManageCommand, ManageMode, ManageOptions, ManageRequest};

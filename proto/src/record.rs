@@ -149,6 +149,11 @@ pub struct AgentRecord {
     /// ended the wait). From then on they are never checked again, whatever becomes of them.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dependencies_settled: bool,
+    /// What it does when a dependency fails, is cancelled or terminated, as its spawn asked;
+    /// `None`: `limits.on_dependency_failure` at the time (also for records written before the
+    /// spawn could ask).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_dependency_failure: Option<crate::event::OnDependencyFailure>,
     /// Attempts of the current task (1 on the first run; more after automatic retries and
     /// after a crash re-ran it).
     #[serde(default)]

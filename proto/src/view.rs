@@ -411,6 +411,7 @@ mod tests {
             priority: Priority::Normal,
             depends_on: vec![],
             dependencies_settled: false,
+            on_dependency_failure: None,
             attempts: 0,
             current_task: None,
             task_steps_counted: 0,
@@ -483,6 +484,19 @@ mod tests {
         assert!(v["budget"].is_null() && v["result"].is_null() && v["parent_id"].is_null());
         assert_eq!(serde_json::from_value::<Inspection>(v)?, inspection);
         Ok(())
+    }
+
+    #[test]
+    fn a_record_keeps_its_spawn_s_dependency_policy_and_older_ones_read() {
+        use crate::event::OnDependencyFailure;
+        let mut rec = record("a", 0.0, 0);
+        let older = rmp_serde::to_vec_named(&rec).unwrap_or_default();
+        let read: Result<AgentRecord, _> = rmp_serde::from_slice(&older);
+        assert_eq!(read.map(|r| r.on_dependency_failure).ok(), Some(None));
+        rec.on_dependency_failure = Some(OnDependencyFailure::Fail);
+        let bytes = rmp_serde::to_vec_named(&rec).unwrap_or_default();
+        let read: Result<AgentRecord, _> = rmp_serde::from_slice(&bytes);
+        assert_eq!(read.ok(), Some(rec));
     }
 
     #[test]

@@ -1,14 +1,16 @@
 //! `depends_on` through real actors on a manual clock: a root or a Manage worker is met once it
 //! has handled what was queued for it when the dependent was spawned (a watch in its inbox), a
 //! sub-agent when it yields; every way a dependency fails (failed, cancelled, terminated,
-//! deleted) under both `on_dependency_failure` policies; `provide` refused to an agent waiting
-//! for `depends_on`; and a stop in between (the views agree on what waits, the dependent runs
-//! after recovery), also of the real `agentd` on the embedded store, killed with `kill -9`.
+//! deleted) under both `on_dependency_failure` policies, the limit's and a spawn's own;
+//! `provide` refused to an agent waiting for `depends_on`; and a stop in between (the views
+//! agree on what waits, the dependent runs after recovery), also of the real `agentd` on the
+//! embedded store, killed with `kill -9`.
 //! Two processes on Redis: `redis_cluster.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_proto::{
-    AgentStatus, Control, ErrorCode, Event, ManageOptions, QueueState, Role, SpawnRequest,
+    AgentStatus, Control, ErrorCode, Event, ManageOptions, OnDependencyFailure, QueueState, Role,
+    SpawnRequest,
 };
 use agentd_tests::*;
 use serde_json::json;
@@ -476,4 +478,87 @@ fn a_root_dependency_outlives_a_kill_9_of_agentd_on_the_embedded_store() {
     );
     assert!(!p.texts(&d).iter().any(|t| t.contains("KEY")));
     p.stop();
+}
+
+/// A spawn's own `on_dependency_failure` goes before the limit's, through the facade (what
+/// `POST /v1/agents` and the command stream's `spawn` call) and through `spawn_agent`: `hold`
+/// under a `fail` limit waits until the dependency succeeds after all, `fail` under a `hold`
+/// limit fails; the record keeps the choice.
+#[actix_rt::test]
+async fn a_spawn_s_on_dependency_failure_goes_before_the_limit() {
+    for (limit, chosen) in [
+        ("fail", OnDependencyFailure::Hold),
+        ("hold", OnDependencyFailure::Fail),
+    ] {
+        for through_the_tool in [false, true] {
+            let door = if through_the_tool {
+                "spawn_agent"
+            } else {
+                "the facade"
+            };
+            let case = format!("{chosen:?} under {limit}, through {door}");
+            let (sys, clock) = start_manual_with(SCRIPT, types(), |c| {
+                c.limits.on_dependency_failure = limit.into()
+            });
+            let mut events = sys.events();
+            let dep = sys.root("plain", Some("slow job")).await.id;
+            wait_until(&format!("{case}: the dependency busy"), || async {
+                clock.sleepers() == 1
+            })
+            .await;
+            let d = if through_the_tool {
+                let lead = sys.root("lead", None).await;
+                let r = sys
+                    .system
+                    .invoke_tool(
+                        Some(&lead.id),
+                        "spawn_agent",
+                        json!({"agent_type": "plain", "prompt": "after it", "depends_on": [dep],
+                               "on_dependency_failure": chosen}),
+                    )
+                    .await
+                    .unwrap();
+                r["agent_id"].as_str().unwrap().to_string()
+            } else {
+                sys.system
+                    .spawn(SpawnRequest {
+                        agent_type: Some("plain".into()),
+                        prompt: Some("after it".into()),
+                        depends_on: vec![dep.clone()],
+                        on_dependency_failure: Some(chosen),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap()
+                    .id
+            };
+            let rec = sys
+                .wait_for_status(&d, AgentStatus::WaitingDependency)
+                .await;
+            assert_eq!(rec.on_dependency_failure, Some(chosen), "{case}");
+            sys.system.control(&dep, Control::Cancel).await.unwrap();
+            if chosen == OnDependencyFailure::Fail {
+                let rec = sys.wait_for_status(&d, AgentStatus::Failed).await;
+                let reason = format!("dependency_failed: {dep} cancelled");
+                assert_eq!(
+                    rec.status_reason.as_deref(),
+                    Some(reason.as_str()),
+                    "{case}"
+                );
+                assert!(!answered(&sys, &d).await, "{case}: it ran");
+                continue;
+            }
+            // Held: once the dependency succeeds after all, the dependent runs its work.
+            sys.wait_for_status(&dep, AgentStatus::Cancelled).await;
+            sys.system.send(&dep, "hello", false).await.unwrap();
+            sys.wait_for_entry(&d, Role::Assistant, "ok: after it")
+                .await;
+            while let Ok(e) = events.try_recv() {
+                assert!(
+                    !matches!(&e, Event::StatusChanged { agent_id, to: AgentStatus::Failed, .. } if *agent_id == d),
+                    "{case}: the dependent failed"
+                );
+            }
+        }
+    }
 }

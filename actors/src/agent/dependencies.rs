@@ -9,6 +9,7 @@ use crate::supervisor::messages::TellDependents;
 use actix::prelude::*;
 use agentd_proto::{
     AgentStatus, AgentdError, DependencyOutcome, Envelope, ErrorCode, InboxItem, Item,
+    OnDependencyFailure,
 };
 
 /// How long a watch waits before it is tried again when the store could not forget its
@@ -32,8 +33,8 @@ impl AgentActor {
     }
 
     /// Dependency `agent_id` settled with `outcome`: the agent goes on once none is left, fails
-    /// (a deletion, or a failure under `limits.on_dependency_failure = "fail"`), or holds
-    /// until that dependency is met after all.
+    /// (a deletion, or a failure under the policy `fail`: its spawn's `on_dependency_failure`,
+    /// else the limit's), or holds until that dependency is met after all.
     pub(super) fn dependency_settled(
         &mut self,
         agent_id: &str,
@@ -57,7 +58,13 @@ impl AgentActor {
                 return;
             }
             DependencyOutcome::Deleted => true,
-            _ => self.deps().config.limits.on_dependency_failure == "fail",
+            _ => {
+                let policy = self
+                    .rec
+                    .on_dependency_failure
+                    .unwrap_or_else(|| self.deps().config.limits.dependency_failure_policy());
+                policy == OnDependencyFailure::Fail
+            }
         };
         if fails {
             self.failed_by_dependency(agent_id, outcome, ctx);

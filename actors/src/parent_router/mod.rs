@@ -134,6 +134,7 @@ impl ParentRouter {
                         budget: None,
                         priority: None,
                         depends_on: Vec::new(),
+                        on_dependency_failure: None,
                         provider: None,
                         model: None,
                         env: Default::default(),

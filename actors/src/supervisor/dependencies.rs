@@ -10,8 +10,8 @@
 //!   tells it. Closing it meets every dependent.
 //!
 //! A dependency that fails, is cancelled or terminated tells its dependents, which fail under
-//! `limits.on_dependency_failure = "fail"` and wait for a later success otherwise; a deleted
-//! one fails them whatever the setting says.
+//! the policy `fail` (their spawn's `on_dependency_failure`, else the limit's) and wait for a
+//! later success otherwise; a deleted one fails them whatever the policy says.
 //!
 //! The store keeps each dependency's dependents (for a root or a worker: those whose watch it
 //! has not reached yet), so whichever process sees a dependency settle reads them and routes

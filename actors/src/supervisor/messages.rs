@@ -28,6 +28,8 @@ pub struct SpawnSpec {
     pub priority: Option<agentd_proto::Priority>,
     /// Agents it depends on (`docs/lifecycle.md#dependencies`).
     pub depends_on: Vec<String>,
+    /// What it does when a dependency fails (`None`: `limits.on_dependency_failure`).
+    pub on_dependency_failure: Option<agentd_proto::OnDependencyFailure>,
     /// Model provider override (`None`: the type's, else the default).
     pub provider: Option<String>,
     /// Model name override (`None`: the type's, else the provider's default).

@@ -212,6 +212,7 @@ fn new_record(
         turns: 0,
         depends_on: spec.depends_on.clone(),
         dependencies_settled: false,
+        on_dependency_failure: spec.on_dependency_failure,
         attempts: 0,
         current_task: None,
         task_steps_counted: 0,

@@ -41,6 +41,7 @@ impl AgentSystem {
                 budget: req.budget,
                 priority: req.priority,
                 depends_on: req.depends_on.clone(),
+                on_dependency_failure: req.on_dependency_failure,
                 provider: req.provider.clone(),
                 model: req.model.clone(),
                 env: req.env.clone(),

@@ -540,6 +540,11 @@ mod tests {
             .unwrap_or_default();
         assert!(spawn["properties"]["prompt"].is_object(), "{spawn}");
         assert!(
+            schemas["SpawnRequest"]["properties"]["on_dependency_failure"].is_object(),
+            "{}",
+            schemas["SpawnRequest"]
+        );
+        assert!(
             spawn["required"]
                 .as_array()
                 .is_some_and(|r| r.contains(&"type".into()))

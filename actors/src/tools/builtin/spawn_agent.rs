@@ -25,6 +25,7 @@ pub(super) fn spec() -> ToolSpec {
             "background": {"type": "boolean", "description": "Its result waits its turn in your inbox instead of coming first."},
             "priority": {"type": "string", "enum": ["critical", "high", "normal", "low"]},
             "depends_on": {"type": "array", "items": {"type": "string"}, "description": "Agent ids that must complete first."},
+            "on_dependency_failure": {"type": "string", "enum": ["fail", "hold"], "description": "If a dependency fails, is cancelled or terminated: fail this agent too, or hold it until the dependency succeeds after all. Default: the configured limit."},
             "budget": {"type": "object", "properties": {
                 "max_tokens": {"type": "integer", "minimum": 1},
                 "max_cost_usd": {"type": "number", "minimum": 0, "description": "USD, more than 0."},
@@ -60,6 +61,7 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
             budget: typed(args, "budget")?,
             priority: typed(args, "priority")?,
             depends_on: string_list(args, "depends_on", "dependsOn")?.unwrap_or_default(),
+            on_dependency_failure: typed(args, "on_dependency_failure")?,
             provider: text("provider"),
             model: text("model"),
             env: Default::default(),

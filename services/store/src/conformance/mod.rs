@@ -55,6 +55,7 @@ pub fn record(id: &str, parent: Option<&str>, created: u64) -> AgentRecord {
         priority: agentd_proto::Priority::High,
         depends_on: vec!["dep-a".into()],
         dependencies_settled: true,
+        on_dependency_failure: None,
         attempts: 2,
         current_task: Some(uuid::Uuid::nil()),
         task_steps_counted: 1,
