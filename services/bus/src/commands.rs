@@ -17,7 +17,6 @@ use agentd_actors::AgentSystem;
 use agentd_proto::codec::encode_envelope;
 use agentd_proto::{Address, AgentdError, Envelope, ErrorCode, Item, PROTOCOL_VERSION, Reply};
 use redis::aio::ConnectionManager;
-use redis::cmd;
 use redis::streams::StreamId;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -205,7 +204,7 @@ impl CommandConsumer {
             attempt: 1,
             item: Item::Reply(Reply::from(Ok(serde_json::Value::Null))),
         };
-        if let Err(e) = send_reply(con, &request, Err(err), self.limits.reply_maxlen).await {
+        if let Err(e) = send_reply(con, &request, Err(err), self.limits.reply_maxlen, None).await {
             tracing::warn!(entry = %sid.id, error = %e, "the refusal of a malformed command could not be sent; it is in the dead letters");
         }
     }
@@ -286,7 +285,7 @@ impl CommandConsumer {
                 .send(&self.key, &env.id.to_string(), e, None)
                 .await;
         }
-        send_reply(con, &env, result, self.limits.reply_maxlen).await
+        send_reply(con, &env, result, self.limits.reply_maxlen, None).await
     }
 }
 
@@ -305,12 +304,15 @@ struct RequestHead {
 }
 
 /// Appends the `Reply` to `request` (its `result`) to the stream the request names in
-/// `reply_to`, capped near `maxlen` entries; nothing if it names none.
+/// `reply_to`, capped near `maxlen` entries; nothing if it names none. With `expire_ms`, the
+/// stream's expiry is renewed in the same transaction, so whoever reads the reply finds the
+/// expiry set.
 pub(crate) async fn send_reply(
     con: &mut ConnectionManager,
     request: &Envelope,
     result: Result<serde_json::Value, AgentdError>,
     maxlen: usize,
+    expire_ms: Option<u64>,
 ) -> Result<(), AgentdError> {
     let Some(reply_to) = request.reply_to.as_deref() else {
         return Ok(());
@@ -324,7 +326,9 @@ pub(crate) async fn send_reply(
     );
     reply.sent_at = now_ms();
     let bytes = encode_envelope(&reply)?;
-    cmd("XADD")
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .cmd("XADD")
         .arg(reply_to)
         .arg("MAXLEN")
         .arg("~")
@@ -332,8 +336,10 @@ pub(crate) async fn send_reply(
         .arg("*")
         .arg("m")
         .arg(bytes)
-        .query_async::<String>(con)
-        .await
-        .map_err(be)?;
+        .ignore();
+    if let Some(ms) = expire_ms {
+        pipe.cmd("PEXPIRE").arg(reply_to).arg(ms).ignore();
+    }
+    pipe.query_async::<()>(con).await.map_err(be)?;
     Ok(())
 }

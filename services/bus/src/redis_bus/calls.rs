@@ -214,18 +214,17 @@ impl RedisBus {
                 return;
             };
             let result = system.execute(command).await;
-            if let Err(e) = crate::commands::send_reply(&mut con, &env, result, REPLY_MAXLEN).await
-            {
-                tracing::warn!(error = %e, "the reply to a call could not be sent");
-            }
             // The caller's reply stream goes away by itself once no process reads it (a caller
             // that died); its live reader keeps renewing this.
-            if let Some(key) = env.reply_to.as_deref().filter(|k| k.starts_with(&replies)) {
-                let _: redis::RedisResult<i64> = cmd("PEXPIRE")
-                    .arg(key)
-                    .arg(REPLY_STREAM_TTL_MS)
-                    .query_async(&mut con)
-                    .await;
+            let expire = env
+                .reply_to
+                .as_deref()
+                .is_some_and(|k| k.starts_with(&replies))
+                .then_some(REPLY_STREAM_TTL_MS);
+            let sent =
+                crate::commands::send_reply(&mut con, &env, result, REPLY_MAXLEN, expire).await;
+            if let Err(e) = sent {
+                tracing::warn!(error = %e, "the reply to a call could not be sent");
             }
         };
         actix_rt::spawn(tracing::Instrument::instrument(task, span));
