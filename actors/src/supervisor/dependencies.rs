@@ -117,6 +117,27 @@ impl Dependencies {
         }
     }
 
+    /// Settles dependency `dep` by what its record alone says: deleted (unmet, failed by the
+    /// deletion) or a sub-agent (met once `completed`, unmet otherwise). Answers the record of a
+    /// root or a worker, whose standing depends on its inbox, for the caller to settle.
+    async fn by_record(
+        &mut self,
+        deps: &Deps,
+        dep: &str,
+    ) -> Result<Option<AgentRecord>, AgentdError> {
+        let Some(rec) = deps.store.get_agent(dep).await? else {
+            self.unmet(dep, Some(DependencyOutcome::Deleted));
+            return Ok(None);
+        };
+        if !met_by_yield(&rec) {
+            return Ok(Some(rec));
+        }
+        if rec.status != AgentStatus::Completed {
+            self.unmet(dep, DependencyOutcome::failure_of(rec.status));
+        }
+        Ok(None)
+    }
+
     /// One dependency not met (`failed` with how, if it failed).
     fn unmet(&mut self, dependency: &str, failed: Option<DependencyOutcome>) {
         self.unmet.insert(dependency.to_string());
@@ -137,17 +158,9 @@ pub(super) async fn at_spawn(
     let mut out = Dependencies::default();
     for dep in depends_on {
         deps.store.add_dependent(dep, dependent).await?;
-        let Some(rec) = deps.store.get_agent(dep).await? else {
-            out.unmet(dep, Some(DependencyOutcome::Deleted));
+        let Some(rec) = out.by_record(deps, dep).await? else {
             continue;
         };
-        if met_by_yield(&rec) {
-            match rec.status {
-                AgentStatus::Completed => {}
-                status => out.unmet(dep, DependencyOutcome::failure_of(status)),
-            }
-            continue;
-        }
         let met_now = match rec.status {
             AgentStatus::Closed => true,
             AgentStatus::Idle | AgentStatus::Completed => {
@@ -174,17 +187,9 @@ pub(super) async fn at_activation(
 ) -> Result<Dependencies, AgentdError> {
     let mut out = Dependencies::default();
     for dep in &rec.depends_on {
-        let Some(dependency) = deps.store.get_agent(dep).await? else {
-            out.unmet(dep, Some(DependencyOutcome::Deleted));
+        let Some(dependency) = out.by_record(deps, dep).await? else {
             continue;
         };
-        if met_by_yield(&dependency) {
-            match dependency.status {
-                AgentStatus::Completed => {}
-                status => out.unmet(dep, DependencyOutcome::failure_of(status)),
-            }
-            continue;
-        }
         if dependency.status == AgentStatus::Closed
             || !deps.store.dependents(dep).await?.contains(&rec.id)
         {
