@@ -19,6 +19,8 @@
 //! the provider is released ([`StrictProvider::release`], or dropped): a test's system cannot
 //! stop while one of its model calls waits.
 
+use agentd_actors::ModelClient;
+use agentd_models::{AnthropicModel, HttpSettings, OpenAiModel};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -42,6 +44,22 @@ pub struct Answer {
     pub delay: Duration,
     /// The `200` JSON body.
     pub body: Value,
+}
+
+impl Dialect {
+    /// A final answer (no tool call) with `text`, in this dialect's response shape.
+    pub fn text_answer(self, text: &str) -> Value {
+        match self {
+            Dialect::OpenAi => json!({
+                "choices": [{"message": {"role": "assistant", "content": text}}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 2}
+            }),
+            Dialect::Anthropic => json!({
+                "content": [{"type": "text", "text": text}],
+                "usage": {"input_tokens": 10, "output_tokens": 2}
+            }),
+        }
+    }
 }
 
 impl Answer {
@@ -122,6 +140,26 @@ impl StrictProvider {
     /// Why requests were refused so far.
     pub fn violations(&self) -> Vec<String> {
         self.violations.lock().expect("lock").clone()
+    }
+
+    /// The HTTP backend of `dialect` on this provider (no streaming, no retries), whose calls
+    /// give up after `timeout`.
+    pub fn model(&self, dialect: Dialect, timeout: Duration) -> Arc<dyn ModelClient> {
+        let http = HttpSettings {
+            base_url: self.url.clone(),
+            api_key: "test-key".into(),
+            timeout,
+            stream: false,
+            idle_timeout: timeout,
+            max_retries: 0,
+            backoff: Duration::from_millis(5),
+        };
+        match dialect {
+            Dialect::OpenAi => Arc::new(OpenAiModel::new(http, "gpt-test".into()).expect("model")),
+            Dialect::Anthropic => {
+                Arc::new(AnthropicModel::new(http, "claude-test".into(), 512).expect("model"))
+            }
+        }
     }
 }
 

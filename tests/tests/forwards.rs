@@ -11,12 +11,11 @@
 //! summary, even where the part it summarises ends with the model's own answer.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_actors::{ModelClient, SystemClock};
-use agentd_models::{AnthropicModel, HttpSettings, OpenAiModel};
+use agentd_actors::SystemClock;
 use agentd_proto::{AgentStatus, AsyncForward, InboxItem, ManageOptions, Role};
 use agentd_store::MemoryStore;
 use agentd_tests::*;
-use serde_json::{Value, json};
+use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,19 +37,6 @@ fn text_of(message: &Value) -> String {
 
 fn messages(body: &Value) -> Vec<Value> {
     body["messages"].as_array().cloned().unwrap_or_default()
-}
-
-fn answer_text(d: Dialect, text: &str) -> Value {
-    match d {
-        Dialect::OpenAi => json!({
-            "choices": [{"message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 2}
-        }),
-        Dialect::Anthropic => json!({
-            "content": [{"type": "text", "text": text}],
-            "usage": {"input_tokens": 10, "output_tokens": 2}
-        }),
-    }
 }
 
 /// The last text of a message (a string, or its last text block: Anthropic merges a user
@@ -76,7 +62,7 @@ fn respond(d: Dialect, body: &Value) -> Answer {
         "hello" => "lead ok".to_string(),
         other => format!("lead heard: {other}"),
     };
-    Answer::now(answer_text(d, &text))
+    Answer::now(d.text_answer(&text))
 }
 
 struct Scene {
@@ -89,21 +75,7 @@ struct Scene {
 /// exchange: "hello", "lead ok".
 async fn lead_after_one_exchange(dialect: Dialect, forward: AsyncForward) -> Scene {
     let provider = StrictProvider::start(respond);
-    let http = HttpSettings {
-        base_url: provider.url.clone(),
-        api_key: "test-key".into(),
-        timeout: Duration::from_secs(10),
-        stream: false,
-        idle_timeout: Duration::from_secs(10),
-        max_retries: 0,
-        backoff: Duration::from_millis(5),
-    };
-    let model: Arc<dyn ModelClient> = match dialect {
-        Dialect::OpenAi => Arc::new(OpenAiModel::new(http, "gpt-test".into()).unwrap()),
-        Dialect::Anthropic => {
-            Arc::new(AnthropicModel::new(http, "claude-test".into(), 512).unwrap())
-        }
-    };
+    let model = provider.model(dialect, Duration::from_secs(10));
     let types = default_types(ManageOptions {
         async_forward: forward,
         ..ManageOptions::default()
@@ -128,18 +100,9 @@ async fn lead_after_one_exchange(dialect: Dialect, forward: AsyncForward) -> Sce
 impl Scene {
     /// Sends Ops "status please" in async mode, as the lead's Manage call would.
     async fn ask_ops(&self) {
-        let r = self
-            .sys
-            .system
-            .invoke_tool(
-                Some(&self.lead),
-                "Manage",
-                json!({"command": "send_message", "worker": "Ops", "message": "status please",
-                       "threadAlias": "bg", "mode": "async"}),
-            )
-            .await
-            .unwrap();
-        assert_eq!(r["status"], "sent", "{r}");
+        self.sys
+            .send_async(&self.lead, "Ops", "status please", "bg")
+            .await;
     }
 
     /// Waits until the lead answered `text` or a request was refused or the lead failed.

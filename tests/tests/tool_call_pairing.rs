@@ -7,8 +7,7 @@
 //! it makes afterwards is accepted.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_actors::{ModelClient, SystemClock};
-use agentd_models::{AnthropicModel, HttpSettings, OpenAiModel};
+use agentd_actors::SystemClock;
 use agentd_proto::conversation::is_paired;
 use agentd_proto::{AgentRecord, AgentStatus, Control, InboxItem, ManageOptions, Role};
 use agentd_store::MemoryStore;
@@ -32,19 +31,6 @@ fn last_text(body: &Value) -> String {
             .collect::<Vec<_>>()
             .join(""),
         _ => String::new(),
-    }
-}
-
-fn answer_text(d: Dialect, text: &str) -> Value {
-    match d {
-        Dialect::OpenAi => json!({
-            "choices": [{"message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 2}
-        }),
-        Dialect::Anthropic => json!({
-            "content": [{"type": "text", "text": text}],
-            "usage": {"input_tokens": 10, "output_tokens": 2}
-        }),
     }
 }
 
@@ -80,13 +66,13 @@ fn respond(d: Dialect, body: &Value) -> Answer {
         // The worker: it answers long after every test here is over.
         return Answer {
             delay: Duration::from_secs(60),
-            body: answer_text(d, "ops late"),
+            body: d.text_answer("ops late"),
         };
     }
     if text == "delegate" {
         return Answer::now(answer_delegating(d));
     }
-    Answer::now(answer_text(d, &format!("lead ok after {text}")))
+    Answer::now(d.text_answer(&format!("lead ok after {text}")))
 }
 
 struct Scene {
@@ -99,21 +85,7 @@ struct Scene {
 /// its `current_time` call is answered, its `Manage` call is open.
 async fn lead_waiting_on_a_call(dialect: Dialect) -> Scene {
     let provider = StrictProvider::start(respond);
-    let http = HttpSettings {
-        base_url: provider.url.clone(),
-        api_key: "test-key".into(),
-        timeout: Duration::from_secs(120),
-        stream: false,
-        idle_timeout: Duration::from_secs(120),
-        max_retries: 0,
-        backoff: Duration::from_millis(5),
-    };
-    let model: Arc<dyn ModelClient> = match dialect {
-        Dialect::OpenAi => Arc::new(OpenAiModel::new(http, "gpt-test".into()).unwrap()),
-        Dialect::Anthropic => {
-            Arc::new(AnthropicModel::new(http, "claude-test".into(), 512).unwrap())
-        }
-    };
+    let model = provider.model(dialect, Duration::from_secs(120));
     let mut types = default_types(ManageOptions::default());
     for ty in &mut types {
         if ty.name == "lead" {
@@ -342,19 +314,7 @@ async fn anthropic_compaction_and_reset_after_an_interrupt_keep_the_rule() {
 async fn a_thread_already_broken_is_paired_in_every_request() {
     for dialect in [Dialect::OpenAi, Dialect::Anthropic] {
         let provider = StrictProvider::start(respond);
-        let http = HttpSettings {
-            base_url: provider.url.clone(),
-            api_key: "k".into(),
-            timeout: Duration::from_secs(5),
-            stream: false,
-            idle_timeout: Duration::from_secs(5),
-            max_retries: 0,
-            backoff: Duration::from_millis(5),
-        };
-        let model: Arc<dyn ModelClient> = match dialect {
-            Dialect::OpenAi => Arc::new(OpenAiModel::new(http, "m".into()).unwrap()),
-            Dialect::Anthropic => Arc::new(AnthropicModel::new(http, "m".into(), 64).unwrap()),
-        };
+        let model = provider.model(dialect, Duration::from_secs(5));
         let store = Arc::new(MemoryStore::new());
         let sys = start_with_model(
             model,
