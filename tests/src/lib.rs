@@ -12,6 +12,7 @@ pub mod redis_server;
 pub mod scripted_files;
 pub mod streaming_provider;
 pub mod strict_provider;
+mod workers;
 
 pub use mock_http::{Canned, MockHttp};
 pub use process::AgentdProcess;

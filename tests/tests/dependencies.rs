@@ -66,18 +66,7 @@ async fn answered(sys: &TestSystem, id: &str) -> bool {
 /// A Manage worker of `lead` (type `ops`) busy with `message`, sent without waiting; answers
 /// its id.
 async fn busy_worker(sys: &TestSystem, lead: &str, message: &str) -> String {
-    let r = sys
-        .system
-        .invoke_tool(
-            Some(lead),
-            "Manage",
-            json!({"command": "send_message", "worker": "Ops", "message": message,
-                   "threadAlias": "w", "mode": "async"}),
-        )
-        .await
-        .unwrap();
-    assert_eq!(r["status"], "sent", "{r}");
-    r["childThreadId"].as_str().unwrap().to_string()
+    sys.send_async(lead, "Ops", message, "w").await
 }
 
 #[actix_rt::test]
@@ -207,6 +196,16 @@ impl Failure {
     }
 }
 
+/// Asserts that none of the events `events` received so far failed agent `d`.
+fn assert_never_failed(events: &mut tokio::sync::broadcast::Receiver<Event>, d: &str, case: &str) {
+    while let Ok(e) = events.try_recv() {
+        assert!(
+            !matches!(&e, Event::StatusChanged { agent_id, to: AgentStatus::Failed, .. } if agent_id == d),
+            "{case}: the dependent failed"
+        );
+    }
+}
+
 /// A dependency of `kind` fails in every way under both policies: `fail` (and any deletion)
 /// fails the dependent with `dependency_failed: <id> <how>` and drops its work; `hold` keeps
 /// it waiting until the dependency succeeds after all (a root or a worker handles a later
@@ -291,12 +290,7 @@ async fn every_failure_of(kind: Kind) {
             sys.system.send(&dep, later, false).await.unwrap();
             sys.wait_for_entry(&d, Role::Assistant, "ok: after it")
                 .await;
-            while let Ok(e) = events.try_recv() {
-                assert!(
-                    !matches!(&e, Event::StatusChanged { agent_id, to: AgentStatus::Failed, .. } if *agent_id == d),
-                    "{case}: the dependent failed"
-                );
-            }
+            assert_never_failed(&mut events, &d, &case);
         }
     }
 }
@@ -553,12 +547,7 @@ async fn a_spawn_s_on_dependency_failure_goes_before_the_limit() {
             sys.system.send(&dep, "hello", false).await.unwrap();
             sys.wait_for_entry(&d, Role::Assistant, "ok: after it")
                 .await;
-            while let Ok(e) = events.try_recv() {
-                assert!(
-                    !matches!(&e, Event::StatusChanged { agent_id, to: AgentStatus::Failed, .. } if *agent_id == d),
-                    "{case}: the dependent failed"
-                );
-            }
+            assert_never_failed(&mut events, &d, &case);
         }
     }
 }

@@ -251,17 +251,7 @@ async fn lead_asked_ops(
     let lead = sys.root("lead", Some("hello")).await.id;
     sys.wait_for_entry(&lead, Role::Assistant, "lead ok").await;
     sys.wait_for_status(&lead, AgentStatus::Idle).await;
-    let r = sys
-        .system
-        .invoke_tool(
-            Some(&lead),
-            "Manage",
-            serde_json::json!({"command": "send_message", "worker": "Ops",
-                "message": "status please", "threadAlias": "bg", "mode": "async"}),
-        )
-        .await
-        .unwrap();
-    assert_eq!(r["status"], "sent", "{r}");
+    sys.send_async(&lead, "Ops", "status please", "bg").await;
     (dir, backend, sys, lead)
 }
 
