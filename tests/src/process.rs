@@ -47,6 +47,20 @@ pub fn binary(name: &str) -> PathBuf {
     p
 }
 
+/// Runs `cmd`, which must succeed (else the test fails with its arguments and what it wrote
+/// to stderr): what it wrote to stdout.
+pub fn succeeded(cmd: &mut Command) -> Vec<u8> {
+    let out = cmd.output().expect("run the command");
+    assert!(
+        out.status.success(),
+        "{:?} {:?}: {}",
+        cmd.get_program(),
+        cmd.get_args().collect::<Vec<_>>(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 /// Whether cargo sets the environment variable `name` for the crate it runs (its tests), as
 /// opposed to settings of cargo itself (`CARGO_HOME`, `CARGO_TARGET_DIR`, …).
 fn set_by_cargo_for_this_crate(name: &str) -> bool {
@@ -216,34 +230,15 @@ impl AgentdProcess {
 
     /// Runs `agentctl --url <this process> --json <args>`, which must succeed: its JSON answer.
     pub fn agentctl(&self, args: &[&str]) -> Value {
-        let out = self
-            .agentctl_command()
-            .arg("--json")
-            .args(args)
-            .output()
-            .expect("run agentctl");
-        assert!(
-            out.status.success(),
-            "agentctl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).expect("agentctl answers JSON")
+        let out = succeeded(self.agentctl_command().arg("--json").args(args));
+        serde_json::from_slice(&out).expect("agentctl answers JSON")
     }
 
     /// Runs `agentctl --url <this process> <args>`, which must succeed: what it prints for a
     /// person.
     pub fn agentctl_text(&self, args: &[&str]) -> String {
-        let out = self
-            .agentctl_command()
-            .args(args)
-            .output()
-            .expect("run agentctl");
-        assert!(
-            out.status.success(),
-            "agentctl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("agentctl prints UTF-8")
+        let out = succeeded(self.agentctl_command().args(args));
+        String::from_utf8(out).expect("agentctl prints UTF-8")
     }
 
     /// `agentctl --url <this process>`, to add arguments and run as a test needs.

@@ -7,6 +7,7 @@
 
 use agentd_tests::AgentdProcess;
 use agentd_tests::mock_http::{Canned, MockHttp};
+use agentd_tests::process::succeeded;
 use agentd_tests::scripted_files::{
     CLERK, CLERK_SCRIPT, embedded_store, lookup_order, scripted_deployment,
 };
@@ -131,15 +132,10 @@ fn every_route_of_the_api_document_is_what_a_command_sends() {
             .replace("{checkpoint}", &checkpoint)
             .replace("{tool}", "current_time");
         let before = mock.requests().len();
-        let out = std::process::Command::new(agentd_tests::process::binary("agentctl"))
-            .args(["--url", &mock.url])
-            .args(&args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "agentctl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        succeeded(
+            std::process::Command::new(agentd_tests::process::binary("agentctl"))
+                .args(["--url", &mock.url])
+                .args(&args),
         );
         let sent: Vec<String> = mock.requests()[before..]
             .iter()
@@ -307,18 +303,8 @@ fn next_event(lines: &mut impl Iterator<Item = String>) -> (String, String) {
 
 /// `agentctl --json events <args>`: one JSON value per line.
 fn events(p: &AgentdProcess, args: &[&str]) -> Vec<Value> {
-    let out = p
-        .agentctl_command()
-        .args(["--json", "events"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
+    let out = succeeded(p.agentctl_command().args(["--json", "events"]).args(args));
+    String::from_utf8(out)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

@@ -6,29 +6,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::mcp::node_server;
-use agentd_tests::scripted_files::{lookup_order, scripted_deployment};
+use agentd_tests::scripted_files::{CLERK, CLERK_SCRIPT, lookup_order, scripted_deployment};
 use agentd_tests::{AgentdProcess, RedisServer};
 use serde_json::{Value, json};
 use std::process::Command;
-
-const CLERK: &str = "name = \"clerk\"\ntitle = \"Clerk\"\ntools = [\"lookup_order\"]\n";
-
-/// The clerk looks the order up; the tool's result comes back as `Result: …`.
-const SCRIPT: &str = r#"
-[[rule]]
-agent = "clerk"
-role = "user"
-contains = "order"
-text = "looking it up"
-[[rule.tool_calls]]
-name = "lookup_order"
-arguments = { order_id = "A-1" }
-
-[[rule]]
-agent = "clerk"
-role = "tool"
-text = "Result: {{input}}"
-"#;
 
 /// A worker's reply to call `call_id` on `agentd:tool_replies`.
 fn reply(con: &mut redis::Connection, call_id: &str, result: Value) {
@@ -54,7 +35,7 @@ fn on_redis_the_store_is_named_redis_one_line_says_the_partitions_drained_and_a_
     let mut env = scripted_deployment(
         dir.path(),
         &[("clerk", CLERK)],
-        SCRIPT,
+        CLERK_SCRIPT,
         &lookup_order(60_000, "never"),
     );
     env.extend([
