@@ -172,11 +172,21 @@ fn call(con: &mut redis::Connection, cmd: Command) -> Result<Value, agentd_proto
         1,
     );
     env.reply_to = Some("svc:replies".into());
+    let bytes = send_command(con, encode_envelope(&env).unwrap(), &env.id.to_string());
+    let Item::Reply(r) = decode_envelope(&bytes, 1 << 20).unwrap().item else {
+        panic!("not a reply")
+    };
+    r.into_result()
+}
+
+/// Writes the MessagePack envelope `bytes` (id `id`, replies to `svc:replies`) to
+/// `t:commands` and waits for its reply: the reply's envelope, as written.
+fn send_command(con: &mut redis::Connection, bytes: Vec<u8>, id: &str) -> Vec<u8> {
     let _: String = redis::cmd("XADD")
         .arg("t:commands")
         .arg("*")
         .arg("m")
-        .arg(encode_envelope(&env).unwrap())
+        .arg(bytes)
         .query(con)
         .unwrap();
     let start = Instant::now();
@@ -189,12 +199,9 @@ fn call(con: &mut redis::Connection, cmd: Command) -> Result<Value, agentd_proto
             .unwrap();
         for entry in &reply.ids {
             let bytes: Vec<u8> = entry.get("m").unwrap();
-            let reply = decode_envelope(&bytes, 1 << 20).unwrap();
-            if reply.causation_id == Some(env.id) {
-                let Item::Reply(r) = reply.item else {
-                    panic!("not a reply")
-                };
-                return r.into_result();
+            let reply: Value = rmp_serde::from_slice(&bytes).unwrap();
+            if reply["causation_id"] == id {
+                return bytes;
             }
         }
         assert!(start.elapsed() < Duration::from_secs(15), "no reply");
@@ -302,31 +309,9 @@ fn call_map(con: &mut redis::Connection, item: Value, extra: Value) -> Value {
     for (k, v) in extra.as_object().unwrap() {
         envelope[k] = v.clone();
     }
-    let _: String = redis::cmd("XADD")
-        .arg("t:commands")
-        .arg("*")
-        .arg("m")
-        .arg(rmp_serde::to_vec_named(&envelope).unwrap())
-        .query(con)
-        .unwrap();
-    let start = Instant::now();
-    loop {
-        let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-            .arg("svc:replies")
-            .arg("-")
-            .arg("+")
-            .query(con)
-            .unwrap();
-        for entry in &reply.ids {
-            let bytes: Vec<u8> = entry.get("m").unwrap();
-            let reply: Value = rmp_serde::from_slice(&bytes).unwrap();
-            if reply["causation_id"] == id.as_str() {
-                return reply["item"].clone();
-            }
-        }
-        assert!(start.elapsed() < Duration::from_secs(15), "no reply");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let bytes = send_command(con, rmp_serde::to_vec_named(&envelope).unwrap(), &id);
+    let reply: Value = rmp_serde::from_slice(&bytes).unwrap();
+    reply["item"].clone()
 }
 
 #[test]
