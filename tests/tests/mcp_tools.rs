@@ -14,6 +14,7 @@ use agentd_tests::mcp::{
     free_port, mcp_dir, node_server, python, start_everything_http, start_everything_http_on,
     start_python_http_on,
 };
+use agentd_tests::scripted_files::scripted_deployment;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
@@ -564,9 +565,7 @@ fn a_streamable_http_server_that_restarts_gets_a_new_session() {
         "ports taken"
     );
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("script.toml"),
-        r#"
+    let script = r#"
 [defaults]
 text = "OK"
 
@@ -587,38 +586,24 @@ arguments = { mode = "ok" }
 [[rule]]
 role = "tool"
 text = "result: {{input}}"
-"#,
-    )
-    .unwrap();
-    let agents = dir.path().join("agents");
-    std::fs::create_dir_all(&agents).unwrap();
-    std::fs::write(
-        agents.join("mcpuser.toml"),
-        "name = \"mcpuser\"\ntitle = \"MCP user\"\ntools = [\"mcp__web__*\", \"mcp__py__*\"]\n",
-    )
-    .unwrap();
+"#;
+    let mcpuser =
+        "name = \"mcpuser\"\ntitle = \"MCP user\"\ntools = [\"mcp__web__*\", \"mcp__py__*\"]\n";
     // A call that waited for its timeout would end in `tool_timeout` after 20 s.
-    let config = format!(
+    let settings = format!(
         r#"
 [store]
 kind = "memory"
-[model]
-script = {script}
-[agents]
-dir = {agents}
 [mcp.servers.web]
 url = "http://127.0.0.1:{everything_port}/mcp"
 timeout_ms = 20000
 [mcp.servers.py]
 url = "http://127.0.0.1:{python_port}/mcp"
 timeout_ms = 20000
-"#,
-        script = toml_str(dir.path().join("script.toml").display()),
-        agents = toml_str(agents.display()),
+"#
     );
-    let config_path = dir.path().join("agentd.toml");
-    std::fs::write(&config_path, config).unwrap();
-    let agentd = AgentdProcess::start(&[("AGENTD_CONFIG", config_path.display().to_string())]);
+    let env = scripted_deployment(dir.path(), &[("mcpuser", mcpuser)], script, &settings);
+    let agentd = AgentdProcess::start(&env);
     agentd.wait_for("both servers listed their tools", |a| {
         let info = a.get("/v1/info");
         ["web", "py"].iter().all(|name| {
