@@ -163,6 +163,22 @@ impl StrictProvider {
     }
 }
 
+/// The last text of a request's message: its content if a string, else its last text block
+/// (Anthropic merges a user message into the one before it; the Claude Code CLI puts
+/// reminders before the newest input).
+pub fn last_text_of(message: &Value) -> String {
+    match &message["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .rev()
+            .find_map(|b| b["text"].as_str())
+            .unwrap_or("")
+            .to_string(),
+        _ => String::new(),
+    }
+}
+
 /// What the connection threads share with the provider.
 #[derive(Clone)]
 struct Shared {

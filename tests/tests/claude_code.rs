@@ -18,6 +18,7 @@ use agentd_store::MemoryStore;
 use agentd_tests::anthropic_sse::{
     AnthropicSse, SseReply, USAGE, answers_a_tool, conversation_text,
 };
+use agentd_tests::strict_provider::last_text_of;
 use agentd_tests::*;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -73,16 +74,7 @@ fn last_user_text(body: &Value) -> String {
     else {
         return String::new();
     };
-    match &last["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .rev()
-            .find_map(|b| b["text"].as_str())
-            .unwrap_or("")
-            .to_string(),
-        _ => String::new(),
-    }
+    last_text_of(last)
 }
 
 struct Cli {

@@ -14,6 +14,7 @@
 use agentd_actors::SystemClock;
 use agentd_proto::{AgentStatus, AsyncForward, InboxItem, ManageOptions, Role};
 use agentd_store::MemoryStore;
+use agentd_tests::strict_provider::last_text_of;
 use agentd_tests::*;
 use serde_json::Value;
 use std::sync::Arc;
@@ -37,20 +38,6 @@ fn text_of(message: &Value) -> String {
 
 fn messages(body: &Value) -> Vec<Value> {
     body["messages"].as_array().cloned().unwrap_or_default()
-}
-
-/// The last text of a message (a string, or its last text block: Anthropic merges a user
-/// message into the one before it).
-fn last_text_of(message: &Value) -> String {
-    match &message["content"] {
-        Value::Array(blocks) => blocks
-            .iter()
-            .rev()
-            .find_map(|b| b["text"].as_str())
-            .unwrap_or("")
-            .to_string(),
-        _ => text_of(message),
-    }
 }
 
 /// The worker answers "status please"; the lead answers "hello" with "lead ok", and anything
