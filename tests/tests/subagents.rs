@@ -320,8 +320,8 @@ async fn a_yielded_sub_agent_is_passivated_and_frees_its_live_slot() {
     );
 }
 
-#[actix_rt::test]
-async fn no_model_call_follows_a_yield_to_parent() {
+/// A system on [`SCRIPT`] whose model calls are recorded.
+fn on_a_recording_model() -> (TestSystem, Arc<RecordingModel>) {
     let clock: Arc<dyn agentd_actors::Clock> = Arc::new(agentd_actors::SystemClock);
     let scripted = agentd_models::ScriptedModel::from_toml_str(SCRIPT, clock.clone()).unwrap();
     let model = Arc::new(RecordingModel::new(Arc::new(scripted)));
@@ -332,6 +332,12 @@ async fn no_model_call_follows_a_yield_to_parent() {
         clock,
         |_| {},
     );
+    (sys, model)
+}
+
+#[actix_rt::test]
+async fn no_model_call_follows_a_yield_to_parent() {
+    let (sys, model) = on_a_recording_model();
     let lead = sys.root("lead", None).await;
     let child = sys.spawn_child(&lead.id, "coding", "write the code").await;
     sys.wait_for_entry(&lead.id, Role::Assistant, "Thanks, coder")
@@ -355,16 +361,7 @@ async fn no_model_call_follows_a_yield_to_parent() {
 /// complete and its parent hears nothing; the model's next, well-formed call yields.
 #[actix_rt::test]
 async fn a_yield_without_a_result_is_refused_and_the_model_tries_again() {
-    let clock: Arc<dyn agentd_actors::Clock> = Arc::new(agentd_actors::SystemClock);
-    let scripted = agentd_models::ScriptedModel::from_toml_str(SCRIPT, clock.clone()).unwrap();
-    let model = Arc::new(RecordingModel::new(Arc::new(scripted)));
-    let sys = start_with_model(
-        model.clone(),
-        default_types(ManageOptions::default()),
-        Arc::new(agentd_store::MemoryStore::new()),
-        clock,
-        |_| {},
-    );
+    let (sys, model) = on_a_recording_model();
     let mut events = sys.events();
     let lead = sys.root("lead", None).await;
     let child = sys.spawn_child(&lead.id, "coding", "yield badly").await;
