@@ -2,8 +2,8 @@
 //! what they share: aborting the running turn and dropping the queue.
 
 use super::AgentActor;
+use super::activity::{Activity, Slot, TurnStart};
 use super::messages::{ApplyControl, SetEnv, StopAgent};
-use super::phase::Phase;
 use crate::ports::StoreWrite;
 use crate::turn::{OpenCall, TurnInput};
 use actix::prelude::*;
@@ -81,8 +81,8 @@ impl AgentActor {
             Control::Resume => {
                 if self.rec.status != AgentStatus::Paused {
                     // A pause asked of a running turn is withdrawn before it takes effect.
-                    if let Some(turn) = self.phase.running() {
-                        turn.shared.request_stop(false);
+                    if let Some(turn) = self.activity.running() {
+                        turn.shared.withdraw_stop();
                         return Ok(self.rec.clone());
                     }
                     return Err(AgentdError::new(
@@ -138,21 +138,47 @@ impl AgentActor {
     }
 
     /// A running turn stops at its next step boundary (and continues on resume); otherwise the
-    /// agent is paused now.
-    fn pause(&mut self, ctx: &mut Context<Self>) -> Result<(), AgentdError> {
-        if let Some(turn) = self.phase.running() {
+    /// agent is paused now (an item waiting for a turn slot goes back first in the queue).
+    pub(super) fn pause(&mut self, ctx: &mut Context<Self>) -> Result<(), AgentdError> {
+        if let Some(turn) = self.activity.running() {
             if self.rec.status != AgentStatus::Paused {
-                turn.shared.request_stop(true);
+                turn.shared.request_stop();
                 self.rec.status_reason = Some("pause requested".into());
             }
             return Ok(());
         }
-        self.set_status(AgentStatus::Paused, Some("paused by control".into()), ctx)
+        self.pause_now("paused by control".into(), ctx)
     }
 
-    /// A turn a pause stopped continues; otherwise the agent is idle again.
+    /// Pauses the agent now, with `reason`: an item waiting for a turn slot withdraws its
+    /// request and goes back first in the queue (resume asks for a slot again).
+    pub(super) fn pause_now(
+        &mut self,
+        reason: String,
+        ctx: &mut Context<Self>,
+    ) -> Result<(), AgentdError> {
+        self.check_can_pause()?;
+        self.withdraw_permit_request();
+        self.set_status(AgentStatus::Paused, Some(reason), ctx)
+    }
+
+    /// Refuses, changing nothing, if the agent's status cannot become `paused`.
+    fn check_can_pause(&self) -> Result<(), AgentdError> {
+        let status = self.rec.status;
+        if status == AgentStatus::Paused || status.can_become(AgentStatus::Paused) {
+            return Ok(());
+        }
+        Err(AgentdError::new(
+            ErrorCode::InvalidTransition,
+            format!("agent `{}` cannot go from {status} to paused", self.rec.id),
+        ))
+    }
+
+    /// A turn a pause stopped continues; otherwise the agent shows what it does at rest again
+    /// (`idle`; `waiting_dependency` while its dependencies are unmet; `queued` while a retry
+    /// is held).
     fn resume(&mut self, ctx: &mut Context<Self>) -> Result<(), AgentdError> {
-        if matches!(self.phase, Phase::WaitingTool(_)) {
+        if matches!(self.activity, Activity::WaitingTool(_)) {
             // Paused while waiting for service calls: the turn goes on if they are all
             // closed, otherwise the wait does.
             if self.tools_answered() {
@@ -162,29 +188,25 @@ impl AgentActor {
             let status = self.tool_wait_status();
             return self.set_status(status, Some("resumed".into()), ctx);
         }
-        let Phase::PausedMidTurn { input } = std::mem::take(&mut self.phase) else {
-            return self.set_status(AgentStatus::Idle, Some("resumed".into()), ctx);
-        };
-        if let Err(e) = self.set_status(AgentStatus::Running, Some("resumed".into()), ctx) {
-            self.phase = Phase::PausedMidTurn { input };
-            return Err(e);
+        if !matches!(self.activity, Activity::PausedMidTurn { .. }) {
+            return self.rest(Some("resumed".into()), ctx);
         }
-        let cause = agentd_proto::ids::new_id();
-        self.start_turn(
-            cause,
-            input.map(|e| *e),
-            TurnInput::Continue,
-            None,
-            false,
-            ctx,
-        );
-        Ok(())
+        self.check_can_run()?;
+        let input = self.take_paused_turn().flatten();
+        let start = TurnStart {
+            cause: agentd_proto::ids::new_id(),
+            env: input,
+            input: TurnInput::Continue,
+            input_written: None,
+            slot: Slot::NotHeld,
+        };
+        self.run(start, Some("resumed".into()), ctx)
     }
 
     /// Gives the turn slot back, or withdraws a request for one.
     pub(super) fn release_permit(&self) {
         if let Some(scheduler) = &self.system.scheduler
-            && self.phase.involves_scheduler()
+            && self.activity.involves_scheduler()
         {
             scheduler.do_send(crate::scheduler::Release(self.rec.id.clone()));
         }
@@ -198,11 +220,9 @@ impl AgentActor {
         mark_done: bool,
         ctx: &mut Context<Self>,
     ) -> Option<Interruption> {
-        self.phase.running()?;
+        self.activity.running()?;
         self.release_permit();
-        let Phase::Running(turn) = std::mem::take(&mut self.phase) else {
-            return None;
-        };
+        let turn = self.take_running()?;
         ctx.cancel_future(turn.handle);
         // Its model call, if one was in flight, is aborted with it; the provider bills what it
         // produced so far, and the turn that would have counted it is gone.
@@ -264,16 +284,14 @@ impl AgentActor {
         } else {
             self.queue.take_all_but_watches()
         };
-        match &self.phase {
-            Phase::AwaitingPermit(_) | Phase::PausedMidTurn { .. } => {
-                self.release_permit();
-                match std::mem::take(&mut self.phase) {
-                    Phase::AwaitingPermit(pending) => ids.push(pending.env.id),
-                    Phase::PausedMidTurn { input } => ids.extend(input.map(|e| e.id)),
-                    _ => {}
-                }
-            }
-            _ => {}
+        if matches!(self.activity, Activity::AwaitingPermit(_)) {
+            self.release_permit();
+        }
+        if let Some(pending) = self.take_pending_start() {
+            ids.push(pending.env.id);
+        }
+        if let Some(input) = self.take_paused_turn() {
+            ids.extend(input.map(|e| e.id));
         }
         ids
     }
@@ -281,7 +299,7 @@ impl AgentActor {
     /// Ends a process-per-agent backend's process so that its next turn starts a new one with
     /// the agent's current environment; a running turn finishes first.
     pub(super) fn restart_backend(&mut self) {
-        match self.phase.running_mut() {
+        match self.activity.running_mut() {
             Some(turn) => turn.restart_backend_after = true,
             None => self.deps().model.control(&self.rec.id, Control::Terminate),
         }
@@ -292,7 +310,9 @@ impl Handler<ApplyControl> for AgentActor {
     type Result = Result<AgentRecord, AgentdError>;
 
     fn handle(&mut self, ApplyControl(c): ApplyControl, ctx: &mut Self::Context) -> Self::Result {
-        self.control(c, ctx)
+        let res = self.control(c, ctx);
+        self.check_activity();
+        res
     }
 }
 
@@ -303,6 +323,7 @@ impl Handler<SetEnv> for AgentActor {
         self.rec.env = msg.0;
         self.persist(ctx);
         self.restart_backend();
+        self.check_activity();
         MessageResult(self.rec.clone())
     }
 }
@@ -323,7 +344,7 @@ impl Handler<StopAgent> for AgentActor {
         let mut dropped: Vec<Uuid> = Vec::new();
         if closing {
             dropped.extend(
-                self.phase
+                self.activity
                     .running()
                     .and_then(|t| t.input.as_ref().map(|e| e.id)),
             );
@@ -334,7 +355,7 @@ impl Handler<StopAgent> for AgentActor {
         let interruption = match self.abort_turn(false, ctx) {
             Some(i) => Some(i).filter(|_| closing),
             None if closing => {
-                if let Phase::WaitingTool(w) = &self.phase {
+                if let Activity::WaitingTool(w) = &self.activity {
                     dropped.extend(w.input.as_ref().map(|e| e.id));
                 }
                 self.end_tool_wait(false, ctx)
@@ -353,7 +374,7 @@ impl Handler<StopAgent> for AgentActor {
         self.release_permit();
         // What it accepted from now on would be dropped from memory with no live actor left to
         // run it: it refuses deliveries, and the router activates a fresh actor instead.
-        self.phase = Phase::Stopping;
+        self.stop();
         if let Some(to) = msg.final_status {
             if self.rec.status != to && !self.rec.status.can_become(to) {
                 // e.g. a running agent being closed: its turn is over, so it is idle first.

@@ -9,7 +9,7 @@
 //! process while the item it answers was already done.
 
 use super::AgentActor;
-use super::phase::Phase;
+use super::activity::Timer;
 use crate::channel_router::messages::ChildOutput;
 use crate::ports::StoreWrite;
 use crate::turn::TurnResult;
@@ -78,7 +78,7 @@ enum Next {
 impl AgentActor {
     /// A turn's future ended.
     pub(super) fn turn_done(&mut self, cause: Uuid, end: TurnEnd, ctx: &mut Context<Self>) {
-        if self.phase.running().map(|t| t.cause) != Some(cause) {
+        if self.activity.running().map(|t| t.cause) != Some(cause) {
             // An aborted turn's late completion: nothing of it applies, but the tokens of its
             // last model call were spent all the same.
             if let Ok(Ok(r)) = &end
@@ -88,21 +88,22 @@ impl AgentActor {
             }
             return;
         }
-        self.writes.hold_outputs(true);
+        self.writes.hold_outputs();
         let next = self.end_turn(cause, end, ctx);
-        self.writes.hold_outputs(false);
+        self.writes.release_outputs();
         if self.writes.has_outputs() {
             self.schedule_flush(ctx);
         }
         if next == Next::TakeNext {
             self.pump(ctx);
         }
+        self.check_activity();
     }
 
     /// [`Self::turn_done`] while outputs are held for the batch that records the end.
     fn end_turn(&mut self, cause: Uuid, mut end: TurnEnd, ctx: &mut Context<Self>) -> Next {
         self.release_permit();
-        let Phase::Running(turn) = std::mem::take(&mut self.phase) else {
+        let Some(turn) = self.take_running() else {
             return Next::Hold;
         };
         self.turn_setup()
@@ -179,7 +180,7 @@ impl AgentActor {
         }
         let delay = std::time::Duration::from_millis(self.store_retry_ms.into());
         let timer = ctx.run_later(delay, |act, ctx| act.retry_now(ctx));
-        self.phase = Phase::HoldingForRetry(timer);
+        self.hold_for_retry(timer, None, ctx);
         Next::Hold
     }
 
@@ -212,22 +213,21 @@ impl AgentActor {
         }
         let sleep = self.deps().clock.sleep(delay);
         let timer = ctx.spawn(sleep.into_actor(self).map(|_, act, ctx| act.retry_now(ctx)));
-        self.phase = Phase::HoldingForRetry(timer);
         let reason = format!(
             "retry {} of {max_attempts} in {delay} ms",
             self.rec.attempts + 1
         );
-        let _ = self.set_status(AgentStatus::Queued, Some(reason), ctx);
+        self.hold_for_retry(timer, Some(reason), ctx);
         self.checkpoint(CheckpointReason::Error, &e.to_string(), ctx);
         Next::Hold
     }
 
     /// A held retry's time has come: the queue runs again.
     fn retry_now(&mut self, ctx: &mut Context<Self>) {
-        if matches!(self.phase, Phase::HoldingForRetry(_)) {
-            self.phase = Phase::Idle;
+        if self.end_hold(Timer::Fired, ctx) {
             self.pump(ctx);
         }
+        self.check_activity();
     }
 
     /// A provider rate limit: the item goes back to the front of the queue, the agent waits in
@@ -260,6 +260,7 @@ impl AgentActor {
                 let _ = act.set_status(AgentStatus::Running, Some("rate limit over".into()), ctx);
                 act.pump(ctx);
             }
+            act.check_activity();
         }));
     }
 
@@ -297,11 +298,8 @@ impl AgentActor {
             let e = AgentdError::new(ErrorCode::ModelError, format!("agent reported: {message}"));
             self.fail(e, cause, ctx);
         } else if r.paused {
-            self.phase = Phase::PausedMidTurn {
-                input: input.map(Box::new),
-            };
             let reason = pause_reason.map_or_else(|| "paused by control".into(), String::from);
-            let _ = self.set_status(AgentStatus::Paused, Some(reason), ctx);
+            self.pause_mid_turn(input, reason, ctx);
             // The item stays undone: the continued turn handles it.
             return Next::TakeNext;
         } else if let Some(result) = r.yielded {
