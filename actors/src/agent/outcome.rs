@@ -26,9 +26,15 @@ use uuid::Uuid;
 pub(super) type TurnEnd = Result<Result<TurnResult, AgentdError>, Box<dyn std::any::Any + Send>>;
 
 /// How a turn ended, as the actor acts on it.
+#[derive(Debug)]
 enum Outcome {
-    /// The store (e.g. Redis) was unreachable: nothing is lost, the turn runs again.
+    /// The store (e.g. Redis) was unreachable, or refused a write this process no longer owns
+    /// (fenced): nothing is lost, the turn runs again.
     StoreUnavailable(AgentdError),
+    /// The store cannot do what the turn asked (a value it cannot decode or encode, a request
+    /// it does not support): the same call fails the same way again, so the agent fails at
+    /// once, whatever attempts are left.
+    StoreBroken(AgentdError),
     /// The turn failed (an error, a panic).
     Failed(AgentdError),
     /// The provider rate-limited it; it may run again after this many ms.
@@ -53,9 +59,11 @@ impl Outcome {
                     format!("turn panicked: {msg}"),
                 ))
             }
-            Ok(Err(e)) if matches!(e.code, ErrorCode::StoreError | ErrorCode::Unavailable) => {
-                Outcome::StoreUnavailable(e)
-            }
+            // By the store error's kind where it rides along (`transient`, `fenced`: retried;
+            // `corrupt`, `unsupported`: not); `unavailable`, and a `store_error` without its
+            // kind, are kept (keeping work is the safe side).
+            Ok(Err(e)) if crate::ports::is_transient(&e) => Outcome::StoreUnavailable(e),
+            Ok(Err(e)) if e.code == ErrorCode::StoreError => Outcome::StoreBroken(e),
             Ok(Err(e)) => Outcome::Failed(e),
             Ok(Ok(r)) if !r.waiting.is_empty() => Outcome::WaitingTools(r.waiting),
             Ok(Ok(r)) => match r.rate_limited {
@@ -125,7 +133,7 @@ impl AgentActor {
             {
                 self.retry_failed_turn(e, input, ctx)
             }
-            Outcome::Failed(e) => {
+            Outcome::Failed(e) | Outcome::StoreBroken(e) => {
                 self.fail(e, cause, ctx);
                 self.done(input.map(|e| e.id), ctx);
                 Next::TakeNext
@@ -454,5 +462,54 @@ impl AgentActor {
         if let Some(out) = self.writes.send_or_hold(out) {
             self.system.router.do_send(out);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Outcome, TurnEnd};
+    use crate::ports::{StoreError, StoreErrorKind};
+    use agentd_proto::{AgentdError, ErrorCode};
+
+    fn of(e: AgentdError) -> Outcome {
+        let end: TurnEnd = Ok(Err(e));
+        Outcome::of(end)
+    }
+
+    fn store_failure(kind: StoreErrorKind) -> Outcome {
+        of(StoreError::new(kind, "reading the thread").into())
+    }
+
+    #[test]
+    fn a_passing_store_failure_is_retried_and_a_lasting_one_fails_the_agent() {
+        for kind in [StoreErrorKind::Transient, StoreErrorKind::Fenced] {
+            let outcome = store_failure(kind);
+            assert!(
+                matches!(outcome, Outcome::StoreUnavailable(_)),
+                "{kind:?}: {outcome:?}"
+            );
+        }
+        for kind in [StoreErrorKind::Corrupt, StoreErrorKind::Unsupported] {
+            let outcome = store_failure(kind);
+            assert!(
+                matches!(outcome, Outcome::StoreBroken(_)),
+                "{kind:?}: {outcome:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_store_error_without_its_kind_and_an_unavailable_one_are_retried() {
+        for code in [ErrorCode::StoreError, ErrorCode::Unavailable] {
+            let outcome = of(AgentdError::new(code, "from afar"));
+            assert!(
+                matches!(outcome, Outcome::StoreUnavailable(_)),
+                "{code:?}: {outcome:?}"
+            );
+        }
+        assert!(matches!(
+            of(AgentdError::new(ErrorCode::ModelError, "bad answer")),
+            Outcome::Failed(_)
+        ));
     }
 }
