@@ -49,7 +49,7 @@ mod tool_wait;
 mod write_behind;
 
 use crate::deps::Deps;
-use crate::handle::SystemHandle;
+use crate::supervisor::SystemHandle;
 use actix::prelude::*;
 use agentd_proto::AgentRecord;
 use messages::{Runtime, RuntimeState, Snapshot};
