@@ -238,15 +238,14 @@ impl AgentTypes {
     }
 }
 
-/// Everything the actors need to know that is not a port.
+/// Everything the actors need to know that is not a port: plain data, fixed when the process
+/// starts (what changes at run time, like the tool catalogue, lives with the ports, in `Deps`).
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
     /// Limits.
     pub limits: Limits,
     /// Agent types.
     pub types: AgentTypes,
-    /// The tools agents may be shown, and the specs built from them.
-    pub tools: crate::tools::ToolCatalogue,
     /// Price per model name; models not listed use `default_price`.
     pub prices: BTreeMap<String, Price>,
     /// Price of unlisted models (seed 001's Claude pricing by default).
@@ -301,7 +300,6 @@ impl RuntimeConfig {
         RuntimeConfig {
             limits: Limits::default(),
             types,
-            tools: Default::default(),
             prices: BTreeMap::new(),
             default_price: Price::default(),
             base_prompt: "You are an agent run by agentd.".into(),

@@ -1,5 +1,7 @@
-//! The shared dependencies every actor of one process holds: ports, clock and config.
+//! The shared dependencies every actor of one process holds: ports, clock, config and the
+//! tool catalogue.
 
+use crate::catalogue::ToolCatalogue;
 use crate::clock::Clock;
 use crate::config::RuntimeConfig;
 use crate::ports::{EventSink, ModelClient, ThreadStore, Transport};
@@ -16,8 +18,11 @@ pub struct Deps {
     pub events: Arc<dyn EventSink>,
     /// Time.
     pub clock: Arc<dyn Clock>,
-    /// Limits, types, prices, prompts.
+    /// Limits, types, prices, prompts: plain data, fixed at start.
     pub config: Arc<RuntimeConfig>,
+    /// The tools agents may be shown, and the specs built from them. Live: MCP servers' tools
+    /// come and go, and its version moves with them.
+    pub tools: Arc<ToolCatalogue>,
     /// Cross-process delivery; `None` = every agent lives in this process.
     pub transport: Option<Arc<dyn Transport>>,
 }

@@ -1,39 +1,44 @@
 //! `agentd-actors`: the actors of agentd and the ports they talk through.
 //!
-//! | module | what it holds |
-//! |---|---|
-//! | [`system`] | [`AgentSystem`]: the facade services and tests use |
-//! | [`ports`] | `ThreadStore`, `ModelClient`, `EventSink`, `Transport`: what the actors need from outside |
-//! | [`clock`] | `Clock`, `SystemClock`, `ManualClock`: time as a port |
-//! | [`config`] | limits, agent types (validated titles), prices, prompts |
-//! | [`deps`] | the bundle of ports and config the actors of a process share |
-//! | [`metrics`] | the process metrics registry (Prometheus text) |
-//! | [`hashing`] | the fast hash maps and the partition hash |
-//! | `handle` | `SystemHandle`: what every actor of a process holds, behind one pointer |
-//! | `agent` | `AgentActor`: one agent's phase, inbox queue, write-behind buffer, turns |
-//! | `turn` | one turn: model call → tools → repeat; reset and compaction |
-//! | `tools` | the tool registry: built-in tools (one file each), MCP tools, the versioned catalogue, visibility |
-//! | `supervisor` | `Supervisor`: the live-agent directory, spawn, activation, lifecycle cascades |
-//! | `channel_router` | `ChannelRouter`: where every envelope and child output goes |
-//! | `parent_router` | `ParentRouter`: worker aliases, sync waits, forwarding to the parent |
-//! | `scheduler` | `Scheduler`: turn slots by priority under concurrency limits |
-//! | `ops` | operations shared by the tools and the facade |
-//! | `checkpoints` | taking checkpoints and planning restores (seed 001) |
-//! | `tree_spend` | what each agent tree has spent (tree budgets) |
-//! | `errors` | failures of actix and serde as `AgentdError`s |
+//! The modules, floor by floor from the top (a module names only its own floor or lower ones;
+//! `tests/architecture.rs` checks it, `docs/architecture.md` draws it):
+//!
+//! | floor | module | what it holds |
+//! |---|---|---|
+//! | 9 | [`system`] | [`AgentSystem`]: the facade services and tests use |
+//! | 8 | `ops` | operations shared by the tools and the facade; implements `tools::Agents` |
+//! | 7 | `agent` | `AgentActor`: one agent's activity, inbox queue, write-behind buffer, turns |
+//! | 7 | `supervisor` | `Supervisor`: the live-agent directory, spawn, activation, cascades; `SystemHandle` |
+//! | 7 | `channel_router` | `ChannelRouter`: where every envelope and child output goes |
+//! | 7 | `parent_router` | `ParentRouter`: worker aliases, sync waits, forwarding to the parent |
+//! | 6 | `turn` | one turn: model call → tools → repeat; reset and compaction |
+//! | 5 | `tools` | how tools run (one file per built-in tool), visibility, schemas; the `Agents` port |
+//! | 4 | `messages` | the messages several floors send: spawn, Manage calls, child outputs |
+//! | 4 | `scheduler` | `Scheduler`: turn slots by priority under concurrency limits |
+//! | 4 | `checkpoints` | taking checkpoints and planning restores (seed 001) |
+//! | 4 | `lineage`, `context_files` | who may act on whom; a spawn's first message with its files |
+//! | 3 | [`deps`] | the ports, config and tool catalogue the actors of a process share |
+//! | 2 | [`catalogue`] | what tools exist: built-in, configured and MCP tools, the catalogue's versions |
+//! | 1 | [`config`] | limits, agent types (validated titles), prices, prompts: plain data |
+//! | 1 | [`ports`] | `ThreadStore`, `ModelClient`, `EventSink`, `Transport`: what the actors need from outside |
+//! | 1 | `rate_gate`, `tree_spend` | providers' rate limits; what each agent tree has spent |
+//! | 0 | [`clock`], [`metrics`], [`hashing`], `errors` | time as a port, the metrics registry, hash maps, actix/serde failures as `AgentdError`s |
 //!
 //! "Seed 000" … "seed 004" in comments name the reference documents summarised in
 //! `docs/reference.md`; `docs/architecture.md` maps this crate and states its invariants.
 
 mod agent;
+pub mod catalogue;
 mod channel_router;
 mod checkpoints;
 pub mod clock;
 pub mod config;
+mod context_files;
 pub mod deps;
 mod errors;
-mod handle;
 pub mod hashing;
+mod lineage;
+mod messages;
 pub mod metrics;
 mod ops;
 mod parent_router;
@@ -48,6 +53,10 @@ mod tools;
 mod tree_spend;
 mod turn;
 
+pub use catalogue::{
+    Approval, ConfiguredRun, ConfiguredTool, Secret, ToolCatalogue, ToolPattern, check_type_tools,
+    is_valid_exposed_name, is_valid_server_name, split_exposed,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{AgentType, AgentTypes, ContextWindow, Limits, ProviderRates, RuntimeConfig};
 pub use deps::Deps;
@@ -63,8 +72,3 @@ pub use system::AgentSystem;
 /// The token a [`ModelRequest`] is cancelled by (re-exported so backends and tests name one
 /// version of it).
 pub use tokio_util::sync::CancellationToken;
-pub use tools::mcp::{is_valid_exposed_name, split_exposed};
-pub use tools::{
-    Approval, ConfiguredRun, ConfiguredTool, Secret, ToolCatalogue, ToolPattern, check_type_tools,
-    is_valid_server_name,
-};

@@ -1,26 +1,27 @@
-//! Operations shared by the tools (an agent acting on its sub-agents) and the [`AgentSystem`]
-//! facade (a service acting through the API): one implementation, two doors.
-//!
-//! [`AgentSystem`]: crate::system::AgentSystem
+//! Operations shared by the tools (an agent acting on its sub-agents, through the [`Agents`]
+//! port implemented here) and the `AgentSystem` facade (a service acting through the API):
+//! one implementation, two doors.
 
 use crate::agent::messages::{ApplyControl, RuntimeState, Snapshot};
 use crate::channel_router::messages::RouteAcked;
 use crate::clock::{Clock, SystemClock};
 use crate::deps::Deps;
 use crate::errors::mailbox;
-use crate::handle::SystemHandle;
-use crate::supervisor::messages::{Activate, Lifecycle, Spawn, SpawnSpec};
+use crate::messages::{Dispatched, ManageSend, Spawn, SpawnSpec};
+use crate::supervisor::Shared;
+use crate::supervisor::messages::{Activate, Lifecycle, ParentRouterFor};
+use crate::tools::Agents;
 use agentd_proto::{
     Address, AgentRecord, AgentView, AgentdError, Control, Envelope, ErrorCode, InboxItem,
     Inspection, Item, LiveState,
 };
-use std::path::{Component, Path, PathBuf};
+use async_trait::async_trait;
 use uuid::Uuid;
 
 /// Creates an agent through the supervisor. Its title (trimmed) and budget are checked here,
 /// where the API, the command stream and the `spawn_agent` tool all pass.
 pub(crate) async fn spawn(
-    system: &SystemHandle,
+    system: &Shared,
     mut spec: SpawnSpec,
 ) -> Result<AgentRecord, AgentdError> {
     if let Some(title) = &spec.title {
@@ -48,7 +49,7 @@ fn check_item(deps: &Deps, item: &InboxItem) -> Result<(), AgentdError> {
 /// Posts an inbox item to `target` through the channel router (activating it if needed),
 /// once [`check_item`] accepts it.
 pub(crate) async fn post(
-    system: &SystemHandle,
+    system: &Shared,
     from: Address,
     target: &str,
     item: InboxItem,
@@ -73,7 +74,7 @@ pub(crate) async fn post(
 /// Applies a lifecycle control: pause/resume on the (activated) agent itself; cancel,
 /// terminate, close and delete through the supervisor, which cascades them.
 pub(crate) async fn lifecycle(
-    system: &SystemHandle,
+    system: &Shared,
     target: &str,
     control: Control,
 ) -> Result<Option<AgentRecord>, AgentdError> {
@@ -117,7 +118,7 @@ pub(crate) async fn lifecycle(
 
 /// Resuming a root also resumes the agents of its tree that a spent tree budget paused (once
 /// the budget is raised they go on; if it is still spent they pause again).
-async fn resume_tree_budget_pauses(system: &SystemHandle, root: &str) -> Result<(), AgentdError> {
+async fn resume_tree_budget_pauses(system: &Shared, root: &str) -> Result<(), AgentdError> {
     let (deps, supervisor) = (&system.deps, &system.supervisor);
     let tree_pause = format!("{}: tree", ErrorCode::BudgetExceeded.as_str());
     let mut stack = deps.store.children(root).await?;
@@ -150,7 +151,7 @@ async fn resume_tree_budget_pauses(system: &SystemHandle, root: &str) -> Result<
 }
 
 /// The freshest record of an agent: the live actor's, else the stored one.
-pub(crate) async fn record(system: &SystemHandle, id: &str) -> Result<AgentRecord, AgentdError> {
+pub(crate) async fn record(system: &Shared, id: &str) -> Result<AgentRecord, AgentdError> {
     if let Some(addr) = system.directory.agent(id)
         && let Ok(rec) = addr.send(Snapshot).await
     {
@@ -164,39 +165,10 @@ pub(crate) async fn record(system: &SystemHandle, id: &str) -> Result<AgentRecor
         .ok_or_else(|| AgentdError::agent_not_found(id))
 }
 
-/// Checks that `target` is `caller` or one of its descendants (`not_ancestor` otherwise).
-pub(crate) async fn require_descendant(
-    deps: &Deps,
-    caller: &str,
-    target: &str,
-) -> Result<(), AgentdError> {
-    let mut current = deps
-        .store
-        .get_agent(target)
-        .await?
-        .ok_or_else(|| AgentdError::agent_not_found(target))?;
-    for _ in 0..=64 {
-        if current.id == caller {
-            return Ok(());
-        }
-        let Some(parent) = current.parent_id.clone() else {
-            break;
-        };
-        match deps.store.get_agent(&parent).await? {
-            Some(p) => current = p,
-            None => break,
-        }
-    }
-    Err(AgentdError::new(
-        ErrorCode::NotAncestor,
-        format!("agent `{target}` is not a descendant of `{caller}`"),
-    ))
-}
-
 /// Inspects one agent (live or persisted): its record, child count, and whether it has an
 /// actor in this process, with that actor's inbox depth and whether a turn runs. An agent
 /// without an actor counts the items its durable inbox holds, as the work queue does.
-pub(crate) async fn inspect(system: &SystemHandle, id: &str) -> Result<Inspection, AgentdError> {
+pub(crate) async fn inspect(system: &Shared, id: &str) -> Result<Inspection, AgentdError> {
     let rec = record(system, id).await?;
     let children = system.deps.store.children(id).await?.len();
     let live = system.directory.agent(id);
@@ -230,7 +202,7 @@ pub(crate) async fn root_ids(deps: &Deps) -> Result<Vec<String>, AgentdError> {
 
 /// Children of `parent` (live and closed), or all roots when `parent` is `None`.
 pub(crate) async fn list(
-    system: &SystemHandle,
+    system: &Shared,
     parent: Option<&str>,
 ) -> Result<Vec<Inspection>, AgentdError> {
     let ids: Vec<String> = match parent {
@@ -246,122 +218,41 @@ pub(crate) async fn list(
     Ok(out)
 }
 
-/// A spawn's first message: the prompt (at most `limits.max_prompt_bytes`) with its context
-/// files appended. `None` when there is neither.
-pub(crate) fn first_message(
-    deps: &Deps,
-    prompt: Option<&str>,
-    files: &[String],
-) -> Result<Option<String>, AgentdError> {
-    if let Some(p) = prompt {
-        deps.config.limits.input().prompt(p)?;
+/// The tools' door: the same operations, on the pointer every actor holds.
+#[async_trait]
+impl Agents for Shared {
+    async fn spawn(&self, spec: SpawnSpec) -> Result<AgentRecord, AgentdError> {
+        spawn(self, spec).await
     }
-    if prompt.is_none() && files.is_empty() {
-        return Ok(None);
-    }
-    let mut out = prompt.unwrap_or_default().to_string();
-    for f in files {
-        let text = read_context_file(deps, f)?;
-        out.push_str(&format!(
-            "\n\n<context_file path=\"{f}\">\n{text}\n</context_file>"
-        ));
-    }
-    Ok(Some(out))
-}
 
-/// Reads one context file. The path is placed before the file system is touched: a relative
-/// one against each context dir in turn, an absolute one as it is, `.` and `..` folded
-/// lexically; a path that does not stay inside a context dir is never opened. One that does
-/// must still be inside it with its links followed, be a file and be UTF-8 text. Whatever of
-/// that fails, the answer is the same `invalid_argument`, so it tells nothing about the host's
-/// files outside the context dirs. A file over `limits.context_file_max_bytes` (only ever one
-/// inside them) is `payload_too_large`.
-fn read_context_file(deps: &Deps, f: &str) -> Result<String, AgentdError> {
-    let cap = deps.config.limits.context_file_max_bytes;
-    let cwd = std::env::current_dir().ok();
-    for dir in &deps.config.context_dirs {
-        let Some(root) = absolute(dir, cwd.as_deref()) else {
-            continue;
-        };
-        let candidate = if Path::new(f).is_absolute() {
-            normalize(Path::new(f))
-        } else {
-            normalize(&root.join(f))
-        };
-        if !candidate.starts_with(&root) {
-            continue;
-        }
-        let (Ok(real_root), Ok(real)) = (root.canonicalize(), candidate.canonicalize()) else {
-            continue;
-        };
-        if !real.starts_with(&real_root) {
-            continue;
-        }
-        let Ok(meta) = std::fs::metadata(&real) else {
-            continue;
-        };
-        if !meta.is_file() {
-            continue;
-        }
-        if meta.len() > cap {
-            return Err(AgentdError::new(
-                ErrorCode::PayloadTooLarge,
-                format!(
-                    "context file `{f}` has {} bytes; limits.context_file_max_bytes is {cap}",
-                    meta.len()
-                ),
-            ));
-        }
-        if let Ok(text) = std::fs::read_to_string(&real) {
-            return Ok(text);
-        }
+    async fn post(
+        &self,
+        from: Address,
+        target: &str,
+        item: InboxItem,
+        cause: Option<Uuid>,
+    ) -> Result<(), AgentdError> {
+        post(self, from, target, item, cause).await.map(|_| ())
     }
-    Err(AgentdError::new(
-        ErrorCode::InvalidArgument,
-        format!(
-            "context file `{f}` is not a readable text file inside the context directories \
-             (agents.context_dirs)"
-        ),
-    ))
-}
 
-/// `dir` made absolute against `cwd` and normalized, without touching the file system.
-fn absolute(dir: &Path, cwd: Option<&Path>) -> Option<PathBuf> {
-    if dir.is_absolute() {
-        Some(normalize(dir))
-    } else {
-        cwd.map(|c| normalize(&c.join(dir)))
+    async fn lifecycle(&self, target: &str, control: Control) -> Result<(), AgentdError> {
+        lifecycle(self, target, control).await.map(|_| ())
     }
-}
 
-/// `path` with `.` dropped and each `..` removing the component before it (none above the
-/// root), lexically: links are not followed.
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
+    async fn inspect(&self, target: &str) -> Result<Inspection, AgentdError> {
+        inspect(self, target).await
     }
-    out
-}
 
-#[cfg(test)]
-mod tests {
-    use super::normalize;
-    use std::path::Path;
+    async fn children(&self, parent: &str) -> Result<Vec<Inspection>, AgentdError> {
+        list(self, Some(parent)).await
+    }
 
-    #[test]
-    fn normalize_folds_dots_lexically() {
-        let n = |p: &str| normalize(Path::new(p));
-        assert_eq!(n("/a/./b/../c"), Path::new("/a/c"));
-        assert_eq!(n("/a/../../../etc/passwd"), Path::new("/etc/passwd"));
-        assert_eq!(n("/ctx/../ctx2/x"), Path::new("/ctx2/x"));
-        assert!(!n("/ctx/sub/../../etc").starts_with("/ctx"));
-        assert!(n("/ctx/sub/../f").starts_with("/ctx"));
+    async fn manage(&self, send: ManageSend) -> Result<Dispatched, AgentdError> {
+        let router = self
+            .supervisor
+            .send(ParentRouterFor(send.parent.id.clone()))
+            .await
+            .map_err(mailbox)?;
+        router.send(send).await.map_err(mailbox)?
     }
 }

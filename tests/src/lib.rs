@@ -135,6 +135,7 @@ pub fn start_with_model(
         events: Arc::new(bus.clone()),
         clock,
         config: Arc::new(config),
+        tools: Default::default(),
         transport: None,
     };
     TestSystem {

@@ -130,7 +130,7 @@ pub(super) struct RunningTurn {
     pub(super) restart_backend_after: bool,
     /// What the turn does now (the agent's `current_step` while it runs). Kept here, not in
     /// the record: a step is neither persisted nor a change of the record the turn shares.
-    pub(super) step: super::messages::Step,
+    pub(super) step: crate::turn::Step,
 }
 
 impl Activity {

@@ -3,7 +3,7 @@
 //! of a live agent by the supervisor, the facade and its own turns.
 
 use actix::prelude::*;
-use agentd_proto::{AgentRecord, AgentStatus, AgentdError, Control, Envelope, Usage};
+use agentd_proto::{AgentRecord, AgentStatus, AgentdError, Control, Envelope};
 
 /// An envelope for one agent: an inbox item (queued durably, once, in arrival order) or a
 /// control. Answers `Ok(true)` once the item is in the agent's durable inbox, `Ok(false)` for a
@@ -113,53 +113,6 @@ pub struct StopAgent {
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct PassivateIfDone;
-
-/// What a running turn is doing: its agent's `current_step` while it runs (seed 001). A wait a
-/// turn may come to (an approval, a pending call) would be a variant here.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
-    /// Waiting for the model's answer.
-    CallingModel,
-    /// Running the tool of this name.
-    RunningTool(Box<str>),
-    /// Having the model summarise old history (an `agent_compact`).
-    Compacting,
-    /// Clearing the thread (an `agent_reset`).
-    Resetting,
-}
-
-impl std::fmt::Display for Step {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Step::CallingModel => f.write_str("calling model"),
-            Step::RunningTool(name) => write!(f, "running tool {name}"),
-            Step::Compacting => f.write_str("compacting"),
-            Step::Resetting => f.write_str("resetting"),
-        }
-    }
-}
-
-/// What a running turn tells its agent as it goes.
-#[derive(Message, Debug)]
-#[rtype(result = "()")]
-pub enum TurnProgress {
-    /// Tokens of one model call (of a step that asked for tools, a replayed step, or a
-    /// compaction; the last step's are counted at the turn's end), counted at once so that a
-    /// budget can stop the turn between steps.
-    Usage {
-        /// The tokens.
-        usage: Usage,
-        /// The step of the turn's task the call made, if it was a step (a compaction's is not).
-        step: Option<u32>,
-    },
-    /// The turn caused by `cause` now does `doing`.
-    Doing {
-        /// The turn's cause (a late report of an aborted turn is ignored).
-        cause: uuid::Uuid,
-        /// What it does now.
-        doing: Step,
-    },
-}
 
 /// A dependency (`waiting_for = waiting_dependency`) or an answer (`waiting_question`) for a
 /// waiting agent: `env` carries it as a message.

@@ -50,7 +50,7 @@ mod tool_wait;
 mod write_behind;
 
 use crate::deps::Deps;
-use crate::handle::SystemHandle;
+use crate::supervisor::SystemHandle;
 use activity::Activity;
 use actix::prelude::*;
 use agentd_proto::AgentRecord;

@@ -5,12 +5,12 @@
 //!
 //! What a turn's end sends out (its reply, a yield, a failure) waits for the batch that records
 //! that end (the final entry, the done mark, the status) and leaves with it
-//! ([`crate::channel_router::outputs_into_batch`]): sent before, an output could be lost with the
+//! ([`crate::messages::outputs_into_batch`]): sent before, an output could be lost with the
 //! process while the item it answers was already done.
 
 use super::AgentActor;
 use super::activity::Timer;
-use crate::channel_router::messages::ChildOutput;
+use crate::messages::ChildOutput;
 use crate::ports::StoreWrite;
 use crate::turn::TurnResult;
 use actix::prelude::*;

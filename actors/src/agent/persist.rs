@@ -7,7 +7,7 @@
 
 use super::AgentActor;
 use super::write_behind::Batch;
-use crate::channel_router::messages::ChildOutput;
+use crate::messages::ChildOutput;
 use crate::ports::{StoreError, StoreErrorKind, StoreWrite};
 use actix::prelude::*;
 use agentd_proto::Envelope;
@@ -60,7 +60,7 @@ impl AgentActor {
         let store = self.deps().store.clone();
         let rec = &self.rec;
         let mut batch = self.writes.take_batch(|| rec.share());
-        crate::channel_router::outputs_into_batch(
+        crate::messages::outputs_into_batch(
             &self.system.deps,
             &mut batch.writes,
             &mut batch.outputs,

@@ -8,10 +8,10 @@
 use super::AgentActor;
 use super::activity::{Activity, PendingStart, RunningTurn, Slot, TurnStart};
 use super::budget::UsageMeters;
-use super::messages::{Step, TurnProgress};
 use crate::ports::StoreWrite;
 use crate::scheduler::Permit;
 use crate::tools::ToolContext;
+use crate::turn::{Step, TurnProgress};
 use crate::turn::{Turn, TurnInput, TurnShared};
 use actix::prelude::*;
 use agentd_proto::ids::derived_id;
@@ -27,7 +27,7 @@ use uuid::Uuid;
 /// depth and parent, which do not change, and from the tool catalogue, whose version its specs
 /// carry (a turn refreshes them when the catalogue changed).
 pub(super) struct TurnSetup {
-    tool_specs: crate::tools::VisibleSpecs,
+    tool_specs: crate::catalogue::VisibleSpecs,
     system_prompt: Arc<str>,
     pub(super) names: Arc<crate::turn::RequestNames>,
     pub(super) usage: UsageMeters,
@@ -353,9 +353,12 @@ impl AgentActor {
             deps: self.system.deps.clone(),
             tools: ToolContext {
                 caller: self.rec.share(),
-                system: self.system.clone(),
+                deps: self.system.deps.clone(),
+                agents: self.system.agents(),
                 cause,
             },
+            outputs: (*self.system.router).clone().recipient(),
+            rate_gates: Arc::clone(&self.system.rate_gates),
             progress: ctx.address().recipient(),
             shared: Arc::clone(&shared),
             cause,

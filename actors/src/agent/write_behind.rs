@@ -21,7 +21,7 @@
 //!   a yield) waits for the batch that records them; sent before, it could outlive a crash that
 //!   loses what it answers.
 
-use crate::channel_router::messages::ChildOutput;
+use crate::messages::ChildOutput;
 use crate::ports::StoreWrite;
 use agentd_proto::AgentRecord;
 use std::sync::Arc;

@@ -2,8 +2,7 @@
 
 use crate::agent::messages::Delivery;
 use actix::prelude::*;
-use agentd_proto::{AgentRecord, AgentdError, Envelope, Output};
-use uuid::Uuid;
+use agentd_proto::{AgentdError, Envelope};
 
 /// Route an envelope to its receiver, activating a persisted agent if needed (fire and
 /// forget: a failure is logged; [`RouteAcked`] answers).
@@ -50,20 +49,3 @@ pub struct RemoteOutput(pub Envelope);
 #[derive(Message, Debug)]
 #[rtype(result = "Result<(), AgentdError>")]
 pub struct SettleTransport;
-
-/// A child's output on its way to the parent's [`ParentRouter`](crate::parent_router::ParentRouter)
-/// (the thread "outbox"). The router takes it first and passes it on, to the parent's router in
-/// this process or to the process that owns the parent.
-#[derive(Message, Debug, Clone)]
-#[rtype(result = "()")]
-pub struct ChildOutput {
-    /// The child's record (its channel says where the output goes), shared with the child.
-    pub child: std::sync::Arc<AgentRecord>,
-    /// What it produced.
-    pub output: Output,
-    /// Id of the thread entry (or envelope) that carries it; forwards derive their ids from it.
-    pub cause: Uuid,
-    /// Kept in the store's outbox ([`crate::ports::StoreWrite::Outbox`]) until the parent's
-    /// router has handled it, which then lets it go.
-    pub kept: bool,
-}

@@ -19,11 +19,9 @@ mod lanes;
 pub(crate) mod messages;
 mod outputs;
 
-pub(crate) use outputs::outputs_into_batch;
-
 use crate::agent::messages::Delivery;
-use crate::handle::SystemHandle;
 use crate::hashing::FastHashMap;
+use crate::supervisor::SystemHandle;
 use actix::prelude::*;
 use agentd_proto::{AgentRecord, AgentdError, Envelope, ErrorCode};
 use lanes::Lane;

@@ -1,20 +1,15 @@
-//! Child outputs (a reply, a yield, a failure) on their way to the parent's router.
-//!
-//! Most outputs leave with the child's own store batch ([`outputs_into_batch`]), so no output is
-//! lost between the write that records what it answers and the parent: with a bus, as a forward
-//! to the parent's partition stream; on a store that keeps an outbox, kept there until the
-//! parent's router has handled it. What is left reaches the router as a [`ChildOutput`] message
-//! and goes to the parent's router here, or to the process that owns the parent.
+//! Child outputs (a reply, a yield, a failure) on their way to the parent's router: what did not
+//! leave with the child's store batch ([`outputs_into_batch`]) reaches the router as a
+//! [`ChildOutput`] message and goes to the parent's router here, or to the process that owns the
+//! parent.
 
 use super::ChannelRouter;
-use super::messages::{ChildOutput, RemoteOutput};
-use crate::deps::Deps;
+use super::messages::RemoteOutput;
 use crate::errors::mailbox;
-use crate::ports::StoreWrite;
+use crate::messages::{ChildOutput, output_envelope};
 use crate::supervisor::messages::ParentRouterFor;
 use actix::prelude::*;
-use agentd_proto::ids::derived_id;
-use agentd_proto::{Address, AgentdError, Envelope, ErrorCode, Item};
+use agentd_proto::{AgentdError, ErrorCode, Item};
 use std::sync::Arc;
 
 /// At most this many remote children's records are kept (then the cache starts over).
@@ -24,70 +19,6 @@ const REMOTE_CHILDREN_CACHED: usize = 4096;
 /// before it is given up. Most outputs leave with the child's own store batch instead
 /// ([`StoreWrite::Forward`]), which is retried until it is written.
 const FORWARD_ATTEMPTS: u32 = 14;
-
-/// The envelope that carries `out` to `parent_id`'s router in another process: its id is
-/// derived from the entry that carries the output, so a turn re-run after a crash sends the
-/// same envelope again and the parent takes it once.
-pub(crate) fn output_envelope(out: &ChildOutput, parent_id: &str, now_ms: u64) -> Envelope {
-    let mut env = Envelope::new(
-        Address::agent(&out.child.id),
-        Address::agent(parent_id),
-        Item::Output(out.output.clone()),
-        now_ms,
-    );
-    env.id = derived_id(out.cause, "output");
-    env.causation_id = Some(out.cause);
-    env
-}
-
-/// Moves `outputs` into `writes`, the store batch they were made from, where the store can
-/// carry them: with a bus, as [`StoreWrite::Forward`] to the parent's partition stream (also
-/// when this process owns the parent: handed over in memory after the batch, an output would be
-/// lost if the process died in between, since the child's item was done and nothing would make
-/// it again); without one, a store that keeps an outbox keeps them ([`StoreWrite::Outbox`],
-/// marked `kept`) until the parent's router has handled them. They leave in the same round
-/// trip or commit as the writes before them and are written again with them if the batch
-/// fails. What is left in `outputs` goes to the router once the batch is written.
-pub(crate) fn outputs_into_batch(
-    deps: &Deps,
-    writes: &mut Vec<StoreWrite>,
-    outputs: &mut Vec<ChildOutput>,
-) {
-    if outputs.is_empty() {
-        return;
-    }
-    let now = deps.clock.now_ms();
-    let transport = match &deps.transport {
-        Some(transport) if deps.store.takes_forwards() => transport,
-        Some(_) => return,
-        None => {
-            if deps.store.keeps_outbox() {
-                for out in outputs.iter_mut() {
-                    if let Some(parent) = out.child.channel.parent_id() {
-                        let env = output_envelope(out, parent, now);
-                        writes.push(StoreWrite::Outbox { env: Arc::new(env) });
-                        out.kept = true;
-                    }
-                }
-            }
-            return;
-        }
-    };
-    outputs.retain(|out| {
-        let Some(parent) = out.child.channel.parent_id() else {
-            return true;
-        };
-        let Some(stream) = transport.stream_for(parent) else {
-            return true;
-        };
-        let env = output_envelope(out, parent, now);
-        writes.push(StoreWrite::Forward {
-            stream,
-            env: Arc::new(env),
-        });
-        false
-    });
-}
 
 impl Handler<ChildOutput> for ChannelRouter {
     type Result = AtomicResponse<Self, ()>;

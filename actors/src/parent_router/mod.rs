@@ -2,12 +2,12 @@
 //! `(worker title, threadAlias)` to a persistent child agent (get-or-create), holds the
 //! pending sync waits, and forwards child output to the parent (seed 000's ManageAdapter).
 
-pub(crate) mod messages;
-
-use crate::channel_router::messages::{ChildOutput, RouteAcked};
+use crate::channel_router::messages::RouteAcked;
 use crate::errors::mailbox;
-use crate::handle::SystemHandle;
-use crate::supervisor::messages::{Spawn, SpawnSpec};
+use crate::messages::ChildOutput;
+use crate::messages::{CancelWait, Dispatched, ManageSend, Wait, WaitResult};
+use crate::messages::{Spawn, SpawnSpec};
+use crate::supervisor::SystemHandle;
 use actix::prelude::*;
 use agentd_proto::Output;
 use agentd_proto::ids::{derived_id, new_id};
@@ -15,7 +15,6 @@ use agentd_proto::{
     Address, AgentStatus, AgentdError, AsyncForward, Channel, Envelope, ErrorCode, Event,
     InboxItem, Item, ManageMode, ManageOptions, Role,
 };
-use messages::{CancelWait, Dispatched, ManageSend, WaitResult};
 use std::collections::HashMap;
 use tokio::sync::oneshot;
 
@@ -79,7 +78,7 @@ impl Actor for ParentRouter {
 impl Handler<ManageSend> for ParentRouter {
     type Result = AtomicResponse<Self, Result<Dispatched, AgentdError>>;
 
-    fn handle(&mut self, msg: ManageSend, _: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, msg: ManageSend, ctx: &mut Self::Context) -> Self::Result {
         let key = (msg.worker_title.clone(), msg.alias.clone());
         let Some(child_id) = self.resolved.get(&key).cloned() else {
             return AtomicResponse::new(self.resolve_and_send(msg));
@@ -88,7 +87,7 @@ impl Handler<ManageSend> for ParentRouter {
         // is found on the way (the forward to its owner checks its record in the same script
         // as its append; a local activation reads the record), so a known alias costs no
         // store round trip. A child deleted since is resolved (and made) again.
-        let (env, dispatched) = self.dispatch(&msg, child_id, false);
+        let (env, dispatched) = self.dispatch(&msg, child_id, false, ctx.address().recipient());
         AtomicResponse::new(Box::pin(self.route(env, dispatched).then(
             move |routed, act, _| -> SendFuture {
                 match routed {
@@ -153,24 +152,26 @@ impl ParentRouter {
         };
         Box::pin(
             fut.into_actor(self)
-                .then(move |res, act, _ctx| -> SendFuture {
+                .then(move |res, act, ctx| -> SendFuture {
                     let (child_id, created) = match res {
                         Ok(resolved) => resolved,
                         Err(e) => return Box::pin(actix::fut::ready(Err(e))),
                     };
-                    let (env, dispatched) = act.dispatch(&msg, child_id, created);
+                    let cancel = ctx.address().recipient();
+                    let (env, dispatched) = act.dispatch(&msg, child_id, created, cancel);
                     act.route(env, dispatched)
                 }),
         )
     }
 
-    /// Records that `msg` goes to `child_id` (the alias's child, its options, a sync wait)
-    /// and makes its envelope.
+    /// Records that `msg` goes to `child_id` (the alias's child, its options, a sync wait
+    /// that `cancel` gives up) and makes its envelope.
     fn dispatch(
         &mut self,
         msg: &ManageSend,
         child_id: String,
         created: bool,
+        cancel: Recipient<CancelWait>,
     ) -> (Envelope, Dispatched) {
         self.resolved.insert(
             (msg.worker_title.clone(), msg.alias.clone()),
@@ -188,7 +189,11 @@ impl ParentRouter {
                 messages: Vec::new(),
                 tx,
             });
-            Some((id, rx))
+            Some(Wait {
+                id,
+                result: rx,
+                cancel,
+            })
         } else {
             None
         };
@@ -218,8 +223,8 @@ impl ParentRouter {
                 .map(move |routed, act, _| match routed {
                     Ok(_) => Ok(dispatched),
                     Err(e) => {
-                        if let Some((id, _)) = &dispatched.wait {
-                            act.waiters.retain(|w| w.id != *id);
+                        if let Some(wait) = &dispatched.wait {
+                            act.waiters.retain(|w| w.id != wait.id);
                         }
                         Err(e)
                     }

@@ -187,10 +187,10 @@ pub enum StoreWrite {
     /// Keeps `env`, a child's output to its parent in this process (with no bus to carry it),
     /// until [`ThreadStore::outbox_done`]: written in the batch it was made from, it outlives a
     /// crash between that batch and the parent's push (the child's item is done by then, so
-    /// nothing would make it again), and [`crate::AgentSystem::recover`] hands it to the
+    /// nothing would make it again), and the system's recovery at start hands it to the
     /// parent. Only a store that keeps an outbox takes it ([`ThreadStore::keeps_outbox`]).
     Outbox {
-        /// The output envelope ([`crate::channel_router::output_envelope`]).
+        /// The output envelope (its id derived from the entry that carries the output).
         env: Arc<Envelope>,
     },
 }

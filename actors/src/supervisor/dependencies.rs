@@ -24,7 +24,7 @@ use super::Supervisor;
 use super::messages::TellDependents;
 use crate::channel_router::messages::Route;
 use crate::deps::Deps;
-use crate::handle::SystemHandle;
+use crate::supervisor::SystemHandle;
 use actix::prelude::*;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{

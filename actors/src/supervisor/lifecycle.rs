@@ -106,7 +106,7 @@ impl Handler<Lifecycle> for Supervisor {
 /// Applies `control` to its targets; answers the target's record afterwards (`None` after a
 /// delete).
 async fn apply(
-    system: &crate::handle::SystemHandle,
+    system: &crate::supervisor::SystemHandle,
     agent_id: String,
     control: Control,
     (rec, targets, live): Targets,

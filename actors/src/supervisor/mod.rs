@@ -16,6 +16,7 @@
 mod activate;
 mod dependencies;
 mod directory;
+mod handle;
 mod lifecycle;
 pub(crate) mod messages;
 mod spawn;
@@ -24,10 +25,10 @@ pub(crate) use dependencies::{
     met_by_yield, news as dependency_news, waiting_reason, waits_for_dependencies,
 };
 pub(crate) use directory::{Directory, SharedAgentAddr};
+pub(crate) use handle::{Shared, SystemHandle};
 pub(crate) use lifecycle::forward_control;
 
 use crate::agent::AgentActor;
-use crate::handle::SystemHandle;
 use crate::hashing::fnv1a64;
 use crate::parent_router::ParentRouter;
 use actix::prelude::*;

@@ -4,10 +4,10 @@
 
 use super::Supervisor;
 use super::dependencies::{Dependencies, at_spawn};
-use super::messages::{Spawn, SpawnSpec};
 use crate::agent::messages::Deliver;
 use crate::config::AgentType;
 use crate::deps::Deps;
+use crate::messages::{Spawn, SpawnSpec};
 use crate::ports::StoreWrite;
 use actix::prelude::*;
 use agentd_proto::{

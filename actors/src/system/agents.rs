@@ -3,8 +3,8 @@
 
 use super::{AgentSystem, external};
 use crate::errors::mailbox;
+use crate::messages::SpawnSpec;
 use crate::ops;
-use crate::supervisor::messages::SpawnSpec;
 use crate::tools::{self, ToolContext, ToolOutcome};
 use agentd_proto::{
     Address, AgentRecord, AgentdError, Channel, Control, ErrorCode, InboxItem, SpawnRequest,
@@ -19,8 +19,11 @@ impl AgentSystem {
             Some(p) => Some(ops::record(&self.system, p).await?),
             None => None,
         };
-        let prompt =
-            ops::first_message(&self.system.deps, req.prompt.as_deref(), &req.context_files)?;
+        let prompt = crate::context_files::first_message(
+            &self.system.deps,
+            req.prompt.as_deref(),
+            &req.context_files,
+        )?;
         let channel = match &parent {
             Some(p) => Channel::Spawn {
                 parent_id: p.id.clone(),
@@ -341,7 +344,8 @@ impl AgentSystem {
         let caller = ops::record(&self.system, agent_id).await?;
         let ctx = ToolContext {
             caller: std::sync::Arc::new(caller),
-            system: self.system.clone(),
+            deps: self.system.deps.clone(),
+            agents: self.system.agents(),
             cause: agentd_proto::ids::new_id(),
         };
         match tools::execute(&ctx, tool, &args).await? {

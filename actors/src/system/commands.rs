@@ -10,7 +10,7 @@ impl AgentSystem {
     /// the root itself or one of its descendants (`not_ancestor` otherwise). No scope = operator.
     pub async fn check_scope(&self, scope: Option<&str>, target: &str) -> Result<(), AgentdError> {
         match scope {
-            Some(root) => crate::ops::require_descendant(&self.system.deps, root, target).await,
+            Some(root) => crate::lineage::require_descendant(&self.system.deps, root, target).await,
             None => Ok(()),
         }
     }

@@ -44,7 +44,7 @@ impl AgentSystem {
                 continue;
             };
             // The parent's router lets it go by the id derived from its cause, as it was kept.
-            let out = crate::channel_router::messages::ChildOutput {
+            let out = crate::messages::ChildOutput {
                 child: Arc::new(child),
                 output,
                 cause,

@@ -4,7 +4,7 @@
 //! `tool_call_requested` / `tool_call_finished` events. Arguments never appear in any of them.
 
 use super::ToolContext;
-use super::configured::ConfiguredTool;
+use crate::catalogue::ConfiguredTool;
 use crate::deps::Deps;
 use agentd_proto::{Event, ToolKind};
 use std::time::Duration;
@@ -58,13 +58,7 @@ pub(crate) struct CallMeter<'a> {
 impl<'a> CallMeter<'a> {
     /// The call is requested: `tool_call_requested` is published.
     pub(crate) fn requested(ctx: &'a ToolContext, tool: &'a ConfiguredTool, call_id: Uuid) -> Self {
-        let meter = CallMeter::of(
-            &ctx.system.deps,
-            &ctx.caller.id,
-            &tool.name,
-            tool.kind(),
-            call_id,
-        );
+        let meter = CallMeter::of(&ctx.deps, &ctx.caller.id, &tool.name, tool.kind(), call_id);
         meter.announce();
         meter
     }

@@ -1,15 +1,17 @@
-//! The tools agents can call: what a name resolves to, who may see it, and how a call runs.
+//! How tools run: who may see a tool, what it shows the model, and how a call runs. What a
+//! name resolves to is the [`crate::catalogue`]'s; this module adds the behaviour, and sees the
+//! rest of the system only through the [`Agents`] port.
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | [`tool`] | [`Tool`]: what a call's name resolves to (built-in, or an MCP server's) |
-//! | [`builtin`] | [`BuiltinTool`] and its [`ToolGroup`]s, one file per tool with its spec and run |
-//! | [`mcp`] | [`McpTool`]: a tool of a configured MCP server, its spec, run and result |
-//! | [`configured`] | [`ConfiguredTool`]: `[tools.<name>]`, a service's or a webhook's |
+//! | [`agents`] | [`Agents`]: what a tool may ask of the system (spawn, post, inspect, …) |
+//! | [`tool`] | a [`Tool`]'s spec and run, by kind |
+//! | [`builtin`] | one file per built-in tool with its spec and run |
+//! | [`mcp`] | an MCP tool's run and the result the model reads |
+//! | [`configured`] | a configured tool's run (webhooks now; service calls wait in a turn) |
+//! | [`specs`] | the specs an agent is shown, shared per kind of agent |
 //! | [`service`] | service tools' calls: closing one once, the result a closed one gives |
 //! | [`meters`] | the calls of configured tools: their metrics and events |
-//! | [`catalogue`] | [`ToolCatalogue`]: the tools, their version, and the specs built per version |
-//! | [`pattern`] | the grammar of a type's `tools` and a spawn's `allowed_tools`, checked at start |
 //! | [`visibility`] | which tools an agent sees, and the refusal of the others (one rule) |
 //! | [`schema`] | validation of a call's arguments against the schema the model was shown |
 //!
@@ -17,38 +19,37 @@
 //! as [`callable`] says), its arguments must fit that tool's spec, then the tool
 //! runs.
 
+mod agents;
 mod builtin;
-mod catalogue;
 mod configured;
-pub mod mcp;
+mod mcp;
 pub(crate) mod meters;
-pub mod pattern;
 pub mod schema;
 pub(crate) mod service;
+mod specs;
 mod tool;
 mod visibility;
 
-pub(crate) use builtin::BuiltinTool;
-pub use catalogue::ToolCatalogue;
-pub(crate) use catalogue::{VisibleSpecs, visible_specs};
-pub(crate) use configured::check_name;
-pub use configured::{Approval, ConfiguredRun, ConfiguredTool, Secret};
-pub use pattern::{ToolPattern, check_type_tools, is_valid_server_name};
-pub(crate) use tool::Tool;
+pub(crate) use agents::Agents;
+pub(crate) use specs::visible_specs;
 pub(crate) use visibility::callable;
 
-use crate::handle::SystemHandle;
+use crate::catalogue::Tool;
+use crate::deps::Deps;
 use agentd_proto::{AgentRecord, AgentdError};
 use serde_json::{Value, json};
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// Everything a tool call needs to know about its caller.
 #[derive(Clone)]
-pub struct ToolContext {
+pub(crate) struct ToolContext {
     /// The calling agent (its thread is the runtime thread of the call).
-    pub caller: std::sync::Arc<AgentRecord>,
-    /// The process's ports and actors.
-    pub(crate) system: SystemHandle,
+    pub caller: Arc<AgentRecord>,
+    /// The process's ports, config and tool catalogue.
+    pub deps: Arc<Deps>,
+    /// What a tool may ask of the rest of the system (the agents it manages).
+    pub agents: Arc<dyn Agents>,
     /// The envelope or turn that caused the call.
     pub cause: Uuid,
 }
@@ -70,7 +71,7 @@ pub async fn execute(
     name: &str,
     args: &Value,
 ) -> Result<ToolOutcome, AgentdError> {
-    let tool = callable(&ctx.caller, &ctx.system.deps, name)?;
+    let tool = callable(&ctx.caller, &ctx.deps, name)?;
     if tool.needs_approval() {
         return Err(agentd_proto::AgentdError::new(
             agentd_proto::ErrorCode::InvalidTransition,
@@ -97,7 +98,7 @@ pub(crate) async fn execute_tool(
         args.clone()
     };
     // The arguments must fit the schema the model was shown.
-    let args = schema::validate(&tool.spec(&ctx.caller, &ctx.system.deps).parameters, &args)?;
+    let args = schema::validate(&tool.spec(&ctx.caller, &ctx.deps).parameters, &args)?;
     // The arguments stay out of logs.
     tracing::debug!(tool = tool.name(), agent_id = %ctx.caller.id, "tool call");
     let Some(configured) = tool.configured() else {

@@ -2,9 +2,8 @@
 //! model that guesses a hidden tool's name gets `not_root` or `tool_not_allowed` (or
 //! `unknown_tool` for a name that names no tool), never a result.
 
-use super::Tool;
-use super::builtin::ToolGroup;
-use super::pattern::any_matches;
+use crate::catalogue::Tool;
+use crate::catalogue::{ToolGroup, any_matches};
 use crate::deps::Deps;
 use agentd_proto::{AgentRecord, AgentdError, ErrorCode};
 
@@ -33,7 +32,7 @@ pub fn may_manage(rec: &AgentRecord, deps: &Deps) -> bool {
 /// tools (same grammar) if it has a list; then, for a sub-agent, the sub-agent tools, whatever
 /// its list says.
 pub fn visible_tools(rec: &AgentRecord, deps: &Deps) -> Vec<Tool> {
-    let catalogue = &deps.config.tools;
+    let catalogue = &deps.tools;
     let manages = may_manage(rec, deps);
     let foreground = is_foreground(rec);
     let agent_type = deps.config.types.get(&rec.agent_type);
@@ -67,8 +66,8 @@ pub fn visible_tools(rec: &AgentRecord, deps: &Deps) -> Vec<Tool> {
 /// tool, `tool_not_allowed` for another tool it does not see, `unknown_tool` for a name that
 /// names no tool.
 pub fn callable(rec: &AgentRecord, deps: &Deps, name: &str) -> Result<Tool, AgentdError> {
-    let Some(tool) = deps.config.tools.resolve(name) else {
-        return Err(super::tool::unknown(name));
+    let Some(tool) = deps.tools.resolve(name) else {
+        return Err(crate::catalogue::unknown(name));
     };
     if visible_tools(rec, deps).contains(&tool) {
         return Ok(tool);

@@ -16,8 +16,9 @@
 
 use super::Turn;
 use super::service_calls::WaitingCall;
+use crate::catalogue::{BuiltinTool, Tool};
 use crate::ports::ToolCallClosing;
-use crate::tools::{BuiltinTool, Tool, schema, service};
+use crate::tools::{schema, service};
 use agentd_proto::{
     AgentdError, ErrorCode, ToolAnswer, ToolAnswerError, ToolCall, ToolCallClose, ToolCallRecord,
     ToolCallStatus, ToolKind,

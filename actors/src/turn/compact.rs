@@ -5,8 +5,8 @@
 
 use super::request::CallOutcome;
 use super::{Turn, TurnResult};
-use crate::agent::messages::TurnProgress;
 use crate::ports::Purpose;
+use crate::turn::TurnProgress;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{AgentdError, CompactionTrigger, Event, Role, ThreadEntry};
 use std::sync::Arc;

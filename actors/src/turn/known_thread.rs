@@ -2,7 +2,7 @@
 //! up to date with the turn's own appends, and searched when a re-run replays recorded steps.
 
 use super::Turn;
-use crate::channel_router::messages::ChildOutput;
+use crate::messages::ChildOutput;
 use crate::ports::StoreWrite;
 use agentd_proto::Output;
 use agentd_proto::{AgentdError, Channel, ThreadEntry};
@@ -23,7 +23,7 @@ impl Turn {
 
     /// Appends `entry` and sends `outputs` made from it (a Manage worker's reply from a step
     /// that also calls tools): in the same store batch where the store carries outputs
-    /// ([`crate::channel_router::outputs_into_batch`]), so a crash right after the entry is
+    /// ([`crate::messages::outputs_into_batch`]), so a crash right after the entry is
     /// written cannot lose them (a re-run finds the step recorded and does not send it again).
     pub(super) async fn append_sending(
         &mut self,
@@ -37,11 +37,11 @@ impl Turn {
             agent_id: self.names.agent_id.clone(),
             entry: Arc::clone(&entry),
         }];
-        crate::channel_router::outputs_into_batch(&self.deps, &mut writes, &mut outputs);
+        crate::messages::outputs_into_batch(&self.deps, &mut writes, &mut outputs);
         self.deps.store.write_batch(&writes).await?;
         self.remember(entry);
         for out in outputs {
-            self.tools.system.router.do_send(out);
+            self.outputs.do_send(out);
         }
         Ok(())
     }

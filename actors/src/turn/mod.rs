@@ -21,10 +21,12 @@ mod compact;
 mod context_window;
 mod known_thread;
 mod live_answer;
+mod progress;
 mod request;
 mod service_calls;
 mod shared;
 
+pub(crate) use progress::{Step, TurnProgress};
 pub(crate) use request::{RequestNames, system_prompt};
 pub(crate) use service_calls::WaitingCall;
 pub(crate) use shared::{OpenCall, TurnShared};
@@ -32,10 +34,10 @@ pub(crate) use shared::{OpenCall, TurnShared};
 use context_window::Fitted;
 use request::CallOutcome;
 
-use crate::agent::messages::{Step, TurnProgress};
-use crate::channel_router::messages::ChildOutput;
 use crate::deps::Deps;
+use crate::messages::ChildOutput;
 use crate::ports::Purpose;
+use crate::rate_gate::RateGates;
 use crate::tools::{self, ToolContext, ToolOutcome};
 use actix::Recipient;
 use agentd_proto::ids::{derived_id, derived_step_id};
@@ -118,7 +120,13 @@ pub(crate) struct Turn {
     /// The record as the turn started (shared with the actor until it changes).
     pub rec: Arc<AgentRecord>,
     pub deps: Arc<Deps>,
+    /// What the turn's tool calls see: the caller, the ports, the [`crate::tools::Agents`] port.
     pub tools: ToolContext,
+    /// Where the child outputs the turn makes go when they did not leave with its store batch
+    /// (the channel router).
+    pub outputs: Recipient<ChildOutput>,
+    /// Providers that rate-limited this process, and until when (paces the model calls).
+    pub rate_gates: Arc<RateGates>,
     /// Where the usage of each step but the last goes (the agent counts it at once, so a
     /// budget can stop the turn between steps), and what the turn does now (its agent's
     /// `current_step`; the first model call is the agent's to note, saving a message a turn).
@@ -342,7 +350,7 @@ impl Turn {
                 if self.recorded(&tool_id) {
                     // A yield whose result is an error (refused, rejected at its review) did
                     // not end the turn: the steps after it follow.
-                    if tools::BuiltinTool::YieldToParent.is_named(&call.name)
+                    if crate::catalogue::BuiltinTool::YieldToParent.is_named(&call.name)
                         && !self.recorded_error(&tool_id)
                     {
                         result.yielded = call.arguments.get("result").cloned();

@@ -3,9 +3,9 @@
 
 use super::Turn;
 use super::live_answer::{DeltaTarget, LiveAnswer};
-use crate::agent::messages::TurnProgress;
 use crate::deps::Deps;
 use crate::ports::{AnswerObserver, CliTools, ModelError, ModelRequest, ModelResponse, Purpose};
+use crate::turn::TurnProgress;
 use agentd_proto::{AgentRecord, AgentdError, ErrorCode};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -136,7 +136,7 @@ impl Turn {
         mut req: ModelRequest,
         step_id: Option<uuid::Uuid>,
     ) -> Result<CallOutcome, AgentdError> {
-        let gates = &self.tools.system.rate_gates;
+        let gates = &self.rate_gates;
         // The agent's provider (its requests name the same one).
         let provider = self.rec.provider.as_deref().unwrap_or("default");
         // Only a provider reached over HTTP limits every caller at once; a scripted or process

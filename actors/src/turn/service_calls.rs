@@ -11,9 +11,10 @@
 //! sees it passed.
 
 use super::Turn;
+use crate::catalogue::ConfiguredTool;
 use crate::ports::ToolCallClosing;
+use crate::tools::schema;
 use crate::tools::service;
-use crate::tools::{ConfiguredTool, schema};
 use agentd_proto::{
     AgentdError, ErrorCode, ToolCall, ToolCallClose, ToolCallRecord, ToolCallStatus, ToolKind,
 };

@@ -126,7 +126,7 @@ pub async fn start_with_clock(
                 settings.redis.dead_maxlen,
             ),
         );
-        for tool in system.deps().config.tools.configured() {
+        for tool in system.deps().tools.configured() {
             if tool.kind() == agentd_proto::ToolKind::Service {
                 bus.create_tool_group(&tool.name)
                     .await

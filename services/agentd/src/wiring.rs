@@ -220,11 +220,11 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
     let mcp =
         (!mcp_servers.is_empty()).then(|| McpClient::new(mcp_servers, &mcp_tools_named(&types)));
     let mut config = RuntimeConfig::with_types(types);
-    config.tools = build_tools(settings)?;
+    let mut tools = build_tools(settings)?;
     if let Some(mcp) = &mcp {
-        config.tools.add_mcp(mcp.clone());
+        tools.add_mcp(mcp.clone());
     }
-    check_type_tools(&config.types, &config.tools).map_err(|e| anyhow::anyhow!("{e}"))?;
+    check_type_tools(&config.types, &tools).map_err(|e| anyhow::anyhow!("{e}"))?;
     config.limits = settings.limits.clone();
     config.prices = settings.pricing.models.clone();
     config.default_price = settings.pricing.default;
@@ -273,6 +273,7 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
             events,
             clock,
             config: Arc::new(config),
+            tools: Arc::new(tools),
             transport,
         },
         bus,

@@ -69,6 +69,7 @@ fn system(
         events: Arc::new(InProcessBus::new(16)),
         clock,
         config: Arc::new(config),
+        tools: Default::default(),
         transport: None,
     }))
 }

@@ -250,6 +250,7 @@ pub async fn model_io(n: usize, delay: Duration, answers: Answers) -> anyhow::Re
         events: Arc::new(bus.clone()),
         clock: Arc::new(SystemClock),
         config: Arc::new(config),
+        tools: Default::default(),
         transport: None,
     });
     let mut ids = Vec::with_capacity(n);

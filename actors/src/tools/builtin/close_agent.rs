@@ -4,7 +4,6 @@
 use super::super::ToolContext;
 use super::BuiltinTool;
 use super::targets::{agent_id_only, other_descendant};
-use crate::ops;
 use crate::ports::ToolSpec;
 use agentd_proto::{AgentdError, Control};
 use serde_json::{Value, json};
@@ -18,6 +17,6 @@ pub(super) fn spec() -> ToolSpec {
 
 pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
     let target = other_descendant(ctx, args).await?;
-    ops::lifecycle(&ctx.system, &target, Control::Close).await?;
+    ctx.agents.lifecycle(&target, Control::Close).await?;
     Ok(json!({ "agent_id": target, "status": "closed" }))
 }

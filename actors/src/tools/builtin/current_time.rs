@@ -13,5 +13,5 @@ pub(super) fn spec() -> ToolSpec {
 }
 
 pub(super) fn run(ctx: &ToolContext) -> Value {
-    json!({ "now_ms": ctx.system.deps.clock.now_ms() })
+    json!({ "now_ms": ctx.deps.clock.now_ms() })
 }

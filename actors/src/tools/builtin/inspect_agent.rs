@@ -4,7 +4,6 @@
 use super::super::ToolContext;
 use super::BuiltinTool;
 use super::targets::{agent_id_only, descendant};
-use crate::ops;
 use crate::ports::ToolSpec;
 use agentd_proto::AgentdError;
 use serde_json::Value;
@@ -18,5 +17,5 @@ pub(super) fn spec() -> ToolSpec {
 
 pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
     let target = descendant(ctx, args).await?;
-    crate::errors::to_json(&ops::inspect(&ctx.system, &target).await?)
+    crate::errors::to_json(&ctx.agents.inspect(&target).await?)
 }

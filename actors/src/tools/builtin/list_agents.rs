@@ -3,7 +3,6 @@
 
 use super::super::ToolContext;
 use super::BuiltinTool;
-use crate::ops;
 use crate::ports::ToolSpec;
 use agentd_proto::{AgentList, AgentdError};
 use serde_json::{Value, json};
@@ -16,6 +15,6 @@ pub(super) fn spec() -> ToolSpec {
 }
 
 pub(super) async fn run(ctx: &ToolContext) -> Result<Value, AgentdError> {
-    let agents = ops::list(&ctx.system, Some(&ctx.caller.id)).await?;
+    let agents = ctx.agents.children(&ctx.caller.id).await?;
     crate::errors::to_json(&AgentList { agents })
 }

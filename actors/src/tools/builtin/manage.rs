@@ -4,10 +4,8 @@
 use super::super::ToolContext;
 use super::BuiltinTool;
 use crate::deps::Deps;
-use crate::errors::mailbox;
-use crate::parent_router::messages::{CancelWait, ManageSend, WaitResult};
+use crate::messages::{CancelWait, ManageSend, WaitResult};
 use crate::ports::ToolSpec;
-use crate::supervisor::messages::ParentRouterFor;
 use agentd_proto::{AgentRecord, AgentdError, ErrorCode, ManageCommand, ManageMode, ManageRequest};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -45,7 +43,7 @@ pub(super) fn spec(rec: &AgentRecord, deps: &Deps) -> ToolSpec {
 
 pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
     let req = ManageRequest::from_json(args)?;
-    let types = &ctx.system.deps.config.types;
+    let types = &ctx.deps.config.types;
     let workers = types.workers_of(&ctx.caller.agent_type);
     match req.command {
         ManageCommand::CheckStatus => {
@@ -67,8 +65,7 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
             let worker = ManageRequest::required(&req.worker, "worker")?;
             ManageRequest::required(&req.message, "message")?;
             let message = req.message.clone().unwrap_or_default();
-            ctx.system
-                .deps
+            ctx.deps
                 .config
                 .limits
                 .input()
@@ -92,14 +89,9 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
                 .map(|t| t.manage.clone())
                 .unwrap_or_default();
             let options = base.with_overrides(&req);
-            let router = ctx
-                .system
-                .supervisor
-                .send(ParentRouterFor(ctx.caller.id.clone()))
-                .await
-                .map_err(mailbox)?;
-            let dispatched = router
-                .send(ManageSend {
+            let dispatched = ctx
+                .agents
+                .manage(ManageSend {
                     parent: (*ctx.caller).clone(),
                     worker_type: worker_type.name.clone(),
                     worker_title: worker_type.title.trim().to_string(),
@@ -108,18 +100,17 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
                     options: options.clone(),
                     cause: ctx.cause,
                 })
-                .await
-                .map_err(mailbox)??;
+                .await?;
             let child = dispatched.child_id.clone();
-            let Some((wait_id, rx)) = dispatched.wait else {
+            let Some(wait) = dispatched.wait else {
                 debug_assert_eq!(options.mode, ManageMode::Async);
                 return Ok(json!({
                     "status": "sent", "mode": "async", "worker": worker_type.title.trim(),
                     "threadAlias": alias, "childThreadId": child, "created": dispatched.created,
                 }));
             };
-            let sleep = ctx.system.deps.clock.sleep(options.sync_timeout_ms);
-            let mut rx = rx;
+            let sleep = ctx.deps.clock.sleep(options.sync_timeout_ms);
+            let mut rx = wait.result;
             let dropped = || WaitResult {
                 status: "failed",
                 messages: vec![],
@@ -127,7 +118,7 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
             };
             let result = tokio::select! {
                 done = &mut rx => done.unwrap_or_else(|_| dropped()),
-                _ = sleep => match router.send(CancelWait(wait_id)).await {
+                _ = sleep => match wait.cancel.send(CancelWait(wait.id)).await {
                     Ok(Some(messages)) => WaitResult { status: "timeout", messages, error: None },
                     // The wait completed between the timer and the cancel: its result is in `rx`.
                     _ => rx.await.unwrap_or_else(|_| dropped()),
@@ -150,7 +141,7 @@ async fn check_status(ctx: &ToolContext, no_workers: bool) -> Result<Value, Agen
     if no_workers {
         return Ok(json!({ "activeTasks": 0, "childThreadIds": [] }));
     }
-    let store = &ctx.system.deps.store;
+    let store = &ctx.deps.store;
     let children: BTreeSet<String> = store
         .aliases(&ctx.caller.id)
         .await?

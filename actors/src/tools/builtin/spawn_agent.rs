@@ -6,9 +6,8 @@
 use super::super::ToolContext;
 use super::BuiltinTool;
 use super::arguments::{required_str, string_list, typed};
-use crate::ops;
+use crate::messages::SpawnSpec;
 use crate::ports::ToolSpec;
-use crate::supervisor::messages::SpawnSpec;
 use agentd_proto::{AgentdError, Channel};
 use serde_json::{Value, json};
 
@@ -48,10 +47,10 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
     let text = |field: &str| args.get(field).and_then(Value::as_str).map(str::to_string);
     let allowed_tools = string_list(args, "allowed_tools", "allowedTools")?;
     let files = string_list(args, "context_files", "contextFiles")?.unwrap_or_default();
-    let prompt = ops::first_message(&ctx.system.deps, Some(prompt), &files)?;
-    let rec = ops::spawn(
-        &ctx.system,
-        SpawnSpec {
+    let prompt = crate::context_files::first_message(&ctx.deps, Some(prompt), &files)?;
+    let rec = ctx
+        .agents
+        .spawn(SpawnSpec {
             id: None,
             parent: Some((*ctx.caller).clone()),
             agent_type: agent_type.to_string(),
@@ -70,9 +69,8 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
                 parent_id: ctx.caller.id.clone(),
                 background: typed(args, "background")?.unwrap_or(false),
             },
-        },
-    )
-    .await?;
+        })
+        .await?;
     Ok(json!({
         "agent_id": rec.id, "title": rec.title, "agent_type": rec.agent_type,
         "status": "running", "depth": rec.depth,

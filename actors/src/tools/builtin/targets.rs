@@ -5,7 +5,6 @@
 
 use super::super::ToolContext;
 use super::arguments::required_str2;
-use crate::ops;
 use agentd_proto::{AgentdError, ErrorCode, InboxItem};
 use serde_json::{Value, json};
 
@@ -27,7 +26,7 @@ pub(super) async fn descendant(ctx: &ToolContext, args: &Value) -> Result<String
     } else {
         raw.to_string()
     };
-    ops::require_descendant(&ctx.system.deps, &ctx.caller.id, &target).await?;
+    crate::lineage::require_descendant(&ctx.deps, &ctx.caller.id, &target).await?;
     Ok(target)
 }
 
@@ -58,13 +57,12 @@ pub(super) async fn post_as_caller(
     target: &str,
     item: InboxItem,
 ) -> Result<(), AgentdError> {
-    ops::post(
-        &ctx.system,
-        agentd_proto::Address::agent(&ctx.caller.id),
-        target,
-        item,
-        Some(ctx.cause),
-    )
-    .await
-    .map(|_| ())
+    ctx.agents
+        .post(
+            agentd_proto::Address::agent(&ctx.caller.id),
+            target,
+            item,
+            Some(ctx.cause),
+        )
+        .await
 }

@@ -119,7 +119,6 @@ pub(crate) async fn info(st: web::Data<ApiState>) -> HttpResponse {
         })
         .collect();
     let mcp_servers = deps
-        .config
         .tools
         .mcp()
         .map(|m| m.status())

@@ -1,14 +1,17 @@
 //! [`SystemHandle`]: what the actors of one process share — the ports and config, the process
 //! actors' addresses, the live-agent directory and the trees' spending — behind one pointer.
 //!
-//! Every agent, parent router, turn and tool call holds one. Cloning it clones an `Arc`; cloning
-//! an actix `Addr` would allocate sender state of its own, for every idle agent.
+//! Every agent and parent router holds one. Cloning it clones an `Arc`; cloning an actix `Addr`
+//! would allocate sender state of its own, for every idle agent. A turn and a tool call see less:
+//! the ports ([`Deps`]), the recipients they send to, and the [`Agents`] port, which the same
+//! pointer implements ([`SystemHandle::agents`]).
 
+use super::{Directory, Supervisor};
 use crate::channel_router::ChannelRouter;
 use crate::deps::Deps;
 use crate::rate_gate::RateGates;
 use crate::scheduler::Scheduler;
-use crate::supervisor::{Directory, Supervisor};
+use crate::tools::Agents;
 use crate::tree_spend::TreeSpend;
 use actix::Addr;
 use std::sync::Arc;
@@ -31,13 +34,18 @@ pub(crate) struct Shared {
     pub(crate) directory: Directory,
     /// What each agent tree has spent, as last summed (tree budgets).
     pub(crate) tree_spend: TreeSpend,
-    /// Providers that rate-limited this process, and until when.
-    pub(crate) rate_gates: RateGates,
+    /// Providers that rate-limited this process, and until when (shared with every turn).
+    pub(crate) rate_gates: Arc<RateGates>,
 }
 
 impl SystemHandle {
     pub(crate) fn new(shared: Shared) -> Self {
         SystemHandle(Arc::new(shared))
+    }
+
+    /// The system as a tool sees it: the same pointer, behind the narrow [`Agents`] port.
+    pub(crate) fn agents(&self) -> Arc<dyn Agents> {
+        self.0.clone()
     }
 }
 

@@ -1,5 +1,14 @@
 //! [`ToolCatalogue`]: the tools agents may be shown, with a version that changes whenever that
-//! set changes, and the specs built from it.
+//! set changes, and the specs built from it. Plain data about tools: what a name resolves to
+//! and who may see it. How a tool is shown to an agent and how it runs is the `tools` module's.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`tool`] | [`Tool`]: what a call's name resolves to (built-in, configured, or an MCP server's) |
+//! | [`builtin`] | [`BuiltinTool`] and its [`ToolGroup`]s: names, aliases, who may see them |
+//! | [`configured`] | [`ConfiguredTool`]: `[tools.<name>]`, a service's or a webhook's |
+//! | [`mcp`] | [`McpTool`]: a tool of a configured MCP server, its exposed name and spec |
+//! | [`pattern`] | the grammar of a type's `tools` and a spawn's `allowed_tools`, checked at start |
 //!
 //! Building an agent's specs (JSON schemas) costs about as much as handling one message, so
 //! they are built once per kind of agent (its type and the tools it sees) and shared, and each
@@ -10,14 +19,21 @@
 //! again when it says they changed): the catalogue asks the [`McpTools`] port for them, and its
 //! version moves with the port's.
 
-use super::Tool;
-use super::builtin::BuiltinTool;
-use super::configured::ConfiguredTool;
-use super::mcp::{McpTool, split_exposed};
-use super::visibility::visible_tools;
-use crate::deps::Deps;
+mod builtin;
+mod configured;
+mod mcp;
+pub mod pattern;
+mod tool;
+
+pub use builtin::{BuiltinTool, ToolGroup};
+pub use configured::{Approval, ConfiguredRun, ConfiguredTool, Secret, check_name};
+pub use mcp::{McpTool, PREFIX, SEPARATOR, is_valid_exposed_name, split_exposed};
+pub use pattern::{ToolPattern, any_matches, check_type_tools, is_valid_server_name};
+pub use tool::Tool;
+pub(crate) use tool::unknown;
+
 use crate::ports::{McpTools, ToolSpec, WebhookClient};
-use agentd_proto::{AgentRecord, AgentdError};
+use agentd_proto::AgentdError;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -54,7 +70,7 @@ impl ToolCatalogue {
     ) -> Result<Self, AgentdError> {
         let mut configured: Vec<Arc<ConfiguredTool>> = Vec::with_capacity(tools.len());
         for tool in tools {
-            super::check_name(&tool.name)?;
+            check_name(&tool.name)?;
             if configured.iter().any(|t| t.name == tool.name) {
                 return Err(AgentdError::new(
                     agentd_proto::ErrorCode::InvalidArgument,
@@ -74,7 +90,7 @@ impl ToolCatalogue {
     /// Checks a configured tool's name: `^[A-Za-z0-9_-]{1,64}$`, not `mcp__…`, no built-in
     /// tool's.
     pub fn check_name(name: &str) -> Result<(), AgentdError> {
-        super::check_name(name)
+        check_name(name)
     }
 
     /// What calls the webhook tools, if this process has any.
@@ -216,24 +232,6 @@ impl VisibleSpecs {
     pub fn is_current(&self, catalogue: &ToolCatalogue) -> bool {
         self.version == catalogue.version()
     }
-
-    /// Builds them again for `rec` if the catalogue changed since they were built.
-    pub fn refresh(&mut self, rec: &AgentRecord, deps: &Deps) {
-        if !self.is_current(&deps.config.tools) {
-            *self = visible_specs(rec, deps);
-        }
-    }
-}
-
-/// The specs the model is shown for `rec` (shared by every agent of its type that sees the
-/// same tools).
-pub fn visible_specs(rec: &AgentRecord, deps: &Deps) -> VisibleSpecs {
-    let catalogue = &deps.config.tools;
-    let version = catalogue.version();
-    let tools = visible_tools(rec, deps);
-    catalogue.specs_for(version, &rec.agent_type, tools, |tools| {
-        tools.iter().map(|t| t.spec(rec, deps)).collect()
-    })
 }
 
 #[cfg(test)]

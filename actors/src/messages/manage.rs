@@ -1,6 +1,6 @@
-//! The messages a [`ParentRouter`](super::ParentRouter) handles (besides the
-//! [`ChildOutput`](crate::channel_router::messages::ChildOutput)s the channel router passes
-//! on to it).
+//! The Manage tool's messages to a parent's router: [`ManageSend`] routes a message to a
+//! worker's child thread; a sync call then waits for the [`WaitResult`] and may give up with
+//! [`CancelWait`], sent to the [`Wait`]'s own recipient (the tool never names the router's type).
 
 use actix::prelude::*;
 use agentd_proto::{AgentRecord, AgentdError, ManageOptions};
@@ -25,8 +25,19 @@ pub struct Dispatched {
     pub child_id: String,
     /// Whether the child was created by this call.
     pub created: bool,
-    /// In sync mode: the wait id and where the result arrives.
-    pub wait: Option<(u64, oneshot::Receiver<WaitResult>)>,
+    /// In sync mode: the wait, whose result arrives later.
+    pub wait: Option<Wait>,
+}
+
+/// A sync Manage call's wait on its worker's answer.
+#[derive(Debug)]
+pub struct Wait {
+    /// The wait's id at its router.
+    pub id: u64,
+    /// Where the result arrives.
+    pub result: oneshot::Receiver<WaitResult>,
+    /// Who gives the wait up (the router that holds it).
+    pub cancel: Recipient<CancelWait>,
 }
 
 /// Route a Manage message to a worker's child thread (get-or-create by alias).
