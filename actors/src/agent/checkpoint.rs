@@ -3,6 +3,7 @@
 
 use super::AgentActor;
 use super::activity::Timer;
+use super::control::ItsItem;
 use super::messages::{RestoreCheckpoint, TakeCheckpoint};
 use actix::prelude::*;
 use agentd_proto::{AgentRecord, AgentStatus, AgentdError, CheckpointReason, Event};
@@ -58,7 +59,7 @@ impl Handler<RestoreCheckpoint> for AgentActor {
     ) -> Self::Result {
         // What runs or waits now is dropped (marked done); the checkpoint's pending items
         // replace it.
-        self.abort_turn(true, ctx);
+        self.abort_turn(ItsItem::Done, ctx);
         self.drop_queue(ctx);
         self.end_hold(Timer::Cancel, ctx);
         self.thread = None;

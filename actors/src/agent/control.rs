@@ -16,6 +16,25 @@ use agentd_proto::{
 use std::sync::Arc;
 use uuid::Uuid;
 
+/// What becomes of the item of a turn ended early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ItsItem {
+    /// Marked done in the durable inbox: the turn does not run again (an interrupt, a cancel,
+    /// a terminate, a restore, a close).
+    Done,
+    /// Left pending there: the turn runs again on the agent's next activation (a shutdown).
+    Pending,
+}
+
+/// What becomes of the dependents' watches when the queue is emptied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Watches {
+    /// Taken with the rest (the agent is closed: its dependents are told by the supervisor).
+    Take,
+    /// Parked until a later success reaches them (see [`super::queue`]).
+    Park,
+}
+
 /// What records a turn ended early: a result for each call it left open, then a marker entry
 /// before whatever the agent handles next.
 pub(super) struct Interruption {
@@ -112,9 +131,9 @@ impl AgentActor {
                 } else {
                     // Seed 001: always checkpoint before terminating.
                     self.checkpoint(CheckpointReason::Auto, "terminate", ctx);
-                    let interruption = match self.abort_turn(true, ctx) {
+                    let interruption = match self.abort_turn(ItsItem::Done, ctx) {
                         Some(i) => Some(i),
-                        None => self.end_tool_wait(true, ctx),
+                        None => self.end_tool_wait(ItsItem::Done, ctx),
                     };
                     if let Some(interruption) = interruption {
                         self.write_entries_later(interruption.closings, ctx);
@@ -203,21 +222,12 @@ impl AgentActor {
         self.run(start, Some("resumed".into()), ctx)
     }
 
-    /// Gives the turn slot back, or withdraws a request for one.
-    pub(super) fn release_permit(&self) {
-        if let Some(scheduler) = &self.system.scheduler
-            && self.activity.involves_scheduler()
-        {
-            scheduler.do_send(crate::scheduler::Release(self.rec.id.clone()));
-        }
-    }
-
-    /// Aborts the running turn (its persisted output stays) and marks its item done if
-    /// `mark_done`. Answers what records the interruption (the caller writes what it keeps of
-    /// it), or `None` if no turn ran.
+    /// Aborts the running turn (its persisted output stays), leaving its item as `item` says.
+    /// Answers what records the interruption (the caller writes what it keeps of it), or `None`
+    /// if no turn ran.
     pub(super) fn abort_turn(
         &mut self,
-        mark_done: bool,
+        item: ItsItem,
         ctx: &mut Context<Self>,
     ) -> Option<Interruption> {
         self.activity.running()?;
@@ -234,7 +244,7 @@ impl AgentActor {
         if turn.restart_backend_after {
             self.deps().model.control(&self.rec.id, Control::Terminate);
         }
-        if mark_done {
+        if item == ItsItem::Done {
             self.done(turn.input.map(|e| e.id), ctx);
         }
         let at_ms = self.deps().clock.now_ms();
@@ -248,9 +258,9 @@ impl AgentActor {
     /// Aborts the running turn and writes the interruption (its open calls closed, then the
     /// marker) before the next message.
     pub(super) fn interrupt_turn(&mut self, ctx: &mut Context<Self>) {
-        let interruption = match self.abort_turn(true, ctx) {
+        let interruption = match self.abort_turn(ItsItem::Done, ctx) {
             Some(i) => Some(i),
-            None => self.end_tool_wait(true, ctx),
+            None => self.end_tool_wait(ItsItem::Done, ctx),
         };
         let Some(interruption) = interruption else {
             return;
@@ -270,19 +280,17 @@ impl AgentActor {
     /// Drops every queued item (cancel, terminate, restore, a failed dependency), marking them
     /// done; dependents' watches are parked instead (see [`super::queue`]).
     pub(super) fn drop_queue(&mut self, ctx: &mut Context<Self>) {
-        for id in self.take_queue(false) {
+        for id in self.take_queue(Watches::Park) {
             self.done(Some(id), ctx);
         }
     }
 
-    /// Empties the queue (its watches too if `watches`, else they are parked), the item waiting
-    /// for a slot and a paused turn's item; answers their ids for the caller to mark done in
-    /// the durable inbox.
-    fn take_queue(&mut self, watches: bool) -> Vec<Uuid> {
-        let mut ids = if watches {
-            self.queue.take_all()
-        } else {
-            self.queue.take_all_but_watches()
+    /// Empties the queue (its watches as `watches` says), the item waiting for a slot and a
+    /// paused turn's item; answers their ids for the caller to mark done in the durable inbox.
+    fn take_queue(&mut self, watches: Watches) -> Vec<Uuid> {
+        let mut ids = match watches {
+            Watches::Take => self.queue.take_all(),
+            Watches::Park => self.queue.take_all_but_watches(),
         };
         if matches!(self.activity, Activity::AwaitingPermit(_)) {
             self.release_permit();
@@ -352,13 +360,13 @@ impl Handler<StopAgent> for AgentActor {
         // A shutdown leaves the turn's calls open: the turn runs again on re-activation and
         // answers them (a service call it waits for stays open in the store).
         let usage_before = self.rec.usage;
-        let interruption = match self.abort_turn(false, ctx) {
+        let interruption = match self.abort_turn(ItsItem::Pending, ctx) {
             Some(i) => Some(i).filter(|_| closing),
             None if closing => {
                 if let Activity::WaitingTool(w) = &self.activity {
                     dropped.extend(w.input.as_ref().map(|e| e.id));
                 }
-                self.end_tool_wait(false, ctx)
+                self.end_tool_wait(ItsItem::Pending, ctx)
             }
             None => None,
         };
@@ -367,7 +375,7 @@ impl Handler<StopAgent> for AgentActor {
         let spent = self.rec.usage != usage_before;
         if closing {
             // A closed root or worker meets its dependents (the supervisor tells them).
-            dropped.extend(self.take_queue(true));
+            dropped.extend(self.take_queue(Watches::Take));
         } else {
             self.queue.forget_queued();
         }

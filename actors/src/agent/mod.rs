@@ -14,6 +14,8 @@
 //! | [`status`] | status transitions, persisted and published, with their automatic checkpoints |
 //! | [`delivery`] | taking envelopes: the durable push, duplicates, controls |
 //! | [`start`] | deciding what runs next (`pump`) and starting turns |
+//! | [`permit`] | turn slots of the scheduler: the grant of one, giving one back |
+//! | [`progress`] | what a running turn reports: its step, its usage |
 //! | [`outcome`] | a turn's end, one function per outcome |
 //! | [`relay`] | forwards a parent passes on without a turn (`async_forward = "relay"`) |
 //! | [`dependencies`] | waiting for `depends_on`; the watches of dependents in this agent's inbox |
@@ -41,7 +43,9 @@ mod dependencies;
 pub(crate) mod messages;
 mod outcome;
 mod passivate;
+mod permit;
 mod persist;
+mod progress;
 mod queue;
 mod relay;
 mod start;

@@ -6,12 +6,11 @@
 //! scheduler when turn slots are limited.
 
 use super::AgentActor;
-use super::activity::{Activity, PendingStart, RunningTurn, Slot, TurnStart};
+use super::activity::{Activity, RunningTurn, Slot, TurnStart};
 use super::budget::UsageMeters;
 use crate::ports::StoreWrite;
-use crate::scheduler::Permit;
 use crate::tools::ToolContext;
-use crate::turn::{Step, TurnProgress};
+use crate::turn::Step;
 use crate::turn::{Turn, TurnInput, TurnShared};
 use actix::prelude::*;
 use agentd_proto::ids::derived_id;
@@ -54,7 +53,7 @@ pub(super) struct Prestart {
 /// Whether the writes that start a turn (its input entry, the `running` record) are still to
 /// be made, or went with its item's push already.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum StartWrites {
+pub(super) enum StartWrites {
     /// Still to be made: they go with the actor's next flush.
     Fresh,
     /// Written with the item's push ([`AgentActor::turn_start_writes`]).
@@ -206,7 +205,7 @@ impl AgentActor {
 
     /// Starts the turn of `env` now. `writes`: whether the turn's start (input entry, `running`
     /// record) went with the item's push already. `slot`: whether the scheduler granted one.
-    fn begin(
+    pub(super) fn begin(
         &mut self,
         env: Envelope,
         input: TurnInput,
@@ -250,13 +249,12 @@ impl AgentActor {
             }
             self.deps().model.conversation_replaced(&self.rec.id);
         }
-        let written = writes == StartWrites::Written;
-        if written {
+        if writes == StartWrites::Written {
             // The `running` record went with the item's push.
             self.writes.record_written();
         }
         let input_written = match &input {
-            TurnInput::Message(entry) => Some(self.write_input(Arc::clone(entry), written, ctx)),
+            TurnInput::Message(entry) => Some(self.write_input(Arc::clone(entry), writes, ctx)),
             _ => None,
         };
         let start = TurnStart {
@@ -273,13 +271,14 @@ impl AgentActor {
     }
 
     /// The input entry goes into the thread with the `running` record, in one batch (or went
-    /// with the item's push already, if `written`); answers the flag the turn reads to know.
+    /// with the item's push already: `writes`); answers the flag the turn reads to know.
     fn write_input(
         &mut self,
         entry: Arc<ThreadEntry>,
-        written: bool,
+        writes: StartWrites,
         ctx: &mut Context<Self>,
     ) -> Arc<AtomicBool> {
+        let written = writes == StartWrites::Written;
         let flag = Arc::new(AtomicBool::new(written));
         if !written {
             self.writes.watch_input(flag.clone());
@@ -382,43 +381,5 @@ impl AgentActor {
             restart_backend_after: false,
             step,
         }
-    }
-}
-
-impl Handler<TurnProgress> for AgentActor {
-    type Result = ();
-
-    fn handle(&mut self, progress: TurnProgress, ctx: &mut Self::Context) {
-        match progress {
-            TurnProgress::Usage { usage, step } => self.usage_reported(usage, step, ctx),
-            TurnProgress::Doing { cause, doing } => {
-                if let Some(turn) = self.activity.running_mut()
-                    && turn.cause == cause
-                {
-                    turn.step = doing;
-                }
-            }
-        }
-        self.check_activity();
-    }
-}
-
-impl Handler<Permit> for AgentActor {
-    type Result = ();
-
-    fn handle(&mut self, _: Permit, ctx: &mut Self::Context) {
-        match self.take_pending_start() {
-            Some(pending) => {
-                let PendingStart { env, input } = *pending;
-                self.begin(env, input, StartWrites::Fresh, Slot::Held, ctx);
-            }
-            None => {
-                // Nothing waits for it any more: the slot goes back.
-                if let Some(scheduler) = &self.system.scheduler {
-                    scheduler.do_send(crate::scheduler::Release(self.rec.id.clone()));
-                }
-            }
-        }
-        self.check_activity();
     }
 }

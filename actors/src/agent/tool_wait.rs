@@ -10,7 +10,7 @@
 
 use super::AgentActor;
 use super::activity::{Activity, Slot, ToolWait, TurnStart};
-use super::control::Interruption;
+use super::control::{Interruption, ItsItem};
 use super::messages::{AnswerToolCall, DecideToolCall};
 use crate::ports::ToolCallClosing;
 use crate::tools::service;
@@ -206,17 +206,17 @@ impl AgentActor {
 
     /// Ends a wait for service calls early (interrupt, cancel, terminate, close): the open
     /// calls are closed as cancelled, each call of the step gets its `interrupted` result, and
-    /// the item is marked done if `mark_done`. `None` if the agent was not waiting.
+    /// the item is left as `item` says. `None` if the agent was not waiting.
     pub(super) fn end_tool_wait(
         &mut self,
-        mark_done: bool,
+        item: ItsItem,
         ctx: &mut Context<Self>,
     ) -> Option<Interruption> {
         let w = self.take_tool_wait()?;
         if let Some(timer) = w.deadline {
             ctx.cancel_future(timer);
         }
-        if mark_done {
+        if item == ItsItem::Done {
             self.done(w.input.map(|e| e.id), ctx);
         }
         let at_ms = self.deps().clock.now_ms();
