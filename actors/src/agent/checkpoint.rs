@@ -59,7 +59,11 @@ impl Handler<RestoreCheckpoint> for AgentActor {
     ) -> Self::Result {
         // What runs or waits now is dropped (marked done); the checkpoint's pending items
         // replace it.
-        self.abort_turn(ItsItem::Done, ctx);
+        // A turn waiting for its service calls is dropped too (its calls cancelled): left
+        // waiting, it would hold the restored items back for good.
+        if self.abort_turn(ItsItem::Done, ctx).is_none() {
+            self.end_tool_wait(ItsItem::Done, ctx);
+        }
         self.drop_queue(ctx);
         self.end_hold(Timer::Cancel, ctx);
         self.thread = None;
