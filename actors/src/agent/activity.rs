@@ -160,7 +160,7 @@ impl Activity {
         }
     }
 
-    /// Whether envelope `id` is the item this phase runs or holds.
+    /// Whether envelope `id` is the item this activity runs or holds.
     pub(super) fn holds(&self, id: Uuid) -> bool {
         match self {
             Activity::AwaitingPermit(p) => p.env.id == id,
@@ -239,8 +239,9 @@ impl Activity {
     }
 }
 
-/// Whether `status` says a turn is under way: only the `Running` and `WaitingTool` activities
-/// show these (and `Idle` right after an activation).
+/// Whether `status` says a turn is under way: shown by the activities of a turn (`Running`,
+/// `WaitingTool`; `HoldingForRetry` after an unreachable store), and by `Idle` only right after
+/// an activation.
 fn shows_a_turn_under_way(status: AgentStatus) -> bool {
     matches!(
         status,
