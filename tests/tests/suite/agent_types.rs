@@ -38,7 +38,10 @@ text = "lead heard: {{input}}"
 #[actix_rt::test]
 async fn a_spawn_that_names_no_type_starts_the_built_in_subagent() {
     let types = agentd::builtin::load_agent_types(None).unwrap();
-    let sys = start_simple(DELEGATING_LEAD, types.iter().cloned().collect());
+    let sys = TestSystem::builder()
+        .script(DELEGATING_LEAD)
+        .types(types.iter().cloned().collect())
+        .start();
     let lead = sys.root("lead", Some("delegate two errands")).await;
     let children = || async {
         sys.system

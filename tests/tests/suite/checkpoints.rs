@@ -4,7 +4,7 @@
 //! work and environment.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_proto::{AgentStatus, CheckpointReason, Command, Control, ManageOptions, Role};
+use agentd_proto::{AgentStatus, CheckpointReason, Command, Control, Role};
 use agentd_tests::*;
 use std::collections::BTreeMap;
 
@@ -34,14 +34,9 @@ error = "the model broke"
 text = "ok: {{input}}"
 "#;
 
-fn types() -> Vec<agentd_actors::AgentType> {
-    let mut types = default_types(ManageOptions::default());
-    for t in &mut types {
-        if t.name == "plain" {
-            t.phases = Some(4);
-        }
-    }
-    types
+/// [`cast`] with `plain` working in four phases.
+fn phased_cast() -> Vec<agentd_actors::AgentType> {
+    cast().edited("plain", |t| t.phases = Some(4))
 }
 
 fn reasons(list: &[agentd_proto::Checkpoint]) -> Vec<(CheckpointReason, String)> {
@@ -50,7 +45,10 @@ fn reasons(list: &[agentd_proto::Checkpoint]) -> Vec<(CheckpointReason, String)>
 
 #[actix_rt::test]
 async fn phase_completion_takes_a_checkpoint_with_phase_and_progress() {
-    let sys = start_simple(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(phased_cast())
+        .start();
     let a = sys.root("plain", Some("phase one")).await;
     wait_until("phase checkpoint", || async {
         !sys.system.checkpoints(&a.id).await.unwrap().is_empty()
@@ -72,7 +70,12 @@ async fn phase_completion_takes_a_checkpoint_with_phase_and_progress() {
 
 #[actix_rt::test]
 async fn pause_rate_limit_error_and_terminate_each_take_one() {
-    let (sys, clock) = start_manual(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(phased_cast())
+        .manual_clock()
+        .start();
+    let clock = sys.manual_clock();
     let a = sys.root("plain", None).await;
     sys.system.control(&a.id, Control::Pause).await.unwrap();
     sys.system.send(&a.id, "limited work", false).await.unwrap();
@@ -117,7 +120,10 @@ async fn pause_rate_limit_error_and_terminate_each_take_one() {
 
 #[actix_rt::test]
 async fn a_manual_checkpoint_restores_conversation_phase_and_environment_exactly() {
-    let sys = start_simple(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(phased_cast())
+        .start();
     let a = sys
         .system
         .spawn(agentd_proto::SpawnRequest {
@@ -165,7 +171,12 @@ async fn a_manual_checkpoint_restores_conversation_phase_and_environment_exactly
 
 #[actix_rt::test]
 async fn restoring_a_rate_limit_checkpoint_runs_its_pending_turn_once() {
-    let (sys, clock) = start_manual(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(phased_cast())
+        .manual_clock()
+        .start();
+    let clock = sys.manual_clock();
     let a = sys.root("plain", Some("limited run")).await;
     sys.wait_for_status(&a.id, AgentStatus::WaitingRateLimit)
         .await;
@@ -192,7 +203,11 @@ async fn restoring_a_rate_limit_checkpoint_runs_its_pending_turn_once() {
 
 #[actix_rt::test]
 async fn old_checkpoints_are_pruned_and_unknown_ones_are_refused() {
-    let sys = start_simple_with(SCRIPT, types(), |c| c.checkpoints_keep = 2);
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(phased_cast())
+        .config(|c| c.checkpoints_keep = 2)
+        .start();
     let a = sys.root("plain", None).await;
     for _ in 0..4 {
         sys.system.checkpoint(&a.id).await.unwrap();
@@ -244,11 +259,10 @@ text = "ok: {{input}}"
 /// brings the dropped history back, and nothing compacts it again.
 #[actix_rt::test]
 async fn agent_compact_checkpoints_the_whole_thread_first_and_logs_the_sizes() {
-    let sys = start_simple_with(
-        COMPACTING_LEAD,
-        default_types(ManageOptions::default()),
-        |c| c.limits.compact_keep_recent = 2,
-    );
+    let sys = TestSystem::builder()
+        .script(COMPACTING_LEAD)
+        .config(|c| c.limits.compact_keep_recent = 2)
+        .start();
     let lead = sys.root("lead", None).await;
     // Early messages long enough that their summary is shorter.
     let long = |m: &str| format!("{m} {}", "and some detail ".repeat(20));

@@ -23,7 +23,7 @@ use agentd_tests::*;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The CLI of `tests/claude` (pinned by its package-lock.json).
 fn claude() -> PathBuf {
@@ -122,10 +122,15 @@ fn cli_system(store: Arc<dyn ThreadStore>, home: &std::path::Path, timeout: Dura
     .unwrap();
     let claude: Arc<dyn ModelClient> = backend.clone();
     let model = ModelRouter::new(Arc::new(script)).with("claude", claude);
-    let sys = start_with_model(Arc::new(model), types, store, Arc::new(SystemClock), |c| {
-        c.providers.insert("claude".into());
-        c.limits.compact_keep_recent = 1;
-    });
+    let sys = TestSystem::builder()
+        .model(Arc::new(model))
+        .types(types)
+        .store(store)
+        .config(|c| {
+            c.providers.insert("claude".into());
+            c.limits.compact_keep_recent = 1;
+        })
+        .start();
     Cli { sys, backend }
 }
 
@@ -186,14 +191,14 @@ async fn spawn_under(
 /// Waits (up to 30 s: the CLI starts in about a second) for an assistant entry containing
 /// `text`.
 async fn answer(sys: &TestSystem, id: &str, text: &str) -> Vec<agentd_proto::ThreadEntry> {
-    let start = Instant::now();
-    loop {
+    let what = format!("an answer containing {text:?}");
+    eventually(Duration::from_secs(30), &what, || async {
         let thread = sys.thread(id).await;
         if thread
             .iter()
             .any(|e| e.role == Role::Assistant && e.text.contains(text))
         {
-            return thread;
+            return Ok(thread);
         }
         let rec = sys.record(id).await;
         assert!(
@@ -201,13 +206,9 @@ async fn answer(sys: &TestSystem, id: &str, text: &str) -> Vec<agentd_proto::Thr
             "the agent failed: {:?}",
             rec.last_error
         );
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no answer containing {text:?} (last error {:?}): {thread:?}",
-            rec.last_error
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        Err(format!("last error {:?}: {thread:?}", rec.last_error))
+    })
+    .await
 }
 
 fn state_of(pid: u32) -> Option<char> {
@@ -216,14 +217,7 @@ fn state_of(pid: u32) -> Option<char> {
 }
 
 async fn wait_long(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually(Duration::from_secs(30), what, || std::future::ready(cond())).await
 }
 
 #[actix_rt::test]
@@ -277,15 +271,19 @@ async fn a_turn_lands_in_the_thread_and_inspect_and_a_follow_up_continues_the_se
     let calls = ep.turns().len();
     cli.sys.system.post(&id, InboxItem::Compact).await.unwrap();
     wait_long("the CLI's summary call", || ep.turns().len() > calls).await;
-    let start = Instant::now();
-    let thread = loop {
-        let thread = cli.sys.thread(&id).await;
-        if thread.len() == 2 {
-            break thread;
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "{thread:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let thread = eventually(
+        Duration::from_secs(30),
+        "a thread of two entries",
+        || async {
+            let thread = cli.sys.thread(&id).await;
+            if thread.len() == 2 {
+                Ok(thread)
+            } else {
+                Err(format!("{thread:?}"))
+            }
+        },
+    )
+    .await;
     assert!(
         thread[0]
             .text
@@ -571,20 +569,16 @@ async fn a_usage_limit_waits_until_the_reset_the_cli_reports() {
         .await
         .expect("spawn")
         .id;
-    let start = Instant::now();
-    let rec = loop {
+    let rec = eventually(Duration::from_secs(30), "waiting_rate_limit", || async {
         let rec = cli.sys.record(&id).await;
         if rec.status == AgentStatus::WaitingRateLimit {
-            break rec;
+            return Ok(rec);
         }
-        assert!(
-            rec.status != AgentStatus::Failed && start.elapsed() < Duration::from_secs(30),
-            "{:?} {:?}",
-            rec.status,
-            rec.last_error
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+        let shown = format!("{:?} {:?}", rec.status, rec.last_error);
+        assert!(rec.status != AgentStatus::Failed, "{shown}");
+        Err(shown)
+    })
+    .await;
     assert!(!ep.turns().is_empty(), "the CLI called the endpoint");
     let resume_at = rec.resume_at_ms.expect("a resume time");
     let reset_ms = in_an_hour * 1000;

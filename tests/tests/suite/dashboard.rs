@@ -15,9 +15,9 @@
 //! `scripts/test.sh` installs them. Missing ones fail the test with the fix, never skip it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_tests::AgentdProcess;
 use agentd_tests::process::bin_dir;
 use agentd_tests::streaming_provider::{StreamingProvider, openai_text};
+use agentd_tests::{AgentdProcess, eventually_blocking};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -123,15 +123,8 @@ fn spawn(p: &AgentdProcess, body: Value) -> String {
     v["agent_id"].as_str().unwrap().to_string()
 }
 
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(30));
-    }
+fn wait_until(what: &str, cond: impl FnMut() -> bool) {
+    eventually_blocking(Duration::from_secs(20), what, cond)
 }
 
 /// Node, chromium and playwright-core, or a panic that says how to get them.

@@ -9,8 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_proto::{
-    AgentStatus, Control, ErrorCode, Event, ManageOptions, OnDependencyFailure, QueueState, Role,
-    SpawnRequest,
+    AgentStatus, Control, ErrorCode, Event, OnDependencyFailure, QueueState, Role, SpawnRequest,
 };
 use agentd_tests::*;
 use serde_json::json;
@@ -37,22 +36,16 @@ text = "done"
 text = "ok: {{input}}"
 "#;
 
-fn types() -> Vec<agentd_actors::AgentType> {
-    default_types(ManageOptions::default())
-}
-
 /// Spawns a `plain` root that depends on `deps`, with `prompt` as its first message.
 async fn dependent(sys: &TestSystem, deps: &[&str], prompt: &str) -> String {
-    sys.system
-        .spawn(SpawnRequest {
-            agent_type: Some("plain".into()),
-            prompt: Some(prompt.into()),
-            depends_on: deps.iter().map(|d| d.to_string()).collect(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .id
+    sys.spawn(SpawnRequest {
+        agent_type: Some("plain".into()),
+        prompt: Some(prompt.into()),
+        depends_on: deps.iter().map(|d| d.to_string()).collect(),
+        ..Default::default()
+    })
+    .await
+    .id
 }
 
 /// Whether `id`'s thread has a model answer.
@@ -71,7 +64,8 @@ async fn busy_worker(sys: &TestSystem, lead: &str, message: &str) -> String {
 
 #[actix_rt::test]
 async fn a_root_is_met_once_it_has_handled_what_was_queued_when_the_dependent_was_spawned() {
-    let (sys, clock) = start_manual(SCRIPT, types());
+    let sys = TestSystem::builder().script(SCRIPT).manual_clock().start();
+    let clock = sys.manual_clock();
     // An idle root with nothing queued is met at once.
     let idle = sys.root("plain", None).await;
     let d0 = dependent(&sys, &[&idle.id], "after the idle one").await;
@@ -154,7 +148,8 @@ async fn a_root_is_met_once_it_has_handled_what_was_queued_when_the_dependent_wa
 
 #[actix_rt::test]
 async fn a_manage_worker_is_met_once_it_has_handled_its_queued_work() {
-    let (sys, clock) = start_manual(SCRIPT, types());
+    let sys = TestSystem::builder().script(SCRIPT).manual_clock().start();
+    let clock = sys.manual_clock();
     let lead = sys.root("lead", None).await;
     let worker = busy_worker(&sys, &lead.id, "slow job").await;
     wait_until("the worker running", || async { clock.sleepers() == 1 }).await;
@@ -219,9 +214,12 @@ async fn every_failure_of(kind: Kind) {
             Failure::Deleted,
         ] {
             let case = format!("{kind:?} {failure:?} under {policy}");
-            let (sys, clock) = start_manual_with(SCRIPT, types(), |c| {
-                c.limits.on_dependency_failure = policy.into()
-            });
+            let sys = TestSystem::builder()
+                .script(SCRIPT)
+                .manual_clock()
+                .config(|c| c.limits.on_dependency_failure = policy.into())
+                .start();
+            let clock = sys.manual_clock();
             let mut events = sys.events();
             let lead = sys.root("lead", None).await;
             let work = if failure == Failure::Failed {
@@ -312,7 +310,8 @@ async fn a_failing_sub_agent_fails_or_holds_its_dependents() {
 
 #[actix_rt::test]
 async fn an_agent_waiting_for_depends_on_takes_no_provided_value() {
-    let (sys, clock) = start_manual(SCRIPT, types());
+    let sys = TestSystem::builder().script(SCRIPT).manual_clock().start();
+    let clock = sys.manual_clock();
     let root = sys.root("plain", Some("slow job")).await;
     wait_until("the root busy", || async { clock.sleepers() == 1 }).await;
     let d = dependent(&sys, &[&root.id], "after it").await;
@@ -345,7 +344,11 @@ async fn an_agent_waiting_for_depends_on_takes_no_provided_value() {
 async fn a_dependent_stopped_while_it_waits_shows_its_stored_work_and_runs_after_recovery() {
     let store: Arc<dyn agentd_actors::ThreadStore> = Arc::new(agentd_store::MemoryStore::new());
     let clock = agentd_actors::ManualClock::new(1_000_000);
-    let first = start(SCRIPT, types(), store.clone(), Arc::new(clock.clone()));
+    let first = TestSystem::builder()
+        .script(SCRIPT)
+        .store(store.clone())
+        .clock(Arc::new(clock.clone()))
+        .start();
     let root = first.root("plain", Some("slow first")).await;
     wait_until("the root busy", || async { clock.sleepers() == 1 }).await;
     first
@@ -360,7 +363,11 @@ async fn a_dependent_stopped_while_it_waits_shows_its_stored_work_and_runs_after
     first.system.shutdown().await;
 
     let clock = agentd_actors::ManualClock::new(1_000_000);
-    let second = start(SCRIPT, types(), store.clone(), Arc::new(clock.clone()));
+    let second = TestSystem::builder()
+        .script(SCRIPT)
+        .store(store.clone())
+        .clock(Arc::new(clock.clone()))
+        .start();
     // Not activated yet: what it shows is what its durable inbox holds, as the queue says.
     let view = second.system.inspect(&d).await.unwrap();
     assert_eq!(view.live.live, Some(false));
@@ -491,9 +498,12 @@ async fn a_spawn_s_on_dependency_failure_goes_before_the_limit() {
                 "the facade"
             };
             let case = format!("{chosen:?} under {limit}, through {door}");
-            let (sys, clock) = start_manual_with(SCRIPT, types(), |c| {
-                c.limits.on_dependency_failure = limit.into()
-            });
+            let sys = TestSystem::builder()
+                .script(SCRIPT)
+                .manual_clock()
+                .config(|c| c.limits.on_dependency_failure = limit.into())
+                .start();
+            let clock = sys.manual_clock();
             let mut events = sys.events();
             let dep = sys.root("plain", Some("slow job")).await.id;
             wait_until(&format!("{case}: the dependency busy"), || async {

@@ -11,13 +11,10 @@
 //! summary, even where the part it summarises ends with the model's own answer.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_actors::SystemClock;
 use agentd_proto::{AgentStatus, AsyncForward, InboxItem, ManageOptions, Role};
-use agentd_store::MemoryStore;
 use agentd_tests::strict_provider::last_text_of;
 use agentd_tests::*;
 use serde_json::Value;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// The worker's answer as the lead hears it.
@@ -67,13 +64,11 @@ async fn lead_after_one_exchange(dialect: Dialect, forward: AsyncForward) -> Sce
         async_forward: forward,
         ..ManageOptions::default()
     });
-    let sys = start_with_model(
-        model,
-        types,
-        Arc::new(MemoryStore::new()),
-        Arc::new(SystemClock),
-        |c| c.limits.compact_keep_recent = 2,
-    );
+    let sys = TestSystem::builder()
+        .model(model)
+        .types(types)
+        .config(|c| c.limits.compact_keep_recent = 2)
+        .start();
     let lead = sys.root("lead", Some("hello")).await.id;
     sys.wait_for_entry(&lead, Role::Assistant, "lead ok").await;
     sys.wait_for_status(&lead, AgentStatus::Idle).await;

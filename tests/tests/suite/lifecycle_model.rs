@@ -8,7 +8,7 @@
 //! to either shows here.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_proto::{AgentStatus, Control, ManageOptions, Role};
+use agentd_proto::{AgentStatus, Control, Role};
 use agentd_tests::*;
 use proptest::prelude::*;
 
@@ -346,7 +346,7 @@ proptest! {
     #[test]
     fn persisted_status_follows_the_model(ops in proptest::collection::vec(op(), 1..14)) {
         actix_rt::System::new().block_on(async {
-            let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
+            let sys = TestSystem::builder().script(SCRIPT).start();
             let a = sys.root("plain", None).await;
             let mut model = Model { status: AgentStatus::Idle, answered: 0, held: 0 };
             for (step, op) in ops.iter().enumerate() {

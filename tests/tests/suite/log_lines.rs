@@ -7,9 +7,10 @@
 
 use agentd_tests::mcp::node_server;
 use agentd_tests::scripted_files::{CLERK, CLERK_SCRIPT, lookup_order, scripted_deployment};
-use agentd_tests::{AgentdProcess, RedisServer};
+use agentd_tests::{AgentdProcess, RedisServer, eventually_blocking};
 use serde_json::{Value, json};
 use std::process::Command;
+use std::time::Duration;
 
 /// A worker's reply to call `call_id` on `agentd:tool_replies`.
 fn reply(con: &mut redis::Connection, call_id: &str, result: Value) {
@@ -57,26 +58,17 @@ fn on_redis_the_store_is_named_redis_one_line_says_the_partitions_drained_and_a_
     // A call of the service tool, answered twice (delivery to workers is at least once).
     let clerk = p.spawn("clerk", "order A-1");
     let mut con = redis.client();
-    let call_id = {
-        let start = std::time::Instant::now();
-        loop {
-            let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-                .arg("agentd:tools:lookup_order")
-                .arg("-")
-                .arg("+")
-                .query(&mut con)
-                .unwrap();
-            if let Some(m) = reply.ids.first().and_then(|id| id.get::<Vec<u8>>("m")) {
-                let call: Value = rmp_serde::from_slice(&m).unwrap();
-                break call["item"]["call_id"].as_str().unwrap().to_string();
-            }
-            assert!(
-                start.elapsed().as_secs() < 20,
-                "the call was never published"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    };
+    let call_id = eventually_blocking(Duration::from_secs(20), "the call to be published", || {
+        let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+            .arg("agentd:tools:lookup_order")
+            .arg("-")
+            .arg("+")
+            .query(&mut con)
+            .unwrap();
+        let m = reply.ids.first().and_then(|id| id.get::<Vec<u8>>("m"))?;
+        let call: Value = rmp_serde::from_slice(&m).unwrap();
+        Some(call["item"]["call_id"].as_str().unwrap().to_string())
+    });
     reply(&mut con, &call_id, json!({"status": "shipped"}));
     p.wait_for("the answer", |p| {
         p.texts(&clerk).iter().any(|t| t.starts_with("Result: "))

@@ -63,10 +63,6 @@ text = "qa checked: {{input}}"
 "#
 );
 
-fn types() -> Vec<agentd_actors::AgentType> {
-    ops_with_clock(ManageOptions::default())
-}
-
 async fn manage(
     sys: &TestSystem,
     caller: &str,
@@ -87,7 +83,10 @@ async fn check_status(sys: &TestSystem, caller: &str) -> Value {
 
 #[actix_rt::test]
 async fn a_root_turn_calls_manage_sync_and_gets_the_answer_as_tool_result() {
-    let sys = start_simple(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(ops_with_clock(ManageOptions::default()))
+        .start();
     let lead = sys.root("lead", Some("please delegate this")).await;
     let thread = sys
         .wait_for_entry(&lead.id, Role::Assistant, "Tool said")
@@ -117,7 +116,10 @@ async fn a_root_turn_calls_manage_sync_and_gets_the_answer_as_tool_result() {
 
 #[actix_rt::test]
 async fn two_workers_two_aliases_same_alias_same_child_and_check_status() {
-    let sys = start_simple(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(ops_with_clock(ManageOptions::default()))
+        .start();
     let lead = sys.root("lead", None).await;
     let a = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "  Ops ", "message": "first", "threadAlias": "a1"})).await.unwrap();
     let b = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "QA", "message": "check it", "threadAlias": "b1"})).await.unwrap();
@@ -181,7 +183,10 @@ async fn two_workers_two_aliases_same_alias_same_child_and_check_status() {
 /// of the alias's last child is only a guess: the store decides.
 #[actix_rt::test]
 async fn an_alias_follows_its_child_through_deletion_and_a_missing_spawn() {
-    let sys = start_simple(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(ops_with_clock(ManageOptions::default()))
+        .start();
     let lead = sys.root("lead", None).await;
     let send = |text: &str| json!({"command": "send_message", "worker": "Ops", "message": text, "threadAlias": "w"});
     let first = manage(&sys, &lead.id, send("one")).await.unwrap();
@@ -229,12 +234,11 @@ async fn an_alias_follows_its_child_through_deletion_and_a_missing_spawn() {
 #[actix_rt::test]
 async fn a_known_alias_is_sent_to_without_a_store_look_up() {
     let store = Arc::new(failing_store::FailingWrites::default());
-    let sys = start(
-        SCRIPT,
-        types(),
-        store.clone(),
-        Arc::new(agentd_actors::SystemClock),
-    );
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(ops_with_clock(ManageOptions::default()))
+        .store(store.clone())
+        .start();
     let lead = sys.root("lead", None).await;
     let send = |text: &str, alias: &str| json!({"command": "send_message", "worker": "Ops", "message": text, "threadAlias": alias});
     for (i, alias) in ["w", "w", "v", "w", "v"].into_iter().enumerate() {
@@ -248,7 +252,10 @@ async fn a_known_alias_is_sent_to_without_a_store_look_up() {
 
 #[actix_rt::test]
 async fn sync_max_messages_collects_several_assistant_messages() {
-    let sys = start_simple(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(ops_with_clock(ManageOptions::default()))
+        .start();
     let lead = sys.root("lead", None).await;
     let r = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "Ops", "message": "two answers please", "threadAlias": "m", "syncMaxMessages": 2})).await.unwrap();
     assert_eq!(r["status"], "ok");
@@ -257,7 +264,10 @@ async fn sync_max_messages_collects_several_assistant_messages() {
 
 #[actix_rt::test]
 async fn async_mode_forwards_the_reply_to_the_parent_as_user_input_with_prefix() {
-    let sys = start_simple(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(ops_with_clock(ManageOptions::default()))
+        .start();
     let mut events = sys.events();
     let lead = sys.root("lead", Some("go async")).await;
     let thread = sys
@@ -296,7 +306,10 @@ async fn async_prefix_and_correlation_are_configurable() {
         show_correlation_in_output: true,
         ..Default::default()
     };
-    let sys = start_simple(SCRIPT, default_types(opts));
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(default_types(opts))
+        .start();
     let lead = sys.root("lead", None).await;
     let r = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "QA", "message": "hello", "threadAlias": "corr"})).await.unwrap();
     assert_eq!(r["status"], "sent");
@@ -308,7 +321,12 @@ async fn async_prefix_and_correlation_are_configurable() {
 
 #[actix_rt::test]
 async fn the_sync_wait_defaults_to_15000_ms_then_times_out_and_keeps_the_late_reply() {
-    let (sys, clock) = start_manual(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(ops_with_clock(ManageOptions::default()))
+        .manual_clock()
+        .start();
+    let clock = sys.manual_clock();
     let lead = sys.root("lead", None).await;
     let s2 = sys.system.clone();
     let lead_id = lead.id.clone();
@@ -342,7 +360,12 @@ async fn the_sync_wait_defaults_to_15000_ms_then_times_out_and_keeps_the_late_re
 
 #[actix_rt::test]
 async fn a_per_call_sync_timeout_overrides_the_default() {
-    let (sys, clock) = start_manual(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(ops_with_clock(ManageOptions::default()))
+        .manual_clock()
+        .start();
+    let clock = sys.manual_clock();
     let lead = sys.root("lead", None).await;
     let s2 = sys.system.clone();
     let lead_id = lead.id.clone();
@@ -362,7 +385,12 @@ async fn a_per_call_sync_timeout_overrides_the_default() {
 /// parent's queue, as input the parent runs a turn on: user role, with the prefix.
 #[actix_rt::test]
 async fn a_sync_worker_failure_nobody_waits_for_is_forwarded_as_user_input() {
-    let (sys, clock) = start_manual(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(ops_with_clock(ManageOptions::default()))
+        .manual_clock()
+        .start();
+    let clock = sys.manual_clock();
     let lead = sys.root("lead", None).await;
     let s2 = sys.system.clone();
     let lead_id = lead.id.clone();
@@ -391,7 +419,10 @@ async fn a_sync_worker_failure_nobody_waits_for_is_forwarded_as_user_input() {
 
 #[actix_rt::test]
 async fn every_seed_error_has_its_code() {
-    let sys = start_simple(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(ops_with_clock(ManageOptions::default()))
+        .start();
     let lead = sys.root("lead", None).await;
     let code = |r: Result<Value, agentd_proto::AgentdError>| r.err().map(|e| e.code);
 
@@ -480,7 +511,12 @@ async fn every_seed_error_has_its_code() {
 
 #[actix_rt::test]
 async fn forwarding_to_a_parent_that_is_gone_is_manage_missing_parent() {
-    let (sys, clock) = start_manual(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(ops_with_clock(ManageOptions::default()))
+        .manual_clock()
+        .start();
+    let clock = sys.manual_clock();
     let mut events = sys.events();
     let lead = sys.root("lead", None).await;
     let r = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "Ops", "message": "slow", "threadAlias": "t", "mode": "async"})).await.unwrap();
@@ -507,7 +543,12 @@ async fn forwarding_to_a_parent_that_is_gone_is_manage_missing_parent() {
 
 #[actix_rt::test]
 async fn forwarding_to_a_parent_without_a_live_channel_is_missing_parent_channel() {
-    let (sys, clock) = start_manual(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(ops_with_clock(ManageOptions::default()))
+        .manual_clock()
+        .start();
+    let clock = sys.manual_clock();
     let mut events = sys.events();
     let lead = sys.root("lead", None).await;
     let r = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "Ops", "message": "slow", "threadAlias": "t", "mode": "async"})).await.unwrap();
@@ -537,7 +578,7 @@ async fn forwarding_to_a_parent_without_a_live_channel_is_missing_parent_channel
 
 /// The usual cast with the lead relaying forwards (`manage.async_forward = "relay"`).
 fn relaying_types() -> Vec<agentd_actors::AgentType> {
-    let mut types = types();
+    let mut types = ops_with_clock(ManageOptions::default());
     for ty in &mut types {
         if ty.name == "lead" {
             ty.manage.async_forward = agentd_proto::AsyncForward::Relay;
@@ -548,7 +589,10 @@ fn relaying_types() -> Vec<agentd_actors::AgentType> {
 
 #[actix_rt::test]
 async fn a_relaying_root_keeps_the_forward_without_running_a_turn_on_it() {
-    let sys = start_simple(SCRIPT, relaying_types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(relaying_types())
+        .start();
     let mut events = sys.events();
     let lead = sys.root("lead", Some("go async")).await;
     next_event(

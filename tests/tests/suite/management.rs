@@ -4,9 +4,9 @@
 
 use agentd_actors::AgentType;
 use agentd_proto::{
-    AgentStatus, AgentdError, Command, Control, ErrorCode, Event, ManageOptions, Role, SpawnRequest,
+    AgentStatus, AgentdError, Command, Control, ErrorCode, Event, Role, SpawnRequest,
 };
-use agentd_store::{MemoryStore, RedbStore};
+use agentd_store::RedbStore;
 use agentd_tests::*;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -64,17 +64,12 @@ agent = "lead"
 text = "lead: {{input}}"
 "#;
 
-fn types() -> Vec<AgentType> {
-    let mut t = default_types(ManageOptions::default());
-    for ty in &mut t {
-        if ty.name == "coding" {
-            ty.tools = vec!["current_time".into()];
-        }
-    }
+/// [`cast`] with `coding` allowed `current_time`, and a root type `mgr` ("Manager") that
+/// grants management.
+fn managing_cast() -> Vec<AgentType> {
     let mut mgr = agent_type("mgr", "Manager", &[]);
     mgr.grants_management = true;
-    t.push(mgr);
-    t
+    cast().with_tools("coding", &["current_time"]).and(mgr)
 }
 
 async fn tool(
@@ -104,7 +99,10 @@ fn code(r: Result<Value, AgentdError>) -> Option<ErrorCode> {
 
 #[actix_rt::test]
 async fn every_management_tool_succeeds_on_its_path() {
-    let sys = start_simple(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(managing_cast())
+        .start();
     let mut events = sys.events();
     let lead = sys.root("lead", None).await;
     let child = spawn_coder(&sys, &lead.id, "write a parser").await;
@@ -277,7 +275,10 @@ async fn every_management_tool_succeeds_on_its_path() {
 
 #[actix_rt::test]
 async fn every_rule_is_enforced_with_its_code() {
-    let sys = start_simple(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(managing_cast())
+        .start();
     let lead = sys.root("lead", None).await;
     let other = sys.root("lead", None).await;
     let child = spawn_coder(&sys, &lead.id, "hello").await;
@@ -451,7 +452,12 @@ async fn every_rule_is_enforced_with_its_code() {
 
 #[actix_rt::test]
 async fn an_interrupting_follow_up_aborts_the_turn_and_goes_first() {
-    let (sys, clock) = start_manual_with(SCRIPT, types(), |_| {});
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(managing_cast())
+        .manual_clock()
+        .start();
+    let clock = sys.manual_clock();
     let lead = sys.root("lead", None).await;
     let child = spawn_coder(&sys, &lead.id, "long task").await;
     wait_until("long turn running", || async { clock.sleepers() == 1 }).await;
@@ -499,7 +505,13 @@ async fn an_interrupting_follow_up_aborts_the_turn_and_goes_first() {
 
 #[actix_rt::test]
 async fn cancel_cascades_through_a_three_level_tree_deepest_first() {
-    let (sys, clock) = start_manual_with(SCRIPT, types(), |c| c.limits.max_depth = 2);
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(managing_cast())
+        .manual_clock()
+        .config(|c| c.limits.max_depth = 2)
+        .start();
+    let clock = sys.manual_clock();
     let lead = sys.root("lead", None).await;
     let r = tool(
         &sys,
@@ -575,7 +587,11 @@ async fn cancel_cascades_through_a_three_level_tree_deepest_first() {
 
 #[actix_rt::test]
 async fn fifty_concurrent_spawns_against_a_fanout_of_ten_make_exactly_ten() {
-    let sys = start_simple_with(SCRIPT, types(), |c| c.limits.max_children = 10);
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(managing_cast())
+        .config(|c| c.limits.max_children = 10)
+        .start();
     let lead = sys.root("lead", None).await;
     let calls = (0..50).map(|i| {
         let s = sys.system.clone();
@@ -601,7 +617,10 @@ async fn fifty_concurrent_spawns_against_a_fanout_of_ten_make_exactly_ten() {
 
 #[actix_rt::test]
 async fn pause_holds_work_resume_releases_it_terminate_stops() {
-    let sys = start_simple(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(managing_cast())
+        .start();
     let lead = sys.root("lead", None).await;
     let rec = sys
         .system
@@ -641,12 +660,11 @@ async fn pause_holds_work_resume_releases_it_terminate_stops() {
 async fn delete_leaves_no_row_behind_in_the_embedded_store() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(RedbStore::open(dir.path()).unwrap());
-    let sys = start(
-        SCRIPT,
-        types(),
-        store.clone(),
-        Arc::new(agentd_actors::SystemClock),
-    );
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(managing_cast())
+        .store(store.clone())
+        .start();
     let lead = sys.root("lead", Some("hi")).await;
     let keep = sys.root("lead", Some("keep me")).await;
     let child = spawn_coder(&sys, &lead.id, "work").await;
@@ -686,7 +704,10 @@ async fn delete_leaves_no_row_behind_in_the_embedded_store() {
 
 #[actix_rt::test]
 async fn external_callers_are_scoped_to_the_root_they_name() {
-    let sys = start_simple(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(managing_cast())
+        .start();
     let a = sys.root("lead", None).await;
     let b = sys.root("lead", None).await;
     let scoped = |cmd: Command| {
@@ -739,7 +760,11 @@ async fn external_callers_are_scoped_to_the_root_they_name() {
 
 #[actix_rt::test]
 async fn the_live_agent_limit_is_enforced_and_freed_by_close() {
-    let sys = start_simple_with(SCRIPT, types(), |c| c.limits.max_live_agents = 2);
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(managing_cast())
+        .config(|c| c.limits.max_live_agents = 2)
+        .start();
     let a = sys.root("lead", None).await;
     let _b = sys.root("lead", None).await;
     let third = sys
@@ -765,7 +790,10 @@ async fn the_live_agent_limit_is_enforced_and_freed_by_close() {
 
 #[actix_rt::test]
 async fn a_tool_using_sub_agent_runs_its_allowed_tool() {
-    let sys = start_simple(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(managing_cast())
+        .start();
     let lead = sys.root("lead", None).await;
     let child = spawn_coder(&sys, &lead.id, "use the clock").await;
     let t = sys
@@ -795,10 +823,14 @@ async fn context_files_are_attached_only_from_allowed_directories_and_capped() {
     )
     .unwrap();
     let dir = allowed.path().to_path_buf();
-    let sys = start_simple_with(SCRIPT, types(), move |c| {
-        c.context_dirs = vec![dir];
-        c.limits.context_file_max_bytes = 1024;
-    });
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(managing_cast())
+        .config(move |c| {
+            c.context_dirs = vec![dir];
+            c.limits.context_file_max_bytes = 1024;
+        })
+        .start();
     let lead = sys.root("lead", None).await;
     let spec = allowed.path().join("spec.md").display().to_string();
     let r = tool(
@@ -882,22 +914,20 @@ async fn context_files_are_attached_only_from_allowed_directories_and_capped() {
 #[actix_rt::test]
 async fn the_system_prompt_stacks_base_subagent_and_type_overlays() {
     const ECHO_PROMPT: &str = "[[rule]]\ntext = \"{{system_prompt}}\"\n";
-    let mut t = types();
+    let mut t = managing_cast();
     for ty in &mut t {
         if ty.name == "coding" {
             ty.prompt = "TYPE OVERLAY".into();
         }
     }
-    let sys = start_custom(
-        ECHO_PROMPT,
-        t,
-        Arc::new(MemoryStore::new()),
-        Arc::new(agentd_actors::SystemClock),
-        |c| {
+    let sys = TestSystem::builder()
+        .script(ECHO_PROMPT)
+        .types(t)
+        .config(|c| {
             c.base_prompt = "BASE".into();
             c.subagent_prompt = "SUBAGENT ROLE".into();
-        },
-    );
+        })
+        .start();
     let lead = sys.root("lead", Some("hi")).await;
     let root_prompt = sys.wait_for_entry(&lead.id, Role::Assistant, "BASE").await;
     assert_eq!(
@@ -915,7 +945,10 @@ async fn the_system_prompt_stacks_base_subagent_and_type_overlays() {
 
 #[actix_rt::test]
 async fn tool_arguments_are_checked_against_the_schema_the_model_sees() {
-    let sys = start_simple(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(managing_cast())
+        .start();
     let lead = sys.root("lead", None).await;
     for (name, args, expected) in [
         (
@@ -966,7 +999,10 @@ async fn tool_arguments_are_checked_against_the_schema_the_model_sees() {
 
 #[actix_rt::test]
 async fn reset_and_compact_take_seed_003_arguments_and_nothing_else() {
-    let sys = start_simple(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(managing_cast())
+        .start();
     let lead = sys.root("lead", None).await;
     let child = spawn_coder(&sys, &lead.id, "hello").await;
     sys.wait_for_entry(&child, Role::Assistant, "coder: hello")
@@ -1043,7 +1079,10 @@ async fn reset_and_compact_take_seed_003_arguments_and_nothing_else() {
 
 #[actix_rt::test]
 async fn a_background_root_neither_sees_nor_calls_management_tools() {
-    let sys = start_simple(SCRIPT, types());
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .types(managing_cast())
+        .start();
     let foreground = sys.root("lead", None).await;
     let child = spawn_coder(&sys, &foreground.id, "hello").await;
     // A cron-like job: a root of a managing type, and one whose type grants management.

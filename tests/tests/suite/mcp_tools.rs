@@ -9,16 +9,16 @@
 //! finds out fails at once, and agentd opens a new session.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_tests::AgentdProcess;
 use agentd_tests::mcp::{
     free_port, mcp_dir, node_server, python, start_everything_http, start_everything_http_on,
     start_python_http_on,
 };
 use agentd_tests::scripted_files::scripted_deployment;
+use agentd_tests::{AgentdProcess, eventually_blocking};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The scripted model: a user message that names a tool calls it (echo and sum arguments);
 /// the rest are written for the files, exiting and helper cases.
@@ -238,13 +238,6 @@ fn tool_named(info: &Value, server_name: &str, suffix: &str) -> String {
         .to_string()
 }
 
-fn spawn(agentd: &AgentdProcess, body: Value) -> String {
-    agentd.post("/v1/agents", body).unwrap()["agent_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 /// The agent's tool results: `(text, is_error)`, in order.
 fn tool_results(agentd: &AgentdProcess, id: &str) -> Vec<(String, bool)> {
     agentd.get(&format!("/v1/agents/{id}/thread"))["entries"]
@@ -298,13 +291,13 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
     for server_name in ["everything", "web"] {
         let echo = tool_named(&info, server_name, "__echo");
         let sum = tool_named(&info, server_name, "sum");
-        let a = spawn(agentd, json!({"agent_type": "mcpuser", "prompt": echo}));
+        let a = agentd.spawn_with(json!({"agent_type": "mcpuser", "prompt": echo}));
         let results = wait_for_results(agentd, &a, 1);
         assert!(
             results[0].0.contains("hello from agentd") && !results[0].1,
             "{server_name} echo: {results:?}"
         );
-        let b = spawn(agentd, json!({"agent_type": "mcpuser", "prompt": sum}));
+        let b = agentd.spawn_with(json!({"agent_type": "mcpuser", "prompt": sum}));
         let results = wait_for_results(agentd, &b, 1);
         assert!(
             results[0].0.contains('5') && !results[0].1,
@@ -316,10 +309,7 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
     }
 
     // Arguments that do not fit the server's schema are refused before the call.
-    let bad = spawn(
-        agentd,
-        json!({"agent_type": "mcpuser", "prompt": "bad-arguments"}),
-    );
+    let bad = agentd.spawn_with(json!({"agent_type": "mcpuser", "prompt": "bad-arguments"}));
     let results = wait_for_results(agentd, &bad, 1);
     assert!(
         results[0].0.contains("invalid_argument") && results[0].1,
@@ -327,18 +317,12 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
     );
 
     // A named tool the server does not list: unknown_tool, and the agent goes on.
-    let missing = spawn(
-        agentd,
-        json!({"agent_type": "mcpuser", "prompt": "call-missing"}),
-    );
+    let missing = agentd.spawn_with(json!({"agent_type": "mcpuser", "prompt": "call-missing"}));
     let results = wait_for_results(agentd, &missing, 1);
     assert!(results[0].0.contains("unknown_tool"), "{results:?}");
 
     // server-filesystem confined to `root`: write, read back; outside the root: a tool error.
-    let files = spawn(
-        agentd,
-        json!({"agent_type": "mcpuser", "prompt": "write-note"}),
-    );
+    let files = agentd.spawn_with(json!({"agent_type": "mcpuser", "prompt": "write-note"}));
     let results = wait_for_results(agentd, &files, 2);
     assert!(!results[0].1, "{results:?}");
     assert!(
@@ -349,10 +333,7 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
         std::fs::read_to_string(root.join("note.txt")).unwrap(),
         "hello from agentd"
     );
-    let outside = spawn(
-        agentd,
-        json!({"agent_type": "mcpuser", "prompt": "read-outside"}),
-    );
+    let outside = agentd.spawn_with(json!({"agent_type": "mcpuser", "prompt": "read-outside"}));
     let results = wait_for_results(agentd, &outside, 1);
     assert!(
         results[0].1 && results[0].0.contains("tool_failed"),
@@ -365,10 +346,7 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
 
     // The Python server exits in the middle of a call: a tool error; the next call restarts
     // it and succeeds.
-    let exiting = spawn(
-        agentd,
-        json!({"agent_type": "mcpuser", "prompt": "work-exit"}),
-    );
+    let exiting = agentd.spawn_with(json!({"agent_type": "mcpuser", "prompt": "work-exit"}));
     let results = wait_for_results(agentd, &exiting, 1);
     assert!(
         results[0].1 && results[0].0.contains("tool_failed"),
@@ -385,9 +363,8 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
     );
 
     // A sub-agent not allowed the MCP tools neither sees them nor may call them.
-    let boss = spawn(agentd, json!({"agent_type": "mcpuser"}));
-    let narrowed = spawn(
-        agentd,
+    let boss = agentd.spawn_with(json!({"agent_type": "mcpuser"}));
+    let narrowed = agentd.spawn_with(
         json!({"agent_type": "helper", "parent_id": boss, "prompt": "go",
                "allowed_tools": ["current_time"]}),
     );
@@ -410,8 +387,7 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
         "the model was not shown them"
     );
     // Allowed the whole server, a sub-agent sees and calls them.
-    let allowed = spawn(
-        agentd,
+    let allowed = agentd.spawn_with(
         json!({"agent_type": "helper", "parent_id": boss, "prompt": "go",
                "allowed_tools": ["mcp__everything__*"]}),
     );
@@ -423,10 +399,7 @@ fn mcp_tools_over_stdio_and_http_files_restarts_cancels_and_visibility() {
 
     // Interrupting a turn cancels the MCP call in flight (notifications/cancelled).
     let marker = root.join("slow-marker");
-    let slow = spawn(
-        agentd,
-        json!({"agent_type": "mcpuser", "prompt": "slow: wait"}),
-    );
+    let slow = agentd.spawn_with(json!({"agent_type": "mcpuser", "prompt": "slow: wait"}));
     wait_file(&marker, "started");
     agentd
         .post(
@@ -491,10 +464,7 @@ approval = ["write_file"]
             .is_some_and(|t| !t.is_empty())
     });
     let note = root.join("note.txt");
-    let id = spawn(
-        &agentd,
-        json!({"agent_type": "mcpuser", "prompt": "write-note"}),
-    );
+    let id = agentd.spawn_with(json!({"agent_type": "mcpuser", "prompt": "write-note"}));
     agentd.wait_for("waiting_review", |a| a.status(&id) == "waiting_review");
     let gated = agentd.get("/v1/tool_calls?status=awaiting_approval")["tool_calls"].clone();
     assert_eq!(gated.as_array().unwrap().len(), 1, "{gated:#}");
@@ -621,7 +591,7 @@ timeout_ms = 20000
             server(&agentd.get("/v1/info"), name)["last_error"],
             Value::Null
         );
-        let agent = spawn(&agentd, json!({"agent_type": "mcpuser", "prompt": tool}));
+        let agent = agentd.spawn_with(json!({"agent_type": "mcpuser", "prompt": tool}));
         let results = wait_for_results(&agentd, &agent, 1);
         assert!(!results[0].1, "{name} before the restart: {results:?}");
         agentd.wait_for("the first turn's end", |a| a.status(&agent) == "idle");
@@ -673,18 +643,19 @@ timeout_ms = 20000
 }
 
 fn wait_file(path: &Path, content: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if std::fs::read_to_string(path).is_ok_and(|c| c == content) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!(
-        "{} never said {content} (it says {:?})",
-        path.display(),
-        std::fs::read_to_string(path).ok()
-    );
+    let what = format!("{} to say {content}", path.display());
+    eventually_blocking(
+        Duration::from_secs(20),
+        &what,
+        || match std::fs::read_to_string(path) {
+            Ok(c) if c == content => Ok(()),
+            said => Err(format!(
+                "{} never said {content} (it says {:?})",
+                path.display(),
+                said.ok()
+            )),
+        },
+    )
 }
 
 /// `agentd check-config` with `config`, and `env` set: its exit status and stderr.

@@ -3,10 +3,9 @@
 //! clock, 5xx retried, malformed response → a clear error.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_actors::{ManualClock, ModelClient, SystemClock};
+use agentd_actors::{ManualClock, ModelClient};
 use agentd_models::{AnthropicModel, HttpSettings, OpenAiModel};
-use agentd_proto::{AgentStatus, ManageOptions, Role};
-use agentd_store::MemoryStore;
+use agentd_proto::{AgentStatus, Role};
 use agentd_tests::*;
 use serde_json::json;
 use std::sync::Arc;
@@ -22,16 +21,6 @@ fn http(url: &str) -> HttpSettings {
         max_retries: 2,
         backoff: Duration::from_millis(5),
     }
-}
-
-fn types() -> Vec<agentd_actors::AgentType> {
-    let mut t = default_types(ManageOptions::default());
-    for ty in &mut t {
-        if ty.name == "plain" {
-            ty.tools = vec!["current_time".into()];
-        }
-    }
-    t
 }
 
 fn openai_tool_call() -> Canned {
@@ -58,13 +47,10 @@ async fn openai_tool_call_round_trip_with_usage_and_cost() {
     ]);
     let model: Arc<dyn ModelClient> =
         Arc::new(OpenAiModel::new(http(&server.url), "gpt-test".into()).unwrap());
-    let sys = start_with_model(
-        model,
-        types(),
-        Arc::new(MemoryStore::new()),
-        Arc::new(SystemClock),
-        |_| {},
-    );
+    let sys = TestSystem::builder()
+        .model(model)
+        .types(plain_with_clock())
+        .start();
     let a = sys.root("plain", Some("what time is it?")).await;
     let t = sys
         .wait_for_entry(&a.id, Role::Assistant, "It is late.")
@@ -118,13 +104,11 @@ async fn openai_429_waits_then_resumes_by_itself() {
     let clock = ManualClock::new(1_000);
     let model: Arc<dyn ModelClient> =
         Arc::new(OpenAiModel::new(http(&server.url), "gpt-test".into()).unwrap());
-    let sys = start_with_model(
-        model,
-        types(),
-        Arc::new(MemoryStore::new()),
-        Arc::new(clock.clone()),
-        |_| {},
-    );
+    let sys = TestSystem::builder()
+        .model(model)
+        .types(plain_with_clock())
+        .clock(Arc::new(clock.clone()))
+        .start();
     let a = sys.root("plain", Some("hello")).await;
     sys.wait_for_status(&a.id, AgentStatus::WaitingRateLimit)
         .await;
@@ -149,13 +133,10 @@ async fn a_malformed_response_fails_the_agent_with_a_clear_error() {
     ]);
     let model: Arc<dyn ModelClient> =
         Arc::new(OpenAiModel::new(http(&server.url), "gpt-test".into()).unwrap());
-    let sys = start_with_model(
-        model,
-        types(),
-        Arc::new(MemoryStore::new()),
-        Arc::new(SystemClock),
-        |_| {},
-    );
+    let sys = TestSystem::builder()
+        .model(model)
+        .types(plain_with_clock())
+        .start();
     let a = sys.root("plain", Some("hello")).await;
     let rec = sys.wait_for_status(&a.id, AgentStatus::Failed).await;
     assert!(
@@ -192,13 +173,10 @@ async fn anthropic_tool_use_round_trip_with_four_usage_kinds() {
     ]);
     let model: Arc<dyn ModelClient> =
         Arc::new(AnthropicModel::new(http(&server.url), "claude-test".into(), 1024).unwrap());
-    let sys = start_with_model(
-        model,
-        types(),
-        Arc::new(MemoryStore::new()),
-        Arc::new(SystemClock),
-        |_| {},
-    );
+    let sys = TestSystem::builder()
+        .model(model)
+        .types(plain_with_clock())
+        .start();
     let a = sys.root("plain", Some("time?")).await;
     sys.wait_for_entry(&a.id, Role::Assistant, "Done.").await;
     let rec = sys.wait_for_status(&a.id, AgentStatus::Idle).await;
@@ -348,13 +326,11 @@ async fn a_rate_limit_holds_every_agent_of_the_provider_until_its_reset() {
     let clock = ManualClock::new(1_000);
     let model: Arc<dyn ModelClient> =
         Arc::new(OpenAiModel::new(http(&server.url), "gpt-test".into()).unwrap());
-    let sys = start_with_model(
-        model,
-        types(),
-        Arc::new(MemoryStore::new()),
-        Arc::new(clock.clone()),
-        |_| {},
-    );
+    let sys = TestSystem::builder()
+        .model(model)
+        .types(plain_with_clock())
+        .clock(Arc::new(clock.clone()))
+        .start();
     let a = sys.root("plain", Some("first")).await;
     let limited_a = sys
         .wait_for_status(&a.id, AgentStatus::WaitingRateLimit)
@@ -396,13 +372,10 @@ async fn an_answer_cut_off_at_max_tokens_is_not_taken_as_finished() {
     ];
     for model in backends {
         let backend = model.backend();
-        let sys = start_with_model(
-            model,
-            types(),
-            Arc::new(MemoryStore::new()),
-            Arc::new(SystemClock),
-            |_| {},
-        );
+        let sys = TestSystem::builder()
+            .model(model)
+            .types(plain_with_clock())
+            .start();
         let a = sys.root("plain", Some("what is the answer?")).await;
         let rec = sys.wait_for_status(&a.id, AgentStatus::Failed).await;
         let error = rec.last_error.unwrap_or_default();

@@ -8,8 +8,7 @@
 
 use agentd_actors::{ManualClock, ModelClient, SystemClock};
 use agentd_models::{AnthropicModel, HttpSettings, OpenAiModel};
-use agentd_proto::{AgentStatus, Control, Event, ManageOptions, Role};
-use agentd_store::MemoryStore;
+use agentd_proto::{AgentStatus, Control, Event, Role};
 use agentd_tests::streaming_provider::{
     anthropic_text, anthropic_tool_use, openai_text, openai_tool_call,
 };
@@ -37,18 +36,12 @@ fn anthropic(url: &str) -> Arc<dyn ModelClient> {
     Arc::new(AnthropicModel::new(http(url), "claude-test".into(), 64).unwrap())
 }
 
-fn types() -> Vec<agentd_actors::AgentType> {
-    let mut t = default_types(ManageOptions::default());
-    for ty in &mut t {
-        if ty.name == "plain" {
-            ty.tools = vec!["current_time".into()];
-        }
-    }
-    t
-}
-
 fn system(model: Arc<dyn ModelClient>, clock: Arc<dyn agentd_actors::Clock>) -> TestSystem {
-    start_with_model(model, types(), Arc::new(MemoryStore::new()), clock, |_| {})
+    TestSystem::builder()
+        .model(model)
+        .types(plain_with_clock())
+        .clock(clock)
+        .start()
 }
 
 /// The text of `agent`'s `text_delta` events received so far, in order, with their seqs.

@@ -3,11 +3,10 @@
 //! to the parent's process as input, never in the parent's own voice.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_actors::{ModelClient, SystemClock};
+use agentd_actors::ModelClient;
 use agentd_models::ProcessModel;
 use agentd_models::process::is_stopped;
 use agentd_proto::{AgentStatus, AsyncForward, Control, ManageOptions, Role};
-use agentd_store::MemoryStore;
 use agentd_tests::*;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,13 +44,7 @@ fn on_process_backend_with(
         Duration::from_secs(10),
     ));
     let model: Arc<dyn ModelClient> = backend.clone();
-    let sys = start_with_model(
-        model,
-        types,
-        Arc::new(MemoryStore::new()),
-        Arc::new(SystemClock),
-        |_| {},
-    );
+    let sys = TestSystem::builder().model(model).types(types).start();
     (dir, backend, sys)
 }
 

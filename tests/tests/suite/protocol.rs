@@ -1,7 +1,7 @@
 //! Protocol markers and rate limits through real actors on the scripted model.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_proto::{AgentStatus, ErrorCode, Event, ManageOptions, Marker, Role};
+use agentd_proto::{AgentStatus, ErrorCode, Event, Marker, Role};
 use agentd_tests::*;
 use serde_json::json;
 
@@ -92,7 +92,7 @@ text = "ok: {{input}}"
 
 #[actix_rt::test]
 async fn markers_drive_phase_dependency_and_question_states() {
-    let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
+    let sys = TestSystem::builder().script(SCRIPT).start();
     let mut events = sys.events();
     let a = sys.root("plain", Some("plan the work")).await;
     let rec = sys
@@ -169,7 +169,7 @@ async fn markers_drive_phase_dependency_and_question_states() {
 
 #[actix_rt::test]
 async fn error_markers_are_recorded_and_malformed_ones_reported() {
-    let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
+    let sys = TestSystem::builder().script(SCRIPT).start();
     let mut events = sys.events();
     let a = sys.root("plain", Some("report error")).await;
     sys.wait_for_entry(&a.id, Role::Assistant, "disk full")
@@ -197,9 +197,10 @@ async fn error_markers_are_recorded_and_malformed_ones_reported() {
 
 #[actix_rt::test]
 async fn an_error_marker_fails_the_agent_when_configured() {
-    let sys = start_simple_with(SCRIPT, default_types(ManageOptions::default()), |c| {
-        c.limits.fail_on_error_marker = true
-    });
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .config(|c| c.limits.fail_on_error_marker = true)
+        .start();
     let a = sys.root("plain", Some("report error")).await;
     let rec = sys.wait_for_status(&a.id, AgentStatus::Failed).await;
     assert_eq!(
@@ -213,7 +214,8 @@ async fn an_error_marker_fails_the_agent_when_configured() {
 
 #[actix_rt::test]
 async fn a_rate_limit_waits_then_resumes_by_itself_on_the_clock() {
-    let (sys, clock) = start_manual(SCRIPT, default_types(ManageOptions::default()));
+    let sys = TestSystem::builder().script(SCRIPT).manual_clock().start();
+    let clock = sys.manual_clock();
     let mut events = sys.events();
     let a = sys.root("plain", Some("busy work")).await;
     let rec = sys
@@ -248,7 +250,8 @@ async fn a_rate_limit_waits_then_resumes_by_itself_on_the_clock() {
 
 #[actix_rt::test]
 async fn a_retried_turn_does_not_repeat_tool_side_effects() {
-    let (sys, clock) = start_manual(SCRIPT, default_types(ManageOptions::default()));
+    let sys = TestSystem::builder().script(SCRIPT).manual_clock().start();
+    let clock = sys.manual_clock();
     let lead = sys.root("lead", Some("spawn then limit")).await;
     sys.wait_for_status(&lead.id, AgentStatus::WaitingRateLimit)
         .await;
@@ -274,7 +277,7 @@ async fn a_retried_turn_does_not_repeat_tool_side_effects() {
 
 #[actix_rt::test]
 async fn a_budget_pauses_the_agent_and_raising_it_continues() {
-    let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
+    let sys = TestSystem::builder().script(SCRIPT).start();
     let mut events = sys.events();
     let budget = agentd_proto::Budget {
         max_tokens: Some(20),
@@ -420,7 +423,7 @@ async fn budgeted_tree(
 
 #[actix_rt::test]
 async fn a_root_budget_covers_its_whole_tree_and_raising_it_resumes_the_tree() {
-    let sys = start_simple(SPENDING, default_types(ManageOptions::default()));
+    let sys = TestSystem::builder().script(SPENDING).start();
     let (root, children) = budgeted_tree(&sys, 40, 3).await;
     let mut kids = Vec::new();
     for (n, kid) in children.into_iter().enumerate() {
@@ -471,12 +474,10 @@ async fn a_root_budget_covers_its_whole_tree_and_raising_it_resumes_the_tree() {
 #[actix_rt::test]
 async fn a_tree_budget_check_does_not_read_the_whole_tree_every_time() {
     let store = std::sync::Arc::new(failing_store::FailingWrites::default());
-    let sys = start(
-        SPENDING,
-        default_types(ManageOptions::default()),
-        store.clone(),
-        std::sync::Arc::new(agentd_actors::SystemClock),
-    );
+    let sys = TestSystem::builder()
+        .script(SPENDING)
+        .store(store.clone())
+        .start();
     let (root, children) = budgeted_tree(&sys, 1_000, 10).await;
     let kids: Vec<String> = children.into_iter().map(|k| k.id).collect();
     for (n, kid) in kids.iter().enumerate() {
@@ -565,7 +566,8 @@ arguments = { result = "finished" }
 
 #[actix_rt::test]
 async fn the_status_view_says_what_the_agent_does_now() {
-    let (sys, clock) = start_manual(STEPS, default_types(ManageOptions::default()));
+    let sys = TestSystem::builder().script(STEPS).manual_clock().start();
+    let clock = sys.manual_clock();
     let view = |id: String| {
         let sys = &sys;
         async move { serde_json::to_value(sys.system.inspect(&id).await.unwrap()).unwrap() }
@@ -638,7 +640,7 @@ async fn the_status_view_says_what_the_agent_does_now() {
 #[actix_rt::test]
 async fn each_kind_of_token_costs_its_default_price() {
     // Seed 001's Claude-class prices, USD per million tokens, each kind on its own.
-    let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
+    let sys = TestSystem::builder().script(SCRIPT).start();
     for (kind, usd) in [
         ("input", 3.0),
         ("output", 15.0),

@@ -4,11 +4,9 @@
 //! it wait in `waiting_rate_limit` without calling).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_actors::{ContextWindow, SystemClock};
-use agentd_proto::{AgentStatus, CompactionTrigger, Event, ManageOptions, Role, SpawnRequest};
-use agentd_store::MemoryStore;
+use agentd_actors::ContextWindow;
+use agentd_proto::{AgentStatus, CompactionTrigger, Event, Role, SpawnRequest};
 use agentd_tests::*;
-use std::sync::Arc;
 
 const SCRIPT: &str = r#"
 [[rule]]
@@ -31,12 +29,9 @@ fn message(n: usize) -> String {
 
 #[actix_rt::test]
 async fn a_call_that_would_overflow_the_window_compacts_the_thread_first() {
-    let sys = start_custom(
-        SCRIPT,
-        default_types(ManageOptions::default()),
-        Arc::new(MemoryStore::new()),
-        Arc::new(SystemClock),
-        |c| {
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .config(|c| {
             c.limits.compact_keep_recent = 2;
             c.context_windows.insert(
                 "default".into(),
@@ -45,8 +40,8 @@ async fn a_call_that_would_overflow_the_window_compacts_the_thread_first() {
                     max_tokens: 50,
                 },
             );
-        },
-    );
+        })
+        .start();
     let mut events = sys.events();
     // A background root sees no management tools: the request is the prompt and the thread.
     let a = sys
@@ -114,12 +109,9 @@ async fn a_call_that_would_overflow_the_window_compacts_the_thread_first() {
 /// (without calling) until the pace lets them through.
 #[actix_rt::test]
 async fn calls_beyond_a_provider_s_rate_wait_their_turn_without_calling() {
-    let sys = start_custom(
-        SCRIPT,
-        default_types(ManageOptions::default()),
-        Arc::new(MemoryStore::new()),
-        Arc::new(SystemClock),
-        |c| {
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .config(|c| {
             c.provider_rates.insert(
                 "default".into(),
                 agentd_actors::ProviderRates {
@@ -127,8 +119,8 @@ async fn calls_beyond_a_provider_s_rate_wait_their_turn_without_calling() {
                     tokens_per_minute: 0,
                 },
             );
-        },
-    );
+        })
+        .start();
     let mut ids = Vec::new();
     for n in 1..=3 {
         let a = sys.root("plain", Some(&format!("call {n}"))).await;

@@ -4,8 +4,7 @@
 
 use agentd_actors::{ManualClock, ModelClient};
 use agentd_models::{ModelRouter, ScriptedModel};
-use agentd_proto::{AgentStatus, ErrorCode, ManageOptions, Role, SpawnRequest};
-use agentd_store::MemoryStore;
+use agentd_proto::{AgentStatus, ErrorCode, Role, SpawnRequest};
 use agentd_tests::*;
 use std::sync::Arc;
 
@@ -29,23 +28,24 @@ async fn spawn(
     provider: Option<&str>,
     prompt: &str,
 ) -> agentd_proto::AgentRecord {
-    sys.system
-        .spawn(SpawnRequest {
-            agent_type: Some("plain".into()),
-            parent_id: parent.map(str::to_string),
-            provider: provider.map(str::to_string),
-            prompt: Some(prompt.into()),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
+    sys.spawn(SpawnRequest {
+        agent_type: Some("plain".into()),
+        parent_id: parent.map(str::to_string),
+        provider: provider.map(str::to_string),
+        prompt: Some(prompt.into()),
+        ..Default::default()
+    })
+    .await
 }
 
 #[actix_rt::test]
 async fn one_parent_runs_one_child_turn_at_a_time_others_are_not_held_back() {
-    let (sys, clock) = start_manual_with(SLOW, default_types(ManageOptions::default()), |c| {
-        c.limits.max_running_turns_per_parent = 1
-    });
+    let sys = TestSystem::builder()
+        .script(SLOW)
+        .manual_clock()
+        .config(|c| c.limits.max_running_turns_per_parent = 1)
+        .start();
+    let clock = sys.manual_clock();
     let p1 = sys.root("plain", None).await;
     let p2 = sys.root("plain", None).await;
     let c1 = spawn(&sys, Some(&p1.id), None, "slow-task one").await;
@@ -81,16 +81,14 @@ async fn providers_are_chosen_per_spawn_and_limited_each_on_its_own() {
             &clock,
         ),
     );
-    let sys = start_with_model(
-        Arc::new(router),
-        default_types(ManageOptions::default()),
-        Arc::new(MemoryStore::new()),
-        Arc::new(clock.clone()),
-        |c| {
+    let sys = TestSystem::builder()
+        .model(Arc::new(router))
+        .clock(Arc::new(clock.clone()))
+        .config(|c| {
             c.providers.insert("fast".into());
             c.provider_limits.insert("fast".into(), 1);
-        },
-    );
+        })
+        .start();
     let d = spawn(&sys, None, None, "hello").await;
     let f = spawn(&sys, None, Some("fast"), "hello").await;
     sys.wait_for_entry(&d.id, Role::Assistant, "ok: hello")

@@ -24,12 +24,11 @@ text = "done: {{input}}"
 async fn queued_work_survives_a_stop_and_resumes_in_order_once() {
     let store: Arc<dyn ThreadStore> = Arc::new(MemoryStore::new());
     let clock = ManualClock::new(1);
-    let first = start(
-        SCRIPT,
-        default_types(ManageOptions::default()),
-        store.clone(),
-        Arc::new(clock.clone()),
-    );
+    let first = TestSystem::builder()
+        .script(SCRIPT)
+        .store(store.clone())
+        .clock(Arc::new(clock.clone()))
+        .start();
     let a = first.root("plain", Some("slow m0")).await;
     wait_until("m0 running", || async { clock.sleepers() == 1 }).await;
     first.system.send(&a.id, "m1", false).await.unwrap();
@@ -46,12 +45,11 @@ async fn queued_work_survives_a_stop_and_resumes_in_order_once() {
     );
 
     let clock2 = ManualClock::new(1);
-    let second = start(
-        SCRIPT,
-        default_types(ManageOptions::default()),
-        store.clone(),
-        Arc::new(clock2.clone()),
-    );
+    let second = TestSystem::builder()
+        .script(SCRIPT)
+        .store(store.clone())
+        .clock(Arc::new(clock2.clone()))
+        .start();
     second.system.send(&a.id, "m3", false).await.unwrap();
     wait_until("m0 re-run armed", || async { clock2.sleepers() == 1 }).await;
     clock2.advance(1000);
@@ -92,12 +90,11 @@ async fn a_stored_but_unqueued_item_delivered_again_keeps_its_place_in_the_inbox
     use agentd_proto::{Address, Envelope, InboxItem, Item};
     let store: Arc<dyn ThreadStore> = Arc::new(MemoryStore::new());
     let clock = ManualClock::new(1);
-    let t = start(
-        SCRIPT,
-        default_types(ManageOptions::default()),
-        store.clone(),
-        Arc::new(clock.clone()),
-    );
+    let t = TestSystem::builder()
+        .script(SCRIPT)
+        .store(store.clone())
+        .clock(Arc::new(clock.clone()))
+        .start();
     let a = t.root("plain", Some("slow m0")).await;
     wait_until("m0 running", || async { clock.sleepers() == 1 }).await;
     t.system.send(&a.id, "m1", false).await.unwrap();
@@ -130,12 +127,10 @@ async fn on_failing_store() -> (
     agentd_proto::AgentRecord,
 ) {
     let store = Arc::new(failing_store::FailingWrites::default());
-    let sys = start(
-        SCRIPT,
-        default_types(ManageOptions::default()),
-        store.clone(),
-        Arc::new(agentd_actors::SystemClock),
-    );
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .store(store.clone())
+        .start();
     let a = sys.root("plain", None).await;
     (sys, store, a)
 }
@@ -203,16 +198,13 @@ async fn state_that_cannot_be_encoded_is_given_up_and_the_agent_goes_on() {
 #[actix_rt::test]
 async fn a_child_output_kept_when_its_process_died_reaches_the_parent_after_a_restart() {
     use agentd_proto::{Address, Envelope, Item, Output};
-    use agentd_store::RedbStore;
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn ThreadStore> = Arc::new(RedbStore::open(dir.path()).unwrap());
     let script = "[[rule]]\ntext = \"echo: {{input}}\"\n";
-    let first = start(
-        script,
-        default_types(ManageOptions::default()),
-        store.clone(),
-        Arc::new(agentd_actors::SystemClock),
-    );
+    let first = TestSystem::builder()
+        .script(script)
+        .embedded(dir.path())
+        .start();
+    let store = first.store.clone();
     let lead = first.root("lead", Some("hi")).await;
     let child = first.spawn_child(&lead.id, "coding", "work").await;
     first
@@ -239,12 +231,10 @@ async fn a_child_output_kept_when_its_process_died_reaches_the_parent_after_a_re
         }])
         .await
         .unwrap();
-    let second = start(
-        script,
-        default_types(ManageOptions::default()),
-        store.clone(),
-        Arc::new(agentd_actors::SystemClock),
-    );
+    let second = TestSystem::builder()
+        .script(script)
+        .store(store.clone())
+        .start();
     second.system.recover().await.unwrap();
     second
         .wait_for_entry(&lead.id, Role::User, "left behind")
@@ -283,12 +273,11 @@ async fn a_step_reply_and_a_failure_leave_in_the_batch_of_what_they_answer() {
         ops_two_answers!("two answers"),
         "[[rule]]\nagent = \"coding\"\nerror = \"the model broke\"\n"
     );
-    let sys = start(
-        script,
-        ops_with_clock(ManageOptions::default()),
-        store.clone(),
-        Arc::new(agentd_actors::SystemClock),
-    );
+    let sys = TestSystem::builder()
+        .script(script)
+        .types(ops_with_clock(ManageOptions::default()))
+        .store(store.clone())
+        .start();
     let lead = sys.root("lead", None).await;
     let answer = sys
         .system
@@ -346,12 +335,10 @@ async fn a_step_reply_and_a_failure_leave_in_the_batch_of_what_they_answer() {
 async fn a_turn_ending_during_the_next_push_is_written_with_the_next_turns_start() {
     use agentd_actors::StoreWrite;
     let store = Arc::new(failing_store::FailingWrites::default());
-    let sys = start(
-        "[[rule]]\ntext = \"ok\"\n",
-        default_types(ManageOptions::default()),
-        store.clone(),
-        Arc::new(agentd_actors::SystemClock),
-    );
+    let sys = TestSystem::builder()
+        .script("[[rule]]\ntext = \"ok\"\n")
+        .store(store.clone())
+        .start();
     let agent = sys.root("lead", None).await.id;
     store.delay_pushes(20);
     store.keep_batches();
@@ -418,12 +405,12 @@ async fn a_crash_between_steps(persisted_first: bool) {
     let inner: Arc<dyn ThreadStore> = Arc::new(MemoryStore::new());
     let dying = Arc::new(failing_store::FailingWrites::over(inner.clone()));
     let clock = Arc::new(ManualClock::new(1_000));
-    let a = start(
-        &TWO_STEPS.replace("DELAY", "60000"),
-        with_clock_tool(),
-        dying.clone(),
-        clock,
-    );
+    let a = TestSystem::builder()
+        .script(&TWO_STEPS.replace("DELAY", "60000"))
+        .types(with_clock_tool())
+        .store(dying.clone())
+        .clock(clock)
+        .start();
     let agent = a.root("plain", None).await;
     a.system.send(&agent.id, "two steps", false).await.unwrap();
     wait_until("the first step recorded", || async {
@@ -454,12 +441,11 @@ async fn a_crash_between_steps(persisted_first: bool) {
         .await;
     }
     dying.fail(true);
-    let b = start(
-        &TWO_STEPS.replace("DELAY", "0"),
-        with_clock_tool(),
-        inner.clone(),
-        Arc::new(agentd_actors::SystemClock),
-    );
+    let b = TestSystem::builder()
+        .script(&TWO_STEPS.replace("DELAY", "0"))
+        .types(with_clock_tool())
+        .store(inner.clone())
+        .start();
     b.system.recover().await.unwrap();
     b.wait_for_entry(&agent.id, Role::Assistant, "step two")
         .await;

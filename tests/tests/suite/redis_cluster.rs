@@ -7,7 +7,7 @@ use agentd_actors::fnv1a64;
 use agentd_proto::codec::{decode_envelope, encode_envelope};
 use agentd_proto::{Address, Command, Envelope, InboxItem, Item, SpawnRequest};
 use agentd_tests::process::wait_balanced;
-use agentd_tests::{AgentdProcess, RedisServer};
+use agentd_tests::{AgentdProcess, RedisServer, eventually_blocking};
 use serde_json::json;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -103,20 +103,13 @@ fn partition(id: &str) -> u32 {
     (fnv1a64(id.as_bytes()) % u64::from(PARTITIONS)) as u32
 }
 
-fn spawn(p: &AgentdProcess, agent_type: &str) -> String {
-    let v = p
-        .post("/v1/agents", json!({"agent_type": agent_type}))
-        .unwrap();
-    v["agent_id"].as_str().unwrap().to_string()
-}
-
 #[test]
 fn manage_sync_and_async_across_two_processes() {
     let cluster = Cluster::new();
     let (a, b) = cluster.balanced_pair();
     // A root owned by A.
     let root = loop {
-        let id = spawn(&a, "lead");
+        let id = a.spawn_with(json!({"agent_type": "lead"}));
         if a.partitions_owned().contains(&partition(&id)) {
             break id;
         }
@@ -235,7 +228,7 @@ fn a_message_for_an_agent_that_does_not_exist_is_refused_and_never_queued() {
     }
     // Deleted: an agent B owns, deleted through A.
     let gone = loop {
-        let id = spawn(&a, "lead");
+        let id = a.spawn_with(json!({"agent_type": "lead"}));
         if b.partitions_owned().contains(&partition(&id)) {
             break id;
         }
@@ -257,7 +250,7 @@ fn a_message_for_an_agent_that_does_not_exist_is_refused_and_never_queued() {
 /// A root that process `p` owns.
 fn root_on(p: &AgentdProcess, agent_type: &str) -> String {
     loop {
-        let id = spawn(p, agent_type);
+        let id = p.spawn_with(json!({"agent_type": agent_type}));
         if p.partitions_owned().contains(&partition(&id)) {
             return id;
         }
@@ -506,15 +499,11 @@ fn an_outside_service_drives_agents_through_the_command_stream() {
         &format!("{NS}:commands"),
         &rmp_serde::to_vec_named(&spawn).unwrap(),
     );
-    let start = Instant::now();
-    let reply = loop {
+    let reply = eventually_blocking(Duration::from_secs(15), "a reply", || {
         let r = read_stream(&mut con, "billing:replies");
-        if let Some(first) = r.first() {
-            break decode_envelope(first, 1 << 20).unwrap();
-        }
-        assert!(start.elapsed() < Duration::from_secs(15), "no reply");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+        r.first()
+            .map(|first| decode_envelope(first, 1 << 20).unwrap())
+    });
     assert_eq!(
         reply.correlation_id.map(|u| u.to_string()).as_deref(),
         Some("0190a5f2-7b6e-7cc0-8a4b-1d2e3f405162")
@@ -555,8 +544,7 @@ fn an_outside_service_drives_agents_through_the_command_stream() {
         ]
     );
     // Events: status changes and token usage of that agent are on <ns>:events.
-    let start = Instant::now();
-    loop {
+    eventually_blocking(Duration::from_secs(10), "the agent's events", || {
         let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
             .arg(format!("{NS}:events"))
             .arg("-")
@@ -573,14 +561,11 @@ fn an_outside_service_drives_agents_through_the_command_stream() {
             && kinds.contains("status_changed")
             && kinds.contains("token_usage")
         {
-            break;
+            Ok(())
+        } else {
+            Err(format!("events missing: {kinds:?}"))
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "events missing: {kinds:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    });
     // A command for an unknown agent answers an error reply, not silence.
     let bad = Envelope {
         reply_to: Some("billing:replies".into()),
@@ -600,18 +585,12 @@ fn an_outside_service_drives_agents_through_the_command_stream() {
         &format!("{NS}:commands"),
         &encode_envelope(&bad).unwrap(),
     );
-    let start = Instant::now();
-    loop {
-        let replies = read_stream(&mut con, "billing:replies");
-        if let Some(last) = replies.get(2) {
-            let env = decode_envelope(last, 1 << 20).unwrap();
-            let Item::Reply(r) = env.item else { panic!() };
-            assert_eq!(r.error.unwrap().code.as_str(), "agent_not_found");
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(10), "no error reply");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let last = eventually_blocking(Duration::from_secs(10), "an error reply", || {
+        read_stream(&mut con, "billing:replies").get(2).cloned()
+    });
+    let env = decode_envelope(&last, 1 << 20).unwrap();
+    let Item::Reply(r) = env.item else { panic!() };
+    assert_eq!(r.error.unwrap().code.as_str(), "agent_not_found");
     let _ = SpawnRequest::default();
 }
 
@@ -655,11 +634,17 @@ fn slow_manage_call(con: &mut redis::Connection, root: &str, timeout_ms: u64) ->
 
 /// Waits (up to 15 s, else fails with `why`) until command `id` is answered.
 fn wait_answered(con: &mut redis::Connection, id: uuid::Uuid, why: &str) {
-    let start = Instant::now();
-    while !answered(con).contains(&id) {
-        assert!(start.elapsed() < Duration::from_secs(15), "{why}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually_blocking(
+        Duration::from_secs(15),
+        &format!("command {id} answered"),
+        || {
+            if answered(con).contains(&id) {
+                Ok(())
+            } else {
+                Err(why.to_string())
+            }
+        },
+    )
 }
 
 /// `redis.commands_running` of the processes of the command tests.
@@ -673,7 +658,10 @@ fn a_waiting_command_holds_up_neither_other_agents_commands_nor_order_per_agent(
     );
     let p = cluster.process();
     let mut con = cluster.redis.client();
-    let (busy, other) = (spawn(&p, "lead"), spawn(&p, "lead"));
+    let (busy, other) = (
+        p.spawn_with(json!({"agent_type": "lead"})),
+        p.spawn_with(json!({"agent_type": "lead"})),
+    );
     // A Manage sync call whose worker takes 30 s, then more reads of the same root than the
     // process runs commands at once (they wait for it without taking running places), then a
     // read of another root.
@@ -713,7 +701,10 @@ fn commands_beyond_the_running_limit_wait_for_a_place() {
     let cluster = Cluster::new().with("AGENTD__REDIS__COMMANDS_RUNNING", "1".to_string());
     let p = cluster.process();
     let mut con = cluster.redis.client();
-    let (busy, other) = (spawn(&p, "lead"), spawn(&p, "lead"));
+    let (busy, other) = (
+        p.spawn_with(json!({"agent_type": "lead"})),
+        p.spawn_with(json!({"agent_type": "lead"})),
+    );
     let slow = slow_manage_call(&mut con, &busy, 3_000);
     let other_agent = command(&mut con, Command::Inspect { agent_id: other });
     std::thread::sleep(Duration::from_millis(1_500));
@@ -732,10 +723,10 @@ fn commands_beyond_the_running_limit_wait_for_a_place() {
 fn an_entry_that_keeps_failing_with_a_store_error_is_dead_lettered_after_max_deliveries() {
     let cluster = Cluster::new();
     let p = cluster.process();
-    let poisoned = spawn(&p, "subagent");
+    let poisoned = p.spawn_with(json!({"agent_type": "subagent"}));
     // Another agent of the same partition: its messages must get through meanwhile.
     let neighbour = (0..200)
-        .map(|_| spawn(&p, "subagent"))
+        .map(|_| p.spawn_with(json!({"agent_type": "subagent"})))
         .find(|id| partition(id) == partition(&poisoned))
         .expect("an agent on the same partition");
     let mut con = cluster.redis.client();
@@ -761,14 +752,11 @@ fn an_entry_that_keeps_failing_with_a_store_error_is_dead_lettered_after_max_del
     p.wait_for("the neighbour's first message answered", |p| {
         p.texts(&neighbour).iter().any(|t| t == "echo: first")
     });
-    let start = Instant::now();
-    while dead_codes(&mut con).is_empty() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the failing entry was never moved aside"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    eventually_blocking(
+        Duration::from_secs(60),
+        "the failing entry to be moved aside",
+        || !dead_codes(&mut con).is_empty(),
+    );
     assert_eq!(dead_codes(&mut con), vec!["store_error"]);
     // The partition goes on, and nothing is left pending.
     xadd(&mut con, &stream, &message(&neighbour, "second"));
@@ -783,7 +771,7 @@ fn an_entry_that_keeps_failing_with_a_store_error_is_dead_lettered_after_max_del
 fn redelivered_entries_apply_once_and_bad_entries_go_to_dead_letters() {
     let cluster = Cluster::new();
     let p = cluster.process();
-    let agent = spawn(&p, "subagent");
+    let agent = p.spawn_with(json!({"agent_type": "subagent"}));
     let mut con = cluster.redis.client();
     let stream = format!("{NS}:p:{{{}}}", partition(&agent));
     let env = Envelope::new(
@@ -869,7 +857,7 @@ fn kill_9_of_a_partition_owner_moves_its_agents_without_losing_or_doubling_messa
             .iter()
             .any(|id: &String| b.partitions_owned().contains(&partition(id)))
     {
-        agents.push(spawn(&a, "subagent"));
+        agents.push(a.spawn_with(json!({"agent_type": "subagent"})));
     }
     let on_b: Vec<&String> = agents
         .iter()
@@ -957,7 +945,7 @@ fn events_of_every_process_reach_each_event_stream() {
     let pb = b.partitions_owned();
     // An agent whose partition b owns: its events come from b, and show on a's stream.
     let on_b = (0..500)
-        .map(|_| spawn(&b, "subagent"))
+        .map(|_| b.spawn_with(json!({"agent_type": "subagent"})))
         .find(|id| pb.contains(&partition(id)))
         .expect("an agent on one of b's partitions");
     // No pause after subscribing: a's tail rests while nobody listens, and must still pass on
@@ -1029,7 +1017,7 @@ fn generated_garbage_on_the_command_and_partition_streams_is_dead_lettered_or_ha
     use proptest::strategy::{Strategy, ValueTree};
     let cluster = Cluster::new();
     let p = cluster.process();
-    let agent = spawn(&p, "subagent");
+    let agent = p.spawn_with(json!({"agent_type": "subagent"}));
     let mut con = cluster.redis.client();
     let partition_stream = format!("{NS}:p:{{{}}}", partition(&agent));
     let commands = format!("{NS}:commands");
@@ -1080,14 +1068,9 @@ fn generated_garbage_on_the_command_and_partition_streams_is_dead_lettered_or_ha
         p.texts(&agent).iter().any(|t| t == "echo: marker")
     });
     // Every entry was handled or dead-lettered, and acknowledged; the process is fine.
-    let start = Instant::now();
-    while pending(&mut con, &commands) + pending(&mut con, &partition_stream) > 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "entries left pending"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    eventually_blocking(Duration::from_secs(20), "no entries left pending", || {
+        pending(&mut con, &commands) + pending(&mut con, &partition_stream) == 0
+    });
     let dead: u64 = redis::cmd("XLEN")
         .arg(format!("{NS}:dead"))
         .query(&mut con)
@@ -1202,7 +1185,9 @@ fn load_cluster() -> (Cluster, AgentdProcess, AgentdProcess, Vec<String>, usize)
     let (messages, n_agents) = (2_000 * s, (20 * s).min(1_000));
     let cluster = Cluster::new();
     let (a, b) = cluster.balanced_pair();
-    let agents: Vec<String> = (0..n_agents).map(|_| spawn(&a, "subagent")).collect();
+    let agents: Vec<String> = (0..n_agents)
+        .map(|_| a.spawn_with(json!({"agent_type": "subagent"})))
+        .collect();
     assert!(
         agents
             .iter()
@@ -1342,14 +1327,11 @@ fn a_workers_output_goes_through_the_parents_stream_and_survives_its_process() {
 /// Waits until nothing of `stream` is pending (an entry is acknowledged right after its
 /// handling, which a thread may show a moment earlier).
 fn acknowledged_soon(con: &mut redis::Connection, stream: &str) {
-    let start = Instant::now();
-    while pending(con, stream) != 0 {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "entries of {stream} still pending"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually_blocking(
+        Duration::from_secs(10),
+        &format!("no entries of {stream} pending"),
+        || pending(con, stream) == 0,
+    );
 }
 
 /// An entry that a process which lost its partition read late (a read it had sent before it
@@ -1362,7 +1344,7 @@ fn acknowledged_soon(con: &mut redis::Connection, stream: &str) {
 fn an_entry_read_late_by_a_process_that_lost_the_partition_is_claimed_before_newer_ones() {
     let cluster = Cluster::with_lease_ms(6_000);
     let p = cluster.process();
-    let agent = spawn(&p, "subagent");
+    let agent = p.spawn_with(json!({"agent_type": "subagent"}));
     let mut con = cluster.redis.client();
     let stream = format!("{NS}:p:{{{}}}", partition(&agent));
     let message = |text: &str| {

@@ -4,9 +4,9 @@
 //! thread exactly once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_tests::{AgentdProcess, RedisServer};
+use agentd_tests::{AgentdProcess, RedisServer, eventually_blocking};
 use serde_json::json;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SCRIPT: &str = r#"
 [[rule]]
@@ -41,21 +41,12 @@ fn run(redis_args: &[&str], restart: impl Fn(&mut RedisServer)) {
     let send = |n: usize, acknowledged: &mut Vec<(String, String)>| {
         let id = agents[n % agents.len()].clone();
         let text = format!("msg {n}");
-        let start = Instant::now();
         // A client retries until agentd acknowledges (202); refusals during the outage are fine.
-        loop {
-            if p.post(&format!("/v1/agents/{id}/messages"), json!({"text": text}))
+        eventually_blocking(Duration::from_secs(30), "agentd to recover", || {
+            p.post(&format!("/v1/agents/{id}/messages"), json!({"text": text}))
                 .is_ok()
-            {
-                acknowledged.push((id, text));
-                return;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "agentd never recovered"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        });
+        acknowledged.push((id, text));
     };
     for n in 0..15 {
         send(n, &mut acknowledged);

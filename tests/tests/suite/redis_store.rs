@@ -32,17 +32,15 @@ async fn an_unreachable_redis_is_a_clear_error() {
 
 #[actix_rt::test]
 async fn actors_on_the_redis_store_delete_leaves_no_key_behind() {
-    use agentd_proto::{Control, ManageOptions, Role};
+    use agentd_proto::{Control, Role};
     use agentd_tests::*;
     let server = RedisServer::start();
     let store = RedisStore::connect(&server.url(), "del").await.unwrap();
     let script = "[[rule]]\ntext = \"echo: {{input}}\"\n";
-    let sys = start(
-        script,
-        default_types(ManageOptions::default()),
-        Arc::new(store.clone()),
-        Arc::new(agentd_actors::SystemClock),
-    );
+    let sys = TestSystem::builder()
+        .script(script)
+        .store(Arc::new(store.clone()))
+        .start();
     let lead = sys.root("lead", Some("hi")).await;
     let keep = sys.root("lead", Some("keep")).await;
     let child = sys.spawn_child(&lead.id, "coding", "work").await;

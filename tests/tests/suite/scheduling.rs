@@ -22,9 +22,12 @@ text = "ok: {{input}}"
 
 #[actix_rt::test]
 async fn priority_then_fifo_under_a_limit_of_one() {
-    let (sys, clock) = start_manual_with(SCRIPT, default_types(ManageOptions::default()), |c| {
-        c.limits.max_running_turns = 1
-    });
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .manual_clock()
+        .config(|c| c.limits.max_running_turns = 1)
+        .start();
+    let clock = sys.manual_clock();
     let blocker = sys.root("plain", Some("busy")).await;
     wait_until("the slot is taken", || async { clock.sleepers() == 1 }).await;
     let mut events = sys.events();
@@ -150,7 +153,8 @@ async fn spawn_dep(
 
 #[actix_rt::test]
 async fn dependency_chain_and_diamond_run_in_order() {
-    let (sys, clock) = start_manual_with(DEPS, default_types(ManageOptions::default()), |_| {});
+    let sys = TestSystem::builder().script(DEPS).manual_clock().start();
+    let clock = sys.manual_clock();
     let lead = sys.root("lead", None).await;
     let a = spawn_dep(&sys, &lead.id, "slow a", &[]).await.unwrap();
     let b = spawn_dep(&sys, &lead.id, "work b", &[&a]).await.unwrap();
@@ -207,9 +211,12 @@ async fn a_failed_dependency_holds_or_fails_its_dependents_by_config() {
         ("hold", AgentStatus::WaitingDependency),
         ("fail", AgentStatus::Failed),
     ] {
-        let (sys, clock) = start_manual_with(DEPS, default_types(ManageOptions::default()), |c| {
-            c.limits.on_dependency_failure = policy.into()
-        });
+        let sys = TestSystem::builder()
+            .script(DEPS)
+            .manual_clock()
+            .config(|c| c.limits.on_dependency_failure = policy.into())
+            .start();
+        let clock = sys.manual_clock();
         let lead = sys.root("lead", None).await;
         let f = spawn_dep(&sys, &lead.id, "broken f", &[]).await.unwrap();
         let e = spawn_dep(&sys, &lead.id, "work e", &[&f]).await.unwrap();
@@ -249,11 +256,16 @@ text = "ok: {{input}}"
 
 #[actix_rt::test]
 async fn failed_turns_are_retried_with_backoff_and_attempts_show() {
-    let (sys, clock) = start_manual_with(FLAKY, default_types(ManageOptions::default()), |c| {
-        c.limits.max_attempts = 3;
-        c.limits.retry_backoff_ms = 500;
-        c.limits.retry_backoff_max_ms = 800;
-    });
+    let sys = TestSystem::builder()
+        .script(FLAKY)
+        .manual_clock()
+        .config(|c| {
+            c.limits.max_attempts = 3;
+            c.limits.retry_backoff_ms = 500;
+            c.limits.retry_backoff_max_ms = 800;
+        })
+        .start();
+    let clock = sys.manual_clock();
     let a = sys.root("plain", Some("flaky job")).await;
     let rec = sys.wait_for_status(&a.id, AgentStatus::Queued).await;
     assert_eq!(rec.status_reason.as_deref(), Some("retry 2 of 3 in 500 ms"));
@@ -308,9 +320,12 @@ async fn failed_turns_are_retried_with_backoff_and_attempts_show() {
 
 #[actix_rt::test]
 async fn the_queue_lists_work_by_priority_with_its_queue_state() {
-    let (sys, clock) = start_manual_with(SCRIPT, default_types(ManageOptions::default()), |c| {
-        c.limits.max_running_turns = 1
-    });
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .manual_clock()
+        .config(|c| c.limits.max_running_turns = 1)
+        .start();
+    let clock = sys.manual_clock();
     let blocker = sys.root("plain", Some("busy")).await;
     wait_until("the slot is taken", || async { clock.sleepers() == 1 }).await;
     let spawn = |title: &str, p: Priority, deps: Vec<String>| {
@@ -377,12 +392,12 @@ async fn stored_work_not_started_is_ready_and_a_rate_limited_agent_waits_for_its
         std::sync::Arc::new(agentd_store::MemoryStore::new());
     let types = || default_types(ManageOptions::default());
     let clock = agentd_actors::ManualClock::new(1_000_000);
-    let first = start(
-        SCRIPT,
-        types(),
-        store.clone(),
-        std::sync::Arc::new(clock.clone()),
-    );
+    let first = TestSystem::builder()
+        .script(SCRIPT)
+        .types(types())
+        .store(store.clone())
+        .clock(std::sync::Arc::new(clock.clone()))
+        .start();
     let idle = first.root("plain", None).await;
     let limited = first.root("plain", Some("rate limit me")).await;
     first
@@ -401,12 +416,12 @@ async fn stored_work_not_started_is_ready_and_a_rate_limited_agent_waits_for_its
 
     // The next process, before it recovers anything.
     let clock2 = agentd_actors::ManualClock::new(1_000_000);
-    let second = start(
-        SCRIPT,
-        types(),
-        store.clone(),
-        std::sync::Arc::new(clock2.clone()),
-    );
+    let second = TestSystem::builder()
+        .script(SCRIPT)
+        .types(types())
+        .store(store.clone())
+        .clock(std::sync::Arc::new(clock2.clone()))
+        .start();
     let tasks = second.system.queue(None).await.unwrap();
     let rows: Vec<(&str, QueueState, usize)> = tasks
         .iter()

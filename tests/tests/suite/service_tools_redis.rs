@@ -12,10 +12,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::scripted_files::{lookup_order, scripted_deployment};
-use agentd_tests::{AgentdProcess, RedisServer};
+use agentd_tests::{AgentdProcess, RedisServer, eventually_blocking};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::{Child, Command};
+use std::time::Duration;
 
 /// A Python with the `redis` and `msgpack` modules (`scripts/test.sh` installs them).
 fn python() -> &'static str {
@@ -62,14 +63,9 @@ impl Worker {
 
     /// Waits up to 20 s for the worker to exit by itself.
     fn wait_for_exit(&mut self) {
-        let start = std::time::Instant::now();
-        while self.0.try_wait().unwrap().is_none() {
-            assert!(
-                start.elapsed() < std::time::Duration::from_secs(20),
-                "the worker did not die"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        eventually_blocking(Duration::from_secs(20), "the worker to die", || {
+            self.0.try_wait().unwrap().is_some()
+        });
     }
 
     fn running(&mut self) -> bool {
@@ -259,7 +255,6 @@ fn the_readme_s_worker_may_start_on_a_redis_where_agentd_never_ran() {
         None,
     );
     // It made the stream and the group, and waits for calls (a blocking read lasts 1 s).
-    let start = std::time::Instant::now();
     let group_made = |con: &mut redis::Connection| {
         redis::cmd("XINFO")
             .arg("GROUPS")
@@ -267,14 +262,14 @@ fn the_readme_s_worker_may_start_on_a_redis_where_agentd_never_ran() {
             .query::<redis::streams::StreamInfoGroupsReply>(con)
             .is_ok_and(|g| g.groups.iter().any(|g| g.name == "workers"))
     };
-    while !group_made(&mut redis.client()) {
+    eventually_blocking(Duration::from_secs(20), "the worker's group", || {
+        let made = group_made(&mut redis.client());
         assert!(
-            worker.running(),
+            made || worker.running(),
             "the worker died on a Redis without the group"
         );
-        assert!(start.elapsed() < std::time::Duration::from_secs(20));
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+        made
+    });
     std::thread::sleep(std::time::Duration::from_millis(1_500));
     assert!(worker.running(), "the worker waits for calls");
 
@@ -437,20 +432,12 @@ fn approve_tool(
         .arg(rmp_serde::to_vec_named(&command).unwrap())
         .query(con)
         .unwrap();
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(reply) = stream(con, "ops:replies")
+    eventually_blocking(Duration::from_secs(15), "a reply to approve_tool", || {
+        stream(con, "ops:replies")
             .into_iter()
             .find(|r| r["causation_id"] == id.as_str())
-        {
-            return reply["item"].clone();
-        }
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(15),
-            "no reply to approve_tool"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+            .map(|reply| reply["item"].clone())
+    })
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! polling, ahead of what was queued (seeds 002 and 004); failures stay with the failing agent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_proto::{AgentStatus, ErrorCode, Event, ManageOptions, Role};
+use agentd_proto::{AgentStatus, ErrorCode, Event, Role};
 use agentd_tests::*;
 use serde_json::json;
 use std::sync::Arc;
@@ -128,7 +128,7 @@ text = "plain ok: {{input}}"
 
 #[actix_rt::test]
 async fn spawn_work_yield_answer_round_trip() {
-    let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
+    let sys = TestSystem::builder().script(SCRIPT).start();
     let mut events = sys.events();
     let lead = sys.root("lead", Some("spawn one")).await;
     let thread = sys
@@ -177,7 +177,8 @@ async fn spawn_work_yield_answer_round_trip() {
 
 #[actix_rt::test]
 async fn a_yield_is_handled_before_messages_already_queued_for_the_parent() {
-    let (sys, clock) = start_manual(SCRIPT, default_types(ManageOptions::default()));
+    let sys = TestSystem::builder().script(SCRIPT).manual_clock().start();
+    let clock = sys.manual_clock();
     let lead = sys.root("lead", Some("busy")).await;
     wait_until("lead model busy", || async { clock.sleepers() == 1 }).await;
     sys.system.send(&lead.id, "m1", false).await.unwrap();
@@ -208,7 +209,8 @@ async fn a_yield_is_handled_before_messages_already_queued_for_the_parent() {
 
 #[actix_rt::test]
 async fn a_background_sub_agent_s_result_waits_its_turn_in_the_parent_s_inbox() {
-    let (sys, clock) = start_manual(SCRIPT, default_types(ManageOptions::default()));
+    let sys = TestSystem::builder().script(SCRIPT).manual_clock().start();
+    let clock = sys.manual_clock();
     let lead = sys.root("lead", Some("busy")).await;
     wait_until("lead model busy", || async { clock.sleepers() == 1 }).await;
     sys.system.send(&lead.id, "m1", false).await.unwrap();
@@ -268,9 +270,10 @@ async fn a_background_sub_agent_s_result_waits_its_turn_in_the_parent_s_inbox() 
 #[actix_rt::test]
 async fn a_yielded_sub_agent_is_passivated_and_frees_its_live_slot() {
     // The lead and one more live agent.
-    let sys = start_simple_with(SCRIPT, default_types(ManageOptions::default()), |c| {
-        c.limits.max_live_agents = 2
-    });
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .config(|c| c.limits.max_live_agents = 2)
+        .start();
     let live = || async { sys.system.live_count().await.unwrap() };
     let lead = sys.root("lead", None).await;
     let child = sys.spawn_child(&lead.id, "coding", "write the code").await;
@@ -325,13 +328,10 @@ fn on_a_recording_model() -> (TestSystem, Arc<RecordingModel>) {
     let clock: Arc<dyn agentd_actors::Clock> = Arc::new(agentd_actors::SystemClock);
     let scripted = agentd_models::ScriptedModel::from_toml_str(SCRIPT, clock.clone()).unwrap();
     let model = Arc::new(RecordingModel::new(Arc::new(scripted)));
-    let sys = start_with_model(
-        model.clone(),
-        default_types(ManageOptions::default()),
-        Arc::new(agentd_store::MemoryStore::new()),
-        clock,
-        |_| {},
-    );
+    let sys = TestSystem::builder()
+        .model(model.clone())
+        .clock(clock)
+        .start();
     (sys, model)
 }
 
@@ -407,7 +407,7 @@ async fn a_yield_without_a_result_is_refused_and_the_model_tries_again() {
 
 #[actix_rt::test]
 async fn a_json_result_is_kept_as_json() {
-    let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
+    let sys = TestSystem::builder().script(SCRIPT).start();
     let lead = sys.root("lead", None).await;
     let r = sys
         .system
@@ -432,7 +432,7 @@ async fn a_json_result_is_kept_as_json() {
 /// result (an `interrupted` error), so the thread stays one a provider takes.
 #[actix_rt::test]
 async fn calls_after_a_yield_in_the_same_step_are_closed_not_run() {
-    let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
+    let sys = TestSystem::builder().script(SCRIPT).start();
     let lead = sys.root("lead", None).await;
     let child = sys.spawn_child(&lead.id, "coding", "yield then more").await;
     sys.wait_for_status(&child, AgentStatus::Completed).await;
@@ -446,7 +446,7 @@ async fn calls_after_a_yield_in_the_same_step_are_closed_not_run() {
 
 #[actix_rt::test]
 async fn management_tools_are_hidden_from_sub_agents_and_refused_when_called() {
-    let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
+    let sys = TestSystem::builder().script(SCRIPT).start();
     let lead = sys.root("lead", None).await;
     let root_tools: Vec<String> = sys
         .system
@@ -503,7 +503,7 @@ async fn management_tools_are_hidden_from_sub_agents_and_refused_when_called() {
 
 #[actix_rt::test]
 async fn a_panicking_turn_fails_only_its_agent() {
-    let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
+    let sys = TestSystem::builder().script(SCRIPT).start();
     let mut events = sys.events();
     let a = sys.root("plain", Some("explode now")).await;
     let b = sys.root("plain", None).await;
@@ -538,7 +538,7 @@ async fn a_panicking_turn_fails_only_its_agent() {
 
 #[actix_rt::test]
 async fn items_are_handled_in_arrival_order_per_agent() {
-    let sys = start_simple(SCRIPT, default_types(ManageOptions::default()));
+    let sys = TestSystem::builder().script(SCRIPT).start();
     let a = sys.root("plain", None).await;
     for i in 0..20 {
         sys.system

@@ -7,7 +7,6 @@
 //! it makes afterwards is accepted.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_actors::SystemClock;
 use agentd_proto::conversation::is_paired;
 use agentd_proto::{AgentRecord, AgentStatus, Control, InboxItem, ManageOptions, Role};
 use agentd_store::MemoryStore;
@@ -92,13 +91,11 @@ async fn lead_waiting_on_a_call(dialect: Dialect) -> Scene {
             ty.tools = vec!["current_time".into()];
         }
     }
-    let sys = start_with_model(
-        model,
-        types,
-        Arc::new(MemoryStore::new()),
-        Arc::new(SystemClock),
-        |c| c.limits.compact_keep_recent = 2,
-    );
+    let sys = TestSystem::builder()
+        .model(model)
+        .types(types)
+        .config(|c| c.limits.compact_keep_recent = 2)
+        .start();
     let lead = sys.root("lead", Some("delegate")).await;
     wait_until("the lead's Manage call waits on the worker", || async {
         let t = sys.thread(&lead.id).await;
@@ -316,13 +313,10 @@ async fn a_thread_already_broken_is_paired_in_every_request() {
         let provider = StrictProvider::start(respond);
         let model = provider.model(dialect, Duration::from_secs(5));
         let store = Arc::new(MemoryStore::new());
-        let sys = start_with_model(
-            model,
-            default_types(ManageOptions::default()),
-            store.clone(),
-            Arc::new(SystemClock),
-            |_| {},
-        );
+        let sys = TestSystem::builder()
+            .model(model)
+            .store(store.clone())
+            .start();
         let a = sys.root("plain", None).await;
         // Written while no actor holds the thread, so that its next activation reads it.
         sys.system.control(&a.id, Control::Close).await.unwrap();

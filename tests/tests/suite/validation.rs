@@ -7,9 +7,9 @@
 
 use agentd_proto::codec::{decode_envelope, encode_envelope};
 use agentd_proto::{Address, Budget, Command, Envelope, Item, SpawnRequest};
-use agentd_tests::{AgentdProcess, RedisServer};
+use agentd_tests::{AgentdProcess, RedisServer, eventually_blocking};
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Small limits, so the tests' inputs stay small.
 fn limits() -> Vec<(&'static str, String)> {
@@ -189,24 +189,19 @@ fn send_command(con: &mut redis::Connection, bytes: Vec<u8>, id: &str) -> Vec<u8
         .arg(bytes)
         .query(con)
         .unwrap();
-    let start = Instant::now();
-    loop {
+    eventually_blocking(Duration::from_secs(15), "a reply", || {
         let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
             .arg("svc:replies")
             .arg("-")
             .arg("+")
             .query(con)
             .unwrap();
-        for entry in &reply.ids {
+        reply.ids.iter().find_map(|entry| {
             let bytes: Vec<u8> = entry.get("m").unwrap();
             let reply: Value = rmp_serde::from_slice(&bytes).unwrap();
-            if reply["causation_id"] == id {
-                return bytes;
-            }
-        }
-        assert!(start.elapsed() < Duration::from_secs(15), "no reply");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+            (reply["causation_id"] == id).then_some(bytes)
+        })
+    })
 }
 
 fn code(r: Result<Value, agentd_proto::AgentdError>) -> String {
