@@ -2,7 +2,6 @@
 //! agent system on a scripted model ([`TestSystem::builder`]), the usual agent types, real
 //! `agentd` processes and servers, and condition polling ([`eventually`]: tests wait for a state,
 //! they never sleep a fixed time and assert).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod anthropic_sse;
 pub mod eventually;

@@ -2,7 +2,6 @@
 //! `subagent` (the shipped `deploy/agents/subagent.toml`, through a real turn), and the running
 //! service's `agents.dir` replaces built-in types — by a file's name, by its stem, and for a
 //! name that is otherwise an alias.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_proto::{AgentStatus, Role};
 use agentd_tests::process::AgentdProcess;

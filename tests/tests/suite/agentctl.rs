@@ -3,7 +3,6 @@
 //! status the agent has and `inspect` a summary; the open tool calls, an agent's tools and
 //! children; events with their ids, resumed after one; and a reader that stops reading
 //! (`agentctl --json tree | head -c 100`) ends agentctl quietly.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::AgentdProcess;
 use agentd_tests::mock_http::{Canned, MockHttp};

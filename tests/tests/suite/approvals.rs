@@ -6,7 +6,6 @@
 //! service call then waits for its answer in `waiting_tool`; a rejection reaches the model as
 //! a tool error with its reason (through `agentctl reject`); an approval that nobody gives in
 //! `limits.approval_timeout_ms` reaches the model as a timeout.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::AgentdProcess;
 use agentd_tests::scripted_files::{

@@ -2,7 +2,6 @@
 //! pause, a rate limit, an error and a terminate, taken on demand and before a requested
 //! compaction, pruned by config, and restored exactly — conversation, phase, progress, pending
 //! work and environment.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_proto::{AgentStatus, CheckpointReason, Command, Control, Role};
 use agentd_tests::*;

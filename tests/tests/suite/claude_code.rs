@@ -5,7 +5,6 @@
 //! (`--resume`), a reset's new session, a cancel that stops the process, a usage limit's wait
 //! until the reset the CLI reports, the cost of a turn an interrupt cut short, and a worker's
 //! forward sent to the CLI as the user's input whether it starts a turn or was relayed.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_actors::{AgentType, ModelClient, SystemClock, ThreadStore};
 use agentd_models::claude_code::protocol::four_kinds;

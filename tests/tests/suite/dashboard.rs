@@ -13,7 +13,6 @@
 //!
 //! Needs `node`, `/usr/bin/chromium` (or `CHROMIUM_PATH`) and `tests/browser/node_modules`;
 //! `scripts/test.sh` installs them. Missing ones fail the test with the fix, never skip it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::process::bin_dir;
 use agentd_tests::streaming_provider::{StreamingProvider, openai_text};

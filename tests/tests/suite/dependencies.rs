@@ -6,7 +6,6 @@
 //! agree on what waits, the dependent runs after recovery), also of the real `agentd` on the
 //! embedded store, killed with `kill -9`.
 //! Two processes on Redis: `redis_cluster.rs`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_proto::{
     AgentStatus, Control, ErrorCode, Event, OnDependencyFailure, QueueState, Role, SpawnRequest,

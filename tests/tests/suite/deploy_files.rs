@@ -1,5 +1,4 @@
 //! The deploy files parse, and every `AGENTD__SECTION__KEY` they set names a real setting.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
 

@@ -4,7 +4,6 @@
 //! no longer kept gets `event: lagged`. In one process (the ring of recent events) and with Redis
 //! (entry ids of `<ns>:events` and `<ns>:deltas`; deltas never go to `<ns>:events`; a client
 //! resumes on another process from the streams themselves).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::process::wait_balanced;
 use agentd_tests::streaming_provider::{StreamingProvider, openai_text};

@@ -9,7 +9,6 @@
 //! in the parent's own voice (merged into its previous answer, or as a second assistant
 //! message in a row). The same holds for a compaction: its request ends with the ask for the
 //! summary, even where the part it summarises ends with the model's own answer.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_proto::{AgentStatus, AsyncForward, InboxItem, ManageOptions, Role};
 use agentd_tests::strict_provider::last_text_of;

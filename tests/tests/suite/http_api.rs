@@ -4,7 +4,6 @@
 //! route does not take, and an agent id that is not one, are `invalid_argument`; a body that
 //! stops short of its `Content-Length` is `408 request_timeout` after
 //! `server.request_timeout_ms`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::AgentdProcess;
 use serde_json::{Value, json};

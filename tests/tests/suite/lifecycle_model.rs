@@ -6,7 +6,6 @@
 //! The model's table is not the code's: it is [`DOCUMENTED`], written from the table in
 //! `docs/lifecycle.md`, and checked against `AgentStatus::can_become` pair by pair, so a change
 //! to either shows here.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_proto::{AgentStatus, Control, Role};
 use agentd_tests::*;

@@ -3,7 +3,6 @@
 //! service tool's call is logged (INFO) and acknowledged, as docs/redis.md says; an MCP
 //! server's `peer_info` (its instructions) is DEBUG, not INFO; a configuration error is printed
 //! once, without a backtrace, even with `RUST_BACKTRACE=1`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::mcp::node_server;
 use agentd_tests::scripted_files::{CLERK, CLERK_SCRIPT, lookup_order, scripted_deployment};

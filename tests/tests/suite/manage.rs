@@ -1,6 +1,5 @@
 //! The Manage tool (seed 000) through real actors: sync and async send_message, aliases,
 //! check_status, the sync timeout on a manual clock, and every seed error by its code.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_proto::{AgentStatus, Control, ErrorCode, Event, ManageOptions, Role};
 use agentd_tests::*;

@@ -1,6 +1,5 @@
 //! The management surface through real actors: every tool's success path, every rule's error
 //! code, interrupts, close/re-open, delete, cascades, limits, lifecycle controls and scoping.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_actors::AgentType;
 use agentd_proto::{

@@ -7,7 +7,6 @@
 //! its `read_text_file` does not. A streamable-HTTP server that restarts on the same port
 //! refuses the old session (server-everything with 400, the Python SDK with 404): the call that
 //! finds out fails at once, and agentd opens a new session.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::mcp::{
     free_port, mcp_dir, node_server, python, start_everything_http, start_everything_http_on,

@@ -1,7 +1,6 @@
 //! The HTTP model backends against a local canned server, through real actors: tool-call round
 //! trip, usage in four kinds and cost, 429 → waiting_rate_limit → automatic resume on a manual
 //! clock, 5xx retried, malformed response → a clear error.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_actors::{ManualClock, ModelClient};
 use agentd_models::{AnthropicModel, HttpSettings, OpenAiModel};

@@ -4,7 +4,6 @@
 //! not an answer, 429 and 5xx before the first byte behave as for whole answers, and a call
 //! cancelled or paused mid-stream is aborted (the provider sees the hang-up) with its tokens
 //! counted: the provider's report when it gave one, an estimate flagged `estimated` otherwise.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_actors::{ManualClock, ModelClient, SystemClock};
 use agentd_models::{AnthropicModel, HttpSettings, OpenAiModel};

@@ -6,7 +6,6 @@
 //! `target/.venv-schemathesis` (or named by `AGENTD_SCHEMATHESIS`, the path of its `st`). The
 //! test skips, saying so, only when neither exists: CI runs `scripts/test.sh`, which always
 //! installs it.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::AgentdProcess;
 use serde_json::json;

@@ -1,7 +1,6 @@
 //! Operating agentd as a real process: metrics after a run, live events over SSE, the OpenAPI
 //! document against the real routes, bearer-token auth, the health check, SIGTERM with event
 //! streams open and in the middle of a run.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::AgentdProcess;
 use agentd_tests::process::binary;

@@ -1,7 +1,6 @@
 //! The process backend: one real OS process per agent, JSON lines, usage parsed from its
 //! output, pause/resume/terminate observed on the process state, and a worker's forward sent
 //! to the parent's process as input, never in the parent's own voice.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_actors::ModelClient;
 use agentd_models::ProcessModel;

@@ -1,5 +1,4 @@
 //! Protocol markers and rate limits through real actors on the scripted model.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_proto::{AgentStatus, ErrorCode, Event, Marker, Role};
 use agentd_tests::*;

@@ -2,7 +2,6 @@
 //! call whose estimated input would not leave `max_tokens` for the answer compacts the thread
 //! first, with a `context_compacted` event) and its pace (`requests_per_minute`: calls beyond
 //! it wait in `waiting_rate_limit` without calling).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_actors::ContextWindow;
 use agentd_proto::{AgentStatus, CompactionTrigger, Event, Role, SpawnRequest};

@@ -1,6 +1,5 @@
 //! Model providers per agent type and per spawn, and the concurrency limits per parent and per
 //! provider: through real actors, and through the service's own wiring from config.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_actors::{ManualClock, ModelClient};
 use agentd_models::{ModelRouter, ScriptedModel};

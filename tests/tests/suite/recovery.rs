@@ -1,6 +1,5 @@
 //! The durable inbox: work queued when a process stops is resumed by the next one, in order,
 //! each item once.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_actors::{ManualClock, ThreadStore};
 use agentd_proto::{AgentStatus, ManageOptions, Role};

@@ -1,7 +1,6 @@
 //! agentd on Redis, as real processes on a private redis-server: cross-process Manage (sync and
 //! async), the command stream used by a plain Redis client, de-duplication of redelivered
 //! entries, dead letters, and failover after `kill -9` of a partition owner.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_actors::fnv1a64;
 use agentd_proto::codec::{decode_envelope, encode_envelope};

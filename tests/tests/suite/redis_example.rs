@@ -1,7 +1,6 @@
 //! The Python example of `docs/redis.md`, run as it is written (its Redis port aside) against
 //! a real agentd on a private redis-server, twice, as a user runs it again: each run reads
 //! only its own replies and its own agent's events.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::{AgentdProcess, RedisServer};
 use std::path::Path;

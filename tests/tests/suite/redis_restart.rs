@@ -2,7 +2,6 @@
 //! with `appendfsync always`, an outage longer than the partition leases, and connections cut
 //! with `CLIENT KILL`. agentd reconnects by itself and every acknowledged message is in its
 //! thread exactly once.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::{AgentdProcess, RedisServer, eventually_blocking};
 use serde_json::json;

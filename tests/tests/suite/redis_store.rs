@@ -1,6 +1,5 @@
 //! The Redis store passes the same conformance suite as the memory and embedded stores, on a
 //! private redis-server.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_store::RedisStore;
 use agentd_store::conformance;

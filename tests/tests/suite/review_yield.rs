@@ -7,7 +7,6 @@
 //! approved, the parent gets exactly the approved result. An approval nobody gives in
 //! `limits.approval_timeout_ms` reaches the sub-agent as `tool_timeout`, and the result never
 //! reaches the parent.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::AgentdProcess;
 use agentd_tests::scripted_files::{embedded_store, scripted_deployment};

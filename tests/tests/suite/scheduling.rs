@@ -1,6 +1,5 @@
 //! Turn scheduling under a concurrency limit: priority order across agents, FIFO within a
 //! level, `queued` while waiting, and each agent's own inbox order kept.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_proto::{AgentStatus, Event, ManageOptions, Priority, QueueState, Role, SpawnRequest};
 use agentd_tests::*;

@@ -1,7 +1,6 @@
 //! The real `agentd` binary on its embedded store: the demo round trip over HTTP, agentctl
 //! against it, then a restart on the same data directory keeps threads, aliases and the
 //! parent→child map.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::AgentdProcess;
 use serde_json::{Value, json};

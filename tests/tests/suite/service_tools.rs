@@ -4,7 +4,6 @@
 //! answer — through `agentctl tool-result` — is applied once (a second one is `409`, an unknown
 //! call `404`); a deadline that passes while agentd is down is applied at the restart; a
 //! cancel closes the call with an `interrupted` result.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::AgentdProcess;
 use agentd_tests::scripted_files::{

@@ -9,7 +9,6 @@
 //! Gated calls of the same tool are decided by the command `approve_tool` written to
 //! `<ns>:commands` as a plain MessagePack map: the approved call is published to the workers'
 //! stream, the rejected one never is and its reason reaches the model.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::scripted_files::{lookup_order, scripted_deployment};
 use agentd_tests::{AgentdProcess, RedisServer, eventually_blocking};

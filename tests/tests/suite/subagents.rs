@@ -1,6 +1,5 @@
 //! Sub-agents through real actors: spawn → work → yield → the parent hears back without
 //! polling, ahead of what was queued (seeds 002 and 004); failures stay with the failing agent.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_proto::{AgentStatus, ErrorCode, Event, Role};
 use agentd_tests::*;

@@ -5,7 +5,6 @@
 //! followed by a reset or a compaction; the lead's stored thread keeps the rule (the open call is
 //! closed with an `interrupted` error result before the interruption marker) and every request
 //! it makes afterwards is accepted.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_proto::conversation::is_paired;
 use agentd_proto::{AgentRecord, AgentStatus, Control, InboxItem, ManageOptions, Role};

@@ -3,7 +3,6 @@
 //! budgets positive. An unknown agent's event stream is refused, not empty. A command naming a
 //! field it does not take is refused naming it: on the command stream it is dead-lettered,
 //! acknowledged and answered with the refusal, while the envelope stays open to new fields.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_proto::codec::{decode_envelope, encode_envelope};
 use agentd_proto::{Address, Budget, Command, Envelope, Item, SpawnRequest};

@@ -5,7 +5,6 @@
 //! lists an unknown tool and an unset `secret_env`, and never prints a secret. A webhook with
 //! `approval = "always"` is not called until a person approves the call, then once; calling it
 //! from outside a turn is refused with `409`.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use agentd_tests::AgentdProcess;
 use agentd_tests::scripted_files::{embedded_store, scripted_deployment};
