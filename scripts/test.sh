@@ -15,8 +15,8 @@ if ! command -v redis-server >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
 fi
 
-# The Python example of docs/redis.md is run by tests/tests/redis_example.rs with Debian's
-# python3 and its redis and msgpack modules.
+# The Python example of docs/redis.md is run by tests/tests/suite/redis_example.rs with
+# Debian's python3 and its redis and msgpack modules.
 if ! /usr/bin/python3 -c 'import redis, msgpack' >/dev/null 2>&1; then
   echo "installing python3-redis and python3-msgpack from Debian's packages (docs example test)" >&2
   SUDO=""
@@ -41,14 +41,14 @@ fi
 if [ ! -d tests/browser/node_modules ]; then
   npm ci --prefix tests/browser --no-audit --no-fund
 fi
-# The real Claude Code CLI for tests/tests/claude_code.rs, pinned (with its platform binary
+# The real Claude Code CLI for tests/tests/suite/claude_code.rs, pinned (with its platform binary
 # package, e.g. linux-x64) by tests/claude/package-lock.json.
 if [ ! -d tests/claude/node_modules ]; then
   npm ci --prefix tests/claude --no-audit --no-fund
 fi
 
 # The MCP reference servers (server-everything, server-filesystem) for the MCP tests
-# (tests/tests/mcp_tools.rs), pinned by tests/mcp/package-lock.json.
+# (tests/tests/suite/mcp_tools.rs), pinned by tests/mcp/package-lock.json.
 if [ ! -d tests/mcp/node_modules ]; then
   npm ci --prefix tests/mcp --no-audit --no-fund
 fi
@@ -71,8 +71,9 @@ if ! "$MCP_VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.
   "$MCP_VENV/bin/pip" install -q --disable-pip-version-check "mcp==$MCP_PY_VERSION"
 fi
 
-# schemathesis, pinned, for the OpenAPI conformance test (tests/tests/openapi_conformance.rs),
-# in a virtualenv of its own under target/ (git-ignored).
+# schemathesis, pinned, for the OpenAPI conformance test
+# (tests/tests/suite/openapi_conformance.rs), in a virtualenv of its own under target/
+# (git-ignored).
 SCHEMATHESIS_VERSION=4.32.5
 ST_VENV=target/.venv-schemathesis
 if ! "$ST_VENV/bin/st" --version 2>/dev/null | grep -qx "st, version $SCHEMATHESIS_VERSION"; then

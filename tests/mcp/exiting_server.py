@@ -1,4 +1,4 @@
-"""An MCP server (Python SDK) for agentd's tests (tests/tests/mcp_tools.rs), run with the venv
+"""An MCP server (Python SDK) for agentd's tests (tests/tests/suite/mcp_tools.rs), run with the venv
 scripts/test.sh makes: over stdio, or over streamable HTTP on 127.0.0.1 with `--http PORT` (the
 SDK answers a session id it does not know, such as one from before a restart, with 404):
 

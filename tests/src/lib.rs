@@ -1,8 +1,10 @@
-//! Helpers for agentd's cross-crate tests: a whole in-process agent system on a scripted model,
-//! and condition polling (tests wait for a state, they never sleep a fixed time and assert).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Helpers for agentd's cross-crate tests (the suite in `tests/tests/suite`): a whole in-process
+//! agent system on a scripted model ([`TestSystem::builder`]), the usual agent types, real
+//! `agentd` processes and servers, and condition polling ([`eventually`]: tests wait for a state,
+//! they never sleep a fixed time and assert).
 
 pub mod anthropic_sse;
+pub mod eventually;
 pub mod failing_store;
 pub mod mcp;
 pub mod mock_http;
@@ -21,17 +23,23 @@ pub use redis_server::RedisServer;
 pub use streaming_provider::{Reply, StreamingProvider};
 pub use strict_provider::{Answer, Dialect, StrictProvider};
 
+pub use eventually::{Poll, eventually, eventually_blocking};
+
 use agentd_actors::{
-    AgentSystem, AgentType, AgentTypes, Clock, Deps, ManualClock, RuntimeConfig, SystemClock,
-    ThreadStore,
+    AgentSystem, AgentType, AgentTypes, Clock, Deps, ManualClock, ModelClient, RuntimeConfig,
+    SystemClock, ThreadStore,
 };
 use agentd_bus::InProcessBus;
 use agentd_models::ScriptedModel;
-use agentd_proto::{AgentRecord, Event, ManageOptions, Role, ThreadEntry};
-use agentd_store::MemoryStore;
+use agentd_proto::{AgentRecord, Event, ManageOptions, Role, SpawnRequest, ThreadEntry};
+use agentd_store::{MemoryStore, RedbStore};
 use std::future::Future;
+use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// The builder's model unless a test gives one: every agent answers `echo: <its input>`.
+pub const ECHO_SCRIPT: &str = "[[rule]]\ntext = \"echo: {{input}}\"\n";
 
 /// A started in-process agent system and what a test needs to observe it.
 pub struct TestSystem {
@@ -41,6 +49,8 @@ pub struct TestSystem {
     pub store: Arc<dyn ThreadStore>,
     /// The event bus behind it.
     pub bus: InProcessBus,
+    /// Its clock, when the builder gave it a manual one.
+    manual: Option<ManualClock>,
 }
 
 /// An agent type with a title and workers.
@@ -56,13 +66,7 @@ pub fn agent_type(name: &str, title: &str, workers: &[&str]) -> AgentType {
 /// [`default_types`] with the `ops` worker allowed `current_time`, for
 /// [`ops_two_answers!`]'s rules.
 pub fn ops_with_clock(lead_manage: ManageOptions) -> Vec<AgentType> {
-    let mut types = default_types(lead_manage);
-    for ty in &mut types {
-        if ty.name == "ops" {
-            ty.tools = vec!["current_time".into()];
-        }
-    }
-    types
+    default_types(lead_manage).with_tools("ops", &["current_time"])
 }
 
 /// Script rules (TOML) for an `ops` worker that answers a message containing `$contains`
@@ -96,125 +100,207 @@ pub fn default_types(lead_manage: ManageOptions) -> Vec<AgentType> {
     ]
 }
 
-/// Starts an agent system. Must run inside an actix `System` (e.g. `#[actix_rt::test]`).
-pub fn start(
-    script: &str,
-    types: Vec<AgentType>,
-    store: Arc<dyn ThreadStore>,
-    clock: Arc<dyn Clock>,
-) -> TestSystem {
-    start_custom(script, types, store, clock, |_| {})
+/// The agent types a test starts with unless it names others: [`default_types`] with default
+/// management options.
+pub fn cast() -> Vec<AgentType> {
+    default_types(ManageOptions::default())
 }
 
-/// [`start`] with a hook that adjusts the runtime config (limits, prompts, ...).
-pub fn start_custom(
-    script: &str,
-    types: Vec<AgentType>,
-    store: Arc<dyn ThreadStore>,
-    clock: Arc<dyn Clock>,
-    tweak: impl FnOnce(&mut RuntimeConfig),
-) -> TestSystem {
-    let model = ScriptedModel::from_toml_str(script, clock.clone()).expect("script");
-    start_with_model(Arc::new(model), types, store, clock, tweak)
+/// [`cast`] with the `plain` type allowed `current_time`: a root that calls a tool.
+pub fn plain_with_clock() -> Vec<AgentType> {
+    cast().with_tools("plain", &["current_time"])
 }
 
-/// An agent system on any model backend.
-pub fn start_with_model(
-    model: Arc<dyn agentd_actors::ModelClient>,
-    types: Vec<AgentType>,
-    store: Arc<dyn ThreadStore>,
-    clock: Arc<dyn Clock>,
-    tweak: impl FnOnce(&mut RuntimeConfig),
-) -> TestSystem {
-    let bus = InProcessBus::default();
-    let mut config = RuntimeConfig::with_types(AgentTypes::new(types).expect("types"));
-    tweak(&mut config);
-    let deps = Deps {
-        store: store.clone(),
-        model,
-        events: Arc::new(bus.clone()),
-        clock,
-        config: Arc::new(config),
-        tools: Default::default(),
-        transport: None,
-    };
-    TestSystem {
-        system: AgentSystem::start(deps),
-        store,
-        bus,
+/// A test's variant of a list of agent types (usually [`cast`]), adjusted in place.
+pub trait TypesExt {
+    /// The type `name` may call `tools` (and no others).
+    fn with_tools(self, name: &str, tools: &[&str]) -> Self;
+    /// The type `name`, changed by `edit`.
+    fn edited(self, name: &str, edit: impl FnOnce(&mut AgentType)) -> Self;
+    /// One type more.
+    fn and(self, ty: AgentType) -> Self;
+}
+
+impl TypesExt for Vec<AgentType> {
+    fn with_tools(self, name: &str, tools: &[&str]) -> Self {
+        self.edited(name, |ty| {
+            ty.tools = tools.iter().map(|t| t.to_string()).collect()
+        })
+    }
+
+    fn edited(mut self, name: &str, edit: impl FnOnce(&mut AgentType)) -> Self {
+        let ty = self
+            .iter_mut()
+            .find(|ty| ty.name == name)
+            .unwrap_or_else(|| panic!("no agent type {name:?} to change"));
+        edit(ty);
+        self
+    }
+
+    fn and(mut self, ty: AgentType) -> Self {
+        self.push(ty);
+        self
     }
 }
 
-/// [`start`] on a memory store and the real clock.
-pub fn start_simple(script: &str, types: Vec<AgentType>) -> TestSystem {
-    start(
-        script,
-        types,
-        Arc::new(MemoryStore::new()),
-        Arc::new(SystemClock),
-    )
-}
-
-/// [`start`] on a memory store and a manual clock.
-pub fn start_manual(script: &str, types: Vec<AgentType>) -> (TestSystem, ManualClock) {
-    let clock = ManualClock::new(1_000_000);
-    let sys = start(
-        script,
-        types,
-        Arc::new(MemoryStore::new()),
-        Arc::new(clock.clone()),
-    );
-    (sys, clock)
-}
-
-/// [`start_custom`] on a memory store and the real clock.
-pub fn start_simple_with(
-    script: &str,
-    types: Vec<AgentType>,
-    tweak: impl FnOnce(&mut RuntimeConfig),
-) -> TestSystem {
-    start_custom(
-        script,
-        types,
-        Arc::new(MemoryStore::new()),
-        Arc::new(SystemClock),
-        tweak,
-    )
-}
-
-/// [`start_custom`] on a memory store and a manual clock.
-pub fn start_manual_with(
-    script: &str,
-    types: Vec<AgentType>,
-    tweak: impl FnOnce(&mut RuntimeConfig),
-) -> (TestSystem, ManualClock) {
-    let clock = ManualClock::new(1_000_000);
-    let sys = start_custom(
-        script,
-        types,
-        Arc::new(MemoryStore::new()),
-        Arc::new(clock.clone()),
-        tweak,
-    );
-    (sys, clock)
-}
-
-/// Polls `cond` until it holds or 10 s pass (then panics with `what`).
-pub async fn wait_until<F, Fut>(what: &str, mut cond: F)
+/// Polls `cond` until it holds or 10 s pass (then panics with `what`): [`eventually`] with the
+/// in-process tests' usual limit.
+pub async fn wait_until<F, Fut>(what: &str, cond: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    let start = Instant::now();
-    while !cond().await {
-        if start.elapsed() > Duration::from_secs(10) {
-            panic!("timed out waiting for: {what}");
+    eventually(Duration::from_secs(10), what, cond).await
+}
+
+/// An adjustment of the runtime config ([`TestSystemBuilder::config`]).
+type ConfigTweak<'a> = Box<dyn FnOnce(&mut RuntimeConfig) + 'a>;
+
+/// The model a [`TestSystemBuilder`] starts the system on.
+enum ModelChoice {
+    /// A [`ScriptedModel`] read from these TOML rules, on the system's clock.
+    Script(String),
+    /// Any backend.
+    Client(Arc<dyn ModelClient>),
+}
+
+/// The clock a [`TestSystemBuilder`] starts the system on.
+enum ClockChoice {
+    /// The real clock.
+    System,
+    /// A [`ManualClock`] the test moves ([`TestSystem::manual_clock`]).
+    Manual(ManualClock),
+    /// A clock of the test's own.
+    Custom(Arc<dyn Clock>),
+}
+
+/// How to start a [`TestSystem`]: the model (a script or any backend), agent types, store,
+/// clock and runtime-config adjustments, each with a default (an echoing script, [`cast`], a
+/// memory store, the real clock, the default config). Must start inside an actix `System`
+/// (e.g. `#[actix_rt::test]`).
+pub struct TestSystemBuilder<'a> {
+    model: ModelChoice,
+    types: Option<Vec<AgentType>>,
+    store: Option<Arc<dyn ThreadStore>>,
+    clock: ClockChoice,
+    tweaks: Vec<ConfigTweak<'a>>,
+}
+
+impl<'a> TestSystemBuilder<'a> {
+    /// The scripted model's rules (TOML); the script is read with the system's clock.
+    pub fn script(mut self, script: &str) -> Self {
+        self.model = ModelChoice::Script(script.to_string());
+        self
+    }
+
+    /// A model backend of the test's own instead of a script.
+    pub fn model(mut self, model: Arc<dyn ModelClient>) -> Self {
+        self.model = ModelChoice::Client(model);
+        self
+    }
+
+    /// The agent types (else [`cast`]).
+    pub fn types(mut self, types: Vec<AgentType>) -> Self {
+        self.types = Some(types);
+        self
+    }
+
+    /// The store (else a fresh [`MemoryStore`]).
+    pub fn store(mut self, store: Arc<dyn ThreadStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The embedded store (redb) in `dir`.
+    pub fn embedded(self, dir: &Path) -> Self {
+        let store = RedbStore::open(dir).expect("open the embedded store");
+        self.store(Arc::new(store))
+    }
+
+    /// A clock of the test's own (else the real clock).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = ClockChoice::Custom(clock);
+        self
+    }
+
+    /// A [`ManualClock`] at 1,000,000 ms, which the test moves: [`TestSystem::manual_clock`].
+    pub fn manual_clock(mut self) -> Self {
+        self.clock = ClockChoice::Manual(ManualClock::new(1_000_000));
+        self
+    }
+
+    /// Adjusts the runtime config (limits, prompts, ...) before the system starts; adjustments
+    /// apply in the order given.
+    pub fn config(mut self, tweak: impl FnOnce(&mut RuntimeConfig) + 'a) -> Self {
+        self.tweaks.push(Box::new(tweak));
+        self
+    }
+
+    /// Starts the system.
+    pub fn start(self) -> TestSystem {
+        let (clock, manual): (Arc<dyn Clock>, _) = match self.clock {
+            ClockChoice::System => (Arc::new(SystemClock), None),
+            ClockChoice::Manual(manual) => (Arc::new(manual.clone()), Some(manual)),
+            ClockChoice::Custom(clock) => (clock, None),
+        };
+        let model: Arc<dyn ModelClient> = match self.model {
+            ModelChoice::Script(script) => {
+                Arc::new(ScriptedModel::from_toml_str(&script, clock.clone()).expect("script"))
+            }
+            ModelChoice::Client(model) => model,
+        };
+        let types = self.types.unwrap_or_else(cast);
+        let store = self
+            .store
+            .unwrap_or_else(|| Arc::new(MemoryStore::new()) as Arc<dyn ThreadStore>);
+        let bus = InProcessBus::default();
+        let mut config = RuntimeConfig::with_types(AgentTypes::new(types).expect("types"));
+        for tweak in self.tweaks {
+            tweak(&mut config);
         }
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        let deps = Deps {
+            store: store.clone(),
+            model,
+            events: Arc::new(bus.clone()),
+            clock,
+            config: Arc::new(config),
+            tools: Default::default(),
+            transport: None,
+        };
+        TestSystem {
+            system: AgentSystem::start(deps),
+            store,
+            bus,
+            manual,
+        }
     }
 }
 
 impl TestSystem {
+    /// How to start one: see [`TestSystemBuilder`].
+    pub fn builder<'a>() -> TestSystemBuilder<'a> {
+        TestSystemBuilder {
+            model: ModelChoice::Script(ECHO_SCRIPT.to_string()),
+            types: None,
+            store: None,
+            clock: ClockChoice::System,
+            tweaks: Vec::new(),
+        }
+    }
+
+    /// The manual clock the builder started it on ([`TestSystemBuilder::manual_clock`]), to
+    /// move time and count sleepers.
+    pub fn manual_clock(&self) -> ManualClock {
+        self.manual
+            .clone()
+            .expect("the system was built with .manual_clock()")
+    }
+
+    /// Spawns an agent as `request` says, which must succeed: its record.
+    pub async fn spawn(&self, request: SpawnRequest) -> AgentRecord {
+        self.system.spawn(request).await.expect("spawn")
+    }
+
     /// Spawns a foreground root of `agent_type`, optionally with a first message.
     pub async fn root(&self, agent_type: &str, prompt: Option<&str>) -> AgentRecord {
         self.system

@@ -6,7 +6,9 @@
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::eventually::eventually_blocking;
 
 /// `tests/mcp`.
 pub fn mcp_dir() -> PathBuf {
@@ -104,15 +106,18 @@ pub fn start_python_http_on(port: u16) -> Option<ServerProcess> {
 
 /// `server` once it accepts connections on `port` (within 15 s); `None` if it exited first.
 fn listening(mut server: ServerProcess, port: u16) -> Option<ServerProcess> {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while Instant::now() < deadline {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Some(server);
-        }
-        if server.0.try_wait().ok().flatten().is_some() {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("the MCP server did not listen on port {port} within 15 s");
+    let listens = eventually_blocking(
+        Duration::from_secs(15),
+        &format!("the MCP server to listen on port {port}"),
+        || {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                Some(true)
+            } else if server.0.try_wait().ok().flatten().is_some() {
+                Some(false)
+            } else {
+                None
+            }
+        },
+    );
+    listens.then_some(server)
 }

@@ -2,6 +2,7 @@
 //! environment overrides on a free loopback port, driven over HTTP, stopped with SIGTERM or
 //! killed with SIGKILL.
 
+use crate::eventually::eventually_blocking;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
@@ -136,17 +137,11 @@ impl AgentdProcess {
 
     /// Waits (up to 20 s) for a logged line that contains `text`: that line.
     pub fn wait_for_log(&self, text: &str) -> String {
-        let start = Instant::now();
-        loop {
-            if let Some(line) = self.log_lines().into_iter().find(|l| l.contains(text)) {
-                return line;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "timed out waiting for a log line with {text:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        eventually_blocking(
+            Duration::from_secs(20),
+            &format!("a log line with {text:?}"),
+            || self.log_lines().into_iter().find(|l| l.contains(text)),
+        )
     }
 
     /// The OS process id.
@@ -199,14 +194,7 @@ impl AgentdProcess {
 
     /// Polls `cond` for up to 20 s.
     pub fn wait_for(&self, what: &str, cond: impl Fn(&AgentdProcess) -> bool) {
-        let start = Instant::now();
-        while !cond(self) {
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "timed out waiting for {what}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        eventually_blocking(Duration::from_secs(20), what, || cond(self))
     }
 
     /// Agent `id`'s status now (`GET /v1/agents/{id}`).
@@ -222,6 +210,17 @@ impl AgentdProcess {
                 serde_json::json!({"agent_type": agent_type, "prompt": prompt}),
             )
             .unwrap_or_else(|e| panic!("spawning a {agent_type}: {e:?}"));
+        spawned["agent_id"]
+            .as_str()
+            .expect("a spawned agent's id")
+            .to_string()
+    }
+
+    /// Spawns an agent as `body` says (`POST /v1/agents`), which must succeed: its id.
+    pub fn spawn_with(&self, body: Value) -> String {
+        let spawned = self
+            .post("/v1/agents", body.clone())
+            .unwrap_or_else(|e| panic!("spawning {body}: {e:?}"));
         spawned["agent_id"]
             .as_str()
             .expect("a spawned agent's id")
@@ -270,17 +269,11 @@ impl AgentdProcess {
     pub fn stop_within(mut self, limit: Duration) -> Duration {
         self.signal("TERM");
         let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                assert!(status.success(), "agentd exited with {status}");
-                return start.elapsed();
-            }
-            assert!(
-                start.elapsed() < limit,
-                "agentd did not stop within {limit:?} of SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let status = eventually_blocking(limit, "agentd to stop after SIGTERM", || {
+            self.child.try_wait().expect("wait")
+        });
+        assert!(status.success(), "agentd exited with {status}");
+        start.elapsed()
     }
 
     /// Sends `signal` (a `kill` name: `STOP`, `CONT`, …) to the process.
@@ -311,20 +304,16 @@ impl Drop for AgentdProcess {
 /// owning some. Until then a partition may move from one to the other, and an agent of a moving
 /// partition has its turn aborted and run again by its new owner.
 pub fn wait_balanced(a: &AgentdProcess, b: &AgentdProcess, partitions: u32) {
-    let start = Instant::now();
-    loop {
+    eventually_blocking(Duration::from_secs(20), "the partitions to balance", || {
         let (x, y) = (a.partitions_owned(), b.partitions_owned());
-        if x.len() + y.len() == partitions as usize
+        let balanced = x.len() + y.len() == partitions as usize
             && x.is_disjoint(&y)
             && !x.is_empty()
-            && !y.is_empty()
-        {
-            return;
+            && !y.is_empty();
+        if balanced {
+            Ok(())
+        } else {
+            Err(format!("partitions never balanced: {x:?} {y:?}"))
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "partitions never balanced: {x:?} {y:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    })
 }

@@ -4,7 +4,9 @@
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::eventually::eventually_blocking;
 
 /// A running (or stopped) redis-server owned by a test.
 pub struct RedisServer {
@@ -64,20 +66,11 @@ impl RedisServer {
             .spawn()
             .expect("redis-server must be installed (scripts/test.sh installs it)");
         self.child = Some(child);
-        let start = Instant::now();
-        loop {
-            if let Ok(client) = redis::Client::open(self.url())
-                && let Ok(mut con) = client.get_connection()
-                && redis::cmd("PING").query::<String>(&mut con).is_ok()
-            {
-                return;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "redis-server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        eventually_blocking(Duration::from_secs(10), "redis-server to start", || {
+            redis::Client::open(self.url())
+                .and_then(|client| client.get_connection())
+                .is_ok_and(|mut con| redis::cmd("PING").query::<String>(&mut con).is_ok())
+        });
     }
 
     /// A blocking client connection (for tests that act as an outside service).

@@ -1,4 +1,4 @@
-"""A webhook receiver for tests/tests/webhook_tools.rs: it checks agentd's signature
+"""A webhook receiver for tests/tests/suite/webhook_tools.rs: it checks agentd's signature
 (X-Agentd-Signature = sha256=HMAC-SHA256(secret, "<timestamp>.<body>")) with Python's own hmac,
 and answers by path: /notify echoes, /flaky fails once with 503, /missing answers 404 with a
 long body. GET /calls lists every POST it received ({path, call_id}), so a test can tell

@@ -10,7 +10,7 @@
 //!
 //! The answers assembled outside this crate as plain JSON (a command's acknowledgement, a
 //! checkpoint's summary) are described by the schema-only types below; the schemathesis test
-//! (`tests/tests/openapi_conformance.rs`) checks the running service against them.
+//! (`tests/tests/suite/openapi_conformance.rs`) checks the running service against them.
 
 use agentd_proto::{AgentStatus, AgentdError, CheckpointReason, ThreadEntry, Usage};
 use serde::Serialize;

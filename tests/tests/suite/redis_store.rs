@@ -1,0 +1,388 @@
+//! The Redis store passes the same conformance suite as the memory and embedded stores, on a
+//! private redis-server.
+
+use agentd_store::RedisStore;
+use agentd_store::conformance;
+use agentd_tests::RedisServer;
+use std::sync::Arc;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_store_conforms() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url(), "conf").await.unwrap();
+    conformance::run_all(Arc::new(store.clone())).await;
+    // Deleted agents leave no key behind.
+    assert_eq!(store.keys_mentioning("d-child").await.unwrap(), 0);
+    assert_eq!(store.keys_mentioning("i-agent").await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_redis_is_a_clear_error() {
+    let server = RedisServer::start();
+    let url = server.url();
+    drop(server);
+    let err = RedisStore::connect(&url, "x")
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("redis"), "{err}");
+}
+
+#[actix_rt::test]
+async fn actors_on_the_redis_store_delete_leaves_no_key_behind() {
+    use agentd_proto::{Control, Role};
+    use agentd_tests::*;
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url(), "del").await.unwrap();
+    let script = "[[rule]]\ntext = \"echo: {{input}}\"\n";
+    let sys = TestSystem::builder()
+        .script(script)
+        .store(Arc::new(store.clone()))
+        .start();
+    let lead = sys.root("lead", Some("hi")).await;
+    let keep = sys.root("lead", Some("keep")).await;
+    let child = sys.spawn_child(&lead.id, "coding", "work").await;
+    let m = sys
+        .system
+        .invoke_tool(Some(&lead.id), "Manage", serde_json::json!({"command": "send_message", "worker": "Ops", "message": "x", "threadAlias": "a"}))
+        .await
+        .unwrap();
+    let worker = m["childThreadId"].as_str().unwrap().to_string();
+    sys.wait_for_entry(&child, Role::Assistant, "echo: work")
+        .await;
+    sys.wait_for_entry(&keep.id, Role::Assistant, "echo: keep")
+        .await;
+    for id in [&lead.id, &child, &worker] {
+        assert!(store.keys_mentioning(id).await.unwrap() > 0);
+    }
+    sys.system.control(&lead.id, Control::Delete).await.unwrap();
+    for id in [&lead.id, &child, &worker] {
+        assert_eq!(
+            store.keys_mentioning(id).await.unwrap(),
+            0,
+            "keys left for {id}"
+        );
+    }
+    assert!(store.keys_mentioning(&keep.id).await.unwrap() > 0);
+}
+
+/// A batch with a `Forward` appends the envelope to the named stream, after the batch's other
+/// writes, in the same round trip (what carries a child's output to its parent's process).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forward_in_a_batch_lands_on_its_stream_after_the_writes_before_it() {
+    use agentd_actors::{StoreWrite, ThreadStore};
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url(), "fw").await.unwrap();
+    assert!(store.takes_forwards());
+    let rec = conformance::record("fw-child", Some("fw-parent"), 1);
+    let env = agentd_proto::Envelope::new(
+        agentd_proto::Address::agent("fw-child"),
+        agentd_proto::Address::agent("fw-parent"),
+        agentd_proto::Item::Output(agentd_proto::Output::Reply {
+            text: "done".into(),
+        }),
+        1,
+    );
+    let batch = [
+        StoreWrite::Append {
+            agent_id: "fw-child".into(),
+            entry: Arc::new(conformance::entry("done")),
+        },
+        StoreWrite::PutAgent(Arc::new(rec)),
+        StoreWrite::Forward {
+            stream: "fw:p:{3}".into(),
+            env: Arc::new(env.clone()),
+        },
+    ];
+    store.write_batch(&batch).await.unwrap();
+    assert_eq!(store.thread("fw-child").await.unwrap().len(), 1);
+    let mut con = server.client();
+    let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg("fw:p:{3}")
+        .arg("-")
+        .arg("+")
+        .query(&mut con)
+        .unwrap();
+    let bytes: Vec<Vec<u8>> = entries.ids.iter().filter_map(|e| e.get("m")).collect();
+    assert_eq!(bytes.len(), 1);
+    let got = agentd_proto::codec::decode_envelope(&bytes[0], 1 << 20).unwrap();
+    assert_eq!(got, env);
+}
+
+/// A fenced store pushes into an agent's inbox only while the agent's partition lease holds
+/// this process's token: a push that a stalled process still had in flight when another took
+/// the partition is refused, and leaves nothing behind (the plain push and the one that starts
+/// a turn alike).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_push_lands_only_while_the_lease_names_this_process() {
+    use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url(), "fence").await.unwrap();
+    store.fence_pushes_with(Arc::new(|_agent: &str| {
+        Some(("fence:lease:{0}".to_string(), "me".to_string()))
+    }));
+    let mut con = server.client();
+    let set_lease =
+        |con: &mut redis::Connection, holder: &str| set_key(con, "fence:lease:{0}", holder);
+    let env = |text: &str| {
+        agentd_proto::Envelope::new(
+            agentd_proto::Address::System,
+            agentd_proto::Address::agent("fence-agent"),
+            agentd_proto::Item::Inbox(agentd_proto::InboxItem::message(text)),
+            1,
+        )
+    };
+    store
+        .put_agent(&conformance::record("fence-agent", None, 1))
+        .await
+        .unwrap();
+    let start = |e: &str| {
+        [
+            StoreWrite::Append {
+                agent_id: "fence-agent".into(),
+                entry: Arc::new(conformance::entry(e)),
+            },
+            StoreWrite::PutAgent(Arc::new(conformance::record("fence-agent", None, 1))),
+        ]
+    };
+    // Another process holds the lease: both kinds of push are refused, nothing is written.
+    set_lease(&mut con, "someone else");
+    let refused = store.inbox_push("fence-agent", &env("late")).await;
+    assert!(
+        matches!(&refused, Err(e) if e.kind() == StoreErrorKind::Fenced),
+        "{refused:?}"
+    );
+    let refused = store
+        .inbox_push_then("fence-agent", &env("late too"), &start("late too"))
+        .await;
+    assert!(
+        matches!(&refused, Err(e) if e.kind() == StoreErrorKind::Fenced),
+        "{refused:?}"
+    );
+    assert!(store.inbox_pending("fence-agent").await.unwrap().is_empty());
+    assert!(store.thread("fence-agent").await.unwrap().is_empty());
+    // Our lease: both land.
+    set_lease(&mut con, "me");
+    assert!(
+        store
+            .inbox_push("fence-agent", &env("on time"))
+            .await
+            .unwrap()
+    );
+    let pushed = store
+        .inbox_push_then("fence-agent", &env("on time too"), &start("on time too"))
+        .await
+        .unwrap();
+    assert!(pushed.fresh && pushed.then_applied);
+    assert_eq!(store.inbox_pending("fence-agent").await.unwrap().len(), 2);
+    assert_eq!(store.thread("fence-agent").await.unwrap().len(), 1);
+}
+
+/// A live agent's flush writes its record only while its partition's lease holds this
+/// process's token: a flush a stalled process still had in flight when another took the
+/// partition must not overwrite the record the new owner keeps. Writes that are not an
+/// agent's own flush (a spawn writing a record for its owner to activate) are not fenced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_process() {
+    use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
+    use agentd_proto::AgentStatus;
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url(), "ownfence")
+        .await
+        .unwrap();
+    store.fence_pushes_with(Arc::new(|_agent: &str| {
+        Some(("ownfence:lease:{0}".to_string(), "me".to_string()))
+    }));
+    let mut con = server.client();
+    let set_lease =
+        |con: &mut redis::Connection, holder: &str| set_key(con, "ownfence:lease:{0}", holder);
+    let with_status = |status: AgentStatus| {
+        let mut rec = conformance::record("own-agent", None, 1);
+        rec.status = status;
+        Arc::new(rec)
+    };
+    let answer = |text: &str| StoreWrite::Append {
+        agent_id: "own-agent".into(),
+        entry: Arc::new(conformance::entry(text)),
+    };
+    // Another process holds the lease; a spawn-like write still lands.
+    set_lease(&mut con, "someone else");
+    store
+        .write_batch(&[StoreWrite::PutAgent(with_status(AgentStatus::Idle))])
+        .await
+        .unwrap();
+    // The stale owner's flush is refused and the record stays as it was.
+    let refused = store
+        .write_own_batch(
+            "own-agent",
+            &[
+                answer("late answer"),
+                StoreWrite::PutAgent(with_status(AgentStatus::Failed)),
+            ],
+        )
+        .await;
+    assert!(
+        matches!(&refused, Err(e) if e.kind() == StoreErrorKind::Fenced),
+        "{refused:?}"
+    );
+    let stored = store.get_agent("own-agent").await.unwrap().unwrap();
+    assert_eq!(stored.status, AgentStatus::Idle);
+    // Only the record is fenced: the answer (idempotent, and written or not together with its
+    // item's done mark) landed.
+    assert_eq!(store.thread("own-agent").await.unwrap().len(), 1);
+    // Our lease: the flush lands, record and all, alone ...
+    set_lease(&mut con, "me");
+    store
+        .write_own_batch(
+            "own-agent",
+            &[StoreWrite::PutAgent(with_status(AgentStatus::Running))],
+        )
+        .await
+        .unwrap();
+    let stored = store.get_agent("own-agent").await.unwrap().unwrap();
+    assert_eq!(stored.status, AgentStatus::Running);
+    assert_eq!(store.list_roots().await.unwrap().len(), 1);
+    // ... and with answers before it and the done mark after.
+    store
+        .write_own_batch(
+            "own-agent",
+            &[
+                answer("first"),
+                answer("second"),
+                StoreWrite::InboxDone {
+                    agent_id: "own-agent".into(),
+                    env_id: uuid::Uuid::nil(),
+                },
+                StoreWrite::PutAgent(with_status(AgentStatus::Idle)),
+            ],
+        )
+        .await
+        .unwrap();
+    let texts: Vec<String> = store
+        .thread("own-agent")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.text)
+        .collect();
+    assert_eq!(texts, ["late answer", "first", "second"]);
+    let stored = store.get_agent("own-agent").await.unwrap().unwrap();
+    assert_eq!(stored.status, AgentStatus::Idle);
+    assert_eq!(store.list_roots().await.unwrap().len(), 1);
+    // Redis forgot its scripts (as after a restart): the flush loads them and lands.
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut con).unwrap();
+    store
+        .write_own_batch(
+            "own-agent",
+            &[
+                answer("third"),
+                StoreWrite::PutAgent(with_status(AgentStatus::Running)),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.thread("own-agent").await.unwrap().len(), 4);
+    let stored = store.get_agent("own-agent").await.unwrap().unwrap();
+    assert_eq!(stored.status, AgentStatus::Running);
+    // A flush's done mark removes its item in the same call as the answer, also when the
+    // fence refuses the record (the answer and its done mark land together, or neither).
+    let item = agentd_proto::Envelope::new(
+        agentd_proto::Address::System,
+        agentd_proto::Address::agent("own-agent"),
+        agentd_proto::Item::Inbox(agentd_proto::InboxItem::message("an item")),
+        1,
+    );
+    assert!(store.inbox_push("own-agent", &item).await.unwrap());
+    assert_eq!(store.inbox_pending("own-agent").await.unwrap().len(), 1);
+    set_lease(&mut con, "someone else");
+    let refused = store
+        .write_own_batch(
+            "own-agent",
+            &[
+                answer("its answer"),
+                StoreWrite::InboxDone {
+                    agent_id: "own-agent".into(),
+                    env_id: item.id,
+                },
+                StoreWrite::PutAgent(with_status(AgentStatus::Failed)),
+            ],
+        )
+        .await;
+    assert!(
+        matches!(&refused, Err(e) if e.kind() == StoreErrorKind::Fenced),
+        "{refused:?}"
+    );
+    assert!(store.inbox_pending("own-agent").await.unwrap().is_empty());
+    assert_eq!(store.thread("own-agent").await.unwrap().len(), 5);
+    let stored = store.get_agent("own-agent").await.unwrap().unwrap();
+    assert_eq!(stored.status, AgentStatus::Running);
+    set_lease(&mut con, "me");
+    // Without a fence for the agent's own record, an empty-answer batch is fine too.
+    store
+        .write_own_batch(
+            "own-agent",
+            &[StoreWrite::InboxDone {
+                agent_id: "own-agent".into(),
+                env_id: uuid::Uuid::nil(),
+            }],
+        )
+        .await
+        .unwrap();
+}
+
+fn set_key(con: &mut redis::Connection, key: &str, value: &str) {
+    redis::cmd("SET")
+        .arg(key)
+        .arg(value)
+        .query::<()>(con)
+        .unwrap();
+}
+
+/// The de-duplication window on Redis: a repeat of an envelope still in the window is refused,
+/// the window is cut back to its size from time to time (every 64th push), so it never holds
+/// more than 63 ids beyond it, and an envelope that has left it is taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dedup_window_refuses_repeats_and_stays_near_its_size() {
+    use agentd_actors::ThreadStore;
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url(), "win")
+        .await
+        .unwrap()
+        .with_dedup_window(5);
+    store
+        .put_agent(&conformance::record("w-agent", None, 1))
+        .await
+        .unwrap();
+    let envs: Vec<_> = (0..300)
+        .map(|i| {
+            agentd_proto::Envelope::new(
+                agentd_proto::Address::System,
+                agentd_proto::Address::agent("w-agent"),
+                agentd_proto::Item::Inbox(agentd_proto::InboxItem::message(format!("m{i}"))),
+                1,
+            )
+        })
+        .collect();
+    let mut con = server.client();
+    let window_len = |con: &mut redis::Connection| -> usize {
+        redis::cmd("ZCARD")
+            .arg("win:agent:{w-agent}:seen")
+            .query(con)
+            .unwrap()
+    };
+    let mut largest = 0;
+    for env in &envs {
+        assert!(store.inbox_push("w-agent", env).await.unwrap());
+        largest = largest.max(window_len(&mut con));
+    }
+    assert!((5..=5 + 63).contains(&largest), "window grew to {largest}");
+    // The latest five are in the window whatever its cut left: their repeats are refused and
+    // queue nothing twice.
+    for env in envs.iter().rev().take(5) {
+        assert!(!store.inbox_push("w-agent", env).await.unwrap());
+    }
+    assert_eq!(store.inbox_pending("w-agent").await.unwrap().len(), 300);
+    // The first left the window long ago: it is taken again.
+    assert!(store.inbox_push("w-agent", &envs[0]).await.unwrap());
+}

@@ -1,0 +1,182 @@
+//! The real `agentd` binary on its embedded store: the demo round trip over HTTP, agentctl
+//! against it, then a restart on the same data directory keeps threads, aliases and the
+//! parent→child map.
+
+use agentd_tests::AgentdProcess;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+type Agentd = AgentdProcess;
+
+fn start_agentd(data_dir: &Path) -> Agentd {
+    AgentdProcess::start(&[
+        ("AGENTD__STORE__DATA_DIR", data_dir.display().to_string()),
+        ("AGENTD__RUNTIME__ARBITERS", "2".to_string()),
+    ])
+}
+
+fn texts(thread: &Value) -> Vec<String> {
+    thread["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["text"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+fn agentctl() -> PathBuf {
+    agentd_tests::process::binary("agentctl")
+}
+
+#[test]
+fn demo_round_trip_agentctl_and_restart_on_the_same_data_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let agentd = start_agentd(dir.path());
+    let info = agentd.get("/v1/info");
+    assert_eq!(info["model_backend"], "scripted");
+    assert_eq!(info["store"], "embedded");
+
+    // spawn → Manage (sync) → Researcher → spawn_agent → Coder → yield → Lead answers.
+    let lead = agentd
+        .post(
+            "/v1/agents",
+            json!({"agent_type": "lead", "prompt": "build a parser"}),
+        )
+        .unwrap();
+    let lead_id = lead["agent_id"].as_str().unwrap().to_string();
+    let thread_path = format!("/v1/agents/{lead_id}/thread");
+    agentd.wait_for("the lead's final answer", |a| {
+        texts(&a.get(&thread_path))
+            .iter()
+            .any(|t| t.starts_with("All done."))
+    });
+    let before = agentd.get(&thread_path);
+    let t = texts(&before);
+    assert!(
+        t.iter()
+            .any(|x| x == "From Coder: Implemented the tokenizer, the grammar and 12 tests."),
+        "{t:#?}"
+    );
+
+    let tree = agentd.get("/v1/tree");
+    let root = &tree["roots"][0];
+    assert_eq!(root["agent_id"], lead_id.as_str());
+    let kids = root["children"].as_array().unwrap();
+    let titles: Vec<&str> = kids.iter().map(|k| k["title"].as_str().unwrap()).collect();
+    assert_eq!(titles, vec!["Researcher", "Coder"]);
+    let coder = kids.iter().find(|k| k["title"] == "Coder").unwrap();
+    agentd.wait_for("coder completed", |a| {
+        a.get(&format!(
+            "/v1/agents/{}",
+            coder["agent_id"].as_str().unwrap()
+        ))["status"]
+            == "completed"
+    });
+    let researcher_id = kids[0]["agent_id"].as_str().unwrap().to_string();
+
+    // A Manage call without a thread id is refused with the seed's code, as JSON.
+    let err = agentd
+        .post(
+            "/v1/tools/Manage",
+            json!({"args": {"command": "check_status", "threadAlias": "x"}}),
+        )
+        .unwrap_err();
+    assert_eq!(err.0, 400);
+    assert_eq!(err.1["code"], "missing_thread_id");
+    let err = agentd
+        .post(
+            "/v1/agents/0190a5f2-7b6e-7cc0-8a4b-1d2e3f405162/messages",
+            json!({"text": "hi"}),
+        )
+        .unwrap_err();
+    assert_eq!(
+        (err.0, err.1["code"].as_str()),
+        (404, Some("agent_not_found"))
+    );
+
+    // agentctl drives the same API.
+    let out = Command::new(agentctl())
+        .args(["--url", &agentd.url, "tree"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains(&format!("Lead [idle] {lead_id} (lead)")),
+        "{shown}"
+    );
+    assert!(shown.contains("  Coder [completed]"), "{shown}");
+    let out = Command::new(agentctl())
+        .args(["--url", &agentd.url, "--json", "inspect", &researcher_id])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["title"], "Researcher");
+    let missing = "0190a5f2-7b6e-7cc0-8a4b-1d2e3f405162";
+    let out = Command::new(agentctl())
+        .args(["--url", &agentd.url, "inspect", missing])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("agent_not_found"));
+    let out = Command::new(agentctl())
+        .args(["--url", &agentd.url, "inspect", "missing-id"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid_argument"));
+    // A direct follow-up to the worker: its answer stays on its own thread (sync mode, no wait).
+    let out = Command::new(agentctl())
+        .args(["--url", &agentd.url, "send", &researcher_id, "thanks"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let researcher_thread = format!("/v1/agents/{researcher_id}/thread");
+    agentd.wait_for("second finding", |a| {
+        texts(&a.get(&researcher_thread))
+            .iter()
+            .filter(|t| t.starts_with("Findings"))
+            .count()
+            == 2
+    });
+    let out = Command::new(agentctl())
+        .args(["--url", &agentd.url, "thread", &researcher_id])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("user: thanks"));
+    agentd.wait_for("researcher idle", |a| a.status(&researcher_id) == "idle");
+    let before = agentd.get(&thread_path);
+
+    // Restart on the same data directory.
+    agentd.stop();
+    let agentd = start_agentd(dir.path());
+    assert_eq!(
+        agentd.get(&thread_path)["entries"],
+        before["entries"],
+        "thread survives"
+    );
+    let children = agentd.get(&format!("/v1/agents/{lead_id}/children"));
+    let ids: Vec<&str> = children["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["agent_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert_eq!(ids[0], researcher_id);
+    // The alias still names the same child thread.
+    let r = agentd
+        .post(&format!("/v1/agents/{lead_id}/tools/Manage"), json!({"command": "send_message", "worker": "Researcher", "message": "more", "threadAlias": "research"}))
+        .unwrap();
+    assert_eq!(r["childThreadId"], researcher_id.as_str());
+    assert_eq!(r["created"], false);
+    assert_eq!(r["status"], "ok");
+    let rt = texts(&agentd.get(&format!("/v1/agents/{researcher_id}/thread")));
+    assert_eq!(
+        rt.iter().filter(|t| t.starts_with("Findings")).count(),
+        3,
+        "{rt:#?}"
+    );
+    agentd.stop();
+}
