@@ -4,7 +4,9 @@
 //! of what goes together in one batch, and slow its inbox pushes down (a push's round trip to
 //! Redis), for tests of what an agent does while one is under way.
 
-use agentd_actors::{StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
+use agentd_actors::{
+    StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadStore, WorkerAlias,
+};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use agentd_store::MemoryStore;
 use async_trait::async_trait;
@@ -17,7 +19,8 @@ use uuid::Uuid;
 /// [`FailingWrites::fail`] (a backend failure, which passes) or
 /// [`FailingWrites::fail_to_encode`] (which would not) is on. It also counts the record and
 /// child-list reads it serves ([`FailingWrites::tree_reads`]) and the alias look-ups
-/// ([`FailingWrites::alias_lookups`]) and, once asked
+/// ([`FailingWrites::alias_lookups`]), can fail thread reads with an error of a chosen kind
+/// ([`FailingWrites::fail_thread_reads`]) and, once asked
 /// ([`FailingWrites::keep_batches`]), keeps the batches written ([`FailingWrites::batches`]).
 pub struct FailingWrites {
     inner: Arc<dyn ThreadStore>,
@@ -28,6 +31,8 @@ pub struct FailingWrites {
     alias_lookups: AtomicUsize,
     kept: Mutex<Option<Vec<Vec<StoreWrite>>>>,
     push_delay_ms: AtomicU64,
+    thread_failure: Mutex<Option<StoreErrorKind>>,
+    refused_reads: AtomicUsize,
 }
 
 impl Default for FailingWrites {
@@ -48,6 +53,8 @@ impl FailingWrites {
             alias_lookups: AtomicUsize::new(0),
             kept: Mutex::new(None),
             push_delay_ms: AtomicU64::new(0),
+            thread_failure: Mutex::new(None),
+            refused_reads: AtomicUsize::new(0),
         }
     }
 
@@ -71,6 +78,19 @@ impl FailingWrites {
     /// Turns on or off batch writes failing as if their values could not be encoded.
     pub fn fail_to_encode(&self, on: bool) {
         self.unencodable.store(on, Ordering::SeqCst);
+    }
+
+    /// From now on thread reads fail with an error of `kind` (`None`: they work again).
+    pub fn fail_thread_reads(&self, kind: Option<StoreErrorKind>) {
+        *self
+            .thread_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = kind;
+    }
+
+    /// How many thread reads were refused so far.
+    pub fn refused_reads(&self) -> usize {
+        self.refused_reads.load(Ordering::SeqCst)
     }
 
     /// From now on every inbox push takes `ms` longer (0: as long as the inner store's).
@@ -120,6 +140,14 @@ impl ThreadStore for FailingWrites {
         self.inner.append(agent_id, entry).await
     }
     async fn thread(&self, agent_id: &str) -> StoreResult<Vec<ThreadEntry>> {
+        let failure = *self
+            .thread_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(kind) = failure {
+            self.refused_reads.fetch_add(1, Ordering::SeqCst);
+            return Err(StoreError::new(kind, "thread reads are switched off"));
+        }
         self.inner.thread(agent_id).await
     }
     async fn replace_thread(&self, agent_id: &str, entries: &[ThreadEntry]) -> StoreResult<()> {

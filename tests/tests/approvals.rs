@@ -187,3 +187,23 @@ fn a_rejection_and_an_approval_timeout_reach_the_model_as_tool_errors() {
     });
     assert_eq!(p.get("/v1/tool_calls")["tool_calls"], json!([]));
 }
+
+/// A restore while the agent waits for a review drops the wait (its gated call is cancelled)
+/// as it drops a running turn: the checkpoint's pending item runs again and is gated anew.
+#[test]
+fn a_restore_while_waiting_for_review_drops_the_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = config(dir.path(), 0);
+    let p = AgentdProcess::start(&env);
+    let id = spawn_clerk(&p);
+    p.wait_for("waiting_review", |p| p.status(&id) == "waiting_review");
+    let first = calls(&p, "awaiting_approval")[0]["call_id"].clone();
+    p.post(&format!("/v1/agents/{id}/checkpoints"), json!({}))
+        .unwrap();
+    p.post(&format!("/v1/agents/{id}/restore"), json!({}))
+        .unwrap();
+    p.wait_for("the restored item gated anew, the first call closed", |p| {
+        let gated = calls(p, "awaiting_approval");
+        gated.len() == 1 && gated[0]["call_id"] != first && p.status(&id) == "waiting_review"
+    });
+}

@@ -2,7 +2,7 @@
 //! each item once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_actors::{ManualClock, ThreadStore};
+use agentd_actors::{ManualClock, StoreErrorKind, ThreadStore};
 use agentd_proto::{AgentStatus, ManageOptions, Role};
 use agentd_store::MemoryStore;
 use agentd_tests::*;
@@ -194,6 +194,66 @@ async fn state_that_cannot_be_encoded_is_given_up_and_the_agent_goes_on() {
     let pending = store.inbox_pending(&a.id).await.unwrap();
     assert!(matches!(&pending[0].item,
         agentd_proto::Item::Inbox(agentd_proto::InboxItem::Message { text, .. }) if text == "one"));
+}
+
+/// A turn whose store read fails with `kind`: a passing failure (`transient`, `fenced`) is
+/// retried until the store works again, and the turn then answers.
+async fn a_turn_is_retried_through_a_store_failure_of_kind(kind: StoreErrorKind) {
+    let (sys, store, a) = on_failing_store().await;
+    store.fail_thread_reads(Some(kind));
+    sys.system.send(&a.id, "hello", false).await.unwrap();
+    wait_until("the turn retried", || async { store.refused_reads() >= 2 }).await;
+    assert_ne!(
+        sys.record(&a.id).await.status,
+        AgentStatus::Failed,
+        "{kind:?}"
+    );
+    store.fail_thread_reads(None);
+    sys.wait_for_entry(&a.id, Role::Assistant, "done: hello")
+        .await;
+    sys.wait_for_status(&a.id, AgentStatus::Idle).await;
+}
+
+/// A turn whose store read fails with `kind`: a lasting failure (`corrupt`, `unsupported`)
+/// fails the agent at once, with the store's reason, and is not tried again.
+async fn a_turn_fails_at_once_on_a_store_failure_of_kind(kind: StoreErrorKind) {
+    let (sys, store, a) = on_failing_store().await;
+    store.fail_thread_reads(Some(kind));
+    sys.system.send(&a.id, "hello", false).await.unwrap();
+    let rec = sys.wait_for_status(&a.id, AgentStatus::Failed).await;
+    assert_eq!(
+        rec.status_reason.as_deref(),
+        Some("store_error"),
+        "{kind:?}"
+    );
+    let error = rec.last_error.unwrap_or_default();
+    assert!(
+        error.contains("thread reads are switched off"),
+        "{kind:?}: {error}"
+    );
+    // The failure's checkpoint reads the thread too: one read for the turn, one for it.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(store.refused_reads() <= 2, "{kind:?}: tried again");
+}
+
+#[actix_rt::test]
+async fn a_transient_store_failure_retries_the_turn() {
+    a_turn_is_retried_through_a_store_failure_of_kind(StoreErrorKind::Transient).await;
+}
+
+#[actix_rt::test]
+async fn a_fenced_store_failure_retries_the_turn() {
+    a_turn_is_retried_through_a_store_failure_of_kind(StoreErrorKind::Fenced).await;
+}
+
+#[actix_rt::test]
+async fn a_corrupt_store_value_fails_the_agent_at_once() {
+    a_turn_fails_at_once_on_a_store_failure_of_kind(StoreErrorKind::Corrupt).await;
+}
+
+#[actix_rt::test]
+async fn an_unsupported_store_request_fails_the_agent_at_once() {
+    a_turn_fails_at_once_on_a_store_failure_of_kind(StoreErrorKind::Unsupported).await;
 }
 
 /// On the embedded store a child's output to its parent is kept in the store's outbox with

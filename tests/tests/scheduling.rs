@@ -2,7 +2,9 @@
 //! level, `queued` while waiting, and each agent's own inbox order kept.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_proto::{AgentStatus, Event, ManageOptions, Priority, QueueState, Role, SpawnRequest};
+use agentd_proto::{
+    AgentStatus, Control, Event, ManageOptions, Priority, QueueState, Role, SpawnRequest,
+};
 use agentd_tests::*;
 
 const SCRIPT: &str = r#"
@@ -104,6 +106,32 @@ async fn priority_then_fifo_under_a_limit_of_one() {
         .await;
 }
 
+/// A pause while the agent waits for a turn slot withdraws its request: the slot freed next
+/// goes to no paused agent, the item waits first in its queue, and resume asks again.
+#[actix_rt::test]
+async fn a_pause_while_waiting_for_a_turn_slot_withdraws_the_request() {
+    let (sys, clock) = start_manual_with(SCRIPT, default_types(ManageOptions::default()), |c| {
+        c.limits.max_running_turns = 1
+    });
+    let blocker = sys.root("plain", Some("busy")).await;
+    wait_until("the slot is taken", || async { clock.sleepers() == 1 }).await;
+    let b = sys.root("plain", Some("job b")).await;
+    sys.wait_for_status(&b.id, AgentStatus::Queued).await;
+    sys.system.control(&b.id, Control::Pause).await.unwrap();
+    sys.wait_for_status(&b.id, AgentStatus::Paused).await;
+    clock.advance(1000);
+    sys.wait_for_status(&blocker.id, AgentStatus::Idle).await;
+    let second = sys.root("plain", Some("job c")).await;
+    sys.wait_for_entry(&second.id, Role::Assistant, "ok: job c")
+        .await;
+    assert_eq!(sys.record(&b.id).await.status, AgentStatus::Paused);
+    assert!(sys.texts_of(&b.id, Role::Assistant).await.is_empty());
+    sys.system.control(&b.id, Control::Resume).await.unwrap();
+    sys.wait_for_entry(&b.id, Role::Assistant, "ok: job b")
+        .await;
+    sys.wait_for_status(&b.id, AgentStatus::Idle).await;
+}
+
 const DEPS: &str = r#"
 [[rule]]
 agent = "coding"
@@ -199,6 +227,27 @@ async fn dependency_chain_and_diamond_run_in_order() {
         sys.record(&d).await.result.as_deref().cloned(),
         Some(serde_json::json!("work d done"))
     );
+}
+
+/// A paused agent that still waits for its dependencies goes back to waiting for them on
+/// resume (not `idle`), and runs once they are met.
+#[actix_rt::test]
+async fn a_resume_while_dependencies_are_unmet_waits_for_them_again() {
+    let (sys, clock) = start_manual_with(DEPS, default_types(ManageOptions::default()), |_| {});
+    let lead = sys.root("lead", None).await;
+    let a = spawn_dep(&sys, &lead.id, "slow a", &[]).await.unwrap();
+    let b = spawn_dep(&sys, &lead.id, "work b", &[&a]).await.unwrap();
+    sys.wait_for_status(&b, AgentStatus::WaitingDependency)
+        .await;
+    sys.system.control(&b, Control::Pause).await.unwrap();
+    sys.wait_for_status(&b, AgentStatus::Paused).await;
+    sys.system.control(&b, Control::Resume).await.unwrap();
+    let rec = sys.record(&b).await;
+    assert_eq!(rec.status, AgentStatus::WaitingDependency);
+    assert_eq!(rec.status_reason, Some(format!("depends on {a}")));
+    wait_until("a running", || async { clock.sleepers() == 1 }).await;
+    clock.advance(1000);
+    sys.wait_for_status(&b, AgentStatus::Completed).await;
 }
 
 #[actix_rt::test]

@@ -117,10 +117,7 @@ impl AgentActor {
             return true;
         }
         let reason = format!("{}: {limit}", ErrorCode::BudgetExceeded.as_str());
-        if self
-            .set_status(AgentStatus::Paused, Some(reason), ctx)
-            .is_err()
-        {
+        if self.pause_now(reason, ctx).is_err() {
             return false;
         }
         self.publish_budget_exceeded(limit.to_string());
@@ -131,18 +128,14 @@ impl AgentActor {
     /// (and continues once the budget is raised and the agent resumed); otherwise now.
     fn pause_for_budget(&mut self, limit: String, ctx: &mut Context<Self>) {
         let reason = format!("{}: {limit}", ErrorCode::BudgetExceeded.as_str());
-        match self.phase.running_mut() {
+        match self.activity.running_mut() {
             Some(turn) if turn.shared.stop_requested() => return,
             Some(turn) => {
-                turn.shared.request_stop(true);
+                turn.shared.request_stop();
                 turn.pause_reason = Some(reason.into());
             }
             None => {
-                if self.rec.status == AgentStatus::Paused
-                    || self
-                        .set_status(AgentStatus::Paused, Some(reason), ctx)
-                        .is_err()
-                {
+                if self.rec.status == AgentStatus::Paused || self.pause_now(reason, ctx).is_err() {
                     return;
                 }
             }
@@ -261,6 +254,7 @@ impl Handler<BudgetPause> for AgentActor {
 
     fn handle(&mut self, msg: BudgetPause, ctx: &mut Self::Context) {
         self.pause_for_budget(msg.0, ctx);
+        self.check_activity();
     }
 }
 
@@ -270,6 +264,7 @@ impl Handler<SetBudget> for AgentActor {
     fn handle(&mut self, msg: SetBudget, ctx: &mut Self::Context) -> Self::Result {
         self.rec.budget = Some(Box::new(msg.0));
         self.persist(ctx);
+        self.check_activity();
         MessageResult(self.rec.clone())
     }
 }

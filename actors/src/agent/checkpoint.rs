@@ -2,8 +2,9 @@
 //! the agent back to one.
 
 use super::AgentActor;
+use super::activity::Timer;
+use super::control::ItsItem;
 use super::messages::{RestoreCheckpoint, TakeCheckpoint};
-use super::phase::Phase;
 use actix::prelude::*;
 use agentd_proto::{AgentRecord, AgentStatus, AgentdError, CheckpointReason, Event};
 
@@ -36,6 +37,7 @@ impl Handler<TakeCheckpoint> for AgentActor {
     type Result = AtomicResponse<Self, Result<agentd_proto::Checkpoint, AgentdError>>;
 
     fn handle(&mut self, msg: TakeCheckpoint, _: &mut Self::Context) -> Self::Result {
+        self.check_activity();
         let deps = self.system.deps.clone();
         let rec = self.rec.clone();
         AtomicResponse::new(Box::pin(
@@ -57,12 +59,13 @@ impl Handler<RestoreCheckpoint> for AgentActor {
     ) -> Self::Result {
         // What runs or waits now is dropped (marked done); the checkpoint's pending items
         // replace it.
-        self.abort_turn(true, ctx);
-        self.drop_queue(ctx);
-        if let Phase::HoldingForRetry(timer) = self.phase {
-            ctx.cancel_future(timer);
-            self.phase = Phase::Idle;
+        // A turn waiting for its service calls is dropped too (its calls cancelled): left
+        // waiting, it would hold the restored items back for good.
+        if self.abort_turn(ItsItem::Done, ctx).is_none() {
+            self.end_tool_wait(ItsItem::Done, ctx);
         }
+        self.drop_queue(ctx);
+        self.end_hold(Timer::Cancel, ctx);
         self.thread = None;
         let plan = crate::checkpoints::plan(&cp, agentd_proto::ids::new_id());
         let store = self.deps().store.clone();
@@ -80,7 +83,13 @@ impl Handler<RestoreCheckpoint> for AgentActor {
             }
             .into_actor(self)
             .map(move |res, act, ctx| {
-                let queued = res?;
+                let queued = match res {
+                    Ok(queued) => queued,
+                    Err(e) => {
+                        act.check_activity();
+                        return Err(e);
+                    }
+                };
                 act.rec.phase = cp.phase;
                 act.rec.current_step = cp.current_step.clone();
                 act.rec.progress = cp.progress;
@@ -112,6 +121,7 @@ impl Handler<RestoreCheckpoint> for AgentActor {
                     act.persist(ctx);
                 }
                 act.pump(ctx);
+                act.check_activity();
                 Ok(act.rec.clone())
             }),
         ))

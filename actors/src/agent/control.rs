@@ -2,8 +2,8 @@
 //! what they share: aborting the running turn and dropping the queue.
 
 use super::AgentActor;
+use super::activity::{Activity, Slot, TurnStart};
 use super::messages::{ApplyControl, SetEnv, StopAgent};
-use super::phase::Phase;
 use crate::ports::StoreWrite;
 use crate::turn::{OpenCall, TurnInput};
 use actix::prelude::*;
@@ -15,6 +15,25 @@ use agentd_proto::{
 };
 use std::sync::Arc;
 use uuid::Uuid;
+
+/// What becomes of the item of a turn ended early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ItsItem {
+    /// Marked done in the durable inbox: the turn does not run again (an interrupt, a cancel,
+    /// a terminate, a restore, a close).
+    Done,
+    /// Left pending there: the turn runs again on the agent's next activation (a shutdown).
+    Pending,
+}
+
+/// What becomes of the dependents' watches when the queue is emptied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Watches {
+    /// Taken with the rest (the agent is closed: its dependents are told by the supervisor).
+    Take,
+    /// Parked until a later success reaches them (see [`super::queue`]).
+    Park,
+}
 
 /// What records a turn ended early: a result for each call it left open, then a marker entry
 /// before whatever the agent handles next.
@@ -81,8 +100,8 @@ impl AgentActor {
             Control::Resume => {
                 if self.rec.status != AgentStatus::Paused {
                     // A pause asked of a running turn is withdrawn before it takes effect.
-                    if let Some(turn) = self.phase.running() {
-                        turn.shared.request_stop(false);
+                    if let Some(turn) = self.activity.running() {
+                        turn.shared.withdraw_stop();
                         return Ok(self.rec.clone());
                     }
                     return Err(AgentdError::new(
@@ -112,9 +131,9 @@ impl AgentActor {
                 } else {
                     // Seed 001: always checkpoint before terminating.
                     self.checkpoint(CheckpointReason::Auto, "terminate", ctx);
-                    let interruption = match self.abort_turn(true, ctx) {
+                    let interruption = match self.abort_turn(ItsItem::Done, ctx) {
                         Some(i) => Some(i),
-                        None => self.end_tool_wait(true, ctx),
+                        None => self.end_tool_wait(ItsItem::Done, ctx),
                     };
                     if let Some(interruption) = interruption {
                         self.write_entries_later(interruption.closings, ctx);
@@ -138,21 +157,47 @@ impl AgentActor {
     }
 
     /// A running turn stops at its next step boundary (and continues on resume); otherwise the
-    /// agent is paused now.
-    fn pause(&mut self, ctx: &mut Context<Self>) -> Result<(), AgentdError> {
-        if let Some(turn) = self.phase.running() {
+    /// agent is paused now (an item waiting for a turn slot goes back first in the queue).
+    pub(super) fn pause(&mut self, ctx: &mut Context<Self>) -> Result<(), AgentdError> {
+        if let Some(turn) = self.activity.running() {
             if self.rec.status != AgentStatus::Paused {
-                turn.shared.request_stop(true);
+                turn.shared.request_stop();
                 self.rec.status_reason = Some("pause requested".into());
             }
             return Ok(());
         }
-        self.set_status(AgentStatus::Paused, Some("paused by control".into()), ctx)
+        self.pause_now("paused by control".into(), ctx)
     }
 
-    /// A turn a pause stopped continues; otherwise the agent is idle again.
+    /// Pauses the agent now, with `reason`: an item waiting for a turn slot withdraws its
+    /// request and goes back first in the queue (resume asks for a slot again).
+    pub(super) fn pause_now(
+        &mut self,
+        reason: String,
+        ctx: &mut Context<Self>,
+    ) -> Result<(), AgentdError> {
+        self.check_can_pause()?;
+        self.withdraw_permit_request();
+        self.set_status(AgentStatus::Paused, Some(reason), ctx)
+    }
+
+    /// Refuses, changing nothing, if the agent's status cannot become `paused`.
+    fn check_can_pause(&self) -> Result<(), AgentdError> {
+        let status = self.rec.status;
+        if status == AgentStatus::Paused || status.can_become(AgentStatus::Paused) {
+            return Ok(());
+        }
+        Err(AgentdError::new(
+            ErrorCode::InvalidTransition,
+            format!("agent `{}` cannot go from {status} to paused", self.rec.id),
+        ))
+    }
+
+    /// A turn a pause stopped continues; otherwise the agent shows what it does at rest again
+    /// (`idle`; `waiting_dependency` while its dependencies are unmet; `queued` while a retry
+    /// is held).
     fn resume(&mut self, ctx: &mut Context<Self>) -> Result<(), AgentdError> {
-        if matches!(self.phase, Phase::WaitingTool(_)) {
+        if matches!(self.activity, Activity::WaitingTool(_)) {
             // Paused while waiting for service calls: the turn goes on if they are all
             // closed, otherwise the wait does.
             if self.tools_answered() {
@@ -162,47 +207,32 @@ impl AgentActor {
             let status = self.tool_wait_status();
             return self.set_status(status, Some("resumed".into()), ctx);
         }
-        let Phase::PausedMidTurn { input } = std::mem::take(&mut self.phase) else {
-            return self.set_status(AgentStatus::Idle, Some("resumed".into()), ctx);
+        if !matches!(self.activity, Activity::PausedMidTurn { .. }) {
+            return self.rest(Some("resumed".into()), ctx);
+        }
+        self.check_can_run()?;
+        let input = self.take_paused_turn().flatten();
+        let start = TurnStart {
+            cause: agentd_proto::ids::new_id(),
+            env: input,
+            input: TurnInput::Continue,
+            input_written: None,
+            slot: Slot::NotHeld,
         };
-        if let Err(e) = self.set_status(AgentStatus::Running, Some("resumed".into()), ctx) {
-            self.phase = Phase::PausedMidTurn { input };
-            return Err(e);
-        }
-        let cause = agentd_proto::ids::new_id();
-        self.start_turn(
-            cause,
-            input.map(|e| *e),
-            TurnInput::Continue,
-            None,
-            false,
-            ctx,
-        );
-        Ok(())
+        self.run(start, Some("resumed".into()), ctx)
     }
 
-    /// Gives the turn slot back, or withdraws a request for one.
-    pub(super) fn release_permit(&self) {
-        if let Some(scheduler) = &self.system.scheduler
-            && self.phase.involves_scheduler()
-        {
-            scheduler.do_send(crate::scheduler::Release(self.rec.id.clone()));
-        }
-    }
-
-    /// Aborts the running turn (its persisted output stays) and marks its item done if
-    /// `mark_done`. Answers what records the interruption (the caller writes what it keeps of
-    /// it), or `None` if no turn ran.
+    /// Aborts the running turn (its persisted output stays), leaving its item as `item` says.
+    /// Answers what records the interruption (the caller writes what it keeps of it), or `None`
+    /// if no turn ran.
     pub(super) fn abort_turn(
         &mut self,
-        mark_done: bool,
+        item: ItsItem,
         ctx: &mut Context<Self>,
     ) -> Option<Interruption> {
-        self.phase.running()?;
+        self.activity.running()?;
         self.release_permit();
-        let Phase::Running(turn) = std::mem::take(&mut self.phase) else {
-            return None;
-        };
+        let turn = self.take_running()?;
         ctx.cancel_future(turn.handle);
         // Its model call, if one was in flight, is aborted with it; the provider bills what it
         // produced so far, and the turn that would have counted it is gone.
@@ -214,7 +244,7 @@ impl AgentActor {
         if turn.restart_backend_after {
             self.deps().model.control(&self.rec.id, Control::Terminate);
         }
-        if mark_done {
+        if item == ItsItem::Done {
             self.done(turn.input.map(|e| e.id), ctx);
         }
         let at_ms = self.deps().clock.now_ms();
@@ -228,9 +258,9 @@ impl AgentActor {
     /// Aborts the running turn and writes the interruption (its open calls closed, then the
     /// marker) before the next message.
     pub(super) fn interrupt_turn(&mut self, ctx: &mut Context<Self>) {
-        let interruption = match self.abort_turn(true, ctx) {
+        let interruption = match self.abort_turn(ItsItem::Done, ctx) {
             Some(i) => Some(i),
-            None => self.end_tool_wait(true, ctx),
+            None => self.end_tool_wait(ItsItem::Done, ctx),
         };
         let Some(interruption) = interruption else {
             return;
@@ -250,30 +280,26 @@ impl AgentActor {
     /// Drops every queued item (cancel, terminate, restore, a failed dependency), marking them
     /// done; dependents' watches are parked instead (see [`super::queue`]).
     pub(super) fn drop_queue(&mut self, ctx: &mut Context<Self>) {
-        for id in self.take_queue(false) {
+        for id in self.take_queue(Watches::Park) {
             self.done(Some(id), ctx);
         }
     }
 
-    /// Empties the queue (its watches too if `watches`, else they are parked), the item waiting
-    /// for a slot and a paused turn's item; answers their ids for the caller to mark done in
-    /// the durable inbox.
-    fn take_queue(&mut self, watches: bool) -> Vec<Uuid> {
-        let mut ids = if watches {
-            self.queue.take_all()
-        } else {
-            self.queue.take_all_but_watches()
+    /// Empties the queue (its watches as `watches` says), the item waiting for a slot and a
+    /// paused turn's item; answers their ids for the caller to mark done in the durable inbox.
+    fn take_queue(&mut self, watches: Watches) -> Vec<Uuid> {
+        let mut ids = match watches {
+            Watches::Take => self.queue.take_all(),
+            Watches::Park => self.queue.take_all_but_watches(),
         };
-        match &self.phase {
-            Phase::AwaitingPermit(_) | Phase::PausedMidTurn { .. } => {
-                self.release_permit();
-                match std::mem::take(&mut self.phase) {
-                    Phase::AwaitingPermit(pending) => ids.push(pending.env.id),
-                    Phase::PausedMidTurn { input } => ids.extend(input.map(|e| e.id)),
-                    _ => {}
-                }
-            }
-            _ => {}
+        if matches!(self.activity, Activity::AwaitingPermit(_)) {
+            self.release_permit();
+        }
+        if let Some(pending) = self.take_pending_start() {
+            ids.push(pending.env.id);
+        }
+        if let Some(input) = self.take_paused_turn() {
+            ids.extend(input.map(|e| e.id));
         }
         ids
     }
@@ -281,7 +307,7 @@ impl AgentActor {
     /// Ends a process-per-agent backend's process so that its next turn starts a new one with
     /// the agent's current environment; a running turn finishes first.
     pub(super) fn restart_backend(&mut self) {
-        match self.phase.running_mut() {
+        match self.activity.running_mut() {
             Some(turn) => turn.restart_backend_after = true,
             None => self.deps().model.control(&self.rec.id, Control::Terminate),
         }
@@ -292,7 +318,9 @@ impl Handler<ApplyControl> for AgentActor {
     type Result = Result<AgentRecord, AgentdError>;
 
     fn handle(&mut self, ApplyControl(c): ApplyControl, ctx: &mut Self::Context) -> Self::Result {
-        self.control(c, ctx)
+        let res = self.control(c, ctx);
+        self.check_activity();
+        res
     }
 }
 
@@ -303,6 +331,7 @@ impl Handler<SetEnv> for AgentActor {
         self.rec.env = msg.0;
         self.persist(ctx);
         self.restart_backend();
+        self.check_activity();
         MessageResult(self.rec.clone())
     }
 }
@@ -323,7 +352,7 @@ impl Handler<StopAgent> for AgentActor {
         let mut dropped: Vec<Uuid> = Vec::new();
         if closing {
             dropped.extend(
-                self.phase
+                self.activity
                     .running()
                     .and_then(|t| t.input.as_ref().map(|e| e.id)),
             );
@@ -331,13 +360,13 @@ impl Handler<StopAgent> for AgentActor {
         // A shutdown leaves the turn's calls open: the turn runs again on re-activation and
         // answers them (a service call it waits for stays open in the store).
         let usage_before = self.rec.usage;
-        let interruption = match self.abort_turn(false, ctx) {
+        let interruption = match self.abort_turn(ItsItem::Pending, ctx) {
             Some(i) => Some(i).filter(|_| closing),
             None if closing => {
-                if let Phase::WaitingTool(w) = &self.phase {
+                if let Activity::WaitingTool(w) = &self.activity {
                     dropped.extend(w.input.as_ref().map(|e| e.id));
                 }
-                self.end_tool_wait(false, ctx)
+                self.end_tool_wait(ItsItem::Pending, ctx)
             }
             None => None,
         };
@@ -346,14 +375,14 @@ impl Handler<StopAgent> for AgentActor {
         let spent = self.rec.usage != usage_before;
         if closing {
             // A closed root or worker meets its dependents (the supervisor tells them).
-            dropped.extend(self.take_queue(true));
+            dropped.extend(self.take_queue(Watches::Take));
         } else {
             self.queue.forget_queued();
         }
         self.release_permit();
         // What it accepted from now on would be dropped from memory with no live actor left to
         // run it: it refuses deliveries, and the router activates a fresh actor instead.
-        self.phase = Phase::Stopping;
+        self.stop();
         if let Some(to) = msg.final_status {
             if self.rec.status != to && !self.rec.status.can_become(to) {
                 // e.g. a running agent being closed: its turn is over, so it is idle first.

@@ -7,8 +7,8 @@
 //! `running` record) is written in the push's own store call.
 
 use super::AgentActor;
+use super::activity::Activity;
 use super::messages::{Deliver, Delivery, Provide, Restore, answer};
-use super::phase::Phase;
 use super::queue;
 use super::start::Prestart;
 use crate::metrics;
@@ -28,7 +28,7 @@ impl AgentActor {
     fn deliver(&mut self, env: Envelope, ctx: &mut Context<Self>) -> Delivered {
         let span = tracing::debug_span!("deliver", agent_id = %self.rec.id, thread_id = %self.rec.id, message_id = %env.id);
         let _g = span.enter();
-        if matches!(self.phase, Phase::Stopping) {
+        if matches!(self.activity, Activity::Stopping) {
             tracing::debug!(agent_id = %self.rec.id, message_id = %env.id, "delivery refused: the agent is stopping");
             return ready(Err(AgentdError::new(
                 ErrorCode::Unavailable,
@@ -51,6 +51,7 @@ impl AgentActor {
             // A dependency settled (see `supervisor/dependencies.rs`).
             Item::Event(Event::DependencySettled { agent_id, outcome }) => {
                 self.dependency_settled(&agent_id, outcome, ctx);
+                self.check_activity();
                 ready(Ok(true))
             }
             Item::Control(c) => {
@@ -58,6 +59,7 @@ impl AgentActor {
                 if let Err(e) = &res {
                     tracing::warn!(error = %e, "control refused");
                 }
+                self.check_activity();
                 ready(res)
             }
             _ => ready(Err(AgentdError::new(
@@ -115,6 +117,7 @@ impl AgentActor {
                         // Not started after all: the stored record is put right.
                         act.persist(ctx);
                     }
+                    act.check_activity();
                     return ready(Ok(true));
                 }
                 if !act.holds(env.id) {
@@ -136,7 +139,7 @@ impl AgentActor {
 
     /// Whether envelope `id` is queued, waiting or running here (or was the last one begun).
     fn holds(&self, id: uuid::Uuid) -> bool {
-        self.rec.current_task == Some(id) || self.queue.holds(id) || self.phase.holds(id)
+        self.rec.current_task == Some(id) || self.queue.holds(id) || self.activity.holds(id)
     }
 
     /// A redelivered envelope the durable inbox already had: normally one this agent queued
@@ -168,6 +171,7 @@ impl AgentActor {
                         tracing::info!(agent_id = %act.rec.id, message_id = %env.id, "redelivered envelope was stored but never queued; taking it");
                         act.queue.insert_in_stored_order(env, mine, place);
                         act.pump(ctx);
+                        act.check_activity();
                     }
                     _ => {
                         tracing::debug!(agent_id = %act.rec.id, message_id = %env.id, "duplicate envelope ignored");
@@ -188,7 +192,7 @@ impl AgentActor {
                 ),
             ));
         }
-        if let Phase::WaitingDependencies(unmet) = &self.phase {
+        if let Activity::WaitingDependencies(unmet) = &self.activity {
             return Err(AgentdError::new(
                 ErrorCode::InvalidTransition,
                 format!(
@@ -232,7 +236,7 @@ impl Handler<Delivery> for AgentActor {
     type Result = AtomicResponse<Self, ()>;
 
     fn handle(&mut self, d: Delivery, ctx: &mut Self::Context) -> Self::Result {
-        if matches!(self.phase, Phase::Stopping) {
+        if matches!(self.activity, Activity::Stopping) {
             // What this actor took now would be dropped from memory with no live actor left
             // to run it: the router routes it again (to a fresh actor or the new owner).
             tracing::debug!(agent_id = %self.rec.id, message_id = %d.env.id, "delivery refused: the agent is stopping");
@@ -254,7 +258,7 @@ impl Handler<Restore> for AgentActor {
     type Result = ();
 
     fn handle(&mut self, Restore(items): Restore, ctx: &mut Self::Context) {
-        if matches!(self.phase, Phase::Stopping) {
+        if matches!(self.activity, Activity::Stopping) {
             // The items stay in the durable inbox for the next activation.
             return;
         }
@@ -262,6 +266,7 @@ impl Handler<Restore> for AgentActor {
             self.enqueue(env, ctx);
         }
         self.pump(ctx);
+        self.check_activity();
     }
 }
 
@@ -285,7 +290,9 @@ impl Handler<Provide> for AgentActor {
             .into_actor(self)
             .map(move |(pushed, env), act, ctx| {
                 pushed.map_err(AgentdError::from)?;
-                act.provide(env, waiting_for, ctx)
+                let res = act.provide(env, waiting_for, ctx);
+                act.check_activity();
+                res
             }),
         ))
     }

@@ -1,9 +1,9 @@
 //! Dependencies (`depends_on`, see `supervisor/dependencies.rs`) from both sides: an agent that
-//! waits for its dependencies (its [`Phase::WaitingDependencies`]) hears how each settles, and
+//! waits for its dependencies (its [`Activity::WaitingDependencies`]) hears how each settles, and
 //! an agent others depend on reaches the watches they put in its inbox.
 
 use super::AgentActor;
-use super::phase::Phase;
+use super::activity::Activity;
 use crate::channel_router::messages::Route;
 use crate::supervisor::messages::TellDependents;
 use actix::prelude::*;
@@ -17,15 +17,15 @@ use agentd_proto::{
 const WATCH_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl AgentActor {
-    /// At the actor's start, its status shows what its phase says: waiting for dependencies, or
+    /// At the actor's start, its status shows what its activity says: waiting for dependencies, or
     /// done waiting (they were met while it had no actor, or at its spawn).
     pub(super) fn show_dependency_wait(&mut self, ctx: &mut Context<Self>) {
-        match &self.phase {
-            Phase::WaitingDependencies(unmet) if self.rec.status == AgentStatus::Idle => {
+        match &self.activity {
+            Activity::WaitingDependencies(unmet) if self.rec.status == AgentStatus::Idle => {
                 let reason = crate::supervisor::waiting_reason(unmet);
                 let _ = self.set_status(AgentStatus::WaitingDependency, Some(reason), ctx);
             }
-            Phase::Idle if crate::supervisor::waits_for_dependencies(&self.rec) => {
+            Activity::Idle if crate::supervisor::waits_for_dependencies(&self.rec) => {
                 self.dependencies_met(ctx);
             }
             _ => {}
@@ -41,7 +41,7 @@ impl AgentActor {
         outcome: DependencyOutcome,
         ctx: &mut Context<Self>,
     ) {
-        let Phase::WaitingDependencies(unmet) = &mut self.phase else {
+        let Activity::WaitingDependencies(unmet) = &mut self.activity else {
             return;
         };
         if !unmet.contains(agent_id) {
@@ -51,7 +51,7 @@ impl AgentActor {
             DependencyOutcome::Met => {
                 unmet.remove(agent_id);
                 if unmet.is_empty() {
-                    self.phase = Phase::Idle;
+                    self.stop_waiting_for_dependencies();
                     self.dependencies_met(ctx);
                     self.pump(ctx);
                 }
@@ -92,8 +92,7 @@ impl AgentActor {
         outcome: DependencyOutcome,
         ctx: &mut Context<Self>,
     ) {
-        self.phase = Phase::Idle;
-        self.rec.dependencies_settled = true;
+        self.stop_waiting_for_dependencies();
         self.drop_queue(ctx);
         let e = AgentdError::new(ErrorCode::DependencyFailed, format!("{agent_id} {outcome}"));
         let reason = e.to_string();
@@ -105,15 +104,6 @@ impl AgentActor {
             &format!("dependency_failed {} {agent_id}", self.rec.id),
         );
         self.mark_failed(e, reason, cause, ctx);
-    }
-
-    /// A cancel or terminate ends the wait for dependencies: the agent's work is gone, and what
-    /// it is sent later runs.
-    pub(super) fn stop_waiting_for_dependencies(&mut self) {
-        if matches!(self.phase, Phase::WaitingDependencies(_)) {
-            self.phase = Phase::Idle;
-            self.rec.dependencies_settled = true;
-        }
     }
 
     /// Tells this agent's dependents that it settled with `outcome`.
@@ -150,6 +140,7 @@ impl AgentActor {
                 ctx.run_later(WATCH_RETRY, move |act, ctx| {
                     act.queue.push(env);
                     act.pump(ctx);
+                    act.check_activity();
                 });
                 return;
             }
@@ -162,6 +153,7 @@ impl AgentActor {
             );
             act.system.router.do_send(Route(news));
             act.done(Some(env.id), ctx);
+            act.check_activity();
         }));
     }
 }

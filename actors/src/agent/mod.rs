@@ -7,13 +7,15 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`messages`] | the messages the actor handles |
-//! | [`phase`] | [`Phase`]: what the actor is doing, each variant owning its data |
+//! | [`activity`] | [`Activity`]: what the actor is doing, each variant owning its data; the transitions, which set the status each implies |
 //! | [`queue`] | [`InboxQueue`]: the queued items, in the order they run (plain code) |
 //! | [`write_behind`] | [`WriteBehind`]: own writes waiting for the next flush (plain code) |
 //! | [`persist`] | the actor's side of flushing: batches, retries, the record |
 //! | [`status`] | status transitions, persisted and published, with their automatic checkpoints |
 //! | [`delivery`] | taking envelopes: the durable push, duplicates, controls |
 //! | [`start`] | deciding what runs next (`pump`) and starting turns |
+//! | [`permit`] | turn slots of the scheduler: the grant of one, giving one back |
+//! | [`progress`] | what a running turn reports: its step, its usage |
 //! | [`outcome`] | a turn's end, one function per outcome |
 //! | [`relay`] | forwards a parent passes on without a turn (`async_forward = "relay"`) |
 //! | [`dependencies`] | waiting for `depends_on`; the watches of dependents in this agent's inbox |
@@ -27,10 +29,12 @@
 //! - An inbox item is in the agent's durable inbox before the actor handles its next message
 //!   (so a transport acknowledges a delivery only once it is safe); it is marked done in the
 //!   same store batch as the turn's end.
-//! - At most one turn runs; what it handles is the phase's, nothing outside the phase points at
-//!   it.
+//! - At most one turn runs; what it handles is the activity's, nothing outside the activity
+//!   points at it.
+//! - The status is one the activity may show ([`Activity::shows`]) between two messages.
 //! - The agent's own writes go through its [`WriteBehind`] in order and are never dropped.
 
+mod activity;
 mod budget;
 mod checkpoint;
 mod control;
@@ -39,8 +43,9 @@ mod dependencies;
 pub(crate) mod messages;
 mod outcome;
 mod passivate;
+mod permit;
 mod persist;
-mod phase;
+mod progress;
 mod queue;
 mod relay;
 mod start;
@@ -50,10 +55,10 @@ mod write_behind;
 
 use crate::deps::Deps;
 use crate::supervisor::SystemHandle;
+use activity::Activity;
 use actix::prelude::*;
 use agentd_proto::AgentRecord;
 use messages::{Runtime, RuntimeState, Snapshot};
-use phase::Phase;
 use queue::InboxQueue;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -62,13 +67,13 @@ use write_behind::WriteBehind;
 /// The actor of one agent.
 ///
 /// Every live agent is one spawned actor: what it rarely holds (a running turn, a retried item,
-/// an item waiting for a slot, dependencies) is boxed inside its [`Phase`] or queue so that a
+/// an item waiting for a slot, dependencies) is boxed inside its [`Activity`] or queue so that a
 /// process with 100,000 idle agents stays small (see the size test below).
 pub struct AgentActor {
     rec: SharedRecord,
     /// Shared with every actor of the process.
     system: SystemHandle,
-    phase: Phase,
+    activity: Activity,
     queue: InboxQueue,
     writes: WriteBehind,
     /// Delay before retrying a turn that met an unreachable store (0 after a turn that did not).
@@ -117,11 +122,7 @@ impl AgentActor {
         AgentActor {
             rec: SharedRecord(rec.into()),
             system,
-            phase: if unmet.is_empty() {
-                Phase::Idle
-            } else {
-                Phase::WaitingDependencies(Box::new(unmet))
-            },
+            activity: Activity::at_start(unmet),
             queue: InboxQueue::default(),
             writes: WriteBehind::default(),
             store_retry_ms: 0,
@@ -152,6 +153,7 @@ impl Actor for AgentActor {
             let ms = self.rec.resume_at_ms.unwrap_or(now).saturating_sub(now);
             self.schedule_rate_limit_resume(ms, ctx);
         }
+        self.check_activity();
     }
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
@@ -169,9 +171,10 @@ impl Handler<Snapshot> for AgentActor {
 
     fn handle(&mut self, _: Snapshot, _: &mut Self::Context) -> Self::Result {
         let mut rec = AgentRecord::clone(&self.rec);
-        if let Some(turn) = self.phase.running() {
+        if let Some(turn) = self.activity.running() {
             rec.current_step = Some(turn.step.to_string());
         }
+        self.check_activity();
         MessageResult(rec)
     }
 }
@@ -180,9 +183,10 @@ impl Handler<RuntimeState> for AgentActor {
     type Result = MessageResult<RuntimeState>;
 
     fn handle(&mut self, _: RuntimeState, _: &mut Self::Context) -> Self::Result {
+        self.check_activity();
         MessageResult(Runtime {
             inbox: self.queue.len() + self.queue.parked_len(),
-            turn_running: self.phase.running().is_some(),
+            turn_running: self.activity.running().is_some(),
         })
     }
 }

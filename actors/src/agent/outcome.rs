@@ -9,7 +9,7 @@
 //! process while the item it answers was already done.
 
 use super::AgentActor;
-use super::phase::Phase;
+use super::activity::Timer;
 use crate::messages::ChildOutput;
 use crate::ports::StoreWrite;
 use crate::turn::TurnResult;
@@ -26,9 +26,15 @@ use uuid::Uuid;
 pub(super) type TurnEnd = Result<Result<TurnResult, AgentdError>, Box<dyn std::any::Any + Send>>;
 
 /// How a turn ended, as the actor acts on it.
+#[derive(Debug)]
 enum Outcome {
-    /// The store (e.g. Redis) was unreachable: nothing is lost, the turn runs again.
+    /// The store (e.g. Redis) was unreachable, or refused a write this process no longer owns
+    /// (fenced): nothing is lost, the turn runs again.
     StoreUnavailable(AgentdError),
+    /// The store cannot do what the turn asked (a value it cannot decode or encode, a request
+    /// it does not support): the same call fails the same way again, so the agent fails at
+    /// once, whatever attempts are left.
+    StoreBroken(AgentdError),
     /// The turn failed (an error, a panic).
     Failed(AgentdError),
     /// The provider rate-limited it; it may run again after this many ms.
@@ -53,9 +59,11 @@ impl Outcome {
                     format!("turn panicked: {msg}"),
                 ))
             }
-            Ok(Err(e)) if matches!(e.code, ErrorCode::StoreError | ErrorCode::Unavailable) => {
-                Outcome::StoreUnavailable(e)
-            }
+            // By the store error's kind where it rides along (`transient`, `fenced`: retried;
+            // `corrupt`, `unsupported`: not); `unavailable`, and a `store_error` without its
+            // kind, are kept (keeping work is the safe side).
+            Ok(Err(e)) if crate::ports::is_transient(&e) => Outcome::StoreUnavailable(e),
+            Ok(Err(e)) if e.code == ErrorCode::StoreError => Outcome::StoreBroken(e),
             Ok(Err(e)) => Outcome::Failed(e),
             Ok(Ok(r)) if !r.waiting.is_empty() => Outcome::WaitingTools(r.waiting),
             Ok(Ok(r)) => match r.rate_limited {
@@ -78,7 +86,7 @@ enum Next {
 impl AgentActor {
     /// A turn's future ended.
     pub(super) fn turn_done(&mut self, cause: Uuid, end: TurnEnd, ctx: &mut Context<Self>) {
-        if self.phase.running().map(|t| t.cause) != Some(cause) {
+        if self.activity.running().map(|t| t.cause) != Some(cause) {
             // An aborted turn's late completion: nothing of it applies, but the tokens of its
             // last model call were spent all the same.
             if let Ok(Ok(r)) = &end
@@ -88,21 +96,22 @@ impl AgentActor {
             }
             return;
         }
-        self.writes.hold_outputs(true);
+        self.writes.hold_outputs();
         let next = self.end_turn(cause, end, ctx);
-        self.writes.hold_outputs(false);
+        self.writes.release_outputs();
         if self.writes.has_outputs() {
             self.schedule_flush(ctx);
         }
         if next == Next::TakeNext {
             self.pump(ctx);
         }
+        self.check_activity();
     }
 
     /// [`Self::turn_done`] while outputs are held for the batch that records the end.
     fn end_turn(&mut self, cause: Uuid, mut end: TurnEnd, ctx: &mut Context<Self>) -> Next {
         self.release_permit();
-        let Phase::Running(turn) = std::mem::take(&mut self.phase) else {
+        let Some(turn) = self.take_running() else {
             return Next::Hold;
         };
         self.turn_setup()
@@ -124,7 +133,7 @@ impl AgentActor {
             {
                 self.retry_failed_turn(e, input, ctx)
             }
-            Outcome::Failed(e) => {
+            Outcome::Failed(e) | Outcome::StoreBroken(e) => {
                 self.fail(e, cause, ctx);
                 self.done(input.map(|e| e.id), ctx);
                 Next::TakeNext
@@ -179,7 +188,7 @@ impl AgentActor {
         }
         let delay = std::time::Duration::from_millis(self.store_retry_ms.into());
         let timer = ctx.run_later(delay, |act, ctx| act.retry_now(ctx));
-        self.phase = Phase::HoldingForRetry(timer);
+        self.hold_for_retry(timer, None, ctx);
         Next::Hold
     }
 
@@ -212,22 +221,21 @@ impl AgentActor {
         }
         let sleep = self.deps().clock.sleep(delay);
         let timer = ctx.spawn(sleep.into_actor(self).map(|_, act, ctx| act.retry_now(ctx)));
-        self.phase = Phase::HoldingForRetry(timer);
         let reason = format!(
             "retry {} of {max_attempts} in {delay} ms",
             self.rec.attempts + 1
         );
-        let _ = self.set_status(AgentStatus::Queued, Some(reason), ctx);
+        self.hold_for_retry(timer, Some(reason), ctx);
         self.checkpoint(CheckpointReason::Error, &e.to_string(), ctx);
         Next::Hold
     }
 
     /// A held retry's time has come: the queue runs again.
     fn retry_now(&mut self, ctx: &mut Context<Self>) {
-        if matches!(self.phase, Phase::HoldingForRetry(_)) {
-            self.phase = Phase::Idle;
+        if self.end_hold(Timer::Fired, ctx) {
             self.pump(ctx);
         }
+        self.check_activity();
     }
 
     /// A provider rate limit: the item goes back to the front of the queue, the agent waits in
@@ -260,6 +268,7 @@ impl AgentActor {
                 let _ = act.set_status(AgentStatus::Running, Some("rate limit over".into()), ctx);
                 act.pump(ctx);
             }
+            act.check_activity();
         }));
     }
 
@@ -297,11 +306,8 @@ impl AgentActor {
             let e = AgentdError::new(ErrorCode::ModelError, format!("agent reported: {message}"));
             self.fail(e, cause, ctx);
         } else if r.paused {
-            self.phase = Phase::PausedMidTurn {
-                input: input.map(Box::new),
-            };
             let reason = pause_reason.map_or_else(|| "paused by control".into(), String::from);
-            let _ = self.set_status(AgentStatus::Paused, Some(reason), ctx);
+            self.pause_mid_turn(input, reason, ctx);
             // The item stays undone: the continued turn handles it.
             return Next::TakeNext;
         } else if let Some(result) = r.yielded {
@@ -456,5 +462,54 @@ impl AgentActor {
         if let Some(out) = self.writes.send_or_hold(out) {
             self.system.router.do_send(out);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Outcome, TurnEnd};
+    use crate::ports::{StoreError, StoreErrorKind};
+    use agentd_proto::{AgentdError, ErrorCode};
+
+    fn of(e: AgentdError) -> Outcome {
+        let end: TurnEnd = Ok(Err(e));
+        Outcome::of(end)
+    }
+
+    fn store_failure(kind: StoreErrorKind) -> Outcome {
+        of(StoreError::new(kind, "reading the thread").into())
+    }
+
+    #[test]
+    fn a_passing_store_failure_is_retried_and_a_lasting_one_fails_the_agent() {
+        for kind in [StoreErrorKind::Transient, StoreErrorKind::Fenced] {
+            let outcome = store_failure(kind);
+            assert!(
+                matches!(outcome, Outcome::StoreUnavailable(_)),
+                "{kind:?}: {outcome:?}"
+            );
+        }
+        for kind in [StoreErrorKind::Corrupt, StoreErrorKind::Unsupported] {
+            let outcome = store_failure(kind);
+            assert!(
+                matches!(outcome, Outcome::StoreBroken(_)),
+                "{kind:?}: {outcome:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_store_error_without_its_kind_and_an_unavailable_one_are_retried() {
+        for code in [ErrorCode::StoreError, ErrorCode::Unavailable] {
+            let outcome = of(AgentdError::new(code, "from afar"));
+            assert!(
+                matches!(outcome, Outcome::StoreUnavailable(_)),
+                "{code:?}: {outcome:?}"
+            );
+        }
+        assert!(matches!(
+            of(AgentdError::new(ErrorCode::ModelError, "bad answer")),
+            Outcome::Failed(_)
+        ));
     }
 }

@@ -10,8 +10,8 @@
 //! reaches it while it stops is refused and routed again, to a fresh actor.
 
 use super::AgentActor;
+use super::activity::Activity;
 use super::messages::PassivateIfDone;
-use super::phase::Phase;
 use actix::prelude::*;
 use agentd_proto::{AgentStatus, Control};
 
@@ -23,10 +23,11 @@ impl Handler<PassivateIfDone> for AgentActor {
 
     fn handle(&mut self, _: PassivateIfDone, ctx: &mut Self::Context) {
         let done = self.rec.status == AgentStatus::Completed
-            && matches!(self.phase, Phase::Idle)
+            && matches!(self.activity, Activity::Idle)
             && self.queue.is_empty();
         if !done {
             // It has work again (or is stopping already): it stays.
+            self.check_activity();
             return;
         }
         if !self.writes.is_settled() {
@@ -38,7 +39,7 @@ impl Handler<PassivateIfDone> for AgentActor {
         // A process-per-agent backend's process ends with the actor (it starts again, with the
         // whole thread, on re-activation).
         self.deps().model.control(&self.rec.id, Control::Terminate);
-        self.phase = Phase::Stopping;
+        self.stop();
         ctx.stop();
     }
 }

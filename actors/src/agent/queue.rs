@@ -222,7 +222,16 @@ mod tests {
     use super::*;
     use agentd_proto::{Address, Role};
 
-    fn message(text: &str, interrupt: bool, urgent: bool) -> Envelope {
+    /// How an item is sent.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Sent {
+        Plain,
+        Interrupt,
+        Urgent,
+    }
+
+    fn message(text: &str, sent: Sent) -> Envelope {
+        let (interrupt, urgent) = (sent == Sent::Interrupt, sent == Sent::Urgent);
         Envelope::new(
             Address::System,
             Address::agent("a"),
@@ -251,7 +260,7 @@ mod tests {
     fn ordinary_items_keep_their_arrival_order() {
         let mut q = InboxQueue::default();
         for t in ["1", "2", "3"] {
-            q.push(message(t, false, false));
+            q.push(message(t, Sent::Plain));
         }
         assert_eq!(q.len(), 3);
         assert_eq!(texts(&mut q), ["1", "2", "3"]);
@@ -261,29 +270,29 @@ mod tests {
     #[test]
     fn urgent_items_go_before_ordinary_ones_and_keep_their_own_order() {
         let mut q = InboxQueue::default();
-        q.push(message("a", false, false));
-        q.push(message("u1", false, true));
-        q.push(message("b", false, false));
-        q.push(message("u2", false, true));
+        q.push(message("a", Sent::Plain));
+        q.push(message("u1", Sent::Urgent));
+        q.push(message("b", Sent::Plain));
+        q.push(message("u2", Sent::Urgent));
         assert_eq!(texts(&mut q), ["u1", "u2", "a", "b"]);
     }
 
     #[test]
     fn an_interrupt_goes_first_even_before_urgent_items() {
         let mut q = InboxQueue::default();
-        q.push(message("u", false, true));
-        q.push(message("a", false, false));
-        q.push(message("stop", true, false));
-        q.push(message("u2", false, true));
+        q.push(message("u", Sent::Urgent));
+        q.push(message("a", Sent::Plain));
+        q.push(message("stop", Sent::Interrupt));
+        q.push(message("u2", Sent::Urgent));
         assert_eq!(texts(&mut q), ["stop", "u", "u2", "a"]);
     }
 
     #[test]
     fn a_retried_item_runs_before_everything_queued() {
         let mut q = InboxQueue::default();
-        q.push(message("a", false, false));
-        q.push(message("u", false, true));
-        q.retry_first(message("again", false, false));
+        q.push(message("a", Sent::Plain));
+        q.push(message("u", Sent::Urgent));
+        q.retry_first(message("again", Sent::Plain));
         assert!(!q.is_empty());
         assert_eq!(q.len(), 2, "the retried item is not counted as queued");
         assert_eq!(texts(&mut q), ["again", "u", "a"]);
@@ -293,11 +302,11 @@ mod tests {
     fn a_stored_but_unqueued_item_takes_its_place_in_the_stored_order() {
         let mut q = InboxQueue::default();
         let (first, second, third) = (
-            message("1", false, false),
-            message("2", false, false),
-            message("3", false, false),
+            message("1", Sent::Plain),
+            message("2", Sent::Plain),
+            message("3", Sent::Plain),
         );
-        let late = message("late", false, false);
+        let late = message("late", Sent::Plain);
         let stored = [first.id, second.id, third.id];
         let (late_id, first_id) = (late.id, first.id);
         q.push(first);
@@ -314,9 +323,9 @@ mod tests {
     fn taking_all_answers_every_id_and_forgetting_keeps_the_retried_item() {
         let mut q = InboxQueue::default();
         let (a, b, r) = (
-            message("a", false, false),
-            message("b", false, false),
-            message("r", false, false),
+            message("a", Sent::Plain),
+            message("b", Sent::Plain),
+            message("r", Sent::Plain),
         );
         let ids = [a.id, b.id, r.id];
         q.push(a);
@@ -329,8 +338,8 @@ mod tests {
         assert_eq!(taken, expected);
         assert!(q.is_empty());
 
-        q.push(message("x", false, false));
-        q.retry_first(message("kept", false, false));
+        q.push(message("x", Sent::Plain));
+        q.retry_first(message("kept", Sent::Plain));
         q.forget_queued();
         assert_eq!(q.len(), 0);
         assert_eq!(texts(&mut q), ["kept"]);

@@ -1,17 +1,16 @@
 //! Deciding what runs next and starting turns.
 //!
-//! [`AgentActor::pump`] is where the actor decides: it matches on the [`Phase`] and the status,
+//! [`AgentActor::pump`] is where the actor decides: it asks its [`Activity`] and the status,
 //! and either does nothing (a turn runs, a slot is awaited, the queue is held), marks the agent
 //! waiting (a budget, dependencies), or takes the next item and starts its turn, through the
 //! scheduler when turn slots are limited.
 
 use super::AgentActor;
+use super::activity::{Activity, RunningTurn, Slot, TurnStart};
 use super::budget::UsageMeters;
-use super::phase::{PendingStart, Phase, RunningTurn};
 use crate::ports::StoreWrite;
-use crate::scheduler::{Acquire, Permit};
 use crate::tools::ToolContext;
-use crate::turn::{Step, TurnProgress};
+use crate::turn::Step;
 use crate::turn::{Turn, TurnInput, TurnShared};
 use actix::prelude::*;
 use agentd_proto::ids::derived_id;
@@ -51,6 +50,16 @@ pub(super) struct Prestart {
     pub(super) input: TurnInput,
 }
 
+/// Whether the writes that start a turn (its input entry, the `running` record) are still to
+/// be made, or went with its item's push already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum StartWrites {
+    /// Still to be made: they go with the actor's next flush.
+    Fresh,
+    /// Written with the item's push ([`AgentActor::turn_start_writes`]).
+    Written,
+}
+
 /// Counts a turn on inbox item `task` as the task's next attempt (the first, for a new task).
 fn count_attempt(rec: &mut AgentRecord, task: Uuid) {
     if rec.current_task == Some(task) {
@@ -75,24 +84,15 @@ impl AgentActor {
         prestart: Option<Prestart>,
         ctx: &mut Context<Self>,
     ) -> Option<Prestart> {
-        if !matches!(self.phase, Phase::Idle | Phase::WaitingDependencies(_)) {
-            return prestart;
-        }
         let status = self.rec.status;
-        // `running`, `waiting_tool` or `waiting_review` with no turn here: the actor was activated again (a
-        // restart) and its turn runs again from its item.
-        if !(status.accepts_turns()
-            || status == AgentStatus::Running
-            || status == AgentStatus::WaitingTool
-            || status == AgentStatus::WaitingReview)
-        {
+        if !self.activity.may_start_turn(status) {
             return prestart;
         }
         let has_work = !self.queue.is_empty();
         if has_work && self.pause_if_over_budget(ctx) {
             return prestart;
         }
-        if let Phase::WaitingDependencies(unmet) = &self.phase
+        if let Activity::WaitingDependencies(unmet) = &self.activity
             && has_work
         {
             if status != AgentStatus::WaitingDependency {
@@ -107,7 +107,7 @@ impl AgentActor {
         }
         let Some(env) = self.queue.pop_next() else {
             if status == AgentStatus::Running {
-                let _ = self.set_status(AgentStatus::Idle, None, ctx);
+                let _ = self.rest(None, ctx);
             }
             return prestart;
         };
@@ -119,38 +119,20 @@ impl AgentActor {
             self.watch_reached(env, ctx);
             return self.pump_with(prestart, ctx);
         }
-        let (input, start_written, prestart) = match prestart {
-            Some(p) if p.id == env.id => (Some(p.input), true, None),
-            other => (self.turn_input(&env), false, other),
+        let (input, writes, prestart) = match prestart {
+            Some(p) if p.id == env.id => (Some(p.input), StartWrites::Written, None),
+            other => (self.turn_input(&env), StartWrites::Fresh, other),
         };
         let Some(input) = input else {
             // Not an item that runs a turn.
             return self.pump_with(prestart, ctx);
         };
-        let system = self.system.clone();
-        if let Some(scheduler) = &system.scheduler {
+        if self.system.scheduler.is_some() {
             // Wait for a turn slot; the agent shows `queued` meanwhile.
-            let _ = self.set_status(
-                AgentStatus::Queued,
-                Some("waiting for a turn slot".into()),
-                ctx,
-            );
-            scheduler.do_send(Acquire {
-                agent_id: self.rec.id.clone(),
-                priority: self.rec.priority,
-                parent: self.rec.parent_id.clone(),
-                provider: self
-                    .rec
-                    .provider
-                    .clone()
-                    .unwrap_or_else(|| "default".into()),
-                queued_at_ms: env.sent_at,
-                addr: ctx.address().recipient(),
-            });
-            self.phase = Phase::AwaitingPermit(Box::new(PendingStart { env, input }));
+            self.await_permit(env, input, ctx);
             return prestart;
         }
-        self.begin(env, input, start_written, false, ctx);
+        self.begin(env, input, writes, Slot::NotHeld, ctx);
         prestart
     }
 
@@ -191,7 +173,7 @@ impl AgentActor {
         &mut self,
         env: &Envelope,
     ) -> Option<(TurnInput, Vec<StoreWrite>)> {
-        let ready = matches!(self.phase, Phase::Idle)
+        let ready = matches!(self.activity, Activity::Idle)
             && self.queue.is_empty()
             && self.system.scheduler.is_none()
             && self.rec.status.accepts_turns()
@@ -221,25 +203,25 @@ impl AgentActor {
         Some((input, writes))
     }
 
-    /// Starts the turn of `env` now. `start_written`: the turn's start (input entry, `running`
-    /// record) went with the item's push already. `holds_permit`: the scheduler granted a slot.
-    fn begin(
+    /// Starts the turn of `env` now. `writes`: whether the turn's start (input entry, `running`
+    /// record) went with the item's push already. `slot`: whether the scheduler granted one.
+    pub(super) fn begin(
         &mut self,
         env: Envelope,
         input: TurnInput,
-        start_written: bool,
-        holds_permit: bool,
+        writes: StartWrites,
+        slot: Slot,
         ctx: &mut Context<Self>,
     ) {
         let give_back_permit = |act: &Self| {
-            if holds_permit && let Some(scheduler) = &act.system.scheduler {
+            if slot == Slot::Held
+                && let Some(scheduler) = &act.system.scheduler
+            {
                 scheduler.do_send(crate::scheduler::Release(act.rec.id.clone()));
             }
         };
-        if !self.rec.status.can_become(AgentStatus::Running)
-            && self.rec.status != AgentStatus::Running
-        {
-            tracing::warn!(agent_id = %self.rec.id, status = %self.rec.status, "cannot start a turn");
+        if let Err(e) = self.check_can_run() {
+            tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot start a turn");
             give_back_permit(self);
             return;
         }
@@ -267,35 +249,54 @@ impl AgentActor {
             }
             self.deps().model.conversation_replaced(&self.rec.id);
         }
-        if start_written {
+        if writes == StartWrites::Written {
             // The `running` record went with the item's push.
             self.writes.record_written();
         }
-        let TurnInput::Message(entry) = &input else {
-            self.start_turn(env.id, Some(env), input, None, holds_permit, ctx);
-            return;
+        let input_written = match &input {
+            TurnInput::Message(entry) => Some(self.write_input(Arc::clone(entry), writes, ctx)),
+            _ => None,
         };
-        // The input goes into the thread with the `running` record, in one batch (or went with
-        // the item's push already).
-        let written = Arc::new(AtomicBool::new(start_written));
-        if !start_written {
-            self.writes.watch_input(written.clone());
+        let start = TurnStart {
+            cause: env.id,
+            env: Some(env),
+            input,
+            input_written,
+            slot,
+        };
+        // The status is `running` already: this cannot be refused.
+        if let Err(e) = self.run(start, None, ctx) {
+            tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot start a turn");
+        }
+    }
+
+    /// The input entry goes into the thread with the `running` record, in one batch (or went
+    /// with the item's push already: `writes`); answers the flag the turn reads to know.
+    fn write_input(
+        &mut self,
+        entry: Arc<ThreadEntry>,
+        writes: StartWrites,
+        ctx: &mut Context<Self>,
+    ) -> Arc<AtomicBool> {
+        let written = writes == StartWrites::Written;
+        let flag = Arc::new(AtomicBool::new(written));
+        if !written {
+            self.writes.watch_input(flag.clone());
         }
         // A first attempt's input is new; only a re-run may find it there already.
-        let shared = Arc::clone(entry);
         if let Some(thread) = &mut self.thread
             && (self.rec.attempts == 1 || !thread.iter().any(|e| e.id == entry.id))
         {
-            Arc::make_mut(thread).push(Arc::clone(&shared));
+            Arc::make_mut(thread).push(Arc::clone(&entry));
         }
-        if !start_written {
+        if !written {
             let append = StoreWrite::Append {
                 agent_id: self.shared_id(),
-                entry: shared,
+                entry,
             };
             self.write_later(append, ctx);
         }
-        self.start_turn(env.id, Some(env), input, Some(written), holds_permit, ctx);
+        flag
     }
 
     /// What the agent's turns show its model and how its usage is counted, made on first use.
@@ -315,18 +316,16 @@ impl AgentActor {
         setup
     }
 
-    /// Starts a turn on `input`, caused by `cause`, handling inbox item `env` if there is one.
-    /// `input_written` tells the turn whether the actor's flush already put the input entry in
-    /// the thread.
-    pub(super) fn start_turn(
-        &mut self,
-        cause: Uuid,
-        env: Option<Envelope>,
-        input: TurnInput,
-        input_written: Option<Arc<AtomicBool>>,
-        holds_permit: bool,
-        ctx: &mut Context<Self>,
-    ) {
+    /// Spawns the turn `start` describes on the actor's context; answers it as it runs (the
+    /// caller, [`Self::run`], makes it the agent's activity).
+    pub(super) fn spawn_turn(&mut self, start: TurnStart, ctx: &mut Context<Self>) -> RunningTurn {
+        let TurnStart {
+            cause,
+            env,
+            input,
+            input_written,
+            slot,
+        } = start;
         let shared = Arc::new(TurnShared::default());
         let setup = self.fresh_turn_setup();
         let (tool_specs, system_prompt, names) = (
@@ -371,53 +370,16 @@ impl AgentActor {
         let handle = ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
             act.turn_done(cause, res, ctx);
         }));
-        self.phase = Phase::Running(Box::new(RunningTurn {
+        RunningTurn {
             handle,
             cause,
             input: env,
             shared,
             pause_reason: None,
             started: std::time::Instant::now(),
-            holds_permit,
+            slot,
             restart_backend_after: false,
             step,
-        }));
-    }
-}
-
-impl Handler<TurnProgress> for AgentActor {
-    type Result = ();
-
-    fn handle(&mut self, progress: TurnProgress, ctx: &mut Self::Context) {
-        match progress {
-            TurnProgress::Usage { usage, step } => self.usage_reported(usage, step, ctx),
-            TurnProgress::Doing { cause, doing } => {
-                if let Some(turn) = self.phase.running_mut()
-                    && turn.cause == cause
-                {
-                    turn.step = doing;
-                }
-            }
-        }
-    }
-}
-
-impl Handler<Permit> for AgentActor {
-    type Result = ();
-
-    fn handle(&mut self, _: Permit, ctx: &mut Self::Context) {
-        match std::mem::take(&mut self.phase) {
-            Phase::AwaitingPermit(pending) => {
-                let PendingStart { env, input } = *pending;
-                self.begin(env, input, false, true, ctx);
-            }
-            other => {
-                // Nothing waits for it any more: the slot goes back.
-                self.phase = other;
-                if let Some(scheduler) = &self.system.scheduler {
-                    scheduler.do_send(crate::scheduler::Release(self.rec.id.clone()));
-                }
-            }
         }
     }
 }

@@ -2,16 +2,16 @@
 //!
 //! A turn whose last step made calls of service tools ends there with the calls open
 //! ([`crate::turn::WaitingCall`]); the agent keeps the turn's cause and item in
-//! [`Phase::WaitingTool`], gives its turn slot back and queues whatever arrives. Each call is
+//! [`Activity::WaitingTool`], gives its turn slot back and queues whatever arrives. Each call is
 //! closed once, in the store: by its answer ([`AnswerToolCall`]), by its deadline (a timer
 //! here, or the turn itself when it runs again after a restart), or by an interruption. When
 //! the last open call is closed, the turn runs again under the same cause: its step replays
 //! from the thread and writes each call's result before the model is asked again.
 
 use super::AgentActor;
-use super::control::Interruption;
+use super::activity::{Activity, Slot, ToolWait, TurnStart};
+use super::control::{Interruption, ItsItem};
 use super::messages::{AnswerToolCall, DecideToolCall};
-use super::phase::{Phase, ToolWait};
 use crate::ports::ToolCallClosing;
 use crate::tools::service;
 use crate::turn::{OpenCall, TurnInput, WaitingCall};
@@ -32,29 +32,15 @@ impl AgentActor {
         unanswered: Vec<OpenCall>,
         ctx: &mut Context<Self>,
     ) {
-        let tools: Vec<&str> = open.iter().map(|c| &*c.tool).collect();
-        let (status, reason) = if open.iter().any(|c| c.review) {
-            (
-                AgentStatus::WaitingReview,
-                format!("waiting for approval of {}", tools.join(", ")),
-            )
-        } else {
-            (
-                AgentStatus::WaitingTool,
-                format!("waiting for {}", tools.join(", ")),
-            )
-        };
         let ids: Vec<(Uuid, bool)> = open.iter().map(|c| (c.call_id, c.review)).collect();
-        self.phase = Phase::WaitingTool(Box::new(ToolWait {
+        let wait = ToolWait {
             cause,
             input,
             open,
             unanswered,
             deadline: None,
-        }));
-        if let Err(e) = self.set_status(status, Some(reason), ctx) {
-            tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot wait for tools");
-        }
+        };
+        self.wait_for_calls(wait, ctx);
         self.schedule_tool_deadline(ctx);
         // An answer that came while the turn was still making its calls (a re-run after a
         // restart) found no wait to end: the store says.
@@ -81,6 +67,7 @@ impl AgentActor {
                 for id in closed {
                     act.tool_call_closed(id, ctx);
                 }
+                act.check_activity();
             }),
         );
     }
@@ -88,8 +75,8 @@ impl AgentActor {
     /// Sets the timer of the earliest deadline among the open calls.
     fn schedule_tool_deadline(&mut self, ctx: &mut Context<Self>) {
         let now = self.deps().clock.now_ms();
-        let sleep = match &self.phase {
-            Phase::WaitingTool(w) => w
+        let sleep = match &self.activity {
+            Activity::WaitingTool(w) => w
                 .open
                 .iter()
                 .filter_map(|c| c.deadline_ms)
@@ -101,7 +88,7 @@ impl AgentActor {
         let timer = ctx.spawn(sleep.into_actor(self).map(|_, act, ctx| {
             act.tool_deadlines_passed(ctx);
         }));
-        if let Phase::WaitingTool(w) = &mut self.phase
+        if let Activity::WaitingTool(w) = &mut self.activity
             && let Some(old) = w.deadline.replace(timer)
         {
             ctx.cancel_future(old);
@@ -111,7 +98,7 @@ impl AgentActor {
     /// Closes the open calls whose deadline passed (the model gets `tool_timeout`).
     fn tool_deadlines_passed(&mut self, ctx: &mut Context<Self>) {
         let now = self.deps().clock.now_ms();
-        let Phase::WaitingTool(w) = &mut self.phase else {
+        let Activity::WaitingTool(w) = &mut self.activity else {
             return;
         };
         w.deadline = None;
@@ -150,6 +137,7 @@ impl AgentActor {
                     act.tool_call_closed(id, ctx);
                 }
                 act.schedule_tool_deadline(ctx);
+                act.check_activity();
             }),
         );
     }
@@ -157,7 +145,7 @@ impl AgentActor {
     /// Call `call_id` is closed in the store: once no call is open, the turn goes on (unless
     /// the agent was paused meanwhile: resume goes on then).
     pub(super) fn tool_call_closed(&mut self, call_id: Uuid, ctx: &mut Context<Self>) {
-        let Phase::WaitingTool(w) = &mut self.phase else {
+        let Activity::WaitingTool(w) = &mut self.activity else {
             return;
         };
         w.open.retain(|c| c.call_id != call_id);
@@ -179,55 +167,56 @@ impl AgentActor {
 
     /// The status a wait for calls shows: `waiting_review` while a call waits for approval.
     pub(super) fn tool_wait_status(&self) -> AgentStatus {
-        match &self.phase {
-            Phase::WaitingTool(w) if w.open.iter().any(|c| c.review) => AgentStatus::WaitingReview,
+        match &self.activity {
+            Activity::WaitingTool(w) if w.open.iter().any(|c| c.review) => {
+                AgentStatus::WaitingReview
+            }
             _ => AgentStatus::WaitingTool,
         }
     }
 
     /// Whether the agent waits for service calls that are all closed (a pause held it).
     pub(super) fn tools_answered(&self) -> bool {
-        matches!(&self.phase, Phase::WaitingTool(w) if w.open.is_empty())
+        matches!(&self.activity, Activity::WaitingTool(w) if w.open.is_empty())
     }
 
     /// Every call the turn waited for is closed: it runs again under its cause.
     pub(super) fn continue_after_tools(&mut self, ctx: &mut Context<Self>) {
-        let Phase::WaitingTool(w) = std::mem::take(&mut self.phase) else {
+        if let Err(e) = self.check_can_run() {
+            tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot go on after the tool calls");
+            return;
+        }
+        let Some(w) = self.take_tool_wait() else {
             return;
         };
         if let Some(timer) = w.deadline {
             ctx.cancel_future(timer);
         }
-        if let Err(e) = self.set_status(
-            AgentStatus::Running,
-            Some("tool calls answered".into()),
-            ctx,
-        ) {
+        let start = TurnStart {
+            cause: w.cause,
+            env: w.input,
+            input: TurnInput::Continue,
+            input_written: None,
+            slot: Slot::NotHeld,
+        };
+        if let Err(e) = self.run(start, Some("tool calls answered".into()), ctx) {
             tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot go on after the tool calls");
-            self.phase = Phase::WaitingTool(w);
-            return;
         }
-        self.start_turn(w.cause, w.input, TurnInput::Continue, None, false, ctx);
     }
 
     /// Ends a wait for service calls early (interrupt, cancel, terminate, close): the open
     /// calls are closed as cancelled, each call of the step gets its `interrupted` result, and
-    /// the item is marked done if `mark_done`. `None` if the agent was not waiting.
+    /// the item is left as `item` says. `None` if the agent was not waiting.
     pub(super) fn end_tool_wait(
         &mut self,
-        mark_done: bool,
+        item: ItsItem,
         ctx: &mut Context<Self>,
     ) -> Option<Interruption> {
-        if !matches!(self.phase, Phase::WaitingTool(_)) {
-            return None;
-        }
-        let Phase::WaitingTool(w) = std::mem::take(&mut self.phase) else {
-            return None;
-        };
+        let w = self.take_tool_wait()?;
         if let Some(timer) = w.deadline {
             ctx.cancel_future(timer);
         }
-        if mark_done {
+        if item == ItsItem::Done {
             self.done(w.input.map(|e| e.id), ctx);
         }
         let at_ms = self.deps().clock.now_ms();
@@ -289,6 +278,7 @@ impl Handler<AnswerToolCall> for AgentActor {
                 if res.is_ok() {
                     act.tool_call_closed(call_id, ctx);
                 }
+                act.check_activity();
                 res
             }),
         ))
@@ -351,6 +341,7 @@ impl Handler<DecideToolCall> for AgentActor {
                     // Decided either way: the gate no longer holds the turn.
                     act.tool_call_closed(call_id, ctx);
                 }
+                act.check_activity();
                 res
             }),
         ))

@@ -139,9 +139,14 @@ impl WriteBehind {
         self.input_written = Some(written);
     }
 
-    /// Holds outputs for the next batch (`true`) or lets them leave at once (`false`).
-    pub(super) fn hold_outputs(&mut self, hold: bool) {
-        self.hold_outputs = hold;
+    /// From now on outputs wait for the next batch.
+    pub(super) fn hold_outputs(&mut self) {
+        self.hold_outputs = true;
+    }
+
+    /// From now on outputs leave at once (what was held waits for its batch still).
+    pub(super) fn release_outputs(&mut self) {
+        self.hold_outputs = false;
     }
 
     /// `out` back to send now, or `None` if it waits for the next batch.
@@ -337,9 +342,9 @@ mod tests {
     fn held_outputs_leave_with_the_next_batch() {
         let mut b = WriteBehind::default();
         assert!(b.send_or_hold(output()).is_some(), "not held: sent at once");
-        b.hold_outputs(true);
+        b.hold_outputs();
         assert!(b.send_or_hold(output()).is_none());
-        b.hold_outputs(false);
+        b.release_outputs();
         assert!(b.has_outputs());
         let batch = b.take_batch(record);
         assert_eq!(batch.outputs.len(), 1);
@@ -373,7 +378,7 @@ mod tests {
         b.push_started();
         assert!(!b.is_settled(), "a push is under way");
         let _ = b.push_answered();
-        b.hold_outputs(true);
+        b.hold_outputs();
         let _ = b.send_or_hold(output());
         assert!(!b.is_settled(), "an output waits for the next batch");
     }

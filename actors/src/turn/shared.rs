@@ -45,14 +45,19 @@ impl TurnShared {
         self.stop.load(Ordering::SeqCst)
     }
 
-    /// Asks for (or, `false`, withdraws) a stop at the next step boundary; a stop aborts the
-    /// model call in flight (the turn then stops, or asks again if the stop was withdrawn).
-    pub(crate) fn request_stop(&self, stop: bool) {
+    /// Asks for a stop at the next step boundary; it aborts the model call in flight (the
+    /// turn then stops, or asks again if the stop is withdrawn meanwhile).
+    pub(crate) fn request_stop(&self) {
         let call = self.in_flight();
-        self.stop.store(stop, Ordering::SeqCst);
-        if stop && let Some(call) = call.as_ref() {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(call) = call.as_ref() {
             call.cancel.cancel();
         }
+    }
+
+    /// Withdraws a stop asked for ([`Self::request_stop`]) before it takes effect.
+    pub(crate) fn withdraw_stop(&self) {
+        self.stop.store(false, Ordering::SeqCst);
     }
 
     /// A model call starts, reporting to `answer`: answers the token that aborts it (already
@@ -142,7 +147,7 @@ mod tests {
         let answer = Arc::new(LiveAnswer::new(None, clock.clone(), 10));
         let cancel = shared.call_started(Arc::clone(&answer));
         assert!(!cancel.is_cancelled());
-        shared.request_stop(true);
+        shared.request_stop();
         assert!(cancel.is_cancelled(), "a pause aborts the call in flight");
         shared.call_ended();
         assert!(
@@ -151,7 +156,7 @@ mod tests {
                 .is_cancelled(),
             "a call started once a stop is asked for is aborted at once"
         );
-        shared.request_stop(false);
+        shared.withdraw_stop();
         shared.call_started(Arc::clone(&answer));
         crate::ports::AnswerObserver::text(&*answer, "abcd");
         assert_eq!(
@@ -164,9 +169,9 @@ mod tests {
     #[test]
     fn a_stop_can_be_asked_for_and_withdrawn() {
         let shared = TurnShared::default();
-        shared.request_stop(true);
+        shared.request_stop();
         assert!(shared.stop_requested());
-        shared.request_stop(false);
+        shared.withdraw_stop();
         assert!(!shared.stop_requested());
     }
 }
