@@ -311,8 +311,8 @@ mod tests {
                 .checked_for(agent_type, "current_time", || {
                     builds.set(builds.get() + 1);
                     let spec = spec("current_time");
-                    let validator = jsonschema::validator_for(&spec.parameters)
-                        .map_err(|e| e.to_string())?;
+                    let validator =
+                        jsonschema::validator_for(&spec.parameters).map_err(|e| e.to_string())?;
                     Ok::<_, String>(CheckedSpec { spec, validator })
                 })
                 .unwrap_or_else(|e| panic!("{e}"))
