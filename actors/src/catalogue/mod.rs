@@ -50,9 +50,33 @@ pub struct ToolCatalogue {
     version: AtomicU64,
     /// (agent type, visible tools) → the specs shown, with the version they were built for.
     specs: Mutex<HashMap<(String, Vec<Tool>), VisibleSpecs>>,
+    /// agent type → tool name → the spec that type is shown and its compiled validator, with
+    /// the version they were built for (looked up by `&str`, without building a key).
+    checked: Mutex<HashMap<String, HashMap<String, (u64, Arc<CheckedSpec>)>>>,
     /// The MCP servers' tools, if any server is configured.
     mcp: Option<Arc<dyn McpTools>>,
 }
+
+/// One tool's spec as one kind of agent is shown it, with the validator its calls' arguments
+/// are checked by: compiled once per catalogue version, not once per call.
+pub struct CheckedSpec {
+    /// What the model is shown.
+    pub spec: ToolSpec,
+    /// `spec.parameters`, compiled.
+    pub validator: jsonschema::Validator,
+}
+
+impl std::fmt::Debug for CheckedSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckedSpec")
+            .field("spec", &self.spec)
+            .finish_non_exhaustive()
+    }
+}
+
+/// At most this many checked specs are kept per agent type (then that type's start over): MCP
+/// servers whose tool lists change often would otherwise grow the cache without bound.
+const CHECKED_PER_TYPE: usize = 512;
 
 /// The specs one kind of agent is shown, and the catalogue version they were built for.
 #[derive(Debug, Clone)]
@@ -166,6 +190,36 @@ impl ToolCatalogue {
             .map(|t| Tool::Mcp(McpTool(t.clone())))
     }
 
+    /// Tool `name`'s checked spec for agents of `agent_type`, built by `build` unless it was
+    /// built for the current version already. Built meanwhile a change is answered but not
+    /// kept, as [`Self::specs_for`] does.
+    pub(crate) fn checked_for<E>(
+        &self,
+        agent_type: &str,
+        name: &str,
+        build: impl FnOnce() -> Result<CheckedSpec, E>,
+    ) -> Result<Arc<CheckedSpec>, E> {
+        let version = self.version();
+        {
+            let cache = self.checked.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((built, checked)) = cache.get(agent_type).and_then(|m| m.get(name))
+                && *built == version
+            {
+                return Ok(checked.clone());
+            }
+        }
+        let checked = Arc::new(build()?);
+        if version == self.version() {
+            let mut cache = self.checked.lock().unwrap_or_else(|p| p.into_inner());
+            let of_type = cache.entry(agent_type.to_string()).or_default();
+            if of_type.len() >= CHECKED_PER_TYPE {
+                of_type.clear();
+            }
+            of_type.insert(name.to_string(), (version, checked.clone()));
+        }
+        Ok(checked)
+    }
+
     /// The specs of `tools` for agents of `agent_type`, built by `build` unless they were
     /// built for this `version` already. `version` is the catalogue's version when `tools`
     /// were chosen: specs of a set chosen before a change are built but not kept, and stay
@@ -203,6 +257,7 @@ impl Clone for ToolCatalogue {
             webhooks: self.webhooks.clone(),
             version: AtomicU64::new(self.version.load(Ordering::Acquire)),
             specs: Mutex::default(),
+            checked: Mutex::default(),
             mcp: self.mcp.clone(),
         }
     }
@@ -245,6 +300,33 @@ mod tests {
             description: String::new(),
             parameters: serde_json::json!({"type": "object"}),
         }
+    }
+
+    #[test]
+    fn checked_specs_are_built_once_per_version_and_type() {
+        let catalogue = ToolCatalogue::default();
+        let builds = Cell::new(0);
+        let look_up = |agent_type: &str| {
+            catalogue
+                .checked_for(agent_type, "current_time", || {
+                    builds.set(builds.get() + 1);
+                    let spec = spec("current_time");
+                    let validator =
+                        jsonschema::validator_for(&spec.parameters).map_err(|e| e.to_string())?;
+                    Ok::<_, String>(CheckedSpec { spec, validator })
+                })
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let first = look_up("plain");
+        let again = look_up("plain");
+        assert_eq!(builds.get(), 1, "built once per version and type");
+        assert!(Arc::ptr_eq(&first, &again));
+        look_up("lead");
+        assert_eq!(builds.get(), 2, "each type is shown its own spec");
+        catalogue.changed();
+        let fresh = look_up("plain");
+        assert_eq!(builds.get(), 3, "a new version builds it again");
+        assert!(!Arc::ptr_eq(&first, &fresh));
     }
 
     #[test]

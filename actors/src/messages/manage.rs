@@ -4,6 +4,7 @@
 
 use actix::prelude::*;
 use agentd_proto::{AgentRecord, AgentdError, ManageOptions};
+use std::sync::Arc;
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
@@ -45,7 +46,7 @@ pub struct Wait {
 #[rtype(result = "Result<Dispatched, AgentdError>")]
 pub struct ManageSend {
     /// The parent (caller) record.
-    pub parent: AgentRecord,
+    pub parent: Arc<AgentRecord>,
     /// Worker agent type name.
     pub worker_type: String,
     /// Trimmed worker title.

@@ -125,7 +125,7 @@ impl ParentRouter {
                 supervisor
                     .send(Spawn(SpawnSpec {
                         id: Some(child_id.clone()),
-                        parent: Some(m.parent.clone()),
+                        parent: Some((*m.parent).clone()),
                         agent_type: m.worker_type.clone(),
                         title: Some(m.worker_title.clone()),
                         prompt: None,

@@ -92,13 +92,11 @@ pub(crate) async fn execute_tool(
     call_id: Uuid,
     args: &Value,
 ) -> Result<ToolOutcome, AgentdError> {
-    let args = if args.is_null() {
-        json!({})
-    } else {
-        args.clone()
-    };
+    let no_args = json!({});
+    let args = if args.is_null() { &no_args } else { args };
     // The arguments must fit the schema the model was shown.
-    let args = schema::validate(&tool.spec(&ctx.caller, &ctx.deps).parameters, &args)?;
+    let checked = tool.checked(&ctx.caller, &ctx.deps)?;
+    let args = schema::check(&checked, args)?;
     // The arguments stay out of logs.
     tracing::debug!(tool = tool.name(), agent_id = %ctx.caller.id, "tool call");
     let Some(configured) = tool.configured() else {

@@ -10,11 +10,11 @@
 //! property given as `null` is taken as not given. Unknown fields pass, as models add them,
 //! unless the schema says `additionalProperties: false` (seed 003's tools).
 
+use crate::catalogue::CheckedSpec;
 use agentd_proto::{AgentdError, ErrorCode};
 use jsonschema::error::ValidationErrorKind;
 use serde_json::{Map, Value};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::borrow::Cow;
 
 /// `snake_case` → `camelCase`.
 fn camel(name: &str) -> String {
@@ -104,43 +104,64 @@ fn normalised(schema: &Value, args: &Value, path: &str) -> Result<Value, AgentdE
     }
 }
 
-/// Compiled validators by their schema's text: specs are built once per catalogue version,
-/// so the same few schemas come back call after call. Bounded: emptied when it grows past
-/// [`CACHED_VALIDATORS`] (MCP servers whose tool lists change often).
-type Validators = Mutex<HashMap<String, Arc<jsonschema::Validator>>>;
-
-/// How many compiled validators are kept.
-const CACHED_VALIDATORS: usize = 512;
-
-fn validator(schema: &Value) -> Result<Arc<jsonschema::Validator>, AgentdError> {
-    static CACHE: OnceLock<Validators> = OnceLock::new();
-    let key = schema.to_string();
-    let cache = CACHE.get_or_init(Validators::default);
-    if let Some(v) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-        return Ok(v.clone());
+/// Whether [`normalised`] would change `args`: a property named in its other spelling, or a
+/// `null` property the schema names, anywhere. Most calls need no change, and then the
+/// arguments are checked and used as they came, without a copy.
+fn needs_normalising(schema: &Value, args: &Value) -> bool {
+    match args {
+        Value::Object(fields) => {
+            let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+                return false;
+            };
+            fields.iter().any(|(key, value)| match props.get(key) {
+                Some(prop) => value.is_null() || needs_normalising(prop, value),
+                None => props.contains_key(&snake(key)) || props.contains_key(&camel(key)),
+            })
+        }
+        Value::Array(items) => match schema.get("items") {
+            Some(item) if item.is_object() => items.iter().any(|v| needs_normalising(item, v)),
+            _ => false,
+        },
+        _ => false,
     }
-    let compiled = jsonschema::validator_for(schema)
-        .map(Arc::new)
-        .map_err(|e| {
-            AgentdError::new(
-                ErrorCode::ToolFailed,
-                format!("the tool's argument schema cannot be used: {e}"),
-            )
-        })?;
-    let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
-    if cache.len() >= CACHED_VALIDATORS {
-        cache.clear();
-    }
-    cache.insert(key, compiled.clone());
-    Ok(compiled)
+}
+
+/// `schema` compiled: the validator a tool's calls are checked by (built once per catalogue
+/// version, [`crate::catalogue::CheckedSpec`]).
+pub fn compile(schema: &Value) -> Result<jsonschema::Validator, AgentdError> {
+    jsonschema::validator_for(schema).map_err(|e| {
+        AgentdError::new(
+            ErrorCode::ToolFailed,
+            format!("the tool's argument schema cannot be used: {e}"),
+        )
+    })
 }
 
 /// Checks `args` against `schema` and answers them as the tool takes them (see the module
-/// doc).
+/// doc). Compiles the schema: for tests and one-off checks; calls use [`check`].
+#[cfg(test)]
 pub fn validate(schema: &Value, args: &Value) -> Result<Value, AgentdError> {
-    let args = normalised(schema, args, "")?;
-    let validator = validator(schema)?;
-    if let Err(e) = validator.validate(&args) {
+    let checked = CheckedSpec {
+        spec: crate::ports::ToolSpec {
+            name: String::new(),
+            description: String::new(),
+            parameters: schema.clone(),
+        },
+        validator: compile(schema)?,
+    };
+    check(&checked, args).map(Cow::into_owned)
+}
+
+/// Checks `args` against `checked`'s schema and answers them as the tool takes them (see the
+/// module doc): borrowed when nothing needed renaming.
+pub fn check<'a>(checked: &CheckedSpec, args: &'a Value) -> Result<Cow<'a, Value>, AgentdError> {
+    let schema = &checked.spec.parameters;
+    let args = if needs_normalising(schema, args) {
+        Cow::Owned(normalised(schema, args, "")?)
+    } else {
+        Cow::Borrowed(args)
+    };
+    if let Err(e) = checked.validator.validate(&args) {
         if let ValidationErrorKind::Required { property } = e.kind() {
             let name = property
                 .as_str()
@@ -192,6 +213,25 @@ mod tests {
             "mode": {"type": "string", "enum": ["sync", "async"]},
             "syncTimeoutMs": {"type": "integer", "minimum": 0}
         }, "required": ["agent_type"]})
+    }
+
+    #[test]
+    fn arguments_spelled_as_the_schema_says_are_used_as_they_came() {
+        let checked = CheckedSpec {
+            spec: crate::ports::ToolSpec {
+                name: "t".into(),
+                description: String::new(),
+                parameters: schema(),
+            },
+            validator: compile(&schema()).unwrap_or_else(|e| panic!("{e}")),
+        };
+        let as_named = json!({"agent_type": "a", "syncTimeoutMs": 5, "extra": null});
+        let checked_args = check(&checked, &as_named).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(checked_args, Cow::Borrowed(_)), "no copy");
+        let renamed = json!({"agentType": "a", "mode": null});
+        let checked_args = check(&checked, &renamed).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(checked_args, Cow::Owned(_)));
+        assert_eq!(*checked_args, json!({"agent_type": "a"}));
     }
 
     fn code(args: Value) -> Option<ErrorCode> {

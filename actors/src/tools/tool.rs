@@ -1,12 +1,13 @@
 //! How a [`Tool`] shows itself to an agent and runs: the half of [`Tool`] that needs the
 //! system (the data half lives in `crate::catalogue`).
 
-use super::{ToolContext, ToolOutcome};
-use crate::catalogue::Tool;
+use super::{ToolContext, ToolOutcome, schema};
+use crate::catalogue::{CheckedSpec, Tool};
 use crate::deps::Deps;
 use crate::ports::ToolSpec;
 use agentd_proto::{AgentRecord, AgentdError};
 use serde_json::Value;
+use std::sync::Arc;
 
 impl Tool {
     /// The spec `rec` is shown.
@@ -16,6 +17,20 @@ impl Tool {
             Tool::Mcp(tool) => tool.spec(),
             Tool::Configured(tool) => tool.spec(),
         }
+    }
+
+    /// The spec `rec` is shown with its compiled validator, built once per catalogue version
+    /// and agent type (what `rec` is shown depends on its type only).
+    pub(crate) fn checked(
+        &self,
+        rec: &AgentRecord,
+        deps: &Deps,
+    ) -> Result<Arc<CheckedSpec>, AgentdError> {
+        deps.tools.checked_for(&rec.agent_type, self.name(), || {
+            let spec = self.spec(rec, deps);
+            let validator = schema::compile(&spec.parameters)?;
+            Ok(CheckedSpec { spec, validator })
+        })
     }
 
     /// Runs the tool for `ctx.caller` on arguments that fit its spec.

@@ -79,9 +79,12 @@ impl Turn {
                 // model was shown (an MCP tool's are checked when it runs): nobody is asked
                 // to approve a call that cannot run.
                 if kind != ToolKind::Mcp {
-                    let spec = tool.spec(&self.rec, deps);
-                    arguments = match schema::validate(&spec.parameters, &arguments) {
-                        Ok(arguments) => arguments,
+                    let checked = match tool.checked(&self.rec, deps) {
+                        Ok(checked) => checked,
+                        Err(e) => return Ok(Gate::Closed(json!({ "error": e }).to_string())),
+                    };
+                    arguments = match schema::check(&checked, &arguments) {
+                        Ok(arguments) => arguments.into_owned(),
                         Err(e) => return Ok(Gate::Closed(json!({ "error": e }).to_string())),
                     };
                 }

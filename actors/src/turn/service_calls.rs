@@ -11,7 +11,7 @@
 //! sees it passed.
 
 use super::Turn;
-use crate::catalogue::ConfiguredTool;
+use crate::catalogue::{ConfiguredTool, Tool};
 use crate::ports::ToolCallClosing;
 use crate::tools::schema;
 use crate::tools::service;
@@ -19,6 +19,8 @@ use agentd_proto::{
     AgentdError, ErrorCode, ToolCall, ToolCallClose, ToolCallRecord, ToolCallStatus, ToolKind,
 };
 use serde_json::json;
+use std::borrow::Cow;
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// A call of a service tool that a turn left waiting for its answer.
@@ -48,7 +50,7 @@ impl Turn {
     /// closed as timed out if its deadline passed, or found closed.
     pub(super) async fn service_call(
         &self,
-        tool: &ConfiguredTool,
+        tool: &Arc<ConfiguredTool>,
         call: &ToolCall,
         call_id: Uuid,
     ) -> Result<ServiceCall, AgentdError> {
@@ -69,7 +71,10 @@ impl Turn {
                     call.arguments.clone()
                 };
                 // The arguments must fit the schema the model was shown.
-                let arguments = match schema::validate(&tool.parameters, &arguments) {
+                let checked = Tool::Configured(tool.clone()).checked(&self.rec, deps);
+                let arguments = match checked
+                    .and_then(|c| schema::check(&c, &arguments).map(Cow::into_owned))
+                {
                     Ok(arguments) => arguments,
                     Err(e) => {
                         return Ok(ServiceCall::Closed(json!({ "error": e }).to_string(), true));

@@ -92,7 +92,7 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
             let dispatched = ctx
                 .agents
                 .manage(ManageSend {
-                    parent: (*ctx.caller).clone(),
+                    parent: std::sync::Arc::clone(&ctx.caller),
                     worker_type: worker_type.name.clone(),
                     worker_title: worker_type.title.trim().to_string(),
                     alias: alias.clone(),
