@@ -52,7 +52,7 @@ pub struct ToolCatalogue {
     specs: Mutex<HashMap<(String, Vec<Tool>), VisibleSpecs>>,
     /// agent type → tool name → the spec that type is shown and its compiled validator, with
     /// the version they were built for (looked up by `&str`, without building a key).
-    checked: Mutex<HashMap<String, HashMap<String, (u64, Arc<CheckedSpec>)>>>,
+    checked: Mutex<HashMap<String, CheckedOfType>>,
     /// The MCP servers' tools, if any server is configured.
     mcp: Option<Arc<dyn McpTools>>,
 }
@@ -73,6 +73,9 @@ impl std::fmt::Debug for CheckedSpec {
             .finish_non_exhaustive()
     }
 }
+
+/// One agent type's checked specs: tool name → (the version they were built for, the spec).
+type CheckedOfType = HashMap<String, (u64, Arc<CheckedSpec>)>;
 
 /// At most this many checked specs are kept per agent type (then that type's start over): MCP
 /// servers whose tool lists change often would otherwise grow the cache without bound.
