@@ -95,8 +95,7 @@ pub(crate) async fn execute_tool(
     let no_args = json!({});
     let args = if args.is_null() { &no_args } else { args };
     // The arguments must fit the schema the model was shown.
-    let checked = tool.checked(&ctx.caller, &ctx.deps)?;
-    let args = schema::check(&checked, args)?;
+    let args = tool.check_args(&ctx.caller, &ctx.deps, args)?;
     // The arguments stay out of logs.
     tracing::debug!(tool = tool.name(), agent_id = %ctx.caller.id, "tool call");
     let Some(configured) = tool.configured() else {

@@ -7,6 +7,7 @@ use crate::deps::Deps;
 use crate::ports::ToolSpec;
 use agentd_proto::{AgentRecord, AgentdError};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 impl Tool {
@@ -19,13 +20,21 @@ impl Tool {
         }
     }
 
-    /// The spec `rec` is shown with its compiled validator, built once per catalogue version
-    /// and agent type (what `rec` is shown depends on its type only).
-    pub(crate) fn checked(
+    /// `args` checked against the spec `rec` is shown, as the tool takes them
+    /// ([`schema::check`]): borrowed when nothing needed renaming.
+    pub(crate) fn check_args<'a>(
         &self,
         rec: &AgentRecord,
         deps: &Deps,
-    ) -> Result<Arc<CheckedSpec>, AgentdError> {
+        args: &'a Value,
+    ) -> Result<Cow<'a, Value>, AgentdError> {
+        let checked = self.checked(rec, deps)?;
+        schema::check(&checked, args)
+    }
+
+    /// The spec `rec` is shown with its compiled validator, built once per catalogue version
+    /// and agent type (what `rec` is shown depends on its type only).
+    fn checked(&self, rec: &AgentRecord, deps: &Deps) -> Result<Arc<CheckedSpec>, AgentdError> {
         deps.tools.checked_for(&rec.agent_type, self.name(), || {
             let spec = self.spec(rec, deps);
             let validator = schema::compile(&spec.parameters)?;

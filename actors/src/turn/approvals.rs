@@ -18,7 +18,7 @@ use super::Turn;
 use super::service_calls::WaitingCall;
 use crate::catalogue::{BuiltinTool, Tool};
 use crate::ports::ToolCallClosing;
-use crate::tools::{schema, service};
+use crate::tools::service;
 use agentd_proto::{
     AgentdError, ErrorCode, ToolAnswer, ToolAnswerError, ToolCall, ToolCallClose, ToolCallRecord,
     ToolCallStatus, ToolKind,
@@ -79,11 +79,7 @@ impl Turn {
                 // model was shown (an MCP tool's are checked when it runs): nobody is asked
                 // to approve a call that cannot run.
                 if kind != ToolKind::Mcp {
-                    let checked = match tool.checked(&self.rec, deps) {
-                        Ok(checked) => checked,
-                        Err(e) => return Ok(Gate::Closed(json!({ "error": e }).to_string())),
-                    };
-                    arguments = match schema::check(&checked, &arguments) {
+                    arguments = match tool.check_args(&self.rec, deps, &arguments) {
                         Ok(arguments) => arguments.into_owned(),
                         Err(e) => return Ok(Gate::Closed(json!({ "error": e }).to_string())),
                     };

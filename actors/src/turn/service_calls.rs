@@ -13,7 +13,6 @@
 use super::Turn;
 use crate::catalogue::{ConfiguredTool, Tool};
 use crate::ports::ToolCallClosing;
-use crate::tools::schema;
 use crate::tools::service;
 use agentd_proto::{
     AgentdError, ErrorCode, ToolCall, ToolCallClose, ToolCallRecord, ToolCallStatus, ToolKind,
@@ -71,10 +70,9 @@ impl Turn {
                     call.arguments.clone()
                 };
                 // The arguments must fit the schema the model was shown.
-                let checked = Tool::Configured(tool.clone()).checked(&self.rec, deps);
-                let arguments = match checked
-                    .and_then(|c| schema::check(&c, &arguments).map(Cow::into_owned))
-                {
+                let checked =
+                    Tool::Configured(tool.clone()).check_args(&self.rec, deps, &arguments);
+                let arguments = match checked.map(Cow::into_owned) {
                     Ok(arguments) => arguments,
                     Err(e) => {
                         return Ok(ServiceCall::Closed(json!({ "error": e }).to_string(), true));
