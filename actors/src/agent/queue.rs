@@ -146,6 +146,23 @@ impl InboxQueue {
                 .is_some_and(|p| p.iter().any(|e| e.id == id))
     }
 
+    /// Takes envelope `id` out of the queue (the retried item included, parked watches not);
+    /// answers whether it was there.
+    pub(super) fn remove(&mut self, id: Uuid) -> bool {
+        if self.retry.as_ref().is_some_and(|e| e.id == id) {
+            self.retry = None;
+            return true;
+        }
+        match self.items.iter().position(|e| e.id == id) {
+            Some(at) => {
+                self.items.remove(at);
+                depth_changed(-1.0);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Sets watch `env` aside until [`Self::unpark_watches`].
     pub(super) fn park(&mut self, env: Envelope) {
         self.parked.get_or_insert_with(Box::default).push(env);
