@@ -141,9 +141,9 @@ async def basics(ctx):
     assert text_of(t) == "echo: hello there", text_of(t)
     assert t.context_id and t.id.startswith(t.context_id + "."), t.id
     # The same context, a second task; a data part reaches the model as JSON text.
-    t2 = await send(c, message("and data", context_id=t.context_id, data={"k": 1}))
+    t2 = await send(c, message("and data", context_id=t.context_id, data={"k": "v"}))
     assert t2.context_id == t.context_id and t2.id != t.id
-    assert text_of(t2) == 'echo: and data\n{"k":1}', text_of(t2)
+    assert text_of(t2) == 'echo: and data\n{"k":"v"}', text_of(t2)
     got = await c.get_task(GetTaskRequest(id=t.id))
     assert got.status.state == TaskState.TASK_STATE_COMPLETED
     assert text_of(got) == "echo: hello there"
@@ -249,9 +249,12 @@ async def streaming(ctx):
     task_id = events[0].task.id
     chunks = [e.artifact_update for e in events if e.HasField("artifact_update")]
     assert len(chunks) >= 3, f"the answer streams in pieces: {chunks}"
-    assert not chunks[0].append and all(ch.append for ch in chunks[1:]), chunks
+    # The task that opens the stream holds what streamed before it; each piece is appended.
+    first = text_of(events[0].task)
+    assert chunks[0].append == bool(first), (first, chunks[0])
+    assert all(ch.append for ch in chunks[1:]), chunks
     assert chunks[-1].last_chunk
-    text = "".join(p.text for ch in chunks for p in ch.artifact.parts)
+    text = first + "".join(p.text for ch in chunks for p in ch.artifact.parts)
     assert text == STREAMED, text
     assert events[-1].HasField("status_update"), events[-1]
     assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
@@ -269,6 +272,7 @@ async def resubscribe(ctx):
     async for ev in stream:
         if ev.HasField("task"):
             task_id = ev.task.id
+            seen = text_of(ev.task)
         if ev.HasField("artifact_update"):
             seen += "".join(p.text for p in ev.artifact_update.artifact.parts)
             if len(seen.split()) >= 3:

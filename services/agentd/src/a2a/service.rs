@@ -625,7 +625,15 @@ pub async fn cancel_task(a2a: &A2a, p: &Value) -> Result<Value, A2aError> {
             cancel_children_since(a2a, &ctx, since).await;
         }
     }
-    let (_, v) = task::get(system, &id).await?;
+    // The agent marks the item done with its next write: the task is read until it shows.
+    let mut v = task::get(system, &id).await?.1;
+    for _ in 0..100 {
+        if v.state.is_terminal() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        v = task::get(system, &id).await?.1;
+    }
     if v.state != State::Canceled {
         return Err(A2aError::TaskNotCancelable(format!(
             "task `{id}` became {} before the cancel reached it",

@@ -212,6 +212,10 @@ pub async fn follow(
                 got = f.rx.recv() => match got {
                     Ok(l) => match &l.event {
                         Event::TextDelta { agent_id, step_id, seq, text } if *agent_id == f.ctx => {
+                            if f.sent.running.is_none() {
+                                // The turn started since the last look: learn its steps.
+                                f.look().await;
+                            }
                             f.delta(*step_id, *seq, text);
                         }
                         e if concerns(e, &f.ctx) => f.look().await,
