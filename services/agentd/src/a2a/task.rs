@@ -236,11 +236,14 @@ impl Seen {
     /// Reads context `ctx` (`None`: no such agent).
     pub async fn load(system: &AgentSystem, ctx: &str) -> Result<Option<Seen>, A2aError> {
         let store = &system.deps().store;
+        // The record last: an agent writes its record, its last entry and its item's done
+        // mark in one batch, so a record read after the inbox and the thread is at least as
+        // new as what they showed (a status read first could be older than the answer).
+        let pending = store.inbox_pending(ctx).await.map_err(store_err)?;
+        let thread = store.thread(ctx).await.map_err(store_err)?;
         let Some(rec) = store.get_agent(ctx).await.map_err(store_err)? else {
             return Ok(None);
         };
-        let pending = store.inbox_pending(ctx).await.map_err(store_err)?;
-        let thread = store.thread(ctx).await.map_err(store_err)?;
         Ok(Some(Seen {
             rec,
             pending,
@@ -325,13 +328,26 @@ fn derive(task: &TaskRecord, seen: &Seen, pending_inputs: &HashSet<Uuid>) -> Tas
         return v;
     }
     let Some(pos) = pos else {
-        // Done without a turn: taken out of the queue (a cancel), or its entries are gone.
-        let why = if task.cancel_requested {
-            "cancelled before it ran"
+        // Neither pending nor begun: taken out of the queue (a cancel of the task or of the
+        // whole context), or still on its way to the inbox (with Redis a post is answered
+        // once it is in the context's partition stream).
+        if task.cancel_requested {
+            return view(State::Canceled, Some("cancelled before it ran".into()), None);
+        }
+        if matches!(
+            seen.rec.status,
+            AgentStatus::Cancelled | AgentStatus::Terminated
+        ) && seen.rec.updated_at_ms >= task.created_ms
+        {
+            let why = format!("dropped before it ran: the context was {}", seen.rec.status);
+            return view(State::Canceled, Some(why), None);
+        }
+        let state = if task.inputs.len() > 1 {
+            State::Working
         } else {
-            "dropped before it ran (the context was cancelled)"
+            State::Submitted
         };
-        return view(State::Canceled, Some(why.into()), None);
+        return view(state, None, None);
     };
     let turn = turn_at(&seen.thread, pos);
     let answer = Some(turn.answer.clone()).filter(|a| !a.is_empty());
@@ -339,11 +355,15 @@ fn derive(task: &TaskRecord, seen: &Seen, pending_inputs: &HashSet<Uuid>) -> Tas
         return view(State::Canceled, Some("its turn was interrupted".into()), answer);
     }
     if !turn.answered {
+        // A failed turn fails its agent in the batch that marks the item done.
+        if seen.rec.status != AgentStatus::Failed {
+            return view(State::Working, None, answer);
+        }
         let why = seen
             .rec
             .last_error
             .clone()
-            .unwrap_or_else(|| "the turn ended without an answer".into());
+            .unwrap_or_else(|| "the turn failed".into());
         return view(State::Failed, Some(why), answer);
     }
     if seen.rec.status == AgentStatus::WaitingQuestion && turn.reaches_end {
