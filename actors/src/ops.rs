@@ -84,11 +84,7 @@ pub(crate) async fn post_as(
     let mut env = Envelope::new(from, Address::agent(target), Item::Inbox(item), 0);
     env.id = id;
     env.sent_at = SystemClock.now_ms();
-    system
-        .router
-        .send(RouteAcked(env))
-        .await
-        .map_err(mailbox)?
+    system.router.send(RouteAcked(env)).await.map_err(mailbox)?
 }
 
 /// Applies a lifecycle control: pause/resume on the (activated) agent itself; cancel,

@@ -34,7 +34,14 @@ fn env(extra: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
 }
 
 /// Runs `scenarios` of the SDK client against `url` (and `url2` for a resubscription).
-fn client(py: &PathBuf, scenarios: &[&str], url: &str, url2: Option<&str>, binding: &str, token: Option<&str>) {
+fn client(
+    py: &PathBuf,
+    scenarios: &[&str],
+    url: &str,
+    url2: Option<&str>,
+    binding: &str,
+    token: Option<&str>,
+) {
     let mut cmd = Command::new(py);
     cmd.arg(root().join("tests/a2a/client.py"))
         .args(scenarios)
@@ -75,7 +82,9 @@ const ALL: [&str; 9] = [
 #[test]
 fn the_sdk_client_works_against_agentd_with_the_embedded_store() {
     let Some(py) = python() else {
-        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a); `bash scripts/test.sh` installs it");
+        eprintln!(
+            "SKIPPED: the A2A SDK is not installed (target/.venv-a2a); `bash scripts/test.sh` installs it"
+        );
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -99,7 +108,14 @@ fn the_sdk_client_needs_the_token_when_the_api_has_one() {
         ("AGENTD__AUTH__TOKEN", "s3cret".to_string()),
     ]));
     for binding in BINDINGS {
-        client(&py, &["discovery", "auth", "basics"], &p.url, None, binding, Some("s3cret"));
+        client(
+            &py,
+            &["discovery", "auth", "basics"],
+            &p.url,
+            None,
+            binding,
+            Some("s3cret"),
+        );
     }
 }
 
@@ -124,6 +140,13 @@ fn the_sdk_client_works_across_two_agentd_processes_on_redis() {
         // Each scenario's calls go to one process, its contexts live wherever their partition
         // is owned; a resubscription goes to the other process.
         client(&py, &ALL, &a.url, Some(&b.url), binding, None);
-        client(&py, &["basics", "cancel", "resubscribe"], &b.url, Some(&a.url), binding, None);
+        client(
+            &py,
+            &["basics", "cancel", "resubscribe"],
+            &b.url,
+            Some(&a.url),
+            binding,
+            None,
+        );
     }
 }

@@ -182,9 +182,11 @@ async fn jsonrpc(
             },
         };
         return match started {
-            Ok(s) => sse(&a2a, s, move |v| {
-                json!({"jsonrpc": "2.0", "id": id.clone(), "result": v})
-            }),
+            Ok(s) => sse(
+                &a2a,
+                s,
+                move |v| json!({"jsonrpc": "2.0", "id": id.clone(), "result": v}),
+            ),
             Err(e) => rpc_error(id, &e),
         };
     }
@@ -236,7 +238,9 @@ fn rest_body(body: &[u8]) -> Result<Value, A2aError> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| A2aError::Parse(format!("the body is not valid JSON: {e}")))?;
     if !v.is_object() {
-        return Err(A2aError::InvalidParams("the body must be a JSON object".into()));
+        return Err(A2aError::InvalidParams(
+            "the body must be a JSON object".into(),
+        ));
     }
     Ok(v)
 }
@@ -316,8 +320,7 @@ async fn rest_call(
         }
         ("GET", "extendedAgentCard") => {
             return Err(A2aError::Unsupported(
-                "this agent has no extended card (capabilities.extendedAgentCard is false)"
-                    .into(),
+                "this agent has no extended card (capabilities.extendedAgentCard is false)".into(),
             ));
         }
         _ => {}

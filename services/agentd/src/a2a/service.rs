@@ -419,9 +419,8 @@ pub async fn get_task(a2a: &A2a, p: &Value) -> Result<Value, A2aError> {
         history_length: Option<Value>,
     }
     let p: P = params(p)?;
-    let id = p
-        .id
-        .ok_or_else(|| A2aError::InvalidParams("`id` is required".into()))?;
+    let id =
+        p.id.ok_or_else(|| A2aError::InvalidParams("`id` is required".into()))?;
     let history = history_length(number(&p.history_length, "historyLength")?)?;
     let (_, v) = task::get(&a2a.system, &id).await?;
     Ok(task_json(&v, history, true))
@@ -492,13 +491,18 @@ pub async fn list_tasks(a2a: &A2a, agent_type: &str, p: &Value) -> Result<Value,
     };
     let history = history_length(number(&p.history_length, "historyLength")?)?;
     let artifacts = boolean(&p.include_artifacts, "includeArtifacts")?;
-    let state = match p.status.as_deref().filter(|s| !s.is_empty()) {
-        None | Some("TASK_STATE_UNSPECIFIED") => None,
-        Some(s) => Some(State::parse(s).ok_or_else(|| {
-            A2aError::InvalidParams(format!("status `{s}` is not a task state"))
-        })?),
-    };
-    let after = match p.status_timestamp_after.as_deref().filter(|s| !s.is_empty()) {
+    let state =
+        match p.status.as_deref().filter(|s| !s.is_empty()) {
+            None | Some("TASK_STATE_UNSPECIFIED") => None,
+            Some(s) => Some(State::parse(s).ok_or_else(|| {
+                A2aError::InvalidParams(format!("status `{s}` is not a task state"))
+            })?),
+        };
+    let after = match p
+        .status_timestamp_after
+        .as_deref()
+        .filter(|s| !s.is_empty())
+    {
         None => None,
         Some(s) => Some(task::parse_timestamp(s).ok_or_else(|| {
             A2aError::InvalidParams(format!(
@@ -524,7 +528,11 @@ pub async fn list_tasks(a2a: &A2a, agent_type: &str, p: &Value) -> Result<Value,
         views.extend(vs);
     }
     views.retain(|v| state.is_none_or(|s| v.state == s) && after.is_none_or(|a| v.at_ms >= a));
-    views.sort_by(|a, b| b.at_ms.cmp(&a.at_ms).then_with(|| b.task.id.cmp(&a.task.id)));
+    views.sort_by(|a, b| {
+        b.at_ms
+            .cmp(&a.at_ms)
+            .then_with(|| b.task.id.cmp(&a.task.id))
+    });
     let total = views.len();
     let start = match p.page_token.as_deref().filter(|s| !s.is_empty()) {
         None => 0,
@@ -532,7 +540,9 @@ pub async fn list_tasks(a2a: &A2a, agent_type: &str, p: &Value) -> Result<Value,
             let (ms, id) = token
                 .split_once('~')
                 .and_then(|(ms, id)| Some((ms.parse::<u64>().ok()?, id)))
-                .ok_or_else(|| A2aError::InvalidParams(format!("pageToken `{token}` is not one of ours")))?;
+                .ok_or_else(|| {
+                    A2aError::InvalidParams(format!("pageToken `{token}` is not one of ours"))
+                })?;
             views
                 .iter()
                 .position(|v| (v.at_ms, v.task.id.as_str()) < (ms, id))
@@ -586,9 +596,8 @@ pub async fn cancel_task(a2a: &A2a, p: &Value) -> Result<Value, A2aError> {
         id: Option<String>,
     }
     let p: P = params(p)?;
-    let id = p
-        .id
-        .ok_or_else(|| A2aError::InvalidParams("`id` is required".into()))?;
+    let id =
+        p.id.ok_or_else(|| A2aError::InvalidParams("`id` is required".into()))?;
     let system = &a2a.system;
     let (seen, view) = task::get(system, &id).await?;
     if view.state.is_terminal() {
@@ -662,14 +671,14 @@ async fn cancel_children_since(a2a: &A2a, ctx: &str, since_ms: u64) {
                 | agentd_proto::AgentStatus::Terminated
                 | agentd_proto::AgentStatus::Closed
         );
-        if rec.created_at_ms >= since_ms && !over {
-            if let Err(e) = a2a
+        if rec.created_at_ms >= since_ms
+            && !over
+            && let Err(e) = a2a
                 .system
                 .control(&child, agentd_proto::Control::Cancel)
                 .await
-            {
-                tracing::warn!(agent_id = %child, error = %e, "cancelling a sub-agent of a cancelled task");
-            }
+        {
+            tracing::warn!(agent_id = %child, error = %e, "cancelling a sub-agent of a cancelled task");
         }
     }
 }
@@ -681,9 +690,8 @@ pub async fn subscribable(a2a: &A2a, p: &Value) -> Result<String, A2aError> {
         id: Option<String>,
     }
     let p: P = params(p)?;
-    let id = p
-        .id
-        .ok_or_else(|| A2aError::InvalidParams("`id` is required".into()))?;
+    let id =
+        p.id.ok_or_else(|| A2aError::InvalidParams("`id` is required".into()))?;
     let (_, v) = task::get(&a2a.system, &id).await?;
     if v.state.is_terminal() {
         return Err(A2aError::Unsupported(format!(

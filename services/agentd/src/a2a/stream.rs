@@ -83,7 +83,9 @@ impl Follow {
     fn running(&mut self, item: Option<Uuid>) {
         if item.is_some() && item != self.sent.running {
             self.sent.running = item;
-            self.sent.steps = item.map(|i| step_ids(i, self.max_steps)).unwrap_or_default();
+            self.sent.steps = item
+                .map(|i| step_ids(i, self.max_steps))
+                .unwrap_or_default();
             self.sent.seqs.clear();
             self.sent.finished.clear();
         }
@@ -143,10 +145,7 @@ impl Follow {
 }
 
 /// The stream of task `id`, starting with its snapshot.
-pub async fn follow(
-    a2a: &A2a,
-    id: &str,
-) -> Result<impl Stream<Item = Value> + use<>, A2aError> {
+pub async fn follow(a2a: &A2a, id: &str) -> Result<impl Stream<Item = Value> + use<>, A2aError> {
     let (rx, ring) = a2a.events.log.subscribe_with_ring();
     let (seen, v) = task::get(&a2a.system, id).await?;
     let ctx = v.task.context_id.clone();
@@ -198,7 +197,8 @@ pub async fn follow(
         }
         snapshot.answer = Some(f.sent.text.clone()).filter(|t| !t.is_empty());
     }
-    f.queue.push_back(json!({"task": task_json(&snapshot, None, true)}));
+    f.queue
+        .push_back(json!({"task": task_json(&snapshot, None, true)}));
     Ok(futures::stream::unfold(f, |mut f| async move {
         loop {
             if let Some(v) = f.queue.pop_front() {

@@ -332,7 +332,11 @@ fn derive(task: &TaskRecord, seen: &Seen, pending_inputs: &HashSet<Uuid>) -> Tas
         // whole context), or still on its way to the inbox (with Redis a post is answered
         // once it is in the context's partition stream).
         if task.cancel_requested {
-            return view(State::Canceled, Some("cancelled before it ran".into()), None);
+            return view(
+                State::Canceled,
+                Some("cancelled before it ran".into()),
+                None,
+            );
         }
         if matches!(
             seen.rec.status,
@@ -352,7 +356,11 @@ fn derive(task: &TaskRecord, seen: &Seen, pending_inputs: &HashSet<Uuid>) -> Tas
     let turn = turn_at(&seen.thread, pos);
     let answer = Some(turn.answer.clone()).filter(|a| !a.is_empty());
     if turn.interrupted {
-        return view(State::Canceled, Some("its turn was interrupted".into()), answer);
+        return view(
+            State::Canceled,
+            Some("its turn was interrupted".into()),
+            answer,
+        );
     }
     if !turn.answered {
         // A failed turn fails its agent in the batch that marks the item done.
@@ -368,7 +376,11 @@ fn derive(task: &TaskRecord, seen: &Seen, pending_inputs: &HashSet<Uuid>) -> Tas
     }
     if seen.rec.status == AgentStatus::WaitingQuestion && turn.reaches_end {
         if task.cancel_requested {
-            return view(State::Canceled, Some("cancelled while it asked".into()), answer);
+            return view(
+                State::Canceled,
+                Some("cancelled while it asked".into()),
+                answer,
+            );
         }
         let question = seen.rec.status_reason.clone();
         return view(State::InputRequired, question, answer);
@@ -486,7 +498,10 @@ async fn discover(
     let mut claimed: HashSet<Uuid> = tasks.iter().flat_map(|t| t.inputs.clone()).collect();
     let now = now_ms();
     for env in &seen.pending {
-        let Item::Inbox(InboxItem::Message { text, from_agent, .. }) = &env.item else {
+        let Item::Inbox(InboxItem::Message {
+            text, from_agent, ..
+        }) = &env.item
+        else {
             continue;
         };
         let input = derived_id(env.id, "input");
@@ -498,7 +513,13 @@ async fn discover(
             context_id: ctx.to_string(),
             items: vec![env.id],
             inputs: vec![input],
-            history: vec![origin_message(ctx, &task_id(ctx, input), input, text, from_agent.as_deref())],
+            history: vec![origin_message(
+                ctx,
+                &task_id(ctx, input),
+                input,
+                text,
+                from_agent.as_deref(),
+            )],
             origin: Origin::Agent,
             rejected: None,
             cancel_requested: false,
@@ -523,7 +544,13 @@ async fn discover(
             context_id: ctx.to_string(),
             items: Vec::new(),
             inputs: vec![e.id],
-            history: vec![origin_message(ctx, &id, e.id, &e.text, e.from_agent.as_deref())],
+            history: vec![origin_message(
+                ctx,
+                &id,
+                e.id,
+                &e.text,
+                e.from_agent.as_deref(),
+            )],
             origin: Origin::Agent,
             rejected: None,
             cancel_requested: false,
