@@ -285,6 +285,24 @@ mod tests {
     }
 
     #[test]
+    fn one_item_is_taken_out_alone() {
+        let mut q = InboxQueue::default();
+        let (a, b, c) = (
+            message("a", Sent::Plain),
+            message("b", Sent::Plain),
+            message("c", Sent::Plain),
+        );
+        let (b_id, c_id) = (b.id, c.id);
+        q.push(a);
+        q.push(b);
+        q.retry_first(c);
+        assert!(q.remove(b_id));
+        assert!(!q.remove(b_id), "gone once taken");
+        assert!(q.remove(c_id), "the retried item too");
+        assert_eq!(texts(&mut q), ["a"]);
+    }
+
+    #[test]
     fn urgent_items_go_before_ordinary_ones_and_keep_their_own_order() {
         let mut q = InboxQueue::default();
         q.push(message("a", Sent::Plain));

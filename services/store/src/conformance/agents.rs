@@ -185,8 +185,14 @@ pub(super) async fn a2a_tasks_live_and_die_with_their_agent(store: &dyn ThreadSt
     assert!(store.a2a_tasks("c-a2a").await.unwrap().is_empty());
     store.a2a_task_put("c-a2a", "t1", b"one").await.unwrap();
     store.a2a_task_put("c-a2a", "t2", b"two").await.unwrap();
-    store.a2a_task_put("c-a2a", "t1", b"one again").await.unwrap();
-    store.a2a_task_put("c-a2a-other", "t1", b"theirs").await.unwrap();
+    store
+        .a2a_task_put("c-a2a", "t1", b"one again")
+        .await
+        .unwrap();
+    store
+        .a2a_task_put("c-a2a-other", "t1", b"theirs")
+        .await
+        .unwrap();
     assert_eq!(
         store.a2a_task_get("c-a2a", "t1").await.unwrap().as_deref(),
         Some(&b"one again"[..])
@@ -199,7 +205,11 @@ pub(super) async fn a2a_tasks_live_and_die_with_their_agent(store: &dyn ThreadSt
     assert!(store.a2a_tasks("c-a2a").await.unwrap().is_empty());
     assert_eq!(store.a2a_task_get("c-a2a", "t2").await.unwrap(), None);
     assert_eq!(
-        store.a2a_task_get("c-a2a-other", "t1").await.unwrap().as_deref(),
+        store
+            .a2a_task_get("c-a2a-other", "t1")
+            .await
+            .unwrap()
+            .as_deref(),
         Some(&b"theirs"[..])
     );
 }
