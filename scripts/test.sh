@@ -90,6 +90,26 @@ if ! "$ST_VENV/bin/st" --version 2>/dev/null | grep -qx "st, version $SCHEMATHES
   "$ST_VENV/bin/pip" install -q --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
 fi
 
+# The official A2A SDK, pinned, with its HTTP server extra and uvicorn, for the A2A tests
+# (tests/tests/suite/a2a.rs drives tests/a2a/*.py), in a virtualenv of its own under target/.
+A2A_SDK_VERSION=1.3.0
+UVICORN_VERSION=0.54.0
+A2A_VENV=target/.venv-a2a
+if ! "$A2A_VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('a2a-sdk') != '$A2A_SDK_VERSION' or m.version('uvicorn') != '$UVICORN_VERSION')" 2>/dev/null; then
+  echo "installing a2a-sdk $A2A_SDK_VERSION into $A2A_VENV" >&2
+  if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+    SUDO=""
+    if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
+  fi
+  rm -rf "$A2A_VENV"
+  mkdir -p target
+  python3 -m venv "$A2A_VENV"
+  "$A2A_VENV/bin/pip" install -q --disable-pip-version-check \
+    "a2a-sdk[http-server]==$A2A_SDK_VERSION" "uvicorn==$UVICORN_VERSION"
+fi
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace --no-fail-fast

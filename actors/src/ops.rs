@@ -71,6 +71,22 @@ pub(crate) async fn post(
     Ok(id)
 }
 
+/// [`post`] as envelope `id`: answers `Ok(false)` if the agent's durable inbox had that id
+/// already (a resend).
+pub(crate) async fn post_as(
+    system: &Shared,
+    from: Address,
+    target: &str,
+    id: Uuid,
+    item: InboxItem,
+) -> Result<bool, AgentdError> {
+    check_item(&system.deps, &item)?;
+    let mut env = Envelope::new(from, Address::agent(target), Item::Inbox(item), 0);
+    env.id = id;
+    env.sent_at = SystemClock.now_ms();
+    system.router.send(RouteAcked(env)).await.map_err(mailbox)?
+}
+
 /// Applies a lifecycle control: pause/resume on the (activated) agent itself; cancel,
 /// terminate, close and delete through the supervisor, which cascades them.
 pub(crate) async fn lifecycle(

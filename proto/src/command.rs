@@ -131,6 +131,19 @@ pub enum Command {
         agent_id: String,
         /// The answer.
         answer: String,
+        /// The id of the inbox item the answer becomes (default: a new one); the same id
+        /// twice is one answer (A2A derives it from its message id).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        item_id: Option<uuid::Uuid>,
+    },
+    /// Cancel one inbox item of an agent alone: taken out of its queue if it waits there, its
+    /// turn interrupted if it runs; the rest of the queue goes on (the `cancel` control drops
+    /// it all and stops the agent).
+    CancelItem {
+        /// Target agent.
+        agent_id: String,
+        /// The item (its envelope id).
+        item_id: uuid::Uuid,
     },
     /// Replace an agent's budget (e.g. raise it, then `resume`).
     SetBudget {
@@ -261,7 +274,8 @@ impl Command {
             | Command::Checkpoints { agent_id }
             | Command::Restore { agent_id, .. }
             | Command::ToolResult { agent_id, .. }
-            | Command::ApproveTool { agent_id, .. } => Some(agent_id),
+            | Command::ApproveTool { agent_id, .. }
+            | Command::CancelItem { agent_id, .. } => Some(agent_id),
             Command::InvokeTool { agent_id, .. } => agent_id.as_deref(),
             Command::Spawn(req) => req.parent_id.as_deref(),
             Command::List { parent_id } => parent_id.as_deref(),

@@ -35,3 +35,27 @@ impl Control {
         }
     }
 }
+
+/// What cancelling one inbox item of an agent did (`cancel_item`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ItemCancel {
+    /// It was queued: taken out without a turn.
+    Dropped,
+    /// Its turn ran (or waited for tools, or was paused mid-way): interrupted, its item done.
+    Interrupted,
+    /// The agent holds no such item (done already, or never queued).
+    NotHeld,
+}
+
+impl ItemCancel {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ItemCancel::Dropped => "dropped",
+            ItemCancel::Interrupted => "interrupted",
+            ItemCancel::NotHeld => "not_held",
+        }
+    }
+}

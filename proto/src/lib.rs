@@ -56,7 +56,7 @@ pub use address::Address;
 pub use checkpoint::{Checkpoint, CheckpointReason};
 pub use codec::{DEFAULT_MAX_ENVELOPE_BYTES, decode_envelope, encode_envelope};
 pub use command::{Command, Reply, SpawnRequest};
-pub use control::Control;
+pub use control::{Control, ItemCancel};
 pub use envelope::{Envelope, Item, PROTOCOL_VERSION};
 pub use error::{AgentdError, ErrorCode};
 pub use event::{CompactionTrigger, DependencyOutcome, Event, OnDependencyFailure};

@@ -3,7 +3,7 @@
 
 use super::AgentActor;
 use super::activity::{Activity, Slot, TurnStart};
-use super::messages::{ApplyControl, SetEnv, StopAgent};
+use super::messages::{ApplyControl, CancelItem, SetEnv, StopAgent};
 use crate::ports::StoreWrite;
 use crate::turn::{OpenCall, TurnInput};
 use actix::prelude::*;
@@ -11,7 +11,7 @@ use agentd_proto::conversation;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{
     AgentRecord, AgentStatus, AgentdError, CheckpointReason, Control, DependencyOutcome, ErrorCode,
-    Role, ThreadEntry,
+    ItemCancel, Role, ThreadEntry,
 };
 use std::sync::Arc;
 use uuid::Uuid;
@@ -321,6 +321,57 @@ impl Handler<ApplyControl> for AgentActor {
         let res = self.control(c, ctx);
         self.check_activity();
         res
+    }
+}
+
+impl Handler<CancelItem> for AgentActor {
+    type Result = Result<ItemCancel, AgentdError>;
+
+    fn handle(&mut self, CancelItem(id): CancelItem, ctx: &mut Self::Context) -> Self::Result {
+        let res = self.cancel_item(id, ctx);
+        self.pump(ctx);
+        self.check_activity();
+        res
+    }
+}
+
+impl AgentActor {
+    /// [`CancelItem`]: item `id` is done without its answer, and nothing else of the queue
+    /// changes.
+    fn cancel_item(
+        &mut self,
+        id: Uuid,
+        ctx: &mut Context<Self>,
+    ) -> Result<ItemCancel, AgentdError> {
+        if self.queue.remove(id) {
+            self.done(Some(id), ctx);
+            return Ok(ItemCancel::Dropped);
+        }
+        if !self.activity.holds(id) {
+            return Ok(ItemCancel::NotHeld);
+        }
+        match &self.activity {
+            Activity::AwaitingPermit(_) => {
+                self.release_permit();
+                if let Some(pending) = self.take_pending_start() {
+                    self.done(Some(pending.env.id), ctx);
+                }
+                self.rest(Some("queued item cancelled".into()), ctx)?;
+                Ok(ItemCancel::Dropped)
+            }
+            Activity::PausedMidTurn { .. } => {
+                // The agent stays paused; the turn it would have continued is gone.
+                if let Some(input) = self.take_paused_turn() {
+                    self.done(input.map(|e| e.id), ctx);
+                }
+                Ok(ItemCancel::Interrupted)
+            }
+            _ => {
+                self.interrupt_turn(ctx);
+                self.rest(Some("turn cancelled".into()), ctx)?;
+                Ok(ItemCancel::Interrupted)
+            }
+        }
     }
 }
 

@@ -52,6 +52,13 @@ pub fn answer(ack: Ack, id: uuid::Uuid, res: Result<bool, AgentdError>) {
     }
 }
 
+/// Cancels one inbox item alone: taken out of the queue if it waits there, its turn
+/// interrupted (its open calls closed, the interruption marked) if it runs; the agent then
+/// goes on with the rest of its queue. Answers what was done.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<agentd_proto::ItemCancel, AgentdError>")]
+pub struct CancelItem(pub uuid::Uuid);
+
 /// Items of the durable inbox that a freshly activated agent resumes from (already stored).
 #[derive(Message, Debug)]
 #[rtype(result = "()")]

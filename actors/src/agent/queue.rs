@@ -146,6 +146,23 @@ impl InboxQueue {
                 .is_some_and(|p| p.iter().any(|e| e.id == id))
     }
 
+    /// Takes envelope `id` out of the queue (the retried item included, parked watches not);
+    /// answers whether it was there.
+    pub(super) fn remove(&mut self, id: Uuid) -> bool {
+        if self.retry.as_ref().is_some_and(|e| e.id == id) {
+            self.retry = None;
+            return true;
+        }
+        match self.items.iter().position(|e| e.id == id) {
+            Some(at) => {
+                self.items.remove(at);
+                depth_changed(-1.0);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Sets watch `env` aside until [`Self::unpark_watches`].
     pub(super) fn park(&mut self, env: Envelope) {
         self.parked.get_or_insert_with(Box::default).push(env);
@@ -265,6 +282,24 @@ mod tests {
         assert_eq!(q.len(), 3);
         assert_eq!(texts(&mut q), ["1", "2", "3"]);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn one_item_is_taken_out_alone() {
+        let mut q = InboxQueue::default();
+        let (a, b, c) = (
+            message("a", Sent::Plain),
+            message("b", Sent::Plain),
+            message("c", Sent::Plain),
+        );
+        let (b_id, c_id) = (b.id, c.id);
+        q.push(a);
+        q.push(b);
+        q.retry_first(c);
+        assert!(q.remove(b_id));
+        assert!(!q.remove(b_id), "gone once taken");
+        assert!(q.remove(c_id), "the retried item too");
+        assert_eq!(texts(&mut q), ["a"]);
     }
 
     #[test]

@@ -368,6 +368,26 @@ pub trait ThreadStore: Send + Sync + 'static {
     async fn tool_calls_open(&self) -> StoreResult<Vec<ToolCallRecord>> {
         Err(tool_calls_not_kept(self.kind()))
     }
+
+    /// Stores `value` as A2A task `task_id` of context agent `agent_id`, replacing what was
+    /// stored under that id. The value is opaque here (the A2A layer's encoding); it lives
+    /// under the agent's own keys, so [`Self::delete_agent`] removes it with the agent.
+    async fn a2a_task_put(&self, agent_id: &str, task_id: &str, value: &[u8]) -> StoreResult<()> {
+        let _ = (agent_id, task_id, value);
+        Err(a2a_tasks_not_kept(self.kind()))
+    }
+
+    /// A2A task `task_id` of context agent `agent_id`, if stored.
+    async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
+        let _ = (agent_id, task_id);
+        Err(a2a_tasks_not_kept(self.kind()))
+    }
+
+    /// Every A2A task of context agent `agent_id`, in no particular order.
+    async fn a2a_tasks(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
+        let _ = agent_id;
+        Err(a2a_tasks_not_kept(self.kind()))
+    }
 }
 
 /// How [`ThreadStore::tool_call_close`] changes an open call.
@@ -413,6 +433,15 @@ pub fn tool_calls_not_kept(kind: &str) -> StoreError {
     StoreError::new(
         StoreErrorKind::Unsupported,
         format!("the {kind} store keeps no tool calls"),
+    )
+}
+
+/// The error of a store that keeps no A2A tasks (one that is neither the memory, the embedded
+/// nor the Redis store).
+pub fn a2a_tasks_not_kept(kind: &str) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Unsupported,
+        format!("the {kind} store keeps no A2A tasks"),
     )
 }
 

@@ -72,6 +72,36 @@ impl AgentSystem {
             .map(|_| ())
     }
 
+    /// Posts `item` from service `sender` to `agent_id` as envelope `id` (checked like every
+    /// message), answering
+    /// once it is in the agent's durable inbox: `Ok(false)` if that id was queued before (a
+    /// resend), so a caller that derives the id from its own request id posts it once.
+    pub async fn post_as_from(
+        &self,
+        sender: &str,
+        agent_id: &str,
+        id: uuid::Uuid,
+        item: InboxItem,
+    ) -> Result<bool, AgentdError> {
+        let from = Address::External {
+            name: sender.to_string(),
+        };
+        ops::post_as(&self.system, from, agent_id, id, item).await
+    }
+
+    /// Cancels inbox item `item_id` of `agent_id` alone (see
+    /// [`agentd_proto::Command::CancelItem`]); `agent_not_found` if there is no such agent.
+    pub async fn cancel_item(
+        &self,
+        agent_id: &str,
+        item_id: uuid::Uuid,
+    ) -> Result<agentd_proto::ItemCancel, AgentdError> {
+        let addr = self.activated(agent_id).await?;
+        addr.send(crate::agent::messages::CancelItem(item_id))
+            .await
+            .map_err(mailbox)?
+    }
+
     /// Posts any inbox item (reset, compact, ...).
     pub async fn post(&self, agent_id: &str, item: InboxItem) -> Result<(), AgentdError> {
         ops::post(&self.system, external(), agent_id, item, None)
@@ -118,6 +148,18 @@ impl AgentSystem {
         waiting_for: agentd_proto::AgentStatus,
         text: &str,
     ) -> Result<AgentRecord, AgentdError> {
+        self.provide_as(agent_id, waiting_for, text, None).await
+    }
+
+    /// [`Self::provide`], the item it becomes having id `item_id` when given (the same id
+    /// twice is one item: the durable inbox keeps it once).
+    pub async fn provide_as(
+        &self,
+        agent_id: &str,
+        waiting_for: agentd_proto::AgentStatus,
+        text: &str,
+        item_id: Option<uuid::Uuid>,
+    ) -> Result<AgentRecord, AgentdError> {
         let field = if waiting_for == agentd_proto::AgentStatus::WaitingQuestion {
             "answer"
         } else {
@@ -138,12 +180,15 @@ impl AgentSystem {
         } else {
             "Dependency provided"
         };
-        let env = agentd_proto::Envelope::new(
+        let mut env = agentd_proto::Envelope::new(
             external(),
             Address::agent(agent_id),
             agentd_proto::Item::Inbox(InboxItem::message(format!("{label}: {text}"))),
             self.system.deps.clock.now_ms(),
         );
+        if let Some(id) = item_id {
+            env.id = id;
+        }
         let addr = self.live(agent_id).await?;
         addr.send(crate::agent::messages::Provide { env, waiting_for })
             .await

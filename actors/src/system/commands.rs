@@ -94,14 +94,23 @@ impl AgentSystem {
                 )
                 .await
                 .and_then(|r| crate::errors::to_json(&AgentView::of(&r, 0))),
-            Command::AnswerQuestion { agent_id, answer } => self
-                .provide(
+            Command::AnswerQuestion {
+                agent_id,
+                answer,
+                item_id,
+            } => self
+                .provide_as(
                     &agent_id,
                     agentd_proto::AgentStatus::WaitingQuestion,
                     &answer,
+                    item_id,
                 )
                 .await
                 .and_then(|r| crate::errors::to_json(&AgentView::of(&r, 0))),
+            Command::CancelItem { agent_id, item_id } => {
+                let done = self.cancel_item(&agent_id, item_id).await?;
+                Ok(json!({"agent_id": agent_id, "item_id": item_id, "cancel": done.as_str()}))
+            }
             Command::Spawn(req) => self.spawn(*req).await.and_then(|r| crate::errors::to_json(&AgentView::of(&r, 0))),
             Command::Send {
                 agent_id,
@@ -208,7 +217,8 @@ pub fn runs_where_the_agent_lives(cmd: &Command) -> Option<&str> {
         | Command::Checkpoint { agent_id }
         | Command::Restore { agent_id, .. }
         | Command::ToolResult { agent_id, .. }
-        | Command::ApproveTool { agent_id, .. } => Some(agent_id),
+        | Command::ApproveTool { agent_id, .. }
+        | Command::CancelItem { agent_id, .. } => Some(agent_id),
         Command::InvokeTool { agent_id, .. } => {
             agent_id.as_deref().filter(|a| !a.trim().is_empty())
         }

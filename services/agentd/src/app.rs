@@ -176,6 +176,10 @@ pub async fn start_with_clock(
     let auth = web::Data::new(Auth {
         token: settings.auth.resolve()?,
     });
+    let a2a = a2a_state(settings, &state, auth.token.is_some())?;
+    if let Some(a) = &a2a {
+        crate::a2a::start_watcher(a.get_ref().clone());
+    }
     let limit = settings.server.max_body_bytes;
     let request_timeout = web::Data::new(RequestTimeout(Duration::from_millis(
         settings.server.request_timeout_ms,
@@ -196,6 +200,12 @@ pub async fn start_with_clock(
             .app_data(web::PayloadConfig::new(limit))
             .app_data(web::QueryConfig::default().error_handler(errors::query_error))
             .app_data(web::PathConfig::default().error_handler(errors::path_error))
+            .configure(|cfg| {
+                if let Some(a) = &a2a {
+                    cfg.app_data(a.clone());
+                    crate::a2a::routes(cfg);
+                }
+            })
             .configure(routes)
             .default_service(web::to(errors::not_found))
     })
@@ -226,4 +236,29 @@ pub async fn start_with_clock(
         shutdown_timeout,
         mcp: wired.mcp,
     })
+}
+
+/// The A2A routes' state when `[a2a] expose` names agent types (each must exist).
+fn a2a_state(
+    settings: &Settings,
+    api: &web::Data<ApiState>,
+    token_required: bool,
+) -> anyhow::Result<Option<web::Data<crate::a2a::A2a>>> {
+    let exposed = settings.a2a.expose.clone();
+    if exposed.is_empty() {
+        return Ok(None);
+    }
+    for t in &exposed {
+        if api.system.deps().config.types.get(t).is_none() {
+            anyhow::bail!("[a2a] expose names `{t}`, which is not an agent type");
+        }
+    }
+    Ok(Some(web::Data::new(crate::a2a::A2a {
+        system: api.system.clone(),
+        events: api.events.clone(),
+        exposed,
+        public_url: settings.a2a.public_url.clone(),
+        token_required,
+        shutdown: api.shutdown.clone(),
+    })))
 }

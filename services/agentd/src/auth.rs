@@ -51,7 +51,10 @@ pub async fn require_token(
             .await
             .map(ServiceResponse::map_into_boxed_body);
     };
-    if OPEN_PATHS.contains(&req.path()) || crate::dashboard::SHELL_PATHS.contains(&req.path()) {
+    if OPEN_PATHS.contains(&req.path())
+        || crate::dashboard::SHELL_PATHS.contains(&req.path())
+        || crate::a2a::is_card_path(req.path())
+    {
         return next
             .call(req)
             .await

@@ -6,6 +6,7 @@
 //! | [`builtin`] | agent types and the demo script shipped in the binary |
 //! | [`wiring`] | settings → store, model, types, event bus |
 //! | [`http`] | the `/v1` HTTP API |
+//! | [`a2a`] | the A2A protocol 1.0 at `/a2a/<agent type>` (JSON-RPC and HTTP+JSON bindings) |
 //! | [`openapi`] | its OpenAPI document, generated from the handlers and the wire types |
 //! | [`errors`] | every API error as `{code, message}`: handlers, extractors, no route, the framework |
 //! | [`body_deadline`] | the deadline of a request's body (`408 request_timeout`) |
@@ -15,6 +16,7 @@
 //! | [`app`] | start and stop a whole service (used by `main` and by tests) |
 //! | [`logs`] | the log subscriber (used by `main` and by the benchmark) |
 
+pub mod a2a;
 pub mod app;
 pub mod auth;
 pub mod body_deadline;

@@ -104,6 +104,15 @@ impl EventLog {
         (rx, replay)
     }
 
+    /// The live events from now on, and every event the ring holds now, oldest first: a
+    /// reader that builds a snapshot from the ring then goes on with the receiver misses
+    /// nothing and sees nothing twice (both are taken under the same lock).
+    pub fn subscribe_with_ring(&self) -> (broadcast::Receiver<Arc<Logged>>, Vec<Arc<Logged>>) {
+        let ring = self.ring();
+        let rx = self.tx.subscribe();
+        (rx, ring.events.iter().cloned().collect())
+    }
+
     /// Whether anyone follows the live events now.
     pub fn has_subscribers(&self) -> bool {
         self.tx.receiver_count() > 0

@@ -17,6 +17,7 @@
 //! text = "Deploying {{input}}"     # {{input}} {{title}} {{agent_type}} {{agent_id}} {{system_prompt}}
 //!                                  # {{tools}} (the names of the tools shown, comma-separated)
 //! delay_ms = 0                     # wait on the clock first
+//! stream_ms = 0                    # > 0: stream the text word by word, this many ms apart
 //! usage = { input = 10, output = 5 }
 //! [[rule.tool_calls]]
 //! name = "Manage"                  # substituted too: "{{input}}" calls the tool the input names
@@ -83,6 +84,11 @@ struct Rule {
     text: Option<String>,
     #[serde(default)]
     delay_ms: u64,
+    /// Streams the text to the caller's observer word by word, this many ms apart (on the
+    /// clock), as a streaming provider would: `text_delta` events, and an answer a
+    /// cancel or an interrupt cuts short mid-way.
+    #[serde(default)]
+    stream_ms: u64,
     error: Option<String>,
     rate_limit_ms: Option<u64>,
     panic: Option<String>,
@@ -328,6 +334,14 @@ impl ModelClient for ScriptedModel {
             .as_deref()
             .map(|t| substitute(t, &req, &input))
             .unwrap_or_default();
+        if rule.stream_ms > 0
+            && let Some(observer) = &req.observer
+        {
+            for piece in text.split_inclusive(' ') {
+                observer.text(piece);
+                self.clock.sleep(rule.stream_ms).await;
+            }
+        }
         let tool_calls = rule
             .tool_calls
             .iter()

@@ -28,6 +28,8 @@ struct Inner {
     checkpoints: HashMap<String, VecDeque<Checkpoint>>,
     /// call id → tool call answered outside its turn (open or closed).
     tool_calls: HashMap<Uuid, agentd_proto::ToolCallRecord>,
+    /// A2A tasks per context agent: task id → the A2A layer's encoding.
+    a2a_tasks: HashMap<String, BTreeMap<String, Vec<u8>>>,
 }
 
 /// A stored record, hashed and compared by its id, so a set of them is a map from id.
@@ -316,6 +318,7 @@ impl ThreadStore for MemoryStore {
         inner.children.remove(agent_id);
         inner.dependents.remove(agent_id);
         inner.aliases.remove(agent_id);
+        inner.a2a_tasks.remove(agent_id);
         if let Some(parent) = parent {
             if let Some((order, set)) = inner.children.get_mut(&parent) {
                 order.retain(|c| c != agent_id);
@@ -394,6 +397,33 @@ impl ThreadStore for MemoryStore {
         }
         closing.apply(call);
         Ok(ToolCallClose::Closed(call.clone()))
+    }
+
+    async fn a2a_task_put(&self, agent_id: &str, task_id: &str, value: &[u8]) -> StoreResult<()> {
+        self.lock()
+            .a2a_tasks
+            .entry(agent_id.to_string())
+            .or_default()
+            .insert(task_id.to_string(), value.to_vec());
+        Ok(())
+    }
+
+    async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
+        Ok(self
+            .lock()
+            .a2a_tasks
+            .get(agent_id)
+            .and_then(|m| m.get(task_id))
+            .cloned())
+    }
+
+    async fn a2a_tasks(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
+        Ok(self
+            .lock()
+            .a2a_tasks
+            .get(agent_id)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default())
     }
 
     async fn tool_calls_open(&self) -> StoreResult<Vec<agentd_proto::ToolCallRecord>> {

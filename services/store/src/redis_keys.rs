@@ -28,6 +28,11 @@ impl Keys {
         format!("{}:agent:{{{id}}}:{suffix}", self.ns)
     }
 
+    /// The A2A tasks of a context agent (hash: task id → the A2A layer's encoding).
+    pub fn a2a_tasks(&self, id: &str) -> String {
+        self.agent_part(id, "a2atasks")
+    }
+
     /// Every per-agent key, for deletion.
     pub fn all_of_agent(&self, id: &str) -> Vec<String> {
         let mut keys = vec![self.agent(id)];
@@ -118,7 +123,7 @@ impl Keys {
 }
 
 /// Suffixes of the per-agent keys besides the record.
-pub const AGENT_PARTS: [&str; 11] = [
+pub const AGENT_PARTS: [&str; 12] = [
     "thread",
     "eids",
     "children",
@@ -130,4 +135,5 @@ pub const AGENT_PARTS: [&str; 11] = [
     "seen",
     "seenseq",
     "checkpoints",
+    "a2atasks",
 ];

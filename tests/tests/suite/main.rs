@@ -9,6 +9,7 @@
 //! file names; each one starts its own servers on free loopback ports and keeps its files in
 //! its own temporary directory.
 
+mod a2a;
 mod agent_types;
 mod agentctl;
 mod approvals;

@@ -147,6 +147,7 @@ async fn markers_drive_phase_dependency_and_question_states() {
         .execute(agentd_proto::Command::AnswerQuestion {
             agent_id: a.id.clone(),
             answer: "eu-west".into(),
+            item_id: None,
         })
         .await
         .unwrap();

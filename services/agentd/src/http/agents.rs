@@ -234,6 +234,7 @@ pub(crate) async fn answer_question(
     let cmd = Command::AnswerQuestion {
         agent_id: id.into_inner().into_string(),
         answer: body.into_inner().value,
+        item_id: None,
     };
     Ok(HttpResponse::Ok().json(run(&st, &req, cmd).await?))
 }

@@ -71,6 +71,42 @@ pub struct Settings {
     /// `tools`).
     #[serde(default)]
     pub tools: BTreeMap<String, ToolSettings>,
+    /// The A2A protocol (docs/a2a.md).
+    #[serde(default)]
+    pub a2a: A2aSettings,
+}
+
+/// `[a2a]`: which agent types are A2A agents.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct A2aSettings {
+    /// The agent types served as A2A agents at `/a2a/<type>` (none: A2A is off). A list, or
+    /// (from the environment) one string of names separated by commas.
+    #[serde(default, deserialize_with = "names")]
+    pub expose: Vec<String>,
+    /// The base of the Agent Cards' absolute URLs (e.g. `https://agents.example.com`);
+    /// empty: the scheme and host each request arrived with.
+    #[serde(default)]
+    pub public_url: String,
+}
+
+/// A list of names, or one string of them separated by commas.
+fn names<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Names {
+        List(Vec<String>),
+        One(String),
+    }
+    let list = match Names::deserialize(d)? {
+        Names::List(l) => l,
+        Names::One(s) => s.split(',').map(str::to_string).collect(),
+    };
+    Ok(list
+        .into_iter()
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+        .collect())
 }
 
 impl Settings {

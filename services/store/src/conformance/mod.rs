@@ -98,6 +98,7 @@ pub async fn run_all(store: Arc<dyn ThreadStore>) {
     agents::aliases_get_or_create(store.as_ref()).await;
     agents::racing_aliases_agree(store.clone()).await;
     agents::delete_removes_everything(store.as_ref()).await;
+    agents::a2a_tasks_live_and_die_with_their_agent(store.as_ref()).await;
     inbox::inbox_is_durable_once_and_ordered(store.as_ref()).await;
     checkpoints::checkpoints_are_kept_newest_first_and_pruned(store.as_ref()).await;
     writes::batches_apply_in_order(store.as_ref()).await;

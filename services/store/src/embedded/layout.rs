@@ -33,6 +33,8 @@ pub(super) mod row {
     pub const DEPENDENT: u8 = 5;
     /// Under [`super::TOOL_CALLS_OWNER`] only: call id (16 bytes) → JSON tool call record.
     pub const TOOL_CALL: u8 = 6;
+    /// A2A task id → the A2A layer's encoding of the task (the agent is its context).
+    pub const A2A_TASK: u8 = 7;
 }
 
 /// The (empty, so no agent's) owner of the [`row::TOOL_CALL`] rows: tool calls are looked up

@@ -167,3 +167,20 @@ pub(super) fn tool_calls_open(db: &Database) -> StoreResult<Vec<agentd_proto::To
     open.sort_by_key(|c| (c.requested_at_ms, c.call_id));
     Ok(open)
 }
+
+/// A2A task `task` of context agent `agent`, if stored.
+pub(super) fn a2a_task(db: &Database, agent: &str, task: &str) -> StoreResult<Option<Vec<u8>>> {
+    let tx = db.begin_read().map_err(be)?;
+    let rows = tx.open_table(ROWS).map_err(be)?;
+    let got = rows
+        .get((agent, row::A2A_TASK, task.as_bytes()))
+        .map_err(be)?;
+    Ok(got.map(|v| v.value().to_vec()))
+}
+
+/// Every A2A task of context agent `agent`.
+pub(super) fn a2a_tasks(db: &Database, agent: &str) -> StoreResult<Vec<Vec<u8>>> {
+    let tx = db.begin_read().map_err(be)?;
+    let rows = tx.open_table(ROWS).map_err(be)?;
+    super::layout::scan_rows(&rows, agent, row::A2A_TASK, |_, v| Ok(v.to_vec()))
+}

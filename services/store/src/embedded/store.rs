@@ -268,6 +268,23 @@ impl ThreadStore for RedbStore {
             .await
     }
 
+    async fn a2a_task_put(&self, agent_id: &str, task_id: &str, value: &[u8]) -> StoreResult<()> {
+        let (a, task, bytes) = (agent_id.to_string(), task_id.to_string(), value.to_vec());
+        self.writer
+            .write(move |t| writes::a2a_task_put_in(t, &a, &task, &bytes))
+            .await
+    }
+
+    async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
+        let (a, task) = (agent_id.to_string(), task_id.to_string());
+        self.run(move |db| reads::a2a_task(db, &a, &task)).await
+    }
+
+    async fn a2a_tasks(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
+        let a = agent_id.to_string();
+        self.run(move |db| reads::a2a_tasks(db, &a)).await
+    }
+
     async fn tool_calls_open(&self) -> StoreResult<Vec<agentd_proto::ToolCallRecord>> {
         self.run(reads::tool_calls_open).await
     }

@@ -314,3 +314,16 @@ pub(super) fn tool_call_put_in(
     t.rows.insert(row_key, bytes).map_err(be)?;
     Ok(())
 }
+
+/// Stores A2A task `task` of context agent `a`, replacing what was stored under its id.
+pub(super) fn a2a_task_put_in(
+    t: &mut Tables<'_>,
+    a: &str,
+    task: &str,
+    bytes: &[u8],
+) -> StoreResult<()> {
+    t.rows
+        .insert((a, super::layout::row::A2A_TASK, task.as_bytes()), bytes)
+        .map_err(be)?;
+    Ok(())
+}

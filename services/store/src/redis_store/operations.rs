@@ -376,6 +376,36 @@ impl ThreadStore for RedisStore {
         }
     }
 
+    async fn a2a_task_put(&self, agent_id: &str, task_id: &str, value: &[u8]) -> StoreResult<()> {
+        let mut con = self.con.clone();
+        cmd("HSET")
+            .arg(self.keys.a2a_tasks(agent_id))
+            .arg(task_id)
+            .arg(value)
+            .query_async::<()>(&mut con)
+            .await
+            .map_err(be)
+    }
+
+    async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
+        let mut con = self.con.clone();
+        cmd("HGET")
+            .arg(self.keys.a2a_tasks(agent_id))
+            .arg(task_id)
+            .query_async(&mut con)
+            .await
+            .map_err(be)
+    }
+
+    async fn a2a_tasks(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
+        let mut con = self.con.clone();
+        cmd("HVALS")
+            .arg(self.keys.a2a_tasks(agent_id))
+            .query_async(&mut con)
+            .await
+            .map_err(be)
+    }
+
     async fn tool_calls_open(&self) -> StoreResult<Vec<agentd_proto::ToolCallRecord>> {
         let mut con = self.con.clone();
         let statuses: Vec<(String, String)> = cmd("HGETALL")

@@ -1,0 +1,358 @@
+//! The two bindings of A2A 1.0 over HTTP: JSON-RPC 2.0 (`POST /a2a/<type>`, section 9 of the
+//! specification) and HTTP+JSON (`/a2a/<type>/message:send`, … section 11), their version
+//! check (`A2A-Version`, header or query parameter; none is 0.3, which this server does not
+//! serve), and Server-Sent Events for the streaming methods.
+
+use super::error::A2aError;
+use super::{A2a, card, service, stream};
+use actix_web::http::StatusCode;
+use actix_web::web::{self, Bytes};
+use actix_web::{HttpRequest, HttpResponse};
+use futures::{Stream, StreamExt};
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+
+/// Registers the card routes and both bindings.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource(card::WELL_KNOWN).route(web::get().to(root_card)))
+        .service(web::resource("/a2a/{agent_type}").route(web::post().to(jsonrpc)))
+        .service(web::resource("/a2a/{agent_type}/{tail:.*}").to(rest));
+}
+
+/// The base of the cards' URLs: `public_url`, else the request's scheme and host.
+fn base_url(a2a: &A2a, req: &HttpRequest) -> String {
+    if !a2a.public_url.trim().is_empty() {
+        return a2a.public_url.trim_end_matches('/').to_string();
+    }
+    let info = req.connection_info();
+    format!("{}://{}", info.scheme(), info.host())
+}
+
+async fn root_card(a2a: web::Data<A2a>, req: HttpRequest) -> HttpResponse {
+    let first = a2a.exposed.first().cloned().unwrap_or_default();
+    serve_card(&a2a, &req, &first)
+}
+
+fn serve_card(a2a: &A2a, req: &HttpRequest, agent_type: &str) -> HttpResponse {
+    match card::card(a2a, agent_type, &base_url(a2a, req)) {
+        Some(c) => HttpResponse::Ok().json(c),
+        None => not_served(agent_type),
+    }
+}
+
+fn not_served(agent_type: &str) -> HttpResponse {
+    HttpResponse::NotFound().json(agentd_proto::AgentdError::new(
+        agentd_proto::ErrorCode::NotFound,
+        format!("no A2A agent `{agent_type}` here ([a2a] expose lists the agent types served)"),
+    ))
+}
+
+/// The version the request asks for, checked: 1.0 (a patch, or `1`, too). None is 0.3.
+fn check_version(req: &HttpRequest) -> Result<(), A2aError> {
+    let header = req
+        .headers()
+        .get("a2a-version")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_string());
+    let query = query(req).remove("A2A-Version");
+    let asked = header.or(query).filter(|v| !v.is_empty());
+    match asked.as_deref() {
+        Some(v) if is_1_0(v) => Ok(()),
+        other => Err(A2aError::version(other)),
+    }
+}
+
+fn is_1_0(v: &str) -> bool {
+    let mut parts = v.split('.');
+    parts.next() == Some("1") && parts.next().is_none_or(|minor| minor == "0")
+}
+
+fn query(req: &HttpRequest) -> HashMap<String, String> {
+    web::Query::<HashMap<String, String>>::from_query(req.query_string())
+        .map(web::Query::into_inner)
+        .unwrap_or_default()
+}
+
+/// The end of a stream: when the service stops.
+async fn stopped(mut shutdown: crate::sse::Shutdown) {
+    loop {
+        if *shutdown.borrow() || shutdown.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// `values` as Server-Sent Events, each framed by `frame`.
+fn sse(
+    a2a: &A2a,
+    values: impl Stream<Item = Value> + 'static,
+    frame: impl Fn(Value) -> Value + 'static,
+) -> HttpResponse {
+    let body = values
+        .take_until(stopped(a2a.shutdown.clone()))
+        .map(move |v| Ok::<_, actix_web::Error>(Bytes::from(format!("data: {}\n\n", frame(v)))));
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("cache-control", "no-cache"))
+        .streaming(body)
+}
+
+// ---- JSON-RPC 2.0 ----
+
+fn rpc_error(id: Value, e: &A2aError) -> HttpResponse {
+    HttpResponse::Ok().json(json!({"jsonrpc": "2.0", "id": id, "error": e.jsonrpc()}))
+}
+
+fn rpc_result(id: Value, result: Value) -> HttpResponse {
+    HttpResponse::Ok().json(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
+/// A JSON-RPC request, checked: its id, method and params.
+fn rpc_request(body: &[u8]) -> Result<(Value, String, Value), (Value, A2aError)> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        (
+            Value::Null,
+            A2aError::Parse(format!("the body is not valid JSON: {e}")),
+        )
+    })?;
+    let Value::Object(obj) = v else {
+        let what = if v.is_array() {
+            "batch requests are not supported: send one request object"
+        } else {
+            "a JSON-RPC request is an object"
+        };
+        return Err((Value::Null, A2aError::InvalidRequest(what.into())));
+    };
+    let id = obj.get("id").cloned().unwrap_or(Value::Null);
+    if !matches!(id, Value::Null | Value::String(_) | Value::Number(_)) {
+        return Err((
+            Value::Null,
+            A2aError::InvalidRequest("`id` must be a string, a number or null".into()),
+        ));
+    }
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err((
+            id,
+            A2aError::InvalidRequest("`jsonrpc` must be \"2.0\"".into()),
+        ));
+    }
+    let Some(method) = obj.get("method").and_then(Value::as_str) else {
+        return Err((
+            id,
+            A2aError::InvalidRequest("`method` must be a string".into()),
+        ));
+    };
+    let params = obj.get("params").cloned().unwrap_or(Value::Null);
+    if !matches!(params, Value::Null | Value::Object(_)) {
+        return Err((
+            id,
+            A2aError::InvalidParams("`params` must be an object".into()),
+        ));
+    }
+    Ok((id, method.to_string(), params))
+}
+
+async fn jsonrpc(
+    a2a: web::Data<A2a>,
+    req: HttpRequest,
+    path: web::Path<String>,
+    body: Bytes,
+) -> HttpResponse {
+    let agent_type = path.into_inner();
+    if !a2a.serves(&agent_type) {
+        return not_served(&agent_type);
+    }
+    let (id, method, params) = match rpc_request(&body) {
+        Ok(r) => r,
+        Err((id, e)) => return rpc_error(id, &e),
+    };
+    if let Err(e) = check_version(&req) {
+        return rpc_error(id, &e);
+    }
+    let streaming = matches!(method.as_str(), "SendStreamingMessage" | "SubscribeToTask");
+    if streaming {
+        let started = match method.as_str() {
+            "SendStreamingMessage" => match service::send(&a2a, &agent_type, &params).await {
+                Ok(sent) => stream::follow(&a2a, &sent.task_id).await,
+                Err(e) => Err(e),
+            },
+            _ => match service::subscribable(&a2a, &params).await {
+                Ok(task) => stream::follow(&a2a, &task).await,
+                Err(e) => Err(e),
+            },
+        };
+        return match started {
+            Ok(s) => sse(
+                &a2a,
+                s,
+                move |v| json!({"jsonrpc": "2.0", "id": id.clone(), "result": v}),
+            ),
+            Err(e) => rpc_error(id, &e),
+        };
+    }
+    let res = match method.as_str() {
+        "SendMessage" => send_blocking(&a2a, &agent_type, &params).await,
+        "GetTask" => service::get_task(&a2a, &params).await,
+        "ListTasks" => service::list_tasks(&a2a, &agent_type, &params).await,
+        "CancelTask" => service::cancel_task(&a2a, &params).await,
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig" => Err(A2aError::PushNotSupported),
+        "GetExtendedAgentCard" => Err(A2aError::Unsupported(
+            "this agent has no extended card (capabilities.extendedAgentCard is false)".into(),
+        )),
+        other => Err(A2aError::MethodNotFound(format!(
+            "`{other}` is not a method of A2A 1.0"
+        ))),
+    };
+    match res {
+        Ok(v) => rpc_result(id, v),
+        Err(e) => rpc_error(id, &e),
+    }
+}
+
+/// `SendMessage`: the task once it is terminal or asks for input, or at once when the client
+/// asked to return immediately.
+async fn send_blocking(a2a: &A2a, agent_type: &str, params: &Value) -> Result<Value, A2aError> {
+    let sent = service::send(a2a, agent_type, params).await?;
+    let view = if sent.return_immediately {
+        super::task::get(&a2a.system, &sent.task_id).await?.1
+    } else {
+        service::wait(a2a, &sent.task_id).await?
+    };
+    Ok(json!({"task": service::task_json(&view, sent.history, true)}))
+}
+
+// ---- HTTP+JSON ----
+
+fn rest_error(e: &A2aError) -> HttpResponse {
+    let status = StatusCode::from_u16(e.http().0).unwrap_or(StatusCode::BAD_REQUEST);
+    HttpResponse::build(status).json(e.rest())
+}
+
+fn rest_body(body: &[u8]) -> Result<Value, A2aError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Object(Map::new()));
+    }
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| A2aError::Parse(format!("the body is not valid JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(A2aError::InvalidParams(
+            "the body must be a JSON object".into(),
+        ));
+    }
+    Ok(v)
+}
+
+/// The query parameters as a request object (their values as strings; the operations read
+/// numbers and booleans from strings too).
+fn query_object(req: &HttpRequest) -> Value {
+    let mut m = Map::new();
+    for (k, v) in query(req) {
+        if k != "A2A-Version" {
+            m.insert(k, Value::String(v));
+        }
+    }
+    Value::Object(m)
+}
+
+async fn rest(
+    a2a: web::Data<A2a>,
+    req: HttpRequest,
+    path: web::Path<(String, String)>,
+    body: Bytes,
+) -> HttpResponse {
+    let (agent_type, tail) = path.into_inner();
+    if !a2a.serves(&agent_type) {
+        return not_served(&agent_type);
+    }
+    let method = req.method().as_str().to_string();
+    if format!("/{tail}") == card::WELL_KNOWN && method == "GET" {
+        return serve_card(&a2a, &req, &agent_type);
+    }
+    if let Err(e) = check_version(&req) {
+        return rest_error(&e);
+    }
+    match rest_call(&a2a, &req, &agent_type, &method, &tail, &body).await {
+        Ok(Reply::Json(v)) => HttpResponse::Ok().json(v),
+        Ok(Reply::Stream(task)) => match stream::follow(&a2a, &task).await {
+            Ok(s) => sse(&a2a, s, |v| v),
+            Err(e) => rest_error(&e),
+        },
+        Err(e) => rest_error(&e),
+    }
+}
+
+enum Reply {
+    Json(Value),
+    /// The stream of this task.
+    Stream(String),
+}
+
+async fn rest_call(
+    a2a: &A2a,
+    req: &HttpRequest,
+    agent_type: &str,
+    method: &str,
+    tail: &str,
+    body: &[u8],
+) -> Result<Reply, A2aError> {
+    let unknown = || {
+        A2aError::MethodNotFound(format!(
+            "`{method} /a2a/{agent_type}/{tail}` is not a route of A2A 1.0's HTTP+JSON binding"
+        ))
+    };
+    match (method, tail) {
+        ("POST", "message:send") => {
+            let p = rest_body(body)?;
+            return send_blocking(a2a, agent_type, &p).await.map(Reply::Json);
+        }
+        ("POST", "message:stream") => {
+            let p = rest_body(body)?;
+            let sent = service::send(a2a, agent_type, &p).await?;
+            return Ok(Reply::Stream(sent.task_id));
+        }
+        ("GET", "tasks") => {
+            return service::list_tasks(a2a, agent_type, &query_object(req))
+                .await
+                .map(Reply::Json);
+        }
+        ("GET", "extendedAgentCard") => {
+            return Err(A2aError::Unsupported(
+                "this agent has no extended card (capabilities.extendedAgentCard is false)".into(),
+            ));
+        }
+        _ => {}
+    }
+    let rest = tail.strip_prefix("tasks/").ok_or_else(unknown)?;
+    if let Some((_, configs)) = rest.split_once('/') {
+        return if configs.starts_with("pushNotificationConfigs") {
+            Err(A2aError::PushNotSupported)
+        } else {
+            Err(unknown())
+        };
+    }
+    if let Some(id) = rest.strip_suffix(":cancel") {
+        if method != "POST" {
+            return Err(unknown());
+        }
+        return service::cancel_task(a2a, &json!({"id": id}))
+            .await
+            .map(Reply::Json);
+    }
+    if let Some(id) = rest.strip_suffix(":subscribe") {
+        if method != "POST" && method != "GET" {
+            return Err(unknown());
+        }
+        return service::subscribable(a2a, &json!({"id": id}))
+            .await
+            .map(Reply::Stream);
+    }
+    if method != "GET" || rest.is_empty() || rest.contains(':') {
+        return Err(unknown());
+    }
+    let mut p = query_object(req);
+    p["id"] = json!(rest);
+    service::get_task(a2a, &p).await.map(Reply::Json)
+}

@@ -1,0 +1,95 @@
+//! The Agent2Agent (A2A) protocol, version 1.0: each agent type named in `[a2a] expose` is an
+//! A2A agent at `/a2a/<type>`, over the JSON-RPC 2.0 binding (`POST /a2a/<type>`) and the
+//! HTTP+JSON binding (`/a2a/<type>/message:send`, `/a2a/<type>/tasks/…`), with its Agent Card
+//! at `/a2a/<type>/.well-known/agent-card.json` (the first type's also at
+//! `/.well-known/agent-card.json`). docs/a2a.md has the mapping.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`card`] | the Agent Cards |
+//! | [`error`] | the errors, with their JSON-RPC codes and HTTP statuses |
+//! | [`task`] | tasks over agentd's durable state: their records, what became of them |
+//! | [`service`] | the operations, whichever binding carries them |
+//! | [`stream`] | a task's updates as a stream |
+//! | [`bindings`] | JSON-RPC and HTTP+JSON: routes, versions, framing |
+
+mod bindings;
+pub(crate) mod card;
+mod error;
+mod service;
+mod stream;
+mod task;
+
+pub use bindings::routes;
+pub use error::A2aError;
+
+use agentd_actors::AgentSystem;
+
+/// What the A2A routes share.
+#[derive(Clone)]
+pub struct A2a {
+    /// The actors.
+    pub system: AgentSystem,
+    /// The events (a stream follows its task through them).
+    pub events: crate::sse::EventFeed,
+    /// The exposed agent types, in the order the settings list them.
+    pub exposed: Vec<String>,
+    /// The base of the cards' absolute URLs (`""`: the request's own scheme and host).
+    pub public_url: String,
+    /// Whether the API needs a bearer token (the cards then declare the scheme).
+    pub token_required: bool,
+    /// Turns `true` when the service stops: streams end then.
+    pub shutdown: crate::sse::Shutdown,
+}
+
+impl A2a {
+    /// Whether `agent_type` is served.
+    pub fn serves(&self, agent_type: &str) -> bool {
+        self.exposed.iter().any(|t| t == agent_type)
+    }
+}
+
+/// Whether `path` is an Agent Card's (served without a token: discovery comes first).
+pub fn is_card_path(path: &str) -> bool {
+    path == card::WELL_KNOWN
+        || path
+            .strip_prefix("/a2a/")
+            .and_then(|rest| rest.split_once('/'))
+            .is_some_and(|(_, tail)| format!("/{tail}") == card::WELL_KNOWN)
+}
+
+/// Settles the tasks of a context whenever its agent's status changes, in the background: a
+/// task's answer is read from the thread and kept while the thread still has it, whether or
+/// not a client is looking (a later compaction or reset cannot take it).
+pub fn start_watcher(a2a: A2a) {
+    actix_rt::spawn(async move {
+        let (mut rx, _) = a2a.events.log.subscribe_with_ring();
+        let mut contexts = std::collections::HashSet::new();
+        loop {
+            let mut shutdown = a2a.shutdown.clone();
+            let got = tokio::select! {
+                got = rx.recv() => got,
+                _ = shutdown.changed() => return,
+            };
+            let agent = match got {
+                Ok(l) => match &l.event {
+                    agentd_proto::Event::StatusChanged { agent_id, .. } => agent_id.clone(),
+                    _ => continue,
+                },
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            };
+            if !contexts.contains(&agent) {
+                match task::is_context(&a2a.system, &agent).await {
+                    Ok(true) => {
+                        contexts.insert(agent.clone());
+                    }
+                    _ => continue,
+                }
+            }
+            if let Err(e) = task::reconcile(&a2a.system, &agent).await {
+                tracing::warn!(context = %agent, error = %e, "settling A2A tasks");
+            }
+        }
+    });
+}
