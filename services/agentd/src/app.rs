@@ -260,5 +260,6 @@ fn a2a_state(
         public_url: settings.a2a.public_url.clone(),
         token_required,
         shutdown: api.shutdown.clone(),
+        pusher: crate::a2a::Pusher::default(),
     })))
 }

@@ -39,7 +39,7 @@ pub fn card(a2a: &A2a, agent_type: &str, base: &str) -> Option<Value> {
         "version": env!("CARGO_PKG_VERSION"),
         "capabilities": {
             "streaming": true,
-            "pushNotifications": false,
+            "pushNotifications": true,
             "extendedAgentCard": false,
         },
         "defaultInputModes": ["text/plain", "application/json"],

@@ -11,17 +11,20 @@
 //! | [`task`] | tasks over agentd's durable state: their records, what became of them |
 //! | [`service`] | the operations, whichever binding carries them |
 //! | [`stream`] | a task's updates as a stream |
+//! | [`push`] | push notification configs and their durable outbox |
 //! | [`bindings`] | JSON-RPC and HTTP+JSON: routes, versions, framing |
 
 mod bindings;
 pub(crate) mod card;
 mod error;
+mod push;
 mod service;
 mod stream;
 mod task;
 
 pub use bindings::routes;
 pub use error::A2aError;
+pub use push::Pusher;
 
 use agentd_actors::AgentSystem;
 
@@ -40,6 +43,8 @@ pub struct A2a {
     pub token_required: bool,
     /// Turns `true` when the service stops: streams end then.
     pub shutdown: crate::sse::Shutdown,
+    /// The contexts with push notifications to deliver.
+    pub pusher: push::Pusher,
 }
 
 impl A2a {
@@ -61,7 +66,9 @@ pub fn is_card_path(path: &str) -> bool {
 /// Settles the tasks of a context whenever its agent's status changes, in the background: a
 /// task's answer is read from the thread and kept while the thread still has it, whether or
 /// not a client is looking (a later compaction or reset cannot take it).
+/// Its push notifications are delivered from the outbox it writes (`push`).
 pub fn start_watcher(a2a: A2a) {
+    push::start(a2a.clone());
     actix_rt::spawn(async move {
         let (mut rx, _) = a2a.events.log.subscribe_with_ring();
         let mut contexts = std::collections::HashSet::new();
@@ -87,8 +94,10 @@ pub fn start_watcher(a2a: A2a) {
                     _ => continue,
                 }
             }
-            if let Err(e) = task::reconcile(&a2a.system, &agent).await {
-                tracing::warn!(context = %agent, error = %e, "settling A2A tasks");
+            match task::reconcile(&a2a.system, &agent).await {
+                Ok(Some((seen, _))) if seen.push_pending => a2a.pusher.poke(&agent),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(context = %agent, error = %e, "settling A2A tasks"),
             }
         }
     });
