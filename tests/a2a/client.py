@@ -418,9 +418,41 @@ async def push(ctx):
     print(f"TASK {t.id}")
 
 
+async def skills(ctx):
+    """A type file's `[a2a]` skills are its card's skills."""
+    async with ctx.http() as http:
+        card = await A2ACardResolver(http, f"{ctx.args.url}/a2a/scout").get_agent_card()
+    got = [(s.id, s.name, s.description, list(s.tags), list(s.examples)) for s in card.skills]
+    assert got == [
+        ("survey", "Survey", "Surveys a place and reports what is there.", ["survey", "report"],
+         ["survey the harbour"]),
+        ("count", "count", "Counts things.", ["scout"], []),
+    ], got
+
+
+async def idle_close(ctx):
+    """With `[a2a] context_idle_close_ms`, an idle context is closed; a new message re-opens it
+    and its earlier task is still there."""
+    c = await ctx.client()
+    t = await send(c, message("before the close"))
+    assert t.status.state == TaskState.TASK_STATE_COMPLETED, t
+    async with ctx.http() as http:
+        for _ in range(200):
+            r = (await http.get(f"{ctx.args.url}/v1/agents/{t.context_id}")).json()
+            if r["status"] == "closed":
+                break
+            await asyncio.sleep(0.1)
+        assert r["status"] == "closed", r
+    t2 = await send(c, message("after the close", context_id=t.context_id))
+    assert t2.status.state == TaskState.TASK_STATE_COMPLETED, t2
+    assert text_of(t2) == "echo: after the close", t2
+    old = await c.get_task(GetTaskRequest(id=t.id))
+    assert text_of(old) == "echo: before the close", old
+
+
 SCENARIOS = {
     f.__name__: f
-    for f in [discovery, basics, raw_errors, cancel, streaming, resubscribe, input_required, auth, agent_output, push]
+    for f in [discovery, basics, raw_errors, cancel, streaming, resubscribe, input_required, auth, agent_output, push, skills, idle_close]
 }
 
 

@@ -168,6 +168,28 @@ fn the_sdk_client_works_across_two_agentd_processes_on_redis() {
     }
 }
 
+#[test]
+fn idle_contexts_close_and_type_files_give_the_cards_skills() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let p = AgentdProcess::start(&env(&[
+        ("AGENTD__STORE__KIND", "embedded".to_string()),
+        ("AGENTD__STORE__DATA_DIR", dir.path().display().to_string()),
+        ("AGENTD__A2A__EXPOSE", "research,scout".to_string()),
+        ("AGENTD__A2A__CONTEXT_IDLE_CLOSE_MS", "1000".to_string()),
+        (
+            "AGENTD__AGENTS__DIR",
+            root().join("tests/a2a/types").display().to_string(),
+        ),
+    ]));
+    for binding in BINDINGS {
+        client(&py, &["skills", "idle_close"], &p.url, None, binding, None);
+    }
+}
+
 /// A notification as the receiver got it.
 #[derive(Debug, Clone)]
 struct Received {
