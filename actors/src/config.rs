@@ -138,6 +138,33 @@ pub struct AgentType {
     /// The agent CLI's permission mode for this type (`--permission-mode`: `default`,
     /// `acceptEdits`, `plan`, `bypassPermissions`); unset = the CLI's default.
     pub cli_permission_mode: Option<String>,
+    /// What the type's A2A Agent Card says of it (`[a2a]` of the type file; read by the A2A
+    /// server only).
+    pub a2a: A2aCardSection,
+}
+
+/// `[a2a]` of an agent type file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct A2aCardSection {
+    /// The card's skills (none: one skill made from the type's name and description).
+    pub skills: Vec<A2aSkill>,
+}
+
+/// One skill of an A2A Agent Card (`AgentSkill`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct A2aSkill {
+    /// Its id, unique within the card.
+    pub id: String,
+    /// Its name (empty: the id).
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Keywords.
+    pub tags: Vec<String>,
+    /// Example requests.
+    pub examples: Vec<String>,
 }
 
 /// The agent type table, with the seed's aliases (`worker` = `coding`, `debugger` = `debug`).

@@ -17,7 +17,12 @@ import uuid
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.types import (
+    AuthenticationInfo,
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
+    ListTaskPushNotificationConfigsRequest,
+    TaskPushNotificationConfig,
     GetTaskRequest,
     ListTasksRequest,
     Message,
@@ -125,7 +130,7 @@ async def discovery(ctx):
     assert bindings == {("JSONRPC", "1.0"), ("HTTP+JSON", "1.0")}, bindings
     assert all(i.url.endswith(f"/a2a/{AGENT}") for i in card.supported_interfaces)
     assert card.capabilities.streaming
-    assert not card.capabilities.push_notifications
+    assert card.capabilities.push_notifications
     assert card.skills and card.skills[0].id == AGENT
     if ctx.args.token:
         assert "bearer" in raw["securitySchemes"], raw
@@ -205,7 +210,7 @@ async def raw_errors(ctx):
         r = (await http.post(url, json={"jsonrpc": "2.0", "id": 4, "method": "GetTask", "params": {"id": "x", "future": 1}}, headers=v)).json()
         assert r["error"]["code"] == -32001, "unknown fields are ignored: " + json.dumps(r)
         r = (await http.post(url, json={"jsonrpc": "2.0", "id": 5, "method": "CreateTaskPushNotificationConfig", "params": {"taskId": "x", "url": "http://127.0.0.1:1/"}}, headers=v)).json()
-        assert r["error"]["code"] == -32003, r
+        assert r["error"]["code"] == -32001, r  # TaskNotFoundError: push is supported
         big = "x" * (300 * 1024)
         m = {"messageId": "big", "role": "ROLE_USER", "parts": [{"text": big}]}
         r = (await http.post(url, json={"jsonrpc": "2.0", "id": 6, "method": "SendMessage", "params": {"message": m}}, headers=v)).json()
@@ -347,9 +352,107 @@ async def agent_output(ctx):
     assert other[0].metadata["agentd.origin"] == "agent"
 
 
+async def push(ctx):
+    """A task with push notification configs: one given with the message, one created, got,
+    listed and deleted. Prints the task's id; the test (tests/tests/suite/a2a.rs) checks what
+    its receiver (--receiver) gets."""
+    receiver = ctx.args.receiver or "http://127.0.0.1:9/none"
+    c = await ctx.client()
+    msg = message("slow push")
+    req = SendMessageRequest(message=msg)
+    req.configuration.return_immediately = True
+    req.configuration.task_push_notification_config.CopyFrom(
+        TaskPushNotificationConfig(
+            id="main",
+            url=receiver,
+            token="tok-1",
+            authentication=AuthenticationInfo(scheme="Bearer", credentials="cred-1"),
+        )
+    )
+    out = [ev async for ev in c.send_message(req)]
+    t = out[0].task
+    got = await c.get_task_push_notification_config(
+        GetTaskPushNotificationConfigRequest(task_id=t.id, id="main")
+    )
+    assert got.url == receiver and got.token == "tok-1", got
+    assert got.authentication.scheme == "Bearer", got
+    extra = await c.create_task_push_notification_config(
+        TaskPushNotificationConfig(task_id=t.id, url=receiver + "/extra")
+    )
+    assert extra.id and extra.task_id == t.id, extra
+    listed = await c.list_task_push_notification_configs(
+        ListTaskPushNotificationConfigsRequest(task_id=t.id)
+    )
+    assert sorted(x.id for x in listed.configs) == sorted(["main", extra.id]), listed
+    for _ in range(2):  # idempotent
+        await c.delete_task_push_notification_config(
+            DeleteTaskPushNotificationConfigRequest(task_id=t.id, id=extra.id)
+        )
+    listed = await c.list_task_push_notification_configs(
+        ListTaskPushNotificationConfigsRequest(task_id=t.id)
+    )
+    assert [x.id for x in listed.configs] == ["main"], listed
+    await expect(
+        TaskNotFoundError,
+        c.get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id=t.id, id=extra.id)
+        ),
+        "a deleted config",
+    )
+    await expect(
+        TaskNotFoundError,
+        c.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=t.context_id + ".nope")
+        ),
+        "the configs of an unknown task",
+    )
+    await expect(
+        InvalidParamsError,
+        c.create_task_push_notification_config(
+            TaskPushNotificationConfig(task_id=t.id, url="ftp://example.com/x")
+        ),
+        "a config whose url is not http",
+    )
+    done = await wait_state(c, t.id, [TaskState.TASK_STATE_COMPLETED])
+    assert text_of(done) == "slow done", done
+    print(f"TASK {t.id}")
+
+
+async def skills(ctx):
+    """A type file's `[a2a]` skills are its card's skills."""
+    async with ctx.http() as http:
+        card = await A2ACardResolver(http, f"{ctx.args.url}/a2a/scout").get_agent_card()
+    got = [(s.id, s.name, s.description, list(s.tags), list(s.examples)) for s in card.skills]
+    assert got == [
+        ("survey", "Survey", "Surveys a place and reports what is there.", ["survey", "report"],
+         ["survey the harbour"]),
+        ("count", "count", "Counts things.", ["scout"], []),
+    ], got
+
+
+async def idle_close(ctx):
+    """With `[a2a] context_idle_close_ms`, an idle context is closed; a new message re-opens it
+    and its earlier task is still there."""
+    c = await ctx.client()
+    t = await send(c, message("before the close"))
+    assert t.status.state == TaskState.TASK_STATE_COMPLETED, t
+    async with ctx.http() as http:
+        for _ in range(200):
+            r = (await http.get(f"{ctx.args.url}/v1/agents/{t.context_id}")).json()
+            if r["status"] == "closed":
+                break
+            await asyncio.sleep(0.1)
+        assert r["status"] == "closed", r
+    t2 = await send(c, message("after the close", context_id=t.context_id))
+    assert t2.status.state == TaskState.TASK_STATE_COMPLETED, t2
+    assert text_of(t2) == "echo: after the close", t2
+    old = await c.get_task(GetTaskRequest(id=t.id))
+    assert text_of(old) == "echo: before the close", old
+
+
 SCENARIOS = {
     f.__name__: f
-    for f in [discovery, basics, raw_errors, cancel, streaming, resubscribe, input_required, auth, agent_output]
+    for f in [discovery, basics, raw_errors, cancel, streaming, resubscribe, input_required, auth, agent_output, push, skills, idle_close]
 }
 
 
@@ -360,6 +463,7 @@ def main():
     ap.add_argument("--url2")
     ap.add_argument("--binding", default="JSONRPC")
     ap.add_argument("--token")
+    ap.add_argument("--receiver")
     args = ap.parse_args()
     args.url2 = args.url2 or args.url
     ctx = Ctx(args)

@@ -249,8 +249,17 @@ fn a2a_state(
         return Ok(None);
     }
     for t in &exposed {
-        if api.system.deps().config.types.get(t).is_none() {
+        let Some(ty) = api.system.deps().config.types.get(t) else {
             anyhow::bail!("[a2a] expose names `{t}`, which is not an agent type");
+        };
+        let mut ids = std::collections::HashSet::new();
+        for s in &ty.a2a.skills {
+            if s.id.trim().is_empty() || !ids.insert(s.id.as_str()) {
+                anyhow::bail!(
+                    "agent type `{t}`: every [[a2a.skills]] needs an `id` of its own (`{}`)",
+                    s.id
+                );
+            }
         }
     }
     Ok(Some(web::Data::new(crate::a2a::A2a {
@@ -260,5 +269,7 @@ fn a2a_state(
         public_url: settings.a2a.public_url.clone(),
         token_required,
         shutdown: api.shutdown.clone(),
+        pusher: crate::a2a::Pusher::default(),
+        idle_close_ms: settings.a2a.context_idle_close_ms,
     })))
 }

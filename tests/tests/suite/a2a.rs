@@ -42,6 +42,19 @@ fn client(
     binding: &str,
     token: Option<&str>,
 ) {
+    client_with(py, scenarios, url, url2, binding, token, None);
+}
+
+/// [`client`] with a push notification receiver; answers the client's output.
+fn client_with(
+    py: &PathBuf,
+    scenarios: &[&str],
+    url: &str,
+    url2: Option<&str>,
+    binding: &str,
+    token: Option<&str>,
+    receiver: Option<&str>,
+) -> String {
     let mut cmd = Command::new(py);
     cmd.arg(root().join("tests/a2a/client.py"))
         .args(scenarios)
@@ -51,6 +64,9 @@ fn client(
     }
     if let Some(t) = token {
         cmd.args(["--token", t]);
+    }
+    if let Some(r) = receiver {
+        cmd.args(["--receiver", r]);
     }
     let out = cmd.output().expect("run the A2A client");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -65,6 +81,7 @@ fn client(
             "{s} did not run: {stdout}"
         );
     }
+    stdout.into_owned()
 }
 
 const ALL: [&str; 9] = [
@@ -149,4 +166,280 @@ fn the_sdk_client_works_across_two_agentd_processes_on_redis() {
             None,
         );
     }
+}
+
+#[test]
+fn idle_contexts_close_and_type_files_give_the_cards_skills() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let p = AgentdProcess::start(&env(&[
+        ("AGENTD__STORE__KIND", "embedded".to_string()),
+        ("AGENTD__STORE__DATA_DIR", dir.path().display().to_string()),
+        ("AGENTD__A2A__EXPOSE", "research,scout".to_string()),
+        ("AGENTD__A2A__CONTEXT_IDLE_CLOSE_MS", "1000".to_string()),
+        (
+            "AGENTD__AGENTS__DIR",
+            root().join("tests/a2a/types").display().to_string(),
+        ),
+    ]));
+    for binding in BINDINGS {
+        client(&py, &["skills", "idle_close"], &p.url, None, binding, None);
+    }
+}
+
+/// A notification as the receiver got it.
+#[derive(Debug, Clone)]
+struct Received {
+    path: String,
+    headers: Vec<(String, String)>,
+    body: serde_json::Value,
+    accepted: bool,
+}
+
+impl Received {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A small webhook receiver: records every POST; answers 503 until `accept` is set, then 200.
+struct Receiver {
+    url: String,
+    got: std::sync::Arc<std::sync::Mutex<Vec<Received>>>,
+    accept: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let accept = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (g, a) = (got.clone(), accept.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let mut r = BufReader::new(conn.try_clone().unwrap());
+                let mut line = String::new();
+                if r.read_line(&mut line).is_err() {
+                    continue;
+                }
+                let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
+                let mut headers = Vec::new();
+                loop {
+                    let mut h = String::new();
+                    if r.read_line(&mut h).is_err() || h.trim().is_empty() {
+                        break;
+                    }
+                    if let Some((k, v)) = h.trim().split_once(':') {
+                        headers.push((k.trim().to_string(), v.trim().to_string()));
+                    }
+                }
+                let len: usize = headers
+                    .iter()
+                    .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                    .and_then(|(_, v)| v.parse().ok())
+                    .unwrap_or(0);
+                let mut body = vec![0; len];
+                let _ = r.read_exact(&mut body);
+                let accepted = a.load(std::sync::atomic::Ordering::SeqCst);
+                g.lock().unwrap().push(Received {
+                    path,
+                    headers,
+                    body: serde_json::from_slice(&body).unwrap_or_default(),
+                    accepted,
+                });
+                let status = if accepted {
+                    "200 OK"
+                } else {
+                    "503 Service Unavailable"
+                };
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                );
+            }
+        });
+        Receiver { url, got, accept }
+    }
+
+    fn got(&self) -> Vec<Received> {
+        self.got.lock().unwrap().clone()
+    }
+
+    /// The accepted notifications of task `id` in state `state`.
+    fn accepted(&self, id: &str, state: &str) -> Vec<Received> {
+        self.got()
+            .into_iter()
+            .filter(|r| {
+                r.accepted
+                    && r.body["task"]["id"] == id
+                    && r.body["task"]["status"]["state"] == state
+            })
+            .collect()
+    }
+}
+
+fn wait_until(what: &str, limit: std::time::Duration, cond: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// The task ids the push scenario printed.
+fn pushed_tasks(out: &str) -> Vec<String> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix("TASK "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Each task's completion reached the receiver once, with the config's token and
+/// authentication and a stable id; nothing reached the deleted config once accepting.
+fn check_received(rx: &Receiver, tasks: &[String]) {
+    for id in tasks {
+        let done = rx.accepted(id, "TASK_STATE_COMPLETED");
+        assert_eq!(done.len(), 1, "task {id}: {done:?}");
+        let n = &done[0];
+        assert_eq!(n.path, "/hook");
+        assert_eq!(n.header("X-A2A-Notification-Token"), Some("tok-1"));
+        assert_eq!(n.header("Authorization"), Some("Bearer cred-1"));
+        assert!(n.header("Idempotency-Key").is_some(), "{n:?}");
+        assert_eq!(
+            n.body["task"]["artifacts"][0]["parts"][0]["text"],
+            "slow done"
+        );
+    }
+    let got = rx.got();
+    assert!(
+        !got.iter().any(|r| r.accepted && r.path.ends_with("/extra")),
+        "a deleted config got a notification"
+    );
+    let mut keys: Vec<&str> = got
+        .iter()
+        .filter(|r| r.accepted)
+        .filter_map(|r| r.header("Idempotency-Key"))
+        .collect();
+    let n = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), n, "a notification was delivered twice");
+}
+
+#[test]
+fn push_notifications_reach_their_receiver_once_across_a_kill_and_a_restart() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let rx = Receiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let embedded = || {
+        env(&[
+            ("AGENTD__STORE__KIND", "embedded".to_string()),
+            ("AGENTD__STORE__DATA_DIR", dir.path().display().to_string()),
+        ])
+    };
+    let p = AgentdProcess::start(&embedded());
+    let mut tasks = Vec::new();
+    for binding in BINDINGS {
+        let out = client_with(&py, &["push"], &p.url, None, binding, None, Some(&rx.url));
+        tasks.extend(pushed_tasks(&out));
+    }
+    assert_eq!(tasks.len(), 2);
+    // The receiver refuses: the notifications wait in the outbox, retried (in order: the
+    // completion waits behind the refused earlier states).
+    wait_until(
+        "refused attempts",
+        std::time::Duration::from_secs(20),
+        || {
+            tasks.iter().all(|id| {
+                rx.got()
+                    .iter()
+                    .any(|r| !r.accepted && r.body["task"]["id"] == id.as_str())
+            })
+        },
+    );
+    p.kill9();
+    rx.accept.store(true, std::sync::atomic::Ordering::SeqCst);
+    let p = AgentdProcess::start(&embedded());
+    wait_until(
+        "the notifications",
+        std::time::Duration::from_secs(60),
+        || {
+            tasks
+                .iter()
+                .all(|id| !rx.accepted(id, "TASK_STATE_COMPLETED").is_empty())
+        },
+    );
+    // Delivered ones are not sent again by a restarted agentd.
+    p.stop();
+    let p = AgentdProcess::start(&embedded());
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    check_received(&rx, &tasks);
+    drop(p);
+}
+
+#[test]
+fn push_notifications_survive_the_death_of_one_of_two_processes_on_redis() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let rx = Receiver::start();
+    let redis = RedisServer::start();
+    let redis_env = || {
+        env(&[
+            ("AGENTD__REDIS__URL", redis.url()),
+            ("AGENTD__REDIS__PARTITIONS", "4".to_string()),
+            ("AGENTD__REDIS__LEASE_MS", "1000".to_string()),
+        ])
+    };
+    let a = AgentdProcess::start(&redis_env());
+    let b = AgentdProcess::start(&redis_env());
+    agentd_tests::process::wait_balanced(&a, &b, 4);
+    let mut tasks = Vec::new();
+    for (p, binding) in [
+        (&a, "JSONRPC"),
+        (&b, "HTTP+JSON"),
+        (&a, "HTTP+JSON"),
+        (&b, "JSONRPC"),
+    ] {
+        let out = client_with(&py, &["push"], &p.url, None, binding, None, Some(&rx.url));
+        tasks.extend(pushed_tasks(&out));
+    }
+    wait_until(
+        "refused attempts",
+        std::time::Duration::from_secs(20),
+        || {
+            tasks.iter().all(|id| {
+                rx.got()
+                    .iter()
+                    .any(|r| !r.accepted && r.body["task"]["id"] == id.as_str())
+            })
+        },
+    );
+    a.kill9();
+    rx.accept.store(true, std::sync::atomic::Ordering::SeqCst);
+    wait_until(
+        "the notifications",
+        std::time::Duration::from_secs(90),
+        || {
+            tasks
+                .iter()
+                .all(|id| !rx.accepted(id, "TASK_STATE_COMPLETED").is_empty())
+        },
+    );
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    check_received(&rx, &tasks);
+    drop(b);
 }

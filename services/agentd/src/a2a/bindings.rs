@@ -4,7 +4,7 @@
 //! serve), and Server-Sent Events for the streaming methods.
 
 use super::error::A2aError;
-use super::{A2a, card, service, stream};
+use super::{A2a, card, push, service, stream};
 use actix_web::http::StatusCode;
 use actix_web::web::{self, Bytes};
 use actix_web::{HttpRequest, HttpResponse};
@@ -195,10 +195,10 @@ async fn jsonrpc(
         "GetTask" => service::get_task(&a2a, &params).await,
         "ListTasks" => service::list_tasks(&a2a, &agent_type, &params).await,
         "CancelTask" => service::cancel_task(&a2a, &params).await,
-        "CreateTaskPushNotificationConfig"
-        | "GetTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => Err(A2aError::PushNotSupported),
+        "CreateTaskPushNotificationConfig" => push::create(&a2a, &params).await,
+        "GetTaskPushNotificationConfig" => push::get(&a2a, &params).await,
+        "ListTaskPushNotificationConfigs" => push::list(&a2a, &params).await,
+        "DeleteTaskPushNotificationConfig" => push::delete(&a2a, &params).await,
         "GetExtendedAgentCard" => Err(A2aError::Unsupported(
             "this agent has no extended card (capabilities.extendedAgentCard is false)".into(),
         )),
@@ -326,12 +326,29 @@ async fn rest_call(
         _ => {}
     }
     let rest = tail.strip_prefix("tasks/").ok_or_else(unknown)?;
-    if let Some((_, configs)) = rest.split_once('/') {
-        return if configs.starts_with("pushNotificationConfigs") {
-            Err(A2aError::PushNotSupported)
-        } else {
-            Err(unknown())
+    if let Some((task_id, configs)) = rest.split_once('/') {
+        let config = match configs.split_once('/') {
+            Some(("pushNotificationConfigs", id)) if !id.is_empty() && !id.contains('/') => {
+                Some(id)
+            }
+            None if configs == "pushNotificationConfigs" => None,
+            _ => return Err(unknown()),
         };
+        let ids = |mut p: Value| {
+            p["taskId"] = json!(task_id);
+            if let Some(id) = config {
+                p["id"] = json!(id);
+            }
+            p
+        };
+        let v = match (method, config) {
+            ("POST", None) => push::create(a2a, &ids(rest_body(body)?)).await?,
+            ("GET", None) => push::list(a2a, &ids(query_object(req))).await?,
+            ("GET", Some(_)) => push::get(a2a, &ids(json!({}))).await?,
+            ("DELETE", Some(_)) => push::delete(a2a, &ids(json!({}))).await?,
+            _ => return Err(unknown()),
+        };
+        return Ok(Reply::Json(v));
     }
     if let Some(id) = rest.strip_suffix(":cancel") {
         if method != "POST" {

@@ -1,5 +1,5 @@
 //! Agent Cards: one per exposed agent type, built from the type (its title, description and
-//! name), naming the two interfaces at `/a2a/<type>` and, when the API needs a token, the
+//! name, and the skills of its type file's `[a2a]` section), naming the two interfaces at `/a2a/<type>` and, when the API needs a token, the
 //! bearer scheme every call must use.
 
 use super::A2a;
@@ -39,7 +39,7 @@ pub fn card(a2a: &A2a, agent_type: &str, base: &str) -> Option<Value> {
         "version": env!("CARGO_PKG_VERSION"),
         "capabilities": {
             "streaming": true,
-            "pushNotifications": false,
+            "pushNotifications": true,
             "extendedAgentCard": false,
         },
         "defaultInputModes": ["text/plain", "application/json"],
@@ -51,6 +51,26 @@ pub fn card(a2a: &A2a, agent_type: &str, base: &str) -> Option<Value> {
             "tags": [agent_type],
         }],
     });
+    if !t.a2a.skills.is_empty() {
+        let skills: Vec<Value> = t
+            .a2a
+            .skills
+            .iter()
+            .map(|s| {
+                let mut v = json!({
+                    "id": s.id,
+                    "name": if s.name.trim().is_empty() { &s.id } else { &s.name },
+                    "description": if s.description.trim().is_empty() { &description } else { &s.description },
+                    "tags": if s.tags.is_empty() { vec![agent_type.to_string()] } else { s.tags.clone() },
+                });
+                if !s.examples.is_empty() {
+                    v["examples"] = json!(s.examples);
+                }
+                v
+            })
+            .collect();
+        card["skills"] = Value::Array(skills);
+    }
     if a2a.token_required {
         card["securitySchemes"] = json!({
             "bearer": {"httpAuthSecurityScheme": {

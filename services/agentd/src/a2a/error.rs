@@ -30,9 +30,6 @@ pub enum A2aError {
     /// `-32002`.
     #[error("{0}")]
     TaskNotCancelable(String),
-    /// `-32003`.
-    #[error("push notifications are not supported by this agent")]
-    PushNotSupported,
     /// `-32004`.
     #[error("{0}")]
     Unsupported(String),
@@ -55,7 +52,6 @@ impl A2aError {
             A2aError::Internal(_) => -32603,
             A2aError::TaskNotFound(_) => -32001,
             A2aError::TaskNotCancelable(_) => -32002,
-            A2aError::PushNotSupported => -32003,
             A2aError::Unsupported(_) => -32004,
             A2aError::ContentType(_) => -32005,
             A2aError::VersionNotSupported(_) => -32009,
@@ -72,11 +68,6 @@ impl A2aError {
             A2aError::Internal(_) => (500, "INTERNAL", "INTERNAL_ERROR"),
             A2aError::TaskNotFound(_) => (404, "NOT_FOUND", "TASK_NOT_FOUND"),
             A2aError::TaskNotCancelable(_) => (400, "FAILED_PRECONDITION", "TASK_NOT_CANCELABLE"),
-            A2aError::PushNotSupported => (
-                400,
-                "FAILED_PRECONDITION",
-                "PUSH_NOTIFICATION_NOT_SUPPORTED",
-            ),
             A2aError::Unsupported(_) => (400, "FAILED_PRECONDITION", "UNSUPPORTED_OPERATION"),
             A2aError::ContentType(_) => (400, "INVALID_ARGUMENT", "CONTENT_TYPE_NOT_SUPPORTED"),
             A2aError::VersionNotSupported(_) => {

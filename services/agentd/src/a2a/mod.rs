@@ -11,17 +11,20 @@
 //! | [`task`] | tasks over agentd's durable state: their records, what became of them |
 //! | [`service`] | the operations, whichever binding carries them |
 //! | [`stream`] | a task's updates as a stream |
+//! | [`push`] | push notification configs and their durable outbox |
 //! | [`bindings`] | JSON-RPC and HTTP+JSON: routes, versions, framing |
 
 mod bindings;
 pub(crate) mod card;
 mod error;
+mod push;
 mod service;
 mod stream;
 mod task;
 
 pub use bindings::routes;
 pub use error::A2aError;
+pub use push::Pusher;
 
 use agentd_actors::AgentSystem;
 
@@ -40,6 +43,10 @@ pub struct A2a {
     pub token_required: bool,
     /// Turns `true` when the service stops: streams end then.
     pub shutdown: crate::sse::Shutdown,
+    /// The contexts with push notifications to deliver.
+    pub pusher: push::Pusher,
+    /// `[a2a] context_idle_close_ms` (0: contexts are not closed for being idle).
+    pub idle_close_ms: u64,
 }
 
 impl A2a {
@@ -61,7 +68,12 @@ pub fn is_card_path(path: &str) -> bool {
 /// Settles the tasks of a context whenever its agent's status changes, in the background: a
 /// task's answer is read from the thread and kept while the thread still has it, whether or
 /// not a client is looking (a later compaction or reset cannot take it).
+/// Its push notifications are delivered from the outbox it writes (`push`).
 pub fn start_watcher(a2a: A2a) {
+    push::start(a2a.clone());
+    if a2a.idle_close_ms > 0 {
+        start_idle_closer(a2a.clone());
+    }
     actix_rt::spawn(async move {
         let (mut rx, _) = a2a.events.log.subscribe_with_ring();
         let mut contexts = std::collections::HashSet::new();
@@ -87,8 +99,59 @@ pub fn start_watcher(a2a: A2a) {
                     _ => continue,
                 }
             }
-            if let Err(e) = task::reconcile(&a2a.system, &agent).await {
-                tracing::warn!(context = %agent, error = %e, "settling A2A tasks");
+            match task::reconcile(&a2a.system, &agent).await {
+                Ok(Some((seen, _))) if seen.push_pending => a2a.pusher.poke(&agent),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(context = %agent, error = %e, "settling A2A tasks"),
+            }
+        }
+    });
+}
+
+/// Closes the contexts this process owns that have been idle (`idle`, or `completed`) for
+/// `[a2a] context_idle_close_ms`: their actors are freed, their history and tasks kept, and a
+/// new message re-opens them. Looked at every quarter of that time (at most every 15 s).
+fn start_idle_closer(a2a: A2a) {
+    let every = std::time::Duration::from_millis((a2a.idle_close_ms / 4).clamp(200, 15_000));
+    actix_rt::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            let mut shutdown = a2a.shutdown.clone();
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = shutdown.changed() => return,
+            }
+            let roots = match a2a.system.deps().store.list_roots().await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(error = %e, "closing idle A2A contexts: listing roots");
+                    continue;
+                }
+            };
+            let now = task::now_ms();
+            for r in roots {
+                let idle = matches!(
+                    r.status,
+                    agentd_proto::AgentStatus::Idle | agentd_proto::AgentStatus::Completed
+                );
+                if !idle
+                    || !a2a.serves(&r.agent_type)
+                    || r.updated_at_ms.saturating_add(a2a.idle_close_ms) > now
+                    || a2a.system.deps().is_owned_elsewhere(&r.id)
+                    || !task::is_context(&a2a.system, &r.id).await.unwrap_or(false)
+                {
+                    continue;
+                }
+                match a2a
+                    .system
+                    .control(&r.id, agentd_proto::Control::Close)
+                    .await
+                {
+                    Ok(_) => tracing::info!(context = %r.id, "closed an idle A2A context"),
+                    Err(e) => {
+                        tracing::warn!(context = %r.id, error = %e, "closing an idle A2A context")
+                    }
+                }
             }
         }
     });

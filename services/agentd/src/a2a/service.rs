@@ -214,8 +214,9 @@ pub async fn send(a2a: &A2a, agent_type: &str, p: &Value) -> Result<Sent, A2aErr
     let msg = incoming(sp.message.as_ref())?;
     let cfg = sp.configuration.unwrap_or_default();
     let history = history_length(cfg.history_length)?;
-    if cfg.task_push_notification_config.is_some() {
-        return Err(A2aError::PushNotSupported);
+    let push_cfg = cfg.task_push_notification_config.filter(|v| !v.is_null());
+    if let Some(c) = &push_cfg {
+        super::push::check_with_message(c)?;
     }
     let system = &a2a.system;
     system
@@ -226,8 +227,8 @@ pub async fn send(a2a: &A2a, agent_type: &str, p: &Value) -> Result<Sent, A2aErr
         .message("message", &msg.text)
         .map_err(A2aError::from)?;
     let task_id = match &msg.task_id {
-        Some(id) => answer_task(a2a, &msg, id).await?,
-        None => new_task(a2a, agent_type, &msg).await?,
+        Some(id) => answer_task(a2a, &msg, id, push_cfg.as_ref()).await?,
+        None => new_task(a2a, agent_type, &msg, push_cfg.as_ref()).await?,
     };
     Ok(Sent {
         task_id,
@@ -237,7 +238,12 @@ pub async fn send(a2a: &A2a, agent_type: &str, p: &Value) -> Result<Sent, A2aErr
 }
 
 /// A message naming a task: the answer to the question it asked.
-async fn answer_task(a2a: &A2a, msg: &Incoming, id: &str) -> Result<String, A2aError> {
+async fn answer_task(
+    a2a: &A2a,
+    msg: &Incoming,
+    id: &str,
+    push: Option<&Value>,
+) -> Result<String, A2aError> {
     let (_, view) = task::get(&a2a.system, id).await?;
     let mut t = view.task;
     if let Some(ctx) = &msg.context_id
@@ -274,6 +280,9 @@ async fn answer_task(a2a: &A2a, msg: &Incoming, id: &str) -> Result<String, A2aE
     t.history.push(with_ids(&msg.json, &t.context_id, &t.id));
     t.unposted = true;
     task::save(&a2a.system, &t).await?;
+    if let Some(c) = push {
+        super::push::save_with_message(&a2a.system, &t.context_id, &t.id, c).await?;
+    }
     let cmd = Command::AnswerQuestion {
         agent_id: t.context_id.clone(),
         answer: msg.text.clone(),
@@ -310,7 +319,12 @@ fn with_ids(msg: &Value, ctx: &str, task: &str) -> Value {
 }
 
 /// A message starting a task: in the context it names, or in a new one.
-async fn new_task(a2a: &A2a, agent_type: &str, msg: &Incoming) -> Result<String, A2aError> {
+async fn new_task(
+    a2a: &A2a,
+    agent_type: &str,
+    msg: &Incoming,
+    push: Option<&Value>,
+) -> Result<String, A2aError> {
     let system = &a2a.system;
     let ctx = match &msg.context_id {
         Some(ctx) => {
@@ -365,6 +379,9 @@ async fn new_task(a2a: &A2a, agent_type: &str, msg: &Incoming) -> Result<String,
         created_ms: task::now_ms(),
     };
     task::save(system, &t).await?;
+    if let Some(c) = push {
+        super::push::save_with_message(system, &ctx, &id, c).await?;
+    }
     let posted = system
         .post_as_from(SENDER, &ctx, item, InboxItem::followup(&msg.text, false))
         .await;

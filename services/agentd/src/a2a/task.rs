@@ -155,12 +155,16 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// What one stored value is (the two kinds share the context's task map).
+/// What one stored value is (the kinds share the context's task map).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-enum Stored {
+pub(super) enum Stored {
     Task(TaskRecord),
     Settled(Settled),
+    /// A push notification config of a task (`super::push`).
+    Push(super::push::PushConfig),
+    /// A push notification in the outbox (`super::push`).
+    Notice(super::push::Notice),
 }
 
 /// The key a task's settled state is stored under, beside the task.
@@ -191,6 +195,22 @@ pub async fn save(system: &AgentSystem, task: &TaskRecord) -> Result<(), A2aErro
         .deps()
         .store
         .a2a_task_put(&task.context_id, &task.id, &bytes)
+        .await
+        .map_err(store_err)
+}
+
+/// Stores `value` under `key` in context `ctx`'s task map.
+pub(super) async fn put(
+    system: &AgentSystem,
+    ctx: &str,
+    key: &str,
+    value: &Stored,
+) -> Result<(), A2aError> {
+    let bytes = serde_json::to_vec(value).map_err(store_err)?;
+    system
+        .deps()
+        .store
+        .a2a_task_put(ctx, key, &bytes)
         .await
         .map_err(store_err)
 }
@@ -230,6 +250,8 @@ pub struct Seen {
     pub pending: Vec<Envelope>,
     /// Its thread.
     pub thread: Vec<ThreadEntry>,
+    /// Whether push notifications wait in its outbox (set by [`reconcile`]).
+    pub push_pending: bool,
 }
 
 impl Seen {
@@ -248,6 +270,7 @@ impl Seen {
             rec,
             pending,
             thread,
+            push_pending: false,
         }))
     }
 }
@@ -388,26 +411,34 @@ fn derive(task: &TaskRecord, seen: &Seen, pending_inputs: &HashSet<Uuid>) -> Tas
     view(State::Completed, None, answer)
 }
 
-/// The context's tasks and settled states, read.
-async fn stored(
-    system: &AgentSystem,
-    ctx: &str,
-) -> Result<(Vec<TaskRecord>, Vec<Settled>), A2aError> {
+/// What a context's task map holds, read.
+#[derive(Default)]
+pub(super) struct Contents {
+    pub tasks: Vec<TaskRecord>,
+    pub settled: Vec<Settled>,
+    pub push: Vec<super::push::PushConfig>,
+    pub notices: Vec<super::push::Notice>,
+}
+
+/// The context's tasks, settled states, push configs and notifications, read.
+pub(super) async fn stored(system: &AgentSystem, ctx: &str) -> Result<Contents, A2aError> {
     let values = system
         .deps()
         .store
         .a2a_tasks(ctx)
         .await
         .map_err(store_err)?;
-    let (mut tasks, mut settled) = (Vec::new(), Vec::new());
+    let mut c = Contents::default();
     for v in values {
         match serde_json::from_slice::<Stored>(&v) {
-            Ok(Stored::Task(t)) => tasks.push(t),
-            Ok(Stored::Settled(s)) => settled.push(s),
+            Ok(Stored::Task(t)) => c.tasks.push(t),
+            Ok(Stored::Settled(s)) => c.settled.push(s),
+            Ok(Stored::Push(p)) => c.push.push(p),
+            Ok(Stored::Notice(n)) => c.notices.push(n),
             Err(e) => tracing::warn!(context = ctx, error = %e, "an A2A task could not be read"),
         }
     }
-    Ok((tasks, settled))
+    Ok(c)
 }
 
 /// Whether context `ctx` has tasks (is an A2A context).
@@ -428,8 +459,13 @@ pub async fn reconcile(
     system: &AgentSystem,
     ctx: &str,
 ) -> Result<Option<(Seen, Vec<TaskView>)>, A2aError> {
-    let (mut tasks, settled) = stored(system, ctx).await?;
-    let Some(seen) = Seen::load(system, ctx).await? else {
+    let Contents {
+        mut tasks,
+        settled,
+        push,
+        mut notices,
+    } = stored(system, ctx).await?;
+    let Some(mut seen) = Seen::load(system, ctx).await? else {
         return Ok(None);
     };
     discover(system, ctx, &seen, &mut tasks).await?;
@@ -460,6 +496,9 @@ pub async fn reconcile(
         // settles, not at every step.
         let worth_writing = known.is_none_or(|s| s.state != v.state) || v.state.is_terminal();
         if changed && worth_writing && !task.unposted {
+            // The notifications first: a crash between the two writes finds the state
+            // unsettled and writes the same notifications (same ids) again.
+            super::push::enqueue(system, &push, &mut notices, &v, last).await?;
             let s = Settled {
                 task_id: task.id.clone(),
                 for_input: last,
@@ -472,6 +511,7 @@ pub async fn reconcile(
         }
         views.push(v);
     }
+    seen.push_pending = notices.iter().any(super::push::Notice::is_pending);
     Ok(Some((seen, views)))
 }
 

@@ -88,6 +88,10 @@ pub struct A2aSettings {
     /// empty: the scheme and host each request arrived with.
     #[serde(default)]
     pub public_url: String,
+    /// A context (a root agent of an exposed type with A2A tasks) idle this long, ms, is
+    /// closed (its actor freed, its history and tasks kept; a new message re-opens it). 0: never.
+    #[serde(default)]
+    pub context_idle_close_ms: u64,
 }
 
 /// A list of names, or one string of them separated by commas.
