@@ -4,6 +4,7 @@
 
 use crate::channel_router::messages::RouteAcked;
 use crate::errors::mailbox;
+use crate::hashing::FastHashMap;
 use crate::messages::ChildOutput;
 use crate::messages::{CancelWait, Dispatched, ManageSend, Wait, WaitResult};
 use crate::messages::{Spawn, SpawnSpec};
@@ -15,7 +16,6 @@ use agentd_proto::{
     Address, AgentStatus, AgentdError, AsyncForward, Channel, Envelope, ErrorCode, Event,
     InboxItem, Item, ManageMode, ManageOptions, Role,
 };
-use std::collections::HashMap;
 use tokio::sync::oneshot;
 
 struct Waiter {
@@ -33,10 +33,11 @@ pub struct ParentRouter {
     waiters: Vec<Waiter>,
     next_wait: u64,
     /// Options of the latest call per child (per-call overrides win over the stored ones).
-    options: HashMap<String, ManageOptions>,
-    /// The child each `(worker title, alias)` last resolved to: the next call sends to it
-    /// without asking the store (the way there finds out whether it still exists).
-    resolved: HashMap<(String, String), String>,
+    options: FastHashMap<String, ManageOptions>,
+    /// The child each worker title and alias last resolved to (worker title → alias → child):
+    /// the next call sends to it without asking the store (the way there finds out whether it
+    /// still exists). Nested, so that a lookup borrows the call's strings.
+    resolved: FastHashMap<String, FastHashMap<String, String>>,
 }
 
 impl ParentRouter {
@@ -47,8 +48,8 @@ impl ParentRouter {
             system,
             waiters: Vec::new(),
             next_wait: 1,
-            options: HashMap::new(),
-            resolved: HashMap::new(),
+            options: FastHashMap::default(),
+            resolved: FastHashMap::default(),
         }
     }
 
@@ -79,8 +80,12 @@ impl Handler<ManageSend> for ParentRouter {
     type Result = AtomicResponse<Self, Result<Dispatched, AgentdError>>;
 
     fn handle(&mut self, msg: ManageSend, ctx: &mut Self::Context) -> Self::Result {
-        let key = (msg.worker_title.clone(), msg.alias.clone());
-        let Some(child_id) = self.resolved.get(&key).cloned() else {
+        let known = self
+            .resolved
+            .get(&msg.worker_title)
+            .and_then(|aliases| aliases.get(&msg.alias))
+            .cloned();
+        let Some(child_id) = known else {
             return AtomicResponse::new(self.resolve_and_send(msg));
         };
         // The child this alias resolved to before is sent to at once: whether it still exists
@@ -92,7 +97,9 @@ impl Handler<ManageSend> for ParentRouter {
             move |routed, act, _| -> SendFuture {
                 match routed {
                     Err(e) if e.code == ErrorCode::AgentNotFound => {
-                        act.resolved.remove(&key);
+                        if let Some(aliases) = act.resolved.get_mut(&msg.worker_title) {
+                            aliases.remove(&msg.alias);
+                        }
                         act.resolve_and_send(msg)
                     }
                     other => Box::pin(actix::fut::ready(other)),
@@ -173,11 +180,16 @@ impl ParentRouter {
         created: bool,
         cancel: Recipient<CancelWait>,
     ) -> (Envelope, Dispatched) {
-        self.resolved.insert(
-            (msg.worker_title.clone(), msg.alias.clone()),
-            child_id.clone(),
-        );
-        self.options.insert(child_id.clone(), msg.options.clone());
+        let aliases = match self.resolved.get_mut(&msg.worker_title) {
+            Some(aliases) => aliases,
+            None => self.resolved.entry(msg.worker_title.clone()).or_default(),
+        };
+        if aliases.get(&msg.alias) != Some(&child_id) {
+            aliases.insert(msg.alias.clone(), child_id.clone());
+        }
+        if self.options.get(&child_id) != Some(&msg.options) {
+            self.options.insert(child_id.clone(), msg.options.clone());
+        }
         let wait = if msg.options.mode == ManageMode::Sync {
             let (tx, rx) = oneshot::channel();
             let id = self.next_wait;
