@@ -9,6 +9,7 @@ use crate::messages::ChildOutput;
 use crate::messages::{CancelWait, Dispatched, ManageSend, Wait, WaitResult};
 use crate::messages::{Spawn, SpawnSpec};
 use crate::supervisor::SystemHandle;
+use actix::WeakRecipient;
 use actix::prelude::*;
 use agentd_proto::Output;
 use agentd_proto::ids::{derived_id, new_id};
@@ -16,6 +17,7 @@ use agentd_proto::{
     Address, AgentStatus, AgentdError, AsyncForward, Channel, Envelope, ErrorCode, Event,
     InboxItem, Item, ManageMode, ManageOptions, Role,
 };
+use std::sync::Arc;
 use tokio::sync::oneshot;
 
 struct Waiter {
@@ -38,6 +40,8 @@ pub struct ParentRouter {
     /// the next call sends to it without asking the store (the way there finds out whether it
     /// still exists). Nested, so that a lookup borrows the call's strings.
     resolved: FastHashMap<String, FastHashMap<String, String>>,
+    /// This router as the recipient of its sync waits' cancellations (made with the first).
+    cancel: Option<Arc<WeakRecipient<CancelWait>>>,
 }
 
 impl ParentRouter {
@@ -50,7 +54,17 @@ impl ParentRouter {
             next_wait: 1,
             options: FastHashMap::default(),
             resolved: FastHashMap::default(),
+            cancel: None,
         }
+    }
+
+    /// Where a sync wait's caller gives it up: this router, made once (weak: the router does
+    /// not keep itself alive).
+    fn cancel_recipient(&mut self, ctx: &mut Context<Self>) -> Arc<WeakRecipient<CancelWait>> {
+        Arc::clone(
+            self.cancel
+                .get_or_insert_with(|| Arc::new(ctx.address().downgrade().recipient())),
+        )
     }
 
     fn complete(&mut self, index: usize, status: &'static str, error: Option<String>) {
@@ -92,7 +106,8 @@ impl Handler<ManageSend> for ParentRouter {
         // is found on the way (the forward to its owner checks its record in the same script
         // as its append; a local activation reads the record), so a known alias costs no
         // store round trip. A child deleted since is resolved (and made) again.
-        let (env, dispatched) = self.dispatch(&msg, child_id, false, ctx.address().recipient());
+        let cancel = self.cancel_recipient(ctx);
+        let (env, dispatched) = self.dispatch(&msg, child_id, false, cancel);
         AtomicResponse::new(Box::pin(self.route(env, dispatched).then(
             move |routed, act, _| -> SendFuture {
                 match routed {
@@ -164,7 +179,7 @@ impl ParentRouter {
                         Ok(resolved) => resolved,
                         Err(e) => return Box::pin(actix::fut::ready(Err(e))),
                     };
-                    let cancel = ctx.address().recipient();
+                    let cancel = act.cancel_recipient(ctx);
                     let (env, dispatched) = act.dispatch(&msg, child_id, created, cancel);
                     act.route(env, dispatched)
                 }),
@@ -178,7 +193,7 @@ impl ParentRouter {
         msg: &ManageSend,
         child_id: String,
         created: bool,
-        cancel: Recipient<CancelWait>,
+        cancel: Arc<WeakRecipient<CancelWait>>,
     ) -> (Envelope, Dispatched) {
         let aliases = match self.resolved.get_mut(&msg.worker_title) {
             Some(aliases) => aliases,

@@ -6,6 +6,7 @@ use super::BuiltinTool;
 use crate::deps::Deps;
 use crate::messages::{CancelWait, ManageSend, WaitResult};
 use crate::ports::ToolSpec;
+use actix::WeakRecipient;
 use agentd_proto::{
     AgentRecord, AgentdError, ErrorCode, ManageCommand, ManageMode, ManageOptions, ManageRequest,
 };
@@ -121,8 +122,8 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
             };
             let result = tokio::select! {
                 done = &mut rx => done.unwrap_or_else(|_| dropped()),
-                _ = sleep => match wait.cancel.send(CancelWait(wait.id)).await {
-                    Ok(Some(messages)) => WaitResult { status: "timeout", messages, error: None },
+                _ = sleep => match cancel(&wait.cancel, wait.id).await {
+                    Some(messages) => WaitResult { status: "timeout", messages, error: None },
                     // The wait completed between the timer and the cancel: its result is in `rx`.
                     _ => rx.await.unwrap_or_else(|_| dropped()),
                 },
@@ -138,6 +139,12 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
             Ok(out)
         }
     }
+}
+
+/// Gives up wait `id` at its router: the messages it had collected, or `None` if it completed
+/// meanwhile (or its router is gone, taking the wait with it).
+async fn cancel(router: &WeakRecipient<CancelWait>, id: u64) -> Option<Vec<String>> {
+    router.upgrade()?.send(CancelWait(id)).await.ok().flatten()
 }
 
 async fn check_status(ctx: &ToolContext, no_workers: bool) -> Result<Value, AgentdError> {
