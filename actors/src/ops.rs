@@ -169,9 +169,8 @@ pub(crate) async fn shared_record(
     system
         .deps
         .store
-        .get_agent(id)
+        .get_agent_shared(id)
         .await?
-        .map(Arc::new)
         .ok_or_else(|| AgentdError::agent_not_found(id))
 }
 
