@@ -16,6 +16,7 @@ use agentd_proto::{
     Inspection, Item, LiveState,
 };
 use async_trait::async_trait;
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// Creates an agent through the supervisor. Its title (trimmed) and budget are checked here,
@@ -168,6 +169,14 @@ async fn resume_tree_budget_pauses(system: &Shared, root: &str) -> Result<(), Ag
 
 /// The freshest record of an agent: the live actor's, else the stored one.
 pub(crate) async fn record(system: &Shared, id: &str) -> Result<AgentRecord, AgentdError> {
+    shared_record(system, id).await.map(Arc::unwrap_or_clone)
+}
+
+/// [`record`], shared: a live agent's record without a copy when no turn runs.
+pub(crate) async fn shared_record(
+    system: &Shared,
+    id: &str,
+) -> Result<Arc<AgentRecord>, AgentdError> {
     if let Some(addr) = system.directory.agent(id)
         && let Ok(rec) = addr.send(Snapshot).await
     {
@@ -176,7 +185,7 @@ pub(crate) async fn record(system: &Shared, id: &str) -> Result<AgentRecord, Age
     system
         .deps
         .store
-        .get_agent(id)
+        .get_agent_shared(id)
         .await?
         .ok_or_else(|| AgentdError::agent_not_found(id))
 }
@@ -264,6 +273,10 @@ impl Agents for Shared {
     }
 
     async fn manage(&self, send: ManageSend) -> Result<Dispatched, AgentdError> {
+        // A parent that has sent before has its router in the directory: no supervisor hop.
+        if let Some(router) = self.directory.parent_router(&send.parent.id) {
+            return router.send(send).await.map_err(mailbox)?;
+        }
         let router = self
             .supervisor
             .send(ParentRouterFor(send.parent.id.clone()))

@@ -149,7 +149,8 @@ impl ManageRequest {
         if args.get("command").is_none() {
             return Err(AgentdError::missing_field("command"));
         }
-        serde_json::from_value(args.clone())
+        // Read from the borrowed value: no copy of the arguments.
+        Self::deserialize(args)
             .map_err(|e| AgentdError::new(ErrorCode::InvalidArgument, format!("Manage: {e}")))
     }
 

@@ -175,7 +175,7 @@ impl AgentActor {
                 let budget = if is_root {
                     own_budget
                 } else {
-                    let root = deps.store.get_agent(&root_id).await.ok().flatten();
+                    let root = deps.store.get_agent_shared(&root_id).await.ok().flatten();
                     root.and_then(|r| r.budget.as_deref().copied())
                 }?;
                 let now = deps.clock.now_ms();

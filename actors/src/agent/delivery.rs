@@ -89,7 +89,7 @@ impl AgentActor {
         let store = self.deps().store.clone();
         let id = self.rec.id.clone();
         let (input, then) = match self.turn_start_writes(&env) {
-            Some((input, then)) => (Some(input), then),
+            Some((input, record, then)) => (Some((input, record)), then),
             None => (None, Vec::new()),
         };
         self.writes.push_started();
@@ -109,9 +109,13 @@ impl AgentActor {
                     Err(e) => return ready(Err(e.into())),
                 };
                 if pushed.fresh {
-                    let prestart = input
-                        .filter(|_| pushed.then_applied)
-                        .map(|input| Prestart { id: env.id, input });
+                    let prestart = input.filter(|_| pushed.then_applied).map(
+                        |(input, record)| Prestart {
+                            id: env.id,
+                            input,
+                            record,
+                        },
+                    );
                     act.enqueue(env, ctx);
                     if act.pump_with(prestart, ctx).is_some() {
                         // Not started after all: the stored record is put right.

@@ -87,9 +87,9 @@ pub struct TakeCheckpoint {
 pub struct RestoreCheckpoint(pub agentd_proto::Checkpoint);
 
 /// The live agent's current record; while a turn runs, its `current_step` says what the turn
-/// does now.
+/// does now. Shared, not copied, when no turn runs (the record is then as the actor holds it).
 #[derive(Message, Debug)]
-#[rtype(result = "AgentRecord")]
+#[rtype(result = "std::sync::Arc<AgentRecord>")]
 pub struct Snapshot;
 
 /// What a live agent holds besides its record: queued inbox items and whether a turn runs.

@@ -170,12 +170,13 @@ impl Handler<Snapshot> for AgentActor {
     type Result = MessageResult<Snapshot>;
 
     fn handle(&mut self, _: Snapshot, _: &mut Self::Context) -> Self::Result {
-        let mut rec = AgentRecord::clone(&self.rec);
-        if let Some(turn) = self.activity.running() {
-            rec.current_step = Some(turn.step.to_string());
-        }
         self.check_activity();
-        MessageResult(rec)
+        let Some(turn) = self.activity.running() else {
+            return MessageResult(self.rec.share());
+        };
+        let mut rec = AgentRecord::clone(&self.rec);
+        rec.current_step = Some(turn.step.to_string());
+        MessageResult(Arc::new(rec))
     }
 }
 

@@ -10,7 +10,7 @@ use super::activity::{Activity, RunningTurn, Slot, TurnStart};
 use super::budget::UsageMeters;
 use crate::ports::StoreWrite;
 use crate::tools::ToolContext;
-use crate::turn::Step;
+use crate::turn::{Step, TurnProgress};
 use crate::turn::{Turn, TurnInput, TurnShared};
 use actix::prelude::*;
 use agentd_proto::ids::derived_id;
@@ -30,6 +30,8 @@ pub(super) struct TurnSetup {
     system_prompt: Arc<str>,
     pub(super) names: Arc<crate::turn::RequestNames>,
     pub(super) usage: UsageMeters,
+    /// Where the agent's turns report their progress (the actor's own address, made once).
+    progress: Option<Arc<Recipient<TurnProgress>>>,
 }
 
 impl TurnSetup {
@@ -39,6 +41,7 @@ impl TurnSetup {
             system_prompt: crate::turn::system_prompt(rec, deps).into(),
             names: Arc::new(crate::turn::RequestNames::of(rec, deps)),
             usage: UsageMeters::of(rec, deps),
+            progress: None,
         }
     }
 }
@@ -48,16 +51,31 @@ impl TurnSetup {
 pub(super) struct Prestart {
     pub(super) id: Uuid,
     pub(super) input: TurnInput,
+    pub(super) record: WrittenRecord,
+}
+
+/// The `running` record a turn start wrote with its item's push, and the record it was made
+/// from. While `base` is held, any change to the actor's record copies it, so the actor still
+/// holding `base` itself proves nothing changed since: the turn then adopts `running` instead
+/// of making the same changes again on a copy of its own.
+pub(super) struct WrittenRecord {
+    base: Arc<AgentRecord>,
+    running: Arc<AgentRecord>,
 }
 
 /// Whether the writes that start a turn (its input entry, the `running` record) are still to
 /// be made, or went with its item's push already.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum StartWrites {
     /// Still to be made: they go with the actor's next flush.
     Fresh,
     /// Written with the item's push ([`AgentActor::turn_start_writes`]).
-    Written,
+    Written(WrittenRecord),
+}
+
+impl StartWrites {
+    fn written(&self) -> bool {
+        matches!(self, StartWrites::Written(_))
+    }
 }
 
 /// Counts a turn on inbox item `task` as the task's next attempt (the first, for a new task).
@@ -120,7 +138,7 @@ impl AgentActor {
             return self.pump_with(prestart, ctx);
         }
         let (input, writes, prestart) = match prestart {
-            Some(p) if p.id == env.id => (Some(p.input), StartWrites::Written, None),
+            Some(p) if p.id == env.id => (Some(p.input), StartWrites::Written(p.record), None),
             other => (self.turn_input(&env), StartWrites::Fresh, other),
         };
         let Some(input) = input else {
@@ -172,7 +190,7 @@ impl AgentActor {
     pub(super) fn turn_start_writes(
         &mut self,
         env: &Envelope,
-    ) -> Option<(TurnInput, Vec<StoreWrite>)> {
+    ) -> Option<(TurnInput, WrittenRecord, Vec<StoreWrite>)> {
         let ready = matches!(self.activity, Activity::Idle)
             && self.queue.is_empty()
             && self.system.scheduler.is_none()
@@ -193,14 +211,19 @@ impl AgentActor {
         rec.status = AgentStatus::Running;
         rec.status_reason = None;
         rec.updated_at_ms = self.deps().clock.now_ms();
+        let running = Arc::new(rec);
         let writes = vec![
             StoreWrite::Append {
                 agent_id,
                 entry: Arc::clone(entry),
             },
-            StoreWrite::PutAgent(Arc::new(rec)),
+            StoreWrite::PutAgent(Arc::clone(&running)),
         ];
-        Some((input, writes))
+        let record = WrittenRecord {
+            base: self.rec.share(),
+            running,
+        };
+        Some((input, record, writes))
     }
 
     /// Starts the turn of `env` now. `writes`: whether the turn's start (input entry, `running`
@@ -223,6 +246,20 @@ impl AgentActor {
         if let Err(e) = self.check_can_run() {
             tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot start a turn");
             give_back_permit(self);
+            return;
+        }
+        let written = writes.written();
+        if let StartWrites::Written(record) = writes
+            && Arc::ptr_eq(&self.rec.0, &record.base)
+        {
+            // Nothing changed since the push wrote the `running` record: it is the record.
+            let from = self.rec.status;
+            self.rec = super::SharedRecord(record.running);
+            if from != AgentStatus::Running {
+                self.announce_status(from, None);
+            }
+            self.writes.record_written();
+            self.start_turn(env, input, written, slot, ctx);
             return;
         }
         // The task and its attempt are persisted with `running`, so a turn re-run after a
@@ -249,12 +286,25 @@ impl AgentActor {
             }
             self.deps().model.conversation_replaced(&self.rec.id);
         }
-        if writes == StartWrites::Written {
+        if written {
             // The `running` record went with the item's push.
             self.writes.record_written();
         }
+        self.start_turn(env, input, written, slot, ctx);
+    }
+
+    /// Starts the turn of `env` on a record that shows `running` already (`written`: whether
+    /// its input entry went with the item's push).
+    fn start_turn(
+        &mut self,
+        env: Envelope,
+        input: TurnInput,
+        written: bool,
+        slot: Slot,
+        ctx: &mut Context<Self>,
+    ) {
         let input_written = match &input {
-            TurnInput::Message(entry) => Some(self.write_input(Arc::clone(entry), writes, ctx)),
+            TurnInput::Message(entry) => Some(self.write_input(Arc::clone(entry), written, ctx)),
             _ => None,
         };
         let start = TurnStart {
@@ -275,10 +325,9 @@ impl AgentActor {
     fn write_input(
         &mut self,
         entry: Arc<ThreadEntry>,
-        writes: StartWrites,
+        written: bool,
         ctx: &mut Context<Self>,
     ) -> Arc<AtomicBool> {
-        let written = writes == StartWrites::Written;
         let flag = Arc::new(AtomicBool::new(written));
         if !written {
             self.writes.watch_input(flag.clone());
@@ -307,7 +356,7 @@ impl AgentActor {
     }
 
     /// [`Self::turn_setup`], with the tool specs brought up to the catalogue's version.
-    fn fresh_turn_setup(&mut self) -> &TurnSetup {
+    fn fresh_turn_setup(&mut self) -> &mut TurnSetup {
         let (rec, deps) = (&self.rec, &self.system.deps);
         let setup = self
             .setup
@@ -328,6 +377,11 @@ impl AgentActor {
         } = start;
         let shared = Arc::new(TurnShared::default());
         let setup = self.fresh_turn_setup();
+        let progress = Arc::clone(
+            setup
+                .progress
+                .get_or_insert_with(|| Arc::new(ctx.address().recipient())),
+        );
         let (tool_specs, system_prompt, names) = (
             setup.tool_specs.specs().clone(),
             setup.system_prompt.clone(),
@@ -356,9 +410,9 @@ impl AgentActor {
                 agents: self.system.agents(),
                 cause,
             },
-            outputs: (*self.system.router).clone().recipient(),
+            outputs: Arc::clone(&self.system.outputs),
             rate_gates: Arc::clone(&self.system.rate_gates),
-            progress: ctx.address().recipient(),
+            progress,
             shared: Arc::clone(&shared),
             cause,
         };

@@ -27,6 +27,14 @@ impl AgentActor {
         }
         self.rec.status = to;
         self.rec.status_reason = reason.clone();
+        self.announce_status(from, reason);
+        Ok(true)
+    }
+
+    /// Tells the status gauge and the event stream that the record's status went from `from`
+    /// to what it is now (`reason`: why).
+    pub(super) fn announce_status(&self, from: AgentStatus, reason: Option<String>) {
+        let to = self.rec.status;
         metrics::global().agent_status(&self.rec.id, Some(to.as_str()));
         if self.deps().events.is_listened() {
             self.deps().events.publish(&Event::StatusChanged {
@@ -36,7 +44,6 @@ impl AgentActor {
                 reason,
             });
         }
-        Ok(true)
     }
 
     /// [`Self::transition`], then persists the record before any further message is handled,

@@ -32,6 +32,7 @@ pub use pattern::{ToolPattern, any_matches, check_type_tools, is_valid_server_na
 pub use tool::Tool;
 pub(crate) use tool::unknown;
 
+use crate::hashing::FastHashSet;
 use crate::ports::{McpTools, ToolSpec, WebhookClient};
 use agentd_proto::AgentdError;
 use std::collections::HashMap;
@@ -64,6 +65,36 @@ pub struct CheckedSpec {
     pub spec: ToolSpec,
     /// `spec.parameters`, compiled.
     pub validator: jsonschema::Validator,
+    /// The property names of a flat schema (an object whose properties hold no objects or
+    /// lists of their own), looked up by hash: most calls' fields are all spelled as it says.
+    /// `None` for any other schema.
+    flat_names: Option<FastHashSet<String>>,
+}
+
+impl CheckedSpec {
+    /// `spec` with its compiled `validator`.
+    pub fn new(spec: ToolSpec, validator: jsonschema::Validator) -> Self {
+        let flat_names = spec
+            .parameters
+            .get("properties")
+            .and_then(serde_json::Value::as_object)
+            .filter(|props| {
+                props
+                    .values()
+                    .all(|p| p.get("properties").is_none() && p.get("items").is_none())
+            })
+            .map(|props| props.keys().cloned().collect());
+        CheckedSpec {
+            spec,
+            validator,
+            flat_names,
+        }
+    }
+
+    /// The property names, if the schema is flat (see the field).
+    pub fn flat_names(&self) -> Option<&FastHashSet<String>> {
+        self.flat_names.as_ref()
+    }
 }
 
 impl std::fmt::Debug for CheckedSpec {
@@ -316,7 +347,7 @@ mod tests {
                     let spec = spec("current_time");
                     let validator =
                         jsonschema::validator_for(&spec.parameters).map_err(|e| e.to_string())?;
-                    Ok::<_, String>(CheckedSpec { spec, validator })
+                    Ok::<_, String>(CheckedSpec::new(spec, validator))
                 })
                 .unwrap_or_else(|e| panic!("{e}"))
         };

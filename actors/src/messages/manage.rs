@@ -2,6 +2,7 @@
 //! worker's child thread; a sync call then waits for the [`WaitResult`] and may give up with
 //! [`CancelWait`], sent to the [`Wait`]'s own recipient (the tool never names the router's type).
 
+use actix::WeakRecipient;
 use actix::prelude::*;
 use agentd_proto::{AgentRecord, AgentdError, ManageOptions};
 use std::sync::Arc;
@@ -38,7 +39,7 @@ pub struct Wait {
     /// Where the result arrives.
     pub result: oneshot::Receiver<WaitResult>,
     /// Who gives the wait up (the router that holds it).
-    pub cancel: Recipient<CancelWait>,
+    pub cancel: Arc<WeakRecipient<CancelWait>>,
 }
 
 /// Route a Manage message to a worker's child thread (get-or-create by alias).

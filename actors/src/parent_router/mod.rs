@@ -4,10 +4,12 @@
 
 use crate::channel_router::messages::RouteAcked;
 use crate::errors::mailbox;
+use crate::hashing::FastHashMap;
 use crate::messages::ChildOutput;
 use crate::messages::{CancelWait, Dispatched, ManageSend, Wait, WaitResult};
 use crate::messages::{Spawn, SpawnSpec};
 use crate::supervisor::SystemHandle;
+use actix::WeakRecipient;
 use actix::prelude::*;
 use agentd_proto::Output;
 use agentd_proto::ids::{derived_id, new_id};
@@ -15,7 +17,7 @@ use agentd_proto::{
     Address, AgentStatus, AgentdError, AsyncForward, Channel, Envelope, ErrorCode, Event,
     InboxItem, Item, ManageMode, ManageOptions, Role,
 };
-use std::collections::HashMap;
+use std::sync::Arc;
 use tokio::sync::oneshot;
 
 struct Waiter {
@@ -33,10 +35,13 @@ pub struct ParentRouter {
     waiters: Vec<Waiter>,
     next_wait: u64,
     /// Options of the latest call per child (per-call overrides win over the stored ones).
-    options: HashMap<String, ManageOptions>,
-    /// The child each `(worker title, alias)` last resolved to: the next call sends to it
-    /// without asking the store (the way there finds out whether it still exists).
-    resolved: HashMap<(String, String), String>,
+    options: FastHashMap<String, ManageOptions>,
+    /// The child each worker title and alias last resolved to (worker title → alias → child):
+    /// the next call sends to it without asking the store (the way there finds out whether it
+    /// still exists). Nested, so that a lookup borrows the call's strings.
+    resolved: FastHashMap<String, FastHashMap<String, String>>,
+    /// This router as the recipient of its sync waits' cancellations (made with the first).
+    cancel: Option<Arc<WeakRecipient<CancelWait>>>,
 }
 
 impl ParentRouter {
@@ -47,9 +52,19 @@ impl ParentRouter {
             system,
             waiters: Vec::new(),
             next_wait: 1,
-            options: HashMap::new(),
-            resolved: HashMap::new(),
+            options: FastHashMap::default(),
+            resolved: FastHashMap::default(),
+            cancel: None,
         }
+    }
+
+    /// Where a sync wait's caller gives it up: this router, made once (weak: the router does
+    /// not keep itself alive).
+    fn cancel_recipient(&mut self, ctx: &mut Context<Self>) -> Arc<WeakRecipient<CancelWait>> {
+        Arc::clone(
+            self.cancel
+                .get_or_insert_with(|| Arc::new(ctx.address().downgrade().recipient())),
+        )
     }
 
     fn complete(&mut self, index: usize, status: &'static str, error: Option<String>) {
@@ -79,20 +94,27 @@ impl Handler<ManageSend> for ParentRouter {
     type Result = AtomicResponse<Self, Result<Dispatched, AgentdError>>;
 
     fn handle(&mut self, msg: ManageSend, ctx: &mut Self::Context) -> Self::Result {
-        let key = (msg.worker_title.clone(), msg.alias.clone());
-        let Some(child_id) = self.resolved.get(&key).cloned() else {
+        let known = self
+            .resolved
+            .get(&msg.worker_title)
+            .and_then(|aliases| aliases.get(&msg.alias))
+            .cloned();
+        let Some(child_id) = known else {
             return AtomicResponse::new(self.resolve_and_send(msg));
         };
         // The child this alias resolved to before is sent to at once: whether it still exists
         // is found on the way (the forward to its owner checks its record in the same script
         // as its append; a local activation reads the record), so a known alias costs no
         // store round trip. A child deleted since is resolved (and made) again.
-        let (env, dispatched) = self.dispatch(&msg, child_id, false, ctx.address().recipient());
+        let cancel = self.cancel_recipient(ctx);
+        let (env, dispatched) = self.dispatch(&msg, child_id, false, cancel);
         AtomicResponse::new(Box::pin(self.route(env, dispatched).then(
             move |routed, act, _| -> SendFuture {
                 match routed {
                     Err(e) if e.code == ErrorCode::AgentNotFound => {
-                        act.resolved.remove(&key);
+                        if let Some(aliases) = act.resolved.get_mut(&msg.worker_title) {
+                            aliases.remove(&msg.alias);
+                        }
                         act.resolve_and_send(msg)
                     }
                     other => Box::pin(actix::fut::ready(other)),
@@ -157,7 +179,7 @@ impl ParentRouter {
                         Ok(resolved) => resolved,
                         Err(e) => return Box::pin(actix::fut::ready(Err(e))),
                     };
-                    let cancel = ctx.address().recipient();
+                    let cancel = act.cancel_recipient(ctx);
                     let (env, dispatched) = act.dispatch(&msg, child_id, created, cancel);
                     act.route(env, dispatched)
                 }),
@@ -171,13 +193,18 @@ impl ParentRouter {
         msg: &ManageSend,
         child_id: String,
         created: bool,
-        cancel: Recipient<CancelWait>,
+        cancel: Arc<WeakRecipient<CancelWait>>,
     ) -> (Envelope, Dispatched) {
-        self.resolved.insert(
-            (msg.worker_title.clone(), msg.alias.clone()),
-            child_id.clone(),
-        );
-        self.options.insert(child_id.clone(), msg.options.clone());
+        let aliases = match self.resolved.get_mut(&msg.worker_title) {
+            Some(aliases) => aliases,
+            None => self.resolved.entry(msg.worker_title.clone()).or_default(),
+        };
+        if aliases.get(&msg.alias) != Some(&child_id) {
+            aliases.insert(msg.alias.clone(), child_id.clone());
+        }
+        if self.options.get(&child_id) != Some(&msg.options) {
+            self.options.insert(child_id.clone(), msg.options.clone());
+        }
         let wait = if msg.options.mode == ManageMode::Sync {
             let (tx, rx) = oneshot::channel();
             let id = self.next_wait;

@@ -206,6 +206,11 @@ pub trait ThreadStore: Send + Sync + 'static {
     async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()>;
     /// Reads an agent record.
     async fn get_agent(&self, agent_id: &str) -> StoreResult<Option<AgentRecord>>;
+    /// [`Self::get_agent`], shared: a store that keeps its records in memory answers the one it
+    /// holds instead of a copy (a read that only looks costs no copy of the record's strings).
+    async fn get_agent_shared(&self, agent_id: &str) -> StoreResult<Option<Arc<AgentRecord>>> {
+        Ok(self.get_agent(agent_id).await?.map(Arc::new))
+    }
     /// Whether an agent record exists (every message posted checks it: stores answer without
     /// reading and decoding the record where they can).
     async fn agent_exists(&self, agent_id: &str) -> StoreResult<bool> {

@@ -8,11 +8,13 @@ use crate::agent::AgentActor;
 use crate::hashing::FastHashMap;
 use crate::parent_router::ParentRouter;
 use actix::Addr;
-use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// A live agent's address: one shared copy (an `Addr` clone allocates its own sender state).
 pub(crate) type SharedAgentAddr = Arc<Addr<AgentActor>>;
+
+/// A parent router's address, shared the same way.
+pub(crate) type SharedRouterAddr = Arc<Addr<ParentRouter>>;
 
 /// A live agent of this process.
 struct LiveAgent {
@@ -26,7 +28,7 @@ struct LiveAgent {
 #[derive(Default)]
 pub(crate) struct Directory {
     agents: RwLock<FastHashMap<Arc<str>, LiveAgent>>,
-    parents: RwLock<HashMap<String, Addr<ParentRouter>>>,
+    parents: RwLock<FastHashMap<String, SharedRouterAddr>>,
 }
 
 /// Reads `lock`; a writer that panicked left a map that is still consistent (every write is one
@@ -55,7 +57,7 @@ impl Directory {
     }
 
     /// The router of parent `id`, if it runs.
-    pub(crate) fn parent_router(&self, id: &str) -> Option<Addr<ParentRouter>> {
+    pub(crate) fn parent_router(&self, id: &str) -> Option<SharedRouterAddr> {
         read(&self.parents)
             .get(id)
             .filter(|a| a.connected())
@@ -123,7 +125,7 @@ impl Directory {
     }
 
     /// Adds the router of parent `id`.
-    pub(super) fn insert_parent_router(&self, id: String, router: Addr<ParentRouter>) {
+    pub(super) fn insert_parent_router(&self, id: String, router: SharedRouterAddr) {
         write(&self.parents).insert(id, router);
     }
 

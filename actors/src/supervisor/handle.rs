@@ -9,11 +9,12 @@
 use super::{Directory, Supervisor};
 use crate::channel_router::ChannelRouter;
 use crate::deps::Deps;
+use crate::messages::ChildOutput;
 use crate::rate_gate::RateGates;
 use crate::scheduler::Scheduler;
 use crate::tools::Agents;
 use crate::tree_spend::TreeSpend;
-use actix::Addr;
+use actix::{Addr, Recipient};
 use std::sync::Arc;
 
 /// A shared handle on the actors and ports of one process.
@@ -28,6 +29,9 @@ pub(crate) struct Shared {
     pub(crate) supervisor: Arc<Addr<Supervisor>>,
     /// The process router.
     pub(crate) router: Arc<Addr<ChannelRouter>>,
+    /// The process router as the turns' child outputs reach it: one recipient for every turn
+    /// (a `Recipient` made from an `Addr` allocates twice).
+    pub(crate) outputs: Arc<Recipient<ChildOutput>>,
     /// Turn slots under a concurrency limit, if one is set.
     pub(crate) scheduler: Option<Addr<Scheduler>>,
     /// The live agents and parent routers of this process (written by the supervisor only).

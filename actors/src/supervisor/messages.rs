@@ -1,7 +1,6 @@
 //! The messages the [`Supervisor`](super::Supervisor) handles.
 
-use super::directory::SharedAgentAddr;
-use crate::parent_router::ParentRouter;
+use super::directory::{SharedAgentAddr, SharedRouterAddr};
 use actix::prelude::*;
 use agentd_proto::{AgentRecord, AgentdError, Control};
 
@@ -13,7 +12,7 @@ pub struct Activate(pub String);
 
 /// The ParentRouter of a parent (created with its first child).
 #[derive(Message, Debug)]
-#[rtype(result = "Addr<ParentRouter>")]
+#[rtype(result = "SharedRouterAddr")]
 pub struct ParentRouterFor(pub String);
 
 /// A lifecycle control through the supervisor (cascades where the design says so).

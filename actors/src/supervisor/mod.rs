@@ -142,8 +142,10 @@ impl Handler<ParentRouterFor> for Supervisor {
         if let Some(pr) = self.system.directory.parent_router(&id) {
             return MessageResult(pr);
         }
-        let pr = ParentRouter::new(id.clone(), self.system.clone()).start();
-        self.system.directory.insert_parent_router(id, pr.clone());
+        let pr = Arc::new(ParentRouter::new(id.clone(), self.system.clone()).start());
+        self.system
+            .directory
+            .insert_parent_router(id, Arc::clone(&pr));
         MessageResult(pr)
     }
 }

@@ -373,12 +373,13 @@ impl AgentSystem {
     }
 
     /// Runs a tool as `agent_id` would (its thread is the runtime thread). Without an agent id
-    /// there is no runtime thread: `missing_thread_id` (seed 000).
+    /// there is no runtime thread: `missing_thread_id` (seed 000). The arguments are only
+    /// read: a caller that sends the same ones again lends them instead of copying them.
     pub async fn invoke_tool(
         &self,
         agent_id: Option<&str>,
         tool: &str,
-        args: Value,
+        args: impl std::borrow::Borrow<Value>,
     ) -> Result<Value, AgentdError> {
         let Some(agent_id) = agent_id.filter(|a| !a.trim().is_empty()) else {
             return Err(AgentdError::new(
@@ -386,14 +387,14 @@ impl AgentSystem {
                 "a tool call needs the caller's thread id (agent_id)",
             ));
         };
-        let caller = ops::record(&self.system, agent_id).await?;
+        let caller = ops::shared_record(&self.system, agent_id).await?;
         let ctx = ToolContext {
-            caller: std::sync::Arc::new(caller),
+            caller,
             deps: self.system.deps.clone(),
             agents: self.system.agents(),
             cause: agentd_proto::ids::new_id(),
         };
-        match tools::execute(&ctx, tool, &args).await? {
+        match tools::execute(&ctx, tool, args.borrow()).await? {
             ToolOutcome::Value(v) => Ok(v),
             ToolOutcome::Yielded(v) => Err(AgentdError::new(
                 ErrorCode::ToolNotAllowed,

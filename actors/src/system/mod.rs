@@ -50,6 +50,7 @@ impl AgentSystem {
             deps: deps.clone(),
             supervisor: Arc::new(supervisor_ctx.address()),
             router: Arc::new(router_ctx.address()),
+            outputs: Arc::new(router_ctx.address().recipient()),
             scheduler,
             directory: Default::default(),
             tree_spend: Default::default(),

@@ -141,14 +141,14 @@ pub fn compile(schema: &Value) -> Result<jsonschema::Validator, AgentdError> {
 /// doc). Compiles the schema: for tests and one-off checks; calls use [`check`].
 #[cfg(test)]
 pub fn validate(schema: &Value, args: &Value) -> Result<Value, AgentdError> {
-    let checked = CheckedSpec {
-        spec: crate::ports::ToolSpec {
+    let checked = CheckedSpec::new(
+        crate::ports::ToolSpec {
             name: String::new(),
             description: String::new(),
             parameters: schema.clone(),
         },
-        validator: compile(schema)?,
-    };
+        compile(schema)?,
+    );
     check(&checked, args).map(Cow::into_owned)
 }
 
@@ -156,7 +156,17 @@ pub fn validate(schema: &Value, args: &Value) -> Result<Value, AgentdError> {
 /// module doc): borrowed when nothing needed renaming.
 pub fn check<'a>(checked: &CheckedSpec, args: &'a Value) -> Result<Cow<'a, Value>, AgentdError> {
     let schema = &checked.spec.parameters;
-    let args = if needs_normalising(schema, args) {
+    let needs = match (checked.flat_names(), args) {
+        (Some(names), Value::Object(fields)) => fields.iter().any(|(key, value)| {
+            if names.contains(key) {
+                value.is_null()
+            } else {
+                names.contains(&snake(key)) || names.contains(&camel(key))
+            }
+        }),
+        _ => needs_normalising(schema, args),
+    };
+    let args = if needs {
         Cow::Owned(normalised(schema, args, "")?)
     } else {
         Cow::Borrowed(args)
@@ -217,14 +227,14 @@ mod tests {
 
     #[test]
     fn arguments_spelled_as_the_schema_says_are_used_as_they_came() {
-        let checked = CheckedSpec {
-            spec: crate::ports::ToolSpec {
+        let checked = CheckedSpec::new(
+            crate::ports::ToolSpec {
                 name: "t".into(),
                 description: String::new(),
                 parameters: schema(),
             },
-            validator: compile(&schema()).unwrap_or_else(|e| panic!("{e}")),
-        };
+            compile(&schema()).unwrap_or_else(|e| panic!("{e}")),
+        );
         let as_named = json!({"agent_type": "a", "syncTimeoutMs": 5, "extra": null});
         let checked_args = check(&checked, &as_named).unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(checked_args, Cow::Borrowed(_)), "no copy");

@@ -38,7 +38,7 @@ impl Tool {
         deps.tools.checked_for(&rec.agent_type, self.name(), || {
             let spec = self.spec(rec, deps);
             let validator = schema::compile(&spec.parameters)?;
-            Ok(CheckedSpec { spec, validator })
+            Ok(CheckedSpec::new(spec, validator))
         })
     }
 

@@ -32,34 +32,60 @@ pub fn may_manage(rec: &AgentRecord, deps: &Deps) -> bool {
 /// tools (same grammar) if it has a list; then, for a sub-agent, the sub-agent tools, whatever
 /// its list says.
 pub fn visible_tools(rec: &AgentRecord, deps: &Deps) -> Vec<Tool> {
+    let sight = Sight::of(rec, deps);
     let catalogue = &deps.tools;
-    let manages = may_manage(rec, deps);
-    let foreground = is_foreground(rec);
-    let agent_type = deps.config.types.get(&rec.agent_type);
     let mut tools: Vec<Tool> = catalogue
         .tools()
-        .filter(|tool| match tool.group() {
-            ToolGroup::Management => manages,
-            ToolGroup::ForegroundOnly => manages && foreground,
-            ToolGroup::Regular => agent_type.is_some_and(|ty| match tool {
+        .filter(|tool| tool.group() != ToolGroup::SubAgentOnly && sight.sees(tool))
+        .collect();
+    tools.extend(
+        catalogue
+            .tools()
+            .filter(|tool| tool.group() == ToolGroup::SubAgentOnly && sight.sees(tool)),
+    );
+    tools
+}
+
+/// What decides which tools one agent sees: [`visible_tools`]'s rule for one tool at a time,
+/// so that a call checks its own tool without listing the others.
+struct Sight<'a> {
+    rec: &'a AgentRecord,
+    manages: bool,
+    foreground: bool,
+    agent_type: Option<&'a crate::config::AgentType>,
+}
+
+impl<'a> Sight<'a> {
+    fn of(rec: &'a AgentRecord, deps: &'a Deps) -> Self {
+        Sight {
+            rec,
+            manages: may_manage(rec, deps),
+            foreground: is_foreground(rec),
+            agent_type: deps.config.types.get(&rec.agent_type),
+        }
+    }
+
+    /// Whether the agent sees `tool`: the sub-agent tools if it is a sub-agent, whatever its
+    /// list says; any other tool if its group admits it and the agent's allowed tools (if it
+    /// has a list) name it.
+    fn sees(&self, tool: &Tool) -> bool {
+        let admitted = match tool.group() {
+            ToolGroup::SubAgentOnly => return self.rec.parent_id.is_some(),
+            ToolGroup::Management => self.manages,
+            ToolGroup::ForegroundOnly => self.manages && self.foreground,
+            ToolGroup::Regular => self.agent_type.is_some_and(|ty| match tool {
                 // A built-in regular tool by its own name, as before MCP.
                 Tool::Builtin(_) => ty.tools.iter().any(|n| n == tool.name()),
                 _ => any_matches(&ty.tools, tool),
             }),
-            ToolGroup::SubAgentOnly => false,
-        })
-        .collect();
-    if let Some(allowed) = &rec.allowed_tools {
-        tools.retain(|tool| any_matches(allowed, tool));
+        };
+        admitted
+            && self
+                .rec
+                .allowed_tools
+                .as_ref()
+                .is_none_or(|allowed| any_matches(allowed, tool))
     }
-    if rec.parent_id.is_some() {
-        tools.extend(
-            catalogue
-                .tools()
-                .filter(|tool| tool.group() == ToolGroup::SubAgentOnly),
-        );
-    }
-    tools
 }
 
 /// The tool `name` names if `rec` may call it; otherwise why not: `not_root` for a management
@@ -69,7 +95,7 @@ pub fn callable(rec: &AgentRecord, deps: &Deps, name: &str) -> Result<Tool, Agen
     let Some(tool) = deps.tools.resolve(name) else {
         return Err(crate::catalogue::unknown(name));
     };
-    if visible_tools(rec, deps).contains(&tool) {
+    if Sight::of(rec, deps).sees(&tool) {
         return Ok(tool);
     }
     let name = tool.name();

@@ -120,13 +120,13 @@ pub(crate) struct Turn {
     pub tools: ToolContext,
     /// Where the child outputs the turn makes go when they did not leave with its store batch
     /// (the channel router).
-    pub outputs: Recipient<ChildOutput>,
+    pub outputs: Arc<Recipient<ChildOutput>>,
     /// Providers that rate-limited this process, and until when (paces the model calls).
     pub rate_gates: Arc<RateGates>,
     /// Where the usage of each step but the last goes (the agent counts it at once, so a
     /// budget can stop the turn between steps), and what the turn does now (its agent's
     /// `current_step`; the first model call is the agent's to note, saving a message a turn).
-    pub progress: Recipient<TurnProgress>,
+    pub progress: Arc<Recipient<TurnProgress>>,
     /// A stop request from the actor, and the calls this turn has open (which the actor closes
     /// if it ends the turn first).
     pub shared: Arc<TurnShared>,

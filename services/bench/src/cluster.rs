@@ -318,7 +318,7 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
         let args = serde_json::json!({"command": "send_message", "worker": "Worker",
             "message": "ping", "threadAlias": alias});
         let r = sys
-            .invoke_tool(Some(&root.id), "Manage", args.clone())
+            .invoke_tool(Some(&root.id), "Manage", &args)
             .await
             .map_err(crate::e)?;
         let child = r["childThreadId"].as_str().unwrap_or_default().to_string();
@@ -334,7 +334,7 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
     let monitor = start_monitor(url, "BENCH_MONITOR")?;
     let mut samples = Vec::with_capacity(roundtrips);
     for i in 0..roundtrips {
-        let args = aliases[i % aliases.len()].clone();
+        let args = &aliases[i % aliases.len()];
         let t = Instant::now();
         let r = sys
             .invoke_tool(Some(&root.id), "Manage", args)

@@ -182,6 +182,10 @@ impl ThreadStore for MemoryStore {
         Ok(self.lock().agents.get(agent_id).map(|r| (*r.0).clone()))
     }
 
+    async fn get_agent_shared(&self, agent_id: &str) -> StoreResult<Option<Arc<AgentRecord>>> {
+        Ok(self.lock().agents.get(agent_id).map(|r| Arc::clone(&r.0)))
+    }
+
     async fn agent_exists(&self, agent_id: &str) -> StoreResult<bool> {
         Ok(self.lock().agents.contains(agent_id))
     }

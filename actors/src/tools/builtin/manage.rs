@@ -6,7 +6,10 @@ use super::BuiltinTool;
 use crate::deps::Deps;
 use crate::messages::{CancelWait, ManageSend, WaitResult};
 use crate::ports::ToolSpec;
-use agentd_proto::{AgentRecord, AgentdError, ErrorCode, ManageCommand, ManageMode, ManageRequest};
+use actix::WeakRecipient;
+use agentd_proto::{
+    AgentRecord, AgentdError, ErrorCode, ManageCommand, ManageMode, ManageOptions, ManageRequest,
+};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -42,7 +45,7 @@ pub(super) fn spec(rec: &AgentRecord, deps: &Deps) -> ToolSpec {
 }
 
 pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
-    let req = ManageRequest::from_json(args)?;
+    let mut req = ManageRequest::from_json(args)?;
     let types = &ctx.deps.config.types;
     let workers = types.workers_of(&ctx.caller.agent_type);
     match req.command {
@@ -64,7 +67,8 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
             }
             let worker = ManageRequest::required(&req.worker, "worker")?;
             ManageRequest::required(&req.message, "message")?;
-            let message = req.message.clone().unwrap_or_default();
+            let worker = worker.to_string();
+            let message = req.message.take().unwrap_or_default();
             ctx.deps
                 .config
                 .limits
@@ -73,7 +77,7 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
             let alias = ManageRequest::required(&req.thread_alias, "threadAlias")?.to_string();
             let worker_type = workers
                 .iter()
-                .find(|w| w.title.trim() == worker)
+                .find(|w| w.title.trim() == worker.as_str())
                 .ok_or_else(|| {
                     let known: Vec<&str> = workers.iter().map(|w| w.title.trim()).collect();
                     AgentdError::new(
@@ -84,32 +88,32 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
                         ),
                     )
                 })?;
-            let base = types
-                .get(&ctx.caller.agent_type)
-                .map(|t| t.manage.clone())
-                .unwrap_or_default();
-            let options = base.with_overrides(&req);
+            let options = match types.get(&ctx.caller.agent_type) {
+                Some(t) => t.manage.with_overrides(&req),
+                None => ManageOptions::default().with_overrides(&req),
+            };
+            let (mode, sync_timeout_ms) = (options.mode, options.sync_timeout_ms);
             let dispatched = ctx
                 .agents
                 .manage(ManageSend {
                     parent: std::sync::Arc::clone(&ctx.caller),
                     worker_type: worker_type.name.clone(),
-                    worker_title: worker_type.title.trim().to_string(),
+                    worker_title: worker.clone(),
                     alias: alias.clone(),
                     message,
-                    options: options.clone(),
+                    options,
                     cause: ctx.cause,
                 })
                 .await?;
-            let child = dispatched.child_id.clone();
+            let child = dispatched.child_id;
             let Some(wait) = dispatched.wait else {
-                debug_assert_eq!(options.mode, ManageMode::Async);
+                debug_assert_eq!(mode, ManageMode::Async);
                 return Ok(json!({
-                    "status": "sent", "mode": "async", "worker": worker_type.title.trim(),
+                    "status": "sent", "mode": "async", "worker": worker,
                     "threadAlias": alias, "childThreadId": child, "created": dispatched.created,
                 }));
             };
-            let sleep = ctx.deps.clock.sleep(options.sync_timeout_ms);
+            let sleep = ctx.deps.clock.sleep(sync_timeout_ms);
             let mut rx = wait.result;
             let dropped = || WaitResult {
                 status: "failed",
@@ -118,14 +122,14 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
             };
             let result = tokio::select! {
                 done = &mut rx => done.unwrap_or_else(|_| dropped()),
-                _ = sleep => match wait.cancel.send(CancelWait(wait.id)).await {
-                    Ok(Some(messages)) => WaitResult { status: "timeout", messages, error: None },
+                _ = sleep => match cancel(&wait.cancel, wait.id).await {
+                    Some(messages) => WaitResult { status: "timeout", messages, error: None },
                     // The wait completed between the timer and the cancel: its result is in `rx`.
                     _ => rx.await.unwrap_or_else(|_| dropped()),
                 },
             };
             let mut out = json!({
-                "status": result.status, "mode": "sync", "worker": worker_type.title.trim(),
+                "status": result.status, "mode": "sync", "worker": worker,
                 "threadAlias": alias, "childThreadId": child, "created": dispatched.created,
                 "messages": result.messages,
             });
@@ -135,6 +139,12 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
             Ok(out)
         }
     }
+}
+
+/// Gives up wait `id` at its router: the messages it had collected, or `None` if it completed
+/// meanwhile (or its router is gone, taking the wait with it).
+async fn cancel(router: &WeakRecipient<CancelWait>, id: u64) -> Option<Vec<String>> {
+    router.upgrade()?.send(CancelWait(id)).await.ok().flatten()
 }
 
 async fn check_status(ctx: &ToolContext, no_workers: bool) -> Result<Value, AgentdError> {
