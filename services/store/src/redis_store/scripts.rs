@@ -1,6 +1,6 @@
 //! The Lua scripts of the Redis store. Each runs atomically in Redis; the keys a script takes
-//! are one agent's, so they share its hash-tag slot (the fence's lease, the partition's, is
-//! the one exception: see [`fence`]).
+//! are one agent's and its partition's (the fence's lease, the stream, the outbox), so they
+//! share the partition's hash-tag slot.
 
 use redis::Script;
 
@@ -109,12 +109,16 @@ pub(super) fn inbox_push_then_start() -> Script {
 }
 
 /// A live agent's writes of its own state from one flush, in one call: its thread's new
-/// entries (each once, as [`APPEND`]), then its handled inbox items' done marks, then its
-/// record, the record only while the partition's lease holds this process's token (`return
-/// -1` with the rest written: they are idempotent, and an answer lands together with its done
-/// mark or not at all). KEYS: thread, eids, inbox, inboxdata, record (then the lease); ARGV:
-/// the token ('' for no fence), the number of entries, their ids and bytes, the number of done
-/// marks, their envelope ids, then the record's hash fields and values (none: no record).
+/// entries (each once, as [`APPEND`]), then its handled inbox items' done marks, then the
+/// outputs of its children-to-parent forwards (onto its partition's stream when the parent is
+/// in the same partition, else into the partition's outbox, see `batch`), then its record, the
+/// record only while the partition's lease holds this process's token (`return -1` with the
+/// rest written: they are idempotent, and an answer lands together with its done mark or not
+/// at all). KEYS: thread, eids, inbox, inboxdata, record, the partition's lease, stream and
+/// outbox; ARGV: the token ('' for no fence), the number of entries, their ids and bytes, the
+/// number of done marks, their envelope ids, the number of outputs for the stream, their
+/// bytes, the number for the outbox, their ids and bytes, then the record's hash fields and
+/// values (none: no record).
 pub(super) const FLUSH_OWN: &str = r"
 local i = 3
 for _ = 1, tonumber(ARGV[2]) do
@@ -123,12 +127,24 @@ for _ = 1, tonumber(ARGV[2]) do
   end
   i = i + 2
 end
-local dones = tonumber(ARGV[i])
+local n = tonumber(ARGV[i])
 i = i + 1
-for _ = 1, dones do
+for _ = 1, n do
   redis.call('ZREM', KEYS[3], ARGV[i])
   redis.call('HDEL', KEYS[4], ARGV[i])
   i = i + 1
+end
+n = tonumber(ARGV[i])
+i = i + 1
+for _ = 1, n do
+  redis.call('XADD', KEYS[7], '*', 'm', ARGV[i])
+  i = i + 1
+end
+n = tonumber(ARGV[i])
+i = i + 1
+for _ = 1, n do
+  redis.call('HSET', KEYS[8], ARGV[i], ARGV[i + 1])
+  i = i + 2
 end
 if i > #ARGV then return 1 end
 if ARGV[1] ~= '' and redis.call('GET', KEYS[6]) ~= ARGV[1] then return -1 end
@@ -139,8 +155,7 @@ return 1";
 /// while the lease `KEYS[k]` holds that token. A process that stalled past its lease may still
 /// have a push in its socket's buffer when it wakes; without this it would land in an inbox
 /// that the partition's next owner has already read, behind that owner's back (and out of
-/// order). The lease key is the partition's, not the agent's: this script is not for Redis
-/// Cluster, which agentd does not use.
+/// order). The lease is the agent's partition's, in the same slot as the agent's keys.
 fn fence(k: usize, a: usize) -> String {
     format!("if ARGV[{a}] ~= '' and redis.call('GET', KEYS[{k}]) ~= ARGV[{a}] then return -1 end")
 }
