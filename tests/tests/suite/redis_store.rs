@@ -518,3 +518,78 @@ async fn a_namespace_keeps_its_number_of_partitions() {
         .await
         .unwrap();
 }
+
+/// Pushes for agents of one partition made at once are grouped into few script calls, and each
+/// still gets its own answer: fresh, duplicate, or the error of its own agent's broken key
+/// (which fails no other agent's push in the same call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pushes_made_at_once_are_grouped_and_each_gets_its_own_answer() {
+    use agentd_actors::ThreadStore;
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url(), "group", 4)
+        .await
+        .unwrap();
+    let keys = store.keys().clone();
+    let agents: Vec<String> = (0..400)
+        .map(|i| format!("g-{i}"))
+        .filter(|a| keys.partition_of(a) == 0)
+        .take(50)
+        .collect();
+    for a in &agents {
+        store
+            .put_agent(&conformance::record(a, None, 1))
+            .await
+            .unwrap();
+    }
+    let mut con = server.client();
+    // One agent's window is not a sorted set: its push fails, with WRONGTYPE.
+    set_key(&mut con, &keys.agent_part(&agents[7], "seen"), "broken");
+    let calls_before = script_calls(&mut con);
+    let envs: Vec<_> = agents
+        .iter()
+        .map(|a| {
+            agentd_proto::Envelope::new(
+                agentd_proto::Address::System,
+                agentd_proto::Address::agent(a.as_str()),
+                agentd_proto::Item::Inbox(agentd_proto::InboxItem::message("hi")),
+                1,
+            )
+        })
+        .collect();
+    // Every envelope twice, all at once.
+    let pushes = agents
+        .iter()
+        .zip(&envs)
+        .chain(agents.iter().zip(&envs))
+        .map(|(a, e)| store.inbox_push(a, e));
+    let results = futures::future::join_all(pushes).await;
+    let calls = script_calls(&mut con) - calls_before;
+    assert!(calls < 20, "{calls} script calls for 100 pushes");
+    let (first, again) = results.split_at(agents.len());
+    for (i, (first, again)) in first.iter().zip(again).enumerate() {
+        if i == 7 {
+            let err = first.as_ref().unwrap_err().to_string();
+            assert!(err.contains("WRONGTYPE"), "{err}");
+            continue;
+        }
+        assert!(first.as_ref().unwrap(), "{} fresh", agents[i]);
+        assert!(!again.as_ref().unwrap(), "{} a duplicate", agents[i]);
+        assert_eq!(
+            store.inbox_pending(&agents[i]).await.unwrap(),
+            vec![envs[i].clone()]
+        );
+    }
+}
+
+/// How many scripts Redis has run (`INFO commandstats`: `EVALSHA` and `EVAL` calls).
+fn script_calls(con: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split(|c| c == ':' || c == ',')
+                .find_map(|f| f.strip_prefix("calls="))
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .sum()
+}

@@ -9,7 +9,7 @@
 //! | [`connection`] | connecting, the store's scripts and settings, loading the flush scripts |
 //! | [`scripts`] | the Lua scripts, with the keys and arguments each takes |
 //! | [`operations`] | the `ThreadStore` calls on records, threads, children, aliases, inboxes, checkpoints |
-//! | [`push`] | durable pushes into an inbox, and the fence that keeps a stale owner's out |
+//! | [`push`] | durable pushes into inboxes, grouped per partition, and the fence that keeps a stale owner's out |
 //! | [`batch`] | batches by slot, an agent's own writes fenced by its partition's lease, child outputs through the outbox |
 //! | [`layout`] | the namespace's key layout and partition count, checked at every start |
 //! | [`migrate`] | `agentd migrate`: the earlier layout moved to this one, once |
@@ -39,9 +39,10 @@ pub struct RedisStore {
     append: Script,
     replace: Script,
     add_child: Script,
-    inbox_push: Script,
     alias_get_or_create: Script,
-    inbox_push_then_start: Script,
+    push_many: Script,
+    /// Pushes waiting for their partition's next [`Self::push_many`] call (shared by clones).
+    pushes: Arc<push::PushQueue>,
     tool_call_close: Script,
     tool_call_put: Script,
     /// Scripts of the flush pipeline (with [`Self::append`]), sent by their SHA-1 so that Redis

@@ -1,17 +1,41 @@
-//! Durable pushes into an agent's inbox ([`scripts::inbox_push`](super::scripts::inbox_push),
-//! and the one that also starts the envelope's turn), and their fence: once the Redis bus has
-//! set it, a push lands only while the lease of the agent's partition holds this process's
-//! token, so a process that stalled past its lease cannot write behind its successor's back.
+//! Durable pushes into agents' inboxes, and their fence: once the Redis bus has set it, a push
+//! lands only while the lease of the agent's partition holds this process's token, so a process
+//! that stalled past its lease cannot write behind its successor's back.
+//!
+//! Pushes for agents of one partition are grouped (a group commit): the first goes at once as
+//! one [`PUSH_MANY`](super::scripts::push_many) call, and those that arrive while it is under
+//! way go together in the next, so the envelopes of one partition read (each pushed by its own
+//! agent, all at about the same time) cost one or two script calls, not one each. Each push
+//! still gets its own answer (fresh, duplicate, fenced).
 
 use super::{RedisStore, batch::record_fields, be, de};
 use agentd_actors::{Pushed, StoreError, StoreResult, StoreWrite};
 use agentd_proto::Envelope;
 use agentd_proto::codec::encode;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
 
 /// For an agent, the lease (key) and the token a push for it must find there, if pushes are
 /// fenced (see [`RedisStore::fence_pushes_with`]).
 pub type PushFence = Arc<dyn Fn(&str) -> Option<(String, String)> + Send + Sync>;
+
+/// One push waiting for its partition's next call.
+struct Waiting {
+    agent_id: String,
+    env_id: String,
+    bytes: Vec<u8>,
+    /// The turn's first writes: the input entry's id and bytes, the record's fields.
+    start: Option<(String, Vec<u8>, Vec<(&'static str, Vec<u8>)>)>,
+    answer: oneshot::Sender<StoreResult<i64>>,
+}
+
+/// The pushes waiting per partition, and whether a call of that partition is under way (its
+/// sender takes what waits when it is answered).
+#[derive(Default)]
+pub(super) struct PushQueue {
+    partitions: Mutex<HashMap<u32, (bool, Vec<Waiting>)>>,
+}
 
 impl RedisStore {
     /// Fences every durable push from now on: a push for an agent lands only while the lease
@@ -32,18 +56,7 @@ impl RedisStore {
     /// ([`ThreadStore::inbox_push`](agentd_actors::ThreadStore::inbox_push)).
     pub(super) async fn push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
         let bytes = encode(env).map_err(de)?;
-        let mut con = self.con.clone();
-        let fence = self.fence_for(agent_id);
-        let mut call = self.inbox_push.prepare_invoke();
-        call.key(self.keys.agent_part(agent_id, "seen"))
-            .key(self.keys.agent_part(agent_id, "seenseq"))
-            .key(self.keys.agent_part(agent_id, "inbox"))
-            .key(self.keys.agent_part(agent_id, "inboxdata"))
-            .arg(env.id.to_string())
-            .arg(bytes)
-            .arg(self.dedup_window);
-        fence_args(&mut call, fence);
-        let n: i64 = call.invoke_async(&mut con).await.map_err(be)?;
+        let n = self.push_grouped(agent_id, env, bytes, None).await?;
         fenced(n, agent_id)?;
         Ok(n == 1)
     }
@@ -57,8 +70,8 @@ impl RedisStore {
         then: &[StoreWrite],
     ) -> StoreResult<Pushed> {
         // The shape an item starting a turn brings (its input entry, then the agent's own
-        // record, an existing one: its roots index entry is there already) runs as one
-        // script; with anything else only the push runs (the caller writes the rest).
+        // record, an existing one: its roots index entry is there already) is applied with the
+        // push; with anything else only the push runs (the caller writes the rest).
         let (entry, rec) = match then {
             [
                 StoreWrite::Append { agent_id: a, entry },
@@ -71,43 +84,124 @@ impl RedisStore {
                 });
             }
         };
-        let mut con = self.con.clone();
-        let mut call = self.inbox_push_then_start.prepare_invoke();
-        call.key(self.keys.agent_part(agent_id, "seen"))
-            .key(self.keys.agent_part(agent_id, "seenseq"))
-            .key(self.keys.agent_part(agent_id, "inbox"))
-            .key(self.keys.agent_part(agent_id, "inboxdata"))
-            .key(self.keys.agent_part(agent_id, "thread"))
-            .key(self.keys.agent_part(agent_id, "eids"))
-            .key(self.keys.agent(agent_id))
-            .arg(env.id.to_string())
-            .arg(encode(env).map_err(de)?)
-            .arg(self.dedup_window)
-            .arg(entry.id.to_string())
-            .arg(encode(&**entry).map_err(de)?);
-        fence_args(&mut call, self.fence_for(agent_id));
-        for (field, value) in record_fields(rec)? {
-            call.arg(field).arg(value);
-        }
-        let n: i64 = call.invoke_async(&mut con).await.map_err(be)?;
+        let start = (
+            entry.id.to_string(),
+            encode(&**entry).map_err(de)?,
+            record_fields(rec)?.into(),
+        );
+        let bytes = encode(env).map_err(de)?;
+        let n = self.push_grouped(agent_id, env, bytes, Some(start)).await?;
         fenced(n, agent_id)?;
         Ok(Pushed {
             fresh: n == 1,
             then_applied: n == 1,
         })
     }
-}
 
-/// Adds a push's fence to `call`: the token as the next argument ('' for none) and, with a
-/// token, the lease as the last key.
-fn fence_args(call: &mut redis::ScriptInvocation<'_>, fence: Option<(String, String)>) {
-    match fence {
-        Some((lease, token)) => {
-            call.arg(token).key(lease);
+    /// Queues one push for its partition's next call (starting the calls if none is under
+    /// way) and answers its result (`1`, `0`, `-1`: see
+    /// [`PUSH_MANY`](super::scripts::push_many)).
+    async fn push_grouped(
+        &self,
+        agent_id: &str,
+        env: &Envelope,
+        bytes: Vec<u8>,
+        start: Option<(String, Vec<u8>, Vec<(&'static str, Vec<u8>)>)>,
+    ) -> StoreResult<i64> {
+        let k = self.keys.partition_of(agent_id);
+        let (tx, rx) = oneshot::channel();
+        let waiting = Waiting {
+            agent_id: agent_id.to_string(),
+            env_id: env.id.to_string(),
+            bytes,
+            start,
+            answer: tx,
+        };
+        let lead = {
+            let mut parts = self
+                .pushes
+                .partitions
+                .lock()
+                .map_err(|_| StoreError::transient("the push queue's lock is poisoned"))?;
+            let (sending, queue) = parts.entry(k).or_default();
+            queue.push(waiting);
+            !std::mem::replace(sending, true)
+        };
+        if lead {
+            // The calls run as a task of their own: a caller that stops waiting does not
+            // leave the others waiting on a call never sent.
+            let me = self.clone();
+            tokio::spawn(async move { me.send_pushes(k).await });
         }
-        None => {
-            call.arg("");
+        rx.await
+            .map_err(|_| StoreError::transient("the push was dropped unanswered"))?
+    }
+
+    /// Sends what waits for partition `k`, one call at a time, until nothing does.
+    async fn send_pushes(&self, k: u32) {
+        loop {
+            let batch = match self.pushes.partitions.lock() {
+                Ok(mut parts) => {
+                    let (sending, queue) = parts.entry(k).or_default();
+                    if queue.is_empty() {
+                        *sending = false;
+                        return;
+                    }
+                    std::mem::take(queue)
+                }
+                Err(_) => return,
+            };
+            let results = self.push_call(k, &batch).await;
+            for (i, w) in batch.into_iter().enumerate() {
+                let result = match &results {
+                    Ok(r) => match r.get(i) {
+                        Some(redis::Value::Int(n)) => Ok(*n),
+                        Some(other) => Err(StoreError::transient(format!(
+                            "redis: the push into agent `{}`'s inbox failed: {}",
+                            w.agent_id,
+                            redis::from_redis_value_ref::<String>(other)
+                                .unwrap_or_else(|_| format!("{other:?}"))
+                        ))),
+                        None => Err(StoreError::corrupt(
+                            "the push script answered too few results",
+                        )),
+                    },
+                    Err(e) => Err(StoreError::transient(e.to_string())),
+                };
+                let _ = w.answer.send(result);
+            }
         }
+    }
+
+    /// One [`PUSH_MANY`](super::scripts::push_many) call for `batch` (agents of partition `k`).
+    async fn push_call(&self, k: u32, batch: &[Waiting]) -> StoreResult<Vec<redis::Value>> {
+        let mut con = self.con.clone();
+        let fence = batch.first().and_then(|w| self.fence_for(&w.agent_id));
+        let mut call = self.push_many.prepare_invoke();
+        match &fence {
+            Some((lease, token)) => call.key(lease).arg(token),
+            None => call.key(self.keys.lease(k)).arg(""),
+        };
+        call.arg(self.dedup_window).arg(batch.len());
+        for w in batch {
+            call.key(self.keys.agent_part(&w.agent_id, "seen"))
+                .key(self.keys.agent_part(&w.agent_id, "seenseq"))
+                .key(self.keys.agent_part(&w.agent_id, "inbox"))
+                .key(self.keys.agent_part(&w.agent_id, "inboxdata"));
+            call.arg(if w.start.is_some() { "1" } else { "0" })
+                .arg(&w.env_id)
+                .arg(&w.bytes);
+            if let Some((entry_id, entry, fields)) = &w.start {
+                call.key(self.keys.agent_part(&w.agent_id, "thread"))
+                    .key(self.keys.agent_part(&w.agent_id, "eids"))
+                    .key(self.keys.agent(&w.agent_id));
+                call.arg(entry_id).arg(entry).arg(fields.len());
+                for (field, value) in fields {
+                    call.arg(*field).arg(value);
+                }
+            }
+        }
+        call.invoke_async(&mut con).await.map_err(be)
     }
 }
 
