@@ -27,22 +27,17 @@ redis.call('XADD', KEYS[1], '*', 'm', ARGV[1])
 return 1";
 
 /// Acknowledges entries of a partition stream and trims the stream to what is still needed:
-/// `XTRIM MINID ~` below the oldest entry pending in the group, or, with none pending, below the
-/// group's last delivered entry (what comes after it is unread). So a partition stream holds
-/// what is pending or unread, plus at most about one node of the stream's listpacks (`~` drops
-/// whole nodes only, which costs next to nothing). KEYS: the stream; ARGV: the group, the ids.
-/// Answers how many were acknowledged.
+/// `XTRIM MINID ~` below the oldest entry pending in the group, or, with none pending, below
+/// the last entry acknowledged here (the ids come in stream order, and the group reads in
+/// order, so every older entry was read, and with none pending, acknowledged; what comes after
+/// it may be unread). So a partition stream holds what is pending or unread, plus at most about
+/// one node of the stream's listpacks (`~` drops whole nodes only, which costs next to
+/// nothing). KEYS: the stream; ARGV: the group, the ids in stream order. Answers how many were
+/// acknowledged.
 const ACK_TRIM: &str = r"
 local n = redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
-local floor = redis.call('XPENDING', KEYS[1], ARGV[1])[2]
-if not floor then
-  for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-    local f = {}
-    for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
-    if f['name'] == ARGV[1] then floor = f['last-delivered-id'] end
-  end
-end
-if floor then redis.call('XTRIM', KEYS[1], 'MINID', '~', floor) end
+local floor = redis.call('XPENDING', KEYS[1], ARGV[1])[2] or ARGV[#ARGV]
+redis.call('XTRIM', KEYS[1], 'MINID', '~', floor)
 return n";
 
 /// The scripts of one bus (a [`Script`] runs by its hash, and is loaded where Redis does not
