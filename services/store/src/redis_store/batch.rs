@@ -137,16 +137,21 @@ impl RedisStore {
                     append(&mut con, stream, env).await?;
                 }
                 if !out.is_empty() {
-                    cmd("HDEL")
-                        .arg(self.keys.outbox(own))
-                        .arg(
-                            out.iter()
-                                .map(|(_, e)| e.id.to_string())
-                                .collect::<Vec<_>>(),
-                        )
-                        .query_async::<()>(&mut con)
-                        .await
-                        .map_err(be)?;
+                    // Not awaited: the outputs are on their parents' streams now, and one that
+                    // stays in the outbox (this fails, or the process stops first) is only
+                    // appended again by the partition's next owner, and taken once.
+                    let mut hdel = cmd("HDEL");
+                    hdel.arg(self.keys.outbox(own)).arg(
+                        out.iter()
+                            .map(|(_, e)| e.id.to_string())
+                            .collect::<Vec<_>>(),
+                    );
+                    let mut con = con.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = hdel.query_async::<()>(&mut con).await {
+                            tracing::debug!(error = %e, "outputs sent on stay in the outbox");
+                        }
+                    });
                 }
             }
             None => {

@@ -2,11 +2,12 @@
 //! lands only while the lease of the agent's partition holds this process's token, so a process
 //! that stalled past its lease cannot write behind its successor's back.
 //!
-//! Pushes for agents of one partition are grouped (a group commit): the first goes at once as
-//! one [`PUSH_MANY`](super::scripts::push_many) call, and those that arrive while it is under
-//! way go together in the next, so the envelopes of one partition read (each pushed by its own
-//! agent, all at about the same time) cost one or two script calls, not one each. Each push
-//! still gets its own answer (fresh, duplicate, fenced).
+//! Pushes for agents of one partition made together are grouped: the first queues a task that
+//! sends, when it runs (after the pushes made in the same turn of the runtime, e.g. by every
+//! agent of one partition read), everything queued by then as one
+//! [`PUSH_MANY`](super::scripts::push_many) call. Nothing waits for an earlier call: calls go
+//! out one after another on the connection, as single pushes did. Each push still gets its own
+//! answer (fresh, duplicate, fenced, or its own error).
 
 use super::{RedisStore, batch::record_fields, be, de};
 use agentd_actors::{Pushed, StoreError, StoreResult, StoreWrite};
@@ -30,8 +31,7 @@ struct Waiting {
     answer: oneshot::Sender<StoreResult<i64>>,
 }
 
-/// The pushes waiting per partition, and whether a call of that partition is under way (its
-/// sender takes what waits when it is answered).
+/// The pushes waiting per partition, and whether a task that sends them is queued.
 #[derive(Default)]
 pub(super) struct PushQueue {
     partitions: Mutex<HashMap<u32, (bool, Vec<Waiting>)>>,
@@ -98,8 +98,8 @@ impl RedisStore {
         })
     }
 
-    /// Queues one push for its partition's next call (starting the calls if none is under
-    /// way) and answers its result (`1`, `0`, `-1`: see
+    /// Queues one push for its partition's next call (queuing the task that sends it if none
+    /// is) and answers its result (`1`, `0`, `-1`: see
     /// [`PUSH_MANY`](super::scripts::push_many)).
     async fn push_grouped(
         &self,
@@ -123,13 +123,13 @@ impl RedisStore {
                 .partitions
                 .lock()
                 .map_err(|_| StoreError::transient("the push queue's lock is poisoned"))?;
-            let (sending, queue) = parts.entry(k).or_default();
-            queue.push(waiting);
-            !std::mem::replace(sending, true)
+            let (queued, waiting_pushes) = parts.entry(k).or_default();
+            waiting_pushes.push(waiting);
+            !std::mem::replace(queued, true)
         };
         if lead {
-            // The calls run as a task of their own: a caller that stops waiting does not
-            // leave the others waiting on a call never sent.
+            // A task of its own: it runs after the pushes made in this turn of the runtime, and
+            // a caller that stops waiting does not leave the others waiting.
             let me = self.clone();
             tokio::spawn(async move { me.send_pushes(k).await });
         }
@@ -137,39 +137,37 @@ impl RedisStore {
             .map_err(|_| StoreError::transient("the push was dropped unanswered"))?
     }
 
-    /// Sends what waits for partition `k`, one call at a time, until nothing does.
+    /// Sends what waits for partition `k` as one call.
     async fn send_pushes(&self, k: u32) {
-        loop {
-            let batch = match self.pushes.partitions.lock() {
-                Ok(mut parts) => {
-                    let (sending, queue) = parts.entry(k).or_default();
-                    if queue.is_empty() {
-                        *sending = false;
-                        return;
-                    }
-                    std::mem::take(queue)
-                }
-                Err(_) => return,
-            };
-            let results = self.push_call(k, &batch).await;
-            for (i, w) in batch.into_iter().enumerate() {
-                let result = match &results {
-                    Ok(r) => match r.get(i) {
-                        Some(redis::Value::Int(n)) => Ok(*n),
-                        Some(other) => Err(StoreError::transient(format!(
-                            "redis: the push into agent `{}`'s inbox failed: {}",
-                            w.agent_id,
-                            redis::from_redis_value_ref::<String>(other)
-                                .unwrap_or_else(|_| format!("{other:?}"))
-                        ))),
-                        None => Err(StoreError::corrupt(
-                            "the push script answered too few results",
-                        )),
-                    },
-                    Err(e) => Err(StoreError::transient(e.to_string())),
-                };
-                let _ = w.answer.send(result);
+        let batch = match self.pushes.partitions.lock() {
+            Ok(mut parts) => {
+                let (queued, waiting) = parts.entry(k).or_default();
+                *queued = false;
+                std::mem::take(waiting)
             }
+            Err(_) => return,
+        };
+        if batch.is_empty() {
+            return;
+        }
+        let results = self.push_call(k, &batch).await;
+        for (i, w) in batch.into_iter().enumerate() {
+            let result = match &results {
+                Ok(r) => match r.get(i) {
+                    Some(redis::Value::Int(n)) => Ok(*n),
+                    Some(other) => Err(StoreError::transient(format!(
+                        "redis: the push into agent `{}`'s inbox failed: {}",
+                        w.agent_id,
+                        redis::from_redis_value_ref::<String>(other)
+                            .unwrap_or_else(|_| format!("{other:?}"))
+                    ))),
+                    None => Err(StoreError::corrupt(
+                        "the push script answered too few results",
+                    )),
+                },
+                Err(e) => Err(StoreError::transient(e.to_string())),
+            };
+            let _ = w.answer.send(result);
         }
     }
 
