@@ -21,13 +21,17 @@ use tokio::sync::oneshot;
 /// fenced (see [`RedisStore::fence_pushes_with`]).
 pub type PushFence = Arc<dyn Fn(&str) -> Option<(String, String)> + Send + Sync>;
 
+/// The first writes of the turn a pushed envelope starts: its input entry's id and bytes, and
+/// its agent's record fields.
+type TurnStart = (String, Vec<u8>, Vec<(&'static str, Vec<u8>)>);
+
 /// One push waiting for its partition's next call.
 struct Waiting {
     agent_id: String,
     env_id: String,
     bytes: Vec<u8>,
-    /// The turn's first writes: the input entry's id and bytes, the record's fields.
-    start: Option<(String, Vec<u8>, Vec<(&'static str, Vec<u8>)>)>,
+    /// The turn's first writes, applied if the envelope is new.
+    start: Option<TurnStart>,
     answer: oneshot::Sender<StoreResult<i64>>,
 }
 
@@ -106,7 +110,7 @@ impl RedisStore {
         agent_id: &str,
         env: &Envelope,
         bytes: Vec<u8>,
-        start: Option<(String, Vec<u8>, Vec<(&'static str, Vec<u8>)>)>,
+        start: Option<TurnStart>,
     ) -> StoreResult<i64> {
         let k = self.keys.partition_of(agent_id);
         let (tx, rx) = oneshot::channel();
