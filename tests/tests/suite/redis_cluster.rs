@@ -63,7 +63,11 @@ impl Cluster {
     }
 
     fn new() -> Cluster {
-        let redis = RedisServer::start();
+        Cluster::on(RedisServer::start())
+    }
+
+    /// A cluster whose processes run on `redis`.
+    fn on(redis: RedisServer) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("script.toml");
         std::fs::write(&script, SCRIPT).unwrap();
@@ -1556,4 +1560,68 @@ fn a_partition_stream_stays_bounded_however_many_messages_go_through_it() {
     });
     assert!(longest < 3 * chunk as u64, "the stream grew to {longest}");
     assert_eq!(p.get_status("/healthz", None).0, 200);
+}
+
+/// Every command, transaction and script the service sends touches one slot: two processes on a
+/// redis-server in cluster mode (which refuses anything else with `CROSSSLOT`), with one
+/// partition (the partition reader's one `XREADGROUP` spans every owned partition, which only
+/// one partition keeps in one slot), do what crosses processes — messages and Manage calls
+/// through the process that does not own the agents, async forwards, a command from the command
+/// stream, a `kill -9` of the owner and the takeover with its claims.
+#[test]
+fn the_service_touches_one_slot_per_command_and_script_on_a_cluster_mode_redis() {
+    let cluster = Cluster::on(RedisServer::start_cluster_node())
+        .with("AGENTD__REDIS__PARTITIONS", "1".to_string());
+    let a = cluster.process();
+    a.wait_for("a to own the partition", |a| {
+        a.partitions_owned().len() == 1
+    });
+    let b = cluster.process();
+    // Through B, which owns nothing: a spawn, messages, Manage sync and async.
+    let root = b.spawn_with(json!({"agent_type": "lead"}));
+    b.post(
+        &format!("/v1/agents/{root}/messages"),
+        json!({"text": "hello"}),
+    )
+    .unwrap();
+    let r = b.post(&format!("/v1/agents/{root}/tools/Manage"), json!({"command": "send_message", "worker": "Researcher", "message": "q", "threadAlias": "w"})).unwrap();
+    assert_eq!(r["messages"], json!(["Findings for: q"]), "{r}");
+    let r = b.post(&format!("/v1/agents/{root}/tools/Manage"), json!({"command": "send_message", "worker": "Researcher", "message": "later", "threadAlias": "w", "mode": "async"})).unwrap();
+    assert_eq!(r["status"], "sent", "{r}");
+    a.wait_for("the forward", |a| {
+        a.texts(&root)
+            .iter()
+            .any(|t| t == "From Researcher: Findings for: later")
+    });
+    // A command from the command stream.
+    let mut con = cluster.redis.client();
+    let id = command(
+        &mut con,
+        Command::Send {
+            agent_id: root.clone(),
+            text: "by command".into(),
+            interrupt: false,
+        },
+    );
+    wait_answered(&mut con, id, "the command");
+    a.wait_for("the command's answer", |a| {
+        a.texts(&root).iter().any(|t| t == "by command")
+    });
+    // The owner dies: B takes the partition, claims and drains it, and answers.
+    a.kill9();
+    b.wait_for("b to own the partition", |b| {
+        b.partitions_owned().len() == 1
+    });
+    let answers = |b: &AgentdProcess| b.texts(&root).iter().filter(|t| *t == "ok").count();
+    let before = answers(&b);
+    b.post(
+        &format!("/v1/agents/{root}/messages"),
+        json!({"text": "after the takeover"}),
+    )
+    .unwrap();
+    b.wait_for("the answer after the takeover", |b| answers(b) > before);
+    assert!(
+        stream_entries(&mut con, &format!("{NS}:dead")).is_empty(),
+        "nothing dead-lettered"
+    );
 }

@@ -27,7 +27,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`config`] | [`RedisBusConfig`]: URL, namespace, partitions, lease time, batch and size limits |
-//! | [`scripts`] | the Lua scripts: renewing and releasing a lease, forwarding to a live agent |
+//! | [`scripts`] | the Lua scripts: renewing and releasing a lease, forwarding to a live agent, acknowledging and trimming a partition |
 //! | [`leases`] | membership and the lease round: heartbeat, renew, take; self-fencing by clock |
 //! | [`handover`] | giving a partition up once its deliveries are done; resuming a taken one's agents |
 //! | [`reader`] | the partition reader: claims first, then one blocking read of every readable partition |
