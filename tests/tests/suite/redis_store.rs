@@ -526,7 +526,9 @@ async fn a_namespace_keeps_its_number_of_partitions() {
 
 /// Pushes for agents of one partition made at once are grouped into few script calls, and each
 /// still gets its own answer: fresh, duplicate, or the error of its own agent's broken key
-/// (which fails no other agent's push in the same call).
+/// (which fails no other agent's push in the same call). Two pushes of one envelope reach Redis
+/// in the order they were made, whichever runtime thread sends their calls: the first is the
+/// fresh one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pushes_made_at_once_are_grouped_and_each_gets_its_own_answer() {
     use agentd_actors::ThreadStore;

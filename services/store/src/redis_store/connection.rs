@@ -90,9 +90,11 @@ impl RedisStore {
         self.con.clone()
     }
 
-    /// Loads the scripts the flush pipeline calls by their SHA-1.
+    /// Loads the scripts the flush pipeline and the grouped pushes call by their SHA-1 (a push
+    /// call answered `NOSCRIPT` is sent again after the calls behind it, which would reorder
+    /// two pushes of one agent).
     pub(super) async fn load_flush_scripts(&self, con: &mut ConnectionManager) -> StoreResult<()> {
-        for script in [&self.append, &self.flush_own] {
+        for script in [&self.append, &self.flush_own, &self.push_many] {
             script.load_async(con).await.map_err(be)?;
         }
         self.flush_scripts_loaded

@@ -39,6 +39,10 @@ struct Waiting {
 #[derive(Default)]
 pub(super) struct PushQueue {
     partitions: Mutex<HashMap<u32, (bool, Vec<Waiting>)>>,
+    /// Held while a task takes its batch and puts its call on the connection: calls go out in
+    /// the order their batches were taken, whichever thread runs the task (several Arbiters,
+    /// a multi-threaded runtime), so two pushes of one agent reach Redis in the order made.
+    order: tokio::sync::Mutex<()>,
 }
 
 impl RedisStore {
@@ -143,6 +147,7 @@ impl RedisStore {
 
     /// Sends what waits for partition `k` as one call.
     async fn send_pushes(&self, k: u32) {
+        let order = self.pushes.order.lock().await;
         let batch = match self.pushes.partitions.lock() {
             Ok(mut parts) => {
                 let (queued, waiting) = parts.entry(k).or_default();
@@ -154,7 +159,27 @@ impl RedisStore {
         if batch.is_empty() {
             return;
         }
-        let results = self.push_call(k, &batch).await;
+        let mut con = self.con.clone();
+        if !self
+            .flush_scripts_loaded
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            // Loaded before the first call (a failure shows in the call's own answer).
+            let _ = self.load_flush_scripts(&mut con).await;
+        }
+        let call = self.push_call(k, &batch);
+        let mut call = std::pin::pin!(call.invoke_async::<Vec<redis::Value>>(&mut con));
+        // Its first poll puts the call on the connection; the next task's call goes after it.
+        let first = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(std::future::Future::poll(call.as_mut(), cx))
+        })
+        .await;
+        drop(order);
+        let results = match first {
+            std::task::Poll::Ready(r) => r,
+            std::task::Poll::Pending => call.await,
+        }
+        .map_err(be);
         for (i, w) in batch.into_iter().enumerate() {
             let result = match &results {
                 Ok(r) => match r.get(i) {
@@ -175,9 +200,8 @@ impl RedisStore {
         }
     }
 
-    /// One [`PUSH_MANY`](super::scripts::push_many) call for `batch` (agents of partition `k`).
-    async fn push_call(&self, k: u32, batch: &[Waiting]) -> StoreResult<Vec<redis::Value>> {
-        let mut con = self.con.clone();
+    /// The [`PUSH_MANY`](super::scripts::push_many) call for `batch` (agents of partition `k`).
+    fn push_call<'s>(&'s self, k: u32, batch: &[Waiting]) -> redis::ScriptInvocation<'s> {
         let fence = batch.first().and_then(|w| self.fence_for(&w.agent_id));
         let mut call = self.push_many.prepare_invoke();
         match &fence {
@@ -203,7 +227,7 @@ impl RedisStore {
                 }
             }
         }
-        call.invoke_async(&mut con).await.map_err(be)
+        call
     }
 }
 
