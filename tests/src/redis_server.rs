@@ -42,6 +42,51 @@ impl RedisServer {
         server
     }
 
+    /// Starts a server in cluster mode that serves every slot alone: it refuses what a Redis
+    /// Cluster refuses (`CROSSSLOT`: a command, a transaction or a script's declared keys in
+    /// more than one slot), so the code that runs against it is checked to touch one slot per
+    /// command, transaction and script.
+    pub fn start_cluster_node() -> RedisServer {
+        let mut server = RedisServer {
+            port: free_port(),
+            dir: tempfile::tempdir().expect("tempdir"),
+            extra: [
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--cluster-enabled",
+                "yes",
+            ]
+            .iter()
+            .map(|a| a.to_string())
+            .collect(),
+            child: None,
+        };
+        let conf = server.dir.path().join("nodes.conf");
+        server.extra.push("--cluster-config-file".into());
+        server.extra.push(conf.display().to_string());
+        server.launch();
+        let mut con = server.client();
+        let _: () = redis::cmd("CLUSTER")
+            .arg("ADDSLOTSRANGE")
+            .arg(0)
+            .arg(16383)
+            .query(&mut con)
+            .expect("CLUSTER ADDSLOTSRANGE");
+        eventually_blocking(
+            Duration::from_secs(10),
+            "the one-node cluster to be up",
+            || {
+                redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query::<String>(&mut con)
+                    .is_ok_and(|info| info.contains("cluster_state:ok"))
+            },
+        );
+        server
+    }
+
     /// The URL clients connect to.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)

@@ -29,6 +29,10 @@ enum Cmd {
     Run,
     /// Validate the configuration and print the effective settings.
     CheckConfig,
+    /// Move the Redis namespace (`redis.url`, `redis.namespace`) from the earlier key layout
+    /// to this version's, once: every agentd process on it must be stopped. Running it again
+    /// finishes a move that was cut off, and changes nothing after one that was done.
+    Migrate,
     /// Ask a running agentd's `/healthz` (open without a token): exit 0 if it answers 200.
     /// For container health checks, which see the same settings as the service.
     Healthcheck {
@@ -100,12 +104,45 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Cmd::Migrate => migrate(&settings),
         Cmd::Healthcheck { addr } => healthcheck(addr.as_deref().unwrap_or(&settings.server.bind)),
         Cmd::Run => {
             init_logs(&settings)?;
             actix_rt::System::new().block_on(run(settings))
         }
     }
+}
+
+/// `agentd migrate` (see [`Cmd::Migrate`]): a process counts as live while its heartbeat is
+/// younger than two lease times, as the processes themselves count one another.
+fn migrate(settings: &Settings) -> anyhow::Result<()> {
+    let r = &settings.redis;
+    anyhow::ensure!(
+        r.enabled(),
+        "`agentd migrate` moves a Redis namespace: set redis.url"
+    );
+    let done = actix_rt::System::new().block_on(agentd_store::RedisStore::migrate(
+        &r.url,
+        &r.namespace,
+        r.partitions,
+        2 * r.lease_ms,
+    ));
+    let done = done.with_context(|| format!("migrating namespace `{}`", r.namespace))?;
+    match done {
+        agentd_store::Migrated::AlreadyDone => println!(
+            "namespace `{}` has this version's key layout already; nothing to do",
+            r.namespace
+        ),
+        agentd_store::Migrated::Empty => println!(
+            "namespace `{}` held nothing; it now has this version's key layout",
+            r.namespace
+        ),
+        agentd_store::Migrated::Moved { agents, keys } => println!(
+            "namespace `{}` moved to this version's key layout: {agents} agents, {keys} keys",
+            r.namespace
+        ),
+    }
+    Ok(())
 }
 
 /// One `GET /healthz` over a plain TCP connection (no HTTP client needed in the image),

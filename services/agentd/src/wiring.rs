@@ -150,7 +150,7 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
     let mut redis_store = None;
     let store: Arc<dyn ThreadStore> = if settings.redis.enabled() {
         let r = &settings.redis;
-        let store = RedisStore::connect(&r.url, &r.namespace)
+        let store = RedisStore::connect(&r.url, &r.namespace, r.partitions)
             .await
             .with_context(|| format!("connecting to Redis at {}", r.masked_url()))?
             .with_dedup_window(r.dedup_window);

@@ -110,7 +110,7 @@ fn start_peer(url: &str, dir: &Path) -> anyhow::Result<Peer> {
 
 /// Who holds each partition's lease now.
 async fn holders(con: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<Vec<String>> {
-    let keys = Keys::new(NS);
+    let keys = Keys::new(NS, PARTITIONS);
     let mut out = Vec::new();
     for k in 0..PARTITIONS {
         let h: Option<String> = redis::cmd("GET")
@@ -223,7 +223,7 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
             sinks.push(rec.id);
         }
     }
-    let keys = Keys::new(NS);
+    let keys = Keys::new(NS, PARTITIONS);
     let redis_pid = redis::cmd("INFO")
         .arg("server")
         .query_async::<String>(&mut con)

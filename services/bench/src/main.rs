@@ -571,7 +571,7 @@ fn main() -> anyhow::Result<()> {
         }
         if wants("redis_store") {
             let store: Arc<dyn ThreadStore> =
-                Arc::new(sys.block_on(agentd_store::RedisStore::connect(&url, "bench"))?);
+                Arc::new(sys.block_on(agentd_store::RedisStore::connect(&url, "bench", 64))?);
             note(
                 "redis_store_msgs_per_s",
                 sys.block_on(msgs_per_s(store.clone(), 100, 5_000 / scale))?,

@@ -340,6 +340,7 @@ pub(crate) async fn send_reply(
     if let Some(ms) = expire_ms {
         pipe.cmd("PEXPIRE").arg(reply_to).arg(ms).ignore();
     }
+    agentd_store::assert_one_slot(&pipe);
     pipe.query_async::<()>(con).await.map_err(be)?;
     Ok(())
 }

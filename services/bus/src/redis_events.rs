@@ -41,12 +41,13 @@ impl RedisEvents {
             // Everything published while the last write was in flight goes as one pipeline
             // (one round trip), in publishing order.
             while rx.recv_many(&mut batch, EVENTS_PER_PIPELINE).await > 0 {
-                let mut pipe = redis::pipe();
+                // One pipeline per stream (each one slot); the two streams are read apart.
+                let mut pipes = [(&events, redis::pipe()), (&deltas, redis::pipe())];
                 for event in batch.drain(..) {
                     let Ok(bytes) = encode(&event) else { continue };
-                    let stream = match event {
-                        Event::TextDelta { .. } => &deltas,
-                        _ => &events,
+                    let (stream, pipe) = match event {
+                        Event::TextDelta { .. } => &mut pipes[1],
+                        _ => &mut pipes[0],
                     };
                     pipe.cmd("XADD")
                         .arg(&stream.key)
@@ -62,9 +63,15 @@ impl RedisEvents {
                         .arg(bytes)
                         .ignore();
                 }
-                let r: redis::RedisResult<()> = pipe.query_async(&mut con).await;
-                if let Err(e) = r {
-                    tracing::warn!(error = %e, "events not written to Redis");
+                for (_, pipe) in &pipes {
+                    if pipe.cmd_iter().next().is_none() {
+                        continue;
+                    }
+                    agentd_store::assert_one_slot(pipe);
+                    let r: redis::RedisResult<()> = pipe.query_async(&mut con).await;
+                    if let Err(e) = r {
+                        tracing::warn!(error = %e, "events not written to Redis");
+                    }
                 }
             }
         });

@@ -5,7 +5,7 @@
 //! | [`memory`] | [`MemoryStore`]: everything in process memory (tests, throwaway runs) |
 //! | [`embedded`] | [`RedbStore`]: the durable embedded default, one redb file under the data dir |
 //! | [`redis_store`] | [`RedisStore`]: records, threads, maps and inboxes in Redis; its [`PushFence`] |
-//! | [`redis_keys`] | [`Keys`]: the Redis key names of one namespace (the store's and the bus's) |
+//! | [`redis_keys`] | [`Keys`]: the Redis key names of one namespace (the store's and the bus's), and a key's Cluster [`slot`] |
 //! | [`conformance`] | the suite every implementation must pass |
 //!
 //! Only the conformance suite is a public module; the stores and [`Keys`] are re-exported here.
@@ -18,5 +18,7 @@ mod redis_store;
 
 pub use embedded::RedbStore;
 pub use memory::MemoryStore;
-pub use redis_keys::Keys;
-pub use redis_store::{PushFence, RedisStore};
+pub use redis_keys::{
+    Keys, LAYOUT_VERSION, assert_one_slot, keys_of, partition_index, pipeline_slots, slot,
+};
+pub use redis_store::{Migrated, PushFence, RedisStore};

@@ -37,6 +37,7 @@ mod providers;
 mod recovery;
 mod redis_cluster;
 mod redis_example;
+mod redis_migrate;
 mod redis_restart;
 mod redis_store;
 mod review_yield;

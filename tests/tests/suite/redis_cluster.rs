@@ -2,7 +2,6 @@
 //! async), the command stream used by a plain Redis client, de-duplication of redelivered
 //! entries, dead letters, and failover after `kill -9` of a partition owner.
 
-use agentd_actors::fnv1a64;
 use agentd_proto::codec::{decode_envelope, encode_envelope};
 use agentd_proto::{Address, Command, Envelope, InboxItem, Item, SpawnRequest};
 use agentd_tests::process::wait_balanced;
@@ -64,7 +63,11 @@ impl Cluster {
     }
 
     fn new() -> Cluster {
-        let redis = RedisServer::start();
+        Cluster::on(RedisServer::start())
+    }
+
+    /// A cluster whose processes run on `redis`.
+    fn on(redis: RedisServer) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("script.toml");
         std::fs::write(&script, SCRIPT).unwrap();
@@ -99,7 +102,12 @@ impl Cluster {
 }
 
 fn partition(id: &str) -> u32 {
-    (fnv1a64(id.as_bytes()) % u64::from(PARTITIONS)) as u32
+    keys().partition_of(id)
+}
+
+/// The key names of the test namespace.
+fn keys() -> agentd_store::Keys {
+    agentd_store::Keys::new(NS, PARTITIONS)
 }
 
 #[test]
@@ -193,11 +201,9 @@ fn a_message_for_an_agent_that_does_not_exist_is_refused_and_never_queued() {
     let cluster = Cluster::new();
     let (a, b) = cluster.balanced_pair();
     let mut con = cluster.redis.client();
+    // Entries ever appended (the stream itself is trimmed as entries are acknowledged).
     let stream_len = |con: &mut redis::Connection, id: &str| -> u64 {
-        redis::cmd("XLEN")
-            .arg(format!("{NS}:p:{{{}}}", partition(id)))
-            .query(con)
-            .unwrap()
+        entries_added(con, &keys().partition(partition(id)))
     };
     let refused = |id: &str| {
         let (status, body) = a
@@ -379,10 +385,7 @@ fn calls_that_act_on_a_live_agent_run_in_the_process_that_owns_it() {
     // (The worker that answered may live on B; from here on, nothing new should.)
     let live_on_b = b.get("/v1/info")["live_agents"].as_u64().unwrap();
     // B's reply stream expires unless B lives on to renew it (a dead caller leaves nothing).
-    let replies = format!(
-        "{NS}:replies:{{{}}}",
-        b.get("/v1/info")["process_id"].as_str().unwrap()
-    );
+    let replies = keys().replies(b.get("/v1/info")["process_id"].as_str().unwrap());
     let ttl: i64 = redis::cmd("PTTL")
         .arg(&replies)
         .query(&mut cluster.redis.client())
@@ -732,11 +735,11 @@ fn an_entry_that_keeps_failing_with_a_store_error_is_dead_lettered_after_max_del
     // The poisoned agent's de-duplication set is made a string: its inbox write fails with
     // WRONGTYPE every time (Redis answers; this is no outage).
     let _: () = redis::cmd("SET")
-        .arg(format!("{NS}:agent:{{{poisoned}}}:seen"))
+        .arg(keys().agent_part(&poisoned, "seen"))
         .arg("not a sorted set")
         .query(&mut con)
         .unwrap();
-    let stream = format!("{NS}:p:{{{}}}", partition(&poisoned));
+    let stream = keys().partition(partition(&poisoned));
     let message = |to: &str, text: &str| {
         encode_envelope(&Envelope::new(
             Address::External { name: "t".into() },
@@ -772,7 +775,7 @@ fn redelivered_entries_apply_once_and_bad_entries_go_to_dead_letters() {
     let p = cluster.process();
     let agent = p.spawn_with(json!({"agent_type": "subagent"}));
     let mut con = cluster.redis.client();
-    let stream = format!("{NS}:p:{{{}}}", partition(&agent));
+    let stream = keys().partition(partition(&agent));
     let env = Envelope::new(
         Address::External { name: "t".into() },
         Address::agent(&agent),
@@ -799,7 +802,7 @@ fn redelivered_entries_apply_once_and_bad_entries_go_to_dead_letters() {
     );
     xadd(
         &mut con,
-        &format!("{NS}:p:{{{}}}", partition("no-such-agent")),
+        &keys().partition(partition("no-such-agent")),
         &encode_envelope(&ghost).unwrap(),
     );
     let _: () = redis::cmd("XADD")
@@ -976,7 +979,7 @@ fn readyz_fails_once_a_lease_this_process_believes_it_owns_is_taken() {
     assert_eq!(owned_by_a.len(), PARTITIONS as usize, "alone, it owns all");
     let mut con = cluster.redis.client();
     let _: () = redis::cmd("SET")
-        .arg(format!("{NS}:lease:{{{}}}", owned_by_a[0]))
+        .arg(keys().lease(owned_by_a[0].as_u64().unwrap() as u32))
         .arg("someone-else")
         .query(&mut con)
         .unwrap();
@@ -1018,7 +1021,7 @@ fn generated_garbage_on_the_command_and_partition_streams_is_dead_lettered_or_ha
     let p = cluster.process();
     let agent = p.spawn_with(json!({"agent_type": "subagent"}));
     let mut con = cluster.redis.client();
-    let partition_stream = format!("{NS}:p:{{{}}}", partition(&agent));
+    let partition_stream = keys().partition(partition(&agent));
     let commands = format!("{NS}:commands");
     let valid = encode_envelope(&Envelope::new(
         Address::External { name: "t".into() },
@@ -1285,7 +1288,7 @@ fn a_workers_output_goes_through_the_parents_stream_and_survives_its_process() {
     let p = cluster.process();
     let mut con = cluster.redis.client();
     let root = root_on(&p, "lead");
-    let stream = format!("{NS}:p:{{{}}}", partition(&root));
+    let stream = keys().partition(partition(&root));
     let outputs_to_root = |con: &mut redis::Connection| -> Vec<Envelope> {
         read_stream(con, &stream)
             .iter()
@@ -1323,6 +1326,16 @@ fn a_workers_output_goes_through_the_parents_stream_and_survives_its_process() {
     acknowledged_soon(&mut con, &stream);
 }
 
+/// How many entries were ever appended to `stream` (`XINFO STREAM`'s `entries-added`).
+fn entries_added(con: &mut redis::Connection, stream: &str) -> u64 {
+    let info: std::collections::HashMap<String, redis::Value> = redis::cmd("XINFO")
+        .arg("STREAM")
+        .arg(stream)
+        .query(con)
+        .unwrap();
+    redis::from_redis_value_ref(&info["entries-added"]).unwrap()
+}
+
 /// Waits until nothing of `stream` is pending (an entry is acknowledged right after its
 /// handling, which a thread may show a moment earlier).
 fn acknowledged_soon(con: &mut redis::Connection, stream: &str) {
@@ -1345,7 +1358,7 @@ fn an_entry_read_late_by_a_process_that_lost_the_partition_is_claimed_before_new
     let p = cluster.process();
     let agent = p.spawn_with(json!({"agent_type": "subagent"}));
     let mut con = cluster.redis.client();
-    let stream = format!("{NS}:p:{{{}}}", partition(&agent));
+    let stream = keys().partition(partition(&agent));
     let message = |text: &str| {
         encode_envelope(&Envelope::new(
             Address::External { name: "t".into() },
@@ -1438,4 +1451,177 @@ fn a_rate_limit_met_in_one_process_holds_the_provider_in_the_other() {
     let held_until = b.get(&format!("/v1/agents/{second}"))["resume_at_ms"].clone();
     let (x, y) = (resume_at.as_u64().unwrap(), held_until.as_u64().unwrap());
     assert!(x.abs_diff(y) < 1_000, "the same reset: {x} and {y}");
+}
+
+/// A child's output for a parent in another partition is written by the child's flush into the
+/// child's partition's outbox (with the done mark of the item it answers, in one script), then
+/// appended to the parent's partition as a command of its own. One left in the outbox — its
+/// process died between the two — is appended by the next owner of the child's partition when
+/// it takes the partition, and taken out of the outbox.
+#[test]
+fn a_child_output_left_in_the_outbox_is_sent_on_by_the_next_owner() {
+    let cluster = Cluster::new();
+    let a = cluster.process();
+    let parent = root_on(&a, "lead");
+    a.stop();
+    let child = (0..)
+        .map(|i| format!("gone-child-{i}"))
+        .find(|c| partition(c) != partition(&parent))
+        .unwrap();
+    let env = Envelope::new(
+        Address::agent(&child),
+        Address::agent(&parent),
+        Item::Output(agentd_proto::Output::Reply {
+            text: "left behind".into(),
+        }),
+        1,
+    );
+    let mut con = cluster.redis.client();
+    let outbox = keys().outbox(partition(&child));
+    let _: () = redis::cmd("HSET")
+        .arg(&outbox)
+        .arg(env.id.to_string())
+        .arg(encode_envelope(&env).unwrap())
+        .query(&mut con)
+        .unwrap();
+    let stream = keys().partition(partition(&parent));
+    let before = entries_added(&mut con, &stream);
+    let b = cluster.process();
+    let line = b.wait_for_log("a child output left in the outbox sent on");
+    assert!(line.contains(&env.id.to_string()), "{line}");
+    eventually_blocking(Duration::from_secs(10), "the outbox to be empty", || {
+        redis::cmd("HLEN")
+            .arg(&outbox)
+            .query::<u64>(&mut con)
+            .is_ok_and(|n| n == 0)
+    });
+    assert_eq!(entries_added(&mut con, &stream), before + 1);
+}
+
+/// Partition streams stay bounded: each acknowledgement trims its stream below the oldest
+/// entry still pending (or, with none, the last one read), so 100,000 messages per unit of
+/// [`scale`] (a million at `AGENTD_TEST_SCALE=10`) through one partition leave it holding about
+/// one node of its listpacks, not every message ever sent. The messages are for an agent that
+/// does not exist (each is dead-lettered and acknowledged: the cheapest full delivery).
+#[test]
+fn a_partition_stream_stays_bounded_however_many_messages_go_through_it() {
+    let cluster = Cluster::new();
+    let p = cluster.process();
+    let stream = keys().partition(partition("nobody"));
+    let bytes = encode_envelope(&Envelope::new(
+        Address::External { name: "t".into() },
+        Address::agent("nobody"),
+        Item::Inbox(InboxItem::message("to no one")),
+        1,
+    ))
+    .unwrap();
+    let total = 100_000 * scale();
+    let chunk = 5_000;
+    let mut con = cluster.redis.client();
+    let group = |con: &mut redis::Connection| -> (u64, u64) {
+        let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
+            .arg("GROUPS")
+            .arg(&stream)
+            .query(con)
+            .unwrap();
+        let num = |f: &str| redis::from_redis_value_ref::<u64>(&groups[0][f]).unwrap_or(0);
+        (num("pending"), num("lag"))
+    };
+    let mut longest = 0;
+    for _ in 0..total / chunk {
+        let mut pipe = redis::pipe();
+        for _ in 0..chunk {
+            pipe.cmd("XADD")
+                .arg(&stream)
+                .arg("*")
+                .arg("m")
+                .arg(&bytes)
+                .ignore();
+        }
+        pipe.query::<()>(&mut con).unwrap();
+        // The process keeps up before the next chunk: what it has not read stays.
+        eventually_blocking(Duration::from_secs(120), "the process to keep up", || {
+            let (pending, lag) = group(&mut con);
+            pending + lag < chunk as u64
+        });
+        let len: u64 = redis::cmd("XLEN").arg(&stream).query(&mut con).unwrap();
+        longest = longest.max(len);
+    }
+    eventually_blocking(Duration::from_secs(120), "every message delivered", || {
+        group(&mut con) == (0, 0)
+    });
+    assert_eq!(entries_added(&mut con, &stream), total as u64);
+    // Once a last acknowledgement has trimmed it: about one node (100 entries) is left.
+    eventually_blocking(Duration::from_secs(10), "the stream trimmed", || {
+        redis::cmd("XLEN")
+            .arg(&stream)
+            .query::<u64>(&mut con)
+            .is_ok_and(|n| n <= 200)
+    });
+    assert!(longest < 3 * chunk as u64, "the stream grew to {longest}");
+    assert_eq!(p.get_status("/healthz", None).0, 200);
+}
+
+/// Every command, transaction and script the service sends touches one slot: two processes on a
+/// redis-server in cluster mode (which refuses anything else with `CROSSSLOT`), with one
+/// partition (the partition reader's one `XREADGROUP` spans every owned partition, which only
+/// one partition keeps in one slot), do what crosses processes — messages and Manage calls
+/// through the process that does not own the agents, async forwards, a command from the command
+/// stream, a `kill -9` of the owner and the takeover with its claims.
+#[test]
+fn the_service_touches_one_slot_per_command_and_script_on_a_cluster_mode_redis() {
+    let cluster = Cluster::on(RedisServer::start_cluster_node())
+        .with("AGENTD__REDIS__PARTITIONS", "1".to_string());
+    let a = cluster.process();
+    a.wait_for("a to own the partition", |a| {
+        a.partitions_owned().len() == 1
+    });
+    let b = cluster.process();
+    // Through B, which owns nothing: a spawn, messages, Manage sync and async.
+    let root = b.spawn_with(json!({"agent_type": "lead"}));
+    b.post(
+        &format!("/v1/agents/{root}/messages"),
+        json!({"text": "hello"}),
+    )
+    .unwrap();
+    let r = b.post(&format!("/v1/agents/{root}/tools/Manage"), json!({"command": "send_message", "worker": "Researcher", "message": "q", "threadAlias": "w"})).unwrap();
+    assert_eq!(r["messages"], json!(["Findings for: q"]), "{r}");
+    let r = b.post(&format!("/v1/agents/{root}/tools/Manage"), json!({"command": "send_message", "worker": "Researcher", "message": "later", "threadAlias": "w", "mode": "async"})).unwrap();
+    assert_eq!(r["status"], "sent", "{r}");
+    a.wait_for("the forward", |a| {
+        a.texts(&root)
+            .iter()
+            .any(|t| t == "From Researcher: Findings for: later")
+    });
+    // A command from the command stream.
+    let mut con = cluster.redis.client();
+    let id = command(
+        &mut con,
+        Command::Send {
+            agent_id: root.clone(),
+            text: "by command".into(),
+            interrupt: false,
+        },
+    );
+    wait_answered(&mut con, id, "the command");
+    a.wait_for("the command's answer", |a| {
+        a.texts(&root).iter().any(|t| t == "by command")
+    });
+    // The owner dies: B takes the partition, claims and drains it, and answers.
+    a.kill9();
+    b.wait_for("b to own the partition", |b| {
+        b.partitions_owned().len() == 1
+    });
+    let answers = |b: &AgentdProcess| b.texts(&root).iter().filter(|t| *t == "ok").count();
+    let before = answers(&b);
+    b.post(
+        &format!("/v1/agents/{root}/messages"),
+        json!({"text": "after the takeover"}),
+    )
+    .unwrap();
+    b.wait_for("the answer after the takeover", |b| answers(b) > before);
+    assert!(
+        stream_entries(&mut con, &format!("{NS}:dead")).is_empty(),
+        "nothing dead-lettered"
+    );
 }

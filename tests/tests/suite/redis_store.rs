@@ -9,7 +9,7 @@ use std::sync::Arc;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_store_conforms() {
     let server = RedisServer::start();
-    let store = RedisStore::connect(&server.url(), "conf").await.unwrap();
+    let store = RedisStore::connect(&server.url(), "conf", 8).await.unwrap();
     conformance::run_all(Arc::new(store.clone())).await;
     // Deleted agents leave no key behind.
     assert_eq!(store.keys_mentioning("d-child").await.unwrap(), 0);
@@ -21,7 +21,7 @@ async fn an_unreachable_redis_is_a_clear_error() {
     let server = RedisServer::start();
     let url = server.url();
     drop(server);
-    let err = RedisStore::connect(&url, "x")
+    let err = RedisStore::connect(&url, "x", 8)
         .await
         .err()
         .map(|e| e.to_string())
@@ -34,7 +34,7 @@ async fn actors_on_the_redis_store_delete_leaves_no_key_behind() {
     use agentd_proto::{Control, Role};
     use agentd_tests::*;
     let server = RedisServer::start();
-    let store = RedisStore::connect(&server.url(), "del").await.unwrap();
+    let store = RedisStore::connect(&server.url(), "del", 8).await.unwrap();
     let script = "[[rule]]\ntext = \"echo: {{input}}\"\n";
     let sys = TestSystem::builder()
         .script(script)
@@ -73,7 +73,7 @@ async fn actors_on_the_redis_store_delete_leaves_no_key_behind() {
 async fn a_forward_in_a_batch_lands_on_its_stream_after_the_writes_before_it() {
     use agentd_actors::{StoreWrite, ThreadStore};
     let server = RedisServer::start();
-    let store = RedisStore::connect(&server.url(), "fw").await.unwrap();
+    let store = RedisStore::connect(&server.url(), "fw", 8).await.unwrap();
     assert!(store.takes_forwards());
     let rec = conformance::record("fw-child", Some("fw-parent"), 1);
     let env = agentd_proto::Envelope::new(
@@ -84,6 +84,8 @@ async fn a_forward_in_a_batch_lands_on_its_stream_after_the_writes_before_it() {
         }),
         1,
     );
+    let keys = store.keys().clone();
+    let stream = keys.partition(keys.partition_of("fw-parent"));
     let batch = [
         StoreWrite::Append {
             agent_id: "fw-child".into(),
@@ -91,7 +93,7 @@ async fn a_forward_in_a_batch_lands_on_its_stream_after_the_writes_before_it() {
         },
         StoreWrite::PutAgent(Arc::new(rec)),
         StoreWrite::Forward {
-            stream: "fw:p:{3}".into(),
+            stream: stream.clone(),
             env: Arc::new(env.clone()),
         },
     ];
@@ -99,7 +101,7 @@ async fn a_forward_in_a_batch_lands_on_its_stream_after_the_writes_before_it() {
     assert_eq!(store.thread("fw-child").await.unwrap().len(), 1);
     let mut con = server.client();
     let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-        .arg("fw:p:{3}")
+        .arg(&stream)
         .arg("-")
         .arg("+")
         .query(&mut con)
@@ -118,13 +120,17 @@ async fn a_forward_in_a_batch_lands_on_its_stream_after_the_writes_before_it() {
 async fn a_fenced_push_lands_only_while_the_lease_names_this_process() {
     use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
     let server = RedisServer::start();
-    let store = RedisStore::connect(&server.url(), "fence").await.unwrap();
-    store.fence_pushes_with(Arc::new(|_agent: &str| {
-        Some(("fence:lease:{0}".to_string(), "me".to_string()))
+    let store = RedisStore::connect(&server.url(), "fence", 8)
+        .await
+        .unwrap();
+    let keys = store.keys().clone();
+    let lease = keys.lease(keys.partition_of("fence-agent"));
+    let fence = lease.clone();
+    store.fence_pushes_with(Arc::new(move |_agent: &str| {
+        Some((fence.clone(), "me".to_string()))
     }));
     let mut con = server.client();
-    let set_lease =
-        |con: &mut redis::Connection, holder: &str| set_key(con, "fence:lease:{0}", holder);
+    let set_lease = |con: &mut redis::Connection, holder: &str| set_key(con, &lease, holder);
     let env = |text: &str| {
         agentd_proto::Envelope::new(
             agentd_proto::Address::System,
@@ -188,15 +194,17 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
     use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
     use agentd_proto::AgentStatus;
     let server = RedisServer::start();
-    let store = RedisStore::connect(&server.url(), "ownfence")
+    let store = RedisStore::connect(&server.url(), "ownfence", 8)
         .await
         .unwrap();
-    store.fence_pushes_with(Arc::new(|_agent: &str| {
-        Some(("ownfence:lease:{0}".to_string(), "me".to_string()))
+    let keys = store.keys().clone();
+    let lease = keys.lease(keys.partition_of("own-agent"));
+    let fence = lease.clone();
+    store.fence_pushes_with(Arc::new(move |_agent: &str| {
+        Some((fence.clone(), "me".to_string()))
     }));
     let mut con = server.client();
-    let set_lease =
-        |con: &mut redis::Connection, holder: &str| set_key(con, "ownfence:lease:{0}", holder);
+    let set_lease = |con: &mut redis::Connection, holder: &str| set_key(con, &lease, holder);
     let with_status = |status: AgentStatus| {
         let mut rec = conformance::record("own-agent", None, 1);
         rec.status = status;
@@ -346,7 +354,7 @@ fn set_key(con: &mut redis::Connection, key: &str, value: &str) {
 async fn the_dedup_window_refuses_repeats_and_stays_near_its_size() {
     use agentd_actors::ThreadStore;
     let server = RedisServer::start();
-    let store = RedisStore::connect(&server.url(), "win")
+    let store = RedisStore::connect(&server.url(), "win", 8)
         .await
         .unwrap()
         .with_dedup_window(5);
@@ -365,11 +373,9 @@ async fn the_dedup_window_refuses_repeats_and_stays_near_its_size() {
         })
         .collect();
     let mut con = server.client();
+    let seen = store.keys().agent_part("w-agent", "seen");
     let window_len = |con: &mut redis::Connection| -> usize {
-        redis::cmd("ZCARD")
-            .arg("win:agent:{w-agent}:seen")
-            .query(con)
-            .unwrap()
+        redis::cmd("ZCARD").arg(&seen).query(con).unwrap()
     };
     let mut largest = 0;
     for env in &envs {
@@ -385,4 +391,212 @@ async fn the_dedup_window_refuses_repeats_and_stays_near_its_size() {
     assert_eq!(store.inbox_pending("w-agent").await.unwrap().len(), 300);
     // The first left the window long ago: it is taken again.
     assert!(store.inbox_push("w-agent", &envs[0]).await.unwrap());
+}
+
+/// Every command, transaction and script of the store touches one Redis Cluster slot (its
+/// agent's partition's, or a process-wide key's own): the conformance suite and flushes that
+/// carry child outputs to parents in the same and in other partitions pass on a redis-server in
+/// cluster mode, which refuses a command, a transaction or a script whose declared keys span
+/// slots (every script touches only the keys it declares). (The pipelines the store sends are
+/// checked by `assert_one_slot` in every debug build, so in every test.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_touches_one_slot_per_command_script_and_pipeline() {
+    use agentd_actors::{StoreWrite, ThreadStore};
+    let server = RedisServer::start_cluster_node();
+    let store = RedisStore::connect(&server.url(), "slots", 16)
+        .await
+        .unwrap();
+    let keys = store.keys().clone();
+    // Fenced as the bus fences it (every lease this process's), so the fences run too.
+    let mut con = server.client();
+    for k in 0..16 {
+        set_key(&mut con, &keys.lease(k), "me");
+    }
+    let fence_keys = keys.clone();
+    store.fence_pushes_with(Arc::new(move |agent: &str| {
+        Some((
+            fence_keys.lease(fence_keys.partition_of(agent)),
+            "me".to_string(),
+        ))
+    }));
+    conformance::run_all(Arc::new(store.clone())).await;
+
+    // A child's flush with outputs for a parent in its own partition and one in another.
+    let child = "slot-child";
+    let pick = |same: bool| {
+        (0..1000)
+            .map(|i| format!("slot-parent-{i}"))
+            .find(|p| (keys.partition_of(p) == keys.partition_of(child)) == same)
+            .unwrap()
+    };
+    let (near, far) = (pick(true), pick(false));
+    for parent in [&near, &far] {
+        store
+            .put_agent(&conformance::record(parent, None, 1))
+            .await
+            .unwrap();
+    }
+    store
+        .put_agent(&conformance::record(child, Some(&near), 1))
+        .await
+        .unwrap();
+    let output = |parent: &str| {
+        Arc::new(agentd_proto::Envelope::new(
+            agentd_proto::Address::agent(child),
+            agentd_proto::Address::agent(parent),
+            agentd_proto::Item::Output(agentd_proto::Output::Reply {
+                text: format!("for {parent}"),
+            }),
+            1,
+        ))
+    };
+    let (to_near, to_far) = (output(&near), output(&far));
+    let batch = [
+        StoreWrite::Append {
+            agent_id: child.into(),
+            entry: Arc::new(conformance::entry("answer")),
+        },
+        StoreWrite::PutAgent(Arc::new(conformance::record(child, Some(&near), 2))),
+        StoreWrite::Forward {
+            stream: keys.partition(keys.partition_of(&near)),
+            env: to_near.clone(),
+        },
+        StoreWrite::Forward {
+            stream: keys.partition(keys.partition_of(&far)),
+            env: to_far.clone(),
+        },
+    ];
+    store.write_own_batch(child, &batch).await.unwrap();
+    for (parent, env) in [(&near, &to_near), (&far, &to_far)] {
+        let bytes = read_stream(&mut con, &keys.partition(keys.partition_of(parent)));
+        let got: Vec<_> = bytes
+            .iter()
+            .map(|b| agentd_proto::codec::decode_envelope(b, 1 << 20).unwrap())
+            .collect();
+        assert_eq!(got, vec![(**env).clone()], "the stream of {parent}");
+    }
+    // What went to another slot is taken out of the outbox once appended.
+    agentd_tests::eventually_blocking(
+        std::time::Duration::from_secs(5),
+        "the outbox to be empty",
+        || {
+            redis::cmd("HLEN")
+                .arg(keys.outbox(keys.partition_of(child)))
+                .query::<usize>(&mut con)
+                .is_ok_and(|n| n == 0)
+        },
+    );
+    assert_eq!(store.thread(child).await.unwrap().len(), 1);
+}
+
+/// The `m` fields of a stream's entries.
+fn read_stream(con: &mut redis::Connection, key: &str) -> Vec<Vec<u8>> {
+    let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg(key)
+        .arg("-")
+        .arg("+")
+        .query(con)
+        .unwrap();
+    entries.ids.iter().filter_map(|e| e.get("m")).collect()
+}
+
+/// The number of partitions is fixed for a namespace's life: a store with another number is
+/// refused at connection, saying which number the namespace has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_keeps_its_number_of_partitions() {
+    let server = RedisServer::start();
+    RedisStore::connect(&server.url(), "fixed", 8)
+        .await
+        .unwrap();
+    RedisStore::connect(&server.url(), "fixed", 8)
+        .await
+        .unwrap();
+    let err = RedisStore::connect(&server.url(), "fixed", 16)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("8 partitions"), "{err}");
+    assert!(err.contains("redis.partitions is 16"), "{err}");
+    // Another namespace on the same Redis chooses its own.
+    RedisStore::connect(&server.url(), "other", 16)
+        .await
+        .unwrap();
+}
+
+/// Pushes for agents of one partition made at once are grouped into few script calls, and each
+/// still gets its own answer: fresh, duplicate, or the error of its own agent's broken key
+/// (which fails no other agent's push in the same call). Two pushes of one envelope reach Redis
+/// in the order they were made, whichever runtime thread sends their calls: the first is the
+/// fresh one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pushes_made_at_once_are_grouped_and_each_gets_its_own_answer() {
+    use agentd_actors::ThreadStore;
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url(), "group", 4)
+        .await
+        .unwrap();
+    let keys = store.keys().clone();
+    let agents: Vec<String> = (0..400)
+        .map(|i| format!("g-{i}"))
+        .filter(|a| keys.partition_of(a) == 0)
+        .take(50)
+        .collect();
+    for a in &agents {
+        store
+            .put_agent(&conformance::record(a, None, 1))
+            .await
+            .unwrap();
+    }
+    let mut con = server.client();
+    // One agent's window is not a sorted set: its push fails, with WRONGTYPE.
+    set_key(&mut con, &keys.agent_part(&agents[7], "seen"), "broken");
+    let calls_before = script_calls(&mut con);
+    let envs: Vec<_> = agents
+        .iter()
+        .map(|a| {
+            agentd_proto::Envelope::new(
+                agentd_proto::Address::System,
+                agentd_proto::Address::agent(a.as_str()),
+                agentd_proto::Item::Inbox(agentd_proto::InboxItem::message("hi")),
+                1,
+            )
+        })
+        .collect();
+    // Every envelope twice, all at once.
+    let pushes = agents
+        .iter()
+        .zip(&envs)
+        .chain(agents.iter().zip(&envs))
+        .map(|(a, e)| store.inbox_push(a, e));
+    let results = futures::future::join_all(pushes).await;
+    let calls = script_calls(&mut con) - calls_before;
+    assert!(calls < 20, "{calls} script calls for 100 pushes");
+    let (first, again) = results.split_at(agents.len());
+    for (i, (first, again)) in first.iter().zip(again).enumerate() {
+        if i == 7 {
+            let err = first.as_ref().unwrap_err().to_string();
+            assert!(err.contains("WRONGTYPE"), "{err}");
+            continue;
+        }
+        assert!(first.as_ref().unwrap(), "{} fresh", agents[i]);
+        assert!(!again.as_ref().unwrap(), "{} a duplicate", agents[i]);
+        assert_eq!(
+            store.inbox_pending(&agents[i]).await.unwrap(),
+            vec![envs[i].clone()]
+        );
+    }
+}
+
+/// How many scripts Redis has run (`INFO commandstats`: `EVALSHA` and `EVAL` calls).
+fn script_calls(con: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split([':', ','])
+                .find_map(|f| f.strip_prefix("calls="))
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .sum()
 }

@@ -1,6 +1,6 @@
 //! Calls to an agent whose partition another process owns ([`Transport::call`]). The caller
 //! appends a `command` envelope to the agent's partition with `reply_to` = its own reply
-//! stream `<ns>:replies:{<process id>}`, and waits; the owner's reader runs the command beside
+//! stream `{<ns>:replies:<process id>}`, and waits; the owner's reader runs the command beside
 //! the live agent and appends the reply there; the caller's reply reader hands it to the
 //! waiting call.
 //!

@@ -8,6 +8,7 @@ use super::in_flight::InFlight;
 use crate::streams::{GROUP, be};
 use agentd_actors::AgentSystem;
 use agentd_proto::AgentdError;
+use agentd_proto::codec::decode_envelope;
 use redis::aio::ConnectionManager;
 use redis::cmd;
 use redis::streams::{StreamAutoClaimReply, StreamId};
@@ -52,13 +53,16 @@ impl RedisBus {
         Ok(())
     }
 
-    /// Claims every entry of partition `k` pending with any consumer, and delivers it in order.
+    /// Claims every entry of partition `k` pending with any consumer, and delivers it in order;
+    /// first appends what its outbox holds to the parents' partitions (see
+    /// [`Self::send_outbox`]).
     pub(super) async fn claim(
         &self,
         k: u32,
         system: &AgentSystem,
         con: &mut ConnectionManager,
     ) -> Result<(), AgentdError> {
+        self.send_outbox(k, con).await?;
         let key = self.keys.partition(k);
         let mut start = "0-0".to_string();
         loop {
@@ -89,6 +93,53 @@ impl RedisBus {
             }
             start = reply.next_stream_id;
         }
+    }
+
+    /// Appends the child outputs left in partition `k`'s outbox to their parents' partitions,
+    /// and takes them out. An output is there when the process that flushed it stopped
+    /// between its flush (which wrote it there with the done mark of the item it answers) and
+    /// its append to the parent's partition, a command of its own (the parent's stream is in
+    /// another slot); whoever holds the child's partition next sends it. The parent takes an
+    /// output once, by its id, so one sent twice (the flushing process did send it) is harmless;
+    /// one whose parent is gone is dropped.
+    async fn send_outbox(&self, k: u32, con: &mut ConnectionManager) -> Result<(), AgentdError> {
+        let key = self.keys.outbox(k);
+        let left: Vec<(String, Vec<u8>)> = cmd("HGETALL")
+            .arg(&key)
+            .query_async(con)
+            .await
+            .map_err(be)?;
+        for (id, bytes) in left {
+            match decode_envelope(&bytes, usize::MAX) {
+                Ok(env) => match env.to.agent_id() {
+                    Some(parent) => {
+                        let appended: i64 = self
+                            .scripts
+                            .forward
+                            .key(self.keys.partition(self.partition_of(parent)))
+                            .key(self.keys.agent(parent))
+                            .arg(&bytes)
+                            .invoke_async(con)
+                            .await
+                            .map_err(be)?;
+                        tracing::info!(partition = k, message_id = %id, parent, appended = appended == 1, "a child output left in the outbox sent on");
+                    }
+                    None => {
+                        tracing::warn!(partition = k, message_id = %id, "an outbox entry for no agent; dropped")
+                    }
+                },
+                Err(e) => {
+                    tracing::error!(partition = k, message_id = %id, error = %e, "an outbox entry that does not decode; dropped")
+                }
+            }
+            cmd("HDEL")
+                .arg(&key)
+                .arg(&id)
+                .query_async::<()>(con)
+                .await
+                .map_err(be)?;
+        }
+        Ok(())
     }
 
     /// Ends the drain of every draining partition still owned whose stream holds nothing

@@ -128,13 +128,10 @@ impl RedisBus {
             acks.push(sid.id.clone());
         }
         if !acks.is_empty() {
-            cmd("XACK")
-                .arg(key)
-                .arg(GROUP)
-                .arg(&acks)
-                .query_async::<i64>(con)
-                .await
-                .map_err(be)?;
+            // Acknowledged, and the stream trimmed to what is still pending or unread.
+            let mut ack = self.scripts.ack_trim.prepare_invoke();
+            ack.key(key).arg(GROUP).arg(&acks);
+            ack.invoke_async::<i64>(con).await.map_err(be)?;
         }
         transient.map_or(Ok(()), Err)
     }

@@ -1,4 +1,4 @@
-//! Membership and leases: every lease round a process heartbeats in `<ns>:members`, renews the
+//! Membership and leases: every lease round a process heartbeats in `{<ns>:members}`, renews the
 //! leases it holds, gives up what it lost and what exceeds its fair share
 //! (`ceil(partitions / live)`), and takes free partitions up to that share (`SET NX PX`).
 //!
@@ -66,7 +66,7 @@ impl RedisBus {
         Ok(())
     }
 
-    /// Notes this process live in `<ns>:members`, drops members silent for two lease times,
+    /// Notes this process live in `{<ns>:members}`, drops members silent for two lease times,
     /// and answers how many are live.
     async fn heartbeat(&self, con: &mut ConnectionManager) -> Result<usize, AgentdError> {
         let now = now_ms();

@@ -1,6 +1,6 @@
-//! The Redis streams bus: agents are spread over `partitions` streams (`<ns>:p:{k}`, agent →
+//! The Redis streams bus: agents are spread over `partitions` streams (`{<ns>:p<k>}:stream`, agent →
 //! `fnv1a64(id) % partitions`). Each partition is owned by one live process at a time through a
-//! lease (`SET NX PX`, renewed every lease/4); live processes heartbeat in `<ns>:members` and
+//! lease (`SET NX PX`, renewed every lease/4); live processes heartbeat in `{<ns>:members}` and
 //! each takes at most `ceil(partitions / live)` leases, so partitions spread evenly and move
 //! when a process dies. The owner reads its partitions with one blocking `XREADGROUP` on a
 //! dedicated connection (no response timeout), claims what a dead owner left pending
@@ -22,18 +22,18 @@
 //!
 //! Calls that must run beside a live agent ([`Transport::call`]) travel the same way: a
 //! `command` envelope on the agent's partition, with `reply_to` = the caller's own reply stream
-//! `<ns>:replies:{<process id>}`, read by a reply reader that completes the waiting call.
+//! `{<ns>:replies:<process id>}`, read by a reply reader that completes the waiting call.
 //!
 //! | module | what it holds |
 //! |---|---|
 //! | [`config`] | [`RedisBusConfig`]: URL, namespace, partitions, lease time, batch and size limits |
-//! | [`scripts`] | the Lua scripts: renewing and releasing a lease, forwarding to a live agent |
+//! | [`scripts`] | the Lua scripts: renewing and releasing a lease, forwarding to a live agent, acknowledging and trimming a partition |
 //! | [`leases`] | membership and the lease round: heartbeat, renew, take; self-fencing by clock |
 //! | [`handover`] | giving a partition up once its deliveries are done; resuming a taken one's agents |
 //! | [`reader`] | the partition reader: claims first, then one blocking read of every readable partition |
 //! | [`in_flight`] | the window of routed batches whose acknowledgements are still under way |
 //! | [`delivery`] | handing entries to the agents, acknowledging them, dead-lettering what keeps failing |
-//! | [`claim`] | a partition taken: claiming what its previous owner left pending, the drain check |
+//! | [`claim`] | a partition taken: sending on its outbox, claiming what its previous owner left pending, the drain check |
 //! | [`calls`] | calls to an agent another process owns: the caller's reply reader, the owner's runner |
 //! | [`transport`] | the [`Transport`] the ChannelRouter routes through |
 //! | [`status`] | readiness (every lease still held) and per-partition metrics |
@@ -58,9 +58,8 @@ pub use config::RedisBusConfig;
 use crate::dead::DeadLetters;
 use crate::streams::{be, blocking_connection, ensure_group};
 use agentd_actors::AgentSystem;
-use agentd_actors::fnv1a64;
 use agentd_proto::{AgentdError, Envelope, ErrorCode, Reply};
-use agentd_store::Keys;
+use agentd_store::{Keys, partition_index};
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 use redis::cmd;
 use scripts::Scripts;
@@ -113,7 +112,7 @@ impl RedisBus {
         cfg: RedisBusConfig,
         con: ConnectionManager,
     ) -> Result<Arc<Self>, AgentdError> {
-        let keys = Keys::new(&cfg.namespace);
+        let keys = Keys::new(&cfg.namespace, cfg.partitions);
         let dead = DeadLetters::new(con.clone(), keys.dead(), cfg.dead_maxlen);
         let delivering = (0..cfg.partitions.max(1))
             .map(|_| AtomicUsize::new(0))
@@ -233,11 +232,6 @@ impl RedisBus {
             d.insert(k);
         }
     }
-}
-
-/// The partition of `agent_id` among `partitions`.
-fn partition_index(agent_id: &str, partitions: u32) -> u32 {
-    (fnv1a64(agent_id.as_bytes()) % u64::from(partitions.max(1))) as u32
 }
 
 /// The agent `env` goes to: only agent envelopes travel on partitions.

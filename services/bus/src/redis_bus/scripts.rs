@@ -1,5 +1,5 @@
 //! The Lua scripts of the bus: each checks and changes in one step what two commands would
-//! leave a window between.
+//! leave a window between. Each touches one slot (one key, or a partition's keys).
 
 use redis::Script;
 
@@ -26,12 +26,27 @@ if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
 redis.call('XADD', KEYS[1], '*', 'm', ARGV[1])
 return 1";
 
+/// Acknowledges entries of a partition stream and trims the stream to what is still needed:
+/// `XTRIM MINID ~` below the oldest entry pending in the group, or, with none pending, below
+/// the last entry acknowledged here (the ids come in stream order, and the group reads in
+/// order, so every older entry was read, and with none pending, acknowledged; what comes after
+/// it may be unread). So a partition stream holds what is pending or unread, plus at most about
+/// one node of the stream's listpacks (`~` drops whole nodes only, which costs next to
+/// nothing). KEYS: the stream; ARGV: the group, the ids in stream order. Answers how many were
+/// acknowledged.
+const ACK_TRIM: &str = r"
+local n = redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
+local floor = redis.call('XPENDING', KEYS[1], ARGV[1])[2] or ARGV[#ARGV]
+redis.call('XTRIM', KEYS[1], 'MINID', '~', floor)
+return n";
+
 /// The scripts of one bus (a [`Script`] runs by its hash, and is loaded where Redis does not
 /// know it).
 pub(super) struct Scripts {
     pub(super) renew: Script,
     pub(super) release: Script,
     pub(super) forward: Script,
+    pub(super) ack_trim: Script,
 }
 
 impl Scripts {
@@ -40,6 +55,7 @@ impl Scripts {
             renew: Script::new(RENEW),
             release: Script::new(RELEASE),
             forward: Script::new(FORWARD),
+            ack_trim: Script::new(ACK_TRIM),
         }
     }
 }

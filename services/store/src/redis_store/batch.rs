@@ -1,21 +1,42 @@
-//! Batches of writes in one round trip. A live agent's flush of its own state (see [`is_own`])
-//! runs as one [`FLUSH_OWN`](super::scripts::FLUSH_OWN) call per run of its writes, its record
-//! only through its partition's fence; the rest of a batch is plain commands and script calls,
-//! pipelined.
+//! Batches of writes. A live agent's flush of its own state (see [`is_own`]) runs as one
+//! [`FLUSH_OWN`](super::scripts::FLUSH_OWN) call per run of its writes, its record only through
+//! its partition's fence; the rest of a batch is plain commands and script calls. Consecutive
+//! writes in one partition's slot go in one pipeline (one round trip; Redis runs a
+//! connection's commands in order, and in a Redis Cluster one slot is one node), and the
+//! pipelines are sent one after another.
+//!
+//! A child's output for its parent ([`StoreWrite::Forward`]) is written by the child's last
+//! flush call, in the child's slot: onto the partition stream itself when the parent shares
+//! the child's partition, else into the partition's outbox ([`Keys::outbox`]), with the done
+//! mark of the item it answers, atomically. Then, once the flush is answered, it is appended to
+//! the parent's partition as a command of its own, and taken out of the outbox. A process that
+//! dies in between leaves it in the outbox, and the next owner of the child's partition
+//! appends it when it takes the partition (the parent de-duplicates it by its id).
+//!
 //! Every write of a batch is idempotent, so a batch can be written again whole (after a
 //! `NOSCRIPT`, or by its caller).
+//!
+//! [`Keys::outbox`]: crate::Keys::outbox
 
 use super::push::fenced;
 use super::{RedisStore, be, de};
+use crate::redis_keys::assert_one_slot;
 use agentd_actors::{StoreResult, StoreWrite, ThreadStore};
-use agentd_proto::AgentRecord;
 use agentd_proto::codec::{encode, encode_envelope};
+use agentd_proto::{AgentRecord, Envelope};
+use redis::cmd;
 use uuid::Uuid;
 
+/// A piece of a batch: a run of the owner's own writes (one flush call), or one other write.
+enum Piece<'w> {
+    Own(Vec<&'w StoreWrite>),
+    One(&'w StoreWrite),
+}
+
 impl RedisStore {
-    /// Writes `writes` in one round trip; with `owner`, each run of that agent's own writes
-    /// as one [`FLUSH_OWN`](super::scripts::FLUSH_OWN) call, its record only through its
-    /// partition's fence (if pushes are fenced).
+    /// Writes `writes`; with `owner`, each run of that agent's own writes as one
+    /// [`FLUSH_OWN`](super::scripts::FLUSH_OWN) call, its record only through its
+    /// partition's fence (if pushes are fenced), and its forwards as the module doc says.
     pub(super) async fn write_batch_fenced(
         &self,
         writes: &[StoreWrite],
@@ -24,102 +45,179 @@ impl RedisStore {
         if writes.is_empty() {
             return Ok(());
         }
-        // One round trip; the commands run in order on the one connection. Not MULTI: the
-        // writes may touch several agents' slots, and each is idempotent on its own.
-        let mut pipe = redis::pipe();
-        // The owner's record goes through its partition's fence (if pushes are fenced). Only
-        // the record: the batch's other writes are idempotent, and must land or not together
-        // with one another, not with the record (an inbox item marked done whose answer the
-        // fence refused would be lost, where an answer and its done mark written by a stale
-        // owner are only a repeat the new owner's run de-duplicates).
-        let fence = owner.and_then(|o| self.fence_for(o));
-        let mut rest = writes;
-        while let Some((first, after)) = rest.split_first() {
-            if let Some(owner) = owner.filter(|o| is_own(first, o)) {
-                let run = 1 + after.iter().take_while(|w| is_own(w, owner)).count();
-                self.pipe_flush_own(&mut pipe, owner, &rest[..run], fence.clone())?;
-                rest = &rest[run..];
-                continue;
-            }
-            match first {
-                StoreWrite::PutAgent(rec) => self.pipe_put_agent(&mut pipe, rec)?,
-                StoreWrite::Append { agent_id, entry } => {
-                    pipe.cmd("EVALSHA")
-                        .arg(self.append.get_hash())
-                        .arg(2)
-                        .arg(self.keys.agent_part(agent_id, "thread"))
-                        .arg(self.keys.agent_part(agent_id, "eids"))
-                        .arg(entry.id.to_string())
-                        .arg(encode(&**entry).map_err(de)?)
-                        .ignore();
-                }
-                StoreWrite::InboxDone { agent_id, env_id } => {
-                    self.pipe_inbox_done(&mut pipe, agent_id, *env_id)
-                }
-                // In the pipeline's order after what it was made from: Redis runs one
-                // connection's commands in order, and the batch is answered (and retried as a
-                // whole; a repeat carries the same derived id) only after all of them. Only an
-                // earlier command answered with an error (a key of the wrong type) lets it out
-                // before the batch is written.
-                StoreWrite::Forward { stream, env } => {
-                    pipe.cmd("XADD")
-                        .arg(stream)
-                        .arg("*")
-                        .arg("m")
-                        .arg(encode_envelope(env).map_err(de)?)
-                        .ignore();
-                }
-                // Outputs travel through the partition streams here; refused before anything
-                // is sent.
-                StoreWrite::Outbox { .. } => {
-                    return Err(agentd_actors::ports::outbox_not_kept(self.kind()));
-                }
-            }
-            rest = after;
+        if writes
+            .iter()
+            .any(|w| matches!(w, StoreWrite::Outbox { .. }))
+        {
+            // Outputs travel through the partition streams here; refused before anything is
+            // sent.
+            return Err(agentd_actors::ports::outbox_not_kept(self.kind()));
         }
-        // Only the owner's runs answer (`-1`: its record refused by the fence).
+        let forwards: Vec<(&str, &Envelope)> = writes
+            .iter()
+            .filter_map(|w| match w {
+                StoreWrite::Forward { stream, env } => Some((stream.as_str(), &**env)),
+                _ => None,
+            })
+            .collect();
+        let mut pieces: Vec<Piece<'_>> = Vec::new();
+        for w in writes {
+            match (w, owner, pieces.last_mut()) {
+                (StoreWrite::Forward { .. }, _, _) => {}
+                (w, Some(o), Some(Piece::Own(run))) if is_own(w, o) => run.push(w),
+                (w, Some(o), _) if is_own(w, o) => pieces.push(Piece::Own(vec![w])),
+                (w, _, _) => pieces.push(Piece::One(w)),
+            }
+        }
+        // The owner's forwards go with its last flush call (one of their own if the batch does
+        // not end with one). Without an owner (no flush of an agent's own) they are appended
+        // after the batch, with no outbox.
+        let with_flush = owner.is_some() && !forwards.is_empty();
+        if with_flush && !matches!(pieces.last(), Some(Piece::Own(_))) {
+            pieces.push(Piece::Own(Vec::new()));
+        }
+        let fence = owner.and_then(|o| self.fence_for(o));
+        let last = pieces.len().saturating_sub(1);
+        // Consecutive pieces in one partition go in one pipeline.
+        let mut pipes: Vec<(u32, redis::Pipeline)> = Vec::new();
+        for (i, piece) in pieces.iter().enumerate() {
+            let k = self.keys.partition_of(match piece {
+                Piece::Own(_) => owner.unwrap_or_default(),
+                Piece::One(w) => subject(w),
+            });
+            if pipes.last().is_none_or(|(pk, _)| *pk != k) {
+                pipes.push((k, redis::pipe()));
+            }
+            let Some((_, pipe)) = pipes.last_mut() else {
+                continue;
+            };
+            match piece {
+                Piece::Own(run) => {
+                    let outputs: &[(&str, &Envelope)] = if with_flush && i == last {
+                        &forwards
+                    } else {
+                        &[]
+                    };
+                    let owner = owner.unwrap_or_default();
+                    self.pipe_flush_own(pipe, owner, run, fence.clone(), outputs)?;
+                }
+                Piece::One(w) => self.pipe_one(pipe, w)?,
+            }
+        }
         let mut con = self.con.clone();
         use std::sync::atomic::Ordering::Relaxed;
         if !self.flush_scripts_loaded.load(Relaxed) {
             self.load_flush_scripts(&mut con).await?;
         }
-        let answers: Vec<i64> = match pipe.query_async(&mut con).await {
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                // Redis lost its script cache (a restart): load them and write the batch
-                // again (its writes are idempotent).
-                self.load_flush_scripts(&mut con).await?;
-                pipe.query_async(&mut con).await.map_err(be)?
-            }
-            other => other.map_err(be)?,
-        };
+        let mut refused = false;
+        for (_, pipe) in &pipes {
+            assert_one_slot(pipe);
+            // Only the owner's flush calls answer (`-1`: its record refused by the fence).
+            let answers: Vec<i64> = match pipe.query_async(&mut con).await {
+                Err(e)
+                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    // Redis lost its script cache (a restart): load them and write the
+                    // pipeline again (its writes are idempotent).
+                    self.load_flush_scripts(&mut con).await?;
+                    pipe.query_async(&mut con).await.map_err(be)?
+                }
+                other => other.map_err(be)?,
+            };
+            refused |= answers.contains(&-1);
+        }
         match owner {
-            Some(agent_id) if answers.contains(&-1) => fenced(-1, agent_id),
+            Some(owner) => {
+                let own = self.keys.partition_of(owner);
+                let out: Vec<_> = forwards
+                    .iter()
+                    .filter(|(stream, _)| *stream != self.keys.partition(own))
+                    .collect();
+                for (stream, env) in &out {
+                    append(&mut con, stream, env).await?;
+                }
+                if !out.is_empty() {
+                    // Not awaited: the outputs are on their parents' streams now, and one that
+                    // stays in the outbox (this fails, or the process stops first) is only
+                    // appended again by the partition's next owner, and taken once.
+                    let mut hdel = cmd("HDEL");
+                    hdel.arg(self.keys.outbox(own)).arg(
+                        out.iter()
+                            .map(|(_, e)| e.id.to_string())
+                            .collect::<Vec<_>>(),
+                    );
+                    let mut con = con.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = hdel.query_async::<()>(&mut con).await {
+                            tracing::debug!(error = %e, "outputs sent on stay in the outbox");
+                        }
+                    });
+                }
+            }
+            None => {
+                for (stream, env) in &forwards {
+                    append(&mut con, stream, env).await?;
+                }
+            }
+        }
+        match owner {
+            Some(agent_id) if refused => fenced(-1, agent_id),
             _ => Ok(()),
         }
     }
 
+    /// Adds one write that is not the owner's own to `pipe`.
+    fn pipe_one(&self, pipe: &mut redis::Pipeline, write: &StoreWrite) -> StoreResult<()> {
+        match write {
+            StoreWrite::PutAgent(rec) => self.pipe_put_agent(pipe, rec)?,
+            StoreWrite::Append { agent_id, entry } => {
+                pipe.cmd("EVALSHA")
+                    .arg(self.append.get_hash())
+                    .arg(2)
+                    .arg(self.keys.agent_part(agent_id, "thread"))
+                    .arg(self.keys.agent_part(agent_id, "eids"))
+                    .arg(entry.id.to_string())
+                    .arg(encode(&**entry).map_err(de)?)
+                    .ignore();
+            }
+            StoreWrite::InboxDone { agent_id, env_id } => {
+                self.pipe_inbox_done(pipe, agent_id, *env_id)
+            }
+            // Taken out of the pieces before (see `write_batch_fenced`).
+            StoreWrite::Forward { .. } | StoreWrite::Outbox { .. } => {}
+        }
+        Ok(())
+    }
+
     /// Adds one [`FLUSH_OWN`](super::scripts::FLUSH_OWN) call for `run` (writes of `owner`'s
-    /// own state, see [`is_own`]) to `pipe`: its entries in order, its done marks, and its last
-    /// record (the call is atomic, so the record a run ends with is the one that counts). The
-    /// roots index is not touched: a live agent's record was indexed when it was created.
+    /// own state, see [`is_own`]) and `outputs` (its forwards) to `pipe`: its entries in
+    /// order, its done marks, its outputs, and its last record (the call is atomic, so the
+    /// record a run ends with is the one that counts). The roots index is not touched: a live
+    /// agent's record was indexed when it was created.
     fn pipe_flush_own(
         &self,
         pipe: &mut redis::Pipeline,
         owner: &str,
-        run: &[StoreWrite],
+        run: &[&StoreWrite],
         fence: Option<(String, String)>,
+        outputs: &[(&str, &Envelope)],
     ) -> StoreResult<()> {
+        let k = self.keys.partition_of(owner);
+        let stream = self.keys.partition(k);
         let call = pipe
             .cmd("EVALSHA")
             .arg(self.flush_own.get_hash())
-            .arg(if fence.is_some() { 6 } else { 5 })
+            .arg(8)
             .arg(self.keys.agent_part(owner, "thread"))
             .arg(self.keys.agent_part(owner, "eids"))
             .arg(self.keys.agent_part(owner, "inbox"))
             .arg(self.keys.agent_part(owner, "inboxdata"))
-            .arg(self.keys.agent(owner));
+            .arg(self.keys.agent(owner))
+            .arg(self.keys.lease(k))
+            .arg(&stream)
+            .arg(self.keys.outbox(k));
         match fence {
-            Some((lease, token)) => call.arg(lease).arg(token),
+            Some((_, token)) => call.arg(token),
             None => call.arg(""),
         };
         let entries = run.iter().filter_map(|w| match w {
@@ -139,6 +237,16 @@ impl RedisStore {
         for env_id in dones {
             call.arg(env_id.to_string());
         }
+        let (here, away): (Vec<_>, Vec<_>) = outputs.iter().partition(|(s, _)| *s == stream);
+        call.arg(here.len());
+        for (_, env) in here {
+            call.arg(encode_envelope(env).map_err(de)?);
+        }
+        call.arg(away.len());
+        for (_, env) in away {
+            call.arg(env.id.to_string())
+                .arg(encode_envelope(env).map_err(de)?);
+        }
         let record = run.iter().rev().find_map(|w| match w {
             StoreWrite::PutAgent(rec) => Some(rec),
             _ => None,
@@ -152,7 +260,7 @@ impl RedisStore {
     }
 
     /// Adds the writes of [`ThreadStore::put_agent`] to `pipe`: the record hash, then (for a
-    /// root) the roots index, which lives in another slot.
+    /// root) its partition's roots index, in the same slot.
     pub(super) fn pipe_put_agent(
         &self,
         pipe: &mut redis::Pipeline,
@@ -164,7 +272,7 @@ impl RedisStore {
         }
         if record.parent_id.is_none() {
             pipe.cmd("ZADD")
-                .arg(self.keys.roots())
+                .arg(self.keys.roots(self.keys.partition_of(&record.id)))
                 .arg(record.created_at_ms)
                 .arg(&record.id)
                 .ignore();
@@ -183,6 +291,34 @@ impl RedisStore {
             .arg(self.keys.agent_part(agent_id, "inboxdata"))
             .arg(&id)
             .ignore();
+    }
+}
+
+/// Appends a child's output to its parent's partition stream, as a command of its own.
+async fn append(
+    con: &mut redis::aio::ConnectionManager,
+    stream: &str,
+    env: &Envelope,
+) -> StoreResult<()> {
+    cmd("XADD")
+        .arg(stream)
+        .arg("*")
+        .arg("m")
+        .arg(encode_envelope(env).map_err(de)?)
+        .query_async::<String>(con)
+        .await
+        .map_err(be)?;
+    Ok(())
+}
+
+/// The agent whose slot `write` is in.
+fn subject(write: &StoreWrite) -> &str {
+    match write {
+        StoreWrite::PutAgent(rec) => &rec.id,
+        StoreWrite::Append { agent_id, .. } | StoreWrite::InboxDone { agent_id, .. } => agent_id,
+        StoreWrite::Forward { env, .. } | StoreWrite::Outbox { env } => {
+            env.to.agent_id().unwrap_or_default()
+        }
     }
 }
 

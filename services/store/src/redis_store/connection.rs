@@ -11,9 +11,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 impl RedisStore {
-    /// Connects to `url` (`redis://` or `rediss://`, with user and password if needed); fails
-    /// at once if Redis cannot be reached. The connection reconnects by itself afterwards.
-    pub async fn connect(url: &str, namespace: &str) -> StoreResult<Self> {
+    /// Connects to `url` (`redis://` or `rediss://`, with user and password if needed) for
+    /// namespace `namespace` with `partitions` partitions; fails at once if Redis cannot be
+    /// reached, and if the namespace's layout is not this code's or has another number of
+    /// partitions (see [`super::layout`]): a namespace of the earlier layout needs
+    /// `agentd migrate` first. The connection reconnects by itself afterwards.
+    pub async fn connect(url: &str, namespace: &str, partitions: u32) -> StoreResult<Self> {
+        let store = Self::connect_unchecked(url, namespace, partitions).await?;
+        super::layout::ensure(&mut store.connection(), store.keys()).await?;
+        Ok(store)
+    }
+
+    /// [`Self::connect`] without the layout check (for `agentd migrate`, which moves it).
+    pub(crate) async fn connect_unchecked(
+        url: &str,
+        namespace: &str,
+        partitions: u32,
+    ) -> StoreResult<Self> {
         let client = redis::Client::open(url).map_err(be)?;
         // One plain connection and a PING first: an unreachable Redis is a clear error at once,
         // not a series of reconnect attempts.
@@ -36,20 +50,20 @@ impl RedisStore {
             .get_connection_manager_with_config(config)
             .await
             .map_err(be)?;
-        Ok(Self::with_connection(con, namespace))
+        Ok(Self::with_connection(con, Keys::new(namespace, partitions)))
     }
 
-    /// A store over an existing connection.
-    pub fn with_connection(con: ConnectionManager, namespace: &str) -> Self {
+    /// A store over an existing connection (its namespace's layout checked by the caller).
+    pub fn with_connection(con: ConnectionManager, keys: Keys) -> Self {
         RedisStore {
             con,
-            keys: Keys::new(namespace),
+            keys,
             append: Script::new(scripts::APPEND),
             replace: Script::new(scripts::REPLACE),
             add_child: Script::new(scripts::ADD_CHILD),
-            inbox_push: scripts::inbox_push(),
             alias_get_or_create: Script::new(scripts::ALIAS_GET_OR_CREATE),
-            inbox_push_then_start: scripts::inbox_push_then_start(),
+            push_many: scripts::push_many(),
+            pushes: Arc::default(),
             tool_call_close: Script::new(scripts::TOOL_CALL_CLOSE),
             tool_call_put: Script::new(scripts::TOOL_CALL_PUT),
             flush_own: Script::new(scripts::FLUSH_OWN),
@@ -76,9 +90,11 @@ impl RedisStore {
         self.con.clone()
     }
 
-    /// Loads the scripts the flush pipeline calls by their SHA-1.
+    /// Loads the scripts the flush pipeline and the grouped pushes call by their SHA-1 (a push
+    /// call answered `NOSCRIPT` is sent again after the calls behind it, which would reorder
+    /// two pushes of one agent).
     pub(super) async fn load_flush_scripts(&self, con: &mut ConnectionManager) -> StoreResult<()> {
-        for script in [&self.append, &self.flush_own] {
+        for script in [&self.append, &self.flush_own, &self.push_many] {
             script.load_async(con).await.map_err(be)?;
         }
         self.flush_scripts_loaded

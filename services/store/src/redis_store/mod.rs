@@ -1,22 +1,28 @@
 //! The Redis `ThreadStore`: records in hashes, threads in streams, the parent→child map in
 //! sorted sets, worker aliases in hashes (a get-or-create script: race-free across processes),
-//! the durable inbox in a sorted set + hash, checkpoints in a list (newest first). Multi-key
-//! changes of one agent run as one Lua script in that agent's hash-tag slot.
+//! the durable inbox in a sorted set + hash, checkpoints in a list (newest first). Every key of
+//! an agent is in its partition's hash-tag slot ([`crate::Keys`]), so multi-key changes of one
+//! agent (and its partition's lease, stream and outbox) run as one Lua script there.
 //!
 //! | module | what it holds |
 //! |---|---|
 //! | [`connection`] | connecting, the store's scripts and settings, loading the flush scripts |
 //! | [`scripts`] | the Lua scripts, with the keys and arguments each takes |
 //! | [`operations`] | the `ThreadStore` calls on records, threads, children, aliases, inboxes, checkpoints |
-//! | [`push`] | durable pushes into an inbox, and the fence that keeps a stale owner's out |
-//! | [`batch`] | batches in one round trip, an agent's own writes fenced by its partition's lease |
+//! | [`push`] | durable pushes into inboxes, grouped per partition, and the fence that keeps a stale owner's out |
+//! | [`batch`] | batches by slot, an agent's own writes fenced by its partition's lease, child outputs through the outbox |
+//! | [`layout`] | the namespace's key layout and partition count, checked at every start |
+//! | [`migrate`] | `agentd migrate`: the earlier layout moved to this one, once |
 
 mod batch;
 mod connection;
+mod layout;
+mod migrate;
 mod operations;
 mod push;
 mod scripts;
 
+pub use migrate::Migrated;
 pub use push::PushFence;
 
 use crate::redis_keys::Keys;
@@ -33,9 +39,10 @@ pub struct RedisStore {
     append: Script,
     replace: Script,
     add_child: Script,
-    inbox_push: Script,
     alias_get_or_create: Script,
-    inbox_push_then_start: Script,
+    push_many: Script,
+    /// Pushes waiting for their partition's next [`Self::push_many`] call (shared by clones).
+    pushes: Arc<push::PushQueue>,
     tool_call_close: Script,
     tool_call_put: Script,
     /// Scripts of the flush pipeline (with [`Self::append`]), sent by their SHA-1 so that Redis

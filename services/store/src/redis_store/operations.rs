@@ -2,6 +2,7 @@
 //! pushes are in [`super::push`], batches in [`super::batch`].
 
 use super::{RedisStore, be, de};
+use crate::redis_keys::assert_one_slot;
 use agentd_actors::{Pushed, StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
 use agentd_proto::codec::{decode, encode};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
@@ -23,6 +24,7 @@ impl ThreadStore for RedisStore {
     async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()> {
         let mut pipe = redis::pipe();
         self.pipe_put_agent(&mut pipe, record)?;
+        assert_one_slot(&pipe);
         pipe.query_async::<()>(&mut self.con.clone())
             .await
             .map_err(be)
@@ -50,15 +52,14 @@ impl ThreadStore for RedisStore {
 
     async fn list_roots(&self) -> StoreResult<Vec<AgentRecord>> {
         let mut con = self.con.clone();
-        let ids: Vec<String> = cmd("ZRANGE")
-            .arg(self.keys.roots())
-            .arg(0)
-            .arg(-1)
-            .query_async(&mut con)
-            .await
-            .map_err(be)?;
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
+        // One roots index per partition, in its slot: the reads fan out, one per partition.
+        let mut pipe = redis::pipe();
+        for k in 0..self.keys.partitions() {
+            pipe.cmd("ZRANGE").arg(self.keys.roots(k)).arg(0).arg(-1);
+        }
+        let ids: Vec<Vec<String>> = pipe.query_async(&mut con).await.map_err(be)?;
+        let mut out = Vec::new();
+        for id in ids.into_iter().flatten() {
             if let Some(rec) = self.get_agent(&id).await? {
                 out.push(rec);
             }
@@ -222,22 +223,27 @@ impl ThreadStore for RedisStore {
     async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
         let parent = self.get_agent(agent_id).await?.and_then(|r| r.parent_id);
         let mut con = self.con.clone();
+        // The agent's keys and its roots entry (its partition's slot) first, then its parent's
+        // references to it (the parent's): cut off between the two, a parent lists a child
+        // whose record is gone (listings skip it), never an agent that no parent lists.
         let mut pipe = redis::pipe();
-        pipe.cmd("DEL")
+        pipe.atomic()
+            .cmd("DEL")
             .arg(self.keys.all_of_agent(agent_id))
-            .ignore();
-        pipe.cmd("ZREM")
-            .arg(self.keys.roots())
+            .ignore()
+            .cmd("ZREM")
+            .arg(self.keys.roots(self.keys.partition_of(agent_id)))
             .arg(agent_id)
             .ignore();
-        if let Some(parent) = &parent {
-            pipe.cmd("ZREM")
-                .arg(self.keys.agent_part(parent, "children"))
-                .arg(agent_id)
-                .ignore();
-        }
+        assert_one_slot(&pipe);
         pipe.query_async::<()>(&mut con).await.map_err(be)?;
         if let Some(parent) = parent {
+            cmd("ZREM")
+                .arg(self.keys.agent_part(&parent, "children"))
+                .arg(agent_id)
+                .query_async::<()>(&mut con)
+                .await
+                .map_err(be)?;
             let key = self.keys.agent_part(&parent, "workers");
             let pairs: Vec<(String, String)> = cmd("HGETALL")
                 .arg(&key)
@@ -301,6 +307,7 @@ impl ThreadStore for RedisStore {
     async fn inbox_done(&self, agent_id: &str, env_id: Uuid) -> StoreResult<()> {
         let mut pipe = redis::pipe();
         self.pipe_inbox_done(pipe.atomic(), agent_id, env_id);
+        assert_one_slot(&pipe);
         pipe.query_async::<()>(&mut self.con.clone())
             .await
             .map_err(be)
@@ -446,6 +453,7 @@ impl ThreadStore for RedisStore {
         if keep > 0 {
             pipe.cmd("LTRIM").arg(&key).arg(0).arg(keep - 1).ignore();
         }
+        assert_one_slot(&pipe);
         pipe.query_async::<()>(&mut con).await.map_err(be)
     }
 
@@ -471,22 +479,25 @@ impl ThreadStore for RedisStore {
 }
 
 impl RedisStore {
-    /// How many keys of the namespace mention `id` (deletion tests prove none is left).
+    /// How many keys of the namespace mention `id` (deletion tests prove none is left): keys
+    /// named after it, and its places in roots indexes, children sets and alias hashes.
     pub async fn keys_mentioning(&self, id: &str) -> StoreResult<usize> {
         let mut con = self.con.clone();
-        let pattern = format!("{}:*{id}*", self.keys.ns());
-        let keys: Vec<String> = cmd("KEYS")
-            .arg(&pattern)
-            .query_async(&mut con)
-            .await
-            .map_err(be)?;
-        let mut n = keys.len();
-        // Membership of `id` in other agents' children sets and alias hashes.
-        let all: Vec<String> = cmd("KEYS")
-            .arg(format!("{}:agent:*", self.keys.ns()))
-            .query_async(&mut con)
-            .await
-            .map_err(be)?;
+        let ns = self.keys.ns();
+        let mut n = 0;
+        for pattern in [format!("{ns}:*{id}*"), format!("{{{ns}:*{id}*")] {
+            n += super::layout::scan(&mut con, &pattern, None).await?.len();
+        }
+        for k in 0..self.keys.partitions() {
+            let score: Option<f64> = cmd("ZSCORE")
+                .arg(self.keys.roots(k))
+                .arg(id)
+                .query_async(&mut con)
+                .await
+                .map_err(be)?;
+            n += usize::from(score.is_some());
+        }
+        let all = super::layout::scan(&mut con, &format!("{{{ns}:p*:a:*"), None).await?;
         for k in all {
             if k.ends_with(":children") {
                 let score: Option<f64> = cmd("ZSCORE")

@@ -1,17 +1,49 @@
-//! Durable pushes into an agent's inbox ([`scripts::inbox_push`](super::scripts::inbox_push),
-//! and the one that also starts the envelope's turn), and their fence: once the Redis bus has
-//! set it, a push lands only while the lease of the agent's partition holds this process's
-//! token, so a process that stalled past its lease cannot write behind its successor's back.
+//! Durable pushes into agents' inboxes, and their fence: once the Redis bus has set it, a push
+//! lands only while the lease of the agent's partition holds this process's token, so a process
+//! that stalled past its lease cannot write behind its successor's back.
+//!
+//! Pushes for agents of one partition made together are grouped: the first queues a task that
+//! sends, when it runs (after the pushes made in the same turn of the runtime, e.g. by every
+//! agent of one partition read), everything queued by then as one
+//! [`PUSH_MANY`](super::scripts::push_many) call. Nothing waits for an earlier call: calls go
+//! out one after another on the connection, as single pushes did. Each push still gets its own
+//! answer (fresh, duplicate, fenced, or its own error).
 
 use super::{RedisStore, batch::record_fields, be, de};
 use agentd_actors::{Pushed, StoreError, StoreResult, StoreWrite};
 use agentd_proto::Envelope;
 use agentd_proto::codec::encode;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
 
 /// For an agent, the lease (key) and the token a push for it must find there, if pushes are
 /// fenced (see [`RedisStore::fence_pushes_with`]).
 pub type PushFence = Arc<dyn Fn(&str) -> Option<(String, String)> + Send + Sync>;
+
+/// The first writes of the turn a pushed envelope starts: its input entry's id and bytes, and
+/// its agent's record fields.
+type TurnStart = (String, Vec<u8>, Vec<(&'static str, Vec<u8>)>);
+
+/// One push waiting for its partition's next call.
+struct Waiting {
+    agent_id: String,
+    env_id: String,
+    bytes: Vec<u8>,
+    /// The turn's first writes, applied if the envelope is new.
+    start: Option<TurnStart>,
+    answer: oneshot::Sender<StoreResult<i64>>,
+}
+
+/// The pushes waiting per partition, and whether a task that sends them is queued.
+#[derive(Default)]
+pub(super) struct PushQueue {
+    partitions: Mutex<HashMap<u32, (bool, Vec<Waiting>)>>,
+    /// Held while a task takes its batch and puts its call on the connection: calls go out in
+    /// the order their batches were taken, whichever thread runs the task (several Arbiters,
+    /// a multi-threaded runtime), so two pushes of one agent reach Redis in the order made.
+    order: tokio::sync::Mutex<()>,
+}
 
 impl RedisStore {
     /// Fences every durable push from now on: a push for an agent lands only while the lease
@@ -32,18 +64,7 @@ impl RedisStore {
     /// ([`ThreadStore::inbox_push`](agentd_actors::ThreadStore::inbox_push)).
     pub(super) async fn push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
         let bytes = encode(env).map_err(de)?;
-        let mut con = self.con.clone();
-        let fence = self.fence_for(agent_id);
-        let mut call = self.inbox_push.prepare_invoke();
-        call.key(self.keys.agent_part(agent_id, "seen"))
-            .key(self.keys.agent_part(agent_id, "seenseq"))
-            .key(self.keys.agent_part(agent_id, "inbox"))
-            .key(self.keys.agent_part(agent_id, "inboxdata"))
-            .arg(env.id.to_string())
-            .arg(bytes)
-            .arg(self.dedup_window);
-        fence_args(&mut call, fence);
-        let n: i64 = call.invoke_async(&mut con).await.map_err(be)?;
+        let n = self.push_grouped(agent_id, env, bytes, None).await?;
         fenced(n, agent_id)?;
         Ok(n == 1)
     }
@@ -57,8 +78,8 @@ impl RedisStore {
         then: &[StoreWrite],
     ) -> StoreResult<Pushed> {
         // The shape an item starting a turn brings (its input entry, then the agent's own
-        // record, an existing one: its roots index entry is there already) runs as one
-        // script; with anything else only the push runs (the caller writes the rest).
+        // record, an existing one: its roots index entry is there already) is applied with the
+        // push; with anything else only the push runs (the caller writes the rest).
         let (entry, rec) = match then {
             [
                 StoreWrite::Append { agent_id: a, entry },
@@ -71,43 +92,142 @@ impl RedisStore {
                 });
             }
         };
-        let mut con = self.con.clone();
-        let mut call = self.inbox_push_then_start.prepare_invoke();
-        call.key(self.keys.agent_part(agent_id, "seen"))
-            .key(self.keys.agent_part(agent_id, "seenseq"))
-            .key(self.keys.agent_part(agent_id, "inbox"))
-            .key(self.keys.agent_part(agent_id, "inboxdata"))
-            .key(self.keys.agent_part(agent_id, "thread"))
-            .key(self.keys.agent_part(agent_id, "eids"))
-            .key(self.keys.agent(agent_id))
-            .arg(env.id.to_string())
-            .arg(encode(env).map_err(de)?)
-            .arg(self.dedup_window)
-            .arg(entry.id.to_string())
-            .arg(encode(&**entry).map_err(de)?);
-        fence_args(&mut call, self.fence_for(agent_id));
-        for (field, value) in record_fields(rec)? {
-            call.arg(field).arg(value);
-        }
-        let n: i64 = call.invoke_async(&mut con).await.map_err(be)?;
+        let start = (
+            entry.id.to_string(),
+            encode(&**entry).map_err(de)?,
+            record_fields(rec)?.into(),
+        );
+        let bytes = encode(env).map_err(de)?;
+        let n = self.push_grouped(agent_id, env, bytes, Some(start)).await?;
         fenced(n, agent_id)?;
         Ok(Pushed {
             fresh: n == 1,
             then_applied: n == 1,
         })
     }
-}
 
-/// Adds a push's fence to `call`: the token as the next argument ('' for none) and, with a
-/// token, the lease as the last key.
-fn fence_args(call: &mut redis::ScriptInvocation<'_>, fence: Option<(String, String)>) {
-    match fence {
-        Some((lease, token)) => {
-            call.arg(token).key(lease);
+    /// Queues one push for its partition's next call (queuing the task that sends it if none
+    /// is) and answers its result (`1`, `0`, `-1`: see
+    /// [`PUSH_MANY`](super::scripts::push_many)).
+    async fn push_grouped(
+        &self,
+        agent_id: &str,
+        env: &Envelope,
+        bytes: Vec<u8>,
+        start: Option<TurnStart>,
+    ) -> StoreResult<i64> {
+        let k = self.keys.partition_of(agent_id);
+        let (tx, rx) = oneshot::channel();
+        let waiting = Waiting {
+            agent_id: agent_id.to_string(),
+            env_id: env.id.to_string(),
+            bytes,
+            start,
+            answer: tx,
+        };
+        let lead = {
+            let mut parts = self
+                .pushes
+                .partitions
+                .lock()
+                .map_err(|_| StoreError::transient("the push queue's lock is poisoned"))?;
+            let (queued, waiting_pushes) = parts.entry(k).or_default();
+            waiting_pushes.push(waiting);
+            !std::mem::replace(queued, true)
+        };
+        if lead {
+            // A task of its own: it runs after the pushes made in this turn of the runtime, and
+            // a caller that stops waiting does not leave the others waiting.
+            let me = self.clone();
+            tokio::spawn(async move { me.send_pushes(k).await });
         }
-        None => {
-            call.arg("");
+        rx.await
+            .map_err(|_| StoreError::transient("the push was dropped unanswered"))?
+    }
+
+    /// Sends what waits for partition `k` as one call.
+    async fn send_pushes(&self, k: u32) {
+        let order = self.pushes.order.lock().await;
+        let batch = match self.pushes.partitions.lock() {
+            Ok(mut parts) => {
+                let (queued, waiting) = parts.entry(k).or_default();
+                *queued = false;
+                std::mem::take(waiting)
+            }
+            Err(_) => return,
+        };
+        if batch.is_empty() {
+            return;
         }
+        let mut con = self.con.clone();
+        if !self
+            .flush_scripts_loaded
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            // Loaded before the first call (a failure shows in the call's own answer).
+            let _ = self.load_flush_scripts(&mut con).await;
+        }
+        let call = self.push_call(k, &batch);
+        let mut call = std::pin::pin!(call.invoke_async::<Vec<redis::Value>>(&mut con));
+        // Its first poll puts the call on the connection; the next task's call goes after it.
+        let first = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(std::future::Future::poll(call.as_mut(), cx))
+        })
+        .await;
+        drop(order);
+        let results = match first {
+            std::task::Poll::Ready(r) => r,
+            std::task::Poll::Pending => call.await,
+        }
+        .map_err(be);
+        for (i, w) in batch.into_iter().enumerate() {
+            let result = match &results {
+                Ok(r) => match r.get(i) {
+                    Some(redis::Value::Int(n)) => Ok(*n),
+                    Some(other) => Err(StoreError::transient(format!(
+                        "redis: the push into agent `{}`'s inbox failed: {}",
+                        w.agent_id,
+                        redis::from_redis_value_ref::<String>(other)
+                            .unwrap_or_else(|_| format!("{other:?}"))
+                    ))),
+                    None => Err(StoreError::corrupt(
+                        "the push script answered too few results",
+                    )),
+                },
+                Err(e) => Err(StoreError::transient(e.to_string())),
+            };
+            let _ = w.answer.send(result);
+        }
+    }
+
+    /// The [`PUSH_MANY`](super::scripts::push_many) call for `batch` (agents of partition `k`).
+    fn push_call<'s>(&'s self, k: u32, batch: &[Waiting]) -> redis::ScriptInvocation<'s> {
+        let fence = batch.first().and_then(|w| self.fence_for(&w.agent_id));
+        let mut call = self.push_many.prepare_invoke();
+        match &fence {
+            Some((lease, token)) => call.key(lease).arg(token),
+            None => call.key(self.keys.lease(k)).arg(""),
+        };
+        call.arg(self.dedup_window).arg(batch.len());
+        for w in batch {
+            call.key(self.keys.agent_part(&w.agent_id, "seen"))
+                .key(self.keys.agent_part(&w.agent_id, "seenseq"))
+                .key(self.keys.agent_part(&w.agent_id, "inbox"))
+                .key(self.keys.agent_part(&w.agent_id, "inboxdata"));
+            call.arg(if w.start.is_some() { "1" } else { "0" })
+                .arg(&w.env_id)
+                .arg(&w.bytes);
+            if let Some((entry_id, entry, fields)) = &w.start {
+                call.key(self.keys.agent_part(&w.agent_id, "thread"))
+                    .key(self.keys.agent_part(&w.agent_id, "eids"))
+                    .key(self.keys.agent(&w.agent_id));
+                call.arg(entry_id).arg(entry).arg(fields.len());
+                for (field, value) in fields {
+                    call.arg(*field).arg(value);
+                }
+            }
+        }
+        call
     }
 }
 

@@ -1,6 +1,6 @@
 //! The Lua scripts of the Redis store. Each runs atomically in Redis; the keys a script takes
-//! are one agent's, so they share its hash-tag slot (the fence's lease, the partition's, is
-//! the one exception: see [`fence`]).
+//! are one agent's and its partition's (the fence's lease, the stream, the outbox), so they
+//! share the partition's hash-tag slot.
 
 use redis::Script;
 
@@ -58,63 +58,95 @@ if child then return {child, 0} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return {ARGV[2], 1}";
 
-/// The durable push of an envelope, once (`return 0` for a duplicate); the scripts below end
-/// with it. KEYS: seen, seenseq, inbox, inboxdata; ARGV: env id, bytes, window.
+/// The durable pushes of envelopes into the inboxes of agents of one partition, each once, in
+/// one call (see `push`): its answer is one result per envelope, `1` fresh (queued), `0` a
+/// duplicate (in its agent's de-duplication window; nothing changed), `-1` fenced (the
+/// partition's lease does not hold the token: nothing is written at all), or the error text
+/// of a push that failed (a key of the wrong type): one agent's broken key fails its own push
+/// only, not those of the other agents in the call. An envelope that
+/// starts its turn also brings the turn's first writes, applied only if it was fresh: its input
+/// entry appended once (as [`APPEND`]) and its agent's record hash set.
+///
+/// KEYS: the partition's lease, then per envelope its agent's seen, seenseq, inbox, inboxdata
+/// and, for one that starts a turn, thread, eids and record. ARGV: the token ('' for no
+/// fence), the window, the number of envelopes, then per envelope a flag (`1`: it starts a
+/// turn), its id and bytes, and with the flag the entry id and bytes, the number of record
+/// fields and the fields and values.
 ///
 /// `ZADD NX` both checks the window and adds to it (a duplicate only uses up a sequence
 /// number), and the window is counted and cut back to its size only every [`TRIM_EVERY`]th
 /// push, so it holds between `window` and `window + TRIM_EVERY - 1` ids.
-const PUSH: &str = r"
-local n = redis.call('INCR', KEYS[2])
-local fresh = redis.call('ZADD', KEYS[1], 'NX', n, ARGV[1])
-if n % TRIM_EVERY == 0 then
-  local size = redis.call('ZCARD', KEYS[1])
-  if size > tonumber(ARGV[3]) then
-    redis.call('ZREMRANGEBYRANK', KEYS[1], 0, size - tonumber(ARGV[3]) - 1)
+const PUSH_MANY: &str = r"
+local n = tonumber(ARGV[3])
+local out = {}
+if ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  for j = 1, n do out[j] = -1 end
+  return out
+end
+local window = tonumber(ARGV[2])
+local function push(a, k, starts)
+  local id = ARGV[a + 1]
+  local seq = redis.call('INCR', KEYS[k + 1])
+  local fresh = redis.call('ZADD', KEYS[k], 'NX', seq, id)
+  if seq % TRIM_EVERY == 0 then
+    local size = redis.call('ZCARD', KEYS[k])
+    if size > window then
+      redis.call('ZREMRANGEBYRANK', KEYS[k], 0, size - window - 1)
+    end
+  end
+  if fresh == 0 then return 0 end
+  redis.call('ZADD', KEYS[k + 2], seq, id)
+  redis.call('HSET', KEYS[k + 3], id, ARGV[a + 2])
+  if starts then
+    local e = a + 3
+    if redis.call('SADD', KEYS[k + 5], ARGV[e]) == 1 then
+      redis.call('XADD', KEYS[k + 4], '*', 'id', ARGV[e], 'e', ARGV[e + 1])
+    end
+    redis.call('HSET', KEYS[k + 6], unpack(ARGV, e + 3, e + 2 + 2 * tonumber(ARGV[e + 2])))
+  end
+  return 1
+end
+local a, k = 4, 2
+for j = 1, n do
+  local starts = ARGV[a] == '1'
+  local ok, res = pcall(push, a, k, starts)
+  if ok then
+    out[j] = res
+  elseif type(res) == 'table' then
+    out[j] = res.err
+  else
+    out[j] = tostring(res)
+  end
+  if starts then
+    a = a + 6 + 2 * tonumber(ARGV[a + 5])
+    k = k + 7
+  else
+    a = a + 3
+    k = k + 4
   end
 end
-if fresh == 0 then return 0 end
-redis.call('ZADD', KEYS[3], n, ARGV[1])
-redis.call('HSET', KEYS[4], ARGV[1], ARGV[2])";
+return out";
 
-/// How often (in pushes, by sequence number) [`PUSH`] cuts the de-duplication window back to
-/// its size.
+/// How often (in pushes, by sequence number) [`PUSH_MANY`] cuts the de-duplication window back
+/// to its size.
 const TRIM_EVERY: u64 = 64;
 
-/// [`PUSH`] with [`TRIM_EVERY`] filled in, behind the fence in front of it; `rest` follows.
-fn push_script(fence: String, rest: &str) -> Script {
-    let push = PUSH.replace("TRIM_EVERY", &TRIM_EVERY.to_string());
-    Script::new(&format!("{fence}\n{push}\n{rest}return 1"))
-}
-
-/// After [`PUSH`] of a new envelope, the start of its turn: the input entry appended once (as
-/// [`APPEND`]) and the record's hash set. KEYS after the push's: thread, eids, record (then the
-/// fence's lease); ARGV after the push's: entry id, entry bytes, the fence's token, then the
-/// record's hash fields and values. The agent's keys share one slot.
-const START: &str = r"
-if redis.call('SADD', KEYS[6], ARGV[4]) == 1 then
-  redis.call('XADD', KEYS[5], '*', 'id', ARGV[4], 'e', ARGV[5])
-end
-redis.call('HSET', KEYS[7], unpack(ARGV, 7))";
-
-/// [`PUSH`] behind its fence: the token is `ARGV[4]`, the lease `KEYS[5]`.
-pub(super) fn inbox_push() -> Script {
-    push_script(fence(5, 4), "")
-}
-
-/// [`PUSH`] then, for a new envelope, [`START`], behind the fence: the token is `ARGV[6]`, the
-/// lease `KEYS[8]`.
-pub(super) fn inbox_push_then_start() -> Script {
-    push_script(fence(8, 6), &format!("{START}\n"))
+/// [`PUSH_MANY`] with [`TRIM_EVERY`] filled in.
+pub(super) fn push_many() -> Script {
+    Script::new(&PUSH_MANY.replace("TRIM_EVERY", &TRIM_EVERY.to_string()))
 }
 
 /// A live agent's writes of its own state from one flush, in one call: its thread's new
-/// entries (each once, as [`APPEND`]), then its handled inbox items' done marks, then its
-/// record, the record only while the partition's lease holds this process's token (`return
-/// -1` with the rest written: they are idempotent, and an answer lands together with its done
-/// mark or not at all). KEYS: thread, eids, inbox, inboxdata, record (then the lease); ARGV:
-/// the token ('' for no fence), the number of entries, their ids and bytes, the number of done
-/// marks, their envelope ids, then the record's hash fields and values (none: no record).
+/// entries (each once, as [`APPEND`]), then its handled inbox items' done marks, then the
+/// outputs of its children-to-parent forwards (onto its partition's stream when the parent is
+/// in the same partition, else into the partition's outbox, see `batch`), then its record, the
+/// record only while the partition's lease holds this process's token (`return -1` with the
+/// rest written: they are idempotent, and an answer lands together with its done mark or not
+/// at all). KEYS: thread, eids, inbox, inboxdata, record, the partition's lease, stream and
+/// outbox; ARGV: the token ('' for no fence), the number of entries, their ids and bytes, the
+/// number of done marks, their envelope ids, the number of outputs for the stream, their
+/// bytes, the number for the outbox, their ids and bytes, then the record's hash fields and
+/// values (none: no record).
 pub(super) const FLUSH_OWN: &str = r"
 local i = 3
 for _ = 1, tonumber(ARGV[2]) do
@@ -123,24 +155,26 @@ for _ = 1, tonumber(ARGV[2]) do
   end
   i = i + 2
 end
-local dones = tonumber(ARGV[i])
+local n = tonumber(ARGV[i])
 i = i + 1
-for _ = 1, dones do
+for _ = 1, n do
   redis.call('ZREM', KEYS[3], ARGV[i])
   redis.call('HDEL', KEYS[4], ARGV[i])
   i = i + 1
+end
+n = tonumber(ARGV[i])
+i = i + 1
+for _ = 1, n do
+  redis.call('XADD', KEYS[7], '*', 'm', ARGV[i])
+  i = i + 1
+end
+n = tonumber(ARGV[i])
+i = i + 1
+for _ = 1, n do
+  redis.call('HSET', KEYS[8], ARGV[i], ARGV[i + 1])
+  i = i + 2
 end
 if i > #ARGV then return 1 end
 if ARGV[1] ~= '' and redis.call('GET', KEYS[6]) ~= ARGV[1] then return -1 end
 redis.call('HSET', KEYS[5], unpack(ARGV, i))
 return 1";
-
-/// The fence in front of a push (`return -1`): with a token in `ARGV[a]`, the push lands only
-/// while the lease `KEYS[k]` holds that token. A process that stalled past its lease may still
-/// have a push in its socket's buffer when it wakes; without this it would land in an inbox
-/// that the partition's next owner has already read, behind that owner's back (and out of
-/// order). The lease key is the partition's, not the agent's: this script is not for Redis
-/// Cluster, which agentd does not use.
-fn fence(k: usize, a: usize) -> String {
-    format!("if ARGV[{a}] ~= '' and redis.call('GET', KEYS[{k}]) ~= ARGV[{a}] then return -1 end")
-}

@@ -1,0 +1,172 @@
+//! The namespace's key layout, checked at every start: `{<ns>:layout}` holds the layout's
+//! `version`, the namespace's `partitions` (fixed for its life: an agent's keys are named by
+//! its partition) and a `state` (`ready`, or `migrating` while `agentd migrate` runs).
+//!
+//! A namespace no process has used yet gets this layout and, at the key the earlier code
+//! created first at its start (its partition 0 stream `<ns>:p:{0}`), a string
+//! ([`TOMBSTONE`]): the earlier code's `XGROUP CREATE … MKSTREAM` there fails with
+//! `WRONGTYPE`, so an older agentd stops at start instead of mixing its keys into this layout.
+//! A namespace that holds the earlier layout is refused with the advice to migrate it.
+
+use super::be;
+use crate::redis_keys::{Keys, LAYOUT_VERSION};
+use agentd_actors::{StoreError, StoreErrorKind, StoreResult};
+use redis::aio::ConnectionLike;
+use redis::{Script, cmd};
+use std::collections::HashMap;
+
+/// What the earlier layout's partition 0 stream key holds once this layout owns the
+/// namespace: a string, where the earlier code expects a stream.
+pub(crate) const TOMBSTONE: &str = "agentd key layout 2: this namespace was moved by `agentd migrate` \
+     (or created by an agentd of layout 2); an agentd of the earlier layout must not run on it";
+
+/// The layout is written only if there is none (two processes starting at once on an empty
+/// namespace agree on one). KEYS: the layout; ARGV: version, partitions. Answers the layout's
+/// fields and values.
+const CREATE: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'version', ARGV[1], 'partitions', ARGV[2], 'state', 'ready')
+end
+return redis.call('HGETALL', KEYS[1])";
+
+/// A namespace layout problem: the message says what to do.
+fn refused(message: String) -> StoreError {
+    StoreError::new(StoreErrorKind::Unsupported, message)
+}
+
+/// The earlier layout's partition stream `k` (`<ns>:p:{<k>}`).
+pub(crate) fn legacy_partition(ns: &str, k: u32) -> String {
+    format!("{ns}:p:{{{k}}}")
+}
+
+/// Checks that the namespace of `keys` has this code's layout with `keys.partitions()`
+/// partitions, creating it on a namespace no process has used yet.
+pub(crate) async fn ensure<C: ConnectionLike>(con: &mut C, keys: &Keys) -> StoreResult<()> {
+    let mut layout = read(con, keys).await?;
+    if layout.is_empty() {
+        if legacy_present(con, keys.ns()).await? {
+            return Err(refused(format!(
+                "namespace `{}` holds agentd's earlier Redis key layout: stop every agentd \
+                 process on it and run `agentd migrate` (once) before starting this version",
+                keys.ns()
+            )));
+        }
+        cmd("SET")
+            .arg(legacy_partition(keys.ns(), 0))
+            .arg(TOMBSTONE)
+            .query_async::<()>(con)
+            .await
+            .map_err(be)?;
+        let fields: Vec<String> = Script::new(CREATE)
+            .key(keys.layout())
+            .arg(LAYOUT_VERSION)
+            .arg(keys.partitions())
+            .invoke_async(con)
+            .await
+            .map_err(be)?;
+        layout = pairs(fields);
+    }
+    check(&layout, keys)
+}
+
+/// The layout hash (empty if there is none).
+pub(crate) async fn read<C: ConnectionLike>(
+    con: &mut C,
+    keys: &Keys,
+) -> StoreResult<HashMap<String, String>> {
+    cmd("HGETALL")
+        .arg(keys.layout())
+        .query_async(con)
+        .await
+        .map_err(be)
+}
+
+/// Whether layout `layout` is this code's, ready, with `keys.partitions()` partitions.
+pub(crate) fn check(layout: &HashMap<String, String>, keys: &Keys) -> StoreResult<()> {
+    let ns = keys.ns();
+    let version = layout.get("version").map(String::as_str).unwrap_or("?");
+    if version != LAYOUT_VERSION.to_string() {
+        return Err(refused(format!(
+            "namespace `{ns}` has key layout version {version}; this agentd reads version \
+             {LAYOUT_VERSION}"
+        )));
+    }
+    if layout.get("state").map(String::as_str) != Some("ready") {
+        return Err(refused(format!(
+            "namespace `{ns}` is being migrated, or its migration was cut off: run \
+             `agentd migrate` again (with every agentd process on it stopped)"
+        )));
+    }
+    let partitions = layout.get("partitions").map(String::as_str).unwrap_or("?");
+    if partitions != keys.partitions().to_string() {
+        return Err(refused(format!(
+            "namespace `{ns}` has {partitions} partitions for its whole life (agents' keys are \
+             named by their partition); redis.partitions is {}: set it to {partitions}",
+            keys.partitions()
+        )));
+    }
+    Ok(())
+}
+
+/// Whether namespace `ns` holds keys of the earlier layout: its partition 0 stream, its roots
+/// index, its member set, or any agent key.
+pub(crate) async fn legacy_present<C: ConnectionLike>(con: &mut C, ns: &str) -> StoreResult<bool> {
+    let kind: String = cmd("TYPE")
+        .arg(legacy_partition(ns, 0))
+        .query_async(con)
+        .await
+        .map_err(be)?;
+    if kind == "stream" {
+        return Ok(true);
+    }
+    // One key per command: they are in different slots.
+    for key in [
+        format!("{ns}:roots"),
+        format!("{ns}:members"),
+        format!("{ns}:{{tool_calls}}"),
+    ] {
+        let found: usize = cmd("EXISTS").arg(key).query_async(con).await.map_err(be)?;
+        if found > 0 {
+            return Ok(true);
+        }
+    }
+    Ok(!scan(con, &format!("{ns}:agent:{{*"), Some(1))
+        .await?
+        .is_empty())
+}
+
+/// The keys matching `pattern` (`SCAN`), up to `limit` of them.
+pub(crate) async fn scan<C: ConnectionLike>(
+    con: &mut C,
+    pattern: &str,
+    limit: Option<usize>,
+) -> StoreResult<Vec<String>> {
+    let mut cursor: u64 = 0;
+    let mut out = Vec::new();
+    loop {
+        let (next, keys): (u64, Vec<String>) = cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1_000)
+            .query_async(con)
+            .await
+            .map_err(be)?;
+        out.extend(keys);
+        if limit.is_some_and(|l| out.len() >= l) || next == 0 {
+            return Ok(out);
+        }
+        cursor = next;
+    }
+}
+
+/// A flat list of fields and values as a map.
+fn pairs(flat: Vec<String>) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    let mut it = flat.into_iter();
+    while let (Some(k), Some(v)) = (it.next(), it.next()) {
+        out.insert(k, v);
+    }
+    out
+}
