@@ -226,10 +226,10 @@ impl Settings {
         {
             if !matches!(
                 m.backend.as_str(),
-                "scripted" | "openai" | "anthropic" | "process"
+                "scripted" | "openai" | "anthropic" | "process" | "a2a"
             ) {
                 return Err(SettingsError::Invalid(format!(
-                    "{section}.backend `{}` is not one of scripted, openai, anthropic, process",
+                    "{section}.backend `{}` is not one of scripted, openai, anthropic, process, a2a",
                     m.backend
                 )));
             }
@@ -237,6 +237,11 @@ impl Settings {
                 return Err(SettingsError::Invalid(format!(
                     "{section}.protocol `{}` is not one of jsonl, claude-code",
                     m.protocol
+                )));
+            }
+            if m.backend == "a2a" && m.card_url.trim().is_empty() {
+                return Err(SettingsError::Invalid(format!(
+                    "{section}.backend is a2a: set {section}.card_url (the remote's Agent Card)"
                 )));
             }
             if m.backend == "process" && m.protocol == "jsonl" && m.command.is_empty() {
