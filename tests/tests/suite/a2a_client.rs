@@ -287,7 +287,8 @@ async fn input_required_makes_the_agent_wait_and_the_answer_goes_to_the_same_rem
             .provide(&ops.id, AgentStatus::WaitingQuestion, "north")
             .await
             .unwrap();
-        sys.wait_for_entry(&ops.id, Role::Assistant, "region noted: north")
+        // The answer reaches the remote as agentd writes it in the thread.
+        sys.wait_for_entry(&ops.id, Role::Assistant, "region noted: Answer: north")
             .await;
         let received = remote.received();
         assert_eq!(received.len(), 2, "{received:?}");
