@@ -64,8 +64,15 @@ class Remote(AgentExecutor):
                 )
         task = context.current_task
         if task is None:
+            # The task's history holds the client's message, as the specification's
+            # examples show (a client finds its message's task again by it).
             await event_queue.enqueue_event(
-                new_task(context.task_id, context.context_id, TaskState.TASK_STATE_SUBMITTED)
+                new_task(
+                    context.task_id,
+                    context.context_id,
+                    TaskState.TASK_STATE_SUBMITTED,
+                    history=[msg],
+                )
             )
         updater = TaskUpdater(event_queue, context.task_id, context.context_id)
         await updater.start_work()

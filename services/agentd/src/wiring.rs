@@ -13,8 +13,8 @@ use agentd_bus::{
 };
 use agentd_mcp::McpClient;
 use agentd_models::{
-    A2aModel, AnthropicModel, ClaudeCodeModel, ClaudeCodeSettings, HttpSettings, HttpWebhooks, ModelRouter,
-    OpenAiModel, ProcessModel, ScriptedModel,
+    A2aModel, AnthropicModel, ClaudeCodeModel, ClaudeCodeSettings, HttpSettings, HttpWebhooks,
+    ModelRouter, OpenAiModel, ProcessModel, ScriptedModel,
 };
 use agentd_store::{MemoryStore, RedbStore, RedisStore};
 use anyhow::Context as _;

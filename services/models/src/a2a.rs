@@ -256,7 +256,10 @@ impl Inner {
         cancel: &agentd_actors::CancellationToken,
     ) -> Result<Value, ModelError> {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let reply = self.http.post_json(url, &self.headers(), &body, cancel).await?;
+        let reply = self
+            .http
+            .post_json(url, &self.headers(), &body, cancel)
+            .await?;
         rpc_result(reply, method)
     }
 
@@ -486,8 +489,19 @@ impl A2aModel {
         };
         let first_here = lock(&self.called).insert(req.agent_id.to_string());
         let earlier = if first_here {
-            self.already_sent(&remote, session.as_ref(), &message_id, req)
-                .await?
+            // A remote that cannot list its tasks is sent the message (it may then get it
+            // twice after a crash: docs/a2a.md).
+            match self
+                .already_sent(&remote, session.as_ref(), &message_id, req)
+                .await
+            {
+                Ok(found) => found,
+                Err(ModelError::Cancelled) => return Err(ModelError::Cancelled),
+                Err(e) => {
+                    tracing::warn!(agent_id = %req.agent_id, error = %e, "could not look for an earlier send at the remote A2A agent");
+                    None
+                }
+            }
         } else {
             None
         };

@@ -42,6 +42,11 @@ impl Drop for RemoteAgent {
 
 impl RemoteAgent {
     fn start(py: &PathBuf, streams: bool) -> RemoteAgent {
+        Self::start_with(py, streams, None)
+    }
+
+    /// [`Self::start`], asking for `Authorization: Bearer <token>` when `token` is given.
+    fn start_with(py: &PathBuf, streams: bool, token: Option<&str>) -> RemoteAgent {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -55,6 +60,9 @@ impl RemoteAgent {
             .args(["--log", &log.display().to_string()]);
         if !streams {
             cmd.arg("--no-stream");
+        }
+        if let Some(t) = token {
+            cmd.args(["--token", t]);
         }
         let child = cmd.spawn().expect("start the remote agent");
         let url = format!("http://127.0.0.1:{port}");
@@ -92,6 +100,7 @@ impl RemoteAgent {
     fn rpc(&self, method: &str, params: Value) -> Value {
         let reply: Value = ureq::post(&format!("{}/", self.url))
             .set("A2A-Version", "1.0")
+            .set("Authorization", "Bearer remote-secret")
             .send_json(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
             .unwrap()
             .into_json()
@@ -138,8 +147,8 @@ text = "lead here"
 
 /// A system whose `ops` worker (of `lead`) is the remote agent (provider `remote`).
 fn system(remote: &RemoteAgent) -> TestSystem {
-    let script = ScriptedModel::from_toml_str(SCRIPT, Arc::new(agentd_actors::SystemClock))
-        .unwrap();
+    let script =
+        ScriptedModel::from_toml_str(SCRIPT, Arc::new(agentd_actors::SystemClock)).unwrap();
     let model = ModelRouter::new(Arc::new(script)).with("remote", remote.backend());
     let mut types = default_types(ManageOptions::default());
     for t in &mut types {
@@ -187,9 +196,7 @@ async fn a_remote_agent_answers_as_a_sync_manage_worker_in_one_remote_context() 
         let remote = remote_or_skip!(streams);
         let sys = system(&remote);
         let lead = sys.root("lead", None).await;
-        let send = |message: &str, alias: &str| {
-            json!({"command": "send_message", "worker": "Ops", "message": message, "threadAlias": alias})
-        };
+        let send = |message: &str, alias: &str| json!({"command": "send_message", "worker": "Ops", "message": message, "threadAlias": alias});
         let first = manage(&sys, &lead.id, send("hello there", "r")).await;
         assert_eq!(first["status"], "ok", "{first}");
         assert_eq!(first["messages"], json!(["remote #1 heard: hello there"]));
@@ -258,9 +265,11 @@ async fn a_streaming_remote_sends_text_deltas_and_a_spawned_remote_yields_its_an
         .await;
     let mut deltas = String::new();
     while deltas != "remote #1 heard: count the ships" {
-        let e = next_event(&mut events, "the remote's text deltas", |e| {
-            matches!(e, Event::TextDelta { agent_id, .. } if *agent_id == child)
-        })
+        let e = next_event(
+            &mut events,
+            "the remote's text deltas",
+            |e| matches!(e, Event::TextDelta { agent_id, .. } if *agent_id == child),
+        )
         .await;
         if let Event::TextDelta { text, .. } = e {
             deltas.push_str(&text);
@@ -331,4 +340,78 @@ async fn cancelling_the_agent_cancels_its_remote_task() {
         remote.rpc("GetTask", json!({"id": waiting}))["status"]["state"] == "TASK_STATE_CANCELED"
     })
     .await;
+}
+
+#[test]
+fn a_remote_answer_lands_once_across_a_kill_9_of_agentd_while_the_remote_works() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let remote = RemoteAgent::start_with(&py, true, Some("remote-secret"));
+    let dir = tempfile::tempdir().unwrap();
+    let types = dir.path().join("types");
+    std::fs::create_dir_all(&types).unwrap();
+    std::fs::write(
+        types.join("far.toml"),
+        "name = \"far\"\ntitle = \"Far\"\nprovider = \"remote\"\n",
+    )
+    .unwrap();
+    // The provider as a config file writes it: `kind`, the card, a header naming a variable.
+    let config = dir.path().join("agentd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[providers.remote]\nkind = \"a2a\"\ncard_url = \"{}\"\ntimeout_ms = 30000\n\
+             headers = {{ Authorization = \"Bearer ${{REMOTE_TOKEN}}\" }}\n",
+            remote.card_url()
+        ),
+    )
+    .unwrap();
+    let env = [
+        ("AGENTD_CONFIG", config.display().to_string()),
+        ("REMOTE_TOKEN", "remote-secret".to_string()),
+        ("AGENTD__STORE__KIND", "embedded".to_string()),
+        (
+            "AGENTD__STORE__DATA_DIR",
+            dir.path().join("data").display().to_string(),
+        ),
+        ("AGENTD__AGENTS__DIR", types.display().to_string()),
+    ];
+    let a = AgentdProcess::start(&env);
+    // A plain answer first: the header reached the remote (it refuses requests without it).
+    let quick = a.spawn("far", "warm up");
+    a.wait_for("the first answer", |p| {
+        p.texts(&quick)
+            .iter()
+            .any(|t| t == "remote #1 heard: warm up")
+    });
+    let id = a.spawn("far", "slow job");
+    eventually_blocking(Duration::from_secs(20), "the remote to get the job", || {
+        remote.received().len() == 2
+    });
+    a.kill9();
+    let b = AgentdProcess::start(&env);
+    b.wait_for("the remote's answer after the restart", |p| {
+        p.texts(&id)
+            .iter()
+            .any(|t| t == "remote #1 heard: slow job")
+    });
+    b.wait_for("the agent to be idle", |p| p.status(&id) == "idle");
+    let answers: Vec<String> = b
+        .texts(&id)
+        .into_iter()
+        .filter(|t| t.contains("heard"))
+        .collect();
+    assert_eq!(
+        answers,
+        vec!["remote #1 heard: slow job"],
+        "the answer lands once"
+    );
+    let received = remote.received();
+    assert_eq!(
+        received.len(),
+        2,
+        "the job reached the remote once: {received:?}"
+    );
 }
