@@ -315,6 +315,29 @@ mod tests {
     }
 
     #[test]
+    fn an_a2a_provider_takes_kind_a_card_and_headers_and_needs_the_card() {
+        let s = Settings::from_overrides(
+            "[providers.far]\nkind = \"a2a\"\ncard_url = \"http://127.0.0.1:1/card\"\n\
+             headers = { Authorization = \"Bearer ${T}\" }\n",
+        )
+        .map_err(|e| e.to_string());
+        assert!(s.is_ok(), "{s:?}");
+        if let Ok(s) = s {
+            let far = s.providers["far"].over(&s.model);
+            assert_eq!(far.backend, "a2a");
+            assert_eq!(far.card_url, "http://127.0.0.1:1/card");
+            assert_eq!(far.headers["Authorization"], "Bearer ${T}");
+        }
+        let err = Settings::from_overrides("[providers.far]\nbackend = \"a2a\"\n")
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            err.unwrap_or_default().contains("providers.far.card_url"),
+            "a card is required"
+        );
+    }
+
+    #[test]
     fn providers_inherit_the_model_section() {
         let s = Settings::from_overrides(
             "[model]\ntimeout_ms = 999\n[providers.fast]\nbackend = \"process\"\ncommand = [\"cat\"]\nmax_concurrent = 2\n",
