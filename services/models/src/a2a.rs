@@ -453,7 +453,18 @@ impl A2aModel {
         let mut seen = Seen::default();
         seen.take_task(task);
         guard.task_id.clone_from(&seen.task_id);
-        while !seen.settled() {
+        self.settle(remote, seen, req).await
+    }
+
+    /// Reads `seen`'s task (`GetTask`) until it settles: a recovered task, or one whose
+    /// stream ended before it did.
+    async fn settle(
+        &self,
+        remote: &Remote,
+        mut seen: Seen,
+        req: &ModelRequest,
+    ) -> Result<Seen, ModelError> {
+        while !seen.settled() && seen.task_id.is_some() {
             tokio::select! {
                 biased;
                 () = req.cancel.cancelled() => return Err(ModelError::Cancelled),
@@ -522,7 +533,8 @@ impl A2aModel {
                         message["taskId"] = json!(t);
                     }
                 }
-                self.send(&remote, message, req, &mut guard).await?
+                let seen = self.send(&remote, message, req, &mut guard).await?;
+                self.settle(&remote, seen, req).await?
             }
         };
         guard.armed = !seen.settled();
