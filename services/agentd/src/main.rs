@@ -98,6 +98,15 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
                 shown.auth.token = "***".into();
             }
             shown.mcp = shown.mcp.masked();
+            // A remote A2A agent's headers may hold a token written in the file.
+            for v in shown.model.headers.values_mut() {
+                *v = "***".into();
+            }
+            for p in shown.providers.values_mut() {
+                for v in p.headers.iter_mut().flat_map(|h| h.values_mut()) {
+                    *v = "***".into();
+                }
+            }
             println!(
                 "{}",
                 toml::to_string_pretty(&shown).context("printing settings")?

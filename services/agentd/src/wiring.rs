@@ -13,8 +13,8 @@ use agentd_bus::{
 };
 use agentd_mcp::McpClient;
 use agentd_models::{
-    AnthropicModel, ClaudeCodeModel, ClaudeCodeSettings, HttpSettings, HttpWebhooks, ModelRouter,
-    OpenAiModel, ProcessModel, ScriptedModel,
+    A2aModel, AnthropicModel, ClaudeCodeModel, ClaudeCodeSettings, HttpSettings, HttpWebhooks,
+    ModelRouter, OpenAiModel, ProcessModel, ScriptedModel,
 };
 use agentd_store::{MemoryStore, RedbStore, RedisStore};
 use anyhow::Context as _;
@@ -99,6 +99,22 @@ pub fn build_provider(
             std::time::Duration::from_millis(m.grace_ms),
             std::time::Duration::from_millis(m.timeout_ms),
         )),
+        "a2a" => {
+            let env = |name: &str| std::env::var(name).ok();
+            let headers = m
+                .headers
+                .iter()
+                .map(|(k, v)| {
+                    agentd_mcp::expand::expand(v, &env)
+                        .map(|v| (k.clone(), v))
+                        .with_context(|| format!("{section}.headers.{k}"))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            Arc::new(
+                A2aModel::new(m.card_url.trim().to_string(), headers, http("")?)
+                    .with_context(|| format!("{section}: the A2A backend"))?,
+            )
+        }
         "anthropic" => Arc::new(
             AnthropicModel::new(
                 http("https://api.anthropic.com")?,

@@ -82,6 +82,36 @@ impl HttpClient {
         format!("{}{path}", self.settings.base_url.trim_end_matches('/'))
     }
 
+    /// GETs `url` (no retries) and answers its JSON body, bounded by the whole-request timeout.
+    pub(crate) async fn get_json(
+        &self,
+        url: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<Value, ModelError> {
+        let mut req = self.client.get(url).timeout(self.settings.timeout);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| ModelError::Failed(format!("{url}: {e}")))?;
+        let code = resp.status();
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| ModelError::Failed(format!("reading the response from {url}: {e}")))?;
+        if !code.is_success() {
+            return Err(ModelError::Failed(format!(
+                "{url} answered {}: {}",
+                code.as_u16(),
+                text.chars().take(500).collect::<String>()
+            )));
+        }
+        serde_json::from_str(&text)
+            .map_err(|e| ModelError::Failed(format!("malformed response from {url}: {e}")))
+    }
+
     /// Sends one JSON request (with retries) and answers the JSON body.
     pub(crate) async fn post_json(
         &self,

@@ -2,6 +2,7 @@
 //!
 //! | module | what it holds |
 //! |---|---|
+//! | [`a2a`] | [`A2aModel`]: a remote A2A 1.0 agent answering an agent's turns (its card, its context kept on the record) |
 //! | [`scripted`] | [`ScriptedModel`]: deterministic answers from a TOML script; the offline default and the backend of the tests |
 //! | [`openai`] | [`OpenAiModel`]: any OpenAI-compatible chat-completions endpoint |
 //! | [`anthropic`] | [`AnthropicModel`]: the Anthropic Messages API |
@@ -12,6 +13,7 @@
 //! | `sent` | the conversation every backend sends: calls paired, forwards as input, never ending with the model's own answer |
 //! | [`http`] | the pooled async client, timeouts, retries with jittered backoff, rate limits and errors shared by the HTTP backends |
 
+pub mod a2a;
 pub mod anthropic;
 pub mod claude_code;
 pub mod http;
@@ -22,6 +24,7 @@ pub mod scripted;
 mod sent;
 pub mod webhook;
 
+pub use a2a::A2aModel;
 pub use anthropic::AnthropicModel;
 pub use claude_code::{ClaudeCodeModel, ClaudeCodeSettings};
 pub use http::HttpSettings;

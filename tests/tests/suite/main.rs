@@ -10,6 +10,7 @@
 //! its own temporary directory.
 
 mod a2a;
+mod a2a_client;
 mod agent_types;
 mod agentctl;
 mod approvals;

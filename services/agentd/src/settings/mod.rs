@@ -226,10 +226,10 @@ impl Settings {
         {
             if !matches!(
                 m.backend.as_str(),
-                "scripted" | "openai" | "anthropic" | "process"
+                "scripted" | "openai" | "anthropic" | "process" | "a2a"
             ) {
                 return Err(SettingsError::Invalid(format!(
-                    "{section}.backend `{}` is not one of scripted, openai, anthropic, process",
+                    "{section}.backend `{}` is not one of scripted, openai, anthropic, process, a2a",
                     m.backend
                 )));
             }
@@ -237,6 +237,11 @@ impl Settings {
                 return Err(SettingsError::Invalid(format!(
                     "{section}.protocol `{}` is not one of jsonl, claude-code",
                     m.protocol
+                )));
+            }
+            if m.backend == "a2a" && m.card_url.trim().is_empty() {
+                return Err(SettingsError::Invalid(format!(
+                    "{section}.backend is a2a: set {section}.card_url (the remote's Agent Card)"
                 )));
             }
             if m.backend == "process" && m.protocol == "jsonl" && m.command.is_empty() {
@@ -307,6 +312,29 @@ mod tests {
             assert!(!s.redis.masked_url().contains("s3cret"));
         }
         assert!(s.is_ok());
+    }
+
+    #[test]
+    fn an_a2a_provider_takes_kind_a_card_and_headers_and_needs_the_card() {
+        let s = Settings::from_overrides(
+            "[providers.far]\nkind = \"a2a\"\ncard_url = \"http://127.0.0.1:1/card\"\n\
+             headers = { Authorization = \"Bearer ${T}\" }\n",
+        )
+        .map_err(|e| e.to_string());
+        assert!(s.is_ok(), "{s:?}");
+        if let Ok(s) = s {
+            let far = s.providers["far"].over(&s.model);
+            assert_eq!(far.backend, "a2a");
+            assert_eq!(far.card_url, "http://127.0.0.1:1/card");
+            assert_eq!(far.headers["Authorization"], "Bearer ${T}");
+        }
+        let err = Settings::from_overrides("[providers.far]\nbackend = \"a2a\"\n")
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            err.unwrap_or_default().contains("providers.far.card_url"),
+            "a card is required"
+        );
     }
 
     #[test]

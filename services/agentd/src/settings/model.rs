@@ -9,7 +9,9 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSettings {
-    /// Backend: `scripted`, `openai` (any OpenAI-compatible endpoint) or `anthropic`.
+    /// Backend: `scripted`, `openai` (any OpenAI-compatible endpoint), `anthropic`, `process`
+    /// or `a2a` (a remote A2A agent; `kind` is another name of the key).
+    #[serde(alias = "kind")]
     pub backend: String,
     /// Script of the scripted backend; empty = built-in demo.
     pub script: String,
@@ -54,6 +56,13 @@ pub struct ModelSettings {
     pub requests_per_minute: u32,
     /// Estimated input tokens per minute agentd sends this provider (0 = no limit).
     pub tokens_per_minute: u32,
+    /// The remote agent's Agent Card URL (`backend = "a2a"`).
+    #[serde(default)]
+    pub card_url: String,
+    /// Headers sent with every request to the remote agent (`backend = "a2a"`); values may
+    /// name environment variables as `${VAR}` (an unset one fails the start).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
 }
 
 /// A named model provider (`[providers.<name>]`): every key is optional and defaults to the
@@ -62,6 +71,7 @@ pub struct ModelSettings {
 #[serde(default, deny_unknown_fields)]
 pub struct ProviderSettings {
     /// See [`ModelSettings::backend`].
+    #[serde(alias = "kind")]
     pub backend: Option<String>,
     /// See [`ModelSettings::script`].
     pub script: Option<String>,
@@ -99,6 +109,10 @@ pub struct ProviderSettings {
     pub requests_per_minute: Option<u32>,
     /// See [`ModelSettings::tokens_per_minute`].
     pub tokens_per_minute: Option<u32>,
+    /// See [`ModelSettings::card_url`].
+    pub card_url: Option<String>,
+    /// See [`ModelSettings::headers`].
+    pub headers: Option<BTreeMap<String, String>>,
 }
 
 impl ProviderSettings {
@@ -133,6 +147,11 @@ impl ProviderSettings {
             context_tokens: self.context_tokens.unwrap_or(base.context_tokens),
             requests_per_minute: self.requests_per_minute.unwrap_or(0),
             tokens_per_minute: self.tokens_per_minute.unwrap_or(0),
+            card_url: self
+                .card_url
+                .clone()
+                .unwrap_or_else(|| base.card_url.clone()),
+            headers: self.headers.clone().unwrap_or_else(|| base.headers.clone()),
         }
     }
 }

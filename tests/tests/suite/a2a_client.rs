@@ -1,0 +1,417 @@
+//! agentd as an A2A *client*: a provider of `backend = "a2a"` whose agents' turns are answered
+//! by a remote agent written with the official SDK's server classes (`tests/a2a/remote.py`,
+//! `a2a-sdk` installed by `scripts/test.sh` into `target/.venv-a2a`). The remote is a Manage
+//! worker (sync and async, one remote context per named thread), a `spawn_agent` child, a root
+//! that asks a question through `input-required`, streams its answer as `text_delta` events,
+//! and has its task cancelled with the agent. The tests skip, saying so, only when the venv is
+//! missing: CI runs `scripts/test.sh`, which always installs it.
+
+use agentd_actors::ModelClient;
+use agentd_models::{A2aModel, HttpSettings, ModelRouter, ScriptedModel};
+use agentd_proto::{AgentStatus, Control, Event, ManageOptions, Role};
+use agentd_tests::*;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn python() -> Option<PathBuf> {
+    let py = root().join("target/.venv-a2a/bin/python");
+    py.exists().then_some(py)
+}
+
+/// The SDK remote agent, killed when dropped.
+struct RemoteAgent {
+    child: Child,
+    url: String,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for RemoteAgent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl RemoteAgent {
+    fn start(py: &PathBuf, streams: bool) -> RemoteAgent {
+        Self::start_with(py, streams, None)
+    }
+
+    /// [`Self::start`], asking for `Authorization: Bearer <token>` when `token` is given.
+    fn start_with(py: &PathBuf, streams: bool, token: Option<&str>) -> RemoteAgent {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("received.jsonl");
+        let mut cmd = Command::new(py);
+        cmd.arg(root().join("tests/a2a/remote.py"))
+            .args(["--port", &port.to_string()])
+            .args(["--log", &log.display().to_string()]);
+        if !streams {
+            cmd.arg("--no-stream");
+        }
+        if let Some(t) = token {
+            cmd.args(["--token", t]);
+        }
+        let child = cmd.spawn().expect("start the remote agent");
+        let url = format!("http://127.0.0.1:{port}");
+        let card = format!("{url}/.well-known/agent-card.json");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while ureq::get(&card).call().is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the remote agent did not start"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        RemoteAgent {
+            child,
+            url,
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn card_url(&self) -> String {
+        format!("{}/.well-known/agent-card.json", self.url)
+    }
+
+    /// The messages the remote received.
+    fn received(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// A JSON-RPC call to the remote, as any A2A client makes it.
+    fn rpc(&self, method: &str, params: Value) -> Value {
+        let reply: Value = ureq::post(&format!("{}/", self.url))
+            .set("A2A-Version", "1.0")
+            .set("Authorization", "Bearer remote-secret")
+            .send_json(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+            .unwrap()
+            .into_json()
+            .unwrap();
+        reply["result"].clone()
+    }
+
+    fn backend(&self) -> Arc<dyn ModelClient> {
+        Arc::new(
+            A2aModel::new(
+                self.card_url(),
+                Vec::new(),
+                HttpSettings {
+                    base_url: String::new(),
+                    api_key: String::new(),
+                    timeout: Duration::from_secs(30),
+                    stream: true,
+                    idle_timeout: Duration::from_secs(30),
+                    max_retries: 0,
+                    backoff: Duration::from_millis(100),
+                },
+            )
+            .unwrap(),
+        )
+    }
+}
+
+const SCRIPT: &str = r#"
+[[rule]]
+agent = "lead"
+role = "user"
+contains = "From Ops"
+text = "Noted the forward."
+
+[[rule]]
+agent = "lead"
+role = "tool"
+text = "Tool said: {{input}}"
+
+[[rule]]
+agent = "lead"
+text = "lead here"
+"#;
+
+/// A system whose `ops` worker (of `lead`) is the remote agent (provider `remote`).
+fn system(remote: &RemoteAgent) -> TestSystem {
+    let script =
+        ScriptedModel::from_toml_str(SCRIPT, Arc::new(agentd_actors::SystemClock)).unwrap();
+    let model = ModelRouter::new(Arc::new(script)).with("remote", remote.backend());
+    let mut types = default_types(ManageOptions::default());
+    for t in &mut types {
+        if t.name == "ops" {
+            t.provider = Some("remote".into());
+        }
+        if t.name == "subagent" || t.name == "plain" {
+            t.workers.clear();
+        }
+    }
+    let mut sub = agent_type("remote_sub", "Remote sub-agent", &[]);
+    sub.provider = Some("remote".into());
+    types.push(sub);
+    TestSystem::builder()
+        .model(Arc::new(model))
+        .types(types)
+        .config(|c| {
+            c.providers.insert("remote".into());
+        })
+        .start()
+}
+
+async fn manage(sys: &TestSystem, caller: &str, args: Value) -> Value {
+    sys.system
+        .invoke_tool(Some(caller), "Manage", args)
+        .await
+        .expect("Manage")
+}
+
+macro_rules! remote_or_skip {
+    ($streams:expr) => {{
+        let Some(py) = python() else {
+            eprintln!(
+                "SKIPPED: the A2A SDK is not installed (target/.venv-a2a); `bash scripts/test.sh` installs it"
+            );
+            return;
+        };
+        RemoteAgent::start(&py, $streams)
+    }};
+}
+
+#[actix_rt::test]
+async fn a_remote_agent_answers_as_a_sync_manage_worker_in_one_remote_context() {
+    for streams in [false, true] {
+        let remote = remote_or_skip!(streams);
+        let sys = system(&remote);
+        let lead = sys.root("lead", None).await;
+        let send = |message: &str, alias: &str| json!({"command": "send_message", "worker": "Ops", "message": message, "threadAlias": alias});
+        let first = manage(&sys, &lead.id, send("hello there", "r")).await;
+        assert_eq!(first["status"], "ok", "{first}");
+        assert_eq!(first["messages"], json!(["remote #1 heard: hello there"]));
+        let child = first["childThreadId"].as_str().unwrap().to_string();
+        // The same named thread is the same remote conversation.
+        let second = manage(&sys, &lead.id, send("and again", "r")).await;
+        assert_eq!(second["childThreadId"], child.as_str());
+        assert_eq!(second["messages"], json!(["remote #2 heard: and again"]));
+        // Another named thread is another remote context.
+        let other = manage(&sys, &lead.id, send("elsewhere", "s")).await;
+        assert_eq!(other["messages"], json!(["remote #1 heard: elsewhere"]));
+
+        let received = remote.received();
+        assert_eq!(received.len(), 3, "{received:?}");
+        assert_eq!(received[0]["contextId"], received[1]["contextId"]);
+        assert_ne!(received[0]["contextId"], received[2]["contextId"]);
+        // Message ids derive from the input entries: the first is the child's first entry's.
+        let thread = sys.thread(&child).await;
+        assert_eq!(
+            received[0]["messageId"],
+            json!(format!("agentd-{}", thread[0].id))
+        );
+        let rec = sys.wait_for_status(&child, AgentStatus::Idle).await;
+        let session: Value = serde_json::from_str(
+            &rec.agent_cli
+                .and_then(|c| c.session_id)
+                .expect("the remote context on the record"),
+        )
+        .unwrap();
+        assert_eq!(session["contextId"], received[0]["contextId"]);
+        assert_eq!(
+            sys.system.deps().model.backend_of(Some("remote")),
+            "a2a",
+            "streams: {streams}"
+        );
+    }
+}
+
+#[actix_rt::test]
+async fn a_remote_agent_answers_an_async_manage_worker_and_the_answer_is_forwarded() {
+    let remote = remote_or_skip!(true);
+    let sys = system(&remote);
+    let lead = sys.root("lead", None).await;
+    let sent = manage(
+        &sys,
+        &lead.id,
+        json!({"command": "send_message", "worker": "Ops", "message": "status please", "threadAlias": "bg", "mode": "async"}),
+    )
+    .await;
+    let child = sent["childThreadId"].as_str().unwrap().to_string();
+    sys.wait_for_entry(&child, Role::Assistant, "remote #1 heard: status please")
+        .await;
+    sys.wait_for_entry(&lead.id, Role::User, "remote #1 heard: status please")
+        .await;
+    assert_eq!(remote.received().len(), 1);
+}
+
+#[actix_rt::test]
+async fn a_streaming_remote_sends_text_deltas_and_a_spawned_remote_yields_its_answer() {
+    let remote = remote_or_skip!(true);
+    let sys = system(&remote);
+    let mut events = sys.events();
+    let lead = sys.root("lead", None).await;
+    let child = sys
+        .spawn_child(&lead.id, "remote_sub", "count the ships")
+        .await;
+    let mut deltas = String::new();
+    while deltas != "remote #1 heard: count the ships" {
+        let e = next_event(
+            &mut events,
+            "the remote's text deltas",
+            |e| matches!(e, Event::TextDelta { agent_id, .. } if *agent_id == child),
+        )
+        .await;
+        if let Event::TextDelta { text, .. } = e {
+            deltas.push_str(&text);
+        }
+    }
+    let rec = sys.wait_for_status(&child, AgentStatus::Completed).await;
+    assert_eq!(
+        rec.result.as_deref(),
+        Some(&json!("remote #1 heard: count the ships"))
+    );
+}
+
+#[actix_rt::test]
+async fn input_required_makes_the_agent_wait_and_the_answer_goes_to_the_same_remote_task() {
+    for streams in [true, false] {
+        let remote = remote_or_skip!(streams);
+        let sys = system(&remote);
+        let ops = sys.root("ops", Some("ask me where")).await;
+        let rec = sys
+            .wait_for_status(&ops.id, AgentStatus::WaitingQuestion)
+            .await;
+        assert_eq!(rec.status_reason.as_deref(), Some("Which region?"));
+        sys.system
+            .provide(&ops.id, AgentStatus::WaitingQuestion, "north")
+            .await
+            .unwrap();
+        // The answer reaches the remote as agentd writes it in the thread.
+        sys.wait_for_entry(&ops.id, Role::Assistant, "region noted: Answer: north")
+            .await;
+        let received = remote.received();
+        assert_eq!(received.len(), 2, "{received:?}");
+        assert_eq!(
+            received[0]["taskId"], received[1]["taskId"],
+            "the answer continues the remote task"
+        );
+        let task = remote.rpc("GetTask", json!({"id": received[0]["taskId"]}));
+        assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
+    }
+}
+
+#[actix_rt::test]
+async fn cancelling_the_agent_cancels_its_remote_task() {
+    let remote = remote_or_skip!(true);
+    let sys = system(&remote);
+    let ops = sys.root("ops", Some("slow work")).await;
+    wait_until("the remote to receive the message", || async {
+        !remote.received().is_empty()
+    })
+    .await;
+    // Wait for the first streamed event to have named the task.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sys.system.control(&ops.id, Control::Cancel).await.unwrap();
+    let task_id = remote.received()[0]["taskId"].clone();
+    wait_until("the remote task to be cancelled", || async {
+        remote.rpc("GetTask", json!({"id": task_id}))["status"]["state"] == "TASK_STATE_CANCELED"
+    })
+    .await;
+    // A question the remote waits on is cancelled with its agent too.
+    let asker = sys.root("ops", Some("ask me now")).await;
+    sys.wait_for_status(&asker.id, AgentStatus::WaitingQuestion)
+        .await;
+    let waiting = remote.received()[1]["taskId"].clone();
+    sys.system
+        .control(&asker.id, Control::Terminate)
+        .await
+        .unwrap();
+    wait_until("the waiting remote task to be cancelled", || async {
+        remote.rpc("GetTask", json!({"id": waiting}))["status"]["state"] == "TASK_STATE_CANCELED"
+    })
+    .await;
+}
+
+#[test]
+fn a_remote_answer_lands_once_across_a_kill_9_of_agentd_while_the_remote_works() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let remote = RemoteAgent::start_with(&py, true, Some("remote-secret"));
+    let dir = tempfile::tempdir().unwrap();
+    let types = dir.path().join("types");
+    std::fs::create_dir_all(&types).unwrap();
+    std::fs::write(
+        types.join("far.toml"),
+        "name = \"far\"\ntitle = \"Far\"\nprovider = \"remote\"\n",
+    )
+    .unwrap();
+    // The provider as a config file writes it: `kind`, the card, a header naming a variable.
+    let config = dir.path().join("agentd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[providers.remote]\nkind = \"a2a\"\ncard_url = \"{}\"\ntimeout_ms = 30000\n\
+             headers = {{ Authorization = \"Bearer ${{REMOTE_TOKEN}}\" }}\n",
+            remote.card_url()
+        ),
+    )
+    .unwrap();
+    let env = [
+        ("AGENTD_CONFIG", config.display().to_string()),
+        ("REMOTE_TOKEN", "remote-secret".to_string()),
+        ("AGENTD__STORE__KIND", "embedded".to_string()),
+        (
+            "AGENTD__STORE__DATA_DIR",
+            dir.path().join("data").display().to_string(),
+        ),
+        ("AGENTD__AGENTS__DIR", types.display().to_string()),
+    ];
+    let a = AgentdProcess::start(&env);
+    // A plain answer first: the header reached the remote (it refuses requests without it).
+    let quick = a.spawn("far", "warm up");
+    a.wait_for("the first answer", |p| {
+        p.texts(&quick)
+            .iter()
+            .any(|t| t == "remote #1 heard: warm up")
+    });
+    let id = a.spawn("far", "slow job");
+    eventually_blocking(Duration::from_secs(20), "the remote to get the job", || {
+        remote.received().len() == 2
+    });
+    a.kill9();
+    let b = AgentdProcess::start(&env);
+    b.wait_for("the remote's answer after the restart", |p| {
+        p.texts(&id)
+            .iter()
+            .any(|t| t == "remote #1 heard: slow job")
+    });
+    b.wait_for("the agent to be idle", |p| p.status(&id) == "idle");
+    let answers: Vec<String> = b
+        .texts(&id)
+        .into_iter()
+        .filter(|t| t.contains("heard"))
+        .collect();
+    assert_eq!(
+        answers,
+        vec!["remote #1 heard: slow job"],
+        "the answer lands once"
+    );
+    let received = remote.received();
+    assert_eq!(
+        received.len(),
+        2,
+        "the job reached the remote once: {received:?}"
+    );
+}
