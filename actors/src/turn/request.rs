@@ -196,11 +196,24 @@ impl Turn {
         let other = (req.provider != self.names.calls.provider)
             .then(|| ModelCallMeters::of(req.provider.clone(), &self.deps));
         let started = std::time::Instant::now();
-        let res = self.deps.model.complete(req).await;
+        let chat = crate::telemetry::chat(
+            self.deps.model.backend_of(req.provider.as_deref()),
+            req.model.as_deref(),
+            &self.names.agent_id,
+        );
+        let res = if chat.is_disabled() {
+            self.deps.model.complete(req).await
+        } else {
+            tracing::Instrument::instrument(self.deps.model.complete(req), chat.clone()).await
+        };
         self.shared.call_ended();
         answer.finish();
         let meters = other.as_ref().unwrap_or(&self.names.calls);
-        meters.seconds.observe(started.elapsed().as_secs_f64());
+        let seconds = started.elapsed().as_secs_f64();
+        meters.seconds.observe(seconds);
+        if !chat.is_disabled() {
+            self.chat_ended(&chat, &res, seconds);
+        }
         if matches!(res, Err(ModelError::Failed(_))) {
             meters.errors.add(1.0);
         }
@@ -228,6 +241,44 @@ impl Turn {
                 Ok(CallOutcome::RateLimited(retry_after_ms))
             }
             Err(e) => Err(model_error(e)),
+        }
+    }
+
+    /// What a model call came to, on its `chat` span and in the GenAI metrics (telemetry on).
+    #[cold]
+    fn chat_ended(
+        &self,
+        span: &tracing::Span,
+        res: &Result<ModelResponse, ModelError>,
+        seconds: f64,
+    ) {
+        let backend = self.deps.model.backend_of(self.rec.provider.as_deref());
+        let model = self
+            .rec
+            .model
+            .as_deref()
+            .or(self.names.type_model.as_deref());
+        match res {
+            Ok(r) => {
+                let finish = if r.cut_off {
+                    "length"
+                } else if r.tool_calls.is_empty() {
+                    "stop"
+                } else {
+                    "tool_calls"
+                };
+                crate::telemetry::chat_answered(span, model, &r.usage, finish);
+                crate::telemetry::meters::model_call(backend, model, seconds, Some(&r.usage), None);
+            }
+            Err(e) => {
+                let kind = match e {
+                    ModelError::RateLimited { .. } => "rate_limited",
+                    ModelError::Cancelled => "cancelled",
+                    ModelError::Failed(_) => "model_error",
+                };
+                crate::telemetry::failed(span, kind);
+                crate::telemetry::meters::model_call(backend, model, seconds, None, Some(kind));
+            }
         }
     }
 

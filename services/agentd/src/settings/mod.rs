@@ -71,6 +71,9 @@ pub struct Settings {
     /// `tools`).
     #[serde(default)]
     pub tools: BTreeMap<String, ToolSettings>,
+    /// OpenTelemetry export (off unless an endpoint is set).
+    #[serde(default)]
+    pub telemetry: crate::telemetry::TelemetrySettings,
 }
 
 impl Settings {
@@ -117,6 +120,7 @@ impl Settings {
     }
 
     fn validate(&self) -> Result<(), SettingsError> {
+        self.telemetry.validate().map_err(SettingsError::Invalid)?;
         if self.server.bind.parse::<std::net::SocketAddr>().is_err() {
             return Err(SettingsError::Invalid(format!(
                 "server.bind `{}` is not an address like 127.0.0.1:7878",
