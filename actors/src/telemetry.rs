@@ -19,9 +19,7 @@
 //! span, so a stored context names the span that was exported.
 
 use agentd_proto::TraceContext;
-use opentelemetry::trace::{
-    SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
-};
+use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use std::cell::Cell;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,6 +30,26 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 pub const TARGET: &str = "agentd_telemetry";
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
+static CAPTURE_CONTENT: AtomicBool = AtomicBool::new(false);
+
+/// Puts message contents on spans (`telemetry.capture_content`): the request's messages and
+/// system instructions and the answer on `chat` spans, a tool call's arguments and result on
+/// `execute_tool` spans. Off unless the service asks: they may be large or sensitive.
+pub fn set_capture_content(on: bool) {
+    CAPTURE_CONTENT.store(on, Ordering::Relaxed);
+}
+
+/// Whether message contents go on spans (only ever with spans on).
+pub fn capture_content() -> bool {
+    enabled() && CAPTURE_CONTENT.load(Ordering::Relaxed)
+}
+
+/// Sets attribute `key` of `span` to `value` (message contents, as JSON text).
+pub fn set_content(span: &Span, key: &'static str, value: String) {
+    if !span.is_disabled() {
+        span.set_attribute(key, value);
+    }
+}
 
 /// Turns span making on (the service, once its exporter's layer is installed).
 pub fn set_enabled(on: bool) {
@@ -187,13 +205,23 @@ pub fn chat_answered(span: &Span, model: Option<&str>, usage: &agentd_proto::Usa
     if let Some(model) = model {
         span.record("gen_ai.response.model", model);
     }
-    span.record("gen_ai.usage.input_tokens", usage.input);
-    span.record("gen_ai.usage.output_tokens", usage.output);
-    span.record("gen_ai.usage.cache_read.input_tokens", usage.cache_read);
-    span.record("gen_ai.usage.cache_creation.input_tokens", usage.cache_write);
+    // As i64: the OpenTelemetry layer records a u64 as text.
+    let int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    span.record("gen_ai.usage.input_tokens", int(usage.input));
+    span.record("gen_ai.usage.output_tokens", int(usage.output));
+    span.record(
+        "gen_ai.usage.cache_read.input_tokens",
+        int(usage.cache_read),
+    );
+    span.record(
+        "gen_ai.usage.cache_creation.input_tokens",
+        int(usage.cache_write),
+    );
     span.set_attribute(
         "gen_ai.response.finish_reasons",
-        opentelemetry::Value::Array(vec![opentelemetry::StringValue::from(finish.to_string())].into()),
+        opentelemetry::Value::Array(
+            vec![opentelemetry::StringValue::from(finish.to_string())].into(),
+        ),
     );
 }
 
@@ -284,9 +312,12 @@ pub fn http_answered(span: &Span, method: &str, route: Option<&str>, status: u16
     }
     if let Some(route) = route {
         span.record("http.route", route);
-        span.record("otel.name", format!("{method} {route}"));
+        // Started already: renamed through the OpenTelemetry span itself.
+        span.context()
+            .span()
+            .update_name(format!("{method} {route}"));
     }
-    span.record("http.response.status_code", status);
+    span.record("http.response.status_code", i64::from(status));
     if status >= 500 {
         span.record("error.type", status.to_string());
         span.record("otel.status_code", "error");

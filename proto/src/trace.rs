@@ -198,7 +198,10 @@ mod tests {
         assert_eq!(c.span_id, 0x00f067aa0ba902b7);
         assert!(c.sampled);
         assert_eq!(c.to_string(), EXAMPLE);
-        assert_eq!(c.trace_id_hex().to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(
+            c.trace_id_hex().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
     }
 
     #[test]

@@ -475,5 +475,4 @@ impl AgentActor {
         let exported = crate::telemetry::context_of(&span).unwrap_or(trace);
         (span, exported)
     }
-
 }

@@ -108,6 +108,35 @@ fn cli_tools(rec: &AgentRecord, deps: &Deps) -> CliTools {
     }
 }
 
+/// The request's system instructions and messages on its `chat` span (`capture_content`), in
+/// the conventions' shape: `[{role, parts: [{type, content}]}]`.
+#[cold]
+fn request_contents(span: &tracing::Span, req: &ModelRequest) {
+    let system = serde_json::json!([{"type": "text", "content": &*req.system_prompt}]);
+    crate::telemetry::set_content(span, "gen_ai.system_instructions", system.to_string());
+    let messages: Vec<serde_json::Value> = req
+        .thread
+        .iter()
+        .map(|e| {
+            let mut parts = vec![serde_json::json!({"type": "text", "content": e.text})];
+            parts.extend(e.tool_calls.iter().map(|c| {
+                serde_json::json!({"type": "tool_call", "id": c.id, "name": c.name,
+                                   "arguments": c.arguments})
+            }));
+            if let Some(id) = &e.tool_call_id {
+                parts = vec![serde_json::json!({"type": "tool_call_response", "id": id,
+                                                "response": e.text})];
+            }
+            serde_json::json!({"role": e.role, "parts": parts})
+        })
+        .collect();
+    crate::telemetry::set_content(
+        span,
+        "gen_ai.input.messages",
+        serde_json::Value::Array(messages).to_string(),
+    );
+}
+
 fn model_error(e: ModelError) -> AgentdError {
     AgentdError::new(ErrorCode::ModelError, e.to_string())
 }
@@ -204,6 +233,9 @@ impl Turn {
         let res = if chat.is_disabled() {
             self.deps.model.complete(req).await
         } else {
+            if crate::telemetry::capture_content() {
+                request_contents(&chat, &req);
+            }
             tracing::Instrument::instrument(self.deps.model.complete(req), chat.clone()).await
         };
         self.shared.call_ended();
@@ -268,6 +300,16 @@ impl Turn {
                     "tool_calls"
                 };
                 crate::telemetry::chat_answered(span, model, &r.usage, finish);
+                if crate::telemetry::capture_content() {
+                    let mut parts = vec![serde_json::json!({"type": "text", "content": r.text})];
+                    parts.extend(r.tool_calls.iter().map(|c| {
+                        serde_json::json!({"type": "tool_call", "id": c.id, "name": c.name,
+                                           "arguments": c.arguments})
+                    }));
+                    let out = serde_json::json!([{"role": "assistant", "parts": parts,
+                                                  "finish_reason": finish}]);
+                    crate::telemetry::set_content(span, "gen_ai.output.messages", out.to_string());
+                }
                 crate::telemetry::meters::model_call(backend, model, seconds, Some(&r.usage), None);
             }
             Err(e) => {

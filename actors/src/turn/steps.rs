@@ -563,9 +563,18 @@ where
     use tracing::Instrument;
     let span = crate::telemetry::execute_tool(tool.name(), &call.id, tool.mcp_server());
     let ctx = crate::telemetry::context_of(&span).or_else(crate::telemetry::current);
+    let capture = crate::telemetry::capture_content();
+    if capture {
+        let args = call.arguments.to_string();
+        crate::telemetry::set_content(&span, "gen_ai.tool.call.arguments", args);
+    }
     let outcome = crate::telemetry::scope(ctx, run.instrument(span.clone())).await;
-    if let Err(e) = &outcome {
-        crate::telemetry::failed(&span, e.code.as_str());
+    match &outcome {
+        Err(e) => crate::telemetry::failed(&span, e.code.as_str()),
+        Ok(ToolOutcome::Value(v)) if capture => {
+            crate::telemetry::set_content(&span, "gen_ai.tool.call.result", v.to_string());
+        }
+        Ok(_) => {}
     }
     outcome
 }

@@ -86,6 +86,7 @@ where
             .try_init()
             .map_err(|e| anyhow::anyhow!("installing the log subscriber: {e}"))?;
         agentd_actors::telemetry::set_enabled(true);
+        agentd_actors::telemetry::set_capture_content(telemetry.capture_content);
         return Ok(());
     }
     let builder = tracing_subscriber::fmt()

@@ -107,9 +107,12 @@ impl TelemetrySettings {
     /// Whether export is configured (here or by the standard variables).
     pub fn enabled(&self) -> bool {
         !self.otlp_endpoint.trim().is_empty()
-            || ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
-                .iter()
-                .any(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()))
+            || [
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            ]
+            .iter()
+            .any(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()))
     }
 
     fn service_name(&self) -> String {
@@ -132,6 +135,8 @@ impl TelemetrySettings {
 
 /// The installed export: flushed and shut down when dropped (at the end of `main`).
 pub struct Telemetry {
+    /// `telemetry.capture_content`.
+    pub capture_content: bool,
     tracer: opentelemetry_sdk::trace::SdkTracer,
     traces: SdkTracerProvider,
     metrics: opentelemetry_sdk::metrics::SdkMeterProvider,
@@ -145,6 +150,10 @@ impl Telemetry {
             return Ok(None);
         }
         settings.validate().map_err(|e| anyhow::anyhow!(e))?;
+        // The exporter's HTTP client (reqwest 0.13, as rmcp's) takes the process-wide rustls
+        // crypto provider: ring, as the rest of agentd uses (an error only says one is
+        // installed already).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let timeout = Duration::from_millis(settings.export_timeout_ms.max(1));
         let headers: std::collections::HashMap<String, String> = settings
             .headers
@@ -177,7 +186,6 @@ impl Telemetry {
             BatchConfigBuilder::default()
                 // The gate bounds the queue; the processor's own bound is never reached.
                 .with_max_queue_size(settings.max_queue_spans + 1)
-                .with_max_export_timeout(timeout)
                 .build(),
         )
         .build();
@@ -213,6 +221,7 @@ impl Telemetry {
             .build();
         opentelemetry::global::set_meter_provider(metrics.clone());
         Ok(Some(Telemetry {
+            capture_content: settings.capture_content,
             tracer,
             traces,
             metrics,
@@ -221,7 +230,7 @@ impl Telemetry {
 
     /// The layer that turns the actors' GenAI spans into OpenTelemetry spans, filtered to
     /// them alone.
-    pub fn layer<S>(&self) -> impl tracing_subscriber::Layer<S> + Send + Sync + 'static
+    pub fn layer<S>(&self) -> impl tracing_subscriber::Layer<S> + 'static
     where
         S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
     {
@@ -274,7 +283,6 @@ const DROPPED: (&str, &str) = (
 );
 
 /// The bound on spans waiting for export, and the count of those dropped.
-#[derive(Debug)]
 struct Gate {
     max: usize,
     /// Spans handed to the batch processor and not yet through an export.
@@ -282,6 +290,15 @@ struct Gate {
     dropped: Counter,
     /// Whether spans are being dropped now (logged when it starts and when it ends).
     dropping: AtomicBool,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("max", &self.max)
+            .field("waiting", &self.waiting)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Gate {
@@ -392,8 +409,7 @@ impl<E: SpanExporter> SpanExporter for Counted<E> {
 pub async fn trace_context(
     req: actix_web::dev::ServiceRequest,
     next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
-) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error>
-{
+) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
     use agentd_actors::telemetry;
     use agentd_proto::TraceContext;
     let incoming = req

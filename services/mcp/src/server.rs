@@ -335,7 +335,9 @@ impl Server {
             if let Some(trace) = agentd_actors::telemetry::current() {
                 let mut meta = serde_json::Map::new();
                 meta.insert("traceparent".into(), Value::String(trace.to_string()));
-                params.meta = Some(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(meta)));
+                params.meta = Some(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(
+                    meta,
+                )));
             }
             // Dropping this future (a timeout, or the turn's abort) sends
             // `notifications/cancelled` for the request.

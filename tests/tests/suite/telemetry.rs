@@ -64,10 +64,12 @@ struct Receiver {
 }
 
 fn python() -> PathBuf {
-    let python =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/.venv-otlp/bin/python");
+    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/.venv-otlp/bin/python");
     let ok = Command::new(&python)
-        .args(["-c", "import opentelemetry.proto.collector.trace.v1.trace_service_pb2"])
+        .args([
+            "-c",
+            "import opentelemetry.proto.collector.trace.v1.trace_service_pb2",
+        ])
         .status()
         .is_ok_and(|s| s.success());
     assert!(
@@ -146,6 +148,23 @@ impl Receiver {
     }
 }
 
+impl Receiver {
+    /// Waits for the span `name` whose parent is `parent` (a span this receiver got).
+    fn child_of(&self, parent: &Value, name: &str) -> Value {
+        eventually_blocking(
+            Duration::from_secs(30),
+            &format!("a span {name} under {}", parent["name"]),
+            || {
+                self.spans().into_iter().find(|s| {
+                    s["name"] == name
+                        && s["parent_span_id"] == parent["span_id"]
+                        && s["trace_id"] == parent["trace_id"]
+                })
+            },
+        )
+    }
+}
+
 impl Drop for Receiver {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -204,6 +223,12 @@ impl Cluster {
     fn process(&self) -> AgentdProcess {
         AgentdProcess::start(&self.env)
     }
+
+    /// This cluster, its processes started with `key` (an `AGENTD__…` variable) at `value`.
+    fn with(mut self, key: &'static str, value: &str) -> Cluster {
+        self.env.push((key, value.to_string()));
+        self
+    }
 }
 
 fn partition(id: &str) -> u32 {
@@ -242,7 +267,8 @@ fn span_ids(spans: &[Value]) -> HashSet<String> {
 #[test]
 fn a_tree_over_two_processes_is_one_trace_of_genai_spans() {
     let receiver = Receiver::start(0);
-    let cluster = Cluster::new(&receiver.endpoint());
+    let cluster =
+        Cluster::new(&receiver.endpoint()).with("AGENTD__TELEMETRY__CAPTURE_CONTENT", "true");
     let (a, b) = (cluster.process(), cluster.process());
     wait_balanced(&a, &b, PARTITIONS);
     // A root whose worker runs in the other process (a worker's id is new per root).
@@ -274,8 +300,15 @@ fn a_tree_over_two_processes_is_one_trace_of_genai_spans() {
     assert_eq!(root_turn["trace_id"], trace_id, "the 201 names the trace");
     assert_eq!(root_turn["kind"], "internal");
     // The request that spawned the root is its parent.
-    let request = receiver.span("POST /v1/agents", json!({"http.route": "/v1/agents"}));
+    let request = eventually_blocking(Duration::from_secs(30), "the spawn's request span", || {
+        receiver
+            .spans()
+            .into_iter()
+            .find(|s| s["name"] == "POST /v1/agents" && s["trace_id"] == trace_id)
+    });
     assert_eq!(request["kind"], "server");
+    assert_eq!(request["attributes"]["http.route"], "/v1/agents");
+    assert_eq!(request["attributes"]["http.response.status_code"], 201);
     assert_eq!(root_turn["parent_span_id"], request["span_id"]);
     let chat = receiver.span(
         "chat",
@@ -288,11 +321,28 @@ fn a_tree_over_two_processes_is_one_trace_of_genai_spans() {
         chat["attributes"]["gen_ai.response.finish_reasons"],
         json!(["tool_calls"])
     );
-    let manage = receiver.span(
-        "execute_tool Manage",
-        json!({"gen_ai.tool.name": "Manage", "gen_ai.operation.name": "execute_tool"}),
-    );
-    assert_eq!(manage["parent_span_id"], root_turn["span_id"]);
+    // capture_content: the messages, in the conventions' shape.
+    let input: Value = serde_json::from_str(
+        chat["attributes"]["gen_ai.input.messages"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(input[0]["role"], "user", "{input}");
+    assert_eq!(input[0]["parts"][0]["content"], "delegate the research");
+    let output: Value = serde_json::from_str(
+        chat["attributes"]["gen_ai.output.messages"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(output[0]["parts"][1]["name"], "Manage", "{output}");
+    let manage = receiver.child_of(&root_turn, "execute_tool Manage");
+    assert!(matches(
+        &manage["attributes"],
+        &json!({"gen_ai.tool.name": "Manage", "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.type": "function"})
+    ));
     assert!(manage["attributes"]["gen_ai.tool.call.id"].is_string());
 
     // The worker's turn, in the other process, is the Manage call's child.
@@ -300,34 +350,49 @@ fn a_tree_over_two_processes_is_one_trace_of_genai_spans() {
         "invoke_agent research",
         json!({"gen_ai.agent.id": worker, "gen_ai.conversation.id": worker}),
     );
-    assert_eq!(worker_turn["trace_id"], trace_id, "one trace across processes");
-    assert_eq!(worker_turn["parent_span_id"], manage["span_id"]);
-    let spawn = receiver.span(
-        "execute_tool spawn_agent",
-        json!({"gen_ai.tool.name": "spawn_agent"}),
+    assert_eq!(
+        worker_turn["trace_id"], trace_id,
+        "one trace across processes"
     );
-    assert_eq!(spawn["parent_span_id"], worker_turn["span_id"]);
-    assert_eq!(spawn["trace_id"], trace_id);
-    let sub_turn = receiver.span("invoke_agent subagent", json!({}));
-    assert_eq!(sub_turn["parent_span_id"], spawn["span_id"]);
+    assert_eq!(worker_turn["parent_span_id"], manage["span_id"]);
+    let spawn = receiver.child_of(&worker_turn, "execute_tool spawn_agent");
+    assert_eq!(spawn["attributes"]["gen_ai.tool.name"], "spawn_agent");
+    let sub_turn = receiver.child_of(&spawn, "invoke_agent subagent");
     assert_eq!(sub_turn["trace_id"], trace_id);
 
     // The sub-agent's yield reaches the worker as a message: that turn follows the sub-agent's
     // span by a link, in a trace of its own.
-    let after = eventually_blocking(Duration::from_secs(30), "the worker's turn on the yield", || {
-        receiver.spans().into_iter().find(|s| {
-            s["name"] == "invoke_agent research"
-                && s["attributes"]["gen_ai.agent.id"] == worker
-                && s["links"]
-                    .as_array()
-                    .is_some_and(|l| l.iter().any(|l| l["span_id"] == sub_turn["span_id"]))
-        })
-    });
+    let after = eventually_blocking(
+        Duration::from_secs(30),
+        "the worker's turn on the yield",
+        || {
+            receiver.spans().into_iter().find(|s| {
+                s["name"] == "invoke_agent research"
+                    && s["attributes"]["gen_ai.agent.id"] == worker
+                    && s["links"]
+                        .as_array()
+                        .is_some_and(|l| l.iter().any(|l| l["span_id"] == sub_turn["span_id"]))
+            })
+        },
+    );
     assert_ne!(after["trace_id"], trace_id);
 
-    // The views show the trace (the worker's latest turn is the one on the yield).
+    // The views show the trace of the agent's latest turn (the root's is the one on its
+    // worker's forwarded answer, in a trace of its own).
     let view = a.get(&format!("/v1/agents/{root}"));
-    assert_eq!(view["trace_id"], trace_id, "{view}");
+    let latest = view["trace_id"].as_str().unwrap().to_string();
+    receiver.span("invoke_agent lead", json!({"gen_ai.agent.id": root}));
+    eventually_blocking(
+        Duration::from_secs(30),
+        "the root's latest turn span",
+        || {
+            receiver.spans().into_iter().find(|s| {
+                s["name"] == "invoke_agent lead"
+                    && s["attributes"]["gen_ai.agent.id"] == root
+                    && s["trace_id"] == latest
+            })
+        },
+    );
 
     // The GenAI metrics.
     eventually_blocking(Duration::from_secs(30), "gen_ai metrics", || {
@@ -350,12 +415,28 @@ fn a_tree_over_two_processes_is_one_trace_of_genai_spans() {
     let names: HashSet<String> = receiver
         .spans()
         .iter()
-        .map(|s| s["name"].as_str().unwrap().split(' ').next().unwrap().to_string())
+        .map(|s| {
+            s["name"]
+                .as_str()
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .to_string()
+        })
         .collect();
     for name in &names {
         assert!(
-            ["invoke_agent", "chat", "execute_tool", "POST", "PUT", "DELETE", "wait"]
-                .contains(&name.as_str()),
+            [
+                "invoke_agent",
+                "chat",
+                "execute_tool",
+                "POST",
+                "PUT",
+                "DELETE",
+                "wait"
+            ]
+            .contains(&name.as_str()),
             "unexpected span {name}"
         );
     }
@@ -424,8 +505,9 @@ fn a_collector_down_at_start_loses_no_work_and_counts_the_dropped_spans() {
     let cluster = Cluster::new(&endpoint);
     let p = cluster.process();
     let first = p.spawn("subagent", "hello");
-    p.wait_for("the first turn", |p| p.status(&first) == "idle" || p.status(&first) == "completed");
-    assert_eq!(p.texts(&first).last().map(String::as_str), Some("ok"));
+    p.wait_for("the first turn", |p| {
+        p.texts(&first).last().map(String::as_str) == Some("ok")
+    });
     p.wait_for_log("telemetry: dropping spans");
     let dropped = eventually_blocking(Duration::from_secs(20), "dropped spans counted", || {
         let metrics = ureq::get(&format!("{}/metrics", p.url))
@@ -444,7 +526,14 @@ fn a_collector_down_at_start_loses_no_work_and_counts_the_dropped_spans() {
     // The collector comes up: the next turn's spans arrive.
     let receiver = Receiver::start(port);
     let second = p.spawn("subagent", "hello again");
-    receiver.span("invoke_agent subagent", json!({"gen_ai.agent.id": second}));
-    assert_eq!(p.texts(&second).last().map(String::as_str), Some("ok"));
+    let turn = receiver.span("invoke_agent subagent", json!({"gen_ai.agent.id": second}));
+    let chat = receiver.child_of(&turn, "chat");
+    assert!(
+        chat["attributes"].get("gen_ai.input.messages").is_none(),
+        "no message contents unless capture_content: {chat}"
+    );
+    p.wait_for("the second turn", |p| {
+        p.texts(&second).last().map(String::as_str) == Some("ok")
+    });
     p.wait_for_log("telemetry: the collector takes spans again");
 }

@@ -166,10 +166,9 @@ fn scope(req: &HttpRequest) -> Option<String> {
 /// `answer` with the `trace_id` of the request's trace (where the work it started runs), unless
 /// it names one already.
 fn with_trace_id(mut answer: Value) -> Value {
-    if let (Some(fields), Some(trace)) = (
-        answer.as_object_mut(),
-        agentd_actors::telemetry::current(),
-    ) {
+    if let (Some(fields), Some(trace)) =
+        (answer.as_object_mut(), agentd_actors::telemetry::current())
+    {
         let id = Value::String(trace.trace_id_hex().to_string());
         match fields.get_mut("trace_id") {
             Some(v) if !v.is_null() => {}
