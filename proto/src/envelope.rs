@@ -63,8 +63,13 @@ pub struct Envelope {
     pub item: Item,
     /// The W3C trace context of the span that sent it (a tool call's, a turn's, an HTTP
     /// request's): the work it causes joins that trace. Optional within version 1: older
-    /// readers ignore it, and an envelope without one starts a trace of its own.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// readers ignore it, and an envelope without one (or with one this build cannot read)
+    /// starts a trace of its own.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::trace::lenient"
+    )]
     pub trace: Option<crate::trace::TraceContext>,
 }
 

@@ -185,7 +185,58 @@ impl<'de> Deserialize<'de> for TraceContext {
     }
 }
 
+/// Reads an optional trace context leniently, as W3C trace context asks of a receiver: a
+/// value that is not a valid `traceparent` (another shape, a later writer's) is ignored, and
+/// the work starts a trace of its own, instead of the whole envelope being refused.
+pub fn lenient<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TraceContext>, D::Error> {
+    use serde::de::{IgnoredAny, MapAccess, SeqAccess};
+    struct Lenient;
+    impl<'de> serde::de::Visitor<'de> for Lenient {
+        type Value = Option<TraceContext>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a W3C traceparent string, or anything (ignored)")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(TraceContext::parse(v))
+        }
+        fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> Result<Self::Value, E> {
+            Ok(std::str::from_utf8(v).ok().and_then(TraceContext::parse))
+        }
+        fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+            d.deserialize_any(Lenient)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(None)
+        }
+    }
+    d.deserialize_any(Lenient)
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -238,6 +289,31 @@ mod tests {
         let child = TraceContext::for_turn(Some(&parent), item, 1);
         assert_eq!(child.trace_id, parent.trace_id);
         assert_eq!(child.span_id, root.span_id);
+    }
+
+    #[test]
+    fn an_envelope_s_unreadable_trace_is_ignored_not_refused() {
+        #[derive(serde::Deserialize)]
+        struct Carrier {
+            #[serde(default, deserialize_with = "lenient")]
+            trace: Option<TraceContext>,
+        }
+        for (json, want) in [
+            (
+                serde_json::json!({"trace": EXAMPLE}),
+                TraceContext::parse(EXAMPLE),
+            ),
+            (serde_json::json!({"trace": {"span": 7}}), None),
+            (serde_json::json!({"trace": "00-zz"}), None),
+            (serde_json::json!({"trace": null}), None),
+            (serde_json::json!({}), None),
+        ] {
+            let c: Carrier = serde_json::from_value(json.clone()).unwrap();
+            assert_eq!(c.trace, want, "{json}");
+            let bytes = crate::codec::encode(&json).unwrap();
+            let c: Carrier = crate::codec::decode(&bytes).unwrap();
+            assert_eq!(c.trace, want, "{json} as MessagePack");
+        }
     }
 
     #[test]
