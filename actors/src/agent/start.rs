@@ -394,18 +394,18 @@ impl AgentActor {
         let correlation = env.as_ref().and_then(|e| e.correlation_id).unwrap_or(cause);
         let trace = self.turn_trace(cause, continuing);
         let span = tracing::info_span!("turn", agent_id = %self.rec.id, thread_id = %self.rec.id, message_id = %cause, correlation_id = %correlation, trace_id = %trace.trace_id_hex());
-        let (otel, trace) = if crate::telemetry::enabled() {
-            self.invoke_agent_span(trace, env.as_ref(), continuing)
-        } else {
-            (tracing::Span::none(), trace)
-        };
         // Boxed at once: the turn's future is several KB, and each wrapper below would move it
-        // whole. Whatever the turn sends to other agents carries its trace context.
-        let fut = AssertUnwindSafe(
-            crate::telemetry::scope(Some(trace), Box::pin(turn.run(input)).instrument(otel))
-                .instrument(span),
-        )
-        .catch_unwind();
+        // whole. Whatever the turn sends to other agents carries its trace context; with
+        // telemetry on, the turn runs in its `invoke_agent` span.
+        let run = Box::pin(turn.run(input));
+        let (run, trace) = if crate::telemetry::enabled() {
+            let (otel, trace) = self.invoke_agent_span(trace, env.as_ref(), continuing);
+            (futures::future::Either::Left(run.instrument(otel)), trace)
+        } else {
+            (futures::future::Either::Right(run), trace)
+        };
+        let fut = AssertUnwindSafe(crate::telemetry::scope(Some(trace), run).instrument(span))
+            .catch_unwind();
         let handle = ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
             act.turn_done(cause, res, ctx);
         }));

@@ -225,11 +225,15 @@ impl Turn {
         let other = (req.provider != self.names.calls.provider)
             .then(|| ModelCallMeters::of(req.provider.clone(), &self.deps));
         let started = std::time::Instant::now();
-        let chat = crate::telemetry::chat(
-            self.deps.model.backend_of(req.provider.as_deref()),
-            req.model.as_deref(),
-            &self.names.agent_id,
-        );
+        let chat = if crate::telemetry::enabled() {
+            crate::telemetry::chat(
+                self.deps.model.backend_of(req.provider.as_deref()),
+                req.model.as_deref(),
+                &self.names.agent_id,
+            )
+        } else {
+            tracing::Span::none()
+        };
         let res = if chat.is_disabled() {
             self.deps.model.complete(req).await
         } else {

@@ -49,6 +49,11 @@ name = "yield_to_parent"
 arguments = { result = "sub done" }
 
 [[rule]]
+contains = "limit me"
+once = true
+rate_limit_ms = 300
+
+[[rule]]
 role = "tool"
 text = "done"
 
@@ -536,4 +541,35 @@ fn a_collector_down_at_start_loses_no_work_and_counts_the_dropped_spans() {
         p.texts(&second).last().map(String::as_str) == Some("ok")
     });
     p.wait_for_log("telemetry: the collector takes spans again");
+
+    // A provider's rate limit: the wait is a span under the turn it stopped, and the turn
+    // run again after it links to that one.
+    let limited = p.spawn("subagent", "limit me");
+    p.wait_for("the rate-limited turn to end", |p| {
+        p.texts(&limited).last().map(String::as_str) == Some("ok")
+    });
+    let wait = receiver.span(
+        "wait waiting_rate_limit",
+        json!({"gen_ai.agent.id": limited, "agentd.wait": "waiting_rate_limit"}),
+    );
+    let first = eventually_blocking(Duration::from_secs(30), "the limited turn", || {
+        receiver
+            .spans()
+            .into_iter()
+            .find(|s| s["span_id"] == wait["parent_span_id"])
+    });
+    assert_eq!(first["name"], "invoke_agent subagent");
+    let chat = receiver.child_of(&first, "chat");
+    assert_eq!(chat["attributes"]["error.type"], "rate_limited");
+    let again = eventually_blocking(Duration::from_secs(30), "the turn run again", || {
+        receiver.spans().into_iter().find(|s| {
+            s["attributes"]["gen_ai.agent.id"] == limited
+                && s["name"] == "invoke_agent subagent"
+                && s["links"]
+                    .as_array()
+                    .is_some_and(|l| l.iter().any(|l| l["span_id"] == first["span_id"]))
+        })
+    });
+    assert_eq!(again["parent_span_id"], first["parent_span_id"]);
+    assert_eq!(again["trace_id"], first["trace_id"]);
 }
