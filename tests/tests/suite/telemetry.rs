@@ -572,4 +572,25 @@ fn a_collector_down_at_start_loses_no_work_and_counts_the_dropped_spans() {
     });
     assert_eq!(again["parent_span_id"], first["parent_span_id"]);
     assert_eq!(again["trace_id"], first["trace_id"]);
+
+    // A caller's `traceparent`: the request joins its trace, and the turn it starts with it.
+    let caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let sent: Value = ureq::post(&format!("{}/v1/agents/{limited}/messages", p.url))
+        .set("traceparent", caller)
+        .send_json(json!({"text": "joined"}))
+        .unwrap()
+        .into_json()
+        .unwrap();
+    assert_eq!(
+        sent["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736",
+        "{sent}"
+    );
+    let request = receiver.span(
+        "POST /v1/agents/{id}/messages",
+        json!({"url.path": format!("/v1/agents/{limited}/messages")}),
+    );
+    assert_eq!(request["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(request["parent_span_id"], "00f067aa0ba902b7");
+    let joined = receiver.child_of(&request, "invoke_agent subagent");
+    assert_eq!(joined["attributes"]["gen_ai.agent.id"], limited);
 }
