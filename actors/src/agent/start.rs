@@ -255,12 +255,12 @@ impl AgentActor {
         }
         // The task and its attempt are persisted with `running`, so a turn re-run after a
         // crash (same inbox item) shows as the next attempt.
-        let (task, attempts) = (self.rec.current_task, self.rec.attempts);
+        let (task, attempts, trace) = (self.rec.current_task, self.rec.attempts, self.rec.trace);
         let was_running = self.rec.status == AgentStatus::Running;
         count_attempt(&mut self.rec, &env);
         if let Err(e) = self.set_status(AgentStatus::Running, None, ctx) {
             tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot start a turn");
-            (self.rec.current_task, self.rec.attempts) = (task, attempts);
+            (self.rec.current_task, self.rec.attempts, self.rec.trace) = (task, attempts, trace);
             give_back_permit(self);
             return;
         }
