@@ -437,7 +437,7 @@ mod tests {
         keys
     }
 
-    const SUMMARY_KEYS: [&str; 32] = [
+    const SUMMARY_KEYS: [&str; 33] = [
         "agent_id",
         "agent_type",
         "attempts",
@@ -467,6 +467,7 @@ mod tests {
         "status_reason",
         "title",
         "tokens_used",
+        "trace_id",
         "turns",
         "updated_at_ms",
         "usage",
