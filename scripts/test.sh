@@ -3,7 +3,8 @@
 # (redis-server, from Debian's packages, for the Redis tests; chromium and the npm packages of
 # tests/browser for the dashboard test; the Claude Code CLI of tests/claude for the process
 # backend's claude-code test; the MCP servers of tests/mcp and a pinned Python mcp for the MCP
-# tests; a pinned schemathesis for the OpenAPI conformance test), then runs the cargo tests.
+# tests; a pinned schemathesis for the OpenAPI conformance test; a pinned opentelemetry-proto
+# for the OTLP receiver of the telemetry tests), then runs the cargo tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -108,6 +109,27 @@ if ! "$A2A_VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.
   python3 -m venv "$A2A_VENV"
   "$A2A_VENV/bin/pip" install -q --disable-pip-version-check \
     "a2a-sdk[http-server]==$A2A_SDK_VERSION" "uvicorn==$UVICORN_VERSION"
+fi
+
+# The official OpenTelemetry protobuf bindings, pinned, for the OTLP receiver the telemetry
+# tests run (tests/otlp/receiver.py, tests/tests/suite/telemetry.rs), in a virtualenv of its
+# own under target/ (git-ignored).
+OTLP_PROTO_VERSION=1.45.2
+PROTOBUF_VERSION=7.36.2
+OTLP_VENV=target/.venv-otlp
+if ! "$OTLP_VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('opentelemetry-proto') != '$OTLP_PROTO_VERSION')" 2>/dev/null; then
+  echo "installing opentelemetry-proto $OTLP_PROTO_VERSION into $OTLP_VENV" >&2
+  if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+    SUDO=""
+    if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
+  fi
+  rm -rf "$OTLP_VENV"
+  mkdir -p target
+  python3 -m venv "$OTLP_VENV"
+  "$OTLP_VENV/bin/pip" install -q --disable-pip-version-check \
+    "opentelemetry-proto==$OTLP_PROTO_VERSION" "protobuf==$PROTOBUF_VERSION"
 fi
 
 cargo fmt --all -- --check

@@ -22,6 +22,7 @@
 //! | 1 | [`config`] | limits, agent types (validated titles), prices, prompts: plain data |
 //! | 1 | [`ports`] | `ThreadStore`, `ModelClient`, `EventSink`, `Transport`: what the actors need from outside |
 //! | 1 | `rate_gate`, `tree_spend` | providers' rate limits; what each agent tree has spent |
+//! | 0 | [`telemetry`] | the trace context of the work at hand; GenAI spans and metrics (with export on) |
 //! | 0 | [`clock`], [`metrics`], [`hashing`], `errors` | time as a port, the metrics registry, hash maps, actix/serde failures as `AgentdError`s |
 //!
 //! "Seed 000" … "seed 004" in comments name the reference documents summarised in
@@ -47,6 +48,7 @@ mod rate_gate;
 mod scheduler;
 mod supervisor;
 pub mod system;
+pub mod telemetry;
 #[cfg(test)]
 mod testing;
 mod tools;

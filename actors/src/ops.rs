@@ -59,6 +59,7 @@ pub(crate) async fn post(
     check_item(&system.deps, &item)?;
     let mut env = Envelope::new(from, Address::agent(target), Item::Inbox(item), 0);
     env.sent_at = SystemClock.now_ms();
+    env.trace = crate::telemetry::current();
     if let Some(cause) = cause {
         env.causation_id = Some(cause);
         env.correlation_id = Some(cause);

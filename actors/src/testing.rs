@@ -35,6 +35,7 @@ pub(crate) fn record(id: &str) -> AgentRecord {
         attempts: 0,
         current_task: None,
         task_steps_counted: 0,
+        trace: None,
         result: None,
         agent_cli: None,
         created_at_ms: 0,

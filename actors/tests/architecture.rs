@@ -17,6 +17,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("errors", 0),
     ("hashing", 0),
     ("metrics", 0),
+    ("telemetry", 0),
     // 1: plain data and the ports to the outside.
     ("config", 1),
     ("ports", 1),

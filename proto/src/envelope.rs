@@ -61,6 +61,16 @@ pub struct Envelope {
     pub attempt: u32,
     /// The payload.
     pub item: Item,
+    /// The W3C trace context of the span that sent it (a tool call's, a turn's, an HTTP
+    /// request's): the work it causes joins that trace. Optional within version 1: older
+    /// readers ignore it, and an envelope without one (or with one this build cannot read)
+    /// starts a trace of its own.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::trace::lenient"
+    )]
+    pub trace: Option<crate::trace::TraceContext>,
 }
 
 fn one() -> u32 {
@@ -81,6 +91,7 @@ impl Envelope {
             sent_at,
             attempt: 1,
             item,
+            trace: None,
         }
     }
 
@@ -95,6 +106,7 @@ impl Envelope {
         let mut env = Envelope::new(from, to, item, sent_at);
         env.correlation_id = Some(cause.correlation_id.unwrap_or(cause.id));
         env.causation_id = Some(cause.id);
+        env.trace = cause.trace;
         env
     }
 }

@@ -26,6 +26,7 @@
 //! | [`output`] | [`Output`]: what a child produces for its parent |
 //! | [`view`] | [`Inspection`], [`AgentTrees`], [`WorkQueue`]: what agentd answers about agents |
 //! | [`codec`] | MessagePack encode/decode with size and version checks |
+//! | [`trace`] | [`TraceContext`]: W3C trace context, carried by envelopes and kept by records |
 //! | [`ids`] | id generation: v7 for new things, v8 (XXH3-128) for derived (replay-stable) ids |
 
 pub mod address;
@@ -49,6 +50,7 @@ pub mod strict;
 pub mod thread;
 pub mod time;
 pub mod tool_call;
+pub mod trace;
 pub mod usage;
 pub mod view;
 
@@ -72,6 +74,7 @@ pub use tool_call::{
     ApprovalDecision, ToolAnswer, ToolAnswerError, ToolCallClose, ToolCallItem, ToolCallRecord,
     ToolCallStatus, ToolCallView, ToolKind,
 };
+pub use trace::TraceContext;
 pub use usage::{Budget, Price, Priority, Usage};
 pub use view::{
     AgentList, AgentSummary, AgentTrees, AgentView, Inspection, LiveState, QueueState, QueueTask,

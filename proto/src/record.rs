@@ -166,6 +166,11 @@ pub struct AgentRecord {
     /// those past this mark: a restart neither loses a step's tokens nor counts them twice.
     #[serde(default)]
     pub task_steps_counted: u32,
+    /// The trace context of `current_task`'s latest turn (its trace and its `invoke_agent`
+    /// span), stored as the turn starts: a run after a crash, whose first span was never
+    /// exported, links to it; the views show its trace id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace::TraceContext>,
     /// The yield result, once the agent completed its task.
     #[serde(default)]
     pub result: Option<Box<serde_json::Value>>,

@@ -90,6 +90,10 @@ pub struct AgentSummary {
     /// `updated_at_ms` as an RFC 3339 UTC timestamp (seed 001's `lastUpdate`).
     #[serde(default)]
     pub last_update: String,
+    /// The trace of its latest turn, 32 hex digits (as tracing back ends show it), OpenTelemetry
+    /// export on or off; `null` before its first turn.
+    #[serde(default)]
+    pub trace_id: Option<String>,
 }
 
 /// A progress written by a process that still wrote `null` for "unknown" reads as 0.
@@ -137,6 +141,7 @@ impl AgentSummary {
             created_at_ms: rec.created_at_ms,
             updated_at_ms: rec.updated_at_ms,
             last_update: crate::time::rfc3339_utc(rec.updated_at_ms),
+            trace_id: rec.trace.map(|t| t.trace_id_hex().to_string()),
         }
     }
 }
@@ -415,6 +420,7 @@ mod tests {
             attempts: 0,
             current_task: None,
             task_steps_counted: 0,
+            trace: None,
             result: None,
             agent_cli: None,
             created_at_ms: 1,
@@ -431,7 +437,7 @@ mod tests {
         keys
     }
 
-    const SUMMARY_KEYS: [&str; 32] = [
+    const SUMMARY_KEYS: [&str; 33] = [
         "agent_id",
         "agent_type",
         "attempts",
@@ -461,6 +467,7 @@ mod tests {
         "status_reason",
         "title",
         "tokens_used",
+        "trace_id",
         "turns",
         "updated_at_ms",
         "usage",

@@ -37,7 +37,8 @@ class Hook(BaseHTTPRequestHandler):
             return self.reply(503, {"error": "try again"})
         if self.path == "/missing":
             return self.reply(404, "no such hook " + "x" * 4000)
-        self.reply(200, {"delivered": json.loads(body), "call_id": call_id, "attempt": ATTEMPTS[key]})
+        self.reply(200, {"delivered": json.loads(body), "call_id": call_id, "attempt": ATTEMPTS[key],
+                         "traceparent": self.headers.get("traceparent")})
 
     def reply(self, code, obj):
         data = (obj if isinstance(obj, str) else json.dumps(obj)).encode()

@@ -280,6 +280,7 @@ impl AgentActor {
             queued_at_ms: env.sent_at,
             addr: ctx.address().recipient(),
         });
+        self.waits("queued", env.trace);
         self.activity = Activity::AwaitingPermit(Box::new(PendingStart { env, input }));
     }
 
@@ -304,6 +305,7 @@ impl AgentActor {
         ctx: &mut Context<Self>,
     ) -> Result<(), AgentdError> {
         self.set_status(AgentStatus::Running, reason, ctx)?;
+        self.wait_over();
         let turn = self.spawn_turn(start, ctx);
         self.activity = Activity::Running(Box::new(turn));
         Ok(())
@@ -338,6 +340,14 @@ impl AgentActor {
             )
         };
         self.activity = Activity::WaitingTool(Box::new(wait));
+        self.waits(
+            if status == AgentStatus::WaitingReview {
+                "waiting_review"
+            } else {
+                "waiting_tool"
+            },
+            self.rec.trace,
+        );
         if let Err(e) = self.set_status(status, Some(reason), ctx) {
             tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot wait for tools");
         }
@@ -388,6 +398,7 @@ impl AgentActor {
         if !matches!(self.activity, Activity::WaitingTool(_)) {
             return None;
         }
+        self.wait_over();
         match std::mem::take(&mut self.activity) {
             Activity::WaitingTool(wait) => Some(wait),
             _ => None,
@@ -411,6 +422,7 @@ impl AgentActor {
         if !matches!(self.activity, Activity::AwaitingPermit(_)) {
             return None;
         }
+        self.wait_over();
         match std::mem::take(&mut self.activity) {
             Activity::AwaitingPermit(pending) => Some(pending),
             _ => None,

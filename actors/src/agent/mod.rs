@@ -85,6 +85,10 @@ pub struct AgentActor {
     /// What every turn of this agent shows its model, built on its first turn (boxed: an agent
     /// that never ran a turn does not pay for it).
     setup: Option<Box<start::TurnSetup>>,
+    /// The span of the wait it is in (a turn slot, tools, a review, a rate limit), with
+    /// telemetry on; it ends when the turn starts or the wait is left. `None` with telemetry
+    /// off.
+    wait_span: Option<Box<tracing::Span>>,
 }
 
 /// The agent's record, shared (not copied) with the store batches and turns that read it: a
@@ -128,6 +132,23 @@ impl AgentActor {
             store_retry_ms: 0,
             thread: None,
             setup: None,
+            wait_span: None,
+        }
+    }
+
+    /// Notes that the agent waits (`what`: `queued`, `waiting_tool`, …) for the work of
+    /// `trace`: a `wait {what}` span with telemetry on, nothing otherwise.
+    fn waits(&mut self, what: &'static str, trace: Option<agentd_proto::TraceContext>) {
+        if crate::telemetry::enabled() {
+            let span = crate::telemetry::wait(what, &self.rec.id, trace.as_ref());
+            self.wait_span = Some(Box::new(span));
+        }
+    }
+
+    /// The wait [`Self::waits`] noted is over: its span ends.
+    fn wait_over(&mut self) {
+        if self.wait_span.is_some() {
+            self.wait_span = None;
         }
     }
 

@@ -256,6 +256,7 @@ impl AgentActor {
             agent_id: self.rec.id.clone(),
             resume_at_ms: resume_at,
         });
+        self.waits("waiting_rate_limit", self.rec.trace);
         self.schedule_rate_limit_resume(ms, ctx);
     }
 

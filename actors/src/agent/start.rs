@@ -14,7 +14,9 @@ use crate::turn::{Step, TurnProgress};
 use crate::turn::{Turn, TurnInput, TurnShared};
 use actix::prelude::*;
 use agentd_proto::ids::derived_id;
-use agentd_proto::{AgentRecord, AgentStatus, Envelope, InboxItem, Item, Role, ThreadEntry};
+use agentd_proto::{
+    AgentRecord, AgentStatus, Envelope, InboxItem, Item, Role, ThreadEntry, TraceContext,
+};
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -78,8 +80,10 @@ impl StartWrites {
     }
 }
 
-/// Counts a turn on inbox item `task` as the task's next attempt (the first, for a new task).
-fn count_attempt(rec: &mut AgentRecord, task: Uuid) {
+/// Counts a turn on inbox item `env` as its task's next attempt (the first, for a new task),
+/// and notes the turn's trace context, which goes into the store with the `running` record.
+fn count_attempt(rec: &mut AgentRecord, env: &Envelope) {
+    let task = env.id;
     if rec.current_task == Some(task) {
         rec.attempts += 1;
     } else {
@@ -87,6 +91,30 @@ fn count_attempt(rec: &mut AgentRecord, task: Uuid) {
         rec.current_task = Some(task);
         rec.task_steps_counted = 0;
     }
+    rec.trace = Some(TraceContext::for_turn(
+        trace_parent(env),
+        task,
+        rec.attempts,
+    ));
+}
+
+/// Whether `env` is an answer a child forwarded (a message from an agent, a yield's result):
+/// the turn it starts follows the child's span (a link) in a trace of its own, instead of
+/// being a child of a span that ended long ago.
+fn forwarded(env: &Envelope) -> bool {
+    matches!(
+        &env.item,
+        Item::Inbox(InboxItem::Yield { .. })
+            | Item::Inbox(InboxItem::Message {
+                from_agent: Some(_),
+                ..
+            })
+    )
+}
+
+/// The span a turn on `env` is a child of: the one that sent it, unless it is forwarded.
+fn trace_parent(env: &Envelope) -> Option<&TraceContext> {
+    env.trace.as_ref().filter(|_| !forwarded(env))
 }
 
 impl AgentActor {
@@ -207,7 +235,7 @@ impl AgentActor {
         let agent_id = self.shared_id();
         // As `begin` leaves the record.
         let mut rec = AgentRecord::clone(&self.rec);
-        count_attempt(&mut rec, env.id);
+        count_attempt(&mut rec, env);
         rec.status = AgentStatus::Running;
         rec.status_reason = None;
         rec.updated_at_ms = self.deps().clock.now_ms();
@@ -264,12 +292,12 @@ impl AgentActor {
         }
         // The task and its attempt are persisted with `running`, so a turn re-run after a
         // crash (same inbox item) shows as the next attempt.
-        let (task, attempts) = (self.rec.current_task, self.rec.attempts);
+        let (task, attempts, trace) = (self.rec.current_task, self.rec.attempts, self.rec.trace);
         let was_running = self.rec.status == AgentStatus::Running;
-        count_attempt(&mut self.rec, env.id);
+        count_attempt(&mut self.rec, &env);
         if let Err(e) = self.set_status(AgentStatus::Running, None, ctx) {
             tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot start a turn");
-            (self.rec.current_task, self.rec.attempts) = (task, attempts);
+            (self.rec.current_task, self.rec.attempts, self.rec.trace) = (task, attempts, trace);
             give_back_permit(self);
             return;
         }
@@ -389,7 +417,8 @@ impl AgentActor {
         );
         // Only a re-run (a retry, or a paused turn continuing) can find its own earlier
         // entries in the thread; a first run looks nothing up.
-        let replaying = matches!(input, TurnInput::Continue) || self.rec.attempts != 1;
+        let continuing = matches!(input, TurnInput::Continue);
+        let replaying = continuing || self.rec.attempts != 1;
         let step = match input {
             TurnInput::Message(_) | TurnInput::Continue => Step::CallingModel,
             TurnInput::Reset(_) => Step::Resetting,
@@ -417,10 +446,20 @@ impl AgentActor {
             cause,
         };
         let correlation = env.as_ref().and_then(|e| e.correlation_id).unwrap_or(cause);
-        let span = tracing::info_span!("turn", agent_id = %self.rec.id, thread_id = %self.rec.id, message_id = %cause, correlation_id = %correlation);
+        let trace = self.turn_trace(cause, continuing);
+        let span = tracing::info_span!("turn", agent_id = %self.rec.id, thread_id = %self.rec.id, message_id = %cause, correlation_id = %correlation, trace_id = %trace.trace_id_hex());
         // Boxed at once: the turn's future is several KB, and each wrapper below would move it
-        // whole.
-        let fut = AssertUnwindSafe(Box::pin(turn.run(input)).instrument(span)).catch_unwind();
+        // whole. Whatever the turn sends to other agents carries its trace context; with
+        // telemetry on, the turn runs in its `invoke_agent` span.
+        let run = Box::pin(turn.run(input));
+        let (run, trace) = if crate::telemetry::enabled() {
+            let (otel, trace) = self.invoke_agent_span(trace, env.as_ref(), continuing);
+            (futures::future::Either::Left(run.instrument(otel)), trace)
+        } else {
+            (futures::future::Either::Right(run), trace)
+        };
+        let fut = AssertUnwindSafe(crate::telemetry::scope(Some(trace), run).instrument(span))
+            .catch_unwind();
         let handle = ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
             act.turn_done(cause, res, ctx);
         }));
@@ -435,5 +474,59 @@ impl AgentActor {
             restart_backend_after: false,
             step,
         }
+    }
+
+    /// The trace context of the turn on inbox item `cause` (or going on: `continuing`): the
+    /// one its start noted, or (a record from before there were any) one derived again.
+    fn turn_trace(&self, cause: Uuid, continuing: bool) -> TraceContext {
+        match self.rec.trace {
+            Some(t) if continuing || self.rec.current_task == Some(cause) => t,
+            _ => TraceContext::for_turn(None, cause, self.rec.attempts.max(1)),
+        }
+    }
+
+    /// The turn's `invoke_agent` span (telemetry on), with the ids `trace` names: a child of
+    /// the span that sent `env` (unless forwarded, which it follows by a link instead), linked
+    /// to the attempt before it (a run a crash, a rate limit or a failure ended). A turn going
+    /// on after a pause or a wait for tools is a new span under its first (`trace`). Answers
+    /// the span with its context as exported (the sampler may have declined it).
+    #[cold]
+    fn invoke_agent_span(
+        &self,
+        trace: TraceContext,
+        env: Option<&Envelope>,
+        continuing: bool,
+    ) -> (tracing::Span, TraceContext) {
+        let rec = &self.rec;
+        let (ids, parent, forward, before) = if continuing {
+            (None, Some(trace), None, None)
+        } else {
+            let parent = env.and_then(trace_parent).copied();
+            let forward = env.filter(|e| forwarded(e)).and_then(|e| e.trace);
+            let before = (rec.attempts > 1)
+                .then(|| {
+                    env.map(|e| TraceContext::for_turn(parent.as_ref(), e.id, rec.attempts - 1))
+                })
+                .flatten();
+            (Some(trace), parent, forward, before)
+        };
+        let type_model = self
+            .deps()
+            .config
+            .types
+            .get(&rec.agent_type)
+            .and_then(|t| t.model.as_deref());
+        let span = crate::telemetry::invoke_agent(&crate::telemetry::AgentSpan {
+            agent_id: &rec.id,
+            agent_type: &rec.agent_type,
+            title: &rec.title,
+            provider: self.deps().model.backend_of(rec.provider.as_deref()),
+            model: rec.model.as_deref().or(type_model),
+            ids,
+            parent,
+            links: [before, forward],
+        });
+        let exported = crate::telemetry::context_of(&span).unwrap_or(trace);
+        (span, exported)
     }
 }

@@ -111,7 +111,7 @@ impl Handler<RemoteOutput> for ChannelRouter {
             _ => None,
         };
         let fut = async move {
-            let (child, fresh) = match cached {
+            let (mut child, fresh) = match cached {
                 Some(child) => (child, false),
                 None => {
                     let child = store
@@ -121,6 +121,11 @@ impl Handler<RemoteOutput> for ChannelRouter {
                     (Arc::new(child), true)
                 }
             };
+            // The span that made the output is the envelope's (a cached record may be
+            // older): the parent's turn on it links to that span.
+            if env.trace.is_some() && env.trace != child.trace {
+                Arc::make_mut(&mut child).trace = env.trace;
+            }
             let out = ChildOutput {
                 child: child.clone(),
                 output,

@@ -60,6 +60,9 @@ pub struct ManageSend {
     pub options: ManageOptions,
     /// The envelope/turn that caused this call.
     pub cause: Uuid,
+    /// The trace context of the call (its `execute_tool` span, or its turn's): the worker's
+    /// turn is its child.
+    pub trace: Option<agentd_proto::TraceContext>,
 }
 
 /// Give up a sync wait; answers the messages collected so far, or `None` if it already ended.

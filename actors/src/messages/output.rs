@@ -43,6 +43,7 @@ pub(crate) fn output_envelope(out: &ChildOutput, parent_id: &str, now_ms: u64) -
     );
     env.id = derived_id(out.cause, "output");
     env.causation_id = Some(out.cause);
+    env.trace = out.child.trace;
     env
 }
 

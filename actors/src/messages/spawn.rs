@@ -38,6 +38,9 @@ pub struct SpawnSpec {
     /// A root that is not foreground (a job no person or service talks to): it gets no
     /// management tools. For a sub-agent the channel says it (`Channel::Spawn::background`).
     pub background: bool,
+    /// The trace context of the request or tool call that spawns it: its first turn is a
+    /// child of that span.
+    pub trace: Option<agentd_proto::TraceContext>,
 }
 
 /// Create an agent (and deliver its first message).

@@ -160,6 +160,7 @@ impl ParentRouter {
                         model: None,
                         env: Default::default(),
                         background: false,
+                        trace: m.trace,
                         channel: Channel::Manage(Box::new(agentd_proto::ManageChannel {
                             parent_id: parent_id.clone(),
                             worker_title: m.worker_title.clone(),
@@ -231,6 +232,7 @@ impl ParentRouter {
             self.system.deps.clock.now_ms(),
         );
         env.causation_id = Some(msg.cause);
+        env.trace = msg.trace;
         (
             env,
             Dispatched {
@@ -270,6 +272,7 @@ impl ManageSend {
             message: self.message.clone(),
             options: self.options.clone(),
             cause: self.cause,
+            trace: self.trace,
         }
     }
 }
@@ -407,6 +410,8 @@ impl ParentRouter {
             );
             env.id = derived_id(out.cause, "forward");
             env.causation_id = Some(out.cause);
+            // The turn the parent runs on it follows (links to) the child's span.
+            env.trace = child.trace;
             router.send(RouteAcked(env)).await.map_err(mailbox)??;
             crate::metrics::global().inc(
                 "agentd_messages_out_total",

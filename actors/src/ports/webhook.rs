@@ -19,6 +19,9 @@ pub struct WebhookCall<'a> {
     pub arguments: &'a Value,
     /// The whole call's bound, retries included.
     pub timeout: Duration,
+    /// The W3C trace context of the call (its `traceparent` header): the receiver's work joins
+    /// the trace.
+    pub trace: Option<agentd_proto::TraceContext>,
 }
 
 /// Why a webhook call gave no result.

@@ -25,23 +25,25 @@ impl Handler<Spawn> for Supervisor {
         let deps = self.system.deps.clone();
         let created = async move {
             let (rec, dependencies) = create(&deps, &spec).await?;
-            Ok::<_, AgentdError>((rec, spec.prompt, dependencies))
+            Ok::<_, AgentdError>((rec, spec.prompt, dependencies, spec.trace))
         };
         AtomicResponse::new(Box::pin(created.into_actor(self).map(|res, act, _| {
-            let (rec, prompt, dependencies) = res?;
-            act.started_spawn(rec, prompt, dependencies)
+            let (rec, prompt, dependencies, trace) = res?;
+            act.started_spawn(rec, prompt, dependencies, trace)
         })))
     }
 }
 
 impl Supervisor {
     /// The agent of `rec` was created: it is announced, and started here with its first
-    /// message (`prompt`) unless it belongs to another process; its watches are placed.
+    /// message (`prompt`, in trace `trace`) unless it belongs to another process; its watches
+    /// are placed.
     fn started_spawn(
         &mut self,
         rec: Arc<AgentRecord>,
         prompt: Option<String>,
         mut dependencies: Dependencies,
+        trace: Option<agentd_proto::TraceContext>,
     ) -> Result<AgentRecord, AgentdError> {
         let deps = &self.system.deps;
         deps.events.publish(&Event::Spawned {
@@ -56,12 +58,14 @@ impl Supervisor {
                 .as_deref()
                 .map(Address::agent)
                 .unwrap_or(Address::System);
-            Envelope::new(
+            let mut env = Envelope::new(
                 from,
                 Address::agent(&rec.id),
                 Item::Inbox(InboxItem::message(prompt)),
                 deps.clock.now_ms(),
-            )
+            );
+            env.trace = trace;
+            env
         });
         if deps.is_remote(&rec.id) {
             // Its partition belongs to another process: that process activates it when the
@@ -216,6 +220,7 @@ fn new_record(
         attempts: 0,
         current_task: None,
         task_steps_counted: 0,
+        trace: None,
         priority: spec
             .priority
             .or(parent.map(|p| p.priority))

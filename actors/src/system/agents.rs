@@ -49,6 +49,7 @@ impl AgentSystem {
                 model: req.model.clone(),
                 env: req.env.clone(),
                 background: req.background,
+                trace: crate::telemetry::current(),
             },
         )
         .await

@@ -108,6 +108,35 @@ fn cli_tools(rec: &AgentRecord, deps: &Deps) -> CliTools {
     }
 }
 
+/// The request's system instructions and messages on its `chat` span (`capture_content`), in
+/// the conventions' shape: `[{role, parts: [{type, content}]}]`.
+#[cold]
+fn request_contents(span: &tracing::Span, req: &ModelRequest) {
+    let system = serde_json::json!([{"type": "text", "content": &*req.system_prompt}]);
+    crate::telemetry::set_content(span, "gen_ai.system_instructions", system.to_string());
+    let messages: Vec<serde_json::Value> = req
+        .thread
+        .iter()
+        .map(|e| {
+            let mut parts = vec![serde_json::json!({"type": "text", "content": e.text})];
+            parts.extend(e.tool_calls.iter().map(|c| {
+                serde_json::json!({"type": "tool_call", "id": c.id, "name": c.name,
+                                   "arguments": c.arguments})
+            }));
+            if let Some(id) = &e.tool_call_id {
+                parts = vec![serde_json::json!({"type": "tool_call_response", "id": id,
+                                                "response": e.text})];
+            }
+            serde_json::json!({"role": e.role, "parts": parts})
+        })
+        .collect();
+    crate::telemetry::set_content(
+        span,
+        "gen_ai.input.messages",
+        serde_json::Value::Array(messages).to_string(),
+    );
+}
+
 fn model_error(e: ModelError) -> AgentdError {
     AgentdError::new(ErrorCode::ModelError, e.to_string())
 }
@@ -196,11 +225,31 @@ impl Turn {
         let other = (req.provider != self.names.calls.provider)
             .then(|| ModelCallMeters::of(req.provider.clone(), &self.deps));
         let started = std::time::Instant::now();
-        let res = self.deps.model.complete(req).await;
+        let chat = if crate::telemetry::enabled() {
+            crate::telemetry::chat(
+                self.deps.model.backend_of(req.provider.as_deref()),
+                req.model.as_deref(),
+                &self.names.agent_id,
+            )
+        } else {
+            tracing::Span::none()
+        };
+        let res = if chat.is_disabled() {
+            self.deps.model.complete(req).await
+        } else {
+            if crate::telemetry::capture_content() {
+                request_contents(&chat, &req);
+            }
+            tracing::Instrument::instrument(self.deps.model.complete(req), chat.clone()).await
+        };
         self.shared.call_ended();
         answer.finish();
         let meters = other.as_ref().unwrap_or(&self.names.calls);
-        meters.seconds.observe(started.elapsed().as_secs_f64());
+        let seconds = started.elapsed().as_secs_f64();
+        meters.seconds.observe(seconds);
+        if !chat.is_disabled() {
+            self.chat_ended(&chat, &res, seconds);
+        }
         if matches!(res, Err(ModelError::Failed(_))) {
             meters.errors.add(1.0);
         }
@@ -228,6 +277,54 @@ impl Turn {
                 Ok(CallOutcome::RateLimited(retry_after_ms))
             }
             Err(e) => Err(model_error(e)),
+        }
+    }
+
+    /// What a model call came to, on its `chat` span and in the GenAI metrics (telemetry on).
+    #[cold]
+    fn chat_ended(
+        &self,
+        span: &tracing::Span,
+        res: &Result<ModelResponse, ModelError>,
+        seconds: f64,
+    ) {
+        let backend = self.deps.model.backend_of(self.rec.provider.as_deref());
+        let model = self
+            .rec
+            .model
+            .as_deref()
+            .or(self.names.type_model.as_deref());
+        match res {
+            Ok(r) => {
+                let finish = if r.cut_off {
+                    "length"
+                } else if r.tool_calls.is_empty() {
+                    "stop"
+                } else {
+                    "tool_calls"
+                };
+                crate::telemetry::chat_answered(span, model, &r.usage, finish);
+                if crate::telemetry::capture_content() {
+                    let mut parts = vec![serde_json::json!({"type": "text", "content": r.text})];
+                    parts.extend(r.tool_calls.iter().map(|c| {
+                        serde_json::json!({"type": "tool_call", "id": c.id, "name": c.name,
+                                           "arguments": c.arguments})
+                    }));
+                    let out = serde_json::json!([{"role": "assistant", "parts": parts,
+                                                  "finish_reason": finish}]);
+                    crate::telemetry::set_content(span, "gen_ai.output.messages", out.to_string());
+                }
+                crate::telemetry::meters::model_call(backend, model, seconds, Some(&r.usage), None);
+            }
+            Err(e) => {
+                let kind = match e {
+                    ModelError::RateLimited { .. } => "rate_limited",
+                    ModelError::Cancelled => "cancelled",
+                    ModelError::Failed(_) => "model_error",
+                };
+                crate::telemetry::failed(span, kind);
+                crate::telemetry::meters::model_call(backend, model, seconds, None, Some(kind));
+            }
         }
     }
 

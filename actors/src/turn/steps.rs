@@ -423,13 +423,17 @@ impl Turn {
         // kilobytes bigger, copied whole when it is boxed to start.
         let outcome = match tool {
             Ok(tool) => {
-                Box::pin(tools::execute_tool(
+                let run = Box::pin(tools::execute_tool(
                     &self.tools,
                     &tool,
                     tool_id,
                     &call.arguments,
-                ))
-                .await
+                ));
+                if crate::telemetry::enabled() {
+                    traced_tool(&tool, call, run).await
+                } else {
+                    run.await
+                }
             }
             Err(e) => Err(e),
         };
@@ -543,4 +547,34 @@ impl Turn {
         }
         Ok(())
     }
+}
+
+/// Runs a tool call under its `execute_tool` span (telemetry on): what the call sends to other
+/// agents (a Manage send, a spawn) carries the span's context, so their turns are its children.
+#[cold]
+async fn traced_tool<F>(
+    tool: &crate::catalogue::Tool,
+    call: &ToolCall,
+    run: F,
+) -> Result<ToolOutcome, AgentdError>
+where
+    F: std::future::Future<Output = Result<ToolOutcome, AgentdError>>,
+{
+    use tracing::Instrument;
+    let span = crate::telemetry::execute_tool(tool.name(), &call.id, tool.mcp_server());
+    let ctx = crate::telemetry::context_of(&span).or_else(crate::telemetry::current);
+    let capture = crate::telemetry::capture_content();
+    if capture {
+        let args = call.arguments.to_string();
+        crate::telemetry::set_content(&span, "gen_ai.tool.call.arguments", args);
+    }
+    let outcome = crate::telemetry::scope(ctx, run.instrument(span.clone())).await;
+    match &outcome {
+        Err(e) => crate::telemetry::failed(&span, e.code.as_str()),
+        Ok(ToolOutcome::Value(v)) if capture => {
+            crate::telemetry::set_content(&span, "gen_ai.tool.call.result", v.to_string());
+        }
+        Ok(_) => {}
+    }
+    outcome
 }

@@ -246,6 +246,9 @@ pub fn inspection(v: &Value) -> String {
     if let Some(error) = v["last_error"].as_str() {
         field("last error", error.to_string());
     }
+    if let Some(trace) = v["trace_id"].as_str() {
+        field("trace", trace.to_string());
+    }
     field("updated", s("last_update").to_string());
     out
 }

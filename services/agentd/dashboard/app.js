@@ -36,6 +36,7 @@ async function loadInfo() {
   try {
     const info = await api('GET', '/v1/info');
     $('info').textContent = `v${info.version} · model ${info.model_backend} · store ${info.store}`;
+    state.traceUrl = info.trace_url || null;
   } catch (e) {
     $('info').textContent = errText(e);
   }

@@ -82,6 +82,14 @@ export function renderDetailHead() {
       : null,
     n.current_step ? ['step', n.current_step] : null,
     ['turns', `${n.turns ?? 0}${n.attempts > 1 ? ` (attempt ${n.attempts})` : ''}`],
+    n.trace_id
+      ? [
+          'trace',
+          state.traceUrl
+            ? el('a', { href: state.traceUrl.replaceAll('{trace_id}', n.trace_id), target: '_blank', rel: 'noopener', text: n.trace_id })
+            : el('code', { text: n.trace_id }),
+        ]
+      : null,
     [
       'tokens',
       `${n.tokens_used ?? 0} (in ${usage.input ?? 0}, out ${usage.output ?? 0}, cache w ${usage.cache_write ?? 0}, r ${usage.cache_read ?? 0})` +

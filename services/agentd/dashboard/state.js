@@ -11,6 +11,7 @@ export const state = {
   nodes: new Map(), // agent id → tree node (children: nodes)
   collapsed: new Set(),
   selected: null,
+  traceUrl: null, // /v1/info's trace_url: a link template for an agent's trace_id
   detailView: null, // the selected agent's last inspect view (also when it is not in the tree)
   events: [], // newest first: {at, type, data}
   resumeAt: new Map(), // agent id → resume time (ms) from rate_limited events

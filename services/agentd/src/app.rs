@@ -171,6 +171,7 @@ pub async fn start_with_clock(
             redis: redis_events,
         },
         shutdown: shutdown_rx,
+        trace_url: Some(settings.telemetry.trace_url.clone()).filter(|u| !u.is_empty()),
     });
     let shutdown_timeout = Duration::from_millis(settings.server.shutdown_timeout_ms);
     let auth = web::Data::new(Auth {
@@ -186,6 +187,7 @@ pub async fn start_with_clock(
     )));
     let server = HttpServer::new(move || {
         App::new()
+            .wrap(from_fn(crate::telemetry::trace_context))
             .wrap(from_fn(body_deadline))
             .wrap(from_fn(require_token))
             .wrap(from_fn(errors::json_errors))

@@ -15,6 +15,7 @@
 //! | [`dashboard`] | the web dashboard at `/`, embedded in the binary |
 //! | [`app`] | start and stop a whole service (used by `main` and by tests) |
 //! | [`logs`] | the log subscriber (used by `main` and by the benchmark) |
+//! | [`telemetry`] | `[telemetry]`: OpenTelemetry export of GenAI spans and metrics over OTLP/HTTP |
 
 pub mod a2a;
 pub mod app;
@@ -28,6 +29,7 @@ pub mod logs;
 pub mod openapi;
 pub mod settings;
 pub mod sse;
+pub mod telemetry;
 pub mod wiring;
 
 pub use app::{Running, start};

@@ -34,6 +34,22 @@ pub fn install<W>(filter: &str, json: bool, writer: W, ansi: bool) -> anyhow::Re
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
+    install_with(filter, json, writer, ansi, None)
+}
+
+/// [`install`], and with `telemetry` its exporter's layer beside the log lines (each layer
+/// then filtered on its own: the log lines never show the GenAI spans, the exporter takes
+/// nothing else). Without it, the subscriber is [`install`]'s, unchanged.
+pub fn install_with<W>(
+    filter: &str,
+    json: bool,
+    writer: W,
+    ansi: bool,
+    telemetry: Option<&crate::telemetry::Telemetry>,
+) -> anyhow::Result<()>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
     let from_env = std::env::var(EnvFilter::DEFAULT_ENV)
         .ok()
         .and_then(|text| EnvFilter::try_new(&text).ok().map(|f| (text, f)));
@@ -45,6 +61,33 @@ where
                 .parse()
                 .map_err(|e| anyhow::anyhow!("the directive `{RMCP_DEFAULT}`: {e}"))?,
         );
+    }
+    // The GenAI spans are the exporter's only.
+    filter = filter.add_directive(
+        format!("{}=off", agentd_actors::telemetry::TARGET)
+            .parse()
+            .map_err(|e| anyhow::anyhow!("the telemetry directive: {e}"))?,
+    );
+    if let Some(telemetry) = telemetry {
+        use tracing_subscriber::Layer as _;
+        use tracing_subscriber::layer::SubscriberExt as _;
+        use tracing_subscriber::util::SubscriberInitExt as _;
+        let lines = tracing_subscriber::fmt::layer()
+            .with_writer(writer)
+            .with_ansi(ansi);
+        let lines = if json {
+            lines.json().with_filter(filter).boxed()
+        } else {
+            lines.fmt_fields(plain_fields()).with_filter(filter).boxed()
+        };
+        tracing_subscriber::registry()
+            .with(lines)
+            .with(telemetry.layer())
+            .try_init()
+            .map_err(|e| anyhow::anyhow!("installing the log subscriber: {e}"))?;
+        agentd_actors::telemetry::set_enabled(true);
+        agentd_actors::telemetry::set_capture_content(telemetry.capture_content);
+        return Ok(());
     }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -43,14 +43,19 @@ enum Cmd {
     },
 }
 
-fn init_logs(settings: &Settings) -> anyhow::Result<()> {
+/// Installs the log subscriber, with the OpenTelemetry exporter when `[telemetry]` (or the
+/// standard `OTEL_*` variables) asks for one; answers the exporter, which flushes when dropped.
+fn init_logs(settings: &Settings) -> anyhow::Result<Option<agentd::telemetry::Telemetry>> {
     use std::io::IsTerminal;
-    agentd::logs::install(
+    let telemetry = agentd::telemetry::Telemetry::start(&settings.telemetry)?;
+    agentd::logs::install_with(
         &settings.log.filter,
         settings.log.format == "json",
         std::io::stdout,
         std::io::stdout().is_terminal(),
-    )
+        telemetry.as_ref(),
+    )?;
+    Ok(telemetry)
 }
 
 /// Runs the command; an error is printed once, as one line of its causes (never a backtrace,
@@ -116,8 +121,11 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
         Cmd::Migrate => migrate(&settings),
         Cmd::Healthcheck { addr } => healthcheck(addr.as_deref().unwrap_or(&settings.server.bind)),
         Cmd::Run => {
-            init_logs(&settings)?;
-            actix_rt::System::new().block_on(run(settings))
+            let telemetry = init_logs(&settings)?;
+            let ran = actix_rt::System::new().block_on(run(settings));
+            // Flushed here, outside the runtime: the exporter's HTTP client blocks.
+            drop(telemetry);
+            ran
         }
     }
 }

@@ -90,6 +90,9 @@ pub struct Info {
     pub live_agents: Option<usize>,
     /// The configured MCP servers and their tools.
     pub mcp_servers: Vec<McpServerInfo>,
+    /// `telemetry.trace_url`: where a trace is shown, `{trace_id}` to be replaced by an agent's
+    /// `trace_id`; `null` when not configured.
+    pub trace_url: Option<String>,
 }
 
 /// What `DELETE /v1/agents/{id}` answers.
@@ -108,6 +111,9 @@ pub struct Sent {
     pub agent_id: String,
     /// Always `sent`.
     pub status: String,
+    /// The trace the message's turn runs in (32 hex digits): the request's `traceparent`'s, or
+    /// a new one.
+    pub trace_id: String,
 }
 
 /// What `POST /v1/agents/{id}/control` answers.

@@ -419,8 +419,22 @@ fn main() -> anyhow::Result<()> {
     // `BENCH_LOG_FILTER=info` runs the scenarios under the service's own log subscriber (its
     // default filter), writing nowhere: what the spans and events that filter lets through
     // cost. By default none is installed.
-    if let Ok(filter) = std::env::var("BENCH_LOG_FILTER") {
-        agentd::logs::install(&filter, false, std::io::sink, false)?;
+    // `BENCH_OTLP_ENDPOINT=URL` runs them with OpenTelemetry export on (sample ratio 1.0) to
+    // the collector at URL, under the service's subscriber (`BENCH_LOG_FILTER`, else `warn`):
+    // what the GenAI spans and their export cost per turn.
+    let telemetry = match std::env::var("BENCH_OTLP_ENDPOINT") {
+        Ok(endpoint) => {
+            agentd::telemetry::Telemetry::start(&agentd::telemetry::TelemetrySettings {
+                otlp_endpoint: endpoint,
+                ..Default::default()
+            })?
+        }
+        Err(_) => None,
+    };
+    let filter = std::env::var("BENCH_LOG_FILTER").ok();
+    if filter.is_some() || telemetry.is_some() {
+        let filter = filter.as_deref().unwrap_or("warn");
+        agentd::logs::install_with(filter, false, std::io::sink, false, telemetry.as_ref())?;
     }
     let args: Vec<String> = std::env::args().collect();
     if let (Some("--serve"), Some(url), Some(dir)) =

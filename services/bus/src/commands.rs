@@ -203,6 +203,7 @@ impl CommandConsumer {
             sent_at: 0,
             attempt: 1,
             item: Item::Reply(Reply::from(Ok(serde_json::Value::Null))),
+            trace: None,
         };
         if let Err(e) = send_reply(con, &request, Err(err), self.limits.reply_maxlen, None).await {
             tracing::warn!(entry = %sid.id, error = %e, "the refusal of a malformed command could not be sent; it is in the dead letters");
@@ -272,7 +273,10 @@ impl CommandConsumer {
         con: &mut ConnectionManager,
     ) -> Result<(), AgentdError> {
         let result = match env.item.clone() {
-            Item::Command(command) => system.execute(command).await,
+            // A command that carries a trace context joins that trace.
+            Item::Command(command) => {
+                agentd_actors::telemetry::scope(env.trace, system.execute(command)).await
+            }
             _ => Err(AgentdError::new(
                 ErrorCode::BadEnvelope,
                 "the command stream takes `command` items",

@@ -329,7 +329,16 @@ impl Server {
                 Value::Object(map) => map,
                 _ => serde_json::Map::new(),
             };
-            let params = CallToolRequestParams::new(tool.tool.clone()).with_arguments(arguments);
+            let mut params =
+                CallToolRequestParams::new(tool.tool.clone()).with_arguments(arguments);
+            // The MCP semantic conventions' propagation: W3C trace context in `params._meta`.
+            if let Some(trace) = agentd_actors::telemetry::current() {
+                let mut meta = serde_json::Map::new();
+                meta.insert("traceparent".into(), Value::String(trace.to_string()));
+                params.meta = Some(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(
+                    meta,
+                )));
+            }
             // Dropping this future (a timeout, or the turn's abort) sends
             // `notifications/cancelled` for the request.
             peer.call_tool(params).await.map_err(|e| match session.reason() {

@@ -79,9 +79,11 @@ impl HttpWebhooks {
             .map(|d| d.as_millis())
             .unwrap_or(0)
             .to_string();
-        let res = self
-            .client
-            .post(call.url)
+        let mut req = self.client.post(call.url);
+        if let Some(trace) = &call.trace {
+            req = req.header("traceparent", trace.to_string());
+        }
+        let res = req
             .header("content-type", "application/json")
             .header("x-agentd-call-id", call.call_id.to_string())
             .header("x-agentd-timestamp", &timestamp)

@@ -57,17 +57,28 @@ fn on_redis_the_store_is_named_redis_one_line_says_the_partitions_drained_and_a_
     // A call of the service tool, answered twice (delivery to workers is at least once).
     let clerk = p.spawn("clerk", "order A-1");
     let mut con = redis.client();
-    let call_id = eventually_blocking(Duration::from_secs(20), "the call to be published", || {
-        let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-            .arg("agentd:tools:lookup_order")
-            .arg("-")
-            .arg("+")
-            .query(&mut con)
-            .unwrap();
-        let m = reply.ids.first().and_then(|id| id.get::<Vec<u8>>("m"))?;
-        let call: Value = rmp_serde::from_slice(&m).unwrap();
-        Some(call["item"]["call_id"].as_str().unwrap().to_string())
-    });
+    let (call_id, trace) =
+        eventually_blocking(Duration::from_secs(20), "the call to be published", || {
+            let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+                .arg("agentd:tools:lookup_order")
+                .arg("-")
+                .arg("+")
+                .query(&mut con)
+                .unwrap();
+            let m = reply.ids.first().and_then(|id| id.get::<Vec<u8>>("m"))?;
+            let call: Value = rmp_serde::from_slice(&m).unwrap();
+            Some((
+                call["item"]["call_id"].as_str().unwrap().to_string(),
+                call["trace"].as_str().unwrap_or_default().to_string(),
+            ))
+        });
+    // The call carries the calling turn's W3C trace context (telemetry off: ids only).
+    let turn_trace = p.get(&format!("/v1/agents/{clerk}"))["trace_id"].clone();
+    assert_eq!(
+        trace.get(3..35),
+        turn_trace.as_str(),
+        "the call's traceparent {trace:?} names the turn's trace"
+    );
     reply(&mut con, &call_id, json!({"status": "shipped"}));
     p.wait_for("the answer", |p| {
         p.texts(&clerk).iter().any(|t| t.starts_with("Result: "))

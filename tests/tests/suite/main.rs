@@ -47,6 +47,7 @@ mod service;
 mod service_tools;
 mod service_tools_redis;
 mod subagents;
+mod telemetry;
 mod tool_call_pairing;
 mod validation;
 mod webhook_tools;

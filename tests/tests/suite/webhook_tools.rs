@@ -139,6 +139,10 @@ fn webhook_calls_are_signed_retried_and_their_failures_reach_the_model() {
     assert_eq!(results[0]["delivered"], json!({"text": "hello"}));
     let call_id = results[0]["call_id"].as_str().unwrap();
     assert!(uuid::Uuid::parse_str(call_id).is_ok(), "{call_id}");
+    // With the calling turn's W3C trace context (telemetry off: its ids all the same).
+    let trace = p.get(&format!("/v1/agents/{id}"))["trace_id"].clone();
+    let traceparent = results[0]["traceparent"].as_str().unwrap();
+    assert_eq!(traceparent.get(3..35), trace.as_str(), "{traceparent}");
     // The 503 was retried under the same call id.
     assert_eq!(results[1]["attempt"], 2, "{:#?}", results[1]);
     // A 404: a tool error with the status and a bounded excerpt.

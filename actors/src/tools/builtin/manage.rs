@@ -103,6 +103,7 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
                     message,
                     options,
                     cause: ctx.cause,
+                    trace: crate::telemetry::current(),
                 })
                 .await?;
             let child = dispatched.child_id;

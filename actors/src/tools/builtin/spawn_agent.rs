@@ -65,6 +65,7 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
             model: text("model"),
             env: Default::default(),
             background: false,
+            trace: crate::telemetry::current(),
             channel: Channel::Spawn {
                 parent_id: ctx.caller.id.clone(),
                 background: typed(args, "background")?.unwrap_or(false),

@@ -23,7 +23,7 @@ pub(crate) async fn spawn(
     body: JsonObject<SpawnRequest>,
 ) -> ApiResult {
     let view = run(&st, &req, Command::Spawn(Box::new(body.into_inner()))).await?;
-    Ok(HttpResponse::Created().json(view))
+    Ok(HttpResponse::Created().json(super::with_trace_id(view)))
 }
 
 #[derive(Deserialize)]
@@ -136,7 +136,7 @@ pub(crate) async fn send(
         },
     )
     .await?;
-    Ok(HttpResponse::Accepted().json(v))
+    Ok(HttpResponse::Accepted().json(super::with_trace_id(v)))
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]

@@ -81,6 +81,8 @@ pub struct ApiState {
     pub events: crate::sse::EventFeed,
     /// Turns `true` when the service stops: event streams end then.
     pub shutdown: crate::sse::Shutdown,
+    /// `telemetry.trace_url`: a link to a trace, `{trace_id}` replaced (`None`: no link).
+    pub trace_url: Option<String>,
 }
 
 type ApiResult = Result<HttpResponse, ApiError>;
@@ -159,6 +161,24 @@ fn scope(req: &HttpRequest) -> Option<String> {
         .and_then(|v| v.to_str().ok())
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
+}
+
+/// `answer` with the `trace_id` of the request's trace (where the work it started runs), unless
+/// it names one already.
+fn with_trace_id(mut answer: Value) -> Value {
+    if let (Some(fields), Some(trace)) =
+        (answer.as_object_mut(), agentd_actors::telemetry::current())
+    {
+        let id = Value::String(trace.trace_id_hex().to_string());
+        match fields.get_mut("trace_id") {
+            Some(v) if !v.is_null() => {}
+            Some(v) => *v = id,
+            None => {
+                fields.insert("trace_id".into(), id);
+            }
+        }
+    }
+    answer
 }
 
 async fn run(st: &ApiState, req: &HttpRequest, cmd: Command) -> Result<Value, ApiError> {

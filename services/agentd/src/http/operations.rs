@@ -144,6 +144,7 @@ pub(crate) async fn info(st: web::Data<ApiState>) -> HttpResponse {
         partitions_owned: st.redis.as_ref().map(|r| r.owned()),
         live_agents,
         mcp_servers,
+        trace_url: st.trace_url.clone(),
     })
 }
 

@@ -74,6 +74,9 @@ pub struct Settings {
     /// The A2A protocol (docs/a2a.md).
     #[serde(default)]
     pub a2a: A2aSettings,
+    /// OpenTelemetry export (off unless an endpoint is set).
+    #[serde(default)]
+    pub telemetry: crate::telemetry::TelemetrySettings,
 }
 
 /// `[a2a]`: which agent types are A2A agents.
@@ -157,6 +160,7 @@ impl Settings {
     }
 
     fn validate(&self) -> Result<(), SettingsError> {
+        self.telemetry.validate().map_err(SettingsError::Invalid)?;
         if self.server.bind.parse::<std::net::SocketAddr>().is_err() {
             return Err(SettingsError::Invalid(format!(
                 "server.bind `{}` is not an address like 127.0.0.1:7878",

@@ -119,6 +119,8 @@ impl Transport for RedisBus {
         env.id = call.call_id;
         env.correlation_id = Some(call.call_id);
         env.reply_to = Some(self.keys.tool_replies());
+        // The calling turn's trace: a worker that reads it joins the trace.
+        env.trace = agentd_actors::telemetry::current();
         let bytes = encode_envelope(&env)?;
         redis::cmd("XADD")
             .arg(&stream)

@@ -59,6 +59,7 @@ pub fn record(id: &str, parent: Option<&str>, created: u64) -> AgentRecord {
         attempts: 2,
         current_task: Some(uuid::Uuid::nil()),
         task_steps_counted: 1,
+        trace: None,
         budget: Some(Box::new(agentd_proto::Budget {
             max_tokens: Some(9),
             max_cost_usd: Some(0.5),
