@@ -54,83 +54,43 @@ if [ ! -d tests/mcp/node_modules ]; then
   npm ci --prefix tests/mcp --no-audit --no-fund
 fi
 
-# The Python MCP SDK, pinned, for the MCP server the MCP tests write in Python
-# (tests/mcp/exiting_server.py), in a virtualenv of its own under target/ (git-ignored).
-MCP_PY_VERSION=2.3.0
-MCP_VENV=target/.venv-mcp
-if ! "$MCP_VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$MCP_PY_VERSION')" 2>/dev/null; then
-  echo "installing the Python mcp package $MCP_PY_VERSION into $MCP_VENV" >&2
+# Python test dependencies, each pinned in a virtualenv of its own under target/ (git-ignored),
+# made afresh when it is missing or a pinned version differs: `pinned_venv DIR NAME==VERSION…`.
+pinned_venv() {
+  local venv=$1
+  shift
+  if "$venv/bin/python" - "$@" 2>/dev/null <<'PY'
+import importlib.metadata as m, sys
+pins = [a.split("==") for a in sys.argv[1:]]
+sys.exit(any(m.version(name.split("[")[0]) != version for name, version in pins))
+PY
+  then
+    return
+  fi
+  echo "installing $* into $venv" >&2
   if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
     SUDO=""
     if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
   fi
-  rm -rf "$MCP_VENV"
+  rm -rf "$venv"
   mkdir -p target
-  python3 -m venv "$MCP_VENV"
-  "$MCP_VENV/bin/pip" install -q --disable-pip-version-check "mcp==$MCP_PY_VERSION"
-fi
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check "$@"
+}
 
-# schemathesis, pinned, for the OpenAPI conformance test
-# (tests/tests/suite/openapi_conformance.rs), in a virtualenv of its own under target/
-# (git-ignored).
-SCHEMATHESIS_VERSION=4.32.5
-ST_VENV=target/.venv-schemathesis
-if ! "$ST_VENV/bin/st" --version 2>/dev/null | grep -qx "st, version $SCHEMATHESIS_VERSION"; then
-  echo "installing schemathesis $SCHEMATHESIS_VERSION into $ST_VENV" >&2
-  if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
-    SUDO=""
-    if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
-  fi
-  rm -rf "$ST_VENV"
-  mkdir -p target
-  python3 -m venv "$ST_VENV"
-  "$ST_VENV/bin/pip" install -q --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
-fi
-
-# The official A2A SDK, pinned, with its HTTP server extra and uvicorn, for the A2A tests
-# (tests/tests/suite/a2a.rs drives tests/a2a/*.py), in a virtualenv of its own under target/.
-A2A_SDK_VERSION=1.3.0
-UVICORN_VERSION=0.54.0
-A2A_VENV=target/.venv-a2a
-if ! "$A2A_VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('a2a-sdk') != '$A2A_SDK_VERSION' or m.version('uvicorn') != '$UVICORN_VERSION')" 2>/dev/null; then
-  echo "installing a2a-sdk $A2A_SDK_VERSION into $A2A_VENV" >&2
-  if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
-    SUDO=""
-    if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
-  fi
-  rm -rf "$A2A_VENV"
-  mkdir -p target
-  python3 -m venv "$A2A_VENV"
-  "$A2A_VENV/bin/pip" install -q --disable-pip-version-check \
-    "a2a-sdk[http-server]==$A2A_SDK_VERSION" "uvicorn==$UVICORN_VERSION"
-fi
-
-# The official OpenTelemetry protobuf bindings, pinned, for the OTLP receiver the telemetry
-# tests run (tests/otlp/receiver.py, tests/tests/suite/telemetry.rs), in a virtualenv of its
-# own under target/ (git-ignored).
-OTLP_PROTO_VERSION=1.45.2
-PROTOBUF_VERSION=7.36.2
-OTLP_VENV=target/.venv-otlp
-if ! "$OTLP_VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('opentelemetry-proto') != '$OTLP_PROTO_VERSION')" 2>/dev/null; then
-  echo "installing opentelemetry-proto $OTLP_PROTO_VERSION into $OTLP_VENV" >&2
-  if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
-    SUDO=""
-    if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
-  fi
-  rm -rf "$OTLP_VENV"
-  mkdir -p target
-  python3 -m venv "$OTLP_VENV"
-  "$OTLP_VENV/bin/pip" install -q --disable-pip-version-check \
-    "opentelemetry-proto==$OTLP_PROTO_VERSION" "protobuf==$PROTOBUF_VERSION"
-fi
+# The Python MCP SDK, for the MCP server the MCP tests write in Python
+# (tests/mcp/exiting_server.py).
+pinned_venv target/.venv-mcp "mcp==2.3.0"
+# schemathesis, for the OpenAPI conformance test (tests/tests/suite/openapi_conformance.rs).
+pinned_venv target/.venv-schemathesis "schemathesis==4.32.5"
+# The official A2A SDK with its HTTP server extra, and uvicorn, for the A2A tests
+# (tests/tests/suite/a2a.rs and a2a_client.rs drive tests/a2a/*.py).
+pinned_venv target/.venv-a2a "a2a-sdk[http-server]==1.3.0" "uvicorn==0.54.0"
+# The official OpenTelemetry protobuf bindings, for the OTLP receiver the telemetry tests run
+# (tests/otlp/receiver.py, tests/tests/suite/telemetry.rs).
+pinned_venv target/.venv-otlp "opentelemetry-proto==1.45.2" "protobuf==7.36.2"
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings

@@ -33,6 +33,21 @@ fn env(extra: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
     env
 }
 
+/// Two agentd processes sharing `redis` (4 partitions, 1 s leases), once each owns two.
+fn two_processes_on(redis: &RedisServer) -> (AgentdProcess, AgentdProcess) {
+    let redis_env = || {
+        env(&[
+            ("AGENTD__REDIS__URL", redis.url()),
+            ("AGENTD__REDIS__PARTITIONS", "4".to_string()),
+            ("AGENTD__REDIS__LEASE_MS", "1000".to_string()),
+        ])
+    };
+    let a = AgentdProcess::start(&redis_env());
+    let b = AgentdProcess::start(&redis_env());
+    agentd_tests::process::wait_balanced(&a, &b, 4);
+    (a, b)
+}
+
 /// Runs `scenarios` of the SDK client against `url` (and `url2` for a resubscription).
 fn client(
     py: &PathBuf,
@@ -143,16 +158,7 @@ fn the_sdk_client_works_across_two_agentd_processes_on_redis() {
         return;
     };
     let redis = RedisServer::start();
-    let redis_env = || {
-        env(&[
-            ("AGENTD__REDIS__URL", redis.url()),
-            ("AGENTD__REDIS__PARTITIONS", "4".to_string()),
-            ("AGENTD__REDIS__LEASE_MS", "1000".to_string()),
-        ])
-    };
-    let a = AgentdProcess::start(&redis_env());
-    let b = AgentdProcess::start(&redis_env());
-    agentd_tests::process::wait_balanced(&a, &b, 4);
+    let (a, b) = two_processes_on(&redis);
     for binding in BINDINGS {
         // Each scenario's calls go to one process, its contexts live wherever their partition
         // is owned; a resubscription goes to the other process.
@@ -397,16 +403,7 @@ fn push_notifications_survive_the_death_of_one_of_two_processes_on_redis() {
     };
     let rx = Receiver::start();
     let redis = RedisServer::start();
-    let redis_env = || {
-        env(&[
-            ("AGENTD__REDIS__URL", redis.url()),
-            ("AGENTD__REDIS__PARTITIONS", "4".to_string()),
-            ("AGENTD__REDIS__LEASE_MS", "1000".to_string()),
-        ])
-    };
-    let a = AgentdProcess::start(&redis_env());
-    let b = AgentdProcess::start(&redis_env());
-    agentd_tests::process::wait_balanced(&a, &b, 4);
+    let (a, b) = two_processes_on(&redis);
     let mut tasks = Vec::new();
     for (p, binding) in [
         (&a, "JSONRPC"),

@@ -63,6 +63,21 @@ fn params<T: for<'de> Deserialize<'de> + Default>(v: &Value) -> Result<T, A2aErr
         .map_err(|e| A2aError::InvalidParams(format!("invalid parameters: {e}")))
 }
 
+/// The task id of a call whose only parameter is `id` (`CancelTask`, `SubscribeToTask`).
+fn task_id(p: &Value) -> Result<String, A2aError> {
+    #[derive(Default, Deserialize)]
+    struct P {
+        id: Option<String>,
+    }
+    let p: P = params(p)?;
+    required_id(p.id)
+}
+
+/// A call's `id`, which it must name.
+fn required_id(id: Option<String>) -> Result<String, A2aError> {
+    id.ok_or_else(|| A2aError::InvalidParams("`id` is required".into()))
+}
+
 /// What a message says to the agent: its text parts, and its data parts as JSON text. File
 /// parts (raw bytes or a URL) are refused.
 fn text_of(parts: &[Part]) -> Result<String, A2aError> {
@@ -436,8 +451,7 @@ pub async fn get_task(a2a: &A2a, p: &Value) -> Result<Value, A2aError> {
         history_length: Option<Value>,
     }
     let p: P = params(p)?;
-    let id =
-        p.id.ok_or_else(|| A2aError::InvalidParams("`id` is required".into()))?;
+    let id = required_id(p.id)?;
     let history = history_length(number(&p.history_length, "historyLength")?)?;
     let (_, v) = task::get(&a2a.system, &id).await?;
     Ok(task_json(&v, history, true))
@@ -608,13 +622,7 @@ async fn contexts_of(a2a: &A2a, agent_type: &str) -> Result<Vec<String>, A2aErro
 /// interrupted, and the sub-agents that turn started are cancelled; the context goes on with
 /// its other tasks.
 pub async fn cancel_task(a2a: &A2a, p: &Value) -> Result<Value, A2aError> {
-    #[derive(Default, Deserialize)]
-    struct P {
-        id: Option<String>,
-    }
-    let p: P = params(p)?;
-    let id =
-        p.id.ok_or_else(|| A2aError::InvalidParams("`id` is required".into()))?;
+    let id = task_id(p)?;
     let system = &a2a.system;
     let (seen, view) = task::get(system, &id).await?;
     if view.state.is_terminal() {
@@ -702,13 +710,7 @@ async fn cancel_children_since(a2a: &A2a, ctx: &str, since_ms: u64) {
 
 /// The task `id` names, for `SubscribeToTask` (`UnsupportedOperation` once it is terminal).
 pub async fn subscribable(a2a: &A2a, p: &Value) -> Result<String, A2aError> {
-    #[derive(Default, Deserialize)]
-    struct P {
-        id: Option<String>,
-    }
-    let p: P = params(p)?;
-    let id =
-        p.id.ok_or_else(|| A2aError::InvalidParams("`id` is required".into()))?;
+    let id = task_id(p)?;
     let (_, v) = task::get(&a2a.system, &id).await?;
     if v.state.is_terminal() {
         return Err(A2aError::Unsupported(format!(
