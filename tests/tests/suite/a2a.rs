@@ -311,6 +311,34 @@ fn pushed_tasks(out: &str) -> Vec<String> {
 
 /// Each task's completion reached the receiver once, with the config's token and
 /// authentication and a stable id; nothing reached the deleted config once accepting.
+/// Waits until `rx` has refused an attempt for each of `tasks`.
+fn wait_refused(rx: &Receiver, tasks: &[String]) {
+    wait_until(
+        "refused attempts",
+        std::time::Duration::from_secs(20),
+        || {
+            tasks.iter().all(|id| {
+                rx.got()
+                    .iter()
+                    .any(|r| !r.accepted && r.body["task"]["id"] == id.as_str())
+            })
+        },
+    );
+}
+
+/// Waits up to `secs` until `rx` has accepted the completion of each of `tasks`.
+fn wait_completions(rx: &Receiver, tasks: &[String], secs: u64) {
+    wait_until(
+        "the notifications",
+        std::time::Duration::from_secs(secs),
+        || {
+            tasks
+                .iter()
+                .all(|id| !rx.accepted(id, "TASK_STATE_COMPLETED").is_empty())
+        },
+    );
+}
+
 fn check_received(rx: &Receiver, tasks: &[String]) {
     for id in tasks {
         let done = rx.accepted(id, "TASK_STATE_COMPLETED");
@@ -364,29 +392,11 @@ fn push_notifications_reach_their_receiver_once_across_a_kill_and_a_restart() {
     assert_eq!(tasks.len(), 2);
     // The receiver refuses: the notifications wait in the outbox, retried (in order: the
     // completion waits behind the refused earlier states).
-    wait_until(
-        "refused attempts",
-        std::time::Duration::from_secs(20),
-        || {
-            tasks.iter().all(|id| {
-                rx.got()
-                    .iter()
-                    .any(|r| !r.accepted && r.body["task"]["id"] == id.as_str())
-            })
-        },
-    );
+    wait_refused(&rx, &tasks);
     p.kill9();
     rx.accept.store(true, std::sync::atomic::Ordering::SeqCst);
     let p = AgentdProcess::start(&embedded());
-    wait_until(
-        "the notifications",
-        std::time::Duration::from_secs(60),
-        || {
-            tasks
-                .iter()
-                .all(|id| !rx.accepted(id, "TASK_STATE_COMPLETED").is_empty())
-        },
-    );
+    wait_completions(&rx, &tasks, 60);
     // Delivered ones are not sent again by a restarted agentd.
     p.stop();
     let p = AgentdProcess::start(&embedded());
@@ -414,28 +424,10 @@ fn push_notifications_survive_the_death_of_one_of_two_processes_on_redis() {
         let out = client_with(&py, &["push"], &p.url, None, binding, None, Some(&rx.url));
         tasks.extend(pushed_tasks(&out));
     }
-    wait_until(
-        "refused attempts",
-        std::time::Duration::from_secs(20),
-        || {
-            tasks.iter().all(|id| {
-                rx.got()
-                    .iter()
-                    .any(|r| !r.accepted && r.body["task"]["id"] == id.as_str())
-            })
-        },
-    );
+    wait_refused(&rx, &tasks);
     a.kill9();
     rx.accept.store(true, std::sync::atomic::Ordering::SeqCst);
-    wait_until(
-        "the notifications",
-        std::time::Duration::from_secs(90),
-        || {
-            tasks
-                .iter()
-                .all(|id| !rx.accepted(id, "TASK_STATE_COMPLETED").is_empty())
-        },
-    );
+    wait_completions(&rx, &tasks, 90);
     std::thread::sleep(std::time::Duration::from_secs(3));
     check_received(&rx, &tasks);
     drop(b);
