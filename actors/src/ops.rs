@@ -86,6 +86,7 @@ pub(crate) async fn post_as(
     let mut env = Envelope::new(from, Address::agent(target), Item::Inbox(item), 0);
     env.id = id;
     env.sent_at = SystemClock.now_ms();
+    env.trace = crate::telemetry::current();
     system.router.send(RouteAcked(env)).await.map_err(mailbox)?
 }
 

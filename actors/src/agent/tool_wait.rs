@@ -157,7 +157,8 @@ impl AgentActor {
         if w.open.is_empty() && waiting {
             self.continue_after_tools(ctx);
         } else if !reviewing && self.rec.status == AgentStatus::WaitingReview {
-            // Decided: what is left waits for answers.
+            // Decided: what is left waits for answers (the review's wait span ends).
+            self.waits("waiting_tool", self.rec.trace);
             if let Err(e) = self.set_status(AgentStatus::WaitingTool, Some("approved".into()), ctx)
             {
                 tracing::warn!(agent_id = %self.rec.id, error = %e, "cannot wait for tools");

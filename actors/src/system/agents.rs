@@ -190,6 +190,8 @@ impl AgentSystem {
         if let Some(id) = item_id {
             env.id = id;
         }
+        // The turn the answer starts joins the caller's trace.
+        env.trace = crate::telemetry::current();
         let addr = self.live(agent_id).await?;
         addr.send(crate::agent::messages::Provide { env, waiting_for })
             .await

@@ -73,12 +73,14 @@ impl AgentSystem {
             && let Some(transport) = &self.system.deps.transport
         {
             let timeout = call_timeout(&cmd, &self.system.deps.config);
-            let env = agentd_proto::Envelope::new(
+            let mut env = agentd_proto::Envelope::new(
                 external(),
                 Address::agent(target),
                 agentd_proto::Item::Command(cmd),
                 self.system.deps.clock.now_ms(),
             );
+            // The owner runs it in the caller's trace.
+            env.trace = crate::telemetry::current();
             return transport.call(env, timeout).await?.into_result();
         }
         match cmd {

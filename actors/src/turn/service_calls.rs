@@ -132,8 +132,17 @@ impl Turn {
             && let Some(transport) = &deps.transport
         {
             // Stored, not yet handed to the workers (new, or stored just before a crash):
-            // published now under its id, then marked so.
-            transport.publish_tool_call(&stored).await?;
+            // published now under its id, then marked so. With telemetry on, it is handed
+            // over in an `execute_tool` span, whose context the workers get.
+            let span = crate::telemetry::execute_tool(tool.name.as_str(), &call.id, None);
+            let ctx = crate::telemetry::context_of(&span).or_else(crate::telemetry::current);
+            let publish =
+                tracing::Instrument::instrument(transport.publish_tool_call(&stored), span.clone());
+            let published = crate::telemetry::scope(ctx, publish).await;
+            if let Err(e) = &published {
+                crate::telemetry::failed(&span, e.code.as_str());
+            }
+            published?;
             stored.published = true;
             deps.store.tool_call_put(&stored).await?;
         }
