@@ -363,10 +363,12 @@ pub mod meters {
         })
     }
 
-    /// Records one model call: its duration, and its tokens by type when it answered.
+    /// Records one model call: its duration, and its tokens by type when it answered
+    /// (`response_model`: the model that answered, when it did).
     pub fn model_call(
         provider: &str,
         model: Option<&str>,
+        response_model: Option<&str>,
         seconds: f64,
         usage: Option<&agentd_proto::Usage>,
         error: Option<&str>,
@@ -381,6 +383,9 @@ pub mod meters {
         ];
         if let Some(model) = model {
             attrs.push(KeyValue::new("gen_ai.request.model", model.to_string()));
+        }
+        if let Some(model) = response_model {
+            attrs.push(KeyValue::new("gen_ai.response.model", model.to_string()));
         }
         if let Some(usage) = usage {
             for (kind, n) in [("input", usage.input), ("output", usage.output)] {

@@ -14,7 +14,8 @@ What it answers (per message):
   context, so that a test sees one continuing remote conversation.
 Answers are artifacts streamed word by word (appended chunks) and the task then completes.
 Every message received is appended to --log as a JSON line (messageId, contextId, taskId,
-text), so a test counts what reached the remote.
+text, and the `traceparent` header of its request), so a test counts what reached the remote
+and sees the trace it was sent in.
 """
 
 import argparse
@@ -58,6 +59,10 @@ class Remote(AgentExecutor):
                             "contextId": context.context_id,
                             "taskId": context.task_id,
                             "text": text,
+                            # The caller's W3C trace context, as its request carried it.
+                            "traceparent": context.call_context.state.get("headers", {}).get(
+                                "traceparent"
+                            ),
                         }
                     )
                     + "\n"

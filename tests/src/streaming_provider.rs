@@ -55,6 +55,30 @@ impl Reply {
         }
     }
 
+    /// The same stream naming `model` as the model that answers, where the real APIs name it:
+    /// every OpenAI chunk's `model`, Anthropic's `message_start` `message.model`.
+    pub fn naming_model(self, model: &str) -> Reply {
+        match self {
+            Reply::Stream(events) => Reply::Stream(
+                events
+                    .into_iter()
+                    .map(|mut e| {
+                        if let Ok(mut v) = serde_json::from_str::<Value>(&e.data) {
+                            match e.name.as_deref() {
+                                None => v["model"] = json!(model),
+                                Some("message_start") => v["message"]["model"] = json!(model),
+                                Some(_) => {}
+                            }
+                            e.data = v.to_string();
+                        }
+                        e
+                    })
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+
     /// The same stream with `delay` before each event from the `from`th on.
     pub fn paced(self, from: usize, delay: Duration) -> Reply {
         match self {

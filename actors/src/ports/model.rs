@@ -136,6 +136,9 @@ pub struct ModelResponse {
     /// What an agent CLI ran by itself during the call, if the backend is one: its steps are
     /// recorded as executed and `tool_calls` is empty (nothing is left for agentd to run).
     pub cli_run: Option<Box<CliRun>>,
+    /// The model that answered, as the provider's answer names it (OpenAI's and Anthropic's
+    /// `model`: a dated version where the request named an alias); `None` when it names none.
+    pub model: Option<String>,
 }
 
 /// Why a model call failed.

@@ -240,7 +240,10 @@ impl Turn {
             if crate::telemetry::capture_content() {
                 request_contents(&chat, &req);
             }
-            tracing::Instrument::instrument(self.deps.model.complete(req), chat.clone()).await
+            // What the backend sends (an A2A remote's `traceparent`) names the `chat` span.
+            let ctx = crate::telemetry::context_of(&chat).or_else(crate::telemetry::current);
+            let call = tracing::Instrument::instrument(self.deps.model.complete(req), chat.clone());
+            crate::telemetry::scope(ctx, call).await
         };
         self.shared.call_ended();
         answer.finish();
@@ -303,7 +306,9 @@ impl Turn {
                 } else {
                     "tool_calls"
                 };
-                crate::telemetry::chat_answered(span, model, &r.usage, finish);
+                // The model that answered, as the provider names it; else the one asked for.
+                let answered = r.model.as_deref().or(model);
+                crate::telemetry::chat_answered(span, answered, &r.usage, finish);
                 if crate::telemetry::capture_content() {
                     let mut parts = vec![serde_json::json!({"type": "text", "content": r.text})];
                     parts.extend(r.tool_calls.iter().map(|c| {
@@ -314,7 +319,14 @@ impl Turn {
                                                   "finish_reason": finish}]);
                     crate::telemetry::set_content(span, "gen_ai.output.messages", out.to_string());
                 }
-                crate::telemetry::meters::model_call(backend, model, seconds, Some(&r.usage), None);
+                crate::telemetry::meters::model_call(
+                    backend,
+                    model,
+                    answered,
+                    seconds,
+                    Some(&r.usage),
+                    None,
+                );
             }
             Err(e) => {
                 let kind = match e {
@@ -323,7 +335,14 @@ impl Turn {
                     ModelError::Failed(_) => "model_error",
                 };
                 crate::telemetry::failed(span, kind);
-                crate::telemetry::meters::model_call(backend, model, seconds, None, Some(kind));
+                crate::telemetry::meters::model_call(
+                    backend,
+                    model,
+                    None,
+                    seconds,
+                    None,
+                    Some(kind),
+                );
             }
         }
     }

@@ -19,7 +19,9 @@
 //!   cancel or terminate of an agent whose remote task waits for input;
 //! - the first call for an agent in this process looks for a remote task already carrying its
 //!   message (`ListTasks`, then `GetTask` until it settles) before sending: a process that died
-//!   after sending finds the remote's answer instead of asking twice.
+//!   after sending finds the remote's answer instead of asking twice;
+//! - every request carries the W3C `traceparent` of the call that makes it (docs/telemetry.md):
+//!   a remote that traces joins the caller's trace.
 
 use crate::http::{HttpClient, HttpSettings, event_json};
 use agentd_actors::{
@@ -240,11 +242,19 @@ struct Inner {
 }
 
 impl Inner {
-    fn headers(&self) -> Vec<(&str, &str)> {
-        self.headers
+    /// The headers of one request: those sent with every request, and the W3C `traceparent`
+    /// of the work making it (the turn's `chat` span with telemetry on, else the turn), written
+    /// into `traceparent`, so the remote agent's work joins agentd's trace.
+    fn headers<'a>(&'a self, traceparent: &'a mut [u8; 55]) -> Vec<(&'a str, &'a str)> {
+        let mut all: Vec<(&str, &str)> = self
+            .headers
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect()
+            .collect();
+        if let Some(trace) = agentd_actors::telemetry::current() {
+            all.push(("traceparent", trace.write(traceparent)));
+        }
+        all
     }
 
     /// One JSON-RPC call answered whole: its `result`, or its `error` as a failure.
@@ -256,9 +266,10 @@ impl Inner {
         cancel: &agentd_actors::CancellationToken,
     ) -> Result<Value, ModelError> {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let mut traceparent = [0; 55];
         let reply = self
             .http
-            .post_json(url, &self.headers(), &body, cancel)
+            .post_json(url, &self.headers(&mut traceparent), &body, cancel)
             .await?;
         rpc_result(reply, method)
     }
@@ -332,10 +343,11 @@ impl A2aModel {
     async fn remote(&self) -> Result<&Remote, ModelError> {
         self.card
             .get_or_try_init(|| async {
+                let mut traceparent = [0; 55];
                 let card = self
                     .inner
                     .http
-                    .get_json(&self.card_url, &self.inner.headers())
+                    .get_json(&self.card_url, &self.inner.headers(&mut traceparent))
                     .await?;
                 let url = card
                     .get("supportedInterfaces")
@@ -388,11 +400,12 @@ impl A2aModel {
             "jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": params
         });
         let observer = req.observer.as_deref();
+        let mut traceparent = [0; 55];
         self.inner
             .http
             .post_events(
                 &remote.url,
-                &self.inner.headers(),
+                &self.inner.headers(&mut traceparent),
                 &body,
                 &req.cancel,
                 |event| {

@@ -159,6 +159,7 @@ pub fn parse_response(v: &Value) -> Result<ModelResponse, ModelError> {
         usage,
         cut_off: v.get("stop_reason").and_then(Value::as_str) == Some("max_tokens"),
         cli_run: None,
+        model: v.get("model").and_then(Value::as_str).map(str::to_string),
     })
 }
 
@@ -201,6 +202,8 @@ pub struct MessageStream {
     usage: Usage,
     stop_reason: Option<String>,
     stopped: bool,
+    /// The model `message_start` names.
+    model: Option<String>,
 }
 
 impl MessageStream {
@@ -223,6 +226,9 @@ impl MessageStream {
         let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
         match kind {
             "message_start" => {
+                if let Some(model) = v.pointer("/message/model").and_then(Value::as_str) {
+                    self.model = Some(model.to_string());
+                }
                 if let Some(u) = v.pointer("/message/usage") {
                     merge_usage(&mut self.usage, u);
                     if let Some(o) = observer {
@@ -365,6 +371,7 @@ impl MessageStream {
             usage: self.usage,
             cut_off: self.stop_reason.as_deref() == Some("max_tokens"),
             cli_run: None,
+            model: self.model,
         })
     }
 }
@@ -418,12 +425,23 @@ mod tests {
     }
 
     #[test]
+    fn a_whole_message_names_the_model_that_answered() {
+        let v = json!({"id": "msg_1", "type": "message", "role": "assistant",
+            "model": "claude-sonnet-4-5-20250929", "stop_reason": "end_turn",
+            "content": [{"type": "text", "text": "hi"}], "usage": {"input_tokens": 3}});
+        let r = parse_response(&v).unwrap_or_default();
+        assert_eq!(r.model.as_deref(), Some("claude-sonnet-4-5-20250929"));
+        assert_eq!(r.text, "hi");
+    }
+
+    #[test]
     fn a_max_tokens_stop_is_kept_and_an_error_event_fails_the_call() {
         let mut s = MessageStream::default();
         let events = [
             event(
                 "message_start",
-                json!({"type": "message_start", "message": {"usage": {"input_tokens": 12}}}),
+                json!({"type": "message_start", "message": {"model": "claude-sonnet-4-5-20250929",
+                    "usage": {"input_tokens": 12}}}),
             ),
             event(
                 "content_block_start",
@@ -453,6 +471,7 @@ mod tests {
         assert_eq!(r.text, "Partial");
         assert!(r.cut_off);
         assert_eq!((r.usage.input, r.usage.output), (12, 64));
+        assert_eq!(r.model.as_deref(), Some("claude-sonnet-4-5-20250929"));
 
         let mut s = MessageStream::default();
         let overloaded = event(

@@ -107,6 +107,7 @@ pub fn parse_response(v: &Value) -> Result<ModelResponse, ModelError> {
             .and_then(Value::as_str)
             == Some("length"),
         cli_run: None,
+        model: v.get("model").and_then(Value::as_str).map(str::to_string),
     })
 }
 
@@ -139,6 +140,8 @@ pub struct ChatStream {
     usage: Option<Usage>,
     finish_reason: Option<String>,
     done: bool,
+    /// The model the chunks name (each names it; the first is kept).
+    model: Option<String>,
 }
 
 impl ChatStream {
@@ -159,6 +162,11 @@ impl ChatStream {
             return Err(ModelError::Failed(format!(
                 "the provider broke off its answer: {message}"
             )));
+        }
+        if self.model.is_none()
+            && let Some(model) = chunk.get("model").and_then(Value::as_str)
+        {
+            self.model = Some(model.to_string());
         }
         if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
             let usage = parse_usage(u);
@@ -253,6 +261,7 @@ impl ChatStream {
             usage: self.usage.unwrap_or_default(),
             cut_off: reason == "length",
             cli_run: None,
+            model: self.model,
         })
     }
 }
@@ -299,7 +308,8 @@ mod tests {
     fn streamed_chunks_assemble_text_calls_by_index_and_usage() {
         let mut s = ChatStream::default();
         let chunks = [
-            json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi "}}]}),
+            json!({"model": "gpt-4o-2024-08-06",
+                   "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi "}}]}),
             json!({"choices": [{"index": 0, "delta": {"content": "there", "tool_calls": [
                 {"index": 1, "id": "call_b", "function": {"name": "second", "arguments": ""}},
                 {"index": 0, "id": "call_a", "function": {"name": "first", "arguments": "{\"x\""}}
@@ -333,6 +343,16 @@ mod tests {
             (20, 10, 9)
         );
         assert!(!r.cut_off);
+        assert_eq!(r.model.as_deref(), Some("gpt-4o-2024-08-06"));
+    }
+
+    #[test]
+    fn a_whole_completion_names_the_model_that_answered() {
+        let v = json!({"model": "gpt-4o-2024-08-06", "choices": [{"index": 0,
+            "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]});
+        let r = parse_response(&v).unwrap_or_default();
+        assert_eq!(r.model.as_deref(), Some("gpt-4o-2024-08-06"));
+        assert_eq!(r.text, "hi");
     }
 
     #[test]

@@ -165,6 +165,7 @@ pub fn parse_line(v: &Value) -> Result<ModelResponse, ModelError> {
         usage,
         cut_off: false,
         cli_run: None,
+        model: None,
     })
 }
 

@@ -312,6 +312,7 @@ impl ModelClient for ScriptedModel {
                 usage,
                 cut_off: false,
                 cli_run: None,
+                model: None,
             });
         };
         if rule.once {
@@ -370,6 +371,7 @@ impl ModelClient for ScriptedModel {
             usage,
             cut_off: false,
             cli_run: None,
+            model: None,
         })
     }
 }

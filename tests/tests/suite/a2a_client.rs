@@ -3,8 +3,9 @@
 //! `a2a-sdk` installed by `scripts/test.sh` into `target/.venv-a2a`). The remote is a Manage
 //! worker (sync and async, one remote context per named thread), a `spawn_agent` child, a root
 //! that asks a question through `input-required`, streams its answer as `text_delta` events,
-//! and has its task cancelled with the agent. The tests skip, saying so, only when the venv is
-//! missing: CI runs `scripts/test.sh`, which always installs it.
+//! and has its task cancelled with the agent; each message carries the turn's `traceparent`.
+//! The tests skip, saying so, only when the venv is missing: CI runs `scripts/test.sh`, which
+//! always installs it.
 
 use agentd_actors::ModelClient;
 use agentd_models::{A2aModel, HttpSettings, ModelRouter, ScriptedModel};
@@ -20,13 +21,14 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn python() -> Option<PathBuf> {
+/// The venv's Python with the A2A SDK, if `scripts/test.sh` made it.
+pub(crate) fn python() -> Option<PathBuf> {
     let py = root().join("target/.venv-a2a/bin/python");
     py.exists().then_some(py)
 }
 
-/// The SDK remote agent, killed when dropped.
-struct RemoteAgent {
+/// The SDK remote agent, killed when dropped (also the telemetry tests' remote).
+pub(crate) struct RemoteAgent {
     child: Child,
     url: String,
     log: PathBuf,
@@ -41,7 +43,7 @@ impl Drop for RemoteAgent {
 }
 
 impl RemoteAgent {
-    fn start(py: &PathBuf, streams: bool) -> RemoteAgent {
+    pub(crate) fn start(py: &PathBuf, streams: bool) -> RemoteAgent {
         Self::start_with(py, streams, None)
     }
 
@@ -83,12 +85,12 @@ impl RemoteAgent {
         }
     }
 
-    fn card_url(&self) -> String {
+    pub(crate) fn card_url(&self) -> String {
         format!("{}/.well-known/agent-card.json", self.url)
     }
 
     /// The messages the remote received.
-    fn received(&self) -> Vec<Value> {
+    pub(crate) fn received(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.log)
             .unwrap_or_default()
             .lines()
@@ -230,6 +232,17 @@ async fn a_remote_agent_answers_as_a_sync_manage_worker_in_one_remote_context() 
         assert_eq!(
             sys.system.deps().model.backend_of(Some("remote")),
             "a2a",
+            "streams: {streams}"
+        );
+        // Each message carried the W3C trace context of the turn it answers (telemetry off:
+        // the turn's own, which its record keeps; tests/tests/suite/telemetry.rs has the
+        // `chat` span's with export on).
+        let other_child = other["childThreadId"].as_str().unwrap();
+        let rec = sys.wait_for_status(other_child, AgentStatus::Idle).await;
+        let turn = rec.trace.expect("the turn's trace context");
+        assert_eq!(
+            received[2]["traceparent"],
+            json!(turn.to_string()),
             "streams: {streams}"
         );
     }
