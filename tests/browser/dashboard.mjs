@@ -1,15 +1,15 @@
 // Drives the agentd dashboard in a real browser (Debian's chromium through playwright-core).
 //
 //   node tests/browser/dashboard.mjs <base_url> <token> <out_dir> [--pause TITLE] [--followup TITLE] [--close TITLE] [--live TITLE]
-//        [--approve TITLE --reject TITLE --closed TITLE]
+//        [--approve TITLE --reject TITLE --closed TITLE] [--trace-url TEMPLATE]
 //
 // Expects an agentd with auth required and a few agents already spawned. Steps: open `/`, enter
 // the token, check that every agent of `GET /v1/tree` shows in the page (title, status, nesting,
 // subtree tokens) and the queue; pause an agent through the API and see it change in the page
 // without a reload; resume it from the page; dismiss and then accept a confirm() to close an
 // agent; send a follow-up from the page and check through `GET /v1/agents/{id}/thread` that it
-// reached the agent; with --live, send the titled agent (on a slowly streaming provider) a
-// message and see its answer grow in the page before it is stored, then land in the thread.
+// reached the agent, and (with --trace-url) that its details link its latest trace; with
+// --live, send the titled agent (on a slowly streaming provider) a message and see its answer grow in the page before it is stored, then land in the thread.
 // With --approve/--reject/--closed (three agents each waiting in `waiting_review` on one gated
 // call): the Approvals panel lists the calls with their arguments as text; a call decided
 // through the API while the page's list is held stale makes the page's Reject show the 409;
@@ -293,6 +293,15 @@ try {
   check((await page.evaluate(() => window.__noReload)) === 'still here', 'still no reload');
   console.log(`FOLLOWUP ${lead.agent_id} ${text}`);
   await screenshot('followup-answered');
+  // With --trace-url (the `[telemetry] trace_url` agentd runs with): the details link the
+  // trace of the agent's latest turn, the template filled with its id.
+  if (opts['trace-url']) {
+    const traceId = (await api('GET', `/v1/agents/${lead.agent_id}`)).trace_id;
+    check(/^[0-9a-f]{32}$/.test(traceId || ''), `the lead's trace id: ${traceId}`);
+    const href = opts['trace-url'].replaceAll('{trace_id}', traceId);
+    await page.locator(`#detail-head dd a[href="${href}"]`, { hasText: traceId }).waitFor({ timeout: WAIT });
+    console.log(`TRACE LINK ${href}`);
+  }
 
   // 7. An answer being streamed shows in the page as it arrives, then as a thread entry.
   if (opts.live) {

@@ -5,15 +5,19 @@ SDK answers a session id it does not know, such as one from before a restart, wi
 - `work` can exit the process in the middle of a call: the call must become a tool error and
   the next call must restart the server;
 - `slow` waits until it is cancelled and writes `cancelled` to its marker file then: an
-  interrupted turn must send `notifications/cancelled` for the call in flight.
+  interrupted turn must send `notifications/cancelled` for the call in flight;
+- `meta` answers the `_meta` of its call's request, as JSON: agentd must put the W3C trace
+  context there (`traceparent`), as the MCP semantic conventions say
+  (tests/tests/suite/telemetry.rs).
 """
 
+import json
 import os
 import sys
 from pathlib import Path
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("exiting")
 
@@ -36,6 +40,12 @@ async def slow(marker: str) -> str:
         Path(marker).write_text("cancelled")
         raise
     return "slept"
+
+
+@server.tool()
+def meta(ctx: Context) -> str:
+    """Answer the `_meta` this call's request carried, as JSON."""
+    return json.dumps(dict(ctx.request_context.meta or {}))
 
 
 if __name__ == "__main__":

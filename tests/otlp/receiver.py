@@ -1,6 +1,7 @@
 """A small OTLP/HTTP receiver for agentd's telemetry tests, on the official `opentelemetry-proto`
 package (pinned by scripts/test.sh): it decodes what agentd exports to /v1/traces and
-/v1/metrics (protobuf) and writes one JSON line per span or metric data point to stdout.
+/v1/metrics (protobuf) and writes one JSON line per request (its path and headers) and per span
+or metric data point to stdout.
 
 Usage: receiver.py PORT. Binds 127.0.0.1 only. Prints `listening <port>` once it accepts.
 """
@@ -38,6 +39,11 @@ def emit(record):
 class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        emit({
+            "signal": "request",
+            "path": self.path,
+            "headers": {k.lower(): v for k, v in self.headers.items()},
+        })
         if self.headers.get("Content-Type") != "application/x-protobuf":
             self.send_error(415)
             return

@@ -3,7 +3,8 @@
 //! `tests/browser/dashboard.mjs` drives Debian's chromium (playwright-core) through the page —
 //! token form, live tree and queue, a pause made through the API showing up without a reload,
 //! resume and close (behind a confirm) from the page, and a follow-up typed into the page that
-//! must reach the agent's thread, and an answer streamed slowly by a local provider that the
+//! must reach the agent's thread (whose details then link its latest trace through
+//! `[telemetry] trace_url`), and an answer streamed slowly by a local provider that the
 //! page shows as it arrives (`text_delta` events) before it lands in the thread; and three
 //! agents each waiting in `waiting_review` on a call of a gated service tool: one approved and
 //! one rejected with a reason by clicking the page's buttons, one decided through the API while
@@ -24,6 +25,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const TOKEN: &str = "dashboard-s3cret";
+
+/// `[telemetry] trace_url`: a Jaeger-like link the agent's details must show.
+const TRACE_URL: &str = "http://jaeger.test:16686/trace/{trace_id}";
 
 /// Deterministic answers: a coder that yields, a rate-limited agent that waits ten minutes,
 /// and a recognisable answer to the follow-up the browser sends.
@@ -183,6 +187,8 @@ fn the_dashboard_shows_the_live_tree_and_drives_agents_in_a_real_browser() {
         ("AGENTD__LIMITS__MAX_DEPTH", "2".to_string()),
         ("AGENTD_CONFIG", config.display().to_string()),
         ("AGENTD__AGENTS__DIR", types.display().to_string()),
+        // Telemetry export stays off: trace ids and their link need none.
+        ("AGENTD__TELEMETRY__TRACE_URL", TRACE_URL.to_string()),
     ]);
 
     // The static shell is open, with its content types; the API is not.
@@ -278,6 +284,7 @@ fn the_dashboard_shows_the_live_tree_and_drives_agents_in_a_real_browser() {
         .args(["--approve", "Approval Clerk A"])
         .args(["--reject", "Approval Clerk B"])
         .args(["--closed", "Approval Clerk C"])
+        .args(["--trace-url", TRACE_URL])
         .env("CHROMIUM_PATH", &chromium)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -342,6 +349,18 @@ fn the_dashboard_shows_the_live_tree_and_drives_agents_in_a_real_browser() {
         .expect("the script names its follow-up");
     let (agent, text) = followup.split_once(' ').unwrap();
     assert_eq!(agent, lead);
+    // The details linked the trace the API named (the script compared them).
+    let link = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("TRACE LINK "))
+        .expect("the script checked the trace link");
+    let trace_id = link
+        .strip_prefix("http://jaeger.test:16686/trace/")
+        .unwrap_or_default();
+    assert!(
+        trace_id.len() == 32 && trace_id.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{link}"
+    );
     let thread = get(&p, &format!("/v1/agents/{lead}/thread"));
     let entries = thread["entries"].as_array().unwrap();
     assert!(

@@ -1,6 +1,7 @@
 //! What the real `agentd` binary logs and prints, read from its output: on Redis it names its
-//! store `Redis` and says in one line that its partitions drained; a second answer to a
-//! service tool's call is logged (INFO) and acknowledged, as docs/redis.md says; an MCP
+//! store `Redis` and says in one line that its partitions drained; a line a turn writes names
+//! its trace id, with telemetry off; a second answer to a service tool's call is logged (INFO)
+//! and acknowledged, as docs/redis.md says; an MCP
 //! server's `peer_info` (its instructions) is DEBUG, not INFO; a configuration error is printed
 //! once, without a backtrace, even with `RUST_BACKTRACE=1`.
 
@@ -40,7 +41,8 @@ fn on_redis_the_store_is_named_redis_one_line_says_the_partitions_drained_and_a_
     );
     env.extend([
         ("AGENTD__REDIS__URL", redis.url()),
-        ("RUST_LOG", "info".to_string()),
+        // The tools' DEBUG line: one a turn writes.
+        ("RUST_LOG", "info,agentd_actors::tools=debug".to_string()),
     ]);
     let p = AgentdProcess::start(&env);
 
@@ -83,6 +85,16 @@ fn on_redis_the_store_is_named_redis_one_line_says_the_partitions_drained_and_a_
     p.wait_for("the answer", |p| {
         p.texts(&clerk).iter().any(|t| t.starts_with("Result: "))
     });
+    // A line the turn wrote names its trace (telemetry off: agentd chose the ids).
+    let line = eventually_blocking(Duration::from_secs(20), "the tool call's line", || {
+        p.log_lines()
+            .into_iter()
+            .find(|l| l.contains("tool call") && l.contains("current_time"))
+    });
+    assert!(
+        line.contains(&format!("trace_id={}", turn_trace.as_str().unwrap())),
+        "{line}"
+    );
     reply(&mut con, &call_id, json!({"status": "lost"}));
     let later = p.wait_for_log("a later answer to a closed tool call");
     assert!(
@@ -188,6 +200,11 @@ fn a_configuration_error_is_printed_once_without_a_backtrace() {
         (
             "[log]\nformat = \"xml\"\n",
             "log.format `xml` must be human or json",
+        ),
+        // gRPC export is not built in.
+        (
+            "[store]\nkind = \"memory\"\n[telemetry]\nprotocol = \"grpc\"\n",
+            "telemetry.protocol `grpc` is not supported",
         ),
         // Found while wiring, once the logs are set up.
         (
