@@ -206,6 +206,10 @@ fn a_configuration_error_is_printed_once_without_a_backtrace() {
             "[store]\nkind = \"memory\"\n[telemetry]\nprotocol = \"grpc\"\n",
             "telemetry.protocol `grpc` is not supported",
         ),
+        (
+            "[store]\nkind = \"memory\"\n[telemetry]\nsample_ratio = 2.0\n",
+            "telemetry.sample_ratio 2 is not between 0 and 1",
+        ),
         // Found while wiring, once the logs are set up.
         (
             "[store]\nkind = \"memory\"\n[mcp.servers.files]\ncommand = [\"x\"]\nenv = { TOKEN = \"${LOG_LINES_UNSET_VARIABLE}\" }\n",

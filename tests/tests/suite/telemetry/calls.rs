@@ -13,7 +13,7 @@ use crate::a2a_client::RemoteAgent;
 use agentd_proto::TraceContext;
 use agentd_tests::eventually_blocking;
 use agentd_tests::mcp::{mcp_dir, python as mcp_python};
-use agentd_tests::streaming_provider::{StreamingProvider, anthropic_text, openai_text};
+use agentd_tests::streaming_provider::{Reply, StreamingProvider, anthropic_text, openai_text};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -44,6 +44,22 @@ fn request_in(receiver: &Receiver, traceparent: &str) -> Value {
     })
 }
 
+/// `reply` (Anthropic events) reporting 7 input tokens read from the cache and 5 written to it.
+fn with_cache(reply: Reply) -> Reply {
+    let Reply::Stream(mut events) = reply else {
+        return reply;
+    };
+    for e in &mut events {
+        if e.name.as_deref() == Some("message_start") {
+            let mut v: Value = serde_json::from_str(&e.data).unwrap();
+            v["message"]["usage"]["cache_read_input_tokens"] = json!(7);
+            v["message"]["usage"]["cache_creation_input_tokens"] = json!(5);
+            e.data = v.to_string();
+        }
+    }
+    Reply::Stream(events)
+}
+
 fn toml_str(s: impl std::fmt::Display) -> String {
     toml::Value::String(s.to_string()).to_string()
 }
@@ -57,9 +73,9 @@ fn calls_out_carry_the_trace_and_calls_in_join_it() {
     let openai = StreamingProvider::start(vec![
         openai_text(&["fine"], "stop", Some((9, 2))).naming_model("gpt-answered-2025-01-01"),
     ]);
-    let anthropic = StreamingProvider::start(vec![
+    let anthropic = StreamingProvider::start(vec![with_cache(
         anthropic_text(&["fine"], "end_turn", 9, 2).naming_model("claude-answered-20250101"),
-    ]);
+    )]);
     let config = format!(
         r#"
 [a2a]
@@ -238,6 +254,16 @@ card_url = {card}
             ),
             "{chat}"
         );
+        if backend == "anthropic" {
+            assert!(
+                matches(
+                    &chat["attributes"],
+                    &json!({"gen_ai.usage.cache_read.input_tokens": 7,
+                            "gen_ai.usage.cache_creation.input_tokens": 5})
+                ),
+                "{chat}"
+            );
+        }
         eventually_blocking(Duration::from_secs(30), "the token metric", || {
             receiver.of("metric").iter().any(|m| {
                 m["name"] == "gen_ai.client.token.usage"

@@ -10,11 +10,13 @@
 //! - `waits`: the waits for a turn slot, a review and a service tool's answer are spans under
 //!   the work they hold up; the service call carries the trace to its workers.
 //! - `calls`: an MCP call carries the trace in `params._meta`, an A2A call in its `traceparent`
-//!   header; a Redis command and an A2A request that carry one join the caller's trace; a
-//!   `chat` span names the model the provider says answered.
+//!   header; a Redis command, an A2A request and an answer that carry one join the caller's
+//!   trace; a `chat` span names the model the provider says answered, and its cache tokens.
+//! - `sampling`: `sample_ratio` 0 records only the traces a sampled caller started.
 
 mod calls;
 mod one_trace;
+mod sampling;
 mod waits;
 
 use agentd_tests::{AgentdProcess, RedisServer, eventually_blocking};
