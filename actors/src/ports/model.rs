@@ -168,6 +168,12 @@ pub trait ModelClient: Send + Sync + 'static {
     fn backend_of(&self, _provider: Option<&str>) -> &'static str {
         self.backend()
     }
+
+    /// The model `provider` asks for when a request names none (an HTTP backend's configured
+    /// model), for telemetry's `gen_ai.request.model`; `None`: the backend has no such name.
+    fn default_model_of(&self, _provider: Option<&str>) -> Option<&str> {
+        None
+    }
     /// Produces the next message for `request`.
     async fn complete(&self, request: ModelRequest) -> Result<ModelResponse, ModelError>;
 

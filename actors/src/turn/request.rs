@@ -226,9 +226,13 @@ impl Turn {
             .then(|| ModelCallMeters::of(req.provider.clone(), &self.deps));
         let started = std::time::Instant::now();
         let chat = if crate::telemetry::enabled() {
+            let provider = req.provider.as_deref();
             crate::telemetry::chat(
-                self.deps.model.backend_of(req.provider.as_deref()),
-                req.model.as_deref(),
+                self.deps.model.backend_of(provider),
+                // The model asked for: the agent's, else its provider's configured one.
+                req.model
+                    .as_deref()
+                    .or_else(|| self.deps.model.default_model_of(provider)),
                 &self.names.agent_id,
             )
         } else {
@@ -296,7 +300,12 @@ impl Turn {
             .rec
             .model
             .as_deref()
-            .or(self.names.type_model.as_deref());
+            .or(self.names.type_model.as_deref())
+            .or_else(|| {
+                self.deps
+                    .model
+                    .default_model_of(self.rec.provider.as_deref())
+            });
         match res {
             Ok(r) => {
                 let finish = if r.cut_off {

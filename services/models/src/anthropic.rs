@@ -382,6 +382,12 @@ impl ModelClient for AnthropicModel {
         "anthropic"
     }
 
+    fn default_model_of(&self, _provider: Option<&str>) -> Option<&str> {
+        Some(&self.default_model)
+            .filter(|m| !m.is_empty())
+            .map(String::as_str)
+    }
+
     async fn complete(&self, req: ModelRequest) -> Result<ModelResponse, ModelError> {
         let model = req
             .model

@@ -58,6 +58,10 @@ impl ModelClient for ModelRouter {
             .unwrap_or("unknown")
     }
 
+    fn default_model_of(&self, provider: Option<&str>) -> Option<&str> {
+        self.pick(provider).ok()?.default_model_of(None)
+    }
+
     async fn complete(&self, request: ModelRequest) -> Result<ModelResponse, ModelError> {
         let client = self.pick(request.provider.as_deref())?.clone();
         client.complete(request).await

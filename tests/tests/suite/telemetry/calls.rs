@@ -85,6 +85,7 @@ command = [{python}, {server}]
 [providers.live]
 backend = "openai"
 base_url = {openai}
+model = "gpt-configured"
 [providers.claude]
 backend = "anthropic"
 base_url = {anthropic}
@@ -232,18 +233,33 @@ card_url = {card}
     let turn = receiver.child_of(&request, "invoke_agent subagent");
     assert_eq!(turn["attributes"]["gen_ai.agent.id"], asking);
 
-    // The model that answered, as the provider names it, beside the one asked for.
-    for (provider, asked, answered, backend) in [
-        ("live", "gpt-asked", "gpt-answered-2025-01-01", "openai"),
+    // The model that answered, as the provider names it, beside the one asked for (the
+    // spawn's, else the provider's configured one).
+    for (provider, spawned_with, asked, answered, backend) in [
+        (
+            "live",
+            Some("gpt-asked"),
+            "gpt-asked",
+            "gpt-answered-2025-01-01",
+            "openai",
+        ),
+        (
+            "live",
+            None,
+            "gpt-configured",
+            "gpt-answered-2025-01-01",
+            "openai",
+        ),
         (
             "claude",
+            Some("claude-asked"),
             "claude-asked",
             "claude-answered-20250101",
             "anthropic",
         ),
     ] {
         let id = p.spawn_with(json!({"agent_type": "subagent", "provider": provider,
-                                     "model": asked, "prompt": "which model?"}));
+                                     "model": spawned_with, "prompt": "which model?"}));
         let turn = receiver.span("invoke_agent subagent", json!({"gen_ai.agent.id": id}));
         let chat = receiver.child_of(&turn, &format!("chat {asked}"));
         assert!(
