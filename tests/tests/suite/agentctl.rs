@@ -192,6 +192,10 @@ fn spawn_prints_the_status_the_agent_has_and_inspect_a_summary() {
     assert!(line("usage").contains("tokens"), "{summary}");
     let inspected = p.agentctl(&["inspect", &id]);
     let direct = p.get(&format!("/v1/agents/{id}"));
+    // The trace of its latest turn (telemetry off: agentd chose the ids).
+    let trace_id = direct["trace_id"].as_str().unwrap_or_default();
+    assert_eq!(trace_id.len(), 32, "{direct}");
+    assert_eq!(line("trace").split_whitespace().nth(1), Some(trace_id));
     for field in [
         "agent_id",
         "status",
@@ -199,6 +203,7 @@ fn spawn_prints_the_status_the_agent_has_and_inspect_a_summary() {
         "live",
         "inbox",
         "turn_running",
+        "trace_id",
     ] {
         assert_eq!(inspected[field], direct[field], "{field}");
     }
