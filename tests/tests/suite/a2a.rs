@@ -174,6 +174,45 @@ fn the_sdk_client_works_across_two_agentd_processes_on_redis() {
     }
 }
 
+/// A `research` root (an A2A context) that `p` owns.
+fn context_owned_by(p: &AgentdProcess) -> String {
+    let keys = agentd_store::Keys::new("agentd", 4);
+    loop {
+        let id = p.spawn_with(serde_json::json!({"agent_type": "research"}));
+        if p.partitions_owned().contains(&keys.partition_of(&id)) {
+            return id;
+        }
+    }
+}
+
+/// Every method works on whichever process receives it: for a context owned by each
+/// process, messages go through one process and gets, lists, cancels (queued and running),
+/// a subscription and the answer to a question through the other, on both bindings.
+#[test]
+fn every_method_works_on_a_process_that_does_not_own_the_context() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let redis = RedisServer::start();
+    let (a, b) = two_processes_on(&redis);
+    for binding in BINDINGS {
+        let contexts = format!("{},{}", context_owned_by(&a), context_owned_by(&b));
+        let mut cmd = Command::new(&py);
+        cmd.arg(root().join("tests/a2a/client.py"))
+            .arg("any_process")
+            .args(["--url", &a.url, "--url2", &b.url, "--binding", binding])
+            .args(["--contexts", &contexts]);
+        let out = cmd.output().expect("run the A2A client");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains(&format!("ok any_process ({binding})")),
+            "the A2A client failed ({binding}):\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 #[test]
 fn idle_contexts_close_and_type_files_give_the_cards_skills() {
     let Some(py) = python() else {

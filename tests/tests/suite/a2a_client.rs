@@ -30,6 +30,7 @@ struct RemoteAgent {
     child: Child,
     url: String,
     log: PathBuf,
+    calls: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -40,13 +41,38 @@ impl Drop for RemoteAgent {
     }
 }
 
+/// How a [`RemoteAgent`] runs.
+struct Options {
+    /// Its card says it streams.
+    streams: bool,
+    /// It asks for `Authorization: Bearer <token>`.
+    token: Option<&'static str>,
+    /// How long it works on a message containing "slow".
+    slow_secs: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            streams: true,
+            token: None,
+            slow_secs: 3,
+        }
+    }
+}
+
 impl RemoteAgent {
     fn start(py: &PathBuf, streams: bool) -> RemoteAgent {
-        Self::start_with(py, streams, None)
+        Self::start_with(
+            py,
+            Options {
+                streams,
+                ..Options::default()
+            },
+        )
     }
 
-    /// [`Self::start`], asking for `Authorization: Bearer <token>` when `token` is given.
-    fn start_with(py: &PathBuf, streams: bool, token: Option<&str>) -> RemoteAgent {
+    fn start_with(py: &PathBuf, options: Options) -> RemoteAgent {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -54,14 +80,17 @@ impl RemoteAgent {
             .port();
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("received.jsonl");
+        let calls = dir.path().join("calls.jsonl");
         let mut cmd = Command::new(py);
         cmd.arg(root().join("tests/a2a/remote.py"))
             .args(["--port", &port.to_string()])
-            .args(["--log", &log.display().to_string()]);
-        if !streams {
+            .args(["--log", &log.display().to_string()])
+            .args(["--calls", &calls.display().to_string()])
+            .args(["--slow", &options.slow_secs.to_string()]);
+        if !options.streams {
             cmd.arg("--no-stream");
         }
-        if let Some(t) = token {
+        if let Some(t) = options.token {
             cmd.args(["--token", t]);
         }
         let child = cmd.spawn().expect("start the remote agent");
@@ -79,8 +108,19 @@ impl RemoteAgent {
             child,
             url,
             log,
+            calls,
             _dir: dir,
         }
+    }
+
+    /// The JSON-RPC methods called at the remote, in order.
+    fn calls(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.calls)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|v| v["method"].as_str().map(str::to_string))
+            .collect()
     }
 
     fn card_url(&self) -> String {
@@ -292,6 +332,12 @@ async fn input_required_makes_the_agent_wait_and_the_answer_goes_to_the_same_rem
             .wait_for_status(&ops.id, AgentStatus::WaitingQuestion)
             .await;
         assert_eq!(rec.status_reason.as_deref(), Some("Which region?"));
+        let shown = agentd_proto::view::AgentSummary::of(&rec);
+        assert_eq!(
+            shown.remote_task_id.as_deref(),
+            remote.received()[0]["taskId"].as_str(),
+            "inspect names the remote task that waits"
+        );
         sys.system
             .provide(&ops.id, AgentStatus::WaitingQuestion, "north")
             .await
@@ -307,6 +353,26 @@ async fn input_required_makes_the_agent_wait_and_the_answer_goes_to_the_same_rem
         );
         let task = remote.rpc("GetTask", json!({"id": received[0]["taskId"]}));
         assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
+    }
+}
+
+#[actix_rt::test]
+async fn a_remotes_data_parts_are_json_text_and_its_reported_tokens_count() {
+    for streams in [true, false] {
+        let remote = remote_or_skip!(streams);
+        let sys = system(&remote);
+        let ops = sys.root("ops", Some("data please")).await;
+        // (Protocol Buffers' JSON writes the `Struct`'s number as a double.)
+        sys.wait_for_entry(&ops.id, Role::Assistant, "counted\n{\"ships\":3.0}")
+            .await;
+        // The remote reports its tokens under `agentd.usage`: they are the agent's usage,
+        // which its budgets count.
+        let rec = sys.wait_for_status(&ops.id, AgentStatus::Idle).await;
+        assert_eq!(
+            (rec.usage.input, rec.usage.output),
+            (11, 7),
+            "streams: {streams}"
+        );
     }
 }
 
@@ -348,7 +414,14 @@ fn a_remote_answer_lands_once_across_a_kill_9_of_agentd_while_the_remote_works()
         eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
         return;
     };
-    let remote = RemoteAgent::start_with(&py, true, Some("remote-secret"));
+    let remote = RemoteAgent::start_with(
+        &py,
+        Options {
+            token: Some("remote-secret"),
+            slow_secs: 5,
+            ..Options::default()
+        },
+    );
     let dir = tempfile::tempdir().unwrap();
     let types = dir.path().join("types");
     std::fs::create_dir_all(&types).unwrap();
@@ -413,5 +486,216 @@ fn a_remote_answer_lands_once_across_a_kill_9_of_agentd_while_the_remote_works()
         received.len(),
         2,
         "the job reached the remote once: {received:?}"
+    );
+    // The restarted process found the task still working and followed it by its stream.
+    assert!(
+        remote.calls().iter().any(|m| m == "SubscribeToTask"),
+        "{:?}",
+        remote.calls()
+    );
+}
+
+/// The Redis namespace and partitions of [`RemoteCluster`].
+const NS: &str = "a2aclient";
+const PARTITIONS: u32 = 4;
+
+/// agentd processes on a private redis-server (4 partitions, 1 s leases) whose `far` agents
+/// are answered by a remote agent (provider `remote`, `kind = "a2a"`) and whose `boss` roots
+/// have `far` as their Manage worker (`Far`, sync by default, async forwards relayed).
+struct RemoteCluster {
+    _redis: RedisServer,
+    _dir: tempfile::TempDir,
+    env: Vec<(&'static str, String)>,
+}
+
+impl RemoteCluster {
+    fn new(remote: &RemoteAgent) -> RemoteCluster {
+        let redis = RedisServer::start();
+        let dir = tempfile::tempdir().unwrap();
+        let types = dir.path().join("types");
+        std::fs::create_dir_all(&types).unwrap();
+        std::fs::write(
+            types.join("far.toml"),
+            "name = \"far\"\ntitle = \"Far\"\nprovider = \"remote\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            types.join("boss.toml"),
+            "name = \"boss\"\ntitle = \"Boss\"\nworkers = [\"far\"]\n\n[manage]\nmode = \"sync\"\n\
+             sync_timeout_ms = 20000\nasync_prefix = \"From {{agentTitle}}: \"\n\
+             async_forward = \"relay\"\n",
+        )
+        .unwrap();
+        let config = dir.path().join("agentd.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[providers.remote]\nkind = \"a2a\"\ncard_url = \"{}\"\ntimeout_ms = 30000\n",
+                remote.card_url()
+            ),
+        )
+        .unwrap();
+        let env = vec![
+            ("AGENTD_CONFIG", config.display().to_string()),
+            ("AGENTD__AGENTS__DIR", types.display().to_string()),
+            ("AGENTD__REDIS__URL", redis.url()),
+            ("AGENTD__REDIS__NAMESPACE", NS.to_string()),
+            ("AGENTD__REDIS__PARTITIONS", PARTITIONS.to_string()),
+            ("AGENTD__REDIS__LEASE_MS", "1000".to_string()),
+        ];
+        RemoteCluster {
+            _redis: redis,
+            _dir: dir,
+            env,
+        }
+    }
+
+    /// Two processes, once they have split the partitions between them.
+    fn balanced_pair(&self) -> (AgentdProcess, AgentdProcess) {
+        let (a, b) = (
+            AgentdProcess::start(&self.env),
+            AgentdProcess::start(&self.env),
+        );
+        agentd_tests::process::wait_balanced(&a, &b, PARTITIONS);
+        (a, b)
+    }
+}
+
+fn owns(p: &AgentdProcess, id: &str) -> bool {
+    let partition = agentd_store::Keys::new(NS, PARTITIONS).partition_of(id);
+    p.partitions_owned().contains(&partition)
+}
+
+/// `Manage` of `root`'s `Far` worker through process `p`: its answer.
+fn manage_far(p: &AgentdProcess, root: &str, message: &str, alias: &str, mode: &str) -> Value {
+    let r = p
+        .post(
+            &format!("/v1/agents/{root}/tools/Manage"),
+            json!({"command": "send_message", "worker": "Far", "message": message, "threadAlias": alias, "mode": mode}),
+        )
+        .unwrap_or_else(|e| panic!("Manage {message:?}: {e:?}"));
+    assert!(r["status"] == "ok" || r["status"] == "sent", "{r}");
+    r
+}
+
+/// A `boss` root that `a` owns and the alias of a `Far` worker thread that `b` owns (made by
+/// sync sends until one lands there, each answered by the remote): `(root, alias, worker)`.
+fn root_and_worker_across(a: &AgentdProcess, b: &AgentdProcess) -> (String, String, String) {
+    let root = loop {
+        let id = a.spawn_with(json!({"agent_type": "boss"}));
+        if owns(a, &id) {
+            break id;
+        }
+    };
+    for i in 0..32 {
+        let alias = format!("w{i}");
+        let r = manage_far(a, &root, &format!("hello {i}"), &alias, "sync");
+        assert_eq!(
+            r["messages"],
+            json!([format!("remote #1 heard: hello {i}")])
+        );
+        let worker = r["childThreadId"].as_str().unwrap().to_string();
+        if owns(b, &worker) {
+            return (root, alias, worker);
+        }
+    }
+    panic!("no worker landed on the other process");
+}
+
+/// The entries of `id`'s thread that contain `text`.
+fn count_texts(p: &AgentdProcess, id: &str, text: &str) -> usize {
+    p.texts(id).iter().filter(|t| t.contains(text)).count()
+}
+
+#[test]
+fn a_remote_worker_in_one_process_answers_a_root_in_the_other_sync_and_async() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let remote = RemoteAgent::start(&py, true);
+    let cluster = RemoteCluster::new(&remote);
+    let (a, b) = cluster.balanced_pair();
+    let (root, alias, worker) = root_and_worker_across(&a, &b);
+    assert!(
+        b.get(&format!("/v1/agents/{worker}"))["live"] == true,
+        "the worker runs in B"
+    );
+    // Sync again, through either process: the same thread, the same remote conversation.
+    let r = manage_far(&b, &root, "sync again", &alias, "sync");
+    assert_eq!(r["childThreadId"], worker.as_str());
+    assert_eq!(r["messages"], json!(["remote #2 heard: sync again"]));
+    // Async: the remote's answer is forwarded to the root in A, once.
+    manage_far(&a, &root, "async now", &alias, "async");
+    a.wait_for("the forward", |p| {
+        count_texts(p, &root, "From Far: remote #3 heard: async now") == 1
+    });
+    let mine: Vec<Value> = remote
+        .received()
+        .into_iter()
+        .filter(|m| m["text"] == "sync again" || m["text"] == "async now")
+        .collect();
+    assert_eq!(mine.len(), 2, "{mine:?}");
+    assert_eq!(mine[0]["contextId"], mine[1]["contextId"]);
+    // The remote context the worker talks in, as any process shows it.
+    let view = a.get(&format!("/v1/agents/{worker}"));
+    assert_eq!(view["remote_context_id"], mine[0]["contextId"], "{view}");
+    assert_eq!(view["remote_task_id"], Value::Null);
+    assert_eq!(count_texts(&a, &worker, "remote #3 heard: async now"), 1);
+}
+
+#[test]
+fn kill_9_of_the_process_running_a_remote_task_lands_its_answer_once_in_the_other() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let remote = RemoteAgent::start_with(
+        &py,
+        Options {
+            slow_secs: 6,
+            ..Options::default()
+        },
+    );
+    let cluster = RemoteCluster::new(&remote);
+    let (a, b) = cluster.balanced_pair();
+    let (root, alias, worker) = root_and_worker_across(&a, &b);
+    let before = remote.received().len();
+    manage_far(&a, &root, "slow job", &alias, "async");
+    eventually_blocking(Duration::from_secs(20), "the remote to get the job", || {
+        remote.received().len() == before + 1
+    });
+    b.kill9();
+    // A takes B's partitions over, runs the worker's turn again, finds the message at the
+    // remote and follows its task (streamed: SubscribeToTask) instead of sending it again.
+    a.wait_for("all partitions on A", |p| {
+        p.partitions_owned().len() == PARTITIONS as usize
+    });
+    eventually_blocking(Duration::from_secs(30), "the forward of the answer", || {
+        count_texts(&a, &root, "From Far: remote #2 heard: slow job") == 1
+    });
+    a.wait_for("the worker to be idle", |p| p.status(&worker) == "idle");
+    assert_eq!(
+        count_texts(&a, &worker, "remote #2 heard: slow job"),
+        1,
+        "the answer lands once: {:?}",
+        a.texts(&worker)
+    );
+    assert_eq!(
+        count_texts(&a, &root, "heard: slow job"),
+        1,
+        "forwarded once: {:?}",
+        a.texts(&root)
+    );
+    let jobs = remote
+        .received()
+        .into_iter()
+        .filter(|m| m["text"] == "slow job")
+        .count();
+    assert_eq!(jobs, 1, "the job reached the remote once");
+    assert!(
+        remote.calls().iter().any(|m| m == "SubscribeToTask"),
+        "the recovered task was followed by SubscribeToTask: {:?}",
+        remote.calls()
     );
 }
