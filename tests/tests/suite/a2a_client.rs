@@ -3,7 +3,10 @@
 //! `a2a-sdk` installed by `scripts/test.sh` into `target/.venv-a2a`). The remote is a Manage
 //! worker (sync and async, one remote context per named thread), a `spawn_agent` child, a root
 //! that asks a question through `input-required`, streams its answer as `text_delta` events,
-//! and has its task cancelled with the agent. The tests skip, saying so, only when the venv is
+//! answers with data parts and reports its tokens, and has its task cancelled with the agent —
+//! with the embedded store, in one process; and across two agentd processes on Redis (a worker
+//! or sub-agent in one process for a root in the other), through a `kill -9` of agentd while
+//! the remote works in each case. The tests skip, saying so, only when the venv is
 //! missing: CI runs `scripts/test.sh`, which always installs it.
 
 use agentd_actors::ModelClient;
@@ -185,8 +188,10 @@ agent = "lead"
 text = "lead here"
 "#;
 
-/// A system whose `ops` worker (of `lead`) is the remote agent (provider `remote`).
-fn system(remote: &RemoteAgent) -> TestSystem {
+/// A system on the embedded store (in the directory it answers with) whose `ops` worker (of
+/// `lead`) is the remote agent (provider `remote`).
+fn system(remote: &RemoteAgent) -> (TestSystem, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
     let script =
         ScriptedModel::from_toml_str(SCRIPT, Arc::new(agentd_actors::SystemClock)).unwrap();
     let model = ModelRouter::new(Arc::new(script)).with("remote", remote.backend());
@@ -202,13 +207,15 @@ fn system(remote: &RemoteAgent) -> TestSystem {
     let mut sub = agent_type("remote_sub", "Remote sub-agent", &[]);
     sub.provider = Some("remote".into());
     types.push(sub);
-    TestSystem::builder()
+    let sys = TestSystem::builder()
         .model(Arc::new(model))
+        .embedded(dir.path())
         .types(types)
         .config(|c| {
             c.providers.insert("remote".into());
         })
-        .start()
+        .start();
+    (sys, dir)
 }
 
 async fn manage(sys: &TestSystem, caller: &str, args: Value) -> Value {
@@ -234,7 +241,7 @@ macro_rules! remote_or_skip {
 async fn a_remote_agent_answers_as_a_sync_manage_worker_in_one_remote_context() {
     for streams in [false, true] {
         let remote = remote_or_skip!(streams);
-        let sys = system(&remote);
+        let (sys, _dir) = system(&remote);
         let lead = sys.root("lead", None).await;
         let send = |message: &str, alias: &str| json!({"command": "send_message", "worker": "Ops", "message": message, "threadAlias": alias});
         let first = manage(&sys, &lead.id, send("hello there", "r")).await;
@@ -278,7 +285,7 @@ async fn a_remote_agent_answers_as_a_sync_manage_worker_in_one_remote_context() 
 #[actix_rt::test]
 async fn a_remote_agent_answers_an_async_manage_worker_and_the_answer_is_forwarded() {
     let remote = remote_or_skip!(true);
-    let sys = system(&remote);
+    let (sys, _dir) = system(&remote);
     let lead = sys.root("lead", None).await;
     let sent = manage(
         &sys,
@@ -297,7 +304,7 @@ async fn a_remote_agent_answers_an_async_manage_worker_and_the_answer_is_forward
 #[actix_rt::test]
 async fn a_streaming_remote_sends_text_deltas_and_a_spawned_remote_yields_its_answer() {
     let remote = remote_or_skip!(true);
-    let sys = system(&remote);
+    let (sys, _dir) = system(&remote);
     let mut events = sys.events();
     let lead = sys.root("lead", None).await;
     let child = sys
@@ -326,7 +333,7 @@ async fn a_streaming_remote_sends_text_deltas_and_a_spawned_remote_yields_its_an
 async fn input_required_makes_the_agent_wait_and_the_answer_goes_to_the_same_remote_task() {
     for streams in [true, false] {
         let remote = remote_or_skip!(streams);
-        let sys = system(&remote);
+        let (sys, _dir) = system(&remote);
         let ops = sys.root("ops", Some("ask me where")).await;
         let rec = sys
             .wait_for_status(&ops.id, AgentStatus::WaitingQuestion)
@@ -360,7 +367,7 @@ async fn input_required_makes_the_agent_wait_and_the_answer_goes_to_the_same_rem
 async fn a_remotes_data_parts_are_json_text_and_its_reported_tokens_count() {
     for streams in [true, false] {
         let remote = remote_or_skip!(streams);
-        let sys = system(&remote);
+        let (sys, _dir) = system(&remote);
         let ops = sys.root("ops", Some("data please")).await;
         // (Protocol Buffers' JSON writes the `Struct`'s number as a double.)
         sys.wait_for_entry(&ops.id, Role::Assistant, "counted\n{\"ships\":3.0}")
@@ -379,7 +386,7 @@ async fn a_remotes_data_parts_are_json_text_and_its_reported_tokens_count() {
 #[actix_rt::test]
 async fn cancelling_the_agent_cancels_its_remote_task() {
     let remote = remote_or_skip!(true);
-    let sys = system(&remote);
+    let (sys, _dir) = system(&remote);
     let ops = sys.root("ops", Some("slow work")).await;
     wait_until("the remote to receive the message", || async {
         !remote.received().is_empty()
@@ -641,6 +648,24 @@ fn a_remote_worker_in_one_process_answers_a_root_in_the_other_sync_and_async() {
     let view = a.get(&format!("/v1/agents/{worker}"));
     assert_eq!(view["remote_context_id"], mine[0]["contextId"], "{view}");
     assert_eq!(view["remote_task_id"], Value::Null);
+    // A `far` sub-agent of the root that runs in B: its remote answer is its result.
+    let child = (0..16)
+        .map(|_| {
+            a.post(
+                &format!("/v1/agents/{root}/tools/spawn_agent"),
+                json!({"agent_type": "far", "prompt": "count the ships"}),
+            )
+            .unwrap()["agent_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .find(|id| owns(&b, id))
+        .expect("a sub-agent on the other process");
+    a.wait_for("the sub-agent's result", |p| {
+        p.get(&format!("/v1/agents/{child}"))["result"] == "remote #1 heard: count the ships"
+    });
+    assert_eq!(a.status(&child), "completed");
     assert_eq!(count_texts(&a, &worker, "remote #3 heard: async now"), 1);
 }
 
