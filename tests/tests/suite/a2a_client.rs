@@ -421,12 +421,21 @@ fn a_remote_answer_lands_once_across_a_kill_9_of_agentd_while_the_remote_works()
         eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
         return;
     };
+    for streams in [true, false] {
+        kill_9_of_agentd_while_the_remote_works(&py, streams);
+    }
+}
+
+/// An embedded agentd killed while a remote (streaming or not) works on its agent's message;
+/// the restarted agentd finds the remote task and follows it (`SubscribeToTask` when the
+/// remote streams, else `GetTask`) instead of sending the message again.
+fn kill_9_of_agentd_while_the_remote_works(py: &PathBuf, streams: bool) {
     let remote = RemoteAgent::start_with(
-        &py,
+        py,
         Options {
+            streams,
             token: Some("remote-secret"),
             slow_secs: 5,
-            ..Options::default()
         },
     );
     let dir = tempfile::tempdir().unwrap();
@@ -494,11 +503,18 @@ fn a_remote_answer_lands_once_across_a_kill_9_of_agentd_while_the_remote_works()
         2,
         "the job reached the remote once: {received:?}"
     );
-    // The restarted process found the task still working and followed it by its stream.
+    // The restarted process found the task still working and followed it: by its stream
+    // when the remote streams, else by reading it.
+    let calls = remote.calls();
+    let followed = if streams {
+        "SubscribeToTask"
+    } else {
+        "GetTask"
+    };
+    assert!(calls.iter().any(|m| m == followed), "{calls:?}");
     assert!(
-        remote.calls().iter().any(|m| m == "SubscribeToTask"),
-        "{:?}",
-        remote.calls()
+        streams || !calls.iter().any(|m| m == "SubscribeToTask"),
+        "{calls:?}"
     );
 }
 
