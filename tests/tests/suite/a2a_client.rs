@@ -381,6 +381,27 @@ async fn a_remotes_data_parts_are_json_text_and_its_reported_tokens_count() {
             "streams: {streams}"
         );
     }
+    // A budget of fewer tokens than the remote reports pauses the agent after its answer.
+    let remote = remote_or_skip!(true);
+    let (sys, _dir) = system(&remote);
+    let capped = sys
+        .system
+        .spawn(agentd_proto::SpawnRequest {
+            agent_type: Some("ops".into()),
+            prompt: Some("data please".into()),
+            budget: Some(agentd_proto::Budget {
+                max_tokens: Some(10),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let rec = sys.wait_for_status(&capped.id, AgentStatus::Paused).await;
+    assert_eq!(
+        rec.status_reason.as_deref(),
+        Some("budget_exceeded: tokens")
+    );
 }
 
 #[actix_rt::test]
