@@ -146,6 +146,9 @@ async def basics(ctx):
     assert t.status.state == TaskState.TASK_STATE_COMPLETED, t
     assert text_of(t) == "echo: hello there", text_of(t)
     assert t.context_id and t.id.startswith(t.context_id + "."), t.id
+    # The tokens its turn used, under agentd's key (the specification has no field for it).
+    usage = t.metadata["agentd.usage"]
+    assert usage["input"] > 0 and usage["output"] > 0, t.metadata
     # The same context, a second task; a data part reaches the model as JSON text.
     t2 = await send(c, message("and data", context_id=t.context_id, data={"k": "v"}))
     assert t2.context_id == t.context_id and t2.id != t.id
@@ -264,6 +267,7 @@ async def streaming(ctx):
     assert text == STREAMED, text
     assert events[-1].HasField("status_update"), events[-1]
     assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    assert events[-1].status_update.metadata["agentd.usage"]["output"] > 0, events[-1]
     assert all(e.status_update.task_id == task_id for e in events if e.HasField("status_update"))
 
 

@@ -761,3 +761,55 @@ fn kill_9_of_the_process_running_a_remote_task_lands_its_answer_once_in_the_othe
         remote.calls()
     );
 }
+
+/// agentd's own A2A server as the remote of another agentd: an agent of one process whose
+/// provider is the other's `research` type talks to a context there, its answer streamed, and
+/// the tokens the remote's turn used (reported as `agentd.usage`) are its own.
+#[test]
+fn an_agentd_agent_type_is_the_remote_of_another_agentd() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = AgentdProcess::start(&[
+        ("AGENTD__A2A__EXPOSE", "research".to_string()),
+        (
+            "AGENTD__MODEL__SCRIPT",
+            root().join("tests/a2a/script.toml").display().to_string(),
+        ),
+        ("AGENTD__STORE__KIND", "memory".to_string()),
+    ]);
+    let types = dir.path().join("types");
+    std::fs::create_dir_all(&types).unwrap();
+    std::fs::write(
+        types.join("far.toml"),
+        "name = \"far\"\ntitle = \"Far\"\nprovider = \"other\"\n",
+    )
+    .unwrap();
+    let config = dir.path().join("agentd.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[providers.other]\nkind = \"a2a\"\ncard_url = \"{}/a2a/research/.well-known/agent-card.json\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let client = AgentdProcess::start(&[
+        ("AGENTD_CONFIG", config.display().to_string()),
+        ("AGENTD__AGENTS__DIR", types.display().to_string()),
+        ("AGENTD__STORE__KIND", "memory".to_string()),
+    ]);
+    let far = client.spawn("far", "hello over there");
+    client.wait_for("the remote agentd's answer", |p| {
+        p.texts(&far).iter().any(|t| t == "echo: hello over there")
+    });
+    client.wait_for("the agent to be idle", |p| p.status(&far) == "idle");
+    let mine = client.get(&format!("/v1/agents/{far}"));
+    let context = mine["remote_context_id"]
+        .as_str()
+        .expect("the remote context")
+        .to_string();
+    // The context there is a root of `research` whose turn answered; its tokens are ours.
+    let theirs = server.get(&format!("/v1/agents/{context}"));
+    assert_eq!(theirs["agent_type"], "research", "{theirs}");
+    assert!(mine["tokens_used"].as_u64().unwrap_or(0) > 0, "{mine}");
+    assert_eq!(mine["usage"], theirs["usage"], "{mine}\n{theirs}");
+}
