@@ -703,6 +703,36 @@ fn a_remote_worker_in_one_process_answers_a_root_in_the_other_sync_and_async() {
         p.get(&format!("/v1/agents/{child}"))["result"] == "remote #1 heard: count the ships"
     });
     assert_eq!(a.status(&child), "completed");
+    // A remote question to an agent in B, answered through A: the answer goes to the same
+    // remote task.
+    let asker = loop {
+        let id = a.spawn("far", "ask me where");
+        if owns(&b, &id) {
+            break id;
+        }
+    };
+    a.wait_for("the remote's question", |p| {
+        p.status(&asker) == "waiting_question"
+    });
+    let waiting = a.get(&format!("/v1/agents/{asker}"))["remote_task_id"].clone();
+    assert!(waiting.is_string(), "the remote task that waits: {waiting}");
+    a.post(
+        &format!("/v1/agents/{asker}/answer"),
+        json!({"answer": "north"}),
+    )
+    .unwrap();
+    a.wait_for("the answer to reach the remote task", |p| {
+        count_texts(p, &asker, "region noted:") == 1
+    });
+    let answer = remote
+        .received()
+        .into_iter()
+        .find(|m| m["text"].as_str().is_some_and(|t| t.contains("north")))
+        .expect("the answer at the remote");
+    assert_eq!(
+        answer["taskId"], waiting,
+        "the answer continues the remote task"
+    );
     assert_eq!(count_texts(&a, &worker, "remote #3 heard: async now"), 1);
 }
 
