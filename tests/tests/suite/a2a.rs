@@ -6,6 +6,7 @@
 //! `scripts/test.sh`, which always installs it.
 
 use agentd_tests::AgentdProcess;
+use agentd_tests::a2a_remote::python;
 use agentd_tests::redis_server::RedisServer;
 use std::path::PathBuf;
 use std::process::Command;
@@ -14,11 +15,6 @@ const BINDINGS: [&str; 2] = ["JSONRPC", "HTTP+JSON"];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn python() -> Option<PathBuf> {
-    let py = root().join("target/.venv-a2a/bin/python");
-    py.exists().then_some(py)
 }
 
 fn env(extra: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
