@@ -10,7 +10,7 @@
 //! always installs it.
 
 use agentd_models::{ModelRouter, ScriptedModel};
-use agentd_proto::{AgentStatus, Control, Event, ManageOptions, Role};
+use agentd_proto::{AgentStatus, Control, Event, InboxItem, ManageOptions, Role};
 use agentd_tests::a2a_remote::{RemoteAgent, python};
 use agentd_tests::*;
 use serde_json::{Value, json};
@@ -251,7 +251,7 @@ async fn a_remotes_data_parts_are_json_text_and_its_reported_tokens_count() {
 }
 
 #[actix_rt::test]
-async fn cancelling_the_agent_cancels_its_remote_task() {
+async fn cancel_terminate_and_interrupt_cancel_the_agents_remote_task() {
     let remote = remote_or_skip!(true);
     let (sys, _dir) = system(&remote);
     let ops = sys.root("ops", Some("slow work")).await;
@@ -278,6 +278,35 @@ async fn cancelling_the_agent_cancels_its_remote_task() {
         .unwrap();
     wait_until("the waiting remote task to be cancelled", || async {
         remote.rpc("GetTask", json!({"id": waiting}))["status"]["state"] == "TASK_STATE_CANCELED"
+    })
+    .await;
+    // An interrupt ends the turn and cancels its remote task; the interrupting message is
+    // the next one the remote gets.
+    let busy = sys.root("ops", Some("slow again")).await;
+    wait_until("the remote to receive the slow one", || async {
+        remote.received().iter().any(|m| m["text"] == "slow again")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sys.system
+        .post(&busy.id, InboxItem::followup("never mind", true))
+        .await
+        .unwrap();
+    let slow = remote
+        .received()
+        .into_iter()
+        .find(|m| m["text"] == "slow again")
+        .map(|m| m["taskId"].clone())
+        .unwrap_or_default();
+    wait_until("the interrupted remote task to be cancelled", || async {
+        remote.rpc("GetTask", json!({"id": slow}))["status"]["state"] == "TASK_STATE_CANCELED"
+    })
+    .await;
+    wait_until("the interrupting message to reach the remote", || async {
+        remote
+            .received()
+            .iter()
+            .any(|m| m["text"].as_str().is_some_and(|t| t.contains("never mind")))
     })
     .await;
 }
