@@ -3,7 +3,10 @@ scripts/test.sh), for agentd's A2A *client* (a provider of `backend = "a2a"`).
 
 Run by tests/tests/suite/a2a_client.rs:
 
-    python remote.py --port P [--no-stream] [--log FILE] [--calls FILE] [--token T] [--slow S]
+    python remote.py --port P [--no-stream] [--rest] [--log FILE] [--calls FILE] [--token T]
+        [--slow S]
+
+It serves the JSON-RPC binding, or with --rest the HTTP+JSON binding only.
 
 What it answers (per message):
 - a message containing "ask me" starts a task that asks once ("Which region?",
@@ -18,7 +21,8 @@ A completed task reports 11 input and 7 output tokens in its metadata ("agentd.u
 Answers are artifacts streamed word by word (appended chunks) and the task then completes.
 Every message received is appended to --log as a JSON line (messageId, contextId, taskId,
 text), so a test counts what reached the remote; the method of every JSON-RPC call to --calls
-(one JSON line each: {"method"}), so a test sees how a client followed a task.
+(one JSON line each: {"method"}; an HTTP+JSON call as "<HTTP method> <path>"), so a test sees
+how a client followed a task.
 """
 
 import argparse
@@ -29,7 +33,11 @@ import uvicorn
 from a2a.helpers.proto_helpers import get_message_text, new_task, new_text_message
 from a2a.server.agent_execution.agent_executor import AgentExecutor
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.routes import (
+    create_agent_card_routes,
+    create_jsonrpc_routes,
+    create_rest_routes,
+)
 from a2a.server.tasks.inmemory_task_store import InMemoryTaskStore
 from a2a.server.tasks.task_updater import TaskUpdater
 from a2a.types import (
@@ -141,15 +149,16 @@ class Bearer(BaseHTTPMiddleware):
 
 
 class MethodLog:
-    """Appends each JSON-RPC request's method to a file, then hands the request on unchanged
-    (a plain ASGI wrapper: it reads the body once and replays it)."""
+    """Appends each request's JSON-RPC method (or its HTTP method and path) to a file, then
+    hands the request on unchanged (a plain ASGI wrapper: it reads the body once and replays
+    it)."""
 
     def __init__(self, app, path):
         self.app = app
         self.path = path
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["method"] != "POST" or not self.path:
+        if scope["type"] != "http" or not self.path:
             return await self.app(scope, receive, send)
         chunks = []
         while True:
@@ -162,6 +171,7 @@ class MethodLog:
             method = json.loads(body).get("method")
         except (ValueError, AttributeError):
             method = None
+        method = method or f"{scope['method']} {scope['path']}"
         with open(self.path, "a") as f:
             f.write(json.dumps({"method": method}) + "\n")
         replayed = False
@@ -180,6 +190,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--no-stream", action="store_true")
+    ap.add_argument("--rest", action="store_true")
     ap.add_argument("--log")
     ap.add_argument("--calls")
     ap.add_argument("--token")
@@ -191,7 +202,11 @@ def main():
         description="A remote agent made with the A2A SDK's server classes.",
         version="1.0.0",
         supported_interfaces=[
-            AgentInterface(url=base + "/", protocol_binding="JSONRPC", protocol_version="1.0")
+            AgentInterface(
+                url=base + "/",
+                protocol_binding="HTTP+JSON" if args.rest else "JSONRPC",
+                protocol_version="1.0",
+            )
         ],
         capabilities=AgentCapabilities(streaming=not args.no_stream),
         default_input_modes=["text/plain"],
@@ -201,9 +216,8 @@ def main():
     handler = DefaultRequestHandler(
         agent_executor=Remote(args.log, args.slow), task_store=InMemoryTaskStore(), agent_card=card
     )
-    app = Starlette(
-        routes=create_agent_card_routes(card) + create_jsonrpc_routes(handler, rpc_url="/")
-    )
+    binding = create_rest_routes(handler) if args.rest else create_jsonrpc_routes(handler, rpc_url="/")
+    app = Starlette(routes=create_agent_card_routes(card) + binding)
     app.add_middleware(Bearer, token=args.token)
     uvicorn.run(MethodLog(app, args.calls), host="127.0.0.1", port=args.port, log_level="warning")
 

@@ -28,6 +28,7 @@ pub struct RemoteAgent {
     url: String,
     log: PathBuf,
     calls: PathBuf,
+    rest: bool,
     _dir: tempfile::TempDir,
 }
 
@@ -42,6 +43,8 @@ impl Drop for RemoteAgent {
 pub struct Options {
     /// Its card says it streams.
     pub streams: bool,
+    /// It serves the HTTP+JSON binding only (else JSON-RPC only).
+    pub rest: bool,
     /// It asks for `Authorization: Bearer <token>`.
     pub token: Option<&'static str>,
     /// How long it works on a message containing "slow".
@@ -52,6 +55,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             streams: true,
+            rest: false,
             token: None,
             slow_secs: 3,
         }
@@ -86,6 +90,9 @@ impl RemoteAgent {
             .args(["--log", &log.display().to_string()])
             .args(["--calls", &calls.display().to_string()])
             .args(["--slow", &options.slow_secs.to_string()]);
+        if options.rest {
+            cmd.arg("--rest");
+        }
         if !options.streams {
             cmd.arg("--no-stream");
         }
@@ -108,11 +115,13 @@ impl RemoteAgent {
             url,
             log,
             calls,
+            rest: options.rest,
             _dir: dir,
         }
     }
 
-    /// The JSON-RPC methods called at the remote, in order.
+    /// The calls made to the remote, in order: a JSON-RPC call's method, an HTTP+JSON call's
+    /// HTTP method and path (`GET /tasks/…`).
     pub fn calls(&self) -> Vec<String> {
         std::fs::read_to_string(&self.calls)
             .unwrap_or_default()
@@ -133,6 +142,24 @@ impl RemoteAgent {
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect()
+    }
+
+    /// Task `id` as the remote has it (`GetTask`, over the binding it serves).
+    pub fn task(&self, id: &Value) -> Value {
+        if !self.rest {
+            return self.rpc("GetTask", json!({"id": id}));
+        }
+        ureq::get(&format!(
+            "{}/tasks/{}",
+            self.url,
+            id.as_str().unwrap_or_default()
+        ))
+        .set("A2A-Version", "1.0")
+        .set("Authorization", "Bearer remote-secret")
+        .call()
+        .unwrap()
+        .into_json()
+        .unwrap()
     }
 
     /// A JSON-RPC call to the remote, as any A2A client makes it.

@@ -11,7 +11,7 @@
 
 use agentd_models::{ModelRouter, ScriptedModel};
 use agentd_proto::{AgentStatus, Control, Event, InboxItem, ManageOptions, Role};
-use agentd_tests::a2a_remote::{RemoteAgent, python};
+use agentd_tests::a2a_remote::{Options, RemoteAgent, python};
 use agentd_tests::*;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -204,7 +204,7 @@ async fn input_required_makes_the_agent_wait_and_the_answer_goes_to_the_same_rem
             received[0]["taskId"], received[1]["taskId"],
             "the answer continues the remote task"
         );
-        let task = remote.rpc("GetTask", json!({"id": received[0]["taskId"]}));
+        let task = remote.task(&received[0]["taskId"]);
         assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
     }
 }
@@ -264,7 +264,7 @@ async fn cancel_terminate_and_interrupt_cancel_the_agents_remote_task() {
     sys.system.control(&ops.id, Control::Cancel).await.unwrap();
     let task_id = remote.received()[0]["taskId"].clone();
     wait_until("the remote task to be cancelled", || async {
-        remote.rpc("GetTask", json!({"id": task_id}))["status"]["state"] == "TASK_STATE_CANCELED"
+        remote.task(&task_id)["status"]["state"] == "TASK_STATE_CANCELED"
     })
     .await;
     // A question the remote waits on is cancelled with its agent too.
@@ -277,7 +277,7 @@ async fn cancel_terminate_and_interrupt_cancel_the_agents_remote_task() {
         .await
         .unwrap();
     wait_until("the waiting remote task to be cancelled", || async {
-        remote.rpc("GetTask", json!({"id": waiting}))["status"]["state"] == "TASK_STATE_CANCELED"
+        remote.task(&waiting)["status"]["state"] == "TASK_STATE_CANCELED"
     })
     .await;
     // An interrupt ends the turn and cancels its remote task; the interrupting message is
@@ -299,7 +299,7 @@ async fn cancel_terminate_and_interrupt_cancel_the_agents_remote_task() {
         .map(|m| m["taskId"].clone())
         .unwrap_or_default();
     wait_until("the interrupted remote task to be cancelled", || async {
-        remote.rpc("GetTask", json!({"id": slow}))["status"]["state"] == "TASK_STATE_CANCELED"
+        remote.task(&slow)["status"]["state"] == "TASK_STATE_CANCELED"
     })
     .await;
     wait_until("the interrupting message to reach the remote", || async {
@@ -309,4 +309,74 @@ async fn cancel_terminate_and_interrupt_cancel_the_agents_remote_task() {
             .any(|m| m["text"].as_str().is_some_and(|t| t.contains("never mind")))
     })
     .await;
+}
+
+#[actix_rt::test]
+async fn a_remote_serving_http_json_only_answers_asks_and_is_cancelled() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    for streams in [true, false] {
+        let remote = RemoteAgent::start_with(
+            &py,
+            Options {
+                streams,
+                rest: true,
+                ..Options::default()
+            },
+        );
+        let (sys, _dir) = system(&remote);
+        let lead = sys.root("lead", None).await;
+        for (n, message) in ["hello there", "and again"].iter().enumerate() {
+            let r = manage(
+                &sys,
+                &lead.id,
+                json!({"command": "send_message", "worker": "Ops", "message": message, "threadAlias": "r"}),
+            )
+            .await;
+            assert_eq!(
+                r["messages"],
+                json!([format!("remote #{} heard: {message}", n + 1)]),
+                "streams: {streams}"
+            );
+        }
+        let ops = sys.root("ops", Some("ask me where")).await;
+        sys.wait_for_status(&ops.id, AgentStatus::WaitingQuestion)
+            .await;
+        sys.system
+            .provide(&ops.id, AgentStatus::WaitingQuestion, "north")
+            .await
+            .unwrap();
+        sys.wait_for_entry(&ops.id, Role::Assistant, "region noted: Answer: north")
+            .await;
+        let slow = sys.root("ops", Some("slow work")).await;
+        wait_until("the remote to receive the slow one", || async {
+            remote.received().iter().any(|m| m["text"] == "slow work")
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        sys.system.control(&slow.id, Control::Cancel).await.unwrap();
+        let task = remote
+            .received()
+            .into_iter()
+            .find(|m| m["text"] == "slow work")
+            .map(|m| m["taskId"].clone())
+            .unwrap_or_default();
+        if streams {
+            // A whole `SendMessage` names its task only in its answer: a call dropped before
+            // then cannot cancel it (docs/a2a.md).
+            wait_until("the remote task to be cancelled", || async {
+                remote.task(&task)["status"]["state"] == "TASK_STATE_CANCELED"
+            })
+            .await;
+        }
+        let calls = remote.calls();
+        assert!(
+            calls
+                .iter()
+                .all(|c| c.starts_with("GET ") || c.starts_with("POST ")),
+            "HTTP+JSON only: {calls:?}"
+        );
+    }
 }

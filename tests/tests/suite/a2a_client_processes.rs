@@ -22,19 +22,21 @@ fn a_remote_answer_lands_once_across_a_kill_9_of_agentd_while_the_remote_works()
         eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
         return;
     };
-    for streams in [true, false] {
-        kill_9_of_agentd_while_the_remote_works(&py, streams);
+    for (streams, rest) in [(true, false), (false, false), (true, true)] {
+        kill_9_of_agentd_while_the_remote_works(&py, streams, rest);
     }
 }
 
-/// An embedded agentd killed while a remote (streaming or not) works on its agent's message;
+/// An embedded agentd killed while a remote (streaming or not, over JSON-RPC or HTTP+JSON)
+/// works on its agent's message;
 /// the restarted agentd finds the remote task and follows it (`SubscribeToTask` when the
 /// remote streams, else `GetTask`) instead of sending the message again.
-fn kill_9_of_agentd_while_the_remote_works(py: &PathBuf, streams: bool) {
+fn kill_9_of_agentd_while_the_remote_works(py: &PathBuf, streams: bool, rest: bool) {
     let remote = RemoteAgent::start_with(
         py,
         Options {
             streams,
+            rest,
             token: Some("remote-secret"),
             slow_secs: 5,
         },
@@ -107,16 +109,14 @@ fn kill_9_of_agentd_while_the_remote_works(py: &PathBuf, streams: bool) {
     // The restarted process found the task still working and followed it: by its stream
     // when the remote streams, else by reading it.
     let calls = remote.calls();
-    let followed = if streams {
-        "SubscribeToTask"
+    let subscribed = |c: &String| c == "SubscribeToTask" || c.ends_with(":subscribe");
+    let read = |c: &String| c == "GetTask" || c.starts_with("GET /tasks/");
+    if streams {
+        assert!(calls.iter().any(subscribed), "{calls:?}");
     } else {
-        "GetTask"
-    };
-    assert!(calls.iter().any(|m| m == followed), "{calls:?}");
-    assert!(
-        streams || !calls.iter().any(|m| m == "SubscribeToTask"),
-        "{calls:?}"
-    );
+        assert!(calls.iter().any(read), "{calls:?}");
+        assert!(!calls.iter().any(subscribed), "{calls:?}");
+    }
 }
 
 /// The Redis namespace and partitions of [`RemoteCluster`].

@@ -1,6 +1,7 @@
 //! A remote A2A 1.0 agent as a model backend (`backend = "a2a"`, docs/a2a.md "Remote agents"):
 //! an agent whose provider is one has its turns answered by that remote agent. Each turn's new
-//! input goes to the remote as one message (JSON-RPC binding) in the remote context the agent's
+//! input goes to the remote as one message (JSON-RPC, or HTTP+JSON when the card offers only
+//! that) in the remote context the agent's
 //! record keeps ([`Session`]), streamed (`SendStreamingMessage`, its artifact chunks reported
 //! as text) when the remote's Agent Card says it streams, whole (`SendMessage`) otherwise.
 //!
@@ -19,7 +20,7 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | `rpc` | JSON-RPC calls, the Agent Card, the cancel a dropped call owes |
+//! | `rpc` | calls over the card's binding (JSON-RPC or HTTP+JSON), the Agent Card, the cancel a dropped call owes |
 //! | `seen` | a remote task as a call follows it: state, answer, usage, parts as text |
 //! | `input` | what a turn sends, the response that keeps the conversation |
 
@@ -55,8 +56,8 @@ pub struct A2aModel {
     /// remote first (it may have been sent before a restart).
     called: Mutex<HashSet<String>>,
     /// The remote task each agent's last answer left waiting for input (a cancel or terminate
-    /// of the agent cancels it), with the interface URL it runs at.
-    waiting: Mutex<BTreeMap<String, (String, String)>>,
+    /// of the agent cancels it), with the remote it runs at.
+    waiting: Mutex<BTreeMap<String, (Remote, String)>>,
 }
 
 impl A2aModel {
@@ -105,7 +106,7 @@ impl A2aModel {
         if !remote.streams {
             let result = self
                 .rpc
-                .call(&remote.url, "SendMessage", params, &req.cancel)
+                .call(remote, "SendMessage", params, &req.cancel)
                 .await?;
             seen.take(&result, None);
             guard.task_id.clone_from(&seen.task_id);
@@ -114,7 +115,7 @@ impl A2aModel {
         let observer = req.observer.as_deref();
         self.rpc
             .stream(
-                &remote.url,
+                remote,
                 "SendStreamingMessage",
                 params,
                 &req.cancel,
@@ -146,7 +147,7 @@ impl A2aModel {
         }
         let listed = self
             .rpc
-            .call(&remote.url, "ListTasks", params, &req.cancel)
+            .call(remote, "ListTasks", params, &req.cancel)
             .await?;
         let found = listed
             .get("tasks")
@@ -182,7 +183,7 @@ impl A2aModel {
             let subscribed = self
                 .rpc
                 .stream(
-                    &remote.url,
+                    remote,
                     "SubscribeToTask",
                     json!({"id": id}),
                     &req.cancel,
@@ -221,7 +222,7 @@ impl A2aModel {
             let id = seen.task_id.clone().unwrap_or_default();
             let task = self
                 .rpc
-                .call(&remote.url, "GetTask", json!({"id": id}), &req.cancel)
+                .call(remote, "GetTask", json!({"id": id}), &req.cancel)
                 .await?;
             seen.take_task(&task);
         }
@@ -267,7 +268,7 @@ impl A2aModel {
         let remote = self.remote().await?.clone();
         let mut guard = CancelOnDrop {
             rpc: self.rpc.clone(),
-            url: remote.url.clone(),
+            remote: remote.clone(),
             task_id: None,
             armed: true,
         };
@@ -324,7 +325,7 @@ impl A2aModel {
                 next.task_id.clone_from(&seen.task_id);
                 if let Some(t) = &seen.task_id {
                     lock(&self.waiting)
-                        .insert(req.agent_id.to_string(), (remote.url.clone(), t.clone()));
+                        .insert(req.agent_id.to_string(), (remote.clone(), t.clone()));
                 }
                 let question = match seen.status_text.trim() {
                     "" => "The remote agent asks for more input.".to_string(),
@@ -366,14 +367,14 @@ impl ModelClient for A2aModel {
         if !matches!(control, Control::Cancel | Control::Terminate) {
             return;
         }
-        let Some((url, task)) = lock(&self.waiting).remove(agent_id) else {
+        let Some((remote, task)) = lock(&self.waiting).remove(agent_id) else {
             return;
         };
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
         let rpc = self.rpc.clone();
-        rt.spawn(async move { rpc.cancel_task(&url, &task).await });
+        rt.spawn(async move { rpc.cancel_task(&remote, &task).await });
     }
 
     fn conversation_replaced(&self, agent_id: &str) {

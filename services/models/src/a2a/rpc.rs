@@ -8,11 +8,22 @@ use std::sync::Arc;
 /// The protocol version agentd speaks to remotes (sent as `A2A-Version`).
 pub(super) const VERSION: &str = "1.0";
 
+/// The binding agentd speaks to a remote, as its card offers them (JSON-RPC preferred).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Binding {
+    /// JSON-RPC 2.0: every method a `POST` to the interface's URL.
+    JsonRpc,
+    /// HTTP+JSON (REST): `POST /message:send`, `GET /tasks/{id}`, … under the interface's URL.
+    HttpJson,
+}
+
 /// What the remote's card says.
 #[derive(Debug, Clone)]
 pub(super) struct Remote {
-    /// The JSON-RPC interface's URL.
+    /// The chosen interface's URL.
     pub(super) url: String,
+    /// The chosen interface's binding.
+    pub(super) binding: Binding,
     /// `capabilities.streaming`.
     pub(super) streams: bool,
 }
@@ -33,76 +44,136 @@ impl Rpc {
             .collect()
     }
 
-    /// Reads the Agent Card at `card_url`: its `JSONRPC` interface of A2A 1.x and whether it
-    /// streams.
+    /// Reads the Agent Card at `card_url`: its interface of A2A 1.x (`JSONRPC`, else
+    /// `HTTP+JSON`) and whether it streams.
     pub(super) async fn card(&self, card_url: &str) -> Result<Remote, ModelError> {
         let card = self.http.get_json(card_url, &self.headers()).await?;
-        let url = card
+        let interfaces = card
             .get("supportedInterfaces")
             .and_then(Value::as_array)
-            .and_then(|is| {
-                is.iter().find(|i| {
-                    i.get("protocolBinding").and_then(Value::as_str) == Some("JSONRPC")
-                        && i.get("protocolVersion")
-                            .and_then(Value::as_str)
-                            .is_none_or(|v| v == VERSION || v.starts_with("1."))
-                })
+            .cloned()
+            .unwrap_or_default();
+        let find = |binding: &str| {
+            interfaces.iter().find_map(|i| {
+                let version_ok = i
+                    .get("protocolVersion")
+                    .and_then(Value::as_str)
+                    .is_none_or(|v| v == VERSION || v.starts_with("1."));
+                (i.get("protocolBinding").and_then(Value::as_str) == Some(binding) && version_ok)
+                    .then(|| i.get("url").and_then(Value::as_str))
+                    .flatten()
+                    .map(str::to_string)
             })
-            .and_then(|i| i.get("url").and_then(Value::as_str))
+        };
+        let (url, binding) = find("JSONRPC")
+            .map(|u| (u, Binding::JsonRpc))
+            .or_else(|| find("HTTP+JSON").map(|u| (u, Binding::HttpJson)))
             .ok_or_else(|| {
                 ModelError::Failed(format!(
-                    "the Agent Card at {card_url} has no JSONRPC interface of A2A 1.0"
+                    "the Agent Card at {card_url} has no JSONRPC or HTTP+JSON interface of A2A 1.0"
                 ))
-            })?
-            .to_string();
+            })?;
         let streams = card
             .pointer("/capabilities/streaming")
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        Ok(Remote { url, streams })
+        Ok(Remote {
+            url,
+            binding,
+            streams,
+        })
     }
 
-    /// One JSON-RPC call answered whole: its `result`, or its `error` as a failure.
+    /// One call answered whole (`SendMessage`, `GetTask`, `ListTasks`, `CancelTask`, with
+    /// `params` as JSON-RPC names them): its result, or the remote's error as a failure.
     pub(super) async fn call(
         &self,
-        url: &str,
+        remote: &Remote,
         method: &str,
         params: Value,
         cancel: &CancellationToken,
     ) -> Result<Value, ModelError> {
-        let reply = self
-            .http
-            .post_json(url, &self.headers(), &request(method, params), cancel)
-            .await?;
-        rpc_result(reply, method)
+        let headers = self.headers();
+        if remote.binding == Binding::JsonRpc {
+            let reply = self
+                .http
+                .post_json(&remote.url, &headers, &request(method, params), cancel)
+                .await?;
+            return rpc_result(reply, method);
+        }
+        let id = params.get("id").and_then(Value::as_str).unwrap_or_default();
+        let reply = match method {
+            "SendMessage" => {
+                let url = rest_url(&remote.url, &["message:send"], &params)?;
+                self.http.post_json(&url, &headers, &params, cancel).await?
+            }
+            "CancelTask" => {
+                let url = rest_url(&remote.url, &["tasks", &format!("{id}:cancel")], &json!({}))?;
+                self.http
+                    .post_json(&url, &headers, &json!({}), cancel)
+                    .await?
+            }
+            "GetTask" => {
+                let url = rest_url(&remote.url, &["tasks", id], &json!({}))?;
+                self.http.get_json(&url, &headers).await?
+            }
+            "ListTasks" => {
+                let url = rest_url(&remote.url, &["tasks"], &params)?;
+                self.http.get_json(&url, &headers).await?
+            }
+            other => {
+                return Err(ModelError::Failed(format!(
+                    "{other} is not a call agentd makes over HTTP+JSON"
+                )));
+            }
+        };
+        rest_result(reply, method)
     }
 
-    /// One JSON-RPC call answered as a stream (`SendStreamingMessage`, `SubscribeToTask`):
-    /// each event's `result` goes to `on_result` until it answers `true` or the stream ends.
+    /// One call answered as a stream (`SendStreamingMessage`, `SubscribeToTask`): each
+    /// event's `StreamResponse` goes to `on_result` until it answers `true` or the stream ends.
     pub(super) async fn stream(
         &self,
-        url: &str,
+        remote: &Remote,
         method: &str,
         params: Value,
         cancel: &CancellationToken,
         mut on_result: impl FnMut(&Value) -> bool,
     ) -> Result<(), ModelError> {
+        let (url, body) = match (remote.binding, method) {
+            (Binding::JsonRpc, _) => (remote.url.clone(), request(method, params)),
+            (Binding::HttpJson, "SubscribeToTask") => {
+                let id = params.get("id").and_then(Value::as_str).unwrap_or_default();
+                let url = rest_url(
+                    &remote.url,
+                    &["tasks", &format!("{id}:subscribe")],
+                    &json!({}),
+                )?;
+                (url, json!({}))
+            }
+            (Binding::HttpJson, _) => (
+                rest_url(&remote.url, &["message:stream"], &json!({}))?,
+                params,
+            ),
+        };
+        let binding = remote.binding;
         self.http
-            .post_events(
-                url,
-                &self.headers(),
-                &request(method, params),
-                cancel,
-                |event| Ok(on_result(&rpc_result(event_json(event)?, method)?)),
-            )
+            .post_events(&url, &self.headers(), &body, cancel, |event| {
+                let reply = event_json(event)?;
+                let result = match binding {
+                    Binding::JsonRpc => rpc_result(reply, method)?,
+                    Binding::HttpJson => rest_result(reply, method)?,
+                };
+                Ok(on_result(&result))
+            })
             .await
     }
 
     /// `CancelTask` for `task`, whatever becomes of the call that started it (logged).
-    pub(super) async fn cancel_task(&self, url: &str, task: &str) {
+    pub(super) async fn cancel_task(&self, remote: &Remote, task: &str) {
         let never = CancellationToken::new();
         match self
-            .call(url, "CancelTask", json!({"id": task}), &never)
+            .call(remote, "CancelTask", json!({"id": task}), &never)
             .await
         {
             Ok(_) => tracing::info!(task, "cancelled the remote A2A task"),
@@ -129,10 +200,44 @@ fn rpc_result(reply: Value, method: &str) -> Result<Value, ModelError> {
         .ok_or_else(|| ModelError::Failed(format!("{method}: a JSON-RPC reply without result")))
 }
 
+/// An HTTP+JSON answer: the object itself, or (in a stream) the `google.rpc.Status` under
+/// `error` as a failure (an error status fails the call before: `HttpClient`).
+fn rest_result(reply: Value, method: &str) -> Result<Value, ModelError> {
+    match reply.get("error") {
+        Some(e) => Err(ModelError::Failed(format!(
+            "the remote A2A agent refused {method}: {}",
+            e.get("message").and_then(Value::as_str).unwrap_or("")
+        ))),
+        None => Ok(reply),
+    }
+}
+
+/// `base` with path `segments` appended (each percent-encoded) and, for `GET /tasks`, the
+/// scalar `query` fields as query parameters.
+fn rest_url(base: &str, segments: &[&str], query: &Value) -> Result<String, ModelError> {
+    let mut url = reqwest::Url::parse(base.trim_end_matches('/'))
+        .map_err(|e| ModelError::Failed(format!("the interface URL {base}: {e}")))?;
+    url.path_segments_mut()
+        .map_err(|()| ModelError::Failed(format!("the interface URL {base} takes no path")))?
+        .pop_if_empty()
+        .extend(segments);
+    if segments == ["tasks"] {
+        for (k, v) in query.as_object().into_iter().flatten() {
+            let v = match v {
+                Value::String(s) => s.clone(),
+                Value::Bool(_) | Value::Number(_) => v.to_string(),
+                _ => continue,
+            };
+            url.query_pairs_mut().append_pair(k, &v);
+        }
+    }
+    Ok(url.to_string())
+}
+
 /// Sends `CancelTask` for the remote task of a call that did not finish, when dropped armed.
 pub(super) struct CancelOnDrop {
     pub(super) rpc: Arc<Rpc>,
-    pub(super) url: String,
+    pub(super) remote: Remote,
     pub(super) task_id: Option<String>,
     pub(super) armed: bool,
 }
@@ -148,7 +253,7 @@ impl Drop for CancelOnDrop {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (rpc, url) = (self.rpc.clone(), std::mem::take(&mut self.url));
-        rt.spawn(async move { rpc.cancel_task(&url, &task).await });
+        let (rpc, remote) = (self.rpc.clone(), self.remote.clone());
+        rt.spawn(async move { rpc.cancel_task(&remote, &task).await });
     }
 }
