@@ -257,3 +257,33 @@ impl Drop for CancelOnDrop {
         rt.spawn(async move { rpc.cancel_task(&remote, &task).await });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rest_urls_append_segments_and_list_filters() -> Result<(), ModelError> {
+        assert_eq!(
+            rest_url(
+                "http://h:1/a2a/t/",
+                &["message:send"],
+                &json!({"message": {}})
+            )?,
+            "http://h:1/a2a/t/message:send"
+        );
+        assert_eq!(
+            rest_url("http://h:1/", &["tasks", "c.i:cancel"], &json!({}))?,
+            "http://h:1/tasks/c.i:cancel"
+        );
+        assert_eq!(
+            rest_url(
+                "http://h:1",
+                &["tasks"],
+                &json!({"contextId": "c d", "historyLength": 100, "includeArtifacts": true})
+            )?,
+            "http://h:1/tasks?contextId=c+d&historyLength=100&includeArtifacts=true"
+        );
+        Ok(())
+    }
+}
