@@ -15,6 +15,7 @@
 //! | [`status`] | [`AgentStatus`] and its one transition table |
 //! | [`checkpoint`] | [`Checkpoint`]: a saved state an agent can be restored to |
 //! | [`record`] | [`AgentRecord`] and the [`Channel`] descriptor of a thread |
+//! | [`remote_a2a`] | [`RemoteA2aSession`]: the conversation with a remote A2A agent a record keeps |
 //! | [`thread`] | [`ThreadEntry`], [`Role`], [`ToolCall`] |
 //! | [`conversation`] | the rule that pairs each tool call with one result, and what keeps it |
 //! | [`tool_call`] | [`ToolCallRecord`]: a tool call answered outside a turn (service tools) |
@@ -45,6 +46,7 @@ pub mod manage;
 pub mod markers;
 pub mod output;
 pub mod record;
+pub mod remote_a2a;
 pub mod status;
 pub mod strict;
 pub mod thread;
@@ -68,6 +70,7 @@ pub use manage::{AsyncForward, ManageCommand, ManageMode, ManageOptions, ManageR
 pub use markers::Marker;
 pub use output::Output;
 pub use record::{AgentCli, AgentId, AgentRecord, Channel, ManageChannel};
+pub use remote_a2a::RemoteA2aSession;
 pub use status::AgentStatus;
 pub use thread::{Role, ThreadEntry, ToolCall};
 pub use tool_call::{

@@ -69,6 +69,15 @@ pub struct AgentSummary {
     /// it or after a reset.
     #[serde(default)]
     pub cli_session_id: Option<String>,
+    /// The remote A2A agent's context this agent talks in (its provider is of kind `a2a`;
+    /// `cli_session_id` holds it as JSON); `null` for the others, before its first answer or
+    /// after a reset.
+    #[serde(default)]
+    pub remote_context_id: Option<String>,
+    /// The remote A2A task waiting for this agent's next message (the remote asked for
+    /// input); `null` when none waits.
+    #[serde(default)]
+    pub remote_task_id: Option<String>,
     /// Turns completed.
     pub turns: u64,
     /// Attempts of the current task.
@@ -104,6 +113,8 @@ fn number_or_zero<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Erro
 impl AgentSummary {
     /// The summary of `rec`.
     pub fn of(rec: &AgentRecord) -> Self {
+        let session = rec.agent_cli.as_ref().and_then(|c| c.session_id.clone());
+        let remote = crate::RemoteA2aSession::parse(session.as_deref());
         AgentSummary {
             agent_id: rec.id.clone(),
             parent_id: rec.parent_id.clone(),
@@ -130,7 +141,9 @@ impl AgentSummary {
             tokens_used: rec.usage.total(),
             cost_usd: rec.cost_usd,
             reported_cost_usd: rec.agent_cli.as_ref().map(|c| c.reported_cost_usd),
-            cli_session_id: rec.agent_cli.as_ref().and_then(|c| c.session_id.clone()),
+            cli_session_id: session.clone(),
+            remote_context_id: remote.as_ref().map(|r| r.context_id.clone()),
+            remote_task_id: remote.and_then(|r| r.task_id),
             turns: rec.turns,
             attempts: rec.attempts,
             priority: rec.priority,
@@ -437,7 +450,7 @@ mod tests {
         keys
     }
 
-    const SUMMARY_KEYS: [&str; 33] = [
+    const SUMMARY_KEYS: [&str; 35] = [
         "agent_id",
         "agent_type",
         "attempts",
@@ -459,6 +472,8 @@ mod tests {
         "priority",
         "progress",
         "provider",
+        "remote_context_id",
+        "remote_task_id",
         "reported_cost_usd",
         "result",
         "resume_at_ms",

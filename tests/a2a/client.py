@@ -6,6 +6,7 @@ specification and docs/a2a.md say; the process exits non-zero, naming the scenar
 first failure.
 
     python client.py <scenario> --url URL [--url2 URL] --binding JSONRPC|HTTP+JSON [--token T]
+        [--receiver URL] [--contexts ID,ID]
 """
 
 import argparse
@@ -145,6 +146,9 @@ async def basics(ctx):
     assert t.status.state == TaskState.TASK_STATE_COMPLETED, t
     assert text_of(t) == "echo: hello there", text_of(t)
     assert t.context_id and t.id.startswith(t.context_id + "."), t.id
+    # The tokens its turn used, under agentd's key (the specification has no field for it).
+    usage = t.metadata["agentd.usage"]
+    assert usage["input"] > 0 and usage["output"] > 0, t.metadata
     # The same context, a second task; a data part reaches the model as JSON text.
     t2 = await send(c, message("and data", context_id=t.context_id, data={"k": "v"}))
     assert t2.context_id == t.context_id and t2.id != t.id
@@ -263,6 +267,7 @@ async def streaming(ctx):
     assert text == STREAMED, text
     assert events[-1].HasField("status_update"), events[-1]
     assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    assert events[-1].status_update.metadata["agentd.usage"]["output"] > 0, events[-1]
     assert all(e.status_update.task_id == task_id for e in events if e.HasField("status_update"))
 
 
@@ -450,9 +455,53 @@ async def idle_close(ctx):
     assert text_of(old) == "echo: before the close", old
 
 
+async def any_process(ctx):
+    """Every method on a process that does not own the context (--url2), for contexts given
+    (--contexts, research roots the test made, one owned by each process): sent through --url,
+    read, listed, cancelled (queued and running), subscribed to and answered through --url2."""
+    here = await ctx.client(polling=True)
+    there = await ctx.client(url=ctx.args.url2, polling=True)
+    streams_there = await ctx.client(url=ctx.args.url2, streaming=True)
+    for cid in ctx.args.contexts.split(","):
+        slow = await send(here, message("slow one", context_id=cid))
+        queued = await send(here, message("queued two", context_id=cid))
+        got = await there.get_task(GetTaskRequest(id=queued.id))
+        assert got.status.state == TaskState.TASK_STATE_SUBMITTED, got
+        listed = await there.list_tasks(ListTasksRequest(context_id=cid))
+        assert {slow.id, queued.id} <= {x.id for x in listed.tasks}, listed
+        canceled = await there.cancel_task(CancelTaskRequest(id=queued.id))
+        assert canceled.status.state == TaskState.TASK_STATE_CANCELED, canceled
+        done = await wait_state(there, slow.id, [TaskState.TASK_STATE_COMPLETED])
+        assert text_of(done) == "slow done", done
+        # A running task cancelled through the other process; the next one still answers.
+        running = await send(here, message("slow again", context_id=cid))
+        nxt = await send(here, message("after it", context_id=cid))
+        await wait_state(there, running.id, [TaskState.TASK_STATE_WORKING])
+        canceled = await there.cancel_task(CancelTaskRequest(id=running.id))
+        assert canceled.status.state == TaskState.TASK_STATE_CANCELED, canceled
+        nxt = await wait_state(there, nxt.id, [TaskState.TASK_STATE_COMPLETED])
+        assert text_of(nxt) == "echo: after it", text_of(nxt)
+        # A stream followed through the other process from its start.
+        streamed = await send(here, message("stream me", context_id=cid))
+        events = [ev async for ev in streams_there.subscribe(SubscribeToTaskRequest(id=streamed.id))]
+        snap = text_of(events[0].task)
+        rest = "".join(
+            p.text for e in events[1:] if e.HasField("artifact_update") for p in e.artifact_update.artifact.parts
+        )
+        assert snap + rest == STREAMED, (snap, rest)
+        assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+        # A question asked through one process, answered through the other.
+        asked = await send(here, message("ask me something", context_id=cid))
+        asked = await wait_state(there, asked.id, [TaskState.TASK_STATE_INPUT_REQUIRED])
+        answered = await send(there, message("eu-west", task_id=asked.id, context_id=cid))
+        assert answered.id == asked.id
+        answered = await wait_state(here, asked.id, [TaskState.TASK_STATE_COMPLETED])
+        assert "eu-west" in text_of(answered), text_of(answered)
+
+
 SCENARIOS = {
     f.__name__: f
-    for f in [discovery, basics, raw_errors, cancel, streaming, resubscribe, input_required, auth, agent_output, push, skills, idle_close]
+    for f in [discovery, basics, raw_errors, cancel, streaming, resubscribe, input_required, auth, agent_output, push, skills, idle_close, any_process]
 }
 
 
@@ -464,6 +513,7 @@ def main():
     ap.add_argument("--binding", default="JSONRPC")
     ap.add_argument("--token")
     ap.add_argument("--receiver")
+    ap.add_argument("--contexts", default="")
     args = ap.parse_args()
     args.url2 = args.url2 or args.url
     ctx = Ctx(args)

@@ -3,6 +3,7 @@
 //! `agentd` processes and servers, and condition polling ([`eventually`]: tests wait for a state,
 //! they never sleep a fixed time and assert).
 
+pub mod a2a_remote;
 pub mod anthropic_sse;
 pub mod eventually;
 pub mod failing_store;

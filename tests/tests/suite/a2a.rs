@@ -6,6 +6,7 @@
 //! `scripts/test.sh`, which always installs it.
 
 use agentd_tests::AgentdProcess;
+use agentd_tests::a2a_remote::python;
 use agentd_tests::redis_server::RedisServer;
 use std::path::PathBuf;
 use std::process::Command;
@@ -14,11 +15,6 @@ const BINDINGS: [&str; 2] = ["JSONRPC", "HTTP+JSON"];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn python() -> Option<PathBuf> {
-    let py = root().join("target/.venv-a2a/bin/python");
-    py.exists().then_some(py)
 }
 
 fn env(extra: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
@@ -170,6 +166,45 @@ fn the_sdk_client_works_across_two_agentd_processes_on_redis() {
             Some(&a.url),
             binding,
             None,
+        );
+    }
+}
+
+/// A `research` root (an A2A context) that `p` owns.
+fn context_owned_by(p: &AgentdProcess) -> String {
+    let keys = agentd_store::Keys::new("agentd", 4);
+    loop {
+        let id = p.spawn_with(serde_json::json!({"agent_type": "research"}));
+        if p.partitions_owned().contains(&keys.partition_of(&id)) {
+            return id;
+        }
+    }
+}
+
+/// Every method works on whichever process receives it: for a context owned by each
+/// process, messages go through one process and gets, lists, cancels (queued and running),
+/// a subscription and the answer to a question through the other, on both bindings.
+#[test]
+fn every_method_works_on_a_process_that_does_not_own_the_context() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let redis = RedisServer::start();
+    let (a, b) = two_processes_on(&redis);
+    for binding in BINDINGS {
+        let contexts = format!("{},{}", context_owned_by(&a), context_owned_by(&b));
+        let mut cmd = Command::new(&py);
+        cmd.arg(root().join("tests/a2a/client.py"))
+            .arg("any_process")
+            .args(["--url", &a.url, "--url2", &b.url, "--binding", binding])
+            .args(["--contexts", &contexts]);
+        let out = cmd.output().expect("run the A2A client");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains(&format!("ok any_process ({binding})")),
+            "the A2A client failed ({binding}):\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
         );
     }
 }

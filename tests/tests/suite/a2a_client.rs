@@ -3,132 +3,20 @@
 //! `a2a-sdk` installed by `scripts/test.sh` into `target/.venv-a2a`). The remote is a Manage
 //! worker (sync and async, one remote context per named thread), a `spawn_agent` child, a root
 //! that asks a question through `input-required`, streams its answer as `text_delta` events,
-//! and has its task cancelled with the agent; each message carries the turn's `traceparent`.
-//! The tests skip, saying so, only when the venv is missing: CI runs `scripts/test.sh`, which
+//! answers with data parts and reports its tokens, and has its task cancelled with the agent,
+//! in one process on the embedded store; each message carries the turn's `traceparent`.
+//! `a2a_client_processes` runs it with real agentd processes: across a `kill -9`, across two
+//! processes on Redis, and agentd as the remote. The tests skip, saying so, only when the venv
+//! is missing: CI runs `scripts/test.sh`, which
 //! always installs it.
 
-use agentd_actors::ModelClient;
-use agentd_models::{A2aModel, HttpSettings, ModelRouter, ScriptedModel};
-use agentd_proto::{AgentStatus, Control, Event, ManageOptions, Role};
+use agentd_models::{ModelRouter, ScriptedModel};
+use agentd_proto::{AgentStatus, Control, Event, InboxItem, ManageOptions, Role};
+use agentd_tests::a2a_remote::{Options, RemoteAgent, python};
 use agentd_tests::*;
 use serde_json::{Value, json};
-use std::path::PathBuf;
-use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::Duration;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The venv's Python with the A2A SDK, if `scripts/test.sh` made it.
-pub(crate) fn python() -> Option<PathBuf> {
-    let py = root().join("target/.venv-a2a/bin/python");
-    py.exists().then_some(py)
-}
-
-/// The SDK remote agent, killed when dropped (also the telemetry tests' remote).
-pub(crate) struct RemoteAgent {
-    child: Child,
-    url: String,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for RemoteAgent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl RemoteAgent {
-    pub(crate) fn start(py: &PathBuf, streams: bool) -> RemoteAgent {
-        Self::start_with(py, streams, None)
-    }
-
-    /// [`Self::start`], asking for `Authorization: Bearer <token>` when `token` is given.
-    fn start_with(py: &PathBuf, streams: bool, token: Option<&str>) -> RemoteAgent {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("received.jsonl");
-        let mut cmd = Command::new(py);
-        cmd.arg(root().join("tests/a2a/remote.py"))
-            .args(["--port", &port.to_string()])
-            .args(["--log", &log.display().to_string()]);
-        if !streams {
-            cmd.arg("--no-stream");
-        }
-        if let Some(t) = token {
-            cmd.args(["--token", t]);
-        }
-        let child = cmd.spawn().expect("start the remote agent");
-        let url = format!("http://127.0.0.1:{port}");
-        let card = format!("{url}/.well-known/agent-card.json");
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while ureq::get(&card).call().is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the remote agent did not start"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        RemoteAgent {
-            child,
-            url,
-            log,
-            _dir: dir,
-        }
-    }
-
-    pub(crate) fn card_url(&self) -> String {
-        format!("{}/.well-known/agent-card.json", self.url)
-    }
-
-    /// The messages the remote received.
-    pub(crate) fn received(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }
-
-    /// A JSON-RPC call to the remote, as any A2A client makes it.
-    fn rpc(&self, method: &str, params: Value) -> Value {
-        let reply: Value = ureq::post(&format!("{}/", self.url))
-            .set("A2A-Version", "1.0")
-            .set("Authorization", "Bearer remote-secret")
-            .send_json(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-            .unwrap()
-            .into_json()
-            .unwrap();
-        reply["result"].clone()
-    }
-
-    fn backend(&self) -> Arc<dyn ModelClient> {
-        Arc::new(
-            A2aModel::new(
-                self.card_url(),
-                Vec::new(),
-                HttpSettings {
-                    base_url: String::new(),
-                    api_key: String::new(),
-                    timeout: Duration::from_secs(30),
-                    stream: true,
-                    idle_timeout: Duration::from_secs(30),
-                    max_retries: 0,
-                    backoff: Duration::from_millis(100),
-                },
-            )
-            .unwrap(),
-        )
-    }
-}
 
 const SCRIPT: &str = r#"
 [[rule]]
@@ -147,8 +35,10 @@ agent = "lead"
 text = "lead here"
 "#;
 
-/// A system whose `ops` worker (of `lead`) is the remote agent (provider `remote`).
-fn system(remote: &RemoteAgent) -> TestSystem {
+/// A system on the embedded store (in the directory it answers with) whose `ops` worker (of
+/// `lead`) is the remote agent (provider `remote`).
+fn system(remote: &RemoteAgent) -> (TestSystem, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
     let script =
         ScriptedModel::from_toml_str(SCRIPT, Arc::new(agentd_actors::SystemClock)).unwrap();
     let model = ModelRouter::new(Arc::new(script)).with("remote", remote.backend());
@@ -164,13 +54,15 @@ fn system(remote: &RemoteAgent) -> TestSystem {
     let mut sub = agent_type("remote_sub", "Remote sub-agent", &[]);
     sub.provider = Some("remote".into());
     types.push(sub);
-    TestSystem::builder()
+    let sys = TestSystem::builder()
         .model(Arc::new(model))
+        .embedded(dir.path())
         .types(types)
         .config(|c| {
             c.providers.insert("remote".into());
         })
-        .start()
+        .start();
+    (sys, dir)
 }
 
 async fn manage(sys: &TestSystem, caller: &str, args: Value) -> Value {
@@ -196,7 +88,7 @@ macro_rules! remote_or_skip {
 async fn a_remote_agent_answers_as_a_sync_manage_worker_in_one_remote_context() {
     for streams in [false, true] {
         let remote = remote_or_skip!(streams);
-        let sys = system(&remote);
+        let (sys, _dir) = system(&remote);
         let lead = sys.root("lead", None).await;
         let send = |message: &str, alias: &str| json!({"command": "send_message", "worker": "Ops", "message": message, "threadAlias": alias});
         let first = manage(&sys, &lead.id, send("hello there", "r")).await;
@@ -251,7 +143,7 @@ async fn a_remote_agent_answers_as_a_sync_manage_worker_in_one_remote_context() 
 #[actix_rt::test]
 async fn a_remote_agent_answers_an_async_manage_worker_and_the_answer_is_forwarded() {
     let remote = remote_or_skip!(true);
-    let sys = system(&remote);
+    let (sys, _dir) = system(&remote);
     let lead = sys.root("lead", None).await;
     let sent = manage(
         &sys,
@@ -270,7 +162,7 @@ async fn a_remote_agent_answers_an_async_manage_worker_and_the_answer_is_forward
 #[actix_rt::test]
 async fn a_streaming_remote_sends_text_deltas_and_a_spawned_remote_yields_its_answer() {
     let remote = remote_or_skip!(true);
-    let sys = system(&remote);
+    let (sys, _dir) = system(&remote);
     let mut events = sys.events();
     let lead = sys.root("lead", None).await;
     let child = sys
@@ -299,12 +191,18 @@ async fn a_streaming_remote_sends_text_deltas_and_a_spawned_remote_yields_its_an
 async fn input_required_makes_the_agent_wait_and_the_answer_goes_to_the_same_remote_task() {
     for streams in [true, false] {
         let remote = remote_or_skip!(streams);
-        let sys = system(&remote);
+        let (sys, _dir) = system(&remote);
         let ops = sys.root("ops", Some("ask me where")).await;
         let rec = sys
             .wait_for_status(&ops.id, AgentStatus::WaitingQuestion)
             .await;
         assert_eq!(rec.status_reason.as_deref(), Some("Which region?"));
+        let shown = agentd_proto::view::AgentSummary::of(&rec);
+        assert_eq!(
+            shown.remote_task_id.as_deref(),
+            remote.received()[0]["taskId"].as_str(),
+            "inspect names the remote task that waits"
+        );
         sys.system
             .provide(&ops.id, AgentStatus::WaitingQuestion, "north")
             .await
@@ -318,15 +216,56 @@ async fn input_required_makes_the_agent_wait_and_the_answer_goes_to_the_same_rem
             received[0]["taskId"], received[1]["taskId"],
             "the answer continues the remote task"
         );
-        let task = remote.rpc("GetTask", json!({"id": received[0]["taskId"]}));
+        let task = remote.task(&received[0]["taskId"]);
         assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
     }
 }
 
 #[actix_rt::test]
-async fn cancelling_the_agent_cancels_its_remote_task() {
+async fn a_remotes_data_parts_are_json_text_and_its_reported_tokens_count() {
+    for streams in [true, false] {
+        let remote = remote_or_skip!(streams);
+        let (sys, _dir) = system(&remote);
+        let ops = sys.root("ops", Some("data please")).await;
+        // (Protocol Buffers' JSON writes the `Struct`'s number as a double.)
+        sys.wait_for_entry(&ops.id, Role::Assistant, "counted\n{\"ships\":3.0}")
+            .await;
+        // The remote reports its tokens under `agentd.usage`: they are the agent's usage,
+        // which its budgets count.
+        let rec = sys.wait_for_status(&ops.id, AgentStatus::Idle).await;
+        assert_eq!(
+            (rec.usage.input, rec.usage.output),
+            (11, 7),
+            "streams: {streams}"
+        );
+    }
+    // A budget of fewer tokens than the remote reports pauses the agent after its answer.
     let remote = remote_or_skip!(true);
-    let sys = system(&remote);
+    let (sys, _dir) = system(&remote);
+    let capped = sys
+        .system
+        .spawn(agentd_proto::SpawnRequest {
+            agent_type: Some("ops".into()),
+            prompt: Some("data please".into()),
+            budget: Some(agentd_proto::Budget {
+                max_tokens: Some(10),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let rec = sys.wait_for_status(&capped.id, AgentStatus::Paused).await;
+    assert_eq!(
+        rec.status_reason.as_deref(),
+        Some("budget_exceeded: tokens")
+    );
+}
+
+#[actix_rt::test]
+async fn cancel_terminate_and_interrupt_cancel_the_agents_remote_task() {
+    let remote = remote_or_skip!(true);
+    let (sys, _dir) = system(&remote);
     let ops = sys.root("ops", Some("slow work")).await;
     wait_until("the remote to receive the message", || async {
         !remote.received().is_empty()
@@ -337,7 +276,7 @@ async fn cancelling_the_agent_cancels_its_remote_task() {
     sys.system.control(&ops.id, Control::Cancel).await.unwrap();
     let task_id = remote.received()[0]["taskId"].clone();
     wait_until("the remote task to be cancelled", || async {
-        remote.rpc("GetTask", json!({"id": task_id}))["status"]["state"] == "TASK_STATE_CANCELED"
+        remote.task(&task_id)["status"]["state"] == "TASK_STATE_CANCELED"
     })
     .await;
     // A question the remote waits on is cancelled with its agent too.
@@ -350,81 +289,106 @@ async fn cancelling_the_agent_cancels_its_remote_task() {
         .await
         .unwrap();
     wait_until("the waiting remote task to be cancelled", || async {
-        remote.rpc("GetTask", json!({"id": waiting}))["status"]["state"] == "TASK_STATE_CANCELED"
+        remote.task(&waiting)["status"]["state"] == "TASK_STATE_CANCELED"
+    })
+    .await;
+    // An interrupt ends the turn and cancels its remote task; the interrupting message is
+    // the next one the remote gets.
+    let busy = sys.root("ops", Some("slow again")).await;
+    wait_until("the remote to receive the slow one", || async {
+        remote.received().iter().any(|m| m["text"] == "slow again")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sys.system
+        .post(&busy.id, InboxItem::followup("never mind", true))
+        .await
+        .unwrap();
+    let slow = remote
+        .received()
+        .into_iter()
+        .find(|m| m["text"] == "slow again")
+        .map(|m| m["taskId"].clone())
+        .unwrap_or_default();
+    wait_until("the interrupted remote task to be cancelled", || async {
+        remote.task(&slow)["status"]["state"] == "TASK_STATE_CANCELED"
+    })
+    .await;
+    wait_until("the interrupting message to reach the remote", || async {
+        remote
+            .received()
+            .iter()
+            .any(|m| m["text"].as_str().is_some_and(|t| t.contains("never mind")))
     })
     .await;
 }
 
-#[test]
-fn a_remote_answer_lands_once_across_a_kill_9_of_agentd_while_the_remote_works() {
+#[actix_rt::test]
+async fn a_remote_serving_http_json_only_answers_asks_and_is_cancelled() {
     let Some(py) = python() else {
         eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
         return;
     };
-    let remote = RemoteAgent::start_with(&py, true, Some("remote-secret"));
-    let dir = tempfile::tempdir().unwrap();
-    let types = dir.path().join("types");
-    std::fs::create_dir_all(&types).unwrap();
-    std::fs::write(
-        types.join("far.toml"),
-        "name = \"far\"\ntitle = \"Far\"\nprovider = \"remote\"\n",
-    )
-    .unwrap();
-    // The provider as a config file writes it: `kind`, the card, a header naming a variable.
-    let config = dir.path().join("agentd.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[providers.remote]\nkind = \"a2a\"\ncard_url = \"{}\"\ntimeout_ms = 30000\n\
-             headers = {{ Authorization = \"Bearer ${{REMOTE_TOKEN}}\" }}\n",
-            remote.card_url()
-        ),
-    )
-    .unwrap();
-    let env = [
-        ("AGENTD_CONFIG", config.display().to_string()),
-        ("REMOTE_TOKEN", "remote-secret".to_string()),
-        ("AGENTD__STORE__KIND", "embedded".to_string()),
-        (
-            "AGENTD__STORE__DATA_DIR",
-            dir.path().join("data").display().to_string(),
-        ),
-        ("AGENTD__AGENTS__DIR", types.display().to_string()),
-    ];
-    let a = AgentdProcess::start(&env);
-    // A plain answer first: the header reached the remote (it refuses requests without it).
-    let quick = a.spawn("far", "warm up");
-    a.wait_for("the first answer", |p| {
-        p.texts(&quick)
-            .iter()
-            .any(|t| t == "remote #1 heard: warm up")
-    });
-    let id = a.spawn("far", "slow job");
-    eventually_blocking(Duration::from_secs(20), "the remote to get the job", || {
-        remote.received().len() == 2
-    });
-    a.kill9();
-    let b = AgentdProcess::start(&env);
-    b.wait_for("the remote's answer after the restart", |p| {
-        p.texts(&id)
-            .iter()
-            .any(|t| t == "remote #1 heard: slow job")
-    });
-    b.wait_for("the agent to be idle", |p| p.status(&id) == "idle");
-    let answers: Vec<String> = b
-        .texts(&id)
-        .into_iter()
-        .filter(|t| t.contains("heard"))
-        .collect();
-    assert_eq!(
-        answers,
-        vec!["remote #1 heard: slow job"],
-        "the answer lands once"
-    );
-    let received = remote.received();
-    assert_eq!(
-        received.len(),
-        2,
-        "the job reached the remote once: {received:?}"
-    );
+    for streams in [true, false] {
+        let remote = RemoteAgent::start_with(
+            &py,
+            Options {
+                streams,
+                rest: true,
+                ..Options::default()
+            },
+        );
+        let (sys, _dir) = system(&remote);
+        let lead = sys.root("lead", None).await;
+        for (n, message) in ["hello there", "and again"].iter().enumerate() {
+            let r = manage(
+                &sys,
+                &lead.id,
+                json!({"command": "send_message", "worker": "Ops", "message": message, "threadAlias": "r"}),
+            )
+            .await;
+            assert_eq!(
+                r["messages"],
+                json!([format!("remote #{} heard: {message}", n + 1)]),
+                "streams: {streams}"
+            );
+        }
+        let ops = sys.root("ops", Some("ask me where")).await;
+        sys.wait_for_status(&ops.id, AgentStatus::WaitingQuestion)
+            .await;
+        sys.system
+            .provide(&ops.id, AgentStatus::WaitingQuestion, "north")
+            .await
+            .unwrap();
+        sys.wait_for_entry(&ops.id, Role::Assistant, "region noted: Answer: north")
+            .await;
+        let slow = sys.root("ops", Some("slow work")).await;
+        wait_until("the remote to receive the slow one", || async {
+            remote.received().iter().any(|m| m["text"] == "slow work")
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        sys.system.control(&slow.id, Control::Cancel).await.unwrap();
+        let task = remote
+            .received()
+            .into_iter()
+            .find(|m| m["text"] == "slow work")
+            .map(|m| m["taskId"].clone())
+            .unwrap_or_default();
+        if streams {
+            // A whole `SendMessage` names its task only in its answer: a call dropped before
+            // then cannot cancel it (docs/a2a.md).
+            wait_until("the remote task to be cancelled", || async {
+                remote.task(&task)["status"]["state"] == "TASK_STATE_CANCELED"
+            })
+            .await;
+        }
+        let calls = remote.calls();
+        assert!(
+            calls
+                .iter()
+                .all(|c| c.starts_with("GET ") || c.starts_with("POST ")),
+            "HTTP+JSON only: {calls:?}"
+        );
+    }
 }

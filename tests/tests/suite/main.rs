@@ -11,6 +11,7 @@
 
 mod a2a;
 mod a2a_client;
+mod a2a_client_processes;
 mod agent_types;
 mod agentctl;
 mod approvals;

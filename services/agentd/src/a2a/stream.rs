@@ -62,11 +62,16 @@ struct Follow {
 impl Follow {
     fn status_update(&self, v: &TaskView) -> Value {
         let mut t = task_json(v, Some(0), false);
-        json!({"statusUpdate": {
+        let mut update = json!({
             "taskId": self.id,
             "contextId": self.ctx,
             "status": t["status"].take(),
-        }})
+        });
+        // The usage so far (`agentd.usage`), for a client that counts it.
+        if let Some(m) = t.get_mut("metadata").map(Value::take) {
+            update["metadata"] = m;
+        }
+        json!({"statusUpdate": update})
     }
 
     fn artifact_update(&self, text: &str, append: bool, last: bool) -> Value {

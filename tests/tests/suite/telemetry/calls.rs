@@ -9,7 +9,7 @@
 //! standard `OTEL_EXPORTER_OTLP_*` and `OTEL_SERVICE_NAME` variables alone.
 
 use super::{Cluster, Receiver, matches};
-use crate::a2a_client::RemoteAgent;
+use agentd_tests::a2a_remote::RemoteAgent;
 use agentd_proto::TraceContext;
 use agentd_tests::eventually_blocking;
 use agentd_tests::mcp::{mcp_dir, python as mcp_python};
@@ -67,7 +67,7 @@ fn toml_str(s: impl std::fmt::Display) -> String {
 #[test]
 fn calls_out_carry_the_trace_and_calls_in_join_it() {
     let receiver = Receiver::start(0);
-    let a2a_python = crate::a2a_client::python()
+    let a2a_python = agentd_tests::a2a_remote::python()
         .expect("target/.venv-a2a with the A2A SDK is missing: run scripts/test.sh");
     let remote = RemoteAgent::start(&a2a_python, true);
     let openai = StreamingProvider::start(vec![

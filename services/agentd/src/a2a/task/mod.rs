@@ -1,0 +1,214 @@
+//! A2A tasks over agentd's durable state.
+//!
+//! A task is one message's handling by its context agent: from the item in the agent's durable
+//! inbox to the end of the turn that handled it. What a task *is* (its id, its items, the
+//! messages the client sent, a cancel asked) is kept in a [`TaskRecord`] the request handlers
+//! write; what *became* of it is read from agentd's own durable state — the inbox (still
+//! pending?) and the thread (the turn's input entry, then its steps, whose ids derive from the
+//! item's id) — and kept, once read, in a [`Settled`] record any process may write: the answer
+//! survives a later compaction or reset of the thread. Both live under the context agent's keys
+//! (`ThreadStore::a2a_task_put`), so deleting the context deletes its tasks.
+//!
+//! Invariant: a [`TaskRecord`] is saved before its item is posted (`unposted` until the post
+//! returns), so no reader ever takes a client's item for output no client message started.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | `stored` | the context's task map: what is kept there, reading and writing it |
+//! | `derive` | what became of one task, read from the context agent's inbox and thread |
+//! | `reconcile` | every task of a context brought up to date, output no client started taken up |
+//! | `timestamp` | RFC 3339 timestamps (`statusTimestampAfter`) |
+
+mod derive;
+mod reconcile;
+mod stored;
+mod timestamp;
+
+pub use derive::TaskView;
+pub use reconcile::{get, reconcile};
+pub(super) use stored::{Contents, Stored, put, stored};
+pub use stored::{is_context, save};
+pub use timestamp::parse_timestamp;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+/// A task's state, as the specification names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Queued in the context agent's inbox.
+    Submitted,
+    /// Its turn runs (a tool call or an approval it waits for included).
+    Working,
+    /// The turn asked the client a question (`waiting_question`).
+    InputRequired,
+    /// The turn answered: the answer is the task's artifact.
+    Completed,
+    /// The turn failed.
+    Failed,
+    /// Cancelled (`CancelTask`, or agentd's cancel of the context).
+    Canceled,
+    /// agentd refused it before it ran (budget, limits).
+    Rejected,
+}
+
+impl State {
+    /// The ProtoJSON name (`TASK_STATE_…`).
+    pub fn wire(self) -> &'static str {
+        match self {
+            State::Submitted => "TASK_STATE_SUBMITTED",
+            State::Working => "TASK_STATE_WORKING",
+            State::InputRequired => "TASK_STATE_INPUT_REQUIRED",
+            State::Completed => "TASK_STATE_COMPLETED",
+            State::Failed => "TASK_STATE_FAILED",
+            State::Canceled => "TASK_STATE_CANCELED",
+            State::Rejected => "TASK_STATE_REJECTED",
+        }
+    }
+
+    /// The state a `status` filter names (`TASK_STATE_WORKING`; the 0.3 names such as
+    /// `working` too).
+    pub fn parse(s: &str) -> Option<State> {
+        let s = s.trim();
+        let bare = s.strip_prefix("TASK_STATE_").unwrap_or(s);
+        Some(match bare.to_ascii_lowercase().replace('-', "_").as_str() {
+            "submitted" => State::Submitted,
+            "working" => State::Working,
+            "input_required" => State::InputRequired,
+            "completed" => State::Completed,
+            "failed" => State::Failed,
+            "canceled" | "cancelled" => State::Canceled,
+            "rejected" => State::Rejected,
+            _ => return None,
+        })
+    }
+
+    /// Whether nothing changes it any more.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            State::Completed | State::Failed | State::Canceled | State::Rejected
+        )
+    }
+
+    /// Whether a blocking send or a stream stops here (terminal or interrupted).
+    pub fn ends_wait(self) -> bool {
+        self.is_terminal() || self == State::InputRequired
+    }
+}
+
+/// Who started a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// An A2A client's message.
+    Client,
+    /// Something else that made the context agent run: a worker's or a sub-agent's output, a
+    /// message through agentd's own API.
+    Agent,
+}
+
+/// What a task is: written by the request handlers only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    /// `<context id>.<first id>`.
+    pub id: String,
+    /// The context agent.
+    pub context_id: String,
+    /// The inbox items that belong to it, in order: the message that started it, then each
+    /// answer to a question it asked. Empty for output found only in the thread.
+    #[serde(default)]
+    pub items: Vec<Uuid>,
+    /// The ids their turns' input entries have in the thread (`derived_id(item, "input")`).
+    pub inputs: Vec<Uuid>,
+    /// The client's messages (A2A JSON), and for output no client started, what started it.
+    #[serde(default)]
+    pub history: Vec<Value>,
+    /// Who started it.
+    pub origin: Origin,
+    /// Set when it was refused before it ran.
+    #[serde(default)]
+    pub rejected: Option<String>,
+    /// A cancel was asked.
+    #[serde(default)]
+    pub cancel_requested: bool,
+    /// Saved, its last item not posted yet: nothing is concluded from the item's absence.
+    #[serde(default)]
+    pub unposted: bool,
+    /// Created, ms since the epoch.
+    pub created_ms: u64,
+}
+
+/// What became of a task, as last read from the agent's state (any process writes it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settled {
+    /// The task.
+    pub task_id: String,
+    /// The input it was read for (a later item makes it stale).
+    pub for_input: Uuid,
+    /// The state.
+    pub state: State,
+    /// The question, the error, or why it was cancelled.
+    #[serde(default)]
+    pub status_text: Option<String>,
+    /// The answer (the artifact's text).
+    #[serde(default)]
+    pub answer: Option<String>,
+    /// When this state was first seen, ms since the epoch.
+    pub at_ms: u64,
+    /// The tokens the task's turns used (absent in records written before it was kept).
+    #[serde(default)]
+    pub usage: agentd_proto::Usage,
+}
+
+/// Now, ms since the epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A task's id: its context and the id of what started it.
+pub fn task_id(context: &str, first: Uuid) -> String {
+    format!("{context}.{first}")
+}
+
+/// The context of task `id`, if `id` has the form of a task id.
+pub fn context_of(id: &str) -> Option<&str> {
+    let (ctx, first) = id.split_once('.')?;
+    (ctx.len() == 36 && Uuid::try_parse(ctx).is_ok() && Uuid::try_parse(first).is_ok())
+        .then_some(ctx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_ids_name_their_context() {
+        let ctx = Uuid::now_v7().to_string();
+        let id = task_id(&ctx, Uuid::now_v7());
+        assert_eq!(context_of(&id), Some(ctx.as_str()));
+        assert_eq!(context_of("nope"), None);
+        assert_eq!(context_of(&format!("{ctx}.x")), None);
+    }
+
+    #[test]
+    fn states_parse_from_their_wire_names() {
+        for s in [
+            State::Submitted,
+            State::Working,
+            State::InputRequired,
+            State::Completed,
+            State::Failed,
+            State::Canceled,
+            State::Rejected,
+        ] {
+            assert_eq!(State::parse(s.wire()), Some(s));
+        }
+        assert_eq!(State::parse("input-required"), Some(State::InputRequired));
+        assert_eq!(State::parse("TASK_STATE_UNSPECIFIED"), None);
+    }
+}

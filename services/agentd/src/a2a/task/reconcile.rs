@@ -1,0 +1,208 @@
+//! Every task of a context brought up to date: each state read once written beside the task
+//! (with its push notifications first), and output no client's message started taken up as
+//! tasks of its own.
+
+use super::derive::{Seen, TaskView, derive};
+use super::stored::{Contents, save_settled, stored};
+use super::{Origin, Settled, State, TaskRecord, context_of, now_ms, save, task_id};
+use crate::a2a::error::A2aError;
+use agentd_actors::AgentSystem;
+use agentd_proto::ids::derived_id;
+use agentd_proto::{InboxItem, Item, Role};
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use uuid::Uuid;
+
+/// Every task of context `ctx` with what became of it, the settled states written where they
+/// changed, and output no client started taken up as tasks of its own. `None`: no such
+/// agent.
+pub async fn reconcile(
+    system: &AgentSystem,
+    ctx: &str,
+) -> Result<Option<(Seen, Vec<TaskView>)>, A2aError> {
+    let Contents {
+        mut tasks,
+        settled,
+        push,
+        mut notices,
+    } = stored(system, ctx).await?;
+    let Some(mut seen) = Seen::load(system, ctx).await? else {
+        return Ok(None);
+    };
+    discover(system, ctx, &seen, &mut tasks).await?;
+    let pending_inputs: HashSet<Uuid> = seen
+        .pending
+        .iter()
+        .map(|e| derived_id(e.id, "input"))
+        .collect();
+    let mut views = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let last = task.inputs.last().copied().unwrap_or_default();
+        let known = settled
+            .iter()
+            .find(|s| s.task_id == task.id && s.for_input == last);
+        if let Some(s) = known.filter(|s| s.state.is_terminal()) {
+            views.push(view_of(task, s));
+            continue;
+        }
+        let mut v = derive(&task, &seen, &pending_inputs);
+        let changed = known.is_none_or(|s| {
+            s.state != v.state || s.status_text != v.status_text || s.answer != v.answer
+        });
+        match known {
+            Some(s) if s.state == v.state => v.at_ms = s.at_ms,
+            _ => {}
+        }
+        // A working task's answer grows with each step: written when the state changes or
+        // settles, not at every step.
+        let worth_writing = known.is_none_or(|s| s.state != v.state) || v.state.is_terminal();
+        if changed && worth_writing && !task.unposted {
+            // The notifications first: a crash between the two writes finds the state
+            // unsettled and writes the same notifications (same ids) again.
+            crate::a2a::push::enqueue(system, &push, &mut notices, &v, last).await?;
+            let s = Settled {
+                task_id: task.id.clone(),
+                for_input: last,
+                state: v.state,
+                status_text: v.status_text.clone(),
+                answer: v.answer.clone(),
+                at_ms: v.at_ms,
+                usage: v.usage,
+            };
+            save_settled(system, ctx, &s).await?;
+        }
+        views.push(v);
+    }
+    seen.push_pending = notices.iter().any(crate::a2a::push::Notice::is_pending);
+    Ok(Some((seen, views)))
+}
+
+fn view_of(task: TaskRecord, s: &Settled) -> TaskView {
+    TaskView {
+        task,
+        state: s.state,
+        status_text: s.status_text.clone(),
+        answer: s.answer.clone(),
+        at_ms: s.at_ms,
+        running_item: None,
+        usage: s.usage,
+    }
+}
+
+/// Takes up as tasks what made the context agent run that no client's message started: a
+/// pending message from another agent, or an input in the thread (a worker's or a
+/// sub-agent's output, a message through agentd's API, a relayed forward) no task claims.
+async fn discover(
+    system: &AgentSystem,
+    ctx: &str,
+    seen: &Seen,
+    tasks: &mut Vec<TaskRecord>,
+) -> Result<(), A2aError> {
+    let mut claimed: HashSet<Uuid> = tasks.iter().flat_map(|t| t.inputs.clone()).collect();
+    let now = now_ms();
+    for env in &seen.pending {
+        let Item::Inbox(InboxItem::Message {
+            text, from_agent, ..
+        }) = &env.item
+        else {
+            continue;
+        };
+        let input = derived_id(env.id, "input");
+        if !claimed.insert(input) {
+            continue;
+        }
+        let task = TaskRecord {
+            id: task_id(ctx, input),
+            context_id: ctx.to_string(),
+            items: vec![env.id],
+            inputs: vec![input],
+            history: vec![origin_message(
+                ctx,
+                &task_id(ctx, input),
+                input,
+                text,
+                from_agent.as_deref(),
+            )],
+            origin: Origin::Agent,
+            rejected: None,
+            cancel_requested: false,
+            unposted: false,
+            created_ms: now,
+        };
+        save(system, &task).await?;
+        tasks.push(task);
+    }
+    for e in &seen.thread {
+        let input_like = match e.role {
+            Role::User => true,
+            Role::Assistant => e.from_agent.is_some(),
+            _ => false,
+        };
+        if !input_like || !claimed.insert(e.id) {
+            continue;
+        }
+        let id = task_id(ctx, e.id);
+        let task = TaskRecord {
+            id: id.clone(),
+            context_id: ctx.to_string(),
+            items: Vec::new(),
+            inputs: vec![e.id],
+            history: vec![origin_message(
+                ctx,
+                &id,
+                e.id,
+                &e.text,
+                e.from_agent.as_deref(),
+            )],
+            origin: Origin::Agent,
+            rejected: None,
+            cancel_requested: false,
+            unposted: false,
+            created_ms: e.at_ms,
+        };
+        save(system, &task).await?;
+        if e.role == Role::Assistant {
+            // A relayed forward: kept on the thread without a turn; it is its own answer.
+            let s = Settled {
+                task_id: id.clone(),
+                for_input: e.id,
+                state: State::Completed,
+                status_text: None,
+                answer: Some(e.text.clone()),
+                at_ms: e.at_ms,
+                usage: agentd_proto::Usage::default(),
+            };
+            save_settled(system, ctx, &s).await?;
+        }
+        tasks.push(task);
+    }
+    Ok(())
+}
+
+/// The history message of a task no client started: what started it.
+fn origin_message(ctx: &str, task: &str, id: Uuid, text: &str, from: Option<&str>) -> Value {
+    let mut metadata = json!({"agentd.origin": "agent"});
+    if let Some(from) = from {
+        metadata["agentd.fromAgent"] = json!(from);
+    }
+    json!({
+        "messageId": id.to_string(),
+        "contextId": ctx,
+        "taskId": task,
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+        "metadata": metadata,
+    })
+}
+
+/// Task `id` with what became of it (`TaskNotFound` if there is none).
+pub async fn get(system: &AgentSystem, id: &str) -> Result<(Seen, TaskView), A2aError> {
+    let not_found = || A2aError::TaskNotFound(format!("no task `{id}`"));
+    let ctx = context_of(id).ok_or_else(not_found)?;
+    let (seen, views) = reconcile(system, ctx).await?.ok_or_else(not_found)?;
+    let v = views
+        .into_iter()
+        .find(|v| v.task.id == id)
+        .ok_or_else(not_found)?;
+    Ok((seen, v))
+}
