@@ -199,6 +199,21 @@ impl Settings {
                     self.redis.masked_url()
                 )));
             }
+            if let Some(node) = self
+                .redis
+                .cluster_nodes
+                .iter()
+                .find(|n| !(n.starts_with("redis://") || n.starts_with("rediss://")))
+            {
+                return Err(SettingsError::Invalid(format!(
+                    "redis.cluster_nodes: `{node}` must start with redis:// or rediss://"
+                )));
+            }
+            if !self.redis.cluster && !self.redis.cluster_nodes.is_empty() {
+                return Err(SettingsError::Invalid(
+                    "redis.cluster_nodes names seed nodes of a Redis Cluster: set redis.cluster = true too".into(),
+                ));
+            }
             if self.redis.partitions == 0 || self.redis.lease_ms < 100 {
                 return Err(SettingsError::Invalid(
                     "redis.partitions must be > 0 and redis.lease_ms >= 100".into(),
