@@ -245,6 +245,22 @@ impl TestRedis {
         }
     }
 
+    /// A blocking connection for commands on `key` only: on a cluster, a plain connection to
+    /// the master serving its slot (which, unlike a cluster client, pipelines).
+    pub fn client_for(&self, key: &str) -> TestConnection {
+        match self {
+            TestRedis::Single(server) => TestConnection::Single(server.client()),
+            TestRedis::Cluster(cluster) => {
+                let port = cluster.master_of(key).port;
+                TestConnection::Single(
+                    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+                        .and_then(|c| c.get_connection())
+                        .expect("connect to a node of the test cluster"),
+                )
+            }
+        }
+    }
+
     /// The cluster, if this is one.
     pub fn cluster(&self) -> Option<&RedisCluster> {
         match self {

@@ -1519,7 +1519,7 @@ fn a_partition_stream_stays_bounded_however_many_messages_go_through_it() {
     .unwrap();
     let total = 100_000 * scale();
     let chunk = 5_000;
-    let mut con = cluster.redis.client();
+    let mut con = cluster.redis.client_for(&stream);
     let group = |con: &mut TestConnection| -> (u64, u64) {
         let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
             .arg("GROUPS")
