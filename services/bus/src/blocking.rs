@@ -248,12 +248,17 @@ fn lost_connection(e: &RedisError) -> bool {
     e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error()
 }
 
-/// The redirection value `v` asks for (a `MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN` or
-/// `MASTERDOWN` error), if any.
+/// The redirection value `v` asks for (a `MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`,
+/// `MASTERDOWN` or `UNBLOCKED` error), if any.
 fn redirection(v: &Value) -> Option<Redirection> {
     let Value::ServerError(e) = v else {
         return None;
     };
+    if e.code() == "UNBLOCKED" {
+        // A read blocked on a key that moved away (its slot resharded): it took nothing, and
+        // the next one is redirected.
+        return Some(Redirection::Retry);
+    }
     let target = || {
         let (host, port) = e
             .details()?

@@ -1739,40 +1739,76 @@ fn a_reshard_under_load_moves_live_partitions_without_losing_or_doubling_a_messa
     let agents: Vec<String> = (0..20)
         .map(|_| a.spawn_with(json!({"agent_type": "subagent"})))
         .collect();
-    // The source: the master of the first agent's partition; every one of its slots up to
-    // that partition's moves (`reshard` takes a master's slots from its lowest), so at least
-    // that live partition moves.
-    let moving = keys().partition(partition(&agents[0]));
-    let from = nodes.master_of(&moving);
+    // A live partition and its master: `reshard` takes a master's slots from its lowest, so
+    // moving every slot of that master up to the partition's moves it; of the agents'
+    // partitions, the one that needs the fewest slots moved (a shorter reshard, well within
+    // the load).
+    let slots_up_to = |node: &agentd_tests::redis_cluster::ClusterNode, slot: u16| -> usize {
+        node.slots
+            .iter()
+            .filter(|(lo, _)| *lo <= slot)
+            .map(|(lo, hi)| usize::from((*hi).min(slot) - lo + 1))
+            .sum()
+    };
+    let (moving, from, count) = agents
+        .iter()
+        .map(|id| {
+            let moving = keys().partition(partition(id));
+            let from = nodes.master_of(&moving);
+            let count = slots_up_to(&from, agentd_store::slot(moving.as_bytes()));
+            (moving, from, count)
+        })
+        .min_by_key(|(_, _, count)| *count)
+        .expect("agents");
     let to = nodes
         .nodes()
         .into_iter()
         .find(|n| n.master && n.id != from.id)
         .expect("another master");
-    let slot = agentd_store::slot(moving.as_bytes());
-    let count: usize = from
-        .slots
+    // The moving partition's agents get messages from a sender of their own, through both
+    // processes, for as long as the reshard runs; the other agents take the load meanwhile.
+    let (movers, others): (Vec<String>, Vec<String>) = agents
         .iter()
-        .map(|(lo, hi)| {
-            if *lo > slot {
-                0
-            } else {
-                usize::from((*hi).min(slot) - lo + 1)
-            }
-        })
-        .sum();
+        .cloned()
+        .partition(|id| keys().partition(partition(id)) == moving);
+    let resharding = std::sync::atomic::AtomicBool::new(true);
     let started = Instant::now();
-    let sent = drive_load(&a, &agents, 2_000, || {
-        nodes.reshard(&from, &to, count);
-        eprintln!("resharded {count} slots in {:?}", started.elapsed());
+    let (load, during) = std::thread::scope(|scope| {
+        let poster = scope.spawn(|| {
+            let mut sent = Vec::new();
+            let mut n = 0;
+            while resharding.load(std::sync::atomic::Ordering::SeqCst) {
+                let id = &movers[n % movers.len()];
+                let via = if n % 2 == 0 { &a } else { &b };
+                let text = format!("msg during-{n}");
+                let r = via.post(&format!("/v1/agents/{id}/messages"), json!({"text": text}));
+                assert!(r.is_ok(), "{text} to {id} during the reshard: {r:?}");
+                sent.push((id.clone(), text));
+                n += 1;
+            }
+            sent
+        });
+        let load = drive_load(&a, &others, 2_000, || {
+            nodes.reshard(&from, &to, count);
+            resharding.store(false, std::sync::atomic::Ordering::SeqCst);
+            eprintln!("resharded {count} slots in {:?}", started.elapsed());
+        });
+        (load, poster.join().unwrap())
     });
+    eprintln!(
+        "{} messages to the moving partition during the reshard; the load done in {:?}",
+        during.len(),
+        started.elapsed()
+    );
+    assert!(during.len() > 10, "messages while the partition moved");
+    let mut sent = load;
+    sent.extend(during);
     assert_eq!(
         nodes.master_of(&moving).id,
         to.id,
         "the partition's slot moved"
     );
     // And after the move: messages through both processes.
-    let mut sent = sent;
     for (n, id) in agents.iter().enumerate() {
         let via = if n % 2 == 0 { &a } else { &b };
         let text = format!("msg after-{n}");
