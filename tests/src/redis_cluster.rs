@@ -113,6 +113,14 @@ impl RedisCluster {
             .expect("connect to the test cluster")
     }
 
+    /// A plain connection to the node on `port` (for commands about that node, as `CLUSTER
+    /// SETSLOT` or `MIGRATE`).
+    pub fn node_client(&self, port: u16) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .and_then(|c| c.get_connection())
+            .expect("connect to a node of the test cluster")
+    }
+
     /// The nodes as the first running node sees them.
     pub fn nodes(&self) -> Vec<ClusterNode> {
         let node = self
@@ -251,12 +259,7 @@ impl TestRedis {
         match self {
             TestRedis::Single(server) => TestConnection::Single(server.client()),
             TestRedis::Cluster(cluster) => {
-                let port = cluster.master_of(key).port;
-                TestConnection::Single(
-                    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-                        .and_then(|c| c.get_connection())
-                        .expect("connect to a node of the test cluster"),
-                )
+                TestConnection::Single(cluster.node_client(cluster.master_of(key).port))
             }
         }
     }

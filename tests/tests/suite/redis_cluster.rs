@@ -1823,3 +1823,142 @@ fn a_reshard_under_load_moves_live_partitions_without_losing_or_doubling_a_messa
         "nothing dead-lettered"
     );
 }
+
+/// A slot held halfway through its move, the state `redis-cli --cluster reshard` passes each
+/// slot through: `MIGRATING` on its master, `IMPORTING` on the next, and one key — the
+/// partition's stream — already moved. Its master answers `ASK` for the stream: the partition
+/// reader reads it from the importing master (`ASKING`). The deliveries, scripts on the agent's
+/// keys that are split between the two masters meanwhile, are answered `TRYAGAIN` and retried
+/// until the move is finished; then they land, the acknowledgements follow the slot (`MOVED`),
+/// and the partition goes on. Every message is taken once, in order.
+#[test]
+fn a_partition_whose_stream_is_caught_mid_move_is_read_through_ask_redirections() {
+    let cluster = on_a_redis_cluster();
+    let nodes = cluster.redis.cluster().expect("a Redis Cluster");
+    let p = cluster.process();
+    p.wait_for("p to own every partition", |p| {
+        p.partitions_owned().len() == PARTITIONS as usize
+    });
+    let agent = p.spawn_with(json!({"agent_type": "subagent"}));
+    let stream = keys().partition(partition(&agent));
+    let slot = agentd_store::slot(stream.as_bytes());
+    let from = nodes.master_of(&stream);
+    let to = nodes
+        .nodes()
+        .into_iter()
+        .find(|n| n.master && n.id != from.id)
+        .expect("another master");
+    let mut sent = Vec::new();
+    let send = |text: String, sent: &mut Vec<String>| {
+        p.post(
+            &format!("/v1/agents/{agent}/messages"),
+            json!({"text": text}),
+        )
+        .unwrap();
+        sent.push(text);
+    };
+    send("msg before".into(), &mut sent);
+    let answered = |p: &AgentdProcess, sent: &[String]| {
+        let texts = p.texts(&agent);
+        sent.iter()
+            .all(|t| texts.iter().any(|x| *x == format!("echo: {t}")))
+    };
+    p.wait_for("the answer before the move", |p| answered(p, &sent));
+    // Halfway: the slot migrating, its stream on the importing master.
+    let (mut source, mut target) = (nodes.node_client(from.port), nodes.node_client(to.port));
+    let setslot = |con: &mut redis::Connection, state: &str, id: &str| {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(state)
+            .arg(id)
+            .query(con)
+            .unwrap();
+    };
+    setslot(&mut target, "IMPORTING", &from.id);
+    setslot(&mut source, "MIGRATING", &to.id);
+    let migrate = |con: &mut redis::Connection, keys: &[String]| {
+        let _: String = redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(to.port)
+            .arg("")
+            .arg(0)
+            .arg(5_000)
+            .arg("KEYS")
+            .arg(keys)
+            .query(con)
+            .unwrap();
+    };
+    migrate(&mut source, std::slice::from_ref(&stream));
+    // Messages on the stream (a cluster client follows the `ASK` itself), read from where it
+    // is now.
+    let mut con = cluster.redis.client();
+    for n in 0..5 {
+        let text = format!("msg asked {n}");
+        let env = Envelope::new(
+            Address::External { name: "t".into() },
+            Address::agent(&agent),
+            Item::Inbox(InboxItem::message(text.clone())),
+            1,
+        );
+        xadd(&mut con, &stream, &encode_envelope(&env).unwrap());
+        sent.push(text);
+    }
+    // The reader took them from the importing master: they are pending with it there. (Their
+    // deliveries wait: a script on the agent's keys, some of which do not exist, is answered
+    // `TRYAGAIN` until the slot has moved, and is retried meanwhile.)
+    eventually_blocking(
+        Duration::from_secs(10),
+        "the entries read through ASK",
+        || {
+            let (_, pending): ((), redis::streams::StreamPendingReply) = redis::pipe()
+                .cmd("ASKING")
+                .cmd("XPENDING")
+                .arg(&stream)
+                .arg("agentd")
+                .query(&mut target)
+                .unwrap();
+            pending.count() == 5
+        },
+    );
+    // The move finished: the rest of the slot's keys, then the slot, to the new master.
+    loop {
+        let left: Vec<String> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(100)
+            .query(&mut source)
+            .unwrap();
+        if left.is_empty() {
+            break;
+        }
+        migrate(&mut source, &left);
+    }
+    for node in nodes.nodes().iter().filter(|n| n.master) {
+        setslot(&mut nodes.node_client(node.port), "NODE", &to.id);
+    }
+    nodes.wait_ok();
+    assert_eq!(nodes.master_of(&stream).id, to.id);
+    send("msg after".into(), &mut sent);
+    let env = Envelope::new(
+        Address::External { name: "t".into() },
+        Address::agent(&agent),
+        Item::Inbox(InboxItem::message("msg moved")),
+        1,
+    );
+    xadd(&mut con, &stream, &encode_envelope(&env).unwrap());
+    sent.push("msg moved".into());
+    p.wait_for("the answers after the move", |p| answered(p, &sent));
+    let texts = p.texts(&agent);
+    let inputs: Vec<&String> = texts.iter().filter(|t| t.starts_with("msg ")).collect();
+    assert_eq!(
+        inputs,
+        sent.iter().collect::<Vec<_>>(),
+        "each once, in order"
+    );
+    assert!(
+        stream_entries(&mut con, &format!("{NS}:dead")).is_empty(),
+        "nothing dead-lettered"
+    );
+    assert_eq!(pending(&mut con, &stream), 0, "nothing left pending");
+}
