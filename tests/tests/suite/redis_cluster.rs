@@ -1765,8 +1765,9 @@ fn a_reshard_under_load_moves_live_partitions_without_losing_or_doubling_a_messa
         .into_iter()
         .find(|n| n.master && n.id != from.id)
         .expect("another master");
-    // The moving partition's agents get messages from a sender of their own, through both
-    // processes, for as long as the reshard runs; the other agents take the load meanwhile.
+    // The moving partition's agents get messages from a sender of their own for as long as the
+    // reshard runs, each agent through one process (its order is one path's), half through
+    // each; the other agents take the load meanwhile.
     let (movers, others): (Vec<String>, Vec<String>) = agents
         .iter()
         .cloned()
@@ -1778,8 +1779,9 @@ fn a_reshard_under_load_moves_live_partitions_without_losing_or_doubling_a_messa
             let mut sent = Vec::new();
             let mut n = 0;
             while resharding.load(std::sync::atomic::Ordering::SeqCst) {
-                let id = &movers[n % movers.len()];
-                let via = if n % 2 == 0 { &a } else { &b };
+                let i = n % movers.len();
+                let id = &movers[i];
+                let via = if i % 2 == 0 { &a } else { &b };
                 let text = format!("msg during-{n}");
                 let r = via.post(&format!("/v1/agents/{id}/messages"), json!({"text": text}));
                 assert!(r.is_ok(), "{text} to {id} during the reshard: {r:?}");
@@ -1810,7 +1812,11 @@ fn a_reshard_under_load_moves_live_partitions_without_losing_or_doubling_a_messa
     );
     // And after the move: messages through both processes.
     for (n, id) in agents.iter().enumerate() {
-        let via = if n % 2 == 0 { &a } else { &b };
+        // Through the process each agent's earlier messages went through (one path, one order).
+        let via = match movers.iter().position(|m| m == id) {
+            Some(i) if i % 2 == 1 => &b,
+            _ => &a,
+        };
         let text = format!("msg after-{n}");
         via.post(&format!("/v1/agents/{id}/messages"), json!({"text": text}))
             .unwrap();

@@ -27,7 +27,16 @@ enum PartitionReaders {
     /// One Redis: one connection reads every partition at once.
     One(BlockingConnection),
     /// A Redis Cluster: a connection per owned partition, following its slot.
-    Each(HashMap<u32, BlockingConnection>),
+    Each(EachPartition),
+}
+
+/// The partition reader's connections on a Redis Cluster.
+#[derive(Default)]
+struct EachPartition {
+    /// One per owned partition.
+    readers: HashMap<u32, BlockingConnection>,
+    /// The last round read something: the next one does not block.
+    busy: bool,
 }
 
 impl RedisBus {
@@ -60,7 +69,7 @@ impl RedisBus {
         inflight: &mut InFlight,
     ) -> Result<(), AgentdError> {
         let mut readers = if self.cfg.target.is_cluster() {
-            PartitionReaders::Each(HashMap::new())
+            PartitionReaders::Each(EachPartition::default())
         } else {
             PartitionReaders::One(self.blocking_reader().await?)
         };
@@ -145,7 +154,7 @@ impl RedisBus {
         self.reading.store(true, Ordering::SeqCst);
         let read = match readers {
             PartitionReaders::One(reader) => self.read_together(reader, owned).await,
-            PartitionReaders::Each(readers) => self.read_each(readers, owned).await,
+            PartitionReaders::Each(each) => self.read_each(each, owned).await,
         };
         self.reading.store(false, Ordering::SeqCst);
         self.read_rounds.fetch_add(1, Ordering::SeqCst);
@@ -159,7 +168,7 @@ impl RedisBus {
         owned: &[u32],
     ) -> Result<(Vec<StreamKey>, BTreeSet<u32>), AgentdError> {
         let reply: Vec<redis::Value> = self
-            .read_pipeline(owned)
+            .read_pipeline(owned, true)
             .query_async(reader)
             .await
             .map_err(be)?;
@@ -168,30 +177,33 @@ impl RedisBus {
 
     /// A Redis Cluster: a read names keys of one slot, so each partition is read on a
     /// connection of its own (to the node serving its slot, following it when it moves), all
-    /// at once. As soon as one of them returns entries (or fails), the reads still blocked are
-    /// ended (`CLIENT UNBLOCK`, which returns them empty, having taken nothing) so that what
-    /// was read is handed over at once, not a block time later; the round, like one read of
-    /// every partition, ends when every read has come back.
+    /// at once; the round, like one read of every partition, ends when every read has come
+    /// back. While partitions have entries (the round before read some), the reads do not
+    /// block: they come back at once, and the next round reads on. An idle reader's reads
+    /// block; as soon as one of them returns entries (or fails), those still blocked are ended
+    /// (`CLIENT UNBLOCK`, which returns them empty, having taken nothing), so that what was
+    /// read is handed over at once, not a block time later.
     async fn read_each(
         &self,
-        readers: &mut HashMap<u32, BlockingConnection>,
+        each: &mut EachPartition,
         owned: &[u32],
     ) -> Result<(Vec<StreamKey>, BTreeSet<u32>), AgentdError> {
         let holding = self.owned();
-        readers.retain(|k, _| holding.contains(k));
+        each.readers.retain(|k, _| holding.contains(k));
         for k in owned {
-            if !readers.contains_key(k) {
-                readers.insert(*k, self.blocking_reader().await?);
+            if !each.readers.contains_key(k) {
+                each.readers.insert(*k, self.blocking_reader().await?);
             }
         }
+        let block = !each.busy;
         let mut blocked: HashMap<u32, (String, u16, i64)> = HashMap::new();
         let mut reads = futures::stream::FuturesUnordered::new();
-        for (k, reader) in readers.iter_mut().filter(|(k, _)| owned.contains(k)) {
-            if let Some(client) = reader.blocked_client() {
+        for (k, reader) in each.readers.iter_mut().filter(|(k, _)| owned.contains(k)) {
+            if let Some(client) = reader.blocked_client().filter(|_| block) {
                 blocked.insert(*k, client);
             }
             let k = *k;
-            let pipe = self.read_pipeline(&[k]);
+            let pipe = self.read_pipeline(&[k], block);
             reads.push(async move {
                 let reply: redis::RedisResult<Vec<redis::Value>> = pipe.query_async(reader).await;
                 (k, reply)
@@ -215,11 +227,12 @@ impl RedisBus {
                     true
                 }
             };
-            if got && !unblocked {
+            if got && !unblocked && !blocked.is_empty() {
                 unblocked = true;
                 self.unblock(blocked.values()).await;
             }
         }
+        each.busy = !streams.is_empty();
         match failed {
             // What the other reads returned stays pending here: the reader claims it again
             // once it has reconnected.
@@ -244,20 +257,22 @@ impl RedisBus {
         futures::future::join_all(ends).await;
     }
 
-    /// The read of partitions `owned` (one `XREADGROUP` of them all), then one `XPENDING` each:
+    /// The read of partitions `owned` (one `XREADGROUP` of them all, blocking if `block`), then
+    /// one `XPENDING` each:
     /// who else holds entries of these partitions, asked right after the read (the same round
     /// trip: Redis runs it once the read has returned).
-    fn read_pipeline(&self, owned: &[u32]) -> redis::Pipeline {
+    fn read_pipeline(&self, owned: &[u32], block: bool) -> redis::Pipeline {
         let mut pipe = redis::pipe();
         let read = pipe.cmd("XREADGROUP");
         read.arg("GROUP")
             .arg(GROUP)
             .arg(&self.cfg.process_id)
             .arg("COUNT")
-            .arg(self.cfg.batch)
-            .arg("BLOCK")
-            .arg((self.cfg.lease_ms / 4).clamp(1, 200))
-            .arg("STREAMS");
+            .arg(self.cfg.batch);
+        if block {
+            read.arg("BLOCK").arg((self.cfg.lease_ms / 4).clamp(1, 200));
+        }
+        read.arg("STREAMS");
         for k in owned {
             read.arg(self.keys.partition(*k));
         }
