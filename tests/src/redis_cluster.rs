@@ -74,7 +74,8 @@ impl RedisCluster {
         cluster
     }
 
-    /// Waits until every node says `cluster_state:ok` and knows the same masters.
+    /// Waits until every node says `cluster_state:ok`, knows three masters, and the same slots
+    /// of each.
     pub fn wait_ok(&self) {
         eventually_blocking(Duration::from_secs(20), "the cluster to be ok", || {
             let views: Vec<Option<Vec<MasterSlots>>> = self
@@ -87,7 +88,13 @@ impl RedisCluster {
                     if !info.contains("cluster_state:ok") {
                         return None;
                     }
-                    let mut masters: Vec<MasterSlots> = nodes_of(&mut con)?
+                    // Every node's role settled too: a node made a replica by `create` may
+                    // still show as a master without slots for a moment.
+                    let nodes = nodes_of(&mut con)?;
+                    if nodes.iter().filter(|n| n.master).count() != Self::MASTERS {
+                        return None;
+                    }
+                    let mut masters: Vec<MasterSlots> = nodes
                         .into_iter()
                         .filter(|m| m.master && !m.slots.is_empty())
                         .map(|m| (m.port, m.slots))
@@ -129,6 +136,14 @@ impl RedisCluster {
             .find(|n| n.is_running())
             .expect("a running node");
         nodes_of(&mut node.client()).expect("CLUSTER NODES")
+    }
+
+    /// The masters (with their slots), as the first running node sees them.
+    pub fn masters(&self) -> Vec<ClusterNode> {
+        self.nodes()
+            .into_iter()
+            .filter(|n| n.master && !n.slots.is_empty())
+            .collect()
     }
 
     /// The master serving `key`'s slot.

@@ -1761,9 +1761,9 @@ fn a_reshard_under_load_moves_live_partitions_without_losing_or_doubling_a_messa
         .min_by_key(|(_, _, count)| *count)
         .expect("agents");
     let to = nodes
-        .nodes()
+        .masters()
         .into_iter()
-        .find(|n| n.master && n.id != from.id)
+        .find(|n| n.id != from.id)
         .expect("another master");
     // The moving partition's agents get messages from a sender of their own for as long as the
     // reshard runs, each agent through one process (its order is one path's), half through
@@ -1850,9 +1850,9 @@ fn a_partition_whose_stream_is_caught_mid_move_is_read_through_ask_redirections(
     let slot = agentd_store::slot(stream.as_bytes());
     let from = nodes.master_of(&stream);
     let to = nodes
-        .nodes()
+        .masters()
         .into_iter()
-        .find(|n| n.master && n.id != from.id)
+        .find(|n| n.id != from.id)
         .expect("another master");
     let mut sent = Vec::new();
     let send = |text: String, sent: &mut Vec<String>| {
@@ -1940,7 +1940,7 @@ fn a_partition_whose_stream_is_caught_mid_move_is_read_through_ask_redirections(
         }
         migrate(&mut source, &left);
     }
-    for node in nodes.nodes().iter().filter(|n| n.master) {
+    for node in nodes.masters() {
         setslot(&mut nodes.node_client(node.port), "NODE", &to.id);
     }
     nodes.wait_ok();
