@@ -323,6 +323,46 @@ mod tests {
     }
 
     #[test]
+    fn a_redis_cluster_is_its_url_and_seed_nodes() {
+        let s = Settings::from_overrides(
+            "[redis]\nurl = \"redis://h1:7000/\"\ncluster = true\n\
+             cluster_nodes = \"redis://h2:7000/, redis://h3:7000/\"\n",
+        )
+        .map_err(|e| e.to_string());
+        assert_eq!(
+            s.map(|s| s.redis.target()),
+            Ok(agentd_store::RedisTarget::cluster([
+                "redis://h1:7000/",
+                "redis://h2:7000/",
+                "redis://h3:7000/"
+            ]))
+        );
+        let one = Settings::from_overrides("[redis]\nurl = \"redis://h1:7000/\"\n")
+            .map(|s| s.redis.target())
+            .map_err(|e| e.to_string());
+        assert_eq!(
+            one,
+            Ok(agentd_store::RedisTarget::single("redis://h1:7000/"))
+        );
+        for (bad, says) in [
+            (
+                "cluster_nodes = [\"redis://h2:7000/\"]",
+                "set redis.cluster = true",
+            ),
+            (
+                "cluster = true\ncluster_nodes = [\"h2:7000\"]",
+                "must start with redis://",
+            ),
+        ] {
+            let e =
+                Settings::from_overrides(&format!("[redis]\nurl = \"redis://h1:7000/\"\n{bad}\n"))
+                    .map(|_| ())
+                    .map_err(|e| e.to_string());
+            assert!(matches!(&e, Err(m) if m.contains(says)), "{bad}: {e:?}");
+        }
+    }
+
+    #[test]
     fn redis_passwords_are_masked() {
         let mut s = Settings::from_overrides("").map_err(|e| e.to_string());
         if let Ok(s) = s.as_mut() {
