@@ -17,7 +17,7 @@ pub struct RedisServer {
     child: Option<Child>,
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -47,26 +47,7 @@ impl RedisServer {
     /// more than one slot), so the code that runs against it is checked to touch one slot per
     /// command, transaction and script.
     pub fn start_cluster_node() -> RedisServer {
-        let mut server = RedisServer {
-            port: free_port(),
-            dir: tempfile::tempdir().expect("tempdir"),
-            extra: [
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--cluster-enabled",
-                "yes",
-            ]
-            .iter()
-            .map(|a| a.to_string())
-            .collect(),
-            child: None,
-        };
-        let conf = server.dir.path().join("nodes.conf");
-        server.extra.push("--cluster-config-file".into());
-        server.extra.push(conf.display().to_string());
-        server.launch();
+        let server = Self::start_cluster_member(&[]);
         let mut con = server.client();
         let _: () = redis::cmd("CLUSTER")
             .arg("ADDSLOTSRANGE")
@@ -87,9 +68,43 @@ impl RedisServer {
         server
     }
 
+    /// Starts a server in cluster mode that serves no slot yet (a node for
+    /// [`crate::RedisCluster`]), with extra arguments, its cluster bus on a free port of its own.
+    pub fn start_cluster_member(args: &[&str]) -> RedisServer {
+        let mut server = RedisServer {
+            port: free_port(),
+            dir: tempfile::tempdir().expect("tempdir"),
+            extra: [
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--cluster-enabled",
+                "yes",
+            ]
+            .iter()
+            .chain(args)
+            .map(|a| a.to_string())
+            .collect(),
+            child: None,
+        };
+        let conf = server.dir.path().join("nodes.conf");
+        server.extra.push("--cluster-config-file".into());
+        server.extra.push(conf.display().to_string());
+        server.extra.push("--cluster-port".into());
+        server.extra.push(free_port().to_string());
+        server.launch();
+        server
+    }
+
     /// The URL clients connect to.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Whether it runs (not killed or stopped by the test).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
     }
 
     /// The server's working directory (AOF and RDB files).

@@ -93,7 +93,7 @@ pub async fn start_with_clock(
             .await
             .map_err(|e| anyhow::anyhow!("starting the Redis bus: {e}"))?;
         let consumer = CommandConsumer::new(
-            &settings.redis.url,
+            &settings.redis.target(),
             store.keys().commands(),
             bus.process_id().to_string(),
             settings.redis.max_envelope_bytes,
@@ -115,7 +115,7 @@ pub async fn start_with_clock(
             .await
             .map_err(|e| anyhow::anyhow!("starting the command consumer: {e}"))?;
         let replies = agentd_bus::ToolReplies::new(
-            &settings.redis.url,
+            &settings.redis.target(),
             store.keys().tool_replies(),
             bus.process_id().to_string(),
             settings.redis.max_envelope_bytes,
@@ -148,12 +148,12 @@ pub async fn start_with_clock(
     let (redis_events, events_tail) = match &wired.redis_store {
         Some(store) => {
             let streams = crate::sse::RedisEventStreams {
-                url: settings.redis.url.clone(),
+                target: settings.redis.target(),
                 events: store.keys().events(),
                 deltas: store.keys().deltas(),
             };
             let tail = agentd_bus::RedisEventsTail::start(
-                streams.url.clone(),
+                streams.target.clone(),
                 streams.events.clone(),
                 streams.deltas.clone(),
                 wired.event_log.clone(),

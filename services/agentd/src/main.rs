@@ -99,6 +99,7 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
             })?;
             let mut shown = settings.clone();
             shown.redis.url = shown.redis.masked_url();
+            shown.redis.cluster_nodes = shown.redis.masked_cluster_nodes();
             if !shown.auth.token.is_empty() {
                 shown.auth.token = "***".into();
             }
@@ -137,6 +138,11 @@ fn migrate(settings: &Settings) -> anyhow::Result<()> {
     anyhow::ensure!(
         r.enabled(),
         "`agentd migrate` moves a Redis namespace: set redis.url"
+    );
+    anyhow::ensure!(
+        !r.cluster,
+        "`agentd migrate` moves a namespace on one Redis server: the earlier key layout never ran \
+         on a Redis Cluster, and a namespace created on one has this layout already"
     );
     let done = actix_rt::System::new().block_on(agentd_store::RedisStore::migrate(
         &r.url,

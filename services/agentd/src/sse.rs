@@ -40,8 +40,8 @@ pub struct EventsQuery {
 /// Where the Redis deployment's event streams are (a resume reads them).
 #[derive(Debug, Clone)]
 pub struct RedisEventStreams {
-    /// The Redis URL.
-    pub url: String,
+    /// Where Redis is.
+    pub target: agentd_store::RedisTarget,
     /// `<ns>:events`.
     pub events: String,
     /// `<ns>:deltas`.
@@ -142,7 +142,7 @@ async fn missed(
                 return lagged();
             };
             match agentd_bus::backlog(
-                &redis.url,
+                &redis.target,
                 &redis.events,
                 &redis.deltas,
                 &after,

@@ -166,7 +166,7 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
     let mut redis_store = None;
     let store: Arc<dyn ThreadStore> = if settings.redis.enabled() {
         let r = &settings.redis;
-        let store = RedisStore::connect(&r.url, &r.namespace, r.partitions)
+        let store = RedisStore::connect_to(&r.target(), &r.namespace, r.partitions)
             .await
             .with_context(|| format!("connecting to Redis at {}", r.masked_url()))?
             .with_dedup_window(r.dedup_window);
@@ -175,7 +175,7 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
             id => id.to_string(),
         };
         let cfg = RedisBusConfig {
-            url: r.url.clone(),
+            target: r.target(),
             namespace: r.namespace.clone(),
             partitions: r.partitions,
             lease_ms: r.lease_ms,

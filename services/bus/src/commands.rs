@@ -16,7 +16,7 @@ use crate::streams::{Backoff, GroupReader, ack, be, decode_stream_entry, ensure_
 use agentd_actors::AgentSystem;
 use agentd_proto::codec::encode_envelope;
 use agentd_proto::{Address, AgentdError, Envelope, ErrorCode, Item, PROTOCOL_VERSION, Reply};
-use redis::aio::ConnectionManager;
+use agentd_store::{RedisConnection, RedisTarget};
 use redis::streams::StreamId;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,12 +26,12 @@ use tokio::sync::{Semaphore, oneshot};
 /// Reads and executes commands until stopped.
 #[derive(Clone)]
 pub struct CommandConsumer {
-    url: String,
+    target: RedisTarget,
     key: String,
     consumer: String,
     max_bytes: usize,
     limits: CommandLimits,
-    con: ConnectionManager,
+    con: RedisConnection,
     dead: DeadLetters,
     stopping: Arc<AtomicBool>,
 }
@@ -89,15 +89,15 @@ impl Running {
 impl CommandConsumer {
     /// A consumer of `key` named `consumer` in group `agentd`.
     pub fn new(
-        url: &str,
+        target: &RedisTarget,
         key: String,
         consumer: String,
         max_bytes: usize,
-        con: ConnectionManager,
+        con: RedisConnection,
         dead: DeadLetters,
     ) -> Self {
         CommandConsumer {
-            url: url.to_string(),
+            target: target.clone(),
             key,
             consumer,
             max_bytes,
@@ -139,7 +139,7 @@ impl CommandConsumer {
     }
 
     async fn read(&self, system: &AgentSystem, running: &mut Running) -> Result<(), AgentdError> {
-        let mut reader = GroupReader::connect(&self.url, &self.key, &self.consumer).await?;
+        let mut reader = GroupReader::connect(&self.target, &self.key, &self.consumer).await?;
         let mut con = self.con.clone();
         while !self.stopping.load(Ordering::SeqCst) {
             if running.reread.swap(false, Ordering::SeqCst) {
@@ -167,7 +167,7 @@ impl CommandConsumer {
     /// missing or mistyped one), the reason is `invalid_argument` naming what is wrong, and the
     /// sender gets it as the reply it asked for: a service learns of its typo at once instead
     /// of waiting for a reply that never comes.
-    async fn refuse(&self, sid: &StreamId, undecodable: AgentdError, con: &mut ConnectionManager) {
+    async fn refuse(&self, sid: &StreamId, undecodable: AgentdError, con: &mut RedisConnection) {
         let raw: Option<Vec<u8>> = sid.get("m");
         let head = raw
             .as_deref()
@@ -270,7 +270,7 @@ impl CommandConsumer {
         &self,
         system: &AgentSystem,
         env: Envelope,
-        con: &mut ConnectionManager,
+        con: &mut RedisConnection,
     ) -> Result<(), AgentdError> {
         let result = match env.item.clone() {
             // A command that carries a trace context joins that trace.
@@ -312,7 +312,7 @@ struct RequestHead {
 /// stream's expiry is renewed in the same transaction, so whoever reads the reply finds the
 /// expiry set.
 pub(crate) async fn send_reply(
-    con: &mut ConnectionManager,
+    con: &mut RedisConnection,
     request: &Envelope,
     result: Result<serde_json::Value, AgentdError>,
     maxlen: usize,

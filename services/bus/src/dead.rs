@@ -2,14 +2,14 @@
 //! reason, so nothing is silently dropped and the consumer keeps going.
 
 use agentd_proto::AgentdError;
-use redis::aio::ConnectionManager;
+use agentd_store::RedisConnection;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Writes dead letters and counts them.
 #[derive(Clone)]
 pub struct DeadLetters {
-    con: ConnectionManager,
+    con: RedisConnection,
     key: String,
     maxlen: usize,
     count: Arc<AtomicU64>,
@@ -17,7 +17,7 @@ pub struct DeadLetters {
 
 impl DeadLetters {
     /// Dead letters go to `key`, capped at about `maxlen` entries.
-    pub fn new(con: ConnectionManager, key: String, maxlen: usize) -> Self {
+    pub fn new(con: RedisConnection, key: String, maxlen: usize) -> Self {
         DeadLetters {
             con,
             key,

@@ -9,10 +9,12 @@
 //! | `redis_events` | [`RedisEvents`]: events to `<ns>:events`, text deltas to `<ns>:deltas`; [`Fanout`] to several sinks; [`RedisEventsTail`] back into an [`EventLog`] |
 //! | `tool_replies` | [`ToolReplies`]: workers' answers to service tools' calls, on `<ns>:tool_replies` |
 //! | `dead` | [`DeadLetters`]: the `<ns>:dead` stream |
-//! | `streams` | what every stream reader shares: the consumer group and one process's reading in it (`GroupReader`, `ack`), blocking connections, entry decoding, reconnection backoff |
+//! | `streams` | what every stream reader shares: the consumer group and one process's reading in it (`GroupReader`, `ack`), entry decoding, reconnection backoff |
+//! | `blocking` | connections of their own for blocking reads; on a Redis Cluster, one follows its slot's node through `MOVED`/`ASK`/`TRYAGAIN` |
 //!
 //! Other crates use the items re-exported here; the modules are the crate's own.
 
+mod blocking;
 mod commands;
 mod dead;
 mod event_log;

@@ -4,12 +4,13 @@
 //! publishing never blocks an actor. [`RedisEventsTail`] follows both streams back into a
 //! process's [`EventLog`], under ids that say where it stands in each ([`StreamPosition`]).
 
+use crate::blocking::BlockingConnection;
 use crate::event_log::{EventLog, Logged};
-use crate::streams::{Backoff, blocking_connection};
+use crate::streams::Backoff;
 use agentd_actors::EventSink;
 use agentd_proto::Event;
 use agentd_proto::codec::encode;
-use redis::aio::ConnectionManager;
+use agentd_store::{RedisConnection, RedisTarget};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -33,7 +34,7 @@ pub struct RedisEvents {
 impl RedisEvents {
     /// Starts the writer task (on the current actix/tokio runtime): `text_delta` events go to
     /// `deltas`, every other event to `events`.
-    pub fn start(con: ConnectionManager, events: CappedStream, deltas: CappedStream) -> Self {
+    pub fn start(con: RedisConnection, events: CappedStream, deltas: CappedStream) -> Self {
         let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
         actix_rt::spawn(async move {
             let mut con = con;
@@ -192,13 +193,13 @@ pub enum Backlog {
 /// Reads what `<ns>:events` and `<ns>:deltas` hold after `after`, at most `limit` entries of
 /// each (a client further behind is told it lagged).
 pub async fn backlog(
-    url: &str,
+    target: &RedisTarget,
     events_key: &str,
     deltas_key: &str,
     after: &StreamPosition,
     limit: usize,
 ) -> redis::RedisResult<Backlog> {
-    let mut con = blocking_connection(url).await?;
+    let mut con = BlockingConnection::connect(target).await?;
     let first: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
         .arg(events_key)
         .arg("-")
@@ -247,9 +248,14 @@ pub struct RedisEventsTail {
 }
 
 impl RedisEventsTail {
-    /// Starts following `events_key` and `deltas_key` on its own connection to `url`,
-    /// appending to `log`.
-    pub fn start(url: String, events_key: String, deltas_key: String, log: Arc<EventLog>) -> Self {
+    /// Starts following `events_key` and `deltas_key` on a connection of its own to `target`
+    /// (one per stream on a cluster, where they live in two slots), appending to `log`.
+    pub fn start(
+        target: RedisTarget,
+        events_key: String,
+        deltas_key: String,
+        log: Arc<EventLog>,
+    ) -> Self {
         use std::sync::atomic::Ordering;
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stopping = stop.clone();
@@ -259,9 +265,14 @@ impl RedisEventsTail {
             let keys = [events_key.as_str(), deltas_key.as_str()];
             while !stopping.load(Ordering::SeqCst) {
                 let listening = || log.has_subscribers();
-                let r = follow(&url, keys, &mut position, &stopping, listening, |logged| {
-                    log.append(logged.id, logged.event)
-                })
+                let r = follow(
+                    &target,
+                    keys,
+                    &mut position,
+                    &stopping,
+                    listening,
+                    |logged| log.append(logged.id, logged.event),
+                )
                 .await;
                 if let Err(e) = r {
                     tracing::warn!(error = %e, "event stream reader lost Redis; reconnecting");
@@ -282,10 +293,7 @@ impl RedisEventsTail {
 const IDLE_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The id of the newest entry of `key` (`0-0` if it is empty).
-async fn newest_id(
-    reader: &mut redis::aio::MultiplexedConnection,
-    key: &str,
-) -> redis::RedisResult<String> {
+async fn newest_id(reader: &mut BlockingConnection, key: &str) -> redis::RedisResult<String> {
     let newest: redis::streams::StreamRangeReply = redis::cmd("XREVRANGE")
         .arg(key)
         .arg("+")
@@ -301,36 +309,117 @@ async fn newest_id(
         .unwrap_or_else(|| "0-0".into()))
 }
 
-/// The newest ids of both streams.
-async fn newest(
-    reader: &mut redis::aio::MultiplexedConnection,
-    [events, deltas]: [&str; 2],
-) -> redis::RedisResult<StreamPosition> {
-    Ok(StreamPosition {
-        events: newest_id(reader, events).await?,
-        deltas: newest_id(reader, deltas).await?,
-    })
+/// The tail's connections: one for both streams on one Redis; on a cluster, where the two
+/// streams are in two slots, one each.
+enum TailReaders {
+    One(BlockingConnection),
+    Two {
+        events: BlockingConnection,
+        deltas: BlockingConnection,
+    },
+}
+
+impl TailReaders {
+    /// Most entries of a stream one read returns.
+    const COUNT: usize = 256;
+
+    async fn connect(target: &RedisTarget) -> redis::RedisResult<Self> {
+        Ok(if target.is_cluster() {
+            TailReaders::Two {
+                events: BlockingConnection::connect(target).await?,
+                deltas: BlockingConnection::connect(target).await?,
+            }
+        } else {
+            TailReaders::One(BlockingConnection::connect(target).await?)
+        })
+    }
+
+    /// The newest ids of both streams.
+    async fn newest(&mut self, [events, deltas]: [&str; 2]) -> redis::RedisResult<StreamPosition> {
+        let (events_reader, deltas_reader) = match self {
+            TailReaders::One(reader) => {
+                return Ok(StreamPosition {
+                    events: newest_id(reader, events).await?,
+                    deltas: newest_id(reader, deltas).await?,
+                });
+            }
+            TailReaders::Two { events, deltas } => (events, deltas),
+        };
+        Ok(StreamPosition {
+            events: newest_id(events_reader, events).await?,
+            deltas: newest_id(deltas_reader, deltas).await?,
+        })
+    }
+
+    /// The entries of both streams after `at` (waiting a while for some): one `XREAD` of both
+    /// on one Redis; on a cluster a blocking read of the events, then what the deltas hold (so
+    /// a delta waits at most one block time).
+    async fn read(
+        &mut self,
+        keys: [&str; 2],
+        at: &StreamPosition,
+    ) -> redis::RedisResult<Vec<(String, Vec<redis::streams::StreamId>)>> {
+        let xread = |block_ms: Option<u64>| {
+            let mut read = redis::cmd("XREAD");
+            read.arg("COUNT").arg(Self::COUNT);
+            if let Some(ms) = block_ms {
+                read.arg("BLOCK").arg(ms);
+            }
+            read.arg("STREAMS");
+            read
+        };
+        let replies = match self {
+            TailReaders::One(reader) => {
+                let reply: Option<redis::streams::StreamReadReply> = xread(Some(500))
+                    .arg(keys[0])
+                    .arg(keys[1])
+                    .arg(at.events.as_str())
+                    .arg(at.deltas.as_str())
+                    .query_async(reader)
+                    .await?;
+                reply.map(|r| r.keys).unwrap_or_default()
+            }
+            TailReaders::Two { events, deltas } => {
+                let from_events: Option<redis::streams::StreamReadReply> = xread(Some(100))
+                    .arg(keys[0])
+                    .arg(at.events.as_str())
+                    .query_async(events)
+                    .await?;
+                let from_deltas: Option<redis::streams::StreamReadReply> = xread(None)
+                    .arg(keys[1])
+                    .arg(at.deltas.as_str())
+                    .query_async(deltas)
+                    .await?;
+                [from_events, from_deltas]
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|r| r.keys)
+                    .collect()
+            }
+        };
+        Ok(replies.into_iter().map(|k| (k.key, k.ids)).collect())
+    }
 }
 
 async fn follow(
-    url: &str,
+    target: &RedisTarget,
     keys: [&str; 2],
     position: &mut Option<StreamPosition>,
     stopping: &std::sync::atomic::AtomicBool,
     listening: impl Fn() -> bool,
     mut publish: impl FnMut(Logged),
 ) -> redis::RedisResult<()> {
-    let mut reader = blocking_connection(url).await?;
+    let mut readers = TailReaders::connect(target).await?;
     // Pin the starting point to real ids, so a reconnect resumes exactly after them.
     let mut at = match position.take() {
         Some(at) => at,
-        None => newest(&mut reader, keys).await?,
+        None => readers.newest(keys).await?,
     };
     let result = async {
         while !stopping.load(std::sync::atomic::Ordering::SeqCst) {
             if !listening() {
                 tokio::time::sleep(IDLE_POLL).await;
-                let newest = newest(&mut reader, keys).await?;
+                let newest = readers.newest(keys).await?;
                 // Still nobody listening once the ids came back: they were noted before anyone
                 // now listening subscribed, so they miss nothing after them. Otherwise the ids
                 // noted in the round before (earlier still) stay the starting point.
@@ -339,24 +428,7 @@ async fn follow(
                 }
                 continue;
             }
-            let reply: Option<redis::streams::StreamReadReply> = redis::cmd("XREAD")
-                .arg("COUNT")
-                .arg(256)
-                .arg("BLOCK")
-                .arg(500)
-                .arg("STREAMS")
-                .arg(keys[0])
-                .arg(keys[1])
-                .arg(at.events.as_str())
-                .arg(at.deltas.as_str())
-                .query_async(&mut reader)
-                .await?;
-            let replies = reply
-                .map(|r| r.keys)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|k| (k.key, k.ids))
-                .collect();
+            let replies = readers.read(keys, &at).await?;
             for logged in merged(&mut at, keys[0], replies) {
                 publish(logged);
             }

@@ -1,13 +1,14 @@
 //! What every Redis stream reader of the crate shares: the consumer group, its creation and
-//! a process's reading in it ([`GroupReader`]), a connection for blocking reads, the envelope
+//! a process's reading in it ([`GroupReader`]), the envelope
 //! in an entry's `m` field, Redis errors as [`AgentdError`]s, and the backoff between
 //! reconnections.
 
+use crate::blocking::BlockingConnection;
 use agentd_proto::codec::decode_envelope;
 use agentd_proto::{AgentdError, Envelope, ErrorCode};
-use redis::aio::{ConnectionManager, MultiplexedConnection};
+use agentd_store::{RedisConnection, RedisTarget};
+use redis::cmd;
 use redis::streams::{StreamId, StreamReadReply};
-use redis::{AsyncConnectionConfig, cmd};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The consumer group every agentd process reads with.
@@ -26,19 +27,9 @@ pub(crate) fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// A connection of its own for blocking reads (`XREAD`, `XREADGROUP` with `BLOCK`): they must
-/// not hit the default response timeout, nor hold up the commands of a shared connection.
-pub(crate) async fn blocking_connection(url: &str) -> redis::RedisResult<MultiplexedConnection> {
-    let client = redis::Client::open(url)?;
-    let config = AsyncConnectionConfig::new().set_response_timeout(None);
-    client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await
-}
-
 /// Creates consumer group `agentd` on `stream` (and the stream), unless it exists.
 pub(crate) async fn ensure_group(
-    con: &mut ConnectionManager,
+    con: &mut RedisConnection,
     stream: &str,
 ) -> Result<(), AgentdError> {
     let r: redis::RedisResult<()> = cmd("XGROUP")
@@ -60,7 +51,7 @@ pub(crate) async fn ensure_group(
 /// the same name and did not acknowledge — then new ones. Each entry reaches one process of
 /// the group; it stays pending until that process acknowledges it ([`ack`]).
 pub(crate) struct GroupReader {
-    reader: MultiplexedConnection,
+    reader: BlockingConnection,
     key: String,
     consumer: String,
     /// `0`-based ids while walking the pending list (the last one returned), `>` after.
@@ -75,12 +66,12 @@ impl GroupReader {
 
     /// A reader of `key` on a connection of its own (reads block).
     pub(crate) async fn connect(
-        url: &str,
+        target: &RedisTarget,
         key: &str,
         consumer: &str,
     ) -> Result<GroupReader, AgentdError> {
         Ok(GroupReader {
-            reader: blocking_connection(url).await.map_err(be)?,
+            reader: BlockingConnection::connect(target).await.map_err(be)?,
             key: key.to_string(),
             consumer: consumer.to_string(),
             cursor: "0".to_string(),
@@ -133,7 +124,7 @@ impl GroupReader {
 
 /// Acknowledges entry `id` of `stream` in group `agentd`: it leaves the pending list.
 pub(crate) async fn ack(
-    con: &mut ConnectionManager,
+    con: &mut RedisConnection,
     stream: &str,
     id: &str,
 ) -> Result<(), AgentdError> {

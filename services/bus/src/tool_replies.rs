@@ -11,7 +11,7 @@ use crate::dead::DeadLetters;
 use crate::streams::{Backoff, GroupReader, ack, ensure_group};
 use agentd_actors::AgentSystem;
 use agentd_proto::{AgentdError, Command, ErrorCode, ToolAnswerError};
-use redis::aio::ConnectionManager;
+use agentd_store::{RedisConnection, RedisTarget};
 use redis::streams::StreamId;
 use serde::Deserialize;
 use serde_json::Value;
@@ -48,10 +48,10 @@ struct WorkerError {
 
 /// Reads `<ns>:tool_replies` and applies the answers.
 pub struct ToolReplies {
-    url: String,
+    target: RedisTarget,
     key: String,
     consumer: String,
-    con: ConnectionManager,
+    con: RedisConnection,
     dead: DeadLetters,
     max_bytes: usize,
     stopping: Arc<AtomicBool>,
@@ -60,15 +60,15 @@ pub struct ToolReplies {
 impl ToolReplies {
     /// A reader of `key` as consumer `consumer` (the process id).
     pub fn new(
-        url: &str,
+        target: &RedisTarget,
         key: String,
         consumer: String,
         max_bytes: usize,
-        con: ConnectionManager,
+        con: RedisConnection,
         dead: DeadLetters,
     ) -> Self {
         ToolReplies {
-            url: url.to_string(),
+            target: target.clone(),
             key,
             consumer,
             con,
@@ -102,7 +102,7 @@ impl ToolReplies {
     }
 
     async fn read(&self, system: &AgentSystem) -> Result<(), AgentdError> {
-        let mut reader = GroupReader::connect(&self.url, &self.key, &self.consumer).await?;
+        let mut reader = GroupReader::connect(&self.target, &self.key, &self.consumer).await?;
         let mut con = self.con.clone();
         while !self.stopping.load(Ordering::SeqCst) {
             for sid in reader.next().await? {

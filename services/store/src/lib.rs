@@ -13,11 +13,13 @@
 pub mod conformance;
 mod embedded;
 mod memory;
+mod redis_connection;
 mod redis_keys;
 mod redis_store;
 
 pub use embedded::RedbStore;
 pub use memory::MemoryStore;
+pub use redis_connection::{RedisConnection, RedisTarget};
 pub use redis_keys::{
     Keys, LAYOUT_VERSION, assert_one_slot, keys_of, partition_index, pipeline_slots, slot,
 };

@@ -5,7 +5,9 @@
 use agentd_proto::codec::{decode_envelope, encode_envelope};
 use agentd_proto::{Address, Command, Envelope, InboxItem, Item, SpawnRequest};
 use agentd_tests::process::wait_balanced;
-use agentd_tests::{AgentdProcess, RedisServer, eventually_blocking};
+use agentd_tests::{
+    AgentdProcess, RedisCluster, RedisServer, TestConnection, TestRedis, eventually_blocking,
+};
 use serde_json::json;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -43,7 +45,7 @@ text = "echo: {{input}}"
 "#;
 
 struct Cluster {
-    redis: RedisServer,
+    redis: TestRedis,
     _dir: tempfile::TempDir,
     env: Vec<(&'static str, String)>,
 }
@@ -63,16 +65,16 @@ impl Cluster {
     }
 
     fn new() -> Cluster {
-        Cluster::on(RedisServer::start())
+        Cluster::on(TestRedis::from_env())
     }
 
     /// A cluster whose processes run on `redis`.
-    fn on(redis: RedisServer) -> Cluster {
+    fn on(redis: TestRedis) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let script = dir.path().join("script.toml");
         std::fs::write(&script, SCRIPT).unwrap();
-        let env = vec![
-            ("AGENTD__REDIS__URL", redis.url()),
+        let mut env = redis.env();
+        env.extend([
             ("AGENTD__REDIS__NAMESPACE", NS.to_string()),
             ("AGENTD__REDIS__PARTITIONS", PARTITIONS.to_string()),
             ("AGENTD__REDIS__LEASE_MS", "1000".to_string()),
@@ -81,7 +83,7 @@ impl Cluster {
             ("AGENTD__REDIS__MAX_ENVELOPE_BYTES", "8192".to_string()),
             ("AGENTD__REDIS__MAX_DELIVERIES", "3".to_string()),
             ("AGENTD__MODEL__SCRIPT", script.display().to_string()),
-        ];
+        ]);
         Cluster {
             redis,
             _dir: dir,
@@ -202,7 +204,7 @@ fn a_message_for_an_agent_that_does_not_exist_is_refused_and_never_queued() {
     let (a, b) = cluster.balanced_pair();
     let mut con = cluster.redis.client();
     // Entries ever appended (the stream itself is trimmed as entries are acknowledged).
-    let stream_len = |con: &mut redis::Connection, id: &str| -> u64 {
+    let stream_len = |con: &mut TestConnection, id: &str| -> u64 {
         entries_added(con, &keys().partition(partition(id)))
     };
     let refused = |id: &str| {
@@ -448,7 +450,7 @@ fn calls_that_act_on_a_live_agent_run_in_the_process_that_owns_it() {
     assert_eq!(b.get(&format!("/v1/agents/{root}"))["live"], true);
 }
 
-fn xadd(con: &mut redis::Connection, key: &str, bytes: &[u8]) {
+fn xadd(con: &mut TestConnection, key: &str, bytes: &[u8]) {
     let _: String = redis::cmd("XADD")
         .arg(key)
         .arg("*")
@@ -459,7 +461,7 @@ fn xadd(con: &mut redis::Connection, key: &str, bytes: &[u8]) {
 }
 
 /// Every entry of stream `key`, oldest first.
-fn stream_entries(con: &mut redis::Connection, key: &str) -> Vec<redis::streams::StreamId> {
+fn stream_entries(con: &mut TestConnection, key: &str) -> Vec<redis::streams::StreamId> {
     let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
         .arg(key)
         .arg("-")
@@ -470,14 +472,14 @@ fn stream_entries(con: &mut redis::Connection, key: &str) -> Vec<redis::streams:
 }
 
 /// The error codes of the entries in `<ns>:dead`, oldest first.
-fn dead_codes(con: &mut redis::Connection) -> Vec<String> {
+fn dead_codes(con: &mut TestConnection) -> Vec<String> {
     stream_entries(con, &format!("{NS}:dead"))
         .iter()
         .filter_map(|e| e.get::<String>("code"))
         .collect()
 }
 
-fn read_stream(con: &mut redis::Connection, key: &str) -> Vec<Vec<u8>> {
+fn read_stream(con: &mut TestConnection, key: &str) -> Vec<Vec<u8>> {
     stream_entries(con, key)
         .iter()
         .filter_map(|id| id.get::<Vec<u8>>("m").or_else(|| id.get::<Vec<u8>>("e")))
@@ -597,7 +599,7 @@ fn an_outside_service_drives_agents_through_the_command_stream() {
 }
 
 /// Writes `cmd` to the command stream with replies to `svc:replies`; answers its envelope id.
-fn command(con: &mut redis::Connection, cmd: Command) -> uuid::Uuid {
+fn command(con: &mut TestConnection, cmd: Command) -> uuid::Uuid {
     let mut env = Envelope::new(
         Address::External { name: "svc".into() },
         Address::System,
@@ -614,7 +616,7 @@ fn command(con: &mut redis::Connection, cmd: Command) -> uuid::Uuid {
 }
 
 /// The commands answered on `svc:replies` so far (the ids of the envelopes they answer).
-fn answered(con: &mut redis::Connection) -> HashSet<uuid::Uuid> {
+fn answered(con: &mut TestConnection) -> HashSet<uuid::Uuid> {
     read_stream(con, "svc:replies")
         .iter()
         .filter_map(|b| decode_envelope(b, 1 << 20).unwrap().causation_id)
@@ -623,7 +625,7 @@ fn answered(con: &mut redis::Connection) -> HashSet<uuid::Uuid> {
 
 /// Writes a Manage sync call from `root` to its `Researcher`, whose script takes 30 s to
 /// answer: the command waits for it (or for `timeout_ms`).
-fn slow_manage_call(con: &mut redis::Connection, root: &str, timeout_ms: u64) -> uuid::Uuid {
+fn slow_manage_call(con: &mut TestConnection, root: &str, timeout_ms: u64) -> uuid::Uuid {
     command(
         con,
         Command::InvokeTool {
@@ -635,7 +637,7 @@ fn slow_manage_call(con: &mut redis::Connection, root: &str, timeout_ms: u64) ->
 }
 
 /// Waits (up to 15 s, else fails with `why`) until command `id` is answered.
-fn wait_answered(con: &mut redis::Connection, id: uuid::Uuid, why: &str) {
+fn wait_answered(con: &mut TestConnection, id: uuid::Uuid, why: &str) {
     eventually_blocking(
         Duration::from_secs(15),
         &format!("command {id} answered"),
@@ -1002,7 +1004,7 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-fn pending(con: &mut redis::Connection, stream: &str) -> i64 {
+fn pending(con: &mut TestConnection, stream: &str) -> i64 {
     let summary: Vec<redis::Value> = redis::cmd("XPENDING")
         .arg(stream)
         .arg("agentd")
@@ -1289,7 +1291,7 @@ fn a_workers_output_goes_through_the_parents_stream_and_survives_its_process() {
     let mut con = cluster.redis.client();
     let root = root_on(&p, "lead");
     let stream = keys().partition(partition(&root));
-    let outputs_to_root = |con: &mut redis::Connection| -> Vec<Envelope> {
+    let outputs_to_root = |con: &mut TestConnection| -> Vec<Envelope> {
         read_stream(con, &stream)
             .iter()
             .filter_map(|b| decode_envelope(b, 1 << 20).ok())
@@ -1327,7 +1329,7 @@ fn a_workers_output_goes_through_the_parents_stream_and_survives_its_process() {
 }
 
 /// How many entries were ever appended to `stream` (`XINFO STREAM`'s `entries-added`).
-fn entries_added(con: &mut redis::Connection, stream: &str) -> u64 {
+fn entries_added(con: &mut TestConnection, stream: &str) -> u64 {
     let info: std::collections::HashMap<String, redis::Value> = redis::cmd("XINFO")
         .arg("STREAM")
         .arg(stream)
@@ -1338,7 +1340,7 @@ fn entries_added(con: &mut redis::Connection, stream: &str) -> u64 {
 
 /// Waits until nothing of `stream` is pending (an entry is acknowledged right after its
 /// handling, which a thread may show a moment earlier).
-fn acknowledged_soon(con: &mut redis::Connection, stream: &str) {
+fn acknowledged_soon(con: &mut TestConnection, stream: &str) {
     eventually_blocking(
         Duration::from_secs(10),
         &format!("no entries of {stream} pending"),
@@ -1517,8 +1519,8 @@ fn a_partition_stream_stays_bounded_however_many_messages_go_through_it() {
     .unwrap();
     let total = 100_000 * scale();
     let chunk = 5_000;
-    let mut con = cluster.redis.client();
-    let group = |con: &mut redis::Connection| -> (u64, u64) {
+    let mut con = cluster.redis.client_for(&stream);
+    let group = |con: &mut TestConnection| -> (u64, u64) {
         let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
             .arg("GROUPS")
             .arg(&stream)
@@ -1570,7 +1572,7 @@ fn a_partition_stream_stays_bounded_however_many_messages_go_through_it() {
 /// stream, a `kill -9` of the owner and the takeover with its claims.
 #[test]
 fn the_service_touches_one_slot_per_command_and_script_on_a_cluster_mode_redis() {
-    let cluster = Cluster::on(RedisServer::start_cluster_node())
+    let cluster = Cluster::on(TestRedis::Single(RedisServer::start_cluster_node()))
         .with("AGENTD__REDIS__PARTITIONS", "1".to_string());
     let a = cluster.process();
     a.wait_for("a to own the partition", |a| {
@@ -1624,4 +1626,345 @@ fn the_service_touches_one_slot_per_command_and_script_on_a_cluster_mode_redis()
         stream_entries(&mut con, &format!("{NS}:dead")).is_empty(),
         "nothing dead-lettered"
     );
+}
+
+/// A cluster of agentd processes on a Redis Cluster of three masters and three replicas,
+/// whatever `AGENTD_TEST_REDIS` says (so every run covers the cluster).
+fn on_a_redis_cluster() -> Cluster {
+    Cluster::on(TestRedis::Cluster(RedisCluster::start()))
+}
+
+/// The masters serving the test namespace's partitions, by port.
+fn partition_masters(cluster: &Cluster) -> HashSet<u16> {
+    let nodes = cluster.redis.cluster().expect("a Redis Cluster");
+    (0..PARTITIONS)
+        .map(|k| nodes.master_of(&keys().partition(k)).port)
+        .collect()
+}
+
+/// On a real Redis Cluster (the partitions spread over its masters): a spawn, messages, Manage
+/// sync and async across two processes, a command from the command stream, another process's
+/// events on the event stream, and after a `kill -9` of one process the other takes its
+/// partitions, claims and drains them, and answers; nothing is dead-lettered.
+#[test]
+fn manage_commands_events_and_a_kill_9_takeover_work_on_a_redis_cluster() {
+    let cluster = on_a_redis_cluster();
+    assert!(
+        partition_masters(&cluster).len() > 1,
+        "the partitions live on more than one master"
+    );
+    let (a, b) = cluster.balanced_pair();
+    // A root on A, and Manage calls through B: a worker lands wherever its id hashes.
+    let root = loop {
+        let id = b.spawn_with(json!({"agent_type": "lead"}));
+        if a.partitions_owned().contains(&partition(&id)) {
+            break id;
+        }
+    };
+    let events = follow_events(&b);
+    b.post(
+        &format!("/v1/agents/{root}/messages"),
+        json!({"text": "hello"}),
+    )
+    .unwrap();
+    let mut on_b = false;
+    for i in 0..16 {
+        let r = b.post(&format!("/v1/agents/{root}/tools/Manage"), json!({"command": "send_message", "worker": "Researcher", "message": format!("q{i}"), "threadAlias": format!("w{i}")})).unwrap();
+        assert_eq!(r["messages"], json!([format!("Findings for: q{i}")]), "{r}");
+        let child = r["childThreadId"].as_str().unwrap().to_string();
+        if b.partitions_owned().contains(&partition(&child)) {
+            on_b = true;
+            let r = a.post(&format!("/v1/agents/{root}/tools/Manage"), json!({"command": "send_message", "worker": "Researcher", "message": "later", "threadAlias": format!("w{i}"), "mode": "async"})).unwrap();
+            assert_eq!(r["status"], "sent", "{r}");
+            break;
+        }
+    }
+    assert!(on_b, "a worker on B");
+    a.wait_for("the forward from B's worker", |a| {
+        a.texts(&root)
+            .iter()
+            .any(|t| t == "From Researcher: Findings for: later")
+    });
+    // A's events on B's event stream.
+    loop {
+        let e = events
+            .recv_timeout(Duration::from_secs(10))
+            .expect("A's events on B's stream");
+        if e["type"] == "status_changed" && e["agent_id"] == root.as_str() && e["to"] == "idle" {
+            break;
+        }
+    }
+    // A command from the command stream, written by a cluster client.
+    let mut con = cluster.redis.client();
+    let id = command(
+        &mut con,
+        Command::Send {
+            agent_id: root.clone(),
+            text: "by command".into(),
+            interrupt: false,
+        },
+    );
+    wait_answered(&mut con, id, "the command");
+    a.wait_for("the command's message", |a| {
+        a.texts(&root).iter().any(|t| t == "by command")
+    });
+    // A dies: B takes every partition, claims and drains them, and answers.
+    a.kill9();
+    b.wait_for("all partitions on B", |b| {
+        b.partitions_owned().len() == PARTITIONS as usize
+    });
+    let answers = |b: &AgentdProcess| b.texts(&root).iter().filter(|t| *t == "ok").count();
+    let before = answers(&b);
+    b.post(
+        &format!("/v1/agents/{root}/messages"),
+        json!({"text": "after the takeover"}),
+    )
+    .unwrap();
+    b.wait_for("the answer after the takeover", |b| answers(b) > before);
+    assert!(
+        stream_entries(&mut con, &format!("{NS}:dead")).is_empty(),
+        "nothing dead-lettered"
+    );
+}
+
+/// Slots of live partitions move between masters (`redis-cli --cluster reshard`, keys and
+/// consumer groups with them) while two processes take a stream of messages: the blocking
+/// reads follow their slots (`MOVED`, `ASK`), scripts and pipelines are redirected, and every
+/// message is taken once, in order, and answered once — before, during and after the move.
+#[test]
+fn a_reshard_under_load_moves_live_partitions_without_losing_or_doubling_a_message() {
+    let cluster = on_a_redis_cluster();
+    let nodes = cluster.redis.cluster().expect("a Redis Cluster");
+    let (a, b) = cluster.balanced_pair();
+    let agents: Vec<String> = (0..20)
+        .map(|_| a.spawn_with(json!({"agent_type": "subagent"})))
+        .collect();
+    // A live partition and its master: `reshard` takes a master's slots from its lowest, so
+    // moving every slot of that master up to the partition's moves it; of the agents'
+    // partitions, the one that needs the fewest slots moved (a shorter reshard, well within
+    // the load).
+    let slots_up_to = |node: &agentd_tests::redis_cluster::ClusterNode, slot: u16| -> usize {
+        node.slots
+            .iter()
+            .filter(|(lo, _)| *lo <= slot)
+            .map(|(lo, hi)| usize::from((*hi).min(slot) - lo + 1))
+            .sum()
+    };
+    let (moving, from, count) = agents
+        .iter()
+        .map(|id| {
+            let moving = keys().partition(partition(id));
+            let from = nodes.master_of(&moving);
+            let count = slots_up_to(&from, agentd_store::slot(moving.as_bytes()));
+            (moving, from, count)
+        })
+        .min_by_key(|(_, _, count)| *count)
+        .expect("agents");
+    let to = nodes
+        .masters()
+        .into_iter()
+        .find(|n| n.id != from.id)
+        .expect("another master");
+    // The moving partition's agents get messages from a sender of their own for as long as the
+    // reshard runs, each agent through one process (its order is one path's), half through
+    // each; the other agents take the load meanwhile.
+    let (movers, others): (Vec<String>, Vec<String>) = agents
+        .iter()
+        .cloned()
+        .partition(|id| keys().partition(partition(id)) == moving);
+    let resharding = std::sync::atomic::AtomicBool::new(true);
+    let started = Instant::now();
+    let (load, during) = std::thread::scope(|scope| {
+        let poster = scope.spawn(|| {
+            let mut sent = Vec::new();
+            let mut n = 0;
+            while resharding.load(std::sync::atomic::Ordering::SeqCst) {
+                let i = n % movers.len();
+                let id = &movers[i];
+                let via = if i % 2 == 0 { &a } else { &b };
+                let text = format!("msg during-{n}");
+                let r = via.post(&format!("/v1/agents/{id}/messages"), json!({"text": text}));
+                assert!(r.is_ok(), "{text} to {id} during the reshard: {r:?}");
+                sent.push((id.clone(), text));
+                n += 1;
+            }
+            sent
+        });
+        let load = drive_load(&a, &others, 2_000, || {
+            nodes.reshard(&from, &to, count);
+            resharding.store(false, std::sync::atomic::Ordering::SeqCst);
+            eprintln!("resharded {count} slots in {:?}", started.elapsed());
+        });
+        (load, poster.join().unwrap())
+    });
+    eprintln!(
+        "{} messages to the moving partition during the reshard; the load done in {:?}",
+        during.len(),
+        started.elapsed()
+    );
+    assert!(during.len() > 10, "messages while the partition moved");
+    let mut sent = load;
+    sent.extend(during);
+    assert_eq!(
+        nodes.master_of(&moving).id,
+        to.id,
+        "the partition's slot moved"
+    );
+    // And after the move: messages through both processes.
+    for (n, id) in agents.iter().enumerate() {
+        // Through the process each agent's earlier messages went through (one path, one order).
+        let via = match movers.iter().position(|m| m == id) {
+            Some(i) if i % 2 == 1 => &b,
+            _ => &a,
+        };
+        let text = format!("msg after-{n}");
+        via.post(&format!("/v1/agents/{id}/messages"), json!({"text": text}))
+            .unwrap();
+        sent.push((id.clone(), text));
+    }
+    every_message_once_in_order(&a, &agents, &sent);
+    let mut con = cluster.redis.client();
+    assert!(
+        stream_entries(&mut con, &format!("{NS}:dead")).is_empty(),
+        "nothing dead-lettered"
+    );
+}
+
+/// A slot held halfway through its move, the state `redis-cli --cluster reshard` passes each
+/// slot through: `MIGRATING` on its master, `IMPORTING` on the next, and one key — the
+/// partition's stream — already moved. Its master answers `ASK` for the stream: the partition
+/// reader reads it from the importing master (`ASKING`). The deliveries, scripts on the agent's
+/// keys that are split between the two masters meanwhile, are answered `TRYAGAIN` and retried
+/// until the move is finished; then they land, the acknowledgements follow the slot (`MOVED`),
+/// and the partition goes on. Every message is taken once, in order.
+#[test]
+fn a_partition_whose_stream_is_caught_mid_move_is_read_through_ask_redirections() {
+    let cluster = on_a_redis_cluster();
+    let nodes = cluster.redis.cluster().expect("a Redis Cluster");
+    let p = cluster.process();
+    p.wait_for("p to own every partition", |p| {
+        p.partitions_owned().len() == PARTITIONS as usize
+    });
+    let agent = p.spawn_with(json!({"agent_type": "subagent"}));
+    let stream = keys().partition(partition(&agent));
+    let slot = agentd_store::slot(stream.as_bytes());
+    let from = nodes.master_of(&stream);
+    let to = nodes
+        .masters()
+        .into_iter()
+        .find(|n| n.id != from.id)
+        .expect("another master");
+    let mut sent = Vec::new();
+    let send = |text: String, sent: &mut Vec<String>| {
+        p.post(
+            &format!("/v1/agents/{agent}/messages"),
+            json!({"text": text}),
+        )
+        .unwrap();
+        sent.push(text);
+    };
+    send("msg before".into(), &mut sent);
+    let answered = |p: &AgentdProcess, sent: &[String]| {
+        let texts = p.texts(&agent);
+        sent.iter()
+            .all(|t| texts.iter().any(|x| *x == format!("echo: {t}")))
+    };
+    p.wait_for("the answer before the move", |p| answered(p, &sent));
+    // Halfway: the slot migrating, its stream on the importing master.
+    let (mut source, mut target) = (nodes.node_client(from.port), nodes.node_client(to.port));
+    let setslot = |con: &mut redis::Connection, state: &str, id: &str| {
+        let _: () = redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(state)
+            .arg(id)
+            .query(con)
+            .unwrap();
+    };
+    setslot(&mut target, "IMPORTING", &from.id);
+    setslot(&mut source, "MIGRATING", &to.id);
+    let migrate = |con: &mut redis::Connection, keys: &[String]| {
+        let _: String = redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(to.port)
+            .arg("")
+            .arg(0)
+            .arg(5_000)
+            .arg("KEYS")
+            .arg(keys)
+            .query(con)
+            .unwrap();
+    };
+    migrate(&mut source, std::slice::from_ref(&stream));
+    // Messages on the stream (a cluster client follows the `ASK` itself), read from where it
+    // is now.
+    let mut con = cluster.redis.client();
+    for n in 0..5 {
+        let text = format!("msg asked {n}");
+        let env = Envelope::new(
+            Address::External { name: "t".into() },
+            Address::agent(&agent),
+            Item::Inbox(InboxItem::message(text.clone())),
+            1,
+        );
+        xadd(&mut con, &stream, &encode_envelope(&env).unwrap());
+        sent.push(text);
+    }
+    // The reader took them from the importing master: they are pending with it there. (Their
+    // deliveries wait: a script on the agent's keys, some of which do not exist, is answered
+    // `TRYAGAIN` until the slot has moved, and is retried meanwhile.)
+    eventually_blocking(
+        Duration::from_secs(10),
+        "the entries read through ASK",
+        || {
+            let (_, pending): ((), redis::streams::StreamPendingReply) = redis::pipe()
+                .cmd("ASKING")
+                .cmd("XPENDING")
+                .arg(&stream)
+                .arg("agentd")
+                .query(&mut target)
+                .unwrap();
+            pending.count() == 5
+        },
+    );
+    // The move finished: the rest of the slot's keys, then the slot, to the new master.
+    loop {
+        let left: Vec<String> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(100)
+            .query(&mut source)
+            .unwrap();
+        if left.is_empty() {
+            break;
+        }
+        migrate(&mut source, &left);
+    }
+    for node in nodes.masters() {
+        setslot(&mut nodes.node_client(node.port), "NODE", &to.id);
+    }
+    nodes.wait_ok();
+    assert_eq!(nodes.master_of(&stream).id, to.id);
+    send("msg after".into(), &mut sent);
+    let env = Envelope::new(
+        Address::External { name: "t".into() },
+        Address::agent(&agent),
+        Item::Inbox(InboxItem::message("msg moved")),
+        1,
+    );
+    xadd(&mut con, &stream, &encode_envelope(&env).unwrap());
+    sent.push("msg moved".into());
+    p.wait_for("the answers after the move", |p| answered(p, &sent));
+    let texts = p.texts(&agent);
+    let inputs: Vec<&String> = texts.iter().filter(|t| t.starts_with("msg ")).collect();
+    assert_eq!(
+        inputs,
+        sent.iter().collect::<Vec<_>>(),
+        "each once, in order"
+    );
+    assert!(
+        stream_entries(&mut con, &format!("{NS}:dead")).is_empty(),
+        "nothing dead-lettered"
+    );
+    assert_eq!(pending(&mut con, &stream), 0, "nothing left pending");
 }

@@ -199,6 +199,21 @@ impl Settings {
                     self.redis.masked_url()
                 )));
             }
+            if let Some(node) = self
+                .redis
+                .cluster_nodes
+                .iter()
+                .find(|n| !(n.starts_with("redis://") || n.starts_with("rediss://")))
+            {
+                return Err(SettingsError::Invalid(format!(
+                    "redis.cluster_nodes: `{node}` must start with redis:// or rediss://"
+                )));
+            }
+            if !self.redis.cluster && !self.redis.cluster_nodes.is_empty() {
+                return Err(SettingsError::Invalid(
+                    "redis.cluster_nodes names seed nodes of a Redis Cluster: set redis.cluster = true too".into(),
+                ));
+            }
             if self.redis.partitions == 0 || self.redis.lease_ms < 100 {
                 return Err(SettingsError::Invalid(
                     "redis.partitions must be > 0 and redis.lease_ms >= 100".into(),
@@ -304,6 +319,46 @@ mod tests {
                 matches!(&e, Err(m) if m.contains("redis.commands_running")),
                 "{bad}: {e:?}"
             );
+        }
+    }
+
+    #[test]
+    fn a_redis_cluster_is_its_url_and_seed_nodes() {
+        let s = Settings::from_overrides(
+            "[redis]\nurl = \"redis://h1:7000/\"\ncluster = true\n\
+             cluster_nodes = \"redis://h2:7000/, redis://h3:7000/\"\n",
+        )
+        .map_err(|e| e.to_string());
+        assert_eq!(
+            s.map(|s| s.redis.target()),
+            Ok(agentd_store::RedisTarget::cluster([
+                "redis://h1:7000/",
+                "redis://h2:7000/",
+                "redis://h3:7000/"
+            ]))
+        );
+        let one = Settings::from_overrides("[redis]\nurl = \"redis://h1:7000/\"\n")
+            .map(|s| s.redis.target())
+            .map_err(|e| e.to_string());
+        assert_eq!(
+            one,
+            Ok(agentd_store::RedisTarget::single("redis://h1:7000/"))
+        );
+        for (bad, says) in [
+            (
+                "cluster_nodes = [\"redis://h2:7000/\"]",
+                "set redis.cluster = true",
+            ),
+            (
+                "cluster = true\ncluster_nodes = [\"h2:7000\"]",
+                "must start with redis://",
+            ),
+        ] {
+            let e =
+                Settings::from_overrides(&format!("[redis]\nurl = \"redis://h1:7000/\"\n{bad}\n"))
+                    .map(|_| ())
+                    .map_err(|e| e.to_string());
+            assert!(matches!(&e, Err(m) if m.contains(says)), "{bad}: {e:?}");
         }
     }
 

@@ -45,8 +45,15 @@ pub struct StoreSettings {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedisSettings {
-    /// `redis://` or `rediss://` URL; empty disables Redis.
+    /// `redis://` or `rediss://` URL; empty disables Redis. With `cluster`, a node of the
+    /// cluster (a seed).
     pub url: String,
+    /// `url` is a node of a Redis Cluster.
+    pub cluster: bool,
+    /// More seed nodes of the cluster (with `cluster`): a list of URLs, or (from the
+    /// environment) one string of them separated by commas.
+    #[serde(default, deserialize_with = "super::names")]
+    pub cluster_nodes: Vec<String>,
     /// Key namespace.
     pub namespace: String,
     /// Partition streams.
@@ -85,16 +92,38 @@ impl RedisSettings {
         !self.url.trim().is_empty()
     }
 
+    /// Where Redis is: the one server at `url`, or the cluster `url` and `cluster_nodes` are
+    /// nodes of.
+    pub fn target(&self) -> agentd_store::RedisTarget {
+        if self.cluster {
+            agentd_store::RedisTarget::cluster(
+                std::iter::once(self.url.clone()).chain(self.cluster_nodes.iter().cloned()),
+            )
+        } else {
+            agentd_store::RedisTarget::single(self.url.clone())
+        }
+    }
+
     /// The URL with any password replaced by `***`, for logs and `check-config`.
     pub fn masked_url(&self) -> String {
-        match (self.url.find("://"), self.url.rfind('@')) {
-            (Some(scheme), Some(at)) if at > scheme => {
-                let creds = &self.url[scheme + 3..at];
-                let user = creds.split(':').next().unwrap_or("");
-                format!("{}{user}:***{}", &self.url[..scheme + 3], &self.url[at..])
-            }
-            _ => self.url.clone(),
+        masked(&self.url)
+    }
+
+    /// [`Self::cluster_nodes`] with any password replaced by `***`.
+    pub fn masked_cluster_nodes(&self) -> Vec<String> {
+        self.cluster_nodes.iter().map(|u| masked(u)).collect()
+    }
+}
+
+/// `url` with any password replaced by `***`.
+fn masked(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
         }
+        _ => url.to_string(),
     }
 }
 

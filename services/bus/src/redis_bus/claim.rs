@@ -9,7 +9,7 @@ use crate::streams::{GROUP, be};
 use agentd_actors::AgentSystem;
 use agentd_proto::AgentdError;
 use agentd_proto::codec::decode_envelope;
-use redis::aio::ConnectionManager;
+use agentd_store::RedisConnection;
 use redis::cmd;
 use redis::streams::{StreamAutoClaimReply, StreamId};
 use std::collections::{BTreeSet, HashMap};
@@ -21,7 +21,7 @@ impl RedisBus {
         &self,
         system: &AgentSystem,
         inflight: &mut InFlight,
-        con: &mut ConnectionManager,
+        con: &mut RedisConnection,
     ) -> Result<(), AgentdError> {
         let owned = self.owned();
         let claims: Vec<u32> = self
@@ -60,7 +60,7 @@ impl RedisBus {
         &self,
         k: u32,
         system: &AgentSystem,
-        con: &mut ConnectionManager,
+        con: &mut RedisConnection,
     ) -> Result<(), AgentdError> {
         self.send_outbox(k, con).await?;
         let key = self.keys.partition(k);
@@ -102,7 +102,7 @@ impl RedisBus {
     /// another slot); whoever holds the child's partition next sends it. The parent takes an
     /// output once, by its id, so one sent twice (the flushing process did send it) is harmless;
     /// one whose parent is gone is dropped.
-    async fn send_outbox(&self, k: u32, con: &mut ConnectionManager) -> Result<(), AgentdError> {
+    async fn send_outbox(&self, k: u32, con: &mut RedisConnection) -> Result<(), AgentdError> {
         let key = self.keys.outbox(k);
         let left: Vec<(String, Vec<u8>)> = cmd("HGETALL")
             .arg(&key)
@@ -178,7 +178,7 @@ impl RedisBus {
 
     /// Whether partition `k`'s stream holds nothing undelivered: every entry was read by the
     /// group (last-delivered-id is the stream's last id) and acknowledged (nothing pending).
-    async fn drained(&self, k: u32, con: &mut ConnectionManager) -> Result<bool, AgentdError> {
+    async fn drained(&self, k: u32, con: &mut RedisConnection) -> Result<bool, AgentdError> {
         let key = self.keys.partition(k);
         let (stream, groups): (
             HashMap<String, redis::Value>,

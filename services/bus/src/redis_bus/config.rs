@@ -3,8 +3,8 @@
 /// Settings of the Redis bus.
 #[derive(Debug, Clone)]
 pub struct RedisBusConfig {
-    /// `redis://` or `rediss://` URL.
-    pub url: String,
+    /// Where Redis is: one server, or a cluster's seed nodes.
+    pub target: agentd_store::RedisTarget,
     /// Key namespace.
     pub namespace: String,
     /// Number of partition streams.

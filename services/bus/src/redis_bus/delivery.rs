@@ -8,7 +8,7 @@ use super::in_flight::Batch;
 use crate::streams::{GROUP, be, decode_stream_entry};
 use agentd_actors::AgentSystem;
 use agentd_proto::{AgentdError, Control, Envelope, ErrorCode, Event, Item};
-use redis::aio::ConnectionManager;
+use agentd_store::RedisConnection;
 use redis::cmd;
 use redis::streams::StreamId;
 use std::sync::Arc;
@@ -65,7 +65,7 @@ impl RedisBus {
         ids: &[&StreamId],
         decoded: Vec<Result<Envelope, AgentdError>>,
         system: &AgentSystem,
-        con: &mut ConnectionManager,
+        con: &mut RedisConnection,
     ) -> Result<(), AgentdError> {
         // Envelopes the router takes (inbox items, pause/resume/cancel/terminate) are handed
         // over together: the router queues them in this order (per-agent order holds) and the
@@ -101,7 +101,7 @@ impl RedisBus {
         key: &str,
         ids: &[&StreamId],
         outcomes: Vec<Result<(), AgentdError>>,
-        con: &mut ConnectionManager,
+        con: &mut RedisConnection,
     ) -> Result<(), AgentdError> {
         let mut acks = Vec::with_capacity(ids.len());
         let mut transient = None;
@@ -145,7 +145,7 @@ impl RedisBus {
         key: &str,
         id: &str,
         e: &AgentdError,
-        con: &mut ConnectionManager,
+        con: &mut RedisConnection,
     ) -> bool {
         if e.code != ErrorCode::StoreError || self.cfg.max_deliveries == 0 {
             return false;

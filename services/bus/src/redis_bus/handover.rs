@@ -8,7 +8,7 @@ use super::{RedisBus, partition_index};
 use crate::streams::be;
 use agentd_actors::AgentSystem;
 use agentd_proto::AgentdError;
-use redis::aio::ConnectionManager;
+use agentd_store::RedisConnection;
 use std::collections::BTreeSet;
 use std::sync::RwLock;
 use std::sync::atomic::Ordering;
@@ -23,7 +23,7 @@ impl RedisBus {
         system: &AgentSystem,
         lost: &[u32],
         surplus: &[u32],
-        con: &mut ConnectionManager,
+        con: &mut RedisConnection,
     ) -> Result<(), AgentdError> {
         let gone: Vec<u32> = lost.iter().chain(surplus.iter()).copied().collect();
         remove_all(&self.owned, &gone);

@@ -11,7 +11,7 @@ use crate::streams::{be, now_ms};
 use agentd_actors::AgentSystem;
 use agentd_actors::fnv1a64;
 use agentd_proto::AgentdError;
-use redis::aio::ConnectionManager;
+use agentd_store::RedisConnection;
 use redis::cmd;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -68,7 +68,7 @@ impl RedisBus {
 
     /// Notes this process live in `{<ns>:members}`, drops members silent for two lease times,
     /// and answers how many are live.
-    async fn heartbeat(&self, con: &mut ConnectionManager) -> Result<usize, AgentdError> {
+    async fn heartbeat(&self, con: &mut RedisConnection) -> Result<usize, AgentdError> {
         let now = now_ms();
         let members = self.keys.members();
         Ok(redis::pipe()
@@ -92,7 +92,7 @@ impl RedisBus {
 
     /// Renews the lease of every partition owned; answers those whose lease is no longer
     /// this process's.
-    async fn renew_owned(&self, con: &mut ConnectionManager) -> Result<Vec<u32>, AgentdError> {
+    async fn renew_owned(&self, con: &mut RedisConnection) -> Result<Vec<u32>, AgentdError> {
         let mut lost = Vec::new();
         for k in self.owned() {
             let sent = Instant::now();
@@ -120,7 +120,7 @@ impl RedisBus {
         &self,
         fair: usize,
         mut owned_now: usize,
-        con: &mut ConnectionManager,
+        con: &mut RedisConnection,
     ) -> Result<BTreeSet<u32>, AgentdError> {
         let mut taken = BTreeSet::new();
         // Start at a process-specific offset so concurrent starters rarely collide.
@@ -165,7 +165,7 @@ impl RedisBus {
     pub(super) async fn release_lease(
         &self,
         k: u32,
-        con: &mut ConnectionManager,
+        con: &mut RedisConnection,
     ) -> redis::RedisResult<i64> {
         self.scripts
             .release

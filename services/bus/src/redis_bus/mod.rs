@@ -3,9 +3,9 @@
 //! lease (`SET NX PX`, renewed every lease/4); live processes heartbeat in `{<ns>:members}` and
 //! each takes at most `ceil(partitions / live)` leases, so partitions spread evenly and move
 //! when a process dies. The owner reads its partitions with one blocking `XREADGROUP` on a
-//! dedicated connection (no response timeout), claims what a dead owner left pending
-//! (`XAUTOCLAIM`), hands each entry to the receiving agent's durable inbox, and acknowledges
-//! (`XACK`) only after that. Entries that cannot be decoded or delivered go to `<ns>:dead`.
+//! dedicated connection (no response timeout; on a Redis Cluster, one read per partition on
+//! connections of their own), claims what a dead owner left pending (`XAUTOCLAIM`), hands each
+//! entry to the receiving agent's durable inbox, and acknowledges (`XACK`) only after that. Entries that cannot be decoded or delivered go to `<ns>:dead`.
 //! The reader reads on while the deliveries of earlier reads finish (each batch's
 //! acknowledgement is a task; at most `in_flight::MAX_IN_FLIGHT` entries are under way), so
 //! an agent that is done takes its next message while another agent of the batch is busy.
@@ -55,12 +55,13 @@ mod transport;
 
 pub use config::RedisBusConfig;
 
+use crate::blocking::BlockingConnection;
 use crate::dead::DeadLetters;
-use crate::streams::{be, blocking_connection, ensure_group};
+use crate::streams::{be, ensure_group};
 use agentd_actors::AgentSystem;
 use agentd_proto::{AgentdError, Envelope, ErrorCode, Reply};
+use agentd_store::RedisConnection;
 use agentd_store::{Keys, partition_index};
-use redis::aio::{ConnectionManager, MultiplexedConnection};
 use redis::cmd;
 use scripts::Scripts;
 use std::collections::{BTreeSet, HashMap};
@@ -77,7 +78,7 @@ use uuid::Uuid;
 pub struct RedisBus {
     cfg: RedisBusConfig,
     keys: Keys,
-    con: ConnectionManager,
+    con: RedisConnection,
     owned: RwLock<BTreeSet<u32>>,
     /// Partitions taken whose stream may still hold unread entries: until the reader finds
     /// them drained, messages for their agents still go through the stream (not straight to
@@ -110,7 +111,7 @@ impl RedisBus {
     /// Connects (failing at once if Redis is unreachable).
     pub async fn connect(
         cfg: RedisBusConfig,
-        con: ConnectionManager,
+        con: RedisConnection,
     ) -> Result<Arc<Self>, AgentdError> {
         let keys = Keys::new(&cfg.namespace, cfg.partitions);
         let dead = DeadLetters::new(con.clone(), keys.dead(), cfg.dead_maxlen);
@@ -217,8 +218,10 @@ impl RedisBus {
     }
 
     /// A connection of this bus's own for one blocking reader.
-    async fn blocking_reader(&self) -> Result<MultiplexedConnection, AgentdError> {
-        blocking_connection(&self.cfg.url).await.map_err(be)
+    async fn blocking_reader(&self) -> Result<BlockingConnection, AgentdError> {
+        BlockingConnection::connect(&self.cfg.target)
+            .await
+            .map_err(be)
     }
 
     /// Marks partition `k` to be claimed before it is read and drained before its agents get

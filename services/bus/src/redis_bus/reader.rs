@@ -1,22 +1,43 @@
 //! The partition reader: one loop per process on a connection of its own. Each round it first
 //! claims what partitions just taken hold pending, then reads every readable partition with
 //! one blocking `XREADGROUP` (`BLOCK` ≤ a quarter lease, so a read answers before a lease it
-//! was sent under can expire), and hands what it read over: batches the router takes as they
-//! are go into the [`InFlight`] window and the reader reads on; anything else waits for what
-//! came before it.
+//! was sent under can expire) — on a Redis Cluster, where a read names streams of one slot, one
+//! read per partition on a connection of its own, all at once — and hands what it read over:
+//! batches the router takes as they are go into the [`InFlight`] window and the reader reads
+//! on; anything else waits for what came before it.
 
 use super::RedisBus;
 use super::delivery::routes_directly;
 use super::in_flight::InFlight;
+use crate::blocking::BlockingConnection;
 use crate::streams::{Backoff, GROUP, be};
 use agentd_actors::AgentSystem;
 use agentd_proto::AgentdError;
-use redis::aio::{ConnectionManager, MultiplexedConnection};
+use agentd_store::RedisConnection;
+use futures::StreamExt;
 use redis::streams::{StreamId, StreamKey, StreamPendingReply, StreamReadReply};
 use std::collections::BTreeSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+/// The partition reader's connections.
+enum PartitionReaders {
+    /// One Redis: one connection reads every partition at once.
+    One(BlockingConnection),
+    /// A Redis Cluster: a connection per owned partition, following its slot.
+    Each(EachPartition),
+}
+
+/// The partition reader's connections on a Redis Cluster.
+#[derive(Default)]
+struct EachPartition {
+    /// One per owned partition.
+    readers: HashMap<u32, BlockingConnection>,
+    /// The last round read something: the next one does not block.
+    busy: bool,
+}
 
 impl RedisBus {
     /// Runs the partition reader until the bus stops, reconnecting after errors.
@@ -47,7 +68,11 @@ impl RedisBus {
         system: &AgentSystem,
         inflight: &mut InFlight,
     ) -> Result<(), AgentdError> {
-        let mut reader = self.blocking_reader().await?;
+        let mut readers = if self.cfg.target.is_cluster() {
+            PartitionReaders::Each(EachPartition::default())
+        } else {
+            PartitionReaders::One(self.blocking_reader().await?)
+        };
         let mut con = self.con.clone();
         // Entries this consumer read before an error but did not acknowledge are in its pending
         // list, which `>` never returns again: claim them first, and drain the partitions
@@ -64,7 +89,7 @@ impl RedisBus {
                 continue;
             }
             inflight.make_room(self.cfg.batch * owned.len()).await?;
-            let (streams, taken_late) = self.read_round(&mut reader, &owned).await?;
+            let (streams, taken_late) = self.read_round(&mut readers, &owned).await?;
             if !taken_late.is_empty() {
                 inflight.finish().await?;
                 for k in &taken_late {
@@ -123,35 +148,151 @@ impl RedisBus {
     /// consumer.
     async fn read_round(
         &self,
-        reader: &mut MultiplexedConnection,
+        readers: &mut PartitionReaders,
         owned: &[u32],
     ) -> Result<(Vec<StreamKey>, BTreeSet<u32>), AgentdError> {
+        self.reading.store(true, Ordering::SeqCst);
+        let read = match readers {
+            PartitionReaders::One(reader) => self.read_together(reader, owned).await,
+            PartitionReaders::Each(each) => self.read_each(each, owned).await,
+        };
+        self.reading.store(false, Ordering::SeqCst);
+        self.read_rounds.fetch_add(1, Ordering::SeqCst);
+        read
+    }
+
+    /// One Redis: every partition in one `XREADGROUP`.
+    async fn read_together(
+        &self,
+        reader: &mut BlockingConnection,
+        owned: &[u32],
+    ) -> Result<(Vec<StreamKey>, BTreeSet<u32>), AgentdError> {
+        let reply: Vec<redis::Value> = self
+            .read_pipeline(owned, true)
+            .query_async(reader)
+            .await
+            .map_err(be)?;
+        self.read_reply(owned, reply)
+    }
+
+    /// A Redis Cluster: a read names keys of one slot, so each partition is read on a
+    /// connection of its own (to the node serving its slot, following it when it moves), all
+    /// at once; the round, like one read of every partition, ends when every read has come
+    /// back. While partitions have entries (the round before read some), the reads do not
+    /// block: they come back at once, and the next round reads on. An idle reader's reads
+    /// block; as soon as one of them returns entries (or fails), those still blocked are ended
+    /// (`CLIENT UNBLOCK`, which returns them empty, having taken nothing), so that what was
+    /// read is handed over at once, not a block time later.
+    async fn read_each(
+        &self,
+        each: &mut EachPartition,
+        owned: &[u32],
+    ) -> Result<(Vec<StreamKey>, BTreeSet<u32>), AgentdError> {
+        let holding = self.owned();
+        each.readers.retain(|k, _| holding.contains(k));
+        for k in owned {
+            if !each.readers.contains_key(k) {
+                each.readers.insert(*k, self.blocking_reader().await?);
+            }
+        }
+        let block = !each.busy;
+        let mut blocked: HashMap<u32, (String, u16, i64)> = HashMap::new();
+        let mut reads = futures::stream::FuturesUnordered::new();
+        for (k, reader) in each.readers.iter_mut().filter(|(k, _)| owned.contains(k)) {
+            if let Some(client) = reader.blocked_client().filter(|_| block) {
+                blocked.insert(*k, client);
+            }
+            let k = *k;
+            let pipe = self.read_pipeline(&[k], block);
+            reads.push(async move {
+                let reply: redis::RedisResult<Vec<redis::Value>> = pipe.query_async(reader).await;
+                (k, reply)
+            });
+        }
+        let mut streams = Vec::new();
+        let mut taken_late = BTreeSet::new();
+        let mut failed = None;
+        let mut unblocked = false;
+        while let Some((k, reply)) = reads.next().await {
+            blocked.remove(&k);
+            let got = match reply.map_err(be).and_then(|r| self.read_reply(&[k], r)) {
+                Ok((read, late)) => {
+                    let got = !read.is_empty() || !late.is_empty();
+                    streams.extend(read);
+                    taken_late.extend(late);
+                    got
+                }
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    true
+                }
+            };
+            if got && !unblocked && !blocked.is_empty() {
+                unblocked = true;
+                self.unblock(blocked.values()).await;
+            }
+        }
+        each.busy = !streams.is_empty();
+        match failed {
+            // What the other reads returned stays pending here: the reader claims it again
+            // once it has reconnected.
+            Some(e) => Err(e),
+            None => Ok((streams, taken_late)),
+        }
+    }
+
+    /// Ends the reads blocked on `clients` (node, client id), which then return nothing.
+    /// Best effort: a read not ended returns after its block time anyway.
+    async fn unblock<'a>(&self, clients: impl Iterator<Item = &'a (String, u16, i64)>) {
+        let ends = clients.map(|(host, port, id)| {
+            let mut con = self.con.clone();
+            let host = host.clone();
+            let port = *port;
+            let id = *id;
+            async move {
+                let unblock = redis::cmd("CLIENT").arg("UNBLOCK").arg(id).clone();
+                let _: redis::RedisResult<i64> = con.query_on_node(&host, port, &unblock).await;
+            }
+        });
+        futures::future::join_all(ends).await;
+    }
+
+    /// The read of partitions `owned` (one `XREADGROUP` of them all, blocking if `block`), then
+    /// one `XPENDING` each:
+    /// who else holds entries of these partitions, asked right after the read (the same round
+    /// trip: Redis runs it once the read has returned).
+    fn read_pipeline(&self, owned: &[u32], block: bool) -> redis::Pipeline {
         let mut pipe = redis::pipe();
         let read = pipe.cmd("XREADGROUP");
         read.arg("GROUP")
             .arg(GROUP)
             .arg(&self.cfg.process_id)
             .arg("COUNT")
-            .arg(self.cfg.batch)
-            .arg("BLOCK")
-            .arg((self.cfg.lease_ms / 4).clamp(1, 200))
-            .arg("STREAMS");
+            .arg(self.cfg.batch);
+        if block {
+            read.arg("BLOCK").arg((self.cfg.lease_ms / 4).clamp(1, 200));
+        }
+        read.arg("STREAMS");
         for k in owned {
             read.arg(self.keys.partition(*k));
         }
         for _ in owned {
             read.arg(">");
         }
-        // Who else holds entries of these partitions, asked right after the read (the same
-        // round trip: Redis runs it once the read has returned).
         for k in owned {
             pipe.cmd("XPENDING").arg(self.keys.partition(*k)).arg(GROUP);
         }
-        self.reading.store(true, Ordering::SeqCst);
-        let reply: redis::RedisResult<Vec<redis::Value>> = pipe.query_async(reader).await;
-        self.reading.store(false, Ordering::SeqCst);
-        self.read_rounds.fetch_add(1, Ordering::SeqCst);
-        let mut replies = reply.map_err(be)?.into_iter();
+        pipe
+    }
+
+    /// What the answer to [`Self::read_pipeline`] of `owned` holds: the entries read, and the
+    /// partitions whose entries are pending with another consumer.
+    fn read_reply(
+        &self,
+        owned: &[u32],
+        reply: Vec<redis::Value>,
+    ) -> Result<(Vec<StreamKey>, BTreeSet<u32>), AgentdError> {
+        let mut replies = reply.into_iter();
         let streams = match replies.next() {
             Some(v) => redis::from_redis_value_ref::<Option<StreamReadReply>>(&v)
                 .map_err(|e| be(e.into()))?
@@ -190,7 +331,7 @@ impl RedisBus {
         stream: StreamKey,
         system: &AgentSystem,
         inflight: &mut InFlight,
-        con: &mut ConnectionManager,
+        con: &mut RedisConnection,
     ) -> Result<(), AgentdError> {
         let partition = owned
             .iter()

@@ -295,11 +295,7 @@ impl RedisStore {
 }
 
 /// Appends a child's output to its parent's partition stream, as a command of its own.
-async fn append(
-    con: &mut redis::aio::ConnectionManager,
-    stream: &str,
-    env: &Envelope,
-) -> StoreResult<()> {
+async fn append(con: &mut crate::RedisConnection, stream: &str, env: &Envelope) -> StoreResult<()> {
     cmd("XADD")
         .arg(stream)
         .arg("*")

@@ -3,58 +3,47 @@
 //! pipeline calls by their SHA-1.
 
 use super::{RedisStore, be, scripts};
+use crate::RedisConnection;
+use crate::RedisTarget;
 use crate::redis_keys::Keys;
 use agentd_actors::{DEDUP_WINDOW, StoreResult};
-use redis::aio::ConnectionManager;
-use redis::{Script, cmd};
+use redis::Script;
 use std::sync::Arc;
-use std::time::Duration;
 
 impl RedisStore {
-    /// Connects to `url` (`redis://` or `rediss://`, with user and password if needed) for
-    /// namespace `namespace` with `partitions` partitions; fails at once if Redis cannot be
-    /// reached, and if the namespace's layout is not this code's or has another number of
-    /// partitions (see [`super::layout`]): a namespace of the earlier layout needs
-    /// `agentd migrate` first. The connection reconnects by itself afterwards.
+    /// Connects to one Redis at `url` (`redis://` or `rediss://`, with user and password if
+    /// needed); see [`Self::connect_to`].
     pub async fn connect(url: &str, namespace: &str, partitions: u32) -> StoreResult<Self> {
-        let store = Self::connect_unchecked(url, namespace, partitions).await?;
+        Self::connect_to(&RedisTarget::single(url), namespace, partitions).await
+    }
+
+    /// Connects to `target` (one Redis, or a Redis Cluster by its seed nodes) for namespace
+    /// `namespace` with `partitions` partitions; fails at once if Redis cannot be reached, and
+    /// if the namespace's layout is not this code's or has another number of partitions (see
+    /// [`super::layout`]): a namespace of the earlier layout needs `agentd migrate` first. The
+    /// connection reconnects by itself afterwards.
+    pub async fn connect_to(
+        target: &RedisTarget,
+        namespace: &str,
+        partitions: u32,
+    ) -> StoreResult<Self> {
+        let store = Self::connect_unchecked(target, namespace, partitions).await?;
         super::layout::ensure(&mut store.connection(), store.keys()).await?;
         Ok(store)
     }
 
-    /// [`Self::connect`] without the layout check (for `agentd migrate`, which moves it).
+    /// [`Self::connect_to`] without the layout check (for `agentd migrate`, which moves it).
     pub(crate) async fn connect_unchecked(
-        url: &str,
+        target: &RedisTarget,
         namespace: &str,
         partitions: u32,
     ) -> StoreResult<Self> {
-        let client = redis::Client::open(url).map_err(be)?;
-        // One plain connection and a PING first: an unreachable Redis is a clear error at once,
-        // not a series of reconnect attempts.
-        let probe = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(3)));
-        let mut first = client
-            .get_multiplexed_async_connection_with_config(&probe)
-            .await
-            .map_err(be)?;
-        cmd("PING")
-            .query_async::<String>(&mut first)
-            .await
-            .map_err(be)?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_response_timeout(Some(Duration::from_secs(10)))
-            .set_connection_timeout(Some(Duration::from_secs(3)))
-            .set_max_delay(Duration::from_secs(2))
-            .set_number_of_retries(6);
-        let con = client
-            .get_connection_manager_with_config(config)
-            .await
-            .map_err(be)?;
+        let con = target.connect().await.map_err(be)?;
         Ok(Self::with_connection(con, Keys::new(namespace, partitions)))
     }
 
     /// A store over an existing connection (its namespace's layout checked by the caller).
-    pub fn with_connection(con: ConnectionManager, keys: Keys) -> Self {
+    pub fn with_connection(con: RedisConnection, keys: Keys) -> Self {
         RedisStore {
             con,
             keys,
@@ -86,14 +75,14 @@ impl RedisStore {
     }
 
     /// A clone of the multiplexed command connection.
-    pub fn connection(&self) -> ConnectionManager {
+    pub fn connection(&self) -> RedisConnection {
         self.con.clone()
     }
 
     /// Loads the scripts the flush pipeline and the grouped pushes call by their SHA-1 (a push
     /// call answered `NOSCRIPT` is sent again after the calls behind it, which would reorder
     /// two pushes of one agent).
-    pub(super) async fn load_flush_scripts(&self, con: &mut ConnectionManager) -> StoreResult<()> {
+    pub(super) async fn load_flush_scripts(&self, con: &mut RedisConnection) -> StoreResult<()> {
         for script in [&self.append, &self.flush_own, &self.push_many] {
             script.load_async(con).await.map_err(be)?;
         }

@@ -9,6 +9,7 @@
 //! A namespace that holds the earlier layout is refused with the advice to migrate it.
 
 use super::be;
+use crate::RedisConnection;
 use crate::redis_keys::{Keys, LAYOUT_VERSION};
 use agentd_actors::{StoreError, StoreErrorKind, StoreResult};
 use redis::aio::ConnectionLike;
@@ -41,7 +42,7 @@ pub(crate) fn legacy_partition(ns: &str, k: u32) -> String {
 
 /// Checks that the namespace of `keys` has this code's layout with `keys.partitions()`
 /// partitions, creating it on a namespace no process has used yet.
-pub(crate) async fn ensure<C: ConnectionLike>(con: &mut C, keys: &Keys) -> StoreResult<()> {
+pub(crate) async fn ensure(con: &mut RedisConnection, keys: &Keys) -> StoreResult<()> {
     let mut layout = read(con, keys).await?;
     if layout.is_empty() {
         if legacy_present(con, keys.ns()).await? {
@@ -110,7 +111,7 @@ pub(crate) fn check(layout: &HashMap<String, String>, keys: &Keys) -> StoreResul
 
 /// Whether namespace `ns` holds keys of the earlier layout: its partition 0 stream, its roots
 /// index, its member set, or any agent key.
-pub(crate) async fn legacy_present<C: ConnectionLike>(con: &mut C, ns: &str) -> StoreResult<bool> {
+pub(crate) async fn legacy_present(con: &mut RedisConnection, ns: &str) -> StoreResult<bool> {
     let kind: String = cmd("TYPE")
         .arg(legacy_partition(ns, 0))
         .query_async(con)
@@ -129,6 +130,11 @@ pub(crate) async fn legacy_present<C: ConnectionLike>(con: &mut C, ns: &str) -> 
         if found > 0 {
             return Ok(true);
         }
+    }
+    // An agent key of the earlier layout, looked for on one Redis only: that layout never ran on
+    // a cluster (where `SCAN` walks one node).
+    if con.is_cluster() {
+        return Ok(false);
     }
     Ok(!scan(con, &format!("{ns}:agent:{{*"), Some(1))
         .await?

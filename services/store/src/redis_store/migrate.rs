@@ -12,9 +12,9 @@
 
 use super::layout::{self, TOMBSTONE, legacy_partition};
 use super::{RedisStore, be};
+use crate::RedisConnection;
 use crate::redis_keys::{AGENT_PARTS, Keys, LAYOUT_VERSION};
 use agentd_actors::{StoreError, StoreErrorKind, StoreResult};
-use redis::aio::ConnectionManager;
 use redis::cmd;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -50,7 +50,9 @@ impl RedisStore {
         partitions: u32,
         live_ms: u64,
     ) -> StoreResult<Migrated> {
-        let store = Self::connect_unchecked(url, namespace, partitions).await?;
+        let store =
+            Self::connect_unchecked(&crate::RedisTarget::single(url), namespace, partitions)
+                .await?;
         let mut con = store.connection();
         let keys = store.keys().clone();
         let ns = keys.ns().to_string();
@@ -156,11 +158,7 @@ impl RedisStore {
 }
 
 /// Refuses while any of member sets `sets` has a heartbeat within `live_ms`.
-async fn refuse_live(
-    con: &mut ConnectionManager,
-    sets: &[String],
-    live_ms: u64,
-) -> StoreResult<()> {
+async fn refuse_live(con: &mut RedisConnection, sets: &[String], live_ms: u64) -> StoreResult<()> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -191,7 +189,7 @@ async fn refuse_live(
 
 /// How many partition streams the earlier layout has (the highest `<ns>:p:{<k>}` stream + 1;
 /// agentd created every one at its start), 0 if none.
-async fn legacy_partition_count(con: &mut ConnectionManager, ns: &str) -> StoreResult<u32> {
+async fn legacy_partition_count(con: &mut RedisConnection, ns: &str) -> StoreResult<u32> {
     let prefix = format!("{ns}:p:{{");
     let mut count = 0;
     for key in layout::scan(con, &format!("{prefix}*}}"), None).await? {
@@ -213,7 +211,7 @@ async fn legacy_partition_count(con: &mut ConnectionManager, ns: &str) -> StoreR
 /// Renames `old` to `new` if `old` exists with type `kind`; answers 1 if it did. (A key
 /// renamed by an earlier run that was cut off is simply not there any more.)
 async fn rename_if(
-    con: &mut ConnectionManager,
+    con: &mut RedisConnection,
     old: &str,
     new: &str,
     kind: &str,
@@ -233,7 +231,7 @@ async fn rename_if(
 
 /// Moves every agent key `<ns>:agent:{<id>}[:<part>]` to its partition's slot; answers the
 /// agents (records) and keys moved.
-async fn move_agents(con: &mut ConnectionManager, keys: &Keys) -> StoreResult<(usize, usize)> {
+async fn move_agents(con: &mut RedisConnection, keys: &Keys) -> StoreResult<(usize, usize)> {
     let prefix = format!("{}:agent:{{", keys.ns());
     let (mut agents, mut moved) = (0, 0);
     let mut cursor: u64 = 0;
@@ -297,7 +295,7 @@ fn legacy_agent_key<'k>(prefix: &str, key: &'k str) -> Option<(&'k str, Option<&
 
 /// Moves the earlier layout's one roots index into one per partition; answers 1 if there was
 /// one.
-async fn move_roots(con: &mut ConnectionManager, keys: &Keys) -> StoreResult<usize> {
+async fn move_roots(con: &mut RedisConnection, keys: &Keys) -> StoreResult<usize> {
     let old = format!("{}:roots", keys.ns());
     let roots: Vec<(String, f64)> = cmd("ZRANGE")
         .arg(&old)

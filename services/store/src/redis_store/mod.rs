@@ -25,16 +25,16 @@ mod scripts;
 pub use migrate::Migrated;
 pub use push::PushFence;
 
+use crate::RedisConnection;
 use crate::redis_keys::Keys;
 use agentd_actors::{StoreError, StoreErrorKind};
 use redis::Script;
-use redis::aio::ConnectionManager;
 use std::sync::Arc;
 
 /// A `ThreadStore` in Redis.
 #[derive(Clone)]
 pub struct RedisStore {
-    con: ConnectionManager,
+    con: RedisConnection,
     keys: Keys,
     append: Script,
     replace: Script,

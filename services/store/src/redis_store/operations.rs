@@ -52,12 +52,30 @@ impl ThreadStore for RedisStore {
 
     async fn list_roots(&self) -> StoreResult<Vec<AgentRecord>> {
         let mut con = self.con.clone();
-        // One roots index per partition, in its slot: the reads fan out, one per partition.
-        let mut pipe = redis::pipe();
-        for k in 0..self.keys.partitions() {
-            pipe.cmd("ZRANGE").arg(self.keys.roots(k)).arg(0).arg(-1);
-        }
-        let ids: Vec<Vec<String>> = pipe.query_async(&mut con).await.map_err(be)?;
+        // One roots index per partition, in its slot: the reads fan out, one per partition, in
+        // one pipeline on one Redis; on a cluster, where a pipeline reaches one node, as
+        // commands of their own, all at once.
+        let ids: Vec<Vec<String>> = if con.is_cluster() {
+            let reads = (0..self.keys.partitions()).map(|k| {
+                let mut con = con.clone();
+                let key = self.keys.roots(k);
+                async move {
+                    cmd("ZRANGE")
+                        .arg(key)
+                        .arg(0)
+                        .arg(-1)
+                        .query_async::<Vec<String>>(&mut con)
+                        .await
+                }
+            });
+            futures::future::try_join_all(reads).await.map_err(be)?
+        } else {
+            let mut pipe = redis::pipe();
+            for k in 0..self.keys.partitions() {
+                pipe.cmd("ZRANGE").arg(self.keys.roots(k)).arg(0).arg(-1);
+            }
+            pipe.query_async(&mut con).await.map_err(be)?
+        };
         let mut out = Vec::new();
         for id in ids.into_iter().flatten() {
             if let Some(rec) = self.get_agent(&id).await? {
