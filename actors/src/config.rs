@@ -235,6 +235,9 @@ impl AgentTypes {
     /// defines, as `worker.toml`) is that name's: it replaces the alias, as a file replaces
     /// the built-in type of its name.
     pub fn get(&self, name: &str) -> Option<&AgentType> {
+        if let Some(t) = self.types.get(name) {
+            return Some(t);
+        }
         let name = name.trim();
         self.types.get(name).or_else(|| {
             Self::ALIASES
@@ -260,8 +263,16 @@ impl AgentTypes {
     /// The worker types of `parent_type`, by trimmed title.
     pub fn workers_of(&self, parent_type: &str) -> Vec<&AgentType> {
         self.get(parent_type)
-            .map(|t| t.workers.iter().filter_map(|w| self.get(w)).collect())
+            .map(|t| self.workers(t).collect())
             .unwrap_or_default()
+    }
+
+    /// The worker types of `parent`, in its order (types it names that do not exist left out).
+    pub fn workers<'a>(
+        &'a self,
+        parent: &'a AgentType,
+    ) -> impl Iterator<Item = &'a AgentType> + Clone {
+        parent.workers.iter().filter_map(|w| self.get(w))
     }
 }
 

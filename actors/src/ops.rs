@@ -3,7 +3,6 @@
 //! one implementation, two doors.
 
 use crate::agent::messages::{ApplyControl, RuntimeState, Snapshot};
-use crate::channel_router::messages::RouteAcked;
 use crate::clock::{Clock, SystemClock};
 use crate::deps::Deps;
 use crate::errors::mailbox;
@@ -65,11 +64,7 @@ pub(crate) async fn post(
         env.correlation_id = Some(cause);
     }
     let id = env.id;
-    system
-        .router
-        .send(RouteAcked(env))
-        .await
-        .map_err(mailbox)??;
+    system.route_acked(env).await?;
     Ok(id)
 }
 
@@ -87,7 +82,7 @@ pub(crate) async fn post_as(
     env.id = id;
     env.sent_at = SystemClock.now_ms();
     env.trace = crate::telemetry::current();
-    system.router.send(RouteAcked(env)).await.map_err(mailbox)?
+    system.route_acked(env).await
 }
 
 /// Applies a lifecycle control: pause/resume on the (activated) agent itself; cancel,

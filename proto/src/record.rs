@@ -17,9 +17,9 @@ pub enum Channel {
     /// A root: output stays on its thread (readers use the API or events).
     #[default]
     None,
-    /// A worker thread created through `Manage send_message` (boxed: most agents' records
-    /// carry a smaller channel, and every live agent holds its record).
-    Manage(Box<ManageChannel>),
+    /// A worker thread created through `Manage send_message`. Shared, not boxed: it never
+    /// changes after the spawn, and every change of the worker's record copies the record.
+    Manage(std::sync::Arc<ManageChannel>),
     /// A sub-agent created by `spawn_agent` (seeds 002 and 004).
     Spawn {
         /// The parent agent.

@@ -244,9 +244,7 @@ impl Handler<Delivery> for AgentActor {
             // What this actor took now would be dropped from memory with no live actor left
             // to run it: the router routes it again (to a fresh actor or the new owner).
             tracing::debug!(agent_id = %self.rec.id, message_id = %d.env.id, "delivery refused: the agent is stopping");
-            self.system
-                .router
-                .do_send(crate::channel_router::messages::Refused(d));
+            self.system.refused(d);
             return AtomicResponse::new(Box::pin(actix::fut::ready(())));
         }
         let Delivery { env, ack, .. } = d;

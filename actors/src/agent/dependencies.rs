@@ -4,7 +4,6 @@
 
 use super::AgentActor;
 use super::activity::Activity;
-use crate::channel_router::messages::Route;
 use crate::supervisor::messages::TellDependents;
 use actix::prelude::*;
 use agentd_proto::{
@@ -151,7 +150,7 @@ impl AgentActor {
                 DependencyOutcome::Met,
                 now,
             );
-            act.system.router.do_send(Route(news));
+            act.system.route(news);
             act.done(Some(env.id), ctx);
             act.check_activity();
         }));

@@ -10,7 +10,7 @@
 
 use super::AgentActor;
 use super::activity::Timer;
-use crate::messages::ChildOutput;
+use crate::messages::{ChildOutput, OutputPort};
 use crate::ports::StoreWrite;
 use crate::turn::TurnResult;
 use actix::prelude::*;
@@ -461,7 +461,7 @@ impl AgentActor {
             kept: false,
         };
         if let Some(out) = self.writes.send_or_hold(out) {
-            self.system.router.do_send(out);
+            self.system.send_output(out);
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use super::AgentActor;
 use super::write_behind::Batch;
-use crate::messages::ChildOutput;
+use crate::messages::{ChildOutput, OutputPort};
 use crate::ports::{StoreError, StoreErrorKind, StoreWrite};
 use actix::prelude::*;
 use agentd_proto::Envelope;
@@ -79,7 +79,7 @@ impl AgentActor {
             Ok(()) => {
                 act.writes.batch_written(batch.input_written);
                 for out in batch.outputs {
-                    act.system.router.do_send(out);
+                    act.system.send_output(out);
                 }
             }
             Err(e) => act.flush_failed(e, batch, ctx),
@@ -105,7 +105,7 @@ impl AgentActor {
     /// forwards it carried to their parents' partitions.
     fn send_outputs_alone(&self, writes: Vec<StoreWrite>, outputs: Vec<ChildOutput>) {
         for out in outputs {
-            self.system.router.do_send(out);
+            self.system.send_output(out);
         }
         let Some(transport) = self.deps().transport.clone() else {
             return;

@@ -439,7 +439,7 @@ impl AgentActor {
                 agents: self.system.agents(),
                 cause,
             },
-            outputs: Arc::clone(&self.system.outputs),
+            outputs: self.system.output_port(),
             rate_gates: Arc::clone(&self.system.rate_gates),
             progress,
             shared: Arc::clone(&shared),

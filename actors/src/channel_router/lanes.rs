@@ -48,12 +48,21 @@ impl Lane {
 }
 
 impl ChannelRouter {
+    /// Opens `target`'s lane with what it holds (counted while it is open).
+    pub(super) fn open_lane(&mut self, target: String, lane: Lane) {
+        if self.lanes.insert(target, lane).is_none() {
+            self.system.in_router.lane_opened();
+        }
+    }
+
     /// Routes the envelopes of `target`'s lane in order, until one must wait (a forward to
     /// another process, an activation), whose completion works the lane on.
     pub(super) fn work_lane(&mut self, target: String, ctx: &mut Context<Self>) {
         loop {
             let Some(d) = self.lanes.get_mut(&target).and_then(Lane::pop) else {
-                self.lanes.remove(&target);
+                if self.lanes.remove(&target).is_some() {
+                    self.system.in_router.lane_closed();
+                }
                 return;
             };
             if self.is_remote(&d, &target)
@@ -99,6 +108,7 @@ impl Handler<Refused> for ChannelRouter {
         // activate a fresh one from the durable inbox (or for the envelope to go to the
         // partition's new owner).
         let Some(target) = d.env.to.agent_id().map(str::to_string) else {
+            self.system.in_router.envelope_routed();
             return;
         };
         tracing::debug!(agent_id = %target, message_id = %d.env.id, "delivery to a stopping actor; routing it again");
@@ -110,11 +120,13 @@ impl Handler<Refused> for ChannelRouter {
                     bounced: 0,
                 };
                 lane.push_refused(d);
-                self.lanes.insert(target.clone(), lane);
+                self.open_lane(target.clone(), lane);
                 ctx.run_later(std::time::Duration::from_millis(5), move |act, ctx| {
                     act.work_lane(target, ctx)
                 });
             }
         }
+        // In a lane now (opened before this): the lane keeps senders from going straight.
+        self.system.in_router.envelope_routed();
     }
 }

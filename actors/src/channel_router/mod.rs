@@ -13,7 +13,8 @@
 //! Invariant: envelopes for one receiver reach it in the order they were routed. A live local
 //! agent gets each at once (`do_send` queues behind everything sent before, full mailbox or
 //! not); anything else waits in the receiver's lane, which is worked off one envelope at a
-//! time.
+//! time. The router counts what it was handed and has not routed, and its open lanes, so that
+//! senders may go straight to a live agent while both are zero (`supervisor::shortcuts`).
 
 mod lanes;
 pub(crate) mod messages;
@@ -68,24 +69,25 @@ impl ChannelRouter {
     /// a live local agent gets it at once; otherwise (activation, another process's
     /// partition) it waits in the receiver's lane.
     fn route(&mut self, d: Delivery, ctx: &mut Context<Self>) {
-        let Some(target) = d.env.to.agent_id().map(str::to_string) else {
+        let Some(target) = d.env.to.agent_id() else {
             d.answer(Err(AgentdError::new(
                 ErrorCode::BadEnvelope,
                 "only agent addresses are routed",
             )));
             return;
         };
-        if let Some(lane) = self.lanes.get_mut(&target) {
+        if let Some(lane) = self.lanes.get_mut(target) {
             lane.push(d);
             return;
         }
-        if !self.is_remote(&d, &target)
-            && let Some(addr) = self.system.directory.agent(&target)
+        if !self.is_remote(&d, target)
+            && let Some(addr) = self.system.directory.agent(target)
         {
             addr.do_send(d);
             return;
         }
-        self.lanes.insert(target.clone(), Lane::of(d));
+        let target = target.to_string();
+        self.open_lane(target.clone(), Lane::of(d));
         self.work_lane(target, ctx);
     }
 
@@ -103,6 +105,7 @@ impl ChannelRouter {
             from_stream,
         };
         self.route(d, ctx);
+        self.system.in_router.envelope_routed();
         Box::pin(async move {
             answer.await.unwrap_or_else(|_| {
                 Err(AgentdError::new(
@@ -140,6 +143,7 @@ impl Handler<Route> for ChannelRouter {
             from_stream: false,
         };
         self.route(d, ctx);
+        self.system.in_router.envelope_routed();
     }
 }
 

@@ -7,6 +7,7 @@ use super::ChannelRouter;
 use super::messages::RemoteOutput;
 use crate::errors::mailbox;
 use crate::messages::{ChildOutput, output_envelope};
+use crate::supervisor::SystemHandle;
 use crate::supervisor::messages::ParentRouterFor;
 use actix::prelude::*;
 use agentd_proto::{AgentdError, ErrorCode, Item};
@@ -24,6 +25,9 @@ impl Handler<ChildOutput> for ChannelRouter {
     type Result = AtomicResponse<Self, ()>;
 
     fn handle(&mut self, out: ChildOutput, _: &mut Self::Context) -> Self::Result {
+        // Every output reaches this router through `Shared::output_to_router`, counted: it is
+        // uncounted once this handler's work is done, whichever way it took.
+        let left = Left(self.system.clone());
         let Some(parent_id) = out.child.channel.parent_id().map(str::to_string) else {
             return AtomicResponse::new(Box::pin(actix::fut::ready(())));
         };
@@ -40,6 +44,7 @@ impl Handler<ChildOutput> for ChannelRouter {
             // Outputs keep their order, so the next one waits while this one is tried again
             // (Redis unreachable: nothing else gets through meanwhile either).
             let fut = async move {
+                let _left = left;
                 let mut backoff = std::time::Duration::from_millis(50);
                 for attempt in 1..=FORWARD_ATTEMPTS {
                     match transport.forward(&env).await {
@@ -68,19 +73,20 @@ impl Handler<ChildOutput> for ChannelRouter {
         }
         let supervisor = self.system.supervisor.clone();
         let fut = async move { supervisor.send(ParentRouterFor(parent_id)).await };
-        AtomicResponse::new(Box::pin(fut.into_actor(self).map(
-            move |res, _, _| match res {
+        AtomicResponse::new(Box::pin(fut.into_actor(self).map(move |res, _, _| {
+            match res {
                 Ok(pr) => pr.do_send(out),
                 Err(e) => tracing::error!(error = %e, "no parent router; child output dropped"),
-            },
-        )))
+            }
+            drop(left);
+        })))
     }
 }
 
 impl Handler<RemoteOutput> for ChannelRouter {
     type Result = ResponseActFuture<Self, Result<(), AgentdError>>;
 
-    fn handle(&mut self, RemoteOutput(env): RemoteOutput, ctx: &mut Self::Context) -> Self::Result {
+    fn handle(&mut self, RemoteOutput(env): RemoteOutput, _: &mut Self::Context) -> Self::Result {
         let Item::Output(output) = env.item else {
             return Box::pin(actix::fut::ready(Err(AgentdError::new(
                 ErrorCode::BadEnvelope,
@@ -91,7 +97,7 @@ impl Handler<RemoteOutput> for ChannelRouter {
         let cause = env.causation_id.unwrap_or(env.id);
         let cached = self.remote_children.get(&child_id).cloned();
         let store = self.system.deps.store.clone();
-        let me = ctx.address();
+        let system = self.system.clone();
         // The parent's router here, if this process owns the parent: the output is answered
         // (and its stream entry acknowledged) only once that router has handled it — put it
         // in the parent's durable inbox, or handed it to a waiting call — so a crash before
@@ -142,7 +148,7 @@ impl Handler<RemoteOutput> for ChannelRouter {
                     pr.send(out).await.map_err(mailbox)?;
                 }
                 // Not this process's (any more): the router forwards it.
-                None => me.send(out).await.map_err(mailbox)?,
+                None => system.output_to_router().send(out).await.map_err(mailbox)?,
             }
             Ok::<_, AgentdError>(fresh.then_some(child))
         };
@@ -155,5 +161,15 @@ impl Handler<RemoteOutput> for ChannelRouter {
             }
             Ok(())
         }))
+    }
+}
+
+/// Takes an output handed to the router off the count of what it holds when dropped, i.e. once
+/// the router's work on it is done, whichever way it went.
+struct Left(SystemHandle);
+
+impl Drop for Left {
+    fn drop(&mut self) {
+        self.0.in_router.output_passed_on();
     }
 }

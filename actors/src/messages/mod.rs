@@ -14,5 +14,5 @@ mod output;
 mod spawn;
 
 pub(crate) use manage::{CancelWait, Dispatched, ManageSend, Wait, WaitResult};
-pub(crate) use output::{ChildOutput, output_envelope, outputs_into_batch};
+pub(crate) use output::{ChildOutput, OutputPort, output_envelope, outputs_into_batch};
 pub(crate) use spawn::{Spawn, SpawnSpec};

@@ -31,6 +31,13 @@ pub struct ChildOutput {
     pub kept: bool,
 }
 
+/// Where the agents and turns of one process send the child outputs that did not leave with a
+/// store batch (the process's [`SystemHandle`](crate::supervisor::SystemHandle) is one): to the
+/// parent's router, keeping each child's outputs in the order they were sent.
+pub(crate) trait OutputPort: Send + Sync {
+    fn send_output(&self, out: ChildOutput);
+}
+
 /// The envelope that carries `out` to `parent_id`'s router in another process: its id is
 /// derived from the entry that carries the output, so a turn re-run after a crash sends the
 /// same envelope again and the parent takes it once.

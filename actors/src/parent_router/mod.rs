@@ -2,7 +2,6 @@
 //! `(worker title, threadAlias)` to a persistent child agent (get-or-create), holds the
 //! pending sync waits, and forwards child output to the parent (seed 000's ManageAdapter).
 
-use crate::channel_router::messages::RouteAcked;
 use crate::errors::mailbox;
 use crate::hashing::FastHashMap;
 use crate::messages::ChildOutput;
@@ -161,12 +160,14 @@ impl ParentRouter {
                         env: Default::default(),
                         background: false,
                         trace: m.trace,
-                        channel: Channel::Manage(Box::new(agentd_proto::ManageChannel {
-                            parent_id: parent_id.clone(),
-                            worker_title: m.worker_title.clone(),
-                            alias: m.alias.clone(),
-                            options: m.options.clone(),
-                        })),
+                        channel: Channel::Manage(std::sync::Arc::new(
+                            agentd_proto::ManageChannel {
+                                parent_id: parent_id.clone(),
+                                worker_title: m.worker_title.clone(),
+                                alias: m.alias.clone(),
+                                options: m.options.clone(),
+                            },
+                        )),
                     }))
                     .await
                     .map_err(mailbox)??;
@@ -245,9 +246,9 @@ impl ParentRouter {
 
     /// Routes a dispatched message; one that could not be sent takes its sync wait with it.
     fn route(&mut self, env: Envelope, dispatched: Dispatched) -> SendFuture {
-        let router = self.system.router.clone();
+        let routed = self.system.route_acked(env);
         Box::pin(
-            async move { router.send(RouteAcked(env)).await.map_err(mailbox)? }
+            routed
                 .into_actor(self)
                 .map(move |routed, act, _| match routed {
                     Ok(_) => Ok(dispatched),
@@ -372,7 +373,7 @@ impl ParentRouter {
             _ => !matches!(out.output, Output::Reply { text: _ }),
         };
         let deps = self.system.deps.clone();
-        let router = self.system.router.clone();
+        let system = self.system.clone();
         let parent_id = self.parent_id.clone();
         let child_id = child.id.clone();
         let fut = async move {
@@ -412,7 +413,7 @@ impl ParentRouter {
             env.causation_id = Some(out.cause);
             // The turn the parent runs on it follows (links to) the child's span.
             env.trace = child.trace;
-            router.send(RouteAcked(env)).await.map_err(mailbox)??;
+            system.route_acked(env).await?;
             crate::metrics::global().inc(
                 "agentd_messages_out_total",
                 "Child output forwarded to parents, by kind.",

@@ -22,7 +22,6 @@
 
 use super::Supervisor;
 use super::messages::TellDependents;
-use crate::channel_router::messages::Route;
 use crate::deps::Deps;
 use crate::supervisor::SystemHandle;
 use actix::prelude::*;
@@ -110,10 +109,10 @@ impl Dependencies {
         let now = system.deps.clock.now_ms();
         for (dependency, outcome) in self.failed {
             let env = news(&dependency, dependent, outcome, now);
-            system.router.do_send(Route(env));
+            system.route(env);
         }
         for env in self.watches {
-            system.router.do_send(Route(env));
+            system.route(env);
         }
     }
 
@@ -231,7 +230,7 @@ pub(crate) async fn tell_dependents(
             tracing::warn!(agent_id = %dependency, dependent, error = %e, "forgetting a met dependent failed; it learns it when activated");
         }
         let env = news(dependency, &dependent, outcome, deps.clock.now_ms());
-        system.router.do_send(Route(env));
+        system.route(env);
     }
 }
 

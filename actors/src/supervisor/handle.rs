@@ -6,15 +6,16 @@
 //! the ports ([`Deps`]), the recipients they send to, and the [`Agents`] port, which the same
 //! pointer implements ([`SystemHandle::agents`]).
 
+use super::shortcuts::InRouter;
 use super::{Directory, Supervisor};
 use crate::channel_router::ChannelRouter;
 use crate::deps::Deps;
-use crate::messages::ChildOutput;
+use crate::messages::OutputPort;
 use crate::rate_gate::RateGates;
 use crate::scheduler::Scheduler;
 use crate::tools::Agents;
 use crate::tree_spend::TreeSpend;
-use actix::{Addr, Recipient};
+use actix::Addr;
 use std::sync::Arc;
 
 /// A shared handle on the actors and ports of one process.
@@ -29,9 +30,9 @@ pub(crate) struct Shared {
     pub(crate) supervisor: Arc<Addr<Supervisor>>,
     /// The process router.
     pub(crate) router: Arc<Addr<ChannelRouter>>,
-    /// The process router as the turns' child outputs reach it: one recipient for every turn
-    /// (a `Recipient` made from an `Addr` allocates twice).
-    pub(crate) outputs: Arc<Recipient<ChildOutput>>,
+    /// What the process router holds that a send straight to an actor could overtake
+    /// (`super::shortcuts`).
+    pub(crate) in_router: InRouter,
     /// Turn slots under a concurrency limit, if one is set.
     pub(crate) scheduler: Option<Addr<Scheduler>>,
     /// The live agents and parent routers of this process (written by the supervisor only).
@@ -45,6 +46,11 @@ pub(crate) struct Shared {
 impl SystemHandle {
     pub(crate) fn new(shared: Shared) -> Self {
         SystemHandle(Arc::new(shared))
+    }
+
+    /// Where turns send child outputs: the same pointer, behind [`OutputPort`].
+    pub(crate) fn output_port(&self) -> Arc<dyn OutputPort> {
+        self.0.clone()
     }
 
     /// The system as a tool sees it: the same pointer, behind the narrow [`Agents`] port.

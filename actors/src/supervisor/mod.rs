@@ -12,6 +12,7 @@
 //! | [`activate`] | bringing a persisted agent to life, with its pending inbox |
 //! | [`dependencies`] | who waits for whom (`depends_on`) |
 //! | [`lifecycle`] | controls and their cascades; passivation and shutdown |
+//! | [`shortcuts`] | envelopes and child outputs sent straight to a live actor, past the process router, when nothing can be overtaken |
 
 mod activate;
 mod dependencies;
@@ -19,6 +20,7 @@ mod directory;
 mod handle;
 mod lifecycle;
 pub(crate) mod messages;
+mod shortcuts;
 mod spawn;
 
 pub(crate) use dependencies::{

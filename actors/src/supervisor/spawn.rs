@@ -71,9 +71,7 @@ impl Supervisor {
             // Its partition belongs to another process: that process activates it when the
             // first message (or the news of a dependency) arrives.
             if let Some(env) = first {
-                self.system
-                    .router
-                    .do_send(crate::channel_router::messages::Route(env));
+                self.system.route(env);
             }
             dependencies.announce(&self.system, &rec.id);
             return Ok(Arc::unwrap_or_clone(rec));

@@ -50,7 +50,7 @@ impl AgentSystem {
             deps: deps.clone(),
             supervisor: Arc::new(supervisor_ctx.address()),
             router: Arc::new(router_ctx.address()),
-            outputs: Arc::new(router_ctx.address().recipient()),
+            in_router: Default::default(),
             scheduler,
             directory: Default::default(),
             tree_spend: Default::default(),
@@ -76,11 +76,7 @@ impl AgentSystem {
         &self,
         env: Envelope,
     ) -> impl std::future::Future<Output = Result<bool, AgentdError>> + use<> {
-        let sent = self
-            .system
-            .router
-            .send(crate::channel_router::messages::RouteFromStream(env));
-        async move { sent.await.map_err(mailbox)? }
+        self.system.route_from_stream(env)
     }
 
     /// Routes `env` like any envelope of this process and answers once it is in the
@@ -89,11 +85,7 @@ impl AgentSystem {
         &self,
         env: Envelope,
     ) -> impl std::future::Future<Output = Result<bool, AgentdError>> + use<> {
-        let sent = self
-            .system
-            .router
-            .send(crate::channel_router::messages::RouteAcked(env));
-        async move { sent.await.map_err(mailbox)? }
+        self.system.route_acked(env)
     }
 
     /// Takes a child's output that arrived through a partition stream (an `Item::Output`

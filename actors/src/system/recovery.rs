@@ -50,7 +50,11 @@ impl AgentSystem {
                 cause,
                 kept: true,
             };
-            self.system.router.send(out).await.map_err(mailbox)?;
+            self.system
+                .output_to_router()
+                .send(out)
+                .await
+                .map_err(mailbox)?;
             handed += 1;
         }
         if handed > 0 {

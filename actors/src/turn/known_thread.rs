@@ -41,7 +41,7 @@ impl Turn {
         self.deps.store.write_batch(&writes).await?;
         self.remember(entry);
         for out in outputs {
-            self.outputs.do_send(out);
+            self.outputs.send_output(out);
         }
         Ok(())
     }

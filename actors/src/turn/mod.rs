@@ -34,7 +34,7 @@ pub(crate) use service_calls::WaitingCall;
 pub(crate) use shared::{OpenCall, TurnShared};
 
 use crate::deps::Deps;
-use crate::messages::ChildOutput;
+use crate::messages::{ChildOutput, OutputPort};
 use crate::rate_gate::RateGates;
 use crate::tools::ToolContext;
 use actix::Recipient;
@@ -118,9 +118,8 @@ pub(crate) struct Turn {
     pub deps: Arc<Deps>,
     /// What the turn's tool calls see: the caller, the ports, the [`crate::tools::Agents`] port.
     pub tools: ToolContext,
-    /// Where the child outputs the turn makes go when they did not leave with its store batch
-    /// (the channel router).
-    pub outputs: Arc<Recipient<ChildOutput>>,
+    /// Where the child outputs the turn makes go when they did not leave with its store batch.
+    pub outputs: Arc<dyn OutputPort>,
     /// Providers that rate-limited this process, and until when (paces the model calls).
     pub rate_gates: Arc<RateGates>,
     /// Where the usage of each step but the last goes (the agent counts it at once, so a

@@ -47,16 +47,18 @@ pub(super) fn spec(rec: &AgentRecord, deps: &Deps) -> ToolSpec {
 pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
     let mut req = ManageRequest::from_json(args)?;
     let types = &ctx.deps.config.types;
-    let workers = types.workers_of(&ctx.caller.agent_type);
+    let caller_type = types.get(&ctx.caller.agent_type);
+    let workers = caller_type.into_iter().flat_map(|t| types.workers(t));
+    let no_workers = workers.clone().next().is_none();
     match req.command {
         ManageCommand::CheckStatus => {
             // Seed 000's schema requires the alias for both commands, though `check_status`
             // counts every child thread of the caller.
             ManageRequest::required(&req.thread_alias, "threadAlias")?;
-            check_status(ctx, workers.is_empty()).await
+            check_status(ctx, no_workers).await
         }
         ManageCommand::SendMessage => {
-            if workers.is_empty() {
+            if no_workers {
                 return Err(AgentdError::new(
                     ErrorCode::NoWorkers,
                     format!(
@@ -76,10 +78,10 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
                 .message("message", &message)?;
             let alias = ManageRequest::required(&req.thread_alias, "threadAlias")?.to_string();
             let worker_type = workers
-                .iter()
+                .clone()
                 .find(|w| w.title.trim() == worker.as_str())
                 .ok_or_else(|| {
-                    let known: Vec<&str> = workers.iter().map(|w| w.title.trim()).collect();
+                    let known: Vec<&str> = workers.map(|w| w.title.trim()).collect();
                     AgentdError::new(
                         ErrorCode::UnknownWorker,
                         format!(
@@ -88,7 +90,7 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
                         ),
                     )
                 })?;
-            let options = match types.get(&ctx.caller.agent_type) {
+            let options = match caller_type {
                 Some(t) => t.manage.with_overrides(&req),
                 None => ManageOptions::default().with_overrides(&req),
             };

@@ -27,7 +27,7 @@ pub fn record(id: &str, parent: Option<&str>, created: u64) -> AgentRecord {
         foreground: parent.is_none(),
         allowed_tools: Some(vec!["current_time".into()]),
         channel: match parent {
-            Some(p) => Channel::Manage(Box::new(agentd_proto::ManageChannel {
+            Some(p) => Channel::Manage(std::sync::Arc::new(agentd_proto::ManageChannel {
                 parent_id: p.into(),
                 worker_title: "Ops".into(),
                 alias: "a1".into(),

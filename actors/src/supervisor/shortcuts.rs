@@ -1,0 +1,172 @@
+//! Shortcuts past the process router. Every envelope and child output of a process may go
+//! through the [`ChannelRouter`], which keeps each receiver's order (lanes while an actor is
+//! activated or lives elsewhere). When the receiver is a live actor of this process and the
+//! router holds nothing that could be ahead of what is sent now, the router would only pass it
+//! on: it is sent straight to the actor instead, saving a message hop.
+//!
+//! Invariant: a thing sent straight never overtakes one sent before it to the same receiver.
+//! The router counts what it was handed and has not passed on yet, and the lanes it keeps open
+//! ([`InRouter`]); a shortcut is taken only while both counts are zero. Whatever the router was
+//! handed before is then in the receiver's mailbox already (it passes things on before it
+//! uncounts them), and `do_send` queues behind it.
+
+use super::SharedAgentAddr;
+use super::handle::Shared;
+use crate::agent::messages::Delivery;
+use crate::channel_router::ChannelRouter;
+use crate::channel_router::messages::{Refused, Route, RouteAcked, RouteFromStream};
+use crate::errors::mailbox;
+use crate::messages::{ChildOutput, OutputPort};
+use actix::Addr;
+use agentd_proto::{AgentdError, Envelope, ErrorCode};
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// What the process router holds that a shortcut could overtake.
+#[derive(Debug, Default)]
+pub(crate) struct InRouter {
+    /// Envelopes handed to the router and not routed yet.
+    envelopes: AtomicUsize,
+    /// Receivers' lanes the router keeps open.
+    lanes: AtomicUsize,
+    /// Child outputs handed to the router and not passed on yet.
+    outputs: AtomicUsize,
+}
+
+impl InRouter {
+    /// The router routed an envelope it was handed (to the actor's mailbox or into a lane).
+    pub(crate) fn envelope_routed(&self) {
+        self.envelopes.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// The router opened a lane.
+    pub(crate) fn lane_opened(&self) {
+        self.lanes.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The router closed a lane (it passed on everything in it).
+    pub(crate) fn lane_closed(&self) {
+        self.lanes.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// The router passed on (or gave up) an output it was handed.
+    pub(crate) fn output_passed_on(&self) {
+        self.outputs.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn no_envelopes(&self) -> bool {
+        self.envelopes.load(Ordering::Acquire) == 0 && self.lanes.load(Ordering::Acquire) == 0
+    }
+
+    fn no_outputs(&self) -> bool {
+        self.outputs.load(Ordering::Acquire) == 0
+    }
+}
+
+impl Shared {
+    /// The live actor of this process `env` may go to straight, if any.
+    fn straight_to(&self, env: &Envelope) -> Option<SharedAgentAddr> {
+        if !self.in_router.no_envelopes() {
+            return None;
+        }
+        let target = env.to.agent_id()?;
+        if self
+            .deps
+            .transport
+            .as_ref()
+            .is_some_and(|t| !t.is_local(target))
+        {
+            return None;
+        }
+        self.directory.agent(target)
+    }
+
+    /// The process router, for an envelope handed to it (counted until it is routed).
+    fn envelope_to_router(&self) -> &Addr<ChannelRouter> {
+        self.in_router.envelopes.fetch_add(1, Ordering::AcqRel);
+        &self.router
+    }
+
+    /// Routes `env`, answering nobody (a failure is logged).
+    pub(crate) fn route(&self, env: Envelope) {
+        match self.straight_to(&env) {
+            Some(agent) => agent.do_send(Delivery {
+                env,
+                ack: None,
+                from_stream: false,
+            }),
+            None => self.envelope_to_router().do_send(Route(env)),
+        }
+    }
+
+    /// Routes `env` and answers once it is in the receiver's durable inbox (`Ok(false)`: a
+    /// duplicate). Queued when called, not when the future is first polled: envelopes handed
+    /// over one after another keep their order.
+    pub(crate) fn route_acked(
+        &self,
+        env: Envelope,
+    ) -> impl Future<Output = Result<bool, AgentdError>> + use<> {
+        let way = match self.straight_to(&env) {
+            Some(agent) => {
+                let (ack, answer) = tokio::sync::oneshot::channel();
+                agent.do_send(Delivery {
+                    env,
+                    ack: Some(ack),
+                    from_stream: false,
+                });
+                Ok(answer)
+            }
+            None => Err(self.envelope_to_router().send(RouteAcked(env))),
+        };
+        async move {
+            match way {
+                Ok(answer) => answer.await.unwrap_or_else(|_| {
+                    Err(AgentdError::new(
+                        ErrorCode::Unavailable,
+                        "the receiver stopped before answering",
+                    ))
+                }),
+                Err(routed) => routed.await.map_err(mailbox)?,
+            }
+        }
+    }
+
+    /// [`Shared::route_acked`] for an entry a transport read from a partition stream this
+    /// process owns (always through the router, which delivers it here even while the partition
+    /// drains after a takeover).
+    pub(crate) fn route_from_stream(
+        &self,
+        env: Envelope,
+    ) -> impl Future<Output = Result<bool, AgentdError>> + use<> {
+        let routed = self.envelope_to_router().send(RouteFromStream(env));
+        async move { routed.await.map_err(mailbox)? }
+    }
+
+    /// Hands back a delivery a stopping actor did not take: the router routes it again.
+    pub(crate) fn refused(&self, d: Delivery) {
+        self.envelope_to_router().do_send(Refused(d));
+    }
+
+    /// The process router, for a child output handed to it (counted until it is passed on).
+    pub(crate) fn output_to_router(&self) -> &Addr<ChannelRouter> {
+        self.in_router.outputs.fetch_add(1, Ordering::AcqRel);
+        &self.router
+    }
+}
+
+/// An output goes straight to its parent's router when that router runs here and the process
+/// router holds no output; otherwise (the parent in another process, its router not made yet,
+/// an output ahead) through the process router.
+impl OutputPort for Shared {
+    fn send_output(&self, out: ChildOutput) {
+        if self.in_router.no_outputs()
+            && let Some(parent) = out.child.channel.parent_id()
+            && self.deps.transport.as_ref().is_none_or(|t| t.owns(parent))
+            && let Some(router) = self.directory.parent_router(parent)
+        {
+            router.do_send(out);
+            return;
+        }
+        self.output_to_router().do_send(out);
+    }
+}
