@@ -1,4 +1,5 @@
-//! `ChannelRouter`: one per process. Every envelope and every child output passes through it:
+//! `ChannelRouter`: one per process. Every envelope and every child output that cannot go
+//! straight to a live actor of this process passes through it (`supervisor::shortcuts` decides):
 //! envelopes go to the receiving agent's actor (activated from the store when needed), child
 //! output goes to the parent's [`ParentRouter`](crate::parent_router::ParentRouter). It is the
 //! one place that decides *where* a thing goes, so a remote transport (Redis partitions) plugs

@@ -172,14 +172,20 @@ impl Rpc {
         let binding = remote.binding;
         let mut traceparent = [0; 55];
         self.http
-            .post_events(&url, &self.headers(&mut traceparent), &body, cancel, |event| {
-                let reply = event_json(event)?;
-                let result = match binding {
-                    Binding::JsonRpc => rpc_result(reply, method)?,
-                    Binding::HttpJson => rest_result(reply, method)?,
-                };
-                Ok(on_result(&result))
-            })
+            .post_events(
+                &url,
+                &self.headers(&mut traceparent),
+                &body,
+                cancel,
+                |event| {
+                    let reply = event_json(event)?;
+                    let result = match binding {
+                        Binding::JsonRpc => rpc_result(reply, method)?,
+                        Binding::HttpJson => rest_result(reply, method)?,
+                    };
+                    Ok(on_result(&result))
+                },
+            )
             .await
     }
 

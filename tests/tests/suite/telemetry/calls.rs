@@ -9,8 +9,8 @@
 //! standard `OTEL_EXPORTER_OTLP_*` and `OTEL_SERVICE_NAME` variables alone.
 
 use super::{Cluster, Receiver, matches};
-use agentd_tests::a2a_remote::RemoteAgent;
 use agentd_proto::TraceContext;
+use agentd_tests::a2a_remote::RemoteAgent;
 use agentd_tests::eventually_blocking;
 use agentd_tests::mcp::{mcp_dir, python as mcp_python};
 use agentd_tests::streaming_provider::{Reply, StreamingProvider, anthropic_text, openai_text};
