@@ -32,8 +32,8 @@ pub struct ChildOutput {
 }
 
 /// Where the agents and turns of one process send the child outputs that did not leave with a
-/// store batch (the process's [`SystemHandle`](crate::supervisor::SystemHandle) is one): to the
-/// parent's router, keeping each child's outputs in the order they were sent.
+/// store batch (the process's shared handle, a floor above, is one): to the parent's router,
+/// keeping each child's outputs in the order they were sent.
 pub(crate) trait OutputPort: Send + Sync {
     fn send_output(&self, out: ChildOutput);
 }
