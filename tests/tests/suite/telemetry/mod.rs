@@ -11,7 +11,8 @@
 //!   the work they hold up; the service call carries the trace to its workers.
 //! - `calls`: an MCP call carries the trace in `params._meta`, an A2A call in its `traceparent`
 //!   header; a Redis command, an A2A request and an answer that carry one join the caller's
-//!   trace; a `chat` span names the model the provider says answered, and its cache tokens.
+//!   trace; a `chat` span names the model the provider says answered, and its cache tokens;
+//!   a failed tool or model call names its class in `error.type`.
 //! - `sampling`: `sample_ratio` 0 records only the traces a sampled caller started.
 
 mod calls;
@@ -88,6 +89,17 @@ contains = "sub task"
 [[rule.tool_calls]]
 name = "yield_to_parent"
 arguments = { result = "sub done" }
+
+[[rule]]
+agent = "research"
+contains = "spawn a stranger"
+[[rule.tool_calls]]
+name = "spawn_agent"
+arguments = { agent_type = "stranger", prompt = "hi" }
+
+[[rule]]
+contains = "break the model"
+error = "the model broke"
 
 [[rule]]
 contains = "limit me"
