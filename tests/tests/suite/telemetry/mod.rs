@@ -8,7 +8,8 @@
 //!   turn span linked to the lost one; a collector down at start loses no work, and its dropped
 //!   spans are counted.
 //! - `waits`: the waits for a turn slot, a review and a service tool's answer are spans under
-//!   the work they hold up; the service call carries the trace to its workers.
+//!   the work they hold up; a review decided while other calls wait hands over to a
+//!   `waiting_tool` wait; the service call carries the trace to its workers.
 //! - `calls`: an MCP call carries the trace in `params._meta`, an A2A call in its `traceparent`
 //!   header; a Redis command, an A2A request and an answer that carry one join the caller's
 //!   trace; a `chat` span names the model the provider says answered, and its cache tokens;
@@ -45,6 +46,16 @@ arguments = { order_id = "A-1" }
 agent = "clerk"
 role = "tool"
 text = "Result: {{input}}"
+
+[[rule]]
+agent = "dispatcher"
+role = "user"
+[[rule.tool_calls]]
+name = "lookup_order"
+arguments = { order_id = "A-2" }
+[[rule.tool_calls]]
+name = "ship_order"
+arguments = { order_id = "A-2" }
 
 [[rule]]
 agent = "prober"
