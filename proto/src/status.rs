@@ -109,8 +109,17 @@ impl AgentStatus {
                 Cancelled,
                 Terminated,
             ],
+            // A review decided while other service calls of the step still wait hands the
+            // wait over to them.
             WaitingReview => &[
-                Completed, Running, Queued, Paused, Closed, Cancelled, Terminated,
+                Completed,
+                Running,
+                Queued,
+                WaitingTool,
+                Paused,
+                Closed,
+                Cancelled,
+                Terminated,
             ],
             WaitingTool => &[Running, Queued, Paused, Closed, Cancelled, Terminated],
             WaitingDependency | WaitingQuestion | WaitingRateLimit => &[

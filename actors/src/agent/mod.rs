@@ -137,9 +137,11 @@ impl AgentActor {
     }
 
     /// Notes that the agent waits (`what`: `queued`, `waiting_tool`, …) for the work of
-    /// `trace`: a `wait {what}` span with telemetry on, nothing otherwise.
+    /// `trace`: a `wait {what}` span with telemetry on, nothing otherwise. A wait this one
+    /// takes over from ends first, so the two never overlap.
     fn waits(&mut self, what: &'static str, trace: Option<agentd_proto::TraceContext>) {
         if crate::telemetry::enabled() {
+            self.wait_over();
             let span = crate::telemetry::wait(what, &self.rec.id, trace.as_ref());
             self.wait_span = Some(Box::new(span));
         }

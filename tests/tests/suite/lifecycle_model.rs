@@ -63,6 +63,7 @@ const DOCUMENTED: &[(&str, &[&str])] = &[
             "completed",
             "running",
             "queued",
+            "waiting_tool",
             "paused",
             "closed",
             "cancelled",

@@ -5,8 +5,9 @@
 //! `traceparent` header (tests/a2a/remote.py, on the official a2a-sdk); a command on the Redis
 //! command stream, a request to agentd's A2A server and an answer to an agent's question that
 //! carry one join the caller's trace.
-//! A `chat` span names the model the provider's answer says answered. Export is set up by the
-//! standard `OTEL_EXPORTER_OTLP_*` and `OTEL_SERVICE_NAME` variables alone.
+//! A `chat` span names the model the provider's answer says answered; a failed tool call or
+//! model call names its class in `error.type`. Export is set up by the standard
+//! `OTEL_EXPORTER_OTLP_*` and `OTEL_SERVICE_NAME` variables alone.
 
 use super::{Cluster, Receiver, matches};
 use agentd_proto::TraceContext;
@@ -59,6 +60,9 @@ fn with_cache(reply: Reply) -> Reply {
     }
     Reply::Stream(events)
 }
+
+/// OTLP's `Status.code` of a span ended in error.
+const STATUS_CODE_ERROR: u64 = 2;
 
 fn toml_str(s: impl std::fmt::Display) -> String {
     toml::Value::String(s.to_string()).to_string()
@@ -288,4 +292,19 @@ card_url = {card}
             })
         });
     }
+
+    // A failed call names its class: a tool's error code, `model_error` for a model's failure.
+    let spawner = p.spawn("research", "spawn a stranger");
+    let turn = receiver.span("invoke_agent research", json!({"gen_ai.agent.id": spawner}));
+    let tool = receiver.child_of(&turn, "execute_tool spawn_agent");
+    assert_eq!(
+        tool["attributes"]["error.type"], "unknown_agent_type",
+        "{tool}"
+    );
+    assert_eq!(tool["status"], STATUS_CODE_ERROR, "{tool}");
+    let broken = p.spawn("subagent", "break the model");
+    let turn = receiver.span("invoke_agent subagent", json!({"gen_ai.agent.id": broken}));
+    let chat = receiver.child_of(&turn, "chat");
+    assert_eq!(chat["attributes"]["error.type"], "model_error", "{chat}");
+    assert_eq!(chat["status"], STATUS_CODE_ERROR, "{chat}");
 }

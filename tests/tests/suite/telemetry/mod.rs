@@ -8,10 +8,12 @@
 //!   turn span linked to the lost one; a collector down at start loses no work, and its dropped
 //!   spans are counted.
 //! - `waits`: the waits for a turn slot, a review and a service tool's answer are spans under
-//!   the work they hold up; the service call carries the trace to its workers.
+//!   the work they hold up; a review decided while other calls wait hands over to a
+//!   `waiting_tool` wait; the service call carries the trace to its workers.
 //! - `calls`: an MCP call carries the trace in `params._meta`, an A2A call in its `traceparent`
 //!   header; a Redis command, an A2A request and an answer that carry one join the caller's
-//!   trace; a `chat` span names the model the provider says answered, and its cache tokens.
+//!   trace; a `chat` span names the model the provider says answered, and its cache tokens;
+//!   a failed tool or model call names its class in `error.type`.
 //! - `sampling`: `sample_ratio` 0 records only the traces a sampled caller started.
 
 mod calls;
@@ -44,6 +46,16 @@ arguments = { order_id = "A-1" }
 agent = "clerk"
 role = "tool"
 text = "Result: {{input}}"
+
+[[rule]]
+agent = "dispatcher"
+role = "user"
+[[rule.tool_calls]]
+name = "lookup_order"
+arguments = { order_id = "A-2" }
+[[rule.tool_calls]]
+name = "ship_order"
+arguments = { order_id = "A-2" }
 
 [[rule]]
 agent = "prober"
@@ -88,6 +100,17 @@ contains = "sub task"
 [[rule.tool_calls]]
 name = "yield_to_parent"
 arguments = { result = "sub done" }
+
+[[rule]]
+agent = "research"
+contains = "spawn a stranger"
+[[rule.tool_calls]]
+name = "spawn_agent"
+arguments = { agent_type = "stranger", prompt = "hi" }
+
+[[rule]]
+contains = "break the model"
+error = "the model broke"
 
 [[rule]]
 contains = "limit me"

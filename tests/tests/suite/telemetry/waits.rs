@@ -1,8 +1,10 @@
 //! The waits that matter are spans (`wait {what}`) under the work they hold up: a turn slot
 //! (`queued`, beside the turn it delays, under the request that sent its item), a person's
 //! review and a service tool's answer (`waiting_review`, `waiting_tool`, under the turn that
-//! made the call). The service call is handed to the tool's workers in an `execute_tool` span,
-//! whose trace context its envelope carries. (The rate-limit wait is in `one_trace`.)
+//! made the call). A review decided while other service calls of the step still wait ends its
+//! wait, and a `waiting_tool` one under the same turn takes over. The service call is handed to
+//! the tool's workers in an `execute_tool` span, whose trace context its envelope carries. (The
+//! rate-limit wait is in `one_trace`.)
 
 use super::{Cluster, Receiver};
 use agentd_proto::TraceContext;
@@ -144,4 +146,90 @@ fn the_waits_are_spans_under_the_work_they_hold_up() {
     let publisher = span_by_id(&receiver, &handed["parent_span_id"]);
     assert_eq!(publisher["name"], "invoke_agent clerk", "{publisher}");
     assert_eq!(publisher["parent_span_id"], first["span_id"]);
+}
+
+/// `[tools.ship_order]`: a service tool without review, beside `lookup_order`.
+const SHIP_ORDER: &str = r#"
+[tools.ship_order]
+kind = "service"
+description = "Ship an order."
+parameters = { type = "object", properties = { order_id = { type = "string" } }, required = ["order_id"] }
+timeout_ms = 60000
+approval = "never"
+"#;
+
+/// The open call of `agent` to `tool` with status `status`, once the API lists it.
+fn call_of(p: &agentd_tests::AgentdProcess, agent: &str, tool: &str, status: &str) -> String {
+    eventually_blocking(
+        Duration::from_secs(20),
+        &format!("a {status} {tool}"),
+        || {
+            p.get(&format!("/v1/tool_calls?status={status}"))["tool_calls"]
+                .as_array()?
+                .iter()
+                .find(|c| c["agent_id"] == agent && c["tool"] == tool)
+                .and_then(|c| c["call_id"].as_str().map(str::to_string))
+        },
+    )
+}
+
+#[test]
+fn a_decided_review_hands_the_wait_to_the_calls_left() {
+    let receiver = Receiver::start(0);
+    let cluster = Cluster::new(&receiver.endpoint())
+        .with_type(
+            "dispatcher",
+            "title = \"Dispatcher\"\ntools = [\"lookup_order\", \"ship_order\"]\n",
+        )
+        .with_config(&format!("{}{SHIP_ORDER}", lookup_order(60_000, "always")));
+    let p = cluster.process();
+
+    // One step, two service calls: `lookup_order` at the gate, `ship_order` sent at once.
+    let spawned = p
+        .post(
+            "/v1/agents",
+            json!({"agent_type": "dispatcher", "prompt": "ship A-2"}),
+        )
+        .unwrap();
+    let id = spawned["agent_id"].as_str().unwrap().to_string();
+    let gated = call_of(&p, &id, "lookup_order", "awaiting_approval");
+    let shipping = call_of(&p, &id, "ship_order", "pending");
+    p.post(
+        &format!("/v1/agents/{id}/approvals/{gated}"),
+        json!({"approve": true}),
+    )
+    .unwrap();
+
+    // Decided while `ship_order` still waits: the review's wait ends (so it is exported)
+    // before any answer, and the agent waits for the tool.
+    let review = receiver.span(
+        "wait waiting_review",
+        json!({"gen_ai.agent.id": id, "agentd.wait": "waiting_review"}),
+    );
+    p.wait_for("the wait for ship_order", |p| {
+        p.status(&id) == "waiting_tool"
+    });
+    let first = span_by_id(&receiver, &review["parent_span_id"]);
+    assert_eq!(first["name"], "invoke_agent dispatcher", "{first}");
+    assert_eq!(first["trace_id"], spawned["trace_id"]);
+
+    // The answer ends the tool's wait, which took over from the review's under the same turn,
+    // and the turn goes on.
+    let mut con = cluster.redis.client();
+    reply(&mut con, &shipping, json!({"shipped": true}));
+    let tool = receiver.span(
+        "wait waiting_tool",
+        json!({"gen_ai.agent.id": id, "agentd.wait": "waiting_tool"}),
+    );
+    assert_eq!(tool["parent_span_id"], first["span_id"], "{tool}");
+    assert_eq!(tool["trace_id"], first["trace_id"]);
+    assert!(
+        review["end"].as_u64() <= tool["start"].as_u64(),
+        "the tool's wait starts when the review's ends: {review} {tool}"
+    );
+    let again = receiver.child_of(&first, "invoke_agent dispatcher");
+    assert!(
+        tool["end"].as_u64() <= again["start"].as_u64(),
+        "the wait ends before the turn goes on: {tool} {again}"
+    );
 }
