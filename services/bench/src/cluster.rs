@@ -83,8 +83,27 @@ impl Drop for Peer {
     }
 }
 
+/// `BENCH_PEER_CALLGRIND=FILE` runs the second process under callgrind, its counts kept for
+/// the one-way messages alone (zeroed before the first is sent, dumped into `FILE.<pid>.1`
+/// once the last is handled): the receiving process's instructions per message.
+fn peer_callgrind() -> Option<std::ffi::OsString> {
+    std::env::var_os("BENCH_PEER_CALLGRIND")
+}
+
 fn start_peer(url: &str, dir: &Path) -> anyhow::Result<Peer> {
-    let mut child = Command::new(std::env::current_exe()?)
+    let exe = std::env::current_exe()?;
+    let mut command = match peer_callgrind() {
+        Some(file) => {
+            let mut out = std::ffi::OsString::from("--callgrind-out-file=");
+            out.push(file);
+            out.push(".%p");
+            let mut c = Command::new("valgrind");
+            c.args(["--tool=callgrind", "--quiet"]).arg(out).arg(exe);
+            c
+        }
+        None => Command::new(exe),
+    };
+    let mut child = command
         .arg("--serve")
         .arg(url)
         .arg(dir)
@@ -246,6 +265,7 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
     // `BENCH_MONITOR_ONEWAY=FILE`: the same trace of the one-way messages (which commands a
     // message costs, in order).
     let oneway_monitor = start_monitor(url, "BENCH_MONITOR_ONEWAY")?;
+    callgrind_control(&peer_pid, "--zero")?;
     let t = Instant::now();
     {
         use futures::StreamExt;
@@ -283,6 +303,7 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
     }
     let msgs_per_s = messages as f64 / t.elapsed().as_secs_f64();
     stop_monitor(oneway_monitor);
+    callgrind_control(&peer_pid, "--dump")?;
     let n = messages as f64;
     let per_msg = [
         (cpu_seconds("self") - cpu_before[0]) * 1e6 / n,
@@ -381,6 +402,22 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
         failover_ms,
         per_msg,
     })
+}
+
+/// `callgrind_control ARG PID` when the peer runs under callgrind ([`peer_callgrind`]).
+fn callgrind_control(pid: &str, arg: &str) -> anyhow::Result<()> {
+    if peer_callgrind().is_none() {
+        return Ok(());
+    }
+    let status = Command::new("callgrind_control")
+        .args([arg, pid])
+        .stdout(Stdio::null())
+        .status()
+        .context("callgrind_control")?;
+    if !status.success() {
+        bail!("callgrind_control {arg} {pid}: {status}");
+    }
+    Ok(())
 }
 
 /// Starts `redis-cli monitor` into the file the environment variable `var` names, if set.
