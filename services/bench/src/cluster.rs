@@ -12,14 +12,19 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const NS: &str = "benchc";
-const PARTITIONS: u32 = 8;
+pub(crate) const PARTITIONS: u32 = 8;
 const LEASE_MS: u64 = 1_000;
 
 /// The settings both processes run with.
 fn settings(url: &str, dir: &Path) -> anyhow::Result<Settings> {
+    settings_in(url, dir, NS)
+}
+
+/// The settings of an agentd on namespace `ns` (the types and script of [`prepare`] in `dir`).
+pub(crate) fn settings_in(url: &str, dir: &Path, ns: &str) -> anyhow::Result<Settings> {
     let overrides = format!(
         "[server]\nbind = \"127.0.0.1:0\"\n\
-         [redis]\nurl = \"{url}\"\nnamespace = \"{NS}\"\npartitions = {PARTITIONS}\nlease_ms = {LEASE_MS}\n\
+         [redis]\nurl = \"{url}\"\nnamespace = \"{ns}\"\npartitions = {PARTITIONS}\nlease_ms = {LEASE_MS}\n\
          [model]\nscript = \"{}\"\n\
          [agents]\ndir = \"{}\"\n\
          [limits]\nmax_live_agents = 1000000\n\
@@ -31,7 +36,7 @@ fn settings(url: &str, dir: &Path) -> anyhow::Result<Settings> {
 }
 
 /// Writes the scripted model and the agent types both processes load.
-fn prepare(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn prepare(dir: &Path) -> anyhow::Result<()> {
     // `worker` names a built-in alias (of `coding`), so the worker type is `bworker` here.
     std::fs::write(
         dir.join("script.toml"),
