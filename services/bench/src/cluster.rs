@@ -272,11 +272,7 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
     loop {
         let mut entries = 0u64;
         for id in &sinks {
-            let n: u64 = redis::cmd("XLEN")
-                .arg(keys.agent_part(id, "thread"))
-                .query_async(&mut con)
-                .await?;
-            entries += n;
+            entries += thread_len(&mut con, &keys, id).await?;
         }
         if entries >= 2 * messages as u64 {
             break;
@@ -356,20 +352,14 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
     // Failover: kill -9 the peer, then time until a message for one of its agents is handled
     // here.
     let target = sinks[0].clone();
-    let before: u64 = redis::cmd("XLEN")
-        .arg(keys.agent_part(&target, "thread"))
-        .query_async(&mut con)
-        .await?;
+    let before = thread_len(&mut con, &keys, &target).await?;
     drop(peer);
     let t = Instant::now();
     sys.send(&target, "after the owner died", false)
         .await
         .map_err(crate::e)?;
     loop {
-        let n: u64 = redis::cmd("XLEN")
-            .arg(keys.agent_part(&target, "thread"))
-            .query_async(&mut con)
-            .await?;
+        let n = thread_len(&mut con, &keys, &target).await?;
         if n >= before + 2 {
             break;
         }
@@ -386,6 +376,19 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
         failover_ms,
         per_msg,
     })
+}
+
+/// How many entries agent `id`'s thread holds (a list of `<id> <entry>` pairs).
+async fn thread_len(
+    con: &mut redis::aio::MultiplexedConnection,
+    keys: &Keys,
+    id: &str,
+) -> anyhow::Result<u64> {
+    let n: u64 = redis::cmd("LLEN")
+        .arg(keys.agent_part(id, "thread"))
+        .query_async(con)
+        .await?;
+    Ok(n / 2)
 }
 
 /// Starts `redis-cli monitor` into the file the environment variable `var` names, if set.
