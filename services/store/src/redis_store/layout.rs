@@ -86,6 +86,13 @@ pub(crate) async fn read<C: ConnectionLike>(
 /// Whether layout `layout` is this code's, ready, with `keys.partitions()` partitions.
 pub(crate) fn check(layout: &HashMap<String, String>, keys: &Keys) -> StoreResult<()> {
     let ns = keys.ns();
+    // A migration under way or cut off, whatever its version: it is to be finished first.
+    if layout.get("state").map(String::as_str) != Some("ready") {
+        return Err(refused(format!(
+            "namespace `{ns}` is being migrated, or its migration was cut off: run \
+             `agentd migrate` again (with every agentd process on it stopped)"
+        )));
+    }
     let version = layout.get("version").map(String::as_str).unwrap_or("?");
     if version != LAYOUT_VERSION.to_string() {
         return Err(refused(match version.parse::<u32>() {
@@ -99,12 +106,6 @@ pub(crate) fn check(layout: &HashMap<String, String>, keys: &Keys) -> StoreResul
                  {LAYOUT_VERSION}"
             ),
         }));
-    }
-    if layout.get("state").map(String::as_str) != Some("ready") {
-        return Err(refused(format!(
-            "namespace `{ns}` is being migrated, or its migration was cut off: run \
-             `agentd migrate` again (with every agentd process on it stopped)"
-        )));
     }
     let partitions = layout.get("partitions").map(String::as_str).unwrap_or("?");
     if partitions != keys.partitions().to_string() {
