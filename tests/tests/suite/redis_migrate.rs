@@ -12,7 +12,7 @@ use agentd_proto::codec::encode;
 use agentd_proto::{
     AgentStatus, Checkpoint, Envelope, ThreadEntry, ToolCallRecord, ToolCallStatus, ToolKind,
 };
-use agentd_store::{RedisStore, conformance};
+use agentd_store::{RedisStore, RedisTarget, conformance};
 use agentd_tests::RedisServer;
 use agentd_tests::process::binary;
 use redis::Connection;
@@ -35,7 +35,7 @@ struct Earlier {
     call: ToolCallRecord,
 }
 
-fn q(con: &mut Connection, cmd: &mut redis::Cmd) {
+fn q<C: redis::ConnectionLike>(con: &mut C, cmd: &mut redis::Cmd) {
     let _: redis::Value = cmd.query(con).unwrap();
 }
 
@@ -505,7 +505,7 @@ struct Layout2 {
 /// record in `rec`, with every field, and copies of four fields), threads as streams (fields
 /// `id` and `e`) with their id sets, a pending inbox item with its de-duplication window, a
 /// partition stream with its group and one pending entry, a dead process's heartbeat.
-fn write_layout_2(con: &mut Connection) -> Layout2 {
+fn write_layout_2<C: redis::ConnectionLike>(con: &mut C) -> Layout2 {
     q(
         con,
         redis::cmd("HSET")
@@ -657,16 +657,17 @@ fn write_layout_2(con: &mut Connection) -> Layout2 {
 
 /// Reads back through this version's store everything [`write_layout_2`] wrote, and checks
 /// that threads still take each entry once.
-async fn read_back_layout_2(server: &RedisServer, earlier: &Layout2) {
-    let mut con = server.client();
-    let store = RedisStore::connect(&server.url(), NS, PARTITIONS)
-        .await
-        .unwrap();
+async fn read_back_layout_2<C: redis::ConnectionLike>(
+    target: &RedisTarget,
+    con: &mut C,
+    earlier: &Layout2,
+) {
+    let store = RedisStore::connect_to(target, NS, PARTITIONS).await.unwrap();
     for rec in &earlier.records {
         assert_eq!(store.get_agent(&rec.id).await.unwrap().as_ref(), Some(rec));
         let kind: String = redis::cmd("TYPE")
             .arg(v2_key(&rec.id, None))
-            .query(&mut con)
+            .query(con)
             .unwrap();
         assert_eq!(kind, "string", "the record of {}", rec.id);
     }
@@ -683,7 +684,7 @@ async fn read_back_layout_2(server: &RedisServer, earlier: &Layout2) {
     for (id, thread) in [("r-1", &earlier.short), ("w-1", &earlier.long)] {
         let kind: String = redis::cmd("TYPE")
             .arg(v2_key(id, Some("thread")))
-            .query(&mut con)
+            .query(con)
             .unwrap();
         assert_eq!(kind, "list", "the thread of {id}");
         for e in [&thread[0], &thread[thread.len() / 2], &thread[thread.len() - 1]] {
@@ -706,13 +707,13 @@ async fn read_back_layout_2(server: &RedisServer, earlier: &Layout2) {
     let pending: redis::streams::StreamPendingReply = redis::cmd("XPENDING")
         .arg(&stream)
         .arg("agentd")
-        .query(&mut con)
+        .query(con)
         .unwrap();
     assert_eq!(pending.count(), 1, "the partition stream is untouched");
     let version: String = redis::cmd("HGET")
         .arg(format!("{{{NS}:layout}}"))
         .arg("version")
-        .query(&mut con)
+        .query(con)
         .unwrap();
     assert_eq!(version, agentd_store::LAYOUT_VERSION.to_string());
 }
@@ -779,7 +780,7 @@ async fn agentd_migrate_moves_layout_2_to_compact_threads_and_records_once() {
             .unwrap();
         assert_eq!(eids, 0, "the id set of {id}'s stream is dropped");
     }
-    read_back_layout_2(&server, &earlier).await;
+    read_back_layout_2(&RedisTarget::single(server.url()), &mut con, &earlier).await;
 
     // Once: a second run changes nothing.
     let (ok, out) = agentd(&server, &["migrate"]);
@@ -861,10 +862,47 @@ async fn a_layout_2_migration_cut_off_is_finished_by_running_it_again() {
         ),
         "{done:?}"
     );
-    read_back_layout_2(&server, &earlier).await;
+    read_back_layout_2(&RedisTarget::single(server.url()), &mut con, &earlier).await;
     let left: usize = redis::cmd("EXISTS")
         .arg(format!("{}:rewriting", v2_key("w-1", Some("thread"))))
         .query(&mut con)
         .unwrap();
     assert_eq!(left, 0);
+}
+
+/// On a Redis Cluster (where layout 2 may have run, layout 1 never did) the migration finds
+/// the agents' keys on every master and moves them the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentd_migrate_moves_layout_2_on_a_redis_cluster() {
+    let cluster = agentd_tests::RedisCluster::start();
+    let mut con = cluster.client();
+    let earlier = write_layout_2(&mut con);
+    let target = RedisTarget::cluster(cluster.urls());
+    let err = RedisStore::connect_to(&target, NS, PARTITIONS)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("agentd migrate"), "{err}");
+    let done = RedisStore::migrate_on(&target, NS, PARTITIONS, 2_000)
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            done,
+            agentd_store::Migrated::Moved {
+                agents: 0,
+                rewritten: 5,
+                ..
+            }
+        ),
+        "{done:?}"
+    );
+    read_back_layout_2(&target, &mut con, &earlier).await;
+    assert_eq!(
+        RedisStore::migrate_on(&target, NS, PARTITIONS, 2_000)
+            .await
+            .unwrap(),
+        agentd_store::Migrated::AlreadyDone
+    );
 }
