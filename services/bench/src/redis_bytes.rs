@@ -53,7 +53,13 @@ pub async fn run(url: &str, n: usize) -> anyhow::Result<Bytes> {
     for id in &ids {
         loop {
             use agentd_actors::ThreadStore;
-            if store.thread(id).await.map_err(|e| anyhow::anyhow!("{e}"))?.len() >= 2 {
+            if store
+                .thread(id)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .len()
+                >= 2
+            {
                 break;
             }
             if t.elapsed() > Duration::from_secs(300) {
@@ -132,7 +138,10 @@ mod tests {
     #[test]
     fn keys_are_sorted_by_kind() {
         assert_eq!(kind_of("{b:p3}:a:0190-aa").as_deref(), Some("record"));
-        assert_eq!(kind_of("{b:p3}:a:0190-aa:thread").as_deref(), Some("thread"));
+        assert_eq!(
+            kind_of("{b:p3}:a:0190-aa:thread").as_deref(),
+            Some("thread")
+        );
         assert_eq!(kind_of("{b:p3}:stream").as_deref(), Some("stream"));
         assert_eq!(kind_of("nothing"), None);
     }

@@ -606,9 +606,7 @@ fn write_layout_2<C: redis::ConnectionLike>(con: &mut C) -> Layout2 {
     );
     q(
         con,
-        redis::cmd("SET")
-            .arg(v2_key("c-1", Some("seenseq")))
-            .arg(1),
+        redis::cmd("SET").arg(v2_key("c-1", Some("seenseq"))).arg(1),
     );
     let stream = format!("{{{NS}:p{}}}:stream", partition("c-1"));
     q(
@@ -662,7 +660,9 @@ async fn read_back_layout_2<C: redis::ConnectionLike>(
     con: &mut C,
     earlier: &Layout2,
 ) {
-    let store = RedisStore::connect_to(target, NS, PARTITIONS).await.unwrap();
+    let store = RedisStore::connect_to(target, NS, PARTITIONS)
+        .await
+        .unwrap();
     for rec in &earlier.records {
         assert_eq!(store.get_agent(&rec.id).await.unwrap().as_ref(), Some(rec));
         let kind: String = redis::cmd("TYPE")
@@ -687,7 +687,11 @@ async fn read_back_layout_2<C: redis::ConnectionLike>(
             .query(con)
             .unwrap();
         assert_eq!(kind, "list", "the thread of {id}");
-        for e in [&thread[0], &thread[thread.len() / 2], &thread[thread.len() - 1]] {
+        for e in [
+            &thread[0],
+            &thread[thread.len() / 2],
+            &thread[thread.len() - 1],
+        ] {
             assert!(!store.append(id, e).await.unwrap(), "{id}: appended once");
         }
     }
@@ -766,13 +770,19 @@ async fn agentd_migrate_moves_layout_2_to_compact_threads_and_records_once() {
 
     // Two threads and three records rewritten.
     let (ok, out) = agentd(&server, &["migrate"]);
-    assert!(ok && out.contains("5 threads and records rewritten"), "{out}");
+    assert!(
+        ok && out.contains("5 threads and records rewritten"),
+        "{out}"
+    );
     let after: usize = redis::cmd("MEMORY")
         .arg("USAGE")
         .arg(v2_key("r-1", Some("thread")))
         .query(&mut con)
         .unwrap();
-    assert!(after < before / 4, "a short thread: {before} → {after} bytes");
+    assert!(
+        after < before / 4,
+        "a short thread: {before} → {after} bytes"
+    );
     for id in ["r-1", "w-1"] {
         let eids: usize = redis::cmd("EXISTS")
             .arg(v2_key(id, Some("eids")))
@@ -814,7 +824,10 @@ async fn a_layout_2_migration_cut_off_is_finished_by_running_it_again() {
             .arg("migrating"),
     );
     // r-1's thread and record as the cut-off run left them.
-    q(&mut con, redis::cmd("DEL").arg(v2_key("r-1", Some("thread"))));
+    q(
+        &mut con,
+        redis::cmd("DEL").arg(v2_key("r-1", Some("thread"))),
+    );
     q(&mut con, redis::cmd("DEL").arg(v2_key("r-1", Some("eids"))));
     for e in &earlier.short {
         q(

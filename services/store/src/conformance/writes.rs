@@ -238,9 +238,7 @@ pub(super) async fn concurrent_writes_all_land(store: Arc<dyn ThreadStore>) {
 pub(super) async fn long_threads_keep_order_and_deduplicate(store: &dyn ThreadStore) {
     use agentd_actors::StoreWrite;
     let id = "t-long";
-    let entries: Vec<ThreadEntry> = (0..LONG_THREAD)
-        .map(|i| entry(&format!("e{i}")))
-        .collect();
+    let entries: Vec<ThreadEntry> = (0..LONG_THREAD).map(|i| entry(&format!("e{i}"))).collect();
     store.put_agent(&record(id, None, 1)).await.unwrap();
     for (i, e) in entries.iter().enumerate() {
         match i % 3 {
@@ -290,7 +288,11 @@ pub(super) async fn long_threads_keep_order_and_deduplicate(store: &dyn ThreadSt
             .await
             .unwrap();
     }
-    assert_eq!(store.thread(id).await.unwrap(), entries, "each once, in order");
+    assert_eq!(
+        store.thread(id).await.unwrap(),
+        entries,
+        "each once, in order"
+    );
     let (first, rest) = entries.split_at(1);
     store.replace_thread(id, rest).await.unwrap();
     for e in rest.iter().step_by(7) {

@@ -64,7 +64,13 @@ impl RedisStore {
         partitions: u32,
         live_ms: u64,
     ) -> StoreResult<Migrated> {
-        Self::migrate_on(&crate::RedisTarget::single(url), namespace, partitions, live_ms).await
+        Self::migrate_on(
+            &crate::RedisTarget::single(url),
+            namespace,
+            partitions,
+            live_ms,
+        )
+        .await
     }
 
     /// [`Self::migrate`] on `target`: one Redis, or a Redis Cluster (whose namespaces have
@@ -424,10 +430,9 @@ async fn rewrite_agents(con: &mut RedisConnection, keys: &Keys) -> StoreResult<u
         }
     }
     for key in scan_typed(con, &pattern, "hash").await? {
-        let part = AGENT_PARTS.iter().any(|p| {
-            key.strip_suffix(p)
-                .is_some_and(|rest| rest.ends_with(':'))
-        });
+        let part = AGENT_PARTS
+            .iter()
+            .any(|p| key.strip_suffix(p).is_some_and(|rest| rest.ends_with(':')));
         if !part {
             rewritten += rewrite_record(con, &key).await?;
         }

@@ -532,7 +532,7 @@ impl RedisStore {
 /// The entries of thread list `key`, read whole (`<id> <entry>` pairs, see
 /// [`super::scripts`]): the entries in order.
 fn thread_entries(key: &str, items: &[Vec<u8>]) -> StoreResult<Vec<ThreadEntry>> {
-    if items.len() % 2 != 0 {
+    if !items.len().is_multiple_of(2) {
         return Err(StoreError::corrupt(format!(
             "thread `{key}` holds {} elements, not pairs of an id and an entry",
             items.len()
