@@ -55,7 +55,7 @@ impl Keys {
         format!("{{{}:p{k}}}", self.ns)
     }
 
-    /// The agent record (hash), in its partition's slot.
+    /// The agent record (a string: its MessagePack), in its partition's slot.
     pub fn agent(&self, id: &str) -> String {
         format!("{}:a:{id}", self.tag(self.partition_of(id)))
     }
