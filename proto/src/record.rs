@@ -56,6 +56,11 @@ impl Channel {
     }
 }
 
+/// Whether `value` is its type's default (a record field left out when stored).
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
 /// What agentd keeps of the agent CLI that runs an agent (the process backend's `claude-code`
 /// protocol).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -70,18 +75,21 @@ pub struct AgentCli {
     pub reported_cost_usd: f64,
 }
 
-/// Everything agentd keeps about one agent besides its thread.
+/// Everything agentd keeps about one agent besides its thread. A stored type only (the API
+/// shows [`crate::AgentView`]s made from it): a field at its default is not written, so the
+/// stored record of a small agent is a few hundred bytes, and every such field reads back as
+/// its default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentRecord {
     /// Agent id = session id = thread id.
     pub id: AgentId,
     /// Parent agent, `None` for roots.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_id: Option<AgentId>,
     /// The root of this agent's tree (itself for roots).
     pub root_id: AgentId,
     /// 0 for roots, parent depth + 1 otherwise.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub depth: u32,
     /// Display title (workers are addressed by it, trimmed).
     pub title: String,
@@ -90,60 +98,60 @@ pub struct AgentRecord {
     /// Current status.
     pub status: AgentStatus,
     /// Why the status was entered (e.g. a pause reason), if said.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_reason: Option<String>,
     /// A foreground agent: a root created by a person or a service without `background`
     /// (seed 003). Sub-agents are never foreground.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub foreground: bool,
     /// Tools this agent may use; `None` means "what its type allows".
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_tools: Option<Vec<String>>,
     /// Where its output goes.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub channel: Channel,
     /// Last error message, kept after recovery for inspection.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
     /// Tokens used by this agent's own model calls.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub usage: Usage,
     /// Cost of `usage` in USD.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub cost_usd: f64,
     /// Current phase (from `=== PHASE N COMPLETE ===` markers).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<u32>,
     /// What the agent is doing now, in a few words.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_step: Option<String>,
     /// Progress 0.0–1.0: phase / the type's phase count, when the type declares one.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<f64>,
     /// When a rate-limited agent resumes by itself, ms since the epoch.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_at_ms: Option<u64>,
     /// Model provider (a `[providers.<name>]` of the config); `None` = the default `[model]`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
     /// Model name for the provider; `None` = the type's or the provider's default.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// Environment variables of the agent: passed to a process-backend agent's process and
     /// saved in checkpoints (restoring reinjects them).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub env: std::collections::BTreeMap<String, String>,
     /// Turns completed.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub turns: u64,
     /// Spending limits (inherited from and capped by the parent's).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Box<crate::usage::Budget>>,
     /// Scheduling priority of its turns.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub priority: crate::usage::Priority,
     /// Agents it depends on: it runs once each is met (`waiting_dependency` until then).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub depends_on: Vec<AgentId>,
     /// Its `depends_on` are settled: all met, or one failed it (or a cancel or terminate
     /// ended the wait). From then on they are never checked again, whatever becomes of them.
@@ -156,15 +164,15 @@ pub struct AgentRecord {
     pub on_dependency_failure: Option<crate::event::OnDependencyFailure>,
     /// Attempts of the current task (1 on the first run; more after automatic retries and
     /// after a crash re-ran it).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub attempts: u32,
     /// The inbox item the latest turn handled (a re-run of the same item is another attempt).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_task: Option<uuid::Uuid>,
     /// The steps of `current_task`'s turn whose usage `usage` counts already. A turn re-run
     /// after a crash finds its recorded steps in the thread, each carrying its usage, and counts
     /// those past this mark: a restart neither loses a step's tokens nor counts them twice.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     pub task_steps_counted: u32,
     /// The trace context of `current_task`'s latest turn (its trace and its `invoke_agent`
     /// span), stored as the turn starts: a run after a crash, whose first span was never
@@ -172,7 +180,7 @@ pub struct AgentRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::trace::TraceContext>,
     /// The yield result, once the agent completed its task.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Box<serde_json::Value>>,
     /// Its agent CLI's session and reported cost, for an agent an agent CLI runs (the process
     /// backend's `claude-code` protocol); `None` for the others.

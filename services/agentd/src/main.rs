@@ -139,13 +139,8 @@ fn migrate(settings: &Settings) -> anyhow::Result<()> {
         r.enabled(),
         "`agentd migrate` moves a Redis namespace: set redis.url"
     );
-    anyhow::ensure!(
-        !r.cluster,
-        "`agentd migrate` moves a namespace on one Redis server: the earlier key layout never ran \
-         on a Redis Cluster, and a namespace created on one has this layout already"
-    );
-    let done = actix_rt::System::new().block_on(agentd_store::RedisStore::migrate(
-        &r.url,
+    let done = actix_rt::System::new().block_on(agentd_store::RedisStore::migrate_on(
+        &r.target(),
         &r.namespace,
         r.partitions,
         2 * r.lease_ms,
@@ -160,8 +155,13 @@ fn migrate(settings: &Settings) -> anyhow::Result<()> {
             "namespace `{}` held nothing; it now has this version's key layout",
             r.namespace
         ),
-        agentd_store::Migrated::Moved { agents, keys } => println!(
-            "namespace `{}` moved to this version's key layout: {agents} agents, {keys} keys",
+        agentd_store::Migrated::Moved {
+            agents,
+            keys,
+            rewritten,
+        } => println!(
+            "namespace `{}` moved to this version's key layout: {agents} agents, {keys} keys \
+             renamed; {rewritten} threads and records rewritten",
             r.namespace
         ),
     }

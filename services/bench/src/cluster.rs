@@ -12,14 +12,19 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const NS: &str = "benchc";
-const PARTITIONS: u32 = 8;
+pub(crate) const PARTITIONS: u32 = 8;
 const LEASE_MS: u64 = 1_000;
 
 /// The settings both processes run with.
 fn settings(url: &str, dir: &Path) -> anyhow::Result<Settings> {
+    settings_in(url, dir, NS)
+}
+
+/// The settings of an agentd on namespace `ns` (the types and script of [`prepare`] in `dir`).
+pub(crate) fn settings_in(url: &str, dir: &Path, ns: &str) -> anyhow::Result<Settings> {
     let overrides = format!(
         "[server]\nbind = \"127.0.0.1:0\"\n\
-         [redis]\nurl = \"{url}\"\nnamespace = \"{NS}\"\npartitions = {PARTITIONS}\nlease_ms = {LEASE_MS}\n\
+         [redis]\nurl = \"{url}\"\nnamespace = \"{ns}\"\npartitions = {PARTITIONS}\nlease_ms = {LEASE_MS}\n\
          [model]\nscript = \"{}\"\n\
          [agents]\ndir = \"{}\"\n\
          [limits]\nmax_live_agents = 1000000\n\
@@ -31,7 +36,7 @@ fn settings(url: &str, dir: &Path) -> anyhow::Result<Settings> {
 }
 
 /// Writes the scripted model and the agent types both processes load.
-fn prepare(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn prepare(dir: &Path) -> anyhow::Result<()> {
     // `worker` names a built-in alias (of `coding`), so the worker type is `bworker` here.
     std::fs::write(
         dir.join("script.toml"),
@@ -287,11 +292,7 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
     loop {
         let mut entries = 0u64;
         for id in &sinks {
-            let n: u64 = redis::cmd("XLEN")
-                .arg(keys.agent_part(id, "thread"))
-                .query_async(&mut con)
-                .await?;
-            entries += n;
+            entries += thread_len(&mut con, &keys, id).await?;
         }
         if entries >= 2 * messages as u64 {
             break;
@@ -372,20 +373,14 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
     // Failover: kill -9 the peer, then time until a message for one of its agents is handled
     // here.
     let target = sinks[0].clone();
-    let before: u64 = redis::cmd("XLEN")
-        .arg(keys.agent_part(&target, "thread"))
-        .query_async(&mut con)
-        .await?;
+    let before = thread_len(&mut con, &keys, &target).await?;
     drop(peer);
     let t = Instant::now();
     sys.send(&target, "after the owner died", false)
         .await
         .map_err(crate::e)?;
     loop {
-        let n: u64 = redis::cmd("XLEN")
-            .arg(keys.agent_part(&target, "thread"))
-            .query_async(&mut con)
-            .await?;
+        let n = thread_len(&mut con, &keys, &target).await?;
         if n >= before + 2 {
             break;
         }
@@ -418,6 +413,19 @@ fn callgrind_control(pid: &str, arg: &str) -> anyhow::Result<()> {
         bail!("callgrind_control {arg} {pid}: {status}");
     }
     Ok(())
+}
+
+/// How many entries agent `id`'s thread holds (a list of `<id> <entry>` pairs).
+async fn thread_len(
+    con: &mut redis::aio::MultiplexedConnection,
+    keys: &Keys,
+    id: &str,
+) -> anyhow::Result<u64> {
+    let n: u64 = redis::cmd("LLEN")
+        .arg(keys.agent_part(id, "thread"))
+        .query_async(con)
+        .await?;
+    Ok(n / 2)
 }
 
 /// Starts `redis-cli monitor` into the file the environment variable `var` names, if set.

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 mod cluster;
 mod model_io;
+mod redis_bytes;
 
 /// The same allocator as the service binary, so the figures are the service's.
 #[global_allocator]
@@ -567,7 +568,7 @@ fn main() -> anyhow::Result<()> {
         let m = sys.block_on(model_io(n, delay, closing))?;
         note("model_new_connection_overhead_p50_us", m.overhead_p50_us);
     }
-    let redis_wanted = ["redis_raw", "redis_store", "cluster"]
+    let redis_wanted = ["redis_raw", "redis_store", "cluster", "redis_bytes"]
         .iter()
         .any(|n| wants(n));
     if redis_wanted {
@@ -605,6 +606,18 @@ fn main() -> anyhow::Result<()> {
             note("redis_msg_redis_commands", f.per_msg[3]);
             put("redis_roundtrip_p50_us", f.roundtrip_p50_us);
             put("failover_ms", f.failover_ms);
+        }
+        if wants("redis_bytes") {
+            let n = 1_000 / scale;
+            let b = sys.block_on(redis_bytes::run(&url, n))?;
+            put("redis_bytes_per_agent", b.per_agent);
+            // Where the bytes go: per agent, by kind of key (how many such keys in brackets).
+            for (kind, (bytes, keys)) in &b.by_kind {
+                note(
+                    &format!("redis_bytes_per_agent_{kind} ({keys})"),
+                    *bytes as f64 / n as f64,
+                );
+            }
         }
         drop(redis);
     }

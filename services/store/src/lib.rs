@@ -23,4 +23,4 @@ pub use redis_connection::{RedisConnection, RedisTarget};
 pub use redis_keys::{
     Keys, LAYOUT_VERSION, assert_one_slot, keys_of, partition_index, pipeline_slots, slot,
 };
-pub use redis_store::{Migrated, PushFence, RedisStore};
+pub use redis_store::{Migrated, PushFence, RedisStore, SHORT_THREAD};

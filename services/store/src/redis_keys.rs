@@ -13,9 +13,11 @@
 
 use agentd_actors::fnv1a64;
 
-/// The version of the key layout this code writes (see [`Keys::layout`]). Version 1 (no
-/// layout key) is the per-agent-tag layout `agentd migrate` moves from.
-pub const LAYOUT_VERSION: u32 = 2;
+/// The version of the key layout this code writes (see [`Keys::layout`]): threads as lists of
+/// `<id> <entry>` pairs, records as one string each. `agentd migrate` moves the earlier ones:
+/// version 1 (no layout key), the per-agent-tag layout, and version 2, these key names with
+/// threads in streams and records in hashes.
+pub const LAYOUT_VERSION: u32 = 3;
 
 /// Builds the keys of one namespace with a given number of partitions.
 #[derive(Debug, Clone)]
@@ -53,7 +55,7 @@ impl Keys {
         format!("{{{}:p{k}}}", self.ns)
     }
 
-    /// The agent record (hash), in its partition's slot.
+    /// The agent record (a string: its MessagePack), in its partition's slot.
     pub fn agent(&self, id: &str) -> String {
         format!("{}:a:{id}", self.tag(self.partition_of(id)))
     }

@@ -1,9 +1,10 @@
-//! `agentd migrate`: a namespace written in the earlier Redis key layout (every agent's keys
-//! under its own hash tag) is moved to the partition-tagged one, once, with nothing lost; this
-//! version refuses to run on an unmigrated namespace, and the earlier code's first command at
-//! its start fails on a migrated one.
+//! `agentd migrate`: a namespace written in an earlier Redis key layout — version 1, every
+//! agent's keys under its own hash tag, or version 2, partition-tagged keys with threads in
+//! streams and records in hashes — is moved to this one (threads as lists, records as one
+//! string), once, with nothing lost; this version refuses to run on an unmigrated namespace,
+//! and the earlier code's first command at its start fails on a migrated one.
 //!
-//! The earlier layout is written here with its key names spelled out, as the earlier code
+//! The earlier layouts are written here with their key names spelled out, as the earlier code
 //! wrote them, not with any of this version's code.
 
 use agentd_actors::ThreadStore;
@@ -11,7 +12,7 @@ use agentd_proto::codec::encode;
 use agentd_proto::{
     AgentStatus, Checkpoint, Envelope, ThreadEntry, ToolCallRecord, ToolCallStatus, ToolKind,
 };
-use agentd_store::{RedisStore, conformance};
+use agentd_store::{RedisStore, RedisTarget, conformance};
 use agentd_tests::RedisServer;
 use agentd_tests::process::binary;
 use redis::Connection;
@@ -34,7 +35,7 @@ struct Earlier {
     call: ToolCallRecord,
 }
 
-fn q(con: &mut Connection, cmd: &mut redis::Cmd) {
+fn q<C: redis::ConnectionLike>(con: &mut C, cmd: &mut redis::Cmd) {
     let _: redis::Value = cmd.query(con).unwrap();
 }
 
@@ -335,7 +336,10 @@ async fn agentd_migrate_moves_the_earlier_layout_once_and_loses_nothing() {
     assert!(err.contains("redis.partitions = 4"), "{err}");
 
     let (ok, out) = agentd(&server, &["migrate"]);
-    assert!(ok && out.contains("3 agents"), "{out}");
+    assert!(
+        ok && out.contains("3 agents") && out.contains("4 threads and records rewritten"),
+        "{out}"
+    );
 
     // Everything reads back through this version's store.
     let store = RedisStore::connect(&server.url(), NS, PARTITIONS)
@@ -353,8 +357,15 @@ async fn agentd_migrate_moves_the_earlier_layout_once_and_loses_nothing() {
         .collect();
     assert_eq!(roots, vec!["r-1"]);
     assert_eq!(store.thread("r-1").await.unwrap(), earlier.thread);
-    // The entry-id set moved with the thread: an entry is still appended once.
-    assert!(!store.append("r-1", &earlier.thread[0]).await.unwrap());
+    // The thread is a list now, and an entry is still appended once.
+    let kind: String = redis::cmd("TYPE")
+        .arg(store.keys().agent_part("r-1", "thread"))
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(kind, "list");
+    for e in &earlier.thread {
+        assert!(!store.append("r-1", e).await.unwrap());
+    }
     assert_eq!(store.children("r-1").await.unwrap(), vec!["c-1", "w-1"]);
     let aliases = store.aliases("r-1").await.unwrap();
     assert_eq!(aliases.len(), 1);
@@ -469,5 +480,442 @@ async fn a_migration_cut_off_is_finished_by_running_it_again() {
     assert_eq!(
         store.inbox_pending("c-1").await.unwrap(),
         vec![earlier.pending]
+    );
+}
+
+/// A key of layout version 2 (partition-tagged names, as this version's), spelled out.
+fn v2_key(id: &str, part: Option<&str>) -> String {
+    let base = format!("{{{NS}:p{}}}:a:{id}", partition(id));
+    match part {
+        Some(part) => format!("{base}:{part}"),
+        None => base,
+    }
+}
+
+/// What a namespace of layout version 2 holds, to be read back after the move.
+struct Layout2 {
+    records: Vec<agentd_proto::AgentRecord>,
+    /// Root `r-1`'s thread (short) and worker `w-1`'s (long: past the short-thread check).
+    short: Vec<ThreadEntry>,
+    long: Vec<ThreadEntry>,
+    pending: Envelope,
+}
+
+/// Writes layout version 2 as its code did: the layout key, records as hashes (the encoded
+/// record in `rec`, with every field, and copies of four fields), threads as streams (fields
+/// `id` and `e`) with their id sets, a pending inbox item with its de-duplication window, a
+/// partition stream with its group and one pending entry, a dead process's heartbeat.
+fn write_layout_2<C: redis::ConnectionLike>(con: &mut C) -> Layout2 {
+    q(
+        con,
+        redis::cmd("HSET")
+            .arg(format!("{{{NS}:layout}}"))
+            .arg("version")
+            .arg(2)
+            .arg("partitions")
+            .arg(PARTITIONS)
+            .arg("state")
+            .arg("ready"),
+    );
+    q(
+        con,
+        redis::cmd("SET")
+            .arg(format!("{NS}:p:{{0}}"))
+            .arg("agentd key layout 2"),
+    );
+    let records = vec![
+        conformance::record("r-1", None, 10),
+        conformance::record("c-1", Some("r-1"), 11),
+        conformance::bare_record("w-1"),
+    ];
+    for rec in &records {
+        q(
+            con,
+            redis::cmd("HSET")
+                .arg(v2_key(&rec.id, None))
+                .arg("rec")
+                .arg(encode(rec).unwrap())
+                .arg("status")
+                .arg(rec.status.as_str())
+                .arg("title")
+                .arg(&rec.title)
+                .arg("type")
+                .arg(&rec.agent_type)
+                .arg("parent")
+                .arg(rec.parent_id.as_deref().unwrap_or("")),
+        );
+        if rec.parent_id.is_none() {
+            q(
+                con,
+                redis::cmd("ZADD")
+                    .arg(format!("{{{NS}:p{}}}:roots", partition(&rec.id)))
+                    .arg(rec.created_at_ms)
+                    .arg(&rec.id),
+            );
+        }
+    }
+    let short: Vec<ThreadEntry> = ["first", "second", "third"]
+        .iter()
+        .map(|t| conformance::entry(t))
+        .collect();
+    let long: Vec<ThreadEntry> = (0..conformance::LONG_THREAD)
+        .map(|i| conformance::entry(&format!("long {i}")))
+        .collect();
+    for (id, thread) in [("r-1", &short), ("w-1", &long)] {
+        for e in thread {
+            q(
+                con,
+                redis::cmd("XADD")
+                    .arg(v2_key(id, Some("thread")))
+                    .arg("*")
+                    .arg("id")
+                    .arg(e.id.to_string())
+                    .arg("e")
+                    .arg(encode(e).unwrap()),
+            );
+            q(
+                con,
+                redis::cmd("SADD")
+                    .arg(v2_key(id, Some("eids")))
+                    .arg(e.id.to_string()),
+            );
+        }
+    }
+    let pending = envelope("c-1", "waiting in the inbox");
+    let id = pending.id.to_string();
+    q(
+        con,
+        redis::cmd("ZADD")
+            .arg(v2_key("c-1", Some("inbox")))
+            .arg(1)
+            .arg(&id),
+    );
+    q(
+        con,
+        redis::cmd("HSET")
+            .arg(v2_key("c-1", Some("inboxdata")))
+            .arg(&id)
+            .arg(encode(&pending).unwrap()),
+    );
+    q(
+        con,
+        redis::cmd("ZADD")
+            .arg(v2_key("c-1", Some("seen")))
+            .arg(1)
+            .arg(&id),
+    );
+    q(
+        con,
+        redis::cmd("SET").arg(v2_key("c-1", Some("seenseq"))).arg(1),
+    );
+    let stream = format!("{{{NS}:p{}}}:stream", partition("c-1"));
+    q(
+        con,
+        redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(&stream)
+            .arg("agentd")
+            .arg("0")
+            .arg("MKSTREAM"),
+    );
+    q(
+        con,
+        redis::cmd("XADD")
+            .arg(&stream)
+            .arg("*")
+            .arg("m")
+            .arg(agentd_proto::codec::encode_envelope(&envelope("c-1", "read")).unwrap()),
+    );
+    q(
+        con,
+        redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg("agentd")
+            .arg("dead-proc")
+            .arg("COUNT")
+            .arg(1)
+            .arg("STREAMS")
+            .arg(&stream)
+            .arg(">"),
+    );
+    q(
+        con,
+        redis::cmd("ZADD")
+            .arg(format!("{{{NS}:members}}"))
+            .arg(1_000)
+            .arg("dead-proc"),
+    );
+    Layout2 {
+        records,
+        short,
+        long,
+        pending,
+    }
+}
+
+/// Reads back through this version's store everything [`write_layout_2`] wrote, and checks
+/// that threads still take each entry once.
+async fn read_back_layout_2<C: redis::ConnectionLike>(
+    target: &RedisTarget,
+    con: &mut C,
+    earlier: &Layout2,
+) {
+    let store = RedisStore::connect_to(target, NS, PARTITIONS)
+        .await
+        .unwrap();
+    for rec in &earlier.records {
+        assert_eq!(store.get_agent(&rec.id).await.unwrap().as_ref(), Some(rec));
+        let kind: String = redis::cmd("TYPE")
+            .arg(v2_key(&rec.id, None))
+            .query(con)
+            .unwrap();
+        assert_eq!(kind, "string", "the record of {}", rec.id);
+    }
+    let roots: Vec<String> = store
+        .list_roots()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(roots, vec!["w-1", "r-1"], "oldest first");
+    assert_eq!(store.thread("r-1").await.unwrap(), earlier.short);
+    assert_eq!(store.thread("w-1").await.unwrap(), earlier.long);
+    for (id, thread) in [("r-1", &earlier.short), ("w-1", &earlier.long)] {
+        let kind: String = redis::cmd("TYPE")
+            .arg(v2_key(id, Some("thread")))
+            .query(con)
+            .unwrap();
+        assert_eq!(kind, "list", "the thread of {id}");
+        for e in [
+            &thread[0],
+            &thread[thread.len() / 2],
+            &thread[thread.len() - 1],
+        ] {
+            assert!(!store.append(id, e).await.unwrap(), "{id}: appended once");
+        }
+    }
+    let later = conformance::entry("after the move");
+    assert!(store.append("w-1", &later).await.unwrap());
+    assert!(!store.append("w-1", &later).await.unwrap());
+    assert_eq!(
+        store.thread("w-1").await.unwrap(),
+        [earlier.long.clone(), vec![later]].concat()
+    );
+    assert_eq!(
+        store.inbox_pending("c-1").await.unwrap(),
+        vec![earlier.pending.clone()]
+    );
+    assert!(!store.inbox_push("c-1", &earlier.pending).await.unwrap());
+    let stream = format!("{{{NS}:p{}}}:stream", partition("c-1"));
+    let pending: redis::streams::StreamPendingReply = redis::cmd("XPENDING")
+        .arg(&stream)
+        .arg("agentd")
+        .query(con)
+        .unwrap();
+    assert_eq!(pending.count(), 1, "the partition stream is untouched");
+    let version: String = redis::cmd("HGET")
+        .arg(format!("{{{NS}:layout}}"))
+        .arg("version")
+        .query(con)
+        .unwrap();
+    assert_eq!(version, agentd_store::LAYOUT_VERSION.to_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentd_migrate_moves_layout_2_to_compact_threads_and_records_once() {
+    let server = RedisServer::start();
+    let mut con = server.client();
+    let earlier = write_layout_2(&mut con);
+    let before: usize = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(v2_key("r-1", Some("thread")))
+        .query(&mut con)
+        .unwrap();
+
+    // This version does not run on layout 2: it says to migrate; nor does the migration while
+    // a process of layout 2 is live.
+    let err = RedisStore::connect(&server.url(), NS, PARTITIONS)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("version 2") && err.contains("agentd migrate"),
+        "{err}"
+    );
+    let (ok, out) = agentd(&server, &["check-config"]);
+    assert!(!ok && out.contains("agentd migrate"), "{out}");
+    q(
+        &mut con,
+        redis::cmd("ZADD")
+            .arg(format!("{{{NS}:members}}"))
+            .arg(now_ms())
+            .arg("live-proc"),
+    );
+    let (ok, out) = agentd(&server, &["migrate"]);
+    assert!(!ok && out.contains("live-proc"), "{out}");
+    q(
+        &mut con,
+        redis::cmd("ZREM")
+            .arg(format!("{{{NS}:members}}"))
+            .arg("live-proc"),
+    );
+    let err = RedisStore::migrate(&server.url(), NS, 8, 2_000)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("redis.partitions = 4"), "{err}");
+
+    // Two threads and three records rewritten.
+    let (ok, out) = agentd(&server, &["migrate"]);
+    assert!(
+        ok && out.contains("5 threads and records rewritten"),
+        "{out}"
+    );
+    let after: usize = redis::cmd("MEMORY")
+        .arg("USAGE")
+        .arg(v2_key("r-1", Some("thread")))
+        .query(&mut con)
+        .unwrap();
+    assert!(
+        after < before / 4,
+        "a short thread: {before} → {after} bytes"
+    );
+    for id in ["r-1", "w-1"] {
+        let eids: usize = redis::cmd("EXISTS")
+            .arg(v2_key(id, Some("eids")))
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(eids, 0, "the id set of {id}'s stream is dropped");
+    }
+    read_back_layout_2(&RedisTarget::single(server.url()), &mut con, &earlier).await;
+
+    // Once: a second run changes nothing.
+    let (ok, out) = agentd(&server, &["migrate"]);
+    assert!(ok && out.contains("nothing to do"), "{out}");
+    assert_eq!(
+        RedisStore::connect(&server.url(), NS, PARTITIONS)
+            .await
+            .unwrap()
+            .thread("r-1")
+            .await
+            .unwrap(),
+        earlier.short
+    );
+}
+
+/// A move from layout 2 cut off midway (the layout key saying so, one thread and one record
+/// rewritten, a list of another thread half built beside its stream) is refused at start and
+/// finished by running it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_layout_2_migration_cut_off_is_finished_by_running_it_again() {
+    let server = RedisServer::start();
+    let mut con = server.client();
+    let earlier = write_layout_2(&mut con);
+    q(
+        &mut con,
+        redis::cmd("HSET")
+            .arg(format!("{{{NS}:layout}}"))
+            .arg("version")
+            .arg(agentd_store::LAYOUT_VERSION)
+            .arg("state")
+            .arg("migrating"),
+    );
+    // r-1's thread and record as the cut-off run left them.
+    q(
+        &mut con,
+        redis::cmd("DEL").arg(v2_key("r-1", Some("thread"))),
+    );
+    q(&mut con, redis::cmd("DEL").arg(v2_key("r-1", Some("eids"))));
+    for e in &earlier.short {
+        q(
+            &mut con,
+            redis::cmd("RPUSH")
+                .arg(v2_key("r-1", Some("thread")))
+                .arg(e.id.as_bytes().as_slice())
+                .arg(encode(e).unwrap()),
+        );
+    }
+    q(&mut con, redis::cmd("DEL").arg(v2_key("r-1", None)));
+    q(
+        &mut con,
+        redis::cmd("SET")
+            .arg(v2_key("r-1", None))
+            .arg(encode(&earlier.records[0]).unwrap()),
+    );
+    // w-1's list half built.
+    for e in &earlier.long[..10] {
+        q(
+            &mut con,
+            redis::cmd("RPUSH")
+                .arg(format!("{}:rewriting", v2_key("w-1", Some("thread"))))
+                .arg(e.id.as_bytes().as_slice())
+                .arg(encode(e).unwrap()),
+        );
+    }
+    let err = RedisStore::connect(&server.url(), NS, PARTITIONS)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("run `agentd migrate` again"), "{err}");
+    let done = RedisStore::migrate(&server.url(), NS, PARTITIONS, 2_000)
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            done,
+            agentd_store::Migrated::Moved {
+                agents: 0,
+                rewritten: 3,
+                ..
+            }
+        ),
+        "{done:?}"
+    );
+    read_back_layout_2(&RedisTarget::single(server.url()), &mut con, &earlier).await;
+    let left: usize = redis::cmd("EXISTS")
+        .arg(format!("{}:rewriting", v2_key("w-1", Some("thread"))))
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(left, 0);
+}
+
+/// On a Redis Cluster (where layout 2 may have run, layout 1 never did) the migration finds
+/// the agents' keys on every master and moves them the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentd_migrate_moves_layout_2_on_a_redis_cluster() {
+    let cluster = agentd_tests::RedisCluster::start();
+    let mut con = cluster.client();
+    let earlier = write_layout_2(&mut con);
+    let target = RedisTarget::cluster(cluster.urls());
+    let err = RedisStore::connect_to(&target, NS, PARTITIONS)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("agentd migrate"), "{err}");
+    let done = RedisStore::migrate_on(&target, NS, PARTITIONS, 2_000)
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            done,
+            agentd_store::Migrated::Moved {
+                agents: 0,
+                rewritten: 5,
+                ..
+            }
+        ),
+        "{done:?}"
+    );
+    read_back_layout_2(&target, &mut con, &earlier).await;
+    assert_eq!(
+        RedisStore::migrate_on(&target, NS, PARTITIONS, 2_000)
+            .await
+            .unwrap(),
+        agentd_store::Migrated::AlreadyDone
     );
 }

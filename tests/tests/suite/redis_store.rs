@@ -16,6 +16,94 @@ async fn redis_store_conforms() {
     assert_eq!(store.keys_mentioning("i-agent").await.unwrap(), 0);
 }
 
+/// A record is one MessagePack string holding only the fields not at their defaults; a thread
+/// is a list of `<id> <entry>` pairs, with an id set beside it only once it is long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_and_threads_are_stored_compactly() {
+    use agentd_actors::ThreadStore;
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url(), "compact", 8)
+        .await
+        .unwrap();
+    let keys = store.keys().clone();
+    let mut con = server.client();
+    let bare = conformance::bare_record("bare");
+    store.put_agent(&bare).await.unwrap();
+    let kind: String = redis::cmd("TYPE")
+        .arg(keys.agent("bare"))
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(kind, "string");
+    let bytes: Vec<u8> = redis::cmd("GET")
+        .arg(keys.agent("bare"))
+        .query(&mut con)
+        .unwrap();
+    let stored: serde_json::Value = rmp_serde::from_slice(&bytes).unwrap();
+    let mut fields: Vec<&str> = stored
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        [
+            "agent_type",
+            "created_at_ms",
+            "id",
+            "root_id",
+            "status",
+            "title",
+            "updated_at_ms"
+        ],
+        "only the fields without a default"
+    );
+    assert_eq!(store.get_agent("bare").await.unwrap(), Some(bare));
+
+    let thread = keys.agent_part("bare", "thread");
+    let eids = keys.agent_part("bare", "eids");
+    let entries: Vec<_> = (0..agentd_store::SHORT_THREAD + 2)
+        .map(|i| conformance::entry(&format!("e{i}")))
+        .collect();
+    let exists = |con: &mut redis::Connection, key: &str| -> bool {
+        redis::cmd("EXISTS").arg(key).query::<u8>(con).unwrap() == 1
+    };
+    for (i, e) in entries.iter().enumerate() {
+        assert!(store.append("bare", e).await.unwrap());
+        assert!(!store.append("bare", e).await.unwrap());
+        // The id set is made by the first append that finds `SHORT_THREAD` entries (here the
+        // replay of the entry that made them so many).
+        assert_eq!(
+            exists(&mut con, &eids),
+            i + 1 >= agentd_store::SHORT_THREAD,
+            "after entry {i}"
+        );
+    }
+    let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
+        .arg(&thread)
+        .arg(0)
+        .arg(-1)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(items.len(), 2 * entries.len());
+    for (pair, e) in items.chunks(2).zip(&entries) {
+        assert_eq!(pair[0], e.id.as_bytes().to_vec());
+        assert_eq!(pair[1], agentd_proto::codec::encode(e).unwrap());
+    }
+    let members: usize = redis::cmd("SCARD").arg(&eids).query(&mut con).unwrap();
+    assert_eq!(members, entries.len());
+    // A replace drops the id set with the thread; a short thread is checked without one.
+    store.replace_thread("bare", &entries[..3]).await.unwrap();
+    assert!(!exists(&mut con, &eids));
+    assert!(!store.append("bare", &entries[2]).await.unwrap());
+    assert!(store.append("bare", &entries[5]).await.unwrap());
+    assert_eq!(
+        store.thread("bare").await.unwrap(),
+        [&entries[..3], &entries[5..6]].concat()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_redis_is_a_clear_error() {
     let server = RedisServer::start();

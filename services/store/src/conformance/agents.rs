@@ -31,6 +31,19 @@ pub(super) async fn records_round_trip(store: &dyn ThreadStore) {
     assert_eq!(roots, vec!["c-early", "c-root"], "roots only, oldest first");
 }
 
+/// A record with every field that has a default at it (what a store may leave out) reads back
+/// the same, and so does one whose defaults were set and then cleared again.
+pub(super) async fn records_at_their_defaults_round_trip(store: &dyn ThreadStore) {
+    let bare = bare_record("c-bare");
+    store.put_agent(&bare).await.unwrap();
+    assert_eq!(store.get_agent("c-bare").await.unwrap(), Some(bare.clone()));
+    let full = record("c-bare", None, 3);
+    store.put_agent(&full).await.unwrap();
+    assert_eq!(store.get_agent("c-bare").await.unwrap(), Some(full));
+    store.put_agent(&bare).await.unwrap();
+    assert_eq!(store.get_agent("c-bare").await.unwrap(), Some(bare));
+}
+
 pub(super) async fn children_keep_order_and_are_idempotent(store: &dyn ThreadStore) {
     for c in ["k3", "k1", "k2", "k1"] {
         store.add_child("kp", c).await.unwrap();

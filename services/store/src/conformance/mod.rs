@@ -72,6 +72,47 @@ pub fn record(id: &str, parent: Option<&str>, created: u64) -> AgentRecord {
     }
 }
 
+/// A root whose every field with a default is at it (the required ones set).
+pub fn bare_record(id: &str) -> AgentRecord {
+    AgentRecord {
+        id: id.into(),
+        parent_id: None,
+        root_id: id.into(),
+        depth: 0,
+        title: String::new(),
+        agent_type: "subagent".into(),
+        status: AgentStatus::Idle,
+        status_reason: None,
+        foreground: false,
+        allowed_tools: None,
+        channel: Channel::None,
+        last_error: None,
+        usage: Usage::default(),
+        cost_usd: 0.0,
+        phase: None,
+        current_step: None,
+        progress: None,
+        resume_at_ms: None,
+        provider: None,
+        model: None,
+        env: Default::default(),
+        turns: 0,
+        priority: agentd_proto::Priority::default(),
+        depends_on: vec![],
+        dependencies_settled: false,
+        on_dependency_failure: None,
+        attempts: 0,
+        current_task: None,
+        task_steps_counted: 0,
+        trace: None,
+        budget: None,
+        result: None,
+        agent_cli: None,
+        created_at_ms: 1,
+        updated_at_ms: 1,
+    }
+}
+
 /// A thread entry for tests.
 pub fn entry(text: &str) -> ThreadEntry {
     ThreadEntry::text(agentd_proto::ids::new_id(), Role::User, text, 7)
@@ -90,10 +131,17 @@ fn envelope(text: &str) -> agentd_proto::Envelope {
     )
 }
 
+/// A thread length well past any store's "short thread" (the Redis store checks the ids of
+/// threads below [`crate::SHORT_THREAD`] entries by scanning them, and keeps an id set from
+/// there on).
+pub const LONG_THREAD: usize = 100;
+
 /// Runs every property against `store`, which must be empty.
 pub async fn run_all(store: Arc<dyn ThreadStore>) {
     agents::records_round_trip(store.as_ref()).await;
+    agents::records_at_their_defaults_round_trip(store.as_ref()).await;
     writes::threads_keep_order_and_deduplicate(store.as_ref()).await;
+    writes::long_threads_keep_order_and_deduplicate(store.as_ref()).await;
     agents::children_keep_order_and_are_idempotent(store.as_ref()).await;
     agents::dependents_are_a_set(store.as_ref()).await;
     agents::aliases_get_or_create(store.as_ref()).await;

@@ -176,7 +176,7 @@ impl RedisStore {
                     .arg(2)
                     .arg(self.keys.agent_part(agent_id, "thread"))
                     .arg(self.keys.agent_part(agent_id, "eids"))
-                    .arg(entry.id.to_string())
+                    .arg(entry.id.as_bytes().as_slice())
                     .arg(encode(&**entry).map_err(de)?)
                     .ignore();
             }
@@ -226,7 +226,7 @@ impl RedisStore {
         });
         call.arg(entries.clone().count());
         for entry in entries {
-            call.arg(entry.id.to_string())
+            call.arg(entry.id.as_bytes().as_slice())
                 .arg(encode(&**entry).map_err(de)?);
         }
         let dones = run.iter().filter_map(|w| match w {
@@ -252,24 +252,22 @@ impl RedisStore {
             _ => None,
         });
         if let Some(rec) = record {
-            for (field, value) in record_fields(rec)? {
-                call.arg(field).arg(value);
-            }
+            call.arg(record_bytes(rec)?);
         }
         Ok(())
     }
 
-    /// Adds the writes of [`ThreadStore::put_agent`] to `pipe`: the record hash, then (for a
-    /// root) its partition's roots index, in the same slot.
+    /// Adds the writes of [`ThreadStore::put_agent`] to `pipe`: the record, then (for a root)
+    /// its partition's roots index, in the same slot.
     pub(super) fn pipe_put_agent(
         &self,
         pipe: &mut redis::Pipeline,
         record: &AgentRecord,
     ) -> StoreResult<()> {
-        let set = pipe.cmd("HSET").arg(self.keys.agent(&record.id)).ignore();
-        for (field, value) in record_fields(record)? {
-            set.arg(field).arg(value);
-        }
+        pipe.cmd("SET")
+            .arg(self.keys.agent(&record.id))
+            .arg(record_bytes(record)?)
+            .ignore();
         if record.parent_id.is_none() {
             pipe.cmd("ZADD")
                 .arg(self.keys.roots(self.keys.partition_of(&record.id)))
@@ -330,22 +328,9 @@ fn is_own(write: &StoreWrite, owner: &str) -> bool {
     }
 }
 
-/// The fields of an agent's record hash: the encoded record, and the fields that listings
-/// read without decoding it.
-pub(super) fn record_fields(record: &AgentRecord) -> StoreResult<[(&'static str, Vec<u8>); 5]> {
-    Ok([
-        ("rec", encode(record).map_err(de)?),
-        ("status", record.status.as_str().as_bytes().to_vec()),
-        ("title", record.title.as_bytes().to_vec()),
-        ("type", record.agent_type.as_bytes().to_vec()),
-        (
-            "parent",
-            record
-                .parent_id
-                .as_deref()
-                .unwrap_or("")
-                .as_bytes()
-                .to_vec(),
-        ),
-    ])
+/// An agent's record as stored: one MessagePack value, a string key of its own. Fields at
+/// their defaults are left out (see [`AgentRecord`]'s serde attributes), which is most of a
+/// small agent's record.
+pub(super) fn record_bytes(record: &AgentRecord) -> StoreResult<Vec<u8>> {
+    encode(record).map_err(de)
 }

@@ -47,7 +47,7 @@ impl RedisStore {
         RedisStore {
             con,
             keys,
-            append: Script::new(scripts::APPEND),
+            append: scripts::append(),
             replace: Script::new(scripts::REPLACE),
             add_child: Script::new(scripts::ADD_CHILD),
             alias_get_or_create: Script::new(scripts::ALIAS_GET_OR_CREATE),
@@ -55,7 +55,7 @@ impl RedisStore {
             pushes: Arc::default(),
             tool_call_close: Script::new(scripts::TOOL_CALL_CLOSE),
             tool_call_put: Script::new(scripts::TOOL_CALL_PUT),
-            flush_own: Script::new(scripts::FLUSH_OWN),
+            flush_own: scripts::flush_own(),
             flush_scripts_loaded: Arc::default(),
             dedup_window: DEDUP_WINDOW,
             fence: Arc::default(),

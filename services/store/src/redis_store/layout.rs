@@ -18,8 +18,9 @@ use std::collections::HashMap;
 
 /// What the earlier layout's partition 0 stream key holds once this layout owns the
 /// namespace: a string, where the earlier code expects a stream.
-pub(crate) const TOMBSTONE: &str = "agentd key layout 2: this namespace was moved by `agentd migrate` \
-     (or created by an agentd of layout 2); an agentd of the earlier layout must not run on it";
+pub(crate) const TOMBSTONE: &str = "agentd key layout 2 or later: this namespace was moved by \
+     `agentd migrate` (or created by an agentd of layout 2 or later); an agentd of layout 1 must \
+     not run on it";
 
 /// The layout is written only if there is none (two processes starting at once on an empty
 /// namespace agree on one). KEYS: the layout; ARGV: version, partitions. Answers the layout's
@@ -85,18 +86,26 @@ pub(crate) async fn read<C: ConnectionLike>(
 /// Whether layout `layout` is this code's, ready, with `keys.partitions()` partitions.
 pub(crate) fn check(layout: &HashMap<String, String>, keys: &Keys) -> StoreResult<()> {
     let ns = keys.ns();
-    let version = layout.get("version").map(String::as_str).unwrap_or("?");
-    if version != LAYOUT_VERSION.to_string() {
-        return Err(refused(format!(
-            "namespace `{ns}` has key layout version {version}; this agentd reads version \
-             {LAYOUT_VERSION}"
-        )));
-    }
+    // A migration under way or cut off, whatever its version: it is to be finished first.
     if layout.get("state").map(String::as_str) != Some("ready") {
         return Err(refused(format!(
             "namespace `{ns}` is being migrated, or its migration was cut off: run \
              `agentd migrate` again (with every agentd process on it stopped)"
         )));
+    }
+    let version = layout.get("version").map(String::as_str).unwrap_or("?");
+    if version != LAYOUT_VERSION.to_string() {
+        return Err(refused(match version.parse::<u32>() {
+            Ok(v) if v < LAYOUT_VERSION => format!(
+                "namespace `{ns}` has key layout version {version}, an earlier agentd's; this \
+                 agentd reads version {LAYOUT_VERSION}: stop every agentd process on it and run \
+                 `agentd migrate` (once) before starting this version"
+            ),
+            _ => format!(
+                "namespace `{ns}` has key layout version {version}; this agentd reads version \
+                 {LAYOUT_VERSION}"
+            ),
+        }));
     }
     let partitions = layout.get("partitions").map(String::as_str).unwrap_or("?");
     if partitions != keys.partitions().to_string() {

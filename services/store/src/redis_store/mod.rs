@@ -1,4 +1,5 @@
-//! The Redis `ThreadStore`: records in hashes, threads in streams, the parent→child map in
+//! The Redis `ThreadStore`: records as one MessagePack string each, threads as lists of
+//! `<id> <entry>` pairs (an entry appended once, [`scripts`]), the parent→child map in
 //! sorted sets, worker aliases in hashes (a get-or-create script: race-free across processes),
 //! the durable inbox in a sorted set + hash, checkpoints in a list (newest first). Every key of
 //! an agent is in its partition's hash-tag slot ([`crate::Keys`]), so multi-key changes of one
@@ -24,6 +25,7 @@ mod scripts;
 
 pub use migrate::Migrated;
 pub use push::PushFence;
+pub use scripts::SHORT_THREAD;
 
 use crate::RedisConnection;
 use crate::redis_keys::Keys;

@@ -8,7 +8,6 @@ use agentd_proto::codec::{decode, encode};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
 use redis::cmd;
-use redis::streams::StreamRangeReply;
 use uuid::Uuid;
 
 #[async_trait]
@@ -32,9 +31,8 @@ impl ThreadStore for RedisStore {
 
     async fn get_agent(&self, agent_id: &str) -> StoreResult<Option<AgentRecord>> {
         let mut con = self.con.clone();
-        let bytes: Option<Vec<u8>> = cmd("HGET")
+        let bytes: Option<Vec<u8>> = cmd("GET")
             .arg(self.keys.agent(agent_id))
-            .arg("rec")
             .query_async(&mut con)
             .await
             .map_err(be)?;
@@ -93,7 +91,7 @@ impl ThreadStore for RedisStore {
             .append
             .key(self.keys.agent_part(agent_id, "thread"))
             .key(self.keys.agent_part(agent_id, "eids"))
-            .arg(entry.id.to_string())
+            .arg(entry.id.as_bytes().as_slice())
             .arg(bytes)
             .invoke_async(&mut con)
             .await
@@ -103,23 +101,15 @@ impl ThreadStore for RedisStore {
 
     async fn thread(&self, agent_id: &str) -> StoreResult<Vec<ThreadEntry>> {
         let mut con = self.con.clone();
-        let reply: StreamRangeReply = cmd("XRANGE")
-            .arg(self.keys.agent_part(agent_id, "thread"))
-            .arg("-")
-            .arg("+")
+        let key = self.keys.agent_part(agent_id, "thread");
+        let items: Vec<Vec<u8>> = cmd("LRANGE")
+            .arg(&key)
+            .arg(0)
+            .arg(-1)
             .query_async(&mut con)
             .await
             .map_err(be)?;
-        reply
-            .ids
-            .iter()
-            .map(|sid| {
-                let bytes: Vec<u8> = sid.get("e").ok_or_else(|| {
-                    StoreError::corrupt(format!("thread entry {} has no `e` field", sid.id))
-                })?;
-                decode(&bytes).map_err(de)
-            })
-            .collect()
+        thread_entries(&key, &items)
     }
 
     async fn replace_thread(&self, agent_id: &str, entries: &[ThreadEntry]) -> StoreResult<()> {
@@ -128,7 +118,8 @@ impl ThreadStore for RedisStore {
         inv.key(self.keys.agent_part(agent_id, "thread"))
             .key(self.keys.agent_part(agent_id, "eids"));
         for e in entries {
-            inv.arg(e.id.to_string()).arg(encode(e).map_err(de)?);
+            inv.arg(e.id.as_bytes().as_slice())
+                .arg(encode(e).map_err(de)?);
         }
         inv.invoke_async::<i64>(&mut con).await.map_err(be)?;
         Ok(())
@@ -536,6 +527,21 @@ impl RedisStore {
         }
         Ok(n)
     }
+}
+
+/// The entries of thread list `key`, read whole (`<id> <entry>` pairs, see
+/// [`super::scripts`]): the entries in order.
+fn thread_entries(key: &str, items: &[Vec<u8>]) -> StoreResult<Vec<ThreadEntry>> {
+    if !items.len().is_multiple_of(2) {
+        return Err(StoreError::corrupt(format!(
+            "thread `{key}` holds {} elements, not pairs of an id and an entry",
+            items.len()
+        )));
+    }
+    items
+        .chunks_exact(2)
+        .map(|pair| decode(&pair[1]).map_err(de))
+        .collect()
 }
 
 /// Decodes a stored tool call record (JSON).

@@ -9,7 +9,7 @@
 //! out one after another on the connection, as single pushes did. Each push still gets its own
 //! answer (fresh, duplicate, fenced, or its own error).
 
-use super::{RedisStore, batch::record_fields, be, de};
+use super::{RedisStore, batch::record_bytes, be, de};
 use agentd_actors::{Pushed, StoreError, StoreResult, StoreWrite};
 use agentd_proto::Envelope;
 use agentd_proto::codec::encode;
@@ -22,8 +22,8 @@ use tokio::sync::oneshot;
 pub type PushFence = Arc<dyn Fn(&str) -> Option<(String, String)> + Send + Sync>;
 
 /// The first writes of the turn a pushed envelope starts: its input entry's id and bytes, and
-/// its agent's record fields.
-type TurnStart = (String, Vec<u8>, Vec<(&'static str, Vec<u8>)>);
+/// its agent's record.
+type TurnStart = (uuid::Uuid, Vec<u8>, Vec<u8>);
 
 /// One push waiting for its partition's next call.
 struct Waiting {
@@ -92,11 +92,7 @@ impl RedisStore {
                 });
             }
         };
-        let start = (
-            entry.id.to_string(),
-            encode(&**entry).map_err(de)?,
-            record_fields(rec)?.into(),
-        );
+        let start = (entry.id, encode(&**entry).map_err(de)?, record_bytes(rec)?);
         let bytes = encode(env).map_err(de)?;
         let n = self.push_grouped(agent_id, env, bytes, Some(start)).await?;
         fenced(n, agent_id)?;
@@ -217,14 +213,13 @@ impl RedisStore {
             call.arg(if w.start.is_some() { "1" } else { "0" })
                 .arg(&w.env_id)
                 .arg(&w.bytes);
-            if let Some((entry_id, entry, fields)) = &w.start {
+            if let Some((entry_id, entry, record)) = &w.start {
                 call.key(self.keys.agent_part(&w.agent_id, "thread"))
                     .key(self.keys.agent_part(&w.agent_id, "eids"))
                     .key(self.keys.agent(&w.agent_id));
-                call.arg(entry_id).arg(entry).arg(fields.len());
-                for (field, value) in fields {
-                    call.arg(*field).arg(value);
-                }
+                call.arg(entry_id.as_bytes().as_slice())
+                    .arg(entry)
+                    .arg(record);
             }
         }
         call

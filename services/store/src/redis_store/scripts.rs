@@ -1,22 +1,67 @@
 //! The Lua scripts of the Redis store. Each runs atomically in Redis; the keys a script takes
 //! are one agent's and its partition's (the fence's lease, the stream, the outbox), so they
 //! share the partition's hash-tag slot.
+//!
+//! A thread is a list of pairs, `<entry id> <entry>`: the id as its 16 bytes, the entry as
+//! MessagePack. Every script that appends to it does so through [`APPEND_ONCE`], which keeps an
+//! entry id from being appended twice.
 
 use redis::Script;
 
-/// Appends an entry unless its id is in the thread's id set (`return 0`). KEYS: thread, eids;
-/// ARGV: entry id, entry bytes.
-pub(super) const APPEND: &str = r"
-if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then return 0 end
-redis.call('XADD', KEYS[1], '*', 'id', ARGV[1], 'e', ARGV[2])
-return 1";
+/// A thread shorter than this (in entries) has its ids checked in the list itself (`LPOS`: at
+/// most a few dozen elements compared in C, and no key of its own); one of this length or
+/// more keeps them in a set, `…:eids`, made from the list by the first append that finds it
+/// this long.
+pub const SHORT_THREAD: usize = 32;
 
-/// Replaces a thread and its id set. KEYS: thread, eids; ARGV: entry ids and bytes, in pairs.
+/// `append_once(thread, eids, id, entry)`: appends `id` and `entry` to `thread` unless `id` is
+/// one of its entry ids; answers 1 if it did, 0 if not. Below [`SHORT_THREAD`] entries the list
+/// is searched (`LPOS`; an entry element is never 16 bytes long — it holds its own id and
+/// more — so only an id element can match one); from there on, set `eids`, made from the
+/// list's ids the first time it is needed, is asked and filled (`SADD`). Prepended to the
+/// scripts that append ([`with_append_once`]).
+const APPEND_ONCE: &str = r"
+local function append_once(thread, eids, id, e)
+  local n = redis.call('LLEN', thread)
+  if n < 2 * SHORT_THREAD then
+    if redis.call('LPOS', thread, id) then return 0 end
+  else
+    if redis.call('EXISTS', eids) == 0 then
+      local all = redis.call('LRANGE', thread, 0, -1)
+      for j = 1, #all, 2 do redis.call('SADD', eids, all[j]) end
+    end
+    if redis.call('SADD', eids, id) == 0 then return 0 end
+  end
+  redis.call('RPUSH', thread, id, e)
+  return 1
+end
+";
+
+/// `script` after the [`APPEND_ONCE`] function, with [`SHORT_THREAD`] filled in.
+fn with_append_once(script: &str) -> String {
+    format!(
+        "{}{script}",
+        APPEND_ONCE.replace("SHORT_THREAD", &SHORT_THREAD.to_string())
+    )
+}
+
+/// Appends an entry unless its id is one of the thread's (`return 0`). KEYS: thread, eids;
+/// ARGV: entry id (16 bytes), entry bytes.
+const APPEND: &str = r"
+return append_once(KEYS[1], KEYS[2], ARGV[1], ARGV[2])";
+
+/// [`APPEND`], ready to call.
+pub(super) fn append() -> Script {
+    Script::new(&with_append_once(APPEND))
+}
+
+/// Replaces a thread, and drops its id set (the next append past [`SHORT_THREAD`] entries
+/// makes it again from the list). KEYS: thread, eids; ARGV: entry ids (16 bytes each) and
+/// bytes, in pairs.
 pub(super) const REPLACE: &str = r"
 redis.call('DEL', KEYS[1], KEYS[2])
 for i = 1, #ARGV, 2 do
-  redis.call('XADD', KEYS[1], '*', 'id', ARGV[i], 'e', ARGV[i + 1])
-  redis.call('SADD', KEYS[2], ARGV[i])
+  redis.call('RPUSH', KEYS[1], ARGV[i], ARGV[i + 1])
 end
 return 1";
 
@@ -65,13 +110,12 @@ return {ARGV[2], 1}";
 /// of a push that failed (a key of the wrong type): one agent's broken key fails its own push
 /// only, not those of the other agents in the call. An envelope that
 /// starts its turn also brings the turn's first writes, applied only if it was fresh: its input
-/// entry appended once (as [`APPEND`]) and its agent's record hash set.
+/// entry appended once (as [`APPEND`]) and its agent's record set.
 ///
 /// KEYS: the partition's lease, then per envelope its agent's seen, seenseq, inbox, inboxdata
 /// and, for one that starts a turn, thread, eids and record. ARGV: the token ('' for no
 /// fence), the window, the number of envelopes, then per envelope a flag (`1`: it starts a
-/// turn), its id and bytes, and with the flag the entry id and bytes, the number of record
-/// fields and the fields and values.
+/// turn), its id and bytes, and with the flag the entry id and bytes and the record.
 ///
 /// `ZADD NX` both checks the window and adds to it (a duplicate only uses up a sequence
 /// number), and the window is counted and cut back to its size only every [`TRIM_EVERY`]th
@@ -99,10 +143,8 @@ local function push(a, k, starts)
   redis.call('HSET', KEYS[k + 3], id, ARGV[a + 2])
   if starts then
     local e = a + 3
-    if redis.call('SADD', KEYS[k + 5], ARGV[e]) == 1 then
-      redis.call('XADD', KEYS[k + 4], '*', 'id', ARGV[e], 'e', ARGV[e + 1])
-    end
-    redis.call('HSET', KEYS[k + 6], unpack(ARGV, e + 3, e + 2 + 2 * tonumber(ARGV[e + 2])))
+    append_once(KEYS[k + 4], KEYS[k + 5], ARGV[e], ARGV[e + 1])
+    redis.call('SET', KEYS[k + 6], ARGV[e + 2])
   end
   return 1
 end
@@ -118,7 +160,7 @@ for j = 1, n do
     out[j] = tostring(res)
   end
   if starts then
-    a = a + 6 + 2 * tonumber(ARGV[a + 5])
+    a = a + 6
     k = k + 7
   else
     a = a + 3
@@ -133,7 +175,9 @@ const TRIM_EVERY: u64 = 64;
 
 /// [`PUSH_MANY`] with [`TRIM_EVERY`] filled in.
 pub(super) fn push_many() -> Script {
-    Script::new(&PUSH_MANY.replace("TRIM_EVERY", &TRIM_EVERY.to_string()))
+    Script::new(&with_append_once(
+        &PUSH_MANY.replace("TRIM_EVERY", &TRIM_EVERY.to_string()),
+    ))
 }
 
 /// A live agent's writes of its own state from one flush, in one call: its thread's new
@@ -145,14 +189,11 @@ pub(super) fn push_many() -> Script {
 /// at all). KEYS: thread, eids, inbox, inboxdata, record, the partition's lease, stream and
 /// outbox; ARGV: the token ('' for no fence), the number of entries, their ids and bytes, the
 /// number of done marks, their envelope ids, the number of outputs for the stream, their
-/// bytes, the number for the outbox, their ids and bytes, then the record's hash fields and
-/// values (none: no record).
-pub(super) const FLUSH_OWN: &str = r"
+/// bytes, the number for the outbox, their ids and bytes, then the record (none: no record).
+const FLUSH_OWN: &str = r"
 local i = 3
 for _ = 1, tonumber(ARGV[2]) do
-  if redis.call('SADD', KEYS[2], ARGV[i]) == 1 then
-    redis.call('XADD', KEYS[1], '*', 'id', ARGV[i], 'e', ARGV[i + 1])
-  end
+  append_once(KEYS[1], KEYS[2], ARGV[i], ARGV[i + 1])
   i = i + 2
 end
 local n = tonumber(ARGV[i])
@@ -176,5 +217,10 @@ for _ = 1, n do
 end
 if i > #ARGV then return 1 end
 if ARGV[1] ~= '' and redis.call('GET', KEYS[6]) ~= ARGV[1] then return -1 end
-redis.call('HSET', KEYS[5], unpack(ARGV, i))
+redis.call('SET', KEYS[5], ARGV[i])
 return 1";
+
+/// [`FLUSH_OWN`], ready to call.
+pub(super) fn flush_own() -> Script {
+    Script::new(&with_append_once(FLUSH_OWN))
+}
