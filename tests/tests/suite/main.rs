@@ -40,6 +40,7 @@ mod recovery;
 mod redis_cluster;
 mod redis_example;
 mod redis_migrate;
+mod redis_replicas;
 mod redis_restart;
 mod redis_store;
 mod review_yield;
