@@ -23,6 +23,7 @@ mod deploy_files;
 mod event_resume;
 mod forwards;
 mod http_api;
+mod idempotent_spawns;
 mod lifecycle_model;
 mod log_lines;
 mod manage;

@@ -103,6 +103,25 @@ async fn acknowledged_writes_wait_for_a_replica_and_without_it_are_unavailable()
     );
     assert!(waits(&mut on_master) >= before + 2, "both waited");
 
+    // Acknowledgements waiting at once share WAITs: one sent after a write covers it.
+    for n in 0..32 {
+        one.put_agent(&record(&format!("r-many-{n}"), None, 1))
+            .await
+            .unwrap();
+    }
+    let before = waits(&mut on_master);
+    let acks: Vec<_> = (0..32)
+        .map(|n| {
+            let one = one.clone();
+            tokio::spawn(async move { one.replicated(&format!("r-many-{n}")).await })
+        })
+        .collect();
+    for ack in acks {
+        ack.await.unwrap().unwrap();
+    }
+    let sent = waits(&mut on_master) - before;
+    assert!(sent <= 8, "32 acknowledgements at once sent {sent} WAITs");
+
     // The replica gone: the writes land on the master, the acknowledgement is refused after
     // the wait time, as `unavailable`.
     replica.kill9();

@@ -60,6 +60,7 @@ impl RedisStore {
             dedup_window: DEDUP_WINDOW,
             fence: Arc::default(),
             replicas: Default::default(),
+            waits: Arc::default(),
         }
     }
 

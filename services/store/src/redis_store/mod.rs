@@ -62,6 +62,8 @@ pub struct RedisStore {
     fence: Arc<std::sync::OnceLock<PushFence>>,
     /// The replicas an acknowledgement waits for (none by default).
     replicas: replicas::Replicas,
+    /// The `WAIT`s under way, shared by acknowledgements waiting at once.
+    waits: Arc<replicas::Waits>,
 }
 
 /// A Redis failure, as a transient store error.
