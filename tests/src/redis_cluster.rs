@@ -115,7 +115,16 @@ impl RedisCluster {
         text.lines().find_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
             (fields.get(3) == Some(&master_id.as_str()))
-                .then(|| fields.get(1)?.split('@').next()?.rsplit_once(':')?.1.parse().ok())
+                .then(|| {
+                    fields
+                        .get(1)?
+                        .split('@')
+                        .next()?
+                        .rsplit_once(':')?
+                        .1
+                        .parse()
+                        .ok()
+                })
                 .flatten()
         })
     }

@@ -36,7 +36,10 @@ pub fn idempotent_agent_id(parent: Option<&str>, key: &str) -> String {
 /// What tells two requests with one key apart: a digest of the whole request but its key.
 fn fingerprint(req: &SpawnRequest) -> Result<String, AgentdError> {
     let body = serde_json::to_string(req).map_err(|e| {
-        AgentdError::new(ErrorCode::Internal, format!("encoding a spawn request: {e}"))
+        AgentdError::new(
+            ErrorCode::Internal,
+            format!("encoding a spawn request: {e}"),
+        )
     })?;
     Ok(derived_id(Uuid::nil(), &body).to_string())
 }
@@ -85,9 +88,7 @@ impl AgentSystem {
                     }
                     None => Err(AgentdError::new(
                         ErrorCode::Unavailable,
-                        format!(
-                            "a spawn with idempotency key `{key}` is still under way; retry"
-                        ),
+                        format!("a spawn with idempotency key `{key}` is still under way; retry"),
                     )),
                 };
             }

@@ -57,6 +57,10 @@ mod tests {
         assert_eq!(claims.claim("a", "f2", 60_000).as_deref(), Some("f1"));
         claims.expire("a", 0);
         assert_eq!(claims.claim("a", "f2", 0), None);
-        assert_eq!(claims.claim("a", "f3", 60_000), None, "an expired claim is gone");
+        assert_eq!(
+            claims.claim("a", "f3", 60_000),
+            None,
+            "an expired claim is gone"
+        );
     }
 }

@@ -24,7 +24,10 @@ async fn retries_answer_the_first_agent(sys: &TestSystem) -> String {
         sys.system.spawn(keyed("job-1", "work")),
         sys.system.spawn(keyed("job-1", "work"))
     );
-    assert_eq!((a.unwrap().id, b.unwrap().id), (first.id.clone(), first.id.clone()));
+    assert_eq!(
+        (a.unwrap().id, b.unwrap().id),
+        (first.id.clone(), first.id.clone())
+    );
     let reused = sys.system.spawn(keyed("job-1", "other work")).await;
     assert!(
         matches!(&reused, Err(e) if e.code == ErrorCode::IdempotencyKeyReused),

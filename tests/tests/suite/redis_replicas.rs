@@ -81,7 +81,11 @@ async fn acknowledged_writes_wait_for_a_replica_and_without_it_are_unavailable()
     none.write_own_batch("r-none", &flush_of("r-none", "hi"))
         .await
         .unwrap();
-    assert_eq!(waits(&mut on_master), before, "min_replicas = 0 sends no WAIT");
+    assert_eq!(
+        waits(&mut on_master),
+        before,
+        "min_replicas = 0 sends no WAIT"
+    );
 
     // One asked for: once acknowledged, the replica holds everything (read at once, no
     // polling: that is what the WAIT bought).
@@ -92,7 +96,10 @@ async fn acknowledged_writes_wait_for_a_replica_and_without_it_are_unavailable()
         .arg(&agent_key)
         .query(&mut on_replica)
         .unwrap();
-    assert!(on_the_replica, "the record is on the replica when acknowledged");
+    assert!(
+        on_the_replica,
+        "the record is on the replica when acknowledged"
+    );
     one.write_own_batch("r-one", &flush_of("r-one", "answer"))
         .await
         .unwrap();
@@ -128,7 +135,11 @@ async fn acknowledged_writes_wait_for_a_replica_and_without_it_are_unavailable()
     one.put_agent(&record("r-two", None, 1)).await.unwrap();
     let start = Instant::now();
     assert_unreplicated("a record", one.replicated("r-two").await);
-    assert!(start.elapsed() >= Duration::from_millis(350), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() >= Duration::from_millis(350),
+        "{:?}",
+        start.elapsed()
+    );
     assert_unreplicated(
         "a flush",
         one.write_own_batch("r-two", &flush_of("r-two", "lost?"))
@@ -354,7 +365,11 @@ fn a_spawn_retried_under_one_key_makes_one_agent_across_processes_and_doors() {
         first["agent_id"]
     );
     // The same key with another request is refused, and makes nothing.
-    match spawn_keyed(&b, "k-http", json!({"agent_type": "subagent", "title": "Once", "prompt": "other"})) {
+    match spawn_keyed(
+        &b,
+        "k-http",
+        json!({"agent_type": "subagent", "title": "Once", "prompt": "other"}),
+    ) {
         Err((422, e)) => assert_eq!(e["code"], "idempotency_key_reused", "{e}"),
         other => panic!("{other:?}"),
     }
@@ -381,7 +396,12 @@ fn a_spawn_retried_under_one_key_makes_one_agent_across_processes_and_doors() {
         Err((404, e)) => assert_eq!(e["code"], "unknown_agent_type", "{e}"),
         other => panic!("{other:?}"),
     }
-    spawn_keyed(&b, "k-bad", json!({"agent_type": "subagent", "title": "Fixed"})).unwrap();
+    spawn_keyed(
+        &b,
+        "k-bad",
+        json!({"agent_type": "subagent", "title": "Fixed"}),
+    )
+    .unwrap();
 
     // Through the command stream, racing: the same spawn written three times at once.
     let mut con = server.client();
@@ -392,7 +412,9 @@ fn a_spawn_retried_under_one_key_makes_one_agent_across_processes_and_doors() {
         idempotency_key: Some("k-command".into()),
         ..SpawnRequest::default()
     };
-    let ids: Vec<uuid::Uuid> = (0..3).map(|_| spawn_command(&mut con, req.clone())).collect();
+    let ids: Vec<uuid::Uuid> = (0..3)
+        .map(|_| spawn_command(&mut con, req.clone()))
+        .collect();
     let agents: Vec<Value> = ids
         .iter()
         .map(|id| reply_to(&mut con, *id).unwrap()["agent_id"].clone())
@@ -456,11 +478,12 @@ fn load(p: &AgentdProcess, agents: &[String], stop: &std::sync::atomic::AtomicBo
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    all.into_iter().fold((Vec::new(), Vec::new()), |(mut a, mut r), (x, y)| {
-        a.extend(x);
-        r.extend(y);
-        (a, r)
-    })
+    all.into_iter()
+        .fold((Vec::new(), Vec::new()), |(mut a, mut r), (x, y)| {
+            a.extend(x);
+            r.extend(y);
+            (a, r)
+        })
 }
 
 /// The texts of `id`'s thread, as the store has them (read from the test, not agentd).
@@ -549,7 +572,11 @@ async fn a_master_killed_under_load_loses_no_message_answered_202_with_one_repli
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(40);
     for id in &agents {
-        let mine: Vec<&String> = acked.iter().filter(|(a, _)| a == id).map(|(_, t)| t).collect();
+        let mine: Vec<&String> = acked
+            .iter()
+            .filter(|(a, _)| a == id)
+            .map(|(_, t)| t)
+            .collect();
         loop {
             let texts = user_texts(&store, id).await;
             let missing: Vec<&&String> = mine.iter().filter(|t| !texts.contains(t)).collect();
@@ -562,7 +589,10 @@ async fn a_master_killed_under_load_loses_no_message_answered_202_with_one_repli
                     );
                 }
                 for (_, t) in refused.iter().filter(|(a, _)| a == id) {
-                    assert!(texts.iter().filter(|x| *x == t).count() <= 1, "{t} at most once");
+                    assert!(
+                        texts.iter().filter(|x| *x == t).count() <= 1,
+                        "{t} at most once"
+                    );
                 }
                 break;
             }

@@ -22,9 +22,15 @@ pub async fn the_first_claim_wins_until_dropped(store: Arc<dyn ThreadStore>) {
     store.spawn_claim_expire(id, 0).await.unwrap();
     assert_eq!(store.spawn_claim(id, "fourth", 60_000).await.unwrap(), None);
     store.spawn_claim_expire(id, 0).await.unwrap();
-    store.spawn_claim_expire("s-never-claimed", 60_000).await.unwrap();
+    store
+        .spawn_claim_expire("s-never-claimed", 60_000)
+        .await
+        .unwrap();
     assert_eq!(
-        store.spawn_claim("s-never-claimed", "x", 60_000).await.unwrap(),
+        store
+            .spawn_claim("s-never-claimed", "x", 60_000)
+            .await
+            .unwrap(),
         None,
         "expiring a missing claim makes none"
     );
@@ -49,5 +55,8 @@ pub async fn the_first_claim_wins_until_dropped(store: Arc<dyn ThreadStore>) {
         }
     }
     assert_eq!(winners.len(), 1, "one claim wins: {winners:?}");
-    assert!(seen.iter().all(|s| *s == winners[0]), "{seen:?} vs {winners:?}");
+    assert!(
+        seen.iter().all(|s| *s == winners[0]),
+        "{seen:?} vs {winners:?}"
+    );
 }

@@ -98,7 +98,10 @@ impl RedisStore {
             let mut wait = redis::cmd("WAIT");
             wait.arg(min).arg(wait_ms);
             let answer = self.con.clone().query_on_slot_of::<u32>(key, &wait).await;
-            *done = (covers, answer.as_ref().map(|n| *n).map_err(|e| e.to_string()));
+            *done = (
+                covers,
+                answer.as_ref().map(|n| *n).map_err(|e| e.to_string()),
+            );
             answer.map_err(be)?;
         }
         let acked = match &done.1 {
