@@ -59,6 +59,16 @@ pub struct SpawnRequest {
     /// tools), or a sub-agent whose output is queued for its parent like any message.
     #[serde(default)]
     pub background: bool,
+    /// Makes the spawn idempotent (the HTTP `Idempotency-Key` header sets it too): a spawn
+    /// retried with the same key under the same parent (or as a root) answers the agent the
+    /// first one made, and never makes a second; the same key with another request is
+    /// `idempotency_key_reused`. At most 255 characters, visible ASCII.
+    #[serde(
+        default,
+        alias = "idempotencyKey",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub idempotency_key: Option<String>,
 }
 
 /// A request from outside agentd. A command naming a field its type does not have is refused

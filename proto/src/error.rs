@@ -94,6 +94,11 @@ pub enum ErrorCode {
     DependencyFailed,
     /// A request's body did not arrive in full within the server's request timeout.
     RequestTimeout,
+    /// A spawn's idempotency key was used before, with another request (another body): the
+    /// key names the first request's agent, so this one is refused (422, as the IETF
+    /// `Idempotency-Key` draft says) instead of being answered with an agent it did not ask
+    /// for.
+    IdempotencyKeyReused,
 }
 
 impl ErrorCode {
@@ -138,6 +143,7 @@ impl ErrorCode {
             ErrorCode::ToolCallClosed => "tool_call_closed",
             ErrorCode::DependencyFailed => "dependency_failed",
             ErrorCode::RequestTimeout => "request_timeout",
+            ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
         }
     }
 
@@ -153,6 +159,7 @@ impl ErrorCode {
             | ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::RequestTimeout => 408,
+            ErrorCode::IdempotencyKeyReused => 422,
             ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::Unauthorized => 401,
             ErrorCode::NotRoot
@@ -275,6 +282,7 @@ mod tests {
             ErrorCode::ToolCallNotFound,
             ErrorCode::ToolCallClosed,
             ErrorCode::RequestTimeout,
+            ErrorCode::IdempotencyKeyReused,
         ] {
             let json = serde_json::to_string(&code).unwrap_or_default();
             assert_eq!(json, format!("\"{}\"", code.as_str()));

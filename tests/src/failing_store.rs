@@ -190,6 +190,20 @@ impl ThreadStore for FailingWrites {
     async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
         self.inner.delete_agent(agent_id).await
     }
+    async fn replicated(&self, agent_id: &str) -> StoreResult<()> {
+        self.inner.replicated(agent_id).await
+    }
+    async fn spawn_claim(
+        &self,
+        agent_id: &str,
+        fingerprint: &str,
+        ttl_ms: u64,
+    ) -> StoreResult<Option<String>> {
+        self.inner.spawn_claim(agent_id, fingerprint, ttl_ms).await
+    }
+    async fn spawn_claim_expire(&self, agent_id: &str, ttl_ms: u64) -> StoreResult<()> {
+        self.inner.spawn_claim_expire(agent_id, ttl_ms).await
+    }
     async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
         self.push_delay().await;
         self.inner.inbox_push(agent_id, env).await

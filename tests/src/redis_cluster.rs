@@ -49,6 +49,86 @@ impl RedisCluster {
         ])
     }
 
+    /// Starts three masters and three replicas as [`Self::start`] does, but whose replicas fail
+    /// over: a master that stops answering for the node timeout (3 s) is replaced by its
+    /// replica (the failover tests).
+    pub fn start_failing_over() -> RedisCluster {
+        Self::start_with(&["--cluster-node-timeout", "3000"])
+    }
+
+    /// `SIGKILL` of the node on `port` (no shutdown, no last replication).
+    pub fn kill9_node(&mut self, port: u16) {
+        if let Some(node) = self.nodes.iter_mut().find(|n| n.port == port) {
+            node.kill9();
+        }
+    }
+
+    /// Starts the node on `port` again, on its port and directory (its `nodes.conf` kept): a
+    /// master replaced by its replica meanwhile comes back as that replica's replica.
+    pub fn restart_node(&mut self, port: u16) {
+        if let Some(node) = self.nodes.iter_mut().find(|n| n.port == port) {
+            node.restart();
+        }
+    }
+
+    /// Waits until the master on `port` has a replica online (that a `WAIT 1` counts).
+    pub fn wait_replica_online(&self, port: u16, within: Duration) {
+        let mut con = self.node_client(port);
+        eventually_blocking(within, "a replica online", || {
+            redis::cmd("INFO")
+                .arg("replication")
+                .query::<String>(&mut con)
+                .is_ok_and(|info| {
+                    info.lines()
+                        .any(|l| l.starts_with("slave") && l.contains("state=online"))
+                })
+        });
+    }
+
+    /// Waits until the slots the dead node on `port` served are served by a running node and
+    /// every running node says `cluster_state:ok` (its replica was promoted).
+    pub fn wait_failed_over(&self, port: u16, within: Duration) {
+        eventually_blocking(within, "the dead master's replica to take over", || {
+            self.nodes.iter().filter(|n| n.is_running()).all(|n| {
+                let mut con = n.client();
+                let ok = redis::cmd("CLUSTER")
+                    .arg("INFO")
+                    .query::<String>(&mut con)
+                    .is_ok_and(|info| info.contains("cluster_state:ok"));
+                ok && nodes_of(&mut con).is_some_and(|nodes| {
+                    nodes
+                        .iter()
+                        .all(|node| node.port != port || node.slots.is_empty())
+                })
+            })
+        });
+    }
+
+    /// The port of the replica of the master on `port`, as the first running node sees it.
+    pub fn replica_of(&self, port: u16) -> Option<u16> {
+        let node = self.nodes.iter().find(|n| n.is_running())?;
+        let text: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query(&mut node.client())
+            .ok()?;
+        let master_id = self.nodes().into_iter().find(|n| n.port == port)?.id;
+        text.lines().find_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            (fields.get(3) == Some(&master_id.as_str()))
+                .then(|| {
+                    fields
+                        .get(1)?
+                        .split('@')
+                        .next()?
+                        .rsplit_once(':')?
+                        .1
+                        .parse()
+                        .ok()
+                })
+                .flatten()
+        })
+    }
+
     /// Starts a cluster whose nodes get `args` (e.g. another node timeout).
     pub fn start_with(args: &[&str]) -> RedisCluster {
         let nodes: Vec<RedisServer> = (0..Self::MASTERS * 2)

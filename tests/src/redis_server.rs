@@ -42,6 +42,35 @@ impl RedisServer {
         server
     }
 
+    /// Starts a server without persistence that replicates `master` (`--replicaof`), once the
+    /// master counts it as an online replica: a `WAIT 1` on the master is answered by it.
+    pub fn start_replica_of(master: &RedisServer) -> RedisServer {
+        let port = master.port.to_string();
+        let replica = Self::start_with(&[
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+        ]);
+        let mut con = master.client();
+        eventually_blocking(Duration::from_secs(20), "the replica to be online", || {
+            redis::cmd("INFO")
+                .arg("replication")
+                .query::<String>(&mut con)
+                .is_ok_and(|info| {
+                    info.lines().any(|l| {
+                        l.starts_with("slave")
+                            && l.contains(&format!("port={}", replica.port))
+                            && l.contains("state=online")
+                    })
+                })
+        });
+        replica
+    }
+
     /// Starts a server in cluster mode that serves every slot alone: it refuses what a Redis
     /// Cluster refuses (`CROSSSLOT`: a command, a transaction or a script's declared keys in
     /// more than one slot), so the code that runs against it is checked to touch one slot per

@@ -27,6 +27,11 @@ pub enum StoreErrorKind {
     /// The store was asked for something it does not do (a forward to a stream, an outbox):
     /// a caller's mistake, never worth a retry.
     Unsupported,
+    /// A write was applied, but fewer replicas than asked (`redis.min_replicas`) confirmed it
+    /// in time: a failover now could lose it, so nothing that depends on it is acknowledged.
+    /// The write may stand, so the caller keeps the work (writes are idempotent) and a caller
+    /// outside answers `unavailable`.
+    Unreplicated,
 }
 
 impl StoreErrorKind {
@@ -36,6 +41,7 @@ impl StoreErrorKind {
             StoreErrorKind::Transient | StoreErrorKind::Unsupported => "store backend",
             StoreErrorKind::Corrupt => "store decode",
             StoreErrorKind::Fenced => "fenced",
+            StoreErrorKind::Unreplicated => "unreplicated",
         }
     }
 }
@@ -90,17 +96,23 @@ impl StoreError {
         Self::new(StoreErrorKind::Fenced, context)
     }
 
+    /// A [`StoreErrorKind::Unreplicated`] write.
+    pub fn unreplicated(context: impl Into<String>) -> Self {
+        Self::new(StoreErrorKind::Unreplicated, context)
+    }
+
     /// What kind of failure this is.
     pub fn kind(&self) -> StoreErrorKind {
         self.kind
     }
 
-    /// Whether the same work can succeed later ([`StoreErrorKind::Transient`] or
-    /// [`StoreErrorKind::Fenced`]): the caller keeps it instead of giving it up.
+    /// Whether the same work can succeed later ([`StoreErrorKind::Transient`],
+    /// [`StoreErrorKind::Fenced`] or [`StoreErrorKind::Unreplicated`]): the caller keeps it
+    /// instead of giving it up.
     pub fn is_transient(&self) -> bool {
         matches!(
             self.kind,
-            StoreErrorKind::Transient | StoreErrorKind::Fenced
+            StoreErrorKind::Transient | StoreErrorKind::Fenced | StoreErrorKind::Unreplicated
         )
     }
 }
@@ -108,7 +120,7 @@ impl StoreError {
 impl From<StoreError> for AgentdError {
     fn from(e: StoreError) -> Self {
         let code = match e.kind {
-            StoreErrorKind::Fenced => ErrorCode::Unavailable,
+            StoreErrorKind::Fenced | StoreErrorKind::Unreplicated => ErrorCode::Unavailable,
             _ => ErrorCode::StoreError,
         };
         AgentdError::with_source(code, e.to_string(), e)
@@ -315,6 +327,36 @@ pub trait ThreadStore: Send + Sync + 'static {
         let _ = agent_id;
         self.write_batch(writes).await
     }
+
+    /// Waits until the writes this process made so far on the node that holds `agent_id`'s
+    /// keys (its partition's slot) are held by the replicas the store is configured to wait for
+    /// (`redis.min_replicas`), before an acknowledgement that depends on them is given: a
+    /// `202`, a command's reply. [`StoreError::unreplicated`] if fewer confirmed in time (the
+    /// writes may stand). Stores without replicas, and a Redis store asking for none, answer at
+    /// once without a round trip.
+    async fn replicated(&self, agent_id: &str) -> StoreResult<()> {
+        let _ = agent_id;
+        Ok(())
+    }
+
+    /// Claims spawn idempotency key slot `agent_id` (the id derived from the caller's
+    /// `Idempotency-Key` and scope) for the request whose fingerprint is `fingerprint`, for
+    /// `ttl_ms`: `None` if the claim is new (this caller creates the agent), else the fingerprint
+    /// of the request that claimed it first (a retry, or another request reusing the key). One
+    /// atomic step, in the agent's own slot where the store has slots, so the claim and the
+    /// agent's record fail over together.
+    async fn spawn_claim(
+        &self,
+        agent_id: &str,
+        fingerprint: &str,
+        ttl_ms: u64,
+    ) -> StoreResult<Option<String>>;
+
+    /// Makes the claim of [`Self::spawn_claim`] expire `ttl_ms` from now (a claim is made for
+    /// the time its spawn may take, and kept for the key's lifetime once the agent is written),
+    /// or drops it with `ttl_ms` 0 (the spawn was refused before writing anything, so the key
+    /// may be used again). A missing claim stays missing.
+    async fn spawn_claim_expire(&self, agent_id: &str, ttl_ms: u64) -> StoreResult<()>;
 
     /// Whether [`StoreWrite::Forward`] can be part of this store's batches (the store is also
     /// the bus the transport appends to).

@@ -65,6 +65,11 @@ impl Supervisor {
                 deps.clock.now_ms(),
             );
             env.trace = trace;
+            // Derived from the agent, as its id may be (an idempotent spawn's): a first message
+            // routed twice for one agent is queued once.
+            if let Ok(agent) = uuid::Uuid::parse_str(&rec.id) {
+                env.id = agentd_proto::ids::derived_id(agent, "first-message");
+            }
             env
         });
         if deps.is_remote(&rec.id) {

@@ -14,7 +14,22 @@ use serde_json::Value;
 
 impl AgentSystem {
     /// Creates an agent; without a parent it is a root, foreground unless `req.background`.
-    pub async fn spawn(&self, req: SpawnRequest) -> Result<AgentRecord, AgentdError> {
+    /// With `req.idempotency_key`, a retry answers the agent the first attempt made
+    /// ([`super::idempotent`]). Answers once the agent's record (and its place among its
+    /// parent's children) is held by the replicas the store waits for (`redis.min_replicas`).
+    pub async fn spawn(&self, mut req: SpawnRequest) -> Result<AgentRecord, AgentdError> {
+        match req.idempotency_key.take() {
+            Some(key) => self.spawn_once(req, &key).await,
+            None => self.spawn_as(req, None).await,
+        }
+    }
+
+    /// [`Self::spawn`] as agent `id` (`None`: a new id).
+    pub(super) async fn spawn_as(
+        &self,
+        req: SpawnRequest,
+        id: Option<String>,
+    ) -> Result<AgentRecord, AgentdError> {
         let parent = match &req.parent_id {
             Some(p) => Some(ops::record(&self.system, p).await?),
             None => None,
@@ -31,10 +46,10 @@ impl AgentSystem {
             },
             None => Channel::None,
         };
-        ops::spawn(
+        let rec = ops::spawn(
             &self.system,
             SpawnSpec {
-                id: None,
+                id,
                 parent,
                 agent_type: req.agent_type.clone().unwrap_or_else(|| "subagent".into()),
                 title: req.title.clone(),
@@ -52,7 +67,13 @@ impl AgentSystem {
                 trace: crate::telemetry::current(),
             },
         )
-        .await
+        .await?;
+        let store = &self.system.deps.store;
+        store.replicated(&rec.id).await?;
+        if let Some(parent) = &rec.parent_id {
+            store.replicated(parent).await?;
+        }
+        Ok(rec)
     }
 
     /// Sends text to an agent (re-opening it if closed); `agent_not_found` if there is none,
@@ -74,8 +95,8 @@ impl AgentSystem {
     }
 
     /// Posts `item` from service `sender` to `agent_id` as envelope `id` (checked like every
-    /// message), answering
-    /// once it is in the agent's durable inbox: `Ok(false)` if that id was queued before (a
+    /// message), answering once it is in the agent's durable inbox (and held by the replicas
+    /// the store waits for): `Ok(false)` if that id was queued before (a
     /// resend), so a caller that derives the id from its own request id posts it once.
     pub async fn post_as_from(
         &self,
@@ -87,7 +108,9 @@ impl AgentSystem {
         let from = Address::External {
             name: sender.to_string(),
         };
-        ops::post_as(&self.system, from, agent_id, id, item).await
+        let fresh = ops::post_as(&self.system, from, agent_id, id, item).await?;
+        self.system.deps.store.replicated(agent_id).await?;
+        Ok(fresh)
     }
 
     /// Cancels inbox item `item_id` of `agent_id` alone (see

@@ -83,6 +83,18 @@ impl AgentSystem {
             env.trace = crate::telemetry::current();
             return transport.call(env, timeout).await?.into_result();
         }
+        // The reply waits until the command's effects are held by the replicas the store waits
+        // for (`redis.min_replicas`; a spawn waits in `spawn`, reads write nothing).
+        let effects_on = effects_on(&cmd).map(str::to_string);
+        let value = self.execute_here(cmd).await?;
+        if let Some(agent_id) = effects_on {
+            self.system.deps.store.replicated(&agent_id).await?;
+        }
+        Ok(value)
+    }
+
+    /// [`Self::execute`] in this process.
+    async fn execute_here(&self, cmd: Command) -> Result<Value, AgentdError> {
         match cmd {
             Command::SetBudget { agent_id, budget } => self
                 .set_budget(&agent_id, budget)
@@ -203,6 +215,19 @@ impl AgentSystem {
                 .await
                 .and_then(|r| crate::errors::to_json(&AgentView::of(&r, 0))),
         }
+    }
+}
+
+/// The agent in whose partition a command writes what it does, whose reply therefore waits
+/// for its replicas: none for reads, and none for a spawn (it waits by itself).
+fn effects_on(cmd: &Command) -> Option<&str> {
+    match cmd {
+        Command::Spawn(_)
+        | Command::Inspect { .. }
+        | Command::List { .. }
+        | Command::Thread { .. }
+        | Command::Checkpoints { .. } => None,
+        other => other.target().filter(|a| !a.trim().is_empty()),
     }
 }
 

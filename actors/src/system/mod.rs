@@ -6,10 +6,12 @@
 //! | [`agents`] | acting on one agent: spawn, messages, controls, budgets, environment, checkpoints, tools |
 //! | [`views`] | what the API shows: inspect (relayed to the owning process), list, tree, queue |
 //! | [`commands`] | commands from other services, scoped to a tree, run where the agent lives |
+//! | [`idempotent`] | spawns under an idempotency key: a retry answers the first attempt's agent |
 //! | [`recovery`] | resuming, after a restart or a takeover, the agents that had work |
 
 mod agents;
 mod commands;
+mod idempotent;
 mod recovery;
 mod views;
 
@@ -23,6 +25,8 @@ use crate::supervisor::{Shared, SystemHandle};
 use actix::prelude::*;
 use agentd_proto::{Address, AgentdError, Envelope};
 use std::sync::Arc;
+
+pub use idempotent::idempotent_agent_id;
 
 /// The running actors of one process. Its operations act in this process;
 /// [`Self::execute`] (what the HTTP API and the command stream call) runs a command that acts

@@ -428,7 +428,10 @@ pub fn document(auth_required: bool) -> Doc {
                 add("403", "`not_ancestor`: outside the `X-Agentd-Root` scope");
                 add("404", "`agent_not_found` or another unknown name");
                 add("500", "`store_error` or `internal`");
-                add("503", "`unavailable`: the agent's owner did not answer");
+                add(
+                    "503",
+                    "`unavailable`: the agent's owner did not answer, or fewer replicas than `redis.min_replicas` confirmed the write in time",
+                );
             }
             if let Some(body) = op.request_body.as_mut() {
                 if let RefOr::T(body) = body {

@@ -169,7 +169,8 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
         let store = RedisStore::connect_to(&r.target(), &r.namespace, r.partitions)
             .await
             .with_context(|| format!("connecting to Redis at {}", r.masked_url()))?
-            .with_dedup_window(r.dedup_window);
+            .with_dedup_window(r.dedup_window)
+            .with_min_replicas(r.min_replicas, r.replica_wait_ms);
         let process_id = match r.process_id.trim() {
             "" => agentd_proto::ids::new_id().to_string(),
             id => id.to_string(),

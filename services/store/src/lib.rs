@@ -16,6 +16,7 @@ mod memory;
 mod redis_connection;
 mod redis_keys;
 mod redis_store;
+mod spawn_claims;
 
 pub use embedded::RedbStore;
 pub use memory::MemoryStore;

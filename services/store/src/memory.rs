@@ -145,6 +145,7 @@ struct Inbox {
 #[derive(Default)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,
+    spawn_claims: crate::spawn_claims::SpawnClaims,
 }
 
 impl MemoryStore {
@@ -308,6 +309,20 @@ impl ThreadStore for MemoryStore {
                     .collect()
             })
             .unwrap_or_default())
+    }
+
+    async fn spawn_claim(
+        &self,
+        agent_id: &str,
+        fingerprint: &str,
+        ttl_ms: u64,
+    ) -> StoreResult<Option<String>> {
+        Ok(self.spawn_claims.claim(agent_id, fingerprint, ttl_ms))
+    }
+
+    async fn spawn_claim_expire(&self, agent_id: &str, ttl_ms: u64) -> StoreResult<()> {
+        self.spawn_claims.expire(agent_id, ttl_ms);
+        Ok(())
     }
 
     async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {

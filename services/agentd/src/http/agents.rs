@@ -8,13 +8,22 @@ use agentd_proto::{AgentdError, Command, Control, ErrorCode, SpawnRequest};
 use serde::Deserialize;
 use serde_json::json;
 
-/// Spawn an agent (a root, or a child with `parent_id`).
+/// The header that makes a spawn idempotent (the IETF `Idempotency-Key` draft).
+const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+
+/// Spawn an agent (a root, or a child with `parent_id`). With an `Idempotency-Key` header (or
+/// the body's `idempotency_key`), a retry answers the agent the first attempt made.
 #[utoipa::path(
     post, path = "/v1/agents", tag = "agents",
+    params(
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes the spawn idempotent: a spawn retried with the same key under the same parent (or as a root) answers the first attempt's agent and makes no second one (kept 24 h, and while that agent exists). 1 to 255 visible ASCII characters; overrides the body's `idempotency_key`."),
+    ),
     request_body(content = SpawnRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "The new agent", body = agentd_proto::AgentView),
+        (status = 201, description = "The new agent (or, for a retried idempotent spawn, the first attempt's)", body = agentd_proto::AgentView),
+        (status = 422, description = "`idempotency_key_reused`: the key came with another request before", body = AgentdError),
         (status = 429, description = "`depth_limit`, `fanout_limit` or `budget_exceeded`", body = AgentdError),
+        (status = 503, description = "`unavailable`: e.g. fewer replicas than `redis.min_replicas` confirmed the agent in time (it may exist: retry with the same `Idempotency-Key`), or a first attempt with the key is still under way", body = AgentdError),
     )
 )]
 pub(crate) async fn spawn(
@@ -22,7 +31,17 @@ pub(crate) async fn spawn(
     req: HttpRequest,
     body: JsonObject<SpawnRequest>,
 ) -> ApiResult {
-    let view = run(&st, &req, Command::Spawn(Box::new(body.into_inner()))).await?;
+    let mut spawn = body.into_inner();
+    if let Some(key) = req.headers().get(IDEMPOTENCY_KEY) {
+        let key = key.to_str().map_err(|_| {
+            AgentdError::new(
+                ErrorCode::InvalidArgument,
+                "the Idempotency-Key header is visible ASCII",
+            )
+        })?;
+        spawn.idempotency_key = Some(key.to_string());
+    }
+    let view = run(&st, &req, Command::Spawn(Box::new(spawn))).await?;
     Ok(HttpResponse::Created().json(super::with_trace_id(view)))
 }
 

@@ -226,6 +226,12 @@ impl Settings {
                     "redis.commands_running must be > 0 and redis.commands_taken >= it".into(),
                 ));
             }
+            // `WAIT n 0` would block for ever.
+            if self.redis.min_replicas > 0 && self.redis.replica_wait_ms == 0 {
+                return Err(SettingsError::Invalid(
+                    "redis.replica_wait_ms must be > 0 when redis.min_replicas > 0".into(),
+                ));
+            }
         }
         let l = &self.limits;
         if l.max_title_chars == 0 || l.max_prompt_bytes == 0 || l.max_message_bytes == 0 {
@@ -291,6 +297,23 @@ mod tests {
             assert_eq!(s.limits.max_children, 64);
             assert_eq!(s.store.kind, StoreKind::Embedded);
         }
+    }
+
+    #[test]
+    fn replicas_are_not_waited_for_by_default_and_a_wait_has_an_end() {
+        let s = Settings::from_overrides("").map_err(|e| e.to_string());
+        assert!(
+            matches!(&s, Ok(s) if (s.redis.min_replicas, s.redis.replica_wait_ms) == (0, 1000)),
+            "{s:?}"
+        );
+        let s = Settings::from_overrides(
+            "[redis]\nurl = \"redis://127.0.0.1:1/\"\nmin_replicas = 1\nreplica_wait_ms = 0\n",
+        );
+        let e = s.map(|_| ()).map_err(|e| e.to_string());
+        assert!(
+            matches!(&e, Err(m) if m.contains("redis.replica_wait_ms")),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -84,6 +84,12 @@ pub struct RedisSettings {
     pub commands_taken: usize,
     /// Approximate cap (`MAXLEN ~`) of a command's reply stream.
     pub command_replies_maxlen: usize,
+    /// Replicas that must hold a write before an acknowledgement that depends on it (a `202`,
+    /// a turn's flush before its outputs go out, a command's effects) is given: `WAIT` on the
+    /// node that took the write. 0 (the default) waits for none and sends no `WAIT`.
+    pub min_replicas: u32,
+    /// How long such a `WAIT` may take, ms; fewer replicas by then answers `unavailable`.
+    pub replica_wait_ms: u64,
 }
 
 impl RedisSettings {

@@ -26,6 +26,8 @@ pub struct RedbStore {
     db: Arc<Database>,
     /// The seq of the next output kept in [`OUTBOX`](super::layout::OUTBOX).
     outbox_seq: Arc<AtomicU64>,
+    /// Spawn idempotency claims (one process uses the file).
+    spawn_claims: Arc<crate::spawn_claims::SpawnClaims>,
 }
 
 impl RedbStore {
@@ -56,6 +58,7 @@ impl RedbStore {
             writer,
             db,
             outbox_seq: Arc::new(outbox_seq.into()),
+            spawn_claims: Arc::default(),
         })
     }
 
@@ -184,6 +187,20 @@ impl ThreadStore for RedbStore {
     async fn aliases(&self, parent_id: &str) -> StoreResult<Vec<WorkerAlias>> {
         let parent = parent_id.to_string();
         self.run(move |db| reads::aliases(db, &parent)).await
+    }
+
+    async fn spawn_claim(
+        &self,
+        agent_id: &str,
+        fingerprint: &str,
+        ttl_ms: u64,
+    ) -> StoreResult<Option<String>> {
+        Ok(self.spawn_claims.claim(agent_id, fingerprint, ttl_ms))
+    }
+
+    async fn spawn_claim_expire(&self, agent_id: &str, ttl_ms: u64) -> StoreResult<()> {
+        self.spawn_claims.expire(agent_id, ttl_ms);
+        Ok(())
     }
 
     async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {

@@ -128,6 +128,9 @@ impl RedisStore {
         }
         match owner {
             Some(owner) => {
+                // With `redis.min_replicas`, the flush is replicated before its outputs go out
+                // (`replicas`; nothing is sent with none asked for).
+                self.wait_replicas_of(owner).await?;
                 let own = self.keys.partition_of(owner);
                 let out: Vec<_> = forwards
                     .iter()
@@ -135,6 +138,11 @@ impl RedisStore {
                     .collect();
                 for (stream, env) in &out {
                     append(&mut con, stream, env).await?;
+                }
+                for (stream, _) in &out {
+                    // And an output is replicated on its parent's node before it leaves the
+                    // outbox.
+                    self.wait_replicas(stream).await?;
                 }
                 if !out.is_empty() {
                     // Not awaited: the outputs are on their parents' streams now, and one that

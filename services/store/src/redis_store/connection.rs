@@ -59,6 +59,8 @@ impl RedisStore {
             flush_scripts_loaded: Arc::default(),
             dedup_window: DEDUP_WINDOW,
             fence: Arc::default(),
+            replicas: Default::default(),
+            waits: Arc::default(),
         }
     }
 

@@ -14,6 +14,8 @@
 //! | [`batch`] | batches by slot, an agent's own writes fenced by its partition's lease, child outputs through the outbox |
 //! | [`layout`] | the namespace's key layout and partition count, checked at every start |
 //! | [`migrate`] | `agentd migrate`: the earlier layout moved to this one, once |
+//! | [`replicas`] | `WAIT` for `redis.min_replicas` after a write an acknowledgement depends on |
+//! | [`spawn_claim`] | the claims of idempotent spawns (`Idempotency-Key`) |
 
 mod batch;
 mod connection;
@@ -21,7 +23,9 @@ mod layout;
 mod migrate;
 mod operations;
 mod push;
+mod replicas;
 mod scripts;
+mod spawn_claim;
 
 pub use migrate::Migrated;
 pub use push::PushFence;
@@ -58,6 +62,10 @@ pub struct RedisStore {
     dedup_window: usize,
     /// Set once the bus is up (shared by the clones of this store).
     fence: Arc<std::sync::OnceLock<PushFence>>,
+    /// The replicas an acknowledgement waits for (none by default).
+    replicas: replicas::Replicas,
+    /// The `WAIT`s under way, shared by acknowledgements waiting at once.
+    waits: Arc<replicas::Waits>,
 }
 
 /// A Redis failure, as a transient store error.

@@ -485,6 +485,23 @@ impl ThreadStore for RedisStore {
     async fn write_own_batch(&self, agent_id: &str, writes: &[StoreWrite]) -> StoreResult<()> {
         self.write_batch_fenced(writes, Some(agent_id)).await
     }
+
+    async fn replicated(&self, agent_id: &str) -> StoreResult<()> {
+        self.wait_replicas_of(agent_id).await
+    }
+
+    async fn spawn_claim(
+        &self,
+        agent_id: &str,
+        fingerprint: &str,
+        ttl_ms: u64,
+    ) -> StoreResult<Option<String>> {
+        self.claim_spawn(agent_id, fingerprint, ttl_ms).await
+    }
+
+    async fn spawn_claim_expire(&self, agent_id: &str, ttl_ms: u64) -> StoreResult<()> {
+        self.expire_spawn_claim(agent_id, ttl_ms).await
+    }
 }
 
 impl RedisStore {
