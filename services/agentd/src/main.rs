@@ -8,9 +8,9 @@ use std::process::ExitCode;
 
 /// mimalloc instead of the system allocator: agents allocate many small, short-lived buffers
 /// (envelopes, thread entries, Redis frames) across Arbiter threads, where glibc's arena locks
-/// show (BENCHMARKS.md has the figures).
+/// show (BENCHMARKS.md has the figures); `agentd-alloc` says how it is called.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: agentd_alloc::Mimalloc = agentd_alloc::Mimalloc;
 
 /// Runs LLM agents as actors; parents spawn, message and manage their sub-agents.
 #[derive(Parser)]

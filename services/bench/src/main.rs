@@ -24,7 +24,7 @@ mod redis_bytes;
 
 /// The same allocator as the service binary, so the figures are the service's.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: agentd_alloc::Mimalloc = agentd_alloc::Mimalloc;
 
 const SCRIPT: &str = "[[rule]]\nagent = \"worker\"\ntext = \"done\"\nusage = { input = 1, output = 1 }\n\n[[rule]]\nagent = \"sink\"\ntext = \"\"\nusage = { input = 1, output = 1 }\n\n[[rule]]\ntext = \"\"\n";
 

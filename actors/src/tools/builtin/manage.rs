@@ -111,10 +111,15 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
             let child = dispatched.child_id;
             let Some(wait) = dispatched.wait else {
                 debug_assert_eq!(mode, ManageMode::Async);
-                return Ok(json!({
-                    "status": "sent", "mode": "async", "worker": worker,
-                    "threadAlias": alias, "childThreadId": child, "created": dispatched.created,
-                }));
+                let sent = SendAnswer {
+                    status: "sent",
+                    mode: "async",
+                    worker,
+                    alias,
+                    child,
+                    created: dispatched.created,
+                };
+                return Ok(sent.into_json(None, None));
             };
             let sleep = ctx.deps.clock.sleep(sync_timeout_ms);
             let mut rx = wait.result;
@@ -131,16 +136,49 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
                     _ => rx.await.unwrap_or_else(|_| dropped()),
                 },
             };
-            let mut out = json!({
-                "status": result.status, "mode": "sync", "worker": worker,
-                "threadAlias": alias, "childThreadId": child, "created": dispatched.created,
-                "messages": result.messages,
-            });
-            if let Some(err) = result.error {
-                out["error"] = json!(err);
-            }
-            Ok(out)
+            let answered = SendAnswer {
+                status: result.status,
+                mode: "sync",
+                worker,
+                alias,
+                child,
+                created: dispatched.created,
+            };
+            Ok(answered.into_json(Some(result.messages), result.error))
         }
+    }
+}
+
+/// What `send_message` answers, before it becomes the tool's JSON.
+struct SendAnswer {
+    status: &'static str,
+    mode: &'static str,
+    worker: String,
+    alias: String,
+    child: String,
+    created: bool,
+}
+
+impl SendAnswer {
+    /// The answer as the seed's JSON object. Built by moving the strings into the map, not
+    /// through `json!`, which serialises each value from a reference (a copy of every string
+    /// and of each collected message): the answer is made on every Manage call.
+    fn into_json(self, messages: Option<Vec<String>>, error: Option<String>) -> Value {
+        let mut out = serde_json::Map::new();
+        out.insert("status".into(), Value::from(self.status));
+        out.insert("mode".into(), Value::from(self.mode));
+        out.insert("worker".into(), Value::String(self.worker));
+        out.insert("threadAlias".into(), Value::String(self.alias));
+        out.insert("childThreadId".into(), Value::String(self.child));
+        out.insert("created".into(), Value::Bool(self.created));
+        if let Some(messages) = messages {
+            let messages = messages.into_iter().map(Value::String).collect();
+            out.insert("messages".into(), Value::Array(messages));
+        }
+        if let Some(error) = error {
+            out.insert("error".into(), Value::String(error));
+        }
+        Value::Object(out)
     }
 }
 
