@@ -72,7 +72,7 @@ async fn acknowledged_writes_wait_for_a_replica_and_without_it_are_unavailable()
     let one = RedisStore::connect(&master.url(), NS, PARTITIONS)
         .await
         .unwrap()
-        .with_min_replicas(1, 400);
+        .with_min_replicas(1, 1_500);
 
     // None asked for: no WAIT at all, whatever is written.
     let before = waits(&mut on_master);
@@ -159,7 +159,7 @@ async fn on_a_cluster_the_wait_goes_to_the_node_of_the_key_written() {
     let store = RedisStore::connect_to(&RedisTarget::cluster(cluster.urls()), NS, PARTITIONS)
         .await
         .unwrap()
-        .with_min_replicas(1, 400);
+        .with_min_replicas(1, 1_500);
     // One agent per master, each of which has its replica in sync.
     let masters = cluster.masters();
     for m in &masters {
@@ -258,7 +258,7 @@ fn a_202_and_a_201_wait_for_the_replica_and_a_retried_spawn_answers_its_first_ag
         &[
             ("AGENTD__REDIS__URL", master.url()),
             ("AGENTD__REDIS__MIN_REPLICAS", "1".to_string()),
-            ("AGENTD__REDIS__REPLICA_WAIT_MS", "300".to_string()),
+            ("AGENTD__REDIS__REPLICA_WAIT_MS", "1500".to_string()),
         ],
         &dir,
     );
