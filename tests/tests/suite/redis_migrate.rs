@@ -289,6 +289,31 @@ fn agentd(server: &RedisServer, args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// `agentd migrate` refuses while a process is live in `members` (the members key of the
+/// layout being moved), and a migration with another partition count than the namespace's.
+async fn refuses_live_processes_and_other_partition_counts<C: redis::ConnectionLike>(
+    server: &RedisServer,
+    con: &mut C,
+    members: &str,
+) {
+    q(
+        con,
+        redis::cmd("ZADD")
+            .arg(members)
+            .arg(now_ms())
+            .arg("live-proc"),
+    );
+    let (ok, out) = agentd(server, &["migrate"]);
+    assert!(!ok && out.contains("live-proc"), "{out}");
+    q(con, redis::cmd("ZREM").arg(members).arg("live-proc"));
+    let err = RedisStore::migrate(&server.url(), NS, 8, 2_000)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("redis.partitions = 4"), "{err}");
+}
+
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -313,27 +338,8 @@ async fn agentd_migrate_moves_the_earlier_layout_once_and_loses_nothing() {
     assert!(!ok && out.contains("agentd migrate"), "{out}");
 
     // Not while a process is live on the namespace, nor with another partition count.
-    q(
-        &mut con,
-        redis::cmd("ZADD")
-            .arg(format!("{NS}:members"))
-            .arg(now_ms())
-            .arg("live-proc"),
-    );
-    let (ok, out) = agentd(&server, &["migrate"]);
-    assert!(!ok && out.contains("live-proc"), "{out}");
-    q(
-        &mut con,
-        redis::cmd("ZREM")
-            .arg(format!("{NS}:members"))
-            .arg("live-proc"),
-    );
-    let err = RedisStore::migrate(&server.url(), NS, 8, 2_000)
-        .await
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
-    assert!(err.contains("redis.partitions = 4"), "{err}");
+    refuses_live_processes_and_other_partition_counts(&server, &mut con, &format!("{NS}:members"))
+        .await;
 
     let (ok, out) = agentd(&server, &["migrate"]);
     assert!(
@@ -746,27 +752,12 @@ async fn agentd_migrate_moves_layout_2_to_compact_threads_and_records_once() {
     );
     let (ok, out) = agentd(&server, &["check-config"]);
     assert!(!ok && out.contains("agentd migrate"), "{out}");
-    q(
+    refuses_live_processes_and_other_partition_counts(
+        &server,
         &mut con,
-        redis::cmd("ZADD")
-            .arg(format!("{{{NS}:members}}"))
-            .arg(now_ms())
-            .arg("live-proc"),
-    );
-    let (ok, out) = agentd(&server, &["migrate"]);
-    assert!(!ok && out.contains("live-proc"), "{out}");
-    q(
-        &mut con,
-        redis::cmd("ZREM")
-            .arg(format!("{{{NS}:members}}"))
-            .arg("live-proc"),
-    );
-    let err = RedisStore::migrate(&server.url(), NS, 8, 2_000)
-        .await
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
-    assert!(err.contains("redis.partitions = 4"), "{err}");
+        &format!("{{{NS}:members}}"),
+    )
+    .await;
 
     // Two threads and three records rewritten.
     let (ok, out) = agentd(&server, &["migrate"]);
