@@ -238,25 +238,7 @@ fn write_earlier_layout(con: &mut Connection) -> Earlier {
                 .arg(agentd_proto::codec::encode_envelope(&envelope("c-1", text)).unwrap()),
         );
     }
-    q(
-        con,
-        redis::cmd("XREADGROUP")
-            .arg("GROUP")
-            .arg("agentd")
-            .arg("dead-proc")
-            .arg("COUNT")
-            .arg(1)
-            .arg("STREAMS")
-            .arg(&stream)
-            .arg(">"),
-    );
-    q(
-        con,
-        redis::cmd("ZADD")
-            .arg(format!("{NS}:members"))
-            .arg(1_000)
-            .arg("dead-proc"),
-    );
+    read_by_a_dead_process(con, &stream, &format!("{NS}:members"));
     q(
         con,
         redis::cmd("SET")
@@ -287,6 +269,27 @@ fn agentd(server: &RedisServer, args: &[&str]) -> (bool, String) {
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status.success(), text)
+}
+
+/// Leaves one entry of `stream` read and unacknowledged by `dead-proc`, a process that last
+/// beat long ago in `members`: what a process killed mid-delivery leaves for a migration.
+fn read_by_a_dead_process<C: redis::ConnectionLike>(con: &mut C, stream: &str, members: &str) {
+    q(
+        con,
+        redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg("agentd")
+            .arg("dead-proc")
+            .arg("COUNT")
+            .arg(1)
+            .arg("STREAMS")
+            .arg(stream)
+            .arg(">"),
+    );
+    q(
+        con,
+        redis::cmd("ZADD").arg(members).arg(1_000).arg("dead-proc"),
+    );
 }
 
 /// `agentd migrate` refuses while a process is live in `members` (the members key of the
@@ -632,25 +635,7 @@ fn write_layout_2<C: redis::ConnectionLike>(con: &mut C) -> Layout2 {
             .arg("m")
             .arg(agentd_proto::codec::encode_envelope(&envelope("c-1", "read")).unwrap()),
     );
-    q(
-        con,
-        redis::cmd("XREADGROUP")
-            .arg("GROUP")
-            .arg("agentd")
-            .arg("dead-proc")
-            .arg("COUNT")
-            .arg(1)
-            .arg("STREAMS")
-            .arg(&stream)
-            .arg(">"),
-    );
-    q(
-        con,
-        redis::cmd("ZADD")
-            .arg(format!("{{{NS}:members}}"))
-            .arg(1_000)
-            .arg("dead-proc"),
-    );
+    read_by_a_dead_process(con, &stream, &format!("{{{NS}:members}}"));
     Layout2 {
         records,
         short,
