@@ -1,6 +1,7 @@
 //! The two-process Redis scenarios. This process runs one agentd (the real service, on Redis);
 //! the second is this same binary re-executed with `--serve`, so one command builds all it
-//! needs. Both share a private redis-server, 8 partitions and a 1,000 ms lease.
+//! needs. Both share a private redis-server (or, for `redis_cluster`, a private Redis
+//! Cluster), 8 partitions and a 1,000 ms lease.
 
 use agentd::settings::Settings;
 use agentd_proto::SpawnRequest;
@@ -15,20 +16,60 @@ const NS: &str = "benchc";
 pub(crate) const PARTITIONS: u32 = 8;
 const LEASE_MS: u64 = 1_000;
 
-/// The settings both processes run with.
-fn settings(url: &str, dir: &Path) -> anyhow::Result<Settings> {
-    settings_in(url, dir, NS)
+/// Where the agentd processes of a scenario find Redis. One type for both kinds, so the
+/// settings, the peer's command line and the scenarios are written once for either.
+#[derive(Debug, Clone)]
+pub(crate) enum RedisAt {
+    /// One redis-server at this URL.
+    Single(String),
+    /// A Redis Cluster: its nodes' URLs (the first is `redis.url`, the others seeds).
+    Cluster(Vec<String>),
+}
+
+impl RedisAt {
+    /// The one command-line argument that names it for `--serve`: the URL, or `cluster:` and
+    /// the URLs separated by commas.
+    fn arg(&self) -> String {
+        match self {
+            RedisAt::Single(url) => url.clone(),
+            RedisAt::Cluster(urls) => format!("cluster:{}", urls.join(",")),
+        }
+    }
+
+    /// Reads [`Self::arg`] back.
+    pub(crate) fn parse(arg: &str) -> RedisAt {
+        match arg.strip_prefix("cluster:") {
+            Some(urls) => RedisAt::Cluster(urls.split(',').map(str::to_string).collect()),
+            None => RedisAt::Single(arg.to_string()),
+        }
+    }
+
+    /// The `[redis]` lines that say where it is.
+    fn toml(&self) -> anyhow::Result<String> {
+        Ok(match self {
+            RedisAt::Single(url) => format!("url = \"{url}\"\n"),
+            RedisAt::Cluster(urls) => {
+                let (first, seeds) = urls.split_first().context("a cluster without nodes")?;
+                let seeds: Vec<String> = seeds.iter().map(|u| format!("\"{u}\"")).collect();
+                format!(
+                    "url = \"{first}\"\ncluster = true\ncluster_nodes = [{}]\n",
+                    seeds.join(", ")
+                )
+            }
+        })
+    }
 }
 
 /// The settings of an agentd on namespace `ns` (the types and script of [`prepare`] in `dir`).
-pub(crate) fn settings_in(url: &str, dir: &Path, ns: &str) -> anyhow::Result<Settings> {
+pub(crate) fn settings_in(redis: &RedisAt, dir: &Path, ns: &str) -> anyhow::Result<Settings> {
     let overrides = format!(
         "[server]\nbind = \"127.0.0.1:0\"\n\
-         [redis]\nurl = \"{url}\"\nnamespace = \"{ns}\"\npartitions = {PARTITIONS}\nlease_ms = {LEASE_MS}\n\
+         [redis]\n{}namespace = \"{ns}\"\npartitions = {PARTITIONS}\nlease_ms = {LEASE_MS}\n\
          [model]\nscript = \"{}\"\n\
          [agents]\ndir = \"{}\"\n\
          [limits]\nmax_live_agents = 1000000\n\
          [log]\nfilter = \"error\"\n",
+        redis.toml()?,
         dir.join("script.toml").display(),
         dir.join("types").display()
     );
@@ -59,9 +100,10 @@ pub(crate) fn prepare(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `agentd-bench --serve URL DIR`: the second agentd process (runs until killed).
-pub fn serve(url: &str, dir: &Path) -> anyhow::Result<()> {
-    let settings = settings(url, dir)?;
+/// `agentd-bench --serve REDIS DIR [NS]`: the second agentd process (runs until killed), on
+/// the Redis [`RedisAt::arg`] names and namespace `NS` (default that of [`run`]).
+pub fn serve(redis: &str, dir: &Path, ns: Option<&str>) -> anyhow::Result<()> {
+    let settings = settings_in(&RedisAt::parse(redis), dir, ns.unwrap_or(NS))?;
     actix_rt::System::new().block_on(async move {
         let running = agentd::app::start(&settings).await?;
         let id = running
@@ -76,9 +118,17 @@ pub fn serve(url: &str, dir: &Path) -> anyhow::Result<()> {
 }
 
 /// The second process, killed on drop.
-struct Peer {
+pub(crate) struct Peer {
     child: Child,
-    id: String,
+    /// Its agentd process id (the holder's name in the leases).
+    pub(crate) id: String,
+}
+
+impl Peer {
+    /// Its operating-system pid (for its CPU time).
+    pub(crate) fn pid(&self) -> String {
+        self.child.id().to_string()
+    }
 }
 
 impl Drop for Peer {
@@ -95,7 +145,8 @@ fn peer_callgrind() -> Option<std::ffi::OsString> {
     std::env::var_os("BENCH_PEER_CALLGRIND")
 }
 
-fn start_peer(url: &str, dir: &Path) -> anyhow::Result<Peer> {
+/// Starts the second agentd process on `redis` and namespace `ns` and waits until it serves.
+pub(crate) fn start_peer(redis: &RedisAt, dir: &Path, ns: &str) -> anyhow::Result<Peer> {
     let exe = std::env::current_exe()?;
     let mut command = match peer_callgrind() {
         Some(file) => {
@@ -110,8 +161,9 @@ fn start_peer(url: &str, dir: &Path) -> anyhow::Result<Peer> {
     };
     let mut child = command
         .arg("--serve")
-        .arg(url)
+        .arg(redis.arg())
         .arg(dir)
+        .arg(ns)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -132,9 +184,12 @@ fn start_peer(url: &str, dir: &Path) -> anyhow::Result<Peer> {
     Ok(Peer { child, id })
 }
 
-/// Who holds each partition's lease now.
-async fn holders(con: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<Vec<String>> {
-    let keys = Keys::new(NS, PARTITIONS);
+/// Who holds each partition's lease of namespace `ns` now.
+pub(crate) async fn holders(
+    con: &mut impl redis::aio::ConnectionLike,
+    ns: &str,
+) -> anyhow::Result<Vec<String>> {
+    let keys = Keys::new(ns, PARTITIONS);
     let mut out = Vec::new();
     for k in 0..PARTITIONS {
         let h: Option<String> = redis::cmd("GET")
@@ -146,9 +201,31 @@ async fn holders(con: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<
     Ok(out)
 }
 
+/// Waits until every one of `holders` (agentd process ids) holds some partition of `ns` and
+/// no one else holds any: the partitions are split between them (or all held by the one).
+pub(crate) async fn wait_split(
+    con: &mut impl redis::aio::ConnectionLike,
+    ns: &str,
+    holders_wanted: &[&str],
+) -> anyhow::Result<Vec<String>> {
+    let t = Instant::now();
+    loop {
+        let h = holders(con, ns).await?;
+        if h.iter().all(|x| holders_wanted.contains(&x.as_str()))
+            && holders_wanted.iter().all(|w| h.iter().any(|x| x == w))
+        {
+            return Ok(h);
+        }
+        if t.elapsed() > Duration::from_secs(30) {
+            bail!("partitions never split between {holders_wanted:?}: {h:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// CPU seconds (user + system) a process has used so far, from `/proc/<pid>/stat`; 0 where
 /// that cannot be read (the figure is a diagnostic).
-fn cpu_seconds(pid: &str) -> f64 {
+pub(crate) fn cpu_seconds(pid: &str) -> f64 {
     let (user, system) = cpu_seconds_split(pid);
     user + system
 }
@@ -171,7 +248,9 @@ pub fn cpu_seconds_split(pid: &str) -> (f64, f64) {
 
 /// Commands redis-server has run since its statistics were last reset (`INFO commandstats`;
 /// a script's inner commands count too).
-async fn redis_commands(con: &mut redis::aio::MultiplexedConnection) -> anyhow::Result<f64> {
+pub(crate) async fn redis_commands(
+    con: &mut impl redis::aio::ConnectionLike,
+) -> anyhow::Result<f64> {
     let info: String = redis::cmd("INFO")
         .arg("commandstats")
         .query_async(con)
@@ -206,31 +285,21 @@ pub struct Figures {
 pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Result<Figures> {
     let dir = tempfile::tempdir()?;
     prepare(dir.path())?;
-    let here = agentd::app::start(&settings(url, dir.path())?).await?;
+    let redis_at = RedisAt::Single(url.to_string());
+    let here = agentd::app::start(&settings_in(&redis_at, dir.path(), NS)?).await?;
     let me = here
         .redis
         .as_ref()
         .map(|b| b.process_id().to_string())
         .context("the bench's agentd runs without Redis")?;
-    let peer = start_peer(url, dir.path())?;
+    let peer = start_peer(&redis_at, dir.path(), NS)?;
     let mut con = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;
     // Wait until the partitions are split between the two.
-    let t = Instant::now();
-    loop {
-        let h = holders(&mut con).await?;
-        if h.iter().all(|x| *x == me || *x == peer.id) && h.contains(&me) && h.contains(&peer.id) {
-            break;
-        }
-        if t.elapsed() > Duration::from_secs(30) {
-            bail!("partitions never split between the two processes: {h:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let h = wait_split(&mut con, NS, &[&me, &peer.id]).await?;
     let bus = here.redis.clone().context("bus")?;
     let sys = here.system.clone();
-    let h = holders(&mut con).await?;
     let on_peer = |id: &str| h[bus.partition_of(id) as usize] == peer.id;
 
     // One-way messages from this process to 100 agents the peer owns.
@@ -257,7 +326,7 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
         .unwrap_or("0")
         .trim()
         .to_string();
-    let peer_pid = peer.child.id().to_string();
+    let peer_pid = peer.pid();
     let cpu_before = [
         cpu_seconds("self"),
         cpu_seconds(&peer_pid),
@@ -272,36 +341,8 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
     let oneway_monitor = start_monitor(url, "BENCH_MONITOR_ONEWAY")?;
     callgrind_control(&peer_pid, "--zero")?;
     let t = Instant::now();
-    {
-        use futures::StreamExt;
-        let mut sends = futures::stream::FuturesUnordered::new();
-        for i in 0..messages {
-            let s = sys.clone();
-            let id = sinks[i % sinks.len()].clone();
-            sends.push(async move { s.send(&id, &format!("m{i}"), false).await });
-            if sends.len() >= 256
-                && let Some(r) = sends.next().await
-            {
-                r.map_err(crate::e)?;
-            }
-        }
-        while let Some(r) = sends.next().await {
-            r.map_err(crate::e)?;
-        }
-    }
-    loop {
-        let mut entries = 0u64;
-        for id in &sinks {
-            entries += thread_len(&mut con, &keys, id).await?;
-        }
-        if entries >= 2 * messages as u64 {
-            break;
-        }
-        if t.elapsed() > Duration::from_secs(300) {
-            bail!("messages not handled in 300 s ({entries} entries)");
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    send_oneway(&sys, &sinks, messages).await?;
+    let polls = wait_handled(&mut con, &keys, &sinks, 2 * messages as u64, t).await?;
     let msgs_per_s = messages as f64 / t.elapsed().as_secs_f64();
     stop_monitor(oneway_monitor);
     callgrind_control(&peer_pid, "--dump")?;
@@ -310,7 +351,7 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
         (cpu_seconds("self") - cpu_before[0]) * 1e6 / n,
         (cpu_seconds(&peer_pid) - cpu_before[1]) * 1e6 / n,
         (cpu_seconds(&redis_pid) - cpu_before[2]) * 1e6 / n,
-        redis_commands(&mut con).await? / n,
+        (redis_commands(&mut con).await? - polls as f64) / n,
     ];
     if std::env::var_os("BENCH_CMDSTATS").is_some() {
         let info: String = redis::cmd("INFO")
@@ -399,6 +440,59 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
     })
 }
 
+/// Sends `messages` one-way messages from `sys` to `sinks` in turn, 256 in flight.
+pub(crate) async fn send_oneway(
+    sys: &agentd_actors::AgentSystem,
+    sinks: &[String],
+    messages: usize,
+) -> anyhow::Result<()> {
+    use futures::StreamExt;
+    let mut sends = futures::stream::FuturesUnordered::new();
+    for i in 0..messages {
+        let s = sys.clone();
+        let id = sinks[i % sinks.len()].clone();
+        sends.push(async move { s.send(&id, &format!("m{i}"), false).await });
+        if sends.len() >= 256
+            && let Some(r) = sends.next().await
+        {
+            r.map_err(crate::e)?;
+        }
+    }
+    while let Some(r) = sends.next().await {
+        r.map_err(crate::e)?;
+    }
+    Ok(())
+}
+
+/// Polls the threads of `sinks` every 20 ms until they hold `entries` entries in all (every
+/// input and its answer), failing after 300 s from `since`. Answers how many commands the
+/// polling sent (one `LLEN` per sink per poll): the caller subtracts them from the Redis
+/// commands it reports per message, which are agentd's, not the bench's. The interval is 20 ms,
+/// not less, because each poll's 100 commands would otherwise crowd Redis's own work.
+pub(crate) async fn wait_handled(
+    con: &mut impl redis::aio::ConnectionLike,
+    keys: &Keys,
+    sinks: &[String],
+    entries: u64,
+    since: Instant,
+) -> anyhow::Result<u64> {
+    let mut sent = 0u64;
+    loop {
+        let mut have = 0u64;
+        for id in sinks {
+            have += thread_len(con, keys, id).await?;
+        }
+        sent += sinks.len() as u64;
+        if have >= entries {
+            return Ok(sent);
+        }
+        if since.elapsed() > Duration::from_secs(300) {
+            bail!("messages not handled in 300 s ({have} of {entries} entries)");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// `callgrind_control ARG PID` when the peer runs under callgrind ([`peer_callgrind`]).
 fn callgrind_control(pid: &str, arg: &str) -> anyhow::Result<()> {
     if peer_callgrind().is_none() {
@@ -417,7 +511,7 @@ fn callgrind_control(pid: &str, arg: &str) -> anyhow::Result<()> {
 
 /// How many entries agent `id`'s thread holds (a list of `<id> <entry>` pairs).
 async fn thread_len(
-    con: &mut redis::aio::MultiplexedConnection,
+    con: &mut impl redis::aio::ConnectionLike,
     keys: &Keys,
     id: &str,
 ) -> anyhow::Result<u64> {

@@ -1,6 +1,7 @@
 //! `agentd-bench`: measures agentd on this machine and prints a table of figures; with
 //! `--json FILE` also writes them as a flat JSON object. Every scenario runs real actors; the
-//! Redis ones start a private `redis-server` on a free loopback port.
+//! Redis ones start a private `redis-server` on a free loopback port (`redis_cluster`: a private
+//! Redis Cluster of three masters and three replicas).
 //!
 //! `cargo run --release -p agentd-bench -- --json bench.json`
 
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant};
 mod cluster;
 mod model_io;
 mod redis_bytes;
+mod redis_cluster;
 
 /// The same allocator as the service binary, so the figures are the service's.
 #[global_allocator]
@@ -441,7 +443,8 @@ fn main() -> anyhow::Result<()> {
     if let (Some("--serve"), Some(url), Some(dir)) =
         (args.get(1).map(String::as_str), args.get(2), args.get(3))
     {
-        return cluster::serve(url, std::path::Path::new(dir));
+        let ns = args.get(4).map(String::as_str);
+        return cluster::serve(url, std::path::Path::new(dir), ns);
     }
     if let (Some("--rss"), Some(n)) = (args.get(1).map(String::as_str), args.get(2)) {
         let n: usize = n.parse()?;
@@ -599,7 +602,8 @@ fn main() -> anyhow::Result<()> {
         if wants("cluster") {
             let f = sys.block_on(cluster::run(&url, 20_000 / scale, 2_000 / scale))?;
             put("redis_msgs_per_s", f.msgs_per_s);
-            // Where a one-way message's cost goes (the sender's XLEN polling included).
+            // Where a one-way message's cost goes: the sender's CPU includes its polling of the
+            // threads; the Redis commands leave that polling's out.
             note("redis_msg_cpu_us_sender", f.per_msg[0]);
             note("redis_msg_cpu_us_receiver", f.per_msg[1]);
             note("redis_msg_cpu_us_redis_server", f.per_msg[2]);
@@ -620,6 +624,40 @@ fn main() -> anyhow::Result<()> {
             }
         }
         drop(redis);
+    }
+    if wants("redis_cluster") {
+        // A private cluster of three masters and three replicas (the tests' own starter),
+        // stopped when dropped.
+        let redis_cluster = agentd_tests::RedisCluster::start();
+        let n = 20_000 / scale;
+        for (processes, key) in [
+            (2, "redis_cluster_msgs_per_s"),
+            (1, "redis_cluster_1p_msgs_per_s"),
+        ] {
+            let f = sys.block_on(redis_cluster::run(&redis_cluster, n, processes))?;
+            put(key, f.msgs_per_s);
+            let run = format!("redis_cluster_{processes}p");
+            for (i, cpu) in f.cpu_us_processes.iter().enumerate() {
+                note(&format!("{run}_msg_cpu_us_agentd_{i}"), *cpu);
+            }
+            // Each master by its place in `CLUSTER NODES`, with how many of the 8 partitions
+            // it serves (their hash tags' slots fall unevenly on three masters).
+            for (i, node) in f.nodes.iter().filter(|x| x.master).enumerate() {
+                let parts = node.partitions;
+                note(
+                    &format!("{run}_msg_cpu_us_master{i} ({parts} p)"),
+                    node.cpu_us,
+                );
+                note(
+                    &format!("{run}_msg_commands_master{i} ({parts} p)"),
+                    node.commands,
+                );
+            }
+            note(&format!("{run}_msg_cpu_us_masters"), f.masters_cpu_us());
+            note(&format!("{run}_msg_cpu_us_replicas"), f.replicas_cpu_us());
+            note(&format!("{run}_msg_redis_commands"), f.commands());
+        }
+        drop(redis_cluster);
     }
     if let Some(path) = json_path {
         std::fs::write(

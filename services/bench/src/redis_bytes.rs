@@ -28,7 +28,11 @@ pub struct Bytes {
 pub async fn run(url: &str, n: usize) -> anyhow::Result<Bytes> {
     let dir = tempfile::tempdir()?;
     crate::cluster::prepare(dir.path())?;
-    let settings = crate::cluster::settings_in(url, dir.path(), NS)?;
+    let settings = crate::cluster::settings_in(
+        &crate::cluster::RedisAt::Single(url.to_string()),
+        dir.path(),
+        NS,
+    )?;
     let here = agentd::app::start(&settings).await?;
     let sys = here.system.clone();
     let partitions = crate::cluster::PARTITIONS;
