@@ -4,7 +4,8 @@
 # tests/browser for the dashboard test; the Claude Code CLI of tests/claude for the process
 # backend's claude-code test; the MCP servers of tests/mcp and a pinned Python mcp for the MCP
 # tests; a pinned schemathesis for the OpenAPI conformance test; a pinned opentelemetry-proto
-# for the OTLP receiver of the telemetry tests), then runs the cargo tests.
+# for the OTLP receiver of the telemetry tests), then runs the cargo tests, and the Redis suites
+# once more on a Redis Cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -94,4 +95,11 @@ pinned_venv target/.venv-otlp "opentelemetry-proto==1.45.2" "protobuf==7.36.2"
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
-cargo test --workspace --no-fail-fast
+status=0
+cargo test --workspace --no-fail-fast || status=$?
+# The Redis suites once more on a Redis Cluster (three masters and three replicas started per
+# test): the cross-process suite and the store's conformance suite. Run even when the first
+# run failed, so that both are reported.
+AGENTD_TEST_REDIS=cluster cargo test --workspace --test suite --no-fail-fast -- \
+  redis_cluster:: redis_store::redis_store_conforms || status=$?
+exit "$status"

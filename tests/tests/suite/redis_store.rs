@@ -1,15 +1,17 @@
 //! The Redis store passes the same conformance suite as the memory and embedded stores, on a
-//! private redis-server.
+//! private redis-server (or, with `AGENTD_TEST_REDIS=cluster`, a private Redis Cluster).
 
 use agentd_store::RedisStore;
 use agentd_store::conformance;
-use agentd_tests::RedisServer;
+use agentd_tests::{RedisServer, TestRedis};
 use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_store_conforms() {
-    let server = RedisServer::start();
-    let store = RedisStore::connect(&server.url(), "conf", 8).await.unwrap();
+    let redis = TestRedis::from_env();
+    let store = RedisStore::connect_to(&redis.target(), "conf", 8)
+        .await
+        .unwrap();
     conformance::run_all(Arc::new(store.clone())).await;
     // Deleted agents leave no key behind.
     assert_eq!(store.keys_mentioning("d-child").await.unwrap(), 0);
