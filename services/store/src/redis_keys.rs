@@ -12,6 +12,8 @@
 //! [`Keys::layout`] when the namespace is first used and checked at every start.
 
 use agentd_actors::fnv1a64;
+use std::borrow::Cow;
+use std::sync::Arc;
 
 /// The version of the key layout this code writes (see [`Keys::layout`]): threads as lists of
 /// `<id> <entry>` pairs, records as one string each. `agentd migrate` moves the earlier ones:
@@ -20,18 +22,25 @@ use agentd_actors::fnv1a64;
 pub const LAYOUT_VERSION: u32 = 3;
 
 /// Builds the keys of one namespace with a given number of partitions.
+///
+/// Every partition's hash tag is made once, here: agent keys are named on every push and
+/// flush, and naming one is then a single allocation of its exact length.
 #[derive(Debug, Clone)]
 pub struct Keys {
     ns: String,
     partitions: u32,
+    /// `{<ns>:p<k>}` for each partition `k`, shared by the clones.
+    tags: Arc<[String]>,
 }
 
 impl Keys {
     /// Keys under namespace `ns` (default `agentd`) with `partitions` partitions (at least 1).
     pub fn new(ns: &str, partitions: u32) -> Self {
+        let partitions = partitions.max(1);
         Keys {
             ns: ns.to_string(),
-            partitions: partitions.max(1),
+            partitions,
+            tags: (0..partitions).map(|k| format!("{{{ns}:p{k}}}")).collect(),
         }
     }
 
@@ -50,19 +59,36 @@ impl Keys {
         partition_index(agent_id, self.partitions)
     }
 
-    /// The hash tag of partition `k`, braces included.
-    fn tag(&self, k: u32) -> String {
-        format!("{{{}:p{k}}}", self.ns)
+    /// The hash tag of partition `k`, braces included (made afresh for a `k` past the
+    /// partitions, which no agent of this namespace is in).
+    fn tag(&self, k: u32) -> Cow<'_, str> {
+        match self.tags.get(k as usize) {
+            Some(tag) => Cow::Borrowed(tag),
+            None => Cow::Owned(format!("{{{}:p{k}}}", self.ns)),
+        }
+    }
+
+    /// `<tag of id's partition>:a:<id>`, with room for `extra` more bytes.
+    fn agent_key(&self, id: &str, extra: usize) -> String {
+        let tag = self.tag(self.partition_of(id));
+        let mut key = String::with_capacity(tag.len() + 3 + id.len() + extra);
+        key.push_str(&tag);
+        key.push_str(":a:");
+        key.push_str(id);
+        key
     }
 
     /// The agent record (a string: its MessagePack), in its partition's slot.
     pub fn agent(&self, id: &str) -> String {
-        format!("{}:a:{id}", self.tag(self.partition_of(id)))
+        self.agent_key(id, 0)
     }
 
     /// A per-agent key `{<ns>:p<k>}:a:<id>:<suffix>`.
     pub fn agent_part(&self, id: &str, suffix: &str) -> String {
-        format!("{}:a:{id}:{suffix}", self.tag(self.partition_of(id)))
+        let mut key = self.agent_key(id, 1 + suffix.len());
+        key.push(':');
+        key.push_str(suffix);
+        key
     }
 
     /// The A2A tasks of a context agent (hash: task id → the A2A layer's encoding).
@@ -311,6 +337,21 @@ mod tests {
         assert_ne!(slot(b"foo{}{bar}"), slot(b"bar"));
         assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
         assert_eq!(slot(b"foo{bar}{zap}"), slot(b"bar"));
+    }
+
+    #[test]
+    fn agent_keys_are_spelled_as_the_layout_says() {
+        let keys = Keys::new("ns", 16);
+        let id = "0192f3c4-1111-7000-8000-000000000000";
+        let k = keys.partition_of(id);
+        assert_eq!(keys.agent(id), format!("{{ns:p{k}}}:a:{id}"));
+        assert_eq!(
+            keys.agent_part(id, "thread"),
+            format!("{{ns:p{k}}}:a:{id}:thread")
+        );
+        assert_eq!(keys.partition(3), "{ns:p3}:stream");
+        // A partition past the namespace's count is named all the same (no agent is in one).
+        assert_eq!(keys.lease(20), "{ns:p20}:lease");
     }
 
     #[test]
