@@ -140,7 +140,8 @@ impl Drop for Peer {
 
 /// `BENCH_PEER_CALLGRIND=FILE` runs the second process under callgrind, its counts kept for
 /// the one-way messages alone (zeroed before the first is sent, dumped into `FILE.<pid>.1`
-/// once the last is handled): the receiving process's instructions per message.
+/// once the last is handled), which are then sent one at a time ([`send_paced`]): the
+/// receiving process's instructions per message.
 fn peer_callgrind() -> Option<std::ffi::OsString> {
     std::env::var_os("BENCH_PEER_CALLGRIND")
 }
@@ -341,8 +342,12 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
     let oneway_monitor = start_monitor(url, "BENCH_MONITOR_ONEWAY")?;
     callgrind_control(&peer_pid, "--zero")?;
     let t = Instant::now();
-    send_oneway(&sys, &sinks, messages).await?;
-    let polls = wait_handled(&mut con, &keys, &sinks, 2 * messages as u64, t).await?;
+    let polls = if peer_callgrind().is_some() {
+        send_paced(&sys, &mut con, &keys, &sinks, messages).await?
+    } else {
+        send_oneway(&sys, &sinks, messages).await?;
+        wait_handled(&mut con, &keys, &sinks, 2 * messages as u64, t).await?
+    };
     let msgs_per_s = messages as f64 / t.elapsed().as_secs_f64();
     stop_monitor(oneway_monitor);
     callgrind_control(&peer_pid, "--dump")?;
@@ -462,6 +467,45 @@ pub(crate) async fn send_oneway(
         r.map_err(crate::e)?;
     }
     Ok(())
+}
+
+/// Sends `messages` one-way messages to `sinks` in turn, one at a time: each once the one
+/// before it is in its thread with its answer. Under callgrind ([`peer_callgrind`]) this makes
+/// the receiver's count per message the same from run to run — one partition read, one push,
+/// one turn, one flush per message — where 256 in flight let the count depend on how many
+/// entries each read happens to find. Answers the commands its polling sent.
+async fn send_paced(
+    sys: &agentd_actors::AgentSystem,
+    con: &mut impl redis::aio::ConnectionLike,
+    keys: &Keys,
+    sinks: &[String],
+    messages: usize,
+) -> anyhow::Result<u64> {
+    let mut polls = 0u64;
+    let mut lengths = Vec::with_capacity(sinks.len());
+    for id in sinks {
+        lengths.push(thread_len(con, keys, id).await?);
+        polls += 1;
+    }
+    for i in 0..messages {
+        let k = i % sinks.len();
+        sys.send(&sinks[k], &format!("m{i}"), false)
+            .await
+            .map_err(crate::e)?;
+        let since = Instant::now();
+        loop {
+            polls += 1;
+            if thread_len(con, keys, &sinks[k]).await? >= lengths[k] + 2 {
+                break;
+            }
+            if since.elapsed() > Duration::from_secs(60) {
+                bail!("message {i} not handled in 60 s");
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        lengths[k] += 2;
+    }
+    Ok(polls)
 }
 
 /// Polls the threads of `sinks` every 20 ms until they hold `entries` entries in all (every
