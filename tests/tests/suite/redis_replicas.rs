@@ -13,6 +13,7 @@ use agentd_proto::{
 };
 use agentd_store::conformance::{entry, record};
 use agentd_store::{Keys, RedisStore, RedisTarget};
+use agentd_tests::process::wait_balanced;
 use agentd_tests::{AgentdProcess, RedisCluster, RedisServer, eventually_blocking};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -497,21 +498,24 @@ async fn user_texts(store: &RedisStore, id: &str) -> Vec<String> {
         .collect()
 }
 
+/// Two processes share the partitions and every message is posted to the first, so about half
+/// of them go to the second through a partition stream (the forward, then its `WAIT`) and the
+/// rest straight into the first's agents' inboxes; a master dies under that load.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_killed_under_load_loses_no_message_answered_202_with_one_replica() {
     let mut cluster = RedisCluster::start_failing_over();
     let urls = cluster.urls();
     let dir = tempfile::tempdir().unwrap();
-    let p = process(
-        &[
-            ("AGENTD__REDIS__URL", urls[0].clone()),
-            ("AGENTD__REDIS__CLUSTER", "true".to_string()),
-            ("AGENTD__REDIS__CLUSTER_NODES", urls[1..].join(",")),
-            ("AGENTD__REDIS__MIN_REPLICAS", "1".to_string()),
-            ("AGENTD__REDIS__REPLICA_WAIT_MS", "1000".to_string()),
-        ],
-        &dir,
-    );
+    let env = [
+        ("AGENTD__REDIS__URL", urls[0].clone()),
+        ("AGENTD__REDIS__CLUSTER", "true".to_string()),
+        ("AGENTD__REDIS__CLUSTER_NODES", urls[1..].join(",")),
+        ("AGENTD__REDIS__MIN_REPLICAS", "1".to_string()),
+        ("AGENTD__REDIS__REPLICA_WAIT_MS", "1000".to_string()),
+    ];
+    let p = process(&env, &dir);
+    let other = process(&env, &dir);
+    wait_balanced(&p, &other, PARTITIONS);
     for m in cluster.masters() {
         cluster.wait_replica_online(m.port, Duration::from_secs(20));
     }
@@ -519,6 +523,13 @@ async fn a_master_killed_under_load_loses_no_message_answered_202_with_one_repli
     let agents: Vec<String> = (0..12)
         .map(|_| p.spawn_with(json!({"agent_type": "subagent"})))
         .collect();
+    let owned_there = other.partitions_owned();
+    assert!(
+        agents
+            .iter()
+            .any(|id| owned_there.contains(&keys.partition_of(id))),
+        "some agents are the other process's"
+    );
     // The master serving the most of them dies.
     let mut by_master: HashMap<u16, usize> = HashMap::new();
     for id in &agents {
