@@ -23,14 +23,26 @@ pub const LAYOUT_VERSION: u32 = 3;
 
 /// Builds the keys of one namespace with a given number of partitions.
 ///
-/// Every partition's hash tag is made once, here: agent keys are named on every push and
-/// flush, and naming one is then a single allocation of its exact length.
+/// Every partition's hash tag, stream and lease are named once, here: the reader, the pushes
+/// and the flushes name them for every read and every message, and an agent key is then a
+/// single allocation of its exact length.
 #[derive(Debug, Clone)]
 pub struct Keys {
     ns: String,
     partitions: u32,
-    /// `{<ns>:p<k>}` for each partition `k`, shared by the clones.
-    tags: Arc<[String]>,
+    /// The names of each partition's keys, by partition, shared by the clones.
+    named: Arc<[PartitionKeys]>,
+}
+
+/// The names of one partition's keys that are used all the time.
+#[derive(Debug)]
+struct PartitionKeys {
+    /// `{<ns>:p<k>}`.
+    tag: String,
+    /// See [`Keys::partition`].
+    stream: String,
+    /// See [`Keys::lease`].
+    lease: String,
 }
 
 impl Keys {
@@ -40,7 +52,16 @@ impl Keys {
         Keys {
             ns: ns.to_string(),
             partitions,
-            tags: (0..partitions).map(|k| format!("{{{ns}:p{k}}}")).collect(),
+            named: (0..partitions)
+                .map(|k| {
+                    let tag = format!("{{{ns}:p{k}}}");
+                    PartitionKeys {
+                        stream: format!("{tag}:stream"),
+                        lease: format!("{tag}:lease"),
+                        tag,
+                    }
+                })
+                .collect(),
         }
     }
 
@@ -62,8 +83,8 @@ impl Keys {
     /// The hash tag of partition `k`, braces included (made afresh for a `k` past the
     /// partitions, which no agent of this namespace is in).
     fn tag(&self, k: u32) -> Cow<'_, str> {
-        match self.tags.get(k as usize) {
-            Some(tag) => Cow::Borrowed(tag),
+        match self.named.get(k as usize) {
+            Some(named) => Cow::Borrowed(&named.tag),
             None => Cow::Owned(format!("{{{}:p{k}}}", self.ns)),
         }
     }
@@ -117,12 +138,23 @@ impl Keys {
 
     /// The inbox stream of partition `k`.
     pub fn partition(&self, k: u32) -> String {
-        format!("{}:stream", self.tag(k))
+        self.partition_key(k).into_owned()
+    }
+
+    /// [`Self::partition`], borrowed when `k` is one of the namespace's partitions.
+    pub fn partition_key(&self, k: u32) -> Cow<'_, str> {
+        match self.named.get(k as usize) {
+            Some(named) => Cow::Borrowed(&named.stream),
+            None => Cow::Owned(format!("{}:stream", self.tag(k))),
+        }
     }
 
     /// The lease of partition `k`.
     pub fn lease(&self, k: u32) -> String {
-        format!("{}:lease", self.tag(k))
+        match self.named.get(k as usize) {
+            Some(named) => named.lease.clone(),
+            None => format!("{}:lease", self.tag(k)),
+        }
     }
 
     /// Child outputs of partition `k`'s agents written with the flush they came from and not
@@ -350,6 +382,8 @@ mod tests {
             format!("{{ns:p{k}}}:a:{id}:thread")
         );
         assert_eq!(keys.partition(3), "{ns:p3}:stream");
+        assert_eq!(keys.lease(3), "{ns:p3}:lease");
+        assert_eq!(keys.partition(20), "{ns:p20}:stream");
         // A partition past the namespace's count is named all the same (no agent is in one).
         assert_eq!(keys.lease(20), "{ns:p20}:lease");
     }

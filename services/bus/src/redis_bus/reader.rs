@@ -102,7 +102,11 @@ impl RedisBus {
             }
             let streams: Vec<_> = streams
                 .into_iter()
-                .filter(|s| !taken_late.iter().any(|k| self.keys.partition(*k) == s.key))
+                .filter(|s| {
+                    !taken_late
+                        .iter()
+                        .any(|k| self.keys.partition_key(*k) == s.key.as_str())
+                })
                 .collect();
             // A draining partition that had nothing unread may be drained: the router checks
             // it between two routed messages (see `settle`).
@@ -274,13 +278,15 @@ impl RedisBus {
         }
         read.arg("STREAMS");
         for k in owned {
-            read.arg(self.keys.partition(*k));
+            read.arg(&*self.keys.partition_key(*k));
         }
         for _ in owned {
             read.arg(">");
         }
         for k in owned {
-            pipe.cmd("XPENDING").arg(self.keys.partition(*k)).arg(GROUP);
+            pipe.cmd("XPENDING")
+                .arg(&*self.keys.partition_key(*k))
+                .arg(GROUP);
         }
         pipe
     }
@@ -336,7 +342,7 @@ impl RedisBus {
         let partition = owned
             .iter()
             .copied()
-            .find(|k| self.keys.partition(*k) == stream.key)
+            .find(|k| self.keys.partition_key(*k) == stream.key.as_str())
             .filter(|k| self.fresh(*k));
         let Some(partition) = partition else {
             // The lease went stale, or the partition was given up, during the read:

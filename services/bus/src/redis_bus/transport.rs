@@ -150,7 +150,7 @@ impl Transport for RedisBus {
         let appended: i64 = self
             .scripts
             .forward
-            .key(self.keys.partition(self.partition_of(target)))
+            .key(&*self.keys.partition_key(self.partition_of(target)))
             .key(self.keys.agent(target))
             .arg(encode_envelope(env)?)
             .invoke_async(&mut con)

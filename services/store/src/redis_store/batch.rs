@@ -134,7 +134,7 @@ impl RedisStore {
                 let own = self.keys.partition_of(owner);
                 let out: Vec<_> = forwards
                     .iter()
-                    .filter(|(stream, _)| *stream != self.keys.partition(own))
+                    .filter(|(stream, _)| *stream != self.keys.partition_key(own))
                     .collect();
                 for (stream, env) in &out {
                     append(&mut con, stream, env).await?;
