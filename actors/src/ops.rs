@@ -30,7 +30,17 @@ pub(crate) async fn spawn(
     if let Some(budget) = &spec.budget {
         budget.check()?;
     }
-    system.supervisor.send(Spawn(spec)).await.map_err(mailbox)?
+    let spawned = system
+        .supervisor
+        .send(Spawn(spec))
+        .await
+        .map_err(mailbox)??;
+    // Whoever is answered next may acknowledge the spawn (a `201`): its prompt is durable
+    // by then.
+    if let Some(first) = spawned.first_message {
+        first.await?;
+    }
+    Ok(spawned.record)
 }
 
 /// Refuses an inbox item whose message is larger than `limits.max_message_bytes`: a

@@ -2,7 +2,8 @@
 //! otherwise) behind a switch, for tests of what an agent does while its store refuses writes
 //! (a Redis outage, a full disk), and that can keep a copy of every batch written, for tests
 //! of what goes together in one batch, and slow its inbox pushes down (a push's round trip to
-//! Redis), for tests of what an agent does while one is under way.
+//! Redis) or make them fail, for tests of what an agent does while one is under way and of
+//! what a spawn answers.
 
 use agentd_actors::{
     StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadStore, WorkerAlias,
@@ -31,6 +32,7 @@ pub struct FailingWrites {
     alias_lookups: AtomicUsize,
     kept: Mutex<Option<Vec<Vec<StoreWrite>>>>,
     push_delay_ms: AtomicU64,
+    failing_pushes: AtomicBool,
     thread_failure: Mutex<Option<StoreErrorKind>>,
     refused_reads: AtomicUsize,
 }
@@ -53,6 +55,7 @@ impl FailingWrites {
             alias_lookups: AtomicUsize::new(0),
             kept: Mutex::new(None),
             push_delay_ms: AtomicU64::new(0),
+            failing_pushes: AtomicBool::new(false),
             thread_failure: Mutex::new(None),
             refused_reads: AtomicUsize::new(0),
         }
@@ -96,6 +99,12 @@ impl FailingWrites {
     /// From now on every inbox push takes `ms` longer (0: as long as the inner store's).
     pub fn delay_pushes(&self, ms: u64) {
         self.push_delay_ms.store(ms, Ordering::SeqCst);
+    }
+
+    /// Turns the failure of inbox pushes on or off (a Redis master lost between a spawn's
+    /// record and its first message).
+    pub fn fail_pushes(&self, on: bool) {
+        self.failing_pushes.store(on, Ordering::SeqCst);
     }
 
     async fn push_delay(&self) {
@@ -206,6 +215,9 @@ impl ThreadStore for FailingWrites {
     }
     async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
         self.push_delay().await;
+        if self.failing_pushes.load(Ordering::SeqCst) {
+            return Err(StoreError::transient("inbox pushes are switched off"));
+        }
         self.inner.inbox_push(agent_id, env).await
     }
     async fn inbox_pending(&self, agent_id: &str) -> StoreResult<Vec<Envelope>> {

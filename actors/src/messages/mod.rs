@@ -5,7 +5,7 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | [`spawn`] | [`Spawn`], [`SpawnSpec`]: create an agent (handled by the supervisor) |
+//! | [`spawn`] | [`Spawn`], [`SpawnSpec`], [`Spawned`]: create an agent (handled by the supervisor) |
 //! | [`manage`] | [`ManageSend`], [`Wait`], [`CancelWait`]: a Manage call (handled by a parent router) |
 //! | [`output`] | [`ChildOutput`]: a child's output for its parent (handled by the channel router) |
 
@@ -15,4 +15,4 @@ mod spawn;
 
 pub(crate) use manage::{CancelWait, Dispatched, ManageSend, Wait, WaitResult};
 pub(crate) use output::{ChildOutput, OutputPort, output_envelope, outputs_into_batch};
-pub(crate) use spawn::{Spawn, SpawnSpec};
+pub(crate) use spawn::{FirstMessage, Spawn, SpawnSpec, Spawned};

@@ -45,5 +45,20 @@ pub struct SpawnSpec {
 
 /// Create an agent (and deliver its first message).
 #[derive(Message, Debug)]
-#[rtype(result = "Result<AgentRecord, AgentdError>")]
+#[rtype(result = "Result<Spawned, AgentdError>")]
 pub struct Spawn(pub SpawnSpec);
+
+/// An agent just created, and its first message on its way.
+pub struct Spawned {
+    /// The new agent's record.
+    pub record: AgentRecord,
+    /// Answers once the first message (the spec's prompt) is in the agent's durable inbox,
+    /// here or in the process that owns it; `None` without a prompt. The message is on its
+    /// way whether or not this is awaited: a caller that acknowledges the spawn to someone
+    /// (a `201`) awaits it first, so that an acknowledged spawn cannot lose its prompt.
+    pub first_message: Option<FirstMessage>,
+}
+
+/// See [`Spawned::first_message`].
+pub type FirstMessage =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<bool, AgentdError>> + Send>>;

@@ -29,6 +29,7 @@ pub(crate) use dependencies::{
 pub(crate) use directory::{Directory, SharedAgentAddr};
 pub(crate) use handle::{Shared, SystemHandle};
 pub(crate) use lifecycle::forward_control;
+pub(crate) use spawn::first_message;
 
 use crate::agent::AgentActor;
 use crate::hashing::fnv1a64;

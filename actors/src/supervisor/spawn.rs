@@ -4,10 +4,10 @@
 
 use super::Supervisor;
 use super::dependencies::{Dependencies, at_spawn};
-use crate::agent::messages::Deliver;
+use crate::agent::messages::Delivery;
 use crate::config::AgentType;
 use crate::deps::Deps;
-use crate::messages::{Spawn, SpawnSpec};
+use crate::messages::{FirstMessage, Spawn, SpawnSpec, Spawned};
 use crate::ports::StoreWrite;
 use actix::prelude::*;
 use agentd_proto::{
@@ -16,7 +16,7 @@ use agentd_proto::{
 use std::sync::Arc;
 
 impl Handler<Spawn> for Supervisor {
-    type Result = AtomicResponse<Self, Result<AgentRecord, AgentdError>>;
+    type Result = AtomicResponse<Self, Result<Spawned, AgentdError>>;
 
     fn handle(&mut self, Spawn(spec): Spawn, _: &mut Self::Context) -> Self::Result {
         if let Err(e) = self.check_live_limit() {
@@ -44,7 +44,7 @@ impl Supervisor {
         prompt: Option<String>,
         mut dependencies: Dependencies,
         trace: Option<agentd_proto::TraceContext>,
-    ) -> Result<AgentRecord, AgentdError> {
+    ) -> Result<Spawned, AgentdError> {
         let deps = &self.system.deps;
         deps.events.publish(&Event::Spawned {
             agent_id: rec.id.clone(),
@@ -52,44 +52,70 @@ impl Supervisor {
             agent_type: rec.agent_type.clone(),
             title: rec.title.clone(),
         });
-        let first = prompt.map(|prompt| {
-            let from = rec
-                .parent_id
-                .as_deref()
-                .map(Address::agent)
-                .unwrap_or(Address::System);
-            let mut env = Envelope::new(
-                from,
-                Address::agent(&rec.id),
-                Item::Inbox(InboxItem::message(prompt)),
-                deps.clock.now_ms(),
-            );
-            env.trace = trace;
-            // Derived from the agent, as its id may be (an idempotent spawn's): a first message
-            // routed twice for one agent is queued once.
-            if let Ok(agent) = uuid::Uuid::parse_str(&rec.id) {
-                env.id = agentd_proto::ids::derived_id(agent, "first-message");
-            }
-            env
-        });
+        let first = prompt.map(|prompt| first_message(&rec, prompt, trace, deps.clock.now_ms()));
         if deps.is_remote(&rec.id) {
             // Its partition belongs to another process: that process activates it when the
             // first message (or the news of a dependency) arrives.
-            if let Some(env) = first {
-                self.system.route(env);
-            }
+            let first_message =
+                first.map(|env| -> FirstMessage { Box::pin(self.system.route_acked(env)) });
             dependencies.announce(&self.system, &rec.id);
-            return Ok(Arc::unwrap_or_clone(rec));
+            return Ok(Spawned {
+                record: Arc::unwrap_or_clone(rec),
+                first_message,
+            });
         }
         crate::metrics::global().agent_status(&rec.id, Some(rec.status.as_str()));
         let unmet = std::mem::take(&mut dependencies.unmet);
         let addr = self.start_agent(rec.clone(), unmet);
-        if let Some(env) = first {
-            addr.do_send(Deliver(env));
-        }
+        let first_message = first.map(|env| -> FirstMessage {
+            let (ack, answer) = tokio::sync::oneshot::channel();
+            addr.do_send(Delivery {
+                env,
+                ack: Some(ack),
+                from_stream: false,
+            });
+            Box::pin(async move {
+                answer.await.unwrap_or_else(|_| {
+                    Err(AgentdError::new(
+                        ErrorCode::Unavailable,
+                        "the new agent stopped before its first message was queued",
+                    ))
+                })
+            })
+        });
         dependencies.announce(&self.system, &rec.id);
-        Ok(Arc::unwrap_or_clone(rec))
+        Ok(Spawned {
+            record: Arc::unwrap_or_clone(rec),
+            first_message,
+        })
     }
+}
+
+/// The envelope of agent `rec`'s first message, `prompt`, from its parent (or the system), in
+/// trace `trace`. Its id is derived from the agent's, as the agent's own may be (an idempotent
+/// spawn's): a first message routed twice for one agent (a retried spawn) is queued once.
+pub(crate) fn first_message(
+    rec: &AgentRecord,
+    prompt: String,
+    trace: Option<agentd_proto::TraceContext>,
+    now_ms: u64,
+) -> Envelope {
+    let from = rec
+        .parent_id
+        .as_deref()
+        .map(Address::agent)
+        .unwrap_or(Address::System);
+    let mut env = Envelope::new(
+        from,
+        Address::agent(&rec.id),
+        Item::Inbox(InboxItem::message(prompt)),
+        now_ms,
+    );
+    env.trace = trace;
+    if let Ok(agent) = uuid::Uuid::parse_str(&rec.id) {
+        env.id = agentd_proto::ids::derived_id(agent, "first-message");
+    }
+    env
 }
 
 /// Checks `spec` against its type and the limits, writes the new agent's record and its place

@@ -83,6 +83,7 @@ impl AgentSystem {
                 // A retry: the first attempt's agent, once it is written.
                 return match self.first_attempts_agent(&id).await? {
                     Some(rec) => {
+                        self.first_message_again(&rec, &req).await?;
                         store.replicated(&id).await?;
                         Ok(rec)
                     }
@@ -115,6 +116,30 @@ impl AgentSystem {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Routes the first message of `rec`, made by `req`, once more: the attempt that made the
+    /// agent may have failed after writing its record and before its first message was
+    /// queued (a store or a master lost in between), and the spawn a retry acknowledges has its
+    /// prompt. Its id is derived from the agent's, so one queued before is not queued again.
+    async fn first_message_again(
+        &self,
+        rec: &AgentRecord,
+        req: &SpawnRequest,
+    ) -> Result<(), AgentdError> {
+        let deps = &self.system.deps;
+        let prompt =
+            crate::context_files::first_message(deps, req.prompt.as_deref(), &req.context_files)?;
+        if let Some(prompt) = prompt {
+            let env = crate::supervisor::first_message(
+                rec,
+                prompt,
+                crate::telemetry::current(),
+                deps.clock.now_ms(),
+            );
+            self.system.route_acked(env).await?;
+        }
+        Ok(())
     }
 
     /// The record of idempotent spawn `id`, waiting up to [`FIRST_ATTEMPT_WAIT`] for a first

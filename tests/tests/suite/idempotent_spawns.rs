@@ -5,7 +5,9 @@
 
 use agentd_actors::system::idempotent_agent_id;
 use agentd_proto::{ErrorCode, Role, SpawnRequest};
-use agentd_tests::TestSystem;
+use agentd_tests::{TestSystem, failing_store::FailingWrites};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 fn keyed(key: &str, prompt: &str) -> SpawnRequest {
     SpawnRequest {
@@ -82,4 +84,48 @@ async fn a_retried_spawn_answers_its_first_agent_on_the_embedded_store_after_its
         1,
         "still one first message: {inputs:?}"
     );
+}
+
+/// A spawn answers once its prompt is in the agent's durable inbox: whoever it answers (a `201`)
+/// can count on the first message as on the agent. With pushes that take 300 ms, the prompt is
+/// in the thread when the spawn answers, not 300 ms later.
+#[actix_rt::test]
+async fn a_spawn_answers_once_its_first_message_is_durable() {
+    let store = Arc::new(FailingWrites::default());
+    let sys = TestSystem::builder().store(store.clone()).start();
+    store.delay_pushes(300);
+    let started = Instant::now();
+    let rec = sys
+        .system
+        .spawn(SpawnRequest {
+            agent_type: Some("subagent".into()),
+            prompt: Some("work".into()),
+            ..SpawnRequest::default()
+        })
+        .await
+        .unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(sys.texts_of(&rec.id, Role::User).await, vec!["work"]);
+}
+
+/// The first attempt of a keyed spawn writes its agent and fails to queue its first message (a
+/// store lost in between): it answers an error, and the retry answers the same agent with its
+/// prompt queued, once.
+#[actix_rt::test]
+async fn a_retried_spawn_queues_the_first_message_its_first_attempt_lost() {
+    let store = Arc::new(FailingWrites::default());
+    let sys = TestSystem::builder().store(store.clone()).start();
+    store.fail_pushes(true);
+    let failed = sys.system.spawn(keyed("job-lost", "work")).await;
+    assert!(failed.is_err(), "{failed:?}");
+    let id = idempotent_agent_id(None, "job-lost");
+    assert!(sys.store.get_agent(&id).await.unwrap().is_some());
+    store.fail_pushes(false);
+    let again = sys.system.spawn(keyed("job-lost", "work")).await.unwrap();
+    assert_eq!(again.id, id);
+    sys.wait_for_entry(&id, Role::Assistant, "echo: work").await;
+    // A further retry queues nothing more.
+    sys.system.spawn(keyed("job-lost", "work")).await.unwrap();
+    let inputs = sys.texts_of(&id, Role::User).await;
+    assert_eq!(inputs, vec!["work"]);
 }
