@@ -1,152 +1,11 @@
-//! The Claude Code CLI's stream-json protocol, as plain code (no I/O): the flags agentd starts
-//! the CLI with, the `user` line each agentd message becomes, and the assembly of the lines
-//! the CLI writes during one turn into one [`ModelResponse`].
-//!
-//! The CLI writes, per turn: a `system` line with `subtype: "init"` (its `session_id`), then
-//! `assistant` lines (one message's content blocks: `text`, `tool_use`, `thinking`, each with
-//! the message's `id` and its `usage` as known then), `user` lines with the `tool_result`s of the
-//! tools it ran itself, and one `result` line that ends the turn: `is_error` (not `subtype`,
-//! which says `success` on a failed request), `result` (the answer), `usage` in four kinds, and
-//! its own cost figures. A request its usage limits refused is reported by a
-//! `rate_limit_event` whose `rate_limit_info` has `status: "rejected"` and `resetsAt` (seconds
-//! since the epoch), before the `result` line that fails with `api_error_status: 429`. Lines of
-//! its sub-agents (a non-null `parent_tool_use_id`) are its own business and are skipped.
+//! The lines the CLI writes during one turn, assembled as they come into one
+//! [`ModelResponse`]: its steps (the tools it ran, paired with their results), its answer,
+//! its usage and cost, or why it failed.
 
-use agentd_actors::{AnswerObserver, CliRun, CliStep, CliTools, ModelError, ModelResponse};
-use agentd_proto::conversation::heard_role;
-use agentd_proto::{Role, ThreadEntry, ToolCall, Usage};
+use super::usage::{reported_cost, usage_in, usage_of};
+use agentd_actors::{AnswerObserver, CliRun, CliStep, ModelError, ModelResponse};
+use agentd_proto::{ToolCall, Usage};
 use serde_json::{Value, json};
-use std::sync::Arc;
-
-/// What a call asks of the CLI beyond its message: how to start a process for it.
-pub struct Launch<'a> {
-    /// The agent's layered system prompt (`--append-system-prompt`).
-    pub system_prompt: &'a str,
-    /// The tools the CLI may run without asking, and its permission mode.
-    pub tools: &'a CliTools,
-    /// The model the agent names, if it names one (`--model`).
-    pub model: Option<&'a str>,
-    /// The session to resume (`--resume`), if any.
-    pub resume: Option<&'a str>,
-}
-
-/// The flags agentd adds to `model.command` (after the command's own arguments).
-pub fn flags(launch: &Launch<'_>) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "-p",
-        "--input-format",
-        "stream-json",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-    ]
-    .map(String::from)
-    .to_vec();
-    if !launch.system_prompt.trim().is_empty() {
-        args.extend(["--append-system-prompt".into(), launch.system_prompt.into()]);
-    }
-    if !launch.tools.allowed.is_empty() {
-        args.extend(["--allowedTools".into(), launch.tools.allowed.join(",")]);
-    }
-    if let Some(mode) = &launch.tools.permission_mode {
-        args.extend(["--permission-mode".into(), mode.clone()]);
-    }
-    if let Some(model) = launch.model {
-        args.extend(["--model".into(), model.into()]);
-    }
-    if let Some(session) = launch.resume {
-        args.extend(["--resume".into(), session.into()]);
-    }
-    args
-}
-
-/// The entries at the end of `thread` the CLI has not seen: those after `sent_through` (the
-/// last entry written to this process), or, when that names nothing later, those after the last
-/// of the CLI's own answers (its assistant and tool entries; a retry sends its message again).
-/// A forward from another agent is never one of the CLI's answers, whatever role the thread
-/// keeps it in (a relayed forward is an assistant entry): it is input the CLI is sent.
-fn unseen(thread: &[Arc<ThreadEntry>], sent_through: Option<uuid::Uuid>) -> &[Arc<ThreadEntry>] {
-    let after_answers = thread
-        .iter()
-        .rposition(|e| matches!(heard_role(e), Role::Assistant | Role::Tool))
-        .map_or(0, |i| i + 1);
-    let after_sent = sent_through
-        .and_then(|id| thread.iter().rposition(|e| e.id == id))
-        .map_or(0, |i| i + 1);
-    let start = after_answers.max(after_sent);
-    if start < thread.len() {
-        &thread[start..]
-    } else {
-        &thread[after_answers..]
-    }
-}
-
-/// One entry as the CLI reads it.
-fn render(entry: &ThreadEntry) -> String {
-    match &entry.from_agent {
-        Some(from) => format!("[from agent {from}] {}", entry.text),
-        None => entry.text.clone(),
-    }
-}
-
-/// The text of the `user` line for `thread`: the entries the CLI has not seen (`sent_through`:
-/// the last entry written to its process, if it still runs). A new session (no process and no
-/// session to resume) on a thread that has history gets that history first, as a transcript, so
-/// the CLI knows what came before it.
-pub fn message_text(
-    thread: &[Arc<ThreadEntry>],
-    new_session: bool,
-    sent_through: Option<uuid::Uuid>,
-) -> String {
-    let new = unseen(thread, sent_through.filter(|_| !new_session));
-    let mut text = new
-        .iter()
-        .map(|e| render(e))
-        .filter(|t| !t.trim().is_empty())
-        .collect::<Vec<_>>()
-        .join("\n\n");
-    let history = &thread[..thread.len() - new.len()];
-    if new_session && !history.is_empty() {
-        let transcript = history
-            .iter()
-            .map(|e| {
-                let calls = e
-                    .tool_calls
-                    .iter()
-                    .map(|c| format!(" [called {} {}]", c.name, c.arguments))
-                    .collect::<String>();
-                format!("{}: {}{calls}", role_name(heard_role(e)), render(e))
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        text = format!(
-            "The conversation so far (from before this session):\n{transcript}\n\n---\n\n{text}"
-        );
-    }
-    text
-}
-
-fn role_name(role: Role) -> &'static str {
-    match role {
-        Role::User => "user",
-        Role::Assistant => "assistant",
-        Role::Tool => "tool",
-        Role::System => "system",
-    }
-}
-
-/// The message that makes the CLI compact its session (its `/compact` command).
-pub const COMPACT: &str = "/compact";
-
-/// The stream-json `user` line (without its newline) that sends `text`.
-pub fn user_line(text: &str) -> String {
-    json!({
-        "type": "user",
-        "message": {"role": "user", "content": [{"type": "text", "text": text}]},
-        "parent_tool_use_id": null,
-    })
-    .to_string()
-}
 
 /// A line that ended the turn: the call's answer, or why it failed.
 pub type Ended = Result<ModelResponse, ModelError>;
@@ -438,77 +297,6 @@ impl TurnAssembly {
     }
 }
 
-/// Usage in the four kinds the CLI reports (any other field of [`Usage`] at its default).
-pub fn four_kinds(input: u64, output: u64, cache_write: u64, cache_read: u64) -> Usage {
-    let mut usage = Usage::default();
-    (
-        usage.input,
-        usage.output,
-        usage.cache_write,
-        usage.cache_read,
-    ) = (input, output, cache_write, cache_read);
-    usage
-}
-
-/// A `usage` object of the Messages API, in four kinds.
-fn usage_in(u: Option<&Value>) -> Usage {
-    let count = |key: &str| {
-        u.and_then(|u| u.get(key))
-            .and_then(Value::as_u64)
-            .unwrap_or(0)
-    };
-    four_kinds(
-        count("input_tokens"),
-        count("output_tokens"),
-        count("cache_creation_input_tokens"),
-        count("cache_read_input_tokens"),
-    )
-}
-
-/// The turn's usage: the result line's `usage`; when that is empty (a `/compact`, whose call
-/// the CLI reports only per model), the sum of `model_usage_since_last_result`.
-fn usage_of(v: &Value) -> Usage {
-    let usage = usage_in(v.get("usage"));
-    if usage.total() > 0 {
-        return usage;
-    }
-    let mut sum = Usage::default();
-    for m in v
-        .get("model_usage_since_last_result")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flat_map(|models| models.values())
-    {
-        let count = |key: &str| m.get(key).and_then(Value::as_u64).unwrap_or(0);
-        sum += four_kinds(
-            count("inputTokens"),
-            count("outputTokens"),
-            count("cacheCreationInputTokens"),
-            count("cacheReadInputTokens"),
-        );
-    }
-    sum
-}
-
-/// The turn's cost as the CLI reports it: the `costUSD`s of `model_usage_since_last_result`,
-/// else the growth of its running `total_cost_usd`.
-fn reported_cost(v: &Value, prior_cost_usd: f64) -> Option<f64> {
-    if let Some(models) = v
-        .get("model_usage_since_last_result")
-        .and_then(Value::as_object)
-    {
-        return Some(
-            models
-                .values()
-                .filter_map(|m| m.get("costUSD").and_then(Value::as_f64))
-                .sum(),
-        );
-    }
-    v.get("total_cost_usd")
-        .and_then(Value::as_f64)
-        .map(|total| (total - prior_cost_usd).max(0.0))
-}
-
 /// A tool result's content as text: a string as it is, text blocks joined, anything else as
 /// JSON.
 fn result_text(content: Option<&Value>) -> String {
@@ -530,6 +318,7 @@ fn result_text(content: Option<&Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::claude_code::protocol::four_kinds;
 
     /// A reading at `NOW_MS`, telling nobody.
     const NOW_MS: u64 = 1_800_000_000_000;
@@ -724,77 +513,6 @@ mod tests {
     }
 
     #[test]
-    fn the_message_is_what_the_cli_has_not_seen_with_history_for_a_new_session() {
-        let e = |role, text: &str| {
-            Arc::new(ThreadEntry::text(
-                agentd_proto::ids::new_id(),
-                role,
-                text,
-                0,
-            ))
-        };
-        let thread = vec![
-            e(Role::User, "first"),
-            e(Role::Assistant, "answer"),
-            e(Role::System, "(interrupted)"),
-            e(Role::User, "second"),
-        ];
-        assert_eq!(
-            message_text(&thread, false, None),
-            "(interrupted)\n\nsecond"
-        );
-        let fresh = message_text(&thread, true, None);
-        assert!(fresh.contains("user: first\nassistant: answer"), "{fresh}");
-        assert!(fresh.ends_with("(interrupted)\n\nsecond"), "{fresh}");
-        assert_eq!(message_text(&thread[..1], true, None), "first");
-        // What was written to the process already is not written again (an interrupted
-        // call's message), unless nothing came after it (a retry).
-        assert_eq!(message_text(&thread, false, Some(thread[2].id)), "second");
-        assert_eq!(
-            message_text(&thread, false, Some(thread[3].id)),
-            "(interrupted)\n\nsecond"
-        );
-    }
-
-    #[test]
-    fn a_forward_is_sent_as_input_even_where_the_thread_keeps_it_as_an_answer() {
-        let e = |role, text: &str, from: Option<&str>| {
-            let mut entry = ThreadEntry::text(agentd_proto::ids::new_id(), role, text, 0);
-            entry.from_agent = from.map(Into::into);
-            Arc::new(entry)
-        };
-        let thread = vec![
-            e(Role::User, "hello", None),
-            e(Role::Assistant, "hi", None),
-            e(Role::Assistant, "From Ops: done", Some("w1")),
-            e(Role::User, "what did Ops say", None),
-        ];
-        // Relayed (kept as an assistant entry), then the next message: both are sent.
-        assert_eq!(
-            message_text(&thread, false, Some(thread[1].id)),
-            "[from agent w1] From Ops: done\n\nwhat did Ops say"
-        );
-        // A forward that starts a turn is the message.
-        assert_eq!(
-            message_text(&thread[..3], false, Some(thread[1].id)),
-            "[from agent w1] From Ops: done"
-        );
-        // In a new session's transcript, it is the user's too.
-        let history = vec![
-            thread[0].clone(),
-            thread[2].clone(),
-            e(Role::Assistant, "noted", None),
-            e(Role::User, "next", None),
-        ];
-        let fresh = message_text(&history, true, None);
-        assert!(
-            fresh.contains("user: hello\nuser: [from agent w1] From Ops: done\nassistant: noted"),
-            "{fresh}"
-        );
-        assert!(fresh.ends_with("next"), "{fresh}");
-    }
-
-    #[test]
     fn a_compaction_answers_the_cli_summary_and_its_usage_per_model() {
         let ended = feed(&[
             json!({"type": "system", "subtype": "compact_boundary"}),
@@ -808,29 +526,5 @@ mod tests {
         let r = ended.and_then(Result::ok).unwrap_or_default();
         assert_eq!(r.text, "the summary");
         assert_eq!(r.usage, four_kinds(20, 5, 1, 2));
-    }
-
-    #[test]
-    fn flags_carry_the_prompt_tools_mode_and_session() {
-        let tools = CliTools {
-            allowed: vec!["Bash".into(), "Read".into()],
-            permission_mode: Some("acceptEdits".into()),
-        };
-        let f = flags(&Launch {
-            system_prompt: "be brief",
-            tools: &tools,
-            model: None,
-            resume: Some("s-1"),
-        });
-        let joined = f.join(" ");
-        assert!(
-            joined
-                .starts_with("-p --input-format stream-json --output-format stream-json --verbose")
-        );
-        assert!(joined.contains("--append-system-prompt be brief"));
-        assert!(joined.contains("--allowedTools Bash,Read"));
-        assert!(joined.contains("--permission-mode acceptEdits"));
-        assert!(joined.ends_with("--resume s-1"));
-        assert!(!joined.contains("--model"));
     }
 }
