@@ -1,9 +1,12 @@
-//! The Redis store passes the same conformance suite as the memory and embedded stores, on a
-//! private redis-server (or, with `AGENTD_TEST_REDIS=cluster`, a private Redis Cluster).
+//! The Redis store passes the same conformance suite as the memory and embedded stores, and
+//! keeps its own layout, fences and window, on a private redis-server or, with
+//! `AGENTD_TEST_REDIS=cluster`, a private Redis Cluster (the tests of one server's behaviour —
+//! an unreachable server, a namespace's partitions, a cluster-mode node, Redis's script counts —
+//! always run on one server).
 
 use agentd_store::RedisStore;
 use agentd_store::conformance;
-use agentd_tests::{RedisServer, TestRedis};
+use agentd_tests::{RedisServer, TestConnection, TestRedis};
 use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -23,12 +26,12 @@ async fn redis_store_conforms() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_and_threads_are_stored_compactly() {
     use agentd_actors::ThreadStore;
-    let server = RedisServer::start();
-    let store = RedisStore::connect(&server.url(), "compact", 8)
+    let redis = TestRedis::from_env();
+    let store = RedisStore::connect_to(&redis.target(), "compact", 8)
         .await
         .unwrap();
     let keys = store.keys().clone();
-    let mut con = server.client();
+    let mut con = redis.client();
     let bare = conformance::bare_record("bare");
     store.put_agent(&bare).await.unwrap();
     let kind: String = redis::cmd("TYPE")
@@ -68,7 +71,7 @@ async fn records_and_threads_are_stored_compactly() {
     let entries: Vec<_> = (0..agentd_store::SHORT_THREAD + 2)
         .map(|i| conformance::entry(&format!("e{i}")))
         .collect();
-    let exists = |con: &mut redis::Connection, key: &str| -> bool {
+    let exists = |con: &mut TestConnection, key: &str| -> bool {
         redis::cmd("EXISTS").arg(key).query::<u8>(con).unwrap() == 1
     };
     for (i, e) in entries.iter().enumerate() {
@@ -123,8 +126,10 @@ async fn an_unreachable_redis_is_a_clear_error() {
 async fn actors_on_the_redis_store_delete_leaves_no_key_behind() {
     use agentd_proto::{Control, Role};
     use agentd_tests::*;
-    let server = RedisServer::start();
-    let store = RedisStore::connect(&server.url(), "del", 8).await.unwrap();
+    let redis = TestRedis::from_env();
+    let store = RedisStore::connect_to(&redis.target(), "del", 8)
+        .await
+        .unwrap();
     let script = "[[rule]]\ntext = \"echo: {{input}}\"\n";
     let sys = TestSystem::builder()
         .script(script)
@@ -162,8 +167,10 @@ async fn actors_on_the_redis_store_delete_leaves_no_key_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forward_in_a_batch_lands_on_its_stream_after_the_writes_before_it() {
     use agentd_actors::{StoreWrite, ThreadStore};
-    let server = RedisServer::start();
-    let store = RedisStore::connect(&server.url(), "fw", 8).await.unwrap();
+    let redis = TestRedis::from_env();
+    let store = RedisStore::connect_to(&redis.target(), "fw", 8)
+        .await
+        .unwrap();
     assert!(store.takes_forwards());
     let rec = conformance::record("fw-child", Some("fw-parent"), 1);
     let env = agentd_proto::Envelope::new(
@@ -189,7 +196,7 @@ async fn a_forward_in_a_batch_lands_on_its_stream_after_the_writes_before_it() {
     ];
     store.write_batch(&batch).await.unwrap();
     assert_eq!(store.thread("fw-child").await.unwrap().len(), 1);
-    let mut con = server.client();
+    let mut con = redis.client();
     let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
         .arg(&stream)
         .arg("-")
@@ -209,8 +216,8 @@ async fn a_forward_in_a_batch_lands_on_its_stream_after_the_writes_before_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_push_lands_only_while_the_lease_names_this_process() {
     use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
-    let server = RedisServer::start();
-    let store = RedisStore::connect(&server.url(), "fence", 8)
+    let redis = TestRedis::from_env();
+    let store = RedisStore::connect_to(&redis.target(), "fence", 8)
         .await
         .unwrap();
     let keys = store.keys().clone();
@@ -219,8 +226,8 @@ async fn a_fenced_push_lands_only_while_the_lease_names_this_process() {
     store.fence_pushes_with(Arc::new(move |_agent: &str| {
         Some((fence.clone(), "me".to_string()))
     }));
-    let mut con = server.client();
-    let set_lease = |con: &mut redis::Connection, holder: &str| set_key(con, &lease, holder);
+    let mut con = redis.client();
+    let set_lease = |con: &mut TestConnection, holder: &str| set_key(con, &lease, holder);
     let env = |text: &str| {
         agentd_proto::Envelope::new(
             agentd_proto::Address::System,
@@ -283,8 +290,8 @@ async fn a_fenced_push_lands_only_while_the_lease_names_this_process() {
 async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_process() {
     use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
     use agentd_proto::AgentStatus;
-    let server = RedisServer::start();
-    let store = RedisStore::connect(&server.url(), "ownfence", 8)
+    let redis = TestRedis::from_env();
+    let store = RedisStore::connect_to(&redis.target(), "ownfence", 8)
         .await
         .unwrap();
     let keys = store.keys().clone();
@@ -293,8 +300,8 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
     store.fence_pushes_with(Arc::new(move |_agent: &str| {
         Some((fence.clone(), "me".to_string()))
     }));
-    let mut con = server.client();
-    let set_lease = |con: &mut redis::Connection, holder: &str| set_key(con, &lease, holder);
+    let mut con = redis.client();
+    let set_lease = |con: &mut TestConnection, holder: &str| set_key(con, &lease, holder);
     let with_status = |status: AgentStatus| {
         let mut rec = conformance::record("own-agent", None, 1);
         rec.status = status;
@@ -429,7 +436,7 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
         .unwrap();
 }
 
-fn set_key(con: &mut redis::Connection, key: &str, value: &str) {
+fn set_key(con: &mut impl redis::ConnectionLike, key: &str, value: &str) {
     redis::cmd("SET")
         .arg(key)
         .arg(value)
@@ -443,8 +450,8 @@ fn set_key(con: &mut redis::Connection, key: &str, value: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dedup_window_refuses_repeats_and_stays_near_its_size() {
     use agentd_actors::ThreadStore;
-    let server = RedisServer::start();
-    let store = RedisStore::connect(&server.url(), "win", 8)
+    let redis = TestRedis::from_env();
+    let store = RedisStore::connect_to(&redis.target(), "win", 8)
         .await
         .unwrap()
         .with_dedup_window(5);
@@ -462,11 +469,10 @@ async fn the_dedup_window_refuses_repeats_and_stays_near_its_size() {
             )
         })
         .collect();
-    let mut con = server.client();
+    let mut con = redis.client();
     let seen = store.keys().agent_part("w-agent", "seen");
-    let window_len = |con: &mut redis::Connection| -> usize {
-        redis::cmd("ZCARD").arg(&seen).query(con).unwrap()
-    };
+    let window_len =
+        |con: &mut TestConnection| -> usize { redis::cmd("ZCARD").arg(&seen).query(con).unwrap() };
     let mut largest = 0;
     for env in &envs {
         assert!(store.inbox_push("w-agent", env).await.unwrap());
@@ -580,7 +586,7 @@ async fn the_store_touches_one_slot_per_command_script_and_pipeline() {
 }
 
 /// The `m` fields of a stream's entries.
-fn read_stream(con: &mut redis::Connection, key: &str) -> Vec<Vec<u8>> {
+fn read_stream(con: &mut impl redis::ConnectionLike, key: &str) -> Vec<Vec<u8>> {
     let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
         .arg(key)
         .arg("-")
@@ -679,7 +685,7 @@ async fn pushes_made_at_once_are_grouped_and_each_gets_its_own_answer() {
 }
 
 /// How many scripts Redis has run (`INFO commandstats`: `EVALSHA` and `EVAL` calls).
-fn script_calls(con: &mut redis::Connection) -> u64 {
+fn script_calls(con: &mut impl redis::ConnectionLike) -> u64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
     info.lines()
         .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))

@@ -140,8 +140,8 @@ pub(crate) async fn legacy_present(con: &mut RedisConnection, ns: &str) -> Store
             return Ok(true);
         }
     }
-    // An agent key of the earlier layout, looked for on one Redis only: that layout never ran on
-    // a cluster (where `SCAN` walks one node).
+    // An agent key of the earliest layout, looked for on one Redis only: that layout never ran
+    // on a cluster.
     if con.is_cluster() {
         return Ok(false);
     }
@@ -150,30 +150,90 @@ pub(crate) async fn legacy_present(con: &mut RedisConnection, ns: &str) -> Store
         .is_empty())
 }
 
-/// The keys matching `pattern` (`SCAN`), up to `limit` of them.
-pub(crate) async fn scan<C: ConnectionLike>(
-    con: &mut C,
+/// The keys matching `pattern` (`SCAN`), up to `limit` of them; on a cluster, of every master
+/// (a cluster's `SCAN` walks the one node it is sent to).
+pub(crate) async fn scan(
+    con: &mut RedisConnection,
     pattern: &str,
     limit: Option<usize>,
 ) -> StoreResult<Vec<String>> {
-    let mut cursor: u64 = 0;
+    scan_where(con, pattern, None, limit).await
+}
+
+/// [`scan`] of the keys of type `kind` only (`SCAN … TYPE`), or of any type.
+pub(crate) async fn scan_where(
+    con: &mut RedisConnection,
+    pattern: &str,
+    kind: Option<&str>,
+    limit: Option<usize>,
+) -> StoreResult<Vec<String>> {
+    let nodes = if con.is_cluster() {
+        masters(con).await?.into_iter().map(Some).collect()
+    } else {
+        vec![None]
+    };
     let mut out = Vec::new();
-    loop {
-        let (next, keys): (u64, Vec<String>) = cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(pattern)
-            .arg("COUNT")
-            .arg(1_000)
-            .query_async(con)
-            .await
+    for node in nodes {
+        let mut cursor: u64 = 0;
+        loop {
+            let mut scan = cmd("SCAN");
+            scan.arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1_000);
+            if let Some(kind) = kind {
+                scan.arg("TYPE").arg(kind);
+            }
+            let (next, found): (u64, Vec<String>) = match &node {
+                Some((host, port)) => con.query_on_node(host, *port, &scan).await,
+                None => scan.query_async(con).await,
+            }
             .map_err(be)?;
-        out.extend(keys);
-        if limit.is_some_and(|l| out.len() >= l) || next == 0 {
-            return Ok(out);
+            out.extend(found);
+            if limit.is_some_and(|l| out.len() >= l) {
+                return Ok(out);
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
         }
-        cursor = next;
     }
+    Ok(out)
+}
+
+/// The cluster's masters that are not failing, as `host`, `port` (`CLUSTER NODES`: a line per
+/// node, `<id> <host:port@bus[,hostname]> <flags> …`).
+async fn masters(con: &mut RedisConnection) -> StoreResult<Vec<(String, u16)>> {
+    let text: String = cmd("CLUSTER")
+        .arg("NODES")
+        .query_async(con)
+        .await
+        .map_err(be)?;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (Some(addr), Some(flags)) = (fields.get(1), fields.get(2)) else {
+            continue;
+        };
+        let flags: Vec<&str> = flags.split(',').collect();
+        if !flags.contains(&"master") || flags.iter().any(|f| f.starts_with("fail")) {
+            continue;
+        }
+        let addr = addr.split(['@', ',']).next().unwrap_or_default();
+        if let Some((host, port)) = addr.rsplit_once(':')
+            && let Ok(port) = port.parse()
+        {
+            out.push((host.to_string(), port));
+        }
+    }
+    if out.is_empty() {
+        return Err(StoreError::transient(
+            "`CLUSTER NODES` named no master that is up",
+        ));
+    }
+    Ok(out)
 }
 
 /// A flat list of fields and values as a map.

@@ -424,12 +424,12 @@ return 1";
 async fn rewrite_agents(con: &mut RedisConnection, keys: &Keys) -> StoreResult<usize> {
     let pattern = format!("{{{}:p*:a:*", keys.ns());
     let mut rewritten = 0;
-    for key in scan_typed(con, &pattern, "stream").await? {
+    for key in layout::scan_where(con, &pattern, Some("stream"), None).await? {
         if let Some(base) = key.strip_suffix(":thread") {
             rewritten += rewrite_thread(con, base, &key).await?;
         }
     }
-    for key in scan_typed(con, &pattern, "hash").await? {
+    for key in layout::scan_where(con, &pattern, Some("hash"), None).await? {
         let part = AGENT_PARTS
             .iter()
             .any(|p| key.strip_suffix(p).is_some_and(|rest| rest.ends_with(':')));
@@ -438,77 +438,6 @@ async fn rewrite_agents(con: &mut RedisConnection, keys: &Keys) -> StoreResult<u
         }
     }
     Ok(rewritten)
-}
-
-/// The keys matching `pattern` of type `kind` (`SCAN … TYPE`), on every master of a cluster.
-async fn scan_typed(
-    con: &mut RedisConnection,
-    pattern: &str,
-    kind: &str,
-) -> StoreResult<Vec<String>> {
-    let nodes = if con.is_cluster() {
-        masters(con).await?.into_iter().map(Some).collect()
-    } else {
-        vec![None]
-    };
-    let mut out = Vec::new();
-    for node in nodes {
-        let mut cursor: u64 = 0;
-        loop {
-            let mut scan = cmd("SCAN");
-            scan.arg(cursor)
-                .arg("MATCH")
-                .arg(pattern)
-                .arg("COUNT")
-                .arg(1_000)
-                .arg("TYPE")
-                .arg(kind);
-            let (next, found): (u64, Vec<String>) = match &node {
-                Some((host, port)) => con.query_on_node(host, *port, &scan).await,
-                None => scan.query_async(con).await,
-            }
-            .map_err(be)?;
-            out.extend(found);
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
-    }
-    Ok(out)
-}
-
-/// The cluster's masters that are not failing, as `host`, `port` (`CLUSTER NODES`: a line per
-/// node, `<id> <host:port@bus[,hostname]> <flags> …`).
-async fn masters(con: &mut RedisConnection) -> StoreResult<Vec<(String, u16)>> {
-    let text: String = cmd("CLUSTER")
-        .arg("NODES")
-        .query_async(con)
-        .await
-        .map_err(be)?;
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let (Some(addr), Some(flags)) = (fields.get(1), fields.get(2)) else {
-            continue;
-        };
-        let flags: Vec<&str> = flags.split(',').collect();
-        if !flags.contains(&"master") || flags.iter().any(|f| f.starts_with("fail")) {
-            continue;
-        }
-        let addr = addr.split(['@', ',']).next().unwrap_or_default();
-        if let Some((host, port)) = addr.rsplit_once(':')
-            && let Ok(port) = port.parse()
-        {
-            out.push((host.to_string(), port));
-        }
-    }
-    if out.is_empty() {
-        return Err(StoreError::transient(
-            "`CLUSTER NODES` named no master that is up",
-        ));
-    }
-    Ok(out)
 }
 
 /// Rewrites thread stream `thread` (agent key `base` + `:thread`) as a list of `<id> <entry>`
