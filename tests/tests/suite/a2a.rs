@@ -6,8 +6,8 @@
 //! `scripts/test.sh`, which always installs it.
 
 use agentd_tests::AgentdProcess;
+use agentd_tests::TestRedis;
 use agentd_tests::a2a_remote::python;
-use agentd_tests::redis_server::RedisServer;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -29,14 +29,16 @@ fn env(extra: &[(&'static str, String)]) -> Vec<(&'static str, String)> {
     env
 }
 
-/// Two agentd processes sharing `redis` (4 partitions, 1 s leases), once each owns two.
-fn two_processes_on(redis: &RedisServer) -> (AgentdProcess, AgentdProcess) {
+/// Two agentd processes sharing `redis` (one server, or a cluster with `AGENTD_TEST_REDIS=cluster`;
+/// 4 partitions, 1 s leases), once each owns two.
+fn two_processes_on(redis: &TestRedis) -> (AgentdProcess, AgentdProcess) {
     let redis_env = || {
-        env(&[
-            ("AGENTD__REDIS__URL", redis.url()),
+        let mut settings = redis.env();
+        settings.extend([
             ("AGENTD__REDIS__PARTITIONS", "4".to_string()),
             ("AGENTD__REDIS__LEASE_MS", "1000".to_string()),
-        ])
+        ]);
+        env(&settings)
     };
     let a = AgentdProcess::start(&redis_env());
     let b = AgentdProcess::start(&redis_env());
@@ -153,7 +155,7 @@ fn the_sdk_client_works_across_two_agentd_processes_on_redis() {
         eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
         return;
     };
-    let redis = RedisServer::start();
+    let redis = TestRedis::from_env();
     let (a, b) = two_processes_on(&redis);
     for binding in BINDINGS {
         // Each scenario's calls go to one process, its contexts live wherever their partition
@@ -190,7 +192,7 @@ fn every_method_works_on_a_process_that_does_not_own_the_context() {
         eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
         return;
     };
-    let redis = RedisServer::start();
+    let redis = TestRedis::from_env();
     let (a, b) = two_processes_on(&redis);
     for binding in BINDINGS {
         let contexts = format!("{},{}", context_owned_by(&a), context_owned_by(&b));
@@ -447,7 +449,7 @@ fn push_notifications_survive_the_death_of_one_of_two_processes_on_redis() {
         return;
     };
     let rx = Receiver::start();
-    let redis = RedisServer::start();
+    let redis = TestRedis::from_env();
     let (a, b) = two_processes_on(&redis);
     let mut tasks = Vec::new();
     for (p, binding) in [
