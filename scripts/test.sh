@@ -98,10 +98,10 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 status=0
 cargo test --workspace --no-fail-fast || status=$?
 # The Redis suites once more on a Redis Cluster (three masters and three replicas started per
-# test): the cross-process suite, the Redis store's suite and the A2A tests across two
-# processes. Run even when the first run failed, so that both are reported.
+# test): the cross-process suite, the Redis store's suite, and the A2A and event-resume tests
+# across two processes. Run even when the first run failed, so that both are reported.
 AGENTD_TEST_REDIS=cluster cargo test --workspace --test suite --no-fail-fast -- \
   redis_cluster:: redis_store:: a2a::every_method_works_on_a_process_that_does_not_own \
   a2a::push_notifications_survive_the_death a2a::the_sdk_client_works_across_two \
-  || status=$?
+  event_resume::with_redis || status=$?
 exit "$status"

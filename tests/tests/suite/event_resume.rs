@@ -7,7 +7,7 @@
 
 use agentd_tests::process::wait_balanced;
 use agentd_tests::streaming_provider::{StreamingProvider, openai_text};
-use agentd_tests::{AgentdProcess, RedisServer};
+use agentd_tests::{AgentdProcess, TestConnection, TestRedis};
 use serde_json::{Value, json};
 use std::io::BufRead;
 use std::sync::mpsc;
@@ -193,11 +193,11 @@ fn one_process_names_every_event_and_resumes_from_its_ring() {
 
 #[test]
 fn with_redis_deltas_have_their_own_stream_and_any_process_resumes() {
-    let redis = RedisServer::start();
+    let redis = TestRedis::from_env();
     let (provider, text) = provider();
     let mut env = model_env(&provider);
+    env.extend(redis.env());
     env.extend([
-        ("AGENTD__REDIS__URL", redis.url()),
         ("AGENTD__REDIS__NAMESPACE", "resume".to_string()),
         ("AGENTD__REDIS__PARTITIONS", "4".to_string()),
     ]);
@@ -219,7 +219,7 @@ fn with_redis_deltas_have_their_own_stream_and_any_process_resumes() {
     }
 
     let mut con = redis.client();
-    let types = |key: &str, con: &mut redis::Connection| -> Vec<String> {
+    let types = |key: &str, con: &mut TestConnection| -> Vec<String> {
         let range: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
             .arg(key)
             .arg("-")
