@@ -598,6 +598,25 @@ fn an_outside_service_drives_agents_through_the_command_stream() {
     let _ = SpawnRequest::default();
 }
 
+/// Sends `root` the message "by command" through the command stream (with the test's client:
+/// a cluster client on a cluster), and waits for its reply and for the message in `root`'s
+/// thread on `owner`.
+fn send_by_command(cluster: &Cluster, owner: &AgentdProcess, root: &str) {
+    let mut con = cluster.redis.client();
+    let id = command(
+        &mut con,
+        Command::Send {
+            agent_id: root.to_string(),
+            text: "by command".into(),
+            interrupt: false,
+        },
+    );
+    wait_answered(&mut con, id, "the command");
+    owner.wait_for("the command's message", |p| {
+        p.texts(root).iter().any(|t| t == "by command")
+    });
+}
+
 /// Writes `cmd` to the command stream with replies to `svc:replies`; answers its envelope id.
 fn command(con: &mut TestConnection, cmd: Command) -> uuid::Uuid {
     let mut env = Envelope::new(
@@ -1596,19 +1615,7 @@ fn the_service_touches_one_slot_per_command_and_script_on_a_cluster_mode_redis()
             .any(|t| t == "From Researcher: Findings for: later")
     });
     // A command from the command stream.
-    let mut con = cluster.redis.client();
-    let id = command(
-        &mut con,
-        Command::Send {
-            agent_id: root.clone(),
-            text: "by command".into(),
-            interrupt: false,
-        },
-    );
-    wait_answered(&mut con, id, "the command");
-    a.wait_for("the command's answer", |a| {
-        a.texts(&root).iter().any(|t| t == "by command")
-    });
+    send_by_command(&cluster, &a, &root);
     // The owner dies: B takes the partition, claims and drains it, and answers.
     a.kill9();
     b.wait_for("b to own the partition", |b| {
@@ -1623,7 +1630,7 @@ fn the_service_touches_one_slot_per_command_and_script_on_a_cluster_mode_redis()
     .unwrap();
     b.wait_for("the answer after the takeover", |b| answers(b) > before);
     assert!(
-        stream_entries(&mut con, &format!("{NS}:dead")).is_empty(),
+        stream_entries(&mut cluster.redis.client(), &format!("{NS}:dead")).is_empty(),
         "nothing dead-lettered"
     );
 }
@@ -1695,19 +1702,7 @@ fn manage_commands_events_and_a_kill_9_takeover_work_on_a_redis_cluster() {
         }
     }
     // A command from the command stream, written by a cluster client.
-    let mut con = cluster.redis.client();
-    let id = command(
-        &mut con,
-        Command::Send {
-            agent_id: root.clone(),
-            text: "by command".into(),
-            interrupt: false,
-        },
-    );
-    wait_answered(&mut con, id, "the command");
-    a.wait_for("the command's message", |a| {
-        a.texts(&root).iter().any(|t| t == "by command")
-    });
+    send_by_command(&cluster, &a, &root);
     // A dies: B takes every partition, claims and drains them, and answers.
     a.kill9();
     b.wait_for("all partitions on B", |b| {
@@ -1722,7 +1717,7 @@ fn manage_commands_events_and_a_kill_9_takeover_work_on_a_redis_cluster() {
     .unwrap();
     b.wait_for("the answer after the takeover", |b| answers(b) > before);
     assert!(
-        stream_entries(&mut con, &format!("{NS}:dead")).is_empty(),
+        stream_entries(&mut cluster.redis.client(), &format!("{NS}:dead")).is_empty(),
         "nothing dead-lettered"
     );
 }
