@@ -12,6 +12,7 @@
 
 use super::SharedAgentAddr;
 use super::handle::Shared;
+use crate::agent::AgentActor;
 use crate::agent::messages::Delivery;
 use crate::channel_router::ChannelRouter;
 use crate::channel_router::messages::{Refused, Route, RouteAcked, RouteFromStream};
@@ -107,25 +108,12 @@ impl Shared {
         env: Envelope,
     ) -> impl Future<Output = Result<bool, AgentdError>> + use<> {
         let way = match self.straight_to(&env) {
-            Some(agent) => {
-                let (ack, answer) = tokio::sync::oneshot::channel();
-                agent.do_send(Delivery {
-                    env,
-                    ack: Some(ack),
-                    from_stream: false,
-                });
-                Ok(answer)
-            }
+            Some(agent) => Ok(deliver_acked(&agent, env)),
             None => Err(self.envelope_to_router().send(RouteAcked(env))),
         };
         async move {
             match way {
-                Ok(answer) => answer.await.unwrap_or_else(|_| {
-                    Err(AgentdError::new(
-                        ErrorCode::Unavailable,
-                        "the receiver stopped before answering",
-                    ))
-                }),
+                Ok(delivered) => delivered.await,
                 Err(routed) => routed.await.map_err(mailbox)?,
             }
         }
@@ -168,5 +156,28 @@ impl OutputPort for Shared {
             return;
         }
         self.output_to_router().do_send(out);
+    }
+}
+
+/// Hands `env` straight to live agent `agent` (queued when called) and answers once it is in
+/// the agent's durable inbox (`Ok(false)`: a duplicate), or `unavailable` if the agent stops
+/// before answering.
+pub(crate) fn deliver_acked(
+    agent: &Addr<AgentActor>,
+    env: Envelope,
+) -> impl Future<Output = Result<bool, AgentdError>> + Send + use<> {
+    let (ack, answer) = tokio::sync::oneshot::channel();
+    agent.do_send(Delivery {
+        env,
+        ack: Some(ack),
+        from_stream: false,
+    });
+    async move {
+        answer.await.unwrap_or_else(|_| {
+            Err(AgentdError::new(
+                ErrorCode::Unavailable,
+                "the receiver stopped before answering",
+            ))
+        })
     }
 }

@@ -4,7 +4,6 @@
 
 use super::Supervisor;
 use super::dependencies::{Dependencies, at_spawn};
-use crate::agent::messages::Delivery;
 use crate::config::AgentType;
 use crate::deps::Deps;
 use crate::messages::{FirstMessage, Spawn, SpawnSpec, Spawned};
@@ -67,22 +66,8 @@ impl Supervisor {
         crate::metrics::global().agent_status(&rec.id, Some(rec.status.as_str()));
         let unmet = std::mem::take(&mut dependencies.unmet);
         let addr = self.start_agent(rec.clone(), unmet);
-        let first_message = first.map(|env| -> FirstMessage {
-            let (ack, answer) = tokio::sync::oneshot::channel();
-            addr.do_send(Delivery {
-                env,
-                ack: Some(ack),
-                from_stream: false,
-            });
-            Box::pin(async move {
-                answer.await.unwrap_or_else(|_| {
-                    Err(AgentdError::new(
-                        ErrorCode::Unavailable,
-                        "the new agent stopped before its first message was queued",
-                    ))
-                })
-            })
-        });
+        let first_message = first
+            .map(|env| -> FirstMessage { Box::pin(super::shortcuts::deliver_acked(&addr, env)) });
         dependencies.announce(&self.system, &rec.id);
         Ok(Spawned {
             record: Arc::unwrap_or_clone(rec),
