@@ -304,19 +304,7 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
     let on_peer = |id: &str| h[bus.partition_of(id) as usize] == peer.id;
 
     // One-way messages from this process to 100 agents the peer owns.
-    let mut sinks = Vec::new();
-    while sinks.len() < 100 {
-        let rec = sys
-            .spawn(SpawnRequest {
-                agent_type: Some("sink".into()),
-                ..Default::default()
-            })
-            .await
-            .map_err(crate::e)?;
-        if on_peer(&rec.id) {
-            sinks.push(rec.id);
-        }
-    }
+    let sinks = spawn_sinks(&sys, 100, on_peer).await?;
     let keys = Keys::new(NS, PARTITIONS);
     let redis_pid = redis::cmd("INFO")
         .arg("server")
@@ -443,6 +431,29 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
         failover_ms,
         per_msg,
     })
+}
+
+/// Spawns `sink` agents through `sys` until `n` of them are `wanted` (in the partitions of the
+/// process that is to receive the messages); answers those.
+pub(crate) async fn spawn_sinks(
+    sys: &agentd_actors::AgentSystem,
+    n: usize,
+    wanted: impl Fn(&str) -> bool,
+) -> anyhow::Result<Vec<String>> {
+    let mut sinks = Vec::with_capacity(n);
+    while sinks.len() < n {
+        let rec = sys
+            .spawn(SpawnRequest {
+                agent_type: Some("sink".into()),
+                ..Default::default()
+            })
+            .await
+            .map_err(crate::e)?;
+        if wanted(&rec.id) {
+            sinks.push(rec.id);
+        }
+    }
+    Ok(sinks)
 }
 
 /// Sends `messages` one-way messages from `sys` to `sinks` in turn, 256 in flight.

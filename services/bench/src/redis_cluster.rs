@@ -5,7 +5,6 @@
 //! message does not depend on that sharing, and is what docs/capacity.md sizes nodes from.
 
 use crate::cluster::{self, PARTITIONS, RedisAt};
-use agentd_proto::SpawnRequest;
 use agentd_store::Keys;
 use agentd_tests::RedisCluster;
 use anyhow::Context as _;
@@ -108,19 +107,8 @@ pub async fn run(
     let owner = wanted.last().copied().unwrap_or(me.as_str());
     let bus = here.redis.clone().context("bus")?;
     let sys = here.system.clone();
-    let mut sinks = Vec::new();
-    while sinks.len() < SINKS {
-        let rec = sys
-            .spawn(SpawnRequest {
-                agent_type: Some("sink".into()),
-                ..Default::default()
-            })
-            .await
-            .map_err(crate::e)?;
-        if h[bus.partition_of(&rec.id) as usize] == owner {
-            sinks.push(rec.id);
-        }
-    }
+    let sinks =
+        cluster::spawn_sinks(&sys, SINKS, |id| h[bus.partition_of(id) as usize] == owner).await?;
 
     let keys = Keys::new(&ns, PARTITIONS);
     let mut watched = Vec::new();
