@@ -39,6 +39,30 @@ fn q<C: redis::ConnectionLike>(con: &mut C, cmd: &mut redis::Cmd) {
     let _: redis::Value = cmd.query(con).unwrap();
 }
 
+/// Writes `rec` as layouts 1 and 2 kept a record: a hash of its MessagePack and the fields
+/// listings read.
+fn put_old_record<C: redis::ConnectionLike>(
+    con: &mut C,
+    key: &str,
+    rec: &agentd_proto::AgentRecord,
+) {
+    q(
+        con,
+        redis::cmd("HSET")
+            .arg(key)
+            .arg("rec")
+            .arg(encode(rec).unwrap())
+            .arg("status")
+            .arg(rec.status.as_str())
+            .arg("title")
+            .arg(&rec.title)
+            .arg("type")
+            .arg(&rec.agent_type)
+            .arg("parent")
+            .arg(rec.parent_id.as_deref().unwrap_or("")),
+    );
+}
+
 fn envelope(to: &str, text: &str) -> Envelope {
     Envelope::new(
         agentd_proto::Address::System,
@@ -59,21 +83,7 @@ fn write_earlier_layout(con: &mut Connection) -> Earlier {
         conformance::record("w-1", Some("r-1"), 12),
     ];
     for rec in &records {
-        q(
-            con,
-            redis::cmd("HSET")
-                .arg(format!("{NS}:agent:{{{}}}", rec.id))
-                .arg("rec")
-                .arg(encode(rec).unwrap())
-                .arg("status")
-                .arg(rec.status.as_str())
-                .arg("title")
-                .arg(&rec.title)
-                .arg("type")
-                .arg(&rec.agent_type)
-                .arg("parent")
-                .arg(rec.parent_id.as_deref().unwrap_or("")),
-        );
+        put_old_record(con, &format!("{NS}:agent:{{{}}}", rec.id), rec);
     }
     let thread: Vec<ThreadEntry> = ["first", "second", "third"]
         .iter()
@@ -538,21 +548,7 @@ fn write_layout_2<C: redis::ConnectionLike>(con: &mut C) -> Layout2 {
         conformance::bare_record("w-1"),
     ];
     for rec in &records {
-        q(
-            con,
-            redis::cmd("HSET")
-                .arg(v2_key(&rec.id, None))
-                .arg("rec")
-                .arg(encode(rec).unwrap())
-                .arg("status")
-                .arg(rec.status.as_str())
-                .arg("title")
-                .arg(&rec.title)
-                .arg("type")
-                .arg(&rec.agent_type)
-                .arg("parent")
-                .arg(rec.parent_id.as_deref().unwrap_or("")),
-        );
+        put_old_record(con, &v2_key(&rec.id, None), rec);
         if rec.parent_id.is_none() {
             q(
                 con,
