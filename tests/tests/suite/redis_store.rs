@@ -9,12 +9,19 @@ use agentd_store::conformance;
 use agentd_tests::{RedisServer, TestConnection, TestRedis};
 use std::sync::Arc;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_store_conforms() {
+/// A private Redis (one server, or a cluster with `AGENTD_TEST_REDIS=cluster`) and a Redis store on
+/// it with namespace `ns` and 8 partitions; the Redis stops when the first is dropped.
+async fn store_on(ns: &str) -> (TestRedis, RedisStore) {
     let redis = TestRedis::from_env();
-    let store = RedisStore::connect_to(&redis.target(), "conf", 8)
+    let store = RedisStore::connect_to(&redis.target(), ns, 8)
         .await
         .unwrap();
+    (redis, store)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_store_conforms() {
+    let (_redis, store) = store_on("conf").await;
     conformance::run_all(Arc::new(store.clone())).await;
     // Deleted agents leave no key behind.
     assert_eq!(store.keys_mentioning("d-child").await.unwrap(), 0);
@@ -26,10 +33,7 @@ async fn redis_store_conforms() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_and_threads_are_stored_compactly() {
     use agentd_actors::ThreadStore;
-    let redis = TestRedis::from_env();
-    let store = RedisStore::connect_to(&redis.target(), "compact", 8)
-        .await
-        .unwrap();
+    let (redis, store) = store_on("compact").await;
     let keys = store.keys().clone();
     let mut con = redis.client();
     let bare = conformance::bare_record("bare");
@@ -126,10 +130,7 @@ async fn an_unreachable_redis_is_a_clear_error() {
 async fn actors_on_the_redis_store_delete_leaves_no_key_behind() {
     use agentd_proto::{Control, Role};
     use agentd_tests::*;
-    let redis = TestRedis::from_env();
-    let store = RedisStore::connect_to(&redis.target(), "del", 8)
-        .await
-        .unwrap();
+    let (_redis, store) = store_on("del").await;
     let script = "[[rule]]\ntext = \"echo: {{input}}\"\n";
     let sys = TestSystem::builder()
         .script(script)
@@ -167,10 +168,7 @@ async fn actors_on_the_redis_store_delete_leaves_no_key_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forward_in_a_batch_lands_on_its_stream_after_the_writes_before_it() {
     use agentd_actors::{StoreWrite, ThreadStore};
-    let redis = TestRedis::from_env();
-    let store = RedisStore::connect_to(&redis.target(), "fw", 8)
-        .await
-        .unwrap();
+    let (redis, store) = store_on("fw").await;
     assert!(store.takes_forwards());
     let rec = conformance::record("fw-child", Some("fw-parent"), 1);
     let env = agentd_proto::Envelope::new(
@@ -216,10 +214,7 @@ async fn a_forward_in_a_batch_lands_on_its_stream_after_the_writes_before_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_push_lands_only_while_the_lease_names_this_process() {
     use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
-    let redis = TestRedis::from_env();
-    let store = RedisStore::connect_to(&redis.target(), "fence", 8)
-        .await
-        .unwrap();
+    let (redis, store) = store_on("fence").await;
     let keys = store.keys().clone();
     let lease = keys.lease(keys.partition_of("fence-agent"));
     let fence = lease.clone();
@@ -290,10 +285,7 @@ async fn a_fenced_push_lands_only_while_the_lease_names_this_process() {
 async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_process() {
     use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
     use agentd_proto::AgentStatus;
-    let redis = TestRedis::from_env();
-    let store = RedisStore::connect_to(&redis.target(), "ownfence", 8)
-        .await
-        .unwrap();
+    let (redis, store) = store_on("ownfence").await;
     let keys = store.keys().clone();
     let lease = keys.lease(keys.partition_of("own-agent"));
     let fence = lease.clone();
@@ -450,11 +442,8 @@ fn set_key(con: &mut impl redis::ConnectionLike, key: &str, value: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dedup_window_refuses_repeats_and_stays_near_its_size() {
     use agentd_actors::ThreadStore;
-    let redis = TestRedis::from_env();
-    let store = RedisStore::connect_to(&redis.target(), "win", 8)
-        .await
-        .unwrap()
-        .with_dedup_window(5);
+    let (redis, store) = store_on("win").await;
+    let store = store.with_dedup_window(5);
     store
         .put_agent(&conformance::record("w-agent", None, 1))
         .await
