@@ -90,6 +90,9 @@ pub(crate) async fn post_as(
     check_item(&system.deps, &item)?;
     let mut env = Envelope::new(from, Address::agent(target), Item::Inbox(item), 0);
     env.id = id;
+    // The caller chose the id and may send it again: the receiver checks it against what it
+    // took before (see `Envelope::is_first_send`).
+    env.attempt = 2;
     env.sent_at = SystemClock.now_ms();
     env.trace = crate::telemetry::current();
     system.route_acked(env).await

@@ -95,6 +95,16 @@ impl Envelope {
         }
     }
 
+    /// Whether this is the first send of an envelope its sender made fresh ([`Envelope::new`]
+    /// gives every envelope a new v7 id and attempt 1): no copy of it can have reached its
+    /// receiver before. A receiver may then take it without looking its id up among what it
+    /// took before. A sender that may send one id twice (a resend under an id the caller
+    /// chose, a retry) sends it with another id version or an `attempt` above 1, and the
+    /// receiver de-duplicates it.
+    pub fn is_first_send(&self) -> bool {
+        self.attempt == 1 && self.id.get_version_num() == 7
+    }
+
     /// A new envelope caused by `cause`: same correlation, `causation_id = cause.id`.
     pub fn caused_by(
         cause: &Envelope,

@@ -32,7 +32,6 @@ use actix::prelude::*;
 use agentd_proto::{AgentStatus, AgentdError, Envelope, ErrorCode};
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use uuid::Uuid;
 
 /// What the agent's actor is doing.
@@ -82,7 +81,7 @@ pub(super) struct TurnStart {
     pub(super) input: TurnInput,
     /// Set once the actor's flush wrote the input entry (the turn writes it if not); `None`
     /// when there is no entry to write.
-    pub(super) input_written: Option<Arc<AtomicBool>>,
+    pub(super) input_written: Option<Arc<crate::turn::InputWritten>>,
     pub(super) slot: Slot,
 }
 
@@ -162,12 +161,17 @@ impl Activity {
 
     /// Whether envelope `id` is the item this activity runs or holds.
     pub(super) fn holds(&self, id: Uuid) -> bool {
+        self.item().is_some_and(|e| e.id == id)
+    }
+
+    /// The item this activity runs or holds, if any.
+    pub(super) fn item(&self) -> Option<&Envelope> {
         match self {
-            Activity::AwaitingPermit(p) => p.env.id == id,
-            Activity::Running(t) => t.input.as_ref().is_some_and(|e| e.id == id),
-            Activity::PausedMidTurn { input } => input.as_ref().is_some_and(|e| e.id == id),
-            Activity::WaitingTool(w) => w.input.as_ref().is_some_and(|e| e.id == id),
-            _ => false,
+            Activity::AwaitingPermit(p) => Some(&p.env),
+            Activity::Running(t) => t.input.as_ref(),
+            Activity::PausedMidTurn { input } => input.as_deref(),
+            Activity::WaitingTool(w) => w.input.as_ref(),
+            _ => None,
         }
     }
 

@@ -400,6 +400,11 @@ impl Handler<StopAgent> for AgentActor {
         // for the next activation. The actor stops right after this answer, so dropped items
         // are marked done in the answer's own future (a spawned one would never run).
         let closing = msg.final_status.is_some();
+        // A held item's deferred turn start is written (before what its end writes here), and
+        // what the agent holds in stream entries is taken out: dropped with the rest on a
+        // close, adopted into the durable inbox otherwise.
+        self.release_deferred_flush(ctx);
+        let held = self.take_held();
         let mut dropped: Vec<Uuid> = Vec::new();
         if closing {
             dropped.extend(
@@ -456,6 +461,23 @@ impl Handler<StopAgent> for AgentActor {
                     if let Err(e) = store.inbox_done(&rec.id, id).await {
                         tracing::warn!(agent_id = %rec.id, error = %e, "dropping a queued item failed");
                     }
+                }
+                if closing {
+                    let agent_id: Arc<str> = rec.id.as_str().into();
+                    let acks: Vec<StoreWrite> = held
+                        .into_iter()
+                        .map(|(_, entry)| StoreWrite::Acknowledge {
+                            agent_id: agent_id.clone(),
+                            entry,
+                        })
+                        .collect();
+                    if !acks.is_empty()
+                        && let Err(e) = store.write_batch(&acks).await
+                    {
+                        tracing::warn!(agent_id = %rec.id, error = %e, "acknowledging dropped held items failed");
+                    }
+                } else {
+                    super::held::adopt_on_stop(&store, &rec.id, held).await;
                 }
                 if (closing || spent)
                     && let Err(e) = store.put_agent(&rec).await

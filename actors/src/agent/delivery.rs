@@ -12,8 +12,10 @@ use super::messages::{Deliver, Delivery, Provide, Restore, answer};
 use super::queue;
 use super::start::Prestart;
 use crate::metrics;
+use crate::ports::StreamEntry;
 use actix::prelude::*;
 use agentd_proto::{AgentRecord, AgentStatus, AgentdError, Envelope, ErrorCode, Event, Item};
+use std::sync::Arc;
 
 /// What taking a delivery answers, once its item is durably queued (`Ok(false)`: a duplicate).
 type Delivered = ResponseActFuture<AgentActor, Result<bool, AgentdError>>;
@@ -24,8 +26,13 @@ fn ready(res: Result<bool, AgentdError>) -> Delivered {
 
 impl AgentActor {
     /// Takes an envelope: an inbox item is queued durably (once) before the next message is
-    /// handled; a control is applied.
-    fn deliver(&mut self, env: Envelope, ctx: &mut Context<Self>) -> Delivered {
+    /// handled, or held in its stream entry `entry`; a control is applied.
+    fn deliver(
+        &mut self,
+        env: Envelope,
+        entry: Option<Arc<StreamEntry>>,
+        ctx: &mut Context<Self>,
+    ) -> Delivered {
         let span = tracing::debug_span!("deliver", agent_id = %self.rec.id, thread_id = %self.rec.id, message_id = %env.id);
         let _g = span.enter();
         if matches!(self.activity, Activity::Stopping) {
@@ -47,7 +54,7 @@ impl AgentActor {
             kind,
         );
         match env.item {
-            Item::Inbox(_) => self.push_inbox_item(env),
+            Item::Inbox(_) => self.take_inbox_item(env, entry, ctx),
             // A dependency settled (see `supervisor/dependencies.rs`).
             Item::Event(Event::DependencySettled { agent_id, outcome }) => {
                 self.dependency_settled(&agent_id, outcome, ctx);
@@ -69,25 +76,61 @@ impl AgentActor {
         }
     }
 
-    /// Pushes an inbox item to the durable inbox, then queues it (a fresh one) or settles a
-    /// duplicate.
-    fn push_inbox_item(&mut self, env: Envelope) -> Delivered {
+    /// Takes an inbox item: holds it in its stream entry if it came in one the agent may hold
+    /// (see [`super::held`]), else pushes it.
+    fn take_inbox_item(
+        &mut self,
+        env: Envelope,
+        entry: Option<Arc<StreamEntry>>,
+        ctx: &mut Context<Self>,
+    ) -> Delivered {
+        if let Err(e) = self.may_take(&env, entry.as_deref()) {
+            return ready(Err(e));
+        }
+        if let Some(entry) = entry {
+            if self.holds(env.id) {
+                tracing::debug!(agent_id = %self.rec.id, message_id = %env.id, "duplicate envelope ignored");
+                return ready(Ok(false));
+            }
+            if !entry.hold_for.is_zero() && self.may_hold(&env) {
+                self.hold(env, entry, ctx);
+                self.check_activity();
+                return ready(Ok(true));
+            }
+        }
+        self.push_inbox_item(env)
+    }
+
+    /// Refuses an item this process may no longer queue for the agent (read from stream entry
+    /// `entry`, if it was: only within the ownership period it was read in).
+    fn may_take(&self, env: &Envelope, entry: Option<&StreamEntry>) -> Result<(), AgentdError> {
         if let Some(transport) = &self.deps().transport
-            && !transport.may_deliver(&self.rec.id)
+            && !entry.map_or_else(
+                || transport.may_deliver(&self.rec.id),
+                |e| transport.may_take(&self.rec.id, e),
+            )
         {
             // Left to the partition's owner: a stream entry stays pending for it, a direct
             // sender is told to try again.
             tracing::debug!(agent_id = %self.rec.id, message_id = %env.id, "delivery refused: this process no longer holds the agent's partition");
-            return ready(Err(AgentdError::new(
+            return Err(AgentdError::new(
                 ErrorCode::Unavailable,
                 format!(
                     "agent `{}`: this process no longer holds its partition",
                     self.rec.id
                 ),
-            )));
+            ));
         }
+        Ok(())
+    }
+
+    /// Pushes an inbox item to the durable inbox, then queues it (a fresh one) or settles a
+    /// duplicate. What the agent holds in stream entries is adopted into the inbox first: it
+    /// came before.
+    fn push_inbox_item(&mut self, env: Envelope) -> Delivered {
         let store = self.deps().store.clone();
         let id = self.rec.id.clone();
+        let adoption = self.adoption(true);
         let (input, then) = match self.turn_start_writes(&env) {
             Some((input, record, then)) => (Some((input, record)), then),
             None => (None, Vec::new()),
@@ -95,11 +138,18 @@ impl AgentActor {
         self.writes.push_started();
         Box::pin(
             async move {
+                let adopted = match adoption {
+                    Some((ids, pushes)) => Some((ids, pushes.await)),
+                    None => None,
+                };
                 let pushed = store.inbox_push_then(&id, &env, &then).await;
-                (pushed, env)
+                (adopted, pushed, env)
             }
             .into_actor(self)
-            .then(|(pushed, env), act, ctx| -> Delivered {
+            .then(|(adopted, pushed, env), act, ctx| -> Delivered {
+                if let Some((ids, results)) = adopted {
+                    act.adopted(ids, results, ctx);
+                }
                 if act.writes.push_answered() {
                     // Runs after this closure: what it queues below joins the batch.
                     act.schedule_flush(ctx);
@@ -231,7 +281,7 @@ impl Handler<Deliver> for AgentActor {
     type Result = AtomicResponse<Self, Result<bool, AgentdError>>;
 
     fn handle(&mut self, Deliver(env): Deliver, ctx: &mut Self::Context) -> Self::Result {
-        AtomicResponse::new(self.deliver(env, ctx))
+        AtomicResponse::new(self.deliver(env, None, ctx))
     }
 }
 
@@ -247,9 +297,11 @@ impl Handler<Delivery> for AgentActor {
             self.system.refused(d);
             return AtomicResponse::new(Box::pin(actix::fut::ready(())));
         }
-        let Delivery { env, ack, .. } = d;
+        let Delivery {
+            env, ack, entry, ..
+        } = d;
         let id = env.id;
-        let delivered = self.deliver(env, ctx);
+        let delivered = self.deliver(env, entry, ctx);
         AtomicResponse::new(Box::pin(delivered.map(move |res, _, _| {
             answer(ack, id, res);
         })))

@@ -26,6 +26,10 @@ pub struct Delivery {
     /// Read from a partition stream this process owns (delivered here even while the
     /// partition drains after a takeover).
     pub from_stream: bool,
+    /// The stream entry it came in ([`StreamEntry`](crate::ports::StreamEntry)): taken only
+    /// within the ownership period it was read in, and, when it allows, held by the agent
+    /// instead of a push to its durable inbox.
+    pub entry: Option<std::sync::Arc<crate::ports::StreamEntry>>,
 }
 
 /// Who waits for a [`Delivery`]'s answer.

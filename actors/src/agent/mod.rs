@@ -13,6 +13,7 @@
 //! | [`persist`] | the actor's side of flushing: batches, retries, the record |
 //! | [`status`] | status transitions, persisted and published, with their automatic checkpoints |
 //! | [`delivery`] | taking envelopes: the durable push, duplicates, controls |
+//! | [`held`] | items held in their partition stream entries instead of the durable inbox, and their adoption into it |
 //! | [`start`] | deciding what runs next (`pump`) and starting turns |
 //! | [`permit`] | turn slots of the scheduler: the grant of one, giving one back |
 //! | [`progress`] | what a running turn reports: its step, its usage |
@@ -27,8 +28,9 @@
 //!
 //! The actor's invariants:
 //! - An inbox item is in the agent's durable inbox before the actor handles its next message
-//!   (so a transport acknowledges a delivery only once it is safe); it is marked done in the
-//!   same store batch as the turn's end.
+//!   (so a transport acknowledges a delivery only once it is safe), or held in its partition
+//!   stream entry, which stays pending until then ([`held`]); it is marked done (its entry
+//!   acknowledged) in the same store batch as the turn's end.
 //! - At most one turn runs; what it handles is the activity's, nothing outside the activity
 //!   points at it.
 //! - The status is one the activity may show ([`Activity::shows`]) between two messages.
@@ -40,6 +42,7 @@ mod checkpoint;
 mod control;
 mod delivery;
 mod dependencies;
+mod held;
 pub(crate) mod messages;
 mod outcome;
 mod passivate;
@@ -89,6 +92,8 @@ pub struct AgentActor {
     /// telemetry on; it ends when the turn starts or the wait is left. `None` with telemetry
     /// off.
     wait_span: Option<Box<tracing::Span>>,
+    /// The items it holds in their stream entries, if any.
+    held: Option<Box<held::Held>>,
 }
 
 /// The agent's record, shared (not copied) with the store batches and turns that read it: a
@@ -133,6 +138,7 @@ impl AgentActor {
             thread: None,
             setup: None,
             wait_span: None,
+            held: None,
         }
     }
 

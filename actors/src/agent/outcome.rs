@@ -168,7 +168,12 @@ impl AgentActor {
         self.thread = r.thread.take();
         if let Some(entry) = r.final_entry.take() {
             let agent_id = self.shared_id();
-            self.write_later(StoreWrite::Append { agent_id, entry }, ctx);
+            let write = if r.final_entry_new {
+                StoreWrite::AppendNew { agent_id, entry }
+            } else {
+                StoreWrite::Append { agent_id, entry }
+            };
+            self.write_later(write, ctx);
             self.writes.after_next_batch(&mut r.after_write);
         }
     }

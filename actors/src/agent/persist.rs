@@ -38,6 +38,13 @@ impl AgentActor {
         }
     }
 
+    /// Queues the flush that was deferred (see [`super::write_behind`]), if one was.
+    pub(super) fn release_deferred_flush(&mut self, ctx: &mut Context<Self>) {
+        if self.writes.release_deferred() {
+            self.queue_flush(ctx);
+        }
+    }
+
     /// Queues the flush the buffer asked for; it takes its batch when it starts.
     fn queue_flush(&mut self, ctx: &mut Context<Self>) {
         let flush = ActorFutureExt::then(actix::fut::ready(()), |_, act: &mut Self, _| {
@@ -47,11 +54,16 @@ impl AgentActor {
         ctx.wait(flush);
     }
 
-    /// Marks an inbox envelope handled in the durable inbox (with the next flush).
+    /// Marks an inbox envelope handled (with the next flush): done in the durable inbox, or,
+    /// for an item the agent holds in its stream entry, that entry acknowledged.
     pub(super) fn done(&mut self, input: Option<Uuid>, ctx: &mut Context<Self>) {
         let Some(env_id) = input else { return };
         let agent_id = self.shared_id();
-        self.write_later(StoreWrite::InboxDone { agent_id, env_id }, ctx);
+        let write = match self.held_done(env_id) {
+            Some(entry) => StoreWrite::Acknowledge { agent_id, entry },
+            None => StoreWrite::InboxDone { agent_id, env_id },
+        };
+        self.write_later(write, ctx);
     }
 
     /// Takes everything waiting to be written as one batch; the future writes it, then sends

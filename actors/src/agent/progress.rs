@@ -12,6 +12,7 @@ impl Handler<TurnProgress> for AgentActor {
     fn handle(&mut self, progress: TurnProgress, ctx: &mut Self::Context) {
         match progress {
             TurnProgress::Usage { usage, step } => self.usage_reported(usage, step, ctx),
+            TurnProgress::StartNeeded => self.release_deferred_flush(ctx),
             TurnProgress::Doing { cause, doing } => {
                 if let Some(turn) = self.activity.running_mut()
                     && turn.cause == cause

@@ -146,6 +146,14 @@ impl InboxQueue {
                 .is_some_and(|p| p.iter().any(|e| e.id == id))
     }
 
+    /// Envelope `id`, if it waits here (the retried item included, parked watches not).
+    pub(super) fn get(&self, id: Uuid) -> Option<&Envelope> {
+        self.retry
+            .as_deref()
+            .filter(|e| e.id == id)
+            .or_else(|| self.items.iter().find(|e| e.id == id))
+    }
+
     /// Takes envelope `id` out of the queue (the retried item included, parked watches not);
     /// answers whether it was there.
     pub(super) fn remove(&mut self, id: Uuid) -> bool {

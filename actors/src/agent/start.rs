@@ -10,8 +10,8 @@ use super::activity::{Activity, RunningTurn, Slot, TurnStart};
 use super::budget::UsageMeters;
 use crate::ports::StoreWrite;
 use crate::tools::ToolContext;
+use crate::turn::{InputWritten, Turn, TurnInput, TurnShared};
 use crate::turn::{Step, TurnProgress};
-use crate::turn::{Turn, TurnInput, TurnShared};
 use actix::prelude::*;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{
@@ -20,7 +20,6 @@ use agentd_proto::{
 use futures::FutureExt;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use tracing::Instrument;
 use uuid::Uuid;
 
@@ -96,6 +95,17 @@ fn count_attempt(rec: &mut AgentRecord, env: &Envelope) {
         task,
         rec.attempts,
     ));
+}
+
+/// The write of a turn's input entry on attempt `attempts` of its item: on the first, the entry
+/// is new (its id derives from the item's, and an input is only ever written with the
+/// `running` record that counts its attempt, so a first attempt finds none written).
+fn input_write(agent_id: Arc<str>, entry: Arc<ThreadEntry>, attempts: u32) -> StoreWrite {
+    if attempts == 1 {
+        StoreWrite::AppendNew { agent_id, entry }
+    } else {
+        StoreWrite::Append { agent_id, entry }
+    }
 }
 
 /// Whether `env` is an answer a child forwarded (a message from an agent, a yield's result):
@@ -239,14 +249,9 @@ impl AgentActor {
         rec.status = AgentStatus::Running;
         rec.status_reason = None;
         rec.updated_at_ms = self.deps().clock.now_ms();
+        let append = input_write(agent_id, Arc::clone(entry), rec.attempts);
         let running = Arc::new(rec);
-        let writes = vec![
-            StoreWrite::Append {
-                agent_id,
-                entry: Arc::clone(entry),
-            },
-            StoreWrite::PutAgent(Arc::clone(&running)),
-        ];
+        let writes = vec![append, StoreWrite::PutAgent(Arc::clone(&running))];
         let record = WrittenRecord {
             base: self.rec.share(),
             running,
@@ -349,14 +354,15 @@ impl AgentActor {
     }
 
     /// The input entry goes into the thread with the `running` record, in one batch (or went
-    /// with the item's push already: `writes`); answers the flag the turn reads to know.
+    /// with the item's push already: `writes`; or waits in a deferred flush, for an item the
+    /// agent holds in its stream entry); answers the flag the turn reads to know.
     fn write_input(
         &mut self,
         entry: Arc<ThreadEntry>,
         written: bool,
         ctx: &mut Context<Self>,
-    ) -> Arc<AtomicBool> {
-        let flag = Arc::new(AtomicBool::new(written));
+    ) -> Arc<InputWritten> {
+        let flag = InputWritten::new(written, !written && self.writes.is_deferring());
         if !written {
             self.writes.watch_input(flag.clone());
         }
@@ -367,10 +373,7 @@ impl AgentActor {
             Arc::make_mut(thread).push(Arc::clone(&entry));
         }
         if !written {
-            let append = StoreWrite::Append {
-                agent_id: self.shared_id(),
-                entry,
-            };
+            let append = input_write(self.shared_id(), entry, self.rec.attempts);
             self.write_later(append, ctx);
         }
         flag

@@ -17,15 +17,19 @@
 //! - **A flush waits for the agent's own push.** While an inbox item's durable push is under way,
 //!   a flush asked for is held until the push is answered, so a turn's end and the next item's
 //!   turn start leave in one batch.
+//! - **A deferred flush waits for the next request.** The start of a turn on an item the agent
+//!   holds in its stream entry (see [`crate::ports::StreamEntry`]) is queued without asking for a
+//!   flush of its own: the next request (the turn's end, the turn about to write, the hold's
+//!   time running out, anything else) takes it with its own writes.
 //! - **Outputs leave after what they answer.** A child output made from queued writes (a reply,
 //!   a yield) waits for the batch that records them; sent before, it could outlive a crash that
 //!   loses what it answers.
 
 use crate::messages::ChildOutput;
 use crate::ports::StoreWrite;
+use crate::turn::InputWritten;
 use agentd_proto::AgentRecord;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Whether a flush has been asked for and how it waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -37,6 +41,8 @@ enum FlushRequest {
     Queued,
     /// Asked for while the agent's own push is under way: queued once the push is answered.
     HeldForPush,
+    /// Asked for while flushes were deferred: queued at the next request.
+    Deferred,
 }
 
 /// What the agent has decided about its own state and not written yet.
@@ -49,8 +55,10 @@ pub(super) struct WriteBehind {
     outputs: Vec<ChildOutput>,
     /// Set once the batch that makes the current turn's input durable is written (the turn
     /// appends the input itself if it finds the flag unset).
-    input_written: Option<Arc<AtomicBool>>,
+    input_written: Option<Arc<InputWritten>>,
     flush: FlushRequest,
+    /// Requests made now are deferred (a held item's turn is starting).
+    deferring: bool,
     /// An inbox item's durable push is under way.
     push_in_flight: bool,
     /// Outputs wait for the next batch instead of leaving at once (while a turn's end, whose
@@ -67,7 +75,7 @@ pub(super) struct Batch {
     /// Outputs that leave once `writes` are written.
     pub(super) outputs: Vec<ChildOutput>,
     /// Set once `writes` are written.
-    pub(super) input_written: Option<Arc<AtomicBool>>,
+    pub(super) input_written: Option<Arc<InputWritten>>,
 }
 
 /// The shortest and longest delay before a failed batch is written again.
@@ -100,8 +108,17 @@ impl WriteBehind {
     pub(super) fn request_flush(&mut self) -> bool {
         match self.flush {
             FlushRequest::Queued | FlushRequest::HeldForPush => false,
+            FlushRequest::Deferred if self.deferring => false,
+            FlushRequest::Deferred => {
+                self.flush = FlushRequest::None;
+                self.request_flush()
+            }
             FlushRequest::None if self.push_in_flight => {
                 self.flush = FlushRequest::HeldForPush;
+                false
+            }
+            FlushRequest::None if self.deferring => {
+                self.flush = FlushRequest::Deferred;
                 false
             }
             FlushRequest::None => {
@@ -109,6 +126,27 @@ impl WriteBehind {
                 true
             }
         }
+    }
+
+    /// From now on (until [`Self::stop_deferring`]) requests defer the flush.
+    pub(super) fn defer_flushes(&mut self) {
+        self.deferring = true;
+    }
+
+    /// Requests no longer defer the flush; one deferred stays so until the next request.
+    pub(super) fn stop_deferring(&mut self) {
+        self.deferring = false;
+    }
+
+    /// Whether requests defer the flush now.
+    pub(super) fn is_deferring(&self) -> bool {
+        self.deferring
+    }
+
+    /// A deferred flush is wanted now; answers whether the caller must queue it.
+    #[must_use]
+    pub(super) fn release_deferred(&mut self) -> bool {
+        self.flush == FlushRequest::Deferred && self.request_flush()
     }
 
     /// The queued flush starts: later requests queue another one.
@@ -135,7 +173,7 @@ impl WriteBehind {
     }
 
     /// The turn about to start finds its input written once this flag is set.
-    pub(super) fn watch_input(&mut self, written: Arc<AtomicBool>) {
+    pub(super) fn watch_input(&mut self, written: Arc<InputWritten>) {
         self.input_written = Some(written);
     }
 
@@ -195,17 +233,27 @@ impl WriteBehind {
     }
 
     /// A batch was written: its input flag is set, the backoff starts over.
-    pub(super) fn batch_written(&mut self, input_written: Option<Arc<AtomicBool>>) {
+    pub(super) fn batch_written(&mut self, input_written: Option<Arc<InputWritten>>) {
         self.backoff_ms = 0;
         if let Some(flag) = input_written {
-            flag.store(true, Ordering::SeqCst);
+            flag.set();
         }
     }
 
     /// A batch could not be written: it goes back in front of what was queued since. Answers
-    /// the delay before it is written again (doubling, capped).
-    pub(super) fn batch_failed(&mut self, batch: Batch) -> std::time::Duration {
+    /// the delay before it is written again (doubling, capped). It may have landed all the
+    /// same (an answer lost with a connection), so its entries known new are looked up when it
+    /// is written again.
+    pub(super) fn batch_failed(&mut self, mut batch: Batch) -> std::time::Duration {
         self.backoff_ms = (self.backoff_ms.saturating_mul(2)).clamp(BACKOFF_MS.0, BACKOFF_MS.1);
+        for w in &mut batch.writes {
+            if let StoreWrite::AppendNew { agent_id, entry } = w {
+                *w = StoreWrite::Append {
+                    agent_id: agent_id.clone(),
+                    entry: entry.clone(),
+                };
+            }
+        }
         let later = std::mem::replace(&mut self.writes, batch.writes);
         self.writes.extend(later);
         let later = std::mem::replace(&mut self.outputs, batch.outputs);
@@ -306,9 +354,35 @@ mod tests {
     }
 
     #[test]
+    fn a_deferred_flush_waits_for_the_next_request() {
+        let mut b = WriteBehind::default();
+        b.defer_flushes();
+        assert!(!b.write(entry(1)), "deferred, not queued");
+        assert!(!b.record_changed());
+        b.stop_deferring();
+        assert!(!b.is_settled(), "a deferred flush is still to come");
+        assert!(b.write(entry(2)), "the next request queues it");
+        b.flush_starting();
+        assert_eq!(ids(&b.take_batch(record).writes), ["1", "2", "record"]);
+        b.defer_flushes();
+        let _ = b.write(entry(3));
+        b.stop_deferring();
+        assert!(b.release_deferred(), "released on its own");
+        assert!(!b.release_deferred(), "once");
+        b.defer_flushes();
+        b.flush_starting();
+        let _ = b.take_batch(record);
+        let _ = b.write(entry(4));
+        b.stop_deferring();
+        b.push_started();
+        assert!(!b.write(entry(5)), "a push under way holds it still");
+        assert!(b.push_answered(), "asked for once the push is answered");
+    }
+
+    #[test]
     fn a_failed_batch_goes_back_before_later_writes_and_backs_off() {
         let mut b = WriteBehind::default();
-        let flag = Arc::new(AtomicBool::new(false));
+        let flag = InputWritten::new(false, false);
         b.watch_input(flag.clone());
         let _ = b.write(entry(1));
         let _ = b.record_changed();
@@ -323,12 +397,9 @@ mod tests {
             assert!(b.batch_failed(batch) <= Duration::from_millis(2_000));
         }
         let batch = b.take_batch(record);
-        assert!(!flag.load(Ordering::SeqCst));
+        assert!(!flag.is_set());
         b.batch_written(batch.input_written);
-        assert!(
-            flag.load(Ordering::SeqCst),
-            "the input flag survives failed batches"
-        );
+        assert!(flag.is_set(), "the input flag survives failed batches");
         let _ = b.write(entry(3));
         let batch = b.take_batch(record);
         assert_eq!(

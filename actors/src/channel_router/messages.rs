@@ -20,7 +20,12 @@ pub struct RouteAcked(pub Envelope);
 /// is delivered here even while the partition is still being drained after a takeover.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<bool, AgentdError>")]
-pub struct RouteFromStream(pub Envelope);
+pub struct RouteFromStream {
+    /// The envelope.
+    pub env: Envelope,
+    /// Its entry ([`Delivery::entry`]).
+    pub entry: Option<std::sync::Arc<crate::ports::StreamEntry>>,
+}
 
 /// Ends the router when the system shuts down. The router holds the system's handle, which holds
 /// the router's address, so it would never end by itself, and with it what the handle owns (the

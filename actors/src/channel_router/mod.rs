@@ -92,11 +92,13 @@ impl ChannelRouter {
         self.work_lane(target, ctx);
     }
 
-    /// Routes `env` and answers once it is durably queued (`Ok(false)`: a duplicate).
+    /// Routes `env` and answers once it is durably queued, or held (`Ok(false)`: a
+    /// duplicate).
     fn route_acked(
         &mut self,
         env: Envelope,
         from_stream: bool,
+        entry: Option<Arc<crate::ports::StreamEntry>>,
         ctx: &mut Context<Self>,
     ) -> ResponseFuture<Result<bool, AgentdError>> {
         let (ack, answer) = tokio::sync::oneshot::channel();
@@ -104,6 +106,7 @@ impl ChannelRouter {
             env,
             ack: Some(ack),
             from_stream,
+            entry,
         };
         self.route(d, ctx);
         self.system.in_router.envelope_routed();
@@ -142,6 +145,7 @@ impl Handler<Route> for ChannelRouter {
             env,
             ack: None,
             from_stream: false,
+            entry: None,
         };
         self.route(d, ctx);
         self.system.in_router.envelope_routed();
@@ -152,7 +156,7 @@ impl Handler<RouteAcked> for ChannelRouter {
     type Result = ResponseFuture<Result<bool, AgentdError>>;
 
     fn handle(&mut self, RouteAcked(env): RouteAcked, ctx: &mut Self::Context) -> Self::Result {
-        self.route_acked(env, false, ctx)
+        self.route_acked(env, false, None, ctx)
     }
 }
 
@@ -161,10 +165,10 @@ impl Handler<RouteFromStream> for ChannelRouter {
 
     fn handle(
         &mut self,
-        RouteFromStream(env): RouteFromStream,
+        RouteFromStream { env, entry }: RouteFromStream,
         ctx: &mut Self::Context,
     ) -> Self::Result {
-        self.route_acked(env, true, ctx)
+        self.route_acked(env, true, entry, ctx)
     }
 }
 

@@ -7,6 +7,7 @@
 //! | [`store`] | `ThreadStore`, its batch writes and its typed `StoreError` |
 //! | [`model`] | `ModelClient`: one model call in, one answer out |
 //! | [`transport`] | `Transport`: envelopes for agents of other processes |
+//! | [`stream_entry`] | `StreamEntry`: a partition stream entry delivered to an agent, which may hold it instead of pushing it |
 //! | [`events`] | `EventSink`: where events go |
 //! | [`mcp`] | `McpTools`: the tools of the configured MCP servers |
 
@@ -14,6 +15,7 @@ mod events;
 mod mcp;
 mod model;
 mod store;
+mod stream_entry;
 mod transport;
 mod webhook;
 
@@ -28,5 +30,6 @@ pub use store::{
     ToolCallClosing, WorkerAlias, forwards_not_taken, is_transient, outbox_not_kept,
     tool_calls_not_kept,
 };
+pub use stream_entry::{EntryWatch, StreamEntry};
 pub use transport::Transport;
 pub use webhook::{WebhookCall, WebhookClient, WebhookError};

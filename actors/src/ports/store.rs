@@ -178,6 +178,16 @@ pub enum StoreWrite {
         /// The entry (shared with the agent's own copy of its thread).
         entry: Arc<ThreadEntry>,
     },
+    /// As [`ThreadStore::append_new`]: an entry its writer knows is not in the thread (a first
+    /// run's: nothing before made an entry with its id), which the store may append without
+    /// looking for its id. A batch written again after a failure (it may have landed) turns it
+    /// into an [`StoreWrite::Append`].
+    AppendNew {
+        /// Whose thread.
+        agent_id: Arc<str>,
+        /// The entry.
+        entry: Arc<ThreadEntry>,
+    },
     /// As [`ThreadStore::inbox_done`].
     InboxDone {
         /// Whose inbox.
@@ -195,6 +205,17 @@ pub enum StoreWrite {
         stream: String,
         /// The envelope.
         env: Arc<Envelope>,
+    },
+    /// Acknowledges `entry`, a partition stream entry `agent_id` held instead of pushing it to
+    /// its durable inbox ([`StreamEntry`](super::StreamEntry)), in the batch that records the end of
+    /// the item it carried (or that adopted the item into the inbox): only while the partition's
+    /// lease holds, like the agent's record. Only a store that is also the bus takes it
+    /// ([`ThreadStore::takes_forwards`]).
+    Acknowledge {
+        /// Whose partition.
+        agent_id: Arc<str>,
+        /// The entry; kept alive until written, so the transport knows an agent still holds it.
+        entry: Arc<super::StreamEntry>,
     },
     /// Keeps `env`, a child's output to its parent in this process (with no bus to carry it),
     /// until [`ThreadStore::outbox_done`]: written in the batch it was made from, it outlives a
@@ -233,6 +254,12 @@ pub trait ThreadStore: Send + Sync + 'static {
     /// Appends an entry to an agent's thread. Returns `false` (and changes nothing) if an entry
     /// with the same id is already there: replays de-duplicate.
     async fn append(&self, agent_id: &str, entry: &ThreadEntry) -> StoreResult<bool>;
+    /// Appends an entry its caller knows is not in the thread (a first run's): a store may skip
+    /// looking for its id, which on a long thread costs the most of an append. A caller that is
+    /// wrong doubles the entry; one that is not sure calls [`Self::append`].
+    async fn append_new(&self, agent_id: &str, entry: &ThreadEntry) -> StoreResult<()> {
+        self.append(agent_id, entry).await.map(|_| ())
+    }
     /// The whole thread, in order.
     async fn thread(&self, agent_id: &str) -> StoreResult<Vec<ThreadEntry>>;
     /// Replaces the whole thread (reset, compact).
@@ -308,10 +335,15 @@ pub trait ThreadStore: Send + Sync + 'static {
                 StoreWrite::Append { agent_id, entry } => {
                     self.append(agent_id, entry).await?;
                 }
+                StoreWrite::AppendNew { agent_id, entry } => {
+                    self.append_new(agent_id, entry).await?;
+                }
                 StoreWrite::InboxDone { agent_id, env_id } => {
                     self.inbox_done(agent_id, *env_id).await?
                 }
-                StoreWrite::Forward { .. } => return Err(forwards_not_taken(self.kind())),
+                StoreWrite::Forward { .. } | StoreWrite::Acknowledge { .. } => {
+                    return Err(forwards_not_taken(self.kind()));
+                }
                 StoreWrite::Outbox { .. } => return Err(outbox_not_kept(self.kind())),
             }
         }
@@ -497,7 +529,7 @@ pub fn a2a_tasks_not_kept(kind: &str) -> StoreError {
 pub fn forwards_not_taken(kind: &str) -> StoreError {
     StoreError::new(
         StoreErrorKind::Unsupported,
-        format!("the {kind} store cannot append to another process's stream"),
+        format!("the {kind} store cannot write to another process's stream"),
     )
 }
 

@@ -21,6 +21,14 @@ pub trait Transport: Send + Sync + 'static {
     fn may_deliver(&self, agent_id: &str) -> bool {
         self.owns(agent_id)
     }
+    /// Whether entry `entry`, read from `agent_id`'s partition stream, may be taken now:
+    /// [`Self::may_deliver`], and the partition's ownership has not lapsed since the entry was
+    /// read (its older entries left pending are delivered again first, so this one must wait
+    /// for its own turn after them).
+    fn may_take(&self, agent_id: &str, entry: &super::StreamEntry) -> bool {
+        let _ = entry;
+        self.may_deliver(agent_id)
+    }
     /// Hands `env` to the process that owns its receiver; returns once it is durably queued.
     /// `agent_not_found` (nothing queued) if the receiver does not exist: senders need not look
     /// it up first.

@@ -18,9 +18,11 @@ use crate::channel_router::ChannelRouter;
 use crate::channel_router::messages::{Refused, Route, RouteAcked, RouteFromStream};
 use crate::errors::mailbox;
 use crate::messages::{ChildOutput, OutputPort};
+use crate::ports::StreamEntry;
 use actix::Addr;
 use agentd_proto::{AgentdError, Envelope, ErrorCode};
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// What the process router holds that a shortcut could overtake.
@@ -95,6 +97,7 @@ impl Shared {
                 env,
                 ack: None,
                 from_stream: false,
+                entry: None,
             }),
             None => self.envelope_to_router().do_send(Route(env)),
         }
@@ -121,12 +124,15 @@ impl Shared {
 
     /// [`Shared::route_acked`] for an entry a transport read from a partition stream this
     /// process owns (always through the router, which delivers it here even while the partition
-    /// drains after a takeover).
+    /// drains after a takeover), with the stream entry it came in.
     pub(crate) fn route_from_stream(
         &self,
         env: Envelope,
+        entry: Option<Arc<StreamEntry>>,
     ) -> impl Future<Output = Result<bool, AgentdError>> + use<> {
-        let routed = self.envelope_to_router().send(RouteFromStream(env));
+        let routed = self
+            .envelope_to_router()
+            .send(RouteFromStream { env, entry });
         async move { routed.await.map_err(mailbox)? }
     }
 
@@ -171,6 +177,7 @@ pub(crate) fn deliver_acked(
         env,
         ack: Some(ack),
         from_stream: false,
+        entry: None,
     });
     async move {
         answer.await.unwrap_or_else(|_| {

@@ -72,15 +72,18 @@ impl AgentSystem {
 
     /// Hands `env`, read from a partition stream this process owns, to its receiver (it is
     /// delivered here even while that partition still drains after a takeover). The future
-    /// answers once the item is in the receiver's durable inbox (`Ok(false)`: a duplicate),
-    /// so a transport acknowledges its entry after it. The envelope is queued at the router
-    /// when this is called, not when the future is polled: envelopes handed over one after
-    /// another keep their order.
+    /// answers once the item is in the receiver's durable inbox (`Ok(false)`: a duplicate), or
+    /// held by its agent in its stream entry `entry`
+    /// ([`StreamEntry::is_taken`](crate::ports::StreamEntry::is_taken) once answered), so a
+    /// transport acknowledges its entry after it, unless an agent holds it. The envelope is
+    /// queued at the router when this is called, not when the future is polled: envelopes
+    /// handed over one after another keep their order.
     pub fn route_from_stream(
         &self,
         env: Envelope,
+        entry: Option<std::sync::Arc<crate::ports::StreamEntry>>,
     ) -> impl std::future::Future<Output = Result<bool, AgentdError>> + use<> {
-        self.system.route_from_stream(env)
+        self.system.route_from_stream(env, entry)
     }
 
     /// Routes `env` like any envelope of this process and answers once it is in the

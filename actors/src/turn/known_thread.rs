@@ -10,7 +10,29 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 impl Turn {
+    /// Waits until the turn's input is in the store (its agent writes it: with the flush under
+    /// way or written again after a failure, or, deferred, asked for now, see
+    /// [`super::InputWritten`]): whatever the turn writes to its thread comes after its input.
+    async fn input_stored(&self) {
+        if let Some(w) = self.input_written.as_deref()
+            && !w.is_set()
+        {
+            if w.is_deferred() {
+                self.progress.do_send(super::TurnProgress::StartNeeded);
+            }
+            w.wait().await;
+        }
+    }
+
+    /// Appends `entry`: known new on a first run (nothing before made its id), looked up first
+    /// on a re-run, which may find it written.
     pub(super) async fn append(&mut self, entry: Arc<ThreadEntry>) -> Result<(), AgentdError> {
+        self.input_stored().await;
+        if !self.replaying {
+            self.deps.store.append_new(&self.rec.id, &entry).await?;
+            self.remember_new(entry);
+            return Ok(());
+        }
         let appended = self.deps.store.append(&self.rec.id, &entry).await?;
         if appended {
             // New to the store, so new to the known copy too: no need to look for it.
@@ -33,9 +55,18 @@ impl Turn {
         if outputs.is_empty() {
             return self.append(entry).await;
         }
-        let mut writes = vec![StoreWrite::Append {
-            agent_id: self.names.agent_id.clone(),
-            entry: Arc::clone(&entry),
+        self.input_stored().await;
+        let (agent_id, shared) = (self.names.agent_id.clone(), Arc::clone(&entry));
+        let mut writes = vec![if self.replaying {
+            StoreWrite::Append {
+                agent_id,
+                entry: shared,
+            }
+        } else {
+            StoreWrite::AppendNew {
+                agent_id,
+                entry: shared,
+            }
         }];
         crate::messages::outputs_into_batch(&self.deps, &mut writes, &mut outputs);
         self.deps.store.write_batch(&writes).await?;
@@ -113,6 +144,7 @@ impl Turn {
         &mut self,
         entries: Vec<ThreadEntry>,
     ) -> Result<(), AgentdError> {
+        self.input_stored().await;
         self.thread = None;
         self.deps
             .store

@@ -31,7 +31,7 @@ mod steps;
 pub(crate) use progress::{Step, TurnProgress};
 pub(crate) use request::{RequestNames, system_prompt};
 pub(crate) use service_calls::WaitingCall;
-pub(crate) use shared::{OpenCall, TurnShared};
+pub(crate) use shared::{InputWritten, OpenCall, TurnShared};
 
 use crate::deps::Deps;
 use crate::messages::{ChildOutput, OutputPort};
@@ -40,7 +40,6 @@ use crate::tools::ToolContext;
 use actix::Recipient;
 use agentd_proto::{AgentRecord, AgentdError, Marker, ThreadEntry};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use uuid::Uuid;
 
 /// What a turn starts from.
@@ -81,6 +80,8 @@ pub(crate) struct TurnResult {
     /// done) as one batch, one write per turn less. A crash before that batch re-runs the
     /// step, as a crash before its own write did.
     pub final_entry: Option<Arc<ThreadEntry>>,
+    /// `final_entry` is new to the thread (a first run's: no earlier run can have written it).
+    pub final_entry_new: bool,
     /// Outputs made from `final_entry` (a Manage worker's reply): the actor sends them once
     /// that batch is written, so a parent never sees a reply its worker's thread lacks.
     pub after_write: Vec<ChildOutput>,
@@ -102,8 +103,9 @@ pub(crate) struct Turn {
     /// The thread as stored, if the actor knew it (read from the store otherwise). Shared
     /// with the model requests made from it; appends copy it only while one is still alive.
     pub thread: Option<Arc<crate::ports::ThreadEntries>>,
-    /// Set once the actor's flush wrote the input entry; the turn writes it if not.
-    pub input_written: Option<Arc<AtomicBool>>,
+    /// Set once the actor's flush wrote the input entry; the turn writes it if not (or, if
+    /// the actor deferred that flush, asks for it before it writes anything of its own).
+    pub input_written: Option<Arc<InputWritten>>,
     /// The tools the model is shown (the agent's, built once).
     pub tool_specs: Arc<Vec<crate::ports::ToolSpec>>,
     /// The layered system prompt (the agent's, built once).

@@ -43,6 +43,9 @@ pub enum TurnProgress {
         /// The step of the turn's task the call made, if it was a step (a compaction's is not).
         step: Option<u32>,
     },
+    /// The turn is about to write to its thread, and its input (with the `running` record) is
+    /// still in a flush its agent deferred ([`super::InputWritten`]): the agent writes it now.
+    StartNeeded,
     /// The turn caused by `cause` now does `doing`.
     Doing {
         /// The turn's cause (a late report of an aborted turn is ignored).

@@ -175,3 +175,57 @@ mod tests {
         assert!(!shared.stop_requested());
     }
 }
+
+/// Whether a turn's input entry is in the store yet. The actor writes it (with the `running`
+/// record) in one of its flushes and sets this once that flush is written; the turn reads it
+/// before it appends anything of its own.
+///
+/// Usually the flush that writes the input runs before the turn first runs. For an item its
+/// agent holds in its stream entry ([`crate::ports::StreamEntry`]) the actor *defers* that flush,
+/// so that a turn of one model call writes its input, its answer and its record in the flush
+/// that ends it; the turn then asks for the flush ([`super::TurnProgress::StartNeeded`]) and
+/// waits for it only if it is about to write something of its own first, which must come after
+/// its input in the thread.
+#[derive(Debug)]
+pub(crate) struct InputWritten {
+    written: AtomicBool,
+    /// The actor writes the input with a flush it deferred (the turn must not write it itself).
+    deferred: bool,
+    notify: tokio::sync::Notify,
+}
+
+impl InputWritten {
+    /// Not written yet; `deferred`: the actor writes it with a deferred flush.
+    pub(crate) fn new(written: bool, deferred: bool) -> Arc<Self> {
+        Arc::new(InputWritten {
+            written: AtomicBool::new(written),
+            deferred,
+            notify: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// The flush that writes the input was written.
+    pub(crate) fn set(&self) {
+        self.written.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    /// Whether the input is in the store.
+    pub(crate) fn is_set(&self) -> bool {
+        self.written.load(Ordering::SeqCst)
+    }
+
+    /// Whether the actor writes the input with a deferred flush.
+    pub(crate) fn is_deferred(&self) -> bool {
+        self.deferred
+    }
+
+    /// Waits until [`Self::set`] (at once if it was).
+    pub(crate) async fn wait(&self) {
+        while !self.is_set() {
+            // `notify_one` stores a permit when nobody waits yet, so a `set` between the check
+            // and this wait is not missed.
+            self.notify.notified().await;
+        }
+    }
+}

@@ -18,7 +18,6 @@ use agentd_proto::ids::{derived_id, derived_step_id};
 use agentd_proto::{AgentdError, ErrorCode, Marker, Role, ThreadEntry, ToolCall};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use uuid::Uuid;
 
 /// What asking for a step came to.
@@ -99,21 +98,19 @@ impl Turn {
         Ok(result)
     }
 
-    /// Takes the turn's input: a message joins the thread (unless the actor's flush wrote it
-    /// already), a reset clears the thread (seeding it if asked), a compaction runs whole.
+    /// Takes the turn's input: a message joins the known thread (its agent writes it), a reset
+    /// clears the thread (seeding it if asked), a compaction runs whole.
     /// Answers the turn's result if it ends there.
     async fn take_input(&mut self, input: TurnInput) -> Result<Option<TurnResult>, AgentdError> {
         match input {
             TurnInput::Message(entry) => {
-                let written = self
-                    .input_written
-                    .as_ref()
-                    .is_some_and(|w| w.load(Ordering::SeqCst));
-                if written {
-                    self.remember(entry);
-                } else {
-                    self.append(entry).await?;
+                // Its agent writes it, with the `running` record (now, or with a flush it
+                // deferred, see `InputWritten`); the known thread has it now (read first,
+                // without it, if the actor did not hand it over and it is not stored yet).
+                if self.input_written.as_deref().is_some_and(|w| !w.is_set()) {
+                    self.current_thread().await?;
                 }
+                self.remember(entry);
             }
             TurnInput::Reset(seed) => {
                 self.replace_thread(Vec::new()).await?;
@@ -250,6 +247,7 @@ impl Turn {
             let entry = Arc::new(entry);
             self.remember_new(Arc::clone(&entry));
             result.final_entry = Some(entry);
+            result.final_entry_new = !self.replaying;
         } else {
             let reply = self.manage_reply(step_id, &r.text);
             self.append_sending(Arc::new(entry), reply.into_iter().collect())

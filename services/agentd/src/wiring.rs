@@ -184,6 +184,7 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
             max_envelope_bytes: r.max_envelope_bytes,
             dead_maxlen: r.dead_maxlen,
             max_deliveries: r.max_deliveries,
+            hold_ms: r.hold_ms,
             process_id,
         };
         let rb = RedisBus::connect(cfg, store.connection())

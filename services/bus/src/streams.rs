@@ -12,7 +12,7 @@ use redis::streams::{StreamId, StreamReadReply};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The consumer group every agentd process reads with.
-pub(crate) const GROUP: &str = "agentd";
+pub(crate) use agentd_store::GROUP;
 
 /// A Redis error as the `Unavailable` error the bus answers.
 pub(crate) fn be(e: redis::RedisError) -> AgentdError {

@@ -22,6 +22,6 @@ pub use embedded::RedbStore;
 pub use memory::MemoryStore;
 pub use redis_connection::{RedisConnection, RedisTarget};
 pub use redis_keys::{
-    Keys, LAYOUT_VERSION, assert_one_slot, keys_of, partition_index, pipeline_slots, slot,
+    GROUP, Keys, LAYOUT_VERSION, assert_one_slot, keys_of, partition_index, pipeline_slots, slot,
 };
-pub use redis_store::{Migrated, PushFence, RedisStore, SHORT_THREAD};
+pub use redis_store::{Migrated, PushFence, RedisStore};

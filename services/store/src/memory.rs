@@ -107,11 +107,14 @@ impl Inner {
         for w in writes {
             match w {
                 StoreWrite::PutAgent(rec) => self.put_agent(rec.clone()),
-                StoreWrite::Append { agent_id, entry } => {
+                StoreWrite::Append { agent_id, entry }
+                | StoreWrite::AppendNew { agent_id, entry } => {
                     self.append(agent_id, Arc::clone(entry));
                 }
                 StoreWrite::InboxDone { agent_id, env_id } => self.inbox_done(agent_id, *env_id),
-                StoreWrite::Forward { .. } | StoreWrite::Outbox { .. } => {}
+                StoreWrite::Forward { .. }
+                | StoreWrite::Outbox { .. }
+                | StoreWrite::Acknowledge { .. } => {}
             }
         }
     }
@@ -122,7 +125,7 @@ impl Inner {
 fn refuse_unkept(writes: &[StoreWrite]) -> StoreResult<()> {
     for w in writes {
         match w {
-            StoreWrite::Forward { .. } => {
+            StoreWrite::Forward { .. } | StoreWrite::Acknowledge { .. } => {
                 return Err(agentd_actors::ports::forwards_not_taken("memory"));
             }
             StoreWrite::Outbox { .. } => {

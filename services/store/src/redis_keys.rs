@@ -16,10 +16,17 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 /// The version of the key layout this code writes (see [`Keys::layout`]): threads as lists of
-/// `<id> <entry>` pairs, records as one string each. `agentd migrate` moves the earlier ones:
-/// version 1 (no layout key), the per-agent-tag layout, and version 2, these key names with
-/// threads in streams and records in hashes.
-pub const LAYOUT_VERSION: u32 = 3;
+/// `<id> <entry>` pairs, records as one string each, no set of a thread's entry ids beside it.
+/// `agentd migrate` moves the earlier ones: version 1 (no layout key), the per-agent-tag
+/// layout; version 2, these key names with threads in streams and records in hashes; and
+/// version 3, this layout with a set of entry ids (`…:eids`) beside each long thread, which its
+/// appends kept up to date (an agentd of version 3 on a namespace this code wrote would read
+/// stale sets, so the version says they differ).
+pub const LAYOUT_VERSION: u32 = 4;
+
+/// The consumer group every agentd process reads the partition streams (and the other streams
+/// it consumes) with; the store acknowledges the entries agents held in it.
+pub const GROUP: &str = "agentd";
 
 /// Builds the keys of one namespace with a given number of partitions.
 ///
@@ -241,9 +248,8 @@ pub fn partition_index(agent_id: &str, partitions: u32) -> u32 {
 }
 
 /// Suffixes of the per-agent keys besides the record.
-pub const AGENT_PARTS: [&str; 12] = [
+pub const AGENT_PARTS: [&str; 11] = [
     "thread",
-    "eids",
     "children",
     "dependents",
     "childseq",

@@ -368,10 +368,10 @@ async fn a_step_reply_and_a_failure_leave_in_the_batch_of_what_they_answer() {
     let step_reply = keeping(&|o| matches!(o, Output::Reply { text } if text == "part one"))
         .expect("the step's reply was kept in a batch");
     assert!(
-        step_reply
-            .iter()
-            .any(|w| matches!(w, StoreWrite::Append { entry, .. }
-            if entry.text == "part one" && !entry.tool_calls.is_empty())),
+        step_reply.iter().any(
+            |w| matches!(w, StoreWrite::Append { entry, .. } | StoreWrite::AppendNew { entry, .. }
+            if entry.text == "part one" && !entry.tool_calls.is_empty())
+        ),
         "the reply went with its step's entry: {step_reply:?}"
     );
     let failure = keeping(&|o| matches!(o, Output::Failed { .. }));
@@ -413,7 +413,7 @@ async fn a_turn_ending_during_the_next_push_is_written_with_the_next_turns_start
     let batches = store.batches();
     let appends = |b: &Vec<StoreWrite>| {
         b.iter()
-            .filter(|w| matches!(w, StoreWrite::Append { .. }))
+            .filter(|w| matches!(w, StoreWrite::Append { .. } | StoreWrite::AppendNew { .. }))
             .count()
     };
     let shared = batches.iter().filter(|b| appends(b) == 2).count();

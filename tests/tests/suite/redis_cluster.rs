@@ -770,7 +770,16 @@ fn an_entry_that_keeps_failing_with_a_store_error_is_dead_lettered_after_max_del
         ))
         .unwrap()
     };
-    xadd(&mut con, &stream, &message(&poisoned, "poison"));
+    // A possible resend (a second attempt) is pushed to the agent's durable inbox, never held
+    // in its entry: the push is what fails.
+    let mut resend = Envelope::new(
+        Address::External { name: "t".into() },
+        Address::agent(&poisoned),
+        Item::Inbox(InboxItem::message("poison")),
+        1,
+    );
+    resend.attempt = 2;
+    xadd(&mut con, &stream, &encode_envelope(&resend).unwrap());
     xadd(&mut con, &stream, &message(&neighbour, "first"));
     p.wait_for("the neighbour's first message answered", |p| {
         p.texts(&neighbour).iter().any(|t| t == "echo: first")

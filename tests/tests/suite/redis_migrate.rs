@@ -1,8 +1,9 @@
 //! `agentd migrate`: a namespace written in an earlier Redis key layout — version 1, every
-//! agent's keys under its own hash tag, or version 2, partition-tagged keys with threads in
-//! streams and records in hashes — is moved to this one (threads as lists, records as one
-//! string), once, with nothing lost; this version refuses to run on an unmigrated namespace,
-//! and the earlier code's first command at its start fails on a migrated one.
+//! agent's keys under its own hash tag; version 2, partition-tagged keys with threads in
+//! streams and records in hashes; or version 3, this one with a set of entry ids beside each
+//! long thread — is moved to this one (threads as lists, records as one string, no id sets),
+//! once, with nothing lost; this version refuses to run on an unmigrated namespace, and the
+//! earlier code's first command at its start fails on a migrated one.
 //!
 //! The earlier layouts are written here with their key names spelled out, as the earlier code
 //! wrote them, not with any of this version's code.
@@ -511,7 +512,7 @@ fn v2_key(id: &str, part: Option<&str>) -> String {
     }
 }
 
-/// What a namespace of layout version 2 holds, to be read back after the move.
+/// What a namespace of layout version 2 (or 3) holds, to be read back after the move.
 struct Layout2 {
     records: Vec<agentd_proto::AgentRecord>,
     /// Root `r-1`'s thread (short) and worker `w-1`'s (long: past the short-thread check).
@@ -586,6 +587,19 @@ fn write_layout_2<C: redis::ConnectionLike>(con: &mut C) -> Layout2 {
             );
         }
     }
+    let pending = write_inbox_and_stream(con);
+    Layout2 {
+        records,
+        short,
+        long,
+        pending,
+    }
+}
+
+/// Writes, in the key names of layouts 2 and later, a pending inbox item of `c-1` with its
+/// de-duplication window, a partition stream with its group and one entry pending with a dead
+/// process; answers the inbox item.
+fn write_inbox_and_stream<C: redis::ConnectionLike>(con: &mut C) -> Envelope {
     let pending = envelope("c-1", "waiting in the inbox");
     let id = pending.id.to_string();
     q(
@@ -632,6 +646,79 @@ fn write_layout_2<C: redis::ConnectionLike>(con: &mut C) -> Layout2 {
             .arg(agentd_proto::codec::encode_envelope(&envelope("c-1", "read")).unwrap()),
     );
     read_by_a_dead_process(con, &stream, &format!("{{{NS}:members}}"));
+    pending
+}
+
+/// Writes layout version 3 as its code did: the layout key, records as one string each,
+/// threads as lists of `<id> <entry>` pairs, a set of entry ids beside the long one, and
+/// [`write_inbox_and_stream`]'s inbox item and stream.
+fn write_layout_3<C: redis::ConnectionLike>(con: &mut C) -> Layout2 {
+    q(
+        con,
+        redis::cmd("HSET")
+            .arg(format!("{{{NS}:layout}}"))
+            .arg("version")
+            .arg(3)
+            .arg("partitions")
+            .arg(PARTITIONS)
+            .arg("state")
+            .arg("ready"),
+    );
+    q(
+        con,
+        redis::cmd("SET")
+            .arg(format!("{NS}:p:{{0}}"))
+            .arg("agentd key layout 3"),
+    );
+    let records = vec![
+        conformance::record("r-1", None, 10),
+        conformance::record("c-1", Some("r-1"), 11),
+        conformance::bare_record("w-1"),
+    ];
+    for rec in &records {
+        q(
+            con,
+            redis::cmd("SET")
+                .arg(v2_key(&rec.id, None))
+                .arg(encode(rec).unwrap()),
+        );
+        if rec.parent_id.is_none() {
+            q(
+                con,
+                redis::cmd("ZADD")
+                    .arg(format!("{{{NS}:p{}}}:roots", partition(&rec.id)))
+                    .arg(rec.created_at_ms)
+                    .arg(&rec.id),
+            );
+        }
+    }
+    let short: Vec<ThreadEntry> = ["first", "second", "third"]
+        .iter()
+        .map(|t| conformance::entry(t))
+        .collect();
+    let long: Vec<ThreadEntry> = (0..conformance::LONG_THREAD)
+        .map(|i| conformance::entry(&format!("long {i}")))
+        .collect();
+    for (id, thread) in [("r-1", &short), ("w-1", &long)] {
+        for e in thread {
+            q(
+                con,
+                redis::cmd("RPUSH")
+                    .arg(v2_key(id, Some("thread")))
+                    .arg(e.id.as_bytes().as_slice())
+                    .arg(encode(e).unwrap()),
+            );
+        }
+    }
+    for e in &long {
+        q(
+            con,
+            redis::cmd("SADD")
+                .arg(v2_key("w-1", Some("eids")))
+                .arg(e.id.as_bytes().as_slice()),
+        );
+    }
+    let pending = write_inbox_and_stream(con);
     Layout2 {
         records,
         short,
@@ -776,6 +863,35 @@ async fn agentd_migrate_moves_layout_2_to_compact_threads_and_records_once() {
             .unwrap(),
         earlier.short
     );
+}
+
+/// Layout 3's sets of entry ids are dropped (an agentd of this version keeps none, so one of
+/// version 3 would read them stale: it is refused on the migrated namespace by the version),
+/// and nothing else changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agentd_migrate_drops_layout_3s_entry_id_sets_and_loses_nothing() {
+    let server = RedisServer::start();
+    let mut con = server.client();
+    let earlier = write_layout_3(&mut con);
+    let err = RedisStore::connect(&server.url(), NS, PARTITIONS)
+        .await
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("version 3") && err.contains("agentd migrate"),
+        "{err}"
+    );
+    let (ok, out) = agentd(&server, &["migrate"]);
+    assert!(ok, "{out}");
+    let eids: usize = redis::cmd("EXISTS")
+        .arg(v2_key("w-1", Some("eids")))
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(eids, 0, "the long thread's id set is dropped");
+    read_back_layout_2(&RedisTarget::single(server.url()), &mut con, &earlier).await;
+    let (ok, out) = agentd(&server, &["migrate"]);
+    assert!(ok && out.contains("nothing to do"), "{out}");
 }
 
 /// A move from layout 2 cut off midway (the layout key saying so, one thread and one record

@@ -71,24 +71,23 @@ async fn records_and_threads_are_stored_compactly() {
     assert_eq!(store.get_agent("bare").await.unwrap(), Some(bare));
 
     let thread = keys.agent_part("bare", "thread");
-    let eids = keys.agent_part("bare", "eids");
-    let entries: Vec<_> = (0..agentd_store::SHORT_THREAD + 2)
+    let entries: Vec<_> = (0..conformance::LONG_THREAD)
         .map(|i| conformance::entry(&format!("e{i}")))
         .collect();
-    let exists = |con: &mut TestConnection, key: &str| -> bool {
-        redis::cmd("EXISTS").arg(key).query::<u8>(con).unwrap() == 1
-    };
+    // Entries known new go in as they are; any other is looked up in the list first, however
+    // long the thread.
     for (i, e) in entries.iter().enumerate() {
-        assert!(store.append("bare", e).await.unwrap());
-        assert!(!store.append("bare", e).await.unwrap());
-        // The id set is made by the first append that finds `SHORT_THREAD` entries (here the
-        // replay of the entry that made them so many).
-        assert_eq!(
-            exists(&mut con, &eids),
-            i + 1 >= agentd_store::SHORT_THREAD,
-            "after entry {i}"
-        );
+        if i % 2 == 0 {
+            store.append_new("bare", e).await.unwrap();
+        } else {
+            assert!(store.append("bare", e).await.unwrap());
+        }
+        assert!(!store.append("bare", e).await.unwrap(), "entry {i} again");
     }
+    assert!(
+        !store.append("bare", &entries[0]).await.unwrap(),
+        "the first entry of a long thread"
+    );
     let items: Vec<Vec<u8>> = redis::cmd("LRANGE")
         .arg(&thread)
         .arg(0)
@@ -100,11 +99,13 @@ async fn records_and_threads_are_stored_compactly() {
         assert_eq!(pair[0], e.id.as_bytes().to_vec());
         assert_eq!(pair[1], agentd_proto::codec::encode(e).unwrap());
     }
-    let members: usize = redis::cmd("SCARD").arg(&eids).query(&mut con).unwrap();
-    assert_eq!(members, entries.len());
-    // A replace drops the id set with the thread; a short thread is checked without one.
+    // Nothing but the list: no set of its ids beside it (layout 3 kept one).
+    let beside: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{thread}*"))
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(beside, std::slice::from_ref(&thread));
     store.replace_thread("bare", &entries[..3]).await.unwrap();
-    assert!(!exists(&mut con, &eids));
     assert!(!store.append("bare", &entries[2]).await.unwrap());
     assert!(store.append("bare", &entries[5]).await.unwrap());
     assert_eq!(
@@ -277,10 +278,11 @@ async fn a_fenced_push_lands_only_while_the_lease_names_this_process() {
     assert_eq!(store.thread("fence-agent").await.unwrap().len(), 1);
 }
 
-/// A live agent's flush writes its record only while its partition's lease holds this
-/// process's token: a flush a stalled process still had in flight when another took the
-/// partition must not overwrite the record the new owner keeps. Writes that are not an
-/// agent's own flush (a spawn writing a record for its owner to activate) are not fenced.
+/// A live agent's flush writes only while its partition's lease holds this process's token: a
+/// flush a stalled process still had in flight when another took the partition must not
+/// overwrite the record the new owner keeps, nor append entries it may be writing again. Writes
+/// that are not an agent's own flush (a spawn writing a record for its owner to activate) are
+/// not fenced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_process() {
     use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
@@ -325,9 +327,9 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
     );
     let stored = store.get_agent("own-agent").await.unwrap().unwrap();
     assert_eq!(stored.status, AgentStatus::Idle);
-    // Only the record is fenced: the answer (idempotent, and written or not together with its
-    // item's done mark) landed.
-    assert_eq!(store.thread("own-agent").await.unwrap().len(), 1);
+    // Nothing of a fenced flush lands: an entry known new would be appended without a look-up,
+    // behind the back of the partition's next owner.
+    assert!(store.thread("own-agent").await.unwrap().is_empty());
     // Our lease: the flush lands, record and all, alone ...
     set_lease(&mut con, "me");
     store
@@ -363,7 +365,7 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
         .into_iter()
         .map(|e| e.text)
         .collect();
-    assert_eq!(texts, ["late answer", "first", "second"]);
+    assert_eq!(texts, ["first", "second"]);
     let stored = store.get_agent("own-agent").await.unwrap().unwrap();
     assert_eq!(stored.status, AgentStatus::Idle);
     assert_eq!(store.list_roots().await.unwrap().len(), 1);
@@ -379,11 +381,11 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
         )
         .await
         .unwrap();
-    assert_eq!(store.thread("own-agent").await.unwrap().len(), 4);
+    assert_eq!(store.thread("own-agent").await.unwrap().len(), 3);
     let stored = store.get_agent("own-agent").await.unwrap().unwrap();
     assert_eq!(stored.status, AgentStatus::Running);
-    // A flush's done mark removes its item in the same call as the answer, also when the
-    // fence refuses the record (the answer and its done mark land together, or neither).
+    // A flush's done mark removes its item in the same call as the answer, and a flush the
+    // fence refuses writes neither (the answer and its done mark land together, or neither).
     let item = agentd_proto::Envelope::new(
         agentd_proto::Address::System,
         agentd_proto::Address::agent("own-agent"),
@@ -410,8 +412,8 @@ async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_p
         matches!(&refused, Err(e) if e.kind() == StoreErrorKind::Fenced),
         "{refused:?}"
     );
-    assert!(store.inbox_pending("own-agent").await.unwrap().is_empty());
-    assert_eq!(store.thread("own-agent").await.unwrap().len(), 5);
+    assert_eq!(store.inbox_pending("own-agent").await.unwrap(), [item]);
+    assert_eq!(store.thread("own-agent").await.unwrap().len(), 3);
     let stored = store.get_agent("own-agent").await.unwrap().unwrap();
     assert_eq!(stored.status, AgentStatus::Running);
     set_lease(&mut con, "me");

@@ -73,6 +73,9 @@ pub struct RedisSettings {
     pub max_envelope_bytes: usize,
     /// Deliveries of one entry that failed with a store error before it is dead-lettered.
     pub max_deliveries: u64,
+    /// How long an agent may hold a message in its partition stream entry (instead of its
+    /// durable inbox) before it adopts it into the inbox, ms; 0 holds none.
+    pub hold_ms: u64,
     /// Envelope ids remembered per agent for de-duplication.
     pub dedup_window: usize,
     /// Process id; empty = random.

@@ -77,7 +77,13 @@ impl RedisBus {
                 .query_async(con)
                 .await
                 .map_err(be)?;
-            let ids: Vec<&StreamId> = reply.claimed.iter().collect();
+            // An entry one of this process's agents holds is with it already (this is a claim
+            // of this process's own entries after a lost connection): its agent acknowledges it.
+            let ids: Vec<&StreamId> = reply
+                .claimed
+                .iter()
+                .filter(|s| !self.held.holds(k, &s.id))
+                .collect();
             if !ids.is_empty() {
                 tracing::info!(
                     partition = k,
@@ -86,7 +92,8 @@ impl RedisBus {
                 );
             }
             let decoded = ids.iter().map(|s| self.decode_entry(s)).collect();
-            self.handle_entries(&key, &ids, decoded, system, con)
+            let read = (k, self.held.epoch(k));
+            self.handle_entries(read, &key, &ids, decoded, system, con)
                 .await?;
             if reply.next_stream_id == "0-0" {
                 return Ok(());
@@ -177,7 +184,9 @@ impl RedisBus {
     }
 
     /// Whether partition `k`'s stream holds nothing undelivered: every entry was read by the
-    /// group (last-delivered-id is the stream's last id) and acknowledged (nothing pending).
+    /// group (last-delivered-id is the stream's last id), and acknowledged or held by one of
+    /// this process's agents (what is pending is no more than what they hold, with no delivery
+    /// under way).
     async fn drained(&self, k: u32, con: &mut RedisConnection) -> Result<bool, AgentdError> {
         let key = self.keys.partition(k);
         let (stream, groups): (
@@ -200,12 +209,17 @@ impl RedisBus {
         let Some(last) = text(&stream, "last-generated-id") else {
             return Ok(false);
         };
+        let delivering = self
+            .delivering
+            .get(k as usize)
+            .map_or(0, |n| n.load(std::sync::atomic::Ordering::SeqCst));
+        let held = self.held.count(k) as u64;
         Ok(groups.iter().any(|g| {
             text(g, "name").as_deref() == Some(GROUP)
                 && text(g, "last-delivered-id").as_deref() == Some(last.as_str())
                 && g.get("pending")
                     .and_then(|v| redis::from_redis_value_ref::<u64>(v).ok())
-                    == Some(0)
+                    .is_some_and(|pending| pending == 0 || (delivering == 0 && pending <= held))
         }))
     }
 }

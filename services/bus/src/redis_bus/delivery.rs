@@ -1,12 +1,15 @@
 //! Handing partition entries to the local agents and acknowledging them. An entry is
 //! acknowledged (`XACK`) only once it is durably with its agent, or dead-lettered: it could
 //! not be decoded, failed for good, or kept failing with store errors. One that failed
-//! transiently stays pending, to be claimed again.
+//! transiently stays pending, to be claimed again. An entry read for the first time is offered
+//! to its agent to hold ([`agentd_actors::ports::StreamEntry`]): one it holds stays pending, and
+//! the agent's write that records the item's end acknowledges it.
 
 use super::RedisBus;
 use super::in_flight::Batch;
 use crate::streams::{GROUP, be, decode_stream_entry};
 use agentd_actors::AgentSystem;
+use agentd_actors::ports::StreamEntry;
 use agentd_proto::{AgentdError, Control, Envelope, ErrorCode, Event, Item};
 use agentd_store::RedisConnection;
 use redis::cmd;
@@ -20,12 +23,14 @@ impl RedisBus {
         decode_stream_entry(sid, self.cfg.max_envelope_bytes)
     }
 
-    /// Hands a batch of routable entries to the router now, in order (the router queues each
-    /// as it is sent), and answers the task that waits for their durable pushes and then
-    /// acknowledges them, so the reader can read on meanwhile.
+    /// Hands a batch of routable entries, read for the first time (from partition `partition`
+    /// in ownership period `epoch`), to the router now, in order (the router queues each as it
+    /// is sent), each offered to its agent to hold, and answers the task that waits for their
+    /// deliveries and then acknowledges those their agents did not hold, so the reader can
+    /// read on meanwhile.
     pub(super) fn route_batch(
         self: &Arc<Self>,
-        partition: u32,
+        (partition, epoch): (u32, u64),
         key: String,
         ids: Vec<StreamId>,
         envs: Vec<Envelope>,
@@ -35,18 +40,31 @@ impl RedisBus {
         if let Some(c) = self.delivering.get(partition as usize) {
             c.fetch_add(n, Ordering::SeqCst);
         }
+        let stream: Arc<str> = key.as_str().into();
+        let holds: Vec<Arc<StreamEntry>> = ids
+            .iter()
+            .map(|sid| self.entry((partition, epoch), &stream, &sid.id))
+            .collect();
         let requests: Vec<_> = envs
             .into_iter()
-            .map(|env| system.route_from_stream(env))
+            .zip(holds.iter().cloned())
+            .map(|(env, entry)| system.route_from_stream(env, Some(entry)))
             .collect();
         let me = self.clone();
         let task = actix_rt::spawn(async move {
-            let outcomes = futures::future::join_all(requests)
+            let outcomes: Vec<Result<(), AgentdError>> = futures::future::join_all(requests)
                 .await
                 .into_iter()
                 .map(|r| r.map(|_| ()))
                 .collect();
-            let refs: Vec<&StreamId> = ids.iter().collect();
+            // What an agent holds stays pending: its own write acknowledges it.
+            let (refs, outcomes): (Vec<&StreamId>, Vec<_>) = ids
+                .iter()
+                .zip(outcomes)
+                .zip(holds)
+                .filter(|((_, outcome), entry)| !(outcome.is_ok() && entry.is_taken()))
+                .map(|(pair, _)| pair)
+                .unzip();
             let mut con = me.con.clone();
             let res = me.acknowledge(&key, &refs, outcomes, &mut con).await;
             if let Some(c) = me.delivering.get(partition as usize) {
@@ -57,25 +75,29 @@ impl RedisBus {
         (n, task)
     }
 
-    /// Delivers entries in order; each is acknowledged once it is durably with its agent (or
-    /// moved to the dead-letter stream).
+    /// Delivers entries of partition `k` (stream `key`, read in ownership period `epoch`) in
+    /// order, none to be held; each is acknowledged once it is durably with its agent (or moved
+    /// to the dead-letter stream).
     pub(super) async fn handle_entries(
         &self,
+        read: (u32, u64),
         key: &str,
         ids: &[&StreamId],
         decoded: Vec<Result<Envelope, AgentdError>>,
         system: &AgentSystem,
         con: &mut RedisConnection,
     ) -> Result<(), AgentdError> {
+        let stream: Arc<str> = key.into();
+        let entry = |sid: &StreamId| Some(self.unheld_entry(read, &stream, &sid.id));
         // Envelopes the router takes (inbox items, pause/resume/cancel/terminate) are handed
         // over together: the router queues them in this order (per-agent order holds) and the
         // receivers' durable writes run concurrently. Anything else (close, delete, child
         // output) waits for what came before it and runs alone.
         let mut outcomes: Vec<Result<(), AgentdError>> = Vec::with_capacity(ids.len());
         let mut routed = Vec::new();
-        for decoded in decoded {
+        for (decoded, sid) in decoded.into_iter().zip(ids) {
             match decoded {
-                Ok(env) if routes_directly(&env) => routed.push(deliver(system, env)),
+                Ok(env) if routes_directly(&env) => routed.push(deliver(system, env, entry(sid))),
                 other => {
                     outcomes.extend(futures::future::join_all(routed.drain(..)).await);
                     outcomes.push(match other {
@@ -83,7 +105,7 @@ impl RedisBus {
                             self.run_call(system, env);
                             Ok(())
                         }
-                        Ok(env) => deliver(system, env).await,
+                        Ok(env) => deliver(system, env, entry(sid)).await,
                         Err(e) => Err(e),
                     });
                 }
@@ -128,7 +150,8 @@ impl RedisBus {
             acks.push(sid.id.clone());
         }
         if !acks.is_empty() {
-            // Acknowledged, and the stream trimmed to what is still pending or unread.
+            // Acknowledged, and the stream trimmed to what is still pending or unread (entries
+            // agents hold included).
             let mut ack = self.scripts.ack_trim.prepare_invoke();
             ack.key(key).arg(GROUP).arg(&acks);
             ack.invoke_async::<i64>(con).await.map_err(be)?;
@@ -183,8 +206,12 @@ pub(super) fn routes_directly(env: &Envelope) -> bool {
     )
 }
 
-/// Hands one envelope from a partition to the local actors.
-async fn deliver(system: &AgentSystem, env: Envelope) -> Result<(), AgentdError> {
+/// Hands one envelope from a partition (from its entry `entry`) to the local actors.
+async fn deliver(
+    system: &AgentSystem,
+    env: Envelope,
+    entry: Option<Arc<StreamEntry>>,
+) -> Result<(), AgentdError> {
     let target = env
         .to
         .agent_id()
@@ -199,7 +226,7 @@ async fn deliver(system: &AgentSystem, env: Envelope) -> Result<(), AgentdError>
         _ if routes_directly(&env) => {
             // The router queues the envelope when this is first polled (its mailbox is far
             // larger than a read batch), so envelopes handed over together keep their order.
-            system.route_from_stream(env).await.map(|_| ())
+            system.route_from_stream(env, entry).await.map(|_| ())
         }
         Item::Control(c) => system.control(&target, *c).await.map(|_| ()),
         Item::Output(_) => system.take_output(env).await,

@@ -63,7 +63,28 @@ impl RedisBus {
                 self.resume_taken(system, taken);
             }
         }
+        if self.offers_holds() {
+            self.trim_owned(&mut con).await;
+        }
         Ok(())
+    }
+
+    /// Trims every owned partition's stream below what is still pending: the entries agents
+    /// held are acknowledged by their own writes, which do not trim (the reader's
+    /// acknowledgements do). Best effort: a stream not trimmed now is trimmed next round.
+    async fn trim_owned(&self, con: &mut RedisConnection) {
+        for k in self.owned() {
+            let trimmed: redis::RedisResult<i64> = self
+                .scripts
+                .trim
+                .key(&*self.keys.partition_key(k))
+                .arg(crate::streams::GROUP)
+                .invoke_async(con)
+                .await;
+            if let Err(e) = trimmed {
+                tracing::debug!(partition = k, error = %e, "trimming a partition stream failed");
+            }
+        }
     }
 
     /// Notes this process live in `{<ns>:members}`, drops members silent for two lease times,

@@ -33,6 +33,7 @@
 //! | [`reader`] | the partition reader: claims first, then one blocking read of every readable partition |
 //! | [`in_flight`] | the window of routed batches whose acknowledgements are still under way |
 //! | [`delivery`] | handing entries to the agents, acknowledging them, dead-lettering what keeps failing |
+//! | [`held`] | the entries this process's agents hold (acknowledged with the turn that handles them): which are out, and one let go unacknowledged |
 //! | [`claim`] | a partition taken: sending on its outbox, claiming what its previous owner left pending, the drain check |
 //! | [`calls`] | calls to an agent another process owns: the caller's reply reader, the owner's runner |
 //! | [`transport`] | the [`Transport`] the ChannelRouter routes through |
@@ -46,6 +47,7 @@ mod claim;
 mod config;
 mod delivery;
 mod handover;
+mod held;
 mod in_flight;
 mod leases;
 mod reader;
@@ -105,6 +107,8 @@ pub struct RedisBus {
     calls: Mutex<HashMap<Uuid, oneshot::Sender<Reply>>>,
     dead: DeadLetters,
     scripts: Scripts,
+    /// The entries offered to agents to hold and not let go yet.
+    held: held::HeldEntries,
 }
 
 impl RedisBus {
@@ -114,6 +118,7 @@ impl RedisBus {
         con: RedisConnection,
     ) -> Result<Arc<Self>, AgentdError> {
         let keys = Keys::new(&cfg.namespace, cfg.partitions);
+        let cfg_partitions = cfg.partitions;
         let dead = DeadLetters::new(con.clone(), keys.dead(), cfg.dead_maxlen);
         let delivering = (0..cfg.partitions.max(1))
             .map(|_| AtomicUsize::new(0))
@@ -133,6 +138,7 @@ impl RedisBus {
             calls: Mutex::new(HashMap::new()),
             dead,
             scripts: Scripts::new(),
+            held: held::HeldEntries::new(cfg_partitions),
         }))
     }
 
@@ -228,6 +234,7 @@ impl RedisBus {
     /// direct deliveries. A partition (re)gained is marked before it is marked owned or fresh
     /// (see [`RedisBus::readable`]).
     fn claim_and_drain(&self, k: u32) {
+        self.held.next_epoch(k);
         if let Ok(mut c) = self.to_claim.write() {
             c.insert(k);
         }

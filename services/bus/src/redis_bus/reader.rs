@@ -89,6 +89,10 @@ impl RedisBus {
                 continue;
             }
             inflight.make_room(self.cfg.batch * owned.len()).await?;
+            // The ownership period each partition is read in: what a read returns after its
+            // partition went stale and was renewed meanwhile is claimed again, in order.
+            let epochs: HashMap<u32, u64> =
+                owned.iter().map(|k| (*k, self.held.epoch(*k))).collect();
             let (streams, taken_late) = self.read_round(&mut readers, &owned).await?;
             if !taken_late.is_empty() {
                 inflight.finish().await?;
@@ -117,7 +121,7 @@ impl RedisBus {
                 })
             });
             for stream in streams {
-                self.dispatch(&owned, stream, system, inflight, &mut con)
+                self.dispatch(&epochs, stream, system, inflight, &mut con)
                     .await?;
             }
             if quiet {
@@ -329,25 +333,26 @@ impl RedisBus {
         Ok((streams, taken_late))
     }
 
-    /// Hands over what one read returned for one of partitions `owned`: a batch the router
-    /// takes as it is joins the in-flight window; anything else waits for what came before it.
+    /// Hands over what one read returned for one of the partitions read (`epochs`: each with
+    /// the ownership period it was read in): a batch the router takes as it is joins the
+    /// in-flight window; anything else waits for what came before it.
     async fn dispatch(
         self: &Arc<Self>,
-        owned: &[u32],
+        epochs: &HashMap<u32, u64>,
         stream: StreamKey,
         system: &AgentSystem,
         inflight: &mut InFlight,
         con: &mut RedisConnection,
     ) -> Result<(), AgentdError> {
-        let partition = owned
+        let read = epochs
             .iter()
-            .copied()
-            .find(|k| self.keys.partition_key(*k) == stream.key.as_str())
-            .filter(|k| self.fresh(*k));
-        let Some(partition) = partition else {
-            // The lease went stale, or the partition was given up, during the read:
-            // what it returned stays pending here, for this process once renewed or
-            // for the next owner's claim (both claim before reading anything newer).
+            .find(|(k, _)| self.keys.partition_key(**k) == stream.key.as_str())
+            .filter(|(k, epoch)| self.fresh(**k) && self.held.epoch(**k) == **epoch)
+            .map(|(k, epoch)| (*k, *epoch));
+        let Some((partition, epoch)) = read else {
+            // The lease went stale (and maybe was renewed), or the partition was given up,
+            // during the read: what it returned stays pending here, for this process once
+            // renewed or for the next owner's claim (both claim before reading anything newer).
             tracing::warn!(stream = %stream.key, entries = stream.ids.len(), "partition no longer fresh after a read; leaving its entries pending");
             return Ok(());
         };
@@ -357,13 +362,14 @@ impl RedisBus {
             .all(|d| d.as_ref().is_ok_and(routes_directly))
         {
             let envs = decoded.into_iter().flatten().collect();
-            inflight.push(self.route_batch(partition, stream.key, stream.ids, envs, system));
+            let read = (partition, epoch);
+            inflight.push(self.route_batch(read, stream.key, stream.ids, envs, system));
         } else {
             // Closes, deletes, child outputs and bad entries wait for what came
             // before them.
             inflight.finish().await?;
             let ids: Vec<&StreamId> = stream.ids.iter().collect();
-            self.handle_entries(&stream.key, &ids, decoded, system, con)
+            self.handle_entries((partition, epoch), &stream.key, &ids, decoded, system, con)
                 .await?;
         }
         Ok(())

@@ -40,6 +40,24 @@ local floor = redis.call('XPENDING', KEYS[1], ARGV[1])[2] or ARGV[#ARGV]
 redis.call('XTRIM', KEYS[1], 'MINID', '~', floor)
 return n";
 
+/// Trims a partition stream to what is still needed, as [`ACK_TRIM`] does after the reader's
+/// acknowledgements: below the oldest entry pending in the group (entries agents hold are
+/// acknowledged by their flushes, not the reader), or, with none pending, below the group's
+/// last delivered entry. KEYS: the stream; ARGV: the group.
+const TRIM: &str = r"
+local floor = redis.call('XPENDING', KEYS[1], ARGV[1])[2]
+if not floor then
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+    local name, last
+    for j = 1, #g, 2 do
+      if g[j] == 'name' then name = g[j + 1] elseif g[j] == 'last-delivered-id' then last = g[j + 1] end
+    end
+    if name == ARGV[1] then floor = last end
+  end
+end
+if floor then return redis.call('XTRIM', KEYS[1], 'MINID', '~', floor) end
+return 0";
+
 /// The scripts of one bus (a [`Script`] runs by its hash, and is loaded where Redis does not
 /// know it).
 pub(super) struct Scripts {
@@ -47,6 +65,7 @@ pub(super) struct Scripts {
     pub(super) release: Script,
     pub(super) forward: Script,
     pub(super) ack_trim: Script,
+    pub(super) trim: Script,
 }
 
 impl Scripts {
@@ -56,6 +75,7 @@ impl Scripts {
             release: Script::new(RELEASE),
             forward: Script::new(FORWARD),
             ack_trim: Script::new(ACK_TRIM),
+            trim: Script::new(TRIM),
         }
     }
 }

@@ -59,6 +59,10 @@ impl Transport for RedisBus {
         self.owns(agent_id) && self.fresh(self.partition_of(agent_id))
     }
 
+    fn may_take(&self, agent_id: &str, entry: &agentd_actors::ports::StreamEntry) -> bool {
+        self.may_deliver(agent_id) && entry.epoch == self.held.epoch(entry.partition)
+    }
+
     fn stream_for(&self, agent_id: &str) -> Option<String> {
         Some(self.keys.partition(self.partition_of(agent_id)))
     }

@@ -132,9 +132,8 @@ fn envelope(text: &str) -> agentd_proto::Envelope {
     )
 }
 
-/// A thread length well past any store's "short thread" (the Redis store checks the ids of
-/// threads below [`crate::SHORT_THREAD`] entries by scanning them, and keeps an id set from
-/// there on).
+/// A thread length well past what any store might treat as a short thread (an id set or an
+/// index from some length on: the Redis store of layout 3 kept one from 32 entries).
 pub const LONG_THREAD: usize = 100;
 
 /// Runs every property against `store`, which must be empty.

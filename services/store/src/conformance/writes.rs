@@ -240,28 +240,26 @@ pub(super) async fn long_threads_keep_order_and_deduplicate(store: &dyn ThreadSt
     let id = "t-long";
     let entries: Vec<ThreadEntry> = (0..LONG_THREAD).map(|i| entry(&format!("e{i}"))).collect();
     store.put_agent(&record(id, None, 1)).await.unwrap();
+    // Each entry written one of the ways agents write them: looked up first, or (a first run's)
+    // known new; alone, in an own flush, or with a push that starts a turn.
     for (i, e) in entries.iter().enumerate() {
-        match i % 3 {
+        let checked = StoreWrite::Append {
+            agent_id: id.into(),
+            entry: Arc::new(e.clone()),
+        };
+        let new = StoreWrite::AppendNew {
+            agent_id: id.into(),
+            entry: Arc::new(e.clone()),
+        };
+        match i % 6 {
             0 => assert!(store.append(id, e).await.unwrap(), "entry {i} is new"),
-            1 => store
-                .write_own_batch(
-                    id,
-                    &[StoreWrite::Append {
-                        agent_id: id.into(),
-                        entry: Arc::new(e.clone()),
-                    }],
-                )
-                .await
-                .unwrap(),
+            1 => store.append_new(id, e).await.unwrap(),
+            2 => store.write_own_batch(id, &[checked]).await.unwrap(),
+            3 => store.write_own_batch(id, &[new]).await.unwrap(),
             _ => {
                 let env = envelope(&format!("input {i}"));
-                let start = [
-                    StoreWrite::Append {
-                        agent_id: id.into(),
-                        entry: Arc::new(e.clone()),
-                    },
-                    StoreWrite::PutAgent(Arc::new(record(id, None, 1))),
-                ];
+                let append = if i % 6 == 4 { checked } else { new };
+                let start = [append, StoreWrite::PutAgent(Arc::new(record(id, None, 1)))];
                 let pushed = store.inbox_push_then(id, &env, &start).await.unwrap();
                 assert!(pushed.fresh, "push {i} is new");
                 if !pushed.then_applied {

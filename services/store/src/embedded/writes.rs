@@ -220,18 +220,20 @@ pub(super) fn encode_writes(
 fn encode_write(w: &StoreWrite, outbox_seq: &AtomicU64) -> StoreResult<Encoded> {
     Ok(match w {
         StoreWrite::PutAgent(rec) => Encoded::Put(rec.id.clone(), encode(&**rec).map_err(de)?),
-        StoreWrite::Append { agent_id, entry } => Encoded::Append(
-            agent_id.to_string(),
-            entry.id,
-            encode(&**entry).map_err(de)?,
-        ),
+        StoreWrite::Append { agent_id, entry } | StoreWrite::AppendNew { agent_id, entry } => {
+            Encoded::Append(
+                agent_id.to_string(),
+                entry.id,
+                encode(&**entry).map_err(de)?,
+            )
+        }
         StoreWrite::InboxDone { agent_id, env_id } => Encoded::Done(agent_id.to_string(), *env_id),
         StoreWrite::Outbox { env } => Encoded::Keep(
             env.id.to_string(),
             outbox_seq.fetch_add(1, Ordering::Relaxed),
             encode(&**env).map_err(de)?,
         ),
-        StoreWrite::Forward { .. } => {
+        StoreWrite::Forward { .. } | StoreWrite::Acknowledge { .. } => {
             return Err(agentd_actors::ports::forwards_not_taken("embedded"));
         }
     })

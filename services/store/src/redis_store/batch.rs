@@ -1,9 +1,10 @@
-//! Batches of writes. A live agent's flush of its own state (see [`is_own`]) runs as one
-//! [`FLUSH_OWN`](super::scripts::FLUSH_OWN) call per run of its writes, its record only through
-//! its partition's fence; the rest of a batch is plain commands and script calls. Consecutive
-//! writes in one partition's slot go in one pipeline (one round trip; Redis runs a
-//! connection's commands in order, and in a Redis Cluster one slot is one node), and the
-//! pipelines are sent one after another.
+//! Batches of writes. A live agent's flush of its own state (see [`is_own`]) runs as its part
+//! of a [`FLUSH_MANY`](super::scripts::flush_many) call per run of its writes, its record only
+//! through its partition's fence; a flush that is nothing else is grouped with the flushes of
+//! its partition's other agents made at the same time ([`super::flush`]). The rest of a batch is
+//! plain commands and script calls. Consecutive writes in one partition's slot go in one
+//! pipeline (one round trip; Redis runs a connection's commands in order, and in a Redis Cluster
+//! one slot is one node), and the pipelines are sent one after another.
 //!
 //! A child's output for its parent ([`StoreWrite::Forward`]) is written by the child's last
 //! flush call, in the child's slot: onto the partition stream itself when the parent shares
@@ -21,7 +22,7 @@
 use super::push::fenced;
 use super::{RedisStore, be, de};
 use crate::redis_keys::assert_one_slot;
-use agentd_actors::{StoreResult, StoreWrite, ThreadStore};
+use agentd_actors::{StoreError, StoreResult, StoreWrite, ThreadStore};
 use agentd_proto::codec::{encode, encode_envelope};
 use agentd_proto::{AgentRecord, Envelope};
 use redis::cmd;
@@ -34,9 +35,9 @@ enum Piece<'w> {
 }
 
 impl RedisStore {
-    /// Writes `writes`; with `owner`, each run of that agent's own writes as one
-    /// [`FLUSH_OWN`](super::scripts::FLUSH_OWN) call, its record only through its
-    /// partition's fence (if pushes are fenced), and its forwards as the module doc says.
+    /// Writes `writes`; with `owner`, each run of that agent's own writes as one flush call
+    /// ([`super::flush`]), its record only through its partition's fence (if pushes are
+    /// fenced), and its forwards as the module doc says.
     pub(super) async fn write_batch_fenced(
         &self,
         writes: &[StoreWrite],
@@ -76,55 +77,79 @@ impl RedisStore {
         if with_flush && !matches!(pieces.last(), Some(Piece::Own(_))) {
             pieces.push(Piece::Own(Vec::new()));
         }
-        let fence = owner.and_then(|o| self.fence_for(o));
         let last = pieces.len().saturating_sub(1);
-        // Consecutive pieces in one partition go in one pipeline.
-        let mut pipes: Vec<(u32, redis::Pipeline)> = Vec::new();
-        for (i, piece) in pieces.iter().enumerate() {
-            let k = self.keys.partition_of(match piece {
-                Piece::Own(_) => owner.unwrap_or_default(),
-                Piece::One(w) => subject(w),
-            });
-            if pipes.last().is_none_or(|(pk, _)| *pk != k) {
-                pipes.push((k, redis::pipe()));
+        let outputs_of = |i: usize| -> &[(&str, &Envelope)] {
+            if with_flush && i == last {
+                &forwards
+            } else {
+                &[]
             }
-            let Some((_, pipe)) = pipes.last_mut() else {
-                continue;
-            };
-            match piece {
-                Piece::Own(run) => {
-                    let outputs: &[(&str, &Envelope)] = if with_flush && i == last {
-                        &forwards
-                    } else {
-                        &[]
-                    };
-                    let owner = owner.unwrap_or_default();
-                    self.pipe_flush_own(pipe, owner, run, fence.clone(), outputs)?;
-                }
-                Piece::One(w) => self.pipe_one(pipe, w)?,
-            }
-        }
+        };
         let mut con = self.con.clone();
         use std::sync::atomic::Ordering::Relaxed;
         if !self.flush_scripts_loaded.load(Relaxed) {
             self.load_flush_scripts(&mut con).await?;
         }
         let mut refused = false;
-        for (_, pipe) in &pipes {
-            assert_one_slot(pipe);
-            // Only the owner's flush calls answer (`-1`: its record refused by the fence).
-            let answers: Vec<i64> = match pipe.query_async(&mut con).await {
-                Err(e)
-                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-                {
-                    // Redis lost its script cache (a restart): load them and write the
-                    // pipeline again (its writes are idempotent).
-                    self.load_flush_scripts(&mut con).await?;
-                    pipe.query_async(&mut con).await.map_err(be)?
+        if let (Some(owner), [Piece::Own(run)]) = (owner, pieces.as_slice()) {
+            // A flush and nothing else: with the flushes of its partition's other agents.
+            let flush = self.own_flush(owner, run, outputs_of(0))?;
+            refused = self
+                .flush_grouped(self.keys.partition_of(owner), flush)
+                .await?
+                == -1;
+        } else {
+            // Consecutive pieces in one partition go in one pipeline.
+            let mut pipes: Vec<(u32, redis::Pipeline)> = Vec::new();
+            for (i, piece) in pieces.iter().enumerate() {
+                let k = self.keys.partition_of(match piece {
+                    Piece::Own(_) => owner.unwrap_or_default(),
+                    Piece::One(w) => subject(w),
+                });
+                if pipes.last().is_none_or(|(pk, _)| *pk != k) {
+                    pipes.push((k, redis::pipe()));
                 }
-                other => other.map_err(be)?,
-            };
-            refused |= answers.contains(&-1);
+                let Some((_, pipe)) = pipes.last_mut() else {
+                    continue;
+                };
+                match piece {
+                    Piece::Own(run) => {
+                        let owner = owner.unwrap_or_default();
+                        let flush = self.own_flush(owner, run, outputs_of(i))?;
+                        pipe.add_command(self.flush_call(k, &[&flush]));
+                    }
+                    Piece::One(w) => self.pipe_one(pipe, w)?,
+                }
+            }
+            for (_, pipe) in &pipes {
+                assert_one_slot(pipe);
+                // Only the flush calls (each with its one result) and the appends of entries
+                // known new (`1`, or `-1` fenced) answer.
+                let answers: Vec<redis::Value> = match pipe.query_async(&mut con).await {
+                    Err(e)
+                        if e.kind()
+                            == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                    {
+                        // Redis lost its script cache (a restart): load them and write the
+                        // pipeline again (its writes are idempotent).
+                        self.load_flush_scripts(&mut con).await?;
+                        pipe.query_async(&mut con).await.map_err(be)?
+                    }
+                    other => other.map_err(be)?,
+                };
+                for answer in answers {
+                    let n = match answer {
+                        redis::Value::Array(results) => {
+                            let what =
+                                format!("the flush of agent `{}`", owner.unwrap_or_default());
+                            super::group::result_of(&Ok(results), 0, &what)?
+                        }
+                        other => redis::from_redis_value::<i64>(other)
+                            .map_err(|e| StoreError::transient(format!("redis: {e}")))?,
+                    };
+                    refused |= n == -1;
+                }
+            }
         }
         match owner {
             Some(owner) => {
@@ -170,7 +195,14 @@ impl RedisStore {
         }
         match owner {
             Some(agent_id) if refused => fenced(-1, agent_id),
-            _ => Ok(()),
+            _ => {
+                for w in writes {
+                    if let StoreWrite::Acknowledge { entry, .. } = w {
+                        entry.acknowledge();
+                    }
+                }
+                Ok(())
+            }
         }
     }
 
@@ -181,15 +213,25 @@ impl RedisStore {
             StoreWrite::Append { agent_id, entry } => {
                 pipe.cmd("EVALSHA")
                     .arg(self.append.get_hash())
-                    .arg(2)
+                    .arg(1)
                     .arg(self.keys.agent_part(agent_id, "thread"))
-                    .arg(self.keys.agent_part(agent_id, "eids"))
                     .arg(entry.id.as_bytes().as_slice())
                     .arg(encode(&**entry).map_err(de)?)
                     .ignore();
             }
+            StoreWrite::AppendNew { agent_id, entry } => {
+                self.pipe_append_new(pipe, agent_id, entry)?;
+            }
             StoreWrite::InboxDone { agent_id, env_id } => {
                 self.pipe_inbox_done(pipe, agent_id, *env_id)
+            }
+            // Not an agent's own flush (a close dropping what it held): acknowledged unfenced.
+            StoreWrite::Acknowledge { entry, .. } => {
+                pipe.cmd("XACK")
+                    .arg(&*entry.stream)
+                    .arg(crate::GROUP)
+                    .arg(&entry.id)
+                    .ignore();
             }
             // Taken out of the pieces before (see `write_batch_fenced`).
             StoreWrite::Forward { .. } | StoreWrite::Outbox { .. } => {}
@@ -197,71 +239,23 @@ impl RedisStore {
         Ok(())
     }
 
-    /// Adds one [`FLUSH_OWN`](super::scripts::FLUSH_OWN) call for `run` (writes of `owner`'s
-    /// own state, see [`is_own`]) and `outputs` (its forwards) to `pipe`: its entries in
-    /// order, its done marks, its outputs, and its last record (the call is atomic, so the
-    /// record a run ends with is the one that counts). The roots index is not touched: a live
-    /// agent's record was indexed when it was created.
-    fn pipe_flush_own(
+    /// Adds [`ThreadStore::append_new`] of `entry` to `agent_id`'s thread to `pipe`, fenced by
+    /// the agent's partition's lease if pushes are fenced; it answers `1`, or `-1` fenced.
+    pub(super) fn pipe_append_new(
         &self,
         pipe: &mut redis::Pipeline,
-        owner: &str,
-        run: &[&StoreWrite],
-        fence: Option<(String, String)>,
-        outputs: &[(&str, &Envelope)],
+        agent_id: &str,
+        entry: &agentd_proto::ThreadEntry,
     ) -> StoreResult<()> {
-        let k = self.keys.partition_of(owner);
-        let stream = self.keys.partition(k);
-        let call = pipe
-            .cmd("EVALSHA")
-            .arg(self.flush_own.get_hash())
-            .arg(8)
-            .arg(self.keys.agent_part(owner, "thread"))
-            .arg(self.keys.agent_part(owner, "eids"))
-            .arg(self.keys.agent_part(owner, "inbox"))
-            .arg(self.keys.agent_part(owner, "inboxdata"))
-            .arg(self.keys.agent(owner))
-            .arg(self.keys.lease(k))
-            .arg(&stream)
-            .arg(self.keys.outbox(k));
-        match fence {
-            Some((_, token)) => call.arg(token),
-            None => call.arg(""),
-        };
-        let entries = run.iter().filter_map(|w| match w {
-            StoreWrite::Append { entry, .. } => Some(entry),
-            _ => None,
-        });
-        call.arg(entries.clone().count());
-        for entry in entries {
-            call.arg(entry.id.as_bytes().as_slice())
-                .arg(encode(&**entry).map_err(de)?);
-        }
-        let dones = run.iter().filter_map(|w| match w {
-            StoreWrite::InboxDone { env_id, .. } => Some(env_id),
-            _ => None,
-        });
-        call.arg(dones.clone().count());
-        for env_id in dones {
-            call.arg(env_id.to_string());
-        }
-        let (here, away): (Vec<_>, Vec<_>) = outputs.iter().partition(|(s, _)| *s == stream);
-        call.arg(here.len());
-        for (_, env) in here {
-            call.arg(encode_envelope(env).map_err(de)?);
-        }
-        call.arg(away.len());
-        for (_, env) in away {
-            call.arg(env.id.to_string())
-                .arg(encode_envelope(env).map_err(de)?);
-        }
-        let record = run.iter().rev().find_map(|w| match w {
-            StoreWrite::PutAgent(rec) => Some(rec),
-            _ => None,
-        });
-        if let Some(rec) = record {
-            call.arg(record_bytes(rec)?);
-        }
+        let (lease, token) = self.lease_and_token(agent_id);
+        pipe.cmd("EVALSHA")
+            .arg(self.append_new.get_hash())
+            .arg(2)
+            .arg(self.keys.agent_part(agent_id, "thread"))
+            .arg(lease)
+            .arg(token)
+            .arg(entry.id.as_bytes().as_slice())
+            .arg(encode(entry).map_err(de)?);
         Ok(())
     }
 
@@ -317,21 +311,25 @@ async fn append(con: &mut crate::RedisConnection, stream: &str, env: &Envelope) 
 fn subject(write: &StoreWrite) -> &str {
     match write {
         StoreWrite::PutAgent(rec) => &rec.id,
-        StoreWrite::Append { agent_id, .. } | StoreWrite::InboxDone { agent_id, .. } => agent_id,
+        StoreWrite::Append { agent_id, .. }
+        | StoreWrite::AppendNew { agent_id, .. }
+        | StoreWrite::InboxDone { agent_id, .. }
+        | StoreWrite::Acknowledge { agent_id, .. } => agent_id,
         StoreWrite::Forward { env, .. } | StoreWrite::Outbox { env } => {
             env.to.agent_id().unwrap_or_default()
         }
     }
 }
 
-/// Whether `write` is of `owner`'s own state (its thread, inbox or record), which its flush
-/// writes through [`FLUSH_OWN`](super::scripts::FLUSH_OWN).
+/// Whether `write` is of `owner`'s own state (its thread, inbox, record or held entries),
+/// which its flush writes ([`super::flush`]).
 fn is_own(write: &StoreWrite, owner: &str) -> bool {
     match write {
         StoreWrite::PutAgent(rec) => rec.id == owner,
-        StoreWrite::Append { agent_id, .. } | StoreWrite::InboxDone { agent_id, .. } => {
-            &**agent_id == owner
-        }
+        StoreWrite::Append { agent_id, .. }
+        | StoreWrite::AppendNew { agent_id, .. }
+        | StoreWrite::InboxDone { agent_id, .. }
+        | StoreWrite::Acknowledge { agent_id, .. } => &**agent_id == owner,
         StoreWrite::Forward { .. } | StoreWrite::Outbox { .. } => false,
     }
 }

@@ -48,6 +48,7 @@ impl RedisStore {
             con,
             keys,
             append: scripts::append(),
+            append_new: Script::new(scripts::APPEND_NEW),
             replace: Script::new(scripts::REPLACE),
             add_child: Script::new(scripts::ADD_CHILD),
             alias_get_or_create: Script::new(scripts::ALIAS_GET_OR_CREATE),
@@ -55,7 +56,8 @@ impl RedisStore {
             pushes: Arc::default(),
             tool_call_close: Script::new(scripts::TOOL_CALL_CLOSE),
             tool_call_put: Script::new(scripts::TOOL_CALL_PUT),
-            flush_own: scripts::flush_own(),
+            flush_many: scripts::flush_many(),
+            flushes: Arc::default(),
             flush_scripts_loaded: Arc::default(),
             dedup_window: DEDUP_WINDOW,
             fence: Arc::default(),
@@ -85,7 +87,12 @@ impl RedisStore {
     /// call answered `NOSCRIPT` is sent again after the calls behind it, which would reorder
     /// two pushes of one agent).
     pub(super) async fn load_flush_scripts(&self, con: &mut RedisConnection) -> StoreResult<()> {
-        for script in [&self.append, &self.flush_own, &self.push_many] {
+        for script in [
+            &self.append,
+            &self.append_new,
+            &self.flush_many,
+            &self.push_many,
+        ] {
             script.load_async(con).await.map_err(be)?;
         }
         self.flush_scripts_loaded

@@ -8,8 +8,11 @@
 //! - version 2: this layout's key names, but each thread a stream (fields `id`, `e`) with a set
 //!   of its entry ids beside it, and each record a hash (the encoded record in field `rec`,
 //!   and copies of a few fields). Each thread becomes a list of `<id> <entry>` pairs (its id
-//!   set dropped: a long thread makes it again from the list), each record one string holding
-//!   the record re-encoded without its defaulted fields.
+//!   set dropped), each record one string holding the record re-encoded without its defaulted
+//!   fields.
+//! - version 3: this layout, with a set of entry ids (`…:eids`) beside each thread of 32
+//!   entries or more. The sets are dropped: this code looks ids up in the list itself, and only
+//!   when an entry may be there already.
 //!
 //! Every step is idempotent (a thread is rewritten only while it is a stream, a record only
 //! while it is a hash, each by a script that swaps the new value in at once) and the layout
@@ -159,6 +162,7 @@ impl RedisStore {
             move_layout_1(&mut con, &keys).await?
         };
         let rewritten = rewrite_agents(&mut con, &keys).await?;
+        drop_entry_id_sets(&mut con, &keys).await?;
         cmd("HSET")
             .arg(keys.layout())
             .arg("state")
@@ -356,12 +360,15 @@ fn legacy_agent_key<'k>(prefix: &str, key: &'k str) -> Option<(&'k str, Option<&
     if let Some(id) = rest.strip_suffix('}') {
         return Some((id, None));
     }
-    AGENT_PARTS.iter().find_map(|part| {
+    AGENT_PARTS.iter().chain(&[ENTRY_ID_SET]).find_map(|part| {
         rest.strip_suffix(part)
             .and_then(|r| r.strip_suffix("}:"))
             .map(|id| (id, Some(*part)))
     })
 }
+
+/// The part of an agent key layouts 1 to 3 kept beside a thread: a set of its entry ids.
+const ENTRY_ID_SET: &str = "eids";
 
 /// Moves the earlier layout's one roots index into one per partition; answers 1 if there was
 /// one.
@@ -440,6 +447,20 @@ async fn rewrite_agents(con: &mut RedisConnection, keys: &Keys) -> StoreResult<u
     Ok(rewritten)
 }
 
+/// Deletes the set of entry ids the earlier layouts kept beside a thread (`…:eids`; layout 1's
+/// moved to this layout's names first).
+async fn drop_entry_id_sets(con: &mut RedisConnection, keys: &Keys) -> StoreResult<()> {
+    let pattern = format!("{{{}:p*:a:*:{ENTRY_ID_SET}", keys.ns());
+    for key in layout::scan_where(con, &pattern, Some("set"), None).await? {
+        cmd("DEL")
+            .arg(key)
+            .query_async::<()>(con)
+            .await
+            .map_err(be)?;
+    }
+    Ok(())
+}
+
 /// Rewrites thread stream `thread` (agent key `base` + `:thread`) as a list of `<id> <entry>`
 /// pairs, in order, built beside it and swapped in by one script; answers 1 if it was.
 async fn rewrite_thread(con: &mut RedisConnection, base: &str, thread: &str) -> StoreResult<usize> {
@@ -488,7 +509,7 @@ async fn rewrite_thread(con: &mut RedisConnection, base: &str, thread: &str) -> 
     let swapped: usize = Script::new(SWAP_THREAD)
         .key(&building)
         .key(thread)
-        .key(format!("{base}:eids"))
+        .key(format!("{base}:{ENTRY_ID_SET}"))
         .invoke_async(con)
         .await
         .map_err(be)?;

@@ -10,7 +10,9 @@
 //! | [`connection`] | connecting, the store's scripts and settings, loading the flush scripts |
 //! | [`scripts`] | the Lua scripts, with the keys and arguments each takes |
 //! | [`operations`] | the `ThreadStore` calls on records, threads, children, aliases, inboxes, checkpoints |
+//! | [`group`] | calls made together per partition: one script call for what was queued at once |
 //! | [`push`] | durable pushes into inboxes, grouped per partition, and the fence that keeps a stale owner's out |
+//! | [`flush`] | live agents' flushes of their own state, grouped per partition: entries, done marks, outputs, the record and the acknowledgement of the entries they held |
 //! | [`batch`] | batches by slot, an agent's own writes fenced by its partition's lease, child outputs through the outbox |
 //! | [`layout`] | the namespace's key layout and partition count, checked at every start |
 //! | [`migrate`] | `agentd migrate`: the earlier layout moved to this one, once |
@@ -19,6 +21,8 @@
 
 mod batch;
 mod connection;
+mod flush;
+mod group;
 mod layout;
 mod migrate;
 mod operations;
@@ -29,7 +33,6 @@ mod spawn_claim;
 
 pub use migrate::Migrated;
 pub use push::PushFence;
-pub use scripts::SHORT_THREAD;
 
 use crate::RedisConnection;
 use crate::redis_keys::Keys;
@@ -43,6 +46,7 @@ pub struct RedisStore {
     con: RedisConnection,
     keys: Keys,
     append: Script,
+    append_new: Script,
     replace: Script,
     add_child: Script,
     alias_get_or_create: Script,
@@ -54,7 +58,10 @@ pub struct RedisStore {
     /// Scripts of the flush pipeline (with [`Self::append`]), sent by their SHA-1 so that Redis
     /// does not hash the script's text on every call (as it does for an `EVAL`); loaded again
     /// if Redis answers `NOSCRIPT` (a restart).
-    flush_own: Script,
+    flush_many: Script,
+    /// Flushes waiting for their partition's next [`Self::flush_many`] call (shared by
+    /// clones).
+    flushes: Arc<flush::FlushQueue>,
     /// Whether the flush scripts were loaded (once before the first flush, and again after a
     /// `NOSCRIPT`): a pipeline cut by `NOSCRIPT` has run its other commands, so a retry would
     /// send its outputs twice (harmless, de-duplicated, but avoidable).

@@ -90,13 +90,28 @@ impl ThreadStore for RedisStore {
         let n: i64 = self
             .append
             .key(self.keys.agent_part(agent_id, "thread"))
-            .key(self.keys.agent_part(agent_id, "eids"))
             .arg(entry.id.as_bytes().as_slice())
             .arg(bytes)
             .invoke_async(&mut con)
             .await
             .map_err(be)?;
         Ok(n == 1)
+    }
+
+    async fn append_new(&self, agent_id: &str, entry: &ThreadEntry) -> StoreResult<()> {
+        let (lease, token) = self.lease_and_token(agent_id);
+        let mut con = self.con.clone();
+        let n: i64 = self
+            .append_new
+            .key(self.keys.agent_part(agent_id, "thread"))
+            .key(lease)
+            .arg(token)
+            .arg(entry.id.as_bytes().as_slice())
+            .arg(encode(entry).map_err(de)?)
+            .invoke_async(&mut con)
+            .await
+            .map_err(be)?;
+        super::push::fenced(n, agent_id)
     }
 
     async fn thread(&self, agent_id: &str) -> StoreResult<Vec<ThreadEntry>> {
@@ -115,8 +130,7 @@ impl ThreadStore for RedisStore {
     async fn replace_thread(&self, agent_id: &str, entries: &[ThreadEntry]) -> StoreResult<()> {
         let mut con = self.con.clone();
         let mut inv = self.replace.prepare_invoke();
-        inv.key(self.keys.agent_part(agent_id, "thread"))
-            .key(self.keys.agent_part(agent_id, "eids"));
+        inv.key(self.keys.agent_part(agent_id, "thread"));
         for e in entries {
             inv.arg(e.id.as_bytes().as_slice())
                 .arg(encode(e).map_err(de)?);

@@ -2,28 +2,25 @@
 //! lands only while the lease of the agent's partition holds this process's token, so a process
 //! that stalled past its lease cannot write behind its successor's back.
 //!
-//! Pushes for agents of one partition made together are grouped: the first queues a task that
-//! sends, when it runs (after the pushes made in the same turn of the runtime, e.g. by every
-//! agent of one partition read), everything queued by then as one
-//! [`PUSH_MANY`](super::scripts::push_many) call. Nothing waits for an earlier call: calls go
-//! out one after another on the connection, as single pushes did. Each push still gets its own
-//! answer (fresh, duplicate, fenced, or its own error).
+//! Pushes for agents of one partition made together are grouped ([`super::group`]) into one
+//! [`PUSH_MANY`](super::scripts::push_many) call. Each push still gets its own answer (fresh,
+//! duplicate, fenced, or its own error).
 
+use super::group::{Groups, result_of};
 use super::{RedisStore, batch::record_bytes, be, de};
 use agentd_actors::{Pushed, StoreError, StoreResult, StoreWrite};
 use agentd_proto::Envelope;
 use agentd_proto::codec::encode;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::sync::oneshot;
 
 /// For an agent, the lease (key) and the token a push for it must find there, if pushes are
 /// fenced (see [`RedisStore::fence_pushes_with`]).
 pub type PushFence = Arc<dyn Fn(&str) -> Option<(String, String)> + Send + Sync>;
 
-/// The first writes of the turn a pushed envelope starts: its input entry's id and bytes, and
-/// its agent's record.
-type TurnStart = (uuid::Uuid, Vec<u8>, Vec<u8>);
+/// The first writes of the turn a pushed envelope starts: its input entry's id and bytes,
+/// whether that entry is known new (the turn's first run), and its agent's record.
+type TurnStart = (uuid::Uuid, Vec<u8>, bool, Vec<u8>);
 
 /// One push waiting for its partition's next call.
 struct Waiting {
@@ -35,10 +32,10 @@ struct Waiting {
     answer: oneshot::Sender<StoreResult<i64>>,
 }
 
-/// The pushes waiting per partition, and whether a task that sends them is queued.
+/// The pushes waiting per partition.
 #[derive(Default)]
 pub(super) struct PushQueue {
-    partitions: Mutex<HashMap<u32, (bool, Vec<Waiting>)>>,
+    groups: Groups<Waiting>,
     /// Held while a task takes its batch and puts its call on the connection: calls go out in
     /// the order their batches were taken, whichever thread runs the task (several Arbiters,
     /// a multi-threaded runtime), so two pushes of one agent reach Redis in the order made.
@@ -57,6 +54,15 @@ impl RedisStore {
     /// The lease and token the push for `agent_id` must find, if pushes are fenced.
     pub(super) fn fence_for(&self, agent_id: &str) -> Option<(String, String)> {
         self.fence.get().and_then(|f| f(agent_id))
+    }
+
+    /// [`Self::fence_for`], or (no fence) the agent's partition's lease with no token, which a
+    /// fenced script then does not check.
+    pub(super) fn lease_and_token(&self, agent_id: &str) -> (String, String) {
+        self.fence_for(agent_id).unwrap_or_else(|| {
+            let k = self.keys.partition_of(agent_id);
+            (self.keys.lease(k), String::new())
+        })
     }
 
     /// Queues `env` in `agent_id`'s inbox unless its id is in the de-duplication window;
@@ -80,11 +86,15 @@ impl RedisStore {
         // The shape an item starting a turn brings (its input entry, then the agent's own
         // record, an existing one: its roots index entry is there already) is applied with the
         // push; with anything else only the push runs (the caller writes the rest).
-        let (entry, rec) = match then {
+        let (entry, new, rec) = match then {
             [
                 StoreWrite::Append { agent_id: a, entry },
                 StoreWrite::PutAgent(rec),
-            ] if &**a == agent_id && rec.id == agent_id => (entry, rec),
+            ] if &**a == agent_id && rec.id == agent_id => (entry, false, rec),
+            [
+                StoreWrite::AppendNew { agent_id: a, entry },
+                StoreWrite::PutAgent(rec),
+            ] if &**a == agent_id && rec.id == agent_id => (entry, true, rec),
             _ => {
                 return Ok(Pushed {
                     fresh: self.push(agent_id, env).await?,
@@ -92,7 +102,12 @@ impl RedisStore {
                 });
             }
         };
-        let start = (entry.id, encode(&**entry).map_err(de)?, record_bytes(rec)?);
+        let start = (
+            entry.id,
+            encode(&**entry).map_err(de)?,
+            new,
+            record_bytes(rec)?,
+        );
         let bytes = encode(env).map_err(de)?;
         let n = self.push_grouped(agent_id, env, bytes, Some(start)).await?;
         fenced(n, agent_id)?;
@@ -121,17 +136,7 @@ impl RedisStore {
             start,
             answer: tx,
         };
-        let lead = {
-            let mut parts = self
-                .pushes
-                .partitions
-                .lock()
-                .map_err(|_| StoreError::transient("the push queue's lock is poisoned"))?;
-            let (queued, waiting_pushes) = parts.entry(k).or_default();
-            waiting_pushes.push(waiting);
-            !std::mem::replace(queued, true)
-        };
-        if lead {
+        if self.pushes.groups.join(k, waiting)? {
             // A task of its own: it runs after the pushes made in this turn of the runtime, and
             // a caller that stops waiting does not leave the others waiting.
             let me = self.clone();
@@ -144,14 +149,7 @@ impl RedisStore {
     /// Sends what waits for partition `k` as one call.
     async fn send_pushes(&self, k: u32) {
         let order = self.pushes.order.lock().await;
-        let batch = match self.pushes.partitions.lock() {
-            Ok(mut parts) => {
-                let (queued, waiting) = parts.entry(k).or_default();
-                *queued = false;
-                std::mem::take(waiting)
-            }
-            Err(_) => return,
-        };
+        let batch = self.pushes.groups.take(k);
         if batch.is_empty() {
             return;
         }
@@ -177,22 +175,8 @@ impl RedisStore {
         }
         .map_err(be);
         for (i, w) in batch.into_iter().enumerate() {
-            let result = match &results {
-                Ok(r) => match r.get(i) {
-                    Some(redis::Value::Int(n)) => Ok(*n),
-                    Some(other) => Err(StoreError::transient(format!(
-                        "redis: the push into agent `{}`'s inbox failed: {}",
-                        w.agent_id,
-                        redis::from_redis_value_ref::<String>(other)
-                            .unwrap_or_else(|_| format!("{other:?}"))
-                    ))),
-                    None => Err(StoreError::corrupt(
-                        "the push script answered too few results",
-                    )),
-                },
-                Err(e) => Err(StoreError::transient(e.to_string())),
-            };
-            let _ = w.answer.send(result);
+            let what = format!("the push into agent `{}`'s inbox", w.agent_id);
+            let _ = w.answer.send(result_of(&results, i, &what));
         }
     }
 
@@ -210,12 +194,15 @@ impl RedisStore {
                 .key(self.keys.agent_part(&w.agent_id, "seenseq"))
                 .key(self.keys.agent_part(&w.agent_id, "inbox"))
                 .key(self.keys.agent_part(&w.agent_id, "inboxdata"));
-            call.arg(if w.start.is_some() { "1" } else { "0" })
-                .arg(&w.env_id)
-                .arg(&w.bytes);
-            if let Some((entry_id, entry, record)) = &w.start {
+            call.arg(match &w.start {
+                None => "0",
+                Some((_, _, false, _)) => "1",
+                Some((_, _, true, _)) => "2",
+            })
+            .arg(&w.env_id)
+            .arg(&w.bytes);
+            if let Some((entry_id, entry, _, record)) = &w.start {
                 call.key(self.keys.agent_part(&w.agent_id, "thread"))
-                    .key(self.keys.agent_part(&w.agent_id, "eids"))
                     .key(self.keys.agent(&w.agent_id));
                 call.arg(entry_id.as_bytes().as_slice())
                     .arg(entry)

@@ -3,63 +3,55 @@
 //! share the partition's hash-tag slot.
 //!
 //! A thread is a list of pairs, `<entry id> <entry>`: the id as its 16 bytes, the entry as
-//! MessagePack. Every script that appends to it does so through [`APPEND_ONCE`], which keeps an
-//! entry id from being appended twice.
+//! MessagePack. An entry its writer knows is new (a first run's) is appended as it is (one
+//! `RPUSH` for all of a flush's); any other goes through [`APPEND_ONCE`], which keeps an entry
+//! id from being appended twice by looking for it in the list. That look-up reads the whole
+//! list when the id is not there, so it is kept for what may really be there already: a
+//! re-run's entries, a batch written again, an interruption's closings.
 
 use redis::Script;
 
-/// A thread shorter than this (in entries) has its ids checked in the list itself (`LPOS`: at
-/// most a few dozen elements compared in C, and no key of its own); one of this length or
-/// more keeps them in a set, `…:eids`, made from the list by the first append that finds it
-/// this long.
-pub const SHORT_THREAD: usize = 32;
-
-/// `append_once(thread, eids, id, entry)`: appends `id` and `entry` to `thread` unless `id` is
-/// one of its entry ids; answers 1 if it did, 0 if not. Below [`SHORT_THREAD`] entries the list
-/// is searched (`LPOS`; an entry element is never 16 bytes long — it holds its own id and
-/// more — so only an id element can match one); from there on, set `eids`, made from the
-/// list's ids the first time it is needed, is asked and filled (`SADD`). Prepended to the
-/// scripts that append ([`with_append_once`]).
+/// `append_once(thread, id, entry)`: appends `id` and `entry` to `thread` unless `id` is one
+/// of its entry ids; answers 1 if it did, 0 if not. `LPOS` from the end, where a re-run's
+/// entries are; an entry element is never 16 bytes long (it holds its own id and more), so only
+/// an id element can match one. Prepended to the scripts that append ([`with_append_once`]).
 const APPEND_ONCE: &str = r"
-local function append_once(thread, eids, id, e)
-  local n = redis.call('LLEN', thread)
-  if n < 2 * SHORT_THREAD then
-    if redis.call('LPOS', thread, id) then return 0 end
-  else
-    if redis.call('EXISTS', eids) == 0 then
-      local all = redis.call('LRANGE', thread, 0, -1)
-      for j = 1, #all, 2 do redis.call('SADD', eids, all[j]) end
-    end
-    if redis.call('SADD', eids, id) == 0 then return 0 end
-  end
+local function append_once(thread, id, e)
+  if redis.call('LPOS', thread, id, 'RANK', -1) then return 0 end
   redis.call('RPUSH', thread, id, e)
   return 1
 end
 ";
 
-/// `script` after the [`APPEND_ONCE`] function, with [`SHORT_THREAD`] filled in.
+/// `script` after the [`APPEND_ONCE`] function.
 fn with_append_once(script: &str) -> String {
-    format!(
-        "{}{script}",
-        APPEND_ONCE.replace("SHORT_THREAD", &SHORT_THREAD.to_string())
-    )
+    format!("{APPEND_ONCE}{script}")
 }
 
-/// Appends an entry unless its id is one of the thread's (`return 0`). KEYS: thread, eids;
-/// ARGV: entry id (16 bytes), entry bytes.
+/// Appends an entry unless its id is one of the thread's (`return 0`). KEYS: thread; ARGV:
+/// entry id (16 bytes), entry bytes.
 const APPEND: &str = r"
-return append_once(KEYS[1], KEYS[2], ARGV[1], ARGV[2])";
+return append_once(KEYS[1], ARGV[1], ARGV[2])";
 
 /// [`APPEND`], ready to call.
 pub(super) fn append() -> Script {
     Script::new(&with_append_once(APPEND))
 }
 
-/// Replaces a thread, and drops its id set (the next append past [`SHORT_THREAD`] entries
-/// makes it again from the list). KEYS: thread, eids; ARGV: entry ids (16 bytes each) and
-/// bytes, in pairs.
+/// Appends an entry its writer knows is new (see `ThreadStore::append_new`) while the agent's
+/// partition's lease holds this process's token (`return -1`: nothing written): appended
+/// without a look-up, an entry written twice would be doubled, so a process that stalled past
+/// its lease must not write one behind the partition's next owner, which may be running the
+/// same turn again. KEYS: thread, the partition's lease; ARGV: the token ('' for no fence),
+/// entry id (16 bytes), entry bytes.
+pub(super) const APPEND_NEW: &str = r"
+if ARGV[1] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[1] then return -1 end
+redis.call('RPUSH', KEYS[1], ARGV[2], ARGV[3])
+return 1";
+
+/// Replaces a thread. KEYS: thread; ARGV: entry ids (16 bytes each) and bytes, in pairs.
 pub(super) const REPLACE: &str = r"
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('DEL', KEYS[1])
 for i = 1, #ARGV, 2 do
   redis.call('RPUSH', KEYS[1], ARGV[i], ARGV[i + 1])
 end
@@ -110,12 +102,14 @@ return {ARGV[2], 1}";
 /// of a push that failed (a key of the wrong type): one agent's broken key fails its own push
 /// only, not those of the other agents in the call. An envelope that
 /// starts its turn also brings the turn's first writes, applied only if it was fresh: its input
-/// entry appended once (as [`APPEND`]) and its agent's record set.
+/// entry appended (once, as [`APPEND`], unless its turn is a first run, whose input is new)
+/// and its agent's record set.
 ///
 /// KEYS: the partition's lease, then per envelope its agent's seen, seenseq, inbox, inboxdata
-/// and, for one that starts a turn, thread, eids and record. ARGV: the token ('' for no
-/// fence), the window, the number of envelopes, then per envelope a flag (`1`: it starts a
-/// turn), its id and bytes, and with the flag the entry id and bytes and the record.
+/// and, for one that starts a turn, thread and record. ARGV: the token ('' for no fence), the
+/// window, the number of envelopes, then per envelope a flag (`1`: it starts a turn, `2`: it
+/// starts a turn whose input is new), its id and bytes, and with the flag the entry id and
+/// bytes and the record.
 ///
 /// `ZADD NX` both checks the window and adds to it (a duplicate only uses up a sequence
 /// number), and the window is counted and cut back to its size only every [`TRIM_EVERY`]th
@@ -143,14 +137,18 @@ local function push(a, k, starts)
   redis.call('HSET', KEYS[k + 3], id, ARGV[a + 2])
   if starts then
     local e = a + 3
-    append_once(KEYS[k + 4], KEYS[k + 5], ARGV[e], ARGV[e + 1])
-    redis.call('SET', KEYS[k + 6], ARGV[e + 2])
+    if ARGV[a] == '2' then
+      redis.call('RPUSH', KEYS[k + 4], ARGV[e], ARGV[e + 1])
+    else
+      append_once(KEYS[k + 4], ARGV[e], ARGV[e + 1])
+    end
+    redis.call('SET', KEYS[k + 5], ARGV[e + 2])
   end
   return 1
 end
 local a, k = 4, 2
 for j = 1, n do
-  local starts = ARGV[a] == '1'
+  local starts = ARGV[a] ~= '0'
   local ok, res = pcall(push, a, k, starts)
   if ok then
     out[j] = res
@@ -161,7 +159,7 @@ for j = 1, n do
   end
   if starts then
     a = a + 6
-    k = k + 7
+    k = k + 6
   else
     a = a + 3
     k = k + 4
@@ -180,47 +178,118 @@ pub(super) fn push_many() -> Script {
     ))
 }
 
-/// A live agent's writes of its own state from one flush, in one call: its thread's new
-/// entries (each once, as [`APPEND`]), then its handled inbox items' done marks, then the
-/// outputs of its children-to-parent forwards (onto its partition's stream when the parent is
-/// in the same partition, else into the partition's outbox, see `batch`), then its record, the
-/// record only while the partition's lease holds this process's token (`return -1` with the
-/// rest written: they are idempotent, and an answer lands together with its done mark or not
-/// at all). KEYS: thread, eids, inbox, inboxdata, record, the partition's lease, stream and
-/// outbox; ARGV: the token ('' for no fence), the number of entries, their ids and bytes, the
-/// number of done marks, their envelope ids, the number of outputs for the stream, their
-/// bytes, the number for the outbox, their ids and bytes, then the record (none: no record).
-const FLUSH_OWN: &str = r"
-local i = 3
-for _ = 1, tonumber(ARGV[2]) do
-  append_once(KEYS[1], KEYS[2], ARGV[i], ARGV[i + 1])
-  i = i + 2
+/// The flushes of live agents of one partition (their writes of their own state), in one
+/// call, each only while the partition's lease holds this process's token (the lease is read
+/// once): for each agent, its thread's new entries in order (runs of those known new in one
+/// `RPUSH`, any other once, as [`APPEND`]), its handled inbox items' done marks, the outputs of
+/// its children-to-parent forwards (onto the partition's stream when the parent is in the same
+/// partition, else into the partition's outbox, see `batch`), its record and the
+/// acknowledgements of the partition stream entries it held (see
+/// `agentd_actors::ports::StreamEntry`). A fenced flush writes nothing: entries known new are
+/// appended without a look-up, and the partition's next owner may be running the same turn
+/// again. The entries held are acknowledged with one `XACK` at the end, so an entry and the end
+/// of the item it carried are durable together or not at all.
+///
+/// Answers one result per agent: `1` written, `-1` fenced (nothing written), or the error text
+/// of a write that failed (a key of the wrong type): one agent's broken key fails its own flush
+/// only.
+///
+/// KEYS: the partition's lease, stream and outbox, then per agent its thread, inbox, inboxdata
+/// and record. ARGV: the token ('' for no fence), the number of agents, then per agent the
+/// number of entries and per entry a flag (`1`: known new), its id and its bytes; the number
+/// of done marks and their envelope ids; the number of outputs for the stream and their bytes;
+/// the number for the outbox and their ids and bytes; the number of held entries to
+/// acknowledge and their stream ids; `1` and the record, or `0` for no record.
+const FLUSH_MANY: &str = r"
+local fenced = nil
+local function fence_holds()
+  if fenced == nil then
+    fenced = ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1]
+  end
+  return not fenced
 end
-local n = tonumber(ARGV[i])
-i = i + 1
-for _ = 1, n do
-  redis.call('ZREM', KEYS[3], ARGV[i])
-  redis.call('HDEL', KEYS[4], ARGV[i])
-  i = i + 1
+local acks = {}
+local function ack_all()
+  for j = 1, #acks, 1000 do
+    redis.call('XACK', KEYS[2], 'GROUP', unpack(acks, j, math.min(j + 999, #acks)))
+  end
 end
-n = tonumber(ARGV[i])
-i = i + 1
-for _ = 1, n do
-  redis.call('XADD', KEYS[7], '*', 'm', ARGV[i])
-  i = i + 1
+-- Where agent `a`'s arguments are, from `i`; answers them and where the next agent's start.
+local function parse(i)
+  local a = {}
+  a.entries, a.n_entries = i + 1, tonumber(ARGV[i])
+  i = a.entries + 3 * a.n_entries
+  a.dones, a.n_dones = i + 1, tonumber(ARGV[i])
+  i = a.dones + a.n_dones
+  a.here, a.n_here = i + 1, tonumber(ARGV[i])
+  i = a.here + a.n_here
+  a.away, a.n_away = i + 1, tonumber(ARGV[i])
+  i = a.away + 2 * a.n_away
+  a.acks, a.n_acks = i + 1, tonumber(ARGV[i])
+  i = a.acks + a.n_acks
+  if ARGV[i] == '1' then
+    a.record = i + 1
+    i = i + 2
+  else
+    i = i + 1
+  end
+  return a, i
 end
-n = tonumber(ARGV[i])
-i = i + 1
-for _ = 1, n do
-  redis.call('HSET', KEYS[8], ARGV[i], ARGV[i + 1])
-  i = i + 2
+local function flush(a, k)
+  if not fence_holds() then return -1 end
+  local new = {}
+  local function push_new()
+    if #new > 0 then
+      redis.call('RPUSH', KEYS[k], unpack(new))
+      new = {}
+    end
+  end
+  for j = a.entries, a.entries + 3 * (a.n_entries - 1), 3 do
+    if ARGV[j] == '1' then
+      new[#new + 1] = ARGV[j + 1]
+      new[#new + 1] = ARGV[j + 2]
+      if #new >= 1000 then push_new() end
+    else
+      push_new()
+      append_once(KEYS[k], ARGV[j + 1], ARGV[j + 2])
+    end
+  end
+  push_new()
+  for j = a.dones, a.dones + a.n_dones - 1 do
+    redis.call('ZREM', KEYS[k + 1], ARGV[j])
+    redis.call('HDEL', KEYS[k + 2], ARGV[j])
+  end
+  for j = a.here, a.here + a.n_here - 1 do
+    redis.call('XADD', KEYS[2], '*', 'm', ARGV[j])
+  end
+  for j = a.away, a.away + 2 * (a.n_away - 1), 2 do
+    redis.call('HSET', KEYS[3], ARGV[j], ARGV[j + 1])
+  end
+  if a.record then redis.call('SET', KEYS[k + 3], ARGV[a.record]) end
+  for j = a.acks, a.acks + a.n_acks - 1 do acks[#acks + 1] = ARGV[j] end
+  return 1
 end
-if i > #ARGV then return 1 end
-if ARGV[1] ~= '' and redis.call('GET', KEYS[6]) ~= ARGV[1] then return -1 end
-redis.call('SET', KEYS[5], ARGV[i])
-return 1";
+local out = {}
+local i, k = 3, 4
+for n = 1, tonumber(ARGV[2]) do
+  local a
+  a, i = parse(i)
+  local ok, res = pcall(flush, a, k)
+  if ok then
+    out[n] = res
+  elseif type(res) == 'table' then
+    out[n] = res.err
+  else
+    out[n] = tostring(res)
+  end
+  k = k + 4
+end
+ack_all()
+return out";
 
-/// [`FLUSH_OWN`], ready to call.
-pub(super) fn flush_own() -> Script {
-    Script::new(&with_append_once(FLUSH_OWN))
+/// [`FLUSH_MANY`], ready to call.
+pub(super) fn flush_many() -> Script {
+    Script::new(&with_append_once(
+        &FLUSH_MANY.replace("'GROUP'", &format!("'{}'", crate::GROUP)),
+    ))
 }

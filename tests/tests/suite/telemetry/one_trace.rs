@@ -246,6 +246,17 @@ fn a_turn_run_again_after_kill_9_links_to_the_lost_one() {
     b.wait_for("the turn to run in B", |p| {
         p.get(&format!("/v1/agents/{agent}"))["turn_running"] == true
     });
+    // B holds the message in its stream entry, and writes the turn's start (the `running`
+    // record that counts the attempt) once the turn has run `redis.hold_ms`: a run lost before
+    // that left nothing to link to, and its re-run is a first attempt.
+    let mut con = cluster.redis.client();
+    let key = agentd_store::Keys::new("otel", PARTITIONS).agent(&agent);
+    eventually_blocking(Duration::from_secs(10), "the turn's start stored", || {
+        let bytes: Option<Vec<u8>> = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
+        bytes
+            .and_then(|b| agentd_proto::codec::decode::<agentd_proto::AgentRecord>(&b).ok())
+            .is_some_and(|rec| rec.status == agentd_proto::AgentStatus::Running)
+    });
     let before = a.get(&format!("/v1/agents/{agent}"));
     assert_eq!(before["trace_id"], trace_id_sent, "{before}");
     b.kill9();

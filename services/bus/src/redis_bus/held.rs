@@ -1,0 +1,135 @@
+//! The entries this process delivers to its agents (see [`StreamEntry`]): the ownership period
+//! each was read in, which ones agents hold now, so that a claim of this process's own pending
+//! entries (after a lost connection) does not deliver them a second time, and which one an
+//! agent let go without acknowledging it, so that its partition is claimed again and the entry
+//! delivered anew.
+
+use super::RedisBus;
+use agentd_actors::ports::{EntryWatch, StreamEntry};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Per partition: its ownership period (counted up each time it is to be claimed again, see
+/// [`RedisBus::claim_and_drain`]) and the ids of the entries delivered to agents and not let go
+/// yet.
+pub(super) struct HeldEntries {
+    epochs: Vec<AtomicU64>,
+    out: Vec<Mutex<HashSet<String>>>,
+}
+
+impl HeldEntries {
+    pub(super) fn new(partitions: u32) -> Self {
+        let n = partitions.max(1) as usize;
+        HeldEntries {
+            epochs: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            out: (0..n).map(|_| Mutex::new(HashSet::new())).collect(),
+        }
+    }
+
+    fn of(&self, k: u32) -> Option<std::sync::MutexGuard<'_, HashSet<String>>> {
+        self.out.get(k as usize).and_then(|m| m.lock().ok())
+    }
+
+    /// Partition `k`'s ownership period now.
+    pub(super) fn epoch(&self, k: u32) -> u64 {
+        self.epochs
+            .get(k as usize)
+            .map_or(0, |e| e.load(Ordering::SeqCst))
+    }
+
+    /// Partition `k` is to be claimed again: a new ownership period starts, and what was read
+    /// before it is no longer taken by agents.
+    pub(super) fn next_epoch(&self, k: u32) {
+        if let Some(e) = self.epochs.get(k as usize) {
+            e.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// How many entries of partition `k` are out with agents.
+    pub(super) fn count(&self, k: u32) -> usize {
+        self.of(k).map_or(0, |s| s.len())
+    }
+
+    /// Whether entry `id` of partition `k` is out with an agent.
+    pub(super) fn holds(&self, k: u32, id: &str) -> bool {
+        self.of(k).is_some_and(|s| s.contains(id))
+    }
+}
+
+impl RedisBus {
+    /// Whether agents may hold the entries they are delivered (`redis.hold_ms` > 0).
+    pub(super) fn offers_holds(&self) -> bool {
+        self.cfg.hold_ms > 0
+    }
+
+    /// Entry `id` of partition `k` (stream `stream`), read for the first time in the
+    /// partition's ownership period `epoch`, to deliver to its agent, which may hold it if
+    /// holds are on; noted as out until it is let go.
+    pub(super) fn entry(
+        self: &Arc<Self>,
+        (k, epoch): (u32, u64),
+        stream: &Arc<str>,
+        id: &str,
+    ) -> Arc<StreamEntry> {
+        if !self.offers_holds() {
+            return self.unheld_entry((k, epoch), stream, id);
+        }
+        if let Some(mut s) = self.held.of(k) {
+            s.insert(id.to_string());
+        }
+        let watch: Arc<dyn EntryWatch> = self.clone();
+        StreamEntry::new(
+            stream.clone(),
+            k,
+            epoch,
+            id.to_string(),
+            Duration::from_millis(self.cfg.hold_ms),
+            Some(watch),
+        )
+    }
+
+    /// Entry `id` of partition `k` (stream `stream`), read in the partition's ownership period
+    /// `epoch`, to deliver to its agent, which may not hold it (it may have been delivered
+    /// before: a claimed entry): the reader acknowledges it once it is pushed.
+    pub(super) fn unheld_entry(
+        &self,
+        (k, epoch): (u32, u64),
+        stream: &Arc<str>,
+        id: &str,
+    ) -> Arc<StreamEntry> {
+        StreamEntry::new(
+            stream.clone(),
+            k,
+            epoch,
+            id.to_string(),
+            Duration::ZERO,
+            None,
+        )
+    }
+}
+
+impl EntryWatch for RedisBus {
+    fn released(&self, entry: &StreamEntry) {
+        if let Some(mut s) = self.held.of(entry.partition) {
+            s.remove(&entry.id);
+        }
+        if !entry.is_taken() || entry.is_acknowledged() || self.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let k = entry.partition;
+        if !self.owned().contains(&k) {
+            // The partition's next owner claims it.
+            return;
+        }
+        tracing::warn!(
+            partition = k,
+            entry = %entry.id,
+            "an agent let a held entry go without acknowledging it; claiming its partition again"
+        );
+        if let Ok(mut c) = self.to_claim.write() {
+            c.insert(k);
+        }
+    }
+}
