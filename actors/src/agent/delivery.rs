@@ -88,7 +88,10 @@ impl AgentActor {
             return ready(Err(e));
         }
         if let Some(entry) = entry {
-            if self.holds(env.id) {
+            // Queued or running here already (another entry of one envelope): this copy is
+            // acknowledged. (Not `holds`: the record's task may be one a crash cut short, which
+            // this copy is to run again.)
+            if self.queue.holds(env.id) || self.activity.holds(env.id) {
                 tracing::debug!(agent_id = %self.rec.id, message_id = %env.id, "duplicate envelope ignored");
                 return ready(Ok(false));
             }

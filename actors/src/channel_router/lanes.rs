@@ -9,6 +9,7 @@ use crate::agent::messages::Delivery;
 use crate::errors::mailbox;
 use crate::supervisor::messages::Activate;
 use actix::prelude::*;
+use agentd_proto::{AgentdError, ErrorCode};
 use std::collections::VecDeque;
 
 /// Envelopes waiting for one receiver, in order.
@@ -65,6 +66,16 @@ impl ChannelRouter {
                 }
                 return;
             };
+            if d.from_stream && self.is_remote(&d, &target) {
+                // Read from a partition this process has given up since: it stays pending for
+                // the partition's next owner, whose claim delivers it in its place. Appended
+                // to the stream again, it would go behind what was sent after it.
+                d.answer(Err(AgentdError::new(
+                    ErrorCode::Unavailable,
+                    format!("agent `{target}`: this process no longer holds its partition"),
+                )));
+                continue;
+            }
             if self.is_remote(&d, &target)
                 && let Some(transport) = self.system.deps.transport.clone()
             {

@@ -97,7 +97,7 @@ impl Handler<RemoteOutput> for ChannelRouter {
         let cause = env.causation_id.unwrap_or(env.id);
         let cached = self.remote_children.get(&child_id).cloned();
         let store = self.system.deps.store.clone();
-        let system = self.system.clone();
+        let to = env.to.agent_id().unwrap_or_default().to_string();
         // The parent's router here, if this process owns the parent: the output is answered
         // (and its stream entry acknowledged) only once that router has handled it — put it
         // in the parent's durable inbox, or handed it to a waiting call — so a crash before
@@ -147,8 +147,15 @@ impl Handler<RemoteOutput> for ChannelRouter {
                         .map_err(mailbox)?;
                     pr.send(out).await.map_err(mailbox)?;
                 }
-                // Not this process's (any more): the router forwards it.
-                None => system.output_to_router().send(out).await.map_err(mailbox)?,
+                // The parent's partition is not this process's any more: the entry stays
+                // pending for its next owner, whose claim delivers it in its place (appended
+                // again, it would go behind the outputs sent after it).
+                None => {
+                    return Err(AgentdError::new(
+                        ErrorCode::Unavailable,
+                        format!("agent `{to}`: this process no longer holds its partition"),
+                    ));
+                }
             }
             Ok::<_, AgentdError>(fresh.then_some(child))
         };
