@@ -47,9 +47,9 @@ impl Supervisor {
         let deps = &self.system.deps;
         deps.events.publish(&Event::Spawned {
             agent_id: rec.id.clone(),
-            parent_id: rec.parent_id.clone(),
-            agent_type: rec.agent_type.clone(),
-            title: rec.title.clone(),
+            parent_id: rec.parent_id.as_deref().map(String::from),
+            agent_type: rec.agent_type.to_string(),
+            title: rec.title.to_string(),
         });
         let first = prompt.map(|prompt| first_message(&rec, prompt, trace, deps.clock.now_ms()));
         if deps.is_remote(&rec.id) {
@@ -202,14 +202,14 @@ fn new_record(
         .filter(|t| !t.trim().is_empty())
         .unwrap_or_else(|| crate::config::AgentTypes::default_title(ty));
     AgentRecord {
-        parent_id: parent.map(|p| p.id.clone()),
+        parent_id: parent.map(|p| p.id.as_str().into()),
         root_id: parent
             .map(|p| p.root_id.clone())
-            .unwrap_or_else(|| id.clone()),
+            .unwrap_or_else(|| id.as_str().into()),
         id,
         depth,
-        title: title.trim().to_string(),
-        agent_type: ty.name.clone(),
+        title: title.trim().into(),
+        agent_type: ty.name.as_str().into(),
         status: AgentStatus::Idle,
         status_reason: None,
         // Seed 003: foreground agents are the roots a person or a service talks to; a root

@@ -73,8 +73,8 @@ impl RequestNames {
         RequestNames {
             calls: ModelCallMeters::of(rec.provider.clone(), deps),
             agent_id: rec.id.as_str().into(),
-            agent_type: rec.agent_type.as_str().into(),
-            title: rec.title.as_str().into(),
+            agent_type: Arc::clone(&rec.agent_type),
+            title: Arc::clone(&rec.title),
             type_model: deps
                 .config
                 .types

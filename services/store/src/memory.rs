@@ -339,11 +339,11 @@ impl ThreadStore for MemoryStore {
         inner.aliases.remove(agent_id);
         inner.a2a_tasks.remove(agent_id);
         if let Some(parent) = parent {
-            if let Some((order, set)) = inner.children.get_mut(&parent) {
+            if let Some((order, set)) = inner.children.get_mut(&*parent) {
                 order.retain(|c| c != agent_id);
                 set.remove(agent_id);
             }
-            if let Some(map) = inner.aliases.get_mut(&parent) {
+            if let Some(map) = inner.aliases.get_mut(&*parent) {
                 map.retain(|_, child| child != agent_id);
             }
         }
