@@ -171,6 +171,18 @@ pub struct A2aSkill {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AgentTypes {
     types: BTreeMap<String, AgentType>,
+    /// Each type's name and default title as its agents' records hold them: shared by all
+    /// of them (one string for 100,000 idle agents of a type, not one each).
+    shared: BTreeMap<String, SharedNames>,
+}
+
+/// A type's name and default title, shared by the records of its agents.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedNames {
+    /// The type's name.
+    pub name: agentd_proto::SharedName,
+    /// [`AgentTypes::default_title`], trimmed.
+    pub title: agentd_proto::SharedName,
 }
 
 impl AgentTypes {
@@ -188,7 +200,11 @@ impl AgentTypes {
         for t in types {
             map.insert(t.name.clone(), t);
         }
-        let table = AgentTypes { types: map };
+        let shared = map
+            .iter()
+            .map(|(name, t)| (name.clone(), SharedNames::of(t)))
+            .collect();
+        let table = AgentTypes { types: map, shared };
         table.validate()?;
         Ok(table)
     }
@@ -253,6 +269,15 @@ impl AgentTypes {
             "" => t.name.clone(),
             title => title.to_string(),
         }
+    }
+
+    /// The name and default title the records of type `t`'s agents share (made afresh for a
+    /// type that is not this table's).
+    pub fn shared_names(&self, t: &AgentType) -> SharedNames {
+        self.shared
+            .get(&t.name)
+            .cloned()
+            .unwrap_or_else(|| SharedNames::of(t))
     }
 
     /// All types, by name.
@@ -360,6 +385,15 @@ impl RuntimeConfig {
             .and_then(|m| self.prices.get(m))
             .copied()
             .unwrap_or(self.default_price)
+    }
+}
+
+impl SharedNames {
+    fn of(t: &AgentType) -> Self {
+        SharedNames {
+            name: t.name.as_str().into(),
+            title: AgentTypes::default_title(t).trim().into(),
+        }
     }
 }
 

@@ -1,9 +1,9 @@
 //! Hashing: the hash maps of the per-message path, and the stable hash that places agents.
 //!
 //! Hash maps for the per-message path. Agent ids are 36-character strings and every message
-//! looks several of them up (the directory, the store's threads and inboxes, the status gauge);
-//! foldhash (seeded at random per process) hashes them several times faster than std's
-//! SipHash, which showed in profiles of the in-process message path.
+//! looks some of them up (the directory, the memory store's agents, the status gauge of an
+//! agent that has not run a turn); foldhash (seeded at random per process) hashes them several
+//! times faster than std's SipHash, which showed in profiles of the in-process message path.
 
 /// A `HashMap` with foldhash's per-process random seed.
 pub type FastHashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;

@@ -69,7 +69,7 @@ pub use limits::InputLimits;
 pub use manage::{AsyncForward, ManageCommand, ManageMode, ManageOptions, ManageRequest};
 pub use markers::Marker;
 pub use output::Output;
-pub use record::{AgentCli, AgentId, AgentRecord, Channel, ManageChannel};
+pub use record::{AgentCli, AgentId, AgentRecord, Channel, ManageChannel, SharedName};
 pub use remote_a2a::RemoteA2aSession;
 pub use status::AgentStatus;
 pub use thread::{Role, ThreadEntry, ToolCall};

@@ -9,6 +9,11 @@ use serde::{Deserialize, Serialize};
 /// Agent ids are strings (uuid v7 text); an agent's id is also its session and thread id.
 pub type AgentId = String;
 
+/// An id or a name a record shares with its copies: the record is copied on write (an agent
+/// changes it while a store batch or a turn still reads the old version), and a copy then
+/// counts references instead of copying the strings. Written as a plain string.
+pub type SharedName = std::sync::Arc<str>;
+
 /// Where an agent's output is delivered (seed 000: the thread's descriptor).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -85,16 +90,16 @@ pub struct AgentRecord {
     pub id: AgentId,
     /// Parent agent, `None` for roots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent_id: Option<AgentId>,
+    pub parent_id: Option<SharedName>,
     /// The root of this agent's tree (itself for roots).
-    pub root_id: AgentId,
+    pub root_id: SharedName,
     /// 0 for roots, parent depth + 1 otherwise.
     #[serde(default, skip_serializing_if = "is_default")]
     pub depth: u32,
     /// Display title (workers are addressed by it, trimmed).
-    pub title: String,
+    pub title: SharedName,
     /// Agent type name (a key of the agent type table).
-    pub agent_type: String,
+    pub agent_type: SharedName,
     /// Current status.
     pub status: AgentStatus,
     /// Why the status was entered (e.g. a pause reason), if said.

@@ -117,10 +117,10 @@ impl AgentSummary {
         let remote = crate::RemoteA2aSession::parse(session.as_deref());
         AgentSummary {
             agent_id: rec.id.clone(),
-            parent_id: rec.parent_id.clone(),
-            root_id: rec.root_id.clone(),
-            title: rec.title.clone(),
-            agent_type: rec.agent_type.clone(),
+            parent_id: rec.parent_id.as_deref().map(String::from),
+            root_id: rec.root_id.to_string(),
+            title: rec.title.to_string(),
+            agent_type: rec.agent_type.to_string(),
             depth: rec.depth,
             status: rec.status,
             status_reason: rec.status_reason.clone(),
@@ -377,9 +377,9 @@ impl QueueTask {
     pub fn of(rec: &AgentRecord, queue_state: QueueState, pending: usize) -> Self {
         QueueTask {
             agent_id: rec.id.clone(),
-            title: rec.title.clone(),
-            agent_type: rec.agent_type.clone(),
-            root_id: rec.root_id.clone(),
+            title: rec.title.to_string(),
+            agent_type: rec.agent_type.to_string(),
+            root_id: rec.root_id.to_string(),
             priority: rec.priority,
             queue_state,
             status: rec.status,

@@ -275,7 +275,7 @@ impl AgentActor {
         scheduler.do_send(Acquire {
             agent_id: self.rec.id.clone(),
             priority: self.rec.priority,
-            parent: self.rec.parent_id.clone(),
+            parent: self.rec.parent_id.as_deref().map(String::from),
             provider: self
                 .rec
                 .provider

@@ -203,7 +203,7 @@ impl AgentActor {
                     act.system
                         .supervisor
                         .do_send(crate::supervisor::messages::PauseTree {
-                            root_id: act.rec.root_id.clone(),
+                            root_id: act.rec.root_id.to_string(),
                             limit,
                         });
                 }

@@ -65,6 +65,7 @@ fn goes_first(env: &Envelope) -> bool {
 impl InboxQueue {
     /// Queues `env` at its place (see the module doc). The caller aborts the running turn first
     /// when [`interrupts`] holds for it.
+    #[inline]
     pub(super) fn push(&mut self, env: Envelope) {
         depth_changed(1.0);
         if interrupts(&env) {
@@ -112,6 +113,7 @@ impl InboxQueue {
     }
 
     /// The item to run next: the retried one, else the first queued one.
+    #[inline]
     pub(super) fn pop_next(&mut self) -> Option<Envelope> {
         if let Some(env) = self.retry.take() {
             return Some(*env);

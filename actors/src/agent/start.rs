@@ -33,6 +33,9 @@ pub(super) struct TurnSetup {
     pub(super) usage: UsageMeters,
     /// Where the agent's turns report their progress (the actor's own address, made once).
     progress: Option<Arc<Recipient<TurnProgress>>>,
+    /// The agent's entry in the status gauge, taken at its first status change once it runs
+    /// turns ([`crate::metrics::StatusCell`]).
+    pub(super) status: Option<crate::metrics::StatusCell>,
 }
 
 impl TurnSetup {
@@ -43,6 +46,7 @@ impl TurnSetup {
             names: Arc::new(crate::turn::RequestNames::of(rec, deps)),
             usage: UsageMeters::of(rec, deps),
             progress: None,
+            status: None,
         }
     }
 }

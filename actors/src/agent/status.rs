@@ -33,9 +33,17 @@ impl AgentActor {
 
     /// Tells the status gauge and the event stream that the record's status went from `from`
     /// to what it is now (`reason`: why).
-    pub(super) fn announce_status(&self, from: AgentStatus, reason: Option<String>) {
+    pub(super) fn announce_status(&mut self, from: AgentStatus, reason: Option<String>) {
         let to = self.rec.status;
-        metrics::global().agent_status(&self.rec.id, Some(to.as_str()));
+        // An agent that runs turns sets its own entry of the gauge; one that never did goes
+        // through the registry (and holds no cell: 100,000 idle agents stay small).
+        match self.setup.as_deref_mut() {
+            Some(setup) => match &setup.status {
+                Some(cell) => cell.set(to),
+                None => setup.status = Some(metrics::global().agent_status_cell(&self.rec.id, to)),
+            },
+            None => metrics::global().agent_status(&self.rec.id, Some(to)),
+        }
         if self.deps().events.is_listened() {
             self.deps().events.publish(&Event::StatusChanged {
                 agent_id: self.rec.id.clone(),

@@ -14,9 +14,10 @@ mod thread_cache;
 
 pub use series::{Counter, Timer};
 
+use agentd_proto::AgentStatus;
 use series::{AtomicF64, Kind, Labels, Series};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 #[derive(Default)]
@@ -25,7 +26,41 @@ struct Inner {
     series: BTreeMap<(Kind, &'static str, Labels), Series>,
     help: BTreeMap<&'static str, (&'static str, Kind)>,
     /// Each known agent's status, by [`status_key`] of its id (no copy of the id per agent).
-    statuses: crate::FastHashMap<(u64, u64), &'static str>,
+    statuses: crate::FastHashMap<(u64, u64), StatusSlot>,
+}
+
+/// Where the gauge keeps one agent's status.
+enum StatusSlot {
+    /// Set through the registry ([`Metrics::agent_status`]).
+    Set(AgentStatus),
+    /// Set by its live actor through a [`StatusCell`], without the registry's lock.
+    Shared(Arc<AtomicU8>),
+}
+
+impl StatusSlot {
+    fn status(&self) -> Option<AgentStatus> {
+        match self {
+            StatusSlot::Set(s) => Some(*s),
+            StatusSlot::Shared(cell) => status_of(cell.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+fn status_of(n: u8) -> Option<AgentStatus> {
+    AgentStatus::ALL.iter().copied().find(|s| *s as u8 == n)
+}
+
+/// An agent's entry in the `agentd_agents` gauge, held by its live actor: a status change is
+/// one store, where the registry took a hash of the id, a lock and a map insert (twice a
+/// message: `running`, then `idle`).
+#[derive(Debug)]
+pub struct StatusCell(Arc<AtomicU8>);
+
+impl StatusCell {
+    /// The agent's status is now `status`.
+    pub fn set(&self, status: AgentStatus) {
+        self.0.store(status as u8, Ordering::Relaxed);
+    }
 }
 
 /// The key an agent's status is kept under: a 128-bit hash of its id (ids colliding would
@@ -231,17 +266,42 @@ impl Metrics {
     }
 
     /// Tracks an agent's current status (for the `agentd_agents` gauge); `None` forgets it.
-    pub fn agent_status(&self, agent_id: &str, status: Option<&'static str>) {
+    pub fn agent_status(&self, agent_id: &str, status: Option<AgentStatus>) {
         let key = status_key(agent_id);
         let mut m = self.lock();
         match status {
-            Some(s) => {
-                m.statuses.insert(key, s);
-            }
+            Some(s) => match m.statuses.get_mut(&key) {
+                // Its actor holds the cell: the entry stays the one it sets.
+                Some(StatusSlot::Shared(cell)) => cell.store(s as u8, Ordering::Relaxed),
+                Some(slot) => *slot = StatusSlot::Set(s),
+                None => {
+                    m.statuses.insert(key, StatusSlot::Set(s));
+                }
+            },
             None => {
                 m.statuses.remove(&key);
             }
         }
+    }
+
+    /// [`Self::agent_status`], answering the agent's entry for its live actor to set from now
+    /// on ([`StatusCell`]). Forgetting the agent (`agent_status(id, None)`) leaves a cell that
+    /// counts nowhere.
+    pub fn agent_status_cell(&self, agent_id: &str, status: AgentStatus) -> StatusCell {
+        let key = status_key(agent_id);
+        let mut m = self.lock();
+        let slot = m.statuses.entry(key).or_insert(StatusSlot::Set(status));
+        let cell = match slot {
+            StatusSlot::Shared(cell) => Arc::clone(cell),
+            StatusSlot::Set(_) => {
+                let cell = Arc::new(AtomicU8::new(status as u8));
+                *slot = StatusSlot::Shared(Arc::clone(&cell));
+                cell
+            }
+        };
+        let cell = StatusCell(cell);
+        cell.set(status);
+        cell
     }
 }
 
@@ -255,13 +315,41 @@ mod tests {
         m.inc("agentd_x_total", "X.", &[("kind", "a")], 2.0);
         m.set("agentd_g", "G.", &[], 3.0);
         m.observe("agentd_h_seconds", "H.", &[("p", "q")], 0.003);
-        m.agent_status("a1", Some("idle"));
+        m.agent_status("a1", Some(AgentStatus::Idle));
         let text = m.render();
         assert!(text.contains("agentd_x_total{kind=\"a\"} 2"));
         assert!(text.contains("# TYPE agentd_g gauge\nagentd_g 3"));
         assert!(text.contains("agentd_h_seconds_bucket{p=\"q\",le=\"0.005\"} 1"));
         assert!(text.contains("agentd_h_seconds_count{p=\"q\"} 1"));
         assert!(text.contains("agentd_agents{status=\"idle\"} 1"));
+    }
+
+    #[test]
+    fn a_live_agent_s_cell_sets_its_status_in_the_gauge() {
+        let m = Metrics::default();
+        m.agent_status("a1", Some(AgentStatus::Idle));
+        m.agent_status("a2", Some(AgentStatus::Idle));
+        let cell = m.agent_status_cell("a1", AgentStatus::Running);
+        assert!(m.render().contains("agentd_agents{status=\"running\"} 1"));
+        cell.set(AgentStatus::Idle);
+        assert!(m.render().contains("agentd_agents{status=\"idle\"} 2"));
+        // Set through the registry, the status goes to the cell the actor keeps setting.
+        m.agent_status("a1", Some(AgentStatus::Paused));
+        cell.set(AgentStatus::Running);
+        let text = m.render();
+        assert!(
+            text.contains("agentd_agents{status=\"running\"} 1"),
+            "{text}"
+        );
+        assert!(!text.contains("paused"), "{text}");
+        m.agent_status("a1", None);
+        cell.set(AgentStatus::Failed);
+        let text = m.render();
+        assert!(
+            !text.contains("failed") && !text.contains("running"),
+            "{text}"
+        );
+        assert!(text.contains("agentd_agents{status=\"idle\"} 1"), "{text}");
     }
 
     #[test]

@@ -27,8 +27,8 @@ impl Metrics {
         let m = self.lock();
         let mut out = String::new();
         let mut by_status: BTreeMap<&str, u64> = BTreeMap::new();
-        for s in m.statuses.values() {
-            *by_status.entry(s).or_default() += 1;
+        for s in m.statuses.values().filter_map(|slot| slot.status()) {
+            *by_status.entry(s.as_str()).or_default() += 1;
         }
         out.push_str("# HELP agentd_agents Agents known to this process, by status.\n# TYPE agentd_agents gauge\n");
         for (s, n) in by_status {

@@ -4,7 +4,7 @@
 
 use super::Supervisor;
 use super::dependencies::{Dependencies, at_spawn};
-use crate::config::AgentType;
+use crate::config::{AgentType, SharedNames};
 use crate::deps::Deps;
 use crate::messages::{FirstMessage, Spawn, SpawnSpec, Spawned};
 use crate::ports::StoreWrite;
@@ -47,9 +47,9 @@ impl Supervisor {
         let deps = &self.system.deps;
         deps.events.publish(&Event::Spawned {
             agent_id: rec.id.clone(),
-            parent_id: rec.parent_id.clone(),
-            agent_type: rec.agent_type.clone(),
-            title: rec.title.clone(),
+            parent_id: rec.parent_id.as_deref().map(String::from),
+            agent_type: rec.agent_type.to_string(),
+            title: rec.title.to_string(),
         });
         let first = prompt.map(|prompt| first_message(&rec, prompt, trace, deps.clock.now_ms()));
         if deps.is_remote(&rec.id) {
@@ -63,7 +63,7 @@ impl Supervisor {
                 first_message,
             });
         }
-        crate::metrics::global().agent_status(&rec.id, Some(rec.status.as_str()));
+        crate::metrics::global().agent_status(&rec.id, Some(rec.status));
         let unmet = std::mem::take(&mut dependencies.unmet);
         let addr = self.start_agent(rec.clone(), unmet);
         let first_message = first
@@ -164,7 +164,8 @@ async fn create(
         ));
     }
     let dependencies = at_spawn(deps, &id, &spec.depends_on).await?;
-    let mut rec = new_record(spec, ty, id, depth, provider, deps.clock.now_ms());
+    let names = cfg.types.shared_names(ty);
+    let mut rec = new_record(spec, ty, names, id, depth, provider, deps.clock.now_ms());
     if !dependencies.unmet.is_empty() {
         // Born waiting: its turns (and a failed dependency's news) wait for its actor.
         rec.status = AgentStatus::WaitingDependency;
@@ -184,10 +185,12 @@ async fn create(
     Ok((rec, dependencies))
 }
 
-/// The record of a new agent `id` of type `ty`, as `spec` asks for it.
+/// The record of a new agent `id` of type `ty` (whose shared name and default title are
+/// `names`), as `spec` asks for it.
 fn new_record(
     spec: &SpawnSpec,
     ty: &AgentType,
+    names: SharedNames,
     id: String,
     depth: u32,
     provider: Option<String>,
@@ -196,20 +199,19 @@ fn new_record(
     let parent = spec.parent.as_ref();
     let mut env = parent.map(|p| p.env.clone()).unwrap_or_default();
     env.extend(spec.env.clone());
-    let title = spec
-        .title
-        .clone()
-        .filter(|t| !t.trim().is_empty())
-        .unwrap_or_else(|| crate::config::AgentTypes::default_title(ty));
+    let title = match spec.title.as_deref().map(str::trim) {
+        Some(title) if !title.is_empty() => title.into(),
+        _ => names.title,
+    };
     AgentRecord {
-        parent_id: parent.map(|p| p.id.clone()),
+        parent_id: parent.map(|p| p.id.as_str().into()),
         root_id: parent
             .map(|p| p.root_id.clone())
-            .unwrap_or_else(|| id.clone()),
+            .unwrap_or_else(|| id.as_str().into()),
         id,
         depth,
-        title: title.trim().to_string(),
-        agent_type: ty.name.clone(),
+        title,
+        agent_type: names.name,
         status: AgentStatus::Idle,
         status_reason: None,
         // Seed 003: foreground agents are the roots a person or a service talks to; a root

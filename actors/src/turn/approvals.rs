@@ -97,7 +97,7 @@ impl Turn {
                 let made = ToolCallRecord {
                     call_id,
                     agent_id: self.rec.id.clone(),
-                    root_id: self.rec.root_id.clone(),
+                    root_id: self.rec.root_id.to_string(),
                     tool: tool.name().to_string(),
                     kind,
                     arguments,

@@ -28,19 +28,21 @@ impl Turn {
         self.deps.config.context_windows.get(provider).copied()
     }
 
-    /// `thread`, compacted first if a call made from it would overflow the provider's window.
-    pub(super) async fn fit_context(
-        &mut self,
-        thread: Arc<ThreadEntries>,
-    ) -> Result<Fitted, AgentdError> {
+    /// Whether a call made from `thread` would overflow the provider's window (and so the
+    /// thread is to be compacted first, [`Self::compact_to_fit`]). Asked apart from the
+    /// compaction, which most calls never need: its future, boxed for every call, cost an
+    /// allocation and a copy of a kilobyte per model call.
+    pub(super) fn overflows(&self, thread: &ThreadEntries) -> bool {
         let Some(window) = self.context_window() else {
-            return Ok(Fitted::Thread(thread));
+            return false;
         };
-        let estimated = self.estimated_input_tokens(&thread);
-        if estimated.saturating_add(window.max_tokens) <= window.context_tokens {
-            return Ok(Fitted::Thread(thread));
-        }
-        drop(thread);
+        let estimated = self.estimated_input_tokens(thread);
+        estimated.saturating_add(window.max_tokens) > window.context_tokens
+    }
+
+    /// Compacts the thread of a call that would overflow the provider's window
+    /// ([`Self::overflows`]): the thread to send then.
+    pub(super) async fn compact_to_fit(&mut self) -> Result<Fitted, AgentdError> {
         let compacted = self.compact(CompactionTrigger::ContextWindow).await?;
         if let Some(ms) = compacted.rate_limited {
             return Ok(Fitted::RateLimited(ms));

@@ -73,8 +73,8 @@ impl RequestNames {
         RequestNames {
             calls: ModelCallMeters::of(rec.provider.clone(), deps),
             agent_id: rec.id.as_str().into(),
-            agent_type: rec.agent_type.as_str().into(),
-            title: rec.title.as_str().into(),
+            agent_type: Arc::clone(&rec.agent_type),
+            title: Arc::clone(&rec.title),
             type_model: deps
                 .config
                 .types
@@ -218,7 +218,7 @@ impl Turn {
             self.deps.clock.clone(),
             input_estimate,
         ));
-        req.cancel = self.shared.call_started(Arc::clone(&answer));
+        self.shared.call_started(Arc::clone(&answer), &req.cancel);
         req.observer = Some(Arc::clone(&answer) as Arc<dyn AnswerObserver>);
         // Another provider than the one the agent's meters were made for (changed since):
         // its meters are looked up for this call.
@@ -386,7 +386,7 @@ impl Turn {
                 .as_ref()
                 .and_then(|c| c.session_id.clone()),
             cli_tools: self.names.cli_tools.clone(),
-            // Set by `call_model`, which makes the call.
+            // `call_model` sets the observer and shares the token with the actor.
             observer: None,
             cancel: CancellationToken::new(),
         }

@@ -60,11 +60,10 @@ impl TurnShared {
         self.stop.store(false, Ordering::SeqCst);
     }
 
-    /// A model call starts, reporting to `answer`: answers the token that aborts it (already
-    /// cancelled if a stop is asked for).
-    pub(crate) fn call_started(&self, answer: Arc<LiveAnswer>) -> CancellationToken {
+    /// A model call starts, reporting to `answer` and aborted by `cancel` (its request's own
+    /// token, not shared yet), which is cancelled now if a stop is asked for.
+    pub(crate) fn call_started(&self, answer: Arc<LiveAnswer>, cancel: &CancellationToken) {
         let mut call = self.in_flight();
-        let cancel = CancellationToken::new();
         if self.stop_requested() {
             cancel.cancel();
         }
@@ -72,7 +71,6 @@ impl TurnShared {
             cancel: cancel.clone(),
             answer,
         });
-        cancel
     }
 
     /// The model call ended (answered, failed or cancelled): the turn counts it itself.
@@ -145,19 +143,20 @@ mod tests {
         let clock: Arc<dyn crate::clock::Clock> = Arc::new(crate::clock::ManualClock::new(1));
         let shared = TurnShared::default();
         let answer = Arc::new(LiveAnswer::new(None, clock.clone(), 10));
-        let cancel = shared.call_started(Arc::clone(&answer));
+        let cancel = CancellationToken::new();
+        shared.call_started(Arc::clone(&answer), &cancel);
         assert!(!cancel.is_cancelled());
         shared.request_stop();
         assert!(cancel.is_cancelled(), "a pause aborts the call in flight");
         shared.call_ended();
+        let late = CancellationToken::new();
+        shared.call_started(Arc::new(LiveAnswer::new(None, clock.clone(), 10)), &late);
         assert!(
-            shared
-                .call_started(Arc::new(LiveAnswer::new(None, clock.clone(), 10)))
-                .is_cancelled(),
+            late.is_cancelled(),
             "a call started once a stop is asked for is aborted at once"
         );
         shared.withdraw_stop();
-        shared.call_started(Arc::clone(&answer));
+        shared.call_started(Arc::clone(&answer), &CancellationToken::new());
         crate::ports::AnswerObserver::text(&*answer, "abcd");
         assert_eq!(
             shared.abort_call().map(|u| (u.input, u.output)),

@@ -167,12 +167,17 @@ impl Turn {
         if step > 1 {
             self.doing(Step::CallingModel);
         }
-        let thread = match Box::pin(self.fit_context(thread)).await? {
-            Fitted::Thread(thread) => thread,
-            Fitted::RateLimited(ms) => {
-                result.rate_limited = Some(ms);
-                return Ok(Asked::TurnEnds);
+        let thread = if self.overflows(&thread) {
+            drop(thread);
+            match Box::pin(self.compact_to_fit()).await? {
+                Fitted::Thread(thread) => thread,
+                Fitted::RateLimited(ms) => {
+                    result.rate_limited = Some(ms);
+                    return Ok(Asked::TurnEnds);
+                }
             }
+        } else {
+            thread
         };
         // `thread` is gone once the request is: appends then need no copy of it.
         match self
@@ -220,8 +225,9 @@ impl Turn {
         result: &mut TurnResult,
     ) -> Result<ModelResponse, AgentdError> {
         if let Some(mut run) = r.cli_run.take() {
-            self.record_cli_steps(step_id, std::mem::take(&mut run.steps))
-                .await?;
+            // Boxed: only an agent CLI reports steps of its own, and inline its future would
+            // make every turn's future (moved at each step's call) hundreds of bytes larger.
+            Box::pin(self.record_cli_steps(step_id, std::mem::take(&mut run.steps))).await?;
             // agentd's tools are not the CLI's: a sub-agent it runs cannot call
             // `yield_to_parent`, so its answer is its yield.
             if matches!(self.rec.channel, agentd_proto::Channel::Spawn { .. }) {

@@ -4,26 +4,24 @@ use agentd_actors::DEDUP_WINDOW;
 use agentd_actors::{FastHashSet, Pushed, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
+use hashbrown::hash_table::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard};
 use uuid::Uuid;
 
 #[derive(Default)]
 struct Inner {
-    /// Shared with the agents that wrote them (a batch's record is kept, not copied), and
-    /// looked up by the record's own id (no second copy of it as a key).
-    agents: FastHashSet<ById>,
-    /// agent → its thread, each entry shared: a thread grows one entry at a time, and moving
-    /// pointers when its vector grows costs less than moving whole entries; an entry written
-    /// in a batch is the very one the agent keeps in its own copy of the thread.
-    threads: ByAgent<(agentd_actors::ThreadEntries, FastHashSet<Uuid>)>,
+    /// What the store keeps of each agent (record, thread, inbox), in one entry found by its
+    /// id: one hash of the id finds all three, so a push with its turn's start, or a turn's
+    /// end, looks the agent up once instead of once per write.
+    agents: Agents,
     /// parent → children in insertion order, plus a set for O(1) idempotence.
     children: HashMap<String, (Vec<String>, HashSet<String>)>,
     /// dependency → the agents waiting for it.
     dependents: HashMap<String, HashSet<String>>,
     /// parent → (title, alias) → child
     aliases: HashMap<String, BTreeMap<(String, String), String>>,
-    inboxes: ByAgent<Inbox>,
     /// agent → checkpoints, oldest first.
     checkpoints: HashMap<String, VecDeque<Checkpoint>>,
     /// call id → tool call answered outside its turn (open or closed).
@@ -32,63 +30,114 @@ struct Inner {
     a2a_tasks: HashMap<String, BTreeMap<String, Vec<u8>>>,
 }
 
-/// A stored record, hashed and compared by its id, so a set of them is a map from id.
-struct ById(Arc<AgentRecord>);
+/// What the store keeps of one agent: two pointers for an agent that never got a message, so
+/// 100,000 idle agents cost the store little more than their records.
+struct Kept {
+    /// Shared with the agent that wrote it (a batch's record is kept, not copied); `None`
+    /// while only its thread or inbox was written.
+    record: Option<Arc<AgentRecord>>,
+    /// Its thread and inbox, once one of them is written.
+    rest: Option<Box<Rest>>,
+}
 
-impl std::borrow::Borrow<str> for ById {
-    fn borrow(&self) -> &str {
-        &self.0.id
+/// An agent's thread and inbox.
+#[derive(Default)]
+struct Rest {
+    /// The agent's id while no record holds it (its thread or inbox was written first).
+    id: Option<Box<str>>,
+    /// Its thread, each entry shared: a thread grows one entry at a time, and moving pointers
+    /// when its vector grows costs less than moving whole entries; an entry written in a batch
+    /// is the very one the agent keeps in its own copy of the thread.
+    thread: agentd_actors::ThreadEntries,
+    /// The ids of its thread's entries.
+    seen: FastHashSet<Uuid>,
+    inbox: Inbox,
+}
+
+/// The agent a write kept here is about (`None`: a write this store does not keep).
+fn agent_of(w: &StoreWrite) -> Option<&str> {
+    match w {
+        StoreWrite::PutAgent(rec) => Some(&rec.id),
+        StoreWrite::Append { agent_id, .. }
+        | StoreWrite::AppendNew { agent_id, .. }
+        | StoreWrite::InboxDone { agent_id, .. } => Some(agent_id),
+        StoreWrite::Forward { .. } | StoreWrite::Outbox { .. } | StoreWrite::Acknowledge { .. } => {
+            None
+        }
     }
 }
 
-impl std::hash::Hash for ById {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.0.id.as_str().hash(state)
+impl Kept {
+    /// The agent's id: its record's, else the one its thread or inbox was written under.
+    fn id(&self) -> &str {
+        match (&self.record, &self.rest) {
+            (Some(record), _) => &record.id,
+            (None, Some(rest)) => rest.id.as_deref().unwrap_or_default(),
+            (None, None) => "",
+        }
+    }
+
+    /// An entry for `record`.
+    fn of_record(record: &Arc<AgentRecord>) -> Self {
+        Kept {
+            record: Some(Arc::clone(record)),
+            rest: None,
+        }
+    }
+
+    /// An entry for agent `id`, whose thread or inbox is written before any record.
+    fn named(id: &str) -> Self {
+        Kept {
+            record: None,
+            rest: Some(Box::new(Rest {
+                id: Some(id.into()),
+                ..Rest::default()
+            })),
+        }
+    }
+
+    /// Its thread and inbox, made empty if none was written yet.
+    #[inline]
+    fn rest(&mut self) -> &mut Rest {
+        self.rest.get_or_insert_with(Box::default)
+    }
+
+    /// Applies `w`, a write about this agent.
+    fn apply(&mut self, w: &StoreWrite) {
+        match w {
+            StoreWrite::PutAgent(rec) => self.record = Some(Arc::clone(rec)),
+            StoreWrite::Append { entry, .. } | StoreWrite::AppendNew { entry, .. } => {
+                self.rest().append(Arc::clone(entry));
+            }
+            StoreWrite::InboxDone { env_id, .. } => {
+                if let Some(rest) = &mut self.rest {
+                    rest.inbox_done(*env_id);
+                }
+            }
+            StoreWrite::Forward { .. }
+            | StoreWrite::Outbox { .. }
+            | StoreWrite::Acknowledge { .. } => {}
+        }
     }
 }
 
-impl PartialEq for ById {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.id == other.0.id
-    }
-}
-
-impl Eq for ById {}
-
-/// A map keyed by agent id whose entry for an id is found, or made, with one hash of the id
-/// and a copy of it only when made (`entry_ref`). std's map has no entry API for a borrowed
-/// key: with it, finding or making an entry takes a look-up then an insert, two hashes.
-type ByAgent<V> = hashbrown::HashMap<String, V, foldhash::fast::RandomState>;
-
-/// `map[key]`, made (empty) if missing.
-fn slot<'m, V: Default>(map: &'m mut ByAgent<V>, key: &str) -> &'m mut V {
-    map.entry_ref(key).or_default()
-}
-
-impl Inner {
-    fn put_agent(&mut self, record: Arc<AgentRecord>) {
-        self.agents.replace(ById(record));
-    }
-
+impl Rest {
     /// Appends `entry` (kept as it is: an entry of a batch is the agent's own, shared).
-    fn append(&mut self, agent_id: &str, entry: Arc<ThreadEntry>) -> bool {
-        let (entries, seen) = slot(&mut self.threads, agent_id);
-        if !seen.insert(entry.id) {
+    fn append(&mut self, entry: Arc<ThreadEntry>) -> bool {
+        if !self.seen.insert(entry.id) {
             return false;
         }
-        entries.push(entry);
+        self.thread.push(entry);
         true
     }
 
-    fn inbox_done(&mut self, agent_id: &str, env_id: Uuid) {
-        if let Some(inbox) = self.inboxes.get_mut(agent_id) {
-            inbox.pending.retain(|e| e.id != env_id);
-        }
+    fn inbox_done(&mut self, env_id: Uuid) {
+        self.inbox.pending.retain(|e| e.id != env_id);
     }
 
     /// Queues `env` unless its id is in the agent's de-duplication window; whether it was new.
-    fn inbox_push(&mut self, agent_id: &str, env: &Envelope) -> bool {
-        let inbox = slot(&mut self.inboxes, agent_id);
+    fn inbox_push(&mut self, env: &Envelope) -> bool {
+        let inbox = &mut self.inbox;
         if !inbox.seen.insert(env.id) {
             return false;
         }
@@ -101,23 +150,93 @@ impl Inner {
         inbox.pending.push(env.clone());
         true
     }
+}
 
-    /// Applies `writes`, checked by [`refuse_unkept`] first.
-    fn apply(&mut self, writes: &[StoreWrite]) {
-        for w in writes {
-            match w {
-                StoreWrite::PutAgent(rec) => self.put_agent(rec.clone()),
-                StoreWrite::Append { agent_id, entry }
-                | StoreWrite::AppendNew { agent_id, entry } => {
-                    self.append(agent_id, Arc::clone(entry));
-                }
-                StoreWrite::InboxDone { agent_id, env_id } => self.inbox_done(agent_id, *env_id),
-                StoreWrite::Forward { .. }
-                | StoreWrite::Outbox { .. }
-                | StoreWrite::Acknowledge { .. } => {}
-            }
+/// The agents' entries, found by id without a copy of it as a key (an entry's id is its
+/// record's, or its thread's and inbox's while it has no record).
+#[derive(Default)]
+struct Agents {
+    table: hashbrown::HashTable<Kept>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl Agents {
+    fn hash(&self, id: &str) -> u64 {
+        self.hasher.hash_one(id)
+    }
+
+    fn get(&self, id: &str) -> Option<&Kept> {
+        self.table.find(self.hash(id), |k| k.id() == id)
+    }
+
+    fn get_mut(&mut self, id: &str) -> Option<&mut Kept> {
+        self.table.find_mut(self.hash(id), |k| k.id() == id)
+    }
+
+    /// The entry of agent `id`, made by `make` if missing.
+    fn slot(&mut self, id: &str, make: impl FnOnce() -> Kept) -> &mut Kept {
+        let hasher = &self.hasher;
+        let entry = self.table.entry(
+            hasher.hash_one(id),
+            |k| k.id() == id,
+            |k| hasher.hash_one(k.id()),
+        );
+        match entry {
+            Entry::Occupied(found) => found.into_mut(),
+            Entry::Vacant(free) => free.insert(make()).into_mut(),
         }
     }
+
+    fn remove(&mut self, id: &str) -> Option<Kept> {
+        let hash = self.hash(id);
+        let found = self.table.find_entry(hash, |k| k.id() == id).ok()?;
+        Some(found.remove().0)
+    }
+}
+
+impl Inner {
+    /// The record of `agent_id`, if one was written.
+    fn record(&self, agent_id: &str) -> Option<&Arc<AgentRecord>> {
+        self.agents.get(agent_id)?.record.as_ref()
+    }
+
+    fn put_agent(&mut self, record: Arc<AgentRecord>) {
+        let kept = self.agents.slot(&record.id, || Kept::of_record(&record));
+        kept.record = Some(record);
+    }
+
+    /// Applies `writes`, checked by [`refuse_unkept`] first; each run of writes about one agent
+    /// (a batch is usually one agent's) looks it up once.
+    fn apply(&mut self, writes: &[StoreWrite]) {
+        let mut rest = writes;
+        while let Some(first) = rest.first() {
+            let Some(agent_id) = agent_of(first) else {
+                rest = &rest[1..];
+                continue;
+            };
+            let run = rest
+                .iter()
+                .position(|w| agent_of(w).is_some_and(|a| a != agent_id))
+                .unwrap_or(rest.len());
+            let (this, after) = rest.split_at(run);
+            let kept = self.agents.slot(agent_id, || match record_in(this) {
+                Some(record) => Kept::of_record(record),
+                None => Kept::named(agent_id),
+            });
+            for w in this {
+                kept.apply(w);
+            }
+            rest = after;
+        }
+    }
+}
+
+/// The record `writes` put, if any.
+fn record_in(writes: &[StoreWrite]) -> Option<&Arc<AgentRecord>> {
+    writes.iter().find_map(|w| match w {
+        StoreWrite::PutAgent(rec) => Some(rec),
+        _ => None,
+    })
 }
 
 /// Refuses a batch holding writes this store does not keep, before anything of it is applied
@@ -183,48 +302,58 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn get_agent(&self, agent_id: &str) -> StoreResult<Option<AgentRecord>> {
-        Ok(self.lock().agents.get(agent_id).map(|r| (*r.0).clone()))
+        Ok(self.lock().record(agent_id).map(|r| AgentRecord::clone(r)))
     }
 
     async fn get_agent_shared(&self, agent_id: &str) -> StoreResult<Option<Arc<AgentRecord>>> {
-        Ok(self.lock().agents.get(agent_id).map(|r| Arc::clone(&r.0)))
+        Ok(self.lock().record(agent_id).cloned())
     }
 
     async fn agent_exists(&self, agent_id: &str) -> StoreResult<bool> {
-        Ok(self.lock().agents.contains(agent_id))
+        Ok(self.lock().record(agent_id).is_some())
     }
 
     async fn list_roots(&self) -> StoreResult<Vec<AgentRecord>> {
         let mut roots: Vec<AgentRecord> = self
             .lock()
             .agents
+            .table
             .iter()
-            .filter(|r| r.0.parent_id.is_none())
-            .map(|r| (*r.0).clone())
+            .filter_map(|kept| kept.record.as_deref())
+            .filter(|r| r.parent_id.is_none())
+            .cloned()
             .collect();
         roots.sort_by(|a, b| (a.created_at_ms, &a.id).cmp(&(b.created_at_ms, &b.id)));
         Ok(roots)
     }
 
     async fn append(&self, agent_id: &str, entry: &ThreadEntry) -> StoreResult<bool> {
-        Ok(self.lock().append(agent_id, Arc::new(entry.clone())))
+        let mut inner = self.lock();
+        let kept = inner.agents.slot(agent_id, || Kept::named(agent_id));
+        Ok(kept.rest().append(Arc::new(entry.clone())))
     }
 
     async fn thread(&self, agent_id: &str) -> StoreResult<Vec<ThreadEntry>> {
         Ok(self
             .lock()
-            .threads
+            .agents
             .get(agent_id)
-            .map(|(e, _)| e.iter().map(|entry| ThreadEntry::clone(entry)).collect())
+            .and_then(|kept| kept.rest.as_deref())
+            .map(|rest| {
+                rest.thread
+                    .iter()
+                    .map(|entry| ThreadEntry::clone(entry))
+                    .collect()
+            })
             .unwrap_or_default())
     }
 
     async fn replace_thread(&self, agent_id: &str, entries: &[ThreadEntry]) -> StoreResult<()> {
         let seen = entries.iter().map(|e| e.id).collect();
-        self.lock().threads.insert(
-            agent_id.to_string(),
-            (entries.iter().cloned().map(Arc::new).collect(), seen),
-        );
+        let thread = entries.iter().cloned().map(Arc::new).collect();
+        let mut inner = self.lock();
+        let rest = inner.agents.slot(agent_id, || Kept::named(agent_id)).rest();
+        (rest.thread, rest.seen) = (thread, seen);
         Ok(())
     }
 
@@ -332,21 +461,19 @@ impl ThreadStore for MemoryStore {
         let mut inner = self.lock();
         let parent = inner
             .agents
-            .take(agent_id)
-            .and_then(|r| r.0.parent_id.clone());
-        inner.threads.remove(agent_id);
-        inner.inboxes.remove(agent_id);
+            .remove(agent_id)
+            .and_then(|kept| kept.record?.parent_id.clone());
         inner.checkpoints.remove(agent_id);
         inner.children.remove(agent_id);
         inner.dependents.remove(agent_id);
         inner.aliases.remove(agent_id);
         inner.a2a_tasks.remove(agent_id);
         if let Some(parent) = parent {
-            if let Some((order, set)) = inner.children.get_mut(&parent) {
+            if let Some((order, set)) = inner.children.get_mut(&*parent) {
                 order.retain(|c| c != agent_id);
                 set.remove(agent_id);
             }
-            if let Some(map) = inner.aliases.get_mut(&parent) {
+            if let Some(map) = inner.aliases.get_mut(&*parent) {
                 map.retain(|_, child| child != agent_id);
             }
         }
@@ -354,20 +481,33 @@ impl ThreadStore for MemoryStore {
     }
 
     async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
-        Ok(self.lock().inbox_push(agent_id, env))
+        let mut inner = self.lock();
+        Ok(inner
+            .agents
+            .slot(agent_id, || Kept::named(agent_id))
+            .rest()
+            .inbox_push(env))
     }
 
     async fn inbox_pending(&self, agent_id: &str) -> StoreResult<Vec<Envelope>> {
         Ok(self
             .lock()
-            .inboxes
+            .agents
             .get(agent_id)
-            .map(|i| i.pending.clone())
+            .and_then(|kept| kept.rest.as_deref())
+            .map(|rest| rest.inbox.pending.clone())
             .unwrap_or_default())
     }
 
     async fn inbox_done(&self, agent_id: &str, env_id: Uuid) -> StoreResult<()> {
-        self.lock().inbox_done(agent_id, env_id);
+        if let Some(rest) = self
+            .lock()
+            .agents
+            .get_mut(agent_id)
+            .and_then(|kept| kept.rest.as_deref_mut())
+        {
+            rest.inbox_done(env_id);
+        }
         Ok(())
     }
 
@@ -479,9 +619,20 @@ impl ThreadStore for MemoryStore {
         // this runs for every message).
         refuse_unkept(then)?;
         let mut inner = self.lock();
-        let fresh = inner.inbox_push(agent_id, env);
+        let kept = inner.agents.slot(agent_id, || Kept::named(agent_id));
+        let fresh = kept.rest().inbox_push(env);
         if fresh {
-            inner.apply(then);
+            if then
+                .iter()
+                .all(|w| agent_of(w).is_none_or(|a| a == agent_id))
+            {
+                // The agent's own turn start: found once, with the push.
+                for w in then {
+                    kept.apply(w);
+                }
+            } else {
+                inner.apply(then);
+            }
         }
         Ok(Pushed {
             fresh,

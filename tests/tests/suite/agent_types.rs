@@ -55,10 +55,7 @@ async fn a_spawn_that_names_no_type_starts_the_built_in_subagent() {
     let shipped = types.get("subagent").unwrap();
     for child in children().await {
         let rec = sys.wait_for_status(&child, AgentStatus::Completed).await;
-        assert_eq!(
-            (rec.agent_type.as_str(), rec.title.as_str()),
-            ("subagent", "Sub-agent")
-        );
+        assert_eq!((&*rec.agent_type, &*rec.title), ("subagent", "Sub-agent"));
         // The model saw the type's overlay under the sub-agent role, and only
         // `yield_to_parent` (the type lists no tools).
         let said = rec.result.as_deref().and_then(Value::as_str).unwrap();

@@ -102,7 +102,7 @@ async fn a_root_turn_calls_manage_sync_and_gets_the_answer_as_tool_result() {
     let child = result["childThreadId"].as_str().unwrap();
     let child_rec = sys.record(child).await;
     assert_eq!(child_rec.parent_id.as_deref(), Some(lead.id.as_str()));
-    assert_eq!(child_rec.title, "Ops");
+    assert_eq!(&*child_rec.title, "Ops");
     let ct = sys.thread(child).await;
     assert_eq!(ct[0].role, Role::User);
     assert_eq!(ct[0].text, "deploy build 7");

@@ -624,7 +624,7 @@ async fn the_status_view_says_what_the_agent_does_now() {
     sys.system.send(&lead.id, "delegate", false).await.unwrap();
     let coder = || async {
         for id in sys.store.children(&lead.id).await.unwrap() {
-            if sys.record(&id).await.agent_type == "coding" {
+            if &*sys.record(&id).await.agent_type == "coding" {
                 return Some(id);
             }
         }

@@ -56,9 +56,9 @@ fn put_old_record<C: redis::ConnectionLike>(
             .arg("status")
             .arg(rec.status.as_str())
             .arg("title")
-            .arg(&rec.title)
+            .arg(&*rec.title)
             .arg("type")
-            .arg(&rec.agent_type)
+            .arg(&*rec.agent_type)
             .arg("parent")
             .arg(rec.parent_id.as_deref().unwrap_or("")),
     );

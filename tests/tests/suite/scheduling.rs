@@ -415,7 +415,7 @@ async fn the_queue_lists_work_by_priority_with_its_queue_state() {
         vec![
             ("waiting", QueueState::WaitingDependency),
             ("high", QueueState::Queued),
-            (blocker.title.as_str(), QueueState::Executing),
+            (&*blocker.title, QueueState::Executing),
             ("low", QueueState::Queued),
         ]
     );

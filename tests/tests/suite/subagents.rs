@@ -149,7 +149,7 @@ async fn spawn_work_yield_answer_round_trip() {
         child.result.as_deref().cloned(),
         Some(json!("code written"))
     );
-    assert_eq!(child.agent_type, "coding", "worker is an alias of coding");
+    assert_eq!(&*child.agent_type, "coding", "worker is an alias of coding");
     assert_eq!(child.depth, 1);
     assert_eq!(child.allowed_tools, Some(vec!["current_time".to_string()]));
     next_event(

@@ -22,7 +22,7 @@ pub(super) fn agent_id_only() -> Value {
 pub(super) async fn descendant(ctx: &ToolContext, args: &Value) -> Result<String, AgentdError> {
     let raw = required_str2(args, "agent_id", "agentId")?;
     let target = if raw == "0" {
-        ctx.caller.root_id.clone()
+        ctx.caller.root_id.to_string()
     } else {
         raw.to_string()
     };

@@ -18,10 +18,10 @@ mod writes;
 pub fn record(id: &str, parent: Option<&str>, created: u64) -> AgentRecord {
     AgentRecord {
         id: id.into(),
-        parent_id: parent.map(str::to_string),
+        parent_id: parent.map(Into::into),
         root_id: parent.unwrap_or(id).into(),
         depth: u32::from(parent.is_some()),
-        title: format!("title of {id}"),
+        title: format!("title of {id}").into(),
         agent_type: "subagent".into(),
         status: AgentStatus::Idle,
         status_reason: None,
@@ -80,7 +80,7 @@ pub fn bare_record(id: &str) -> AgentRecord {
         parent_id: None,
         root_id: id.into(),
         depth: 0,
-        title: String::new(),
+        title: "".into(),
         agent_type: "subagent".into(),
         status: AgentStatus::Idle,
         status_reason: None,

@@ -166,7 +166,7 @@ pub(super) fn delete_agent_in(t: &mut Tables<'_>, a: &str) -> StoreResult<()> {
             .map_err(be)?;
     }
     if let Some(parent) = parent {
-        let p = parent.as_str();
+        let p = &*parent;
         for kind in [row::CHILD, row::ALIAS] {
             remove_rows(&mut t.rows, p, kind, |_, child| child == a.as_bytes())?;
         }

@@ -90,7 +90,7 @@ pub async fn list_tasks(a2a: &A2a, agent_type: &str, p: &Value) -> Result<Value,
         let Some((seen, vs)) = task::reconcile(&a2a.system, &ctx).await? else {
             continue;
         };
-        if seen.rec.agent_type != agent_type {
+        if *seen.rec.agent_type != *agent_type {
             continue;
         }
         views.extend(vs);
@@ -148,7 +148,7 @@ async fn contexts_of(a2a: &A2a, agent_type: &str) -> Result<Vec<String>, A2aErro
         .map_err(|e| A2aError::Internal(e.to_string()))?;
     let mut out = Vec::new();
     for r in roots {
-        if r.agent_type == agent_type && task::is_context(&a2a.system, &r.id).await? {
+        if *r.agent_type == *agent_type && task::is_context(&a2a.system, &r.id).await? {
             out.push(r.id);
         }
     }

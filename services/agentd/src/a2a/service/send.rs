@@ -191,7 +191,7 @@ async fn new_task(
                 .await
                 .map_err(|e| A2aError::Internal(e.to_string()))?
                 .ok_or_else(unknown)?;
-            if rec.agent_type != agent_type || rec.parent_id.is_some() {
+            if *rec.agent_type != *agent_type || rec.parent_id.is_some() {
                 return Err(unknown());
             }
             ctx.clone()
