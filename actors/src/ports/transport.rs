@@ -31,8 +31,14 @@ pub trait Transport: Send + Sync + 'static {
     }
     /// Hands `env` to the process that owns its receiver; returns once it is durably queued.
     /// `agent_not_found` (nothing queued) if the receiver does not exist: senders need not look
-    /// it up first.
+    /// it up first. (A receiver another process deleted a moment ago may not be noticed: its
+    /// owner then dead-letters the envelope, as one that arrived just before the delete.)
     async fn forward(&self, env: &Envelope) -> Result<(), AgentdError>;
+    /// Agent `agent_id` was deleted through this process: what the transport remembers of it
+    /// goes (a forward to it is refused at once from now on).
+    fn deleted(&self, agent_id: &str) {
+        let _ = agent_id;
+    }
     /// Runs a command in the process that owns the agent `env` is addressed to and answers its
     /// reply. Calls that act on a live agent (a tool run as it, its budget, environment,
     /// checkpoints, answers it waits for) must run where the agent lives: a second copy of the

@@ -202,6 +202,9 @@ async fn apply(
                     let _ = forward_control(deps, id, Control::Delete).await;
                 }
                 deps.store.delete_agent(id).await?;
+                if let Some(t) = &deps.transport {
+                    t.deleted(id);
+                }
                 // What a process-per-agent backend keeps of the agent (e.g. a CLI's sessions).
                 deps.model.control(id, Control::Delete);
                 system.directory.remove_parent_router(id, false);

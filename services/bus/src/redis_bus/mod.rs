@@ -37,6 +37,7 @@
 //! | [`claim`] | a partition taken: sending on its outbox, claiming what its previous owner left pending, the drain check |
 //! | [`calls`] | calls to an agent another process owns: the caller's reply reader, the owner's runner |
 //! | [`transport`] | the [`Transport`] the ChannelRouter routes through |
+//! | [`known`] | the agents seen to exist lately, whose messages skip the check of their record |
 //! | [`status`] | readiness (every lease still held) and per-partition metrics |
 //!
 //! [`Transport`]: agentd_actors::Transport
@@ -49,6 +50,7 @@ mod delivery;
 mod handover;
 mod held;
 mod in_flight;
+mod known;
 mod leases;
 mod reader;
 mod scripts;
@@ -109,6 +111,8 @@ pub struct RedisBus {
     scripts: Scripts,
     /// The entries offered to agents to hold and not let go yet.
     held: held::HeldEntries,
+    /// Agents seen to exist lately (see [`known`]).
+    known: known::KnownAgents,
 }
 
 impl RedisBus {
@@ -139,6 +143,7 @@ impl RedisBus {
             dead,
             scripts: Scripts::new(),
             held: held::HeldEntries::new(cfg_partitions),
+            known: known::KnownAgents::default(),
         }))
     }
 

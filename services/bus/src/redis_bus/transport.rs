@@ -150,19 +150,38 @@ impl Transport for RedisBus {
 
     async fn forward(&self, env: &Envelope) -> Result<(), AgentdError> {
         let target = partition_target(env)?;
+        let stream = self.keys.partition_key(self.partition_of(target));
+        let bytes = encode_envelope(env)?;
         let mut con = self.con.clone();
+        if self.known.exists(target) {
+            // Seen to exist a moment ago (see `known`): appended without the check.
+            redis::cmd("XADD")
+                .arg(&*stream)
+                .arg("*")
+                .arg("m")
+                .arg(bytes)
+                .query_async::<String>(&mut con)
+                .await
+                .map_err(be)?;
+            return Ok(());
+        }
         let appended: i64 = self
             .scripts
             .forward
-            .key(&*self.keys.partition_key(self.partition_of(target)))
+            .key(&*stream)
             .key(self.keys.agent(target))
-            .arg(encode_envelope(env)?)
+            .arg(bytes)
             .invoke_async(&mut con)
             .await
             .map_err(be)?;
         if appended == 0 {
             return Err(AgentdError::agent_not_found(target));
         }
+        self.known.saw(target);
         Ok(())
+    }
+
+    fn deleted(&self, agent_id: &str) {
+        self.known.forget(agent_id);
     }
 }
