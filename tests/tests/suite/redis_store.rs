@@ -675,6 +675,116 @@ async fn pushes_made_at_once_are_grouped_and_each_gets_its_own_answer() {
     }
 }
 
+/// Live agents' flushes made at once, for agents of one partition, go in few script calls, and
+/// each still gets its own answer: one agent's broken thread key fails its own flush only (its
+/// record is not written), the others' entries and records land, and the stream entries they
+/// held are acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushes_made_at_once_are_grouped_and_each_gets_its_own_answer() {
+    use agentd_actors::ports::StreamEntry;
+    use agentd_actors::{StoreWrite, ThreadStore};
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url(), "group", 4)
+        .await
+        .unwrap();
+    let keys = store.keys().clone();
+    let agents: Vec<String> = (0..400)
+        .map(|i| format!("f-{i}"))
+        .filter(|a| keys.partition_of(a) == 0)
+        .take(50)
+        .collect();
+    let mut con = server.client();
+    let stream = keys.partition(0);
+    let _: () = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(&stream)
+        .arg(agentd_store::GROUP)
+        .arg("0")
+        .arg("MKSTREAM")
+        .query(&mut con)
+        .unwrap();
+    let mut entries = Vec::new();
+    for _ in &agents {
+        let _: String = redis::cmd("XADD")
+            .arg(&stream)
+            .arg("*")
+            .arg("m")
+            .arg("x")
+            .query(&mut con)
+            .unwrap();
+    }
+    let read: redis::streams::StreamReadReply = redis::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(agentd_store::GROUP)
+        .arg("t")
+        .arg("STREAMS")
+        .arg(&stream)
+        .arg(">")
+        .query(&mut con)
+        .unwrap();
+    for sid in &read.keys[0].ids {
+        entries.push(StreamEntry::new(
+            stream.as_str().into(),
+            0,
+            0,
+            sid.id.clone(),
+            std::time::Duration::ZERO,
+            None,
+        ));
+    }
+    // One agent's thread is not a list: its flush fails, with WRONGTYPE.
+    set_key(&mut con, &keys.agent_part(&agents[7], "thread"), "broken");
+    let calls_before = script_calls(&mut con);
+    let batches: Vec<Vec<StoreWrite>> = agents
+        .iter()
+        .zip(&entries)
+        .map(|(a, entry)| {
+            let agent_id: std::sync::Arc<str> = a.as_str().into();
+            vec![
+                StoreWrite::AppendNew {
+                    agent_id: agent_id.clone(),
+                    entry: std::sync::Arc::new(conformance::entry(&format!("to {a}"))),
+                },
+                StoreWrite::Acknowledge {
+                    agent_id,
+                    entry: entry.clone(),
+                },
+                StoreWrite::PutAgent(std::sync::Arc::new(conformance::record(a, None, 1))),
+            ]
+        })
+        .collect();
+    let flushes = agents
+        .iter()
+        .zip(&batches)
+        .map(|(a, b)| store.write_own_batch(a, b));
+    let results = futures::future::join_all(flushes).await;
+    let calls = script_calls(&mut con) - calls_before;
+    assert!(calls < 10, "{calls} script calls for 50 flushes");
+    for (i, res) in results.iter().enumerate() {
+        if i == 7 {
+            let err = res.as_ref().unwrap_err().to_string();
+            assert!(err.contains("WRONGTYPE"), "{err}");
+            assert!(store.get_agent(&agents[i]).await.unwrap().is_none());
+            assert!(!entries[i].is_acknowledged());
+            continue;
+        }
+        res.as_ref().unwrap();
+        assert_eq!(store.thread(&agents[i]).await.unwrap().len(), 1);
+        assert!(store.get_agent(&agents[i]).await.unwrap().is_some());
+        assert!(entries[i].is_acknowledged());
+    }
+    let pending: redis::streams::StreamPendingReply = redis::cmd("XPENDING")
+        .arg(&stream)
+        .arg(agentd_store::GROUP)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        pending.count(),
+        1,
+        "only the broken agent's entry is pending"
+    );
+}
+
 /// How many scripts Redis has run (`INFO commandstats`: `EVALSHA` and `EVAL` calls).
 fn script_calls(con: &mut impl redis::ConnectionLike) -> u64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();

@@ -202,89 +202,77 @@ pub(super) fn push_many() -> Script {
 /// acknowledge and their stream ids; `1` and the record, or `0` for no record.
 const FLUSH_MANY: &str = r"
 local fenced = nil
-local function fence_holds()
-  if fenced == nil then
-    fenced = ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1]
-  end
-  return not fenced
-end
 local acks = {}
-local function ack_all()
-  for j = 1, #acks, 1000 do
-    redis.call('XACK', KEYS[2], 'GROUP', unpack(acks, j, math.min(j + 999, #acks)))
+local out = {}
+local new = {}
+-- An agent's write failed (a key of the wrong type): its own flush stops there.
+local function failed(n, r)
+  if type(r) == 'table' and r.err then
+    out[n] = r.err
+    return true
   end
+  return false
 end
--- Where agent `a`'s arguments are, from `i`; answers them and where the next agent's start.
-local function parse(i)
-  local a = {}
-  a.entries, a.n_entries = i + 1, tonumber(ARGV[i])
-  i = a.entries + 3 * a.n_entries
-  a.dones, a.n_dones = i + 1, tonumber(ARGV[i])
-  i = a.dones + a.n_dones
-  a.here, a.n_here = i + 1, tonumber(ARGV[i])
-  i = a.here + a.n_here
-  a.away, a.n_away = i + 1, tonumber(ARGV[i])
-  i = a.away + 2 * a.n_away
-  a.acks, a.n_acks = i + 1, tonumber(ARGV[i])
-  i = a.acks + a.n_acks
+local i, k = 3, 4
+for n = 1, tonumber(ARGV[2]) do
+  local ne = tonumber(ARGV[i]); local e0 = i + 1; i = e0 + 3 * ne
+  local nd = tonumber(ARGV[i]); local d0 = i + 1; i = d0 + nd
+  local nh = tonumber(ARGV[i]); local h0 = i + 1; i = h0 + nh
+  local na = tonumber(ARGV[i]); local a0 = i + 1; i = a0 + 2 * na
+  local nk = tonumber(ARGV[i]); local k0 = i + 1; i = k0 + nk
+  local rec = nil
   if ARGV[i] == '1' then
-    a.record = i + 1
+    rec = i + 1
     i = i + 2
   else
     i = i + 1
   end
-  return a, i
-end
-local function flush(a, k)
-  if not fence_holds() then return -1 end
-  local new = {}
-  local function push_new()
-    if #new > 0 then
-      redis.call('RPUSH', KEYS[k], unpack(new))
-      new = {}
-    end
+  if fenced == nil then
+    fenced = ARGV[1] ~= '' and redis.call('GET', KEYS[1]) ~= ARGV[1]
   end
-  for j = a.entries, a.entries + 3 * (a.n_entries - 1), 3 do
-    if ARGV[j] == '1' then
-      new[#new + 1] = ARGV[j + 1]
-      new[#new + 1] = ARGV[j + 2]
-      if #new >= 1000 then push_new() end
-    else
-      push_new()
-      append_once(KEYS[k], ARGV[j + 1], ARGV[j + 2])
-    end
-  end
-  push_new()
-  for j = a.dones, a.dones + a.n_dones - 1 do
-    redis.call('ZREM', KEYS[k + 1], ARGV[j])
-    redis.call('HDEL', KEYS[k + 2], ARGV[j])
-  end
-  for j = a.here, a.here + a.n_here - 1 do
-    redis.call('XADD', KEYS[2], '*', 'm', ARGV[j])
-  end
-  for j = a.away, a.away + 2 * (a.n_away - 1), 2 do
-    redis.call('HSET', KEYS[3], ARGV[j], ARGV[j + 1])
-  end
-  if a.record then redis.call('SET', KEYS[k + 3], ARGV[a.record]) end
-  for j = a.acks, a.acks + a.n_acks - 1 do acks[#acks + 1] = ARGV[j] end
-  return 1
-end
-local out = {}
-local i, k = 3, 4
-for n = 1, tonumber(ARGV[2]) do
-  local a
-  a, i = parse(i)
-  local ok, res = pcall(flush, a, k)
-  if ok then
-    out[n] = res
-  elseif type(res) == 'table' then
-    out[n] = res.err
+  if fenced then
+    out[n] = -1
   else
-    out[n] = tostring(res)
+    out[n] = 1
+    local nn = 0
+    for j = e0, e0 + 3 * (ne - 1), 3 do
+      if ARGV[j] == '1' then
+        new[nn + 1] = ARGV[j + 1]
+        new[nn + 2] = ARGV[j + 2]
+        nn = nn + 2
+      end
+      if nn > 0 and (ARGV[j] ~= '1' or nn >= 1000) then
+        if failed(n, redis.pcall('RPUSH', KEYS[k], unpack(new, 1, nn))) then break end
+        nn = 0
+      end
+      if ARGV[j] ~= '1' then
+        local ok, r = pcall(append_once, KEYS[k], ARGV[j + 1], ARGV[j + 2])
+        if not ok and failed(n, type(r) == 'table' and r or {err = tostring(r)}) then break end
+      end
+    end
+    if nn > 0 and out[n] == 1 then failed(n, redis.pcall('RPUSH', KEYS[k], unpack(new, 1, nn))) end
+    if out[n] == 1 then
+      for j = d0, d0 + nd - 1 do
+        redis.call('ZREM', KEYS[k + 1], ARGV[j])
+        redis.call('HDEL', KEYS[k + 2], ARGV[j])
+      end
+      for j = h0, h0 + nh - 1 do
+        redis.call('XADD', KEYS[2], '*', 'm', ARGV[j])
+      end
+      for j = a0, a0 + 2 * (na - 1), 2 do
+        redis.call('HSET', KEYS[3], ARGV[j], ARGV[j + 1])
+      end
+      if rec then redis.call('SET', KEYS[k + 3], ARGV[rec]) end
+      for j = k0, k0 + nk - 1 do
+        acks[#acks + 1] = ARGV[j]
+      end
+    end
   end
   k = k + 4
 end
-ack_all()
+for j = 1, #acks, 1000 do
+  redis.call('XACK', KEYS[2], 'GROUP', unpack(acks, j, math.min(j + 999, #acks)))
+end
 return out";
 
 /// [`FLUSH_MANY`], ready to call.
