@@ -1664,8 +1664,9 @@ fn a_partition_stream_stays_bounded_when_its_agents_hold_what_they_take() {
             p.texts(id).last() == Some(&answer)
         });
     }
+    let dead = format!("{NS}:dead");
     assert!(
-        stream_entries(&mut con, &format!("{NS}:dead")).is_empty(),
+        stream_entries(&mut cluster.redis.client_for(&dead), &dead).is_empty(),
         "nothing dead-lettered"
     );
     eventually_blocking(Duration::from_secs(10), "the stream trimmed", || {
@@ -1912,9 +1913,9 @@ fn a_reshard_under_load_moves_live_partitions_without_losing_or_doubling_a_messa
         sent.push((id.clone(), text));
     }
     every_message_once_in_order(&a, &agents, &sent);
-    let mut con = cluster.redis.client();
+    let dead = format!("{NS}:dead");
     assert!(
-        stream_entries(&mut con, &format!("{NS}:dead")).is_empty(),
+        stream_entries(&mut cluster.redis.client_for(&dead), &dead).is_empty(),
         "nothing dead-lettered"
     );
 }
@@ -2051,8 +2052,9 @@ fn a_partition_whose_stream_is_caught_mid_move_is_read_through_ask_redirections(
         sent.iter().collect::<Vec<_>>(),
         "each once, in order"
     );
+    let dead = format!("{NS}:dead");
     assert!(
-        stream_entries(&mut con, &format!("{NS}:dead")).is_empty(),
+        stream_entries(&mut cluster.redis.client_for(&dead), &dead).is_empty(),
         "nothing dead-lettered"
     );
     assert_eq!(pending(&mut con, &stream), 0, "nothing left pending");

@@ -679,7 +679,9 @@ async fn pushes_made_at_once_are_grouped_and_each_gets_its_own_answer() {
 /// each still gets its own answer: one agent's broken thread key fails its own flush only (its
 /// record is not written), the others' entries and records land, and the stream entries they
 /// held are acknowledged.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// One thread, as an actix arbiter runs its agents: the flushes of one poll all join before the
+// task that sends them runs (on more threads, another one may send the first few alone).
+#[tokio::test(flavor = "current_thread")]
 async fn flushes_made_at_once_are_grouped_and_each_gets_its_own_answer() {
     use agentd_actors::ports::StreamEntry;
     use agentd_actors::{StoreWrite, ThreadStore};
@@ -759,7 +761,7 @@ async fn flushes_made_at_once_are_grouped_and_each_gets_its_own_answer() {
         .map(|(a, b)| store.write_own_batch(a, b));
     let results = futures::future::join_all(flushes).await;
     let calls = script_calls(&mut con) - calls_before;
-    assert!(calls < 10, "{calls} script calls for 50 flushes");
+    assert!(calls <= 2, "{calls} script calls for 50 flushes");
     for (i, res) in results.iter().enumerate() {
         if i == 7 {
             let err = res.as_ref().unwrap_err().to_string();
