@@ -54,7 +54,13 @@ impl AgentActor {
             kind,
         );
         match env.item {
-            Item::Inbox(_) => self.take_inbox_item(env, entry, ctx),
+            Item::Inbox(_) => match entry {
+                Some(entry) => self.take_from_stream(env, entry, ctx),
+                None => match self.may_take(&env, None) {
+                    Ok(()) => self.push_inbox_item(env),
+                    Err(e) => ready(Err(e)),
+                },
+            },
             // A dependency settled (see `supervisor/dependencies.rs`).
             Item::Event(Event::DependencySettled { agent_id, outcome }) => {
                 self.dependency_settled(&agent_id, outcome, ctx);
@@ -76,30 +82,28 @@ impl AgentActor {
         }
     }
 
-    /// Takes an inbox item: holds it in its stream entry if it came in one the agent may hold
-    /// (see [`super::held`]), else pushes it.
-    fn take_inbox_item(
+    /// Takes an inbox item that came in stream entry `entry`: holds it in the entry if the agent
+    /// may (see [`super::held`]), else pushes it.
+    fn take_from_stream(
         &mut self,
         env: Envelope,
-        entry: Option<Arc<StreamEntry>>,
+        entry: Arc<StreamEntry>,
         ctx: &mut Context<Self>,
     ) -> Delivered {
-        if let Err(e) = self.may_take(&env, entry.as_deref()) {
+        if let Err(e) = self.may_take(&env, Some(&entry)) {
             return ready(Err(e));
         }
-        if let Some(entry) = entry {
-            // Queued or running here already (another entry of one envelope): this copy is
-            // acknowledged. (Not `holds`: the record's task may be one a crash cut short, which
-            // this copy is to run again.)
-            if self.queue.holds(env.id) || self.activity.holds(env.id) {
-                tracing::debug!(agent_id = %self.rec.id, message_id = %env.id, "duplicate envelope ignored");
-                return ready(Ok(false));
-            }
-            if !entry.hold_for.is_zero() && self.may_hold(&env) {
-                self.hold(env, entry, ctx);
-                self.check_activity();
-                return ready(Ok(true));
-            }
+        // Queued or running here already (another entry of one envelope): this copy is
+        // acknowledged. (Not `holds`: the record's task may be one a crash cut short, which this
+        // copy is to run again.)
+        if self.queue.holds(env.id) || self.activity.holds(env.id) {
+            tracing::debug!(agent_id = %self.rec.id, message_id = %env.id, "duplicate envelope ignored");
+            return ready(Ok(false));
+        }
+        if !entry.hold_for.is_zero() && self.may_hold(&env) {
+            self.hold(env, entry, ctx);
+            self.check_activity();
+            return ready(Ok(true));
         }
         self.push_inbox_item(env)
     }
@@ -127,9 +131,9 @@ impl AgentActor {
         Ok(())
     }
 
-    /// Pushes an inbox item to the durable inbox, then queues it (a fresh one) or settles a
-    /// duplicate. What the agent holds in stream entries is adopted into the inbox first: it
-    /// came before.
+    /// Pushes an inbox item (that this process may take, [`Self::may_take`]) to the durable
+    /// inbox, then queues it (a fresh one) or settles a duplicate. What the agent holds in
+    /// stream entries is adopted into the inbox first: it came before.
     fn push_inbox_item(&mut self, env: Envelope) -> Delivered {
         let store = self.deps().store.clone();
         let id = self.rec.id.clone();

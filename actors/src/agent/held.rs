@@ -120,8 +120,8 @@ impl AgentActor {
     /// arrival order, with those items marked as being adopted; `None` if there is nothing to
     /// adopt. The caller holds its flushes for the pushes ([`Self::adopted`] follows them).
     pub(super) fn adoption(&mut self, all: bool) -> Option<Adoption> {
-        let now = Instant::now();
         let held = self.held.as_mut()?;
+        let now = Instant::now();
         let due: Vec<Uuid> = held
             .items
             .iter()

@@ -181,7 +181,11 @@ impl AgentActor {
         }
         let (input, writes, prestart) = match prestart {
             Some(p) if p.id == env.id => (Some(p.input), StartWrites::Written(p.record), None),
-            other => (self.turn_input(&env), StartWrites::Fresh, other),
+            other => (
+                self.turn_input(&env, self.deps().clock.now_ms()),
+                StartWrites::Fresh,
+                other,
+            ),
         };
         let Some(input) = input else {
             // Not an item that runs a turn.
@@ -196,9 +200,8 @@ impl AgentActor {
         prestart
     }
 
-    /// The turn input an inbox item makes (`None` for anything else).
-    fn turn_input(&self, env: &Envelope) -> Option<TurnInput> {
-        let now = self.deps().clock.now_ms();
+    /// The turn input an inbox item makes at `now` (`None` for anything else).
+    fn turn_input(&self, env: &Envelope, now: u64) -> Option<TurnInput> {
         Some(match &env.item {
             Item::Inbox(InboxItem::Message {
                 text,
@@ -242,7 +245,8 @@ impl AgentActor {
         if !ready || super::relay::relays(env) {
             return None;
         }
-        let input = self.turn_input(env)?;
+        let now = self.deps().clock.now_ms();
+        let input = self.turn_input(env, now)?;
         let TurnInput::Message(entry) = &input else {
             return None;
         };
@@ -252,7 +256,7 @@ impl AgentActor {
         count_attempt(&mut rec, env);
         rec.status = AgentStatus::Running;
         rec.status_reason = None;
-        rec.updated_at_ms = self.deps().clock.now_ms();
+        rec.updated_at_ms = now;
         let append = input_write(agent_id, Arc::clone(entry), rec.attempts);
         let running = Arc::new(rec);
         let writes = vec![append, StoreWrite::PutAgent(Arc::clone(&running))];
