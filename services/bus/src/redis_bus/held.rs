@@ -2,21 +2,26 @@
 //! each was read in, which ones agents hold now, so that a claim of this process's own pending
 //! entries (after a lost connection) does not deliver them a second time, and which one an
 //! agent let go without acknowledging it, so that its partition is claimed again and the entry
-//! delivered anew.
+//! delivered anew. Their flushes acknowledge what they held without trimming the stream, so the
+//! reader trims a partition's stream itself every `batch` entries it read there (and the lease
+//! round trims every owned one): a stream holds what is pending or unread, plus at most about a
+//! batch and one node of its listpacks, however fast it is read.
 
 use super::RedisBus;
 use agentd_actors::ports::{EntryWatch, StreamEntry};
+use agentd_store::RedisConnection;
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Per partition: its ownership period (counted up each time it is to be claimed again, see
-/// [`RedisBus::claim_and_drain`]) and the ids of the entries delivered to agents and not let go
-/// yet.
+/// [`RedisBus::claim_and_drain`]), the ids of the entries delivered to agents and not let go
+/// yet, and the entries read since its stream was last trimmed.
 pub(super) struct HeldEntries {
     epochs: Vec<AtomicU64>,
     out: Vec<Mutex<HashSet<String>>>,
+    read_since_trim: Vec<AtomicUsize>,
 }
 
 impl HeldEntries {
@@ -25,6 +30,7 @@ impl HeldEntries {
         HeldEntries {
             epochs: (0..n).map(|_| AtomicU64::new(0)).collect(),
             out: (0..n).map(|_| Mutex::new(HashSet::new())).collect(),
+            read_since_trim: (0..n).map(|_| AtomicUsize::new(0)).collect(),
         }
     }
 
@@ -52,6 +58,19 @@ impl HeldEntries {
         self.of(k).map_or(0, |s| s.len())
     }
 
+    /// Counts `n` entries read from partition `k`; answers whether `every` or more were read
+    /// since it last answered so (and starts counting again).
+    fn read_reaches(&self, k: u32, n: usize, every: usize) -> bool {
+        let Some(c) = self.read_since_trim.get(k as usize) else {
+            return false;
+        };
+        if c.fetch_add(n, Ordering::Relaxed) + n < every {
+            return false;
+        }
+        c.store(0, Ordering::Relaxed);
+        true
+    }
+
     /// Whether entry `id` of partition `k` is out with an agent.
     pub(super) fn holds(&self, k: u32, id: &str) -> bool {
         self.of(k).is_some_and(|s| s.contains(id))
@@ -62,6 +81,34 @@ impl RedisBus {
     /// Whether agents may hold the entries they are delivered (`redis.hold_ms` > 0).
     pub(super) fn offers_holds(&self) -> bool {
         self.cfg.hold_ms > 0
+    }
+
+    /// Notes `n` entries read from partition `k` to hand to its agents: every `batch` of them,
+    /// its stream is trimmed (in the background; the reader reads on).
+    pub(super) fn note_read(self: &Arc<Self>, k: u32, n: usize) {
+        if !self.offers_holds() || !self.held.read_reaches(k, n, self.cfg.batch.max(1)) {
+            return;
+        }
+        let bus = self.clone();
+        tokio::spawn(async move {
+            let mut con = bus.con.clone();
+            bus.trim(k, &mut con).await;
+        });
+    }
+
+    /// Trims partition `k`'s stream below what is still pending (the `TRIM` script). Best
+    /// effort: a stream not trimmed now is trimmed the next time.
+    pub(super) async fn trim(&self, k: u32, con: &mut RedisConnection) {
+        let trimmed: redis::RedisResult<i64> = self
+            .scripts
+            .trim
+            .key(&*self.keys.partition_key(k))
+            .arg(crate::streams::GROUP)
+            .invoke_async(con)
+            .await;
+        if let Err(e) = trimmed {
+            tracing::debug!(partition = k, error = %e, "trimming a partition stream failed");
+        }
     }
 
     /// Entry `id` of partition `k` (stream `stream`), read for the first time in the

@@ -69,21 +69,12 @@ impl RedisBus {
         Ok(())
     }
 
-    /// Trims every owned partition's stream below what is still pending: the entries agents
-    /// held are acknowledged by their own writes, which do not trim (the reader's
-    /// acknowledgements do). Best effort: a stream not trimmed now is trimmed next round.
+    /// Trims every owned partition's stream below what is still pending (see [`held`]).
+    ///
+    /// [`held`]: super::held
     async fn trim_owned(&self, con: &mut RedisConnection) {
         for k in self.owned() {
-            let trimmed: redis::RedisResult<i64> = self
-                .scripts
-                .trim
-                .key(&*self.keys.partition_key(k))
-                .arg(crate::streams::GROUP)
-                .invoke_async(con)
-                .await;
-            if let Err(e) = trimmed {
-                tracing::debug!(partition = k, error = %e, "trimming a partition stream failed");
-            }
+            self.trim(k, con).await;
         }
     }
 

@@ -356,6 +356,7 @@ impl RedisBus {
             tracing::warn!(stream = %stream.key, entries = stream.ids.len(), "partition no longer fresh after a read; leaving its entries pending");
             return Ok(());
         };
+        self.note_read(partition, stream.ids.len());
         let decoded: Vec<_> = stream.ids.iter().map(|s| self.decode_entry(s)).collect();
         if decoded
             .iter()
