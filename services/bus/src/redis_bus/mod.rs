@@ -33,7 +33,7 @@
 //! | [`reader`] | the partition reader: claims first, then one blocking read of every readable partition |
 //! | [`in_flight`] | the window of routed batches whose acknowledgements are still under way |
 //! | [`delivery`] | handing entries to the agents, acknowledging them, dead-lettering what keeps failing |
-//! | [`held`] | the entries this process's agents hold (acknowledged with the turn that handles them): which are out, and one let go unacknowledged |
+//! | [`held`] | the entries this process's agents hold (acknowledged with the turn that handles them): which are out, one let go unacknowledged, and the stream trims their acknowledgements do not make |
 //! | [`claim`] | a partition taken: sending on its outbox, claiming what its previous owner left pending, the drain check |
 //! | [`calls`] | calls to an agent another process owns: the caller's reply reader, the owner's runner |
 //! | [`transport`] | the [`Transport`] the ChannelRouter routes through |
