@@ -478,6 +478,11 @@ fn stream_entries(con: &mut TestConnection, key: &str) -> Vec<redis::streams::St
     reply.ids
 }
 
+/// The entries of `<ns>:dead` (through a connection that finds the node holding it).
+fn dead_letters(cluster: &Cluster) -> Vec<redis::streams::StreamId> {
+    stream_entries(&mut cluster.redis.client(), &format!("{NS}:dead"))
+}
+
 /// The error codes of the entries in `<ns>:dead`, oldest first.
 fn dead_codes(con: &mut TestConnection) -> Vec<String> {
     stream_entries(con, &format!("{NS}:dead"))
@@ -1670,11 +1675,7 @@ fn a_partition_stream_stays_bounded_when_its_agents_hold_what_they_take() {
             p.texts(id).last() == Some(&answer)
         });
     }
-    let dead = format!("{NS}:dead");
-    assert!(
-        stream_entries(&mut cluster.redis.client_for(&dead), &dead).is_empty(),
-        "nothing dead-lettered"
-    );
+    assert!(dead_letters(&cluster).is_empty(), "nothing dead-lettered");
     eventually_blocking(Duration::from_secs(10), "the stream trimmed", || {
         redis::cmd("XLEN")
             .arg(&stream)
@@ -1730,10 +1731,7 @@ fn the_service_touches_one_slot_per_command_and_script_on_a_cluster_mode_redis()
     )
     .unwrap();
     b.wait_for("the answer after the takeover", |b| answers(b) > before);
-    assert!(
-        stream_entries(&mut cluster.redis.client(), &format!("{NS}:dead")).is_empty(),
-        "nothing dead-lettered"
-    );
+    assert!(dead_letters(&cluster).is_empty(), "nothing dead-lettered");
 }
 
 /// A cluster of agentd processes on a Redis Cluster of three masters and three replicas,
@@ -1817,10 +1815,7 @@ fn manage_commands_events_and_a_kill_9_takeover_work_on_a_redis_cluster() {
     )
     .unwrap();
     b.wait_for("the answer after the takeover", |b| answers(b) > before);
-    assert!(
-        stream_entries(&mut cluster.redis.client(), &format!("{NS}:dead")).is_empty(),
-        "nothing dead-lettered"
-    );
+    assert!(dead_letters(&cluster).is_empty(), "nothing dead-lettered");
 }
 
 /// Slots of live partitions move between masters (`redis-cli --cluster reshard`, keys and
@@ -1919,11 +1914,7 @@ fn a_reshard_under_load_moves_live_partitions_without_losing_or_doubling_a_messa
         sent.push((id.clone(), text));
     }
     every_message_once_in_order(&a, &agents, &sent);
-    let dead = format!("{NS}:dead");
-    assert!(
-        stream_entries(&mut cluster.redis.client_for(&dead), &dead).is_empty(),
-        "nothing dead-lettered"
-    );
+    assert!(dead_letters(&cluster).is_empty(), "nothing dead-lettered");
 }
 
 /// A slot held halfway through its move, the state `redis-cli --cluster reshard` passes each
@@ -2058,10 +2049,6 @@ fn a_partition_whose_stream_is_caught_mid_move_is_read_through_ask_redirections(
         sent.iter().collect::<Vec<_>>(),
         "each once, in order"
     );
-    let dead = format!("{NS}:dead");
-    assert!(
-        stream_entries(&mut cluster.redis.client_for(&dead), &dead).is_empty(),
-        "nothing dead-lettered"
-    );
+    assert!(dead_letters(&cluster).is_empty(), "nothing dead-lettered");
     assert_eq!(pending(&mut con, &stream), 0, "nothing left pending");
 }
