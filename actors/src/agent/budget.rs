@@ -150,8 +150,9 @@ impl AgentActor {
         });
     }
 
-    /// Checks the root's budget (as stored now) against the whole tree's spending, `spent`
-    /// being what this agent just spent; a spent tree budget pauses every agent of the tree
+    /// Checks the root's budget (as stored, read at most once per
+    /// [`crate::tree_spend::SUM_TTL_MS`] per tree in this process) against the whole tree's
+    /// spending, `spent` being what this agent just spent; a spent tree budget pauses every agent of the tree
     /// (reason `budget_exceeded: tree …`). The tree's spending is the usage and cost of every
     /// agent as stored (this one's as it is now), summed at most once per
     /// [`crate::tree_spend::SUM_TTL_MS`] per tree in this process, with this process's spending
@@ -172,13 +173,20 @@ impl AgentActor {
         ctx.spawn(
             async move {
                 let deps = &system.deps;
+                let now = deps.clock.now_ms();
                 let budget = if is_root {
                     own_budget
                 } else {
-                    let root = deps.store.get_agent_shared(&root_id).await.ok().flatten();
-                    root.and_then(|r| r.budget.as_deref().copied())
+                    match system.tree_spend.budget(&root_id, now) {
+                        Some(budget) => budget,
+                        None => {
+                            let root = deps.store.get_agent_shared(&root_id).await.ok()?;
+                            let budget = root.and_then(|r| r.budget.as_deref().copied());
+                            system.tree_spend.put_budget(&root_id, budget, now);
+                            budget
+                        }
+                    }
                 }?;
-                let now = deps.clock.now_ms();
                 let tree = match system.tree_spend.add(&root_id, spent, now) {
                     Some(tree) => tree,
                     None => {
@@ -263,6 +271,14 @@ impl Handler<SetBudget> for AgentActor {
 
     fn handle(&mut self, msg: SetBudget, ctx: &mut Self::Context) -> Self::Result {
         self.rec.budget = Some(Box::new(msg.0));
+        if self.rec.parent_id.is_none() {
+            // Its tree's agents in this process check the new budget from their next call on
+            // (not the one stored until this is persisted).
+            let now = self.deps().clock.now_ms();
+            self.system
+                .tree_spend
+                .put_budget(&self.rec.id, Some(msg.0), now);
+        }
         self.persist(ctx);
         self.check_activity();
         MessageResult(self.rec.clone())

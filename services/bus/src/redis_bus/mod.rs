@@ -191,6 +191,7 @@ impl RedisBus {
         for k in 0..self.cfg.partitions {
             ensure_group(&mut con, &self.keys.partition(k)).await?;
         }
+        self.scripts.load(&mut con).await.map_err(be)?;
         self.lease_round(&system).await?;
         let me = self.clone();
         let sys = system.clone();

@@ -69,6 +69,26 @@ pub(super) struct Scripts {
 }
 
 impl Scripts {
+    /// Loads every script into Redis (on a cluster, every master), so that the first calls,
+    /// often many at once, find them: a call Redis answers `NOSCRIPT` is sent again after a
+    /// load of its own. A Redis that forgets them later (a restart, a new master) is taught
+    /// again that way.
+    pub(super) async fn load(
+        &self,
+        con: &mut agentd_store::RedisConnection,
+    ) -> redis::RedisResult<()> {
+        for script in [
+            &self.renew,
+            &self.release,
+            &self.forward,
+            &self.ack_trim,
+            &self.trim,
+        ] {
+            script.load_async(con).await?;
+        }
+        Ok(())
+    }
+
     pub(super) fn new() -> Self {
         Scripts {
             renew: Script::new(RENEW),

@@ -28,7 +28,10 @@ impl RedisStore {
         partitions: u32,
     ) -> StoreResult<Self> {
         let store = Self::connect_unchecked(target, namespace, partitions).await?;
-        super::layout::ensure(&mut store.connection(), store.keys()).await?;
+        let mut con = store.connection();
+        super::layout::ensure(&mut con, store.keys()).await?;
+        // Loaded before the first writes, which come many at once after a start.
+        store.load_flush_scripts(&mut con).await?;
         Ok(store)
     }
 
