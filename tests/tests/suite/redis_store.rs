@@ -675,20 +675,121 @@ async fn pushes_made_at_once_are_grouped_and_each_gets_its_own_answer() {
     }
 }
 
-/// Live agents' flushes made at once, for agents of one partition, go in few script calls, and
-/// each still gets its own answer: one agent's broken thread key fails its own flush only (its
-/// record is not written), the others' entries and records land, and the stream entries they
-/// held are acknowledged.
+/// A flush of entries known new (a first run's) goes as a transaction fenced by a `WATCH` on
+/// the partition's lease (on one Redis; the script on a cluster): it writes only while the lease
+/// names this process, also when the lease changes between two flushes or between a flush's
+/// watch and its write — renewed (the flush is sent again), taken or gone (refused, nothing
+/// written).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flush_of_new_entries_writes_only_while_the_lease_names_this_process() {
+    use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
+    let (redis, store) = store_on("txfence").await;
+    let keys = store.keys().clone();
+    let lease = keys.lease(keys.partition_of("tx-agent"));
+    let fence = lease.clone();
+    store.fence_pushes_with(Arc::new(move |_agent: &str| {
+        Some((fence.clone(), "me".to_string()))
+    }));
+    let mut con = redis.client();
+    let flush = |text: &str, created: u64| {
+        vec![
+            StoreWrite::AppendNew {
+                agent_id: "tx-agent".into(),
+                entry: Arc::new(conformance::entry(text)),
+            },
+            StoreWrite::PutAgent(Arc::new(conformance::record("tx-agent", None, created))),
+        ]
+    };
+    let is_fenced = |res: &Result<(), agentd_actors::StoreError>| matches!(res, Err(e) if e.kind() == StoreErrorKind::Fenced);
+    set_key(&mut con, &lease, "someone else");
+    let refused = store.write_own_batch("tx-agent", &flush("late", 1)).await;
+    assert!(is_fenced(&refused), "{refused:?}");
+    assert!(store.thread("tx-agent").await.unwrap().is_empty());
+    assert!(store.get_agent("tx-agent").await.unwrap().is_none());
+    set_key(&mut con, &lease, "me");
+    store
+        .write_own_batch("tx-agent", &flush("first", 1))
+        .await
+        .unwrap();
+    assert_eq!(store.thread("tx-agent").await.unwrap().len(), 1);
+    // Renewed (touched) since the last flush watched it: sent again, written once.
+    let _: i64 = redis::cmd("PEXPIRE")
+        .arg(&lease)
+        .arg(60_000)
+        .query(&mut con)
+        .unwrap();
+    store
+        .write_own_batch("tx-agent", &flush("second", 2))
+        .await
+        .unwrap();
+    assert_eq!(store.thread("tx-agent").await.unwrap().len(), 2);
+    // Taken by another process after the last flush watched it: refused.
+    set_key(&mut con, &lease, "someone else");
+    let refused = store.write_own_batch("tx-agent", &flush("stale", 3)).await;
+    assert!(is_fenced(&refused), "{refused:?}");
+    // Gone (expired): refused too.
+    let _: i64 = redis::cmd("DEL").arg(&lease).query(&mut con).unwrap();
+    let refused = store.write_own_batch("tx-agent", &flush("stale", 3)).await;
+    assert!(is_fenced(&refused), "{refused:?}");
+    let texts: Vec<String> = store
+        .thread("tx-agent")
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| e.text.clone())
+        .collect();
+    assert_eq!(texts, ["first", "second"]);
+    let stored = store.get_agent("tx-agent").await.unwrap().unwrap();
+    assert_eq!(
+        stored.created_at_ms, 2,
+        "the refused flushes' records did not land"
+    );
+    // The lease back: written again.
+    set_key(&mut con, &lease, "me");
+    store
+        .write_own_batch("tx-agent", &flush("third", 4))
+        .await
+        .unwrap();
+    assert_eq!(store.thread("tx-agent").await.unwrap().len(), 3);
+    if let agentd_tests::TestRedis::Single(server) = &redis {
+        // Transactions, not the script: three written, and two that found the lease changed
+        // since their watch and wrote nothing (after the renewal, sent again; after the take,
+        // refused).
+        let mut con = server.client();
+        assert_eq!(command_calls(&mut con, &["cmdstat_exec:"]), 5);
+    }
+}
+
+/// Live agents' flushes made at once, for agents of one partition, go in one call — a
+/// transaction (a store that connects itself to one Redis) or a script call (a store over a
+/// given connection, or on a cluster) — and each still gets its own answer: one agent's broken
+/// thread key fails its own flush only, the others' entries and records land, and the stream
+/// entries they held are acknowledged. The script stops the broken agent's part at the failed
+/// write (its record is not written, its entry stays pending); a transaction has no rollback,
+/// so there its other writes stand.
 // One thread, as an actix arbiter runs its agents: the flushes of one poll all join before the
 // task that sends them runs (on more threads, another one may send the first few alone).
 #[tokio::test(flavor = "current_thread")]
 async fn flushes_made_at_once_are_grouped_and_each_gets_its_own_answer() {
-    use agentd_actors::ports::StreamEntry;
-    use agentd_actors::{StoreWrite, ThreadStore};
     let server = RedisServer::start();
     let store = RedisStore::connect(&server.url(), "group", 4)
         .await
         .unwrap();
+    grouped_flushes(&server, store, "cmdstat_exec:").await;
+    let con = agentd_store::RedisTarget::single(server.url())
+        .connect()
+        .await
+        .unwrap();
+    let store = RedisStore::with_connection(con, agentd_store::Keys::new("scripted", 4));
+    grouped_flushes(&server, store, "cmdstat_evalsha:").await;
+}
+
+/// [`flushes_made_at_once_are_grouped_and_each_gets_its_own_answer`] with `store`, whose flush
+/// calls Redis counts in `INFO commandstats` under `call`.
+async fn grouped_flushes(server: &RedisServer, store: RedisStore, call: &str) {
+    use agentd_actors::ports::StreamEntry;
+    use agentd_actors::{StoreWrite, ThreadStore};
+    let transaction = call == "cmdstat_exec:";
     let keys = store.keys().clone();
     let agents: Vec<String> = (0..400)
         .map(|i| format!("f-{i}"))
@@ -745,7 +846,7 @@ async fn flushes_made_at_once_are_grouped_and_each_gets_its_own_answer() {
     let warm_record =
         StoreWrite::PutAgent(std::sync::Arc::new(conformance::record(&warm, None, 1)));
     store.write_own_batch(&warm, &[warm_record]).await.unwrap();
-    let calls_before = script_calls(&mut con);
+    let calls_before = command_calls(&mut con, &[call]);
     let batches: Vec<Vec<StoreWrite>> = agents
         .iter()
         .zip(&entries)
@@ -769,13 +870,14 @@ async fn flushes_made_at_once_are_grouped_and_each_gets_its_own_answer() {
         .zip(&batches)
         .map(|(a, b)| store.write_own_batch(a, b));
     let results = futures::future::join_all(flushes).await;
-    let calls = script_calls(&mut con) - calls_before;
-    assert_eq!(calls, 1, "{calls} script calls for 50 flushes");
+    let calls = command_calls(&mut con, &[call]) - calls_before;
+    assert_eq!(calls, 1, "{calls} calls ({call}) for 50 flushes");
     for (i, res) in results.iter().enumerate() {
         if i == 7 {
             let err = res.as_ref().unwrap_err().to_string();
             assert!(err.contains("WRONGTYPE"), "{err}");
-            assert!(store.get_agent(&agents[i]).await.unwrap().is_none());
+            let record = store.get_agent(&agents[i]).await.unwrap();
+            assert_eq!(record.is_some(), transaction, "{record:?}");
             assert!(!entries[i].is_acknowledged());
             continue;
         }
@@ -789,18 +891,24 @@ async fn flushes_made_at_once_are_grouped_and_each_gets_its_own_answer() {
         .arg(agentd_store::GROUP)
         .query(&mut con)
         .unwrap();
+    let still_pending = if transaction { 0 } else { 1 };
     assert_eq!(
         pending.count(),
-        1,
-        "only the broken agent's entry is pending"
+        still_pending,
+        "only the broken agent's entry is pending, and only with the script"
     );
 }
 
 /// How many scripts Redis has run (`INFO commandstats`: `EVALSHA` and `EVAL` calls).
 fn script_calls(con: &mut impl redis::ConnectionLike) -> u64 {
+    command_calls(con, &["cmdstat_evalsha:", "cmdstat_eval:"])
+}
+
+/// How many calls of the commands `stats` (`INFO commandstats` line prefixes) Redis has run.
+fn command_calls(con: &mut impl redis::ConnectionLike, stats: &[&str]) -> u64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
     info.lines()
-        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter(|l| stats.iter().any(|s| l.starts_with(s)))
         .filter_map(|l| {
             l.split([':', ','])
                 .find_map(|f| f.strip_prefix("calls="))

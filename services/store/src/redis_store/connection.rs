@@ -42,7 +42,9 @@ impl RedisStore {
         partitions: u32,
     ) -> StoreResult<Self> {
         let con = target.connect().await.map_err(be)?;
-        Ok(Self::with_connection(con, Keys::new(namespace, partitions)))
+        let mut store = Self::with_connection(con, Keys::new(namespace, partitions));
+        store.transactions = super::fenced::Transactions::new(target).map(Arc::new);
+        Ok(store)
     }
 
     /// A store over an existing connection (its namespace's layout checked by the caller).
@@ -61,6 +63,7 @@ impl RedisStore {
             tool_call_put: Script::new(scripts::TOOL_CALL_PUT),
             flush_many: scripts::flush_many(),
             flushes: Arc::default(),
+            transactions: None,
             flush_scripts_loaded: Arc::default(),
             dedup_window: DEDUP_WINDOW,
             fence: Arc::default(),

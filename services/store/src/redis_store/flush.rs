@@ -1,13 +1,17 @@
-//! Live agents' flushes of their own state ([`FLUSH_MANY`](super::scripts::flush_many)): one
-//! agent's part of a call, and the flushes of one partition's agents made together sent as one
-//! call ([`super::group`]), so that a read that gave a partition's agents a message each costs
-//! one lease check and one `XACK` for all their turns' ends, not one each.
+//! Live agents' flushes of their own state: one agent's part of a call, and the flushes of one
+//! partition's agents made together sent as one call ([`super::group`]), so that a read that
+//! gave a partition's agents a message each costs one lease check and one `XACK` for all their
+//! turns' ends, not one each. The call is a transaction fenced by the partition's lease
+//! ([`super::fenced`]) on one Redis, else the script
+//! [`FLUSH_MANY`](super::scripts::flush_many) (on a cluster, with replicas to wait for, and for
+//! entries that must be appended once).
 //!
 //! Grouping keeps every guarantee of a flush of its own: each agent's part is applied alone
 //! (its own error fails its part only), an agent has one flush under way at a time (so two of
 //! its flushes never meet in one call or pass each other), and the fence is the same lease for
 //! the whole call.
 
+use super::fenced::{Outcome, Transaction};
 use super::group::{Groups, result_of};
 use super::{RedisStore, be, de};
 use agentd_actors::{StoreResult, StoreWrite};
@@ -15,12 +19,93 @@ use agentd_proto::Envelope;
 use agentd_proto::codec::{encode, encode_envelope};
 use tokio::sync::oneshot;
 
-/// One agent's part of a flush call: its keys and its arguments, made once.
+/// One agent's part of a flush call: its keys and what it writes, encoded once.
 pub(super) struct OwnFlush {
     agent_id: String,
     /// Thread, inbox, inboxdata, record.
     keys: [String; 4],
-    args: Vec<Vec<u8>>,
+    /// The thread's new entries in order: known new (appended as they are), the id's 16
+    /// bytes, the entry.
+    entries: Vec<(bool, Vec<u8>, Vec<u8>)>,
+    /// Envelope ids of the inbox items it is done with.
+    dones: Vec<Vec<u8>>,
+    /// Outputs onto its partition's stream (their parents share the partition).
+    here: Vec<Vec<u8>>,
+    /// Outputs into its partition's outbox: envelope id, envelope.
+    away: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Ids of the partition stream entries it held and now acknowledges.
+    acks: Vec<Vec<u8>>,
+    /// Its record, if the run wrote one.
+    record: Option<Vec<u8>>,
+}
+
+impl OwnFlush {
+    /// Whether every entry is known new, so the part is plain writes (no look-up first) and
+    /// can go in a transaction ([`super::fenced`]).
+    fn is_plain(&self) -> bool {
+        self.entries.iter().all(|(new, _, _)| *new)
+    }
+
+    /// Its [`FLUSH_MANY`](super::scripts::flush_many) arguments.
+    fn script_args(&self, cmd: &mut redis::Cmd) {
+        cmd.arg(self.entries.len());
+        for (new, id, entry) in &self.entries {
+            cmd.arg(if *new { "1" } else { "0" }).arg(id).arg(entry);
+        }
+        cmd.arg(self.dones.len()).arg(&self.dones);
+        cmd.arg(self.here.len()).arg(&self.here);
+        cmd.arg(self.away.len());
+        for (id, env) in &self.away {
+            cmd.arg(id).arg(env);
+        }
+        cmd.arg(self.acks.len()).arg(&self.acks);
+        match &self.record {
+            Some(record) => cmd.arg("1").arg(record),
+            None => cmd.arg("0"),
+        };
+    }
+
+    /// Its writes as plain commands for a transaction on partition stream `stream` and outbox
+    /// `outbox` (its acknowledgements go in the transaction's one `XACK`): what
+    /// [`FLUSH_MANY`](super::scripts::flush_many) writes for a part that [`Self::is_plain`].
+    fn commands(&self, stream: &str, outbox: &str) -> Vec<redis::Cmd> {
+        let [thread, inbox, inboxdata, record_key] = &self.keys;
+        let mut cmds = Vec::new();
+        for run in self.entries.chunks(500) {
+            let mut rpush = redis::cmd("RPUSH");
+            rpush.arg(thread);
+            for (_, id, entry) in run {
+                rpush.arg(id).arg(entry);
+            }
+            cmds.push(rpush);
+        }
+        if !self.dones.is_empty() {
+            cmds.push(redis::cmd("ZREM").arg(inbox).arg(&self.dones).clone());
+            cmds.push(redis::cmd("HDEL").arg(inboxdata).arg(&self.dones).clone());
+        }
+        for env in &self.here {
+            cmds.push(
+                redis::cmd("XADD")
+                    .arg(stream)
+                    .arg("*")
+                    .arg("m")
+                    .arg(env)
+                    .clone(),
+            );
+        }
+        if !self.away.is_empty() {
+            let mut hset = redis::cmd("HSET");
+            hset.arg(outbox);
+            for (id, env) in &self.away {
+                hset.arg(id).arg(env);
+            }
+            cmds.push(hset);
+        }
+        if let Some(record) = &self.record {
+            cmds.push(redis::cmd("SET").arg(record_key).arg(record).clone());
+        }
+        cmds
+    }
 }
 
 /// One agent's flush waiting for its partition's next call.
@@ -33,11 +118,6 @@ struct Waiting {
 #[derive(Default)]
 pub(super) struct FlushQueue(Groups<Waiting>);
 
-/// A count as a script argument.
-fn count(n: usize) -> Vec<u8> {
-    n.to_string().into_bytes()
-}
-
 impl RedisStore {
     /// `owner`'s part of a flush call for `run` (its own writes, in order: entries, done marks,
     /// acknowledgements, and its last record, the call being atomic) and `outputs` (its
@@ -49,63 +129,44 @@ impl RedisStore {
         outputs: &[(&str, &Envelope)],
     ) -> StoreResult<OwnFlush> {
         let stream = self.keys.partition(self.keys.partition_of(owner));
-        let mut args = Vec::new();
-        let entries: Vec<_> = run
-            .iter()
-            .filter_map(|w| match w {
-                StoreWrite::Append { entry, .. } => Some((false, entry)),
-                StoreWrite::AppendNew { entry, .. } => Some((true, entry)),
-                _ => None,
-            })
-            .collect();
-        args.push(count(entries.len()));
-        for (new, entry) in entries {
-            args.push(if new { b"1".to_vec() } else { b"0".to_vec() });
-            args.push(entry.id.as_bytes().to_vec());
-            args.push(encode(&**entry).map_err(de)?);
-        }
-        let dones: Vec<_> = run
-            .iter()
-            .filter_map(|w| match w {
-                StoreWrite::InboxDone { env_id, .. } => Some(env_id.to_string().into_bytes()),
-                _ => None,
-            })
-            .collect();
-        args.push(count(dones.len()));
-        args.extend(dones);
-        let (here, away): (Vec<_>, Vec<_>) = outputs.iter().partition(|(s, _)| *s == stream);
-        args.push(count(here.len()));
-        for (_, env) in here {
-            args.push(encode_envelope(env).map_err(de)?);
-        }
-        args.push(count(away.len()));
-        for (_, env) in away {
-            args.push(env.id.to_string().into_bytes());
-            args.push(encode_envelope(env).map_err(de)?);
-        }
-        let acks: Vec<_> = run
-            .iter()
-            .filter_map(|w| match w {
+        let mut entries = Vec::new();
+        let mut dones = Vec::new();
+        let mut acks = Vec::new();
+        for w in run {
+            match w {
+                StoreWrite::Append { entry, .. } | StoreWrite::AppendNew { entry, .. } => {
+                    let new = matches!(w, StoreWrite::AppendNew { .. });
+                    entries.push((
+                        new,
+                        entry.id.as_bytes().to_vec(),
+                        encode(&**entry).map_err(de)?,
+                    ));
+                }
+                StoreWrite::InboxDone { env_id, .. } => dones.push(env_id.to_string().into_bytes()),
                 StoreWrite::Acknowledge { entry, .. } => {
                     debug_assert_eq!(&*entry.stream, stream.as_str(), "another partition's entry");
-                    Some(entry.id.as_bytes().to_vec())
+                    acks.push(entry.id.as_bytes().to_vec());
                 }
-                _ => None,
-            })
-            .collect();
-        args.push(count(acks.len()));
-        args.extend(acks);
+                _ => {}
+            }
+        }
+        let mut here = Vec::new();
+        let mut away = Vec::new();
+        for (to, env) in outputs {
+            let bytes = encode_envelope(env).map_err(de)?;
+            if *to == stream {
+                here.push(bytes);
+            } else {
+                away.push((env.id.to_string().into_bytes(), bytes));
+            }
+        }
         let record = run.iter().rev().find_map(|w| match w {
             StoreWrite::PutAgent(rec) => Some(rec),
             _ => None,
         });
-        match record {
-            Some(rec) => {
-                args.push(b"1".to_vec());
-                args.push(super::batch::record_bytes(rec)?);
-            }
-            None => args.push(b"0".to_vec()),
-        }
+        let record = record
+            .map(|rec| super::batch::record_bytes(rec))
+            .transpose()?;
         Ok(OwnFlush {
             agent_id: owner.to_string(),
             keys: [
@@ -114,7 +175,12 @@ impl RedisStore {
                 self.keys.agent_part(owner, "inboxdata"),
                 self.keys.agent(owner),
             ],
-            args,
+            entries,
+            dones,
+            here,
+            away,
+            acks,
+            record,
         })
     }
 
@@ -138,9 +204,7 @@ impl RedisStore {
         }
         cmd.arg(token).arg(flushes.len());
         for f in flushes {
-            for a in &f.args {
-                cmd.arg(a);
-            }
+            f.script_args(&mut cmd);
         }
         cmd
     }
@@ -160,28 +224,130 @@ impl RedisStore {
             .map_err(|_| agentd_actors::StoreError::transient("the flush was dropped unanswered"))?
     }
 
-    /// Sends what waits for partition `k` as one call.
+    /// Sends what waits for partition `k` as one call: a fenced transaction ([`super::fenced`])
+    /// where this store makes them and every part is plain writes, else the script.
     async fn send_flushes(&self, k: u32) {
-        let batch = self.flushes.0.take(k);
-        if batch.is_empty() {
-            return;
-        }
-        let flushes: Vec<&OwnFlush> = batch.iter().map(|w| &w.flush).collect();
-        let call = self.flush_call(k, &flushes);
-        let mut con = self.con.clone();
-        let results = match call.query_async::<Vec<redis::Value>>(&mut con).await {
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                // Redis lost its script cache (a restart): the call ran nothing.
-                match self.load_flush_scripts(&mut con).await {
-                    Ok(()) => call.query_async(&mut con).await.map_err(be),
-                    Err(e) => Err(e),
+        let (batch, results) = match &self.transactions {
+            Some(transactions) if self.replicas.min == 0 => {
+                let ((batch, spans), ran) = transactions
+                    .run(k, || {
+                        let batch = self.flushes.0.take(k);
+                        let (spans, tx) = self.transaction(k, &batch).unzip();
+                        ((batch, spans), tx)
+                    })
+                    .await;
+                match (ran, spans) {
+                    (Some(outcome), Some(spans)) => {
+                        let results = outcome.map(|o| spans.results(o));
+                        (batch, results)
+                    }
+                    _ => {
+                        let results = self.send_script(k, &batch).await;
+                        (batch, results)
+                    }
                 }
             }
-            other => other.map_err(be),
+            _ => {
+                let batch = self.flushes.0.take(k);
+                let results = self.send_script(k, &batch).await;
+                (batch, results)
+            }
         };
         for (i, w) in batch.into_iter().enumerate() {
             let what = format!("the flush of agent `{}`", w.flush.agent_id);
             let _ = w.answer.send(result_of(&results, i, &what));
         }
+    }
+
+    /// `batch` (flushes of partition `k`) as one script call.
+    async fn send_script(
+        &self,
+        k: u32,
+        batch: &[Waiting],
+    ) -> Result<Vec<redis::Value>, agentd_actors::StoreError> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let flushes: Vec<&OwnFlush> = batch.iter().map(|w| &w.flush).collect();
+        let call = self.flush_call(k, &flushes);
+        let mut con = self.con.clone();
+        match call.query_async::<Vec<redis::Value>>(&mut con).await {
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                // Redis lost its script cache (a restart): the call ran nothing.
+                self.load_flush_scripts(&mut con).await?;
+                call.query_async(&mut con).await.map_err(be)
+            }
+            other => other.map_err(be),
+        }
+    }
+
+    /// `batch` (flushes of partition `k`) as one fenced transaction, with where each part's
+    /// results are in it; `None` if the batch is empty or a part must go through the script.
+    fn transaction(&self, k: u32, batch: &[Waiting]) -> Option<(Spans, Transaction)> {
+        let first = batch.first()?;
+        if !batch.iter().all(|w| w.flush.is_plain()) {
+            return None;
+        }
+        let (lease, token) = self.lease_and_token(&first.flush.agent_id);
+        let stream = self.keys.partition(k);
+        let outbox = self.keys.outbox(k);
+        let mut body = Vec::new();
+        let mut parts = Vec::with_capacity(batch.len());
+        let mut acks = Vec::new();
+        for w in batch {
+            let start = body.len();
+            body.extend(w.flush.commands(&stream, &outbox));
+            parts.push((start..body.len(), !w.flush.acks.is_empty()));
+            acks.extend(w.flush.acks.iter());
+        }
+        let ack = (!acks.is_empty()).then(|| {
+            body.push(
+                redis::cmd("XACK")
+                    .arg(&*stream)
+                    .arg(crate::GROUP)
+                    .arg(acks)
+                    .clone(),
+            );
+            body.len() - 1
+        });
+        Some((Spans { parts, ack }, Transaction { body, lease, token }))
+    }
+}
+
+/// Where each part's results are in a flush transaction's: its commands' range and whether it
+/// acknowledges entries, and the index of the one `XACK`.
+pub(super) struct Spans {
+    parts: Vec<(std::ops::Range<usize>, bool)>,
+    ack: Option<usize>,
+}
+
+impl Spans {
+    /// One result per part, as the script answers them: `1` written, `-1` fenced, or the error
+    /// of one of its writes (a key of the wrong type). A transaction has no rollback: a part's
+    /// other writes stand when one fails.
+    fn results(&self, outcome: Outcome) -> Vec<redis::Value> {
+        use redis::Value;
+        let results = match outcome {
+            Outcome::Fenced => return vec![Value::Int(-1); self.parts.len()],
+            Outcome::Ran(results) => results,
+        };
+        let error = |i: usize| match results.get(i) {
+            Some(Value::ServerError(e)) => Some(Value::SimpleString(e.to_string())),
+            Some(_) => None,
+            None => Some(Value::SimpleString(
+                "the transaction answered too few results".into(),
+            )),
+        };
+        let ack_error = self.ack.and_then(error);
+        self.parts
+            .iter()
+            .map(|(range, acks)| {
+                range
+                    .clone()
+                    .find_map(error)
+                    .or_else(|| ack_error.clone().filter(|_| *acks))
+                    .unwrap_or(Value::Int(1))
+            })
+            .collect()
     }
 }

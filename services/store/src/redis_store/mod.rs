@@ -3,7 +3,8 @@
 //! sorted sets, worker aliases in hashes (a get-or-create script: race-free across processes),
 //! the durable inbox in a sorted set + hash, checkpoints in a list (newest first). Every key of
 //! an agent is in its partition's hash-tag slot ([`crate::Keys`]), so multi-key changes of one
-//! agent (and its partition's lease, stream and outbox) run as one Lua script there.
+//! agent (and its partition's lease, stream and outbox) run as one Lua script there, or, for a
+//! flush on one Redis, as one transaction fenced by the lease ([`fenced`]).
 //!
 //! | module | what it holds |
 //! |---|---|
@@ -13,6 +14,7 @@
 //! | [`group`] | calls made together per partition: one script call for what was queued at once |
 //! | [`push`] | durable pushes into inboxes, grouped per partition, and the fence that keeps a stale owner's out |
 //! | [`flush`] | live agents' flushes of their own state, grouped per partition: entries, done marks, outputs, the record and the acknowledgement of the entries they held |
+//! | [`fenced`] | on one Redis, those flushes as transactions fenced by a `WATCH` on the partition's lease, on connections of the partition's own |
 //! | [`batch`] | batches by slot, an agent's own writes fenced by its partition's lease, child outputs through the outbox |
 //! | [`layout`] | the namespace's key layout and partition count, checked at every start |
 //! | [`migrate`] | `agentd migrate`: the earlier layout moved to this one, once |
@@ -21,6 +23,7 @@
 
 mod batch;
 mod connection;
+mod fenced;
 mod flush;
 mod group;
 mod layout;
@@ -62,6 +65,9 @@ pub struct RedisStore {
     /// Flushes waiting for their partition's next [`Self::flush_many`] call (shared by
     /// clones).
     flushes: Arc<flush::FlushQueue>,
+    /// On one Redis, the connections that write flushes as transactions fenced by `WATCH`
+    /// (shared by clones; `None` on a cluster and for a store made over a given connection).
+    transactions: Option<Arc<fenced::Transactions>>,
     /// Whether the flush scripts were loaded (once before the first flush, and again after a
     /// `NOSCRIPT`): a pipeline cut by `NOSCRIPT` has run its other commands, so a retry would
     /// send its outputs twice (harmless, de-duplicated, but avoidable).
