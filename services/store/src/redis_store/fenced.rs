@@ -10,7 +10,7 @@
 //! next one, so a call is one round trip. A transaction that finds the lease changed (`EXEC`
 //! answers nil: the lease was renewed, which touches it, or taken) writes nothing and is sent
 //! again if the lease still names this process. A connection is used by one transaction at a
-//! time and dropped after any error (a new one watches afresh).
+//! time, and dropped after an error or a refusal (a new one watches afresh).
 //!
 //! On a Redis Cluster, with replicas to wait for (a `WAIT` covers its own connection's
 //! writes), and for entries that must be appended once, flushes stay with the script.
@@ -117,8 +117,10 @@ impl Transactions {
         let outcome = self
             .run_locked(&mut w, &tx.lease, &tx.token, &tx.body)
             .await;
-        if outcome.is_err() {
-            // The connection's state (its watch, replies still due) is unknown now.
+        if !matches!(outcome, Ok(Outcome::Ran(_))) {
+            // After an error the connection's state (its watch, replies still due) is unknown;
+            // a refused one's partition is another process's now, and its connection would
+            // stay open for nothing. A later transaction connects again.
             *w = Writer::default();
         }
         (taken, Some(outcome))
@@ -157,9 +159,7 @@ impl Transactions {
                     .as_ref()
                     .is_some_and(|v| v.as_deref() != Some(token))
             {
-                // Not this process's lease. Its next call watches afresh.
-                let _: redis::RedisResult<()> = redis::cmd("UNWATCH").query_async(con).await;
-                w.watched = None;
+                // Not this process's lease (the connection is dropped with its watch).
                 return Ok(Outcome::Fenced);
             }
             let mut pipe = redis::pipe();
