@@ -162,6 +162,10 @@ pub(super) async fn at_spawn(
         };
         let met_now = match rec.status {
             AgentStatus::Closed => true,
+            // Across processes an agent that looks idle may be busy with messages it holds in
+            // their partition stream entries (not in its inbox, its turn's start not written
+            // yet): only its actor knows, so a watch asks it.
+            AgentStatus::Idle | AgentStatus::Completed if deps.transport.is_some() => false,
             AgentStatus::Idle | AgentStatus::Completed => {
                 deps.store.inbox_pending(dep).await?.is_empty()
             }

@@ -379,6 +379,45 @@ fn busy_roots_in_one_process_meet_or_fail_their_dependents_in_the_other() {
     assert!(!b.texts(&d2).iter().any(|t| t.starts_with("Findings")));
 }
 
+/// A root busy with a message it holds (read from its partition stream: not in its durable
+/// inbox, its turn's start not yet written) is not taken for idle by a dependent spawned
+/// meanwhile: the dependent waits until the root has handled what was queued for it.
+#[test]
+fn a_dependent_waits_for_a_root_busy_with_a_held_message() {
+    let cluster = Cluster::new().with("AGENTD__REDIS__HOLD_MS", "20000".into());
+    let (a, b) = cluster.balanced_pair();
+    let root = root_on(&a, "research");
+    // Sent through the process that does not own the root: the message travels the root's
+    // partition stream, and the root holds it.
+    b.post(
+        &format!("/v1/agents/{root}/messages"),
+        json!({"text": "take your time"}),
+    )
+    .unwrap();
+    a.wait_for("the root busy", |p| p.status(&root) == "running");
+    let stored = agentd_store::Keys::new(NS, PARTITIONS).agent(&root);
+    let mut con = cluster.redis.client();
+    let record: Option<Vec<u8>> = redis::cmd("GET").arg(&stored).query(&mut con).unwrap();
+    let record: agentd_proto::AgentRecord = agentd_proto::codec::decode(&record.unwrap()).unwrap();
+    assert_eq!(
+        record.status,
+        agentd_proto::AgentStatus::Idle,
+        "the held turn's start is not written yet"
+    );
+    let dependent =
+        b.spawn_with(json!({"agent_type": "research", "depends_on": [root], "prompt": "after it"}));
+    b.wait_for("the dependent waiting", |p| {
+        p.status(&dependent) == "waiting_dependency"
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(b.status(&dependent), "waiting_dependency");
+    assert!(
+        b.texts(&dependent)
+            .iter()
+            .all(|t| !t.starts_with("Findings"))
+    );
+}
+
 #[test]
 fn calls_that_act_on_a_live_agent_run_in_the_process_that_owns_it() {
     let cluster = Cluster::new();
