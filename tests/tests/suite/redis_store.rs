@@ -692,7 +692,8 @@ async fn grouped_pushes(most_calls: u64) {
 /// the partition's lease (on one Redis; the script on a cluster): it writes only while the lease
 /// names this process, also when the lease changes between two flushes or between a flush's
 /// watch and its write — renewed (the flush is sent again), taken or gone (refused, nothing
-/// written).
+/// written). A child's output for a parent in another partition goes onto the parent's stream
+/// with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flush_of_new_entries_writes_only_while_the_lease_names_this_process() {
     use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
@@ -720,11 +721,40 @@ async fn a_flush_of_new_entries_writes_only_while_the_lease_names_this_process()
     assert!(store.thread("tx-agent").await.unwrap().is_empty());
     assert!(store.get_agent("tx-agent").await.unwrap().is_none());
     set_key(&mut con, &lease, "me");
-    store
-        .write_own_batch("tx-agent", &flush("first", 1))
-        .await
+    // With an output for a parent in another partition: on one Redis it goes onto the
+    // parent's stream in the transaction itself, not through the outbox.
+    let parent = (0..)
+        .map(|i| format!("tx-parent-{i}"))
+        .find(|p| keys.partition_of(p) != keys.partition_of("tx-agent"))
         .unwrap();
+    let output = Arc::new(agentd_proto::Envelope::new(
+        agentd_proto::Address::agent("tx-agent"),
+        agentd_proto::Address::agent(&parent),
+        agentd_proto::Item::Output(agentd_proto::Output::Reply {
+            text: "for the parent".into(),
+        }),
+        1,
+    ));
+    let parent_stream = keys.partition(keys.partition_of(&parent));
+    let mut first = flush("first", 1);
+    first.push(StoreWrite::Forward {
+        stream: parent_stream.clone(),
+        env: output.clone(),
+    });
+    store.write_own_batch("tx-agent", &first).await.unwrap();
     assert_eq!(store.thread("tx-agent").await.unwrap().len(), 1);
+    let sent: Vec<_> = read_stream(&mut con, &parent_stream)
+        .iter()
+        .map(|b| agentd_proto::codec::decode_envelope(b, 1 << 20).unwrap())
+        .collect();
+    assert_eq!(sent, vec![(*output).clone()]);
+    if matches!(redis, agentd_tests::TestRedis::Single(_)) {
+        let outbox: u64 = redis::cmd("HLEN")
+            .arg(keys.outbox(keys.partition_of("tx-agent")))
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(outbox, 0, "never in the outbox");
+    }
     // Renewed (touched) since the last flush watched it: sent again, written once.
     let _: i64 = redis::cmd("PEXPIRE")
         .arg(&lease)

@@ -9,7 +9,8 @@
 //! A child's output for its parent ([`StoreWrite::Forward`]) is written by the child's last
 //! flush call, in the child's slot: onto the partition stream itself when the parent shares
 //! the child's partition, else into the partition's outbox ([`Keys::outbox`]), with the done
-//! mark of the item it answers, atomically. Then, once the flush is answered, it is appended to
+//! mark of the item it answers, atomically. (A flush transaction on one Redis, where there are
+//! no slots, appends it to the parent's stream itself: [`super::flush`].) Then, once the flush is answered, it is appended to
 //! the parent's partition as a command of its own, and taken out of the outbox. A process that
 //! dies in between leaves it in the outbox, and the next owner of the child's partition
 //! appends it when it takes the partition (the parent de-duplicates it by its id).
@@ -91,13 +92,16 @@ impl RedisStore {
             self.load_flush_scripts(&mut con).await?;
         }
         let mut refused = false;
+        // The flush appended the outputs to their parents' streams itself (a transaction).
+        let mut outputs_sent = false;
         if let (Some(owner), [Piece::Own(run)]) = (owner, pieces.as_slice()) {
             // A flush and nothing else: with the flushes of its partition's other agents.
             let flush = self.own_flush(owner, run, outputs_of(0))?;
-            refused = self
+            let n = self
                 .flush_grouped(self.keys.partition_of(owner), flush)
-                .await?
-                == -1;
+                .await?;
+            refused = n == -1;
+            outputs_sent = n == 2;
         } else {
             // Consecutive pieces in one partition go in one pipeline.
             let mut pipes: Vec<(u32, redis::Pipeline)> = Vec::new();
@@ -152,6 +156,7 @@ impl RedisStore {
             }
         }
         match owner {
+            Some(_) if outputs_sent => {}
             Some(owner) => {
                 // With `redis.min_replicas`, the flush is replicated before its outputs go out
                 // (`replicas`; nothing is sent with none asked for).

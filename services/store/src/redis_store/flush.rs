@@ -31,8 +31,9 @@ pub(super) struct OwnFlush {
     dones: Vec<Vec<u8>>,
     /// Outputs onto its partition's stream (their parents share the partition).
     here: Vec<Vec<u8>>,
-    /// Outputs into its partition's outbox: envelope id, envelope.
-    away: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Outputs for parents in other partitions: the parent's partition stream, the envelope's
+    /// id, the envelope (into the outbox with the script, onto that stream in a transaction).
+    away: Vec<(String, Vec<u8>, Vec<u8>)>,
     /// Ids of the partition stream entries it held and now acknowledges.
     acks: Vec<Vec<u8>>,
     /// Its record, if the run wrote one.
@@ -55,7 +56,7 @@ impl OwnFlush {
         cmd.arg(self.dones.len()).arg(&self.dones);
         cmd.arg(self.here.len()).arg(&self.here);
         cmd.arg(self.away.len());
-        for (id, env) in &self.away {
+        for (_, id, env) in &self.away {
             cmd.arg(id).arg(env);
         }
         cmd.arg(self.acks.len()).arg(&self.acks);
@@ -65,10 +66,12 @@ impl OwnFlush {
         };
     }
 
-    /// Its writes as plain commands for a transaction on partition stream `stream` and outbox
-    /// `outbox` (its acknowledgements go in the transaction's one `XACK`): what
-    /// [`FLUSH_MANY`](super::scripts::flush_many) writes for a part that [`Self::is_plain`].
-    fn commands(&self, stream: &str, outbox: &str) -> Vec<redis::Cmd> {
+    /// Its writes as plain commands for a transaction on partition stream `stream` (its
+    /// acknowledgements go in the transaction's one `XACK`): what
+    /// [`FLUSH_MANY`](super::scripts::flush_many) writes for a part that [`Self::is_plain`],
+    /// except that outputs for parents in other partitions go onto their streams at once, not
+    /// into the outbox (a transaction is on one Redis, where every key is on the one node).
+    fn commands(&self, stream: &str) -> Vec<redis::Cmd> {
         let [thread, inbox, inboxdata, record_key] = &self.keys;
         let mut cmds = Vec::new();
         for run in self.entries.chunks(500) {
@@ -93,13 +96,15 @@ impl OwnFlush {
                     .clone(),
             );
         }
-        if !self.away.is_empty() {
-            let mut hset = redis::cmd("HSET");
-            hset.arg(outbox);
-            for (id, env) in &self.away {
-                hset.arg(id).arg(env);
-            }
-            cmds.push(hset);
+        for (to, _, env) in &self.away {
+            cmds.push(
+                redis::cmd("XADD")
+                    .arg(to)
+                    .arg("*")
+                    .arg("m")
+                    .arg(env)
+                    .clone(),
+            );
         }
         if let Some(record) = &self.record {
             cmds.push(redis::cmd("SET").arg(record_key).arg(record).clone());
@@ -157,7 +162,7 @@ impl RedisStore {
             if *to == stream {
                 here.push(bytes);
             } else {
-                away.push((env.id.to_string().into_bytes(), bytes));
+                away.push((to.to_string(), env.id.to_string().into_bytes(), bytes));
             }
         }
         let record = run.iter().rev().find_map(|w| match w {
@@ -210,8 +215,9 @@ impl RedisStore {
     }
 
     /// Writes `flush` (an agent of partition `k`) in its partition's next flush call (queuing
-    /// the task that sends it if none is); answers its result: `1`, or `-1` if the fence
-    /// refused its record and acknowledgements.
+    /// the task that sends it if none is); answers its result: `1`; `2` if its outputs for
+    /// other partitions went onto their parents' streams with it (a transaction), not into the
+    /// outbox; or `-1` if the fence refused it (nothing written).
     pub(super) async fn flush_grouped(&self, k: u32, flush: OwnFlush) -> StoreResult<i64> {
         let (tx, rx) = oneshot::channel();
         if self.flushes.0.join(k, Waiting { flush, answer: tx })? {
@@ -290,14 +296,17 @@ impl RedisStore {
         }
         let (lease, token) = self.lease_and_token(&first.flush.agent_id);
         let stream = self.keys.partition(k);
-        let outbox = self.keys.outbox(k);
         let mut body = Vec::new();
         let mut parts = Vec::with_capacity(batch.len());
         let mut acks = Vec::new();
         for w in batch {
             let start = body.len();
-            body.extend(w.flush.commands(&stream, &outbox));
-            parts.push((start..body.len(), !w.flush.acks.is_empty()));
+            body.extend(w.flush.commands(&stream));
+            parts.push(Part {
+                commands: start..body.len(),
+                acks: !w.flush.acks.is_empty(),
+                sends: !w.flush.away.is_empty(),
+            });
             acks.extend(w.flush.acks.iter());
         }
         let ack = (!acks.is_empty()).then(|| {
@@ -314,17 +323,28 @@ impl RedisStore {
     }
 }
 
-/// Where each part's results are in a flush transaction's: its commands' range and whether it
-/// acknowledges entries, and the index of the one `XACK`.
+/// Where each part's results are in a flush transaction's, and the index of the one `XACK`.
 pub(super) struct Spans {
-    parts: Vec<(std::ops::Range<usize>, bool)>,
+    parts: Vec<Part>,
     ack: Option<usize>,
 }
 
+/// One part of a flush transaction.
+struct Part {
+    /// Its commands' results.
+    commands: std::ops::Range<usize>,
+    /// It acknowledges entries (in the one `XACK`).
+    acks: bool,
+    /// It appends outputs to other partitions' streams.
+    sends: bool,
+}
+
 impl Spans {
-    /// One result per part, as the script answers them: `1` written, `-1` fenced, or the error
-    /// of one of its writes (a key of the wrong type). A transaction has no rollback: a part's
-    /// other writes stand when one fails.
+    /// One result per part, as the script answers them — `1` written, `-1` fenced, or the error
+    /// of one of its writes (a key of the wrong type; a transaction has no rollback: a part's
+    /// other writes stand when one fails) — except `2` for a part written with outputs for
+    /// other partitions, which are then on their parents' streams already (see
+    /// [`OwnFlush::commands`]).
     fn results(&self, outcome: Outcome) -> Vec<redis::Value> {
         use redis::Value;
         let results = match outcome {
@@ -341,12 +361,12 @@ impl Spans {
         let ack_error = self.ack.and_then(error);
         self.parts
             .iter()
-            .map(|(range, acks)| {
-                range
+            .map(|part| {
+                part.commands
                     .clone()
                     .find_map(error)
-                    .or_else(|| ack_error.clone().filter(|_| *acks))
-                    .unwrap_or(Value::Int(1))
+                    .or_else(|| ack_error.clone().filter(|_| part.acks))
+                    .unwrap_or(Value::Int(if part.sends { 2 } else { 1 }))
             })
             .collect()
     }
