@@ -1,10 +1,11 @@
 //! Flush calls as transactions fenced by `WATCH`, on one Redis: the writes of a partition's
-//! flushes go as `MULTI` … `EXEC` on a connection of the partition's own, which watches the
-//! partition's lease. Redis runs a transaction only if no watched key changed since its
-//! `WATCH`, and the value read right after that `WATCH` was this process's token; so a process
-//! that lost the lease writes nothing, as with the fenced script, without handing every byte
-//! of the writes to Lua (which costs more than the writes: BENCHMARKS.md, "Where Redis's time
-//! goes").
+//! flushes go as `MULTI` … `EXEC` on a connection of the partition's own (up to [`WRITERS`]),
+//! which watches the partition's lease. A transaction is sent only if the lease's value read
+//! right after that `WATCH` was this process's token, and Redis runs it only if no watched key
+//! changed since; so a process that lost the lease writes nothing, as with the fenced script,
+//! without handing every byte of the writes to Lua (which costs more than the writes:
+//! BENCHMARKS.md, "Where Redis's time goes"). One Redis has no slots, so a transaction also
+//! appends a child's outputs to its parents' partition streams (see `flush`).
 //!
 //! Each transaction is followed, in the same round trip, by the `WATCH` and `GET` of the
 //! next one, so a call is one round trip. A transaction that finds the lease changed (`EXEC`
