@@ -65,28 +65,6 @@ impl RedisTarget {
         }
     }
 
-    /// A connection of its own to one Redis (not shared, not reconnecting by itself: its
-    /// user keeps per-connection state, like a `WATCH`), with the shared connection's
-    /// timeouts; `None` for a cluster.
-    pub(crate) async fn connect_own(
-        &self,
-    ) -> Option<RedisResult<redis::aio::MultiplexedConnection>> {
-        let RedisTarget::Single { url } = self else {
-            return None;
-        };
-        let config = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(CONNECTION_TIMEOUT))
-            .set_response_timeout(Some(RESPONSE_TIMEOUT));
-        Some(match redis::Client::open(url.as_str()) {
-            Ok(client) => {
-                client
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await
-            }
-            Err(e) => Err(e),
-        })
-    }
-
     /// Connects the shared command connection, after a `PING` that fails at once if Redis (every
     /// seed, for a cluster) is unreachable, instead of a series of reconnect attempts.
     pub async fn connect(&self) -> RedisResult<RedisConnection> {
@@ -125,6 +103,17 @@ impl RedisTarget {
             }
         }
     }
+}
+
+/// A connection of its own to the Redis at `url` (not shared, not reconnecting by itself: its
+/// user keeps per-connection state, like a `WATCH`), with the shared connection's timeouts.
+pub(crate) async fn connect_own(url: &str) -> RedisResult<redis::aio::MultiplexedConnection> {
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(CONNECTION_TIMEOUT))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT));
+    redis::Client::open(url)?
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
 }
 
 /// The shared, multiplexed command connection: to one server (reconnecting by itself), or to a

@@ -35,11 +35,36 @@ pub(super) enum Outcome {
     Fenced,
 }
 
-/// A transaction to run: its commands, fenced by `lease` holding `token` (none if empty).
+/// A transaction to run, fenced by `lease` holding `token` (none if empty): `MULTI`, its
+/// commands and `EXEC`, then (fenced) the `WATCH` and `GET` of the next one, as one pipeline
+/// made once, however often it is sent.
 pub(super) struct Transaction {
-    pub(super) body: Vec<Cmd>,
-    pub(super) lease: String,
-    pub(super) token: String,
+    pipe: redis::Pipeline,
+    /// How many commands are between `MULTI` and `EXEC`.
+    commands: usize,
+    lease: String,
+    token: String,
+}
+
+impl Transaction {
+    pub(super) fn new(body: Vec<Cmd>, lease: String, token: String) -> Self {
+        let commands = body.len();
+        let mut pipe = redis::pipe();
+        pipe.cmd("MULTI");
+        for cmd in body {
+            pipe.add_command(cmd);
+        }
+        pipe.cmd("EXEC");
+        if !token.is_empty() {
+            pipe.cmd("WATCH").arg(&lease).cmd("GET").arg(&lease);
+        }
+        Transaction {
+            pipe,
+            commands,
+            lease,
+            token,
+        }
+    }
 }
 
 /// One partition's connection and what its watch saw.
@@ -53,8 +78,8 @@ struct Writer {
 /// The fenced writers of one store: per partition it flushed, up to [`WRITERS`], made when
 /// first needed.
 pub(super) struct Transactions {
-    /// One Redis.
-    target: RedisTarget,
+    /// The one Redis's URL.
+    url: String,
     writers: Mutex<HashMap<u32, Vec<Arc<tokio::sync::Mutex<Writer>>>>>,
 }
 
@@ -67,10 +92,13 @@ const WRITERS: usize = 4;
 impl Transactions {
     /// The fenced writers for `target`; `None` for a cluster (see the module doc).
     pub(super) fn new(target: &RedisTarget) -> Option<Self> {
-        (!target.is_cluster()).then(|| Transactions {
-            target: target.clone(),
-            writers: Mutex::default(),
-        })
+        match target {
+            RedisTarget::Single { url } => Some(Transactions {
+                url: url.clone(),
+                writers: Mutex::default(),
+            }),
+            RedisTarget::Cluster { .. } => None,
+        }
     }
 
     /// A writer of partition `k`'s, locked: a free one, a new one while there are fewer than
@@ -115,9 +143,7 @@ impl Transactions {
         let Some(tx) = tx else {
             return (taken, None);
         };
-        let outcome = self
-            .run_locked(&mut w, &tx.lease, &tx.token, &tx.body)
-            .await;
+        let outcome = self.run_locked(&mut w, &tx).await;
         if !matches!(outcome, Ok(Outcome::Ran(_))) {
             // After an error the connection's state (its watch, replies still due) is unknown;
             // a refused one's partition is another process's now, and its connection would
@@ -127,23 +153,20 @@ impl Transactions {
         (taken, Some(outcome))
     }
 
-    async fn run_locked(
-        &self,
-        w: &mut Writer,
-        lease: &str,
-        token: &str,
-        body: &[Cmd],
-    ) -> StoreResult<Outcome> {
+    async fn run_locked(&self, w: &mut Writer, tx: &Transaction) -> StoreResult<Outcome> {
+        let Transaction {
+            pipe,
+            commands,
+            lease,
+            token,
+        } = tx;
         let fenced = !token.is_empty();
         for _ in 0..ATTEMPTS {
             let con = match &mut w.con {
                 Some(con) => con,
                 None => {
-                    let con = self
-                        .target
-                        .connect_own()
+                    let con = crate::redis_connection::connect_own(&self.url)
                         .await
-                        .ok_or_else(|| StoreError::transient("no fenced writer on a cluster"))?
                         .map_err(be)?;
                     w.watched = None;
                     w.con.insert(con)
@@ -158,26 +181,16 @@ impl Transactions {
             if fenced
                 && w.watched
                     .as_ref()
-                    .is_some_and(|v| v.as_deref() != Some(token))
+                    .is_some_and(|v| v.as_deref() != Some(token.as_str()))
             {
                 // Not this process's lease (the connection is dropped with its watch).
                 return Ok(Outcome::Fenced);
             }
-            let mut pipe = redis::pipe();
-            pipe.cmd("MULTI");
-            for cmd in body {
-                pipe.add_command(cmd.clone());
-            }
-            pipe.cmd("EXEC");
-            let mut count = body.len() + 2;
-            if fenced {
-                pipe.cmd("WATCH").arg(lease).cmd("GET").arg(lease);
-                count += 2;
-            }
-            let mut replies = con.req_packed_commands(&pipe, 0, count).await.map_err(be)?;
+            let count = pipe.len();
+            let mut replies = con.req_packed_commands(pipe, 0, count).await.map_err(be)?;
             if fenced {
                 w.watched = Some(lease_value(replies.last())?);
-                replies.truncate(body.len() + 2);
+                replies.truncate(commands + 2);
             }
             match replies.pop() {
                 Some(Value::Array(results)) => return Ok(Outcome::Ran(results)),

@@ -319,7 +319,7 @@ impl RedisStore {
             );
             body.len() - 1
         });
-        Some((Spans { parts, ack }, Transaction { body, lease, token }))
+        Some((Spans { parts, ack }, Transaction::new(body, lease, token)))
     }
 }
 
