@@ -152,8 +152,8 @@ impl AgentActor {
 
     /// Checks the root's budget (as stored, read at most once per
     /// [`crate::tree_spend::SUM_TTL_MS`] per tree in this process) against the whole tree's
-    /// spending, `spent` being what this agent just spent; a spent tree budget pauses every agent of the tree
-    /// (reason `budget_exceeded: tree …`). The tree's spending is the usage and cost of every
+    /// spending, `spent` being what this agent just spent; a spent tree budget pauses every
+    /// agent of the tree (reason `budget_exceeded: tree …`). The tree's spending is the usage and cost of every
     /// agent as stored (this one's as it is now), summed at most once per
     /// [`crate::tree_spend::SUM_TTL_MS`] per tree in this process, with this process's spending
     /// since added ([`crate::tree_spend::TreeSpend`]). In a tree with a budget, each agent's

@@ -19,6 +19,18 @@ async fn store_on(ns: &str) -> (TestRedis, RedisStore) {
     (redis, store)
 }
 
+/// [`store_on`], its pushes and flushes fenced by this process's token `me` in the lease of
+/// `agent`'s partition (named in the answer; no lease is set).
+async fn fenced_store_on(ns: &str, agent: &str) -> (TestRedis, RedisStore, String) {
+    let (redis, store) = store_on(ns).await;
+    let lease = store.keys().lease(store.keys().partition_of(agent));
+    let fence = lease.clone();
+    store.fence_pushes_with(Arc::new(move |_agent: &str| {
+        Some((fence.clone(), "me".to_string()))
+    }));
+    (redis, store, lease)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_store_conforms() {
     let (_redis, store) = store_on("conf").await;
@@ -215,13 +227,7 @@ async fn a_forward_in_a_batch_lands_on_its_stream_after_the_writes_before_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_push_lands_only_while_the_lease_names_this_process() {
     use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
-    let (redis, store) = store_on("fence").await;
-    let keys = store.keys().clone();
-    let lease = keys.lease(keys.partition_of("fence-agent"));
-    let fence = lease.clone();
-    store.fence_pushes_with(Arc::new(move |_agent: &str| {
-        Some((fence.clone(), "me".to_string()))
-    }));
+    let (redis, store, lease) = fenced_store_on("fence", "fence-agent").await;
     let mut con = redis.client();
     let set_lease = |con: &mut TestConnection, holder: &str| set_key(con, &lease, holder);
     let env = |text: &str| {
@@ -287,13 +293,7 @@ async fn a_fenced_push_lands_only_while_the_lease_names_this_process() {
 async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_process() {
     use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
     use agentd_proto::AgentStatus;
-    let (redis, store) = store_on("ownfence").await;
-    let keys = store.keys().clone();
-    let lease = keys.lease(keys.partition_of("own-agent"));
-    let fence = lease.clone();
-    store.fence_pushes_with(Arc::new(move |_agent: &str| {
-        Some((fence.clone(), "me".to_string()))
-    }));
+    let (redis, store, lease) = fenced_store_on("ownfence", "own-agent").await;
     let mut con = redis.client();
     let set_lease = |con: &mut TestConnection, holder: &str| set_key(con, &lease, holder);
     let with_status = |status: AgentStatus| {
@@ -697,13 +697,8 @@ async fn grouped_pushes(most_calls: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flush_of_new_entries_writes_only_while_the_lease_names_this_process() {
     use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
-    let (redis, store) = store_on("txfence").await;
+    let (redis, store, lease) = fenced_store_on("txfence", "tx-agent").await;
     let keys = store.keys().clone();
-    let lease = keys.lease(keys.partition_of("tx-agent"));
-    let fence = lease.clone();
-    store.fence_pushes_with(Arc::new(move |_agent: &str| {
-        Some((fence.clone(), "me".to_string()))
-    }));
     let mut con = redis.client();
     let flush = |text: &str, created: u64| {
         vec![
