@@ -28,6 +28,11 @@ delay_ms = 30000
 text = "slow done"
 
 [[rule]]
+contains = "take a while"
+delay_ms = 6000
+text = "slow done"
+
+[[rule]]
 agent = "research"
 text = "Findings for: {{input}}"
 
@@ -1599,15 +1604,7 @@ fn a_partition_stream_stays_bounded_however_many_messages_go_through_it() {
     let total = 100_000 * scale();
     let chunk = 5_000;
     let mut con = cluster.redis.client_for(&stream);
-    let group = |con: &mut TestConnection| -> (u64, u64) {
-        let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
-            .arg("GROUPS")
-            .arg(&stream)
-            .query(con)
-            .unwrap();
-        let num = |f: &str| redis::from_redis_value_ref::<u64>(&groups[0][f]).unwrap_or(0);
-        (num("pending"), num("lag"))
-    };
+    let group = |con: &mut TestConnection| pending_and_lag(con, &stream);
     let mut longest = 0;
     for _ in 0..total / chunk {
         let mut pipe = redis::pipe();
@@ -1662,15 +1659,7 @@ fn a_partition_stream_stays_bounded_when_its_agents_hold_what_they_take() {
     }
     let stream = keys().partition(partition(&first));
     let mut con = cluster.redis.client_for(&stream);
-    let group = |con: &mut TestConnection| -> (u64, u64) {
-        let groups: Vec<HashMap<String, redis::Value>> = redis::cmd("XINFO")
-            .arg("GROUPS")
-            .arg(&stream)
-            .query(con)
-            .unwrap();
-        let num = |f: &str| redis::from_redis_value_ref::<u64>(&groups[0][f]).unwrap_or(0);
-        (num("pending"), num("lag"))
-    };
+    let group = |con: &mut TestConnection| pending_and_lag(con, &stream);
     // Chunks of 50 messages per agent: below what an agent holds at once (64; more are pushed),
     // so the agents hold all of them.
     let total = 10_000 * scale();
@@ -1722,6 +1711,110 @@ fn a_partition_stream_stays_bounded_when_its_agents_hold_what_they_take() {
             .is_ok_and(|n| n <= 200)
     });
     assert!(longest < 3 * chunk as u64, "the stream grew to {longest}");
+}
+
+/// The entries of `stream` its consumer group has read and not acknowledged, and those it has
+/// not read.
+fn pending_and_lag(con: &mut TestConnection, stream: &str) -> (u64, u64) {
+    let groups: Vec<HashMap<String, redis::Value>> = redis::cmd("XINFO")
+        .arg("GROUPS")
+        .arg(stream)
+        .query(con)
+        .unwrap();
+    let num = |f: &str| redis::from_redis_value_ref::<u64>(&groups[0][f]).unwrap_or(0);
+    (num("pending"), num("lag"))
+}
+
+/// A flood waits unread in its partition stream: once the agents of a partition hold 1,024 of
+/// its entries (here 20 agents busy with a slow turn each, holding what arrives meanwhile), the
+/// reader stops reading it — the entries stay pending or unread, at most a batch (100) past the
+/// limit — instead of reading everything into agents that can hold only 64 each and would
+/// push the rest into their durable inboxes. Once the turns end, everything is handled, each
+/// agent's messages in order.
+#[test]
+fn a_flood_waits_unread_in_its_stream_while_its_agents_hold_enough() {
+    const MOST_OUT: u64 = 1_024;
+    const BATCH: u64 = 100;
+    let cluster = Cluster::new().with("AGENTD__REDIS__HOLD_MS", "60000".into());
+    let p = cluster.process();
+    let first = p.spawn_with(json!({"agent_type": "subagent"}));
+    let mut agents = vec![first.clone()];
+    while agents.len() < 20 {
+        let id = p.spawn_with(json!({"agent_type": "subagent"}));
+        if partition(&id) == partition(&first) {
+            agents.push(id);
+        }
+    }
+    for id in &agents {
+        p.post(
+            &format!("/v1/agents/{id}/messages"),
+            json!({"text": "take a while"}),
+        )
+        .unwrap();
+    }
+    for id in &agents {
+        p.wait_for("the slow turns", |p| p.status(id) == "running");
+    }
+    // 100 messages per agent: 2,000 in all, more than 20 agents may hold (1,280).
+    let per_agent = 100;
+    let stream = keys().partition(partition(&first));
+    let mut con = cluster.redis.client_for(&stream);
+    // (The slow turns' messages may have come through the stream too, and are held.)
+    let (pending, lag) = pending_and_lag(&mut con, &stream);
+    let before = pending + lag;
+    let mut pipe = redis::pipe();
+    for i in 0..per_agent {
+        for id in &agents {
+            let env = Envelope::new(
+                Address::External { name: "t".into() },
+                Address::agent(id),
+                Item::Inbox(InboxItem::message(format!("m{i}"))),
+                1,
+            );
+            pipe.cmd("XADD")
+                .arg(&stream)
+                .arg("*")
+                .arg("m")
+                .arg(encode_envelope(&env).unwrap())
+                .ignore();
+        }
+    }
+    pipe.query::<()>(&mut con).unwrap();
+    let sent = (per_agent * agents.len()) as u64;
+    eventually_blocking(Duration::from_secs(5), "the limit reached", || {
+        pending_and_lag(&mut con, &stream).0 >= MOST_OUT
+    });
+    // The slow turns run on for seconds: the reader stays held back meanwhile.
+    for _ in 0..10 {
+        let (pending, lag) = pending_and_lag(&mut con, &stream);
+        assert!(pending <= MOST_OUT + BATCH, "{pending} entries read");
+        assert_eq!(pending + lag, before + sent, "the rest unread");
+        for id in &agents {
+            let inbox: u64 = redis::cmd("ZCARD")
+                .arg(keys().agent_part(id, "inbox"))
+                .query(&mut con)
+                .unwrap();
+            assert_eq!(inbox, 0, "an item pushed into `{id}`'s durable inbox");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let want: Vec<String> = std::iter::once("slow done".to_string())
+        .chain((0..per_agent).map(|i| format!("echo: m{i}")))
+        .collect();
+    for id in &agents {
+        p.wait_for("every message answered", |p| {
+            let answers: Vec<String> = p
+                .texts(id)
+                .into_iter()
+                .filter(|t| t == "slow done" || t.starts_with("echo: "))
+                .collect();
+            answers == want
+        });
+    }
+    eventually_blocking(Duration::from_secs(30), "every entry acknowledged", || {
+        pending_and_lag(&mut con, &stream) == (0, 0)
+    });
+    assert!(dead_letters(&cluster).is_empty(), "nothing dead-lettered");
 }
 
 /// Every command, transaction and script the service sends touches one slot: two processes on a

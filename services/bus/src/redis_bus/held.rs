@@ -6,6 +6,12 @@
 //! reader trims a partition's stream itself every `batch` entries it read there (and the lease
 //! round trims every owned one): a stream holds what is pending or unread, plus at most about a
 //! batch and one node of its listpacks, however fast it is read.
+//!
+//! What is out is also the reader's back-pressure: a partition whose agents hold
+//! [`MOST_OUT`] entries is not read until some are let go. A flood of messages then waits
+//! unread in its stream — durable, in order, and costing nothing more — instead of being read
+//! into agents that hold only so many each and push the rest into their durable inboxes, each
+//! push a write of its own.
 
 use super::RedisBus;
 use agentd_actors::ports::{EntryWatch, StreamEntry};
@@ -14,6 +20,12 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::sync::Notify;
+
+/// Entries of one partition out with its agents at most before the reader stops reading it
+/// (it may read up to a batch past it): far more than a partition's agents start at once in
+/// normal traffic, so that only a flood is held back.
+pub(super) const MOST_OUT: usize = 1_024;
 
 /// Per partition: its ownership period (counted up each time it is to be claimed again, see
 /// [`RedisBus::claim_and_drain`]), the ids of the entries delivered to agents and not let go
@@ -22,6 +34,8 @@ pub(super) struct HeldEntries {
     epochs: Vec<AtomicU64>,
     out: Vec<Mutex<HashSet<String>>>,
     read_since_trim: Vec<AtomicUsize>,
+    /// Told when a partition's out entries fall below [`MOST_OUT`].
+    room: Notify,
 }
 
 impl HeldEntries {
@@ -31,6 +45,7 @@ impl HeldEntries {
             epochs: (0..n).map(|_| AtomicU64::new(0)).collect(),
             out: (0..n).map(|_| Mutex::new(HashSet::new())).collect(),
             read_since_trim: (0..n).map(|_| AtomicUsize::new(0)).collect(),
+            room: Notify::new(),
         }
     }
 
@@ -56,6 +71,24 @@ impl HeldEntries {
     /// How many entries of partition `k` are out with agents.
     pub(super) fn count(&self, k: u32) -> usize {
         self.of(k).map_or(0, |s| s.len())
+    }
+
+    /// Whether partition `k`'s agents hold so many entries that it is not read now.
+    pub(super) fn is_full(&self, k: u32) -> bool {
+        self.count(k) >= MOST_OUT
+    }
+
+    /// Waits until a full partition has room again, or `at_most`.
+    pub(super) async fn wait_for_room(&self, at_most: Duration) {
+        let _ = tokio::time::timeout(at_most, self.room.notified()).await;
+    }
+
+    /// Entry `id` of partition `k` is no longer out.
+    fn let_go(&self, k: u32, id: &str) {
+        let Some(mut s) = self.of(k) else { return };
+        if s.remove(id) && s.len() + 1 == MOST_OUT {
+            self.room.notify_one();
+        }
     }
 
     /// Counts `n` entries read from partition `k`; answers whether `every` or more were read
@@ -159,9 +192,7 @@ impl RedisBus {
 
 impl EntryWatch for RedisBus {
     fn released(&self, entry: &StreamEntry) {
-        if let Some(mut s) = self.held.of(entry.partition) {
-            s.remove(&entry.id);
-        }
+        self.held.let_go(entry.partition, &entry.id);
         if !entry.is_taken() || entry.is_acknowledged() || self.stopping.load(Ordering::SeqCst) {
             return;
         }

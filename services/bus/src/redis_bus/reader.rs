@@ -1,6 +1,7 @@
 //! The partition reader: one loop per process on a connection of its own. Each round it first
-//! claims what partitions just taken hold pending, then reads every readable partition with
-//! one blocking `XREADGROUP` (`BLOCK` ≤ a quarter lease, so a read answers before a lease it
+//! claims what partitions just taken hold pending, then reads every readable partition (but
+//! one whose agents hold too many of its entries: [`super::held`]) with one blocking
+//! `XREADGROUP` (`BLOCK` ≤ a quarter lease, so a read answers before a lease it
 //! was sent under can expire) — on a Redis Cluster, where a read names streams of one slot, one
 //! read per partition on a connection of its own, all at once — and hands what it read over:
 //! batches the router takes as they are go into the [`InFlight`] window and the reader reads
@@ -21,6 +22,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+/// How long the reader waits for a partition held back ([`HeldEntries::is_full`]) to have room
+/// before it looks again.
+///
+/// [`HeldEntries::is_full`]: super::held::HeldEntries::is_full
+const FULL_WAIT: Duration = Duration::from_millis(20);
 
 /// The partition reader's connections.
 enum PartitionReaders {
@@ -82,18 +89,32 @@ impl RedisBus {
         }
         while !self.stopping.load(Ordering::SeqCst) {
             self.claim_taken(system, inflight, &mut con).await?;
-            let owned = self.readable();
-            if owned.is_empty() {
+            let readable = self.readable();
+            if readable.is_empty() {
                 inflight.finish().await?;
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
+            // Partitions whose agents hold too much are read again once they have room.
+            let (owned, full): (Vec<u32>, Vec<u32>) =
+                readable.into_iter().partition(|k| !self.held.is_full(*k));
+            if owned.is_empty() {
+                self.held.wait_for_room(FULL_WAIT).await;
+                continue;
+            }
+            // While one is held back, a read blocks briefly, so that it is read soon after it
+            // has room.
+            let block_ms = if full.is_empty() {
+                (self.cfg.lease_ms / 4).clamp(1, 200)
+            } else {
+                FULL_WAIT.as_millis() as u64
+            };
             inflight.make_room(self.cfg.batch * owned.len()).await?;
             // The ownership period each partition is read in: what a read returns after its
             // partition went stale and was renewed meanwhile is claimed again, in order.
             let epochs: HashMap<u32, u64> =
                 owned.iter().map(|k| (*k, self.held.epoch(*k))).collect();
-            let (streams, taken_late) = self.read_round(&mut readers, &owned).await?;
+            let (streams, taken_late) = self.read_round(&mut readers, &owned, block_ms).await?;
             if !taken_late.is_empty() {
                 inflight.finish().await?;
                 for k in &taken_late {
@@ -158,11 +179,12 @@ impl RedisBus {
         &self,
         readers: &mut PartitionReaders,
         owned: &[u32],
+        block_ms: u64,
     ) -> Result<(Vec<StreamKey>, BTreeSet<u32>), AgentdError> {
         self.reading.store(true, Ordering::SeqCst);
         let read = match readers {
-            PartitionReaders::One(reader) => self.read_together(reader, owned).await,
-            PartitionReaders::Each(each) => self.read_each(each, owned).await,
+            PartitionReaders::One(reader) => self.read_together(reader, owned, block_ms).await,
+            PartitionReaders::Each(each) => self.read_each(each, owned, block_ms).await,
         };
         self.reading.store(false, Ordering::SeqCst);
         self.read_rounds.fetch_add(1, Ordering::SeqCst);
@@ -174,9 +196,10 @@ impl RedisBus {
         &self,
         reader: &mut BlockingConnection,
         owned: &[u32],
+        block_ms: u64,
     ) -> Result<(Vec<StreamKey>, BTreeSet<u32>), AgentdError> {
         let reply: Vec<redis::Value> = self
-            .read_pipeline(owned, true)
+            .read_pipeline(owned, Some(block_ms))
             .query_async(reader)
             .await
             .map_err(be)?;
@@ -195,6 +218,7 @@ impl RedisBus {
         &self,
         each: &mut EachPartition,
         owned: &[u32],
+        block_ms: u64,
     ) -> Result<(Vec<StreamKey>, BTreeSet<u32>), AgentdError> {
         let holding = self.owned();
         each.readers.retain(|k, _| holding.contains(k));
@@ -211,7 +235,7 @@ impl RedisBus {
                 blocked.insert(*k, client);
             }
             let k = *k;
-            let pipe = self.read_pipeline(&[k], block);
+            let pipe = self.read_pipeline(&[k], block.then_some(block_ms));
             reads.push(async move {
                 let reply: redis::RedisResult<Vec<redis::Value>> = pipe.query_async(reader).await;
                 (k, reply)
@@ -265,11 +289,12 @@ impl RedisBus {
         futures::future::join_all(ends).await;
     }
 
-    /// The read of partitions `owned` (one `XREADGROUP` of them all, blocking if `block`), then
+    /// The read of partitions `owned` (one `XREADGROUP` of them all, blocking up to `block` ms
+    /// if given), then
     /// one `XPENDING` each:
     /// who else holds entries of these partitions, asked right after the read (the same round
     /// trip: Redis runs it once the read has returned).
-    fn read_pipeline(&self, owned: &[u32], block: bool) -> redis::Pipeline {
+    fn read_pipeline(&self, owned: &[u32], block: Option<u64>) -> redis::Pipeline {
         let mut pipe = redis::pipe();
         let read = pipe.cmd("XREADGROUP");
         read.arg("GROUP")
@@ -277,8 +302,8 @@ impl RedisBus {
             .arg(&self.cfg.process_id)
             .arg("COUNT")
             .arg(self.cfg.batch);
-        if block {
-            read.arg("BLOCK").arg((self.cfg.lease_ms / 4).clamp(1, 200));
+        if let Some(ms) = block {
+            read.arg("BLOCK").arg(ms);
         }
         read.arg("STREAMS");
         for k in owned {
