@@ -141,7 +141,32 @@ impl RedisServer {
         self.dir.path().to_path_buf()
     }
 
+    /// Starts the server on its port; one that exits at once (its port, picked free, was taken
+    /// meanwhile by another test's server or connection) is started again on fresh ports.
     fn launch(&mut self) {
+        for _ in 0..5 {
+            if self.launch_here() {
+                return;
+            }
+            self.port = free_port();
+            if let Some(at) = self.extra.iter().position(|a| a == "--cluster-port") {
+                self.extra[at + 1] = free_port().to_string();
+            }
+        }
+        panic!("redis-server exited at start five times, on fresh ports each time");
+    }
+
+    /// Restarts the server on its own port: it must be free.
+    fn relaunch(&mut self) {
+        assert!(
+            self.launch_here(),
+            "redis-server did not start again on port {}",
+            self.port
+        );
+    }
+
+    /// Starts the server on its port and waits until it answers; `false` if it exited first.
+    fn launch_here(&mut self) -> bool {
         let child = Command::new("redis-server")
             .arg("--port")
             .arg(self.port.to_string())
@@ -155,11 +180,24 @@ impl RedisServer {
             .spawn()
             .expect("redis-server must be installed (scripts/test.sh installs it)");
         self.child = Some(child);
-        eventually_blocking(Duration::from_secs(10), "redis-server to start", || {
-            redis::Client::open(self.url())
+        let url = self.url();
+        let child = &mut self.child;
+        let up = eventually_blocking(Duration::from_secs(10), "redis-server to start", || {
+            if child
+                .as_mut()
+                .is_some_and(|c| c.try_wait().ok().flatten().is_some())
+            {
+                return Some(false);
+            }
+            redis::Client::open(url.as_str())
                 .and_then(|client| client.get_connection())
                 .is_ok_and(|mut con| redis::cmd("PING").query::<String>(&mut con).is_ok())
+                .then_some(true)
         });
+        if !up {
+            self.child = None;
+        }
+        up
     }
 
     /// A blocking client connection (for tests that act as an outside service).
@@ -188,7 +226,7 @@ impl RedisServer {
 
     /// Starts again on the same port and directory.
     pub fn restart(&mut self) {
-        self.launch();
+        self.relaunch();
     }
 }
 
