@@ -26,8 +26,11 @@ use std::sync::Arc;
 use std::time::Instant;
 use uuid::Uuid;
 
-/// Most items an agent holds at once; past it, items are pushed (after adopting these).
-const MOST_HELD: usize = 64;
+/// Most items an agent holds at once; past it, items are pushed (after adopting these). Above
+/// what a flood leaves each agent of a partition whose reader holds back at 1,024 entries out
+/// (`services/bus/src/redis_bus/held.rs`) unless the flood is for a handful of agents, and low
+/// enough that the held items' scans (each linear) stay cheap.
+const MOST_HELD: usize = 256;
 
 /// What the agent holds (boxed in the actor: an agent holds nothing most of its life).
 #[derive(Default)]

@@ -1660,7 +1660,7 @@ fn a_partition_stream_stays_bounded_when_its_agents_hold_what_they_take() {
     let stream = keys().partition(partition(&first));
     let mut con = cluster.redis.client_for(&stream);
     let group = |con: &mut TestConnection| pending_and_lag(con, &stream);
-    // Chunks of 50 messages per agent: below what an agent holds at once (64; more are pushed),
+    // Chunks of 50 messages per agent: below what an agent holds at once (256; more are pushed),
     // so the agents hold all of them.
     let total = 10_000 * scale();
     let chunk = 200;
@@ -1728,9 +1728,9 @@ fn pending_and_lag(con: &mut TestConnection, stream: &str) -> (u64, u64) {
 /// A flood waits unread in its partition stream: once the agents of a partition hold 1,024 of
 /// its entries (here 20 agents busy with a slow turn each, holding what arrives meanwhile), the
 /// reader stops reading it — the entries stay pending or unread, at most a batch (100) past the
-/// limit — instead of reading everything into agents that can hold only 64 each and would
-/// push the rest into their durable inboxes. Once the turns end, everything is handled, each
-/// agent's messages in order.
+/// limit — instead of reading everything into agents (which would hold all of it, up to 256
+/// each, and push the rest into their durable inboxes). Once the turns end, everything is
+/// handled, each agent's messages in order.
 #[test]
 fn a_flood_waits_unread_in_its_stream_while_its_agents_hold_enough() {
     const MOST_OUT: u64 = 1_024;
@@ -1755,7 +1755,7 @@ fn a_flood_waits_unread_in_its_stream_while_its_agents_hold_enough() {
     for id in &agents {
         p.wait_for("the slow turns", |p| p.status(id) == "running");
     }
-    // 100 messages per agent: 2,000 in all, more than 20 agents may hold (1,280).
+    // 100 messages per agent: 2,000 in all.
     let per_agent = 100;
     let stream = keys().partition(partition(&first));
     let mut con = cluster.redis.client_for(&stream);
