@@ -17,6 +17,11 @@ use tokio::sync::mpsc;
 /// Most events written in one pipeline.
 const EVENTS_PER_PIPELINE: usize = 256;
 
+/// How long the writer gathers events after the first of a pipeline: the work that published
+/// it (a turn's end, whose flush is what its waiter waits for) goes to Redis first, and what
+/// it publishes next joins the same pipeline.
+const GATHER: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// A Redis stream and its approximate cap.
 #[derive(Debug, Clone)]
 pub struct CappedStream {
@@ -39,9 +44,16 @@ impl RedisEvents {
         actix_rt::spawn(async move {
             let mut con = con;
             let mut batch = Vec::with_capacity(EVENTS_PER_PIPELINE);
-            // Everything published while the last write was in flight goes as one pipeline
-            // (one round trip), in publishing order.
+            // Everything published while the last write was in flight, or within `GATHER` of
+            // the first, goes as one pipeline (one round trip), in publishing order.
             while rx.recv_many(&mut batch, EVENTS_PER_PIPELINE).await > 0 {
+                if batch.len() < EVENTS_PER_PIPELINE {
+                    tokio::time::sleep(GATHER).await;
+                    while batch.len() < EVENTS_PER_PIPELINE {
+                        let Ok(event) = rx.try_recv() else { break };
+                        batch.push(event);
+                    }
+                }
                 // One pipeline per stream (each one slot); the two streams are read apart.
                 let mut pipes = [(&events, redis::pipe()), (&deltas, redis::pipe())];
                 for event in batch.drain(..) {
