@@ -2,10 +2,11 @@
 //! each was read in, which ones agents hold now, so that a claim of this process's own pending
 //! entries (after a lost connection) does not deliver them a second time, and which one an
 //! agent let go without acknowledging it, so that its partition is claimed again and the entry
-//! delivered anew. Their flushes acknowledge what they held without trimming the stream, so the
-//! reader trims a partition's stream itself every `batch` entries it read there (and the lease
-//! round trims every owned one): a stream holds what is pending or unread, plus at most about a
-//! batch and one node of its listpacks, however fast it is read.
+//! delivered anew. Their flushes acknowledge what they held without trimming the stream, and the
+//! reader's own acknowledgements are plain `XACK`s too, so the reader trims a partition's
+//! stream every `batch` entries it read there (and the lease round trims every owned one): a
+//! stream holds what is pending or unread, plus at most about a batch and one node of its
+//! listpacks, however fast it is read.
 //!
 //! What is out is also the reader's back-pressure: a partition whose agents hold
 //! [`MOST_OUT`] entries is not read until some are let go. A flood of messages then waits

@@ -26,7 +26,9 @@ if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
 redis.call('XADD', KEYS[1], '*', 'm', ARGV[1])
 return 1";
 
-/// Acknowledges entries of a partition stream and trims the stream to what is still needed:
+/// Acknowledges entries of a partition stream and trims the stream to what is still needed (the
+/// reader's acknowledgements when agents hold nothing, `redis.hold_ms = 0`; otherwise the
+/// reader acknowledges with a plain `XACK` and trims with [`TRIM`] every batch it reads):
 /// `XTRIM MINID ~` below the oldest entry pending in the group, or, with none pending, below
 /// the last entry acknowledged here (the ids come in stream order, and the group reads in
 /// order, so every older entry was read, and with none pending, acknowledged; what comes after
