@@ -29,7 +29,7 @@ text = "slow done"
 
 [[rule]]
 contains = "take a while"
-delay_ms = 6000
+delay_ms = 12000
 text = "slow done"
 
 [[rule]]
@@ -1792,7 +1792,8 @@ fn a_flood_waits_unread_in_its_stream_while_its_agents_hold_enough() {
     eventually_blocking(Duration::from_secs(5), "the limit reached", || {
         pending_and_lag(&mut con, &stream).0 >= MOST_OUT
     });
-    // The slow turns run on for seconds: the reader stays held back meanwhile.
+    // The slow turns run on for seconds (12 from their start, so that on a loaded machine these
+    // checks end before they do): the reader stays held back meanwhile.
     for _ in 0..10 {
         let (pending, lag) = pending_and_lag(&mut con, &stream);
         assert!(pending <= MOST_OUT + BATCH, "{pending} entries read");
