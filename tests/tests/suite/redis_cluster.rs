@@ -1649,14 +1649,8 @@ fn a_partition_stream_stays_bounded_however_many_messages_go_through_it() {
 fn a_partition_stream_stays_bounded_when_its_agents_hold_what_they_take() {
     let cluster = Cluster::new().with("AGENTD__REDIS__LEASE_MS", "20000".into());
     let p = cluster.process();
-    let first = p.spawn_with(json!({"agent_type": "subagent"}));
-    let mut agents = vec![first.clone()];
-    while agents.len() < 4 {
-        let id = p.spawn_with(json!({"agent_type": "subagent"}));
-        if partition(&id) == partition(&first) {
-            agents.push(id);
-        }
-    }
+    let agents = subagents_in_one_partition(&p, 4);
+    let first = agents[0].clone();
     let stream = keys().partition(partition(&first));
     let mut con = cluster.redis.client_for(&stream);
     let group = |con: &mut TestConnection| pending_and_lag(con, &stream);
@@ -1669,18 +1663,7 @@ fn a_partition_stream_stays_bounded_when_its_agents_hold_what_they_take() {
         let mut pipe = redis::pipe();
         for i in 0..chunk {
             let to = &agents[i % agents.len()];
-            let env = Envelope::new(
-                Address::External { name: "t".into() },
-                Address::agent(to),
-                Item::Inbox(InboxItem::message(format!("m{c}-{i}"))),
-                1,
-            );
-            pipe.cmd("XADD")
-                .arg(&stream)
-                .arg("*")
-                .arg("m")
-                .arg(encode_envelope(&env).unwrap())
-                .ignore();
+            queue_message(&mut pipe, &stream, to, format!("m{c}-{i}"));
         }
         pipe.query::<()>(&mut con).unwrap();
         // Each chunk handled before the next: no agent ever holds more than it may, so none
@@ -1713,6 +1696,36 @@ fn a_partition_stream_stays_bounded_when_its_agents_hold_what_they_take() {
     assert!(longest < 3 * chunk as u64, "the stream grew to {longest}");
 }
 
+/// `n` sub-agents spawned through `p` that share one partition.
+fn subagents_in_one_partition(p: &AgentdProcess, n: usize) -> Vec<String> {
+    let first = p.spawn_with(json!({"agent_type": "subagent"}));
+    let mut agents = vec![first.clone()];
+    while agents.len() < n {
+        let id = p.spawn_with(json!({"agent_type": "subagent"}));
+        if partition(&id) == partition(&first) {
+            agents.push(id);
+        }
+    }
+    agents
+}
+
+/// Adds to `pipe` the `XADD` of a message `text` for agent `to` onto partition stream `stream`,
+/// as an outside sender sends it once.
+fn queue_message(pipe: &mut redis::Pipeline, stream: &str, to: &str, text: String) {
+    let env = Envelope::new(
+        Address::External { name: "t".into() },
+        Address::agent(to),
+        Item::Inbox(InboxItem::message(text)),
+        1,
+    );
+    pipe.cmd("XADD")
+        .arg(stream)
+        .arg("*")
+        .arg("m")
+        .arg(encode_envelope(&env).unwrap())
+        .ignore();
+}
+
 /// The entries of `stream` its consumer group has read and not acknowledged, and those it has
 /// not read.
 fn pending_and_lag(con: &mut TestConnection, stream: &str) -> (u64, u64) {
@@ -1737,14 +1750,8 @@ fn a_flood_waits_unread_in_its_stream_while_its_agents_hold_enough() {
     const BATCH: u64 = 100;
     let cluster = Cluster::new().with("AGENTD__REDIS__HOLD_MS", "60000".into());
     let p = cluster.process();
-    let first = p.spawn_with(json!({"agent_type": "subagent"}));
-    let mut agents = vec![first.clone()];
-    while agents.len() < 20 {
-        let id = p.spawn_with(json!({"agent_type": "subagent"}));
-        if partition(&id) == partition(&first) {
-            agents.push(id);
-        }
-    }
+    let agents = subagents_in_one_partition(&p, 20);
+    let first = agents[0].clone();
     for id in &agents {
         p.post(
             &format!("/v1/agents/{id}/messages"),
@@ -1773,18 +1780,7 @@ fn a_flood_waits_unread_in_its_stream_while_its_agents_hold_enough() {
     let mut pipe = redis::pipe();
     for i in 0..per_agent {
         for id in &agents {
-            let env = Envelope::new(
-                Address::External { name: "t".into() },
-                Address::agent(id),
-                Item::Inbox(InboxItem::message(format!("m{i}"))),
-                1,
-            );
-            pipe.cmd("XADD")
-                .arg(&stream)
-                .arg("*")
-                .arg("m")
-                .arg(encode_envelope(&env).unwrap())
-                .ignore();
+            queue_message(&mut pipe, &stream, id, format!("m{i}"));
         }
     }
     pipe.query::<()>(&mut con).unwrap();
