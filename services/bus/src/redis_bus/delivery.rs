@@ -149,8 +149,7 @@ impl RedisBus {
             }
             acks.push(sid.id.clone());
         }
-        if acks.is_empty() {
-        } else if self.offers_holds() {
+        if !acks.is_empty() && self.offers_holds() {
             // The reader trims the stream every batch it reads there (`held`): a plain `XACK`,
             // not the script, which costs Redis several times more and delays what the
             // connection sends next (a caller's next message, after a reply).
@@ -161,7 +160,7 @@ impl RedisBus {
                 .query_async::<i64>(con)
                 .await
                 .map_err(be)?;
-        } else {
+        } else if !acks.is_empty() {
             // Acknowledged, and the stream trimmed to what is still pending or unread.
             let mut ack = self.scripts.ack_trim.prepare_invoke();
             ack.key(key).arg(GROUP).arg(&acks);
