@@ -327,7 +327,8 @@ impl RedisBus {
     ) -> Result<(Vec<StreamKey>, BTreeSet<u32>), AgentdError> {
         let mut replies = reply.into_iter();
         let streams = match replies.next() {
-            Some(v) => redis::from_redis_value_ref::<Option<StreamReadReply>>(&v)
+            // Owned: converting from a reference would copy every entry once more.
+            Some(v) => redis::from_redis_value::<Option<StreamReadReply>>(v)
                 .map_err(|e| be(e.into()))?
                 .map(|r| r.keys)
                 .unwrap_or_default(),
