@@ -182,6 +182,7 @@ impl RedisServer {
         self.child = Some(child);
         let url = self.url();
         let child = &mut self.child;
+        let pid = child.as_ref().map_or(0, |c| c.id());
         let up = eventually_blocking(Duration::from_secs(10), "redis-server to start", || {
             if child
                 .as_mut()
@@ -189,9 +190,16 @@ impl RedisServer {
             {
                 return Some(false);
             }
+            // This server, not another test's that took the port first.
+            let process_id = format!("process_id:{pid}");
             redis::Client::open(url.as_str())
                 .and_then(|client| client.get_connection())
-                .is_ok_and(|mut con| redis::cmd("PING").query::<String>(&mut con).is_ok())
+                .is_ok_and(|mut con| {
+                    redis::cmd("INFO")
+                        .arg("server")
+                        .query::<String>(&mut con)
+                        .is_ok_and(|info| info.lines().any(|l| l.trim() == process_id))
+                })
                 .then_some(true)
         });
         if !up {
