@@ -545,7 +545,7 @@ pub(crate) async fn wait_handled(
         let mut have = 0u64;
         for pipe in by_partition.values() {
             let lens: Vec<u64> = pipe.query_async(con).await?;
-            have += lens.iter().map(|n| n / 2).sum::<u64>();
+            have += lens.into_iter().map(entries_in).sum::<u64>();
         }
         sent += sinks.len() as u64;
         if have >= entries {
@@ -584,7 +584,12 @@ async fn thread_len(
         .arg(keys.agent_part(id, "thread"))
         .query_async(con)
         .await?;
-    Ok(n / 2)
+    Ok(entries_in(n))
+}
+
+/// The entries a thread list of `len` elements holds: each is an `<id>` then its `<entry>`.
+fn entries_in(len: u64) -> u64 {
+    len / 2
 }
 
 /// Starts `redis-cli monitor` into the file the environment variable `var` names, if set.

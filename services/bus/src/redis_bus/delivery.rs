@@ -149,7 +149,10 @@ impl RedisBus {
             }
             acks.push(sid.id.clone());
         }
-        if !acks.is_empty() && self.offers_holds() {
+        if acks.is_empty() {
+            return transient.map_or(Ok(()), Err);
+        }
+        if self.offers_holds() {
             // The reader trims the stream every batch it reads there (`held`): a plain `XACK`,
             // not the script, which costs Redis several times more and delays what the
             // connection sends next (a caller's next message, after a reply).
@@ -160,7 +163,7 @@ impl RedisBus {
                 .query_async::<i64>(con)
                 .await
                 .map_err(be)?;
-        } else if !acks.is_empty() {
+        } else {
             // Acknowledged, and the stream trimmed to what is still pending or unread.
             let mut ack = self.scripts.ack_trim.prepare_invoke();
             ack.key(key).arg(GROUP).arg(&acks);
