@@ -24,6 +24,7 @@
 //! | 1 | `rate_gate`, `tree_spend` | providers' rate limits; what each agent tree has spent |
 //! | 0 | [`telemetry`] | the trace context of the work at hand; GenAI spans and metrics (with export on) |
 //! | 0 | [`clock`], [`metrics`], [`hashing`], `errors` | time as a port, the metrics registry, hash maps, actix/serde failures as `AgentdError`s |
+//! | 0 | [`failpoints`] | where a test may stop the process as `kill -9` would (the `failpoints` feature) |
 //!
 //! "Seed 000" … "seed 004" in comments name the reference documents summarised in
 //! `docs/reference.md`; `docs/architecture.md` maps this crate and states its invariants.
@@ -37,6 +38,7 @@ pub mod config;
 mod context_files;
 pub mod deps;
 mod errors;
+pub mod failpoints;
 pub mod hashing;
 mod lineage;
 mod messages;

@@ -43,6 +43,43 @@ pub(crate) async fn spawn(
     Ok(spawned.record)
 }
 
+/// [`spawn`] of `spec`, whose id (`spec.id`, derived from what asks for the agent) an earlier
+/// attempt may have created already (a tool call run again after a crash, a retried spawn):
+/// that agent is answered, with what the attempt may not have finished done again — its place
+/// among its parent's children, its first message (whose id is derived from the agent's, so
+/// it is queued once) — and no second agent is made.
+pub(crate) async fn spawn_again(
+    system: &Shared,
+    spec: SpawnSpec,
+) -> Result<AgentRecord, AgentdError> {
+    let Some(id) = spec.id.as_deref() else {
+        return spawn(system, spec).await;
+    };
+    let Some(rec) = system.deps.store.get_agent(id).await? else {
+        return spawn(system, spec).await;
+    };
+    if let Some(parent) = &spec.parent {
+        system.deps.store.add_child(&parent.id, &rec.id).await?;
+    }
+    if let Some(prompt) = spec.prompt {
+        first_message_again(system, &rec, prompt, spec.trace).await?;
+    }
+    Ok(rec)
+}
+
+/// Routes agent `rec`'s first message, `prompt`, once more (an attempt that made the agent may
+/// have stopped before it was queued): its id is derived from the agent's, so one queued
+/// before is not queued again.
+pub(crate) async fn first_message_again(
+    system: &Shared,
+    rec: &AgentRecord,
+    prompt: String,
+    trace: Option<agentd_proto::TraceContext>,
+) -> Result<(), AgentdError> {
+    let env = crate::supervisor::first_message(rec, prompt, trace, system.deps.clock.now_ms());
+    system.route_acked(env).await.map(|_| ())
+}
+
 /// Refuses an inbox item whose message is larger than `limits.max_message_bytes`: a
 /// follow-up's text or a reset's seed, from the API, the command stream or a tool alike.
 fn check_item(deps: &Deps, item: &InboxItem) -> Result<(), AgentdError> {
@@ -78,14 +115,15 @@ pub(crate) async fn post(
     Ok(id)
 }
 
-/// [`post`] as envelope `id`: answers `Ok(false)` if the agent's durable inbox had that id
-/// already (a resend).
+/// [`post`] as envelope `id`, caused by `cause`: answers `Ok(false)` if the agent's durable
+/// inbox had that id already (a resend).
 pub(crate) async fn post_as(
     system: &Shared,
     from: Address,
     target: &str,
     id: Uuid,
     item: InboxItem,
+    cause: Option<Uuid>,
 ) -> Result<bool, AgentdError> {
     check_item(&system.deps, &item)?;
     let mut env = Envelope::new(from, Address::agent(target), Item::Inbox(item), 0);
@@ -95,6 +133,10 @@ pub(crate) async fn post_as(
     env.attempt = 2;
     env.sent_at = SystemClock.now_ms();
     env.trace = crate::telemetry::current();
+    if let Some(cause) = cause {
+        env.causation_id = Some(cause);
+        env.correlation_id = Some(cause);
+    }
     system.route_acked(env).await
 }
 
@@ -260,14 +302,21 @@ impl Agents for Shared {
         spawn(self, spec).await
     }
 
+    async fn spawn_again(&self, spec: SpawnSpec) -> Result<AgentRecord, AgentdError> {
+        spawn_again(self, spec).await
+    }
+
     async fn post(
         &self,
         from: Address,
         target: &str,
+        id: Uuid,
         item: InboxItem,
-        cause: Option<Uuid>,
+        cause: Uuid,
     ) -> Result<(), AgentdError> {
-        post(self, from, target, item, cause).await.map(|_| ())
+        post_as(self, from, target, id, item, Some(cause))
+            .await
+            .map(|_| ())
     }
 
     async fn lifecycle(&self, target: &str, control: Control) -> Result<(), AgentdError> {

@@ -15,6 +15,7 @@ const FLOORS: &[(&str, u8)] = &[
     // 0: leaves, named by everything.
     ("clock", 0),
     ("errors", 0),
+    ("failpoints", 0),
     ("hashing", 0),
     ("metrics", 0),
     ("telemetry", 0),

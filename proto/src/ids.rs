@@ -86,6 +86,17 @@ fn derived_from_bytes(input: Uuid, step: &[u8]) -> Uuid {
     Uuid::new_v8(hash.to_be_bytes())
 }
 
+/// An id derived from `input` and `step` as [`derived_id`] is, in the shape of a v7 id made at
+/// `at_ms` (the time field `at_ms`, the rest from the hash): for an envelope whose id must be
+/// the same each time its sender makes it again (a tool call run again after a crash), and
+/// whose first send is still known as one ([`crate::Envelope::is_first_send`], which a
+/// receiver may take without a look-up; a send that may repeat one carries `attempt` 2).
+pub fn derived_v7(input: Uuid, step: &str, at_ms: u64) -> Uuid {
+    let (hashed_high, hashed_low) = derived_id(input, step).as_u64_pair();
+    let high = (at_ms & 0xffff_ffff_ffff) << 16 | 0x7 << 12 | (hashed_high & 0xfff);
+    Uuid::from_u64_pair(high, hashed_low >> 2 | 0x8000_0000_0000_0000)
+}
+
 /// `n` in decimal, right-aligned in a 20-byte buffer, and its length.
 fn decimal(mut n: u64) -> ([u8; 20], usize) {
     let mut buf = [0u8; 20];
@@ -145,6 +156,22 @@ mod tests {
         assert_ne!(derived_id(input, "1"), derived_id(input, "2"));
         assert_ne!(derived_id(input, "1"), derived_id(new_id(), "1"));
         assert_eq!(derived_id(input, "1").get_version_num(), 8);
+    }
+
+    #[test]
+    fn derived_v7_ids_are_stable_v7_ids_of_their_time() {
+        let input = new_id();
+        let id = derived_v7(input, "manage", 1_700_000_000_123);
+        assert_eq!(id, derived_v7(input, "manage", 1_700_000_000_123));
+        assert_ne!(id, derived_v7(input, "post", 1_700_000_000_123));
+        assert_ne!(id, derived_v7(new_id(), "manage", 1_700_000_000_123));
+        assert_eq!(id.get_version_num(), 7);
+        assert_eq!(id.get_variant(), uuid::Variant::RFC4122);
+        let (secs, nanos) = id.get_timestamp().unwrap().to_unix();
+        assert_eq!(
+            secs * 1000 + u64::from(nanos) / 1_000_000,
+            1_700_000_000_123
+        );
     }
 
     #[test]

@@ -286,6 +286,14 @@ impl AgentdProcess {
         assert!(status.success(), "kill -{signal} failed");
     }
 
+    /// Waits up to `limit` for the process to exit by itself (a fail point that kills it, a
+    /// fatal error), whatever its exit status.
+    pub fn wait_exit(mut self, limit: Duration) {
+        eventually_blocking(limit, "agentd to exit by itself", || {
+            self.child.try_wait().expect("wait")
+        });
+    }
+
     /// SIGKILL: no shutdown at all.
     pub fn kill9(mut self) {
         let _ = self.child.kill();

@@ -60,6 +60,13 @@ pub struct ManageSend {
     pub options: ManageOptions,
     /// The envelope/turn that caused this call.
     pub cause: Uuid,
+    /// The message's envelope id, derived from the tool call's: a call run again sends the
+    /// same envelope, which the worker takes once.
+    pub message_id: Uuid,
+    /// The call may have run before (its turn runs again after a crash or a retry): the
+    /// message is sent as a resend, and a sync wait first takes what the worker already
+    /// answered to it (the parent's router reads the worker's thread).
+    pub again: bool,
     /// The trace context of the call (its `execute_tool` span, or its turn's): the worker's
     /// turn is its child.
     pub trace: Option<agentd_proto::TraceContext>,

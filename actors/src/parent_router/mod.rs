@@ -1,6 +1,12 @@
 //! `ParentRouter`: one per parent agent, created with its first child. It resolves
 //! `(worker title, threadAlias)` to a persistent child agent (get-or-create), holds the
 //! pending sync waits, and forwards child output to the parent (seed 000's ManageAdapter).
+//!
+//! A Manage message's id derives from its tool call's, so a call run again (its turn re-run
+//! after a crash or a restart) sends the same message, which the worker takes once; its sync
+//! wait then starts from what the worker already answered ([`answered`]).
+
+mod answered;
 
 use crate::errors::mailbox;
 use crate::hashing::FastHashMap;
@@ -24,6 +30,9 @@ struct Waiter {
     child_id: String,
     needed: usize,
     messages: Vec<String>,
+    /// The outputs a call run again took from the worker's thread: the same outputs arriving
+    /// live are not taken twice.
+    taken: Vec<uuid::Uuid>,
     tx: oneshot::Sender<WaitResult>,
 }
 
@@ -41,6 +50,9 @@ pub struct ParentRouter {
     resolved: FastHashMap<String, FastHashMap<String, String>>,
     /// This router as the recipient of its sync waits' cancellations (made with the first).
     cancel: Option<Arc<WeakRecipient<CancelWait>>>,
+    /// Children whose sync wait this router gave up (timed out): their late yields and
+    /// failures go to the parent as messages, without asking whether a call still awaits them.
+    given_up: crate::hashing::FastHashSet<String>,
 }
 
 impl ParentRouter {
@@ -54,6 +66,7 @@ impl ParentRouter {
             options: FastHashMap::default(),
             resolved: FastHashMap::default(),
             cancel: None,
+            given_up: Default::default(),
         }
     }
 
@@ -107,7 +120,7 @@ impl Handler<ManageSend> for ParentRouter {
         // store round trip. A child deleted since is resolved (and made) again.
         let cancel = self.cancel_recipient(ctx);
         let (env, dispatched) = self.dispatch(&msg, child_id, false, cancel);
-        AtomicResponse::new(Box::pin(self.route(env, dispatched).then(
+        AtomicResponse::new(Box::pin(self.route(env, dispatched, msg.again).then(
             move |routed, act, _| -> SendFuture {
                 match routed {
                     Err(e) if e.code == ErrorCode::AgentNotFound => {
@@ -183,7 +196,7 @@ impl ParentRouter {
                     };
                     let cancel = act.cancel_recipient(ctx);
                     let (env, dispatched) = act.dispatch(&msg, child_id, created, cancel);
-                    act.route(env, dispatched)
+                    act.route(env, dispatched, msg.again)
                 }),
         )
     }
@@ -216,6 +229,7 @@ impl ParentRouter {
                 child_id: child_id.clone(),
                 needed: msg.options.sync_max_messages.max(1) as usize,
                 messages: Vec::new(),
+                taken: Vec::new(),
                 tx,
             });
             Some(Wait {
@@ -232,6 +246,11 @@ impl ParentRouter {
             Item::Inbox(InboxItem::message(msg.message.clone())),
             self.system.deps.clock.now_ms(),
         );
+        env.id = msg.message_id;
+        if msg.again {
+            // A resend: the worker looks it up among what it took.
+            env.attempt = 2;
+        }
         env.causation_id = Some(msg.cause);
         env.trace = msg.trace;
         (
@@ -245,21 +264,71 @@ impl ParentRouter {
     }
 
     /// Routes a dispatched message; one that could not be sent takes its sync wait with it.
-    fn route(&mut self, env: Envelope, dispatched: Dispatched) -> SendFuture {
+    /// The sync wait of a call run `again` first takes what the worker already answered to
+    /// the message (all of it before this router handles another output, so none is missed
+    /// or taken twice).
+    fn route(&mut self, env: Envelope, dispatched: Dispatched, again: bool) -> SendFuture {
+        let message_id = env.id;
         let routed = self.system.route_acked(env);
+        let deps = self.system.deps.clone();
+        let catch_up = dispatched
+            .wait
+            .as_ref()
+            .filter(|_| again)
+            .map(|w| (w.id, dispatched.child_id.clone()));
         Box::pin(
             routed
                 .into_actor(self)
-                .map(move |routed, act, _| match routed {
-                    Ok(_) => Ok(dispatched),
-                    Err(e) => {
-                        if let Some(wait) = &dispatched.wait {
-                            act.waiters.retain(|w| w.id != wait.id);
-                        }
-                        Err(e)
+                .then(move |routed, act, _| -> SendFuture {
+                    if let Err(e) = routed {
+                        act.drop_wait(&dispatched);
+                        return Box::pin(actix::fut::ready(Err(e)));
                     }
+                    let Some((wait, child)) = catch_up else {
+                        return Box::pin(actix::fut::ready(Ok(dispatched)));
+                    };
+                    let read =
+                        async move { answered::answered_before(&deps, &child, message_id).await };
+                    Box::pin(
+                        read.into_actor(act)
+                            .map(move |answered, act, _| match answered {
+                                Ok(answered) => {
+                                    act.take_answered(wait, answered);
+                                    Ok(dispatched)
+                                }
+                                Err(e) => {
+                                    act.drop_wait(&dispatched);
+                                    Err(e)
+                                }
+                            }),
+                    )
                 }),
         )
+    }
+
+    /// Forgets the sync wait of `dispatched`, if it has one.
+    fn drop_wait(&mut self, dispatched: &Dispatched) {
+        if let Some(wait) = &dispatched.wait {
+            self.waiters.retain(|w| w.id != wait.id);
+        }
+    }
+
+    /// Gives sync wait `wait` what its worker answered before it was registered, completing it
+    /// if that is enough.
+    fn take_answered(&mut self, wait: u64, answered: answered::Answered) {
+        let Some(index) = self.waiters.iter().position(|w| w.id == wait) else {
+            return;
+        };
+        let waiter = &mut self.waiters[index];
+        for (id, text) in answered.messages {
+            waiter.taken.push(id);
+            waiter.messages.push(text);
+        }
+        if let Some(error) = answered.failed {
+            self.complete(index, "failed", Some(error));
+        } else if waiter.messages.len() >= waiter.needed {
+            self.complete(index, "ok", None);
+        }
     }
 }
 
@@ -273,6 +342,8 @@ impl ManageSend {
             message: self.message.clone(),
             options: self.options.clone(),
             cause: self.cause,
+            message_id: self.message_id,
+            again: self.again,
             trace: self.trace,
         }
     }
@@ -283,7 +354,9 @@ impl Handler<CancelWait> for ParentRouter {
 
     fn handle(&mut self, CancelWait(id): CancelWait, _: &mut Self::Context) -> Self::Result {
         let index = self.waiters.iter().position(|w| w.id == id)?;
-        Some(self.waiters.remove(index).messages)
+        let waiter = self.waiters.remove(index);
+        self.given_up.insert(waiter.child_id);
+        Some(waiter.messages)
     }
 }
 
@@ -312,8 +385,12 @@ impl ParentRouter {
     /// handled for good (`false`: its push met an unreachable store).
     fn take_output(&mut self, out: ChildOutput) -> ResponseActFuture<Self, bool> {
         let child = out.child;
-        // A pending sync wait takes the output first.
+        // A pending sync wait takes the output first (once: a call run again may have taken it
+        // from the worker's thread already).
         if let Some(index) = self.waiters.iter().position(|w| w.child_id == child.id) {
+            if self.waiters[index].taken.contains(&out.cause) {
+                return Box::pin(actix::fut::ready(true));
+            }
             match &out.output {
                 Output::Reply { text } => self.waiters[index].messages.push(text.clone()),
                 Output::Yield { result: v } => self.waiters[index].messages.push(value_text(v)),
@@ -330,11 +407,17 @@ impl ParentRouter {
         // A forward the parent runs a turn on is its model's input: a user entry, like a
         // sub-agent's. One it relays is kept as seed 000's assistant entry; every model
         // backend still sends it as input (`agentd_proto::conversation::as_sent`).
+        let mut awaited_by = None;
         let (role, prefix, forward, relay) = match &child.channel {
             Channel::Manage(m) => {
                 let opts = self.options.get(&child.id).unwrap_or(&m.options);
                 let forward = opts.mode == ManageMode::Async
                     || !matches!(out.output, Output::Reply { text: _ });
+                if opts.mode == ManageMode::Sync && !self.given_up.contains(&child.id) {
+                    // A sync call this router knows nothing of (made before a restart) may
+                    // still await this yield or failure: then it is that call's to take.
+                    awaited_by = Some(Arc::clone(m));
+                }
                 let relay = opts.async_forward == AsyncForward::Relay;
                 (
                     if relay { Role::Assistant } else { Role::User },
@@ -395,6 +478,11 @@ impl ParentRouter {
                         parent.status
                     ),
                 ));
+            }
+            if let Some(channel) = awaited_by
+                && answered::call_awaits(&deps, &parent, &channel).await?
+            {
+                return Ok(());
             }
             let mut env = Envelope::new(
                 Address::agent(&child.id),

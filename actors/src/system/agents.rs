@@ -108,7 +108,7 @@ impl AgentSystem {
         let from = Address::External {
             name: sender.to_string(),
         };
-        let fresh = ops::post_as(&self.system, from, agent_id, id, item).await?;
+        let fresh = ops::post_as(&self.system, from, agent_id, id, item, None).await?;
         self.system.deps.store.replicated(agent_id).await?;
         Ok(fresh)
     }
@@ -131,6 +131,22 @@ impl AgentSystem {
         ops::post(&self.system, external(), agent_id, item, None)
             .await
             .map(|_| ())
+    }
+
+    /// [`Self::post`] as envelope `id` if there is one (a request that may arrive twice:
+    /// its second copy is not queued again), else as a new envelope.
+    pub(super) async fn post_once(
+        &self,
+        agent_id: &str,
+        item: InboxItem,
+        id: Option<uuid::Uuid>,
+    ) -> Result<(), AgentdError> {
+        match id {
+            Some(id) => ops::post_as(&self.system, external(), agent_id, id, item, None)
+                .await
+                .map(|_| ()),
+            None => self.post(agent_id, item).await,
+        }
     }
 
     /// The actor of `agent_id`, activated if it is not live (`agent_not_found` if no such agent

@@ -2,8 +2,10 @@
 //! when the caller is, and run in the process that owns the agent when they act on a live one.
 
 use super::{AgentSystem, external};
+use agentd_proto::ids::derived_id;
 use agentd_proto::{Address, AgentList, AgentView, AgentdError, Command, InboxItem};
 use serde_json::{Value, json};
+use uuid::Uuid;
 
 impl AgentSystem {
     /// Checks that an external caller scoped to `scope` (a root it names) may act on `target`:
@@ -68,6 +70,20 @@ impl AgentSystem {
     /// acts on a live agent (see [`runs_where_the_agent_lives`]) whose partition another
     /// process owns runs there, and its answer comes back from there.
     pub async fn execute(&self, cmd: Command) -> Result<Value, AgentdError> {
+        self.execute_as(cmd, None).await
+    }
+
+    /// [`Self::execute`] of a command that may arrive more than once as request `request` (an
+    /// entry of the command stream read again after a crash before it was acknowledged): what
+    /// it adds takes an id derived from the request's — a message, a reset or a compaction is
+    /// queued once, and a spawn without an idempotency key takes the request's id as its key —
+    /// so a second delivery repeats none of it.
+    pub async fn execute_request(&self, cmd: Command, request: Uuid) -> Result<Value, AgentdError> {
+        self.execute_as(cmd, Some(request)).await
+    }
+
+    /// [`Self::execute`], with the effects of request `request` (if any) made once.
+    async fn execute_as(&self, cmd: Command, request: Option<Uuid>) -> Result<Value, AgentdError> {
         if let Some(target) = runs_where_the_agent_lives(&cmd)
             && self.system.deps.is_owned_elsewhere(target)
             && let Some(transport) = &self.system.deps.transport
@@ -86,15 +102,21 @@ impl AgentSystem {
         // The reply waits until the command's effects are held by the replicas the store waits
         // for (`redis.min_replicas`; a spawn waits in `spawn`, reads write nothing).
         let effects_on = effects_on(&cmd).map(str::to_string);
-        let value = self.execute_here(cmd).await?;
+        let value = self.execute_here(cmd, request).await?;
         if let Some(agent_id) = effects_on {
             self.system.deps.store.replicated(&agent_id).await?;
         }
         Ok(value)
     }
 
-    /// [`Self::execute`] in this process.
-    async fn execute_here(&self, cmd: Command) -> Result<Value, AgentdError> {
+    /// [`Self::execute`] in this process, as request `request` if it has an id.
+    async fn execute_here(
+        &self,
+        cmd: Command,
+        request: Option<Uuid>,
+    ) -> Result<Value, AgentdError> {
+        // The id of what the request queues: the same on every delivery.
+        let queued_as = |what: &str| request.map(|r| derived_id(r, what));
         match cmd {
             Command::SetBudget { agent_id, budget } => self
                 .set_budget(&agent_id, budget)
@@ -125,13 +147,22 @@ impl AgentSystem {
                 let done = self.cancel_item(&agent_id, item_id).await?;
                 Ok(json!({"agent_id": agent_id, "item_id": item_id, "cancel": done.as_str()}))
             }
-            Command::Spawn(req) => self.spawn(*req).await.and_then(|r| crate::errors::to_json(&AgentView::of(&r, 0))),
+            Command::Spawn(mut req) => {
+                if let (Some(request), None) = (request, &req.idempotency_key) {
+                    req.idempotency_key = Some(format!("request {request}"));
+                }
+                self.spawn(*req).await.and_then(|r| crate::errors::to_json(&AgentView::of(&r, 0)))
+            }
             Command::Send {
                 agent_id,
                 text,
                 interrupt,
             } => {
-                self.send(&agent_id, &text, interrupt).await?;
+                if text.trim().is_empty() {
+                    return Err(AgentdError::missing_field("text"));
+                }
+                let item = InboxItem::followup(&text, interrupt);
+                self.post_once(&agent_id, item, queued_as("send")).await?;
                 Ok(json!({"agent_id": agent_id, "status": "sent"}))
             }
             Command::Control { agent_id, control } => {
@@ -141,13 +172,15 @@ impl AgentSystem {
                 )
             }
             Command::Reset { agent_id, message } => {
-                self.post(&agent_id, InboxItem::Reset { message }).await?;
+                let item = InboxItem::Reset { message };
+                self.post_once(&agent_id, item, queued_as("reset")).await?;
                 Ok(
                     json!({"summary": "Agent session reset requested.", "target_agent_id": agent_id}),
                 )
             }
             Command::Compact { agent_id } => {
-                self.post(&agent_id, InboxItem::Compact).await?;
+                self.post_once(&agent_id, InboxItem::Compact, queued_as("compact"))
+                    .await?;
                 Ok(json!({"summary": "Agent compaction requested.", "target_agent_id": agent_id}))
             }
             Command::Inspect { agent_id } => crate::errors::to_json(&self.inspect(&agent_id).await?),

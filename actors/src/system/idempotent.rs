@@ -121,7 +121,7 @@ impl AgentSystem {
     /// Routes the first message of `rec`, made by `req`, once more: the attempt that made the
     /// agent may have failed after writing its record and before its first message was
     /// queued (a store or a master lost in between), and the spawn a retry acknowledges has its
-    /// prompt. Its id is derived from the agent's, so one queued before is not queued again.
+    /// prompt ([`crate::ops::first_message_again`]).
     async fn first_message_again(
         &self,
         rec: &AgentRecord,
@@ -131,13 +131,8 @@ impl AgentSystem {
         let prompt =
             crate::context_files::first_message(deps, req.prompt.as_deref(), &req.context_files)?;
         if let Some(prompt) = prompt {
-            let env = crate::supervisor::first_message(
-                rec,
-                prompt,
-                crate::telemetry::current(),
-                deps.clock.now_ms(),
-            );
-            self.system.route_acked(env).await?;
+            crate::ops::first_message_again(&self.system, rec, prompt, crate::telemetry::current())
+                .await?;
         }
         Ok(())
     }

@@ -15,13 +15,19 @@ pub(crate) trait Agents: Send + Sync {
     /// Creates an agent (and delivers its first message).
     async fn spawn(&self, spec: SpawnSpec) -> Result<AgentRecord, AgentdError>;
 
-    /// Posts `item` to `target` as sent by `from`, caused by `cause`.
+    /// [`Self::spawn`] of agent `spec.id`, which an earlier run of the same call may have
+    /// created: that agent is answered (its first message queued once), never a second one.
+    async fn spawn_again(&self, spec: SpawnSpec) -> Result<AgentRecord, AgentdError>;
+
+    /// Posts `item` to `target` as envelope `id`, sent by `from`, caused by `cause`; an id
+    /// the target's durable inbox took before is not queued again (a call run again).
     async fn post(
         &self,
         from: Address,
         target: &str,
+        id: Uuid,
         item: InboxItem,
-        cause: Option<Uuid>,
+        cause: Uuid,
     ) -> Result<(), AgentdError>;
 
     /// Applies a lifecycle control to `target` (cascading as the API's would).

@@ -54,6 +54,38 @@ pub(crate) struct ToolContext {
     pub cause: Uuid,
 }
 
+/// The call a tool runs as. What the call does to other agents (a message, a spawn, a reset, a
+/// compaction) takes ids derived from [`Call::id`], so a turn that runs the call again after a
+/// crash or a retry repeats none of it: the receivers take each effect once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Call {
+    /// agentd's id of the call: the id of its result in the caller's thread, the same in every
+    /// run of the turn (a webhook's `X-Agentd-Call-Id`).
+    pub id: Uuid,
+    /// When the model made the call (its step's entry), ms since the epoch: a sync Manage wait
+    /// run again waits only for what is left of its timeout.
+    pub made_at_ms: u64,
+    /// The call may have run before (its turn runs again): what it did is looked for first.
+    pub again: bool,
+}
+
+impl Call {
+    /// A call made now that cannot have run before (the API's tool door).
+    pub(crate) fn fresh(now_ms: u64) -> Call {
+        Call {
+            id: agentd_proto::ids::new_id(),
+            made_at_ms: now_ms,
+            again: false,
+        }
+    }
+
+    /// The id of this call's effect `what` (`"spawn"`, `"post"`, `"manage"`): the same in
+    /// every run of the call.
+    pub(crate) fn effect_id(&self, what: &str) -> Uuid {
+        agentd_proto::ids::derived_id(self.id, what)
+    }
+}
+
 /// What a tool call produced.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ToolOutcome {
@@ -81,15 +113,15 @@ pub async fn execute(
             ),
         ));
     }
-    execute_tool(ctx, &tool, agentd_proto::ids::new_id(), args).await
+    execute_tool(ctx, &tool, Call::fresh(ctx.deps.clock.now_ms()), args).await
 }
 
-/// Runs `tool` (which `ctx.caller` may call) as call `call_id` of a turn: its arguments must
-/// fit its spec. Calls of configured tools are counted and announced ([`meters`]).
+/// Runs `tool` (which `ctx.caller` may call) as `call` of a turn: its arguments must fit its
+/// spec. Calls of configured tools are counted and announced ([`meters`]).
 pub(crate) async fn execute_tool(
     ctx: &ToolContext,
     tool: &Tool,
-    call_id: Uuid,
+    call: Call,
     args: &Value,
 ) -> Result<ToolOutcome, AgentdError> {
     let no_args = json!({});
@@ -99,11 +131,11 @@ pub(crate) async fn execute_tool(
     // The arguments stay out of logs.
     tracing::debug!(tool = tool.name(), agent_id = %ctx.caller.id, "tool call");
     let Some(configured) = tool.configured() else {
-        return tool.run(ctx, call_id, &args).await;
+        return tool.run(ctx, call, &args).await;
     };
     let started = std::time::Instant::now();
-    let meter = meters::CallMeter::requested(ctx, configured, call_id);
-    let res = tool.run(ctx, call_id, &args).await;
+    let meter = meters::CallMeter::requested(ctx, configured, call.id);
+    let res = tool.run(ctx, call, &args).await;
     let outcome = match &res {
         Ok(_) => meters::Outcome::Ok,
         Err(e) if e.code == agentd_proto::ErrorCode::ToolTimeout => meters::Outcome::TimedOut,

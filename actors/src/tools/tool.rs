@@ -1,7 +1,7 @@
 //! How a [`Tool`] shows itself to an agent and runs: the half of [`Tool`] that needs the
 //! system (the data half lives in `crate::catalogue`).
 
-use super::{ToolContext, ToolOutcome, schema};
+use super::{Call, ToolContext, ToolOutcome, schema};
 use crate::catalogue::{CheckedSpec, Tool};
 use crate::deps::Deps;
 use crate::ports::ToolSpec;
@@ -42,18 +42,17 @@ impl Tool {
         })
     }
 
-    /// Runs the tool for `ctx.caller` on arguments that fit its spec.
-    /// `call_id` is agentd's id of the call (a webhook's `X-Agentd-Call-Id`).
+    /// Runs the tool for `ctx.caller` on arguments that fit its spec, as `call`.
     pub(crate) async fn run(
         &self,
         ctx: &ToolContext,
-        call_id: uuid::Uuid,
+        call: Call,
         args: &Value,
     ) -> Result<ToolOutcome, AgentdError> {
         match self {
-            Tool::Builtin(tool) => tool.run(ctx, args).await,
+            Tool::Builtin(tool) => tool.run(ctx, call, args).await,
             Tool::Mcp(tool) => tool.run(ctx, args).await.map(ToolOutcome::Value),
-            Tool::Configured(tool) => tool.run(ctx, call_id, args).await,
+            Tool::Configured(tool) => tool.run(ctx, call.id, args).await,
         }
     }
 }

@@ -22,8 +22,13 @@ use uuid::Uuid;
 
 /// What asking for a step came to.
 enum Asked {
-    /// The step's answer; `fresh`: the model gave it now (else a previous run recorded it).
-    Answer { resp: ModelResponse, fresh: bool },
+    /// The step's answer; `fresh`: the model gave it now (else a previous run recorded it);
+    /// `at_ms`: when its entry was made (the time of the calls it makes).
+    Answer {
+        resp: ModelResponse,
+        fresh: bool,
+        at_ms: u64,
+    },
     /// The turn ends here: a pause stopped it, or the provider rate-limited it (noted in the
     /// result).
     TurnEnds,
@@ -74,8 +79,8 @@ impl Turn {
                 return Ok(result);
             }
             let step_id = derived_step_id(self.cause, u64::from(step));
-            let (resp, fresh) = match self.ask(step, step_id, &mut result).await? {
-                Asked::Answer { resp, fresh } => (resp, fresh),
+            let (resp, fresh, at_ms) = match self.ask(step, step_id, &mut result).await? {
+                Asked::Answer { resp, fresh, at_ms } => (resp, fresh, at_ms),
                 Asked::TurnEnds => return Ok(result),
                 Asked::Again => {
                     step -= 1;
@@ -86,7 +91,10 @@ impl Turn {
             if resp.tool_calls.is_empty() {
                 return Ok(result);
             }
-            if self.run_tools(step, &resp.tool_calls, &mut result).await? == CallsEnd::TurnEnds {
+            let calls_end = self
+                .run_tools(step, &resp.tool_calls, at_ms, &mut result)
+                .await?;
+            if calls_end == CallsEnd::TurnEnds {
                 return Ok(result);
             }
             if waits {
@@ -162,7 +170,11 @@ impl Turn {
                 tool_calls: e.tool_calls.to_vec(),
                 ..Default::default()
             };
-            return Ok(Asked::Answer { resp, fresh: false });
+            return Ok(Asked::Answer {
+                resp,
+                fresh: false,
+                at_ms: e.at_ms,
+            });
         }
         if step > 1 {
             self.doing(Step::CallingModel);
@@ -204,8 +216,13 @@ impl Turn {
                 ))
             }
             CallOutcome::Answer(r) => {
-                let resp = self.record_answer(step, step_id, r, result).await?;
-                Ok(Asked::Answer { resp, fresh: true })
+                let at_ms = self.now();
+                let resp = self.record_answer(step, step_id, r, at_ms, result).await?;
+                Ok(Asked::Answer {
+                    resp,
+                    fresh: true,
+                    at_ms,
+                })
             }
             CallOutcome::RateLimited(ms) => {
                 result.rate_limited = Some(ms);
@@ -214,14 +231,15 @@ impl Turn {
         }
     }
 
-    /// Records a fresh answer `r` to step `step`: an agent CLI's own steps, the step's usage
-    /// (sent now unless it is the last step's), and its assistant entry (written now if it
-    /// calls tools; the last step's leaves with the turn's end). Answers `r`.
+    /// Records a fresh answer `r` to step `step`, made at `at_ms`: an agent CLI's own steps,
+    /// the step's usage (sent now unless it is the last step's), and its assistant entry
+    /// (written now if it calls tools; the last step's leaves with the turn's end). Answers `r`.
     async fn record_answer(
         &mut self,
         step: u32,
         step_id: Uuid,
         mut r: ModelResponse,
+        at_ms: u64,
         result: &mut TurnResult,
     ) -> Result<ModelResponse, AgentdError> {
         if let Some(mut run) = r.cli_run.take() {
@@ -243,7 +261,7 @@ impl Turn {
                 step: Some(step),
             });
         }
-        let mut entry = ThreadEntry::text(step_id, Role::Assistant, r.text.clone(), self.now());
+        let mut entry = ThreadEntry::text(step_id, Role::Assistant, r.text.clone(), at_ms);
         entry.tool_calls = r.tool_calls.as_slice().into();
         entry.usage = Some(Box::new(r.usage));
         if r.tool_calls.is_empty() {
@@ -296,13 +314,14 @@ impl Turn {
         waits
     }
 
-    /// Runs step `step`'s tool `calls`, in order, each to its one result. Results are written
-    /// in the calls' order: once a service call waits, the calls after it wait too (service
-    /// calls among them are still made, so they run at once).
+    /// Runs step `step`'s tool `calls` (made at `made_at_ms`), in order, each to its one
+    /// result. Results are written in the calls' order: once a service call waits, the calls
+    /// after it wait too (service calls among them are still made, so they run at once).
     async fn run_tools(
         &mut self,
         step: u32,
         calls: &[ToolCall],
+        made_at_ms: u64,
         result: &mut TurnResult,
     ) -> Result<CallsEnd, AgentdError> {
         let result_ids: Vec<Uuid> = (0..calls.len())
@@ -321,7 +340,10 @@ impl Turn {
         );
         let mut waiting: Vec<WaitingCall> = Vec::new();
         for (i, (call, &tool_id)) in calls.iter().zip(&result_ids).enumerate() {
-            if let CallEnd::Yielded(value) = self.run_call(call, tool_id, &mut waiting).await? {
+            let end = self
+                .run_call(call, tool_id, made_at_ms, &mut waiting)
+                .await?;
+            if let CallEnd::Yielded(value) = end {
                 result.yielded = value;
                 self.close_after_yield(&calls[i + 1..], &result_ids[i + 1..])
                     .await?;
@@ -344,6 +366,7 @@ impl Turn {
         &mut self,
         call: &ToolCall,
         tool_id: Uuid,
+        made_at_ms: u64,
         waiting: &mut Vec<WaitingCall>,
     ) -> Result<CallEnd, AgentdError> {
         // Tool results a previous run recorded: their calls are not executed twice.
@@ -402,7 +425,13 @@ impl Turn {
             return Ok(CallEnd::Done);
         }
         self.doing(Step::RunningTool(call.name.as_str().into()));
-        let (done, yielded) = self.execute(tool, call, tool_id).await;
+        let run_as = tools::Call {
+            id: tool_id,
+            made_at_ms,
+            again: self.replaying,
+        };
+        let (done, yielded) = self.execute(tool, call, run_as).await;
+        crate::failpoints::after_tool_effect(&call.name);
         let ran = gated.then(|| done.text.clone());
         let is_error = done.is_error;
         self.write_result(call, tool_id, done).await?;
@@ -421,7 +450,7 @@ impl Turn {
         &self,
         tool: Result<crate::catalogue::Tool, AgentdError>,
         call: &ToolCall,
-        tool_id: Uuid,
+        run_as: tools::Call,
     ) -> (CallResult, Option<Value>) {
         // Boxed: a tool's future (Manage's above all) would otherwise make every turn's future
         // kilobytes bigger, copied whole when it is boxed to start.
@@ -430,7 +459,7 @@ impl Turn {
                 let run = Box::pin(tools::execute_tool(
                     &self.tools,
                     &tool,
-                    tool_id,
+                    run_as,
                     &call.arguments,
                 ));
                 if crate::telemetry::enabled() {

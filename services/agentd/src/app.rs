@@ -96,6 +96,7 @@ pub async fn start_with_clock(
             &settings.redis.target(),
             store.keys().commands(),
             bus.process_id().to_string(),
+            store.keys().members(),
             settings.redis.max_envelope_bytes,
             store.connection(),
             DeadLetters::new(

@@ -61,6 +61,8 @@ fn init_logs(settings: &Settings) -> anyhow::Result<Option<agentd::telemetry::Te
 /// Runs the command; an error is printed once, as one line of its causes (never a backtrace,
 /// whatever `RUST_BACKTRACE` says: it would only show where `main` gave up), and exits 1.
 fn main() -> ExitCode {
+    // Test builds only: the moments a test may stop this process at (`FAILPOINTS`).
+    agentd_actors::failpoints::setup();
     match run_command(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -12,7 +12,9 @@
 //! taken in all). An entry is acknowledged once its command ran and its reply was sent.
 
 use crate::dead::DeadLetters;
-use crate::streams::{Backoff, GroupReader, ack, be, decode_stream_entry, ensure_group, now_ms};
+use crate::streams::{
+    Backoff, GroupReader, ack, be, claim_from_gone, decode_stream_entry, ensure_group, now_ms,
+};
 use agentd_actors::AgentSystem;
 use agentd_proto::codec::encode_envelope;
 use agentd_proto::{Address, AgentdError, Envelope, ErrorCode, Item, PROTOCOL_VERSION, Reply};
@@ -23,12 +25,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Semaphore, oneshot};
 
+/// How often a process looks for commands that a process gone from the live members took
+/// and did not finish (see [`claim_from_gone`]).
+const CLAIM_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Reads and executes commands until stopped.
 #[derive(Clone)]
 pub struct CommandConsumer {
     target: RedisTarget,
     key: String,
     consumer: String,
+    /// The live processes' heartbeats (`{<ns>:members}`): the commands a process gone from it
+    /// took and did not finish are run again here.
+    members: String,
     max_bytes: usize,
     limits: CommandLimits,
     con: RedisConnection,
@@ -87,11 +96,13 @@ impl Running {
 }
 
 impl CommandConsumer {
-    /// A consumer of `key` named `consumer` in group `agentd`.
+    /// A consumer of `key` named `consumer` in group `agentd`, among the processes whose
+    /// heartbeats are in `members`.
     pub fn new(
         target: &RedisTarget,
         key: String,
         consumer: String,
+        members: String,
         max_bytes: usize,
         con: RedisConnection,
         dead: DeadLetters,
@@ -100,6 +111,7 @@ impl CommandConsumer {
             target: target.clone(),
             key,
             consumer,
+            members,
             max_bytes,
             limits: CommandLimits::default(),
             con,
@@ -141,7 +153,14 @@ impl CommandConsumer {
     async fn read(&self, system: &AgentSystem, running: &mut Running) -> Result<(), AgentdError> {
         let mut reader = GroupReader::connect(&self.target, &self.key, &self.consumer).await?;
         let mut con = self.con.clone();
+        let mut next_claim = std::time::Instant::now();
         while !self.stopping.load(Ordering::SeqCst) {
+            if std::time::Instant::now() >= next_claim {
+                next_claim += CLAIM_EVERY;
+                if claim_from_gone(&mut con, &self.key, &self.consumer, &self.members).await? > 0 {
+                    reader.reread_pending();
+                }
+            }
             if running.reread.swap(false, Ordering::SeqCst) {
                 reader.reread_pending();
             }
@@ -274,8 +293,14 @@ impl CommandConsumer {
     ) -> Result<(), AgentdError> {
         let result = match env.item.clone() {
             // A command that carries a trace context joins that trace.
+            // Run as request `env.id`: an entry read again (a crash before its acknowledgement)
+            // repeats none of what the first run queued.
             Item::Command(command) => {
-                agentd_actors::telemetry::scope(env.trace, system.execute(command)).await
+                let kind = agentd_actors::failpoints::kind_of(&command);
+                let run = system.execute_request(command, env.id);
+                let result = agentd_actors::telemetry::scope(env.trace, run).await;
+                agentd_actors::failpoints::before_command_ack(&kind);
+                result
             }
             _ => Err(AgentdError::new(
                 ErrorCode::BadEnvelope,

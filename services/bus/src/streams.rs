@@ -122,6 +122,79 @@ impl GroupReader {
     }
 }
 
+/// Moves to consumer `me` the entries of `stream` that consumers of processes gone from the
+/// live members (`members`, the sorted set of heartbeats each process keeps fresh) took and
+/// never acknowledged, and forgets those consumers: a process killed while it ran commands
+/// leaves them pending under its name, which no process reads again. `me` then finds them in
+/// its own pending list (its reader walks it again when this answers more than 0).
+pub(crate) async fn claim_from_gone(
+    con: &mut RedisConnection,
+    stream: &str,
+    me: &str,
+    members: &str,
+) -> Result<usize, AgentdError> {
+    let consumers: redis::streams::StreamInfoConsumersReply = cmd("XINFO")
+        .arg("CONSUMERS")
+        .arg(stream)
+        .arg(GROUP)
+        .query_async(con)
+        .await
+        .map_err(be)?;
+    let mut claimed = 0;
+    for consumer in consumers.consumers {
+        if consumer.name == me {
+            continue;
+        }
+        let heartbeat: Option<f64> = cmd("ZSCORE")
+            .arg(members)
+            .arg(&consumer.name)
+            .query_async(con)
+            .await
+            .map_err(be)?;
+        if heartbeat.is_some() {
+            continue;
+        }
+        loop {
+            let pending: redis::streams::StreamPendingCountReply = cmd("XPENDING")
+                .arg(stream)
+                .arg(GROUP)
+                .arg("-")
+                .arg("+")
+                .arg(100)
+                .arg(&consumer.name)
+                .query_async(con)
+                .await
+                .map_err(be)?;
+            if pending.ids.is_empty() {
+                break;
+            }
+            let mut claim = cmd("XCLAIM");
+            claim.arg(stream).arg(GROUP).arg(me).arg(0);
+            for entry in &pending.ids {
+                claim.arg(&entry.id);
+            }
+            claim.arg("JUSTID");
+            let moved: Vec<String> = claim.query_async(con).await.map_err(be)?;
+            claimed += moved.len();
+            if moved.len() < pending.ids.len() {
+                // Entries trimmed away meanwhile: XCLAIM leaves them out; the next pass
+                // finds none left.
+                tracing::debug!(stream, consumer = %consumer.name, "some pending entries were gone");
+            }
+        }
+        cmd("XGROUP")
+            .arg("DELCONSUMER")
+            .arg(stream)
+            .arg(GROUP)
+            .arg(&consumer.name)
+            .query_async::<i64>(con)
+            .await
+            .map_err(be)?;
+        tracing::info!(stream, consumer = %consumer.name, claimed, "took over the pending entries of a process that is gone");
+    }
+    Ok(claimed)
+}
+
 /// Acknowledges entry `id` of `stream` in group `agentd`: it leaves the pending list.
 pub(crate) async fn ack(
     con: &mut RedisConnection,

@@ -21,6 +21,7 @@ mod dashboard;
 mod dependencies;
 mod deploy_files;
 mod event_resume;
+mod exactly_once;
 mod forwards;
 mod http_api;
 mod idempotent_spawns;

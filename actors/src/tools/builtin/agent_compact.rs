@@ -2,7 +2,7 @@
 //! summary. Foreground agents only. Its only argument is the target (seed 003's schema: nothing
 //! else is accepted).
 
-use super::super::ToolContext;
+use super::super::{Call, ToolContext};
 use super::BuiltinTool;
 use super::targets::{agent_id_parameter, other_descendant, post_as_caller};
 use crate::ports::ToolSpec;
@@ -17,8 +17,8 @@ pub(super) fn spec() -> ToolSpec {
     )
 }
 
-pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
+pub(super) async fn run(ctx: &ToolContext, call: Call, args: &Value) -> Result<Value, AgentdError> {
     let target = other_descendant(ctx, args).await?;
-    post_as_caller(ctx, &target, InboxItem::Compact).await?;
+    post_as_caller(ctx, call, &target, InboxItem::Compact).await?;
     Ok(json!({ "summary": "Agent compaction requested.", "target_agent_id": target }))
 }

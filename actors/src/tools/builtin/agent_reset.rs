@@ -2,7 +2,7 @@
 //! message. Foreground agents only. Its arguments are seed 003's schema: `message`, when given,
 //! has at least one character (a blank one counts as none), and nothing else is accepted.
 
-use super::super::ToolContext;
+use super::super::{Call, ToolContext};
 use super::BuiltinTool;
 use super::arguments::optional_str;
 use super::targets::{agent_id_parameter, other_descendant, post_as_caller};
@@ -20,9 +20,9 @@ pub(super) fn spec() -> ToolSpec {
     )
 }
 
-pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
+pub(super) async fn run(ctx: &ToolContext, call: Call, args: &Value) -> Result<Value, AgentdError> {
     let target = other_descendant(ctx, args).await?;
     let message = optional_str(args, "message").map(str::to_string);
-    post_as_caller(ctx, &target, InboxItem::Reset { message }).await?;
+    post_as_caller(ctx, call, &target, InboxItem::Reset { message }).await?;
     Ok(json!({ "summary": "Agent session reset requested.", "target_agent_id": target }))
 }

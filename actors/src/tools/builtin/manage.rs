@@ -1,12 +1,13 @@
 //! The Manage tool (seed 000; alias `manage`): `send_message` to a worker's persistent child
 //! thread (sync or async), and `check_status` of the caller's child threads.
 
-use super::super::ToolContext;
+use super::super::{Call, ToolContext};
 use super::BuiltinTool;
 use crate::deps::Deps;
 use crate::messages::{CancelWait, ManageSend, WaitResult};
 use crate::ports::ToolSpec;
 use actix::WeakRecipient;
+use agentd_proto::ids::derived_v7;
 use agentd_proto::{
     AgentRecord, AgentdError, ErrorCode, ManageCommand, ManageMode, ManageOptions, ManageRequest,
 };
@@ -44,7 +45,7 @@ pub(super) fn spec(rec: &AgentRecord, deps: &Deps) -> ToolSpec {
     )
 }
 
-pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
+pub(super) async fn run(ctx: &ToolContext, call: Call, args: &Value) -> Result<Value, AgentdError> {
     let mut req = ManageRequest::from_json(args)?;
     let types = &ctx.deps.config.types;
     let caller_type = types.get(&ctx.caller.agent_type);
@@ -105,6 +106,8 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
                     message,
                     options,
                     cause: ctx.cause,
+                    message_id: derived_v7(call.id, "manage", call.made_at_ms),
+                    again: call.again,
                     trace: crate::telemetry::current(),
                 })
                 .await?;
@@ -121,7 +124,17 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
                 };
                 return Ok(sent.into_json(None, None));
             };
-            let sleep = ctx.deps.clock.sleep(sync_timeout_ms);
+            // A call run again waits for what is left of its timeout, counted from when the
+            // model made it.
+            let waited_ms = if call.again {
+                ctx.deps.clock.now_ms().saturating_sub(call.made_at_ms)
+            } else {
+                0
+            };
+            let sleep = ctx
+                .deps
+                .clock
+                .sleep(sync_timeout_ms.saturating_sub(waited_ms));
             let mut rx = wait.result;
             let dropped = || WaitResult {
                 status: "failed",

@@ -31,7 +31,7 @@ mod spawn_agent;
 mod targets;
 mod yield_to_parent;
 
-use super::{ToolContext, ToolOutcome};
+use super::{Call, ToolContext, ToolOutcome};
 use crate::catalogue::BuiltinTool;
 use crate::deps::Deps;
 use crate::ports::ToolSpec;
@@ -56,22 +56,24 @@ impl BuiltinTool {
         }
     }
 
-    /// Runs the tool for `ctx.caller` on arguments that fit its spec.
+    /// Runs the tool for `ctx.caller` on arguments that fit its spec, as `call` (what it does
+    /// to other agents takes ids derived from the call's: see [`Call`]).
     pub(crate) async fn run(
         self,
         ctx: &ToolContext,
+        call: Call,
         args: &Value,
     ) -> Result<ToolOutcome, AgentdError> {
         let value = match self {
-            BuiltinTool::Manage => manage::run(ctx, args).await?,
-            BuiltinTool::SpawnAgent => spawn_agent::run(ctx, args).await?,
-            BuiltinTool::SendAgentFollowup => send_agent_followup::run(ctx, args).await?,
+            BuiltinTool::Manage => manage::run(ctx, call, args).await?,
+            BuiltinTool::SpawnAgent => spawn_agent::run(ctx, call, args).await?,
+            BuiltinTool::SendAgentFollowup => send_agent_followup::run(ctx, call, args).await?,
             BuiltinTool::InspectAgent => inspect_agent::run(ctx, args).await?,
             BuiltinTool::ListAgents => list_agents::run(ctx).await?,
             BuiltinTool::CloseAgent => close_agent::run(ctx, args).await?,
             BuiltinTool::DeleteAgent => delete_agent::run(ctx, args).await?,
-            BuiltinTool::AgentReset => agent_reset::run(ctx, args).await?,
-            BuiltinTool::AgentCompact => agent_compact::run(ctx, args).await?,
+            BuiltinTool::AgentReset => agent_reset::run(ctx, call, args).await?,
+            BuiltinTool::AgentCompact => agent_compact::run(ctx, call, args).await?,
             BuiltinTool::CurrentTime => current_time::run(ctx),
             BuiltinTool::YieldToParent => {
                 return yield_to_parent::run(args).map(ToolOutcome::Yielded);

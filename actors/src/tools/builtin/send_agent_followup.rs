@@ -1,7 +1,7 @@
 //! `send_agent_followup`: more input for a live or closed sub-agent (a closed one re-opens);
 //! `interrupt` aborts its current turn.
 
-use super::super::ToolContext;
+use super::super::{Call, ToolContext};
 use super::BuiltinTool;
 use super::arguments::required_str;
 use super::targets::{agent_id_parameter, descendant, not_self, post_as_caller};
@@ -18,7 +18,7 @@ pub(super) fn spec() -> ToolSpec {
     )
 }
 
-pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
+pub(super) async fn run(ctx: &ToolContext, call: Call, args: &Value) -> Result<Value, AgentdError> {
     // The target is checked before the message, and the message before refusing the caller
     // itself: the first problem found is the one reported.
     let target = descendant(ctx, args).await?;
@@ -28,6 +28,6 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
         .and_then(Value::as_bool)
         .unwrap_or(false);
     not_self(ctx, &target)?;
-    post_as_caller(ctx, &target, InboxItem::followup(message, interrupt)).await?;
+    post_as_caller(ctx, call, &target, InboxItem::followup(message, interrupt)).await?;
     Ok(json!({ "agent_id": target, "status": "sent", "interrupt": interrupt }))
 }

@@ -3,7 +3,7 @@
 //! a message when it yields: handled before what is queued for the caller, or, for a
 //! `background` sub-agent, in the caller's inbox order like any message.
 
-use super::super::ToolContext;
+use super::super::{Call, ToolContext};
 use super::BuiltinTool;
 use super::arguments::{required_str, string_list, typed};
 use crate::messages::SpawnSpec;
@@ -36,7 +36,7 @@ pub(super) fn spec() -> ToolSpec {
     )
 }
 
-pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, AgentdError> {
+pub(super) async fn run(ctx: &ToolContext, call: Call, args: &Value) -> Result<Value, AgentdError> {
     let prompt = required_str(args, "prompt")?;
     let agent_type = args
         .get("agent_type")
@@ -48,30 +48,33 @@ pub(super) async fn run(ctx: &ToolContext, args: &Value) -> Result<Value, Agentd
     let allowed_tools = string_list(args, "allowed_tools", "allowedTools")?;
     let files = string_list(args, "context_files", "contextFiles")?.unwrap_or_default();
     let prompt = crate::context_files::first_message(&ctx.deps, Some(prompt), &files)?;
-    let rec = ctx
-        .agents
-        .spawn(SpawnSpec {
-            id: None,
-            parent: Some((*ctx.caller).clone()),
-            agent_type: agent_type.to_string(),
-            title: text("title"),
-            prompt,
-            allowed_tools,
-            budget: typed(args, "budget")?,
-            priority: typed(args, "priority")?,
-            depends_on: string_list(args, "depends_on", "dependsOn")?.unwrap_or_default(),
-            on_dependency_failure: typed(args, "on_dependency_failure")?,
-            provider: text("provider"),
-            model: text("model"),
-            env: Default::default(),
-            background: false,
-            trace: crate::telemetry::current(),
-            channel: Channel::Spawn {
-                parent_id: ctx.caller.id.clone(),
-                background: typed(args, "background")?.unwrap_or(false),
-            },
-        })
-        .await?;
+    let spec = SpawnSpec {
+        // The same agent in every run of the call: a run after a crash finds it.
+        id: Some(call.effect_id("spawn").to_string()),
+        parent: Some((*ctx.caller).clone()),
+        agent_type: agent_type.to_string(),
+        title: text("title"),
+        prompt,
+        allowed_tools,
+        budget: typed(args, "budget")?,
+        priority: typed(args, "priority")?,
+        depends_on: string_list(args, "depends_on", "dependsOn")?.unwrap_or_default(),
+        on_dependency_failure: typed(args, "on_dependency_failure")?,
+        provider: text("provider"),
+        model: text("model"),
+        env: Default::default(),
+        background: false,
+        trace: crate::telemetry::current(),
+        channel: Channel::Spawn {
+            parent_id: ctx.caller.id.clone(),
+            background: typed(args, "background")?.unwrap_or(false),
+        },
+    };
+    let rec = if call.again {
+        ctx.agents.spawn_again(spec).await?
+    } else {
+        ctx.agents.spawn(spec).await?
+    };
     Ok(json!({
         "agent_id": rec.id, "title": rec.title, "agent_type": rec.agent_type,
         "status": "running", "depth": rec.depth,

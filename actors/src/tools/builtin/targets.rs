@@ -3,7 +3,7 @@
 //! change it, not the caller itself (`self_target`). What such a tool posts goes out as sent by
 //! the caller, caused by the current turn.
 
-use super::super::ToolContext;
+use super::super::{Call, ToolContext};
 use super::arguments::required_str2;
 use agentd_proto::{AgentdError, ErrorCode, InboxItem};
 use serde_json::{Value, json};
@@ -51,9 +51,11 @@ pub(super) async fn other_descendant(
     Ok(target)
 }
 
-/// Posts `item` to `target` as sent by the calling agent, caused by the current turn.
+/// Posts `item` to `target` as sent by the calling agent, caused by the current turn, as the
+/// effect of `call`: a call run again posts the same envelope, which the target takes once.
 pub(super) async fn post_as_caller(
     ctx: &ToolContext,
+    call: Call,
     target: &str,
     item: InboxItem,
 ) -> Result<(), AgentdError> {
@@ -61,8 +63,9 @@ pub(super) async fn post_as_caller(
         .post(
             agentd_proto::Address::agent(&ctx.caller.id),
             target,
+            call.effect_id("post"),
             item,
-            Some(ctx.cause),
+            ctx.cause,
         )
         .await
 }
