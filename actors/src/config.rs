@@ -32,7 +32,9 @@ pub struct Limits {
     /// When a dependency fails: `hold` its dependents (default) or `fail` them, unless their
     /// spawn chose (`SpawnRequest::on_dependency_failure`); any other value holds.
     pub on_dependency_failure: String,
-    /// Attempts of a failing task before the agent is `failed` (1 = no automatic retry).
+    /// Attempts of a task whose turn fails for now (its model could not answer: a provider's
+    /// 5xx, a timeout, a connection error) before the agent is `failed` (1 = no automatic
+    /// retry). A failure no retry fixes fails the agent at the first attempt.
     pub max_attempts: u32,
     /// First retry delay, ms; doubled per attempt up to `retry_backoff_max_ms`.
     pub retry_backoff_ms: u64,
@@ -87,7 +89,7 @@ impl Default for Limits {
             max_running_turns: 0,
             max_running_turns_per_parent: 0,
             on_dependency_failure: "hold".into(),
-            max_attempts: 1,
+            max_attempts: 3,
             retry_backoff_ms: 1_000,
             retry_backoff_max_ms: 60_000,
             fail_on_error_marker: false,

@@ -35,7 +35,12 @@ enum Outcome {
     /// it does not support): the same call fails the same way again, so the agent fails at
     /// once, whatever attempts are left.
     StoreBroken(AgentdError),
-    /// The turn failed (an error, a panic).
+    /// The turn failed for now: its model could not answer (a provider's 5xx, a timeout, a
+    /// connection error, [`crate::ports::ModelError::is_transient`]). The same turn may succeed
+    /// later, so it is retried while `limits.max_attempts` allows.
+    Passing(AgentdError),
+    /// The turn failed in a way no retry fixes (an invalid argument, a spent budget, a request
+    /// the provider refused, a panic).
     Failed(AgentdError),
     /// The provider rate-limited it; it may run again after this many ms.
     RateLimited(u64),
@@ -64,6 +69,12 @@ impl Outcome {
             // kind, are kept (keeping work is the safe side).
             Ok(Err(e)) if crate::ports::is_transient(&e) => Outcome::StoreUnavailable(e),
             Ok(Err(e)) if e.code == ErrorCode::StoreError => Outcome::StoreBroken(e),
+            Ok(Err(e))
+                if e.source_as::<crate::ports::ModelError>()
+                    .is_some_and(crate::ports::ModelError::is_transient) =>
+            {
+                Outcome::Passing(e)
+            }
             Ok(Err(e)) => Outcome::Failed(e),
             Ok(Ok(r)) if !r.waiting.is_empty() => Outcome::WaitingTools(r.waiting),
             Ok(Ok(r)) => match r.rate_limited {
@@ -127,13 +138,13 @@ impl AgentActor {
         let input = turn.input;
         match Outcome::of(end) {
             Outcome::StoreUnavailable(e) => self.retry_when_the_store_is_back(e, input, ctx),
-            Outcome::Failed(e)
+            Outcome::Passing(e)
                 if self.rec.attempts < self.deps().config.limits.max_attempts
                     && input.is_some() =>
             {
                 self.retry_failed_turn(e, input, ctx)
             }
-            Outcome::Failed(e) | Outcome::StoreBroken(e) => {
+            Outcome::Passing(e) | Outcome::Failed(e) | Outcome::StoreBroken(e) => {
                 self.fail(e, cause, ctx);
                 self.done(input.map(|e| e.id), ctx);
                 Next::TakeNext

@@ -153,9 +153,23 @@ pub enum ModelError {
     /// The caller cancelled the call ([`ModelRequest::cancel`]); its request was aborted.
     #[error("the model call was cancelled")]
     Cancelled,
-    /// Anything else.
+    /// The provider could not answer for now: a 5xx after the backend's own retries, a call
+    /// that timed out, a connection that failed or broke off. The same request can succeed
+    /// later, so the turn is retried ([`ModelError::is_transient`]).
+    #[error("{0}")]
+    Unavailable(String),
+    /// Anything else: a request the provider refused (a 4xx), an answer that cannot be read, a
+    /// backend that is misconfigured. The same request fails the same way again.
     #[error("{0}")]
     Failed(String),
+}
+
+impl ModelError {
+    /// Whether the same request can succeed later ([`ModelError::Unavailable`]): a turn that
+    /// failed with it is retried (`limits.max_attempts`), one that failed otherwise is not.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ModelError::Unavailable(_))
+    }
 }
 
 /// A language model (or an agent process) that produces the next assistant message.

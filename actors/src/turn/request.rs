@@ -137,8 +137,10 @@ fn request_contents(span: &tracing::Span, req: &ModelRequest) {
     );
 }
 
+/// A failed model call as the turn's error, keeping the [`ModelError`] as its source: its
+/// agent retries a turn whose call may succeed later ([`ModelError::is_transient`]).
 fn model_error(e: ModelError) -> AgentdError {
-    AgentdError::new(ErrorCode::ModelError, e.to_string())
+    AgentdError::with_source(ErrorCode::ModelError, e.to_string(), e)
 }
 
 /// The layered system prompt: base + sub-agent role (sub-agents only) + agent type overlay.
@@ -257,7 +259,7 @@ impl Turn {
         if !chat.is_disabled() {
             self.chat_ended(&chat, &res, seconds);
         }
-        if matches!(res, Err(ModelError::Failed(_))) {
+        if matches!(res, Err(ModelError::Failed(_) | ModelError::Unavailable(_))) {
             meters.errors.add(1.0);
         }
         if res.is_err()
@@ -342,6 +344,7 @@ impl Turn {
                     ModelError::RateLimited { .. } => "rate_limited",
                     ModelError::Cancelled => "cancelled",
                     ModelError::Failed(_) => "model_error",
+                    ModelError::Unavailable(_) => "model_unavailable",
                 };
                 crate::telemetry::failed(span, kind);
                 crate::telemetry::meters::model_call(

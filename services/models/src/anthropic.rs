@@ -313,9 +313,13 @@ impl MessageStream {
                     .pointer("/error/message")
                     .and_then(Value::as_str)
                     .unwrap_or("no message");
-                return Err(ModelError::Failed(format!(
-                    "the provider broke off its answer: {message}"
-                )));
+                let text = format!("the provider broke off its answer: {message}");
+                // Anthropic's own errors of the moment (`overloaded_error`, `api_error`) pass;
+                // one about the request does not.
+                return Err(match v.pointer("/error/type").and_then(Value::as_str) {
+                    Some("overloaded_error" | "api_error") => ModelError::Unavailable(text),
+                    _ => ModelError::Failed(text),
+                });
             }
             // content_block_stop, and kinds added later.
             _ => {}
@@ -337,7 +341,7 @@ impl MessageStream {
     /// an error, not a shorter answer.
     pub fn finish(self) -> Result<ModelResponse, ModelError> {
         if !self.stopped && self.stop_reason.is_none() {
-            return Err(ModelError::Failed(
+            return Err(ModelError::Unavailable(
                 "the message stream ended before the answer was complete".into(),
             ));
         }

@@ -95,14 +95,18 @@ impl HttpClient {
         let resp = req
             .send()
             .await
-            .map_err(|e| ModelError::Failed(format!("{url}: {e}")))?;
+            .map_err(|e| ModelError::Unavailable(format!("{url}: {e}")))?;
         let code = resp.status();
-        let text = resp
-            .text()
-            .await
-            .map_err(|e| ModelError::Failed(format!("reading the response from {url}: {e}")))?;
+        let text = resp.text().await.map_err(|e| {
+            ModelError::Unavailable(format!("reading the response from {url}: {e}"))
+        })?;
         if !code.is_success() {
-            return Err(ModelError::Failed(format!(
+            let failed = if code.is_server_error() {
+                ModelError::Unavailable
+            } else {
+                ModelError::Failed
+            };
+            return Err(failed(format!(
                 "{url} answered {}: {}",
                 code.as_u16(),
                 text.chars().take(500).collect::<String>()
@@ -125,10 +129,9 @@ impl HttpClient {
             let resp = self
                 .send_with_retries(&url, headers, body, Some(self.settings.timeout))
                 .await?;
-            let text = resp
-                .text()
-                .await
-                .map_err(|e| ModelError::Failed(format!("reading the response from {url}: {e}")))?;
+            let text = resp.text().await.map_err(|e| {
+                ModelError::Unavailable(format!("reading the response from {url}: {e}"))
+            })?;
             serde_json::from_str(&text)
                 .map_err(|e| ModelError::Failed(format!("malformed response from {url}: {e}")))
         };
@@ -153,7 +156,7 @@ impl HttpClient {
         let url = self.url(path);
         let idle = self.settings.idle_timeout;
         let silent = || {
-            ModelError::Failed(format!(
+            ModelError::Unavailable(format!(
                 "{url}: the stream was silent for {} ms (idle_timeout_ms)",
                 idle.as_millis()
             ))
@@ -173,7 +176,7 @@ impl HttpClient {
             match next {
                 None => return Ok(()),
                 Some(Err(e)) => {
-                    return Err(ModelError::Failed(format!(
+                    return Err(ModelError::Unavailable(format!(
                         "{url}: the stream broke off: {e}"
                     )));
                 }
@@ -247,7 +250,7 @@ impl HttpClient {
             match delays.next() {
                 Some(delay) => tokio::time::sleep(delay).await,
                 None => {
-                    return Err(ModelError::Failed(format!(
+                    return Err(ModelError::Unavailable(format!(
                         "{url}: {what} after {attempts} attempts: {}",
                         detail.chars().take(500).collect::<String>()
                     )));

@@ -159,7 +159,8 @@ impl ChatStream {
         let chunk: Value = serde_json::from_str(data)
             .map_err(|e| ModelError::Failed(format!("malformed chat completion chunk: {e}")))?;
         if let Some(message) = chunk.pointer("/error/message").and_then(Value::as_str) {
-            return Err(ModelError::Failed(format!(
+            // An error in the middle of an answer the provider had accepted is its own.
+            return Err(ModelError::Unavailable(format!(
                 "the provider broke off its answer: {message}"
             )));
         }
@@ -223,7 +224,7 @@ impl ChatStream {
     /// reason is an error, not a shorter answer.
     pub fn finish(self) -> Result<ModelResponse, ModelError> {
         let Some(reason) = self.finish_reason else {
-            return Err(ModelError::Failed(
+            return Err(ModelError::Unavailable(
                 "the chat completion stream ended before the answer was complete".into(),
             ));
         };

@@ -17,6 +17,8 @@
 //! text = "Deploying {{input}}"     # {{input}} {{title}} {{agent_type}} {{agent_id}} {{system_prompt}}
 //!                                  # {{tools}} (the names of the tools shown, comma-separated)
 //! delay_ms = 0                     # wait on the clock first
+//! # instead of an answer: error = "…" (a failure no retry fixes), unavailable = "…" (a
+//! # provider down for now: the turn is retried), rate_limit_ms = N (a 429), panic = "…"
 //! stream_ms = 0                    # > 0: stream the text word by word, this many ms apart
 //! usage = { input = 10, output = 5 }
 //! [[rule.tool_calls]]
@@ -90,6 +92,9 @@ struct Rule {
     #[serde(default)]
     stream_ms: u64,
     error: Option<String>,
+    /// Fails as a provider that cannot answer for now (a 5xx, a timeout): a failure its
+    /// turn is retried for, where `error` is one it is not.
+    unavailable: Option<String>,
     rate_limit_ms: Option<u64>,
     panic: Option<String>,
     usage: Option<Usage>,
@@ -326,6 +331,9 @@ impl ModelClient for ScriptedModel {
         }
         if let Some(msg) = &rule.error {
             return Err(ModelError::Failed(substitute(msg, &req, &input)));
+        }
+        if let Some(msg) = &rule.unavailable {
+            return Err(ModelError::Unavailable(substitute(msg, &req, &input)));
         }
         if let Some(ms) = rule.rate_limit_ms {
             return Err(ModelError::RateLimited { retry_after_ms: ms });

@@ -124,6 +124,44 @@ async fn openai_429_waits_then_resumes_by_itself() {
     assert_eq!(server.requests().len(), 2);
 }
 
+/// A provider still failing after the backend's own retries (5xx) fails the turn for now: it
+/// runs again after the backoff (`limits.max_attempts`, 3 by default) and answers; one that
+/// refuses the request (400) fails the agent at its first attempt.
+#[actix_rt::test]
+async fn a_provider_down_for_now_is_retried_and_one_that_refuses_is_not() {
+    let server = MockHttp::start(vec![
+        Canned::raw(503, "busy"),
+        Canned::raw(503, "busy"),
+        Canned::raw(503, "still busy"),
+        openai_text("answered on the second attempt"),
+        Canned::raw(400, "{\"error\": {\"message\": \"bad request\"}}"),
+    ]);
+    let clock = ManualClock::new(1_000);
+    let model: Arc<dyn ModelClient> =
+        Arc::new(OpenAiModel::new(http(&server.url), "gpt-test".into()).unwrap());
+    let sys = TestSystem::builder()
+        .model(model)
+        .types(plain_with_clock())
+        .clock(Arc::new(clock.clone()))
+        .start();
+    let a = sys.root("plain", Some("hello")).await;
+    let rec = sys.wait_for_status(&a.id, AgentStatus::Queued).await;
+    assert_eq!(
+        rec.status_reason.as_deref(),
+        Some("retry 2 of 3 in 1000 ms")
+    );
+    assert!(rec.last_error.unwrap().contains("still busy"));
+    wait_until("backoff armed", || async { clock.sleepers() == 1 }).await;
+    clock.advance(1_000);
+    sys.wait_for_entry(&a.id, Role::Assistant, "answered on the second attempt")
+        .await;
+    sys.system.send(&a.id, "again", false).await.unwrap();
+    let rec = sys.wait_for_status(&a.id, AgentStatus::Failed).await;
+    assert!(rec.last_error.unwrap().contains("bad request"));
+    assert_eq!(rec.attempts, 1, "no retry of a refused request");
+    assert_eq!(server.requests().len(), 5);
+}
+
 #[actix_rt::test]
 async fn a_malformed_response_fails_the_agent_with_a_clear_error() {
     let server = MockHttp::start(vec![

@@ -296,10 +296,14 @@ const FLAKY: &str = r#"
 [[rule]]
 contains = "flaky"
 once = true
-error = "transient failure"
+unavailable = "transient failure"
 
 [[rule]]
-contains = "always broken"
+contains = "always down"
+unavailable = "the provider stays down"
+
+[[rule]]
+contains = "broken"
 error = "permanent failure"
 
 [[rule]]
@@ -349,10 +353,7 @@ async fn failed_turns_are_retried_with_backoff_and_attempts_show() {
         1
     );
     // Retries exhausted: failed after three attempts, backoff doubling and capped.
-    sys.system
-        .send(&a.id, "always broken", false)
-        .await
-        .unwrap();
+    sys.system.send(&a.id, "always down", false).await.unwrap();
     wait_until("second retry scheduled", || async {
         sys.record(&a.id).await.status_reason.as_deref() == Some("retry 2 of 3 in 500 ms")
     })
@@ -367,7 +368,29 @@ async fn failed_turns_are_retried_with_backoff_and_attempts_show() {
     clock.advance(800);
     let rec = sys.wait_for_status(&a.id, AgentStatus::Failed).await;
     assert_eq!(rec.attempts, 3);
+    assert!(rec.last_error.unwrap().contains("stays down"));
+}
+
+/// A failure no retry fixes (the provider refused the request) fails the agent at its first
+/// attempt, with attempts left; the default retries a failure of the moment.
+#[actix_rt::test]
+async fn only_failures_a_retry_can_fix_are_retried_by_default() {
+    let sys = TestSystem::builder().script(FLAKY).manual_clock().start();
+    let clock = sys.manual_clock();
+    let broken = sys.root("plain", Some("broken job")).await;
+    let rec = sys.wait_for_status(&broken.id, AgentStatus::Failed).await;
+    assert_eq!(rec.attempts, 1, "failed at once");
     assert!(rec.last_error.unwrap().contains("permanent failure"));
+    let flaky = sys.root("plain", Some("flaky job")).await;
+    let rec = sys.wait_for_status(&flaky.id, AgentStatus::Queued).await;
+    assert_eq!(
+        rec.status_reason.as_deref(),
+        Some("retry 2 of 3 in 1000 ms")
+    );
+    wait_until("backoff armed", || async { clock.sleepers() == 1 }).await;
+    clock.advance(1_000);
+    sys.wait_for_entry(&flaky.id, Role::Assistant, "ok: flaky job")
+        .await;
 }
 
 #[actix_rt::test]
