@@ -15,6 +15,10 @@ pub struct SeenRequest {
     pub purpose: Purpose,
     /// The role and text of the thread's last entry.
     pub last: Option<(Role, String)>,
+    /// The system prompt it was sent.
+    pub system_prompt: String,
+    /// The names of the tools it was shown, in order.
+    pub tools: Vec<String>,
 }
 
 /// Notes each request, then lets `inner` answer it.
@@ -55,6 +59,8 @@ impl ModelClient for RecordingModel {
             agent_id: request.agent_id.to_string(),
             purpose: request.purpose,
             last: request.thread.last().map(|e| (e.role, e.text.clone())),
+            system_prompt: request.system_prompt.to_string(),
+            tools: request.tools.iter().map(|t| t.name.clone()).collect(),
         };
         self.seen
             .lock()

@@ -394,8 +394,15 @@ impl Handler<StopAgent> for AgentActor {
 
     fn handle(&mut self, msg: StopAgent, ctx: &mut Self::Context) -> Self::Result {
         // The agent's runtime ends: a process-per-agent backend ends its process too (it is
-        // started again, with the whole thread, on re-activation).
-        self.deps().model.control(&self.rec.id, Control::Terminate);
+        // started again, with the whole thread, on re-activation) — gracefully for a cancel
+        // (seed 001: SIGTERM first), at once otherwise; a closed agent's backend keeps what it
+        // keeps of the agent (an agent CLI's session).
+        let ending = match msg.final_status {
+            Some(AgentStatus::Cancelled) => Control::Cancel,
+            Some(AgentStatus::Closed) => Control::Close,
+            _ => Control::Terminate,
+        };
+        self.deps().model.control(&self.rec.id, ending);
         // Close drops queued work; a shutdown (no final status) keeps it in the durable inbox
         // for the next activation. The actor stops right after this answer, so dropped items
         // are marked done in the answer's own future (a spawned one would never run).

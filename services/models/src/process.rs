@@ -42,6 +42,11 @@ pub struct ProcessModel {
     timeout: Duration,
     procs: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Proc>>>>,
     pids: Mutex<HashMap<String, u32>>,
+    /// The pause in force per agent (a number new with each pause; gone once resumed): a
+    /// pause's escalation to SIGSTOP applies only while that pause holds.
+    pauses: Arc<Mutex<HashMap<String, u64>>>,
+    /// The number of the next pause.
+    next_pause: std::sync::atomic::AtomicU64,
 }
 
 impl ProcessModel {
@@ -53,6 +58,8 @@ impl ProcessModel {
             timeout,
             procs: Mutex::new(HashMap::new()),
             pids: Mutex::new(HashMap::new()),
+            pauses: Arc::default(),
+            next_pause: std::sync::atomic::AtomicU64::new(1),
         }
     }
 
@@ -229,20 +236,35 @@ impl ModelClient for ProcessModel {
         };
         let target = Pid::from_raw(pid as i32);
         let grace = self.grace;
+        let mut pauses = self.pauses.lock().unwrap_or_else(|p| p.into_inner());
         match control {
             Control::Pause => {
+                let pause = *pauses.entry(agent_id.to_string()).or_insert_with(|| {
+                    self.next_pause
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                });
+                drop(pauses);
                 let _ = kill(target, Signal::SIGTSTP);
+                let (agent, pauses) = (agent_id.to_string(), Arc::clone(&self.pauses));
                 tokio::spawn(async move {
                     tokio::time::sleep(grace).await;
-                    if !is_stopped(pid) {
+                    // Only while this pause holds: a process that stopped on SIGTSTP and was
+                    // resumed within the grace is not stopped again.
+                    let still = pauses.lock().unwrap_or_else(|p| p.into_inner()).get(&agent)
+                        == Some(&pause);
+                    if still && !is_stopped(pid) {
                         let _ = kill(target, Signal::SIGSTOP);
                     }
                 });
             }
             Control::Resume => {
+                pauses.remove(agent_id);
+                drop(pauses);
                 let _ = kill(target, Signal::SIGCONT);
             }
             Control::Cancel | Control::Terminate | Control::Close | Control::Delete => {
+                pauses.remove(agent_id);
+                drop(pauses);
                 let proc = self.forget(agent_id);
                 let graceful = control == Control::Cancel;
                 tokio::spawn(async move {

@@ -87,8 +87,18 @@ const PROVIDER_MODEL: &str = "claude-agentd-test";
 /// An agent system whose agents run the CLI, on `store`, with `home` holding the agents'
 /// directories (the data directory's `claude-code`).
 fn cli_system(store: Arc<dyn ThreadStore>, home: &std::path::Path, timeout: Duration) -> Cli {
+    cli_system_running(vec![claude().display().to_string()], store, home, timeout)
+}
+
+/// [`cli_system`] whose backend starts the CLI with `command`.
+fn cli_system_running(
+    command: Vec<String>,
+    store: Arc<dyn ThreadStore>,
+    home: &std::path::Path,
+    timeout: Duration,
+) -> Cli {
     let backend = Arc::new(ClaudeCodeModel::new(ClaudeCodeSettings {
-        command: vec![claude().display().to_string()],
+        command,
         home: home.to_path_buf(),
         workdir: None,
         model: Some(PROVIDER_MODEL.into()),
@@ -410,6 +420,103 @@ async fn a_restart_resumes_the_session_in_a_new_process() {
     assert_eq!(second.backend.session_id(&id), Some(session));
     assert_ne!(second.backend.pid(&id), Some(pid));
     second.sys.system.shutdown().await;
+}
+
+/// Starts the CLI (its arguments) after a process that joins the CLI's process group and
+/// notes the name of each signal the group is sent (SIGTSTP, SIGCONT, SIGTERM) in
+/// `$0.d/<the CLI's pid>`, until the CLI is gone: what a pause, a resume, a cancel and a
+/// terminate send the CLI shows there (SIGKILL and SIGSTOP, which no process can note, by
+/// their absence).
+const NOTING_WRAPPER: &str = r#"#!/usr/bin/env bash
+python3 - "$0.d/$$" $$ </dev/null >/dev/null 2>&1 <<'PY' &
+import os, signal, sys, time
+notes = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+def note(signum, _frame):
+    os.write(notes, (signal.Signals(signum).name[3:] + "\n").encode())
+for s in (signal.SIGTSTP, signal.SIGCONT, signal.SIGTERM):
+    signal.signal(s, note)
+os.write(notes, b"")
+cli = int(sys.argv[2])
+while True:
+    try:
+        os.kill(cli, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(0.05)
+PY
+# The notes file appears once the notes are taken: the CLI starts after that.
+while [ ! -e "$0.d/$$" ]; do sleep 0.01; done
+exec "$@"
+"#;
+
+/// The signals noted for the CLI process `pid` under `wrapper` ([`NOTING_WRAPPER`]).
+fn noted(wrapper: &std::path::Path, pid: u32) -> Vec<String> {
+    let file = PathBuf::from(format!("{}.d/{pid}", wrapper.display()));
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Pause sends the CLI's process group SIGTSTP (and SIGSTOP after the grace, if it did not
+/// stop), resume SIGCONT, cancel a graceful SIGTERM, terminate SIGKILL without one (seed 001).
+#[actix_rt::test]
+async fn the_cli_s_process_group_gets_the_signals_of_each_control() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ep = endpoint();
+    let wrapper = tmp.path().join("noting");
+    std::fs::write(&wrapper, NOTING_WRAPPER).unwrap();
+    std::fs::create_dir(tmp.path().join("noting.d")).unwrap();
+    let command = vec![
+        "bash".to_string(),
+        wrapper.display().to_string(),
+        claude().display().to_string(),
+    ];
+    let home = tmp.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let cli = cli_system_running(
+        command,
+        Arc::new(MemoryStore::new()),
+        &home,
+        Duration::from_secs(60),
+    );
+    let id = spawn(&cli, &ep, &home, "a slow one").await;
+    wait_long("the CLI's call at the endpoint", || !ep.turns().is_empty()).await;
+    let pid = cli.backend.pid(&id).expect("a process");
+    cli.sys.system.control(&id, Control::Pause).await.unwrap();
+    wait_long("the CLI stopped", || is_stopped(pid)).await;
+    cli.sys.system.control(&id, Control::Resume).await.unwrap();
+    wait_long("the CLI running again", || !is_stopped(pid)).await;
+    wait_long("SIGTSTP then SIGCONT noted", || {
+        noted(&wrapper, pid) == vec!["TSTP", "CONT"]
+    })
+    .await;
+    answer(&cli.sys, &id, "answer to: a slow one").await;
+    cli.sys.system.control(&id, Control::Cancel).await.unwrap();
+    wait_long("the cancelled CLI gone", || state_of(pid).is_none()).await;
+    let notes = noted(&wrapper, pid);
+    assert!(
+        notes[2..].contains(&"TERM".to_string()),
+        "cancel is a graceful SIGTERM: {notes:?}"
+    );
+
+    let calls = ep.turns().len();
+    let id = spawn(&cli, &ep, &home, "another slow one").await;
+    wait_long("its call at the endpoint", || ep.turns().len() > calls).await;
+    let pid = cli.backend.pid(&id).expect("a process");
+    cli.sys
+        .system
+        .control(&id, Control::Terminate)
+        .await
+        .unwrap();
+    wait_long("the terminated CLI gone", || state_of(pid).is_none()).await;
+    assert!(
+        !noted(&wrapper, pid).contains(&"TERM".to_string()),
+        "terminate is SIGKILL, no SIGTERM before it: {:?}",
+        noted(&wrapper, pid)
+    );
+    cli.sys.system.shutdown().await;
 }
 
 #[actix_rt::test]

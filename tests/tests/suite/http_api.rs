@@ -203,6 +203,9 @@ fn malformed_optional_bodies_of_reset_and_restore_are_refused_and_change_nothing
     });
     let four = vec!["first", "done: first", "second", "done: second"];
     assert_eq!(p.texts(&id), four);
+    // A second checkpoint, the newest: a restore without a body goes back to it, not to `cp`.
+    p.post(&format!("/v1/agents/{id}/checkpoints"), json!({}))
+        .unwrap();
 
     // restore: a truncated or mistyped body is not "no body" (the newest checkpoint).
     let restore = format!("/v1/agents/{id}/restore");
@@ -252,13 +255,23 @@ fn malformed_optional_bodies_of_reset_and_restore_are_refused_and_change_nothing
     });
     assert_eq!(p.texts(&id).len(), 6, "{:?}", p.texts(&id));
 
-    // Absent bodies: empty, `{}`, or the fields themselves.
+    // Absent bodies (empty, `{}`) restore the newest checkpoint; the field names one.
     let (status, _, _) = raw(&p, "POST", &restore, None, Some(b""));
     assert_eq!(status, 200);
-    assert_eq!(p.texts(&id), vec!["first", "done: first"]);
+    assert_eq!(p.texts(&id), four, "the newest checkpoint, not the first");
+    p.post(
+        &format!("/v1/agents/{id}/messages"),
+        json!({"text": "fourth"}),
+    )
+    .unwrap();
+    p.wait_for("the fourth answer", |p| {
+        p.texts(&id).contains(&"done: fourth".to_string())
+    });
     assert_eq!(raw(&p, "POST", &restore, JSON, Some(b"{}")).0, 200);
+    assert_eq!(p.texts(&id), four, "the newest checkpoint again");
     let body = serde_json::to_vec(&json!({"checkpointId": cp})).unwrap();
     assert_eq!(raw(&p, "POST", &restore, JSON, Some(&body)).0, 200);
+    assert_eq!(p.texts(&id), vec!["first", "done: first"], "the one named");
     assert_eq!(raw(&p, "POST", &reset, None, None).0, 202);
     p.wait_for("an empty session", |p| p.texts(&id).is_empty());
     assert_eq!(raw(&p, "POST", &reset, JSON, Some(b"{}")).0, 202);

@@ -34,6 +34,14 @@ name = "current_time"
 [[rule]]
 agent = "coding"
 role = "user"
+contains = "add tests"
+text = """coder: add tests
+=== PHASE 2 COMPLETE ===
+[ERROR]lint failed[/ERROR]"""
+
+[[rule]]
+agent = "coding"
+role = "user"
 text = "coder: {{input}}"
 
 [[rule]]
@@ -119,8 +127,13 @@ async fn every_management_tool_succeeds_on_its_path() {
     .await
     .unwrap();
     assert_eq!(r["status"], "sent");
-    sys.wait_for_entry(&child, Role::Assistant, "coder: add tests")
-        .await;
+    wait_until("the follow-up answered", || async {
+        sys.thread(&child)
+            .await
+            .iter()
+            .any(|e| e.role == Role::Assistant && e.text.starts_with("coder: add tests"))
+    })
+    .await;
     sys.wait_for_status(&child, AgentStatus::Idle).await;
 
     // inspect: status, tokens and cost, child count
@@ -133,11 +146,10 @@ async fn every_management_tool_succeeds_on_its_path() {
     assert_eq!(v["turns"], 2);
     assert!(v["tokens_used"].as_u64().unwrap() > 0);
     assert!(v["cost_usd"].as_f64().unwrap() > 0.0);
-    assert!(
-        v.get("last_error").is_some()
-            && v.get("phase").is_some()
-            && v.get("current_step").is_some()
-    );
+    // What the answer's markers said: its phase, the step that is its milestone, its error.
+    assert_eq!(v["phase"], 2, "{v}");
+    assert_eq!(v["current_step"], "phase 2 complete", "{v}");
+    assert_eq!(v["last_error"], "lint failed", "{v}");
 
     // list
     let v = tool(&sys, &lead.id, "list_agents", json!({}))

@@ -10,14 +10,49 @@ use agentd_tests::*;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// An agent that writes the name of each signal it is sent to the file `$SIGNALS` (SIGTSTP and
+/// SIGCONT, then goes on; SIGTERM, then exits): a pause that escalated to SIGSTOP at once, a
+/// resume without SIGCONT, a cancel without SIGTERM or a terminate with it would show there.
 const AGENT: &str = r#"#!/usr/bin/env bash
-# Ignores SIGTSTP, so pausing must escalate to SIGSTOP.
-trap '' TSTP
-while IFS= read -r line; do
+trap 'echo TSTP >> "$SIGNALS"' TSTP
+trap 'echo CONT >> "$SIGNALS"' CONT
+trap 'echo TERM >> "$SIGNALS"; exit 0' TERM
+while true; do
+  IFS= read -r line
+  status=$?
+  # Above 128: the read was cut by a signal whose trap ran; else 0 (a line) or the end of input.
+  if [ $status -gt 128 ]; then continue; fi
+  if [ $status -ne 0 ]; then exit 0; fi
   echo "chatter that is not JSON"
   echo "{\"text\":\"pid $$ at your service\",\"usage\":{\"input\":7,\"output\":3}}"
 done
 "#;
+
+/// The signals an [`AGENT`] noted in `file`, in order.
+fn signals(file: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A root of type `plain` whose process notes its signals in `file`, answered once.
+async fn noting_signals(sys: &TestSystem, file: &std::path::Path) -> agentd_proto::AgentRecord {
+    let a = sys
+        .system
+        .spawn(agentd_proto::SpawnRequest {
+            agent_type: Some("plain".into()),
+            prompt: Some("hello".into()),
+            env: [("SIGNALS".to_string(), file.display().to_string())].into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    sys.wait_for_entry(&a.id, Role::Assistant, "at your service")
+        .await;
+    sys.wait_for_status(&a.id, AgentStatus::Idle).await
+}
 
 /// A system whose agents each run `program` on `source` (written to a temporary file, kept as
 /// long as the answer's directory) through the process backend.
@@ -54,31 +89,36 @@ fn state_of(pid: u32) -> Option<char> {
 
 #[actix_rt::test]
 async fn a_process_per_agent_follows_pause_resume_and_terminate() {
-    let (_dir, backend, sys) = on_process_backend("bash", AGENT);
-    let a = sys.root("plain", Some("hello")).await;
-    let t = sys
-        .wait_for_entry(&a.id, Role::Assistant, "at your service")
-        .await;
+    let (dir, backend, sys) = on_process_backend("bash", AGENT);
+    let noted = dir.path().join("signals-a");
+    let rec = noting_signals(&sys, &noted).await;
+    let a = rec.clone();
     let pid = backend.pid(&a.id).expect("a process runs for the agent");
+    let t = sys.thread(&a.id).await;
     assert!(
         t.iter()
             .any(|e| e.text == format!("pid {pid} at your service"))
     );
-    let rec = sys.wait_for_status(&a.id, AgentStatus::Idle).await;
     assert_eq!(
         (rec.usage.input, rec.usage.output),
         (7, 3),
         "usage parsed from the process output"
     );
 
+    // Pause: SIGTSTP first; this agent only notes it, so SIGSTOP follows after the grace.
     sys.system.control(&a.id, Control::Pause).await.unwrap();
-    wait_until(
-        "process stopped (SIGTSTP ignored, then SIGSTOP)",
-        || async { is_stopped(pid) },
-    )
+    wait_until("process stopped (SIGTSTP noted, then SIGSTOP)", || async {
+        is_stopped(pid)
+    })
     .await;
+    assert_eq!(signals(&noted), vec!["TSTP"]);
+    // Resume: SIGCONT.
     sys.system.control(&a.id, Control::Resume).await.unwrap();
     wait_until("process running again", || async { !is_stopped(pid) }).await;
+    wait_until("SIGCONT noted", || async {
+        signals(&noted) == vec!["TSTP", "CONT"]
+    })
+    .await;
     // Still the same process, and it still answers.
     sys.system.send(&a.id, "again", false).await.unwrap();
     wait_until("second answer", || async {
@@ -92,11 +132,17 @@ async fn a_process_per_agent_follows_pause_resume_and_terminate() {
     .await;
     assert_eq!(backend.pid(&a.id), Some(pid));
 
+    // Terminate: SIGKILL, which no process can note (no SIGTERM before it).
     sys.system.control(&a.id, Control::Terminate).await.unwrap();
     wait_until("process gone and reaped (no zombie)", || async {
         state_of(pid).is_none()
     })
     .await;
+    assert!(
+        !signals(&noted).contains(&"TERM".to_string()),
+        "terminate kills without a graceful SIGTERM: {:?}",
+        signals(&noted)
+    );
     assert_eq!(backend.pid(&a.id), None);
     // A follow-up starts a fresh process with the whole thread.
     sys.system.send(&a.id, "back again", false).await.unwrap();
@@ -110,6 +156,17 @@ async fn a_process_per_agent_follows_pause_resume_and_terminate() {
     })
     .await;
     assert_ne!(backend.pid(&a.id), Some(pid));
+
+    // Cancel: a graceful SIGTERM, which the process handles by exiting.
+    let noted = dir.path().join("signals-b");
+    let b = noting_signals(&sys, &noted).await;
+    let pid = backend.pid(&b.id).expect("a process runs for the agent");
+    sys.system.control(&b.id, Control::Cancel).await.unwrap();
+    wait_until("the cancelled process gone", || async {
+        state_of(pid).is_none()
+    })
+    .await;
+    assert_eq!(signals(&noted).last().map(String::as_str), Some("TERM"));
 }
 
 const ENV_AGENT: &str = r#"#!/usr/bin/env bash

@@ -127,7 +127,15 @@ text = "plain ok: {{input}}"
 
 #[actix_rt::test]
 async fn spawn_work_yield_answer_round_trip() {
-    let sys = TestSystem::builder().script(SCRIPT).start();
+    let mut types = cast();
+    for t in &mut types {
+        match t.name.as_str() {
+            "coding" => t.prompt = "You write code.".into(),
+            "lead" => t.prompt = "You lead.".into(),
+            _ => {}
+        }
+    }
+    let (sys, model) = on_a_recording_model_with(types.clone());
     let mut events = sys.events();
     let lead = sys.root("lead", Some("spawn one")).await;
     let thread = sys
@@ -158,20 +166,32 @@ async fn spawn_work_yield_answer_round_trip() {
         |e| matches!(e, Event::Yielded { agent_id, .. } if *agent_id == child_id),
     )
     .await;
-    // The sub-agent's system prompt had the three layers and it saw only its allowed tools.
-    let tools: Vec<String> = sys
-        .system
-        .tools_of(&child_id)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
-    assert_eq!(
-        tools,
-        vec!["yield_to_parent"],
-        "coding type lists no regular tools, so only yield remains"
+    // The sub-agent's model was sent the three prompt layers, in order — the base, the
+    // sub-agent's role, its type's overlay — and shown only its allowed tools.
+    let config = agentd_actors::config::RuntimeConfig::with_types(
+        agentd_actors::config::AgentTypes::new(types.clone()).unwrap(),
     );
+    let coding = types.iter().find(|t| t.name == "coding").unwrap();
+    let layers = [
+        config.base_prompt.trim(),
+        config.subagent_prompt.trim(),
+        coding.prompt.trim(),
+    ];
+    assert!(layers.iter().all(|l| !l.is_empty()), "{layers:?}");
+    let asked = model.requests_of(&child_id);
+    assert!(!asked.is_empty());
+    for request in &asked {
+        assert_eq!(request.system_prompt, layers.join("\n\n"));
+        assert_eq!(
+            request.tools,
+            vec!["yield_to_parent"],
+            "coding type lists no regular tools, so only yield remains"
+        );
+    }
+    // The lead, a root, was sent the base and its type's overlay only.
+    let lead_asked = model.requests_of(&lead.id);
+    let root_layers = [config.base_prompt.trim(), "You lead."];
+    assert_eq!(lead_asked[0].system_prompt, root_layers.join("\n\n"));
 }
 
 #[actix_rt::test]
@@ -324,11 +344,19 @@ async fn a_yielded_sub_agent_is_passivated_and_frees_its_live_slot() {
 
 /// A system on [`SCRIPT`] whose model calls are recorded.
 fn on_a_recording_model() -> (TestSystem, Arc<RecordingModel>) {
+    on_a_recording_model_with(cast())
+}
+
+/// [`on_a_recording_model`] with agent types `types`.
+fn on_a_recording_model_with(
+    types: Vec<agentd_actors::AgentType>,
+) -> (TestSystem, Arc<RecordingModel>) {
     let clock: Arc<dyn agentd_actors::Clock> = Arc::new(agentd_actors::SystemClock);
     let scripted = agentd_models::ScriptedModel::from_toml_str(SCRIPT, clock.clone()).unwrap();
     let model = Arc::new(RecordingModel::new(Arc::new(scripted)));
     let sys = TestSystem::builder()
         .model(model.clone())
+        .types(types)
         .clock(clock)
         .start();
     (sys, model)
@@ -479,17 +507,78 @@ async fn management_tools_are_hidden_from_sub_agents_and_refused_when_called() {
         .await;
     let tool = thread.iter().find(|e| e.role == Role::Tool).unwrap();
     assert!(tool.text.contains("not_root"), "{}", tool.text);
-    let e = sys
+    // The sub-agent is shown none of the management tools, and yield_to_parent instead.
+    let management = [
+        "Manage",
+        "spawn_agent",
+        "send_agent_followup",
+        "inspect_agent",
+        "list_agents",
+        "close_agent",
+        "delete_agent",
+        "agent_reset",
+        "agent_compact",
+    ];
+    let child_tools: Vec<String> = sys
         .system
-        .invoke_tool(
-            Some(&child),
+        .tools_of(&child)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    for tool in management {
+        assert!(
+            root_tools.contains(&tool.to_string()),
+            "the root sees {tool}: {root_tools:?}"
+        );
+        assert!(
+            !child_tools.contains(&tool.to_string()),
+            "the sub-agent does not see {tool}: {child_tools:?}"
+        );
+    }
+    assert!(
+        child_tools.contains(&"yield_to_parent".to_string()),
+        "{child_tools:?}"
+    );
+    // And each one it calls all the same is refused, by its real name and by an alias.
+    let calls = [
+        (
             "Manage",
             json!({"command": "check_status", "threadAlias": "x"}),
-        )
-        .await
-        .err()
-        .unwrap();
-    assert_eq!(e.code, ErrorCode::NotRoot);
+        ),
+        (
+            "manage",
+            json!({"command": "check_status", "threadAlias": "x"}),
+        ),
+        ("spawn_agent", json!({"prompt": "p"})),
+        ("spawn_subagent", json!({"prompt": "p"})),
+        (
+            "send_agent_followup",
+            json!({"agent_id": child, "message": "m"}),
+        ),
+        ("inspect_agent", json!({"agent_id": child})),
+        ("list_agents", json!({})),
+        ("close_agent", json!({"agent_id": child})),
+        ("delete_agent", json!({"agent_id": child})),
+        ("agent_reset", json!({"agent_id": child})),
+        ("agent_compact", json!({"agent_id": child})),
+    ];
+    for (tool, args) in calls {
+        let e = sys
+            .system
+            .invoke_tool(Some(&child), tool, args)
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("{tool} ran for a sub-agent"));
+        assert_eq!(e.code, ErrorCode::NotRoot, "{tool}: {e:?}");
+    }
+    let after = sys.system.inspect(&child).await.unwrap();
+    assert_ne!(
+        after.view.summary.status,
+        AgentStatus::Closed,
+        "the refused close_agent closed nothing"
+    );
     // A root cannot yield.
     let e = sys
         .system

@@ -510,15 +510,17 @@ impl ModelClient for ClaudeCodeModel {
         match control {
             Control::Pause => {
                 let mut clock = lock(&slot.pause);
-                if clock.since.is_none() {
-                    clock.since = Some(Instant::now());
-                }
+                let since = *clock.since.get_or_insert_with(Instant::now);
                 drop(clock);
                 let Some(pid) = slot.pid else { return };
                 signal_group(pid, Signal::SIGTSTP);
+                let pause = Arc::clone(&slot.pause);
                 tokio::spawn(async move {
                     tokio::time::sleep(grace).await;
-                    if !crate::process::is_stopped(pid) {
+                    // Only while this pause holds: a resume within the grace (after the CLI
+                    // stopped on SIGTSTP and was continued) must not be stopped again.
+                    let still_paused = lock(&pause).since == Some(since);
+                    if still_paused && !crate::process::is_stopped(pid) {
                         signal_group(pid, Signal::SIGSTOP);
                     }
                 });
