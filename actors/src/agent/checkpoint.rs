@@ -18,7 +18,8 @@ impl AgentActor {
         ctx: &mut Context<Self>,
     ) {
         let deps = self.system.deps.clone();
-        let rec = self.rec.clone();
+        // With the running step, if a turn runs.
+        let rec = self.live_record();
         let trigger = trigger.to_string();
         let flushed = self.flush_now();
         ctx.wait(flushed.then(move |_, act, _| {
@@ -39,7 +40,8 @@ impl Handler<TakeCheckpoint> for AgentActor {
     fn handle(&mut self, msg: TakeCheckpoint, _: &mut Self::Context) -> Self::Result {
         self.check_activity();
         let deps = self.system.deps.clone();
-        let rec = self.rec.clone();
+        // With the running step, if a turn runs.
+        let rec = self.live_record();
         AtomicResponse::new(Box::pin(
             async move { crate::checkpoints::capture(&deps, &rec, msg.reason, &msg.trigger).await }
                 .into_actor(self),

@@ -200,12 +200,21 @@ impl Handler<Snapshot> for AgentActor {
 
     fn handle(&mut self, _: Snapshot, _: &mut Self::Context) -> Self::Result {
         self.check_activity();
+        MessageResult(self.live_record())
+    }
+}
+
+impl AgentActor {
+    /// The record as the agent is now: while a turn runs, its `current_step` is what the turn
+    /// does (a copy; the record itself keeps the last milestone, and the store never sees the
+    /// running step), else the record itself, shared.
+    pub(super) fn live_record(&self) -> Arc<AgentRecord> {
         let Some(turn) = self.activity.running() else {
-            return MessageResult(self.rec.share());
+            return self.rec.share();
         };
         let mut rec = AgentRecord::clone(&self.rec);
         rec.current_step = Some(turn.step.to_string());
-        MessageResult(Arc::new(rec))
+        Arc::new(rec)
     }
 }
 

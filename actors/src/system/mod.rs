@@ -67,6 +67,12 @@ impl AgentSystem {
             store = deps.store.kind(),
             "agent system started"
         );
+        // Seed 000: the core tools, in one line, as they are registered.
+        let core: Vec<&str> = crate::catalogue::BuiltinTool::ALL
+            .iter()
+            .map(|t| t.name())
+            .collect();
+        tracing::debug!(tools = %core.join(", "), "core tools registered");
         AgentSystem { system }
     }
 

@@ -352,3 +352,47 @@ async fn agent_compact_checkpoints_the_whole_thread_first_and_logs_the_sizes() {
     assert_eq!(t.len(), 8);
     assert_eq!(t[..6], full[..]);
 }
+
+/// A checkpoint taken while a turn runs records what the turn does then, not only the last
+/// phase milestone: the model call, then the tool call that waits.
+#[actix_rt::test]
+async fn a_checkpoint_taken_mid_turn_records_the_running_step() {
+    let script = r#"
+[[rule]]
+agent = "lead"
+role = "user"
+contains = "ask"
+delay_ms = 10000
+[[rule.tool_calls]]
+name = "Manage"
+arguments = { command = "send_message", worker = "Ops", message = "count", threadAlias = "a" }
+
+[[rule]]
+agent = "ops"
+delay_ms = 60000
+text = "seven"
+
+[[rule]]
+text = "ok: {{input}}"
+"#;
+    let sys = TestSystem::builder().script(script).manual_clock().start();
+    let clock = sys.manual_clock();
+    let lead = sys.root("lead", Some("ask ops")).await;
+    wait_until("the model asked", || async { clock.sleepers() == 1 }).await;
+    let cp = sys.system.checkpoint(&lead.id).await.unwrap();
+    assert_eq!(cp.current_step.as_deref(), Some("calling model"));
+    clock.advance(10_000);
+    wait_until("the worker asked", || async { clock.sleepers() == 2 }).await;
+    let cp = sys.system.checkpoint(&lead.id).await.unwrap();
+    assert_eq!(cp.current_step.as_deref(), Some("running tool Manage"));
+    // The record itself keeps no running step.
+    assert_eq!(
+        sys.store
+            .get_agent(&lead.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .current_step,
+        None
+    );
+}

@@ -3,7 +3,8 @@
 //! its trace id, with telemetry off; a second answer to a service tool's call is logged (INFO)
 //! and acknowledged, as docs/redis.md says; an MCP
 //! server's `peer_info` (its instructions) is DEBUG, not INFO; a configuration error is printed
-//! once, without a backtrace, even with `RUST_BACKTRACE=1`.
+//! once, without a backtrace, even with `RUST_BACKTRACE=1`; the core tools are listed in one
+//! DEBUG line at start.
 
 use agentd_tests::mcp::node_server;
 use agentd_tests::scripted_files::{CLERK, CLERK_SCRIPT, lookup_order, scripted_deployment};
@@ -231,4 +232,34 @@ fn a_configuration_error_is_printed_once_without_a_backtrace() {
             );
         }
     }
+}
+
+/// Seed 000: the core tools are listed in one DEBUG line when they are registered.
+#[test]
+fn the_core_tools_are_listed_in_one_debug_line_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = AgentdProcess::start(&[
+        (
+            "AGENTD__STORE__DATA_DIR",
+            dir.path().join("data").display().to_string(),
+        ),
+        ("RUST_LOG", "warn,agentd_actors::system=debug".to_string()),
+    ]);
+    let line = p.wait_for_log("core tools registered");
+    for tool in [
+        "Manage",
+        "spawn_agent",
+        "send_agent_followup",
+        "inspect_agent",
+        "list_agents",
+        "close_agent",
+        "delete_agent",
+        "agent_reset",
+        "agent_compact",
+        "current_time",
+        "yield_to_parent",
+    ] {
+        assert!(line.contains(tool), "{tool} in {line}");
+    }
+    assert!(line.contains("DEBUG"), "{line}");
 }

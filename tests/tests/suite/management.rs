@@ -1028,10 +1028,20 @@ async fn reset_and_compact_take_seed_003_arguments_and_nothing_else() {
     }
     let reset = specs.iter().find(|s| s.name == "agent_reset").unwrap();
     assert_eq!(reset.parameters["properties"]["message"]["minLength"], 1);
+    for name in ["agent_reset", "agent_compact"] {
+        let spec = specs.iter().find(|s| s.name == name).unwrap();
+        assert_eq!(
+            spec.parameters["properties"]["agent_id"]["minLength"], 1,
+            "{name}"
+        );
+    }
 
     // Refused, and nothing is posted: an empty message, an unknown property (also one that is
     // an alias of nothing), a property given in both spellings.
     for (name, args) in [
+        ("agent_reset", json!({"agent_id": ""})),
+        ("agent_compact", json!({"agent_id": ""})),
+        ("agent_compact", json!({"agentId": ""})),
         ("agent_reset", json!({"agent_id": child, "message": ""})),
         ("agent_reset", json!({"agent_id": child, "force": true})),
         ("agent_reset", json!({"agentId": child, "seedMessage": "x"})),

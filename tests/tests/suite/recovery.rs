@@ -525,3 +525,97 @@ async fn the_tokens_of_steps_taken_before_a_crash_are_counted_after_it() {
 async fn the_tokens_of_a_step_already_counted_before_a_crash_are_not_counted_again() {
     a_crash_between_steps(true).await;
 }
+
+/// A process on the embedded store in `dir` with the default agent types, whose model echoes
+/// (`done: …`).
+fn embedded_process(dir: &std::path::Path) -> AgentdProcess {
+    AgentdProcess::start(&[
+        (
+            "AGENTD__STORE__DATA_DIR",
+            dir.join("data").display().to_string(),
+        ),
+        ("AGENTD__MODEL__SCRIPT", {
+            let script = dir.join("script.toml");
+            std::fs::write(&script, "[[rule]]\ntext = \"done: {{input}}\"\n").unwrap();
+            script.display().to_string()
+        }),
+    ])
+}
+
+/// A lead's sub-agent, made and answered through the lead's own tools; answers `(lead, child)`.
+fn a_lead_and_its_sub_agent(p: &AgentdProcess) -> (String, String) {
+    let lead = p.spawn_with(serde_json::json!({"agent_type": "lead"}));
+    let spawned = p
+        .post(
+            &format!("/v1/agents/{lead}/tools/spawn_agent"),
+            serde_json::json!({"prompt": "survey the harbour"}),
+        )
+        .unwrap();
+    let child = spawned["agent_id"].as_str().unwrap().to_string();
+    p.wait_for("the sub-agent's answer", |p| {
+        p.texts(&child)
+            .contains(&"done: survey the harbour".to_string())
+    });
+    (lead, child)
+}
+
+/// Seed 002: a sub-agent closed before a restart keeps its history, and a follow-up after the
+/// restart re-opens it on that history.
+#[test]
+fn a_sub_agent_closed_before_a_restart_is_followed_up_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = embedded_process(dir.path());
+    let (lead, child) = a_lead_and_its_sub_agent(&a);
+    a.post(
+        &format!("/v1/agents/{lead}/tools/close_agent"),
+        serde_json::json!({"agent_id": child}),
+    )
+    .unwrap();
+    a.wait_for("closed", |p| p.status(&child) == "closed");
+    a.stop();
+    let b = embedded_process(dir.path());
+    assert_eq!(b.status(&child), "closed", "still closed after the restart");
+    b.post(
+        &format!("/v1/agents/{lead}/tools/send_agent_followup"),
+        serde_json::json!({"agent_id": child, "message": "count the ships"}),
+    )
+    .unwrap();
+    b.wait_for("the follow-up's answer", |p| {
+        p.texts(&child)
+            .contains(&"done: count the ships".to_string())
+    });
+    assert_eq!(
+        b.texts(&child),
+        vec![
+            "survey the harbour",
+            "done: survey the harbour",
+            "count the ships",
+            "done: count the ships"
+        ],
+        "re-opened on its history"
+    );
+    assert_ne!(b.status(&child), "closed");
+}
+
+/// Seed 002: a sub-agent deleted after a restart is gone — record, thread, its place among its
+/// parent's children.
+#[test]
+fn a_sub_agent_is_deleted_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = embedded_process(dir.path());
+    let (lead, child) = a_lead_and_its_sub_agent(&a);
+    a.stop();
+    let b = embedded_process(dir.path());
+    b.post(
+        &format!("/v1/agents/{lead}/tools/delete_agent"),
+        serde_json::json!({"agent_id": child}),
+    )
+    .unwrap();
+    assert_eq!(b.get_status(&format!("/v1/agents/{child}"), None).0, 404);
+    assert_eq!(
+        b.get_status(&format!("/v1/agents/{child}/thread"), None).0,
+        404
+    );
+    let children = b.get(&format!("/v1/agents/{lead}/children"));
+    assert_eq!(children["agents"], serde_json::json!([]), "{children}");
+}

@@ -8,9 +8,10 @@ use super::arguments::required_str2;
 use agentd_proto::{AgentdError, ErrorCode, InboxItem};
 use serde_json::{Value, json};
 
-/// The schema of the `agent_id` argument.
+/// The schema of the `agent_id` argument: at least one character (seed 003), so an empty id
+/// is `invalid_argument` at the schema, before any look-up.
 pub(super) fn agent_id_parameter() -> Value {
-    json!({"type": "string", "description": "Target agent id (\"0\" names your root)."})
+    json!({"type": "string", "minLength": 1, "description": "Target agent id (\"0\" names your root)."})
 }
 
 /// The schema of arguments that name only the target.
