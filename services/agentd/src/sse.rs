@@ -10,6 +10,9 @@
 //! neither holds any more gets `event: lagged` (`{"missed": null}`) before the live events; a
 //! client too slow for the live events gets `event: lagged` with how many it missed.
 //!
+//! The response starts at once, with a `: connected` comment: the status line and headers
+//! never wait for the first event.
+//!
 //! A stream never ends by itself, so the HTTP server's graceful stop would wait for it until
 //! its timeout: every stream ends as soon as [`Shutdown`] is signalled, and its connection
 //! closes with it (a client reconnects to another process, or to this one once it is back).
@@ -20,6 +23,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use agentd_actors::AgentSystem;
 use agentd_bus::{Backlog, EventLog, Logged, Replay, StreamPosition};
 use agentd_proto::{AgentdError, Event};
+use futures::StreamExt;
 use serde::Deserialize;
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -56,6 +60,9 @@ pub struct EventFeed {
     /// With Redis: the streams a resume reads when the log does not hold its id.
     pub redis: Option<RedisEventStreams>,
 }
+
+/// The first piece of every stream, sent at once (an SSE comment, which clients ignore).
+const OPENED: &[u8] = b": connected\n\n";
 
 /// Most entries of each stream a resume reads from Redis; a client further behind lagged.
 const BACKLOG_LIMIT: usize = 10_000;
@@ -268,10 +275,15 @@ pub async fn stream(
         },
         shutdown,
     };
-    let body = futures::stream::unfold(state, |mut state| async move {
+    let events = futures::stream::unfold(state, |mut state| async move {
         let piece = state.next().await?;
         Some((Ok::<_, actix_web::Error>(piece), state))
     });
+    // The server writes the status line and headers with the body's first piece: a comment
+    // ready at once starts the response now, not with the first event or keep-alive (up to
+    // 15 s later, past the read timeout of many clients and proxies).
+    let opened = futures::stream::once(std::future::ready(Ok(Bytes::from_static(OPENED))));
+    let body = opened.chain(events);
     // The connection closes with the stream: no idle keep-alive connection holds a stop.
     HttpResponse::Ok()
         .force_close()

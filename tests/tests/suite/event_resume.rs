@@ -3,13 +3,15 @@
 //! reconnects with `Last-Event-ID` first gets exactly what came after that id, and an id that is
 //! no longer kept gets `event: lagged`. In one process (the ring of recent events) and with Redis
 //! (entry ids of `<ns>:events` and `<ns>:deltas`; deltas never go to `<ns>:events`; a client
-//! resumes on another process from the streams themselves).
+//! resumes on another process from the streams themselves). On an idle service the response
+//! starts at once: its headers and first bytes never wait for an event or the 15 s keep-alive.
 
 use agentd_tests::process::wait_balanced;
 use agentd_tests::streaming_provider::{StreamingProvider, openai_text};
 use agentd_tests::{AgentdProcess, TestConnection, TestRedis};
 use serde_json::{Value, json};
-use std::io::BufRead;
+use std::io::{BufRead, Read, Write};
+use std::net::TcpStream;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -169,6 +171,55 @@ fn check_ids_deltas_and_resume(
         "the resumed stream repeats nothing and misses nothing"
     );
     frames
+}
+
+/// A client or proxy with a read timeout shorter than the keep-alive's 15 s sees a stream on an
+/// idle service, not a hang: the status line, the headers and a first comment arrive at once.
+#[test]
+fn an_idle_service_starts_the_event_stream_at_once() {
+    let p = AgentdProcess::start(&[("AGENTD__STORE__KIND", "memory".to_string())]);
+    let addr = p.url.strip_prefix("http://").unwrap();
+    let mut conn = TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    write!(
+        conn,
+        "GET /v1/events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
+    )
+    .unwrap();
+    let asked = Instant::now();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match conn.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            got => panic!(
+                "no response head within 3 s ({got:?}; read so far: {:?})",
+                String::from_utf8_lossy(&head)
+            ),
+        }
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains("content-type: text/event-stream"), "{head}");
+    // The body starts at once too, with a comment (one chunk), so a client that waits for the
+    // first bytes of the stream (or a proxy that buffers until the body starts) goes on.
+    let mut body = Vec::new();
+    while !body.ends_with(b"\n\n") {
+        match conn.read(&mut byte) {
+            Ok(1) => body.push(byte[0]),
+            got => panic!(
+                "no first piece of the stream within 3 s ({got:?}; read so far: {:?})",
+                String::from_utf8_lossy(&body)
+            ),
+        }
+    }
+    let body = String::from_utf8_lossy(&body);
+    assert!(body.ends_with(": connected\n\n"), "{body:?}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        asked.elapsed()
+    );
 }
 
 #[test]
