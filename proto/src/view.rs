@@ -307,7 +307,9 @@ pub enum QueueState {
     WaitingRateLimit,
     /// Waiting for its dependencies (`depends_on`).
     WaitingDependency,
-    /// Items queued, but paused, closed or waiting for an answer or a review.
+    /// Items queued, but paused, closed, waiting for an answer or a review, or failed,
+    /// cancelled or terminated: what it holds (a dependent's watch it set aside) waits until a
+    /// message or a control makes it run again.
     Held,
     /// Items queued, about to start.
     Ready,
@@ -324,9 +326,14 @@ impl QueueState {
             S::WaitingRateLimit => QueueState::WaitingRateLimit,
             S::WaitingDependency => QueueState::WaitingDependency,
             _ if pending == 0 => return None,
-            S::Paused | S::WaitingQuestion | S::WaitingReview | S::WaitingTool | S::Closed => {
-                QueueState::Held
-            }
+            S::Paused
+            | S::WaitingQuestion
+            | S::WaitingReview
+            | S::WaitingTool
+            | S::Closed
+            | S::Failed
+            | S::Cancelled
+            | S::Terminated => QueueState::Held,
             _ => QueueState::Ready,
         })
     }
@@ -565,6 +572,11 @@ mod tests {
         assert_eq!(QueueState::of(S::Idle, 0), None);
         assert_eq!(QueueState::of(S::Idle, 1), Some(QueueState::Ready));
         assert_eq!(QueueState::of(S::Paused, 1), Some(QueueState::Held));
+        // A failed dependency's set-aside watch waits for a message, not for a turn slot.
+        for stopped in [S::Failed, S::Cancelled, S::Terminated] {
+            assert_eq!(QueueState::of(stopped, 1), Some(QueueState::Held));
+            assert_eq!(QueueState::of(stopped, 0), None);
+        }
         let task = QueueTask::of(&record("a", 0.0, 0), QueueState::Ready, 1);
         let v = serde_json::to_value(task).unwrap_or_default();
         assert_eq!(v["queue_state"], "ready");
