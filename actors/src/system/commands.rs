@@ -23,6 +23,7 @@ impl AgentSystem {
         cmd: Command,
         scope: Option<&str>,
     ) -> Result<Value, AgentdError> {
+        cmd.check_agent_ids()?;
         let Some(root) = scope else {
             return self.execute(cmd).await;
         };
@@ -64,10 +65,12 @@ impl AgentSystem {
         self.execute(cmd).await
     }
 
-    /// Executes a command from another service and answers its result as JSON. A command that
+    /// Executes a command from another service and answers its result as JSON (agent ids
+    /// without an agent id's form are `invalid_argument`). A command that
     /// acts on a live agent (see [`runs_where_the_agent_lives`]) whose partition another
     /// process owns runs there, and its answer comes back from there.
     pub async fn execute(&self, cmd: Command) -> Result<Value, AgentdError> {
+        cmd.check_agent_ids()?;
         if let Some(target) = runs_where_the_agent_lives(&cmd)
             && self.system.deps.is_owned_elsewhere(target)
             && let Some(transport) = &self.system.deps.transport
