@@ -292,7 +292,10 @@ pub async fn stream(
         .streaming(body)
 }
 
-/// Server-Sent Events; `agent_id` or `root_id` narrows to a subtree. A stream narrowed to an
+/// Server-Sent Events. Without a filter, every event of every agent of the deployment (every
+/// tree; with Redis, every process's), text deltas included: the operator's view; a caller
+/// scoped by `X-Agentd-Root` gets that root's tree. `agent_id` or `root_id` narrows to a
+/// subtree (within the caller's scope, `not_ancestor` outside it). A stream narrowed to an
 /// agent that does not exist is `agent_not_found`, not a stream on which nothing will ever come;
 /// one narrowed to something that is no agent id at all is `invalid_argument`.
 #[utoipa::path(
@@ -313,6 +316,7 @@ pub async fn events(
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let mut q = q.into_inner();
+    let scope = crate::http::scope(&req);
     if let Some(id) = q.agent_id.as_ref().or(q.root_id.as_ref()) {
         crate::http::AgentId::parse(id)?;
         st.system
@@ -322,6 +326,12 @@ pub async fn events(
             .await
             .map_err(AgentdError::from)?
             .ok_or_else(|| AgentdError::agent_not_found(id))?;
+        st.system.check_scope(scope.as_deref(), id).await?;
+    } else if let Some(root) = scope {
+        // A caller confined to a tree sees that tree, as with `?root_id=`, never every event.
+        crate::http::AgentId::parse(&root)?;
+        st.system.record(&root).await?;
+        q.root_id = Some(root);
     }
     let last_event_id = req
         .headers()

@@ -5,6 +5,7 @@
 //! (entry ids of `<ns>:events` and `<ns>:deltas`; deltas never go to `<ns>:events`; a client
 //! resumes on another process from the streams themselves). On an idle service the response
 //! starts at once: its headers and first bytes never wait for an event or the 15 s keep-alive.
+//! Without a filter a stream carries every tree's events, except to a caller scoped to a root.
 
 use agentd_tests::process::wait_balanced;
 use agentd_tests::streaming_provider::{StreamingProvider, openai_text};
@@ -26,11 +27,20 @@ struct Frame {
 /// Follows `/v1/events` of `p` (resuming after `last_id`) on a thread; frames arrive on the
 /// channel. Answers once the response has started.
 fn follow(p: &AgentdProcess, last_id: Option<&str>) -> mpsc::Receiver<Frame> {
+    let headers: Vec<(&str, &str)> = last_id
+        .map(|id| ("Last-Event-ID", id))
+        .into_iter()
+        .collect();
+    follow_with(p, &headers)
+}
+
+/// [`follow`] with request headers `headers`.
+fn follow_with(p: &AgentdProcess, headers: &[(&str, &str)]) -> mpsc::Receiver<Frame> {
     let (tx, rx) = mpsc::channel();
     let (started_tx, started) = mpsc::channel();
     let mut req = ureq::get(&format!("{}/v1/events", p.url));
-    if let Some(id) = last_id {
-        req = req.set("Last-Event-ID", id);
+    for (name, value) in headers {
+        req = req.set(name, value);
     }
     std::thread::spawn(move || {
         let resp = req.call().unwrap();
@@ -220,6 +230,54 @@ fn an_idle_service_starts_the_event_stream_at_once() {
         "{:?}",
         asked.elapsed()
     );
+}
+
+/// Without a filter the stream is every tree's events; a caller scoped to a root by
+/// `X-Agentd-Root` gets that root's tree only, as with `?root_id=`, and a filter outside it is
+/// `403 not_ancestor`.
+#[test]
+fn an_unfiltered_stream_is_every_tree_s_and_a_scoped_caller_s_is_its_tree() {
+    let p = AgentdProcess::start(&[("AGENTD__STORE__KIND", "memory".to_string())]);
+    let mine = p.spawn("subagent", "first");
+    let other = p.spawn("subagent", "first");
+    p.wait_for("both idle", |p| {
+        p.status(&mine) == "idle" && p.status(&other) == "idle"
+    });
+    let everything = follow(&p, None);
+    let scoped = follow_with(&p, &[("X-Agentd-Root", &mine)]);
+    for id in [&other, &mine] {
+        p.post(
+            &format!("/v1/agents/{id}/messages"),
+            json!({"text": "again"}),
+        )
+        .unwrap();
+    }
+    let idle_again = |id: &str| {
+        let id = id.to_string();
+        move |f: &Frame| f.data["agent_id"] == id.as_str() && f.data["to"] == "idle"
+    };
+    let seen = frames_until(&scoped, idle_again(&mine));
+    assert!(
+        seen.iter().all(|f| f.data["agent_id"] == mine.as_str()),
+        "the scoped stream shows its tree only: {seen:#?}"
+    );
+    let all = frames_until(&everything, |f| {
+        f.data["agent_id"] == mine.as_str() && f.data["to"] == "idle"
+    });
+    assert!(
+        all.iter().any(|f| f.data["agent_id"] == other.as_str()),
+        "the unfiltered stream shows every tree: {all:#?}"
+    );
+    let outside = ureq::get(&format!("{}/v1/events?agent_id={other}", p.url))
+        .set("X-Agentd-Root", &mine)
+        .call();
+    match outside {
+        Err(ureq::Error::Status(403, r)) => {
+            assert_eq!(r.into_json::<Value>().unwrap()["code"], "not_ancestor");
+        }
+        Err(e) => panic!("a filter outside the scope: {e}"),
+        Ok(r) => panic!("a filter outside the scope answered {}", r.status()),
+    }
 }
 
 #[test]

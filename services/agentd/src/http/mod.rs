@@ -146,7 +146,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 /// The root an external caller is scoped to (`X-Agentd-Root`), if it names one.
-fn scope(req: &HttpRequest) -> Option<String> {
+pub(crate) fn scope(req: &HttpRequest) -> Option<String> {
     req.headers()
         .get(SCOPE_HEADER)
         .and_then(|v| v.to_str().ok())
