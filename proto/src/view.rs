@@ -92,6 +92,10 @@ pub struct AgentSummary {
     pub result: Option<serde_json::Value>,
     /// Where its output goes.
     pub channel: Channel,
+    /// The first words of its prompt, at most 80 characters (cut with `…`): with its title and
+    /// age, what tells apart agents of one type; `null` for one spawned without a prompt.
+    #[serde(default)]
+    pub prompt_preview: Option<String>,
     /// Creation time, ms since the epoch.
     pub created_at_ms: u64,
     /// Last change, ms since the epoch.
@@ -151,6 +155,7 @@ impl AgentSummary {
             budget: rec.budget.as_deref().copied(),
             result: rec.result.as_deref().cloned(),
             channel: rec.channel.clone(),
+            prompt_preview: rec.prompt_preview.clone(),
             created_at_ms: rec.created_at_ms,
             updated_at_ms: rec.updated_at_ms,
             last_update: crate::time::rfc3339_utc(rec.updated_at_ms),
@@ -443,6 +448,7 @@ mod tests {
             trace: None,
             result: None,
             agent_cli: None,
+            prompt_preview: None,
             created_at_ms: 1,
             updated_at_ms: 2,
         }
@@ -457,7 +463,7 @@ mod tests {
         keys
     }
 
-    const SUMMARY_KEYS: [&str; 35] = [
+    const SUMMARY_KEYS: [&str; 36] = [
         "agent_id",
         "agent_type",
         "attempts",
@@ -478,6 +484,7 @@ mod tests {
         "phase",
         "priority",
         "progress",
+        "prompt_preview",
         "provider",
         "remote_context_id",
         "remote_task_id",
