@@ -38,6 +38,7 @@ pub(crate) fn record(id: &str) -> AgentRecord {
         trace: None,
         result: None,
         agent_cli: None,
+        prompt_preview: None,
         created_at_ms: 0,
         updated_at_ms: 0,
     }

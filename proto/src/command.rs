@@ -197,7 +197,7 @@ pub enum Command {
         /// agentd's id of the call.
         call_id: uuid::Uuid,
         /// The tool's result.
-        #[serde(default)]
+        #[serde(default, deserialize_with = "crate::strict::optional_unique_value")]
         #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
         result: Option<serde_json::Value>,
         /// The tool's failure.
@@ -225,7 +225,7 @@ pub enum Command {
         /// Tool name.
         tool: String,
         /// Tool arguments.
-        #[serde(default)]
+        #[serde(default, deserialize_with = "crate::strict::unique_value")]
         args: serde_json::Value,
     },
 }
@@ -234,7 +234,7 @@ pub enum Command {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Reply {
     /// The command's result, if it succeeded.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::strict::optional_unique_value")]
     pub result: Option<serde_json::Value>,
     /// The error, if it failed.
     #[serde(default)]
@@ -290,6 +290,36 @@ impl Command {
             Command::Spawn(req) => req.parent_id.as_deref(),
             Command::List { parent_id } => parent_id.as_deref(),
         }
+    }
+
+    /// Refuses a command whose agent ids (its target, a spawn's parent and dependencies) do not
+    /// have an agent id's form, as a path refuses one: `invalid_argument`, never a search for
+    /// an agent that could not exist.
+    pub fn check_agent_ids(&self) -> Result<(), AgentdError> {
+        if let Some(target) = self.target() {
+            check_agent_id(target)?;
+        }
+        if let Command::Spawn(req) = self {
+            for id in &req.depends_on {
+                check_agent_id(id)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `id` if it has the form of an agent id (a hyphenated uuid, as agentd makes them); otherwise
+/// `invalid_argument` saying so. The HTTP paths and queries and the commands use this one rule.
+pub fn check_agent_id(id: &str) -> Result<(), AgentdError> {
+    if id.len() == 36 && uuid::Uuid::try_parse(id).is_ok() {
+        Ok(())
+    } else {
+        Err(AgentdError::new(
+            crate::error::ErrorCode::InvalidArgument,
+            format!(
+                "`{id}` is not an agent id (a uuid such as 0190a5f2-7b6e-7cc0-8a4b-1d2e3f405162)"
+            ),
+        ))
     }
 }
 

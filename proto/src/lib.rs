@@ -69,7 +69,9 @@ pub use limits::InputLimits;
 pub use manage::{AsyncForward, ManageCommand, ManageMode, ManageOptions, ManageRequest};
 pub use markers::Marker;
 pub use output::Output;
-pub use record::{AgentCli, AgentId, AgentRecord, Channel, ManageChannel, SharedName};
+pub use record::{
+    AgentCli, AgentId, AgentRecord, Channel, ManageChannel, SharedName, prompt_preview,
+};
 pub use remote_a2a::RemoteA2aSession;
 pub use status::AgentStatus;
 pub use thread::{Role, ThreadEntry, ToolCall};

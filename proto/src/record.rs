@@ -191,8 +191,62 @@ pub struct AgentRecord {
     /// backend's `claude-code` protocol); `None` for the others.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_cli: Option<Box<AgentCli>>,
+    /// The first words of its prompt (the spawn's first message, [`prompt_preview`]): what
+    /// tells apart agents of one type and title in a list; `None` without a prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_preview: Option<String>,
     /// Creation time, ms since the epoch.
     pub created_at_ms: u64,
     /// Last change, ms since the epoch.
     pub updated_at_ms: u64,
+}
+
+/// Most characters of a [`prompt_preview`], its ellipsis included.
+pub const PROMPT_PREVIEW_CHARS: usize = 80;
+
+/// The first words of `prompt` on one line, cut at a word boundary to at most
+/// [`PROMPT_PREVIEW_CHARS`] characters with `…` when cut (a first word longer than that is cut
+/// inside); `None` for a prompt of only whitespace.
+pub fn prompt_preview(prompt: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut chars = 0;
+    for word in prompt.split_whitespace() {
+        let len = word.chars().count();
+        let sep = usize::from(!out.is_empty());
+        if chars + sep + len > PROMPT_PREVIEW_CHARS {
+            if out.is_empty() {
+                out.extend(word.chars().take(PROMPT_PREVIEW_CHARS - 1));
+            }
+            out.push('…');
+            return Some(out);
+        }
+        if sep == 1 {
+            out.push(' ');
+        }
+        out.push_str(word);
+        chars += sep + len;
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PROMPT_PREVIEW_CHARS, prompt_preview};
+
+    #[test]
+    fn a_prompt_preview_is_its_first_words_on_one_line() {
+        assert_eq!(
+            prompt_preview("  plan the\n release  "),
+            Some("plan the release".into())
+        );
+        assert_eq!(prompt_preview(" \n "), None);
+        let long = "word ".repeat(40);
+        let cut = prompt_preview(&long).unwrap_or_default();
+        assert!(cut.ends_with("word…"), "{cut}");
+        assert!(cut.chars().count() <= PROMPT_PREVIEW_CHARS, "{cut}");
+        let one = "x".repeat(200);
+        let cut = prompt_preview(&one).unwrap_or_default();
+        assert_eq!(cut.chars().count(), PROMPT_PREVIEW_CHARS);
+        assert!(cut.ends_with('…'));
+    }
 }

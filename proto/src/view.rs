@@ -92,6 +92,10 @@ pub struct AgentSummary {
     pub result: Option<serde_json::Value>,
     /// Where its output goes.
     pub channel: Channel,
+    /// The first words of its prompt, at most 80 characters (cut with `…`): with its title and
+    /// age, what tells apart agents of one type; `null` for one spawned without a prompt.
+    #[serde(default)]
+    pub prompt_preview: Option<String>,
     /// Creation time, ms since the epoch.
     pub created_at_ms: u64,
     /// Last change, ms since the epoch.
@@ -151,6 +155,7 @@ impl AgentSummary {
             budget: rec.budget.as_deref().copied(),
             result: rec.result.as_deref().cloned(),
             channel: rec.channel.clone(),
+            prompt_preview: rec.prompt_preview.clone(),
             created_at_ms: rec.created_at_ms,
             updated_at_ms: rec.updated_at_ms,
             last_update: crate::time::rfc3339_utc(rec.updated_at_ms),
@@ -307,7 +312,9 @@ pub enum QueueState {
     WaitingRateLimit,
     /// Waiting for its dependencies (`depends_on`).
     WaitingDependency,
-    /// Items queued, but paused, closed or waiting for an answer or a review.
+    /// Items queued, but paused, closed, waiting for an answer or a review, or failed,
+    /// cancelled or terminated: what it holds (a dependent's watch it set aside) waits until a
+    /// message or a control makes it run again.
     Held,
     /// Items queued, about to start.
     Ready,
@@ -324,9 +331,14 @@ impl QueueState {
             S::WaitingRateLimit => QueueState::WaitingRateLimit,
             S::WaitingDependency => QueueState::WaitingDependency,
             _ if pending == 0 => return None,
-            S::Paused | S::WaitingQuestion | S::WaitingReview | S::WaitingTool | S::Closed => {
-                QueueState::Held
-            }
+            S::Paused
+            | S::WaitingQuestion
+            | S::WaitingReview
+            | S::WaitingTool
+            | S::Closed
+            | S::Failed
+            | S::Cancelled
+            | S::Terminated => QueueState::Held,
             _ => QueueState::Ready,
         })
     }
@@ -436,6 +448,7 @@ mod tests {
             trace: None,
             result: None,
             agent_cli: None,
+            prompt_preview: None,
             created_at_ms: 1,
             updated_at_ms: 2,
         }
@@ -450,7 +463,7 @@ mod tests {
         keys
     }
 
-    const SUMMARY_KEYS: [&str; 35] = [
+    const SUMMARY_KEYS: [&str; 36] = [
         "agent_id",
         "agent_type",
         "attempts",
@@ -471,6 +484,7 @@ mod tests {
         "phase",
         "priority",
         "progress",
+        "prompt_preview",
         "provider",
         "remote_context_id",
         "remote_task_id",
@@ -565,6 +579,11 @@ mod tests {
         assert_eq!(QueueState::of(S::Idle, 0), None);
         assert_eq!(QueueState::of(S::Idle, 1), Some(QueueState::Ready));
         assert_eq!(QueueState::of(S::Paused, 1), Some(QueueState::Held));
+        // A failed dependency's set-aside watch waits for a message, not for a turn slot.
+        for stopped in [S::Failed, S::Cancelled, S::Terminated] {
+            assert_eq!(QueueState::of(stopped, 1), Some(QueueState::Held));
+            assert_eq!(QueueState::of(stopped, 0), None);
+        }
         let task = QueueTask::of(&record("a", 0.0, 0), QueueState::Ready, 1);
         let v = serde_json::to_value(task).unwrap_or_default();
         assert_eq!(v["queue_state"], "ready");

@@ -1,7 +1,7 @@
 // Drives the agentd dashboard in a real browser (Debian's chromium through playwright-core).
 //
 //   node tests/browser/dashboard.mjs <base_url> <token> <out_dir> [--pause TITLE] [--followup TITLE] [--close TITLE] [--live TITLE]
-//        [--approve TITLE --reject TITLE --closed TITLE] [--trace-url TEMPLATE]
+//        [--approve TITLE --reject TITLE --closed TITLE] [--trace-url TEMPLATE] [--twins TITLE]
 //
 // Expects an agentd with auth required and a few agents already spawned. Steps: open `/`, enter
 // the token, check that every agent of `GET /v1/tree` shows in the page (title, status, nesting,
@@ -15,7 +15,11 @@
 // through the API while the page's list is held stale makes the page's Reject show the 409;
 // Reject without a reason sends nothing; Approve and Reject (with a reason) decide the other
 // two, checked through the API, and the panel empties.
-// A screenshot per step goes to <out_dir>. Prints `STEP …` lines, `FOLLOWUP
+// Every row shows its agent's prompt (first words) and age; with --twins, the roots titled
+// TITLE (two or more, of one type) are told apart by them. Last, the URL names the open agent:
+// selecting one sets `#/agents/<id>`, a reload keeps it open, Back returns to the one before,
+// and the link opened in a new tab (which asks for the token first) opens it.
+// A screenshot per step goes to <out_dir>. Prints `STEP …` lines, `URL <agent_id>`, `FOLLOWUP
 // <agent_id> <text>`, `APPROVED`/`REJECTED <agent_id> <call_id> [reason]` and, when every
 // check passed, `DASHBOARD OK`; exits 1 otherwise.
 
@@ -181,6 +185,29 @@ try {
       `${a.title}: subtree tokens ${a.tree_tokens} in "${figures}"`,
     );
     console.log(`TREE ${a.title} [${a.status}] depth=${a.depth} tree_tokens=${a.tree_tokens}`);
+  }
+  // Each row shows the first words of its agent's prompt and its age.
+  for (const a of settled) {
+    const about = page.locator(`.node[data-agent-id="${a.agent_id}"] .about`);
+    const prompt = about.locator('.prompt');
+    if (a.prompt_preview) {
+      check((await prompt.innerText()) === a.prompt_preview, `${a.title} shows its prompt "${a.prompt_preview}"`);
+    } else {
+      check((await prompt.count()) === 0, `${a.title} was spawned without a prompt and shows none`);
+    }
+    const age = await about.locator('.age').innerText();
+    check(/just now|s ago|min ago/.test(age), `${a.title} shows its age: "${age}"`);
+  }
+  // Roots of one type and title are told apart in the tree.
+  if (opts.twins) {
+    const twins = settled.filter((a) => !a.parent_id && a.title === opts.twins);
+    check(twins.length >= 2 && new Set(twins.map((a) => a.agent_type)).size === 1, `roots titled ${opts.twins} of one type: ${twins.length}`);
+    const shown = [];
+    for (const a of twins) {
+      shown.push(await page.locator(`.node[data-agent-id="${a.agent_id}"] .about`).innerText());
+    }
+    check(new Set(shown).size === twins.length, `the twins' rows differ: ${JSON.stringify(shown)}`);
+    console.log(`TWINS ${shown.map((t) => t.replace(/\s+/g, ' ')).join(' | ')}`);
   }
   const root = settled.find((a) => !a.parent_id && a.title === opts.followup);
   check(root.tree_tokens > root.tokens_used, 'the root rolls up its children’s tokens');
@@ -433,6 +460,42 @@ try {
     );
     step('approvals decided from the page; the panel is empty');
     await screenshot('approvals-decided');
+  }
+
+  // 9. The URL names the open agent: a reload keeps it, Back returns, a link shares it.
+  {
+    const first = byTitle(opts.followup);
+    const second = byTitle(opts.pause);
+    const opened = async (p, a) => {
+      await p.locator(`#detail-head h3[data-agent-id="${a.agent_id}"]`).waitFor({ timeout: WAIT });
+      await p.locator(`.node.selected[data-agent-id="${a.agent_id}"]`).waitFor({ timeout: WAIT });
+    };
+    await page.click(`.node[data-agent-id="${first.agent_id}"]`);
+    await opened(page, first);
+    await until('the URL to name the selected agent', async () => (await page.evaluate(() => location.hash)) === `#/agents/${first.agent_id}`);
+    await page.reload();
+    await opened(page, first);
+    check((await page.evaluate(() => location.hash)) === `#/agents/${first.agent_id}`, 'the reload kept the URL');
+    step(`${first.title} open again after a reload`);
+    await page.click(`.node[data-agent-id="${second.agent_id}"]`);
+    await opened(page, second);
+    check((await page.evaluate(() => location.hash)) === `#/agents/${second.agent_id}`, 'the URL follows the selection');
+    await page.goBack();
+    await opened(page, first);
+    step(`Back returned to ${first.title}`);
+    // A shared link, opened in a new tab: the token first (sessionStorage is per tab), then
+    // the agent it names.
+    const shared = await context.newPage();
+    shared.on('pageerror', (e) => consoleErrors.push(String(e)));
+    await shared.goto(`${base}/#/agents/${second.agent_id}`);
+    await shared.locator('#auth').waitFor({ state: 'visible', timeout: WAIT });
+    await shared.fill('#auth-token', TOKEN);
+    await shared.click('#auth-submit');
+    await opened(shared, second);
+    await shared.screenshot({ path: join(outDir, 'shared-link.png'), fullPage: true });
+    await shared.close();
+    console.log(`URL ${second.agent_id}`);
+    await screenshot('url');
   }
 
   check(foreignRequests.length === 0, `requests left the origin: ${foreignRequests.join(', ')}`);

@@ -250,6 +250,10 @@ fn new_record(
         },
         result: None,
         agent_cli: None,
+        prompt_preview: spec
+            .prompt
+            .as_deref()
+            .and_then(agentd_proto::prompt_preview),
         created_at_ms: now,
         updated_at_ms: now,
     }

@@ -25,6 +25,7 @@ impl AgentSystem {
         cmd: Command,
         scope: Option<&str>,
     ) -> Result<Value, AgentdError> {
+        cmd.check_agent_ids()?;
         let Some(root) = scope else {
             return self.execute(cmd).await;
         };
@@ -66,7 +67,8 @@ impl AgentSystem {
         self.execute(cmd).await
     }
 
-    /// Executes a command from another service and answers its result as JSON. A command that
+    /// Executes a command from another service and answers its result as JSON (agent ids
+    /// without an agent id's form are `invalid_argument`). A command that
     /// acts on a live agent (see [`runs_where_the_agent_lives`]) whose partition another
     /// process owns runs there, and its answer comes back from there.
     pub async fn execute(&self, cmd: Command) -> Result<Value, AgentdError> {
@@ -84,6 +86,7 @@ impl AgentSystem {
 
     /// [`Self::execute`], with the effects of request `request` (if any) made once.
     async fn execute_as(&self, cmd: Command, request: Option<Uuid>) -> Result<Value, AgentdError> {
+        cmd.check_agent_ids()?;
         if let Some(target) = runs_where_the_agent_lives(&cmd)
             && self.system.deps.is_owned_elsewhere(target)
             && let Some(transport) = &self.system.deps.transport

@@ -105,10 +105,21 @@ fn json_of(res: Result<ureq::Response, ureq::Error>, url: &str) -> Result<Value,
         .map_err(|e| Failure::Other(anyhow!("reading the answer: {e}")))
 }
 
-/// An error status's JSON body, or why agentd could not be asked.
+/// An error status's JSON body, or why agentd could not be asked (naming `url` once: ureq's
+/// own message starts with it too).
 fn failure(e: ureq::Error, url: &str) -> Failure {
     match e {
         ureq::Error::Status(_, r) => Failure::Api(r.into_json::<Value>().unwrap_or(Value::Null)),
-        e => Failure::Other(anyhow!("cannot reach agentd at {url}: {e}")),
+        ureq::Error::Transport(t) => {
+            let mut why = t.kind().to_string();
+            if let Some(message) = t.message() {
+                why.push_str(": ");
+                why.push_str(message);
+            }
+            if let Some(source) = std::error::Error::source(&t) {
+                why.push_str(&format!(": {source}"));
+            }
+            Failure::Other(anyhow!("cannot reach agentd at {url}: {why}"))
+        }
     }
 }

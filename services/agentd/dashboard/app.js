@@ -1,5 +1,6 @@
 // agentd dashboard: the live agent tree, one agent's thread, checkpoints and events, its
-// controls, the queue, and the tool calls that wait for a person's approval. Vanilla JS ES
+// controls, the queue, and the tool calls that wait for a person's approval. The URL names the
+// open agent (`#/agents/<id>`), so a reload keeps it and a link shares it. Vanilla JS ES
 // modules, no build step, everything from this origin. This entry module wires the panels
 // together and starts the page.
 //
@@ -15,8 +16,8 @@
 import { runAction, sendFollowup } from './actions.js';
 import { api, errText, forgetToken, token } from './api.js';
 import { loadApprovals, renderApprovals } from './approvals.js';
-import { refreshDetail, renderDetailHead, showSelection } from './detail.js';
-import { install, scheduleApprovalsRefresh, scheduleRender, scheduleTreeReload } from './schedule.js';
+import { deselect, refreshDetail, renderDetailHead, showSelection } from './detail.js';
+import { agentOfHash, install, scheduleApprovalsRefresh, scheduleRender, scheduleTreeReload, select } from './schedule.js';
 import { state } from './state.js';
 import { streamEvents } from './stream.js';
 import { loadTree, patchNode, renderQueue, renderTree, rollUp } from './tree.js';
@@ -42,6 +43,13 @@ async function loadInfo() {
   }
 }
 
+/** Opens the agent the URL names (`#/agents/<id>`), or closes the details when it names none. */
+function followUrl() {
+  const id = agentOfHash(location.hash);
+  if (id && id !== state.selected) select(id);
+  else if (!id && state.selected) deselect();
+}
+
 function refreshAll() {
   scheduleTreeReload();
   scheduleApprovalsRefresh();
@@ -64,12 +72,17 @@ async function main() {
     if ([...state.nodes.values()].some((n) => n.status === 'waiting_rate_limit')) scheduleRender();
     if (state.approvals.some((c) => c.deadline_ms)) renderApprovals();
   }, 1000);
+  // The agents' ages in the tree.
+  setInterval(scheduleRender, 30_000);
+  // Back, Forward, an edited or followed link: the URL says which agent is open.
+  window.addEventListener('hashchange', followUrl);
 
   await Promise.all([
     loadInfo(),
     loadTree().catch((e) => $('tree').replaceChildren(el('p', { class: 'error', text: errText(e) }))),
     loadApprovals(),
   ]);
+  followUrl();
   document.body.dataset.ready = 'true';
   streamEvents();
 }

@@ -3,7 +3,7 @@
 
 import { awaitingLinks } from './approvals.js';
 import { api, errText } from './api.js';
-import { scheduleRender, select } from './schedule.js';
+import { agentHash, forgetSelectionInUrl, scheduleRender, select } from './schedule.js';
 import { awaitingOf, eventAgents, humanReason, resumeAtOf, state, titleOf, tokensOf, agentPath } from './state.js';
 import { patchNode, rollUp } from './tree.js';
 import { $, badge, el, fmtCost, fmtDateTime, fmtIn, fmtTime } from './util.js';
@@ -28,6 +28,7 @@ export function showSelection(changed) {
 
 export function deselect(message) {
   state.selected = null;
+  forgetSelectionInUrl();
   $('detail').hidden = true;
   $('detail-empty').hidden = false;
   $('detail-empty').textContent = message || 'Select an agent in the tree.';
@@ -75,7 +76,7 @@ export function renderDetailHead() {
     ['id', el('code', { text: n.agent_id })],
     ['type', n.agent_type],
     ['status', [badge(n.status), n.status_reason ? ` ${humanReason(n.status_reason)}` : '']],
-    n.parent_id ? ['parent', el('a', { href: '#', onclick: (ev) => (ev.preventDefault(), select(n.parent_id)), text: titleOf(n.parent_id) })] : null,
+    n.parent_id ? ['parent', el('a', { href: agentHash(n.parent_id), onclick: (ev) => (ev.preventDefault(), select(n.parent_id)), text: titleOf(n.parent_id) })] : null,
     ['priority', n.priority || 'normal'],
     n.phase != null || n.progress > 0
       ? ['phase', [n.phase != null ? String(n.phase) : '', n.progress > 0 ? ` (${Math.round(n.progress * 100)}%)` : '']]

@@ -92,10 +92,31 @@ export function scheduleRender() {
   });
 }
 
-/** Selects an agent: its details show and refresh. */
+/** The URL fragment that opens agent `id` (`#/agents/<id>`): a reload keeps it, a link shares it. */
+export const agentHash = (id) => `#/agents/${encodeURIComponent(id)}`;
+
+/** The agent the URL fragment `hash` names, or null. */
+export function agentOfHash(hash) {
+  const m = /^#\/agents\/([^/?#]+)$/.exec(hash || '');
+  if (!m) return null;
+  try {
+    return decodeURIComponent(m[1]);
+  } catch {
+    return null;
+  }
+}
+
+/** Selects an agent: its details show and refresh, and the URL names it (a new history
+ * entry, so Back returns to the agent before). */
 export function select(id) {
   const changed = state.selected !== id;
   state.selected = id;
+  if (location.hash !== agentHash(id)) location.hash = agentHash(id);
   panels.showSelection(changed);
   scheduleRender();
+}
+
+/** Takes the selected agent out of the URL (no agent is selected any more). */
+export function forgetSelectionInUrl() {
+  if (agentOfHash(location.hash)) history.replaceState(null, '', location.pathname + location.search);
 }

@@ -4,7 +4,7 @@
 import { api } from './api.js';
 import { scheduleDetailRefresh, scheduleRender, select } from './schedule.js';
 import { PRIORITY_RANK, humanReason, isWaiting, resumeAtOf, state, titleOf } from './state.js';
-import { $, badge, el, fmtCost, fmtIn, fmtTime, fmtTokens, progressBar } from './util.js';
+import { $, badge, el, fmtAge, fmtCost, fmtDateTime, fmtIn, fmtTime, fmtTokens, progressBar } from './util.js';
 
 function indexTree() {
   state.nodes = new Map();
@@ -88,6 +88,14 @@ function renderNode(n) {
     n.current_step ? el('span', { class: 'step', text: n.current_step }) : null,
     n.status_reason ? el('span', { class: 'reason', text: humanReason(n.status_reason), title: n.status_reason }) : null,
   );
+  // What tells apart agents of one type (roots above all, whose title is often the type's):
+  // the first words of their prompt and their age.
+  const about = el(
+    'div',
+    { class: 'about' },
+    n.prompt_preview ? el('span', { class: 'prompt', text: n.prompt_preview, title: n.prompt_preview }) : null,
+    el('span', { class: 'age', text: fmtAge(n.created_at_ms), title: `created ${fmtDateTime(n.created_at_ms)}` }),
+  );
   const figures = el('span', {
     class: 'figures',
     text: `${fmtTokens(n.tree_tokens)} tok · ${fmtCost(n.tree_cost_usd)}`,
@@ -115,6 +123,7 @@ function renderNode(n) {
     el('span', { class: 'dot', title: n.status }),
     el('span', { class: 'title', title: n.agent_id }, n.title, el('span', { class: 'type', text: n.agent_type })),
     figures,
+    about,
     sub,
   );
   const li = el('li', {}, row);

@@ -33,6 +33,16 @@ export function fmtCost(c) {
   c = Number(c) || 0;
   return '$' + (c === 0 ? '0' : c < 0.01 ? c.toFixed(5) : c.toFixed(2));
 }
+/** How long ago `ms` was, in a few characters ("just now", "42s ago", "5 min ago", "3 h ago", "2 d ago"). */
+export function fmtAge(ms, now = Date.now()) {
+  if (!ms) return '';
+  const s = Math.max(0, Math.round((now - ms) / 1000));
+  if (s < 5) return 'just now';
+  if (s < 60) return `${s}s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86400)} d ago`;
+}
 export function fmtIn(ms) {
   const s = Math.round((ms - Date.now()) / 1000);
   if (s <= 0) return 'due now';

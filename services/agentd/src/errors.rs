@@ -10,6 +10,7 @@ use actix_web::error::{JsonPayloadError, PathError, QueryPayloadError};
 use actix_web::http::{StatusCode, header};
 use actix_web::middleware::Next;
 use actix_web::{HttpRequest, HttpResponse, ResponseError};
+use agentd_proto::strict::UniqueKeys;
 use agentd_proto::{AgentdError, ErrorCode};
 use serde::de::DeserializeOwned;
 
@@ -113,7 +114,7 @@ pub fn optional_json<T: DeserializeOwned + Default>(
     }
     let invalid = |why: String| ApiError(AgentdError::new(ErrorCode::InvalidArgument, why));
     // An object, not any JSON serde could read a struct from (`[]` would be one).
-    match serde_json::from_slice::<serde_json::Value>(body) {
+    match serde_json::from_slice::<UniqueKeys>(body).map(|v| v.0) {
         Ok(v @ serde_json::Value::Object(_)) => {
             serde_json::from_value(v).map_err(|e| invalid(format!("invalid JSON body: {e}")))
         }
@@ -148,9 +149,9 @@ impl<T: DeserializeOwned + 'static> actix_web::FromRequest for JsonObject<T> {
     type Future = futures::future::LocalBoxFuture<'static, Result<Self, Self::Error>>;
 
     fn from_request(req: &HttpRequest, payload: &mut actix_web::dev::Payload) -> Self::Future {
-        let json = actix_web::web::Json::<serde_json::Value>::from_request(req, payload);
+        let json = actix_web::web::Json::<UniqueKeys>::from_request(req, payload);
         Box::pin(async move {
-            let value = json.await?.into_inner();
+            let value = json.await?.into_inner().0;
             if !value.is_object() {
                 return Err(api_error(
                     ErrorCode::InvalidArgument,

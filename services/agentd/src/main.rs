@@ -221,7 +221,12 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
         other => other.to_string(),
     };
     println!("agentd listening on {url} (model backend: {backend}; store: {store})");
-    println!("Try:  cargo run -p agentctl -- spawn --type lead \"build a parser\"");
+    // agentctl's default is http://127.0.0.1:7878: the hint names where this process is.
+    println!("Try:  export AGENTD_URL={}", client_url(running.addr));
+    if settings.auth.resolve().ok().flatten().is_some() {
+        println!("      export AGENTD_TOKEN=<the token of [auth]>");
+    }
+    println!("      cargo run -p agentctl -- spawn --type lead \"build a parser\"");
     println!(
         "then: cargo run -p agentctl -- tree   and   cargo run -p agentctl -- thread <agent_id>"
     );
@@ -237,6 +242,20 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
     });
     running.stop().await;
     Ok(())
+}
+
+/// The URL a client on this machine reaches the API at: the bound address, with a wildcard
+/// (`0.0.0.0`, `::`) replaced by loopback, which a client cannot connect to everywhere.
+fn client_url(addr: std::net::SocketAddr) -> String {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let mut addr = addr;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr.ip() {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        });
+    }
+    format!("http://{addr}")
 }
 
 async fn shutdown_signal() {

@@ -10,6 +10,9 @@
 //! neither holds any more gets `event: lagged` (`{"missed": null}`) before the live events; a
 //! client too slow for the live events gets `event: lagged` with how many it missed.
 //!
+//! The response starts at once, with a `: connected` comment: the status line and headers
+//! never wait for the first event.
+//!
 //! A stream never ends by itself, so the HTTP server's graceful stop would wait for it until
 //! its timeout: every stream ends as soon as [`Shutdown`] is signalled, and its connection
 //! closes with it (a client reconnects to another process, or to this one once it is back).
@@ -20,6 +23,7 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use agentd_actors::AgentSystem;
 use agentd_bus::{Backlog, EventLog, Logged, Replay, StreamPosition};
 use agentd_proto::{AgentdError, Event};
+use futures::StreamExt;
 use serde::Deserialize;
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -56,6 +60,9 @@ pub struct EventFeed {
     /// With Redis: the streams a resume reads when the log does not hold its id.
     pub redis: Option<RedisEventStreams>,
 }
+
+/// The first piece of every stream, sent at once (an SSE comment, which clients ignore).
+const OPENED: &[u8] = b": connected\n\n";
 
 /// Most entries of each stream a resume reads from Redis; a client further behind lagged.
 const BACKLOG_LIMIT: usize = 10_000;
@@ -268,10 +275,15 @@ pub async fn stream(
         },
         shutdown,
     };
-    let body = futures::stream::unfold(state, |mut state| async move {
+    let events = futures::stream::unfold(state, |mut state| async move {
         let piece = state.next().await?;
         Some((Ok::<_, actix_web::Error>(piece), state))
     });
+    // The server writes the status line and headers with the body's first piece: a comment
+    // ready at once starts the response now, not with the first event or keep-alive (up to
+    // 15 s later, past the read timeout of many clients and proxies).
+    let opened = futures::stream::once(std::future::ready(Ok(Bytes::from_static(OPENED))));
+    let body = opened.chain(events);
     // The connection closes with the stream: no idle keep-alive connection holds a stop.
     HttpResponse::Ok()
         .force_close()
@@ -280,7 +292,10 @@ pub async fn stream(
         .streaming(body)
 }
 
-/// Server-Sent Events; `agent_id` or `root_id` narrows to a subtree. A stream narrowed to an
+/// Server-Sent Events. Without a filter, every event of every agent of the deployment (every
+/// tree; with Redis, every process's), text deltas included: the operator's view; a caller
+/// scoped by `X-Agentd-Root` gets that root's tree. `agent_id` or `root_id` narrows to a
+/// subtree (within the caller's scope, `not_ancestor` outside it). A stream narrowed to an
 /// agent that does not exist is `agent_not_found`, not a stream on which nothing will ever come;
 /// one narrowed to something that is no agent id at all is `invalid_argument`.
 #[utoipa::path(
@@ -301,6 +316,7 @@ pub async fn events(
     req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let mut q = q.into_inner();
+    let scope = crate::http::scope(&req);
     if let Some(id) = q.agent_id.as_ref().or(q.root_id.as_ref()) {
         crate::http::AgentId::parse(id)?;
         st.system
@@ -310,6 +326,12 @@ pub async fn events(
             .await
             .map_err(AgentdError::from)?
             .ok_or_else(|| AgentdError::agent_not_found(id))?;
+        st.system.check_scope(scope.as_deref(), id).await?;
+    } else if let Some(root) = scope {
+        // A caller confined to a tree sees that tree, as with `?root_id=`, never every event.
+        crate::http::AgentId::parse(&root)?;
+        st.system.record(&root).await?;
+        q.root_id = Some(root);
     }
     let last_event_id = req
         .headers()

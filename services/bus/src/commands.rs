@@ -202,8 +202,19 @@ impl CommandConsumer {
                     ErrorCode::InvalidArgument,
                     format!("invalid command: {why}"),
                 ),
-                // The command reads well: what is wrong is around it.
-                Ok(_) => undecodable,
+                // Read as a value, the command loses a key given twice (the last one stays):
+                // if its entry holds one, that is what is wrong with it.
+                Ok(_) => match raw
+                    .as_deref()
+                    .and_then(|bytes| agentd_proto::codec::decode::<ItemKeys>(bytes).err())
+                {
+                    Some(twice) => AgentdError::new(
+                        ErrorCode::InvalidArgument,
+                        format!("invalid command: {}", twice.message),
+                    ),
+                    // The command reads well: what is wrong is around it.
+                    None => undecodable,
+                },
             },
             None => undecodable,
         };
@@ -330,6 +341,14 @@ struct RequestHead {
     #[serde(default)]
     reply_to: Option<String>,
     item: serde_json::Value,
+}
+
+/// An envelope's item read with every key once ([`agentd_proto::strict::UniqueKeys`]); the
+/// rest of the envelope is not read.
+#[derive(serde::Deserialize)]
+struct ItemKeys {
+    #[allow(dead_code)]
+    item: agentd_proto::strict::UniqueKeys,
 }
 
 /// Appends the `Reply` to `request` (its `result`) to the stream the request names in

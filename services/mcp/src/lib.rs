@@ -8,7 +8,7 @@
 //! | [`expand`] | `${VAR}` references in `env` and `headers` values |
 //! | [`content`] | tool lists to specs (names checked, schemas normalised), results to text |
 //! | [`server`] | one server: its supervised connection, its listing, its calls |
-//! | [`session`] | the HTTP client of a streamable-HTTP connection: rmcp's, plus a lost session |
+//! | [`session`] | the HTTP client of a streamable-HTTP connection: rmcp's, plus a lost session and a server that cannot be reached |
 //! | [`client`] | [`McpClient`]: every server of a process as one `McpTools` |
 
 pub mod client;

@@ -2,15 +2,22 @@
 //! tools, wait for the connection to end, connect again after a backoff), and its calls.
 //!
 //! Invariants: the server's tools stay listed while it is down (a call waits for it to come
-//! back within the call's timeout, or fails as a tool error), so a server that restarts does
-//! not change what agents are shown; a listing older than the one applied is never applied.
+//! back within the call's timeout, then fails as `tool_timeout` saying why it is down), so a
+//! server that restarts does not change what agents are shown; a listing older than the one
+//! applied is never applied. While a call waits, connection attempts come at least every
+//! [`WAITING_BACKOFF`], so the call goes on soon after the server is back.
 //! A streamable-HTTP server that no longer knows the connection's session (it restarted) ends
 //! the connection as a failure would: the call that found out fails at once, the server shows
-//! down with the reason, and a new session is opened ([`crate::session`]).
+//! down with the reason, and a new session is opened ([`crate::session`]). One that cannot be
+//! reached any more ends it too: the server shows down (and it is logged), and a call whose
+//! request could not connect — so never reached the server — waits for it as any call made
+//! while it is down, and is made again once it is back.
 
 use crate::config::{McpServerConfig, McpTransport};
 use crate::content::{ListedTools, RemoteTool, call_result, listed_tools};
-use crate::session::{SessionCheckingClient, SessionLoss};
+use crate::session::{
+    Lost, SessionCheckingClient, SessionLoss, initialisation_failure, never_sent,
+};
 use agentd_actors::{McpCallResult, McpServerStatus, McpToolDef};
 use agentd_proto::{AgentdError, ErrorCode};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
@@ -19,15 +26,17 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 /// First delay before a server is connected again; doubled per failed attempt.
 const MIN_BACKOFF: Duration = Duration::from_millis(200);
 /// Longest delay between two connection attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// Longest delay between two connection attempts while a call waits for the server.
+const WAITING_BACKOFF: Duration = Duration::from_secs(1);
 /// A connection that lasted this long restarts the backoff from [`MIN_BACKOFF`].
 const STABLE_AFTER: Duration = Duration::from_secs(30);
 /// How long a connection whose session was lost may take to close (rmcp ends the session with
@@ -75,6 +84,10 @@ pub(crate) struct Server {
     listings: AtomicU64,
     applied: AtomicU64,
     changed: Arc<dyn ToolsChanged>,
+    /// Calls waiting for the server to be up.
+    waiting: AtomicUsize,
+    /// Woken when a call starts waiting: the supervisor tries to connect at once.
+    wanted: Notify,
 }
 
 impl Server {
@@ -95,6 +108,8 @@ impl Server {
             listings: AtomicU64::new(0),
             applied: AtomicU64::new(0),
             changed,
+            waiting: AtomicUsize::new(0),
+            wanted: Notify::new(),
         })
     }
 
@@ -199,12 +214,16 @@ impl Server {
                                 backoff = MIN_BACKOFF;
                             }
                         }
-                        why = session.lost() => {
-                            tracing::warn!(server = %name, "MCP server lost the session: {why}; opening a new one");
-                            self.set_down(why);
+                        lost = session.lost() => {
+                            match &lost {
+                                Lost::SessionRefused(why) => tracing::warn!(server = %name, "MCP server lost the session: {why}; opening a new one"),
+                                Lost::Unreachable(why) => tracing::warn!(server = %name, "MCP server disconnected: {why}; connecting again"),
+                            }
+                            self.set_down(lost.to_string());
                             cancel.cancel();
                             let _ = tokio::time::timeout(CLOSE_TIMEOUT, &mut ended).await;
-                            // The server answered: it is up, with a session to open.
+                            // It was up: the next attempt comes soon (a server that answered
+                            // has a session to open; one that went away may be restarting).
                             backoff = MIN_BACKOFF;
                         }
                     }
@@ -214,7 +233,15 @@ impl Server {
                     self.set_down(why);
                 }
             }
-            tokio::time::sleep(backoff).await;
+            let delay = if self.waiting.load(Ordering::Acquire) > 0 {
+                backoff.min(WAITING_BACKOFF)
+            } else {
+                backoff
+            };
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                () = self.wanted.notified() => {}
+            }
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
@@ -268,7 +295,7 @@ impl Server {
                 let running = listener
                     .serve(transport)
                     .await
-                    .map_err(|e| format!("initialisation failed: {e}"))?;
+                    .map_err(|e| initialisation_failure(&e))?;
                 Ok((running, session))
             }
         }
@@ -315,7 +342,8 @@ impl Server {
     }
 
     /// Calls `tool` within the server's timeout, waiting for the server to be up if it is
-    /// not (a connection attempt that fails meanwhile ends the wait).
+    /// not, and calling again once it is back when the request could not connect (it never
+    /// reached the server).
     pub(crate) async fn call(
         &self,
         tool: &McpToolDef,
@@ -323,44 +351,73 @@ impl Server {
     ) -> Result<McpCallResult, AgentdError> {
         let name = &self.config.name;
         let timeout = self.config.timeout;
+        let arguments = match arguments {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        };
         let call = async {
-            let (peer, session) = self.wait_up().await?;
-            let arguments = match arguments {
-                Value::Object(map) => map,
-                _ => serde_json::Map::new(),
-            };
-            let mut params =
-                CallToolRequestParams::new(tool.tool.clone()).with_arguments(arguments);
-            // The MCP semantic conventions' propagation: W3C trace context in `params._meta`.
-            if let Some(trace) = agentd_actors::telemetry::current() {
-                let mut meta = serde_json::Map::new();
-                meta.insert("traceparent".into(), Value::String(trace.to_string()));
-                params.meta = Some(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(
-                    meta,
-                )));
+            loop {
+                let (peer, session) = self.wait_up().await;
+                let mut params =
+                    CallToolRequestParams::new(tool.tool.clone()).with_arguments(arguments.clone());
+                // The MCP semantic conventions' propagation: W3C trace context in `params._meta`.
+                if let Some(trace) = agentd_actors::telemetry::current() {
+                    let mut meta = serde_json::Map::new();
+                    meta.insert("traceparent".into(), Value::String(trace.to_string()));
+                    params.meta = Some(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(
+                        meta,
+                    )));
+                }
+                // Dropping this future (a timeout, or the turn's abort) sends
+                // `notifications/cancelled` for the request.
+                let e = match peer.call_tool(params).await {
+                    Ok(result) => return Ok(result),
+                    Err(e) => e,
+                };
+                if never_sent(&e) {
+                    // The server went away; the supervisor shows it down and connects again.
+                    tracing::debug!(server = %name, tool = %tool.tool, "MCP call not sent: the server cannot be reached; waiting for it");
+                    continue;
+                }
+                return Err(match session.reason() {
+                    Some(Lost::SessionRefused(why)) => tool_error(format!(
+                        "MCP server `{name}` refused the call of `{}`: {why}; agentd opens a new session",
+                        tool.tool
+                    )),
+                    // The request may have reached it before it went away.
+                    Some(Lost::Unreachable(why)) => tool_error(format!(
+                        "MCP server `{name}` went away during the call of `{}` ({why}); it may have run it",
+                        tool.tool
+                    )),
+                    None => tool_error(format!(
+                        "MCP server `{name}` failed the call of `{}`: {e}",
+                        tool.tool
+                    )),
+                });
             }
-            // Dropping this future (a timeout, or the turn's abort) sends
-            // `notifications/cancelled` for the request.
-            peer.call_tool(params).await.map_err(|e| match session.reason() {
-                Some(why) => tool_error(format!(
-                    "MCP server `{name}` refused the call of `{}`: {why}; agentd opens a new session",
-                    tool.tool
-                )),
-                None => tool_error(format!(
-                    "MCP server `{name}` failed the call of `{}`: {e}",
-                    tool.tool
-                )),
-            })
         };
         let result = tokio::time::timeout(timeout, call).await.map_err(|_| {
-            AgentdError::new(
-                ErrorCode::ToolTimeout,
-                format!(
+            let down = match &*self.connection.borrow() {
+                Connection::Down { last_error, .. } => Some(
+                    last_error
+                        .clone()
+                        .unwrap_or_else(|| "not connected yet".to_string()),
+                ),
+                Connection::Up { .. } => None,
+            };
+            let message = match down {
+                Some(why) => format!(
+                    "MCP server `{name}` is down ({why}) and did not come back within {} ms to run `{}`",
+                    timeout.as_millis(),
+                    tool.tool
+                ),
+                None => format!(
                     "MCP server `{name}` did not answer `{}` within {} ms",
                     tool.tool,
                     timeout.as_millis()
                 ),
-            )
+            };
+            AgentdError::new(ErrorCode::ToolTimeout, message)
         })??;
         let content: Vec<Value> = result
             .content
@@ -374,43 +431,47 @@ impl Server {
         ))
     }
 
-    /// The connection once it is up (its peer, and whether its session is lost). A
-    /// connection that is recorded up but closed is waited through: first its end, then the
-    /// next attempt, whose failure ends the wait.
-    async fn wait_up(&self) -> Result<(Peer<RoleClient>, SessionLoss), AgentdError> {
+    /// The connection once it is up (its peer, and whether its session is lost). A connection
+    /// that is recorded up but closed or lost is waited through, as a server that is down: the
+    /// wait ends only when a connection is up again (the caller bounds it with its timeout).
+    /// While it waits, the supervisor connects at once and then at least every
+    /// [`WAITING_BACKOFF`].
+    async fn wait_up(&self) -> (Peer<RoleClient>, SessionLoss) {
         let mut rx = self.connection.subscribe();
-        let mut failures_before: Option<u64> = None;
+        let mut waiting: Option<Waiting<'_>> = None;
         loop {
-            let failed = match &*rx.borrow_and_update() {
-                Connection::Up { peer, session, .. }
-                    if !peer.is_transport_closed() && session.reason().is_none() =>
-                {
-                    return Ok((peer.clone(), session.clone()));
-                }
-                Connection::Up { .. } => None,
-                Connection::Down {
-                    attempts,
-                    last_error,
-                } => match failures_before {
-                    None => {
-                        failures_before = Some(*attempts);
-                        None
-                    }
-                    Some(before) if *attempts > before => Some(last_error.clone()),
-                    Some(_) => None,
-                },
-            };
-            if let Some(last_error) = failed {
-                return Err(tool_error(format!(
-                    "MCP server `{}` is down: {}",
-                    self.config.name,
-                    last_error.as_deref().unwrap_or("not connected")
-                )));
+            if let Connection::Up { peer, session, .. } = &*rx.borrow_and_update()
+                && !peer.is_transport_closed()
+                && session.reason().is_none()
+            {
+                return (peer.clone(), session.clone());
             }
-            rx.changed()
-                .await
-                .map_err(|_| tool_error(format!("MCP server `{}` is stopped", self.config.name)))?;
+            if waiting.is_none() {
+                waiting = Some(Waiting::start(self));
+            }
+            if rx.changed().await.is_err() {
+                // The sender lives in `self`: never closed while this waits.
+                std::future::pending::<()>().await;
+            }
         }
+    }
+}
+
+/// A call waiting for its server: counted while it waits (also when its future is dropped on
+/// a timeout), so the supervisor knows to try often.
+struct Waiting<'a>(&'a Server);
+
+impl<'a> Waiting<'a> {
+    fn start(server: &'a Server) -> Self {
+        server.waiting.fetch_add(1, Ordering::AcqRel);
+        server.wanted.notify_one();
+        Waiting(server)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

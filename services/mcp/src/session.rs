@@ -11,6 +11,13 @@
 //! 404 means the session is gone. Then the POST fails at once, and the connection's
 //! [`SessionLoss`] carries why, for its supervisor to open a new session. Other statuses (401,
 //! 429, 5xx, …) are left to rmcp.
+//!
+//! Nor does rmcp tell that the server went away: a POST that cannot connect fails with a raw
+//! transport error and the connection stays "up", and the event stream (`GET`) retries for
+//! ever. A request on a session that cannot connect (connection refused, no route, a TLS
+//! handshake that fails) reports the server [`Lost::Unreachable`]: its supervisor shows it down
+//! and connects again, and a call whose request never connected (so never reached the server)
+//! waits for it to come back.
 
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue, StatusCode};
@@ -38,10 +45,28 @@ const MAX_REDIRECTS: usize = 10;
 /// Bytes of the server's answer kept in the reason.
 const REASON_BODY_BYTES: usize = 200;
 
-/// Why the server no longer knows a connection's session, once it said so. Set by the
+/// Why a connection's session can no longer be used.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Lost {
+    /// The server answered that it no longer knows the session (it restarted).
+    SessionRefused(String),
+    /// The server could not be reached: nothing listens there now, or the connection failed
+    /// before a request was sent.
+    Unreachable(String),
+}
+
+impl std::fmt::Display for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Lost::SessionRefused(why) | Lost::Unreachable(why) => f.write_str(why),
+        }
+    }
+}
+
+/// Why a connection's session was lost, once it was (the first reason stays). Set by the
 /// connection's HTTP client, read by the server's supervisor and by calls that failed.
 #[derive(Clone)]
-pub(crate) struct SessionLoss(Arc<watch::Sender<Option<String>>>);
+pub(crate) struct SessionLoss(Arc<watch::Sender<Option<Lost>>>);
 
 impl SessionLoss {
     /// A connection's, not lost.
@@ -49,7 +74,7 @@ impl SessionLoss {
         SessionLoss(Arc::new(watch::channel(None).0))
     }
 
-    fn report(&self, why: String) {
+    fn report(&self, why: Lost) {
         self.0.send_if_modified(|lost| {
             let first = lost.is_none();
             if first {
@@ -60,12 +85,12 @@ impl SessionLoss {
     }
 
     /// Why the session was lost, if it was.
-    pub(crate) fn reason(&self) -> Option<String> {
+    pub(crate) fn reason(&self) -> Option<Lost> {
         self.0.borrow().clone()
     }
 
     /// Waits until the session is lost: why.
-    pub(crate) async fn lost(&self) -> String {
+    pub(crate) async fn lost(&self) -> Lost {
         let mut rx = self.0.subscribe();
         let why = rx
             .wait_for(Option::is_some)
@@ -178,6 +203,64 @@ impl SessionCheckingClient {
     }
 }
 
+impl SessionCheckingClient {
+    /// Reports the server unreachable when `answer`, a request on the session, could not
+    /// connect.
+    fn report_unreachable<T>(&self, answer: &Result<T, StreamableHttpError<reqwest::Error>>) {
+        if let Err(StreamableHttpError::Client(e)) = answer
+            && e.is_connect()
+        {
+            self.loss.report(Lost::Unreachable(format!(
+                "the server cannot be reached ({})",
+                error_chain(e)
+            )));
+        }
+    }
+}
+
+/// `e` and its sources, joined by `: ` (reqwest's own message names only the URL).
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// The connection failure in `sent`, a transport's error, if it is one: the request could not
+/// connect, so it never reached the server.
+fn connect_failure(sent: &rmcp::transport::DynamicTransportError) -> Option<&reqwest::Error> {
+    match sent
+        .error
+        .downcast_ref::<StreamableHttpError<reqwest::Error>>()
+    {
+        Some(StreamableHttpError::Client(e)) if e.is_connect() => Some(e),
+        _ => None,
+    }
+}
+
+/// Whether `error`, a request's failure on a streamable-HTTP connection, happened before the
+/// request reached the server: it could not connect, so the server never ran it.
+pub(crate) fn never_sent(error: &rmcp::ServiceError) -> bool {
+    matches!(error, rmcp::ServiceError::TransportSend(sent) if connect_failure(sent).is_some())
+}
+
+/// Why a connection could not be initialised, said plainly when the server cannot be reached.
+pub(crate) fn initialisation_failure(error: &rmcp::service::ClientInitializeError) -> String {
+    if let rmcp::service::ClientInitializeError::TransportError { error: sent, .. } = error
+        && let Some(e) = connect_failure(sent)
+    {
+        return format!("the server cannot be reached ({})", error_chain(e));
+    }
+    format!("initialisation failed: {error}")
+}
+
 /// What a POST on a session answered that may be the server refusing the session: rmcp's
 /// 404, or what a 400 becomes (a JSON-RPC error, a response it could not use).
 fn may_be_refused(
@@ -271,12 +354,15 @@ impl StreamableHttpClient for SessionCheckingClient {
         match refused {
             Some(status) => {
                 let why = format!("the server no longer knows the session ({status})");
-                self.loss.report(why.clone());
+                self.loss.report(Lost::SessionRefused(why.clone()));
                 Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
                     why,
                 )))
             }
-            None => answer,
+            None => {
+                self.report_unreachable(&answer);
+                answer
+            }
         }
     }
 
@@ -288,7 +374,7 @@ impl StreamableHttpClient for SessionCheckingClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), StreamableHttpError<Self::Error>> {
         if self.loss.reason().is_some() {
-            // The server no longer knows it: nothing to end.
+            // The server no longer knows it, or cannot be reached: nothing to end.
             return Ok(());
         }
         self.http
@@ -304,9 +390,15 @@ impl StreamableHttpClient for SessionCheckingClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
-        self.http
+        let has_session = session_id.is_some();
+        let stream = self
+            .http
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await
+            .await;
+        if has_session {
+            self.report_unreachable(&stream);
+        }
+        stream
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -318,7 +410,9 @@ impl StreamableHttpClient for SessionCheckingClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
-        self.http
+        let has_session = session_id.is_some();
+        let stream = self
+            .http
             .get_stream_with_max_sse_event_size(
                 uri,
                 session_id,
@@ -327,6 +421,10 @@ impl StreamableHttpClient for SessionCheckingClient {
                 custom_headers,
                 max_sse_event_size,
             )
-            .await
+            .await;
+        if has_session {
+            self.report_unreachable(&stream);
+        }
+        stream
     }
 }

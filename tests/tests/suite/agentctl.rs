@@ -1,8 +1,9 @@
 //! The real `agentctl` binary against a real `agentd` on its embedded store and the scripted
 //! model: every route of the API document is what some command sends; `spawn` prints the
 //! status the agent has and `inspect` a summary; the open tool calls, an agent's tools and
-//! children; events with their ids, resumed after one; and a reader that stops reading
-//! (`agentctl --json tree | head -c 100`) ends agentctl quietly.
+//! children; events with their ids, resumed after one; a reader that stops reading
+//! (`agentctl --json tree | head -c 100`) ends agentctl quietly; `--json metrics` is refused,
+//! `spawn --help` explains `--depends-on`, and an unreachable agentd is named once.
 
 use agentd_tests::AgentdProcess;
 use agentd_tests::mock_http::{Canned, MockHttp};
@@ -419,4 +420,48 @@ fn a_reader_that_stops_reading_ends_agentctl_quietly() {
         .read_to_string(&mut stderr)
         .unwrap();
     assert_eq!((status.code(), stderr), (Some(0), String::new()));
+}
+
+/// `--json metrics` refuses `--json` (the metrics are Prometheus text) instead of printing text
+/// where JSON was asked for; `spawn --help` says what `--depends-on` takes; an agentd that
+/// cannot be reached is named once, with why.
+#[test]
+fn json_metrics_is_refused_depends_on_is_explained_and_an_unreachable_url_named_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = start(dir.path());
+    let out = p
+        .agentctl_command()
+        .args(["--json", "metrics"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(out.stdout.is_empty(), "nothing that is not JSON on stdout");
+    assert!(said.contains("--json"), "{said}");
+    let text = p.agentctl_text(&["metrics"]);
+    assert!(text.contains("# TYPE "), "metrics without --json: {text}");
+
+    let help = p.agentctl_text(&["spawn", "--help"]);
+    let line = help
+        .lines()
+        .find(|l| l.contains("--depends-on"))
+        .unwrap_or_else(|| panic!("{help}"));
+    assert!(
+        line.contains("<AGENT_ID>") && line.contains("waits for"),
+        "{line}"
+    );
+
+    let port = agentd_tests::mcp::free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let out = std::process::Command::new(agentd_tests::process::binary("agentctl"))
+        .args(["--url", &url, "tree"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert_eq!(said.matches(&url).count(), 1, "the URL once: {said}");
+    assert!(
+        said.contains("cannot reach agentd") && said.contains("refused"),
+        "{said}"
+    );
 }

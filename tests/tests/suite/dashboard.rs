@@ -10,7 +10,9 @@
 //! one rejected with a reason by clicking the page's buttons, one decided through the API while
 //! the page's list was stale (the page shows the `409`), each decision checked through the API
 //! (the approved call published and answered, the reason in the rejected agent's model's
-//! answer). Screenshots of each step go to `target/test-output/dashboard/`.
+//! answer); two roots of one type told apart by their prompts and ages; and the URL naming the
+//! open agent (kept by a reload, followed by Back, opened from a link in a new tab).
+//! Screenshots of each step go to `target/test-output/dashboard/`.
 //!
 //! Needs `node`, `/usr/bin/chromium` (or `CHROMIUM_PATH`) and `tests/browser/node_modules`;
 //! `scripts/test.sh` installs them. Missing ones fail the test with the fix, never skip it.
@@ -252,9 +254,16 @@ fn the_dashboard_shows_the_live_tree_and_drives_agents_in_a_real_browser() {
             )
         })
         .collect();
+    // Two roots of one type with its default title: the tree tells them apart by their
+    // prompts and ages.
+    let twins: Vec<String> = ["audit the billing code", "plan the summer release"]
+        .iter()
+        .map(|prompt| spawn(&p, json!({"agent_type": "lead", "prompt": prompt})))
+        .collect();
     let status = |id: &str| get(&p, &format!("/v1/agents/{id}"))["status"].clone();
     wait_until("the tree to settle", || {
         clerks.iter().all(|c| status(c) == "waiting_review")
+            && twins.iter().all(|t| status(t) == "idle")
             && status(&coder) == "completed"
             && status(&notes) == "waiting_dependency"
             && status(&rate) == "waiting_rate_limit"
@@ -285,6 +294,7 @@ fn the_dashboard_shows_the_live_tree_and_drives_agents_in_a_real_browser() {
         .args(["--reject", "Approval Clerk B"])
         .args(["--closed", "Approval Clerk C"])
         .args(["--trace-url", TRACE_URL])
+        .args(["--twins", "Lead"])
         .env("CHROMIUM_PATH", &chromium)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -340,6 +350,20 @@ fn the_dashboard_shows_the_live_tree_and_drives_agents_in_a_real_browser() {
         );
     }
     assert!(stdout.contains("QUEUE Release Notes [waiting_dependency]"));
+    // The twins' rows, and the URL that named an agent.
+    let twins_line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("TWINS "))
+        .unwrap_or_else(|| panic!("the script compared the twins: {stdout}"));
+    assert!(
+        twins_line.contains("audit the billing code")
+            && twins_line.contains("plan the summer release"),
+        "{twins_line}"
+    );
+    assert!(
+        stdout.contains(&format!("URL {researcher}")),
+        "the shared link opened the researcher: {stdout}"
+    );
     assert!(stdout.contains("QUEUE Rate Limited Bot [waiting_rate_limit]"));
 
     // What the page did, checked through the API.

@@ -339,6 +339,48 @@ async fn an_agent_waiting_for_depends_on_takes_no_provided_value() {
     );
 }
 
+/// A root dependency whose turn failed sets its dependent's watch aside in its inbox until it
+/// runs again (a later message): the work queue lists it as `held`, with `failed` saying why,
+/// never as `ready` to start a turn nothing will start; the message that makes it run again
+/// takes it out of the queue.
+#[actix_rt::test]
+async fn a_failed_dependency_is_held_in_the_queue_not_ready() {
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .manual_clock()
+        .config(|c| c.limits.on_dependency_failure = "hold".into())
+        .start();
+    let clock = sys.manual_clock();
+    let dep = sys.root("plain", Some("broken job")).await.id;
+    wait_until("the dependency busy", || async { clock.sleepers() == 1 }).await;
+    let d = dependent(&sys, &[&dep], "after it").await;
+    sys.wait_for_status(&d, AgentStatus::WaitingDependency)
+        .await;
+    clock.advance(1000);
+    sys.wait_for_status(&dep, AgentStatus::Failed).await;
+    let task_of = |tasks: Vec<agentd_proto::QueueTask>, id: &str| {
+        tasks.into_iter().find(|t| t.agent_id == id)
+    };
+    wait_until("the watch set aside in the failed root's inbox", || async {
+        task_of(sys.system.queue(None).await.unwrap(), &dep).is_some_and(|t| t.pending == 1)
+    })
+    .await;
+    let task = task_of(sys.system.queue(None).await.unwrap(), &dep).unwrap();
+    assert_eq!(task.queue_state, QueueState::Held, "{task:?}");
+    assert_eq!(task.status, AgentStatus::Failed);
+    let waiting = task_of(sys.system.queue(None).await.unwrap(), &d).unwrap();
+    assert_eq!(waiting.queue_state, QueueState::WaitingDependency);
+
+    // A message runs it again: it reaches the watch, and its dependent runs.
+    sys.system.send(&dep, "hello", false).await.unwrap();
+    sys.wait_for_entry(&d, Role::Assistant, "ok: after it")
+        .await;
+    wait_until("the queue empty", || async {
+        sys.system.queue(None).await.unwrap().is_empty()
+    })
+    .await;
+}
+
 #[actix_rt::test]
 async fn a_dependent_stopped_while_it_waits_shows_its_stored_work_and_runs_after_recovery() {
     let store: Arc<dyn agentd_actors::ThreadStore> = Arc::new(agentd_store::MemoryStore::new());

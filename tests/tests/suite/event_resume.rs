@@ -3,13 +3,16 @@
 //! reconnects with `Last-Event-ID` first gets exactly what came after that id, and an id that is
 //! no longer kept gets `event: lagged`. In one process (the ring of recent events) and with Redis
 //! (entry ids of `<ns>:events` and `<ns>:deltas`; deltas never go to `<ns>:events`; a client
-//! resumes on another process from the streams themselves).
+//! resumes on another process from the streams themselves). On an idle service the response
+//! starts at once: its headers and first bytes never wait for an event or the 15 s keep-alive.
+//! Without a filter a stream carries every tree's events, except to a caller scoped to a root.
 
 use agentd_tests::process::wait_balanced;
 use agentd_tests::streaming_provider::{StreamingProvider, openai_text};
 use agentd_tests::{AgentdProcess, TestConnection, TestRedis};
 use serde_json::{Value, json};
-use std::io::BufRead;
+use std::io::{BufRead, Read, Write};
+use std::net::TcpStream;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -24,11 +27,20 @@ struct Frame {
 /// Follows `/v1/events` of `p` (resuming after `last_id`) on a thread; frames arrive on the
 /// channel. Answers once the response has started.
 fn follow(p: &AgentdProcess, last_id: Option<&str>) -> mpsc::Receiver<Frame> {
+    let headers: Vec<(&str, &str)> = last_id
+        .map(|id| ("Last-Event-ID", id))
+        .into_iter()
+        .collect();
+    follow_with(p, &headers)
+}
+
+/// [`follow`] with request headers `headers`.
+fn follow_with(p: &AgentdProcess, headers: &[(&str, &str)]) -> mpsc::Receiver<Frame> {
     let (tx, rx) = mpsc::channel();
     let (started_tx, started) = mpsc::channel();
     let mut req = ureq::get(&format!("{}/v1/events", p.url));
-    if let Some(id) = last_id {
-        req = req.set("Last-Event-ID", id);
+    for (name, value) in headers {
+        req = req.set(name, value);
     }
     std::thread::spawn(move || {
         let resp = req.call().unwrap();
@@ -169,6 +181,103 @@ fn check_ids_deltas_and_resume(
         "the resumed stream repeats nothing and misses nothing"
     );
     frames
+}
+
+/// A client or proxy with a read timeout shorter than the keep-alive's 15 s sees a stream on an
+/// idle service, not a hang: the status line, the headers and a first comment arrive at once.
+#[test]
+fn an_idle_service_starts_the_event_stream_at_once() {
+    let p = AgentdProcess::start(&[("AGENTD__STORE__KIND", "memory".to_string())]);
+    let addr = p.url.strip_prefix("http://").unwrap();
+    let mut conn = TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    write!(
+        conn,
+        "GET /v1/events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
+    )
+    .unwrap();
+    let asked = Instant::now();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match conn.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            got => panic!(
+                "no response head within 3 s ({got:?}; read so far: {:?})",
+                String::from_utf8_lossy(&head)
+            ),
+        }
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains("content-type: text/event-stream"), "{head}");
+    // The body starts at once too, with a comment (one chunk), so a client that waits for the
+    // first bytes of the stream (or a proxy that buffers until the body starts) goes on.
+    let mut body = Vec::new();
+    while !body.ends_with(b"\n\n") {
+        match conn.read(&mut byte) {
+            Ok(1) => body.push(byte[0]),
+            got => panic!(
+                "no first piece of the stream within 3 s ({got:?}; read so far: {:?})",
+                String::from_utf8_lossy(&body)
+            ),
+        }
+    }
+    let body = String::from_utf8_lossy(&body);
+    assert!(body.ends_with(": connected\n\n"), "{body:?}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        asked.elapsed()
+    );
+}
+
+/// Without a filter the stream is every tree's events; a caller scoped to a root by
+/// `X-Agentd-Root` gets that root's tree only, as with `?root_id=`, and a filter outside it is
+/// `403 not_ancestor`.
+#[test]
+fn an_unfiltered_stream_is_every_tree_s_and_a_scoped_caller_s_is_its_tree() {
+    let p = AgentdProcess::start(&[("AGENTD__STORE__KIND", "memory".to_string())]);
+    let mine = p.spawn("subagent", "first");
+    let other = p.spawn("subagent", "first");
+    p.wait_for("both idle", |p| {
+        p.status(&mine) == "idle" && p.status(&other) == "idle"
+    });
+    let everything = follow(&p, None);
+    let scoped = follow_with(&p, &[("X-Agentd-Root", &mine)]);
+    for id in [&other, &mine] {
+        p.post(
+            &format!("/v1/agents/{id}/messages"),
+            json!({"text": "again"}),
+        )
+        .unwrap();
+    }
+    let idle_again = |id: &str| {
+        let id = id.to_string();
+        move |f: &Frame| f.data["agent_id"] == id.as_str() && f.data["to"] == "idle"
+    };
+    let seen = frames_until(&scoped, idle_again(&mine));
+    assert!(
+        seen.iter().all(|f| f.data["agent_id"] == mine.as_str()),
+        "the scoped stream shows its tree only: {seen:#?}"
+    );
+    let all = frames_until(&everything, |f| {
+        f.data["agent_id"] == mine.as_str() && f.data["to"] == "idle"
+    });
+    assert!(
+        all.iter().any(|f| f.data["agent_id"] == other.as_str()),
+        "the unfiltered stream shows every tree: {all:#?}"
+    );
+    let outside = ureq::get(&format!("{}/v1/events?agent_id={other}", p.url))
+        .set("X-Agentd-Root", &mine)
+        .call();
+    match outside {
+        Err(ureq::Error::Status(403, r)) => {
+            assert_eq!(r.into_json::<Value>().unwrap()["code"], "not_ancestor");
+        }
+        Err(e) => panic!("a filter outside the scope: {e}"),
+        Ok(r) => panic!("a filter outside the scope answered {}", r.status()),
+    }
 }
 
 #[test]

@@ -1,6 +1,8 @@
-//! The Python example of `docs/redis.md`, run as it is written (its Redis port aside) against
-//! a real agentd on a private redis-server, twice, as a user runs it again: each run reads
-//! only its own replies and its own agent's events.
+//! The Python example of `docs/redis.md`, run as it is written against a real agentd on a
+//! private redis-server, three times, as a user runs it again: each run reads only its own
+//! replies and its own agent's events. It finds that Redis and agentd's namespace in the
+//! variables agentd reads (`AGENTD__REDIS__URL`, `AGENTD__REDIS__NAMESPACE`), and without the
+//! URL stops at once, saying so, instead of trying `localhost:6379`.
 
 use agentd_tests::{AgentdProcess, RedisServer};
 use std::path::Path;
@@ -33,23 +35,41 @@ fn example() -> String {
 #[test]
 fn the_python_example_of_the_command_stream_runs_again_and_again() {
     let redis = RedisServer::start();
-    let p = AgentdProcess::start(&[
+    // Not agentd's default namespace: the example must read it as agentd does.
+    let env = [
         ("AGENTD__REDIS__URL", redis.url()),
-        ("AGENTD__REDIS__NAMESPACE", "agentd".to_string()),
-        ("AGENTD__REDIS__PARTITIONS", "4".to_string()),
-    ]);
+        ("AGENTD__REDIS__NAMESPACE", "billing-ns".to_string()),
+    ];
+    let mut agentd_env = env.to_vec();
+    agentd_env.push(("AGENTD__REDIS__PARTITIONS", "4".to_string()));
+    let p = AgentdProcess::start(&agentd_env);
     let example = example();
-    let script = example.replace(
-        "redis.Redis()",
-        &format!("redis.Redis(port={})", redis.port),
+    // `redis.Redis()` is localhost:6379, which may be anyone's: never run an example that could.
+    assert!(
+        !example.contains("redis.Redis()") && example.contains("AGENTD__REDIS__URL"),
+        "the example reads agentd's Redis URL from AGENTD__REDIS__URL:\n{example}"
     );
-    assert_ne!(script, example, "the example connects with redis.Redis()");
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("example.py");
-    std::fs::write(&file, script).unwrap();
+    std::fs::write(&file, &example).unwrap();
+    let run_example = |env: &[(&str, String)]| {
+        Command::new(python())
+            .arg(&file)
+            .env_remove("AGENTD__REDIS__URL")
+            .env_remove("AGENTD__REDIS__NAMESPACE")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap()
+    };
+    let unset = run_example(&[]);
+    let said = String::from_utf8_lossy(&unset.stderr);
+    assert!(
+        !unset.status.success() && said.contains("set AGENTD__REDIS__URL"),
+        "without the URL: {said}"
+    );
     let mut agents = Vec::new();
     for run in 1..=3 {
-        let out = Command::new(python()).arg(&file).output().unwrap();
+        let out = run_example(&env);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),

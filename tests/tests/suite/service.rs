@@ -180,3 +180,39 @@ fn demo_round_trip_agentctl_and_restart_on_the_same_data_dir() {
     );
     agentd.stop();
 }
+
+/// The start-up hint names where this process listens (a free port here, not agentctl's
+/// default 7878): the `AGENTD_URL` it prints takes agentctl there, and with a token set it
+/// says to export one (never printing the token).
+#[test]
+fn the_start_up_hint_points_agentctl_at_the_service_s_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let agentd = AgentdProcess::start(&[
+        ("AGENTD__STORE__DATA_DIR", dir.path().display().to_string()),
+        ("AGENTD__AUTH__TOKEN", "hint-s3cret".to_string()),
+    ]);
+    let line = agentd.wait_for_log("export AGENTD_URL=");
+    let url = line
+        .split_once("export AGENTD_URL=")
+        .map(|(_, url)| url.trim())
+        .unwrap();
+    assert_eq!(url, agentd.url, "{line}");
+    assert_ne!(url, "http://127.0.0.1:7878", "a free port, not the default");
+    let token_line = agentd.wait_for_log("export AGENTD_TOKEN=");
+    let printed = agentd.log_lines().join("\n");
+    assert!(!printed.contains("hint-s3cret"), "{token_line}");
+    let out = Command::new(agentctl())
+        .args(["--json", "info"])
+        .env("AGENTD_URL", url)
+        .env("AGENTD_TOKEN", "hint-s3cret")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let info: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(info["service"], "agentd");
+    agentd.stop();
+}

@@ -1,6 +1,7 @@
 //! A service tool answered through Redis by the Python worker of the README, run as written
-//! (its Redis port aside) with Debian's `python3-redis` and `python3-msgpack` against a real
-//! redis-server: the call reaches the worker on `<ns>:tools:lookup_order`, its answer on
+//! with Debian's `python3-redis` and `python3-msgpack` against a real redis-server, which it
+//! finds as agentd does (`AGENTD__REDIS__URL`, `AGENTD__REDIS__NAMESPACE`; without the URL it
+//! stops at once, saying so, and connects to no Redis nobody named): the call reaches the worker on `<ns>:tools:lookup_order`, its answer on
 //! `<ns>:tool_replies` reaches the agent, a worker's error with its own code reaches the model
 //! as a tool error, and a second answer to the same call is ignored without a dead letter.
 //! The worker is at least once: killed after it read a call and before it answered, it answers
@@ -30,21 +31,50 @@ fn python() -> &'static str {
         .expect("python3 with the redis and msgpack modules (run scripts/test.sh)")
 }
 
-/// The README's Python block.
+/// The README's Python block. It never connects to a Redis nobody named (`redis.Redis()` is
+/// `localhost:6379`, which may be anyone's): the test refuses to run one that could.
 fn worker_source() -> String {
     let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
         .unwrap();
     let start = doc.find("```python\n").expect("a python block") + "```python\n".len();
     let end = start + doc[start..].find("```").unwrap();
-    doc[start..end].to_string()
+    let source = doc[start..end].to_string();
+    assert!(
+        !source.contains("redis.Redis()") && source.contains("AGENTD__REDIS__URL"),
+        "the worker reads agentd's Redis URL from AGENTD__REDIS__URL:\n{source}"
+    );
+    source
+}
+
+/// The variables that tell the worker where agentd's Redis and streams are: `redis` (as
+/// `user`, password `pw`, if given) and `namespace`.
+fn redis_env(redis: &RedisServer, user: Option<&str>, namespace: &str) -> Vec<(String, String)> {
+    let url = match user {
+        None => redis.url(),
+        Some(user) => format!("redis://{user}:pw@127.0.0.1:{}/", redis.port),
+    };
+    vec![
+        ("AGENTD__REDIS__URL".to_string(), url),
+        (
+            "AGENTD__REDIS__NAMESPACE".to_string(),
+            namespace.to_string(),
+        ),
+    ]
 }
 
 struct Worker(Child);
 
 impl Worker {
     /// Runs the README's worker with `edits` (`(as written, as run)`, each of which must
-    /// apply) from a file in `dir`, its standard error to `stderr` if given.
-    fn start(dir: &Path, name: &str, edits: &[(&str, &str)], stderr: Option<&Path>) -> Worker {
+    /// apply) from a file in `dir` with the variables `env` (and no other `AGENTD_…`), its
+    /// standard error to `stderr` if given.
+    fn start(
+        dir: &Path,
+        name: &str,
+        edits: &[(&str, &str)],
+        env: &[(String, String)],
+        stderr: Option<&Path>,
+    ) -> Worker {
         let mut script = worker_source();
         for (from, to) in edits {
             assert!(script.contains(from), "the worker has `{from}`");
@@ -53,7 +83,10 @@ impl Worker {
         let file = dir.join(format!("{name}.py"));
         std::fs::write(&file, script).unwrap();
         let mut cmd = Command::new(python());
-        cmd.arg(&file);
+        cmd.arg(&file)
+            .env_remove("AGENTD__REDIS__URL")
+            .env_remove("AGENTD__REDIS__NAMESPACE")
+            .envs(env.iter().map(|(k, v)| (k, v)));
         if let Some(path) = stderr {
             cmd.stderr(std::fs::File::create(path).unwrap());
         }
@@ -69,17 +102,6 @@ impl Worker {
 
     fn running(&mut self) -> bool {
         self.0.try_wait().unwrap().is_none()
-    }
-}
-
-/// `redis.Redis()` as the worker connects on `redis`, as `user` if given (password `pw`).
-fn connect(redis: &RedisServer, user: Option<&str>) -> String {
-    match user {
-        None => format!("redis.Redis(port={})", redis.port),
-        Some(user) => format!(
-            "redis.Redis(port={}, username=\"{user}\", password=\"pw\")",
-            redis.port
-        ),
     }
 }
 
@@ -133,7 +155,8 @@ fn a_call_taken_by_a_worker_that_died(
     let mut mute = Worker::start(
         dir,
         "mute",
-        &[("redis.Redis()", &connect(redis, Some("mute")))],
+        &[],
+        &redis_env(redis, Some("mute"), "agentd"),
         Some(&log),
     );
     let clerk = p.spawn("clerk", "order A-1");
@@ -168,7 +191,8 @@ fn the_readme_s_worker_answers_the_call_it_took_before_it_was_killed_once() {
     let mut worker = Worker::start(
         dir.path(),
         "worker",
-        &[("redis.Redis()", &connect(&redis, None))],
+        &[],
+        &redis_env(&redis, None, "agentd"),
         None,
     );
     p.wait_for("the answer to the call taken before", |p| {
@@ -229,10 +253,10 @@ fn another_worker_takes_over_the_call_of_a_worker_that_died() {
         dir.path(),
         "worker-2",
         &[
-            ("redis.Redis()", &connect(&redis, None)),
             ("\"worker-1\"", "\"worker-2\""),
             ("CLAIM_AFTER_MS = 60_000", "CLAIM_AFTER_MS = 500"),
         ],
+        &redis_env(&redis, None, "agentd"),
         None,
     );
     p.wait_for("the dead worker's call answered", |p| answered(p, &clerk));
@@ -250,7 +274,8 @@ fn the_readme_s_worker_may_start_on_a_redis_where_agentd_never_ran() {
     let mut worker = Worker::start(
         dir.path(),
         "worker",
-        &[("redis.Redis()", &connect(&redis, None))],
+        &[],
+        &redis_env(&redis, None, "agentd"),
         None,
     );
     // It made the stream and the group, and waits for calls (a blocking read lasts 1 s).
@@ -286,12 +311,22 @@ impl Drop for Worker {
 }
 
 fn config(dir: &Path, redis: &RedisServer, approval: &str) -> Vec<(&'static str, String)> {
+    config_in(dir, redis, approval, "agentd")
+}
+
+/// [`config`] with the namespace `namespace`.
+fn config_in(
+    dir: &Path,
+    redis: &RedisServer,
+    approval: &str,
+    namespace: &str,
+) -> Vec<(&'static str, String)> {
     let clerk = "name = \"clerk\"\ntitle = \"Clerk\"\ntools = [\"lookup_order\"]\n";
     let settings = lookup_order(60_000, approval);
     let mut env = scripted_deployment(dir, &[("clerk", clerk)], SCRIPT, &settings);
     env.extend([
         ("AGENTD__REDIS__URL", redis.url()),
-        ("AGENTD__REDIS__NAMESPACE", "agentd".to_string()),
+        ("AGENTD__REDIS__NAMESPACE", namespace.to_string()),
         ("AGENTD__REDIS__PARTITIONS", "4".to_string()),
     ]);
     env
@@ -318,17 +353,25 @@ text = "Result: {{input}}"
 fn the_readme_s_python_worker_answers_a_service_tool_through_redis() {
     let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
-    let p = AgentdProcess::start(&config(dir.path(), &redis, "never"));
-    // The worker starts before any call: agentd created the stream and its group.
-    let source = worker_source();
-    let script = source.replace(
-        "redis.Redis()",
-        &format!("redis.Redis(port={})", redis.port),
+    // Not the default namespace: the worker finds the streams from AGENTD__REDIS__NAMESPACE.
+    let p = AgentdProcess::start(&config_in(dir.path(), &redis, "never", "shop"));
+    // Without the URL the worker says what to set and stops, connecting to nothing.
+    let log = dir.path().join("unset.err");
+    let mut unset = Worker::start(dir.path(), "unset", &[], &[], Some(&log));
+    unset.wait_for_exit();
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        said.contains("set AGENTD__REDIS__URL") && !unset.0.wait().unwrap().success(),
+        "{said}"
     );
-    assert_ne!(script, source, "the worker connects with redis.Redis()");
-    let file = dir.path().join("worker.py");
-    std::fs::write(&file, script).unwrap();
-    let _worker = Worker(Command::new(python()).arg(&file).spawn().unwrap());
+    // The worker starts before any call: agentd created the stream and its group.
+    let _worker = Worker::start(
+        dir.path(),
+        "worker",
+        &[],
+        &redis_env(&redis, None, "shop"),
+        None,
+    );
 
     let spawn = |order: &str| p.spawn("clerk", &format!("order {order}"));
     // The scripted rule passes the whole message as the order id.
@@ -370,17 +413,14 @@ fn the_readme_s_python_worker_answers_a_service_tool_through_redis() {
     });
     let bytes = rmp_serde::to_vec_named(&reply).unwrap();
     let _: String = redis::cmd("XADD")
-        .arg("agentd:tool_replies")
+        .arg("shop:tool_replies")
         .arg("*")
         .arg("m")
         .arg(bytes)
         .query(&mut con)
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(800));
-    let dead: u64 = redis::cmd("XLEN")
-        .arg("agentd:dead")
-        .query(&mut con)
-        .unwrap();
+    let dead: u64 = redis::cmd("XLEN").arg("shop:dead").query(&mut con).unwrap();
     assert_eq!(dead, 0, "no dead letters");
     let pending: Value = p.get("/v1/tool_calls");
     assert_eq!(pending["tool_calls"], json!([]));

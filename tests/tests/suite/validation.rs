@@ -366,3 +366,238 @@ fn a_command_naming_a_field_it_does_not_take_is_refused_dead_lettered_and_acknow
     assert_eq!(reply["result"]["title"], "Open", "{reply}");
     p.stop();
 }
+
+/// A JSON object or MessagePack map written with its entries in order, a key twice if asked
+/// (what a careless client in another language sends).
+struct Entries(Vec<(&'static str, Field)>);
+
+/// A value of [`Entries`]: plain, or entries of its own.
+enum Field {
+    Plain(Value),
+    Entries(Entries),
+}
+
+impl serde::Serialize for Entries {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl serde::Serialize for Field {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Field::Plain(v) => v.serialize(s),
+            Field::Entries(e) => e.serialize(s),
+        }
+    }
+}
+
+/// Entries of plain values.
+fn entries(fields: &[(&'static str, Value)]) -> Entries {
+    Entries(
+        fields
+            .iter()
+            .map(|(k, v)| (*k, Field::Plain(v.clone())))
+            .collect(),
+    )
+}
+
+/// `POST path` with the raw JSON `body`: the status and the answer.
+fn post_raw(p: &AgentdProcess, path: &str, body: &str) -> (u16, Value) {
+    let res = ureq::post(&format!("{}{path}", p.url))
+        .set("content-type", "application/json")
+        .send_string(body);
+    match res {
+        Ok(r) => (r.status(), r.into_json().unwrap_or(Value::Null)),
+        Err(ureq::Error::Status(s, r)) => (s, r.into_json().unwrap_or(Value::Null)),
+        Err(e) => panic!("POST {path}: {e}"),
+    }
+}
+
+/// A key given twice (`{"text":"a","text":"b"}`) is refused as the alias pair is, at any
+/// depth, on every body and command (HTTP routes, `/v1/commands`, the Redis command stream, A2A),
+/// never read as its last value; and a command's agent id that is no uuid is
+/// `invalid_argument`, as in a path, on both doors.
+#[test]
+fn a_key_given_twice_or_an_agent_id_that_is_no_uuid_is_refused_at_every_door() {
+    let redis = RedisServer::start();
+    let env = vec![
+        ("AGENTD__REDIS__URL", redis.url()),
+        ("AGENTD__REDIS__NAMESPACE", "t".to_string()),
+        ("AGENTD__REDIS__PARTITIONS", "4".to_string()),
+        ("AGENTD__A2A__EXPOSE", "lead".to_string()),
+    ];
+    let p = AgentdProcess::start(&env);
+    let lead = p.spawn("lead", "hello");
+    p.wait_for("the lead's first answer", |p| p.status(&lead) == "idle");
+    // What reached the lead's thread from outside: user messages and tool results.
+    let reached = |p: &AgentdProcess| -> Vec<Value> {
+        p.get(&format!("/v1/agents/{lead}/thread"))["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| {
+                (e["role"] == "user" && ["a", "b"].contains(&e["text"].as_str().unwrap_or("")))
+                    || e["text"].as_str().is_some_and(|t| t.contains("now_ms"))
+            })
+            .cloned()
+            .collect()
+    };
+    let json_of = |e: &Entries| serde_json::to_string(e).unwrap();
+    let twice = |k: &'static str, a: Value, b: Value| Field::Entries(entries(&[(k, a), (k, b)]));
+    let messages = format!("/v1/agents/{lead}/messages");
+    let tools = format!("/v1/agents/{lead}/tools/current_time");
+    let reset = format!("/v1/agents/{lead}/reset");
+    for (path, body) in [
+        (
+            messages.as_str(),
+            entries(&[("text", json!("a")), ("text", json!("b"))]),
+        ),
+        (
+            "/v1/agents",
+            entries(&[("agent_type", json!("lead")), ("agent_type", json!("lead"))]),
+        ),
+        (
+            "/v1/commands",
+            entries(&[
+                ("type", json!("send")),
+                ("agent_id", json!(lead)),
+                ("text", json!("a")),
+                ("text", json!("b")),
+            ]),
+        ),
+        (
+            "/v1/commands",
+            Entries(vec![
+                ("type", Field::Plain(json!("invoke_tool"))),
+                ("agent_id", Field::Plain(json!(lead))),
+                ("tool", Field::Plain(json!("current_time"))),
+                ("args", twice("x", json!(1), json!(2))),
+            ]),
+        ),
+        (
+            tools.as_str(),
+            Entries(vec![("a", twice("k", json!(1), json!(2)))]),
+        ),
+        (
+            reset.as_str(),
+            entries(&[("message", json!("a")), ("message", json!("b"))]),
+        ),
+    ] {
+        let body = json_of(&body);
+        let (status, answer) = post_raw(&p, path, &body);
+        assert_eq!(
+            (status, answer["code"].as_str()),
+            (400, Some("invalid_argument")),
+            "{path} {body}: {answer}"
+        );
+        let message = answer["message"].as_str().unwrap_or_default();
+        assert!(message.contains("duplicate"), "{path} {body}: {message}");
+    }
+    // A2A's JSON-RPC door: a parse error.
+    let (_, answer) = post_raw(
+        &p,
+        "/a2a/lead",
+        r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"a","id":"b"}}"#,
+    );
+    assert_eq!(answer["error"]["code"], -32700, "{answer}");
+
+    // The command stream: a key twice in a command, or in its free-form arguments.
+    let mut con = redis.client();
+    let mut send_entries = |item: Entries| {
+        let id = uuid::Uuid::now_v7().to_string();
+        let mut envelope = entries(&[
+            ("v", json!(1)),
+            ("id", json!(id)),
+            ("from", json!({"type": "external", "name": "svc"})),
+            ("to", json!({"type": "system"})),
+            ("reply_to", json!("svc:replies")),
+            ("sent_at", json!(1)),
+        ]);
+        envelope.0.push(("item", Field::Entries(item)));
+        let bytes = rmp_serde::to_vec_named(&envelope).unwrap();
+        let reply: Value = rmp_serde::from_slice(&send_command(&mut con, bytes, &id)).unwrap();
+        reply["item"].clone()
+    };
+    for item in [
+        entries(&[
+            ("kind", json!("command")),
+            ("type", json!("send")),
+            ("agent_id", json!(lead)),
+            ("text", json!("a")),
+            ("text", json!("b")),
+        ]),
+        Entries(vec![
+            ("kind", Field::Plain(json!("command"))),
+            ("type", Field::Plain(json!("invoke_tool"))),
+            ("agent_id", Field::Plain(json!(lead))),
+            ("tool", Field::Plain(json!("current_time"))),
+            ("args", twice("x", json!(1), json!(2))),
+        ]),
+    ] {
+        let reply = send_entries(item);
+        assert_eq!(reply["error"]["code"], "invalid_argument", "{reply}");
+        assert!(
+            reply["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("duplicate")),
+            "{reply}"
+        );
+    }
+    let reply = call_map(
+        &mut con,
+        json!({"kind": "command", "type": "inspect", "agent_id": "zzz"}),
+        json!({}),
+    );
+    assert_eq!(reply["error"]["code"], "invalid_argument", "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not an agent id")),
+        "{reply}"
+    );
+    // The same over HTTP; a well-formed id of no agent is still agent_not_found.
+    for (agent_id, status, code) in [
+        ("zzz", 400, "invalid_argument"),
+        (
+            "0190a5f2-7b6e-7cc0-8a4b-1d2e3f405162",
+            404,
+            "agent_not_found",
+        ),
+    ] {
+        for command in [
+            json!({"type": "inspect", "agent_id": agent_id}),
+            json!({"type": "send", "agent_id": agent_id, "text": "hi"}),
+            json!({"type": "spawn", "agent_type": "lead", "parent_id": agent_id}),
+        ] {
+            let (got, answer) = post_raw(&p, "/v1/commands", &command.to_string());
+            assert_eq!(
+                (got, answer["code"].as_str()),
+                (status, Some(code)),
+                "{command}: {answer}"
+            );
+        }
+    }
+    let (got, answer) = post_raw(
+        &p,
+        "/v1/commands",
+        &json!({"type": "spawn", "agent_type": "lead", "depends_on": ["nope"]}).to_string(),
+    );
+    assert_eq!(
+        (got, answer["code"].as_str()),
+        (400, Some("invalid_argument")),
+        "{answer}"
+    );
+    assert_eq!(reached(&p), Vec::<Value>::new(), "nothing reached the lead");
+    assert_eq!(
+        p.get("/v1/agents")["agents"].as_array().unwrap().len(),
+        1,
+        "nothing was spawned"
+    );
+    p.stop();
+}

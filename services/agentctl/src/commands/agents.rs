@@ -31,8 +31,9 @@ pub enum AgentCommands {
         /// Priority: critical, high, normal or low.
         #[arg(long)]
         priority: Option<String>,
-        /// AgentCommands that must complete first (repeatable).
-        #[arg(long = "depends-on")]
+        /// Id of an agent this one waits for before it starts (repeatable): a sub-agent until
+        /// it yields, a root or a worker until it has handled what was queued for it.
+        #[arg(long = "depends-on", value_name = "AGENT_ID")]
         depends_on: Vec<String>,
         /// Environment variable KEY=VALUE (repeatable).
         #[arg(long = "env", value_parser = parse_env)]

@@ -25,7 +25,8 @@ pub enum OperationCommands {
     Health,
     /// Whether the process takes work (`/readyz`); exit code 1 when it does not.
     Ready,
-    /// The Prometheus metrics (`/metrics`), as text.
+    /// The Prometheus metrics (`/metrics`), as text (`--json` is refused: the text format is
+    /// what metrics tools read).
     Metrics,
     /// The OpenAPI document of the API (`/v1/openapi.json`).
     Openapi,
@@ -70,6 +71,9 @@ impl OperationCommands {
             }
             OperationCommands::Health => out.answer(&client.get("/healthz")?, output::probe),
             OperationCommands::Ready => out.answer(&client.get("/readyz")?, output::probe),
+            OperationCommands::Metrics if out.json() => Err(Failure::Other(anyhow!(
+                "`metrics` prints Prometheus text, which metrics tools read; --json does not apply to it"
+            ))),
             OperationCommands::Metrics => out.text(&client.get_text("/metrics")?),
             OperationCommands::Openapi => {
                 out.answer(&client.get("/v1/openapi.json")?, output::pretty)

@@ -8,6 +8,7 @@ use super::{A2a, card, push, service, stream};
 use actix_web::http::StatusCode;
 use actix_web::web::{self, Bytes};
 use actix_web::{HttpRequest, HttpResponse};
+use agentd_proto::strict::UniqueKeys;
 use futures::{Stream, StreamExt};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
@@ -109,12 +110,15 @@ fn rpc_result(id: Value, result: Value) -> HttpResponse {
 
 /// A JSON-RPC request, checked: its id, method and params.
 fn rpc_request(body: &[u8]) -> Result<(Value, String, Value), (Value, A2aError)> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| {
-        (
-            Value::Null,
-            A2aError::Parse(format!("the body is not valid JSON: {e}")),
-        )
-    })?;
+    // A key given twice is refused, as at every door (`agentd_proto::strict`).
+    let v: Value = serde_json::from_slice::<UniqueKeys>(body)
+        .map(|v| v.0)
+        .map_err(|e| {
+            (
+                Value::Null,
+                A2aError::Parse(format!("the body is not valid JSON: {e}")),
+            )
+        })?;
     let Value::Object(obj) = v else {
         let what = if v.is_array() {
             "batch requests are not supported: send one request object"
@@ -235,7 +239,8 @@ fn rest_body(body: &[u8]) -> Result<Value, A2aError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Object(Map::new()));
     }
-    let v: Value = serde_json::from_slice(body)
+    let v: Value = serde_json::from_slice::<UniqueKeys>(body)
+        .map(|v| v.0)
         .map_err(|e| A2aError::Parse(format!("the body is not valid JSON: {e}")))?;
     if !v.is_object() {
         return Err(A2aError::InvalidParams(

@@ -21,7 +21,7 @@ pub(crate) use tools::*;
 use crate::errors::ApiError;
 use actix_web::{HttpRequest, HttpResponse, web};
 use agentd_actors::AgentSystem;
-use agentd_proto::{AgentdError, Command, ErrorCode};
+use agentd_proto::{AgentdError, Command};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -34,16 +34,7 @@ pub(crate) struct AgentId(String);
 impl AgentId {
     /// `id` if it has the form of an agent id; otherwise why not (`invalid_argument`).
     pub(crate) fn parse(id: &str) -> Result<AgentId, AgentdError> {
-        if id.len() == 36 && uuid::Uuid::try_parse(id).is_ok() {
-            Ok(AgentId(id.to_string()))
-        } else {
-            Err(AgentdError::new(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "`{id}` is not an agent id (a uuid such as 0190a5f2-7b6e-7cc0-8a4b-1d2e3f405162)"
-                ),
-            ))
-        }
+        agentd_proto::command::check_agent_id(id).map(|()| AgentId(id.to_string()))
     }
 
     /// The id.
@@ -155,7 +146,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
 }
 
 /// The root an external caller is scoped to (`X-Agentd-Root`), if it names one.
-fn scope(req: &HttpRequest) -> Option<String> {
+pub(crate) fn scope(req: &HttpRequest) -> Option<String> {
     req.headers()
         .get(SCOPE_HEADER)
         .and_then(|v| v.to_str().ok())

@@ -68,6 +68,7 @@ pub fn record(id: &str, parent: Option<&str>, created: u64) -> AgentRecord {
         })),
         result: Some(Box::new(serde_json::json!({"ok": true}))),
         agent_cli: None,
+        prompt_preview: None,
         created_at_ms: created,
         updated_at_ms: created,
     }
@@ -109,6 +110,7 @@ pub fn bare_record(id: &str) -> AgentRecord {
         budget: None,
         result: None,
         agent_cli: None,
+        prompt_preview: None,
         created_at_ms: 1,
         updated_at_ms: 1,
     }
