@@ -16,7 +16,7 @@
 //! | 4 | `messages` | the messages several floors send: spawn, Manage calls, child outputs |
 //! | 4 | `scheduler` | `Scheduler`: turn slots by priority under concurrency limits |
 //! | 4 | `checkpoints` | taking checkpoints and planning restores (seed 001) |
-//! | 4 | `lineage`, `context_files` | who may act on whom; a spawn's first message with its files |
+//! | 4 | `lineage`, `context_files`, `depends_on` | who may act on whom; a spawn's first message with its files; the rules of `depends_on` |
 //! | 3 | [`deps`] | the ports, config and tool catalogue the actors of a process share |
 //! | 2 | [`catalogue`] | what tools exist: built-in, configured and MCP tools, the catalogue's versions |
 //! | 1 | [`config`] | limits, agent types (validated titles), prices, prompts: plain data |
@@ -36,6 +36,7 @@ mod checkpoints;
 pub mod clock;
 pub mod config;
 mod context_files;
+mod depends_on;
 pub mod deps;
 mod errors;
 pub mod failpoints;

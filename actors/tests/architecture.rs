@@ -32,6 +32,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("messages", 4),
     ("lineage", 4),
     ("context_files", 4),
+    ("depends_on", 4),
     ("checkpoints", 4),
     ("scheduler", 4),
     // 5: how tools run (the system seen through the `Agents` port).

@@ -472,7 +472,7 @@ impl AgentActor {
         let (status, reason) = match &self.activity {
             Activity::WaitingDependencies(unmet) => (
                 AgentStatus::WaitingDependency,
-                Some(crate::supervisor::waiting_reason(unmet)),
+                Some(crate::depends_on::waiting_reason(unmet)),
             ),
             other => (other.at_rest(), reason),
         };

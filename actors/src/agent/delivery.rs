@@ -259,7 +259,7 @@ impl AgentActor {
                 format!(
                     "agent `{}` waits for its dependencies ({}), not for a provided value",
                     self.rec.id,
-                    crate::supervisor::waiting_reason(unmet)
+                    crate::depends_on::waiting_reason(unmet)
                 ),
             ));
         }

@@ -21,10 +21,10 @@ impl AgentActor {
     pub(super) fn show_dependency_wait(&mut self, ctx: &mut Context<Self>) {
         match &self.activity {
             Activity::WaitingDependencies(unmet) if self.rec.status == AgentStatus::Idle => {
-                let reason = crate::supervisor::waiting_reason(unmet);
+                let reason = crate::depends_on::waiting_reason(unmet);
                 let _ = self.set_status(AgentStatus::WaitingDependency, Some(reason), ctx);
             }
-            Activity::Idle if crate::supervisor::waits_for_dependencies(&self.rec) => {
+            Activity::Idle if crate::depends_on::waits_for_dependencies(&self.rec) => {
                 self.dependencies_met(ctx);
             }
             _ => {}
@@ -144,7 +144,7 @@ impl AgentActor {
                 return;
             }
             let now = act.deps().clock.now_ms();
-            let news = crate::supervisor::dependency_news(
+            let news = crate::depends_on::news(
                 &act.rec.id,
                 dependent,
                 DependencyOutcome::Met,

@@ -342,7 +342,7 @@ impl AgentActor {
     fn yielded(&mut self, result: serde_json::Value, cause: Uuid, ctx: &mut Context<Self>) {
         self.rec.result = Some(Box::new(result.clone()));
         let _ = self.set_status(AgentStatus::Completed, Some("yielded".into()), ctx);
-        if crate::supervisor::met_by_yield(&self.rec) {
+        if crate::depends_on::met_by_yield(&self.rec) {
             self.tell_dependents(DependencyOutcome::Met);
         }
         if let Some(parent_id) = self.rec.channel.parent_id() {

@@ -156,7 +156,7 @@ impl AgentActor {
             && has_work
         {
             if status != AgentStatus::WaitingDependency {
-                let reason = crate::supervisor::waiting_reason(unmet);
+                let reason = crate::depends_on::waiting_reason(unmet);
                 let _ = self.set_status(AgentStatus::WaitingDependency, Some(reason), ctx);
             }
             return prestart;

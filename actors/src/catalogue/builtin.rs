@@ -135,8 +135,17 @@ impl FromStr for BuiltinTool {
     type Err = AgentdError;
 
     fn from_str(name: &str) -> Result<Self, Self::Err> {
-        BuiltinTool::named(name).ok_or_else(|| super::tool::unknown(name))
+        BuiltinTool::named(name).ok_or_else(|| unknown(name))
     }
+}
+
+/// The refusal of a name that names no tool: `unknown_tool`. (Here, with the names of the
+/// tools agentd itself has, where every other file of the catalogue can name it.)
+pub(crate) fn unknown(name: &str) -> AgentdError {
+    AgentdError::new(
+        agentd_proto::ErrorCode::UnknownTool,
+        format!("no tool named `{name}`"),
+    )
 }
 
 #[cfg(test)]

@@ -25,12 +25,12 @@ mod mcp;
 pub mod pattern;
 mod tool;
 
+pub(crate) use builtin::unknown;
 pub use builtin::{BuiltinTool, ToolGroup};
 pub use configured::{Approval, ConfiguredRun, ConfiguredTool, Secret, check_name};
 pub use mcp::{McpTool, PREFIX, SEPARATOR, is_valid_exposed_name, split_exposed};
 pub use pattern::{ToolPattern, any_matches, check_type_tools, is_valid_server_name};
 pub use tool::Tool;
-pub(crate) use tool::unknown;
 
 use crate::hashing::FastHashSet;
 use crate::ports::{McpTools, ToolSpec, WebhookClient};

@@ -8,7 +8,6 @@
 use super::builtin::{BuiltinTool, ToolGroup};
 use super::configured::{Approval, ConfiguredTool};
 use super::mcp::McpTool;
-use agentd_proto::{AgentdError, ErrorCode};
 use std::sync::Arc;
 
 /// A tool agents can be shown and call. Not `Copy`: tools known at run time carry their
@@ -68,9 +67,4 @@ impl Tool {
             Tool::Builtin(_) | Tool::Mcp(_) => None,
         }
     }
-}
-
-/// The refusal of a name that names no tool: `unknown_tool`.
-pub(crate) fn unknown(name: &str) -> AgentdError {
-    AgentdError::new(ErrorCode::UnknownTool, format!("no tool named `{name}`"))
 }

@@ -4,10 +4,11 @@
 //! its dependencies works out from the store where it stands with them.
 
 use super::Supervisor;
-use super::dependencies::{Dependencies, at_activation, waits_for_dependencies};
+use super::dependencies::{Dependencies, at_activation};
 use super::directory::SharedAgentAddr;
 use super::messages::Activate;
 use crate::agent::messages::Restore;
+use crate::depends_on::waits_for_dependencies;
 use actix::prelude::*;
 use agentd_proto::{AgentStatus, AgentdError, Event};
 

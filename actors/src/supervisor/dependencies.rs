@@ -22,37 +22,15 @@
 
 use super::Supervisor;
 use super::messages::TellDependents;
+use crate::depends_on::{met_by_yield, news};
 use crate::deps::Deps;
 use crate::supervisor::SystemHandle;
 use actix::prelude::*;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{
-    Address, AgentRecord, AgentStatus, AgentdError, Channel, DependencyOutcome, Envelope, Event,
-    InboxItem, Item,
+    Address, AgentRecord, AgentStatus, AgentdError, DependencyOutcome, Envelope, InboxItem, Item,
 };
 use std::collections::HashSet;
-
-/// Whether `rec` still waits for its `depends_on`: they are not settled yet, it never ran a
-/// turn, and no failure, cancel or terminate ended the wait.
-pub(crate) fn waits_for_dependencies(rec: &AgentRecord) -> bool {
-    !rec.depends_on.is_empty()
-        && !rec.dependencies_settled
-        && rec.current_task.is_none()
-        && DependencyOutcome::failure_of(rec.status).is_none()
-}
-
-/// Whether the dependents of `rec` wait for its yield (a sub-agent) rather than for it to
-/// reach their watches (a root, a Manage worker).
-pub(crate) fn met_by_yield(rec: &AgentRecord) -> bool {
-    matches!(rec.channel, Channel::Spawn { .. })
-}
-
-/// The status reason of an agent that waits for `unmet`: `depends on a, b`.
-pub(crate) fn waiting_reason(unmet: &HashSet<String>) -> String {
-    let mut ids: Vec<&str> = unmet.iter().map(String::as_str).collect();
-    ids.sort_unstable();
-    format!("depends on {}", ids.join(", "))
-}
 
 /// The watch `dependent` puts into `dependency`'s inbox. Its id is always the same, so placing
 /// it again (after a restart) is a duplicate the inbox drops.
@@ -70,24 +48,6 @@ fn watch(dependent: &str, dependency: &str, now_ms: u64) -> Envelope {
         &format!("watch {dependent} {dependency}"),
     );
     env
-}
-
-/// The news that `dependency` settled with `outcome`, for `dependent`.
-pub(crate) fn news(
-    dependency: &str,
-    dependent: &str,
-    outcome: DependencyOutcome,
-    now_ms: u64,
-) -> Envelope {
-    Envelope::new(
-        Address::agent(dependency),
-        Address::agent(dependent),
-        Item::Event(Event::DependencySettled {
-            agent_id: dependency.to_string(),
-            outcome,
-        }),
-        now_ms,
-    )
 }
 
 /// Where a dependent stands with its `depends_on`.

@@ -5,10 +5,11 @@
 //! gave up, and the process's shutdown.
 
 use super::Supervisor;
-use super::dependencies::{self, met_by_yield};
+use super::dependencies;
 use super::directory::SharedAgentAddr;
 use super::messages::{Lifecycle, Passivate, Shutdown};
 use crate::agent::messages::{ApplyControl, StopAgent};
+use crate::depends_on::met_by_yield;
 use crate::deps::Deps;
 use crate::errors::mailbox;
 use actix::prelude::*;

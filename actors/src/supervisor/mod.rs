@@ -23,9 +23,6 @@ pub(crate) mod messages;
 mod shortcuts;
 mod spawn;
 
-pub(crate) use dependencies::{
-    met_by_yield, news as dependency_news, waiting_reason, waits_for_dependencies,
-};
 pub(crate) use directory::{Directory, SharedAgentAddr};
 pub(crate) use handle::{Shared, SystemHandle};
 pub(crate) use lifecycle::forward_control;

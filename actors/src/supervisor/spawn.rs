@@ -169,7 +169,7 @@ async fn create(
     if !dependencies.unmet.is_empty() {
         // Born waiting: its turns (and a failed dependency's news) wait for its actor.
         rec.status = AgentStatus::WaitingDependency;
-        rec.status_reason = Some(super::dependencies::waiting_reason(&dependencies.unmet));
+        rec.status_reason = Some(crate::depends_on::waiting_reason(&dependencies.unmet));
     } else if !rec.depends_on.is_empty() {
         rec.dependencies_settled = true;
     }

@@ -108,7 +108,7 @@ impl AgentSystem {
                     | agentd_proto::AgentStatus::WaitingTool
                     | agentd_proto::AgentStatus::WaitingReview
             ) || (pending && rec.status.accepts_turns())
-                || crate::supervisor::waits_for_dependencies(&rec)
+                || crate::depends_on::waits_for_dependencies(&rec)
             {
                 self.system
                     .supervisor
