@@ -469,3 +469,136 @@ fn push_notifications_survive_the_death_of_one_of_two_processes_on_redis() {
     check_received(&rx, &tasks);
     drop(b);
 }
+
+/// A raw request to an A2A server: its status and its JSON body (`Null` when not JSON), with
+/// `A2A-Version: 1.0` when `versioned`.
+fn raw(method: &str, url: &str, versioned: bool, body: Option<&str>) -> (u16, serde_json::Value) {
+    let mut req = ureq::request(method, url).set("Content-Type", "application/json");
+    if versioned {
+        req = req.set("A2A-Version", "1.0");
+    }
+    let res = match body {
+        Some(b) => req.send_string(b),
+        None => req.call(),
+    };
+    let r = match res {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{method} {url}: {e}"),
+    };
+    let status = r.status();
+    (status, r.into_json().unwrap_or(serde_json::Value::Null))
+}
+
+/// A request wrong in more than one way gets the error the SDK's own server gives it: the
+/// JSON-RPC method and the params' types before the `A2A-Version` (which the TCK does not
+/// send), the HTTP+JSON route before the version, the version before the body. Each request
+/// goes to the SDK's server (`tests/a2a/remote.py`) and to agentd, which must answer alike.
+#[test]
+fn requests_wrong_in_several_ways_get_the_error_the_sdk_server_gives() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let p = AgentdProcess::start(&env(&[("AGENTD__STORE__KIND", "memory".to_string())]));
+    let sdk = agentd_tests::a2a_remote::RemoteAgent::start(&py, false);
+    let sdk_url = sdk.card_url().replace("/.well-known/agent-card.json", "");
+    let agentd = format!("{}/a2a/research", p.url);
+    // (body, with the version header, the code both must answer)
+    let rpc: [(&str, bool, i64); 12] = [
+        (
+            r#"{"jsonrpc":"2.0","id":"3","method":"SendMessageXXX","params":{}}"#,
+            false,
+            -32601,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"nonexistent/method","params":{}}"#,
+            false,
+            -32601,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":2,"method":"Nope","params":[1]}"#,
+            false,
+            -32601,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":4,"method":"SendMessage","params":{"message":{"parts":"invalid"}}}"#,
+            false,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"GetTask","params":{"id":12345}}"#,
+            false,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":6,"method":"ListTasks","params":{"pageSize":"abc"}}"#,
+            false,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"configuration":{"returnImmediately":"yes"}}}"#,
+            false,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":8,"method":"GetTask","params":{"id":"x"}}"#,
+            false,
+            -32009,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":9,"method":"SendMessage","params":{"message":{"kind":"message"}}}"#,
+            false,
+            -32009,
+        ),
+        (
+            r#"{"jsonrpc":"1.0","id":10,"method":"Nope"}"#,
+            false,
+            -32600,
+        ),
+        (r#"{nope"#, false, -32700),
+        (
+            r#"{"jsonrpc":"2.0","id":11,"method":"Nope","params":{}}"#,
+            true,
+            -32601,
+        ),
+    ];
+    for (body, versioned, code) in rpc {
+        let (_, theirs) = raw("POST", &format!("{sdk_url}/"), versioned, Some(body));
+        let (status, ours) = raw("POST", &agentd, versioned, Some(body));
+        assert_eq!(
+            theirs["error"]["code"], code,
+            "the SDK's server, {body}: {theirs}"
+        );
+        assert_eq!(status, 200, "{body}: {ours}");
+        assert_eq!(ours["error"]["code"], code, "agentd, {body}: {ours}");
+        assert_eq!(ours["id"], theirs["id"], "{body}");
+    }
+    let sdk_rest = agentd_tests::a2a_remote::RemoteAgent::start_with(
+        &py,
+        agentd_tests::a2a_remote::Options {
+            rest: true,
+            ..Default::default()
+        },
+    );
+    let rest_url = sdk_rest
+        .card_url()
+        .replace("/.well-known/agent-card.json", "");
+    // (HTTP method, path, with the version header, body, the status both must answer)
+    let routes: [(&str, &str, bool, Option<&str>, u16); 5] = [
+        ("GET", "/nope", false, None, 404),
+        ("POST", "/tasks/x:nope", false, Some("{}"), 404),
+        ("GET", "/tasks/x", false, None, 400),
+        ("POST", "/message:send", false, Some("{nope"), 400),
+        ("GET", "/tasks/x", true, None, 404),
+    ];
+    for (method, path, versioned, body, status) in routes {
+        let (theirs, their_body) = raw(method, &format!("{rest_url}{path}"), versioned, body);
+        let (ours, our_body) = raw(method, &format!("{agentd}{path}"), versioned, body);
+        assert_eq!(
+            theirs, status,
+            "the SDK's server, {method} {path}: {their_body}"
+        );
+        assert_eq!(ours, status, "agentd, {method} {path}: {our_body}");
+    }
+}

@@ -10,6 +10,7 @@
 //! | [`error`] | the errors, with their JSON-RPC codes and HTTP statuses |
 //! | [`task`] | tasks over agentd's durable state: their records, what became of them |
 //! | [`service`] | the operations, whichever binding carries them |
+//! | [`shape`] | the JSON-RPC methods and the ProtoJSON shape of their requests' params |
 //! | [`stream`] | a task's updates as a stream |
 //! | [`push`] | push notification configs and their durable outbox |
 //! | [`bindings`] | JSON-RPC and HTTP+JSON: routes, versions, framing |
@@ -19,6 +20,7 @@ pub(crate) mod card;
 mod error;
 mod push;
 mod service;
+mod shape;
 mod stream;
 mod task;
 
