@@ -602,3 +602,97 @@ fn requests_wrong_in_several_ways_get_the_error_the_sdk_server_gives() {
         assert_eq!(ours, status, "agentd, {method} {path}: {our_body}");
     }
 }
+
+/// Runs the SDK client (`tests/a2a/client.py`) with `args`, which must succeed: its output.
+fn run_client(py: &PathBuf, args: &[&str]) -> String {
+    let out = Command::new(py)
+        .arg(root().join("tests/a2a/client.py"))
+        .args(args)
+        .output()
+        .expect("run the A2A client");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "the A2A client failed ({args:?}):\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// What the client printed after `<key> ` on a line of its own.
+fn printed(out: &str, key: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key} ")))
+        .unwrap_or_else(|| panic!("no {key} in {out}"))
+        .to_string()
+}
+
+/// A `contextId` the client chooses opens one context, even when its first messages reach two
+/// processes at once, and every method on either process finds it under that id.
+#[test]
+fn a_context_the_client_chose_is_one_context_on_two_processes_on_redis() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let redis = TestRedis::from_env();
+    let (a, b) = two_processes_on(&redis);
+    for binding in BINDINGS {
+        client(
+            &py,
+            &["client_context"],
+            &a.url,
+            Some(&b.url),
+            binding,
+            None,
+        );
+    }
+}
+
+/// A client-chosen `contextId` names the same context after a restart (embedded store), and
+/// is free again once that context is deleted: the next message opens a new one.
+#[test]
+fn a_context_the_client_chose_outlives_a_restart_and_goes_with_its_agent() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let embedded = || {
+        env(&[
+            ("AGENTD__STORE__KIND", "embedded".to_string()),
+            ("AGENTD__STORE__DATA_DIR", dir.path().display().to_string()),
+        ])
+    };
+    let mut p = AgentdProcess::start(&embedded());
+    for binding in BINDINGS {
+        let out = client_with(&py, &["client_context"], &p.url, None, binding, None, None);
+        let (cid, agent) = (printed(&out, "CONTEXT"), printed(&out, "AGENT"));
+        p.stop();
+        p = AgentdProcess::start(&embedded());
+        let again = |p: &AgentdProcess| {
+            run_client(
+                &py,
+                &[
+                    "client_context_again",
+                    "--url",
+                    &p.url,
+                    "--binding",
+                    binding,
+                    "--context",
+                    &cid,
+                ],
+            )
+        };
+        let out = again(&p);
+        assert_eq!(printed(&out, "AGENT"), agent, "{out}");
+        // Three first messages, a question answered, a stream, and this one.
+        assert_eq!(printed(&out, "TASKS"), "6", "{out}");
+        ureq::delete(&format!("{}/v1/agents/{agent}", p.url))
+            .call()
+            .expect("delete the context");
+        let out = again(&p);
+        assert_ne!(printed(&out, "AGENT"), agent, "{out}");
+        assert_eq!(printed(&out, "TASKS"), "1", "{out}");
+    }
+}

@@ -99,6 +99,9 @@ async fn discover(
     tasks: &mut Vec<TaskRecord>,
 ) -> Result<(), A2aError> {
     let mut claimed: HashSet<Uuid> = tasks.iter().flat_map(|t| t.inputs.clone()).collect();
+    // The context's `contextId` as its client chose it, which a task of its own carries.
+    let client_context = tasks.iter().find_map(|t| t.client_context_id.clone());
+    let shown = client_context.as_deref().unwrap_or(ctx);
     let now = now_ms();
     for env in &seen.pending {
         let Item::Inbox(InboxItem::Message {
@@ -114,10 +117,11 @@ async fn discover(
         let task = TaskRecord {
             id: task_id(ctx, input),
             context_id: ctx.to_string(),
+            client_context_id: client_context.clone(),
             items: vec![env.id],
             inputs: vec![input],
             history: vec![origin_message(
-                ctx,
+                shown,
                 &task_id(ctx, input),
                 input,
                 text,
@@ -145,10 +149,11 @@ async fn discover(
         let task = TaskRecord {
             id: id.clone(),
             context_id: ctx.to_string(),
+            client_context_id: client_context.clone(),
             items: Vec::new(),
             inputs: vec![e.id],
             history: vec![origin_message(
-                ctx,
+                shown,
                 &id,
                 e.id,
                 &e.text,
@@ -179,7 +184,8 @@ async fn discover(
     Ok(())
 }
 
-/// The history message of a task no client started: what started it.
+/// The history message of a task no client started: what started it (`ctx`: the context as
+/// clients see it).
 fn origin_message(ctx: &str, task: &str, id: Uuid, text: &str, from: Option<&str>) -> Value {
     let mut metadata = json!({"agentd.origin": "agent"});
     if let Some(from) = from {
