@@ -601,6 +601,31 @@ fn requests_wrong_in_several_ways_get_the_error_the_sdk_server_gives() {
         );
         assert_eq!(ours, status, "agentd, {method} {path}: {our_body}");
     }
+    // An A2A error's HTTP status and reason, as the specification's table (5.4) of 1.0.1 and
+    // the SDK give them: a completed task cannot be cancelled.
+    let cancel_completed = |base: &str| {
+        let send =
+            r#"{"message":{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"hello"}]}}"#;
+        let (status, sent) = raw("POST", &format!("{base}/message:send"), true, Some(send));
+        assert_eq!(status, 200, "{base}: {sent}");
+        assert_eq!(
+            sent["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{sent}"
+        );
+        let id = sent["task"]["id"].as_str().unwrap().to_string();
+        raw(
+            "POST",
+            &format!("{base}/tasks/{id}:cancel"),
+            true,
+            Some("{}"),
+        )
+    };
+    let (theirs, their_body) = cancel_completed(&rest_url);
+    let (ours, our_body) = cancel_completed(&agentd);
+    assert_eq!((theirs, ours), (400, 400), "{their_body} {our_body}");
+    let reason = |b: &serde_json::Value| b["error"]["details"][0]["reason"].clone();
+    assert_eq!(reason(&our_body), reason(&their_body), "{our_body}");
+    assert_eq!(reason(&our_body), "TASK_NOT_CANCELABLE");
 }
 
 /// Runs the SDK client (`tests/a2a/client.py`) with `args`, which must succeed: its output.
