@@ -489,6 +489,28 @@ async def push(ctx):
     print(f"TASK {t.id}")
 
 
+async def push_prompt(ctx):
+    """Two lengthy tasks queued in one context, each with a push config to --receiver (which
+    accepts); the second is read (GetTask) until it works, nothing after. Prints `CONTEXT <id>`
+    and `TASK <id>` for each; the test (tests/tests/suite/a2a.rs) checks when its receiver got
+    each state."""
+    c = await ctx.client()
+    cfg = TaskPushNotificationConfig(url=ctx.args.receiver, token="tok-prompt")
+    tasks = []
+    context_id = None
+    for text in ["lengthy one", "lengthy two"]:
+        req = SendMessageRequest(message=message(text, context_id=context_id))
+        req.configuration.return_immediately = True
+        req.configuration.task_push_notification_config.CopyFrom(cfg)
+        out = [ev async for ev in c.send_message(req)]
+        context_id = out[0].task.context_id
+        tasks.append(out[0].task.id)
+    await wait_state(c, tasks[1], [TaskState.TASK_STATE_WORKING])
+    print(f"CONTEXT {context_id}")
+    for t in tasks:
+        print(f"TASK {t}")
+
+
 async def skills(ctx):
     """A type file's `[a2a]` skills are its card's skills."""
     async with ctx.http() as http:
@@ -567,7 +589,7 @@ async def any_process(ctx):
 
 SCENARIOS = {
     f.__name__: f
-    for f in [discovery, basics, raw_errors, cancel, streaming, resubscribe, input_required, auth, agent_output, push, skills, idle_close, any_process, client_context, client_context_again]
+    for f in [discovery, basics, raw_errors, cancel, streaming, resubscribe, input_required, auth, agent_output, push, push_prompt, skills, idle_close, any_process, client_context, client_context_again]
 }
 
 

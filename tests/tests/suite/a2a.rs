@@ -240,6 +240,8 @@ struct Received {
     headers: Vec<(String, String)>,
     body: serde_json::Value,
     accepted: bool,
+    /// When it arrived, ms since the epoch.
+    at_ms: u64,
 }
 
 impl Received {
@@ -298,6 +300,7 @@ impl Receiver {
                     headers,
                     body: serde_json::from_slice(&body).unwrap_or_default(),
                     accepted,
+                    at_ms: now_ms(),
                 });
                 let status = if accepted {
                     "200 OK"
@@ -328,6 +331,13 @@ impl Receiver {
             })
             .collect()
     }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
 fn wait_until(what: &str, limit: std::time::Duration, cond: impl Fn() -> bool) {
@@ -440,6 +450,76 @@ fn push_notifications_reach_their_receiver_once_across_a_kill_and_a_restart() {
     std::thread::sleep(std::time::Duration::from_secs(3));
     check_received(&rx, &tasks);
     drop(p);
+}
+
+/// Each state of a task reaches the receiver as it is reached, not at a later look: the end
+/// of each of two lengthy turns queued in one context (no status change between them), and the
+/// second one's `WORKING`, which a `GetTask` read first. The thread's entries say when each
+/// turn started and answered; the notification must arrive within 2 s of that (the turns take
+/// 5 s, the deliverer's periodic look is every 15 s).
+#[test]
+fn push_notifications_leave_as_the_state_changes() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let rx = Receiver::start();
+    rx.accept.store(true, std::sync::atomic::Ordering::SeqCst);
+    let p = AgentdProcess::start(&env(&[("AGENTD__STORE__KIND", "memory".to_string())]));
+    let out = client_with(
+        &py,
+        &["push_prompt"],
+        &p.url,
+        None,
+        "JSONRPC",
+        None,
+        Some(&rx.url),
+    );
+    let ctx = printed(&out, "CONTEXT");
+    let tasks = pushed_tasks(&out);
+    assert_eq!(tasks.len(), 2, "{out}");
+    wait_completions(&rx, &tasks, 40);
+    let thread = p.get(&format!("/v1/agents/{ctx}/thread"));
+    let at = |role: &str, text: &str| -> Vec<u64> {
+        thread["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["role"] == role && e["text"].as_str().unwrap_or("").contains(text))
+            .map(|e| e["at_ms"].as_u64().unwrap())
+            .collect()
+    };
+    let answered = at("assistant", "lengthy done");
+    let second_started = at("user", "lengthy two");
+    assert_eq!((answered.len(), second_started.len()), (2, 1), "{thread}");
+    let arrived = |task: &str, state: &str| {
+        let got = rx.accepted(task, state);
+        assert_eq!(got.len(), 1, "{task} {state}: {:?}", rx.got());
+        got[0].at_ms
+    };
+    let late = |what: &str, arrived: u64, happened: u64| {
+        let late = arrived.saturating_sub(happened);
+        eprintln!("{what}: at the receiver {late} ms after it happened");
+        assert!(
+            late < 2_000,
+            "{what} reached the receiver {late} ms after it happened"
+        );
+    };
+    late(
+        "the first task's completion",
+        arrived(&tasks[0], "TASK_STATE_COMPLETED"),
+        answered[0],
+    );
+    late(
+        "the second task's completion",
+        arrived(&tasks[1], "TASK_STATE_COMPLETED"),
+        answered[1],
+    );
+    late(
+        "the second task's WORKING",
+        arrived(&tasks[1], "TASK_STATE_WORKING"),
+        second_started[0],
+    );
 }
 
 #[test]

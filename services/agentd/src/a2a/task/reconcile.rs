@@ -74,6 +74,7 @@ pub async fn reconcile(
         views.push(v);
     }
     seen.push_pending = notices.iter().any(crate::a2a::push::Notice::is_pending);
+    seen.has_push = push.iter().any(|c| !c.deleted);
     Ok(Some((seen, views)))
 }
 
