@@ -8,7 +8,7 @@ use super::{Origin, Settled, State, TaskRecord, context_of, now_ms, save, task_i
 use crate::a2a::error::A2aError;
 use agentd_actors::AgentSystem;
 use agentd_proto::ids::derived_id;
-use agentd_proto::{InboxItem, Item, Role};
+use agentd_proto::{InboxItem, Item, Role, ThreadEntry};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use uuid::Uuid;
@@ -100,6 +100,13 @@ async fn discover(
     tasks: &mut Vec<TaskRecord>,
 ) -> Result<(), A2aError> {
     let mut claimed: HashSet<Uuid> = tasks.iter().flat_map(|t| t.inputs.clone()).collect();
+    if unclaimed(seen, &claimed) {
+        // A client's task is saved before its item is posted, but the tasks were read before
+        // the inbox and the thread: an input of a task saved in between looks unclaimed. Read
+        // again (after the inbox and the thread), the tasks hold every client's input seen.
+        *tasks = stored(system, ctx).await?.tasks;
+        claimed = tasks.iter().flat_map(|t| t.inputs.clone()).collect();
+    }
     // The context's `contextId` as its client chose it, which a task of its own carries.
     let client_context = tasks.iter().find_map(|t| t.client_context_id.clone());
     let shown = client_context.as_deref().unwrap_or(ctx);
@@ -138,12 +145,7 @@ async fn discover(
         tasks.push(task);
     }
     for e in &seen.thread {
-        let input_like = match e.role {
-            Role::User => true,
-            Role::Assistant => e.from_agent.is_some(),
-            _ => false,
-        };
-        if !input_like || !claimed.insert(e.id) {
+        if !is_input(e) || !claimed.insert(e.id) {
             continue;
         }
         let id = task_id(ctx, e.id);
@@ -183,6 +185,30 @@ async fn discover(
         tasks.push(task);
     }
     Ok(())
+}
+
+/// Whether `seen` holds an input no task claims: a pending message, or an input entry of the
+/// thread.
+fn unclaimed(seen: &Seen, claimed: &HashSet<Uuid>) -> bool {
+    let pending = seen.pending.iter().any(|env| {
+        matches!(&env.item, Item::Inbox(InboxItem::Message { .. }))
+            && !claimed.contains(&derived_id(env.id, "input"))
+    });
+    pending
+        || seen
+            .thread
+            .iter()
+            .any(|e| is_input(e) && !claimed.contains(&e.id))
+}
+
+/// Whether thread entry `e` is an input that starts a task: a user's message, or a relayed
+/// forward (an assistant entry from another agent).
+fn is_input(e: &ThreadEntry) -> bool {
+    match e.role {
+        Role::User => true,
+        Role::Assistant => e.from_agent.is_some(),
+        _ => false,
+    }
 }
 
 /// The history message of a task no client started: what started it (`ctx`: the context as
