@@ -456,6 +456,20 @@ pub trait ThreadStore: Send + Sync + 'static {
         Err(a2a_tasks_not_kept(self.kind()))
     }
 
+    /// [`Self::a2a_task_put`] unless something is stored under `task_id` already (then nothing
+    /// changes), in one atomic step: answers whether it stored `value`. A value whose id says
+    /// what it is (a push notification of one state) is written once, and a second writer does
+    /// not put back what the first one has since changed.
+    async fn a2a_task_put_new(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<bool> {
+        let _ = (agent_id, task_id, value);
+        Err(a2a_tasks_not_kept(self.kind()))
+    }
+
     /// A2A task `task_id` of context agent `agent_id`, if stored.
     async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
         let _ = (agent_id, task_id);

@@ -581,6 +581,21 @@ impl ThreadStore for MemoryStore {
         Ok(())
     }
 
+    async fn a2a_task_put_new(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<bool> {
+        let mut inner = self.lock();
+        let tasks = inner.a2a_tasks.entry(agent_id.to_string()).or_default();
+        if tasks.contains_key(task_id) {
+            return Ok(false);
+        }
+        tasks.insert(task_id.to_string(), value.to_vec());
+        Ok(true)
+    }
+
     async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
         Ok(self
             .lock()

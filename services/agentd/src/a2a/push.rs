@@ -163,7 +163,9 @@ pub(super) async fn enqueue(
             last_error: None,
             created_ms: now,
         };
-        task::put(system, &t.context_id, &n.key(), &Stored::Notice(n.clone())).await?;
+        // Only if new: another process reading the same state writes the same notice (same
+        // id), which its deliverer may have delivered since; it is not put back to pending.
+        task::put_new(system, &t.context_id, &n.key(), &Stored::Notice(n.clone())).await?;
         notices.push(n);
     }
     Ok(())

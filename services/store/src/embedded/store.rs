@@ -293,6 +293,18 @@ impl ThreadStore for RedbStore {
             .await
     }
 
+    async fn a2a_task_put_new(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<bool> {
+        let (a, task, bytes) = (agent_id.to_string(), task_id.to_string(), value.to_vec());
+        self.writer
+            .write(move |t| writes::a2a_task_put_new_in(t, &a, &task, &bytes))
+            .await
+    }
+
     async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
         let (a, task) = (agent_id.to_string(), task_id.to_string());
         self.run(move |db| reads::a2a_task(db, &a, &task)).await

@@ -336,6 +336,22 @@ pub(super) fn a2a_task_put_in(
     Ok(())
 }
 
+/// Stores A2A task `task` of context agent `a` unless something is stored under its id;
+/// answers whether it did.
+pub(super) fn a2a_task_put_new_in(
+    t: &mut Tables<'_>,
+    a: &str,
+    task: &str,
+    bytes: &[u8],
+) -> StoreResult<bool> {
+    let key = (a, row::A2A_TASK, task.as_bytes());
+    if t.rows.get(key).map_err(be)?.is_some() {
+        return Ok(false);
+    }
+    t.rows.insert(key, bytes).map_err(be)?;
+    Ok(true)
+}
+
 /// Maps outside id `key` (encoded) to agent `a` unless it maps to an agent already; answers
 /// the agent it maps to.
 pub(super) fn external_id_claim_in(t: &mut Tables<'_>, key: &str, a: &str) -> StoreResult<String> {

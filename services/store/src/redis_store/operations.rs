@@ -422,6 +422,22 @@ impl ThreadStore for RedisStore {
             .map_err(be)
     }
 
+    async fn a2a_task_put_new(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<bool> {
+        let mut con = self.con.clone();
+        cmd("HSETNX")
+            .arg(self.keys.a2a_tasks(agent_id))
+            .arg(task_id)
+            .arg(value)
+            .query_async(&mut con)
+            .await
+            .map_err(be)
+    }
+
     async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
         let mut con = self.con.clone();
         cmd("HGET")

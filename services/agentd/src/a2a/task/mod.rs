@@ -26,7 +26,7 @@ mod timestamp;
 
 pub use derive::TaskView;
 pub use reconcile::{get, reconcile};
-pub(super) use stored::{Contents, Stored, put, stored};
+pub(super) use stored::{Contents, Stored, put, put_new, stored};
 pub use stored::{is_context, save};
 pub use timestamp::parse_timestamp;
 
