@@ -491,13 +491,13 @@ async def push(ctx):
 
 async def push_prompt(ctx):
     """Two lengthy tasks queued in one context, each with a push config to --receiver (which
-    accepts); the second is read (GetTask) until it works, nothing after. Prints `CONTEXT <id>`
-    and `TASK <id>` for each; the test (tests/tests/suite/a2a.rs) checks when its receiver got
-    each state."""
+    accepts), in the context --context if given; the second is read (GetTask) until it works,
+    nothing after. Prints `CONTEXT <id>` and `TASK <id>` for each; the test
+    (tests/tests/suite/a2a.rs) checks when its receiver got each state."""
     c = await ctx.client()
     cfg = TaskPushNotificationConfig(url=ctx.args.receiver, token="tok-prompt")
     tasks = []
-    context_id = None
+    context_id = ctx.args.context or None
     for text in ["lengthy one", "lengthy two"]:
         req = SendMessageRequest(message=message(text, context_id=context_id))
         req.configuration.return_immediately = True

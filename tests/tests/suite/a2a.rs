@@ -452,33 +452,15 @@ fn push_notifications_reach_their_receiver_once_across_a_kill_and_a_restart() {
     drop(p);
 }
 
-/// Each state of a task reaches the receiver as it is reached, not at a later look: the end
-/// of each of two lengthy turns queued in one context (no status change between them), and the
-/// second one's `WORKING`, which a `GetTask` read first. The thread's entries say when each
-/// turn started and answered; the notification must arrive within 2 s of that (the turns take
-/// 5 s, the deliverer's periodic look is every 15 s).
-#[test]
-fn push_notifications_leave_as_the_state_changes() {
-    let Some(py) = python() else {
-        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
-        return;
-    };
-    let rx = Receiver::start();
-    rx.accept.store(true, std::sync::atomic::Ordering::SeqCst);
-    let p = AgentdProcess::start(&env(&[("AGENTD__STORE__KIND", "memory".to_string())]));
-    let out = client_with(
-        &py,
-        &["push_prompt"],
-        &p.url,
-        None,
-        "JSONRPC",
-        None,
-        Some(&rx.url),
-    );
-    let ctx = printed(&out, "CONTEXT");
-    let tasks = pushed_tasks(&out);
+/// Checks that each state the `push_prompt` scenario (its output `out`) leads to reached `rx`
+/// within 2 s of happening: the end of each of its two lengthy turns (no status change between
+/// them), and the second one's `WORKING`, which a `GetTask` read first. The thread's entries
+/// (read through `p`) say when each turn started and answered.
+fn check_prompt_notifications(rx: &Receiver, p: &AgentdProcess, out: &str) {
+    let ctx = printed(out, "CONTEXT");
+    let tasks = pushed_tasks(out);
     assert_eq!(tasks.len(), 2, "{out}");
-    wait_completions(&rx, &tasks, 40);
+    wait_completions(rx, &tasks, 40);
     let thread = p.get(&format!("/v1/agents/{ctx}/thread"));
     let at = |role: &str, text: &str| -> Vec<u64> {
         thread["entries"]
@@ -520,6 +502,60 @@ fn push_notifications_leave_as_the_state_changes() {
         arrived(&tasks[1], "TASK_STATE_WORKING"),
         second_started[0],
     );
+}
+
+/// Each state of a task reaches the receiver as it is reached, not at a later look (the turns
+/// take 5 s, the deliverer's periodic look is every 15 s).
+#[test]
+fn push_notifications_leave_as_the_state_changes() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let rx = Receiver::start();
+    rx.accept.store(true, std::sync::atomic::Ordering::SeqCst);
+    let p = AgentdProcess::start(&env(&[("AGENTD__STORE__KIND", "memory".to_string())]));
+    let out = client_with(
+        &py,
+        &["push_prompt"],
+        &p.url,
+        None,
+        "JSONRPC",
+        None,
+        Some(&rx.url),
+    );
+    check_prompt_notifications(&rx, &p, &out);
+}
+
+/// [`push_notifications_leave_as_the_state_changes`] with two processes on Redis, the client
+/// talking to the one that does not own the context: its `GetTask` reads the `WORKING` first,
+/// and the owner, which delivers, must not wait for the turn's end to send it.
+#[test]
+fn push_notifications_leave_as_the_state_changes_when_another_process_reads_first() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let rx = Receiver::start();
+    rx.accept.store(true, std::sync::atomic::Ordering::SeqCst);
+    let redis = TestRedis::from_env();
+    let (a, b) = two_processes_on(&redis);
+    let ctx = context_owned_by(&a);
+    let out = run_client(
+        &py,
+        &[
+            "push_prompt",
+            "--url",
+            &b.url,
+            "--binding",
+            "HTTP+JSON",
+            "--receiver",
+            &rx.url,
+            "--context",
+            &ctx,
+        ],
+    );
+    check_prompt_notifications(&rx, &b, &out);
 }
 
 #[test]
