@@ -6,7 +6,7 @@ specification and docs/a2a.md say; the process exits non-zero, naming the scenar
 first failure.
 
     python client.py <scenario> --url URL [--url2 URL] --binding JSONRPC|HTTP+JSON [--token T]
-        [--receiver URL] [--contexts ID,ID]
+        [--receiver URL] [--contexts ID,ID] [--context ID]
 """
 
 import argparse
@@ -179,7 +179,6 @@ async def basics(ctx):
     await expect(TaskNotFoundError, c.get_task(GetTaskRequest(id=t.context_id + "." + str(uuid.uuid4()))), "unknown task")
     await expect(TaskNotFoundError, c.get_task(GetTaskRequest(id="nope")), "malformed task id")
     await expect(ContentTypeNotSupportedError, send(c, message("a file", context_id=t.context_id, file_url="https://example.com/x.png")), "file part")
-    await expect(InvalidParamsError, send(c, message("lost", context_id=str(uuid.uuid4()))), "unknown context")
     await expect(UnsupportedOperationError, send(c, message("more", task_id=t.id)), "message to a completed task")
     await expect(TaskNotCancelableError, c.cancel_task(CancelTaskRequest(id=t.id)), "cancel a completed task")
     after = await c.list_tasks(ListTasksRequest(context_id=t.context_id))
@@ -321,6 +320,73 @@ async def input_required(ctx):
     assert len(t2.history) == 2, t2.history
 
 
+def agent_of(task):
+    """The context agent a task belongs to (its id's first part, docs/a2a.md)."""
+    return task.id.split(".")[0]
+
+
+async def client_context(ctx):
+    """A contextId the client chose (any string) opens a context with its first message, even
+    when two processes (--url, --url2) get a first message for it at once; every task of it
+    carries that id, and every method finds it through either process. Prints
+    `CONTEXT <id>` and `AGENT <context agent>`."""
+    here = await ctx.client()
+    there = await ctx.client(url=ctx.args.url2)
+    cid = f"chosen by the client/{uuid.uuid4()} ✓"
+    a, b = await asyncio.gather(
+        send(here, message("first here", context_id=cid)),
+        send(there, message("first there", context_id=cid)),
+    )
+    assert a.context_id == cid and b.context_id == cid, (a.context_id, b.context_id)
+    assert agent_of(a) == agent_of(b), "one context for one id, however many opened it"
+    assert text_of(a) == "echo: first here" and text_of(b) == "echo: first there"
+    c = await send(there, message("and more", context_id=cid))
+    assert c.context_id == cid and agent_of(c) == agent_of(a), c
+    got = await here.get_task(GetTaskRequest(id=a.id))
+    assert got.context_id == cid and got.history[0].context_id == cid, got
+    listed = await there.list_tasks(ListTasksRequest(context_id=cid))
+    ids = [x.id for x in listed.tasks]
+    assert set(ids) == {a.id, b.id, c.id} and listed.total_size == 3, (ids, a.id, b.id, c.id)
+    assert all(x.context_id == cid for x in listed.tasks), listed
+    everything = await here.list_tasks(ListTasksRequest(page_size=100))
+    assert all(x.context_id == cid for x in everything.tasks if agent_of(x) == agent_of(a)), everything
+    # A context the client names but never opened holds no task (nothing is opened by a list).
+    none = await here.list_tasks(ListTasksRequest(context_id=f"never opened {uuid.uuid4()}"))
+    assert none.total_size == 0 and len(none.tasks) == 0, none
+    # A UUID the client chose is its own id too, not taken for one of agentd's.
+    u = str(uuid.uuid4())
+    d = await send(here, message("a uuid context", context_id=u))
+    assert d.context_id == u and agent_of(d) != u and agent_of(d) != agent_of(a), d
+    # A question and its answer, each through another process, with the client's id.
+    q = await send(here, message("ask me something", context_id=cid))
+    assert q.status.state == TaskState.TASK_STATE_INPUT_REQUIRED and q.context_id == cid, q
+    assert q.status.message.context_id == cid, q.status
+    answered = await send(there, message("eu-west", task_id=q.id, context_id=cid))
+    assert answered.id == q.id and answered.context_id == cid, answered
+    await expect(InvalidParamsError, send(there, message("x", task_id=q.id, context_id="another")), "a task of another context")
+    # A stream's events carry it.
+    streams = await ctx.client(url=ctx.args.url2, streaming=True)
+    events = [ev async for ev in streams.send_message(SendMessageRequest(message=message("stream me", context_id=cid)))]
+    assert events[0].task.context_id == cid, events[0]
+    for e in events[1:]:
+        which = e.status_update if e.HasField("status_update") else e.artifact_update
+        assert which.context_id == cid, e
+    print(f"CONTEXT {cid}")
+    print(f"AGENT {agent_of(a)}")
+
+
+async def client_context_again(ctx):
+    """A message to the client-chosen context --context: prints the agent that is that context
+    now (`AGENT <id>`) and how many tasks it lists (`TASKS <n>`)."""
+    c = await ctx.client()
+    t = await send(c, message("back again", context_id=ctx.args.context))
+    assert t.context_id == ctx.args.context and text_of(t) == "echo: back again", t
+    listed = await c.list_tasks(ListTasksRequest(context_id=ctx.args.context, page_size=100))
+    assert all(x.context_id == ctx.args.context for x in listed.tasks), listed
+    print(f"AGENT {agent_of(t)}")
+    print(f"TASKS {listed.total_size}")
+
+
 async def auth(ctx):
     """With a token: a call without it is refused; with it, it works."""
     async with httpx.AsyncClient(timeout=30) as http:
@@ -423,6 +489,28 @@ async def push(ctx):
     print(f"TASK {t.id}")
 
 
+async def push_prompt(ctx):
+    """Two lengthy tasks queued in one context, each with a push config to --receiver (which
+    accepts), in the context --context if given; the second is read (GetTask) until it works,
+    nothing after. Prints `CONTEXT <id>` and `TASK <id>` for each; the test
+    (tests/tests/suite/a2a.rs) checks when its receiver got each state."""
+    c = await ctx.client()
+    cfg = TaskPushNotificationConfig(url=ctx.args.receiver, token="tok-prompt")
+    tasks = []
+    context_id = ctx.args.context or None
+    for text in ["lengthy one", "lengthy two"]:
+        req = SendMessageRequest(message=message(text, context_id=context_id))
+        req.configuration.return_immediately = True
+        req.configuration.task_push_notification_config.CopyFrom(cfg)
+        out = [ev async for ev in c.send_message(req)]
+        context_id = out[0].task.context_id
+        tasks.append(out[0].task.id)
+    await wait_state(c, tasks[1], [TaskState.TASK_STATE_WORKING])
+    print(f"CONTEXT {context_id}")
+    for t in tasks:
+        print(f"TASK {t}")
+
+
 async def skills(ctx):
     """A type file's `[a2a]` skills are its card's skills."""
     async with ctx.http() as http:
@@ -501,7 +589,7 @@ async def any_process(ctx):
 
 SCENARIOS = {
     f.__name__: f
-    for f in [discovery, basics, raw_errors, cancel, streaming, resubscribe, input_required, auth, agent_output, push, skills, idle_close, any_process]
+    for f in [discovery, basics, raw_errors, cancel, streaming, resubscribe, input_required, auth, agent_output, push, push_prompt, skills, idle_close, any_process, client_context, client_context_again]
 }
 
 
@@ -514,6 +602,7 @@ def main():
     ap.add_argument("--token")
     ap.add_argument("--receiver")
     ap.add_argument("--contexts", default="")
+    ap.add_argument("--context", default="")
     args = ap.parse_args()
     args.url2 = args.url2 or args.url
     ctx = Ctx(args)

@@ -26,8 +26,8 @@ pub use model::{
     ModelResponse, Purpose, ThreadEntries, ToolSpec,
 };
 pub use store::{
-    DEDUP_WINDOW, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadStore,
-    ToolCallClosing, WorkerAlias, forwards_not_taken, is_transient, outbox_not_kept,
+    DEDUP_WINDOW, ExternalKey, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite,
+    ThreadStore, ToolCallClosing, WorkerAlias, forwards_not_taken, is_transient, outbox_not_kept,
     tool_calls_not_kept,
 };
 pub use stream_entry::{EntryWatch, StreamEntry};

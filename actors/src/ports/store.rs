@@ -456,6 +456,20 @@ pub trait ThreadStore: Send + Sync + 'static {
         Err(a2a_tasks_not_kept(self.kind()))
     }
 
+    /// [`Self::a2a_task_put`] unless something is stored under `task_id` already (then nothing
+    /// changes), in one atomic step: answers whether it stored `value`. A value whose id says
+    /// what it is (a push notification of one state) is written once, and a second writer does
+    /// not put back what the first one has since changed.
+    async fn a2a_task_put_new(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<bool> {
+        let _ = (agent_id, task_id, value);
+        Err(a2a_tasks_not_kept(self.kind()))
+    }
+
     /// A2A task `task_id` of context agent `agent_id`, if stored.
     async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
         let _ = (agent_id, task_id);
@@ -466,6 +480,70 @@ pub trait ThreadStore: Send + Sync + 'static {
     async fn a2a_tasks(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
         let _ = agent_id;
         Err(a2a_tasks_not_kept(self.kind()))
+    }
+
+    /// Maps outside id `key` to agent `agent_id` unless it maps to an agent already, in one
+    /// atomic step, and answers the agent `key` maps to after the call: `agent_id`, or the
+    /// agent of an earlier claim (so of two processes claiming one key at once, both learn the
+    /// one agent that won). The mapping lasts as long as the agent: [`Self::delete_agent`]
+    /// drops the mappings to it, whatever process made them.
+    async fn external_id_claim(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<String> {
+        let _ = (key, agent_id);
+        Err(external_ids_not_kept(self.kind()))
+    }
+
+    /// The agent outside id `key` maps to, if any.
+    async fn external_id_get(&self, key: &ExternalKey) -> StoreResult<Option<String>> {
+        let _ = key;
+        Err(external_ids_not_kept(self.kind()))
+    }
+
+    /// Drops the mapping of `key` if it maps to `agent_id` (a door that found the agent gone
+    /// maps the key afresh); a mapping to another agent stays.
+    async fn external_id_release(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<()> {
+        let _ = (key, agent_id);
+        Err(external_ids_not_kept(self.kind()))
+    }
+}
+
+/// An id an outside client gives one of agentd's agents (an A2A `contextId` it chose, …), as
+/// the store keys it: the door it came through, the tenant and the owner it belongs to, and the
+/// id itself, which may be any string. Tenant and owner are empty until agentd has tenants;
+/// they are in the key already, so a key written now stays the same key then.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ExternalKey {
+    /// What the id came through and what it names there (`a2a/<agent type>`: a context of
+    /// that A2A agent).
+    pub door: String,
+    /// The tenant (empty: none).
+    pub tenant: String,
+    /// The owner within the tenant (empty: none).
+    pub owner: String,
+    /// The id, as the client gave it.
+    pub id: String,
+}
+
+impl ExternalKey {
+    /// Id `id` of door `door`, without tenant or owner.
+    pub fn new(door: impl Into<String>, id: impl Into<String>) -> Self {
+        ExternalKey {
+            door: door.into(),
+            tenant: String::new(),
+            owner: String::new(),
+            id: id.into(),
+        }
+    }
+
+    /// The key as one string, the same for the same parts and different for different ones
+    /// whatever they hold: the JSON array of its parts.
+    pub fn encoded(&self) -> String {
+        serde_json::Value::from(vec![
+            self.door.as_str(),
+            self.tenant.as_str(),
+            self.owner.as_str(),
+            self.id.as_str(),
+        ])
+        .to_string()
     }
 }
 
@@ -521,6 +599,15 @@ pub fn a2a_tasks_not_kept(kind: &str) -> StoreError {
     StoreError::new(
         StoreErrorKind::Unsupported,
         format!("the {kind} store keeps no A2A tasks"),
+    )
+}
+
+/// The error of a store that keeps no outside ids (one that is neither the memory, the
+/// embedded nor the Redis store).
+pub fn external_ids_not_kept(kind: &str) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Unsupported,
+        format!("the {kind} store keeps no outside ids"),
     )
 }
 

@@ -1,7 +1,9 @@
 //! In-memory `ThreadStore`: the same semantics as the durable stores, nothing on disk.
 
 use agentd_actors::DEDUP_WINDOW;
-use agentd_actors::{FastHashSet, Pushed, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
+use agentd_actors::{
+    ExternalKey, FastHashSet, Pushed, StoreResult, StoreWrite, ThreadStore, WorkerAlias,
+};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
 use hashbrown::hash_table::Entry;
@@ -28,6 +30,10 @@ struct Inner {
     tool_calls: HashMap<Uuid, agentd_proto::ToolCallRecord>,
     /// A2A tasks per context agent: task id → the A2A layer's encoding.
     a2a_tasks: HashMap<String, BTreeMap<String, Vec<u8>>>,
+    /// Outside ids (`ExternalKey::encoded`) → the agent each maps to.
+    external_ids: HashMap<String, String>,
+    /// agent → the outside ids that map to it (dropped with it).
+    external_ids_of: HashMap<String, HashSet<String>>,
 }
 
 /// What the store keeps of one agent: two pointers for an agent that never got a message, so
@@ -468,6 +474,11 @@ impl ThreadStore for MemoryStore {
         inner.dependents.remove(agent_id);
         inner.aliases.remove(agent_id);
         inner.a2a_tasks.remove(agent_id);
+        for key in inner.external_ids_of.remove(agent_id).unwrap_or_default() {
+            if inner.external_ids.get(&key).is_some_and(|a| a == agent_id) {
+                inner.external_ids.remove(&key);
+            }
+        }
         if let Some(parent) = parent {
             if let Some((order, set)) = inner.children.get_mut(&*parent) {
                 order.retain(|c| c != agent_id);
@@ -570,6 +581,21 @@ impl ThreadStore for MemoryStore {
         Ok(())
     }
 
+    async fn a2a_task_put_new(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<bool> {
+        let mut inner = self.lock();
+        let tasks = inner.a2a_tasks.entry(agent_id.to_string()).or_default();
+        if tasks.contains_key(task_id) {
+            return Ok(false);
+        }
+        tasks.insert(task_id.to_string(), value.to_vec());
+        Ok(true)
+    }
+
     async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
         Ok(self
             .lock()
@@ -586,6 +612,40 @@ impl ThreadStore for MemoryStore {
             .get(agent_id)
             .map(|m| m.values().cloned().collect())
             .unwrap_or_default())
+    }
+
+    async fn external_id_claim(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<String> {
+        let key = key.encoded();
+        let mut inner = self.lock();
+        let mapped = inner
+            .external_ids
+            .entry(key.clone())
+            .or_insert_with(|| agent_id.to_string())
+            .clone();
+        if mapped == agent_id {
+            inner
+                .external_ids_of
+                .entry(mapped.clone())
+                .or_default()
+                .insert(key);
+        }
+        Ok(mapped)
+    }
+
+    async fn external_id_get(&self, key: &ExternalKey) -> StoreResult<Option<String>> {
+        Ok(self.lock().external_ids.get(&key.encoded()).cloned())
+    }
+
+    async fn external_id_release(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<()> {
+        let key = key.encoded();
+        let mut inner = self.lock();
+        if inner.external_ids.get(&key).is_some_and(|a| a == agent_id) {
+            inner.external_ids.remove(&key);
+        }
+        if let Some(keys) = inner.external_ids_of.get_mut(agent_id) {
+            keys.remove(&key);
+        }
+        Ok(())
     }
 
     async fn tool_calls_open(&self) -> StoreResult<Vec<agentd_proto::ToolCallRecord>> {

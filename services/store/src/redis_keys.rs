@@ -124,6 +124,14 @@ impl Keys {
         self.agent_part(id, "a2atasks")
     }
 
+    /// Outside ids mapped to agents (hash: `ExternalKey::encoded` → agent id), spread over the
+    /// partitions' slots by the encoded key: `{<ns>:p<k>}:extids`, `k` the key's partition.
+    /// Each agent's own `…:a:<id>:extids` (a set) lists the keys that map to it, for its
+    /// deletion.
+    pub fn external_ids(&self, encoded: &str) -> String {
+        format!("{}:extids", self.tag(self.partition_of(encoded)))
+    }
+
     /// Every per-agent key, for deletion (all in the agent's partition's slot).
     pub fn all_of_agent(&self, id: &str) -> Vec<String> {
         let mut keys = vec![self.agent(id)];
@@ -248,7 +256,7 @@ pub fn partition_index(agent_id: &str, partitions: u32) -> u32 {
 }
 
 /// Suffixes of the per-agent keys besides the record.
-pub const AGENT_PARTS: [&str; 11] = [
+pub const AGENT_PARTS: [&str; 12] = [
     "thread",
     "children",
     "dependents",
@@ -260,6 +268,7 @@ pub const AGENT_PARTS: [&str; 11] = [
     "seenseq",
     "checkpoints",
     "a2atasks",
+    "extids",
 ];
 
 /// Number of Redis Cluster hash slots.

@@ -240,6 +240,8 @@ struct Received {
     headers: Vec<(String, String)>,
     body: serde_json::Value,
     accepted: bool,
+    /// When it arrived, ms since the epoch.
+    at_ms: u64,
 }
 
 impl Received {
@@ -298,6 +300,7 @@ impl Receiver {
                     headers,
                     body: serde_json::from_slice(&body).unwrap_or_default(),
                     accepted,
+                    at_ms: now_ms(),
                 });
                 let status = if accepted {
                     "200 OK"
@@ -328,6 +331,13 @@ impl Receiver {
             })
             .collect()
     }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
 fn wait_until(what: &str, limit: std::time::Duration, cond: impl Fn() -> bool) {
@@ -442,6 +452,112 @@ fn push_notifications_reach_their_receiver_once_across_a_kill_and_a_restart() {
     drop(p);
 }
 
+/// Checks that each state the `push_prompt` scenario (its output `out`) leads to reached `rx`
+/// within 2 s of happening: the end of each of its two lengthy turns (no status change between
+/// them), and the second one's `WORKING`, which a `GetTask` read first. The thread's entries
+/// (read through `p`) say when each turn started and answered.
+fn check_prompt_notifications(rx: &Receiver, p: &AgentdProcess, out: &str) {
+    let ctx = printed(out, "CONTEXT");
+    let tasks = pushed_tasks(out);
+    assert_eq!(tasks.len(), 2, "{out}");
+    wait_completions(rx, &tasks, 40);
+    let thread = p.get(&format!("/v1/agents/{ctx}/thread"));
+    let at = |role: &str, text: &str| -> Vec<u64> {
+        thread["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["role"] == role && e["text"].as_str().unwrap_or("").contains(text))
+            .map(|e| e["at_ms"].as_u64().unwrap())
+            .collect()
+    };
+    let answered = at("assistant", "lengthy done");
+    let second_started = at("user", "lengthy two");
+    assert_eq!((answered.len(), second_started.len()), (2, 1), "{thread}");
+    let arrived = |task: &str, state: &str| {
+        let got = rx.accepted(task, state);
+        assert_eq!(got.len(), 1, "{task} {state}: {:?}", rx.got());
+        got[0].at_ms
+    };
+    let late = |what: &str, arrived: u64, happened: u64| {
+        let late = arrived.saturating_sub(happened);
+        eprintln!("{what}: at the receiver {late} ms after it happened");
+        assert!(
+            late < 2_000,
+            "{what} reached the receiver {late} ms after it happened"
+        );
+    };
+    late(
+        "the first task's completion",
+        arrived(&tasks[0], "TASK_STATE_COMPLETED"),
+        answered[0],
+    );
+    late(
+        "the second task's completion",
+        arrived(&tasks[1], "TASK_STATE_COMPLETED"),
+        answered[1],
+    );
+    late(
+        "the second task's WORKING",
+        arrived(&tasks[1], "TASK_STATE_WORKING"),
+        second_started[0],
+    );
+}
+
+/// Each state of a task reaches the receiver as it is reached, not at a later look (the turns
+/// take 5 s, the deliverer's periodic look is every 15 s).
+#[test]
+fn push_notifications_leave_as_the_state_changes() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let rx = Receiver::start();
+    rx.accept.store(true, std::sync::atomic::Ordering::SeqCst);
+    let p = AgentdProcess::start(&env(&[("AGENTD__STORE__KIND", "memory".to_string())]));
+    let out = client_with(
+        &py,
+        &["push_prompt"],
+        &p.url,
+        None,
+        "JSONRPC",
+        None,
+        Some(&rx.url),
+    );
+    check_prompt_notifications(&rx, &p, &out);
+}
+
+/// [`push_notifications_leave_as_the_state_changes`] with two processes on Redis, the client
+/// talking to the one that does not own the context: its `GetTask` reads the `WORKING` first,
+/// and the owner, which delivers, must not wait for the turn's end to send it.
+#[test]
+fn push_notifications_leave_as_the_state_changes_when_another_process_reads_first() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let rx = Receiver::start();
+    rx.accept.store(true, std::sync::atomic::Ordering::SeqCst);
+    let redis = TestRedis::from_env();
+    let (a, b) = two_processes_on(&redis);
+    let ctx = context_owned_by(&a);
+    let out = run_client(
+        &py,
+        &[
+            "push_prompt",
+            "--url",
+            &b.url,
+            "--binding",
+            "HTTP+JSON",
+            "--receiver",
+            &rx.url,
+            "--context",
+            &ctx,
+        ],
+    );
+    check_prompt_notifications(&rx, &b, &out);
+}
+
 #[test]
 fn push_notifications_survive_the_death_of_one_of_two_processes_on_redis() {
     let Some(py) = python() else {
@@ -468,4 +584,256 @@ fn push_notifications_survive_the_death_of_one_of_two_processes_on_redis() {
     std::thread::sleep(std::time::Duration::from_secs(3));
     check_received(&rx, &tasks);
     drop(b);
+}
+
+/// A raw request to an A2A server: its status and its JSON body (`Null` when not JSON), with
+/// `A2A-Version: 1.0` when `versioned`.
+fn raw(method: &str, url: &str, versioned: bool, body: Option<&str>) -> (u16, serde_json::Value) {
+    let mut req = ureq::request(method, url).set("Content-Type", "application/json");
+    if versioned {
+        req = req.set("A2A-Version", "1.0");
+    }
+    let res = match body {
+        Some(b) => req.send_string(b),
+        None => req.call(),
+    };
+    let r = match res {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("{method} {url}: {e}"),
+    };
+    let status = r.status();
+    (status, r.into_json().unwrap_or(serde_json::Value::Null))
+}
+
+/// A request wrong in more than one way gets the error the SDK's own server gives it: the
+/// JSON-RPC method and the params' types before the `A2A-Version` (which the TCK does not
+/// send), the HTTP+JSON route before the version, the version before the body. Each request
+/// goes to the SDK's server (`tests/a2a/remote.py`) and to agentd, which must answer alike.
+#[test]
+fn requests_wrong_in_several_ways_get_the_error_the_sdk_server_gives() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let p = AgentdProcess::start(&env(&[("AGENTD__STORE__KIND", "memory".to_string())]));
+    let sdk = agentd_tests::a2a_remote::RemoteAgent::start(&py, false);
+    let sdk_url = sdk.card_url().replace("/.well-known/agent-card.json", "");
+    let agentd = format!("{}/a2a/research", p.url);
+    // (body, with the version header, the code both must answer)
+    let rpc: [(&str, bool, i64); 12] = [
+        (
+            r#"{"jsonrpc":"2.0","id":"3","method":"SendMessageXXX","params":{}}"#,
+            false,
+            -32601,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"nonexistent/method","params":{}}"#,
+            false,
+            -32601,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":2,"method":"Nope","params":[1]}"#,
+            false,
+            -32601,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":4,"method":"SendMessage","params":{"message":{"parts":"invalid"}}}"#,
+            false,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"GetTask","params":{"id":12345}}"#,
+            false,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":6,"method":"ListTasks","params":{"pageSize":"abc"}}"#,
+            false,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"configuration":{"returnImmediately":"yes"}}}"#,
+            false,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":8,"method":"GetTask","params":{"id":"x"}}"#,
+            false,
+            -32009,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":9,"method":"SendMessage","params":{"message":{"kind":"message"}}}"#,
+            false,
+            -32009,
+        ),
+        (
+            r#"{"jsonrpc":"1.0","id":10,"method":"Nope"}"#,
+            false,
+            -32600,
+        ),
+        (r#"{nope"#, false, -32700),
+        (
+            r#"{"jsonrpc":"2.0","id":11,"method":"Nope","params":{}}"#,
+            true,
+            -32601,
+        ),
+    ];
+    for (body, versioned, code) in rpc {
+        let (_, theirs) = raw("POST", &format!("{sdk_url}/"), versioned, Some(body));
+        let (status, ours) = raw("POST", &agentd, versioned, Some(body));
+        assert_eq!(
+            theirs["error"]["code"], code,
+            "the SDK's server, {body}: {theirs}"
+        );
+        assert_eq!(status, 200, "{body}: {ours}");
+        assert_eq!(ours["error"]["code"], code, "agentd, {body}: {ours}");
+        assert_eq!(ours["id"], theirs["id"], "{body}");
+    }
+    let sdk_rest = agentd_tests::a2a_remote::RemoteAgent::start_with(
+        &py,
+        agentd_tests::a2a_remote::Options {
+            rest: true,
+            ..Default::default()
+        },
+    );
+    let rest_url = sdk_rest
+        .card_url()
+        .replace("/.well-known/agent-card.json", "");
+    // (HTTP method, path, with the version header, body, the status both must answer)
+    let routes: [(&str, &str, bool, Option<&str>, u16); 5] = [
+        ("GET", "/nope", false, None, 404),
+        ("POST", "/tasks/x:nope", false, Some("{}"), 404),
+        ("GET", "/tasks/x", false, None, 400),
+        ("POST", "/message:send", false, Some("{nope"), 400),
+        ("GET", "/tasks/x", true, None, 404),
+    ];
+    for (method, path, versioned, body, status) in routes {
+        let (theirs, their_body) = raw(method, &format!("{rest_url}{path}"), versioned, body);
+        let (ours, our_body) = raw(method, &format!("{agentd}{path}"), versioned, body);
+        assert_eq!(
+            theirs, status,
+            "the SDK's server, {method} {path}: {their_body}"
+        );
+        assert_eq!(ours, status, "agentd, {method} {path}: {our_body}");
+    }
+    // An A2A error's HTTP status and reason, as the specification's table (5.4) of 1.0.1 and
+    // the SDK give them: a completed task cannot be cancelled.
+    let cancel_completed = |base: &str| {
+        let send =
+            r#"{"message":{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"hello"}]}}"#;
+        let (status, sent) = raw("POST", &format!("{base}/message:send"), true, Some(send));
+        assert_eq!(status, 200, "{base}: {sent}");
+        assert_eq!(
+            sent["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{sent}"
+        );
+        let id = sent["task"]["id"].as_str().unwrap().to_string();
+        raw(
+            "POST",
+            &format!("{base}/tasks/{id}:cancel"),
+            true,
+            Some("{}"),
+        )
+    };
+    let (theirs, their_body) = cancel_completed(&rest_url);
+    let (ours, our_body) = cancel_completed(&agentd);
+    assert_eq!((theirs, ours), (400, 400), "{their_body} {our_body}");
+    let reason = |b: &serde_json::Value| b["error"]["details"][0]["reason"].clone();
+    assert_eq!(reason(&our_body), reason(&their_body), "{our_body}");
+    assert_eq!(reason(&our_body), "TASK_NOT_CANCELABLE");
+}
+
+/// Runs the SDK client (`tests/a2a/client.py`) with `args`, which must succeed: its output.
+fn run_client(py: &PathBuf, args: &[&str]) -> String {
+    let out = Command::new(py)
+        .arg(root().join("tests/a2a/client.py"))
+        .args(args)
+        .output()
+        .expect("run the A2A client");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "the A2A client failed ({args:?}):\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// What the client printed after `<key> ` on a line of its own.
+fn printed(out: &str, key: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key} ")))
+        .unwrap_or_else(|| panic!("no {key} in {out}"))
+        .to_string()
+}
+
+/// A `contextId` the client chooses opens one context, even when its first messages reach two
+/// processes at once, and every method on either process finds it under that id.
+#[test]
+fn a_context_the_client_chose_is_one_context_on_two_processes_on_redis() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let redis = TestRedis::from_env();
+    let (a, b) = two_processes_on(&redis);
+    for binding in BINDINGS {
+        client(
+            &py,
+            &["client_context"],
+            &a.url,
+            Some(&b.url),
+            binding,
+            None,
+        );
+    }
+}
+
+/// A client-chosen `contextId` names the same context after a restart (embedded store), and
+/// is free again once that context is deleted: the next message opens a new one.
+#[test]
+fn a_context_the_client_chose_outlives_a_restart_and_goes_with_its_agent() {
+    let Some(py) = python() else {
+        eprintln!("SKIPPED: the A2A SDK is not installed (target/.venv-a2a)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let embedded = || {
+        env(&[
+            ("AGENTD__STORE__KIND", "embedded".to_string()),
+            ("AGENTD__STORE__DATA_DIR", dir.path().display().to_string()),
+        ])
+    };
+    let mut p = AgentdProcess::start(&embedded());
+    for binding in BINDINGS {
+        let out = client_with(&py, &["client_context"], &p.url, None, binding, None, None);
+        let (cid, agent) = (printed(&out, "CONTEXT"), printed(&out, "AGENT"));
+        p.stop();
+        p = AgentdProcess::start(&embedded());
+        let again = |p: &AgentdProcess| {
+            run_client(
+                &py,
+                &[
+                    "client_context_again",
+                    "--url",
+                    &p.url,
+                    "--binding",
+                    binding,
+                    "--context",
+                    &cid,
+                ],
+            )
+        };
+        let out = again(&p);
+        assert_eq!(printed(&out, "AGENT"), agent, "{out}");
+        // Three first messages, a question answered, a stream, and this one.
+        assert_eq!(printed(&out, "TASKS"), "6", "{out}");
+        ureq::delete(&format!("{}/v1/agents/{agent}", p.url))
+            .call()
+            .expect("delete the context");
+        let out = again(&p);
+        assert_ne!(printed(&out, "AGENT"), agent, "{out}");
+        assert_eq!(printed(&out, "TASKS"), "1", "{out}");
+    }
 }

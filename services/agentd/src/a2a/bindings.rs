@@ -4,7 +4,7 @@
 //! serve), and Server-Sent Events for the streaming methods.
 
 use super::error::A2aError;
-use super::{A2a, card, push, service, stream};
+use super::{A2a, card, push, service, shape, stream};
 use actix_web::http::StatusCode;
 use actix_web::web::{self, Bytes};
 use actix_web::{HttpRequest, HttpResponse};
@@ -108,7 +108,8 @@ fn rpc_result(id: Value, result: Value) -> HttpResponse {
     HttpResponse::Ok().json(json!({"jsonrpc": "2.0", "id": id, "result": result}))
 }
 
-/// A JSON-RPC request, checked: its id, method and params.
+/// A JSON-RPC request, checked as a JSON-RPC 2.0 request object: its id, method and params
+/// (which [`shape::check`] checks against the method).
 fn rpc_request(body: &[u8]) -> Result<(Value, String, Value), (Value, A2aError)> {
     // A key given twice is refused, as at every door (`agentd_proto::strict`).
     let v: Value = serde_json::from_slice::<UniqueKeys>(body)
@@ -147,12 +148,6 @@ fn rpc_request(body: &[u8]) -> Result<(Value, String, Value), (Value, A2aError)>
         ));
     };
     let params = obj.get("params").cloned().unwrap_or(Value::Null);
-    if !matches!(params, Value::Null | Value::Object(_)) {
-        return Err((
-            id,
-            A2aError::InvalidParams("`params` must be an object".into()),
-        ));
-    }
     Ok((id, method.to_string(), params))
 }
 
@@ -170,7 +165,9 @@ async fn jsonrpc(
         Ok(r) => r,
         Err((id, e)) => return rpc_error(id, &e),
     };
-    if let Err(e) = check_version(&req) {
+    // The order of the SDK's server: the method and the params' types, then the version,
+    // then what the operation asks of the values.
+    if let Err(e) = shape::check(&method, &params).and_then(|()| check_version(&req)) {
         return rpc_error(id, &e);
     }
     let streaming = matches!(method.as_str(), "SendStreamingMessage" | "SubscribeToTask");
@@ -276,10 +273,20 @@ async fn rest(
     if format!("/{tail}") == card::WELL_KNOWN && method == "GET" {
         return serve_card(&a2a, &req, &agent_type);
     }
+    // The order of the SDK's server: the route, then the version, then the body.
+    let route = match Route::of(&method, &tail) {
+        Some(r) => r,
+        None => {
+            return rest_error(&A2aError::MethodNotFound(format!(
+                "`{method} /a2a/{agent_type}/{tail}` is not a route of A2A 1.0's HTTP+JSON \
+                 binding"
+            )));
+        }
+    };
     if let Err(e) = check_version(&req) {
         return rest_error(&e);
     }
-    match rest_call(&a2a, &req, &agent_type, &method, &tail, &body).await {
+    match rest_call(&a2a, &req, &agent_type, route, &body).await {
         Ok(Reply::Json(v)) => HttpResponse::Ok().json(v),
         Ok(Reply::Stream(task)) => match stream::follow(&a2a, &task).await {
             Ok(s) => sse(&a2a, s, |v| v),
@@ -295,86 +302,106 @@ enum Reply {
     Stream(String),
 }
 
+/// A route of the HTTP+JSON binding (section 11.3), with the ids its path names.
+enum Route<'a> {
+    Send,
+    Stream,
+    ListTasks,
+    ExtendedCard,
+    GetTask(&'a str),
+    Cancel(&'a str),
+    Subscribe(&'a str),
+    CreateConfig(&'a str),
+    ListConfigs(&'a str),
+    GetConfig(&'a str, &'a str),
+    DeleteConfig(&'a str, &'a str),
+}
+
+impl<'a> Route<'a> {
+    /// The route `method` on `tail` (the path after `/a2a/<type>/`); `None`: no such route.
+    fn of(method: &str, tail: &'a str) -> Option<Route<'a>> {
+        match (method, tail) {
+            ("POST", "message:send") => return Some(Route::Send),
+            ("POST", "message:stream") => return Some(Route::Stream),
+            ("GET", "tasks") => return Some(Route::ListTasks),
+            ("GET", "extendedAgentCard") => return Some(Route::ExtendedCard),
+            _ => {}
+        }
+        let rest = tail.strip_prefix("tasks/")?;
+        if let Some((task_id, configs)) = rest.split_once('/') {
+            return match (method, configs.split_once('/')) {
+                ("POST", None) if configs == "pushNotificationConfigs" => {
+                    Some(Route::CreateConfig(task_id))
+                }
+                ("GET", None) if configs == "pushNotificationConfigs" => {
+                    Some(Route::ListConfigs(task_id))
+                }
+                (_, Some(("pushNotificationConfigs", id)))
+                    if !id.is_empty() && !id.contains('/') =>
+                {
+                    match method {
+                        "GET" => Some(Route::GetConfig(task_id, id)),
+                        "DELETE" => Some(Route::DeleteConfig(task_id, id)),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+        }
+        if let Some(id) = rest.strip_suffix(":cancel") {
+            return (method == "POST").then_some(Route::Cancel(id));
+        }
+        if let Some(id) = rest.strip_suffix(":subscribe") {
+            return matches!(method, "POST" | "GET").then_some(Route::Subscribe(id));
+        }
+        (method == "GET" && !rest.is_empty() && !rest.contains(':')).then_some(Route::GetTask(rest))
+    }
+}
+
 async fn rest_call(
     a2a: &A2a,
     req: &HttpRequest,
     agent_type: &str,
-    method: &str,
-    tail: &str,
+    route: Route<'_>,
     body: &[u8],
 ) -> Result<Reply, A2aError> {
-    let unknown = || {
-        A2aError::MethodNotFound(format!(
-            "`{method} /a2a/{agent_type}/{tail}` is not a route of A2A 1.0's HTTP+JSON binding"
-        ))
-    };
-    match (method, tail) {
-        ("POST", "message:send") => {
-            let p = rest_body(body)?;
-            return send_blocking(a2a, agent_type, &p).await.map(Reply::Json);
+    let config = |task_id: &str, id: Option<&str>, mut p: Value| {
+        p["taskId"] = json!(task_id);
+        if let Some(id) = id {
+            p["id"] = json!(id);
         }
-        ("POST", "message:stream") => {
-            let p = rest_body(body)?;
-            let sent = service::send(a2a, agent_type, &p).await?;
+        p
+    };
+    let v = match route {
+        Route::Send => send_blocking(a2a, agent_type, &rest_body(body)?).await?,
+        Route::Stream => {
+            let sent = service::send(a2a, agent_type, &rest_body(body)?).await?;
             return Ok(Reply::Stream(sent.task_id));
         }
-        ("GET", "tasks") => {
-            return service::list_tasks(a2a, agent_type, &query_object(req))
-                .await
-                .map(Reply::Json);
-        }
-        ("GET", "extendedAgentCard") => {
+        Route::ListTasks => service::list_tasks(a2a, agent_type, &query_object(req)).await?,
+        Route::ExtendedCard => {
             return Err(A2aError::Unsupported(
                 "this agent has no extended card (capabilities.extendedAgentCard is false)".into(),
             ));
         }
-        _ => {}
-    }
-    let rest = tail.strip_prefix("tasks/").ok_or_else(unknown)?;
-    if let Some((task_id, configs)) = rest.split_once('/') {
-        let config = match configs.split_once('/') {
-            Some(("pushNotificationConfigs", id)) if !id.is_empty() && !id.contains('/') => {
-                Some(id)
-            }
-            None if configs == "pushNotificationConfigs" => None,
-            _ => return Err(unknown()),
-        };
-        let ids = |mut p: Value| {
-            p["taskId"] = json!(task_id);
-            if let Some(id) = config {
-                p["id"] = json!(id);
-            }
-            p
-        };
-        let v = match (method, config) {
-            ("POST", None) => push::create(a2a, &ids(rest_body(body)?)).await?,
-            ("GET", None) => push::list(a2a, &ids(query_object(req))).await?,
-            ("GET", Some(_)) => push::get(a2a, &ids(json!({}))).await?,
-            ("DELETE", Some(_)) => push::delete(a2a, &ids(json!({}))).await?,
-            _ => return Err(unknown()),
-        };
-        return Ok(Reply::Json(v));
-    }
-    if let Some(id) = rest.strip_suffix(":cancel") {
-        if method != "POST" {
-            return Err(unknown());
+        Route::GetTask(id) => {
+            let mut p = query_object(req);
+            p["id"] = json!(id);
+            service::get_task(a2a, &p).await?
         }
-        return service::cancel_task(a2a, &json!({"id": id}))
-            .await
-            .map(Reply::Json);
-    }
-    if let Some(id) = rest.strip_suffix(":subscribe") {
-        if method != "POST" && method != "GET" {
-            return Err(unknown());
+        Route::Cancel(id) => service::cancel_task(a2a, &json!({"id": id})).await?,
+        Route::Subscribe(id) => {
+            let task = service::subscribable(a2a, &json!({"id": id})).await?;
+            return Ok(Reply::Stream(task));
         }
-        return service::subscribable(a2a, &json!({"id": id}))
-            .await
-            .map(Reply::Stream);
-    }
-    if method != "GET" || rest.is_empty() || rest.contains(':') {
-        return Err(unknown());
-    }
-    let mut p = query_object(req);
-    p["id"] = json!(rest);
-    service::get_task(a2a, &p).await.map(Reply::Json)
+        Route::CreateConfig(task) => {
+            push::create(a2a, &config(task, None, rest_body(body)?)).await?
+        }
+        Route::ListConfigs(task) => push::list(a2a, &config(task, None, query_object(req))).await?,
+        Route::GetConfig(task, id) => push::get(a2a, &config(task, Some(id), json!({}))).await?,
+        Route::DeleteConfig(task, id) => {
+            push::delete(a2a, &config(task, Some(id), json!({}))).await?
+        }
+    };
+    Ok(Reply::Json(v))
 }

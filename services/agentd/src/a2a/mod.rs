@@ -10,8 +10,10 @@
 //! | [`error`] | the errors, with their JSON-RPC codes and HTTP statuses |
 //! | [`task`] | tasks over agentd's durable state: their records, what became of them |
 //! | [`service`] | the operations, whichever binding carries them |
+//! | [`shape`] | the JSON-RPC methods and the ProtoJSON shape of their requests' params |
 //! | [`stream`] | a task's updates as a stream |
 //! | [`push`] | push notification configs and their durable outbox |
+//! | [`watch`] | the contexts this process owns read as their states change |
 //! | [`bindings`] | JSON-RPC and HTTP+JSON: routes, versions, framing |
 
 mod bindings;
@@ -19,8 +21,10 @@ pub(crate) mod card;
 mod error;
 mod push;
 mod service;
+mod shape;
 mod stream;
 mod task;
+mod watch;
 
 pub use bindings::routes;
 pub use error::A2aError;
@@ -65,47 +69,15 @@ pub fn is_card_path(path: &str) -> bool {
             .is_some_and(|(_, tail)| format!("/{tail}") == card::WELL_KNOWN)
 }
 
-/// Settles the tasks of a context whenever its agent's status changes, in the background: a
-/// task's answer is read from the thread and kept while the thread still has it, whether or
-/// not a client is looking (a later compaction or reset cannot take it).
-/// Its push notifications are delivered from the outbox it writes (`push`).
+/// Starts the background work over contexts: the watcher, which settles a context's tasks and
+/// writes their push notifications as their states change (`watch`), the deliverer of those
+/// notifications (`push`), and the closer of idle contexts (`[a2a] context_idle_close_ms`).
 pub fn start_watcher(a2a: A2a) {
     push::start(a2a.clone());
+    watch::start(a2a.clone());
     if a2a.idle_close_ms > 0 {
-        start_idle_closer(a2a.clone());
+        start_idle_closer(a2a);
     }
-    actix_rt::spawn(async move {
-        let (mut rx, _) = a2a.events.log.subscribe_with_ring();
-        let mut contexts = std::collections::HashSet::new();
-        loop {
-            let mut shutdown = a2a.shutdown.clone();
-            let got = tokio::select! {
-                got = rx.recv() => got,
-                _ = shutdown.changed() => return,
-            };
-            let agent = match got {
-                Ok(l) => match &l.event {
-                    agentd_proto::Event::StatusChanged { agent_id, .. } => agent_id.clone(),
-                    _ => continue,
-                },
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-            };
-            if !contexts.contains(&agent) {
-                match task::is_context(&a2a.system, &agent).await {
-                    Ok(true) => {
-                        contexts.insert(agent.clone());
-                    }
-                    _ => continue,
-                }
-            }
-            match task::reconcile(&a2a.system, &agent).await {
-                Ok(Some((seen, _))) if seen.push_pending => a2a.pusher.poke(&agent),
-                Ok(_) => {}
-                Err(e) => tracing::warn!(context = %agent, error = %e, "settling A2A tasks"),
-            }
-        }
-    });
 }
 
 /// Closes the contexts this process owns that have been idle (`idle`, or `completed`) for

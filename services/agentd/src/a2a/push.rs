@@ -6,8 +6,10 @@
 //! state it writes one [`Notice`] per live config **before** it writes the settled state: a
 //! crash between the two finds the state unsettled and writes the same notices again (their ids
 //! derive from the task, the config, the input and the state, so they are the same values).
-//! A deliverer in each process posts the pending notices of the contexts this process owns,
-//! oldest first and in order per config, with backoff between attempts; what it marks
+//! A deliverer in each process posts the pending notices of the contexts this process owns as
+//! soon as the watcher (`super::watch`), which reads those contexts as they change, finds them
+//! (a sweep every [`SWEEP_EVERY`] finds the rest: a partition taken over, a crash), oldest
+//! first and in order per config, with backoff between attempts; what it marks
 //! delivered is never sent again, and a notice whose delivery was cut off by a crash is sent
 //! again with the same id (`Idempotency-Key`), so a receiver de-duplicates.
 
@@ -161,7 +163,9 @@ pub(super) async fn enqueue(
             last_error: None,
             created_ms: now,
         };
-        task::put(system, &t.context_id, &n.key(), &Stored::Notice(n.clone())).await?;
+        // Only if new: another process reading the same state writes the same notice (same
+        // id), which its deliverer may have delivered since; it is not put back to pending.
+        task::put_new(system, &t.context_id, &n.key(), &Stored::Notice(n.clone())).await?;
         notices.push(n);
     }
     Ok(())

@@ -50,7 +50,10 @@ struct Sent {
 struct Follow {
     a2a: A2a,
     id: String,
+    /// The context agent (whose events the stream follows).
     ctx: String,
+    /// The context's `contextId` as the client sees it.
+    shown_ctx: String,
     rx: tokio::sync::broadcast::Receiver<std::sync::Arc<agentd_bus::Logged>>,
     queue: std::collections::VecDeque<Value>,
     state: State,
@@ -64,7 +67,7 @@ impl Follow {
         let mut t = task_json(v, Some(0), false);
         let mut update = json!({
             "taskId": self.id,
-            "contextId": self.ctx,
+            "contextId": self.shown_ctx,
             "status": t["status"].take(),
         });
         // The usage so far (`agentd.usage`), for a client that counts it.
@@ -77,7 +80,7 @@ impl Follow {
     fn artifact_update(&self, text: &str, append: bool, last: bool) -> Value {
         json!({"artifactUpdate": {
             "taskId": self.id,
-            "contextId": self.ctx,
+            "contextId": self.shown_ctx,
             "artifact": artifact(text),
             "append": append,
             "lastChunk": last,
@@ -159,6 +162,7 @@ pub async fn follow(a2a: &A2a, id: &str) -> Result<impl Stream<Item = Value> + u
         a2a: a2a.clone(),
         id: id.to_string(),
         ctx: ctx.clone(),
+        shown_ctx: v.task.shown_context().to_string(),
         rx,
         queue: Default::default(),
         state: v.state,

@@ -211,9 +211,47 @@ pub(super) async fn a2a_tasks_live_and_die_with_their_agent(store: &dyn ThreadSt
         Some(&b"one again"[..])
     );
     assert_eq!(store.a2a_task_get("c-a2a", "t3").await.unwrap(), None);
+    // A value put only if new is not replaced, and replaces nothing.
+    assert!(
+        !store
+            .a2a_task_put_new("c-a2a", "t1", b"not this")
+            .await
+            .unwrap()
+    );
+    assert!(
+        store
+            .a2a_task_put_new("c-a2a", "t3", b"three")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store
+            .a2a_task_put_new("c-a2a", "t3", b"not this")
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.a2a_task_get("c-a2a", "t3").await.unwrap().as_deref(),
+        Some(&b"three"[..])
+    );
+    store
+        .a2a_task_put("c-a2a", "t3", b"three again")
+        .await
+        .unwrap();
+    assert_eq!(
+        store.a2a_task_get("c-a2a", "t3").await.unwrap().as_deref(),
+        Some(&b"three again"[..])
+    );
     let mut all = store.a2a_tasks("c-a2a").await.unwrap();
     all.sort();
-    assert_eq!(all, vec![b"one again".to_vec(), b"two".to_vec()]);
+    assert_eq!(
+        all,
+        vec![
+            b"one again".to_vec(),
+            b"three again".to_vec(),
+            b"two".to_vec()
+        ]
+    );
     store.delete_agent("c-a2a").await.unwrap();
     assert!(store.a2a_tasks("c-a2a").await.unwrap().is_empty());
     assert_eq!(store.a2a_task_get("c-a2a", "t2").await.unwrap(), None);

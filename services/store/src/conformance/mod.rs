@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 mod agents;
 mod checkpoints;
+mod external_ids;
 mod inbox;
 mod spawn_claims;
 mod tool_calls;
@@ -150,6 +151,7 @@ pub async fn run_all(store: Arc<dyn ThreadStore>) {
     agents::racing_aliases_agree(store.clone()).await;
     agents::delete_removes_everything(store.as_ref()).await;
     agents::a2a_tasks_live_and_die_with_their_agent(store.as_ref()).await;
+    external_ids::outside_ids_map_to_one_agent_until_it_is_deleted(store.clone()).await;
     inbox::inbox_is_durable_once_and_ordered(store.as_ref()).await;
     checkpoints::checkpoints_are_kept_newest_first_and_pruned(store.as_ref()).await;
     writes::batches_apply_in_order(store.as_ref()).await;

@@ -35,11 +35,19 @@ pub(super) mod row {
     pub const TOOL_CALL: u8 = 6;
     /// A2A task id → the A2A layer's encoding of the task (the agent is its context).
     pub const A2A_TASK: u8 = 7;
+    /// Under [`super::EXTERNAL_IDS_OWNER`]: an outside id (`ExternalKey::encoded`) → the
+    /// agent it maps to. Under that agent: the same key → nothing (the mappings its deletion
+    /// drops).
+    pub const EXTERNAL_ID: u8 = 8;
 }
 
 /// The (empty, so no agent's) owner of the [`row::TOOL_CALL`] rows: tool calls are looked up
 /// by their own id and listed across agents.
 pub(super) const TOOL_CALLS_OWNER: &str = "";
+
+/// The (empty, so no agent's) owner of the [`row::EXTERNAL_ID`] rows that map outside ids to
+/// agents: they are looked up by the outside id.
+pub(super) const EXTERNAL_IDS_OWNER: &str = "";
 
 /// (envelope id, agent) → seen seq (8 bytes, big-endian): the de-duplication window. Keyed by
 /// the id first: new ids are mostly v7, ordered by time, so a commit's pushes all land in the

@@ -8,7 +8,8 @@ use super::tables::Tables;
 use super::writer::Writer;
 use super::{be, de, inbox, reads, writes};
 use agentd_actors::{
-    Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadStore, WorkerAlias,
+    ExternalKey, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadStore,
+    WorkerAlias,
 };
 use agentd_proto::codec::encode;
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
@@ -292,6 +293,18 @@ impl ThreadStore for RedbStore {
             .await
     }
 
+    async fn a2a_task_put_new(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<bool> {
+        let (a, task, bytes) = (agent_id.to_string(), task_id.to_string(), value.to_vec());
+        self.writer
+            .write(move |t| writes::a2a_task_put_new_in(t, &a, &task, &bytes))
+            .await
+    }
+
     async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
         let (a, task) = (agent_id.to_string(), task_id.to_string());
         self.run(move |db| reads::a2a_task(db, &a, &task)).await
@@ -300,6 +313,25 @@ impl ThreadStore for RedbStore {
     async fn a2a_tasks(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
         let a = agent_id.to_string();
         self.run(move |db| reads::a2a_tasks(db, &a)).await
+    }
+
+    async fn external_id_claim(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<String> {
+        let (key, a) = (key.encoded(), agent_id.to_string());
+        self.writer
+            .write(move |t| writes::external_id_claim_in(t, &key, &a))
+            .await
+    }
+
+    async fn external_id_get(&self, key: &ExternalKey) -> StoreResult<Option<String>> {
+        let key = key.encoded();
+        self.run(move |db| reads::external_id(db, &key)).await
+    }
+
+    async fn external_id_release(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<()> {
+        let (key, a) = (key.encoded(), agent_id.to_string());
+        self.writer
+            .write(move |t| writes::external_id_release_in(t, &key, &a))
+            .await
     }
 
     async fn tool_calls_open(&self) -> StoreResult<Vec<agentd_proto::ToolCallRecord>> {

@@ -20,9 +20,11 @@
 //! | [`migrate`] | `agentd migrate`: the earlier layout moved to this one, once |
 //! | [`replicas`] | `WAIT` for `redis.min_replicas` after a write an acknowledgement depends on |
 //! | [`spawn_claim`] | the claims of idempotent spawns (`Idempotency-Key`) |
+//! | [`external_id`] | outside ids (an A2A client's `contextId`, …) mapped to agents |
 
 mod batch;
 mod connection;
+mod external_id;
 mod fenced;
 mod flush;
 mod group;

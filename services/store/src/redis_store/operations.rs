@@ -3,7 +3,9 @@
 
 use super::{RedisStore, be, de};
 use crate::redis_keys::assert_one_slot;
-use agentd_actors::{Pushed, StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias};
+use agentd_actors::{
+    ExternalKey, Pushed, StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias,
+};
 use agentd_proto::codec::{decode, encode};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
@@ -245,6 +247,9 @@ impl ThreadStore for RedisStore {
 
     async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
         let parent = self.get_agent(agent_id).await?.and_then(|r| r.parent_id);
+        // The outside ids that map to it first (other slots): cut off after them, the agent
+        // is still whole, only no longer found by those ids.
+        self.release_external_ids_of(agent_id).await?;
         let mut con = self.con.clone();
         // The agent's keys and its roots entry (its partition's slot) first, then its parent's
         // references to it (the parent's): cut off between the two, a parent lists a child
@@ -417,6 +422,22 @@ impl ThreadStore for RedisStore {
             .map_err(be)
     }
 
+    async fn a2a_task_put_new(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<bool> {
+        let mut con = self.con.clone();
+        cmd("HSETNX")
+            .arg(self.keys.a2a_tasks(agent_id))
+            .arg(task_id)
+            .arg(value)
+            .query_async(&mut con)
+            .await
+            .map_err(be)
+    }
+
     async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
         let mut con = self.con.clone();
         cmd("HGET")
@@ -434,6 +455,18 @@ impl ThreadStore for RedisStore {
             .query_async(&mut con)
             .await
             .map_err(be)
+    }
+
+    async fn external_id_claim(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<String> {
+        self.claim_external_id(key, agent_id).await
+    }
+
+    async fn external_id_get(&self, key: &ExternalKey) -> StoreResult<Option<String>> {
+        self.get_external_id(key).await
+    }
+
+    async fn external_id_release(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<()> {
+        self.release_external_id(key, agent_id).await
     }
 
     async fn tool_calls_open(&self) -> StoreResult<Vec<agentd_proto::ToolCallRecord>> {

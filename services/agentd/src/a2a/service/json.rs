@@ -17,13 +17,13 @@ pub fn task_json(v: &TaskView, history: Option<usize>, artifacts: bool) -> Value
         status["message"] = json!({
             "messageId": derived_id(Uuid::try_parse(&t.context_id).unwrap_or_default(),
                 &format!("{}:{}", t.id, v.state.wire())).to_string(),
-            "contextId": t.context_id,
+            "contextId": t.shown_context(),
             "taskId": t.id,
             "role": "ROLE_AGENT",
             "parts": [{"text": text}],
         });
     }
-    let mut out = json!({"id": t.id, "contextId": t.context_id, "status": status});
+    let mut out = json!({"id": t.id, "contextId": t.shown_context(), "status": status});
     if t.origin == Origin::Agent {
         out["metadata"] = json!({"agentd.origin": "agent"});
     }

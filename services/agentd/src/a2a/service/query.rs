@@ -7,7 +7,6 @@ use crate::a2a::error::A2aError;
 use crate::a2a::task::{self, State, TaskView};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use uuid::Uuid;
 
 /// `GetTask`.
 pub async fn get_task(a2a: &A2a, p: &Value) -> Result<Value, A2aError> {
@@ -79,14 +78,15 @@ pub async fn list_tasks(a2a: &A2a, agent_type: &str, p: &Value) -> Result<Value,
         })?),
     };
     let contexts = match p.context_id.as_deref().filter(|s| !s.is_empty()) {
-        Some(ctx) => vec![ctx.to_string()],
+        Some(id) => super::context::find(a2a, agent_type, id)
+            .await?
+            .map(|c| c.agent)
+            .into_iter()
+            .collect(),
         None => contexts_of(a2a, agent_type).await?,
     };
     let mut views = Vec::new();
     for ctx in contexts {
-        if Uuid::try_parse(&ctx).is_err() {
-            continue;
-        }
         let Some((seen, vs)) = task::reconcile(&a2a.system, &ctx).await? else {
             continue;
         };

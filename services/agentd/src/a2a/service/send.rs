@@ -2,6 +2,7 @@
 //! its context's durable inbox, or the answer to the question a task asked — and a blocking
 //! send waits for the task's end.
 
+use super::context;
 use super::message::{Incoming, incoming};
 use super::params::{history_length, params};
 use crate::a2a::A2a;
@@ -95,11 +96,12 @@ async fn answer_task(
     let (_, view) = task::get(&a2a.system, id).await?;
     let mut t = view.task;
     if let Some(ctx) = &msg.context_id
+        && *ctx != t.shown_context()
         && *ctx != t.context_id
     {
         return Err(A2aError::InvalidParams(format!(
             "task `{id}` belongs to context `{}`, not `{ctx}`",
-            t.context_id
+            t.shown_context()
         )));
     }
     let item = item_id(&t.context_id, &msg.message_id);
@@ -125,7 +127,8 @@ async fn answer_task(
     }
     t.items.push(item);
     t.inputs.push(derived_id(item, "input"));
-    t.history.push(with_ids(&msg.json, &t.context_id, &t.id));
+    t.history
+        .push(with_ids(&msg.json, t.shown_context(), &t.id));
     t.unposted = true;
     task::save(&a2a.system, &t).await?;
     if let Some(c) = push {
@@ -166,7 +169,8 @@ fn with_ids(msg: &Value, ctx: &str, task: &str) -> Value {
     m
 }
 
-/// A message starting a task: in the context it names, or in a new one.
+/// A message starting a task: in the context it names (one the client chose is opened by
+/// its first message), or in a new one.
 async fn new_task(
     a2a: &A2a,
     agent_type: &str,
@@ -174,27 +178,10 @@ async fn new_task(
     push: Option<&Value>,
 ) -> Result<String, A2aError> {
     let system = &a2a.system;
-    let ctx = match &msg.context_id {
-        Some(ctx) => {
-            let unknown = || {
-                A2aError::InvalidParams(format!(
-                    "no context `{ctx}` for agent `{agent_type}` (omit contextId to start one)"
-                ))
-            };
-            if ctx.len() != 36 || Uuid::try_parse(ctx).is_err() {
-                return Err(unknown());
-            }
-            let rec = system
-                .deps()
-                .store
-                .get_agent(ctx)
-                .await
-                .map_err(|e| A2aError::Internal(e.to_string()))?
-                .ok_or_else(unknown)?;
-            if *rec.agent_type != *agent_type || rec.parent_id.is_some() {
-                return Err(unknown());
-            }
-            ctx.clone()
+    let (ctx, client_context_id) = match &msg.context_id {
+        Some(id) => {
+            let c = context::find_or_open(a2a, agent_type, id).await?;
+            (c.agent, c.client_id)
         }
         None => {
             let rec = system
@@ -204,7 +191,7 @@ async fn new_task(
                 })
                 .await
                 .map_err(A2aError::from)?;
-            rec.id
+            (rec.id, None)
         }
     };
     let item = item_id(&ctx, &msg.message_id);
@@ -214,12 +201,14 @@ async fn new_task(
     {
         return Ok(id); // a resend of the same message
     }
+    let shown = client_context_id.clone().unwrap_or_else(|| ctx.clone());
     let mut t = TaskRecord {
         id: id.clone(),
         context_id: ctx.clone(),
+        client_context_id,
         items: vec![item],
         inputs: vec![derived_id(item, "input")],
-        history: vec![with_ids(&msg.json, &ctx, &id)],
+        history: vec![with_ids(&msg.json, &shown, &id)],
         origin: Origin::Client,
         rejected: None,
         cancel_requested: false,

@@ -36,8 +36,10 @@ pub struct Seen {
     pub pending: Vec<Envelope>,
     /// Its thread.
     pub thread: Vec<ThreadEntry>,
-    /// Whether push notifications wait in its outbox (set by [`reconcile`]).
+    /// Whether push notifications wait in its outbox (set by [`reconcile`](super::reconcile::reconcile)).
     pub push_pending: bool,
+    /// Whether a task of it has a push notification config (set by [`reconcile`](super::reconcile::reconcile)).
+    pub has_push: bool,
 }
 
 impl Seen {
@@ -57,6 +59,7 @@ impl Seen {
             pending,
             thread,
             push_pending: false,
+            has_push: false,
         }))
     }
 }

@@ -26,7 +26,7 @@ mod timestamp;
 
 pub use derive::TaskView;
 pub use reconcile::{get, reconcile};
-pub(super) use stored::{Contents, Stored, put, stored};
+pub(super) use stored::{Contents, Stored, put, put_new, stored};
 pub use stored::{is_context, save};
 pub use timestamp::parse_timestamp;
 
@@ -117,6 +117,10 @@ pub struct TaskRecord {
     pub id: String,
     /// The context agent.
     pub context_id: String,
+    /// The `contextId` the client chose for the context, which clients see instead of the
+    /// agent's id (`None`: the context is known by its agent's id).
+    #[serde(default)]
+    pub client_context_id: Option<String>,
     /// The inbox items that belong to it, in order: the message that started it, then each
     /// answer to a question it asked. Empty for output found only in the thread.
     #[serde(default)]
@@ -139,6 +143,16 @@ pub struct TaskRecord {
     pub unposted: bool,
     /// Created, ms since the epoch.
     pub created_ms: u64,
+}
+
+impl TaskRecord {
+    /// Its context's `contextId` as clients see it: the id the client chose, else the
+    /// context agent's.
+    pub fn shown_context(&self) -> &str {
+        self.client_context_id
+            .as_deref()
+            .unwrap_or(&self.context_id)
+    }
 }
 
 /// What became of a task, as last read from the agent's state (any process writes it).

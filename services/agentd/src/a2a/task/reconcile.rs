@@ -8,7 +8,7 @@ use super::{Origin, Settled, State, TaskRecord, context_of, now_ms, save, task_i
 use crate::a2a::error::A2aError;
 use agentd_actors::AgentSystem;
 use agentd_proto::ids::derived_id;
-use agentd_proto::{InboxItem, Item, Role};
+use agentd_proto::{InboxItem, Item, Role, ThreadEntry};
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use uuid::Uuid;
@@ -74,6 +74,7 @@ pub async fn reconcile(
         views.push(v);
     }
     seen.push_pending = notices.iter().any(crate::a2a::push::Notice::is_pending);
+    seen.has_push = push.iter().any(|c| !c.deleted);
     Ok(Some((seen, views)))
 }
 
@@ -99,6 +100,16 @@ async fn discover(
     tasks: &mut Vec<TaskRecord>,
 ) -> Result<(), A2aError> {
     let mut claimed: HashSet<Uuid> = tasks.iter().flat_map(|t| t.inputs.clone()).collect();
+    if unclaimed(seen, &claimed) {
+        // A client's task is saved before its item is posted, but the tasks were read before
+        // the inbox and the thread: an input of a task saved in between looks unclaimed. Read
+        // again (after the inbox and the thread), the tasks hold every client's input seen.
+        *tasks = stored(system, ctx).await?.tasks;
+        claimed = tasks.iter().flat_map(|t| t.inputs.clone()).collect();
+    }
+    // The context's `contextId` as its client chose it, which a task of its own carries.
+    let client_context = tasks.iter().find_map(|t| t.client_context_id.clone());
+    let shown = client_context.as_deref().unwrap_or(ctx);
     let now = now_ms();
     for env in &seen.pending {
         let Item::Inbox(InboxItem::Message {
@@ -114,10 +125,11 @@ async fn discover(
         let task = TaskRecord {
             id: task_id(ctx, input),
             context_id: ctx.to_string(),
+            client_context_id: client_context.clone(),
             items: vec![env.id],
             inputs: vec![input],
             history: vec![origin_message(
-                ctx,
+                shown,
                 &task_id(ctx, input),
                 input,
                 text,
@@ -133,22 +145,18 @@ async fn discover(
         tasks.push(task);
     }
     for e in &seen.thread {
-        let input_like = match e.role {
-            Role::User => true,
-            Role::Assistant => e.from_agent.is_some(),
-            _ => false,
-        };
-        if !input_like || !claimed.insert(e.id) {
+        if !is_input(e) || !claimed.insert(e.id) {
             continue;
         }
         let id = task_id(ctx, e.id);
         let task = TaskRecord {
             id: id.clone(),
             context_id: ctx.to_string(),
+            client_context_id: client_context.clone(),
             items: Vec::new(),
             inputs: vec![e.id],
             history: vec![origin_message(
-                ctx,
+                shown,
                 &id,
                 e.id,
                 &e.text,
@@ -179,7 +187,32 @@ async fn discover(
     Ok(())
 }
 
-/// The history message of a task no client started: what started it.
+/// Whether `seen` holds an input no task claims: a pending message, or an input entry of the
+/// thread.
+fn unclaimed(seen: &Seen, claimed: &HashSet<Uuid>) -> bool {
+    let pending = seen.pending.iter().any(|env| {
+        matches!(&env.item, Item::Inbox(InboxItem::Message { .. }))
+            && !claimed.contains(&derived_id(env.id, "input"))
+    });
+    pending
+        || seen
+            .thread
+            .iter()
+            .any(|e| is_input(e) && !claimed.contains(&e.id))
+}
+
+/// Whether thread entry `e` is an input that starts a task: a user's message, or a relayed
+/// forward (an assistant entry from another agent).
+fn is_input(e: &ThreadEntry) -> bool {
+    match e.role {
+        Role::User => true,
+        Role::Assistant => e.from_agent.is_some(),
+        _ => false,
+    }
+}
+
+/// The history message of a task no client started: what started it (`ctx`: the context as
+/// clients see it).
 fn origin_message(ctx: &str, task: &str, id: Uuid, text: &str, from: Option<&str>) -> Value {
     let mut metadata = json!({"agentd.origin": "agent"});
     if let Some(from) = from {

@@ -55,6 +55,23 @@ pub(in crate::a2a) async fn put(
         .map_err(store_err)
 }
 
+/// Stores `value` under `key` in context `ctx`'s task map unless something is stored there
+/// already: answers whether it did.
+pub(in crate::a2a) async fn put_new(
+    system: &AgentSystem,
+    ctx: &str,
+    key: &str,
+    value: &Stored,
+) -> Result<bool, A2aError> {
+    let bytes = serde_json::to_vec(value).map_err(store_err)?;
+    system
+        .deps()
+        .store
+        .a2a_task_put_new(ctx, key, &bytes)
+        .await
+        .map_err(store_err)
+}
+
 pub(super) async fn save_settled(
     system: &AgentSystem,
     ctx: &str,
