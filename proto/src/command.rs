@@ -90,6 +90,16 @@ pub enum Command {
         /// Abort the running turn first.
         #[serde(default)]
         interrupt: bool,
+        /// Makes the message idempotent (the HTTP `Idempotency-Key` header sets it too): a
+        /// message retried with the same key to the same agent answers what the first one did
+        /// and is queued once, for 24 h; the same key with another text is
+        /// `idempotency_key_reused`. At most 255 characters, visible ASCII.
+        #[serde(
+            default,
+            alias = "idempotencyKey",
+            skip_serializing_if = "Option::is_none"
+        )]
+        idempotency_key: Option<String>,
     },
     /// Apply a lifecycle control.
     Control {

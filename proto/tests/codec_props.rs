@@ -89,10 +89,13 @@ fn command() -> impl Strategy<Value = Command> {
                 manage: m.then(ManageOptions::default),
                 ..Default::default()
             }))),
-        (text(), text(), any::<bool>()).prop_map(|(a, t, i)| Command::Send {
-            agent_id: a,
-            text: t,
-            interrupt: i
+        (text(), text(), any::<bool>(), proptest::option::of(text())).prop_map(|(a, t, i, k)| {
+            Command::Send {
+                agent_id: a,
+                text: t,
+                interrupt: i,
+                idempotency_key: k,
+            }
         }),
         (text(), control()).prop_map(|(a, c)| Command::Control {
             agent_id: a,

@@ -202,16 +202,24 @@ impl ThreadStore for FailingWrites {
     async fn replicated(&self, agent_id: &str) -> StoreResult<()> {
         self.inner.replicated(agent_id).await
     }
-    async fn spawn_claim(
+    async fn idempotency_claim(
         &self,
-        agent_id: &str,
+        home: &str,
+        key: &str,
         fingerprint: &str,
         ttl_ms: u64,
-    ) -> StoreResult<Option<String>> {
-        self.inner.spawn_claim(agent_id, fingerprint, ttl_ms).await
+    ) -> StoreResult<Option<agentd_actors::Claim>> {
+        self.inner
+            .idempotency_claim(home, key, fingerprint, ttl_ms)
+            .await
     }
-    async fn spawn_claim_expire(&self, agent_id: &str, ttl_ms: u64) -> StoreResult<()> {
-        self.inner.spawn_claim_expire(agent_id, ttl_ms).await
+    async fn idempotency_claim_end(
+        &self,
+        home: &str,
+        key: &str,
+        end: agentd_actors::ClaimEnd,
+    ) -> StoreResult<()> {
+        self.inner.idempotency_claim_end(home, key, end).await
     }
     async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
         self.push_delay().await;

@@ -180,6 +180,18 @@ impl AgentdProcess {
         }
     }
 
+    /// POST JSON with an `Idempotency-Key` header; `Err((status, body))` for API errors.
+    pub fn post_keyed(&self, path: &str, key: &str, body: Value) -> Result<Value, (u16, Value)> {
+        match ureq::post(&format!("{}{path}", self.url))
+            .set("Idempotency-Key", key)
+            .send_json(body)
+        {
+            Ok(r) => Ok(r.into_json().expect("json")),
+            Err(ureq::Error::Status(code, r)) => Err((code, r.into_json().unwrap_or(Value::Null))),
+            Err(e) => Err((0, Value::String(e.to_string()))),
+        }
+    }
+
     /// The texts of an agent's thread.
     pub fn texts(&self, agent_id: &str) -> Vec<String> {
         self.get(&format!("/v1/agents/{agent_id}/thread"))["entries"]

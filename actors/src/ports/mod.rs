@@ -26,9 +26,9 @@ pub use model::{
     ModelResponse, Purpose, ThreadEntries, ToolSpec,
 };
 pub use store::{
-    DEDUP_WINDOW, ExternalKey, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite,
-    ThreadStore, ToolCallClosing, WorkerAlias, forwards_not_taken, is_transient, outbox_not_kept,
-    tool_calls_not_kept,
+    Claim, ClaimEnd, DEDUP_WINDOW, ExternalKey, Pushed, StoreError, StoreErrorKind, StoreResult,
+    StoreWrite, ThreadStore, ToolCallClosing, WorkerAlias, forwards_not_taken, is_transient,
+    outbox_not_kept, tool_calls_not_kept,
 };
 pub use stream_entry::{EntryWatch, StreamEntry};
 pub use transport::Transport;

@@ -371,25 +371,26 @@ pub trait ThreadStore: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Claims spawn idempotency key slot `agent_id` (the id derived from the caller's
-    /// `Idempotency-Key` and scope) for the request whose fingerprint is `fingerprint`, for
-    /// `ttl_ms`: `None` if the claim is new (this caller creates the agent), else the fingerprint
-    /// of the request that claimed it first (a retry, or another request reusing the key). One
-    /// atomic step, in the agent's own slot where the store has slots, so the claim and the
-    /// agent's record fail over together.
-    async fn spawn_claim(
+    /// Claims idempotency key `key` (derived from a caller's `Idempotency-Key`) for the request
+    /// whose fingerprint is `fingerprint`, for `ttl_ms`: `None` if the claim is new (this
+    /// caller does what the key guards), else the [`Claim`] made first (a retry, or another
+    /// request reusing the key: its fingerprint, and whether what it guards is done). One
+    /// atomic step, kept in agent `home`'s slot where the store has slots — the agent the
+    /// guarded work writes to — so that a failover keeps both or neither of what the master
+    /// had not replicated. An expired claim is no claim. Kept durably where the store is
+    /// durable: a claim outlives a restart.
+    async fn idempotency_claim(
         &self,
-        agent_id: &str,
+        home: &str,
+        key: &str,
         fingerprint: &str,
         ttl_ms: u64,
-    ) -> StoreResult<Option<String>>;
+    ) -> StoreResult<Option<Claim>>;
 
-    /// Makes the claim of [`Self::spawn_claim`] expire `ttl_ms` from now (a claim is made for
-    /// the time its spawn may take, and kept for the key's lifetime once the agent is written),
-    /// or drops it with `ttl_ms` 0 (the spawn was refused before writing anything, so the key
-    /// may be used again). A missing claim stays missing.
-    async fn spawn_claim_expire(&self, agent_id: &str, ttl_ms: u64) -> StoreResult<()>;
-
+    /// Ends claim `key` of agent `home` ([`Self::idempotency_claim`]): settled (what it guards is
+    /// done; kept `keep_ms` from now, for retries to find), or released (nothing was done, so
+    /// the key may be used again). A missing claim stays missing.
+    async fn idempotency_claim_end(&self, home: &str, key: &str, end: ClaimEnd) -> StoreResult<()>;
     /// Whether [`StoreWrite::Forward`] can be part of this store's batches (the store is also
     /// the bus the transport appends to).
     fn takes_forwards(&self) -> bool {
@@ -544,6 +545,54 @@ impl ExternalKey {
             self.id.as_str(),
         ])
         .to_string()
+    }
+}
+
+/// The first claim of an idempotency key ([`ThreadStore::idempotency_claim`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The fingerprint of the request that claimed it: a retry has the same.
+    pub fingerprint: String,
+    /// What the key guards is done ([`ClaimEnd::Settled`]); until then, the first request may
+    /// still be under way, or have died half-way.
+    pub settled: bool,
+}
+
+/// How a claim ends ([`ThreadStore::idempotency_claim_end`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimEnd {
+    /// What the key guards is done: the claim is kept this long from now, settled.
+    Settled {
+        /// How long retries find it, ms.
+        keep_ms: u64,
+    },
+    /// Nothing was done: the key is free again.
+    Released,
+}
+
+impl Claim {
+    /// The claim as one string, `<0|1>:<fingerprint>`, for stores that keep it as text.
+    pub fn encode(&self) -> String {
+        format!("{}:{}", u8::from(self.settled), self.fingerprint)
+    }
+
+    /// A claim [`Self::encode`]d; a bare fingerprint (a spawn claim of an earlier version)
+    /// counts as settled.
+    pub fn decode(text: &str) -> Claim {
+        match text.split_once(':') {
+            Some(("0", fingerprint)) => Claim {
+                fingerprint: fingerprint.to_string(),
+                settled: false,
+            },
+            Some(("1", fingerprint)) => Claim {
+                fingerprint: fingerprint.to_string(),
+                settled: true,
+            },
+            _ => Claim {
+                fingerprint: text.to_string(),
+                settled: true,
+            },
+        }
     }
 }
 

@@ -160,12 +160,16 @@ impl AgentSystem {
                 agent_id,
                 text,
                 interrupt,
+                idempotency_key,
             } => {
                 if text.trim().is_empty() {
                     return Err(AgentdError::missing_field("text"));
                 }
                 let item = InboxItem::followup(&text, interrupt);
-                self.post_once(&agent_id, item, queued_as("send")).await?;
+                match idempotency_key {
+                    Some(key) => self.post_once_by_key(&agent_id, item, &key).await?,
+                    None => self.post_once(&agent_id, item, queued_as("send")).await?,
+                }
                 Ok(json!({"agent_id": agent_id, "status": "sent"}))
             }
             Command::Control { agent_id, control } => {

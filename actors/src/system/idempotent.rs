@@ -1,6 +1,15 @@
-//! Idempotent spawns (`Idempotency-Key`, the spawn command's `idempotency_key`): a spawn
-//! retried with the same key in the same scope answers the agent the first one made and never
-//! makes a second, across processes too.
+//! Idempotent spawns and messages (`Idempotency-Key`, the commands' `idempotency_key`): a
+//! spawn retried with the same key in the same scope answers the agent the first one made and
+//! never makes a second, and a message retried with the same key to the same agent is queued
+//! once — across processes and restarts too.
+//!
+//! A message's id is derived from the agent and the key, so every attempt sends the same
+//! envelope, and its claim (the first request's fingerprint, settled once the message is
+//! queued) is kept in the agent's own slot beside its inbox for [`KEPT_MS`]: a retry of a
+//! settled claim answers at once, a retry of one under way (or of an attempt that died
+//! half-way, or was answered `unavailable` though it landed) sends the envelope again, which the
+//! agent's inbox takes once. Retention is by time, not by a count of recent ids: a key is
+//! remembered however many messages the agent got since.
 //!
 //! The agent's id is derived from the scope (the parent, or none for a root) and the key, so
 //! every attempt names the same agent, and a store with slots keeps the key's claim in that
@@ -12,8 +21,9 @@
 //! after that, a retry still finds the agent by its derived id while it exists.
 
 use super::AgentSystem;
+use crate::ports::ClaimEnd;
 use agentd_proto::ids::derived_id;
-use agentd_proto::{AgentRecord, AgentdError, ErrorCode, SpawnRequest};
+use agentd_proto::{AgentRecord, AgentdError, ErrorCode, InboxItem, SpawnRequest};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -26,6 +36,15 @@ pub const KEPT_MS: u64 = 24 * 60 * 60 * 1000;
 const FIRST_ATTEMPT_WAIT: Duration = Duration::from_secs(3);
 /// The longest key taken.
 const MAX_KEY_CHARS: usize = 255;
+/// The claim of an idempotent spawn, in the slot of the agent it makes.
+const SPAWN_CLAIM: &str = "spawn";
+/// A settled claim, kept [`KEPT_MS`].
+const KEEP: ClaimEnd = ClaimEnd::Settled { keep_ms: KEPT_MS };
+
+/// The id of the message key `key` sends to `agent_id`.
+pub fn idempotent_message_id(agent_id: &str, key: &str) -> Uuid {
+    derived_id(Uuid::nil(), &format!("message\u{1f}{agent_id}\u{1f}{key}"))
+}
 
 /// The id of the agent spawn key `key` makes under `parent` (`None`: a root).
 pub fn idempotent_agent_id(parent: Option<&str>, key: &str) -> String {
@@ -34,13 +53,9 @@ pub fn idempotent_agent_id(parent: Option<&str>, key: &str) -> String {
 }
 
 /// What tells two requests with one key apart: a digest of the whole request but its key.
-fn fingerprint(req: &SpawnRequest) -> Result<String, AgentdError> {
-    let body = serde_json::to_string(req).map_err(|e| {
-        AgentdError::new(
-            ErrorCode::Internal,
-            format!("encoding a spawn request: {e}"),
-        )
-    })?;
+fn fingerprint(req: &impl serde::Serialize) -> Result<String, AgentdError> {
+    let body = serde_json::to_string(req)
+        .map_err(|e| AgentdError::new(ErrorCode::Internal, format!("encoding a request: {e}")))?;
     Ok(derived_id(Uuid::nil(), &body).to_string())
 }
 
@@ -72,7 +87,11 @@ impl AgentSystem {
         let id = idempotent_agent_id(req.parent_id.as_deref(), key);
         let fingerprint = fingerprint(&req)?;
         let store = &self.system.deps.store;
-        match store.spawn_claim(&id, &fingerprint, IN_FLIGHT_MS).await? {
+        match store
+            .idempotency_claim(&id, SPAWN_CLAIM, &fingerprint, IN_FLIGHT_MS)
+            .await?
+            .map(|c| c.fingerprint)
+        {
             Some(first) if first != fingerprint => {
                 return Err(AgentdError::new(
                     ErrorCode::IdempotencyKeyReused,
@@ -96,7 +115,7 @@ impl AgentSystem {
             None => {
                 if let Some(rec) = store.get_agent(&id).await? {
                     // The key's claim expired; its agent lives on.
-                    store.spawn_claim_expire(&id, KEPT_MS).await?;
+                    store.idempotency_claim_end(&id, SPAWN_CLAIM, KEEP).await?;
                     store.replicated(&id).await?;
                     return Ok(rec);
                 }
@@ -104,13 +123,62 @@ impl AgentSystem {
         }
         match self.spawn_as(req, Some(id.clone())).await {
             Ok(rec) => {
-                store.spawn_claim_expire(&id, KEPT_MS).await?;
+                store.idempotency_claim_end(&id, SPAWN_CLAIM, KEEP).await?;
                 Ok(rec)
             }
             Err(e) if !crate::ports::is_transient(&e) => {
                 // Refused before anything was written: the key is free again.
-                if let Err(release) = store.spawn_claim_expire(&id, 0).await {
+                let release = store
+                    .idempotency_claim_end(&id, SPAWN_CLAIM, ClaimEnd::Released)
+                    .await;
+                if let Err(release) = release {
                     tracing::warn!(error = %release, agent_id = %id, "an idempotency key stays claimed until it expires");
+                }
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Queues `item` for `agent_id` under idempotency key `key` (see the module doc): `Ok` once
+    /// it is in the agent's durable inbox, by this call or by an earlier one with the key.
+    pub(super) async fn post_once_by_key(
+        &self,
+        agent_id: &str,
+        item: InboxItem,
+        key: &str,
+    ) -> Result<(), AgentdError> {
+        check_key(key)?;
+        let id = idempotent_message_id(agent_id, key);
+        let fingerprint = fingerprint(&item)?;
+        let claim = format!("message {id}");
+        let store = &self.system.deps.store;
+        let first = store
+            .idempotency_claim(agent_id, &claim, &fingerprint, IN_FLIGHT_MS)
+            .await?;
+        match &first {
+            Some(first) if first.fingerprint != fingerprint => {
+                return Err(AgentdError::new(
+                    ErrorCode::IdempotencyKeyReused,
+                    format!("idempotency key `{key}` was used with another message"),
+                ));
+            }
+            // The first attempt queued it: its outcome is this one's.
+            Some(first) if first.settled => return Ok(()),
+            _ => {}
+        }
+        match crate::ops::post_as(&self.system, super::external(), agent_id, id, item, None).await {
+            Ok(_) => {
+                store.idempotency_claim_end(agent_id, &claim, KEEP).await?;
+                Ok(())
+            }
+            Err(e) if first.is_none() && !crate::ports::is_transient(&e) => {
+                // Refused before anything was queued: the key is free again.
+                let release = store
+                    .idempotency_claim_end(agent_id, &claim, ClaimEnd::Released)
+                    .await;
+                if let Err(release) = release {
+                    tracing::warn!(error = %release, agent_id, "a message's idempotency key stays claimed until it expires");
                 }
                 Err(e)
             }

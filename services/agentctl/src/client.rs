@@ -58,7 +58,16 @@ impl Client {
 
     /// `POST <path>` with a JSON body.
     pub fn post(&self, path: &str, body: Value) -> Result<Value, Failure> {
-        let (url, req) = self.request("POST", path, &[]);
+        self.post_keyed(path, body, None)
+    }
+
+    /// [`Self::post`] with an `Idempotency-Key` header when `key` is given: a retry of the
+    /// command with the same key does what the first did, once.
+    pub fn post_keyed(&self, path: &str, body: Value, key: Option<&str>) -> Result<Value, Failure> {
+        let (url, mut req) = self.request("POST", path, &[]);
+        if let Some(key) = key {
+            req = req.set("Idempotency-Key", key);
+        }
         json_of(req.send_json(body), &url)
     }
 

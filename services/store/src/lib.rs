@@ -10,13 +10,13 @@
 //!
 //! Only the conformance suite is a public module; the stores and [`Keys`] are re-exported here.
 
+mod claims;
 pub mod conformance;
 mod embedded;
 mod memory;
 mod redis_connection;
 mod redis_keys;
 mod redis_store;
-mod spawn_claims;
 
 pub use embedded::RedbStore;
 pub use memory::MemoryStore;

@@ -2,7 +2,8 @@
 
 use agentd_actors::DEDUP_WINDOW;
 use agentd_actors::{
-    ExternalKey, FastHashSet, Pushed, StoreResult, StoreWrite, ThreadStore, WorkerAlias,
+    Claim, ClaimEnd, ExternalKey, FastHashSet, Pushed, StoreResult, StoreWrite, ThreadStore,
+    WorkerAlias,
 };
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
@@ -273,7 +274,7 @@ struct Inbox {
 #[derive(Default)]
 pub struct MemoryStore {
     inner: Mutex<Inner>,
-    spawn_claims: crate::spawn_claims::SpawnClaims,
+    claims: crate::claims::Claims,
 }
 
 impl MemoryStore {
@@ -449,17 +450,18 @@ impl ThreadStore for MemoryStore {
             .unwrap_or_default())
     }
 
-    async fn spawn_claim(
+    async fn idempotency_claim(
         &self,
-        agent_id: &str,
+        home: &str,
+        key: &str,
         fingerprint: &str,
         ttl_ms: u64,
-    ) -> StoreResult<Option<String>> {
-        Ok(self.spawn_claims.claim(agent_id, fingerprint, ttl_ms))
+    ) -> StoreResult<Option<Claim>> {
+        Ok(self.claims.claim(home, key, fingerprint, ttl_ms))
     }
 
-    async fn spawn_claim_expire(&self, agent_id: &str, ttl_ms: u64) -> StoreResult<()> {
-        self.spawn_claims.expire(agent_id, ttl_ms);
+    async fn idempotency_claim_end(&self, home: &str, key: &str, end: ClaimEnd) -> StoreResult<()> {
+        self.claims.end(home, key, end);
         Ok(())
     }
 

@@ -40,8 +40,28 @@ async fn embedded_store_keeps_everything_across_a_reopen() {
         s.write_batch(&[agentd_actors::StoreWrite::Outbox { env: kept.clone() }])
             .await
             .unwrap();
+        s.idempotency_claim("c", "message 1", "fp", 60_000)
+            .await
+            .unwrap();
+        s.idempotency_claim_end(
+            "c",
+            "message 1",
+            agentd_actors::ClaimEnd::Settled { keep_ms: 60_000 },
+        )
+        .await
+        .unwrap();
     }
     let s = RedbStore::open(dir.path()).unwrap();
+    assert_eq!(
+        s.idempotency_claim("c", "message 1", "other", 60_000)
+            .await
+            .unwrap(),
+        Some(agentd_actors::Claim {
+            fingerprint: "fp".into(),
+            settled: true
+        }),
+        "an idempotency claim survives the re-open"
+    );
     assert_eq!(
         s.get_agent("c").await.unwrap(),
         Some(record("c", Some("p"), 2))

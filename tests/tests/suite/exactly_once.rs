@@ -532,6 +532,7 @@ fn a_send_command_run_again_after_its_process_died_is_queued_once() {
             agent_id: agent.clone(),
             text: "recount".into(),
             interrupt: false,
+            idempotency_key: None,
         }),
         1,
     );

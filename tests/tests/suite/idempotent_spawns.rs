@@ -74,7 +74,10 @@ async fn a_retried_spawn_answers_its_first_agent_on_the_embedded_store_after_its
     let id = retries_answer_the_first_agent(&sys).await;
     // A restart forgets the process's claims (as does their expiry): the agent's id, derived
     // from the key, still finds it.
-    sys.store.spawn_claim_expire(&id, 0).await.unwrap();
+    sys.store
+        .idempotency_claim_end(&id, "spawn", agentd_actors::ClaimEnd::Released)
+        .await
+        .unwrap();
     let again = sys.system.spawn(keyed("job-1", "work")).await.unwrap();
     assert_eq!(again.id, id);
     assert_eq!(sys.system.list(None).await.unwrap().len(), 2);

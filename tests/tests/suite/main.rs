@@ -24,6 +24,7 @@ mod event_resume;
 mod exactly_once;
 mod forwards;
 mod http_api;
+mod idempotent_messages;
 mod idempotent_spawns;
 mod lifecycle_model;
 mod log_lines;

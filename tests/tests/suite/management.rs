@@ -751,7 +751,8 @@ async fn external_callers_are_scoped_to_the_root_they_name() {
         scoped(Command::Send {
             agent_id: b.id.clone(),
             text: "x".into(),
-            interrupt: false
+            interrupt: false,
+            idempotency_key: None,
         })
         .await
         .err()

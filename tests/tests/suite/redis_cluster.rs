@@ -582,6 +582,7 @@ fn an_outside_service_drives_agents_through_the_command_stream() {
             agent_id: agent_id.clone(),
             text: "second".into(),
             interrupt: false,
+            idempotency_key: None,
         }),
         2,
     );
@@ -635,7 +636,7 @@ fn an_outside_service_drives_agents_through_the_command_stream() {
             },
             Address::System,
             Item::Command(Command::Inspect {
-                agent_id: "nope".into(),
+                agent_id: "01930000-0000-7000-8000-00000000dead".into(),
             }),
             3,
         )
@@ -665,6 +666,7 @@ fn send_by_command(cluster: &Cluster, owner: &AgentdProcess, root: &str) {
             agent_id: root.to_string(),
             text: "by command".into(),
             interrupt: false,
+            idempotency_key: None,
         },
     );
     wait_answered(&mut con, id, "the command");

@@ -306,6 +306,57 @@ fn a_202_and_a_201_wait_for_the_replica_and_a_retried_spawn_answers_its_first_ag
     );
 }
 
+/// A message answered `503 unavailable` (its replica gone) may have landed all the same; retried
+/// with its `Idempotency-Key` once a replica is back, it is answered `202` and is in the agent's
+/// thread once, as is a message retried with its key after a 202.
+#[test]
+fn a_message_refused_as_unavailable_and_retried_with_its_key_is_queued_once() {
+    let master = RedisServer::start();
+    let mut replica = RedisServer::start_replica_of(&master);
+    let dir = tempfile::tempdir().unwrap();
+    let p = process(
+        &[
+            ("AGENTD__REDIS__URL", master.url()),
+            ("AGENTD__REDIS__MIN_REPLICAS", "1".to_string()),
+            ("AGENTD__REDIS__REPLICA_WAIT_MS", "1000".to_string()),
+        ],
+        &dir,
+    );
+    let root = p.spawn_with(json!({"agent_type": "subagent", "prompt": "hello"}));
+    let messages = format!("/v1/agents/{root}/messages");
+    replica.kill9();
+    let body = json!({"text": "order 42 shipped"});
+    assert_unavailable(
+        "a keyed message",
+        p.post_keyed(&messages, "order-42", body.clone()),
+    );
+    assert_unavailable(
+        "its retry while no replica holds it",
+        p.post_keyed(&messages, "order-42", body.clone()),
+    );
+    let _replica = RedisServer::start_replica_of(&master);
+    eventually_blocking(
+        Duration::from_secs(20),
+        "a 202 once a replica is back",
+        || p.post_keyed(&messages, "order-42", body.clone()).is_ok(),
+    );
+    p.post_keyed(&messages, "order-42", body.clone()).unwrap();
+    p.wait_for("the answer", |p| {
+        p.texts(&root)
+            .contains(&"echo: order 42 shipped".to_string())
+    });
+    p.post(&messages, json!({"text": "last"})).unwrap();
+    p.wait_for("the last answer", |p| {
+        p.texts(&root).contains(&"echo: last".to_string())
+    });
+    let texts = p.texts(&root);
+    assert_eq!(
+        texts.iter().filter(|t| *t == "order 42 shipped").count(),
+        1,
+        "queued once over four attempts: {texts:?}"
+    );
+}
+
 /// Writes spawn command `req` to `<ns>:commands`, replies to `svc:replies`: its envelope id.
 fn spawn_command(con: &mut redis::Connection, req: SpawnRequest) -> uuid::Uuid {
     let mut env = Envelope::new(

@@ -269,6 +269,7 @@ fn the_redis_command_stream_checks_the_same() {
                 agent_id: lead.clone(),
                 text: msg.clone(),
                 interrupt: false,
+                idempotency_key: None,
             }
         )),
         "payload_too_large"

@@ -52,6 +52,10 @@ pub enum AgentCommands {
         /// Abort the agent's running turn first.
         #[arg(long)]
         interrupt: bool,
+        /// Send it at most once: the same command run again with the same key (after a
+        /// failure, say) is queued once (kept 24 h).
+        #[arg(long, value_name = "KEY")]
+        idempotency_key: Option<String>,
     },
     /// Show one agent: a summary, or its whole view with --json.
     Inspect {
@@ -195,8 +199,16 @@ impl AgentCommands {
                 agent_id,
                 text,
                 interrupt,
-            }
-            | AgentCommands::Followup {
+                idempotency_key,
+            } => (
+                client.post_keyed(
+                    &format!("/v1/agents/{agent_id}/messages"),
+                    json!({"text": text, "interrupt": interrupt}),
+                    idempotency_key.as_deref(),
+                )?,
+                output::pretty,
+            ),
+            AgentCommands::Followup {
                 agent_id,
                 text,
                 interrupt,

@@ -32,17 +32,25 @@ pub(crate) async fn spawn(
     body: JsonObject<SpawnRequest>,
 ) -> ApiResult {
     let mut spawn = body.into_inner();
-    if let Some(key) = req.headers().get(IDEMPOTENCY_KEY) {
-        let key = key.to_str().map_err(|_| {
-            AgentdError::new(
-                ErrorCode::InvalidArgument,
-                "the Idempotency-Key header is visible ASCII",
-            )
-        })?;
-        spawn.idempotency_key = Some(key.to_string());
+    if let Some(key) = idempotency_key(&req)? {
+        spawn.idempotency_key = Some(key);
     }
     let view = run(&st, &req, Command::Spawn(Box::new(spawn))).await?;
     Ok(HttpResponse::Created().json(super::with_trace_id(view)))
+}
+
+/// The request's `Idempotency-Key` header, if it has one.
+fn idempotency_key(req: &HttpRequest) -> Result<Option<String>, AgentdError> {
+    let Some(key) = req.headers().get(IDEMPOTENCY_KEY) else {
+        return Ok(None);
+    };
+    let key = key.to_str().map_err(|_| {
+        AgentdError::new(
+            ErrorCode::InvalidArgument,
+            "the Idempotency-Key header is visible ASCII",
+        )
+    })?;
+    Ok(Some(key.to_string()))
 }
 
 #[derive(Deserialize)]
@@ -127,15 +135,21 @@ pub(crate) struct SendBody {
     interrupt: bool,
 }
 
-/// Send a message or follow-up (`interrupt` aborts the turn).
+/// Send a message or follow-up (`interrupt` aborts the turn). With an `Idempotency-Key`
+/// header, a retry answers what the first attempt did and the message is queued once.
 #[utoipa::path(
     post, path = "/v1/agents/{id}/messages", tag = "agents",
-    params(("id" = String, Path, format = Uuid, description = "The agent's id")),
+    params(
+        ("id" = String, Path, format = Uuid, description = "The agent's id"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes the message idempotent: a message retried with the same key to the same agent is queued once and answered as the first attempt was (kept 24 h, however many messages come between). Retry with it after a `503 unavailable`: the first attempt may have landed. 1 to 255 visible ASCII characters."),
+    ),
     request_body(content = SendBody, content_type = "application/json"),
     responses(
-        (status = 202, description = "Stored in the agent's inbox", body = crate::openapi::Sent),
+        (status = 202, description = "Stored in the agent's inbox (or, for a retried idempotent message, stored by the first attempt)", body = crate::openapi::Sent),
         (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
+        (status = 422, description = "`idempotency_key_reused`: the key came with another message to this agent before", body = AgentdError),
         (status = 429, description = "`depth_limit`, `fanout_limit` or `budget_exceeded`", body = AgentdError),
+        (status = 503, description = "`unavailable`: the message could not be made durable now; it may have landed: retry with the same `Idempotency-Key`", body = AgentdError),
     )
 )]
 pub(crate) async fn send(
@@ -145,6 +159,7 @@ pub(crate) async fn send(
     body: JsonObject<SendBody>,
 ) -> ApiResult {
     let SendBody { text, interrupt } = body.into_inner();
+    let idempotency_key = idempotency_key(&req)?;
     let v = run(
         &st,
         &req,
@@ -152,6 +167,7 @@ pub(crate) async fn send(
             agent_id: id.into_inner().into_string(),
             text,
             interrupt,
+            idempotency_key,
         },
     )
     .await?;

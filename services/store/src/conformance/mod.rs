@@ -9,9 +9,9 @@ use std::sync::Arc;
 
 mod agents;
 mod checkpoints;
+mod claims;
 mod external_ids;
 mod inbox;
-mod spawn_claims;
 mod tool_calls;
 mod writes;
 
@@ -160,5 +160,5 @@ pub async fn run_all(store: Arc<dyn ThreadStore>) {
     writes::a_store_that_is_not_the_bus_refuses_forwards_whole(store.as_ref()).await;
     writes::the_outbox_keeps_outputs_in_order_until_done(store.as_ref()).await;
     tool_calls::tool_calls_close_once(store.clone()).await;
-    spawn_claims::the_first_claim_wins_until_dropped(store.clone()).await;
+    claims::the_first_claim_wins_until_released_or_expired(store.clone()).await;
 }

@@ -39,7 +39,18 @@ pub(super) mod row {
     /// agent it maps to. Under that agent: the same key → nothing (the mappings its deletion
     /// drops).
     pub const EXTERNAL_ID: u8 = 8;
+    /// Under [`super::CLAIMS_OWNER`]: an idempotency claim's `home \x1f key` → until (ms, 8
+    /// bytes big-endian), settled (1 byte), the first request's fingerprint.
+    pub const CLAIM: u8 = 9;
+    /// Under [`super::CLAIMS_OWNER`]: until (ms, 8 bytes big-endian) and a claim's
+    /// `home \x1f key` → nothing: the claims in the order they expire, so the expired ones are
+    /// dropped by a scan from the start.
+    pub const CLAIM_EXPIRY: u8 = 10;
 }
+
+/// The (empty, so no agent's) owner of the [`row::CLAIM`] and [`row::CLAIM_EXPIRY`] rows:
+/// claims are looked up by their home and key, and expire across agents.
+pub(super) const CLAIMS_OWNER: &str = "";
 
 /// The (empty, so no agent's) owner of the [`row::TOOL_CALL`] rows: tool calls are looked up
 /// by their own id and listed across agents.

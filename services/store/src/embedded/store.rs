@@ -8,8 +8,8 @@ use super::tables::Tables;
 use super::writer::Writer;
 use super::{be, de, inbox, reads, writes};
 use agentd_actors::{
-    ExternalKey, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadStore,
-    WorkerAlias,
+    Claim, ClaimEnd, ExternalKey, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite,
+    ThreadStore, WorkerAlias,
 };
 use agentd_proto::codec::encode;
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
@@ -27,8 +27,6 @@ pub struct RedbStore {
     db: Arc<Database>,
     /// The seq of the next output kept in [`OUTBOX`](super::layout::OUTBOX).
     outbox_seq: Arc<AtomicU64>,
-    /// Spawn idempotency claims (one process uses the file).
-    spawn_claims: Arc<crate::spawn_claims::SpawnClaims>,
 }
 
 impl RedbStore {
@@ -59,7 +57,6 @@ impl RedbStore {
             writer,
             db,
             outbox_seq: Arc::new(outbox_seq.into()),
-            spawn_claims: Arc::default(),
         })
     }
 
@@ -190,18 +187,26 @@ impl ThreadStore for RedbStore {
         self.run(move |db| reads::aliases(db, &parent)).await
     }
 
-    async fn spawn_claim(
+    async fn idempotency_claim(
         &self,
-        agent_id: &str,
+        home: &str,
+        key: &str,
         fingerprint: &str,
         ttl_ms: u64,
-    ) -> StoreResult<Option<String>> {
-        Ok(self.spawn_claims.claim(agent_id, fingerprint, ttl_ms))
+    ) -> StoreResult<Option<Claim>> {
+        let (home, key, fingerprint) = (home.to_string(), key.to_string(), fingerprint.to_string());
+        let now = now_ms();
+        self.writer
+            .write(move |t| writes::claim_in(t, &home, &key, &fingerprint, ttl_ms, now))
+            .await
     }
 
-    async fn spawn_claim_expire(&self, agent_id: &str, ttl_ms: u64) -> StoreResult<()> {
-        self.spawn_claims.expire(agent_id, ttl_ms);
-        Ok(())
+    async fn idempotency_claim_end(&self, home: &str, key: &str, end: ClaimEnd) -> StoreResult<()> {
+        let (home, key) = (home.to_string(), key.to_string());
+        let now = now_ms();
+        self.writer
+            .write(move |t| writes::claim_end_in(t, &home, &key, end, now))
+            .await
     }
 
     async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
@@ -368,4 +373,12 @@ impl ThreadStore for RedbStore {
             .write(move |t| writes::outbox_done_in(t, &id))
             .await
     }
+}
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it): claims expire by the wall
+/// clock, which a restart keeps.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }

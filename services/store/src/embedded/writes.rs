@@ -5,7 +5,8 @@
 
 use super::inbox::inbox_done_in;
 use super::layout::{
-    EXTERNAL_IDS_OWNER, NO_KEY, after, agent_id_of, next_row_seq, next_seq, remove_rows, row,
+    CLAIMS_OWNER, EXTERNAL_IDS_OWNER, NO_KEY, after, agent_id_of, next_row_seq, next_seq,
+    remove_rows, row,
 };
 use super::layout::{scan_rows, seq_key, uuid_key};
 use super::tables::{NextSeqs, Tables, put_new};
@@ -381,5 +382,164 @@ fn release_external_id(t: &mut Tables<'_>, key: &[u8], a: &str) -> StoreResult<(
         t.rows.remove(forward).map_err(be)?;
     }
     t.rows.remove((a, row::EXTERNAL_ID, key)).map_err(be)?;
+    Ok(())
+}
+
+/// The [`row::CLAIM`] key of claim `key` of `home`.
+fn claim_id(home: &str, key: &str) -> Vec<u8> {
+    format!("{home}\x1f{key}").into_bytes()
+}
+
+/// The [`row::CLAIM_EXPIRY`] key of claim `id` expiring at `until`.
+fn claim_expiry(until: u64, id: &[u8]) -> Vec<u8> {
+    let mut k = seq_key(until).to_vec();
+    k.extend_from_slice(id);
+    k
+}
+
+/// A [`row::CLAIM`] value: until, settled, fingerprint.
+fn claim_value(until: u64, claim: &agentd_actors::Claim) -> Vec<u8> {
+    let mut v = seq_key(until).to_vec();
+    v.push(u8::from(claim.settled));
+    v.extend_from_slice(claim.fingerprint.as_bytes());
+    v
+}
+
+/// A [`row::CLAIM`] value read back: until and the claim.
+fn claim_of(bytes: &[u8]) -> StoreResult<(u64, agentd_actors::Claim)> {
+    if bytes.len() < 9 {
+        return Err(agentd_actors::StoreError::corrupt(format!(
+            "a claim of {} bytes",
+            bytes.len()
+        )));
+    }
+    let until = super::layout::seq_of(&bytes[..8])?;
+    let fingerprint = std::str::from_utf8(&bytes[9..])
+        .map_err(|e| agentd_actors::StoreError::corrupt(format!("a claim's fingerprint: {e}")))?;
+    Ok((
+        until,
+        agentd_actors::Claim {
+            fingerprint: fingerprint.to_string(),
+            settled: bytes[8] == 1,
+        },
+    ))
+}
+
+/// Drops the claims expired by `now_ms` (the first rows of [`row::CLAIM_EXPIRY`]).
+fn drop_expired_claims(t: &mut Tables<'_>, now_ms: u64) -> StoreResult<()> {
+    let low = (CLAIMS_OWNER, row::CLAIM_EXPIRY, NO_KEY);
+    let high = seq_key(now_ms.saturating_add(1));
+    let expired: Vec<Vec<u8>> = t
+        .rows
+        .range(low..(CLAIMS_OWNER, row::CLAIM_EXPIRY, &high[..]))
+        .map_err(be)?
+        .map(|r| r.map(|(k, _)| k.value().2.to_vec()).map_err(be))
+        .collect::<StoreResult<_>>()?;
+    for key in expired {
+        t.rows
+            .remove((CLAIMS_OWNER, row::CLAIM_EXPIRY, &key[..]))
+            .map_err(be)?;
+        t.rows
+            .remove((CLAIMS_OWNER, row::CLAIM, &key[8..]))
+            .map_err(be)?;
+    }
+    Ok(())
+}
+
+/// Claims `key` of `home` for `fingerprint` until `now_ms + ttl_ms` (see
+/// `ThreadStore::idempotency_claim`), dropping the claims expired by `now_ms` first.
+pub(super) fn claim_in(
+    t: &mut Tables<'_>,
+    home: &str,
+    key: &str,
+    fingerprint: &str,
+    ttl_ms: u64,
+    now_ms: u64,
+) -> StoreResult<Option<agentd_actors::Claim>> {
+    drop_expired_claims(t, now_ms)?;
+    let id = claim_id(home, key);
+    if let Some(v) = t
+        .rows
+        .get((CLAIMS_OWNER, row::CLAIM, &id[..]))
+        .map_err(be)?
+    {
+        return Ok(Some(claim_of(v.value())?.1));
+    }
+    let until = now_ms.saturating_add(ttl_ms);
+    let claim = agentd_actors::Claim {
+        fingerprint: fingerprint.to_string(),
+        settled: false,
+    };
+    t.rows
+        .insert(
+            (CLAIMS_OWNER, row::CLAIM, &id[..]),
+            &claim_value(until, &claim)[..],
+        )
+        .map_err(be)?;
+    t.rows
+        .insert(
+            (
+                CLAIMS_OWNER,
+                row::CLAIM_EXPIRY,
+                &claim_expiry(until, &id)[..],
+            ),
+            NO_KEY,
+        )
+        .map_err(be)?;
+    Ok(None)
+}
+
+/// Ends claim `key` of `home` as `end` says, at `now_ms`.
+pub(super) fn claim_end_in(
+    t: &mut Tables<'_>,
+    home: &str,
+    key: &str,
+    end: agentd_actors::ClaimEnd,
+    now_ms: u64,
+) -> StoreResult<()> {
+    let id = claim_id(home, key);
+    let Some(v) = t
+        .rows
+        .get((CLAIMS_OWNER, row::CLAIM, &id[..]))
+        .map_err(be)?
+    else {
+        return Ok(());
+    };
+    let (until, mut claim) = claim_of(v.value())?;
+    drop(v);
+    t.rows
+        .remove((
+            CLAIMS_OWNER,
+            row::CLAIM_EXPIRY,
+            &claim_expiry(until, &id)[..],
+        ))
+        .map_err(be)?;
+    match end {
+        agentd_actors::ClaimEnd::Released => {
+            t.rows
+                .remove((CLAIMS_OWNER, row::CLAIM, &id[..]))
+                .map_err(be)?;
+        }
+        agentd_actors::ClaimEnd::Settled { keep_ms } => {
+            let until = now_ms.saturating_add(keep_ms);
+            claim.settled = true;
+            t.rows
+                .insert(
+                    (CLAIMS_OWNER, row::CLAIM, &id[..]),
+                    &claim_value(until, &claim)[..],
+                )
+                .map_err(be)?;
+            t.rows
+                .insert(
+                    (
+                        CLAIMS_OWNER,
+                        row::CLAIM_EXPIRY,
+                        &claim_expiry(until, &id)[..],
+                    ),
+                    NO_KEY,
+                )
+                .map_err(be)?;
+        }
+    }
     Ok(())
 }

@@ -19,10 +19,11 @@
 //! | [`layout`] | the namespace's key layout and partition count, checked at every start |
 //! | [`migrate`] | `agentd migrate`: the earlier layout moved to this one, once |
 //! | [`replicas`] | `WAIT` for `redis.min_replicas` after a write an acknowledgement depends on |
-//! | [`spawn_claim`] | the claims of idempotent spawns (`Idempotency-Key`) |
+//! | [`claim`] | idempotency claims (`Idempotency-Key`): spawns, messages |
 //! | [`external_id`] | outside ids (an A2A client's `contextId`, …) mapped to agents |
 
 mod batch;
+mod claim;
 mod connection;
 mod external_id;
 mod fenced;
@@ -34,7 +35,6 @@ mod operations;
 mod push;
 mod replicas;
 mod scripts;
-mod spawn_claim;
 
 pub use migrate::Migrated;
 pub use push::PushFence;

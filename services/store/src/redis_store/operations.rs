@@ -4,7 +4,8 @@
 use super::{RedisStore, be, de};
 use crate::redis_keys::assert_one_slot;
 use agentd_actors::{
-    ExternalKey, Pushed, StoreError, StoreResult, StoreWrite, ThreadStore, WorkerAlias,
+    Claim, ClaimEnd, ExternalKey, Pushed, StoreError, StoreResult, StoreWrite, ThreadStore,
+    WorkerAlias,
 };
 use agentd_proto::codec::{decode, encode};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
@@ -537,17 +538,18 @@ impl ThreadStore for RedisStore {
         self.wait_replicas_of(agent_id).await
     }
 
-    async fn spawn_claim(
+    async fn idempotency_claim(
         &self,
-        agent_id: &str,
+        home: &str,
+        key: &str,
         fingerprint: &str,
         ttl_ms: u64,
-    ) -> StoreResult<Option<String>> {
-        self.claim_spawn(agent_id, fingerprint, ttl_ms).await
+    ) -> StoreResult<Option<Claim>> {
+        self.claim(home, key, fingerprint, ttl_ms).await
     }
 
-    async fn spawn_claim_expire(&self, agent_id: &str, ttl_ms: u64) -> StoreResult<()> {
-        self.expire_spawn_claim(agent_id, ttl_ms).await
+    async fn idempotency_claim_end(&self, home: &str, key: &str, end: ClaimEnd) -> StoreResult<()> {
+        self.end_claim(home, key, end).await
     }
 }
 
