@@ -430,7 +430,7 @@ pub fn document(auth_required: bool) -> Doc {
                 add("500", "`store_error` or `internal`");
                 add(
                     "503",
-                    "`unavailable`: the agent's owner did not answer, or fewer replicas than `redis.min_replicas` confirmed the write in time",
+                    "`unavailable` (with `Retry-After`): the store is unreachable or failing over, the agent's owner did not answer, or fewer replicas than `redis.min_replicas` confirmed the write in time",
                 );
             }
             if let Some(body) = op.request_body.as_mut() {
