@@ -44,6 +44,7 @@ mod redis_migrate;
 mod redis_replicas;
 mod redis_restart;
 mod redis_store;
+mod redis_takeover;
 mod review_yield;
 mod scheduling;
 mod service;

@@ -105,7 +105,7 @@ impl RedisBus {
             // While one is held back, a read blocks briefly, so that it is read soon after it
             // has room.
             let block_ms = if full.is_empty() {
-                (self.cfg.lease_ms / 4).clamp(1, 200)
+                self.times().read_block_ms()
             } else {
                 FULL_WAIT.as_millis() as u64
             };
