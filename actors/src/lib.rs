@@ -24,6 +24,7 @@
 //! | 1 | `rate_gate`, `tree_spend` | providers' rate limits; what each agent tree has spent |
 //! | 0 | [`telemetry`] | the trace context of the work at hand; GenAI spans and metrics (with export on) |
 //! | 0 | [`clock`], [`metrics`], [`hashing`], `errors` | time as a port, the metrics registry, hash maps, actix/serde failures as `AgentdError`s |
+//! | 0 | [`deadline`] | the deadline of the request being served, where its caller stops waiting |
 //!
 //! "Seed 000" … "seed 004" in comments name the reference documents summarised in
 //! `docs/reference.md`; `docs/architecture.md` maps this crate and states its invariants.
@@ -35,6 +36,7 @@ mod checkpoints;
 pub mod clock;
 pub mod config;
 mod context_files;
+pub mod deadline;
 pub mod deps;
 mod errors;
 pub mod hashing;

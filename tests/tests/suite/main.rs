@@ -40,6 +40,7 @@ mod providers;
 mod recovery;
 mod redis_cluster;
 mod redis_example;
+mod redis_failover;
 mod redis_migrate;
 mod redis_replicas;
 mod redis_restart;

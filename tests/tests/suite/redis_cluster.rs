@@ -83,6 +83,12 @@ impl Cluster {
             ("AGENTD__REDIS__MAX_ENVELOPE_BYTES", "8192".to_string()),
             ("AGENTD__REDIS__MAX_DELIVERIES", "3".to_string()),
             ("AGENTD__MODEL__SCRIPT", script.display().to_string()),
+            // These tests' clients send a refused message again, and count on a refusal being
+            // a message that did not land; a message gets no idempotency key yet. So a request
+            // waits as long as Redis takes (unbounded, as before `redis.request_wait_ms`): a
+            // request answered `503` once its wait ran out may land all the same. The bound
+            // is tested in redis_failover.rs and redis_takeover.rs.
+            ("AGENTD__REDIS__REQUEST_WAIT_MS", "0".to_string()),
         ]);
         Cluster {
             redis,

@@ -1,7 +1,7 @@
 //! Routes about the service itself: liveness, readiness, metrics, info, this API's document,
 //! the trees, the work queue, and any command as the Redis command stream takes it.
 
-use super::{ApiResult, ApiState, run, scope};
+use super::{ApiResult, ApiState, run, scope, within};
 use crate::errors::JsonObject;
 use actix_web::{HttpRequest, HttpResponse, web};
 use agentd_proto::{AgentTrees, AgentdError, Command, ErrorCode, WorkQueue};
@@ -175,7 +175,7 @@ pub(crate) async fn info(st: web::Data<ApiState>) -> HttpResponse {
     )
 )]
 pub(crate) async fn tree(st: web::Data<ApiState>, req: HttpRequest) -> ApiResult {
-    let roots = st.system.tree(scope(&req).as_deref()).await?;
+    let roots = within(&st, st.system.tree(scope(&req).as_deref())).await?;
     Ok(HttpResponse::Ok().json(AgentTrees { roots }))
 }
 
@@ -205,6 +205,6 @@ pub(crate) async fn command(
     )
 )]
 pub(crate) async fn queue(st: web::Data<ApiState>, req: HttpRequest) -> ApiResult {
-    let tasks = st.system.queue(scope(&req).as_deref()).await?;
+    let tasks = within(&st, st.system.queue(scope(&req).as_deref())).await?;
     Ok(HttpResponse::Ok().json(WorkQueue { tasks }))
 }
