@@ -195,7 +195,7 @@ impl RedisBus {
             let sent = Instant::now();
             let mut con = self.lease_con.clone();
             let kept = tokio::time::timeout(
-                times.round,
+                times.wait(),
                 self.scripts
                     .renew
                     .key(self.keys.lease(k))
@@ -236,7 +236,7 @@ impl RedisBus {
         let renewals = handing.into_iter().map(|k| async move {
             let mut con = self.lease_con.clone();
             let _ = tokio::time::timeout(
-                times.round,
+                times.wait(),
                 self.scripts
                     .renew
                     .key(self.keys.lease(k))
@@ -258,58 +258,90 @@ impl RedisBus {
             .is_some_and(|t| t.elapsed() <= within)
     }
 
-    /// Heartbeats on the heartbeat connection (connecting it first if it is not), waiting a
-    /// round at most: the members as Redis has them now, or `None` if it did not answer.
-    async fn heartbeat(&self, times: LeaseTimes) -> Option<Members> {
+    /// Heartbeats on the heartbeat connection, waiting a round's wait at most: the members as
+    /// Redis has them now, or `None` if it did not answer. Without a connection (lost, or
+    /// never made) it connects one in the background and answers `None` this round: a round
+    /// never waits for a connection.
+    async fn heartbeat(self: &Arc<Self>, times: LeaseTimes) -> Option<Members> {
+        self.heartbeat_within(times.wait()).await
+    }
+
+    /// [`Self::heartbeat`], waiting `wait` at most.
+    async fn heartbeat_within(self: &Arc<Self>, wait: Duration) -> Option<Members> {
         let mut slot = self.heartbeats.lock().await;
-        let beat = tokio::time::timeout(times.round, async {
-            if slot.is_none() {
-                *slot = Some(Heartbeats::connect(self).await?);
-            }
-            let Some(hb) = slot.as_mut() else {
-                return Err(AgentdError::new(
-                    agentd_proto::ErrorCode::Unavailable,
-                    "no heartbeat connection",
-                ));
-            };
-            let client = hb.client_id();
-            type Reply = (u64, Vec<(String, u64)>, HashMap<String, i64>);
-            let (now, beats, clients): Reply = self
-                .scripts
+        let Some(hb) = slot.as_mut() else {
+            drop(slot);
+            self.reconnect_heartbeats();
+            return None;
+        };
+        let client = hb.client_id();
+        type Reply = (u64, Vec<(String, u64)>, HashMap<String, i64>);
+        let beat = tokio::time::timeout(
+            wait,
+            self.scripts
                 .heartbeat
                 .key(self.keys.members())
                 .key(self.keys.members_clients())
                 .arg(&self.cfg.process_id)
                 .arg(client)
                 .arg(self.cfg.lease_ms)
-                .invoke_async(&mut hb.con)
-                .await
-                .map_err(be)?;
-            Ok::<_, AgentdError>(Members {
-                now,
-                beats: beats.into_iter().collect(),
-                clients,
-            })
-        })
+                .invoke_async::<Reply>(&mut hb.con),
+        )
         .await;
         match beat {
-            Ok(Ok(members)) => {
+            Ok(Ok((now, beats, clients))) => {
                 if let Ok(mut t) = self.last_heartbeat.lock() {
                     *t = Some(Instant::now());
                 }
-                Some(members)
+                Some(Members {
+                    now,
+                    beats: beats.into_iter().collect(),
+                    clients,
+                })
             }
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "heartbeat failed; reconnecting");
                 *slot = None;
+                drop(slot);
+                self.reconnect_heartbeats();
                 None
             }
+            // Slow, not broken: the connection is kept (a late answer is dropped by it).
             Err(_) => {
-                tracing::debug!("heartbeat not answered within a round; reconnecting");
-                *slot = None;
+                tracing::debug!("heartbeat not answered within a round");
                 None
             }
         }
+    }
+
+    /// Connects the heartbeat connection and heartbeats once before the first lease round,
+    /// patiently (its node found, its script loaded there), failing if Redis cannot be
+    /// reached, as the start does.
+    pub(super) async fn connect_heartbeats(self: &Arc<Self>) -> Result<(), AgentdError> {
+        let hb = Heartbeats::connect(self).await?;
+        *self.heartbeats.lock().await = Some(hb);
+        match self.heartbeat_within(Duration::from_secs(10)).await {
+            Some(_) => Ok(()),
+            None => Err(AgentdError::new(
+                agentd_proto::ErrorCode::Unavailable,
+                "redis: the first heartbeat got no answer",
+            )),
+        }
+    }
+
+    /// Connects the heartbeat connection again in the background, unless that is under way.
+    fn reconnect_heartbeats(self: &Arc<Self>) {
+        if self.heartbeats_connecting.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let me = self.clone();
+        actix_rt::spawn(async move {
+            match Heartbeats::connect(&me).await {
+                Ok(hb) => *me.heartbeats.lock().await = Some(hb),
+                Err(e) => tracing::debug!(error = %e, "connecting the heartbeat connection failed"),
+            }
+            me.heartbeats_connecting.store(false, Ordering::SeqCst);
+        });
     }
 
     /// The members gone: silent for the fence time and the margin, with their heartbeat
@@ -369,7 +401,7 @@ impl RedisBus {
         for id in ids {
             list.arg(*id);
         }
-        let listed: String = tokio::time::timeout(times.round, list.query_async(&mut hb.con))
+        let listed: String = tokio::time::timeout(times.wait(), list.query_async(&mut hb.con))
             .await
             .ok()?
             .ok()?;
@@ -429,7 +461,7 @@ impl RedisBus {
         let holders = futures::future::join_all(candidates.iter().map(|k| async move {
             let mut con = self.lease_con.clone();
             let holder = tokio::time::timeout(
-                times.round,
+                times.wait(),
                 redis::cmd("GET")
                     .arg(self.keys.lease(*k))
                     .query_async::<Option<String>>(&mut con),
@@ -458,7 +490,7 @@ impl RedisBus {
             for g in gone {
                 take.arg(g);
             }
-            let got = tokio::time::timeout(times.round, take.invoke_async::<i64>(&mut con)).await;
+            let got = tokio::time::timeout(times.wait(), take.invoke_async::<i64>(&mut con)).await;
             (k, sent, got)
         });
         let mut taken = BTreeSet::new();

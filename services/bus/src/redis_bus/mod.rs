@@ -96,6 +96,8 @@ pub struct RedisBus {
     heartbeats: tokio::sync::Mutex<Option<leases::Heartbeats>>,
     /// When a heartbeat last reached Redis.
     last_heartbeat: Mutex<Option<Instant>>,
+    /// The heartbeat connection is being connected in the background.
+    heartbeats_connecting: AtomicBool,
     /// Lease rounds run so far.
     lease_rounds: AtomicU64,
     /// Partitions being handed over (their agents stopping), and why.
@@ -143,7 +145,7 @@ impl RedisBus {
         let lease_con = cfg
             .target
             .connect_with(agentd_store::Patience::within(
-                times::LeaseTimes::of(cfg.lease_ms).round,
+                times::LeaseTimes::of(cfg.lease_ms).wait(),
             ))
             .await
             .map_err(be)?;
@@ -158,6 +160,7 @@ impl RedisBus {
             lease_con,
             heartbeats: tokio::sync::Mutex::new(None),
             last_heartbeat: Mutex::new(None),
+            heartbeats_connecting: AtomicBool::new(false),
             lease_rounds: AtomicU64::new(0),
             handing_over: RwLock::new(HashMap::new()),
             owned: RwLock::new(BTreeSet::new()),
@@ -221,6 +224,7 @@ impl RedisBus {
             ensure_group(&mut con, &self.keys.partition(k)).await?;
         }
         self.scripts.load(&mut con).await.map_err(be)?;
+        self.connect_heartbeats().await?;
         self.clone().lease_round(&system).await?;
         let me = self.clone();
         let sys = system.clone();

@@ -31,6 +31,12 @@ impl LeaseTimes {
         }
     }
 
+    /// The longest a lease round waits for one answer of Redis: a round, and 100 ms at least
+    /// (a short lease must not make a busy process give up on answers on their way).
+    pub(crate) fn wait(&self) -> Duration {
+        self.round.max(Duration::from_millis(100))
+    }
+
     /// How long a gone holder must not have renewed a lease before it is taken from it.
     pub(crate) fn takeover_age(&self) -> Duration {
         self.fence + self.margin
