@@ -51,7 +51,7 @@ struct Cluster {
 }
 
 impl Cluster {
-    /// A cluster whose processes hold leases of `ms` (renewed every third of it).
+    /// A cluster whose processes hold leases of `ms` (renewed every sixteenth of it).
     fn with_lease_ms(ms: u64) -> Cluster {
         Cluster::new().with("AGENTD__REDIS__LEASE_MS", ms.to_string())
     }

@@ -281,7 +281,10 @@ async fn a_master_killed_under_load_answers_503_within_a_second_and_writes_resum
         .map(|a| a.sent + a.took)
         .min()
         .expect("the dead master's agents take messages again after the promotion");
-    eprintln!("writes resumed {:?} after the promotion", resumed - promoted);
+    eprintln!(
+        "writes resumed {:?} after the promotion",
+        resumed - promoted
+    );
     assert!(
         resumed - promoted < Duration::from_secs(3),
         "writes resumed {:?} after the promotion",

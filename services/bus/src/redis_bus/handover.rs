@@ -93,7 +93,7 @@ impl RedisBus {
         });
     }
 
-    /// Waits until a read under way has come back (it blocks at most a quarter lease; this
+    /// Waits until a read under way has come back (it blocks at most the takeover margin; this
     /// waits at most half). A partition given up is left out of every read started after it
     /// was dropped from `owned`; what a read already under way returns for it stays pending
     /// here, and is claimed by the next owner, who can only take the lease once this process

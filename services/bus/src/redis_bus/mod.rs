@@ -1,6 +1,6 @@
 //! The Redis streams bus: agents are spread over `partitions` streams (`{<ns>:p<k>}:stream`, agent →
 //! `fnv1a64(id) % partitions`). Each partition is owned by one live process at a time through a
-//! lease (`SET NX PX`, renewed every lease/4); live processes heartbeat in `{<ns>:members}` and
+//! lease (`SET PX`, renewed every lease/16); live processes heartbeat in `{<ns>:members}` and
 //! each takes at most `ceil(partitions / live)` leases, so partitions spread evenly and move
 //! when a process dies. The owner reads its partitions with one blocking `XREADGROUP` on a
 //! dedicated connection (no response timeout; on a Redis Cluster, one read per partition on

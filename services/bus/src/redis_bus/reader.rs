@@ -1,8 +1,8 @@
 //! The partition reader: one loop per process on a connection of its own. Each round it first
 //! claims what partitions just taken hold pending, then reads every readable partition (but
 //! one whose agents hold too many of its entries: [`super::held`]) with one blocking
-//! `XREADGROUP` (`BLOCK` ≤ a quarter lease, so a read answers before a lease it was sent under
-//! can expire) — on a Redis Cluster, where a read names streams of one slot, one
+//! `XREADGROUP` (`BLOCK` ≤ the takeover margin, so a read answers before the partition it was
+//! sent for can be taken from this process) — on a Redis Cluster, where a read names streams of one slot, one
 //! read per partition on a connection of its own, all at once — and hands what it read over:
 //! batches the router takes as they are go into the [`InFlight`] window and the reader reads
 //! on; anything else waits for what came before it.
