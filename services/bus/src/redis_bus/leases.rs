@@ -371,10 +371,12 @@ impl RedisBus {
         let mut gone = Vec::new();
         let mut next = times.round;
         for (m, silent) in late {
+            // A member that registered no connection (an agentd of an earlier version, whose
+            // self-fence is later) is never judged gone: its leases expire.
             let present = members
                 .clients
                 .get(m)
-                .is_some_and(|id| connected.contains(id));
+                .is_none_or(|id| connected.contains(id));
             if present {
                 // Stalled or frozen with its connection open: its leases expire.
                 continue;
