@@ -158,6 +158,7 @@ impl RedisBus {
             let taken = self.take(fair - owned_now, &gone, times).await;
             if !taken.is_empty() {
                 self.resume_taken(system, taken);
+                self.wake_reader();
             }
         }
         if trim_round && self.offers_holds() {

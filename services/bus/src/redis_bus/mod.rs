@@ -120,6 +120,8 @@ pub struct RedisBus {
     read_rounds: AtomicU64,
     /// A read is under way.
     reading: AtomicBool,
+    /// The connections (node, client id) the read under way blocks on.
+    blocked_reads: Mutex<Vec<(String, u16, i64)>>,
     stopping: AtomicBool,
     /// Calls this process handed to the owners of other partitions ([`Transport::call`]), by
     /// their envelope's id; the reply reader completes them.
@@ -170,6 +172,7 @@ impl RedisBus {
             delivering,
             read_rounds: AtomicU64::new(0),
             reading: AtomicBool::new(false),
+            blocked_reads: Mutex::new(Vec::new()),
             stopping: AtomicBool::new(false),
             calls: Mutex::new(HashMap::new()),
             dead,
