@@ -25,6 +25,7 @@
 //! | 0 | [`telemetry`] | the trace context of the work at hand; GenAI spans and metrics (with export on) |
 //! | 0 | [`clock`], [`metrics`], [`hashing`], `errors` | time as a port, the metrics registry, hash maps, actix/serde failures as `AgentdError`s |
 //! | 0 | [`failpoints`] | where a test may stop the process as `kill -9` would (the `failpoints` feature) |
+//! | 0 | [`deadline`] | the deadline of the request being served, where its caller stops waiting |
 //!
 //! "Seed 000" … "seed 004" in comments name the reference documents summarised in
 //! `docs/reference.md`; `docs/architecture.md` maps this crate and states its invariants.
@@ -37,6 +38,7 @@ pub mod clock;
 pub mod config;
 mod context_files;
 mod depends_on;
+pub mod deadline;
 pub mod deps;
 mod errors;
 pub mod failpoints;

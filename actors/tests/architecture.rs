@@ -14,6 +14,7 @@ use std::path::Path;
 const FLOORS: &[(&str, u8)] = &[
     // 0: leaves, named by everything.
     ("clock", 0),
+    ("deadline", 0),
     ("errors", 0),
     ("failpoints", 0),
     ("hashing", 0),

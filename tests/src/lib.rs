@@ -16,6 +16,7 @@ pub mod redis_server;
 pub mod scripted_files;
 pub mod streaming_provider;
 pub mod strict_provider;
+pub mod tcp_cut;
 mod workers;
 
 pub use mock_http::{Canned, MockHttp};
@@ -25,6 +26,7 @@ pub use redis_cluster::{RedisCluster, TestConnection, TestRedis};
 pub use redis_server::RedisServer;
 pub use streaming_provider::{Reply, StreamingProvider};
 pub use strict_provider::{Answer, Dialect, StrictProvider};
+pub use tcp_cut::TcpCut;
 
 pub use eventually::{Poll, eventually, eventually_blocking};
 

@@ -13,8 +13,11 @@ pub const TEST_REDIS_VAR: &str = "AGENTD_TEST_REDIS";
 
 /// A running Redis Cluster owned by a test.
 pub struct RedisCluster {
-    /// Its nodes; the first three were made masters, each of the others a replica of one.
+    /// Its nodes; the first three were made masters, each of the next three a replica of one,
+    /// any later one a further replica ([`Self::add_replica`]).
     nodes: Vec<RedisServer>,
+    /// The arguments every node was started with.
+    args: Vec<String>,
 }
 
 /// A master's port and the slot ranges it serves.
@@ -149,9 +152,58 @@ impl RedisCluster {
             "redis-cli --cluster create: {}",
             String::from_utf8_lossy(&out.stdout)
         );
-        let cluster = RedisCluster { nodes };
+        let cluster = RedisCluster {
+            nodes,
+            args: args.iter().map(|a| a.to_string()).collect(),
+        };
         cluster.wait_ok();
         cluster
+    }
+
+    /// Adds a node as a further replica of the master on `port` (`redis-cli --cluster add-node
+    /// … --cluster-slave`), started with the cluster's arguments, and waits until the master
+    /// counts `replicas` replicas online: a master with two replicas keeps one after a
+    /// failover, so a `WAIT 1` is answered again without the dead master coming back. Answers
+    /// the new node's port.
+    pub fn add_replica(&mut self, port: u16, replicas: usize) -> u16 {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let node = RedisServer::start_cluster_member(&args);
+        let master_id = self
+            .nodes()
+            .into_iter()
+            .find(|n| n.port == port)
+            .expect("the master is a node of the cluster")
+            .id;
+        let out = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("add-node")
+            .arg(format!("127.0.0.1:{}", node.port))
+            .arg(format!("127.0.0.1:{port}"))
+            .args(["--cluster-slave", "--cluster-master-id", &master_id])
+            .stdin(Stdio::null())
+            .output()
+            .expect("redis-cli --cluster add-node");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster add-node: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let added = node.port;
+        self.nodes.push(node);
+        let mut con = self.node_client(port);
+        eventually_blocking(Duration::from_secs(30), "the added replica online", || {
+            redis::cmd("INFO")
+                .arg("replication")
+                .query::<String>(&mut con)
+                .is_ok_and(|info| {
+                    info.lines()
+                        .filter(|l| l.starts_with("slave") && l.contains("state=online"))
+                        .count()
+                        >= replicas
+                })
+        });
+        added
     }
 
     /// Waits until every node says `cluster_state:ok`, knows three masters, and the same slots

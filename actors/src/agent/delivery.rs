@@ -304,6 +304,11 @@ impl Handler<Delivery> for AgentActor {
             self.system.refused(d);
             return AtomicResponse::new(Box::pin(actix::fut::ready(())));
         }
+        if d.abandoned() {
+            // Its sender was answered `unavailable` meanwhile (and may send it again).
+            tracing::debug!(agent_id = %self.rec.id, message_id = %d.env.id, "delivery dropped: its sender stopped waiting");
+            return AtomicResponse::new(Box::pin(actix::fut::ready(())));
+        }
         let Delivery {
             env, ack, entry, ..
         } = d;

@@ -30,12 +30,21 @@ pub struct Delivery {
     /// within the ownership period it was read in, and, when it allows, held by the agent
     /// instead of a push to its durable inbox.
     pub entry: Option<std::sync::Arc<crate::ports::StreamEntry>>,
+    /// Sent by a request bounded by a deadline ([`crate::deadline`]): once its sender has
+    /// stopped waiting for the answer (the request was answered `unavailable`, and may be
+    /// retried), a delivery whose durable push has not begun is dropped, not applied.
+    pub abandonable: bool,
 }
 
 /// Who waits for a [`Delivery`]'s answer.
 pub type Ack = Option<tokio::sync::oneshot::Sender<Result<bool, AgentdError>>>;
 
 impl Delivery {
+    /// Whether its sender has stopped waiting for it (see [`Self::abandonable`]).
+    pub fn abandoned(&self) -> bool {
+        self.abandonable && self.ack.as_ref().is_some_and(|a| a.is_closed())
+    }
+
     /// Answers the sender (without one, a failure is logged).
     pub fn answer(self, res: Result<bool, AgentdError>) {
         answer(self.ack, self.env.id, res);

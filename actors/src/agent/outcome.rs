@@ -499,7 +499,11 @@ mod tests {
 
     #[test]
     fn a_passing_store_failure_is_retried_and_a_lasting_one_fails_the_agent() {
-        for kind in [StoreErrorKind::Transient, StoreErrorKind::Fenced] {
+        for kind in [
+            StoreErrorKind::Transient,
+            StoreErrorKind::Rejected,
+            StoreErrorKind::Fenced,
+        ] {
             let outcome = store_failure(kind);
             assert!(
                 matches!(outcome, Outcome::StoreUnavailable(_)),

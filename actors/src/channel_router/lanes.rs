@@ -76,6 +76,11 @@ impl ChannelRouter {
                 )));
                 continue;
             }
+            if d.abandoned() {
+                // Its sender was answered `unavailable` meanwhile (and may send it again).
+                tracing::debug!(agent_id = %target, message_id = %d.env.id, "delivery dropped: its sender stopped waiting");
+                continue;
+            }
             if self.is_remote(&d, &target)
                 && let Some(transport) = self.system.deps.transport.clone()
             {

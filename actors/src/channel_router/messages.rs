@@ -14,7 +14,13 @@ pub struct Route(pub Envelope);
 /// (`Ok(false)`: it was a duplicate). Transports acknowledge their stream entries after it.
 #[derive(Message, Debug)]
 #[rtype(result = "Result<bool, AgentdError>")]
-pub struct RouteAcked(pub Envelope);
+pub struct RouteAcked {
+    /// The envelope.
+    pub env: Envelope,
+    /// Sent by a request bounded by a deadline: dropped if its sender stops waiting first
+    /// (see `Delivery::abandonable`).
+    pub abandonable: bool,
+}
 
 /// [`RouteAcked`] for an entry a transport read from a partition stream this process owns: it
 /// is delivered here even while the partition is still being drained after a takeover.

@@ -99,6 +99,7 @@ impl ChannelRouter {
         env: Envelope,
         from_stream: bool,
         entry: Option<Arc<crate::ports::StreamEntry>>,
+        abandonable: bool,
         ctx: &mut Context<Self>,
     ) -> ResponseFuture<Result<bool, AgentdError>> {
         let (ack, answer) = tokio::sync::oneshot::channel();
@@ -107,6 +108,7 @@ impl ChannelRouter {
             ack: Some(ack),
             from_stream,
             entry,
+            abandonable,
         };
         self.route(d, ctx);
         self.system.in_router.envelope_routed();
@@ -146,6 +148,7 @@ impl Handler<Route> for ChannelRouter {
             ack: None,
             from_stream: false,
             entry: None,
+            abandonable: false,
         };
         self.route(d, ctx);
         self.system.in_router.envelope_routed();
@@ -155,8 +158,12 @@ impl Handler<Route> for ChannelRouter {
 impl Handler<RouteAcked> for ChannelRouter {
     type Result = ResponseFuture<Result<bool, AgentdError>>;
 
-    fn handle(&mut self, RouteAcked(env): RouteAcked, ctx: &mut Self::Context) -> Self::Result {
-        self.route_acked(env, false, None, ctx)
+    fn handle(
+        &mut self,
+        RouteAcked { env, abandonable }: RouteAcked,
+        ctx: &mut Self::Context,
+    ) -> Self::Result {
+        self.route_acked(env, false, None, abandonable, ctx)
     }
 }
 
@@ -168,7 +175,7 @@ impl Handler<RouteFromStream> for ChannelRouter {
         RouteFromStream { env, entry }: RouteFromStream,
         ctx: &mut Self::Context,
     ) -> Self::Result {
-        self.route_acked(env, true, entry, ctx)
+        self.route_acked(env, true, entry, false, ctx)
     }
 }
 

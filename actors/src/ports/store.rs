@@ -15,8 +15,15 @@ use uuid::Uuid;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreErrorKind {
     /// The backend could not be reached or did not answer (I/O, a connection cut, Redis
-    /// down, a stopped writer thread): the same call can succeed later, so the work is kept.
+    /// down or failing over, a stopped writer thread): the same call can succeed later, so the
+    /// work is kept, and a caller outside is answered `unavailable` (503), to retry.
     Transient,
+    /// The backend answered, refusing the call with an error of its own (Redis: an error reply
+    /// such as `WRONGTYPE`, a key of the wrong type that only a foreign writer makes): the work
+    /// is kept and tried again like a transient failure (a stream entry a bounded number of
+    /// times, `redis.max_deliveries`), but a caller outside is answered `store_error` (500):
+    /// retrying soon is unlikely to help.
+    Rejected,
     /// A stored value cannot be decoded, or a value cannot be encoded: the same call fails
     /// the same way again, so the work is reported and given up.
     Corrupt,
@@ -38,7 +45,9 @@ impl StoreErrorKind {
     /// How a message of this kind starts (stable: operators grep logs for it).
     fn prefix(self) -> &'static str {
         match self {
-            StoreErrorKind::Transient | StoreErrorKind::Unsupported => "store backend",
+            StoreErrorKind::Transient | StoreErrorKind::Rejected | StoreErrorKind::Unsupported => {
+                "store backend"
+            }
             StoreErrorKind::Corrupt => "store decode",
             StoreErrorKind::Fenced => "fenced",
             StoreErrorKind::Unreplicated => "unreplicated",
@@ -107,21 +116,30 @@ impl StoreError {
     }
 
     /// Whether the same work can succeed later ([`StoreErrorKind::Transient`],
-    /// [`StoreErrorKind::Fenced`] or [`StoreErrorKind::Unreplicated`]): the caller keeps it
-    /// instead of giving it up.
+    /// [`StoreErrorKind::Rejected`], [`StoreErrorKind::Fenced`] or
+    /// [`StoreErrorKind::Unreplicated`]): the caller keeps it instead of giving it up.
     pub fn is_transient(&self) -> bool {
         matches!(
             self.kind,
-            StoreErrorKind::Transient | StoreErrorKind::Fenced | StoreErrorKind::Unreplicated
+            StoreErrorKind::Transient
+                | StoreErrorKind::Rejected
+                | StoreErrorKind::Fenced
+                | StoreErrorKind::Unreplicated
         )
     }
 }
 
+/// A store failure as callers see it: a passing one (the store unreachable, a fenced or
+/// unreplicated write) is `unavailable` — retry —, any other `store_error`.
 impl From<StoreError> for AgentdError {
     fn from(e: StoreError) -> Self {
         let code = match e.kind {
-            StoreErrorKind::Fenced | StoreErrorKind::Unreplicated => ErrorCode::Unavailable,
-            _ => ErrorCode::StoreError,
+            StoreErrorKind::Transient | StoreErrorKind::Fenced | StoreErrorKind::Unreplicated => {
+                ErrorCode::Unavailable
+            }
+            StoreErrorKind::Rejected | StoreErrorKind::Corrupt | StoreErrorKind::Unsupported => {
+                ErrorCode::StoreError
+            }
         };
         AgentdError::with_source(code, e.to_string(), e)
     }
@@ -680,3 +698,27 @@ pub fn outbox_not_kept(kind: &str) -> StoreError {
 
 /// How many envelope ids per agent the stores remember for de-duplication.
 pub const DEDUP_WINDOW: usize = 10_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_passing_store_failure_is_unavailable_and_a_lasting_one_a_store_error() {
+        let code = |kind| AgentdError::from(StoreError::new(kind, "writing")).code;
+        for kind in [
+            StoreErrorKind::Transient,
+            StoreErrorKind::Fenced,
+            StoreErrorKind::Unreplicated,
+        ] {
+            assert_eq!(code(kind), ErrorCode::Unavailable, "{kind:?}");
+        }
+        for kind in [
+            StoreErrorKind::Rejected,
+            StoreErrorKind::Corrupt,
+            StoreErrorKind::Unsupported,
+        ] {
+            assert_eq!(code(kind), ErrorCode::StoreError, "{kind:?}");
+        }
+    }
+}

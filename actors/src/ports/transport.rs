@@ -21,6 +21,14 @@ pub trait Transport: Send + Sync + 'static {
     fn may_deliver(&self, agent_id: &str) -> bool {
         self.owns(agent_id)
     }
+    /// Whether this process has fenced itself off `agent_id`'s partition: it owns it but has
+    /// not renewed its lease in time (it cannot reach Redis, or the partition's node is failing
+    /// over), so another process may take the partition over soon. A turn of the agent stops at
+    /// its next step (no model call, no tool run) and runs again once the lease is renewed.
+    fn fenced(&self, agent_id: &str) -> bool {
+        let _ = agent_id;
+        false
+    }
     /// Whether entry `entry`, read from `agent_id`'s partition stream, may be taken now:
     /// [`Self::may_deliver`], and the partition's ownership has not lapsed since the entry was
     /// read (its older entries left pending are delivered again first, so this one must wait

@@ -98,6 +98,7 @@ impl Shared {
                 ack: None,
                 from_stream: false,
                 entry: None,
+                abandonable: false,
             }),
             None => self.envelope_to_router().do_send(Route(env)),
         }
@@ -115,7 +116,10 @@ impl Shared {
             // Boxed: actix's request keeps the whole message for a full mailbox, and unboxed
             // it would make this future, and every sender's future that awaits it, ~1 KB
             // larger, copied whole each time one of them is moved or boxed.
-            None => Err(Box::pin(self.envelope_to_router().send(RouteAcked(env)))),
+            None => Err(Box::pin(self.envelope_to_router().send(RouteAcked {
+                env,
+                abandonable: crate::deadline::current().is_some(),
+            }))),
         };
         async move {
             match way {
@@ -181,6 +185,7 @@ pub(crate) fn deliver_acked(
         ack: Some(ack),
         from_stream: false,
         entry: None,
+        abandonable: crate::deadline::current().is_some(),
     });
     async move {
         answer.await.unwrap_or_else(|_| {

@@ -3,11 +3,95 @@
 
 use super::{AgentSystem, external};
 use agentd_proto::ids::derived_id;
-use agentd_proto::{Address, AgentList, AgentView, AgentdError, Command, InboxItem};
+use agentd_proto::{Address, AgentList, AgentView, AgentdError, Command, ErrorCode, InboxItem};
 use serde_json::{Value, json};
+use std::time::Duration;
 use uuid::Uuid;
 
+/// How a request bounded by a deadline ([`AgentSystem::execute_within`]) leaves the work it
+/// started when the deadline passes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unfinished {
+    /// The request's future is dropped: a read, or a message handed to its agent in one step
+    /// (a delivery whose durable push has not begun is then dropped, not applied:
+    /// [`crate::deadline`]; one already being pushed lands).
+    Dropped,
+    /// The work goes on in the background to its end, unobserved: a command of several writes
+    /// (a spawn's record, its place under its parent and its first message; a cascade), which a
+    /// cut would leave half done.
+    Finished,
+}
+
+/// What the deadline does to `cmd`: `None` for a tool run, which may wait for models and workers
+/// as long as the tool's own timeouts allow.
+pub fn unfinished(cmd: &Command) -> Option<Unfinished> {
+    match cmd {
+        Command::InvokeTool { .. } => None,
+        Command::Inspect { .. }
+        | Command::List { .. }
+        | Command::Thread { .. }
+        | Command::Checkpoints { .. }
+        | Command::Send { .. }
+        | Command::Reset { .. }
+        | Command::Compact { .. } => Some(Unfinished::Dropped),
+        _ => Some(Unfinished::Finished),
+    }
+}
+
+/// The answer of a request whose deadline passed: `unavailable`, to retry.
+pub fn deadline_passed(within: Duration) -> AgentdError {
+    AgentdError::new(
+        ErrorCode::Unavailable,
+        format!(
+            "the store did not answer within {} ms (redis.request_wait_ms: Redis unreachable or \
+             failing over?); what the request started may still take effect: retry, with the \
+             same Idempotency-Key where the request takes one",
+            within.as_millis()
+        ),
+    )
+}
+
 impl AgentSystem {
+    /// [`Self::execute_scoped`], answering `unavailable` once `within` has passed (see
+    /// [`unfinished`] for what becomes of the work then): a request waits a bounded time for
+    /// the store — Redis failing over, a replica that does not confirm, a partition's owner
+    /// that does not answer — while the work itself keeps the store's own, longer, timeouts and
+    /// retries. `None` waits as long as the work takes.
+    pub async fn execute_within(
+        &self,
+        cmd: Command,
+        scope: Option<String>,
+        within: Option<Duration>,
+    ) -> Result<Value, AgentdError> {
+        let (Some(within), Some(way)) = (within, unfinished(&cmd)) else {
+            return self.execute_scoped(cmd, scope.as_deref()).await;
+        };
+        match way {
+            Unfinished::Dropped => {
+                let deadline = std::time::Instant::now() + within;
+                let work = self.execute_scoped(cmd, scope.as_deref());
+                tokio::time::timeout(within, crate::deadline::within(deadline, work))
+                    .await
+                    .unwrap_or_else(|_| Err(deadline_passed(within)))
+            }
+            Unfinished::Finished => {
+                let system = self.clone();
+                let trace = crate::telemetry::current();
+                let work = actix_rt::spawn(crate::telemetry::scope(trace, async move {
+                    system.execute_scoped(cmd, scope.as_deref()).await
+                }));
+                match tokio::time::timeout(within, work).await {
+                    Ok(Ok(answer)) => answer,
+                    Ok(Err(join)) => Err(AgentdError::new(
+                        ErrorCode::Internal,
+                        format!("the request's work ended abnormally: {join}"),
+                    )),
+                    Err(_) => Err(deadline_passed(within)),
+                }
+            }
+        }
+    }
+
     /// Checks that an external caller scoped to `scope` (a root it names) may act on `target`:
     /// the root itself or one of its descendants (`not_ancestor` otherwise). No scope = operator.
     pub async fn check_scope(&self, scope: Option<&str>, target: &str) -> Result<(), AgentdError> {

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | [`agents`] | acting on one agent: spawn, messages, controls, budgets, environment, checkpoints, tools |
 //! | [`views`] | what the API shows: inspect (relayed to the owning process), list, tree, queue |
-//! | [`commands`] | commands from other services, scoped to a tree, run where the agent lives |
+//! | [`commands`] | commands from other services, scoped to a tree, run where the agent lives; a request's bounded wait for them |
 //! | [`idempotent`] | spawns under an idempotency key: a retry answers the first attempt's agent |
 //! | [`recovery`] | resuming, after a restart or a takeover, the agents that had work |
 
@@ -26,6 +26,7 @@ use actix::prelude::*;
 use agentd_proto::{Address, AgentdError, Envelope};
 use std::sync::Arc;
 
+pub use commands::{Unfinished, deadline_passed, unfinished};
 pub use idempotent::idempotent_agent_id;
 
 /// The running actors of one process. Its operations act in this process;

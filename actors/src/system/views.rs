@@ -29,8 +29,13 @@ impl AgentSystem {
                 }),
                 self.system.deps.clock.now_ms(),
             );
+            // Within a request's deadline, half of what is left: the stored view answers in
+            // the other half.
+            let wait = crate::deadline::remaining().map_or(INSPECT_RELAY_TIMEOUT, |left| {
+                (left / 2).min(INSPECT_RELAY_TIMEOUT)
+            });
             let unanswered = match transport
-                .call(env, INSPECT_RELAY_TIMEOUT)
+                .call(env, wait)
                 .await
                 .and_then(|reply| reply.into_result())
             {

@@ -78,6 +78,7 @@ impl Turn {
                 result.paused = true;
                 return Ok(result);
             }
+            self.stop_if_fenced()?;
             let step_id = derived_step_id(self.cause, u64::from(step));
             let (resp, fresh, at_ms) = match self.ask(step, step_id, &mut result).await? {
                 Asked::Answer { resp, fresh, at_ms } => (resp, fresh, at_ms),
@@ -91,6 +92,7 @@ impl Turn {
             if resp.tool_calls.is_empty() {
                 return Ok(result);
             }
+            self.stop_if_fenced()?;
             let calls_end = self
                 .run_tools(step, &resp.tool_calls, at_ms, &mut result)
                 .await?;
@@ -104,6 +106,27 @@ impl Turn {
         }
         result.step_limit = true;
         Ok(result)
+    }
+
+    /// Ends the turn with `unavailable` if this process has fenced itself off the agent's
+    /// partition ([`crate::ports::Transport::fenced`]): cut off from Redis, it calls no model
+    /// and runs no tool that the partition's next owner may be running too. The agent holds
+    /// the item and runs the turn again (its recorded steps replayed) once the lease is
+    /// renewed, or leaves it to the next owner when the partition moves.
+    fn stop_if_fenced(&self) -> Result<(), AgentdError> {
+        if self
+            .deps
+            .transport
+            .as_ref()
+            .is_some_and(|t| t.fenced(&self.rec.id))
+        {
+            return Err(AgentdError::new(
+                agentd_proto::ErrorCode::Unavailable,
+                "this process has fenced itself off the agent's partition (its lease not \
+                 renewed in time: Redis unreachable or failing over); the turn goes on once it is",
+            ));
+        }
+        Ok(())
     }
 
     /// Takes the turn's input: a message joins the known thread (its agent writes it), a reset

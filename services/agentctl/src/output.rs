@@ -311,17 +311,21 @@ pub fn tools(v: &Value) -> String {
 
 /// `{status, …}` of the health and readiness probes.
 pub fn probe(v: &Value) -> String {
-    match v["partitions_owned"].as_array() {
-        Some(owned) => format!(
-            "{} (partitions owned: {})\n",
-            v["status"].as_str().unwrap_or("-"),
-            owned
-                .iter()
+    let list = |key: &str| {
+        v[key].as_array().map(|ks| {
+            ks.iter()
                 .map(Value::to_string)
                 .collect::<Vec<_>>()
                 .join(", ")
-        ),
-        None => format!("{}\n", v["status"].as_str().unwrap_or("-")),
+        })
+    };
+    let status = v["status"].as_str().unwrap_or("-");
+    match (list("partitions_owned"), list("partitions_degraded")) {
+        (Some(owned), Some(degraded)) if !degraded.is_empty() => {
+            format!("{status} (partitions owned: {owned}; degraded, not served now: {degraded})\n")
+        }
+        (Some(owned), _) => format!("{status} (partitions owned: {owned})\n"),
+        (None, _) => format!("{status}\n"),
     }
 }
 

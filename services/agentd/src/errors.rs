@@ -35,10 +35,21 @@ impl ResponseError for ApiError {
         StatusCode::from_u16(self.0.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
 
+    /// A `503 unavailable` says when to try again (`Retry-After`, seconds): what refused the
+    /// request passes (Redis failing over, a replica catching up, a partition moving), and a
+    /// client that waits a second and retries — with an `Idempotency-Key` where the request
+    /// takes one — gets through once it has.
     fn error_response(&self) -> HttpResponse {
-        HttpResponse::build(self.status_code()).json(&self.0)
+        let mut answer = HttpResponse::build(self.status_code());
+        if self.status_code() == StatusCode::SERVICE_UNAVAILABLE {
+            answer.insert_header((header::RETRY_AFTER, RETRY_AFTER_SECS.to_string()));
+        }
+        answer.json(&self.0)
     }
 }
+
+/// The `Retry-After` of a `503 unavailable`, seconds.
+pub const RETRY_AFTER_SECS: u64 = 1;
 
 fn api_error(code: ErrorCode, message: impl Into<String>) -> actix_web::Error {
     ApiError(AgentdError::new(code, message)).into()

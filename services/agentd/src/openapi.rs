@@ -31,10 +31,14 @@ pub struct Health {
 /// `GET /readyz`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Ready {
-    /// Always `ready` (a store or lease failure answers an error instead).
+    /// Always `ready` (a process that reaches neither Redis nor its store answers `503`).
     pub status: String,
     /// The partitions this process owns (with Redis), `null` otherwise.
     pub partitions_owned: Option<Vec<u32>>,
+    /// Those it cannot serve now (with Redis; `null` otherwise): their lease was not renewed
+    /// within the fence time — their Redis node failing over or unreachable —, so messages for
+    /// their agents are refused with `503 unavailable` or wait in their stream until it is.
+    pub partitions_degraded: Option<Vec<u32>>,
 }
 
 /// One configured agent type, as `/v1/info` lists it.
@@ -430,7 +434,7 @@ pub fn document(auth_required: bool) -> Doc {
                 add("500", "`store_error` or `internal`");
                 add(
                     "503",
-                    "`unavailable`: the agent's owner did not answer, or fewer replicas than `redis.min_replicas` confirmed the write in time",
+                    "`unavailable` (with `Retry-After`): the store is unreachable or failing over, the agent's owner did not answer, or fewer replicas than `redis.min_replicas` confirmed the write in time",
                 );
             }
             if let Some(body) = op.request_body.as_mut() {

@@ -1,7 +1,8 @@
 //! The two-process Redis scenarios. This process runs one agentd (the real service, on Redis);
 //! the second is this same binary re-executed with `--serve`, so one command builds all it
 //! needs. Both share a private redis-server (or, for `redis_cluster`, a private Redis
-//! Cluster), 8 partitions and a 1,000 ms lease.
+//! Cluster), 8 partitions and the service's default lease (`redis.lease_ms`), so that
+//! `failover_ms` is what a deployment with the default settings sees.
 
 use agentd::settings::Settings;
 use agentd_proto::SpawnRequest;
@@ -14,7 +15,6 @@ use std::time::{Duration, Instant};
 
 const NS: &str = "benchc";
 pub(crate) const PARTITIONS: u32 = 8;
-const LEASE_MS: u64 = 1_000;
 
 /// Where the agentd processes of a scenario find Redis. One type for both kinds, so the
 /// settings, the peer's command line and the scenarios are written once for either.
@@ -64,7 +64,7 @@ impl RedisAt {
 pub(crate) fn settings_in(redis: &RedisAt, dir: &Path, ns: &str) -> anyhow::Result<Settings> {
     let overrides = format!(
         "[server]\nbind = \"127.0.0.1:0\"\n\
-         [redis]\n{}namespace = \"{ns}\"\npartitions = {PARTITIONS}\nlease_ms = {LEASE_MS}\n\
+         [redis]\n{}namespace = \"{ns}\"\npartitions = {PARTITIONS}\n\
          [model]\nscript = \"{}\"\n\
          [agents]\ndir = \"{}\"\n\
          [limits]\nmax_live_agents = 1000000\n\

@@ -28,7 +28,7 @@ pub use commands::{CommandConsumer, CommandLimits};
 pub use dead::DeadLetters;
 pub use event_log::{EventLog, Logged, Replay};
 pub use inproc::InProcessBus;
-pub use redis_bus::{RedisBus, RedisBusConfig};
+pub use redis_bus::{Readiness, RedisBus, RedisBusConfig};
 pub use redis_events::{
     Backlog, CappedStream, Fanout, RedisEvents, RedisEventsTail, StreamPosition, backlog,
 };

@@ -20,7 +20,7 @@ mod redis_store;
 
 pub use embedded::RedbStore;
 pub use memory::MemoryStore;
-pub use redis_connection::{RedisConnection, RedisTarget};
+pub use redis_connection::{Patience, RedisConnection, RedisTarget};
 pub use redis_keys::{
     GROUP, Keys, LAYOUT_VERSION, assert_one_slot, keys_of, partition_index, pipeline_slots, slot,
 };

@@ -68,6 +68,13 @@ impl RedisTarget {
     /// Connects the shared command connection, after a `PING` that fails at once if Redis (every
     /// seed, for a cluster) is unreachable, instead of a series of reconnect attempts.
     pub async fn connect(&self) -> RedisResult<RedisConnection> {
+        self.connect_with(Patience::COMMANDS).await
+    }
+
+    /// [`Self::connect`] with `patience` instead of the command connection's: a connection of
+    /// its own for work that must not wait behind the shared connection's commands (a `WAIT`
+    /// holds up what follows it) nor for longer than it can use an answer (lease renewals).
+    pub async fn connect_with(&self, patience: Patience) -> RedisResult<RedisConnection> {
         match self {
             RedisTarget::Single { url } => {
                 let client = redis::Client::open(url.as_str())?;
@@ -78,8 +85,8 @@ impl RedisTarget {
                     .await?;
                 cmd("PING").query_async::<String>(&mut first).await?;
                 let config = redis::aio::ConnectionManagerConfig::new()
-                    .set_response_timeout(Some(RESPONSE_TIMEOUT))
-                    .set_connection_timeout(Some(CONNECTION_TIMEOUT))
+                    .set_response_timeout(Some(patience.response))
+                    .set_connection_timeout(Some(patience.connect))
                     .set_max_delay(Duration::from_secs(2))
                     .set_number_of_retries(6);
                 Ok(RedisConnection::Single(
@@ -88,12 +95,10 @@ impl RedisTarget {
             }
             RedisTarget::Cluster { seeds } => {
                 let client = ClusterClientBuilder::new(seeds.iter().map(String::as_str))
-                    .connection_timeout(CONNECTION_TIMEOUT)
-                    .response_timeout(RESPONSE_TIMEOUT)
-                    // A request's redirections and retries (a reshard, a failover) may take
-                    // longer than one answer.
-                    .overall_response_timeout(Some(RESPONSE_TIMEOUT * 3))
-                    .retries(16)
+                    .connection_timeout(patience.connect)
+                    .response_timeout(patience.response)
+                    .overall_response_timeout(Some(patience.overall))
+                    .retries(patience.retries)
                     .min_retry_wait(20)
                     .max_retry_wait(1_000)
                     .build()?;
@@ -101,6 +106,42 @@ impl RedisTarget {
                 cmd("PING").query_async::<String>(&mut con).await?;
                 Ok(RedisConnection::Cluster(con))
             }
+        }
+    }
+}
+
+/// How long a connection waits for Redis ([`RedisTarget::connect_with`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Patience {
+    /// For one answer.
+    pub response: Duration,
+    /// For a request, its redirections and retries included (a cluster's reshard or failover).
+    pub overall: Duration,
+    /// Retries of a request on a cluster.
+    pub retries: u32,
+    /// For a connection to a node.
+    pub connect: Duration,
+}
+
+impl Patience {
+    /// The shared command connection's: the work of agents and the bus, which would rather
+    /// wait out a failover than fail (a request that must answer sooner bounds its own wait).
+    pub const COMMANDS: Patience = Patience {
+        response: RESPONSE_TIMEOUT,
+        // A request's redirections and retries (a reshard, a failover) may take longer than one
+        // answer.
+        overall: Duration::from_secs(30),
+        retries: 16,
+        connect: CONNECTION_TIMEOUT,
+    };
+
+    /// About `within` for anything: an answer later than that is of no use to the caller.
+    pub fn within(within: Duration) -> Patience {
+        Patience {
+            response: within,
+            overall: within,
+            retries: 2,
+            connect: within,
         }
     }
 }

@@ -185,9 +185,16 @@ impl Keys {
         format!("{{{}:layout}}", self.ns)
     }
 
-    /// Live processes (sorted set: process id → heartbeat ms).
+    /// Live processes (sorted set: process id → heartbeat ms, by the Redis clock).
     pub fn members(&self) -> String {
         format!("{{{}:members}}", self.ns)
+    }
+
+    /// The client id of each live process's heartbeat connection, on the node of
+    /// [`Self::members`] (hash: process id → `CLIENT ID`): a process whose connection is gone
+    /// from that node died, or lost Redis, and has fenced itself.
+    pub fn members_clients(&self) -> String {
+        format!("{}:clients", self.members())
     }
 
     /// Where the answers to the calls process `process_id` hands to other processes arrive

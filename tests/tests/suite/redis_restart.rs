@@ -22,6 +22,10 @@ fn run(redis_args: &[&str], restart: impl Fn(&mut RedisServer)) {
         ("AGENTD__REDIS__PARTITIONS", "4".to_string()),
         ("AGENTD__REDIS__LEASE_MS", "1000".to_string()),
         ("AGENTD__MODEL__SCRIPT", script.display().to_string()),
+        // The client sends a refused message again, counting on a refusal being a message
+        // that did not land (a message gets no idempotency key yet): a request waits as long
+        // as Redis takes, not `redis.request_wait_ms` (redis_failover.rs tests that bound).
+        ("AGENTD__REDIS__REQUEST_WAIT_MS", "0".to_string()),
         (
             "RUST_LOG",
             std::env::var("AGENTD_TEST_LOG").unwrap_or_else(|_| "warn".into()),

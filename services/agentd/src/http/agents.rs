@@ -1,7 +1,7 @@
 //! Routes on agents: spawn, list, inspect, delete, messages, controls, what a waiting agent
 //! asked for, budget, environment, thread and children.
 
-use super::{AgentId, ApiResult, ApiState, run};
+use super::{AgentId, ApiResult, ApiState, run, within};
 use crate::errors::JsonObject;
 use actix_web::{HttpRequest, HttpResponse, web};
 use agentd_proto::{AgentdError, Command, Control, ErrorCode, SpawnRequest};
@@ -74,7 +74,7 @@ pub(crate) async fn list(
     let parent_id = q.into_inner().parent_id.map(AgentId::into_string);
     if let Some(parent) = &parent_id {
         // The children of an agent that does not exist are no empty list (as `…/children`).
-        st.system.record(parent).await?;
+        within(&st, st.system.record(parent)).await?;
     }
     Ok(HttpResponse::Ok().json(run(&st, &req, Command::List { parent_id }).await?))
 }
@@ -366,7 +366,7 @@ pub(crate) async fn children(
     id: web::Path<AgentId>,
 ) -> ApiResult {
     let agent_id = id.into_inner().into_string();
-    st.system.record(&agent_id).await?;
+    within(&st, st.system.record(&agent_id)).await?;
     Ok(HttpResponse::Ok().json(
         run(
             &st,

@@ -74,6 +74,9 @@ pub struct ApiState {
     pub shutdown: crate::sse::Shutdown,
     /// `telemetry.trace_url`: a link to a trace, `{trace_id}` replaced (`None`: no link).
     pub trace_url: Option<String>,
+    /// How long a request waits for the store (`redis.request_wait_ms`; `None`: no bound, as
+    /// without Redis).
+    pub request_wait: Option<std::time::Duration>,
 }
 
 type ApiResult = Result<HttpResponse, ApiError>;
@@ -172,6 +175,25 @@ fn with_trace_id(mut answer: Value) -> Value {
     answer
 }
 
+/// Runs `cmd` as the request's caller, answering `unavailable` once the store has kept it
+/// waiting [`ApiState::request_wait`] ([`AgentSystem::execute_within`]).
 async fn run(st: &ApiState, req: &HttpRequest, cmd: Command) -> Result<Value, ApiError> {
-    Ok(st.system.execute_scoped(cmd, scope(req).as_deref()).await?)
+    Ok(st
+        .system
+        .execute_within(cmd, scope(req), st.request_wait)
+        .await?)
+}
+
+/// A read a handler makes of its own (outside [`run`]), bounded like the commands it runs:
+/// `unavailable` once it has waited [`ApiState::request_wait`].
+async fn within<T>(
+    st: &ApiState,
+    read: impl std::future::Future<Output = Result<T, AgentdError>>,
+) -> Result<T, AgentdError> {
+    match st.request_wait {
+        Some(wait) => tokio::time::timeout(wait, read)
+            .await
+            .unwrap_or_else(|_| Err(agentd_actors::system::deadline_passed(wait))),
+        None => read.await,
+    }
 }

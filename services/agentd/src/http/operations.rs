@@ -1,7 +1,7 @@
 //! Routes about the service itself: liveness, readiness, metrics, info, this API's document,
 //! the trees, the work queue, and any command as the Redis command stream takes it.
 
-use super::{ApiResult, ApiState, run, scope};
+use super::{ApiResult, ApiState, run, scope, within};
 use crate::errors::JsonObject;
 use actix_web::{HttpRequest, HttpResponse, web};
 use agentd_proto::{AgentTrees, AgentdError, Command, ErrorCode, WorkQueue};
@@ -67,35 +67,54 @@ pub(crate) async fn metrics(st: web::Data<ApiState>) -> HttpResponse {
         .body(m.render())
 }
 
-/// Readiness: the store (and Redis, when configured) answers.
+/// Readiness: the process serves what it can. With Redis, from what its lease rounds last
+/// learnt (no request to Redis per probe): ready while it reaches Redis at all, naming the
+/// partitions it owns but cannot serve now (their node failing over or unreachable); without,
+/// the store answers a point read.
 #[utoipa::path(
     get, path = "/readyz", tag = "operations",
     responses(
-        (status = 200, description = "Ready", body = crate::openapi::Ready),
-        (status = 500, description = "`store_error`: the store does not answer", body = AgentdError),
-        (status = 503, description = "`unavailable`: Redis or a lease check failed", body = AgentdError),
+        (status = 200, description = "Ready: it serves its partitions but those in `partitions_degraded`", body = crate::openapi::Ready),
+        (status = 503, description = "`unavailable`: it reaches neither Redis nor its store now", body = AgentdError),
     )
 )]
 pub(crate) async fn readyz(st: web::Data<ApiState>) -> ApiResult {
-    st.system
-        .deps()
-        .store
-        .list_roots()
-        .await
-        .map_err(AgentdError::from)?;
-    let partitions = match &st.redis {
-        Some(bus) => Some(
-            bus.check_leases()
+    let ready = match &st.redis {
+        Some(bus) => {
+            let r = bus.readiness();
+            if !r.serving {
+                return Err(AgentdError::new(
+                    ErrorCode::Unavailable,
+                    "redis: no heartbeat or lease renewal reached Redis within the fence time",
+                )
+                .into());
+            }
+            crate::openapi::Ready {
+                status: "ready".into(),
+                partitions_owned: Some(r.owned),
+                partitions_degraded: Some(r.degraded),
+            }
+        }
+        None => {
+            st.system
+                .deps()
+                .store
+                .agent_exists(READINESS_PROBE)
                 .await
-                .map_err(|m| AgentdError::new(ErrorCode::Unavailable, m))?,
-        ),
-        None => None,
+                .map_err(|e| AgentdError::new(ErrorCode::Unavailable, e.to_string()))?;
+            crate::openapi::Ready {
+                status: "ready".into(),
+                partitions_owned: None,
+                partitions_degraded: None,
+            }
+        }
     };
-    Ok(HttpResponse::Ok().json(crate::openapi::Ready {
-        status: "ready".into(),
-        partitions_owned: partitions,
-    }))
+    Ok(HttpResponse::Ok().json(ready))
 }
+
+/// The agent id a readiness probe looks up in a store without Redis: one point read, whatever
+/// the store holds.
+const READINESS_PROBE: &str = "00000000-0000-0000-0000-000000000000";
 
 /// Version, model backend, store, agent types, owned partitions.
 #[utoipa::path(
@@ -156,7 +175,7 @@ pub(crate) async fn info(st: web::Data<ApiState>) -> HttpResponse {
     )
 )]
 pub(crate) async fn tree(st: web::Data<ApiState>, req: HttpRequest) -> ApiResult {
-    let roots = st.system.tree(scope(&req).as_deref()).await?;
+    let roots = within(&st, st.system.tree(scope(&req).as_deref())).await?;
     Ok(HttpResponse::Ok().json(AgentTrees { roots }))
 }
 
@@ -186,6 +205,6 @@ pub(crate) async fn command(
     )
 )]
 pub(crate) async fn queue(st: web::Data<ApiState>, req: HttpRequest) -> ApiResult {
-    let tasks = st.system.queue(scope(&req).as_deref()).await?;
+    let tasks = within(&st, st.system.queue(scope(&req).as_deref())).await?;
     Ok(HttpResponse::Ok().json(WorkQueue { tasks }))
 }

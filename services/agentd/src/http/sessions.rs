@@ -1,6 +1,6 @@
 //! Routes that rewrite an agent's session: reset, compact, checkpoints and restore.
 
-use super::{AgentId, ApiResult, ApiState, run, scope};
+use super::{AgentId, ApiResult, ApiState, run, scope, within};
 use crate::errors::optional_json;
 use actix_web::{HttpRequest, HttpResponse, web};
 use agentd_proto::{AgentdError, Command, ErrorCode};
@@ -133,7 +133,7 @@ pub(crate) async fn checkpoint(
             format!("`{checkpoint}` is not a checkpoint id: {e}"),
         )
     })?;
-    let cp = st.system.find_checkpoint(&agent_id, Some(id)).await?;
+    let cp = within(&st, st.system.find_checkpoint(&agent_id, Some(id))).await?;
     let mut v = cp.summary();
     v["conversation"] = json!(cp.conversation);
     v["pending"] = json!(cp.pending);

@@ -1,6 +1,6 @@
 //! Routes on tools: what an agent's model is shown, and running a tool as an agent.
 
-use super::{AgentId, ApiResult, ApiState, run, scope};
+use super::{AgentId, ApiResult, ApiState, run, scope, within};
 use crate::errors::JsonObject;
 use actix_web::{HttpRequest, HttpResponse, web};
 use agentd_proto::{AgentdError, Command};
@@ -20,8 +20,9 @@ pub(crate) async fn tools(
     req: HttpRequest,
     id: web::Path<AgentId>,
 ) -> ApiResult {
-    st.system.check_scope(scope(&req).as_deref(), &id).await?;
-    Ok(HttpResponse::Ok().json(json!({"tools": st.system.tools_of(&id).await?})))
+    within(&st, st.system.check_scope(scope(&req).as_deref(), &id)).await?;
+    let tools = within(&st, st.system.tools_of(&id)).await?;
+    Ok(HttpResponse::Ok().json(json!({"tools": tools})))
 }
 
 /// Run a tool as the agent (the body is its arguments).
@@ -200,6 +201,6 @@ pub(crate) async fn tool_calls(
         )
         .into());
     }
-    let calls = st.system.tool_calls(status, scope(&req).as_deref()).await?;
+    let calls = within(&st, st.system.tool_calls(status, scope(&req).as_deref())).await?;
     Ok(HttpResponse::Ok().json(json!({ "tool_calls": calls })))
 }

@@ -93,6 +93,11 @@ pub struct RedisSettings {
     pub min_replicas: u32,
     /// How long such a `WAIT` may take, ms; fewer replicas by then answers `unavailable`.
     pub replica_wait_ms: u64,
+    /// How long an API request waits for Redis, ms: a request that cannot be made durable (or
+    /// answered) within it — Redis failing over or unreachable, a replica that does not
+    /// confirm — is answered `503 unavailable` with `Retry-After`, while what it started keeps
+    /// the store's own timeouts and retries in the background. 0: no bound.
+    pub request_wait_ms: u64,
 }
 
 impl RedisSettings {

@@ -1,31 +1,39 @@
 //! Partitions moving between processes. One given up (its lease lost, or beyond the fair
-//! share) is forgotten at once, then its agents are passivated once what the reader handed
-//! over for it is acknowledged, and only then is its lease released. The agents of one taken
+//! share) is forgotten at once, then, in the background, its agents are passivated once what
+//! the reader handed over for it is acknowledged, and only then is its lease released (kept
+//! renewed until then). The agents of one taken
 //! are resumed, since their acknowledged work waits in their durable inboxes.
 
 use super::leases::lease_changed;
 use super::{RedisBus, partition_index};
 use crate::streams::be;
 use agentd_actors::AgentSystem;
-use agentd_proto::AgentdError;
-use agentd_store::RedisConnection;
 use std::collections::BTreeSet;
-use std::sync::RwLock;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
+
+/// Why a partition is being handed over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Handing {
+    /// Its lease names another process now.
+    Lost,
+    /// Beyond the fair share: its lease is kept (renewed) until its agents here have stopped,
+    /// then released.
+    Surplus,
+}
 
 impl RedisBus {
     /// Gives up the partitions whose lease was `lost` and the `surplus` beyond the fair share:
-    /// forgets them, waits for the reads and deliveries under way, passivates their agents and
-    /// releases the surplus leases.
-    pub(super) async fn give_up(
-        &self,
-        system: &AgentSystem,
-        lost: &[u32],
-        surplus: &[u32],
-        con: &mut RedisConnection,
-    ) -> Result<(), AgentdError> {
+    /// forgets them at once, then, in the background (a lease round goes on meanwhile), waits
+    /// for the reads and deliveries under way, passivates their agents and releases the
+    /// surplus leases. A partition is not taken again while it is being handed over.
+    pub(super) fn give_up(self: Arc<Self>, system: &AgentSystem, lost: &[u32], surplus: &[u32]) {
         let gone: Vec<u32> = lost.iter().chain(surplus.iter()).copied().collect();
+        if let Ok(mut h) = self.handing_over.write() {
+            h.extend(lost.iter().map(|k| (*k, Handing::Lost)));
+            h.extend(surplus.iter().map(|k| (*k, Handing::Surplus)));
+        }
         remove_all(&self.owned, &gone);
         // A partition taken again later starts a fresh drain and claim; until then its
         // pending entries belong to whoever owns it.
@@ -36,25 +44,35 @@ impl RedisBus {
                 r.remove(k);
             }
         }
-        // What the reader handed over for these partitions is durably queued (or left
-        // pending) before their agents stop: a delivery refused by a stopping agent would
-        // be routed again, to the partition's next owner, behind newer entries.
-        self.wait_for_read_round().await;
-        self.wait_for_deliveries(&gone).await;
-        let partitions = self.cfg.partitions;
-        let set: BTreeSet<u32> = gone.iter().copied().collect();
-        let stopped = system
-            .passivate(Box::new(move |id| {
-                set.contains(&partition_index(id, partitions))
-            }))
-            .await;
-        for k in surplus {
-            let _: i64 = self.release_lease(*k, con).await.map_err(be)?;
-        }
-        lease_changed("lost", lost.len());
-        lease_changed("released", surplus.len());
-        tracing::info!(lost = ?lost, released = ?surplus, passivated = stopped, "partitions moved away");
-        Ok(())
+        let system = system.clone();
+        let (lost, surplus) = (lost.to_vec(), surplus.to_vec());
+        actix_rt::spawn(async move {
+            // What the reader handed over for these partitions is durably queued (or left
+            // pending) before their agents stop: a delivery refused by a stopping agent would
+            // be routed again, to the partition's next owner, behind newer entries.
+            self.wait_for_read_round().await;
+            self.wait_for_deliveries(&gone).await;
+            let partitions = self.cfg.partitions;
+            let set: BTreeSet<u32> = gone.iter().copied().collect();
+            let stopped = system
+                .passivate(Box::new(move |id| {
+                    set.contains(&partition_index(id, partitions))
+                }))
+                .await;
+            for k in &surplus {
+                if let Err(e) = self.release_lease(*k).await {
+                    tracing::warn!(partition = *k, error = %be(e), "releasing a partition's lease failed; it expires");
+                }
+            }
+            if let Ok(mut h) = self.handing_over.write() {
+                for k in &gone {
+                    h.remove(k);
+                }
+            }
+            lease_changed("lost", lost.len());
+            lease_changed("released", surplus.len());
+            tracing::info!(lost = ?lost, released = ?surplus, passivated = stopped, "partitions moved away");
+        });
     }
 
     /// Resumes the agents of the partitions just `taken`, in the background. Agents stopped
@@ -75,7 +93,7 @@ impl RedisBus {
         });
     }
 
-    /// Waits until a read under way has come back (it blocks at most a quarter lease; this
+    /// Waits until a read under way has come back (it blocks at most the takeover margin; this
     /// waits at most half). A partition given up is left out of every read started after it
     /// was dropped from `owned`; what a read already under way returns for it stays pending
     /// here, and is claimed by the next owner, who can only take the lease once this process

@@ -1,6 +1,6 @@
 //! The Redis streams bus: agents are spread over `partitions` streams (`{<ns>:p<k>}:stream`, agent →
 //! `fnv1a64(id) % partitions`). Each partition is owned by one live process at a time through a
-//! lease (`SET NX PX`, renewed every lease/4); live processes heartbeat in `{<ns>:members}` and
+//! lease (`SET PX`, renewed every lease/16); live processes heartbeat in `{<ns>:members}` and
 //! each takes at most `ceil(partitions / live)` leases, so partitions spread evenly and move
 //! when a process dies. The owner reads its partitions with one blocking `XREADGROUP` on a
 //! dedicated connection (no response timeout; on a Redis Cluster, one read per partition on
@@ -11,11 +11,13 @@
 //! an agent that is done takes its next message while another agent of the batch is busy.
 //!
 //! A process fences itself by its own clock: a partition whose lease it has not renewed for
-//! half the lease time (the process stalled, was frozen, or cannot reach Redis) is neither read
-//! nor delivered to directly until it is renewed again, and then drained like a partition just
-//! taken. A read issued before that answers (`BLOCK` ≤ a quarter lease) before the lease can
-//! expire in Redis, so whatever it returned is in this consumer's pending list when the next
-//! owner claims; two processes never deliver from one partition at once. Deliveries already
+//! a quarter of the lease time (the process stalled, was frozen, or cannot reach Redis) is
+//! neither read nor delivered to directly until it is renewed again, and then drained like a
+//! partition just taken. Another process takes the partition only once its lease has expired,
+//! or — its holder gone from Redis (no heartbeat, no connection: [`leases`]) — once it has gone
+//! unrenewed for the fence time and a margin. A read issued before the fence answers within
+//! the margin (`BLOCK`), so whatever it returned is in this consumer's pending list when the
+//! next owner claims; two processes never deliver from one partition at once. Deliveries already
 //! handed over are fenced too: an agent refuses an inbox delivery once its process no longer
 //! holds the partition's lease (the entry stays pending for the next owner), and a partition
 //! is passivated and released only once what the reader handed over for it is acknowledged.
@@ -28,7 +30,8 @@
 //! |---|---|
 //! | [`config`] | [`RedisBusConfig`]: URL, namespace, partitions, lease time, batch and size limits |
 //! | [`scripts`] | the Lua scripts: renewing and releasing a lease, forwarding to a live agent, acknowledging and trimming a partition |
-//! | [`leases`] | membership and the lease round: heartbeat, renew, take; self-fencing by clock |
+//! | [`times`] | what the lease's length sets: the round, the self-fence, the takeover margin |
+//! | [`leases`] | membership and the lease round: renew, heartbeat, processes gone, take; self-fencing by clock |
 //! | [`handover`] | giving a partition up once its deliveries are done; resuming a taken one's agents |
 //! | [`reader`] | the partition reader: claims first, then one blocking read of every readable partition |
 //! | [`in_flight`] | the window of routed batches whose acknowledgements are still under way |
@@ -38,7 +41,7 @@
 //! | [`calls`] | calls to an agent another process owns: the caller's reply reader, the owner's runner |
 //! | [`transport`] | the [`Transport`] the ChannelRouter routes through |
 //! | [`known`] | the agents seen to exist lately, whose messages skip the check of their record |
-//! | [`status`] | readiness (every lease still held) and per-partition metrics |
+//! | [`status`] | readiness (what this process can serve now) and per-partition metrics |
 //!
 //! [`Transport`]: agentd_actors::Transport
 //! [`Transport::call`]: agentd_actors::Transport::call
@@ -55,9 +58,11 @@ mod leases;
 mod reader;
 mod scripts;
 mod status;
+mod times;
 mod transport;
 
 pub use config::RedisBusConfig;
+pub use status::Readiness;
 
 use crate::blocking::BlockingConnection;
 use crate::dead::DeadLetters;
@@ -83,6 +88,20 @@ pub struct RedisBus {
     cfg: RedisBusConfig,
     keys: Keys,
     con: RedisConnection,
+    /// The leases' own connection (renewals, takes, releases): not behind the shared
+    /// connection's commands (a `WAIT` holds up what follows it), and waiting a lease round at
+    /// most for an answer.
+    lease_con: RedisConnection,
+    /// The connection this process heartbeats on ([`leases::Heartbeats`]), once connected.
+    heartbeats: tokio::sync::Mutex<Option<leases::Heartbeats>>,
+    /// When a heartbeat last reached Redis.
+    last_heartbeat: Mutex<Option<Instant>>,
+    /// The heartbeat connection is being connected in the background.
+    heartbeats_connecting: AtomicBool,
+    /// Lease rounds run so far.
+    lease_rounds: AtomicU64,
+    /// Partitions being handed over (their agents stopping), and why.
+    handing_over: RwLock<HashMap<u32, handover::Handing>>,
     owned: RwLock<BTreeSet<u32>>,
     /// Partitions taken whose stream may still hold unread entries: until the reader finds
     /// them drained, messages for their agents still go through the stream (not straight to
@@ -101,6 +120,8 @@ pub struct RedisBus {
     read_rounds: AtomicU64,
     /// A read is under way.
     reading: AtomicBool,
+    /// The connections (node, client id) the read under way blocks on.
+    blocked_reads: Mutex<Vec<(String, u16, i64)>>,
     stopping: AtomicBool,
     /// Calls this process handed to the owners of other partitions ([`Transport::call`]), by
     /// their envelope's id; the reply reader completes them.
@@ -123,6 +144,13 @@ impl RedisBus {
     ) -> Result<Arc<Self>, AgentdError> {
         let keys = Keys::new(&cfg.namespace, cfg.partitions);
         let cfg_partitions = cfg.partitions;
+        let lease_con = cfg
+            .target
+            .connect_with(agentd_store::Patience::within(
+                times::LeaseTimes::of(cfg.lease_ms).wait(),
+            ))
+            .await
+            .map_err(be)?;
         let dead = DeadLetters::new(con.clone(), keys.dead(), cfg.dead_maxlen);
         let delivering = (0..cfg.partitions.max(1))
             .map(|_| AtomicUsize::new(0))
@@ -131,6 +159,12 @@ impl RedisBus {
             cfg,
             keys,
             con,
+            lease_con,
+            heartbeats: tokio::sync::Mutex::new(None),
+            last_heartbeat: Mutex::new(None),
+            heartbeats_connecting: AtomicBool::new(false),
+            lease_rounds: AtomicU64::new(0),
+            handing_over: RwLock::new(HashMap::new()),
             owned: RwLock::new(BTreeSet::new()),
             draining: RwLock::new(BTreeSet::new()),
             to_claim: RwLock::new(BTreeSet::new()),
@@ -138,6 +172,7 @@ impl RedisBus {
             delivering,
             read_rounds: AtomicU64::new(0),
             reading: AtomicBool::new(false),
+            blocked_reads: Mutex::new(Vec::new()),
             stopping: AtomicBool::new(false),
             calls: Mutex::new(HashMap::new()),
             dead,
@@ -192,7 +227,8 @@ impl RedisBus {
             ensure_group(&mut con, &self.keys.partition(k)).await?;
         }
         self.scripts.load(&mut con).await.map_err(be)?;
-        self.lease_round(&system).await?;
+        self.connect_heartbeats().await?;
+        self.clone().lease_round(&system).await?;
         let me = self.clone();
         let sys = system.clone();
         actix_rt::spawn(async move { me.lease_loop(sys).await });
@@ -213,14 +249,20 @@ impl RedisBus {
         self.wait_for_deliveries(&self.owned()).await;
         let mut con = self.con.clone();
         for k in self.owned() {
-            let _: redis::RedisResult<i64> = self.release_lease(k, &mut con).await;
+            let _: redis::RedisResult<i64> = self.release_lease(k).await;
         }
         if let Ok(mut o) = self.owned.write() {
             o.clear();
         }
-        let _: redis::RedisResult<()> = cmd("ZREM")
+        let _: redis::RedisResult<()> = redis::pipe()
+            .cmd("ZREM")
             .arg(self.keys.members())
             .arg(&self.cfg.process_id)
+            .ignore()
+            .cmd("HDEL")
+            .arg(self.keys.members_clients())
+            .arg(&self.cfg.process_id)
+            .ignore()
             .query_async(&mut con)
             .await;
         let _: redis::RedisResult<()> = cmd("DEL")

@@ -1,8 +1,8 @@
 //! The partition reader: one loop per process on a connection of its own. Each round it first
 //! claims what partitions just taken hold pending, then reads every readable partition (but
 //! one whose agents hold too many of its entries: [`super::held`]) with one blocking
-//! `XREADGROUP` (`BLOCK` ≤ a quarter lease, so a read answers before a lease it was sent under
-//! can expire) — on a Redis Cluster, where a read names streams of one slot, one
+//! `XREADGROUP` (`BLOCK` ≤ the takeover margin, so a read answers before the partition it was
+//! sent for can be taken from this process) — on a Redis Cluster, where a read names streams of one slot, one
 //! read per partition on a connection of its own, all at once — and hands what it read over:
 //! batches the router takes as they are go into the [`InFlight`] window and the reader reads
 //! on; anything else waits for what came before it.
@@ -31,8 +31,9 @@ const FULL_WAIT: Duration = Duration::from_millis(20);
 
 /// The partition reader's connections.
 enum PartitionReaders {
-    /// One Redis: one connection reads every partition at once.
-    One(BlockingConnection),
+    /// One Redis: one connection reads every partition at once (and its client id, to end a
+    /// read blocked on it).
+    One(BlockingConnection, i64),
     /// A Redis Cluster: a connection per owned partition, following its slot.
     Each(EachPartition),
 }
@@ -78,7 +79,13 @@ impl RedisBus {
         let mut readers = if self.cfg.target.is_cluster() {
             PartitionReaders::Each(EachPartition::default())
         } else {
-            PartitionReaders::One(self.blocking_reader().await?)
+            let mut reader = self.blocking_reader().await?;
+            let id: i64 = redis::cmd("CLIENT")
+                .arg("ID")
+                .query_async(&mut reader)
+                .await
+                .map_err(be)?;
+            PartitionReaders::One(reader, id)
         };
         let mut con = self.con.clone();
         // Entries this consumer read before an error but did not acknowledge are in its pending
@@ -105,7 +112,7 @@ impl RedisBus {
             // While one is held back, a read blocks briefly, so that it is read soon after it
             // has room.
             let block_ms = if full.is_empty() {
-                (self.cfg.lease_ms / 4).clamp(1, 200)
+                self.times().read_block_ms()
             } else {
                 FULL_WAIT.as_millis() as u64
             };
@@ -183,7 +190,12 @@ impl RedisBus {
     ) -> Result<(Vec<StreamKey>, BTreeSet<u32>), AgentdError> {
         self.reading.store(true, Ordering::SeqCst);
         let read = match readers {
-            PartitionReaders::One(reader) => self.read_together(reader, owned, block_ms).await,
+            PartitionReaders::One(reader, id) => {
+                self.blocked_on(vec![(String::new(), 0, *id)]);
+                let read = self.read_together(reader, owned, block_ms).await;
+                self.blocked_on(Vec::new());
+                read
+            }
             PartitionReaders::Each(each) => self.read_each(each, owned, block_ms).await,
         };
         self.reading.store(false, Ordering::SeqCst);
@@ -241,6 +253,7 @@ impl RedisBus {
                 (k, reply)
             });
         }
+        self.blocked_on(blocked.values().cloned().collect());
         let mut streams = Vec::new();
         let mut taken_late = BTreeSet::new();
         let mut failed = None;
@@ -264,6 +277,7 @@ impl RedisBus {
                 self.unblock(blocked.values()).await;
             }
         }
+        self.blocked_on(Vec::new());
         each.busy = !streams.is_empty();
         match failed {
             // What the other reads returned stays pending here: the reader claims it again
@@ -271,6 +285,29 @@ impl RedisBus {
             Some(e) => Err(e),
             None => Ok((streams, taken_late)),
         }
+    }
+
+    /// Notes the connections (node, client id) a read is about to block on: a partition taken
+    /// meanwhile ends that read ([`Self::wake_reader`]).
+    fn blocked_on(&self, clients: Vec<(String, u16, i64)>) {
+        if let Ok(mut b) = self.blocked_reads.lock() {
+            *b = clients;
+        }
+    }
+
+    /// Ends the blocked read under way, if any, so that the reader claims the partitions just
+    /// taken at once, not a block time later.
+    pub(super) fn wake_reader(self: &Arc<Self>) {
+        let clients = self
+            .blocked_reads
+            .lock()
+            .map(|b| b.clone())
+            .unwrap_or_default();
+        if clients.is_empty() {
+            return;
+        }
+        let me = self.clone();
+        actix_rt::spawn(async move { me.unblock(clients.iter()).await });
     }
 
     /// Ends the reads blocked on `clients` (node, client id), which then return nothing.

@@ -1,5 +1,6 @@
 //! The Lua scripts of the bus: each checks and changes in one step what two commands would
-//! leave a window between. Each touches one slot (one key, or a partition's keys).
+//! leave a window between. Each touches one slot (one key, a partition's keys, or the member
+//! set and its connections).
 
 use redis::Script;
 
@@ -8,6 +9,58 @@ use redis::Script;
 const RENEW: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0";
+
+/// Takes a lease: a free one, or one held by a process found gone (its heartbeat connection
+/// absent, its heartbeat late: it died, or lost Redis and has fenced itself), once its holder
+/// has not renewed it for the fence time and the takeover margin — by the Redis clock, from
+/// what the lease has left of the lease time every process renews it to. KEYS: the lease;
+/// ARGV: this process's id, the lease time (ms), the age (ms) a gone holder's lease must have,
+/// then the processes found gone. Answers 1 if taken free, 2 if taken from a gone holder, 0
+/// otherwise.
+const TAKE: &str = r"
+local holder = redis.call('GET', KEYS[1])
+if not holder then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+for i = 4, #ARGV do
+  if holder == ARGV[i] then
+    if redis.call('PTTL', KEYS[1]) <= tonumber(ARGV[2]) - tonumber(ARGV[3]) then
+      redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+      return 2
+    end
+    return 0
+  end
+end
+return 0";
+
+/// A heartbeat: notes this process live now (by the Redis clock) with the id of the connection
+/// it heartbeats on, drops the members silent for longer than the given time, and answers the
+/// time, the members with their last heartbeats and their connections. KEYS: the member set,
+/// the members' connections; ARGV: this process's id, its connection's client id, the silence
+/// after which a member is dropped (ms).
+const HEARTBEAT: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now, ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[3]))) do
+  redis.call('ZREM', KEYS[1], m)
+  redis.call('HDEL', KEYS[2], m)
+end
+return {now, redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES'), redis.call('HGETALL', KEYS[2])}";
+
+/// Drops a member found gone, unless it heartbeat since it was found so. KEYS: the member set,
+/// the members' connections; ARGV: the member, the heartbeat it was judged by. Answers 1 if
+/// dropped.
+const FORGET: &str = r"
+local beat = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if beat and tonumber(beat) <= tonumber(ARGV[2]) then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('HDEL', KEYS[2], ARGV[1])
   return 1
 end
 return 0";
@@ -64,6 +117,9 @@ return 0";
 /// know it).
 pub(super) struct Scripts {
     pub(super) renew: Script,
+    pub(super) take: Script,
+    pub(super) heartbeat: Script,
+    pub(super) forget: Script,
     pub(super) release: Script,
     pub(super) forward: Script,
     pub(super) ack_trim: Script,
@@ -81,6 +137,9 @@ impl Scripts {
     ) -> redis::RedisResult<()> {
         for script in [
             &self.renew,
+            &self.take,
+            &self.heartbeat,
+            &self.forget,
             &self.release,
             &self.forward,
             &self.ack_trim,
@@ -94,6 +153,9 @@ impl Scripts {
     pub(super) fn new() -> Self {
         Scripts {
             renew: Script::new(RENEW),
+            take: Script::new(TAKE),
+            heartbeat: Script::new(HEARTBEAT),
+            forget: Script::new(FORGET),
             release: Script::new(RELEASE),
             forward: Script::new(FORWARD),
             ack_trim: Script::new(ACK_TRIM),

@@ -1,5 +1,5 @@
-//! What the service reports about the bus: readiness (every partition this process believes
-//! it owns is still leased to it) and per-partition metrics.
+//! What the service reports about the bus: readiness (what this process can serve now) and
+//! per-partition metrics.
 
 use super::RedisBus;
 use crate::streams::GROUP;
@@ -36,25 +36,33 @@ impl RedisBus {
         out
     }
 
-    /// Readiness of the bus: Redis answers, and every partition this process believes it owns
-    /// is still leased to it (a process that lost a lease without noticing must not take
-    /// traffic). Answers the owned partitions, or why the bus is not ready.
-    pub async fn check_leases(&self) -> Result<Vec<u32>, String> {
-        let mut con = self.con.clone();
+    /// What this process can serve now, from what its lease rounds last learnt (no request to
+    /// Redis: a probe costs nothing however many partitions there are). See [`Readiness`].
+    pub fn readiness(&self) -> Readiness {
         let owned = self.owned();
-        for k in &owned {
-            let holder: Option<String> = cmd("GET")
-                .arg(self.keys.lease(*k))
-                .query_async(&mut con)
-                .await
-                .map_err(|e| format!("redis: {e}"))?;
-            if holder.as_deref() != Some(self.cfg.process_id.as_str()) {
-                return Err(format!(
-                    "partition {k} is no longer leased to this process (holder: {})",
-                    holder.as_deref().unwrap_or("none")
-                ));
-            }
+        let degraded: Vec<u32> = owned.iter().copied().filter(|k| !self.fresh(*k)).collect();
+        // In contact: a heartbeat within the fence time, or a partition renewed within it (a
+        // cluster whose member-set node fails over still renews the others).
+        let serving = self.in_contact_within(self.times().fence) || degraded.len() < owned.len();
+        Readiness {
+            serving,
+            owned,
+            degraded,
         }
-        Ok(owned)
     }
+}
+
+/// What a process can serve now ([`RedisBus::readiness`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Readiness {
+    /// Whether it reaches Redis at all: a heartbeat or a renewal within the fence time. A
+    /// process that does not is not ready (it reconnects by itself).
+    pub serving: bool,
+    /// The partitions it owns.
+    pub owned: Vec<u32>,
+    /// Those among them it cannot serve now: their lease was not renewed within the fence
+    /// time (their Redis node failing over, or unreachable), so it neither reads them nor
+    /// delivers to their agents until it is renewed again. A message for one of their agents
+    /// is refused with `unavailable` (or waits in its stream if it got there).
+    pub degraded: Vec<u32>,
 }

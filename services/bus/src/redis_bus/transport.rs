@@ -59,6 +59,10 @@ impl Transport for RedisBus {
         self.owns(agent_id) && self.fresh(self.partition_of(agent_id))
     }
 
+    fn fenced(&self, agent_id: &str) -> bool {
+        self.owns(agent_id) && !self.fresh(self.partition_of(agent_id))
+    }
+
     fn may_take(&self, agent_id: &str, entry: &agentd_actors::ports::StreamEntry) -> bool {
         self.may_deliver(agent_id) && entry.epoch == self.held.epoch(entry.partition)
     }

@@ -202,10 +202,13 @@ impl Transactions {
                         Value::ServerError(e) => Some(e.to_string()),
                         _ => None,
                     });
-                    return Err(StoreError::transient(format!(
-                        "redis: a flush transaction was refused: {e}{}",
-                        refused.map(|r| format!(" ({r})")).unwrap_or_default()
-                    )));
+                    return Err(StoreError::new(
+                        agentd_actors::StoreErrorKind::Rejected,
+                        format!(
+                            "redis: a flush transaction was refused: {e}{}",
+                            refused.map(|r| format!(" ({r})")).unwrap_or_default()
+                        ),
+                    ));
                 }
                 other => {
                     return Err(StoreError::transient(format!(

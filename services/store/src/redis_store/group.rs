@@ -4,7 +4,7 @@
 //! its own answer. Nothing waits for an earlier call: calls go out one after another on the
 //! connection.
 
-use agentd_actors::{StoreError, StoreResult};
+use agentd_actors::{StoreError, StoreErrorKind, StoreResult};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -44,7 +44,8 @@ impl<W> Groups<W> {
 }
 
 /// The answer for one caller of a grouped script call: the call's `i`th result, `1`, `0` or
-/// `-1` (what each means is the script's), or the error text of its own part.
+/// `-1` (what each means is the script's), or the error its own part met (an error Redis
+/// answered for that part's keys: rejected), or the whole call's.
 pub(super) fn result_of(
     results: &Result<Vec<redis::Value>, StoreError>,
     i: usize,
@@ -53,15 +54,18 @@ pub(super) fn result_of(
     match results {
         Ok(r) => match r.get(i) {
             Some(redis::Value::Int(n)) => Ok(*n),
-            Some(other) => Err(StoreError::transient(format!(
-                "redis: {what} failed: {}",
-                redis::from_redis_value_ref::<String>(other)
-                    .unwrap_or_else(|_| format!("{other:?}"))
-            ))),
+            Some(other) => Err(StoreError::new(
+                StoreErrorKind::Rejected,
+                format!(
+                    "redis: {what} failed: {}",
+                    redis::from_redis_value_ref::<String>(other)
+                        .unwrap_or_else(|_| format!("{other:?}"))
+                ),
+            )),
             None => Err(StoreError::corrupt(format!(
                 "the script of {what} answered too few results"
             ))),
         },
-        Err(e) => Err(StoreError::transient(e.to_string())),
+        Err(e) => Err(StoreError::new(e.kind(), e.to_string())),
     }
 }

@@ -83,9 +83,16 @@ pub struct RedisStore {
     waits: Arc<replicas::Waits>,
 }
 
-/// A Redis failure, as a transient store error.
-fn be(e: redis::RedisError) -> StoreError {
-    StoreError::caused_by(StoreErrorKind::Transient, format!("redis: {e}"), e)
+/// A Redis failure as a store error: an error Redis answered for the call itself (`WRONGTYPE`,
+/// a script's error: what redis-rs would not retry) is [`StoreErrorKind::Rejected`]; anything
+/// else — no connection, no answer in time, a failover or a reshard under way (`CLUSTERDOWN`,
+/// `TRYAGAIN`, `MASTERDOWN`, `READONLY`, `LOADING`) — is [`StoreErrorKind::Transient`].
+pub(crate) fn be(e: redis::RedisError) -> StoreError {
+    let kind = match e.retry_method() {
+        redis::RetryMethod::NoRetry => StoreErrorKind::Rejected,
+        _ => StoreErrorKind::Transient,
+    };
+    StoreError::caused_by(kind, format!("redis: {e}"), e)
 }
 
 /// A stored value that does not decode (or encode), as a corrupt store error.
