@@ -189,6 +189,15 @@ async def basics(ctx):
     b = await send(c, m)
     assert a.id == b.id
     assert (await c.list_tasks(ListTasksRequest(context_id=t.context_id))).total_size == 3
+    # So is a resend of a message without a context: the first one's context, task and answer.
+    m = message("no context, once only")
+    a = await send(c, m)
+    b = await send(c, m)
+    assert (a.id, a.context_id) == (b.id, b.context_id), (a.id, b.id)
+    assert text_of(b) == "echo: no context, once only", text_of(b)
+    listed = await c.list_tasks(ListTasksRequest(context_id=a.context_id))
+    assert [x.id for x in listed.tasks] == [a.id], listed
+    assert len(listed.tasks[0].history) <= 1 or listed.tasks[0].history[0].parts[0].text == "no context, once only"
 
 
 async def raw_errors(ctx):

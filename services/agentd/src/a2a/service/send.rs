@@ -184,9 +184,16 @@ async fn new_task(
             (c.agent, c.client_id)
         }
         None => {
+            // A new context, made once per message id: a message sent again without its
+            // context (its first answer lost) finds the context, and the task, the first made.
             let rec = system
                 .spawn(SpawnRequest {
                     agent_type: Some(agent_type.to_string()),
+                    // Any string is a message id: the key is a digest of it.
+                    idempotency_key: Some(format!(
+                        "a2a message {agent_type} {}",
+                        derived_id(Uuid::nil(), &msg.message_id)
+                    )),
                     ..SpawnRequest::default()
                 })
                 .await
