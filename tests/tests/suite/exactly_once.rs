@@ -274,7 +274,9 @@ fn a_sync_manage_wait_cut_by_sigterm_on_redis_sends_its_message_once() {
 
 /// What the lead does with a message: a sub-agent's output is noted; `spawn` spawns the
 /// Surveyor; `ask` asks the Researcher (who answers at once); any other message is the id of a
-/// sub-agent that `TOOL` acts on (with `ARGS`); a tool's result ends the turn.
+/// sub-agent that `TOOL` acts on (with `ARGS`); a tool's result ends the turn. The calls come
+/// half a second after the message, so the request that sent it is answered before the
+/// process dies by its fail point.
 const EFFECT_SCRIPT: &str = r#"
 [[rule]]
 agent = "lead"
@@ -287,6 +289,7 @@ agent = "lead"
 role = "user"
 contains = "spawn"
 text = "spawning"
+delay_ms = 500
 [[rule.tool_calls]]
 name = "spawn_agent"
 arguments = { prompt = "survey the harbour", title = "Surveyor" }
@@ -296,6 +299,7 @@ agent = "lead"
 role = "user"
 contains = "ask"
 text = "asking"
+delay_ms = 500
 [[rule.tool_calls]]
 name = "Manage"
 arguments = { command = "send_message", worker = "Researcher", message = "count the ships", threadAlias = "harbour" }
@@ -304,6 +308,7 @@ arguments = { command = "send_message", worker = "Researcher", message = "count 
 agent = "lead"
 role = "user"
 text = "acting"
+delay_ms = 500
 [[rule.tool_calls]]
 name = "TOOL"
 arguments = { agent_id = "{{input}}" ARGS }
