@@ -67,10 +67,10 @@ pub use deps::Deps;
 pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 pub use ports::{
     AnswerObserver, CliRun, CliStep, CliTools, DEDUP_WINDOW, EventSink, McpCallResult,
-    McpServerStatus, McpToolDef, McpTools, ModelClient, ModelError, ModelRequest, ModelResponse,
-    Purpose, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadEntries,
-    ThreadStore, ToolCallClosing, ToolSpec, Transport, WebhookCall, WebhookClient, WebhookError,
-    WorkerAlias,
+    McpServerStatus, McpToolDef, McpTools, ModelCapabilities, ModelClient, ModelError,
+    ModelRequest, ModelResponse, Purpose, Pushed, StoreError, StoreErrorKind, StoreResult,
+    StoreWrite, ThreadEntries, ThreadStore, ToolCallClosing, ToolSpec, Transport, WebhookCall,
+    WebhookClient, WebhookError, WorkerAlias,
 };
 pub use system::AgentSystem;
 /// The token a [`ModelRequest`] is cancelled by (re-exported so backends and tests name one
