@@ -3,7 +3,7 @@
 
 use super::SettingsError;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// HTTP API settings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -21,24 +21,82 @@ pub struct ServerSettings {
     pub shutdown_timeout_ms: u64,
 }
 
-/// Which store backs threads and records.
+/// Which store backs threads and records (`store.kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", try_from = "String")]
 pub enum StoreKind {
-    /// Durable redb file under `data_dir`.
+    /// Durable redb file under `data_dir` (one process).
     Embedded,
     /// In memory (tests, throwaway runs).
     Memory,
+    /// Redis at `redis.url` (any number of processes); Redis is then the bus too.
+    Redis,
+}
+
+impl StoreKind {
+    /// Every kind, in the order the documentation lists them.
+    pub const ALL: [StoreKind; 3] = [StoreKind::Embedded, StoreKind::Memory, StoreKind::Redis];
+
+    /// The `store.kind` value that names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::Embedded => "embedded",
+            StoreKind::Memory => "memory",
+            StoreKind::Redis => "redis",
+        }
+    }
+}
+
+impl TryFrom<String> for StoreKind {
+    type Error = String;
+
+    /// A kind by its name; another name is refused with the names there are.
+    fn try_from(name: String) -> Result<Self, String> {
+        let names = StoreKind::ALL.map(StoreKind::name);
+        StoreKind::ALL
+            .into_iter()
+            .find(|k| k.name() == name.trim())
+            .ok_or_else(|| format!("`{name}` is not one of {}", names.join(", ")))
+    }
 }
 
 /// Store settings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreSettings {
-    /// Backend.
-    pub kind: StoreKind,
-    /// Directory of the embedded store.
+    /// The store; unset: `redis` when `redis.url` is set, else `embedded`
+    /// ([`super::Settings::store`]). A kind `redis.url` contradicts stops start-up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<StoreKind>,
+    /// The data directory: the embedded store's `agentd.redb`, and the Claude Code CLIs'
+    /// homes whatever the store.
     pub data_dir: PathBuf,
+}
+
+/// The store the settings choose, with what it needs: what wiring builds, matched without a
+/// catch-all so a new kind is a compile error until every use handles it.
+#[derive(Debug, Clone, Copy)]
+pub enum StoreBackend<'a> {
+    /// The redb file in this data directory.
+    Embedded {
+        /// `store.data_dir`.
+        data_dir: &'a Path,
+    },
+    /// In memory.
+    Memory,
+    /// Redis (store and bus).
+    Redis(&'a RedisSettings),
+}
+
+impl StoreBackend<'_> {
+    /// The `store.kind` value that chooses it.
+    pub fn kind(&self) -> StoreKind {
+        match self {
+            StoreBackend::Embedded { .. } => StoreKind::Embedded,
+            StoreBackend::Memory => StoreKind::Memory,
+            StoreBackend::Redis(_) => StoreKind::Redis,
+        }
+    }
 }
 
 /// Redis settings (empty `url` = no Redis).
@@ -96,8 +154,8 @@ pub struct RedisSettings {
 }
 
 impl RedisSettings {
-    /// Whether Redis is configured.
-    pub fn enabled(&self) -> bool {
+    /// Whether a URL is set (with `store.kind` unset, Redis is then the store).
+    pub fn has_url(&self) -> bool {
         !self.url.trim().is_empty()
     }
 
