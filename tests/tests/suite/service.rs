@@ -341,3 +341,41 @@ fn redis_is_the_store_by_its_kind_or_by_its_url_alone() {
         agentd.stop();
     }
 }
+
+/// `/v1/info` lists every provider with its backend and the capabilities the backend reports:
+/// an HTTP API's limits are shared and its aborted input billed, Anthropic caches prompts,
+/// and text streams in as its settings say; a process's limits are its own.
+#[test]
+fn the_info_shows_each_provider_s_backend_and_what_it_can_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agentd.toml");
+    std::fs::write(
+        &config,
+        "[store]\nkind = \"memory\"\n\
+         [providers.live]\nbackend = \"openai\"\nbase_url = \"http://127.0.0.1:9\"\n\
+         [providers.whole]\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\nstream = false\n\
+         [providers.cli]\nbackend = \"process\"\ncommand = [\"cat\"]\n",
+    )
+    .unwrap();
+    let agentd = AgentdProcess::start(&[("AGENTD_CONFIG", config.display().to_string())]);
+    let info = agentd.get("/v1/info");
+    let can = |shared, billed, strict, caching, streams| {
+        json!({"shared_rate_limit": shared, "bills_aborted_input": billed,
+               "strict_tool_pairing": strict, "prompt_caching": caching, "streams": streams})
+    };
+    assert_eq!(
+        info["providers"],
+        json!([
+            {"name": "default", "backend": "scripted",
+             "capabilities": can(false, false, false, false, true)},
+            {"name": "cli", "backend": "process",
+             "capabilities": can(false, false, false, false, false)},
+            {"name": "live", "backend": "openai",
+             "capabilities": can(true, true, true, false, true)},
+            {"name": "whole", "backend": "anthropic",
+             "capabilities": can(true, true, true, true, false)},
+        ]),
+        "{info:#}"
+    );
+    agentd.stop();
+}
