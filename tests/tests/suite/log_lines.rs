@@ -195,7 +195,7 @@ fn a_configuration_error_is_printed_once_without_a_backtrace() {
     let cases = [
         (
             "[store]\nkind = \"nope\"\n",
-            "`nope` is not one of embedded, memory, redis for key `store.kind`",
+            "unknown variant `nope`, expected one of `embedded`, `memory`, `redis`",
         ),
         ("[store\n", "unclosed table"),
         (

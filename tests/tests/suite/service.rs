@@ -282,7 +282,8 @@ fn start_up_refuses_contradicting_stores_unknown_kinds_and_other_backends_keys()
         (
             vec![("AGENTD__STORE__KIND", "postgres")],
             "",
-            "`postgres` is not one of embedded, memory, redis for key `store.kind`",
+            "unknown variant `postgres`, expected one of `embedded`, `memory`, `redis` for key \
+             `store.kind`",
         ),
         (
             vec![("AGENTD__MODEL__BACKEND", "gemini")],

@@ -171,6 +171,7 @@ pub struct ProcessBackend {
     /// Program and arguments; empty with the `claude-code` protocol = `["claude"]`.
     pub command: Vec<String>,
     /// What the processes speak.
+    #[serde(deserialize_with = "super::service::by_name")]
     pub protocol: ProcessProtocol,
     /// Working directory of the Claude Code CLIs (`claude-code`); empty = a directory of each
     /// agent's own under the data directory.
@@ -200,39 +201,13 @@ impl Default for ProcessBackend {
 
 /// What the `process` backend's processes speak.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", try_from = "String")]
+#[serde(rename_all = "kebab-case")]
 pub enum ProcessProtocol {
     /// agentd's own JSON lines (`services/models/src/process.rs`).
     #[default]
     Jsonl,
     /// The Claude Code CLI's stream-json (docs/claude-code.md).
     ClaudeCode,
-}
-
-impl ProcessProtocol {
-    /// Every protocol.
-    pub const ALL: [ProcessProtocol; 2] = [ProcessProtocol::Jsonl, ProcessProtocol::ClaudeCode];
-
-    /// The `protocol` value that names it.
-    pub fn name(self) -> &'static str {
-        match self {
-            ProcessProtocol::Jsonl => "jsonl",
-            ProcessProtocol::ClaudeCode => "claude-code",
-        }
-    }
-}
-
-impl TryFrom<String> for ProcessProtocol {
-    type Error = String;
-
-    /// A protocol by its name; another name is refused with the names there are.
-    fn try_from(name: String) -> Result<Self, String> {
-        let names = ProcessProtocol::ALL.map(ProcessProtocol::name);
-        ProcessProtocol::ALL
-            .into_iter()
-            .find(|p| p.name() == name.trim())
-            .ok_or_else(|| format!("`{name}` is not one of {}", names.join(", ")))
-    }
 }
 
 /// `a2a`: a remote A2A 1.0 agent.

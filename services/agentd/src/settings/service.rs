@@ -2,7 +2,8 @@
 //! checkpoints, agent types, prompts, the actor runtime and logs.
 
 use super::SettingsError;
-use serde::{Deserialize, Serialize};
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer, Serialize};
 use std::path::{Path, PathBuf};
 
 /// HTTP API settings.
@@ -23,7 +24,7 @@ pub struct ServerSettings {
 
 /// Which store backs threads and records (`store.kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", try_from = "String")]
+#[serde(rename_all = "snake_case")]
 pub enum StoreKind {
     /// Durable redb file under `data_dir` (one process).
     Embedded,
@@ -34,9 +35,6 @@ pub enum StoreKind {
 }
 
 impl StoreKind {
-    /// Every kind, in the order the documentation lists them.
-    pub const ALL: [StoreKind; 3] = [StoreKind::Embedded, StoreKind::Memory, StoreKind::Redis];
-
     /// The `store.kind` value that names it.
     pub fn name(self) -> &'static str {
         match self {
@@ -47,26 +45,17 @@ impl StoreKind {
     }
 }
 
-impl TryFrom<String> for StoreKind {
-    type Error = String;
-
-    /// A kind by its name; another name is refused with the names there are.
-    fn try_from(name: String) -> Result<Self, String> {
-        let names = StoreKind::ALL.map(StoreKind::name);
-        StoreKind::ALL
-            .into_iter()
-            .find(|k| k.name() == name.trim())
-            .ok_or_else(|| format!("`{name}` is not one of {}", names.join(", ")))
-    }
-}
-
 /// Store settings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreSettings {
     /// The store; unset: `redis` when `redis.url` is set, else `embedded`
     /// ([`super::Settings::store`]). A kind `redis.url` contradicts stops start-up.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "some_by_name"
+    )]
     pub kind: Option<StoreKind>,
     /// The data directory: the embedded store's `agentd.redb`, and the Claude Code CLIs'
     /// homes whatever the store.
@@ -97,6 +86,28 @@ impl StoreBackend<'_> {
             StoreBackend::Redis(_) => StoreKind::Redis,
         }
     }
+}
+
+/// A value named by a string, read as `T` names its variants: another name is refused with
+/// the names there are (`config` would say only that the enum has no such variant).
+pub(super) fn by_name<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    use serde::de::IntoDeserializer as _;
+    let name = String::deserialize(d)?;
+    T::deserialize(name.trim().into_deserializer())
+        .map_err(|e: serde::de::value::Error| D::Error::custom(e))
+}
+
+/// [`by_name`] of a setting that may be left unset.
+fn some_by_name<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    by_name(d).map(Some)
 }
 
 /// Redis settings (empty `url` = no Redis).
