@@ -209,8 +209,12 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
     tracing::info!(%url, model = %backend, store = %settings.store_name(), "agentd is up");
     let store = match settings.store() {
         StoreBackend::Redis(r) => format!("redis at {}", r.masked_url()),
-        StoreBackend::Embedded { data_dir } => format!("Embedded in {}", data_dir.display()),
-        StoreBackend::Memory => format!("Memory in {}", settings.store.data_dir.display()),
+        // Any other store runs in this process, beside its data directory.
+        _ => format!(
+            "{} in {}",
+            settings.store_name(),
+            settings.store.data_dir.display()
+        ),
     };
     let backend = match settings.model.backend {
         Backend::Scripted(_) => "scripted, offline",

@@ -134,13 +134,13 @@ impl Settings {
         }
     }
 
-    /// The store the service runs on, as its logs name it.
-    pub fn store_name(&self) -> &'static str {
-        match self.store() {
-            StoreBackend::Embedded { .. } => "Embedded",
-            StoreBackend::Memory => "Memory",
-            StoreBackend::Redis(_) => "Redis",
-        }
+    /// The store the service runs on, as its logs name it: its kind, capitalized.
+    pub fn store_name(&self) -> String {
+        let kind = self.store().kind().name();
+        let mut chars = kind.chars();
+        chars.next().map_or_else(String::new, |first| {
+            first.to_uppercase().chain(chars).collect()
+        })
     }
 
     /// Every model provider with the section that configures it: `[model]` as `model`, then
@@ -224,23 +224,25 @@ impl Settings {
                 self.log.format
             )));
         }
-        match (self.store.kind, self.redis.has_url()) {
-            (Some(kind @ (StoreKind::Embedded | StoreKind::Memory)), true) => {
-                let kind = kind.name();
-                return Err(SettingsError::Invalid(format!(
-                    "store.kind is {kind} but redis.url is set: redis.url no longer overrides \
-                     store.kind. Set store.kind = \"redis\" (or leave it unset) to run on \
-                     Redis, or leave redis.url empty"
-                )));
-            }
-            (Some(StoreKind::Redis), false) => {
+        // A kind said explicitly must agree with `redis.url`: every store but Redis
+        // contradicts a URL, and Redis needs one.
+        if let Some(kind) = self.store.kind {
+            let redis = matches!(self.store(), StoreBackend::Redis(_));
+            if redis && !self.redis.has_url() {
                 return Err(SettingsError::Invalid(
                     "store.kind is redis: set redis.url (redis://host:6379/0, or a node of the \
                      cluster)"
                         .into(),
                 ));
             }
-            _ => {}
+            if !redis && self.redis.has_url() {
+                return Err(SettingsError::Invalid(format!(
+                    "store.kind is {} but redis.url is set: redis.url no longer overrides \
+                     store.kind. Set store.kind = \"redis\" (or leave it unset) to run on \
+                     Redis, or leave redis.url empty",
+                    kind.name()
+                )));
+            }
         }
         if let StoreBackend::Redis(_) = self.store() {
             if !(self.redis.url.starts_with("redis://") || self.redis.url.starts_with("rediss://"))
