@@ -70,10 +70,10 @@ pub use deps::Deps;
 pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 pub use ports::{
     AnswerObserver, Claim, ClaimEnd, CliRun, CliStep, CliTools, DEDUP_WINDOW, EventSink,
-    ExternalKey, McpCallResult, McpServerStatus, McpToolDef, McpTools, ModelClient, ModelError,
-    ModelRequest, ModelResponse, Purpose, Pushed, StoreError, StoreErrorKind, StoreResult,
-    StoreWrite, ThreadEntries, ThreadStore, ToolCallClosing, ToolSpec, Transport, WebhookCall,
-    WebhookClient, WebhookError, WorkerAlias,
+    ExternalKey, McpCallResult, McpServerStatus, McpToolDef, McpTools, ModelCapabilities,
+    ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, Pushed, StoreError,
+    StoreErrorKind, StoreResult, StoreWrite, ThreadEntries, ThreadStore, ToolCallClosing, ToolSpec,
+    Transport, WebhookCall, WebhookClient, WebhookError, WorkerAlias,
 };
 pub use system::AgentSystem;
 /// The token a [`ModelRequest`] is cancelled by (re-exported so backends and tests name one

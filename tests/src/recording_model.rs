@@ -1,7 +1,9 @@
 //! A model that notes every request it is asked before another model answers it, so a test can
 //! say which calls a turn made (and which it did not).
 
-use agentd_actors::{ModelClient, ModelError, ModelRequest, ModelResponse, Purpose};
+use agentd_actors::{
+    ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose,
+};
 use agentd_proto::Role;
 use async_trait::async_trait;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -52,6 +54,14 @@ impl RecordingModel {
 impl ModelClient for RecordingModel {
     fn backend(&self) -> &'static str {
         self.inner.backend()
+    }
+
+    fn capabilities(&self) -> ModelCapabilities {
+        self.inner.capabilities()
+    }
+
+    fn capabilities_of(&self, provider: Option<&str>) -> ModelCapabilities {
+        self.inner.capabilities_of(provider)
     }
 
     async fn complete(&self, request: ModelRequest) -> Result<ModelResponse, ModelError> {

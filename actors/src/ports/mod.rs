@@ -22,8 +22,8 @@ mod webhook;
 pub use events::EventSink;
 pub use mcp::{McpCallResult, McpServerStatus, McpToolDef, McpTools};
 pub use model::{
-    AnswerObserver, CliRun, CliStep, CliTools, ModelClient, ModelError, ModelRequest,
-    ModelResponse, Purpose, ThreadEntries, ToolSpec,
+    AnswerObserver, CliRun, CliStep, CliTools, ModelCapabilities, ModelClient, ModelError,
+    ModelRequest, ModelResponse, Purpose, ThreadEntries, ToolSpec,
 };
 pub use store::{
     Claim, ClaimEnd, DEDUP_WINDOW, ExternalKey, Pushed, StoreError, StoreErrorKind, StoreResult,

@@ -172,6 +172,34 @@ impl ModelError {
     }
 }
 
+/// What one backend does that another does not, as the backend itself reports it
+/// ([`ModelClient::capabilities`]). The actors decide by these, never by a backend's name: a
+/// new backend states its own and needs no change outside its crate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelCapabilities {
+    /// Its rate limits are its provider's, shared by every caller (an HTTP API's `429`), not
+    /// the calling agent's own (a process or a script of its own): one agent's limit holds
+    /// every agent of the provider until the reset, in every process of the deployment (the
+    /// [`crate::ports::Transport`]'s provider gate).
+    pub shared_rate_limit: bool,
+    /// Its provider bills a call's input even when the call is aborted, and may say what the
+    /// input was only at the answer's end (usage at the end of a stream): the turn estimates
+    /// the input before it sends a call, and counts that estimate for a call aborted before
+    /// the provider reported it.
+    pub bills_aborted_input: bool,
+    /// Its provider refuses a conversation in which a tool call is not answered right after
+    /// it. The actors pair every conversation whatever the backend
+    /// (`agentd_proto::conversation`); a backend with this capability must pair it again
+    /// before it sends it.
+    pub strict_tool_pairing: bool,
+    /// It asks its provider to cache the prompt's stable part (cache breakpoints) and reports
+    /// cache writes and reads in [`Usage`], which are priced apart.
+    pub prompt_caching: bool,
+    /// It reports an answer's text to [`ModelRequest::observer`] while the answer arrives:
+    /// the turn publishes `text_delta` events only for a backend that does.
+    pub streams: bool,
+}
+
 /// A language model (or an agent process) that produces the next assistant message.
 #[async_trait]
 pub trait ModelClient: Send + Sync + 'static {
@@ -181,6 +209,15 @@ pub trait ModelClient: Send + Sync + 'static {
     /// The backend that serves `provider` (a router of several providers overrides it).
     fn backend_of(&self, _provider: Option<&str>) -> &'static str {
         self.backend()
+    }
+
+    /// What this backend does differently ([`ModelCapabilities`]). Required, so that a new
+    /// backend says it.
+    fn capabilities(&self) -> ModelCapabilities;
+
+    /// The capabilities of the backend that serves `provider` (a router overrides it).
+    fn capabilities_of(&self, _provider: Option<&str>) -> ModelCapabilities {
+        self.capabilities()
     }
 
     /// The model `provider` asks for when a request names none (an HTTP backend's configured

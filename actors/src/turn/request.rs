@@ -170,20 +170,24 @@ impl Turn {
         let gates = &self.rate_gates;
         // The agent's provider (its requests name the same one).
         let provider = self.rec.provider.as_deref().unwrap_or("default");
-        // Only a provider reached over HTTP limits every caller at once; a scripted or process
-        // backend's rate limit is its own agent's.
-        let over_http = matches!(
-            self.deps.model.backend_of(self.rec.provider.as_deref()),
-            "openai" | "anthropic"
-        );
-        if over_http && gates.ever_closed() {
+        // What the backend says of itself: whether its rate limits hold every caller of the
+        // provider, whether an aborted call's input is billed, whether text streams in.
+        let can = self
+            .deps
+            .model
+            .capabilities_of(self.rec.provider.as_deref());
+        if can.shared_rate_limit && gates.ever_closed() {
             let now = self.now();
             if let Some(until) = gates.closed_until(provider, now) {
                 return Ok(CallOutcome::RateLimited(until - now));
             }
         }
         // It may have rate-limited another process of the deployment.
-        let shared = self.deps.transport.as_ref().filter(|_| over_http);
+        let shared = self
+            .deps
+            .transport
+            .as_ref()
+            .filter(|_| can.shared_rate_limit);
         if let Some(transport) = shared
             && let Some(until) = transport.provider_gate(provider).await
         {
@@ -192,14 +196,15 @@ impl Turn {
                 until.saturating_sub(self.now()).max(1),
             ));
         }
-        // The input's estimate: what an HTTP call aborted mid-answer counts as its input
-        // until the provider reports it, and what a tokens-per-minute pace counts.
+        // The input's estimate: what a call aborted mid-answer counts as its input until the
+        // provider reports it, and what a tokens-per-minute pace counts.
         let rates = self.deps.config.provider_rates.get(provider);
-        let input_estimate = if over_http || rates.is_some_and(|r| r.tokens_per_minute > 0) {
-            self.estimated_input_tokens(&req.thread)
-        } else {
-            0
-        };
+        let input_estimate =
+            if can.bills_aborted_input || rates.is_some_and(|r| r.tokens_per_minute > 0) {
+                self.estimated_input_tokens(&req.thread)
+            } else {
+                0
+            };
         if let Some(rates) = rates {
             let tokens = if rates.tokens_per_minute > 0 {
                 input_estimate
@@ -212,7 +217,7 @@ impl Turn {
             }
         }
         let answer = Arc::new(LiveAnswer::new(
-            step_id.map(|step_id| DeltaTarget {
+            step_id.filter(|_| can.streams).map(|step_id| DeltaTarget {
                 agent_id: self.names.agent_id.clone(),
                 step_id,
                 events: self.deps.events.clone(),
@@ -276,7 +281,7 @@ impl Turn {
             Ok(r) => Ok(CallOutcome::Answer(r)),
             Err(ModelError::Cancelled) => Ok(CallOutcome::Stopped),
             Err(ModelError::RateLimited { retry_after_ms }) => {
-                if over_http {
+                if can.shared_rate_limit {
                     let until = self.now().saturating_add(retry_after_ms);
                     gates.close(provider, until);
                     if let Some(transport) = shared {

@@ -173,7 +173,8 @@ pub async fn start_with_clock(
         },
         shutdown: shutdown_rx,
         trace_url: Some(settings.telemetry.trace_url.clone()).filter(|u| !u.is_empty()),
-        request_wait: (settings.redis.enabled() && settings.redis.request_wait_ms > 0)
+        request_wait: (matches!(settings.store(), crate::settings::StoreBackend::Redis(_))
+            && settings.redis.request_wait_ms > 0)
             .then(|| Duration::from_millis(settings.redis.request_wait_ms)),
     });
     let shutdown_timeout = Duration::from_millis(settings.server.shutdown_timeout_ms);

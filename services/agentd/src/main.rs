@@ -1,6 +1,7 @@
 //! `agentd`: runs the agent service, or checks its configuration.
 
 use agentd::Settings;
+use agentd::settings::{Backend, StoreBackend};
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -106,13 +107,13 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
                 shown.auth.token = "***".into();
             }
             shown.mcp = shown.mcp.masked();
+            // The store as it was chosen (`store.kind` may be unset).
+            shown.store.kind = Some(settings.store().kind());
             // A remote A2A agent's headers may hold a token written in the file.
-            for v in shown.model.headers.values_mut() {
-                *v = "***".into();
-            }
-            for p in shown.providers.values_mut() {
-                for v in p.headers.iter_mut().flat_map(|h| h.values_mut()) {
-                    *v = "***".into();
+            let providers = std::iter::once(&mut shown.model).chain(shown.providers.values_mut());
+            for p in providers {
+                if let Backend::A2a(a2a) = &mut p.backend {
+                    a2a.headers.values_mut().for_each(|v| *v = "***".into());
                 }
             }
             println!(
@@ -136,11 +137,9 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
 /// `agentd migrate` (see [`Cmd::Migrate`]): a process counts as live while its heartbeat is
 /// younger than two lease times, as the processes themselves count one another.
 fn migrate(settings: &Settings) -> anyhow::Result<()> {
-    let r = &settings.redis;
-    anyhow::ensure!(
-        r.enabled(),
-        "`agentd migrate` moves a Redis namespace: set redis.url"
-    );
+    let StoreBackend::Redis(r) = settings.store() else {
+        anyhow::bail!("`agentd migrate` moves a Redis namespace: set redis.url");
+    };
     let done = actix_rt::System::new().block_on(agentd_store::RedisStore::migrate_on(
         &r.target(),
         &r.namespace,
@@ -206,19 +205,20 @@ fn healthcheck(addr: &str) -> anyhow::Result<()> {
 async fn run(settings: Settings) -> anyhow::Result<()> {
     let running = agentd::start(&settings).await?;
     let url = format!("http://{}", running.addr);
-    tracing::info!(%url, model = %settings.model.backend, store = %settings.store_name(), "agentd is up");
-    let store = if settings.redis.enabled() {
-        format!("redis at {}", settings.redis.masked_url())
-    } else {
-        format!(
+    let backend = settings.model.backend.name();
+    tracing::info!(%url, model = %backend, store = %settings.store_name(), "agentd is up");
+    let store = match settings.store() {
+        StoreBackend::Redis(r) => format!("redis at {}", r.masked_url()),
+        // Any other store runs in this process, beside its data directory.
+        _ => format!(
             "{} in {}",
             settings.store_name(),
             settings.store.data_dir.display()
-        )
+        ),
     };
-    let backend = match settings.model.backend.as_str() {
-        "scripted" => "scripted, offline".to_string(),
-        other => other.to_string(),
+    let backend = match settings.model.backend {
+        Backend::Scripted(_) => "scripted, offline",
+        _ => backend,
     };
     println!("agentd listening on {url} (model backend: {backend}; store: {store})");
     // agentctl's default is http://127.0.0.1:7878: the hint names where this process is.

@@ -73,6 +73,46 @@ pub struct McpServerInfo {
     pub last_error: Option<String>,
 }
 
+/// A model provider in `GET /v1/info`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProviderInfo {
+    /// `default` for `[model]`, else the name of its `[providers.<name>]`.
+    pub name: String,
+    /// Its backend (`scripted`, `openai`, `anthropic`, `process`, `a2a`).
+    pub backend: String,
+    /// What the backend does differently, as it reports it itself.
+    pub capabilities: CapabilitiesInfo,
+}
+
+/// A backend's capabilities (docs/configuration.md, "Model backends").
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CapabilitiesInfo {
+    /// One agent's rate limit holds every agent of the provider until its reset (in every
+    /// process on the same Redis); otherwise it holds its own agent only.
+    pub shared_rate_limit: bool,
+    /// A call aborted before the provider reported its usage counts its estimated input.
+    pub bills_aborted_input: bool,
+    /// The provider refuses a conversation in which a tool call is not answered right after
+    /// it.
+    pub strict_tool_pairing: bool,
+    /// The backend asks its provider to cache the prompt's stable part.
+    pub prompt_caching: bool,
+    /// The answer's text streams in (`text_delta` events).
+    pub streams: bool,
+}
+
+impl From<agentd_actors::ModelCapabilities> for CapabilitiesInfo {
+    fn from(can: agentd_actors::ModelCapabilities) -> Self {
+        CapabilitiesInfo {
+            shared_rate_limit: can.shared_rate_limit,
+            bills_aborted_input: can.bills_aborted_input,
+            strict_tool_pairing: can.strict_tool_pairing,
+            prompt_caching: can.prompt_caching,
+            streams: can.streams,
+        }
+    }
+}
+
 /// `GET /v1/info`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Info {
@@ -82,6 +122,8 @@ pub struct Info {
     pub version: String,
     /// The default provider's model backend (`scripted`, `openai`, ...).
     pub model_backend: String,
+    /// Every model provider, the default one first, with its backend and what it can do.
+    pub providers: Vec<ProviderInfo>,
     /// The store kind (`memory`, `embedded`, `redis`).
     pub store: String,
     /// The configured agent types.

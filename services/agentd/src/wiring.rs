@@ -2,7 +2,10 @@
 //! agent types, which transport. The only place that knows every implementation.
 
 use crate::builtin;
-use crate::settings::{ModelSettings, Settings, StoreKind};
+use crate::settings::{
+    A2aBackend, ApiBackend, Backend, ModelSettings, ProcessBackend, ProcessProtocol, Settings,
+    StoreBackend,
+};
 use agentd_actors::{
     AgentTypes, Clock, ConfiguredRun, ConfiguredTool, ContextWindow, Deps, EventSink, ModelClient,
     ProviderRates, RuntimeConfig, Secret, ThreadStore, ToolCatalogue, Transport, WebhookClient,
@@ -38,92 +41,16 @@ pub struct Wired {
     pub mcp: Option<Arc<McpClient>>,
 }
 
-/// The model backend of one provider's settings (`section` names it in errors).
+/// The model backend of one provider's settings (`section` names it in errors). A match arm
+/// per [`Backend`] variant: a new backend is a compile error here until it is built.
 pub fn build_provider(
     section: &str,
     m: &ModelSettings,
     data_dir: &Path,
     clock: Arc<dyn Clock>,
 ) -> anyhow::Result<Arc<dyn ModelClient>> {
-    let http = |default_url: &str| -> anyhow::Result<HttpSettings> {
-        let api_key = match m.api_key_env.trim() {
-            "" => String::new(),
-            var => std::env::var(var).with_context(|| {
-                format!("{section}.api_key_env names `{var}`, which is not set")
-            })?,
-        };
-        Ok(HttpSettings {
-            base_url: if m.base_url.trim().is_empty() {
-                default_url.to_string()
-            } else {
-                m.base_url.trim().to_string()
-            },
-            api_key,
-            timeout: std::time::Duration::from_millis(m.timeout_ms),
-            stream: m.stream,
-            idle_timeout: std::time::Duration::from_millis(m.idle_timeout_ms),
-            max_retries: m.max_retries,
-            backoff: std::time::Duration::from_millis(m.backoff_ms),
-        })
-    };
-    Ok(match m.backend.as_str() {
-        "openai" => Arc::new(
-            OpenAiModel::new(http("https://api.openai.com/v1")?, m.model.clone())
-                .with_context(|| format!("{section}: the OpenAI backend"))?,
-        ),
-        "process" if m.protocol == "claude-code" => {
-            Arc::new(ClaudeCodeModel::new(ClaudeCodeSettings {
-                command: if m.command.is_empty() {
-                    vec!["claude".to_string()]
-                } else {
-                    m.command.clone()
-                },
-                home: std::path::absolute(data_dir.join("claude-code"))
-                    .with_context(|| format!("{section}: the data directory"))?,
-                workdir: match m.workdir.trim() {
-                    "" => None,
-                    dir => Some(
-                        std::path::absolute(dir)
-                            .with_context(|| format!("{section}.workdir {dir}"))?,
-                    ),
-                },
-                model: Some(m.model.trim())
-                    .filter(|model| !model.is_empty())
-                    .map(str::to_string),
-                grace: std::time::Duration::from_millis(m.grace_ms),
-                timeout: std::time::Duration::from_millis(m.timeout_ms),
-            }))
-        }
-        "process" => Arc::new(ProcessModel::new(
-            m.command.clone(),
-            std::time::Duration::from_millis(m.grace_ms),
-            std::time::Duration::from_millis(m.timeout_ms),
-        )),
-        "a2a" => {
-            let env = |name: &str| std::env::var(name).ok();
-            let headers = m
-                .headers
-                .iter()
-                .map(|(k, v)| {
-                    agentd_mcp::expand::expand(v, &env)
-                        .map(|v| (k.clone(), v))
-                        .with_context(|| format!("{section}.headers.{k}"))
-                })
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            Arc::new(
-                A2aModel::new(m.card_url.trim().to_string(), headers, http("")?)
-                    .with_context(|| format!("{section}: the A2A backend"))?,
-            )
-        }
-        "anthropic" => Arc::new(
-            AnthropicModel::new(
-                http("https://api.anthropic.com")?,
-                m.model.clone(),
-                m.max_tokens,
-            )
-            .with_context(|| format!("{section}: the Anthropic backend"))?,
-        ),
-        _ => match m.script.trim() {
+    Ok(match &m.backend {
+        Backend::Scripted(s) => match s.script.trim() {
             "" => Arc::new(
                 ScriptedModel::from_toml_str(builtin::DEMO_SCRIPT, clock)
                     .context("built-in demo script")?,
@@ -133,7 +60,111 @@ pub fn build_provider(
                     .with_context(|| format!("{section}.script {path}"))?,
             ),
         },
+        Backend::OpenAi(api) => Arc::new(
+            OpenAiModel::new(
+                api_http(section, api, "https://api.openai.com/v1")?,
+                api.model.clone(),
+            )
+            .with_context(|| format!("{section}: the OpenAI backend"))?,
+        ),
+        Backend::Anthropic(api) => Arc::new(
+            AnthropicModel::new(
+                api_http(section, api, "https://api.anthropic.com")?,
+                api.model.clone(),
+                m.limits.max_tokens,
+            )
+            .with_context(|| format!("{section}: the Anthropic backend"))?,
+        ),
+        Backend::Process(p) => match p.protocol {
+            ProcessProtocol::Jsonl => Arc::new(ProcessModel::new(
+                p.command.clone(),
+                std::time::Duration::from_millis(p.grace_ms),
+                std::time::Duration::from_millis(p.timeout_ms),
+            )),
+            ProcessProtocol::ClaudeCode => claude_code(section, p, data_dir)?,
+        },
+        Backend::A2a(a) => a2a_remote(section, a)?,
     })
+}
+
+/// The transport settings of an HTTP API backend: its URL (`default_url` when unset) and its
+/// key, read now from the variable `api_key_env` names (unset is a start-up error).
+fn api_http(section: &str, api: &ApiBackend, default_url: &str) -> anyhow::Result<HttpSettings> {
+    let api_key = match api.api_key_env.trim() {
+        "" => String::new(),
+        var => std::env::var(var)
+            .with_context(|| format!("{section}.api_key_env names `{var}`, which is not set"))?,
+    };
+    Ok(HttpSettings {
+        base_url: match api.base_url.trim() {
+            "" => default_url.to_string(),
+            url => url.to_string(),
+        },
+        api_key,
+        timeout: std::time::Duration::from_millis(api.timeout_ms),
+        stream: api.stream,
+        idle_timeout: std::time::Duration::from_millis(api.idle_timeout_ms),
+        max_retries: api.max_retries,
+        backoff: std::time::Duration::from_millis(api.backoff_ms),
+    })
+}
+
+/// The process backend's `claude-code` protocol: one Claude Code CLI per agent, its home
+/// under the data directory.
+fn claude_code(
+    section: &str,
+    p: &ProcessBackend,
+    data_dir: &Path,
+) -> anyhow::Result<Arc<dyn ModelClient>> {
+    Ok(Arc::new(ClaudeCodeModel::new(ClaudeCodeSettings {
+        command: if p.command.is_empty() {
+            vec!["claude".to_string()]
+        } else {
+            p.command.clone()
+        },
+        home: std::path::absolute(data_dir.join("claude-code"))
+            .with_context(|| format!("{section}: the data directory"))?,
+        workdir: match p.workdir.trim() {
+            "" => None,
+            dir => {
+                Some(std::path::absolute(dir).with_context(|| format!("{section}.workdir {dir}"))?)
+            }
+        },
+        model: Some(p.model.trim())
+            .filter(|model| !model.is_empty())
+            .map(str::to_string),
+        grace: std::time::Duration::from_millis(p.grace_ms),
+        timeout: std::time::Duration::from_millis(p.timeout_ms),
+    })))
+}
+
+/// A remote A2A agent, its headers' `${VAR}` references read from the environment now.
+fn a2a_remote(section: &str, a: &A2aBackend) -> anyhow::Result<Arc<dyn ModelClient>> {
+    let env = |name: &str| std::env::var(name).ok();
+    let headers = a
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            agentd_mcp::expand::expand(v, &env)
+                .map(|v| (k.clone(), v))
+                .with_context(|| format!("{section}.headers.{k}"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let http = HttpSettings {
+        // Not used: every request goes where the card says.
+        base_url: String::new(),
+        api_key: String::new(),
+        timeout: std::time::Duration::from_millis(a.timeout_ms),
+        // The remote's card says whether it streams.
+        stream: true,
+        idle_timeout: std::time::Duration::from_millis(a.idle_timeout_ms),
+        max_retries: a.max_retries,
+        backoff: std::time::Duration::from_millis(a.backoff_ms),
+    };
+    Ok(Arc::new(
+        A2aModel::new(a.card_url.trim().to_string(), headers, http)
+            .with_context(|| format!("{section}: the A2A backend"))?,
+    ))
 }
 
 /// Every configured provider behind one router: `[model]` as the default, each
@@ -150,7 +181,7 @@ pub fn build_models(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Resul
         let section = format!("providers.{name}");
         router = router.with(
             name.clone(),
-            build_provider(&section, &p.over(&settings.model), data_dir, clock.clone())?,
+            build_provider(&section, p, data_dir, clock.clone())?,
         );
     }
     Ok(router)
@@ -164,61 +195,55 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
     let mut transport: Option<Arc<dyn Transport>> = None;
     let mut redis = None;
     let mut redis_store = None;
-    let store: Arc<dyn ThreadStore> = if settings.redis.enabled() {
-        let r = &settings.redis;
-        let store = RedisStore::connect_to(&r.target(), &r.namespace, r.partitions)
-            .await
-            .with_context(|| format!("connecting to Redis at {}", r.masked_url()))?
-            .with_dedup_window(r.dedup_window)
-            .with_min_replicas(r.min_replicas, r.replica_wait_ms);
-        let process_id = match r.process_id.trim() {
-            "" => agentd_proto::ids::new_id().to_string(),
-            id => id.to_string(),
-        };
-        let cfg = RedisBusConfig {
-            target: r.target(),
-            namespace: r.namespace.clone(),
-            partitions: r.partitions,
-            lease_ms: r.lease_ms,
-            batch: r.batch,
-            max_envelope_bytes: r.max_envelope_bytes,
-            dead_maxlen: r.dead_maxlen,
-            max_deliveries: r.max_deliveries,
-            hold_ms: r.hold_ms,
-            process_id,
-        };
-        let rb = RedisBus::connect(cfg, store.connection())
-            .await
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        store.fence_pushes_with(rb.push_fence());
-        let redis_events: Arc<dyn EventSink> = Arc::new(RedisEvents::start(
-            store.connection(),
-            CappedStream {
-                key: store.keys().events(),
-                maxlen: r.events_maxlen,
-            },
-            CappedStream {
-                key: store.keys().deltas(),
-                maxlen: r.deltas_maxlen,
-            },
-        ));
-        events = Arc::new(Fanout(vec![events, redis_events]));
-        transport = Some(rb.clone());
-        redis = Some(rb);
-        redis_store = Some(store.clone());
-        Arc::new(store)
-    } else {
-        match settings.store.kind {
-            StoreKind::Memory => Arc::new(MemoryStore::new()),
-            StoreKind::Embedded => {
-                Arc::new(RedbStore::open(&settings.store.data_dir).with_context(|| {
-                    format!(
-                        "opening the embedded store in {}",
-                        settings.store.data_dir.display()
-                    )
-                })?)
-            }
+    let store: Arc<dyn ThreadStore> = match settings.store() {
+        StoreBackend::Redis(r) => {
+            let store = RedisStore::connect_to(&r.target(), &r.namespace, r.partitions)
+                .await
+                .with_context(|| format!("connecting to Redis at {}", r.masked_url()))?
+                .with_dedup_window(r.dedup_window)
+                .with_min_replicas(r.min_replicas, r.replica_wait_ms);
+            let process_id = match r.process_id.trim() {
+                "" => agentd_proto::ids::new_id().to_string(),
+                id => id.to_string(),
+            };
+            let cfg = RedisBusConfig {
+                target: r.target(),
+                namespace: r.namespace.clone(),
+                partitions: r.partitions,
+                lease_ms: r.lease_ms,
+                batch: r.batch,
+                max_envelope_bytes: r.max_envelope_bytes,
+                dead_maxlen: r.dead_maxlen,
+                max_deliveries: r.max_deliveries,
+                hold_ms: r.hold_ms,
+                process_id,
+            };
+            let rb = RedisBus::connect(cfg, store.connection())
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            store.fence_pushes_with(rb.push_fence());
+            let redis_events: Arc<dyn EventSink> = Arc::new(RedisEvents::start(
+                store.connection(),
+                CappedStream {
+                    key: store.keys().events(),
+                    maxlen: r.events_maxlen,
+                },
+                CappedStream {
+                    key: store.keys().deltas(),
+                    maxlen: r.deltas_maxlen,
+                },
+            ));
+            events = Arc::new(Fanout(vec![events, redis_events]));
+            transport = Some(rb.clone());
+            redis = Some(rb);
+            redis_store = Some(store.clone());
+            Arc::new(store)
         }
+        StoreBackend::Memory => Arc::new(MemoryStore::new()),
+        StoreBackend::Embedded { data_dir } => Arc::new(
+            RedbStore::open(data_dir)
+                .with_context(|| format!("opening the embedded store in {}", data_dir.display()))?,
+        ),
     };
     let event_log = Arc::new(EventLog::new(EVENT_HISTORY, clock.now_ms()));
     if redis.is_none() {
@@ -252,35 +277,30 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
     config.arbiters = settings.runtime.arbiters;
     config.checkpoints_keep = settings.checkpoints.keep;
     config.providers = settings.providers.keys().cloned().collect();
-    let mut provider_limits = std::collections::BTreeMap::new();
-    provider_limits.insert("default".to_string(), settings.model.max_concurrent);
-    for (name, p) in &settings.providers {
-        provider_limits.insert(name.clone(), p.over(&settings.model).max_concurrent);
+    // Each provider's limits, by the name the actors know it by (`default`: `[model]`).
+    for (name, m) in settings.model_providers() {
+        let name = name.unwrap_or("default").to_string();
+        let l = &m.limits;
+        if l.max_concurrent > 0 {
+            config
+                .provider_limits
+                .insert(name.clone(), l.max_concurrent);
+        }
+        if l.context_tokens > 0 {
+            let window = ContextWindow {
+                context_tokens: l.context_tokens,
+                max_tokens: u64::from(l.max_tokens),
+            };
+            config.context_windows.insert(name.clone(), window);
+        }
+        let rates = ProviderRates {
+            requests_per_minute: l.requests_per_minute,
+            tokens_per_minute: l.tokens_per_minute,
+        };
+        if rates != ProviderRates::default() {
+            config.provider_rates.insert(name, rates);
+        }
     }
-    provider_limits.retain(|_, n| *n > 0);
-    config.provider_limits = provider_limits;
-    let window = |m: &crate::settings::ModelSettings| ContextWindow {
-        context_tokens: m.context_tokens,
-        max_tokens: u64::from(m.max_tokens),
-    };
-    let mut windows = std::collections::BTreeMap::new();
-    windows.insert("default".to_string(), window(&settings.model));
-    for (name, p) in &settings.providers {
-        windows.insert(name.clone(), window(&p.over(&settings.model)));
-    }
-    windows.retain(|_, w| w.context_tokens > 0);
-    config.context_windows = windows;
-    let rates = |m: &crate::settings::ModelSettings| ProviderRates {
-        requests_per_minute: m.requests_per_minute,
-        tokens_per_minute: m.tokens_per_minute,
-    };
-    let mut provider_rates = std::collections::BTreeMap::new();
-    provider_rates.insert("default".to_string(), rates(&settings.model));
-    for (name, p) in &settings.providers {
-        provider_rates.insert(name.clone(), rates(&p.over(&settings.model)));
-    }
-    provider_rates.retain(|_, r| *r != ProviderRates::default());
-    config.provider_rates = provider_rates;
     if let Some((ty, provider)) = types_needing_providers(&config).into_iter().next() {
         anyhow::bail!("agent type `{ty}` names provider `{provider}`, which is not configured");
     }

@@ -6,7 +6,9 @@
 //! aborted call counts what the provider said it used.
 
 use crate::http::{HttpClient, HttpSettings, event_json};
-use agentd_actors::{AnswerObserver, ModelClient, ModelError, ModelRequest, ModelResponse};
+use agentd_actors::{
+    AnswerObserver, ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse,
+};
 use agentd_proto::{Role, ToolCall, Usage};
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -384,6 +386,16 @@ impl MessageStream {
 impl ModelClient for AnthropicModel {
     fn backend(&self) -> &'static str {
         "anthropic"
+    }
+
+    fn capabilities(&self) -> ModelCapabilities {
+        ModelCapabilities {
+            shared_rate_limit: true,
+            bills_aborted_input: true,
+            strict_tool_pairing: true,
+            prompt_caching: true,
+            streams: self.http.streams(),
+        }
     }
 
     fn default_model_of(&self, _provider: Option<&str>) -> Option<&str> {

@@ -5,7 +5,9 @@
 //! arrives, tool calls are assembled from their deltas.
 
 use crate::http::{HttpClient, HttpSettings};
-use agentd_actors::{AnswerObserver, ModelClient, ModelError, ModelRequest, ModelResponse};
+use agentd_actors::{
+    AnswerObserver, ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse,
+};
 use agentd_proto::{Role, ToolCall, Usage};
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -271,6 +273,17 @@ impl ChatStream {
 impl ModelClient for OpenAiModel {
     fn backend(&self) -> &'static str {
         "openai"
+    }
+
+    fn capabilities(&self) -> ModelCapabilities {
+        ModelCapabilities {
+            shared_rate_limit: true,
+            bills_aborted_input: true,
+            strict_tool_pairing: true,
+            // OpenAI caches long prompts by itself; a request asks nothing of it.
+            prompt_caching: false,
+            streams: self.http.streams(),
+        }
     }
 
     fn default_model_of(&self, _provider: Option<&str>) -> Option<&str> {

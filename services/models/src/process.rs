@@ -17,7 +17,7 @@
 //! grace period; terminate = SIGKILL. Every child is reaped, and killed when agentd drops the
 //! backend (`kill_on_drop`).
 
-use agentd_actors::{ModelClient, ModelError, ModelRequest, ModelResponse};
+use agentd_actors::{ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse};
 use agentd_proto::{Control, ToolCall, Usage};
 use async_trait::async_trait;
 use nix::sys::signal::{Signal, kill};
@@ -180,6 +180,12 @@ pub fn parse_line(v: &Value) -> Result<ModelResponse, ModelError> {
 impl ModelClient for ProcessModel {
     fn backend(&self) -> &'static str {
         "process"
+    }
+
+    /// A process of its own per agent: what limits it is its agent's alone, and its answer
+    /// comes as one line.
+    fn capabilities(&self) -> ModelCapabilities {
+        ModelCapabilities::default()
     }
 
     async fn complete(&self, req: ModelRequest) -> Result<ModelResponse, ModelError> {

@@ -3,7 +3,7 @@
 //! names, or to the default one (`[model]`). Lifecycle controls reach every provider, so a
 //! process-per-agent backend follows its agents whichever provider they use.
 
-use agentd_actors::{ModelClient, ModelError, ModelRequest, ModelResponse};
+use agentd_actors::{ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse};
 use agentd_proto::Control;
 use async_trait::async_trait;
 use std::collections::BTreeMap;
@@ -56,6 +56,17 @@ impl ModelClient for ModelRouter {
         self.pick(provider)
             .map(|c| c.backend())
             .unwrap_or("unknown")
+    }
+
+    fn capabilities(&self) -> ModelCapabilities {
+        self.default.capabilities()
+    }
+
+    /// An unknown provider's calls fail at once ([`Self::complete`]): it can do nothing.
+    fn capabilities_of(&self, provider: Option<&str>) -> ModelCapabilities {
+        self.pick(provider)
+            .map(|c| c.capabilities())
+            .unwrap_or_default()
     }
 
     fn default_model_of(&self, provider: Option<&str>) -> Option<&str> {

@@ -26,7 +26,9 @@
 //! arguments = { command = "send_message", worker = "Ops", message = "{{input}}", threadAlias = "a" }
 //! ```
 
-use agentd_actors::{Clock, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose};
+use agentd_actors::{
+    Clock, ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose,
+};
 use agentd_proto::{Role, ToolCall, Usage};
 use async_trait::async_trait;
 use serde::Deserialize;
@@ -279,6 +281,14 @@ fn estimate(chars: usize) -> u64 {
 impl ModelClient for ScriptedModel {
     fn backend(&self) -> &'static str {
         "scripted"
+    }
+
+    /// A script's rate limits are its agent's own; a rule with `stream_ms` streams its text.
+    fn capabilities(&self) -> ModelCapabilities {
+        ModelCapabilities {
+            streams: true,
+            ..ModelCapabilities::default()
+        }
     }
 
     async fn complete(&self, req: ModelRequest) -> Result<ModelResponse, ModelError> {

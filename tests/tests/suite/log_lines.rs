@@ -195,7 +195,7 @@ fn a_configuration_error_is_printed_once_without_a_backtrace() {
     let cases = [
         (
             "[store]\nkind = \"nope\"\n",
-            "does not have variant constructor nope",
+            "unknown variant `nope`, expected one of `embedded`, `memory`, `redis`",
         ),
         ("[store\n", "unclosed table"),
         (

@@ -216,3 +216,167 @@ fn the_start_up_hint_points_agentctl_at_the_service_s_address() {
     assert_eq!(info["service"], "agentd");
     agentd.stop();
 }
+
+/// Runs `agentd` (the service, not `check-config`) with `env` and a settings file holding
+/// `file`, which must refuse to start: what it wrote to stderr. A start that goes on fails
+/// the test instead of hanging it.
+fn refused_start(env: &[(&str, &str)], file: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agentd.toml");
+    std::fs::write(&config, file).unwrap();
+    let mut cmd = Command::new(agentd_tests::process::binary("agentd"));
+    cmd.env("AGENTD__SERVER__BIND", "127.0.0.1:0")
+        .env("AGENTD__STORE__DATA_DIR", dir.path().join("data"))
+        .env("AGENTD_CONFIG", &config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("agentd started with {env:?} and {file:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    stderr
+}
+
+/// Start-up refuses, in one line naming the setting, a `store.kind` that `redis.url`
+/// contradicts (the URL no longer overrides it silently), a kind or a backend that does not
+/// exist, and a key of another backend than its table's — from the environment or from a
+/// settings file written for the flat `[model]` of before.
+#[test]
+fn start_up_refuses_contradicting_stores_unknown_kinds_and_other_backends_keys() {
+    let url = "redis://127.0.0.1:1/0";
+    for (env, file, says) in [
+        (
+            vec![
+                ("AGENTD__STORE__KIND", "memory"),
+                ("AGENTD__REDIS__URL", url),
+            ],
+            "",
+            "error: configuration: store.kind is memory but redis.url is set: redis.url no \
+             longer overrides store.kind. Set store.kind = \"redis\" (or leave it unset) to \
+             run on Redis, or leave redis.url empty",
+        ),
+        (
+            vec![("AGENTD__REDIS__URL", url)],
+            "[store]\nkind = \"embedded\"\n",
+            "store.kind is embedded but redis.url is set",
+        ),
+        (
+            vec![("AGENTD__STORE__KIND", "redis")],
+            "",
+            "store.kind is redis: set redis.url",
+        ),
+        (
+            vec![("AGENTD__STORE__KIND", "postgres")],
+            "",
+            "unknown variant `postgres`, expected one of `embedded`, `memory`, `redis` for key \
+             `store.kind`",
+        ),
+        (
+            vec![("AGENTD__MODEL__BACKEND", "gemini")],
+            "",
+            "model.backend `gemini` is not one of scripted, openai, anthropic, process, a2a",
+        ),
+        (
+            vec![],
+            "[providers.far]\nkind = \"grpc\"\n",
+            "providers.far.backend `grpc` is not one of scripted, openai",
+        ),
+        (
+            vec![
+                ("AGENTD__MODEL__BACKEND", "openai"),
+                ("AGENTD__MODEL__SCRIPT", "script.toml"),
+            ],
+            "",
+            "model.script is a setting of the scripted backend, not of openai (model.backend)",
+        ),
+        (
+            vec![],
+            // A file of the flat `[model]` of before: a scripted default with HTTP timeouts.
+            "[model]\nscript = \"s.toml\"\ntimeout_ms = 60000\n",
+            "model.timeout_ms is a setting of the openai, anthropic, process and a2a \
+             backends, not of scripted (model.backend): each backend takes only its own \
+             settings",
+        ),
+        (
+            vec![(
+                "AGENTD__PROVIDERS__FAR__CARD_URL",
+                "http://127.0.0.1:1/card",
+            )],
+            "[providers.far]\nbackend = \"anthropic\"\n",
+            "providers.far.card_url is a setting of the a2a backend, not of anthropic",
+        ),
+    ] {
+        let said = refused_start(&env, file);
+        assert!(said.contains(says), "{env:?} {file:?}: {said}");
+        assert_eq!(said.trim_end().lines().count(), 1, "one line: {said}");
+    }
+}
+
+/// `store.kind = "redis"` runs on `redis.url`'s server, and so does `redis.url` alone (the kind
+/// left unset); `/v1/info` names the store.
+#[test]
+fn redis_is_the_store_by_its_kind_or_by_its_url_alone() {
+    let redis = agentd_tests::RedisServer::start();
+    for kind in [Some("redis"), None] {
+        let mut env = vec![
+            ("AGENTD__REDIS__URL", redis.url()),
+            ("AGENTD__REDIS__PARTITIONS", "4".to_string()),
+        ];
+        env.extend(kind.map(|k| ("AGENTD__STORE__KIND", k.to_string())));
+        let agentd = AgentdProcess::start(&env);
+        assert_eq!(agentd.get("/v1/info")["store"], "redis", "{kind:?}");
+        agentd.stop();
+    }
+}
+
+/// `/v1/info` lists every provider with its backend and the capabilities the backend reports:
+/// an HTTP API's limits are shared and its aborted input billed, Anthropic caches prompts,
+/// and text streams in as its settings say; a process's limits are its own.
+#[test]
+fn the_info_shows_each_provider_s_backend_and_what_it_can_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agentd.toml");
+    std::fs::write(
+        &config,
+        "[store]\nkind = \"memory\"\n\
+         [providers.live]\nbackend = \"openai\"\nbase_url = \"http://127.0.0.1:9\"\n\
+         [providers.whole]\nkind = \"anthropic\"\nbase_url = \"http://127.0.0.1:9\"\nstream = false\n\
+         [providers.cli]\nbackend = \"process\"\ncommand = [\"cat\"]\n",
+    )
+    .unwrap();
+    let agentd = AgentdProcess::start(&[("AGENTD_CONFIG", config.display().to_string())]);
+    let info = agentd.get("/v1/info");
+    let can = |shared, billed, strict, caching, streams| {
+        json!({"shared_rate_limit": shared, "bills_aborted_input": billed,
+               "strict_tool_pairing": strict, "prompt_caching": caching, "streams": streams})
+    };
+    assert_eq!(
+        info["providers"],
+        json!([
+            {"name": "default", "backend": "scripted",
+             "capabilities": can(false, false, false, false, true)},
+            {"name": "cli", "backend": "process",
+             "capabilities": can(false, false, false, false, false)},
+            {"name": "live", "backend": "openai",
+             "capabilities": can(true, true, true, false, true)},
+            {"name": "whole", "backend": "anthropic",
+             "capabilities": can(true, true, true, true, false)},
+        ]),
+        "{info:#}"
+    );
+    agentd.stop();
+}

@@ -116,7 +116,7 @@ pub(crate) async fn readyz(st: web::Data<ApiState>) -> ApiResult {
 /// the store holds.
 const READINESS_PROBE: &str = "00000000-0000-0000-0000-000000000000";
 
-/// Version, model backend, store, agent types, owned partitions.
+/// Version, model backend and providers, store, agent types, owned partitions.
 #[utoipa::path(
     get, path = "/v1/info", tag = "operations",
     responses(
@@ -153,10 +153,20 @@ pub(crate) async fn info(st: web::Data<ApiState>) -> HttpResponse {
             last_error: s.last_error,
         })
         .collect();
+    let names = deps.config.providers.iter().map(|n| Some(n.as_str()));
+    let providers = std::iter::once(None)
+        .chain(names)
+        .map(|name| crate::openapi::ProviderInfo {
+            name: name.unwrap_or("default").to_string(),
+            backend: deps.model.backend_of(name).to_string(),
+            capabilities: deps.model.capabilities_of(name).into(),
+        })
+        .collect();
     HttpResponse::Ok().json(crate::openapi::Info {
         service: "agentd".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         model_backend: deps.model.backend().into(),
+        providers,
         store: deps.store.kind().into(),
         agent_types,
         process_id: st.redis.as_ref().map(|r| r.process_id().to_string()),

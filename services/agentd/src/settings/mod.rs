@@ -6,15 +6,18 @@ mod model;
 mod service;
 mod tools;
 
-pub use model::{ModelSettings, PricingSettings, ProviderSettings};
+pub use model::{
+    A2aBackend, ApiBackend, Backend, ModelSettings, NOT_INHERITED, PricingSettings, ProcessBackend,
+    ProcessProtocol, ProviderLimits, ScriptedBackend,
+};
 pub use service::{
     AgentsSettings, AuthSettings, CheckpointSettings, LogSettings, PromptSettings, RedisSettings,
-    RuntimeSettings, ServerSettings, StoreKind, StoreSettings,
+    RuntimeSettings, ServerSettings, StoreBackend, StoreKind, StoreSettings,
 };
 pub use tools::{McpSettings, ToolSettings};
 
 use agentd_actors::Limits;
-use config::{Config, Environment, File, FileFormat};
+use config::{Config, Environment, File, FileFormat, Source as _, Value, ValueKind};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -47,9 +50,10 @@ pub struct Settings {
     pub redis: RedisSettings,
     /// The default model provider.
     pub model: ModelSettings,
-    /// Further model providers by name (agent types and spawns choose one).
+    /// Further model providers by name (agent types and spawns choose one), each with what it
+    /// inherits from `[model]` (see [`model::prepare`]).
     #[serde(default)]
-    pub providers: BTreeMap<String, ProviderSettings>,
+    pub providers: BTreeMap<String, ModelSettings>,
     /// Checkpoints.
     pub checkpoints: CheckpointSettings,
     /// Agent types.
@@ -117,16 +121,36 @@ fn names<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error
 }
 
 impl Settings {
-    /// The store the service runs on, as its logs name it: `Redis` when `redis.url` is set
-    /// (`store.kind` is then unused), else `store.kind`'s.
-    pub fn store_name(&self) -> &'static str {
-        if self.redis.enabled() {
-            return "Redis";
+    /// The store the service runs on: `store.kind`'s; unset, Redis when `redis.url` is set,
+    /// else the embedded store. (A `store.kind` that `redis.url` contradicts does not pass
+    /// [`Settings::load`].)
+    pub fn store(&self) -> StoreBackend<'_> {
+        match (self.store.kind, self.redis.has_url()) {
+            (Some(StoreKind::Redis), _) | (None, true) => StoreBackend::Redis(&self.redis),
+            (Some(StoreKind::Memory), _) => StoreBackend::Memory,
+            (Some(StoreKind::Embedded), _) | (None, false) => StoreBackend::Embedded {
+                data_dir: &self.store.data_dir,
+            },
         }
-        match self.store.kind {
-            StoreKind::Embedded => "Embedded",
-            StoreKind::Memory => "Memory",
-        }
+    }
+
+    /// The store the service runs on, as its logs name it: its kind, capitalized.
+    pub fn store_name(&self) -> String {
+        let kind = self.store().kind().name();
+        let mut chars = kind.chars();
+        chars.next().map_or_else(String::new, |first| {
+            first.to_uppercase().chain(chars).collect()
+        })
+    }
+
+    /// Every model provider with the section that configures it: `[model]` as `model`, then
+    /// `[providers.<name>]` as `providers.<name>`, with its name.
+    pub fn model_providers(&self) -> impl Iterator<Item = (Option<&str>, &ModelSettings)> {
+        std::iter::once((None, &self.model)).chain(
+            self.providers
+                .iter()
+                .map(|(name, p)| (Some(name.as_str()), p)),
+        )
     }
 
     /// Loads defaults < `file` < environment.
@@ -142,19 +166,28 @@ impl Settings {
                 .separator("__")
                 .try_parsing(true),
         );
-        let settings: Settings = builder.build()?.try_deserialize()?;
-        settings.validate()?;
-        Ok(settings)
+        Settings::from_config(builder.build()?)
     }
 
     /// Loads defaults < `overrides` (TOML text), without the environment: for tests and tools
     /// that must not pick up the caller's environment.
     pub fn from_overrides(overrides: &str) -> Result<Settings, SettingsError> {
-        let settings: Settings = Config::builder()
-            .add_source(File::from_str(DEFAULT_TOML, FileFormat::Toml))
-            .add_source(File::from_str(overrides, FileFormat::Toml))
-            .build()?
-            .try_deserialize()?;
+        Settings::from_config(
+            Config::builder()
+                .add_source(File::from_str(DEFAULT_TOML, FileFormat::Toml))
+                .add_source(File::from_str(overrides, FileFormat::Toml))
+                .build()?,
+        )
+    }
+
+    /// The layers merged, the model providers prepared ([`model::prepare`]: `kind` read as
+    /// `backend`, what providers inherit, keys of other backends refused), then typed and
+    /// checked.
+    fn from_config(config: Config) -> Result<Settings, SettingsError> {
+        // `collect` keeps each value's origin (a file, the environment) for the messages.
+        let mut raw = config.collect()?;
+        model::prepare(&mut raw).map_err(SettingsError::Invalid)?;
+        let settings = Settings::deserialize(Value::new(None, ValueKind::Table(raw)))?;
         settings.validate()?;
         Ok(settings)
     }
@@ -191,7 +224,27 @@ impl Settings {
                 self.log.format
             )));
         }
-        if self.redis.enabled() {
+        // A kind said explicitly must agree with `redis.url`: every store but Redis
+        // contradicts a URL, and Redis needs one.
+        if let Some(kind) = self.store.kind {
+            let redis = matches!(self.store(), StoreBackend::Redis(_));
+            if redis && !self.redis.has_url() {
+                return Err(SettingsError::Invalid(
+                    "store.kind is redis: set redis.url (redis://host:6379/0, or a node of the \
+                     cluster)"
+                        .into(),
+                ));
+            }
+            if !redis && self.redis.has_url() {
+                return Err(SettingsError::Invalid(format!(
+                    "store.kind is {} but redis.url is set: redis.url no longer overrides \
+                     store.kind. Set store.kind = \"redis\" (or leave it unset) to run on \
+                     Redis, or leave redis.url empty",
+                    kind.name()
+                )));
+            }
+        }
+        if let StoreBackend::Redis(_) = self.store() {
             if !(self.redis.url.starts_with("redis://") || self.redis.url.starts_with("rediss://"))
             {
                 return Err(SettingsError::Invalid(format!(
@@ -239,41 +292,12 @@ impl Settings {
                 "limits.max_title_chars, max_prompt_bytes and max_message_bytes must be > 0".into(),
             ));
         }
-        let providers = self
-            .providers
-            .iter()
-            .map(|(name, p)| (format!("providers.{name}"), p.over(&self.model)));
         // Names, transports and timeouts; `${VAR}` references are checked when wiring, where
         // the environment is read.
         self.mcp.resolve(&|_| Some(String::new()))?;
-        for (section, m) in
-            std::iter::once(("model".to_string(), self.model.clone())).chain(providers)
-        {
-            if !matches!(
-                m.backend.as_str(),
-                "scripted" | "openai" | "anthropic" | "process" | "a2a"
-            ) {
-                return Err(SettingsError::Invalid(format!(
-                    "{section}.backend `{}` is not one of scripted, openai, anthropic, process, a2a",
-                    m.backend
-                )));
-            }
-            if !matches!(m.protocol.as_str(), "jsonl" | "claude-code") {
-                return Err(SettingsError::Invalid(format!(
-                    "{section}.protocol `{}` is not one of jsonl, claude-code",
-                    m.protocol
-                )));
-            }
-            if m.backend == "a2a" && m.card_url.trim().is_empty() {
-                return Err(SettingsError::Invalid(format!(
-                    "{section}.backend is a2a: set {section}.card_url (the remote's Agent Card)"
-                )));
-            }
-            if m.backend == "process" && m.protocol == "jsonl" && m.command.is_empty() {
-                return Err(SettingsError::Invalid(format!(
-                    "{section}.backend is process: set {section}.command"
-                )));
-            }
+        for (name, m) in self.model_providers() {
+            let section = name.map_or_else(|| "model".to_string(), |n| format!("providers.{n}"));
+            m.check(&section).map_err(SettingsError::Invalid)?;
         }
         for (name, tool) in &self.tools {
             tool.validate(name)?;
@@ -284,6 +308,7 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use config::Map;
 
     #[test]
     fn defaults_load_and_overrides_apply() {
@@ -295,7 +320,8 @@ mod tests {
             assert_eq!(s.server.bind, "127.0.0.1:0");
             assert_eq!(s.limits.max_depth, 2);
             assert_eq!(s.limits.max_children, 64);
-            assert_eq!(s.store.kind, StoreKind::Embedded);
+            assert_eq!(s.store.kind, None);
+            assert_eq!(s.store().kind(), StoreKind::Embedded);
         }
     }
 
@@ -405,8 +431,9 @@ mod tests {
         .map_err(|e| e.to_string());
         assert!(s.is_ok(), "{s:?}");
         if let Ok(s) = s {
-            let far = s.providers["far"].over(&s.model);
-            assert_eq!(far.backend, "a2a");
+            let Backend::A2a(far) = &s.providers["far"].backend else {
+                panic!("{:?}", s.providers["far"]);
+            };
             assert_eq!(far.card_url, "http://127.0.0.1:1/card");
             assert_eq!(far.headers["Authorization"], "Bearer ${T}");
         }
@@ -419,23 +446,194 @@ mod tests {
         );
     }
 
+    /// A provider of `[model]`'s backend (named or not) inherits its keys but the limits of
+    /// `NOT_INHERITED`; one of another backend inherits none.
     #[test]
-    fn providers_inherit_the_model_section() {
+    fn providers_inherit_the_model_section_of_their_own_backend_only() {
         let s = Settings::from_overrides(
-            "[model]\ntimeout_ms = 999\n[providers.fast]\nbackend = \"process\"\ncommand = [\"cat\"]\nmax_concurrent = 2\n",
+            "[model]\nkind = \"process\"\ncommand = [\"cat\"]\ntimeout_ms = 999\n\
+             max_concurrent = 3\ncontext_tokens = 8000\n\
+             [providers.same]\nmax_concurrent = 2\n\
+             [providers.named]\nbackend = \"process\"\ngrace_ms = 5\n\
+             [providers.other]\nbackend = \"openai\"\nmodel = \"gpt\"\n",
         )
         .map_err(|e| e.to_string());
         assert!(s.is_ok(), "{s:?}");
-        if let Ok(s) = s {
-            let fast = s.providers["fast"].over(&s.model);
-            assert_eq!(fast.backend, "process");
-            assert_eq!(fast.timeout_ms, 999);
-            assert_eq!(fast.max_concurrent, 2);
+        let Ok(s) = s else { return };
+        let Backend::Process(model) = &s.model.backend else {
+            panic!("{:?}", s.model)
+        };
+        assert_eq!((model.command.len(), model.timeout_ms), (1, 999));
+        for (name, grace) in [("same", 2_000), ("named", 5)] {
+            let p = &s.providers[name];
+            let Backend::Process(process) = &p.backend else {
+                panic!("{name}: {p:?}")
+            };
+            assert_eq!(
+                (
+                    process.command.clone(),
+                    process.timeout_ms,
+                    process.grace_ms
+                ),
+                (vec!["cat".to_string()], 999, grace),
+                "{name}"
+            );
+            assert_eq!(p.limits.context_tokens, 8000, "{name}");
         }
+        assert_eq!(s.providers["same"].limits.max_concurrent, 2);
+        assert_eq!(
+            s.providers["named"].limits.max_concurrent, 0,
+            "not inherited"
+        );
+        let other = &s.providers["other"];
+        assert_eq!(
+            other.backend,
+            Backend::OpenAi(ApiBackend {
+                model: "gpt".into(),
+                ..ApiBackend::default()
+            })
+        );
+        assert_eq!(other.limits, ProviderLimits::default(), "nothing inherited");
         let err = Settings::from_overrides("[providers.bad]\nbackend = \"nope\"\n")
             .err()
-            .map(|e| e.to_string());
-        assert!(err.unwrap_or_default().contains("providers.bad.backend"));
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("providers.bad.backend `nope` is not one of scripted, openai"),
+            "{err}"
+        );
+    }
+
+    /// Each backend takes its own keys: another backend's is refused with the backend it
+    /// belongs to, an unknown one with the keys there are; `kind` and `backend` are one key.
+    #[test]
+    fn a_key_of_another_backend_is_refused_naming_its_backend() {
+        for (toml, says) in [
+            (
+                "[model]\nbackend = \"openai\"\nscript = \"s.toml\"\n",
+                "model.script is a setting of the scripted backend, not of openai",
+            ),
+            (
+                "[model]\ntimeout_ms = 5\n",
+                "model.timeout_ms is a setting of the openai, anthropic, process and a2a \
+                 backends, not of scripted",
+            ),
+            (
+                "[providers.far]\nbackend = \"a2a\"\ncard_url = \"http://h/c\"\nstream = false\n",
+                "providers.far.stream is a setting of the openai and anthropic backends, not of a2a",
+            ),
+            (
+                "[model]\nbackend = \"openai\"\nbase_ur = \"x\"\n",
+                "model.base_ur is not a setting of the openai backend (its own: api_key_env, \
+                 backoff_ms, base_url,",
+            ),
+            (
+                "[providers.x]\nbackend = \"openai\"\nkind = \"openai\"\n",
+                "providers.x.backend and providers.x.kind are one setting",
+            ),
+        ] {
+            let err = Settings::from_overrides(toml)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains(says), "{toml}: {err}");
+        }
+    }
+
+    /// The environment's values are strings `config` parses: one that looks like a number
+    /// still reads as the string a string key needs, and a backend's numbers as numbers.
+    #[test]
+    fn environment_values_read_as_their_keys_types() {
+        let mut raw = Map::new();
+        let mut model = Map::new();
+        model.insert("backend".to_string(), Value::new(None, "openai"));
+        model.insert("model".to_string(), Value::new(None, 4_i64));
+        model.insert("timeout_ms".to_string(), Value::new(None, 7_i64));
+        raw.insert(
+            "model".to_string(),
+            Value::new(None, ValueKind::Table(model)),
+        );
+        assert_eq!(model::prepare(&mut raw), Ok(()));
+        let m = raw
+            .remove("model")
+            .map(ModelSettings::deserialize)
+            .map(|m| m.map_err(|e| e.to_string()));
+        let Some(Ok(ModelSettings {
+            backend: Backend::OpenAi(api),
+            ..
+        })) = m
+        else {
+            panic!("{m:?}")
+        };
+        assert_eq!((api.model.as_str(), api.timeout_ms), ("4", 7));
+    }
+
+    /// `Backend::every` lists each variant once (the compiler sees that it lists them all),
+    /// under the name its tag gives it.
+    #[test]
+    fn every_backend_is_listed_once_under_its_tag() {
+        let every = Backend::every();
+        let mut names: Vec<&str> = every.iter().map(Backend::name).collect();
+        assert_eq!(names[..2], ["scripted", "openai"], "the default first");
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), every.len(), "{names:?}");
+        for b in &every {
+            let tagged = serde_json::to_value(b).map(|v| v["backend"].clone());
+            assert_eq!(tagged.ok(), Some(serde_json::json!(b.name())));
+        }
+        let model = Settings::from_overrides("")
+            .map(|s| s.model)
+            .map_err(|e| e.to_string());
+        assert_eq!(
+            model,
+            Ok(ModelSettings::default()),
+            "deploy/default.toml's [model]"
+        );
+    }
+
+    /// `store.kind` chooses the store; unset, `redis.url` does; a kind the URL contradicts
+    /// stops start-up, saying that the URL no longer overrides it.
+    #[test]
+    fn the_store_is_its_kind_and_redis_url_no_longer_overrides_it() {
+        let url = "[redis]\nurl = \"redis://127.0.0.1:1/\"\n";
+        for (toml, kind) in [
+            ("", StoreKind::Embedded),
+            ("[store]\nkind = \"memory\"\n", StoreKind::Memory),
+            (url, StoreKind::Redis),
+            (
+                &format!("[store]\nkind = \"redis\"\n{url}"),
+                StoreKind::Redis,
+            ),
+        ] {
+            let s = Settings::from_overrides(toml).map_err(|e| e.to_string());
+            assert_eq!(s.map(|s| s.store().kind()), Ok(kind), "{toml}");
+        }
+        for (toml, says) in [
+            (
+                format!("[store]\nkind = \"memory\"\n{url}"),
+                "store.kind is memory but redis.url is set: redis.url no longer overrides",
+            ),
+            (
+                format!("[store]\nkind = \"embedded\"\n{url}"),
+                "store.kind is embedded but redis.url is set",
+            ),
+            (
+                "[store]\nkind = \"redis\"\n".to_string(),
+                "store.kind is redis: set redis.url",
+            ),
+            (
+                "[store]\nkind = \"postgres\"\n".to_string(),
+                "unknown variant `postgres`, expected one of `embedded`, `memory`, `redis` for key \
+                 `store.kind`",
+            ),
+        ] {
+            let err = Settings::from_overrides(&toml)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains(says), "{toml}: {err}");
+        }
     }
 
     #[test]
@@ -495,17 +693,28 @@ approval = "always"
         .map_err(|e| e.to_string());
         assert!(s.is_ok(), "{s:?}");
         if let Ok(s) = s {
-            assert_eq!(s.model.protocol, "jsonl", "the default protocol");
-            assert_eq!(s.providers["claude"].over(&s.model).protocol, "claude-code");
+            let Backend::Process(claude) = &s.providers["claude"].backend else {
+                panic!("{:?}", s.providers["claude"])
+            };
+            assert_eq!(claude.protocol, ProcessProtocol::ClaudeCode);
+            assert_eq!(ProcessBackend::default().protocol, ProcessProtocol::Jsonl);
         }
         let err = Settings::from_overrides("[model]\nbackend = \"process\"\n")
             .err()
             .map(|e| e.to_string());
         assert!(err.unwrap_or_default().contains("set model.command"));
-        let err = Settings::from_overrides("[model]\nprotocol = \"acp\"\n")
-            .err()
-            .map(|e| e.to_string());
-        assert!(err.unwrap_or_default().contains("model.protocol"));
+        let err = Settings::from_overrides(
+            "[model]\nbackend = \"process\"\ncommand = [\"x\"]\nprotocol = \"acp\"\n",
+        )
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(
+            err.contains(
+                "model: unknown variant `acp`, expected `jsonl` or `claude-code` for key `protocol`"
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! checkpoints, agent types, prompts, the actor runtime and logs.
 
 use super::SettingsError;
-use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer, Serialize};
+use std::path::{Path, PathBuf};
 
 /// HTTP API settings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -21,24 +22,92 @@ pub struct ServerSettings {
     pub shutdown_timeout_ms: u64,
 }
 
-/// Which store backs threads and records.
+/// Which store backs threads and records (`store.kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StoreKind {
-    /// Durable redb file under `data_dir`.
+    /// Durable redb file under `data_dir` (one process).
     Embedded,
     /// In memory (tests, throwaway runs).
     Memory,
+    /// Redis at `redis.url` (any number of processes); Redis is then the bus too.
+    Redis,
+}
+
+impl StoreKind {
+    /// The `store.kind` value that names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::Embedded => "embedded",
+            StoreKind::Memory => "memory",
+            StoreKind::Redis => "redis",
+        }
+    }
 }
 
 /// Store settings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreSettings {
-    /// Backend.
-    pub kind: StoreKind,
-    /// Directory of the embedded store.
+    /// The store; unset: `redis` when `redis.url` is set, else `embedded`
+    /// ([`super::Settings::store`]). A kind `redis.url` contradicts stops start-up.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "some_by_name"
+    )]
+    pub kind: Option<StoreKind>,
+    /// The data directory: the embedded store's `agentd.redb`, and the Claude Code CLIs'
+    /// homes whatever the store.
     pub data_dir: PathBuf,
+}
+
+/// The store the settings choose, with what it needs: what wiring builds, matched without a
+/// catch-all so a new kind is a compile error until every use handles it.
+#[derive(Debug, Clone, Copy)]
+pub enum StoreBackend<'a> {
+    /// The redb file in this data directory.
+    Embedded {
+        /// `store.data_dir`.
+        data_dir: &'a Path,
+    },
+    /// In memory.
+    Memory,
+    /// Redis (store and bus).
+    Redis(&'a RedisSettings),
+}
+
+impl StoreBackend<'_> {
+    /// The `store.kind` value that chooses it.
+    pub fn kind(&self) -> StoreKind {
+        match self {
+            StoreBackend::Embedded { .. } => StoreKind::Embedded,
+            StoreBackend::Memory => StoreKind::Memory,
+            StoreBackend::Redis(_) => StoreKind::Redis,
+        }
+    }
+}
+
+/// A value named by a string, read as `T` names its variants: another name is refused with
+/// the names there are (`config` would say only that the enum has no such variant).
+pub(super) fn by_name<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    use serde::de::IntoDeserializer as _;
+    let name = String::deserialize(d)?;
+    T::deserialize(name.trim().into_deserializer())
+        .map_err(|e: serde::de::value::Error| D::Error::custom(e))
+}
+
+/// [`by_name`] of a setting that may be left unset.
+fn some_by_name<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    by_name(d).map(Some)
 }
 
 /// Redis settings (empty `url` = no Redis).
@@ -101,8 +170,8 @@ pub struct RedisSettings {
 }
 
 impl RedisSettings {
-    /// Whether Redis is configured.
-    pub fn enabled(&self) -> bool {
+    /// Whether a URL is set (with `store.kind` unset, Redis is then the store).
+    pub fn has_url(&self) -> bool {
         !self.url.trim().is_empty()
     }
 

@@ -35,7 +35,9 @@ pub use agentd_proto::RemoteA2aSession as Session;
 pub use seen::USAGE_KEY;
 
 use crate::http::HttpSettings;
-use agentd_actors::{ModelClient, ModelError, ModelRequest, ModelResponse, Purpose};
+use agentd_actors::{
+    ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose,
+};
 use agentd_proto::Control;
 use async_trait::async_trait;
 use input::{answer, new_input};
@@ -359,6 +361,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl ModelClient for A2aModel {
     fn backend(&self) -> &'static str {
         "a2a"
+    }
+
+    /// A remote agent answers for itself: its limits are its own business, and its text
+    /// streams in when its card says it streams.
+    fn capabilities(&self) -> ModelCapabilities {
+        ModelCapabilities {
+            streams: true,
+            ..ModelCapabilities::default()
+        }
     }
 
     async fn complete(&self, req: ModelRequest) -> Result<ModelResponse, ModelError> {

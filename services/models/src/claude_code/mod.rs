@@ -23,7 +23,9 @@
 
 pub mod protocol;
 
-use agentd_actors::{ModelClient, ModelError, ModelRequest, ModelResponse, Purpose};
+use agentd_actors::{
+    ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose,
+};
 use agentd_proto::Control;
 use async_trait::async_trait;
 use nix::sys::signal::{Signal, killpg};
@@ -474,6 +476,12 @@ impl ClaudeCodeModel {
 impl ModelClient for ClaudeCodeModel {
     fn backend(&self) -> &'static str {
         "process"
+    }
+
+    /// One CLI per agent, which runs its own tools and reports whole steps: a subscription's
+    /// rate limit reaches each CLI on its own.
+    fn capabilities(&self) -> ModelCapabilities {
+        ModelCapabilities::default()
     }
 
     async fn complete(&self, req: ModelRequest) -> Result<ModelResponse, ModelError> {
