@@ -64,6 +64,12 @@ impl Cluster {
         self
     }
 
+    /// Without the setting `key` (the scripted model's script, for another model backend).
+    fn without(mut self, key: &'static str) -> Cluster {
+        self.env.retain(|(k, _)| *k != key);
+        self
+    }
+
     fn new() -> Cluster {
         Cluster::on(TestRedis::from_env())
     }
@@ -1552,6 +1558,7 @@ fn a_rate_limit_met_in_one_process_holds_the_provider_in_the_other() {
     limited.headers.push(("retry-after".into(), "30".into()));
     let provider = agentd_tests::MockHttp::start(vec![limited]);
     let cluster = Cluster::new()
+        .without("AGENTD__MODEL__SCRIPT")
         .with("AGENTD__MODEL__BACKEND", "openai".into())
         .with("AGENTD__MODEL__BASE_URL", provider.url.clone())
         .with("AGENTD__MODEL__API_KEY_ENV", "AGENTD_TEST_KEY".into())
