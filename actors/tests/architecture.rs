@@ -44,6 +44,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("agent", 7),
     ("supervisor", 7),
     ("parent_router", 7),
+    ("process", 7),
     ("channel_router", 7),
     // 8: operations over the actors (implements `Agents`).
     ("ops", 8),
@@ -53,8 +54,16 @@ const FLOORS: &[(&str, u8)] = &[
 ];
 
 /// The one cycle the graph may hold: a supervisor starts agents and routers, an agent sends to
-/// the routers and the supervisor, the routers deliver to agents and ask the supervisor.
-const ACTORS: &[&str] = &["agent", "channel_router", "parent_router", "supervisor"];
+/// the routers and the supervisor, the routers deliver to agents and ask the supervisor; the
+/// process's `SystemHandle` holds the supervisor's and the router's addresses, and every one of
+/// them holds it.
+const ACTORS: &[&str] = &[
+    "agent",
+    "channel_router",
+    "parent_router",
+    "process",
+    "supervisor",
+];
 
 /// The top-level modules `text` (one file of module `from`) names as `crate::<module>`.
 fn named_modules(text: &str) -> BTreeSet<String> {

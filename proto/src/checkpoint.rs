@@ -3,6 +3,7 @@
 //! environment. agentd takes them by itself on a rate limit, an error, a pause and a phase
 //! completion, and on demand; restoring one puts the agent back exactly there.
 
+use crate::checkpoint_reason::CheckpointReason;
 use crate::envelope::Envelope;
 use crate::record::AgentId;
 use crate::status::AgentStatus;
@@ -10,45 +11,7 @@ use crate::thread::ThreadEntry;
 use crate::usage::Usage;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fmt;
 use uuid::Uuid;
-
-/// Why a checkpoint was taken (the seed's four reasons, and a compaction).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum CheckpointReason {
-    /// Taken by agentd on a pause, a phase completion or before a terminate.
-    Auto,
-    /// Taken when a provider rate limit stopped a turn.
-    RateLimit,
-    /// Asked for through the API, a Redis command or agentctl.
-    Manual,
-    /// Taken when a turn failed.
-    Error,
-    /// Taken before a compaction that was asked for replaced the older history with a
-    /// summary: it holds the whole thread as it was.
-    Compact,
-}
-
-impl CheckpointReason {
-    /// The stable wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CheckpointReason::Auto => "auto",
-            CheckpointReason::RateLimit => "rate_limit",
-            CheckpointReason::Manual => "manual",
-            CheckpointReason::Error => "error",
-            CheckpointReason::Compact => "compact",
-        }
-    }
-}
-
-impl fmt::Display for CheckpointReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// One saved state of an agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

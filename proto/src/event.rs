@@ -124,7 +124,7 @@ pub enum Event {
         /// The checkpoint.
         checkpoint_id: uuid::Uuid,
         /// Why it was taken.
-        reason: crate::checkpoint::CheckpointReason,
+        reason: crate::checkpoint_reason::CheckpointReason,
         /// What triggered it.
         trigger: String,
     },
@@ -414,7 +414,7 @@ mod tests {
             Event::Checkpointed {
                 agent_id: a(),
                 checkpoint_id: id,
-                reason: crate::checkpoint::CheckpointReason::Manual,
+                reason: crate::checkpoint_reason::CheckpointReason::Manual,
                 trigger: a(),
             },
             Event::Restored {

@@ -14,6 +14,7 @@
 //! | [`event`] | [`Event`]: what agentd tells observers |
 //! | [`status`] | [`AgentStatus`] and its one transition table |
 //! | [`checkpoint`] | [`Checkpoint`]: a saved state an agent can be restored to |
+//! | [`checkpoint_reason`] | [`CheckpointReason`]: why a checkpoint was taken (events name it) |
 //! | [`record`] | [`AgentRecord`] and the [`Channel`] descriptor of a thread |
 //! | [`remote_a2a`] | [`RemoteA2aSession`]: the conversation with a remote A2A agent a record keeps |
 //! | [`thread`] | [`ThreadEntry`], [`Role`], [`ToolCall`] |
@@ -32,6 +33,7 @@
 
 pub mod address;
 pub mod checkpoint;
+pub mod checkpoint_reason;
 pub mod codec;
 pub mod command;
 pub mod control;
@@ -57,7 +59,8 @@ pub mod usage;
 pub mod view;
 
 pub use address::Address;
-pub use checkpoint::{Checkpoint, CheckpointReason};
+pub use checkpoint::Checkpoint;
+pub use checkpoint_reason::CheckpointReason;
 pub use codec::{DEFAULT_MAX_ENVELOPE_BYTES, decode_envelope, encode_envelope};
 pub use command::{Command, Reply, SpawnRequest};
 pub use control::{Control, ItemCancel};

@@ -3,7 +3,7 @@
 //! The agent's *status* (`proto/src/status.rs`) is what it shows the world and persists; its
 //! activity is what the actor holds in memory to act on it: the running turn, the item waiting
 //! for a turn slot, the paused turn's item. Each variant owns the data that exists only in that
-//! activity, so no field outlives the activity it belongs to, and [`super::start`]'s `pump`
+//! activity, so no field outlives the activity it belongs to, and `start.rs`'s `pump`
 //! asks it what happens next. Adding a way to wait is adding a variant.
 //!
 //! The two are kept in step here: every change of activity is a method of this module
@@ -57,7 +57,7 @@ pub(super) enum Activity {
     /// The queue is held until a retry, scheduled by this timer, fires: the turn met an
     /// unreachable store or failed with attempts left. Its item waits in the queue's retry slot.
     HoldingForRetry(SpawnHandle),
-    /// The actor ends as soon as its answer to [`super::messages::StopAgent`] is written; it
+    /// The actor ends as soon as its answer to `StopAgent` is written; it
     /// takes no more deliveries.
     Stopping,
 }

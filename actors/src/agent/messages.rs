@@ -129,7 +129,7 @@ pub struct StopAgent {
 }
 
 /// The agent yielded: if its task is still over and nothing waits (no queued item, nothing left
-/// to write), its actor stops ([`super::passivate`]). Sent by the actor to itself.
+/// to write), its actor stops (`passivate.rs`). Sent by the actor to itself.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
 pub struct PassivateIfDone;

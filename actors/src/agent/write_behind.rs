@@ -5,7 +5,7 @@
 //! record) when it makes it. It queues the write here and asks for a *flush*; the flush runs
 //! before the actor handles its next message and writes everything queued until then as one
 //! store batch (one transaction or pipeline). The buffer is plain data: the actor decides when a
-//! flush runs ([`super::persist`]); this type keeps the rules of what goes into a batch.
+//! flush runs (`persist.rs`); this type keeps the rules of what goes into a batch.
 //!
 //! Invariants:
 //! - **Order.** Writes leave in the order they were queued; the record, when it changed, goes

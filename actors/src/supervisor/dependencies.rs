@@ -24,7 +24,7 @@ use super::Supervisor;
 use super::messages::TellDependents;
 use crate::depends_on::{met_by_yield, news};
 use crate::deps::Deps;
-use crate::supervisor::SystemHandle;
+use crate::process::SystemHandle;
 use actix::prelude::*;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{

@@ -212,6 +212,7 @@ pub async fn start_with_clock(
                     crate::a2a::routes(cfg);
                 }
             })
+            .configure(crate::openapi::routes)
             .configure(routes)
             .default_service(web::to(errors::not_found))
     })

@@ -4,8 +4,8 @@
 //!
 //! Ids: in one process (no Redis) the log names its events itself, `<start ms>-<n>`, so an id
 //! of an earlier run of the process is never taken for one of this run; with Redis the
-//! [`crate::RedisEventsTail`] appends what it reads under the streams' entry ids (see
-//! [`crate::redis_events::StreamPosition`]).
+//! [`crate::RedisEventsTail`] appends what it reads under the streams' entry ids (its
+//! `StreamPosition`s).
 //!
 //! Invariant: ids in the ring and on the broadcast appear in append order, and a subscriber
 //! gets every event appended after the ones its replay ends with, none twice (subscribing and

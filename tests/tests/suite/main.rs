@@ -15,6 +15,7 @@ mod a2a_client_processes;
 mod agent_types;
 mod agentctl;
 mod approvals;
+mod architecture;
 mod checkpoints;
 mod claude_code;
 mod dashboard;

@@ -222,7 +222,7 @@ async fn send_blocking(a2a: &A2a, agent_type: &str, params: &Value) -> Result<Va
     } else {
         service::wait(a2a, &sent.task_id).await?
     };
-    Ok(json!({"task": service::task_json(&view, sent.history, true)}))
+    Ok(json!({"task": super::task::task_json(&view, sent.history, true)}))
 }
 
 // ---- HTTP+JSON ----

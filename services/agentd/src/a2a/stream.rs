@@ -12,8 +12,7 @@
 
 use super::A2a;
 use super::error::A2aError;
-use super::service::{artifact, task_json};
-use super::task::{self, State, TaskView};
+use super::task::{self, State, TaskView, artifact, task_json};
 use agentd_proto::Event;
 use agentd_proto::ids::derived_step_id;
 use futures::Stream;

@@ -101,7 +101,7 @@ pub(crate) async fn inspect(
     delete, path = "/v1/agents/{id}", tag = "agents",
     params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     responses(
-        (status = 200, description = "Deleted", body = crate::openapi::Deleted),
+        (status = 200, description = "Deleted", body = super::bodies::Deleted),
         (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
     )
 )]
@@ -120,7 +120,7 @@ pub(crate) async fn delete(
         },
     )
     .await?;
-    Ok(HttpResponse::Ok().json(crate::openapi::Deleted {
+    Ok(HttpResponse::Ok().json(super::bodies::Deleted {
         agent_id,
         status: "deleted".into(),
     }))
@@ -145,7 +145,7 @@ pub(crate) struct SendBody {
     ),
     request_body(content = SendBody, content_type = "application/json"),
     responses(
-        (status = 202, description = "Stored in the agent's inbox (or, for a retried idempotent message, stored by the first attempt)", body = crate::openapi::Sent),
+        (status = 202, description = "Stored in the agent's inbox (or, for a retried idempotent message, stored by the first attempt)", body = super::bodies::Sent),
         (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
         (status = 422, description = "`idempotency_key_reused`: the key came with another message to this agent before", body = AgentdError),
         (status = 429, description = "`depth_limit`, `fanout_limit` or `budget_exceeded`", body = AgentdError),
@@ -178,7 +178,7 @@ pub(crate) async fn send(
 #[serde(deny_unknown_fields)]
 pub(crate) struct ControlBody {
     #[serde(alias = "action")]
-    #[schema(value_type = crate::openapi::ControlName)]
+    #[schema(value_type = super::bodies::ControlName)]
     control: String,
 }
 
@@ -188,7 +188,7 @@ pub(crate) struct ControlBody {
     params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     request_body(content = ControlBody, content_type = "application/json"),
     responses(
-        (status = 200, description = "Applied", body = crate::openapi::ControlApplied),
+        (status = 200, description = "Applied", body = super::bodies::ControlApplied),
         (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
     )
 )]
@@ -331,7 +331,7 @@ pub(crate) async fn set_env(
     get, path = "/v1/agents/{id}/thread", tag = "agents",
     params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     responses(
-        (status = 200, description = "The thread", body = crate::openapi::ThreadView),
+        (status = 200, description = "The thread", body = super::bodies::ThreadView),
     )
 )]
 pub(crate) async fn thread(

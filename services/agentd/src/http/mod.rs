@@ -3,17 +3,24 @@
 //!
 //! | module | routes |
 //! |---|---|
-//! | [`operations`] | health, readiness, metrics, info, the API document, trees, queue, commands |
+//! | [`operations`] | health, readiness, metrics, info, trees, queue, commands |
+//! | [`events`] | `/v1/events`: the events as Server-Sent Events (the streaming itself: `crate::sse`) |
 //! | [`agents`] | spawn, list, inspect, delete, messages, controls, budget, env, thread, children |
 //! | [`sessions`] | reset, compact, checkpoints, restore |
 //! | [`tools`] | an agent's tools, running a tool, answering service calls, open calls |
+//! | [`bodies`] | the answers the routes assemble themselves, typed for the OpenAPI document |
+//!
+//! The API document itself is served by `openapi.rs`, which describes these routes.
 
 mod agents;
+pub mod bodies;
+mod events;
 mod operations;
 mod sessions;
 mod tools;
 
 pub(crate) use agents::*;
+pub(crate) use events::*;
 pub(crate) use operations::*;
 pub(crate) use sessions::*;
 pub(crate) use tools::*;
@@ -91,8 +98,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(
             web::scope("/v1")
                 .service(web::resource("/info").route(web::get().to(info)))
-                .service(web::resource("/openapi.json").route(web::get().to(openapi_doc)))
-                .service(web::resource("/events").route(web::get().to(crate::sse::events)))
+                .service(web::resource("/events").route(web::get().to(events)))
                 .service(
                     web::resource("/agents")
                         .route(web::post().to(spawn))

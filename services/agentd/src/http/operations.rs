@@ -10,24 +10,13 @@ use agentd_proto::{AgentTrees, AgentdError, Command, ErrorCode, WorkQueue};
 #[utoipa::path(
     get, path = "/healthz", tag = "operations",
     responses(
-        (status = 200, description = "Up", body = crate::openapi::Health),
+        (status = 200, description = "Up", body = super::bodies::Health),
     )
 )]
 pub(crate) async fn healthz() -> HttpResponse {
-    HttpResponse::Ok().json(crate::openapi::Health {
+    HttpResponse::Ok().json(super::bodies::Health {
         status: "ok".into(),
     })
-}
-
-/// This document.
-#[utoipa::path(
-    get, path = "/v1/openapi.json", tag = "operations",
-    responses(
-        (status = 200, description = "The OpenAPI document", body = Object),
-    )
-)]
-pub(crate) async fn openapi_doc(auth: web::Data<crate::auth::Auth>) -> HttpResponse {
-    HttpResponse::Ok().json(crate::openapi::document(auth.token.is_some()))
 }
 
 /// Prometheus metrics (text exposition format 0.0.4).
@@ -74,7 +63,7 @@ pub(crate) async fn metrics(st: web::Data<ApiState>) -> HttpResponse {
 #[utoipa::path(
     get, path = "/readyz", tag = "operations",
     responses(
-        (status = 200, description = "Ready: it serves its partitions but those in `partitions_degraded`", body = crate::openapi::Ready),
+        (status = 200, description = "Ready: it serves its partitions but those in `partitions_degraded`", body = super::bodies::Ready),
         (status = 503, description = "`unavailable`: it reaches neither Redis nor its store now", body = AgentdError),
     )
 )]
@@ -89,7 +78,7 @@ pub(crate) async fn readyz(st: web::Data<ApiState>) -> ApiResult {
                 )
                 .into());
             }
-            crate::openapi::Ready {
+            super::bodies::Ready {
                 status: "ready".into(),
                 partitions_owned: Some(r.owned),
                 partitions_degraded: Some(r.degraded),
@@ -102,7 +91,7 @@ pub(crate) async fn readyz(st: web::Data<ApiState>) -> ApiResult {
                 .agent_exists(READINESS_PROBE)
                 .await
                 .map_err(|e| AgentdError::new(ErrorCode::Unavailable, e.to_string()))?;
-            crate::openapi::Ready {
+            super::bodies::Ready {
                 status: "ready".into(),
                 partitions_owned: None,
                 partitions_degraded: None,
@@ -120,7 +109,7 @@ const READINESS_PROBE: &str = "00000000-0000-0000-0000-000000000000";
 #[utoipa::path(
     get, path = "/v1/info", tag = "operations",
     responses(
-        (status = 200, description = "About this process", body = crate::openapi::Info),
+        (status = 200, description = "About this process", body = super::bodies::Info),
     )
 )]
 pub(crate) async fn info(st: web::Data<ApiState>) -> HttpResponse {
@@ -130,7 +119,7 @@ pub(crate) async fn info(st: web::Data<ApiState>) -> HttpResponse {
         .config
         .types
         .iter()
-        .map(|t| crate::openapi::AgentTypeInfo {
+        .map(|t| super::bodies::AgentTypeInfo {
             name: t.name.clone(),
             title: t.title.clone(),
             description: t.description.clone(),
@@ -143,7 +132,7 @@ pub(crate) async fn info(st: web::Data<ApiState>) -> HttpResponse {
         .map(|m| m.status())
         .unwrap_or_default()
         .into_iter()
-        .map(|s| crate::openapi::McpServerInfo {
+        .map(|s| super::bodies::McpServerInfo {
             name: s.name,
             transport: s.transport.to_string(),
             up: s.up,
@@ -156,13 +145,13 @@ pub(crate) async fn info(st: web::Data<ApiState>) -> HttpResponse {
     let names = deps.config.providers.iter().map(|n| Some(n.as_str()));
     let providers = std::iter::once(None)
         .chain(names)
-        .map(|name| crate::openapi::ProviderInfo {
+        .map(|name| super::bodies::ProviderInfo {
             name: name.unwrap_or("default").to_string(),
             backend: deps.model.backend_of(name).to_string(),
             capabilities: deps.model.capabilities_of(name).into(),
         })
         .collect();
-    HttpResponse::Ok().json(crate::openapi::Info {
+    HttpResponse::Ok().json(super::bodies::Info {
         service: "agentd".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         model_backend: deps.model.backend().into(),

@@ -21,7 +21,7 @@ pub(crate) struct ResetBody {
     params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     request_body(content = Option<ResetBody>, content_type = "application/json", description = "Optional: no body, or `{}`, is the default"),
     responses(
-        (status = 202, description = "Queued", body = crate::openapi::SessionRequested),
+        (status = 202, description = "Queued", body = super::bodies::SessionRequested),
         (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
     )
 )]
@@ -51,7 +51,7 @@ pub(crate) async fn reset(
     post, path = "/v1/agents/{id}/compact", tag = "agents",
     params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     responses(
-        (status = 202, description = "Queued", body = crate::openapi::SessionRequested),
+        (status = 202, description = "Queued", body = super::bodies::SessionRequested),
         (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
     )
 )]
@@ -76,7 +76,7 @@ pub(crate) async fn compact(
     get, path = "/v1/agents/{id}/checkpoints", tag = "checkpoints",
     params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     responses(
-        (status = 200, description = "The checkpoints", body = crate::openapi::CheckpointList),
+        (status = 200, description = "The checkpoints", body = super::bodies::CheckpointList),
     )
 )]
 pub(crate) async fn checkpoints(
@@ -95,7 +95,7 @@ pub(crate) async fn checkpoints(
     post, path = "/v1/agents/{id}/checkpoints", tag = "checkpoints",
     params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     responses(
-        (status = 201, description = "The checkpoint taken", body = crate::openapi::CheckpointSummary),
+        (status = 201, description = "The checkpoint taken", body = super::bodies::CheckpointSummary),
         (status = 409, description = "`invalid_transition`: the agent's status does not allow it", body = AgentdError),
     )
 )]
@@ -115,7 +115,7 @@ pub(crate) async fn take_checkpoint(
     get, path = "/v1/agents/{id}/checkpoints/{checkpoint}", tag = "checkpoints",
     params(("id" = String, Path, format = Uuid, description = "The agent's id"), ("checkpoint" = String, Path, format = Uuid, description = "The checkpoint's id")),
     responses(
-        (status = 200, description = "The checkpoint", body = crate::openapi::CheckpointDetail),
+        (status = 200, description = "The checkpoint", body = super::bodies::CheckpointDetail),
     )
 )]
 pub(crate) async fn checkpoint(

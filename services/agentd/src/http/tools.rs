@@ -12,7 +12,7 @@ use serde_json::{Value, json};
     get, path = "/v1/agents/{id}/tools", tag = "tools",
     params(("id" = String, Path, format = Uuid, description = "The agent's id")),
     responses(
-        (status = 200, description = "The tools", body = crate::openapi::ToolList),
+        (status = 200, description = "The tools", body = super::bodies::ToolList),
     )
 )]
 pub(crate) async fn tools(
@@ -109,7 +109,7 @@ pub(crate) struct ToolResultBody {
     ),
     request_body(content = ToolResultBody, content_type = "application/json"),
     responses(
-        (status = 200, description = "The answer was applied: `{call_id, status: \"answered\"}`", body = crate::openapi::ToolCallAnswered),
+        (status = 200, description = "The answer was applied: `{call_id, status: \"answered\"}`", body = super::bodies::ToolCallAnswered),
         (status = 404, description = "`tool_call_not_found`: no such call of this agent", body = AgentdError),
         (status = 409, description = "`tool_call_closed`: answered, timed out, cancelled or rejected already; `invalid_transition`: a call agentd runs itself (MCP, webhook, built-in), not a service tool's", body = AgentdError),
     )
@@ -153,7 +153,7 @@ pub(crate) struct ApprovalBody {
     ),
     request_body(content = ApprovalBody, content_type = "application/json"),
     responses(
-        (status = 200, description = "The decision was applied: `{call_id, decision}`", body = crate::openapi::ToolCallDecided),
+        (status = 200, description = "The decision was applied: `{call_id, decision}`", body = super::bodies::ToolCallDecided),
         (status = 404, description = "`tool_call_not_found`: no such call of this agent", body = AgentdError),
         (status = 409, description = "`tool_call_closed`: decided, answered, timed out or cancelled already", body = AgentdError),
     )
@@ -185,7 +185,7 @@ pub(crate) struct ToolCallsQuery {
     get, path = "/v1/tool_calls", tag = "tools",
     params(("status" = Option<String>, Query, description = "`pending` or `awaiting_approval` (both if absent)")),
     responses(
-        (status = 200, description = "The calls", body = crate::openapi::ToolCallList),
+        (status = 200, description = "The calls", body = super::bodies::ToolCallList),
     )
 )]
 pub(crate) async fn tool_calls(

@@ -4,7 +4,7 @@
 //! renewed until then). The agents of one taken
 //! are resumed, since their acknowledged work waits in their durable inboxes.
 
-use super::leases::lease_changed;
+use super::status::lease_changed;
 use super::{RedisBus, partition_index};
 use crate::streams::be;
 use agentd_actors::AgentSystem;

@@ -19,6 +19,7 @@
 
 use super::RedisBus;
 use super::handover::Handing;
+use super::status::lease_changed;
 use super::times::LeaseTimes;
 use crate::blocking::BlockingConnection;
 use crate::streams::be;
@@ -551,14 +552,4 @@ impl RedisBus {
             r.insert(k, sent);
         }
     }
-}
-
-/// Counts `n` lease changes of kind `change` (`taken`, `lost`, `released`).
-pub(super) fn lease_changed(change: &str, n: usize) {
-    agentd_actors::metrics::global().inc(
-        "agentd_lease_changes_total",
-        "Partition lease changes.",
-        &[("change", change)],
-        n as f64,
-    );
 }

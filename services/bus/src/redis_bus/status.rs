@@ -66,3 +66,13 @@ pub struct Readiness {
     /// is refused with `unavailable` (or waits in its stream if it got there).
     pub degraded: Vec<u32>,
 }
+
+/// Counts `n` lease changes of kind `change` (`taken`, `lost`, `released`).
+pub(super) fn lease_changed(change: &str, n: usize) {
+    agentd_actors::metrics::global().inc(
+        "agentd_lease_changes_total",
+        "Partition lease changes.",
+        &[("change", change)],
+        n as f64,
+    );
+}

@@ -1,5 +1,5 @@
 //! The file's layout: its tables, the kinds of an agent's rows, how keys are encoded, and the
-//! range scans over an agent's keys. Tables of earlier layouts live in [`super::migrate`].
+//! range scans over an agent's keys. Tables of earlier layouts live in `migrate.rs`.
 
 use super::be;
 use agentd_actors::{StoreError, StoreErrorKind, StoreResult};

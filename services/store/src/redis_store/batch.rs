@@ -20,8 +20,7 @@
 //!
 //! [`Keys::outbox`]: crate::Keys::outbox
 
-use super::push::fenced;
-use super::{RedisStore, be, de};
+use super::{RedisStore, be, de, fenced, record_bytes};
 use crate::redis_keys::assert_one_slot;
 use agentd_actors::{StoreError, StoreResult, StoreWrite, ThreadStore};
 use agentd_proto::codec::{encode, encode_envelope};
@@ -337,11 +336,4 @@ fn is_own(write: &StoreWrite, owner: &str) -> bool {
         | StoreWrite::Acknowledge { agent_id, .. } => &**agent_id == owner,
         StoreWrite::Forward { .. } | StoreWrite::Outbox { .. } => false,
     }
-}
-
-/// An agent's record as stored: one MessagePack value, a string key of its own. Fields at
-/// their defaults are left out (see [`AgentRecord`]'s serde attributes), which is most of a
-/// small agent's record.
-pub(super) fn record_bytes(record: &AgentRecord) -> StoreResult<Vec<u8>> {
-    encode(record).map_err(de)
 }

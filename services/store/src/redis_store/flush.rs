@@ -169,9 +169,7 @@ impl RedisStore {
             StoreWrite::PutAgent(rec) => Some(rec),
             _ => None,
         });
-        let record = record
-            .map(|rec| super::batch::record_bytes(rec))
-            .transpose()?;
+        let record = record.map(|rec| super::record_bytes(rec)).transpose()?;
         Ok(OwnFlush {
             agent_id: owner.to_string(),
             keys: [

@@ -41,7 +41,7 @@ pub use push::PushFence;
 
 use crate::RedisConnection;
 use crate::redis_keys::Keys;
-use agentd_actors::{StoreError, StoreErrorKind};
+use agentd_actors::{StoreError, StoreErrorKind, StoreResult};
 use redis::Script;
 use std::sync::Arc;
 
@@ -98,4 +98,21 @@ pub(crate) fn be(e: redis::RedisError) -> StoreError {
 /// A stored value that does not decode (or encode), as a corrupt store error.
 fn de(e: agentd_proto::AgentdError) -> StoreError {
     StoreError::caused_by(StoreErrorKind::Corrupt, e.message.clone(), e)
+}
+
+/// A script's answer `-1`: the fence refused it.
+fn fenced(n: i64, agent_id: &str) -> StoreResult<()> {
+    if n == -1 {
+        return Err(StoreError::fenced(format!(
+            "the lease of agent `{agent_id}`'s partition is no longer this process's"
+        )));
+    }
+    Ok(())
+}
+
+/// An agent's record as stored: one MessagePack value, a string key of its own. Fields at
+/// their defaults are left out (see `AgentRecord`'s serde attributes), which is most of a
+/// small agent's record.
+fn record_bytes(record: &agentd_proto::AgentRecord) -> StoreResult<Vec<u8>> {
+    agentd_proto::codec::encode(record).map_err(de)
 }

@@ -114,7 +114,7 @@ impl ThreadStore for RedisStore {
             .invoke_async(&mut con)
             .await
             .map_err(be)?;
-        super::push::fenced(n, agent_id)
+        super::fenced(n, agent_id)
     }
 
     async fn thread(&self, agent_id: &str) -> StoreResult<Vec<ThreadEntry>> {

@@ -7,7 +7,7 @@
 //! duplicate, fenced, or its own error).
 
 use super::group::{Groups, result_of};
-use super::{RedisStore, batch::record_bytes, be, de};
+use super::{RedisStore, be, de, fenced, record_bytes};
 use agentd_actors::{Pushed, StoreError, StoreResult, StoreWrite};
 use agentd_proto::Envelope;
 use agentd_proto::codec::encode;
@@ -211,14 +211,4 @@ impl RedisStore {
         }
         call
     }
-}
-
-/// A script's answer `-1`: the fence refused it.
-pub(super) fn fenced(n: i64, agent_id: &str) -> StoreResult<()> {
-    if n == -1 {
-        return Err(StoreError::fenced(format!(
-            "the lease of agent `{agent_id}`'s partition is no longer this process's"
-        )));
-    }
-    Ok(())
 }

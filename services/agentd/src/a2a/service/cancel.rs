@@ -1,11 +1,10 @@
 //! `CancelTask` — one task only, not agentd's cancel of the whole context — and the check
 //! `SubscribeToTask` makes.
 
-use super::json::task_json;
 use super::params::task_id;
 use crate::a2a::A2a;
 use crate::a2a::error::A2aError;
-use crate::a2a::task::{self, State};
+use crate::a2a::task::{self, State, task_json};
 use agentd_proto::{Command, ItemCancel};
 use serde_json::Value;
 use std::time::Duration;

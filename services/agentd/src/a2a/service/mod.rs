@@ -5,7 +5,6 @@
 //! |---|---|
 //! | `params` | parameters as the bindings hand them: ids, numbers, booleans, `historyLength` |
 //! | `message` | a client's message checked: its parts as the agent's text |
-//! | `json` | the ProtoJSON of a task and its artifact |
 //! | `context` | a `contextId`: a context agentd opened, or one the client chose, mapped to its root |
 //! | `send` | `SendMessage` up to the item in the context's inbox, and the wait for its end |
 //! | `query` | `GetTask`, `ListTasks` |
@@ -13,13 +12,11 @@
 
 mod cancel;
 mod context;
-mod json;
 mod message;
 mod params;
 mod query;
 mod send;
 
 pub use cancel::{cancel_task, subscribable};
-pub use json::{artifact, task_json};
 pub use query::{get_task, list_tasks};
 pub use send::{send, wait};

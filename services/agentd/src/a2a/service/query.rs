@@ -1,10 +1,9 @@
 //! `GetTask` and `ListTasks`.
 
-use super::json::task_json;
 use super::params::{boolean, history_length, number, params, required_id};
 use crate::a2a::A2a;
 use crate::a2a::error::A2aError;
-use crate::a2a::task::{self, State, TaskView};
+use crate::a2a::task::{self, State, TaskView, task_json};
 use serde::Deserialize;
 use serde_json::{Value, json};
 

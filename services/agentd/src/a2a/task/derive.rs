@@ -36,9 +36,9 @@ pub struct Seen {
     pub pending: Vec<Envelope>,
     /// Its thread.
     pub thread: Vec<ThreadEntry>,
-    /// Whether push notifications wait in its outbox (set by [`reconcile`](super::reconcile::reconcile)).
+    /// Whether push notifications wait in its outbox (set by `reconcile`).
     pub push_pending: bool,
-    /// Whether a task of it has a push notification config (set by [`reconcile`](super::reconcile::reconcile)).
+    /// Whether a task of it has a push notification config (set by `reconcile`).
     pub has_push: bool,
 }
 

@@ -17,14 +17,21 @@
 //! | `stored` | the context's task map: what is kept there, reading and writing it |
 //! | `derive` | what became of one task, read from the context agent's inbox and thread |
 //! | `reconcile` | every task of a context brought up to date, output no client started taken up |
+//! | `notices` | push notification configs and the outbox of notices, as the task map keeps them |
+//! | `json` | the ProtoJSON of a task and its artifact, as every method answers it |
 //! | `timestamp` | RFC 3339 timestamps (`statusTimestampAfter`) |
 
 mod derive;
+mod json;
+mod notices;
 mod reconcile;
 mod stored;
 mod timestamp;
 
 pub use derive::TaskView;
+pub use json::{artifact, task_json};
+pub(super) use notices::enqueue;
+pub use notices::{Auth, Delivery, Notice, PushConfig};
 pub use reconcile::{get, reconcile};
 pub(super) use stored::{Contents, Stored, put, put_new, stored};
 pub use stored::{is_context, save};

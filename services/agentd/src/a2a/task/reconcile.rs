@@ -59,7 +59,7 @@ pub async fn reconcile(
         if changed && worth_writing && !task.unposted {
             // The notifications first: a crash between the two writes finds the state
             // unsettled and writes the same notifications (same ids) again.
-            crate::a2a::push::enqueue(system, &push, &mut notices, &v, last).await?;
+            super::enqueue(system, &push, &mut notices, &v, last).await?;
             let s = Settled {
                 task_id: task.id.clone(),
                 for_input: last,
@@ -73,7 +73,7 @@ pub async fn reconcile(
         }
         views.push(v);
     }
-    seen.push_pending = notices.iter().any(crate::a2a::push::Notice::is_pending);
+    seen.push_pending = notices.iter().any(super::Notice::is_pending);
     seen.has_push = push.iter().any(|c| !c.deleted);
     Ok(Some((seen, views)))
 }

@@ -13,10 +13,10 @@ use serde::{Deserialize, Serialize};
 pub(in crate::a2a) enum Stored {
     Task(TaskRecord),
     Settled(Settled),
-    /// A push notification config of a task (`super::push`).
-    Push(crate::a2a::push::PushConfig),
-    /// A push notification in the outbox (`super::push`).
-    Notice(crate::a2a::push::Notice),
+    /// A push notification config of a task (`notices.rs`).
+    Push(super::PushConfig),
+    /// A push notification in the outbox (`notices.rs`).
+    Notice(super::Notice),
 }
 
 /// The key a task's settled state is stored under, beside the task.
@@ -91,8 +91,8 @@ pub(super) async fn save_settled(
 pub(in crate::a2a) struct Contents {
     pub tasks: Vec<TaskRecord>,
     pub settled: Vec<Settled>,
-    pub push: Vec<crate::a2a::push::PushConfig>,
-    pub notices: Vec<crate::a2a::push::Notice>,
+    pub push: Vec<super::PushConfig>,
+    pub notices: Vec<super::Notice>,
 }
 
 /// The context's tasks, settled states, push configs and notifications, read.

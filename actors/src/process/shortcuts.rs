@@ -6,11 +6,10 @@
 //!
 //! Invariant: a thing sent straight never overtakes one sent before it to the same receiver.
 //! The router counts what it was handed and has not passed on yet, and the lanes it keeps open
-//! ([`InRouter`]); a shortcut is taken only while both counts are zero. Whatever the router was
+//! (`InRouter`, `in_router.rs`); a shortcut is taken only while both counts are zero. Whatever the router was
 //! handed before is then in the receiver's mailbox already (it passes things on before it
 //! uncounts them), and `do_send` queues behind it.
 
-use super::SharedAgentAddr;
 use super::handle::Shared;
 use crate::agent::AgentActor;
 use crate::agent::messages::Delivery;
@@ -19,52 +18,11 @@ use crate::channel_router::messages::{Refused, Route, RouteAcked, RouteFromStrea
 use crate::errors::mailbox;
 use crate::messages::{ChildOutput, OutputPort};
 use crate::ports::StreamEntry;
+use crate::supervisor::SharedAgentAddr;
 use actix::Addr;
 use agentd_proto::{AgentdError, Envelope, ErrorCode};
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// What the process router holds that a shortcut could overtake.
-#[derive(Debug, Default)]
-pub(crate) struct InRouter {
-    /// Envelopes handed to the router and not routed yet.
-    envelopes: AtomicUsize,
-    /// Receivers' lanes the router keeps open.
-    lanes: AtomicUsize,
-    /// Child outputs handed to the router and not passed on yet.
-    outputs: AtomicUsize,
-}
-
-impl InRouter {
-    /// The router routed an envelope it was handed (to the actor's mailbox or into a lane).
-    pub(crate) fn envelope_routed(&self) {
-        self.envelopes.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    /// The router opened a lane.
-    pub(crate) fn lane_opened(&self) {
-        self.lanes.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// The router closed a lane (it passed on everything in it).
-    pub(crate) fn lane_closed(&self) {
-        self.lanes.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    /// The router passed on (or gave up) an output it was handed.
-    pub(crate) fn output_passed_on(&self) {
-        self.outputs.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    fn no_envelopes(&self) -> bool {
-        self.envelopes.load(Ordering::Acquire) == 0 && self.lanes.load(Ordering::Acquire) == 0
-    }
-
-    fn no_outputs(&self) -> bool {
-        self.outputs.load(Ordering::Acquire) == 0
-    }
-}
 
 impl Shared {
     /// The live actor of this process `env` may go to straight, if any.
@@ -86,7 +44,7 @@ impl Shared {
 
     /// The process router, for an envelope handed to it (counted until it is routed).
     fn envelope_to_router(&self) -> &Addr<ChannelRouter> {
-        self.in_router.envelopes.fetch_add(1, Ordering::AcqRel);
+        self.in_router.envelope_handed();
         &self.router
     }
 
@@ -150,7 +108,7 @@ impl Shared {
 
     /// The process router, for a child output handed to it (counted until it is passed on).
     pub(crate) fn output_to_router(&self) -> &Addr<ChannelRouter> {
-        self.in_router.outputs.fetch_add(1, Ordering::AcqRel);
+        self.in_router.output_handed();
         &self.router
     }
 }

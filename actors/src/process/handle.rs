@@ -6,13 +6,13 @@
 //! the ports ([`Deps`]), the recipients they send to, and the [`Agents`] port, which the same
 //! pointer implements ([`SystemHandle::agents`]).
 
-use super::shortcuts::InRouter;
-use super::{Directory, Supervisor};
+use super::in_router::InRouter;
 use crate::channel_router::ChannelRouter;
 use crate::deps::Deps;
 use crate::messages::OutputPort;
 use crate::rate_gate::RateGates;
 use crate::scheduler::Scheduler;
+use crate::supervisor::{Directory, Supervisor};
 use crate::tools::Agents;
 use crate::tree_spend::TreeSpend;
 use actix::Addr;
@@ -31,7 +31,7 @@ pub(crate) struct Shared {
     /// The process router.
     pub(crate) router: Arc<Addr<ChannelRouter>>,
     /// What the process router holds that a send straight to an actor could overtake
-    /// (`super::shortcuts`).
+    /// (`shortcuts.rs`).
     pub(crate) in_router: InRouter,
     /// Turn slots under a concurrency limit, if one is set.
     pub(crate) scheduler: Option<Addr<Scheduler>>,

@@ -1,6 +1,6 @@
 //! The ProtoJSON of a task, as every method answers it.
 
-use crate::a2a::task::{Origin, TaskView};
+use super::{Origin, TaskView};
 use agentd_models::a2a::USAGE_KEY;
 use agentd_proto::ids::derived_id;
 use serde_json::{Value, json};
