@@ -1,17 +1,20 @@
-//! Starting and stopping one agentd: actors, event bus and HTTP server. `main` and the
-//! end-to-end tests use the same function, so the tests exercise the real wiring.
+//! Starting and stopping one agentd: actors, event bus and HTTP server, wired from settings
+//! with the real clock. [`start`] serves `main`, the bench's two-process scenarios
+//! (`services/bench`) and one in-process test of providers (`tests/tests/suite/providers.rs`).
+//! The other tests start the `agentd` binary itself (`agentd_tests::AgentdProcess`), or assemble
+//! an agent system of their own, without HTTP, through `TestSystem::builder` (`tests/src`).
 
 use crate::auth::{Auth, require_token};
 use crate::body_deadline::{RequestTimeout, body_deadline};
 use crate::errors;
 use crate::http::{ApiState, routes};
 use crate::settings::Settings;
+use crate::start_error::StartError;
 use crate::wiring::wire;
 use actix_web::middleware::from_fn;
 use actix_web::{App, HttpServer, web};
-use agentd_actors::{AgentSystem, Clock, SystemClock};
+use agentd_actors::{AgentSystem, SystemClock};
 use agentd_bus::{CommandConsumer, CommandLimits, DeadLetters, InProcessBus, RedisBus};
-use anyhow::Context as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -72,16 +75,8 @@ impl Running {
 }
 
 /// Starts agentd from `settings` with the real clock. Must run inside an actix `System`.
-pub async fn start(settings: &Settings) -> anyhow::Result<Running> {
-    start_with_clock(settings, Arc::new(SystemClock)).await
-}
-
-/// Starts agentd with a given clock (tests use a manual one).
-pub async fn start_with_clock(
-    settings: &Settings,
-    clock: Arc<dyn Clock>,
-) -> anyhow::Result<Running> {
-    let wired = wire(settings, clock).await?;
+pub async fn start(settings: &Settings) -> Result<Running, StartError> {
+    let wired = wire(settings, Arc::new(SystemClock)).await?;
     if let Some(mcp) = &wired.mcp {
         mcp.start();
     }
@@ -91,7 +86,7 @@ pub async fn start_with_clock(
     if let (Some(bus), Some(store)) = (&wired.redis, &wired.redis_store) {
         bus.start(system.clone())
             .await
-            .map_err(|e| anyhow::anyhow!("starting the Redis bus: {e}"))?;
+            .map_err(|e| StartError::bus("starting the Redis bus", e))?;
         let consumer = CommandConsumer::new(
             &settings.redis.target(),
             store.keys().commands(),
@@ -114,7 +109,7 @@ pub async fn start_with_clock(
         consumer
             .start(system.clone())
             .await
-            .map_err(|e| anyhow::anyhow!("starting the command consumer: {e}"))?;
+            .map_err(|e| StartError::bus("starting the command consumer", e))?;
         let replies = agentd_bus::ToolReplies::new(
             &settings.redis.target(),
             store.keys().tool_replies(),
@@ -129,21 +124,18 @@ pub async fn start_with_clock(
         );
         for tool in system.deps().tools.configured() {
             if tool.kind() == agentd_proto::ToolKind::Service {
-                bus.create_tool_group(&tool.name)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("creating the stream of `{}`: {e}", tool.name))?;
+                bus.create_tool_group(&tool.name).await.map_err(|e| {
+                    StartError::bus(format!("creating the stream of `{}`", tool.name), e)
+                })?;
             }
         }
         replies_stop = Some(replies.stop_flag());
         replies
             .start(system.clone())
             .await
-            .map_err(|e| anyhow::anyhow!("starting the tool reply reader: {e}"))?;
+            .map_err(|e| StartError::bus("starting the tool reply reader", e))?;
     }
-    system
-        .recover()
-        .await
-        .map_err(|e| anyhow::anyhow!("recovering agents: {e}"))?;
+    system.recover().await.map_err(StartError::Recovery)?;
     // With Redis, `/v1/events` follows `<ns>:events` and `<ns>:deltas`: every process's
     // events, not only ours.
     let (redis_events, events_tail) = match &wired.redis_store {
@@ -221,12 +213,21 @@ pub async fn start_with_clock(
     // The workers' own bound (whole seconds); `Running::stop` bounds the wait to the ms.
     .shutdown_timeout(settings.server.shutdown_timeout_ms.div_ceil(1000))
     .bind(settings.server.bind.as_str())
-    .with_context(|| format!("binding {}", settings.server.bind))?;
+    .map_err(|source| StartError::Bind {
+        addr: settings.server.bind.clone(),
+        source,
+    })?;
     let addr = server
         .addrs()
         .first()
         .copied()
-        .context("the server bound no address")?;
+        .ok_or_else(|| StartError::Bind {
+            addr: settings.server.bind.clone(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::AddrNotAvailable,
+                "the server bound no address",
+            ),
+        })?;
     let server = server.run();
     let handle = server.handle();
     actix_rt::spawn(server);
@@ -250,22 +251,24 @@ fn a2a_state(
     settings: &Settings,
     api: &web::Data<ApiState>,
     token_required: bool,
-) -> anyhow::Result<Option<web::Data<crate::a2a::A2a>>> {
+) -> Result<Option<web::Data<crate::a2a::A2a>>, StartError> {
     let exposed = settings.a2a.expose.clone();
     if exposed.is_empty() {
         return Ok(None);
     }
     for t in &exposed {
         let Some(ty) = api.system.deps().config.types.get(t) else {
-            anyhow::bail!("[a2a] expose names `{t}`, which is not an agent type");
+            return Err(StartError::invalid(format!(
+                "[a2a] expose names `{t}`, which is not an agent type"
+            )));
         };
         let mut ids = std::collections::HashSet::new();
         for s in &ty.a2a.skills {
             if s.id.trim().is_empty() || !ids.insert(s.id.as_str()) {
-                anyhow::bail!(
+                return Err(StartError::invalid(format!(
                     "agent type `{t}`: every [[a2a.skills]] needs an `id` of its own (`{}`)",
                     s.id
-                );
+                )));
             }
         }
     }

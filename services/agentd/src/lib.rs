@@ -13,7 +13,8 @@
 //! | [`sse`] | `/v1/events` as Server-Sent Events |
 //! | [`auth`] | bearer-token authentication |
 //! | [`dashboard`] | the web dashboard at `/`, embedded in the binary |
-//! | [`app`] | start and stop a whole service (used by `main` and by tests) |
+//! | [`app`] | start and stop a whole service (used by `main`, the bench's two-process scenarios and one in-process test; the other tests start the binary or build through `TestSystem::builder`) |
+//! | [`start_error`] | [`StartError`]: why the service did not start, by cause, with its source |
 //! | [`logs`] | the log subscriber (used by `main` and by the benchmark) |
 //! | [`telemetry`] | `[telemetry]`: OpenTelemetry export of GenAI spans and metrics over OTLP/HTTP |
 
@@ -29,8 +30,10 @@ pub mod logs;
 pub mod openapi;
 pub mod settings;
 pub mod sse;
+pub mod start_error;
 pub mod telemetry;
 pub mod wiring;
 
 pub use app::{Running, start};
 pub use settings::Settings;
+pub use start_error::StartError;

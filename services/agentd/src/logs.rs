@@ -1,6 +1,7 @@
 //! The service's log subscriber, shared by `main` and the benchmark (which measures what the
 //! service's own logging costs).
 
+use crate::start_error::StartError;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 
@@ -30,7 +31,7 @@ const RMCP_DEFAULT: &str = "rmcp=warn";
 /// text or JSON lines to `writer`, and ANSI colours only when `ansi` (the writer is a
 /// terminal): colours were on for every writer, which put escape codes in log files and
 /// journals.
-pub fn install<W>(filter: &str, json: bool, writer: W, ansi: bool) -> anyhow::Result<()>
+pub fn install<W>(filter: &str, json: bool, writer: W, ansi: bool) -> Result<(), StartError>
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
@@ -46,7 +47,7 @@ pub fn install_with<W>(
     writer: W,
     ansi: bool,
     telemetry: Option<&crate::telemetry::Telemetry>,
-) -> anyhow::Result<()>
+) -> Result<(), StartError>
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
@@ -59,14 +60,14 @@ where
         filter = filter.add_directive(
             RMCP_DEFAULT
                 .parse()
-                .map_err(|e| anyhow::anyhow!("the directive `{RMCP_DEFAULT}`: {e}"))?,
+                .map_err(|e| StartError::logs(format!("the directive `{RMCP_DEFAULT}`"), e))?,
         );
     }
     // The GenAI spans are the exporter's only.
     filter = filter.add_directive(
         format!("{}=off", agentd_actors::telemetry::TARGET)
             .parse()
-            .map_err(|e| anyhow::anyhow!("the telemetry directive: {e}"))?,
+            .map_err(|e| StartError::logs("the telemetry directive", e))?,
     );
     if let Some(telemetry) = telemetry {
         use tracing_subscriber::Layer as _;
@@ -84,7 +85,7 @@ where
             .with(lines)
             .with(telemetry.layer())
             .try_init()
-            .map_err(|e| anyhow::anyhow!("installing the log subscriber: {e}"))?;
+            .map_err(|e| StartError::logs("installing the log subscriber", e))?;
         agentd_actors::telemetry::set_enabled(true);
         agentd_actors::telemetry::set_capture_content(telemetry.capture_content);
         return Ok(());
@@ -98,5 +99,5 @@ where
     } else {
         builder.fmt_fields(plain_fields()).try_init()
     };
-    installed.map_err(|e| anyhow::anyhow!("installing the log subscriber: {e}"))
+    installed.map_err(|e| StartError::logs("installing the log subscriber", e))
 }

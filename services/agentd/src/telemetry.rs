@@ -145,11 +145,16 @@ pub struct Telemetry {
 impl Telemetry {
     /// Builds the exporters for `settings` (`None` when telemetry is off). Must run outside
     /// an async runtime: the OTLP/HTTP client blocks on threads of its own.
-    pub fn start(settings: &TelemetrySettings) -> anyhow::Result<Option<Telemetry>> {
+    pub fn start(
+        settings: &TelemetrySettings,
+    ) -> Result<Option<Telemetry>, crate::start_error::StartError> {
+        use crate::start_error::StartError;
         if !settings.enabled() {
             return Ok(None);
         }
-        settings.validate().map_err(|e| anyhow::anyhow!(e))?;
+        settings
+            .validate()
+            .map_err(|e| StartError::Settings(crate::settings::SettingsError::Invalid(e)))?;
         // The exporter's HTTP client (reqwest 0.13, as rmcp's) takes the process-wide rustls
         // crypto provider: ring, as the rest of agentd uses (an error only says one is
         // installed already).
@@ -176,7 +181,7 @@ impl Telemetry {
         }
         let spans = spans
             .build()
-            .map_err(|e| anyhow::anyhow!("telemetry: the OTLP span exporter: {e}"))?;
+            .map_err(|e| StartError::telemetry("telemetry: the OTLP span exporter", e))?;
         let gate = Arc::new(Gate::new(settings.max_queue_spans));
         let batch = BatchSpanProcessor::builder(Counted {
             inner: spans,
@@ -211,7 +216,7 @@ impl Telemetry {
         }
         let metrics = metrics
             .build()
-            .map_err(|e| anyhow::anyhow!("telemetry: the OTLP metric exporter: {e}"))?;
+            .map_err(|e| StartError::telemetry("telemetry: the OTLP metric exporter", e))?;
         let reader = opentelemetry_sdk::metrics::PeriodicReader::builder(metrics)
             .with_interval(Duration::from_millis(settings.metric_interval_ms.max(100)))
             .build();

@@ -6,6 +6,7 @@ use crate::settings::{
     A2aBackend, ApiBackend, Backend, ModelSettings, ProcessBackend, ProcessProtocol, Settings,
     StoreBackend,
 };
+use crate::start_error::StartError;
 use agentd_actors::{
     AgentTypes, Clock, ConfiguredRun, ConfiguredTool, ContextWindow, Deps, EventSink, ModelClient,
     ProviderRates, RuntimeConfig, Secret, ThreadStore, ToolCatalogue, Transport, WebhookClient,
@@ -20,7 +21,6 @@ use agentd_models::{
     ModelRouter, OpenAiModel, ProcessModel, ScriptedModel,
 };
 use agentd_store::{MemoryStore, RedbStore, RedisStore};
-use anyhow::Context as _;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -48,16 +48,16 @@ pub fn build_provider(
     m: &ModelSettings,
     data_dir: &Path,
     clock: Arc<dyn Clock>,
-) -> anyhow::Result<Arc<dyn ModelClient>> {
+) -> Result<Arc<dyn ModelClient>, StartError> {
     Ok(match &m.backend {
         Backend::Scripted(s) => match s.script.trim() {
             "" => Arc::new(
                 ScriptedModel::from_toml_str(builtin::DEMO_SCRIPT, clock)
-                    .context("built-in demo script")?,
+                    .map_err(|e| StartError::model("built-in demo script", e))?,
             ),
             path => Arc::new(
                 ScriptedModel::from_file(Path::new(path), clock)
-                    .with_context(|| format!("{section}.script {path}"))?,
+                    .map_err(|e| StartError::model(format!("{section}.script {path}"), e))?,
             ),
         },
         Backend::OpenAi(api) => Arc::new(
@@ -65,7 +65,7 @@ pub fn build_provider(
                 api_http(section, api, "https://api.openai.com/v1")?,
                 api.model.clone(),
             )
-            .with_context(|| format!("{section}: the OpenAI backend"))?,
+            .map_err(|e| StartError::model(format!("{section}: the OpenAI backend"), e))?,
         ),
         Backend::Anthropic(api) => Arc::new(
             AnthropicModel::new(
@@ -73,7 +73,7 @@ pub fn build_provider(
                 api.model.clone(),
                 m.limits.max_tokens,
             )
-            .with_context(|| format!("{section}: the Anthropic backend"))?,
+            .map_err(|e| StartError::model(format!("{section}: the Anthropic backend"), e))?,
         ),
         Backend::Process(p) => match p.protocol {
             ProcessProtocol::Jsonl => Arc::new(ProcessModel::new(
@@ -89,11 +89,19 @@ pub fn build_provider(
 
 /// The transport settings of an HTTP API backend: its URL (`default_url` when unset) and its
 /// key, read now from the variable `api_key_env` names (unset is a start-up error).
-fn api_http(section: &str, api: &ApiBackend, default_url: &str) -> anyhow::Result<HttpSettings> {
+fn api_http(
+    section: &str,
+    api: &ApiBackend,
+    default_url: &str,
+) -> Result<HttpSettings, StartError> {
     let api_key = match api.api_key_env.trim() {
         "" => String::new(),
-        var => std::env::var(var)
-            .with_context(|| format!("{section}.api_key_env names `{var}`, which is not set"))?,
+        var => std::env::var(var).map_err(|e| {
+            StartError::model(
+                format!("{section}.api_key_env names `{var}`, which is not set"),
+                e,
+            )
+        })?,
     };
     Ok(HttpSettings {
         base_url: match api.base_url.trim() {
@@ -115,7 +123,7 @@ fn claude_code(
     section: &str,
     p: &ProcessBackend,
     data_dir: &Path,
-) -> anyhow::Result<Arc<dyn ModelClient>> {
+) -> Result<Arc<dyn ModelClient>, StartError> {
     Ok(Arc::new(ClaudeCodeModel::new(ClaudeCodeSettings {
         command: if p.command.is_empty() {
             vec!["claude".to_string()]
@@ -123,12 +131,13 @@ fn claude_code(
             p.command.clone()
         },
         home: std::path::absolute(data_dir.join("claude-code"))
-            .with_context(|| format!("{section}: the data directory"))?,
+            .map_err(|e| StartError::model(format!("{section}: the data directory"), e))?,
         workdir: match p.workdir.trim() {
             "" => None,
-            dir => {
-                Some(std::path::absolute(dir).with_context(|| format!("{section}.workdir {dir}"))?)
-            }
+            dir => Some(
+                std::path::absolute(dir)
+                    .map_err(|e| StartError::model(format!("{section}.workdir {dir}"), e))?,
+            ),
         },
         model: Some(p.model.trim())
             .filter(|model| !model.is_empty())
@@ -139,7 +148,7 @@ fn claude_code(
 }
 
 /// A remote A2A agent, its headers' `${VAR}` references read from the environment now.
-fn a2a_remote(section: &str, a: &A2aBackend) -> anyhow::Result<Arc<dyn ModelClient>> {
+fn a2a_remote(section: &str, a: &A2aBackend) -> Result<Arc<dyn ModelClient>, StartError> {
     let env = |name: &str| std::env::var(name).ok();
     let headers = a
         .headers
@@ -147,9 +156,9 @@ fn a2a_remote(section: &str, a: &A2aBackend) -> anyhow::Result<Arc<dyn ModelClie
         .map(|(k, v)| {
             agentd_mcp::expand::expand(v, &env)
                 .map(|v| (k.clone(), v))
-                .with_context(|| format!("{section}.headers.{k}"))
+                .map_err(|e| StartError::model(format!("{section}.headers.{k}"), e))
         })
-        .collect::<anyhow::Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     let http = HttpSettings {
         // Not used: every request goes where the card says.
         base_url: String::new(),
@@ -163,13 +172,13 @@ fn a2a_remote(section: &str, a: &A2aBackend) -> anyhow::Result<Arc<dyn ModelClie
     };
     Ok(Arc::new(
         A2aModel::new(a.card_url.trim().to_string(), headers, http)
-            .with_context(|| format!("{section}: the A2A backend"))?,
+            .map_err(|e| StartError::model(format!("{section}: the A2A backend"), e))?,
     ))
 }
 
 /// Every configured provider behind one router: `[model]` as the default, each
 /// `[providers.<name>]` by name.
-pub fn build_models(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<ModelRouter> {
+pub fn build_models(settings: &Settings, clock: Arc<dyn Clock>) -> Result<ModelRouter, StartError> {
     let data_dir = &settings.store.data_dir;
     let mut router = ModelRouter::new(build_provider(
         "model",
@@ -189,7 +198,7 @@ pub fn build_models(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Resul
 
 /// Builds the store, the model, the types, the transport and the config. Must run inside a
 /// tokio runtime when Redis is configured (it connects, and fails at once if it cannot).
-pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<Wired> {
+pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> Result<Wired, StartError> {
     let bus = InProcessBus::default();
     let mut events: Arc<dyn EventSink> = Arc::new(bus.clone());
     let mut transport: Option<Arc<dyn Transport>> = None;
@@ -199,7 +208,9 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
         StoreBackend::Redis(r) => {
             let store = RedisStore::connect_to(&r.target(), &r.namespace, r.partitions)
                 .await
-                .with_context(|| format!("connecting to Redis at {}", r.masked_url()))?
+                .map_err(|e| {
+                    StartError::store(format!("connecting to Redis at {}", r.masked_url()), e)
+                })?
                 .with_dedup_window(r.dedup_window)
                 .with_min_replicas(r.min_replicas, r.replica_wait_ms);
             let process_id = match r.process_id.trim() {
@@ -220,7 +231,7 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
             };
             let rb = RedisBus::connect(cfg, store.connection())
                 .await
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
+                .map_err(|e| StartError::bus("connecting the Redis bus", e))?;
             store.fence_pushes_with(rb.push_fence());
             let redis_events: Arc<dyn EventSink> = Arc::new(RedisEvents::start(
                 store.connection(),
@@ -240,10 +251,14 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
             Arc::new(store)
         }
         StoreBackend::Memory => Arc::new(MemoryStore::new()),
-        StoreBackend::Embedded { data_dir } => Arc::new(
-            RedbStore::open(data_dir)
-                .with_context(|| format!("opening the embedded store in {}", data_dir.display()))?,
-        ),
+        StoreBackend::Embedded { data_dir } => {
+            Arc::new(RedbStore::open(data_dir).map_err(|e| {
+                StartError::store(
+                    format!("opening the embedded store in {}", data_dir.display()),
+                    e,
+                )
+            })?)
+        }
     };
     let event_log = Arc::new(EventLog::new(EVENT_HISTORY, clock.now_ms()));
     if redis.is_none() {
@@ -253,13 +268,13 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
     let model: Arc<dyn ModelClient> = Arc::new(build_models(settings, clock.clone())?);
     let dir = settings.agents.dir.trim();
     let types = builtin::load_agent_types((!dir.is_empty()).then(|| Path::new(dir)))
-        .map_err(|e| anyhow::anyhow!("agent types: {e}"))?;
+        .map_err(StartError::AgentTypes)?;
     // MCP servers: references expanded from the environment (an unset one stops start-up);
     // they connect once the service starts, and never hold start-up.
     let mcp_servers = settings
         .mcp
         .resolve(&|var| std::env::var(var).ok())
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        .map_err(StartError::Mcp)?;
     let mcp =
         (!mcp_servers.is_empty()).then(|| McpClient::new(mcp_servers, &mcp_tools_named(&types)));
     let mut config = RuntimeConfig::with_types(types);
@@ -267,7 +282,8 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
     if let Some(mcp) = &mcp {
         tools.add_mcp(mcp.clone());
     }
-    check_type_tools(&config.types, &tools).map_err(|e| anyhow::anyhow!("{e}"))?;
+    check_type_tools(&config.types, &tools)
+        .map_err(|e| StartError::tools("checking the tools agent types list", e))?;
     config.limits = settings.limits.clone();
     config.prices = settings.pricing.models.clone();
     config.default_price = settings.pricing.default;
@@ -302,7 +318,9 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> anyhow::Result<
         }
     }
     if let Some((ty, provider)) = types_needing_providers(&config).into_iter().next() {
-        anyhow::bail!("agent type `{ty}` names provider `{provider}`, which is not configured");
+        return Err(StartError::invalid(format!(
+            "agent type `{ty}` names provider `{provider}`, which is not configured"
+        )));
     }
     Ok(Wired {
         deps: Deps {
@@ -344,23 +362,30 @@ fn mcp_tools_named(types: &AgentTypes) -> std::collections::BTreeMap<String, Vec
 /// The tool catalogue: the built-in tools and those of `[tools.<name>]`, whose secrets are
 /// read from the environment now (an unset variable is a start-up error; the value is never
 /// printed).
-fn build_tools(settings: &Settings) -> anyhow::Result<ToolCatalogue> {
+fn build_tools(settings: &Settings) -> Result<ToolCatalogue, StartError> {
     let mut tools = Vec::with_capacity(settings.tools.len());
     for (name, t) in &settings.tools {
         let run = match t.kind {
             agentd_proto::ToolKind::Service => ConfiguredRun::Service,
             // Refused when the settings are read.
             agentd_proto::ToolKind::Mcp => {
-                anyhow::bail!("tools.{name}: MCP tools come from [mcp.servers.<name>]")
+                return Err(StartError::invalid(format!(
+                    "tools.{name}: MCP tools come from [mcp.servers.<name>]"
+                )));
             }
             agentd_proto::ToolKind::Builtin => {
-                anyhow::bail!("tools.{name}: built-in tools are agentd's own")
+                return Err(StartError::invalid(format!(
+                    "tools.{name}: built-in tools are agentd's own"
+                )));
             }
             agentd_proto::ToolKind::Http => {
                 let secret = match t.secret_env.trim() {
                     "" => String::new(),
-                    var => std::env::var(var).with_context(|| {
-                        format!("tools.{name}.secret_env names `{var}`, which is not set")
+                    var => std::env::var(var).map_err(|e| {
+                        StartError::tools(
+                            format!("tools.{name}.secret_env names `{var}`, which is not set"),
+                            e,
+                        )
                     })?,
                 };
                 ConfiguredRun::Http {
@@ -383,12 +408,13 @@ fn build_tools(settings: &Settings) -> anyhow::Result<ToolCatalogue> {
         .any(|t| matches!(t.run, ConfiguredRun::Http { .. }))
     {
         Some(Arc::new(
-            HttpWebhooks::new().map_err(|e| anyhow::anyhow!("webhook tools: {e}"))?,
+            HttpWebhooks::new().map_err(|e| StartError::tools("webhook tools", e))?,
         ))
     } else {
         None
     };
-    ToolCatalogue::with_configured(tools, webhooks).map_err(|e| anyhow::anyhow!("{}", e.message))
+    ToolCatalogue::with_configured(tools, webhooks)
+        .map_err(|e| StartError::tools("the configured tools", e))
 }
 
 /// Agent types that name a provider the config does not have: `(type, provider)`.

@@ -79,16 +79,8 @@ async fn cancel_children_since(a2a: &A2a, ctx: &str, since_ms: u64) {
         let Ok(Some(rec)) = store.get_agent(&child).await else {
             continue;
         };
-        let over = matches!(
-            rec.status,
-            agentd_proto::AgentStatus::Completed
-                | agentd_proto::AgentStatus::Failed
-                | agentd_proto::AgentStatus::Cancelled
-                | agentd_proto::AgentStatus::Terminated
-                | agentd_proto::AgentStatus::Closed
-        );
         if rec.created_at_ms >= since_ms
-            && !over
+            && !rec.status.is_terminal()
             && let Err(e) = a2a
                 .system
                 .control(&child, agentd_proto::Control::Cancel)
