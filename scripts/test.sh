@@ -5,7 +5,8 @@
 # backend's claude-code test; the MCP servers of tests/mcp and a pinned Python mcp for the MCP
 # tests; a pinned schemathesis for the OpenAPI conformance test; a pinned opentelemetry-proto
 # for the OTLP receiver of the telemetry tests), then runs the cargo tests, and the Redis suites
-# once more on a Redis Cluster.
+# once more on a Redis Cluster. Clippy lints the workspace while the tests' build compiles it
+# (one build, see below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -94,7 +95,16 @@ pinned_venv target/.venv-a2a "a2a-sdk[http-server]==1.3.0" "uvicorn==0.54.0"
 pinned_venv target/.venv-otlp "opentelemetry-proto==1.45.2" "protobuf==7.36.2"
 
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+# One build serves clippy and the tests. clippy-driver compiles the workspace's own crates as
+# rustc would, after linting them (warnings are errors, as `cargo clippy -- -D warnings` makes
+# them), so `cargo clippy` and `cargo test` do not each build the workspace; every target is
+# built, benches included, as `cargo clippy --all-targets` checks them. A fresh build is not
+# incremental: incremental compilation only pays when the same crates are rebuilt.
+export RUSTC_WORKSPACE_WRAPPER="${RUSTC_WORKSPACE_WRAPPER:-$(command -v clippy-driver)}"
+export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+cargo test --workspace --all-targets --no-run --quiet
 status=0
 cargo test --workspace --no-fail-fast || status=$?
 # The Redis suites once more on a Redis Cluster (three masters and three replicas started per
