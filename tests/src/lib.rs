@@ -1,5 +1,5 @@
 //! Helpers for agentd's cross-crate tests (the suite in `tests/tests/suite`): a whole in-process
-//! agent system on a scripted model ([`TestSystem::builder`]), the usual agent types, real
+//! agent system on a scripted model, built by the service's own `agentd::Builder` ([`TestSystem::builder`]), the usual agent types, real
 //! `agentd` processes and servers, and condition polling ([`eventually`]: tests wait for a state,
 //! they never sleep a fixed time and assert).
 
@@ -31,7 +31,7 @@ pub use tcp_cut::TcpCut;
 pub use eventually::{Poll, eventually, eventually_blocking};
 
 use agentd_actors::{
-    AgentSystem, AgentType, AgentTypes, Clock, Deps, ManualClock, ModelClient, RuntimeConfig,
+    AgentSystem, AgentType, AgentTypes, Clock, ManualClock, ModelClient, RuntimeConfig,
     SystemClock, ThreadStore,
 };
 use agentd_bus::InProcessBus;
@@ -241,8 +241,10 @@ impl<'a> TestSystemBuilder<'a> {
         self
     }
 
-    /// Starts the system.
-    pub fn start(self) -> TestSystem {
+    /// Starts the system through the service's own [`agentd::Builder`] (the wiring `main`
+    /// uses), from the default settings with this builder's store, model, types, clock and
+    /// config changes in place of what the settings would make.
+    pub async fn start(self) -> TestSystem {
         let (clock, manual): (Arc<dyn Clock>, _) = match self.clock {
             ClockChoice::System => (Arc::new(SystemClock), None),
             ClockChoice::Manual(manual) => (Arc::new(manual.clone()), Some(manual)),
@@ -254,28 +256,24 @@ impl<'a> TestSystemBuilder<'a> {
             }
             ModelChoice::Client(model) => model,
         };
-        let types = self.types.unwrap_or_else(cast);
+        let types = AgentTypes::new(self.types.unwrap_or_else(cast)).expect("types");
         let store = self
             .store
             .unwrap_or_else(|| Arc::new(MemoryStore::new()) as Arc<dyn ThreadStore>);
-        let bus = InProcessBus::default();
-        let mut config = RuntimeConfig::with_types(AgentTypes::new(types).expect("types"));
+        let settings = agentd::Settings::from_overrides("").expect("the default settings");
+        let mut builder = agentd::Builder::new(settings)
+            .clock(clock)
+            .store(store.clone())
+            .model(model)
+            .types(types);
         for tweak in self.tweaks {
-            tweak(&mut config);
+            builder = builder.config(tweak);
         }
-        let deps = Deps {
-            store: store.clone(),
-            model,
-            events: Arc::new(bus.clone()),
-            clock,
-            config: Arc::new(config),
-            tools: Default::default(),
-            transport: None,
-        };
+        let service = builder.build().await.expect("the agent system starts");
         TestSystem {
-            system: AgentSystem::start(deps),
+            system: service.system.clone(),
             store,
-            bus,
+            bus: service.bus.clone(),
             manual,
         }
     }

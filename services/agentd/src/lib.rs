@@ -13,7 +13,7 @@
 //! | [`sse`] | `/v1/events` as Server-Sent Events |
 //! | [`auth`] | bearer-token authentication |
 //! | [`dashboard`] | the web dashboard at `/`, embedded in the binary |
-//! | [`app`] | start and stop a whole service (used by `main`, the bench's two-process scenarios and one in-process test; the other tests start the binary or build through `TestSystem::builder`) |
+//! | [`app`] | [`Builder`]: the one way to make the service, from settings, a clock and the ports a caller supplies (`main`, the bench and the tests' `TestSystem::builder` all build through it); serving it over HTTP, stopping it |
 //! | [`start_error`] | [`StartError`]: why the service did not start, by cause, with its source |
 //! | [`logs`] | the log subscriber (used by `main` and by the benchmark) |
 //! | [`telemetry`] | `[telemetry]`: OpenTelemetry export of GenAI spans and metrics over OTLP/HTTP |
@@ -34,6 +34,6 @@ pub mod start_error;
 pub mod telemetry;
 pub mod wiring;
 
-pub use app::{Running, start};
+pub use app::{Builder, Running, Service};
 pub use settings::Settings;
 pub use start_error::StartError;

@@ -96,9 +96,13 @@ fn run_command(cli: Cli) -> anyhow::Result<()> {
         Cmd::CheckConfig => {
             // Wiring proves the store, the script and the agent types load (and Redis answers).
             actix_rt::System::new().block_on(async {
-                agentd::wiring::wire(&settings, std::sync::Arc::new(agentd_actors::SystemClock))
-                    .await
-                    .map(|_| ())
+                agentd::wiring::wire(
+                    &settings,
+                    std::sync::Arc::new(agentd_actors::SystemClock),
+                    Default::default(),
+                )
+                .await
+                .map(|_| ())
             })?;
             let mut shown = settings.clone();
             shown.redis.url = shown.redis.masked_url();
@@ -203,7 +207,7 @@ fn healthcheck(addr: &str) -> anyhow::Result<()> {
 }
 
 async fn run(settings: Settings) -> anyhow::Result<()> {
-    let running = agentd::start(&settings).await?;
+    let running = agentd::Builder::new(settings.clone()).serve().await?;
     let url = format!("http://{}", running.addr);
     let backend = settings.model.backend.name();
     tracing::info!(%url, model = %backend, store = %settings.store_name(), "agentd is up");

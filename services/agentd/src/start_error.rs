@@ -1,6 +1,6 @@
 //! Why agentd did not start: [`StartError`], one variant per cause, each keeping the error
 //! underneath as its [`source`](std::error::Error::source). The library's start-up path
-//! ([`crate::app::start`], [`crate::wiring::wire`], [`crate::telemetry::Telemetry::start`],
+//! ([`crate::Builder`], [`crate::wiring::wire`], [`crate::telemetry::Telemetry::start`],
 //! [`crate::logs::install`]) answers it; the binaries turn it into `anyhow` at their edge
 //! (`main.rs` prints it as one line of its causes).
 //!

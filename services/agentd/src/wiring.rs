@@ -24,6 +24,27 @@ use agentd_store::{MemoryStore, RedbStore, RedisStore};
 use std::path::Path;
 use std::sync::Arc;
 
+/// A change a caller makes to the runtime config the settings made.
+pub type ConfigChange<'a> = Box<dyn FnOnce(&mut RuntimeConfig) + 'a>;
+
+/// What a caller puts in place of what the settings would build: a store, a model backend,
+/// agent types, changes to the runtime config (the tests' failing stores, fake models and
+/// limits; the bench's stores). The rest is wired from the settings as for `main`.
+#[derive(Default)]
+pub struct Overrides<'a> {
+    /// The store, in place of `[store]` (and of Redis: no bus, no transport).
+    pub store: Option<Arc<dyn ThreadStore>>,
+    /// The model backend, in place of `[model]` and `[providers.*]`.
+    pub model: Option<Arc<dyn ModelClient>>,
+    /// The agent types, in place of the built-in ones and `agents.dir`'s.
+    pub types: Option<AgentTypes>,
+    /// Applied in order to the runtime config the settings made.
+    pub config: Vec<ConfigChange<'a>>,
+    /// How many events the in-process bus buffers per subscriber (else its default): a caller
+    /// that reads every event of a burst subscribes with room for all of it.
+    pub event_buffer: Option<usize>,
+}
+
 /// Ports built from settings, plus what the service starts around the actors.
 pub struct Wired {
     /// What the actors get.
@@ -37,7 +58,7 @@ pub struct Wired {
     pub redis: Option<Arc<RedisBus>>,
     /// The Redis store, when Redis is configured (for the command consumer's connection).
     pub redis_store: Option<RedisStore>,
-    /// The MCP client, when MCP servers are configured (not started: `app::start` starts it).
+    /// The MCP client, when MCP servers are configured (not started: the built `Service` starts it).
     pub mcp: Option<Arc<McpClient>>,
 }
 
@@ -196,16 +217,24 @@ pub fn build_models(settings: &Settings, clock: Arc<dyn Clock>) -> Result<ModelR
     Ok(router)
 }
 
-/// Builds the store, the model, the types, the transport and the config. Must run inside a
-/// tokio runtime when Redis is configured (it connects, and fails at once if it cannot).
-pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> Result<Wired, StartError> {
-    let bus = InProcessBus::default();
+/// Builds the store, the model, the types, the transport and the config, each from the
+/// settings unless `overrides` gives it. Must run inside a tokio runtime when Redis is
+/// configured (it connects, and fails at once if it cannot).
+pub async fn wire(
+    settings: &Settings,
+    clock: Arc<dyn Clock>,
+    overrides: Overrides<'_>,
+) -> Result<Wired, StartError> {
+    let bus = overrides
+        .event_buffer
+        .map_or_else(InProcessBus::default, InProcessBus::new);
     let mut events: Arc<dyn EventSink> = Arc::new(bus.clone());
     let mut transport: Option<Arc<dyn Transport>> = None;
     let mut redis = None;
     let mut redis_store = None;
-    let store: Arc<dyn ThreadStore> = match settings.store() {
-        StoreBackend::Redis(r) => {
+    let store: Arc<dyn ThreadStore> = match (overrides.store, settings.store()) {
+        (Some(store), _) => store,
+        (None, StoreBackend::Redis(r)) => {
             let store = RedisStore::connect_to(&r.target(), &r.namespace, r.partitions)
                 .await
                 .map_err(|e| {
@@ -250,8 +279,8 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> Result<Wired, S
             redis_store = Some(store.clone());
             Arc::new(store)
         }
-        StoreBackend::Memory => Arc::new(MemoryStore::new()),
-        StoreBackend::Embedded { data_dir } => {
+        (None, StoreBackend::Memory) => Arc::new(MemoryStore::new()),
+        (None, StoreBackend::Embedded { data_dir }) => {
             Arc::new(RedbStore::open(data_dir).map_err(|e| {
                 StartError::store(
                     format!("opening the embedded store in {}", data_dir.display()),
@@ -265,10 +294,18 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> Result<Wired, S
         // One process: its own events are all `/v1/events` shows, named as they happen.
         events = Arc::new(Fanout(vec![events, event_log.clone()]));
     }
-    let model: Arc<dyn ModelClient> = Arc::new(build_models(settings, clock.clone())?);
-    let dir = settings.agents.dir.trim();
-    let types = builtin::load_agent_types((!dir.is_empty()).then(|| Path::new(dir)))
-        .map_err(StartError::AgentTypes)?;
+    let model: Arc<dyn ModelClient> = match overrides.model {
+        Some(model) => model,
+        None => Arc::new(build_models(settings, clock.clone())?),
+    };
+    let types = match overrides.types {
+        Some(types) => types,
+        None => {
+            let dir = settings.agents.dir.trim();
+            builtin::load_agent_types((!dir.is_empty()).then(|| Path::new(dir)))
+                .map_err(StartError::AgentTypes)?
+        }
+    };
     // MCP servers: references expanded from the environment (an unset one stops start-up);
     // they connect once the service starts, and never hold start-up.
     let mcp_servers = settings
@@ -316,6 +353,9 @@ pub async fn wire(settings: &Settings, clock: Arc<dyn Clock>) -> Result<Wired, S
         if rates != ProviderRates::default() {
             config.provider_rates.insert(name, rates);
         }
+    }
+    for tweak in overrides.config {
+        tweak(&mut config);
     }
     if let Some((ty, provider)) = types_needing_providers(&config).into_iter().next() {
         return Err(StartError::invalid(format!(

@@ -105,7 +105,7 @@ pub(crate) fn prepare(dir: &Path) -> anyhow::Result<()> {
 pub fn serve(redis: &str, dir: &Path, ns: Option<&str>) -> anyhow::Result<()> {
     let settings = settings_in(&RedisAt::parse(redis), dir, ns.unwrap_or(NS))?;
     actix_rt::System::new().block_on(async move {
-        let running = agentd::app::start(&settings).await?;
+        let running = agentd::Builder::new(settings.clone()).serve().await?;
         let id = running
             .redis
             .as_ref()
@@ -287,7 +287,9 @@ pub async fn run(url: &str, messages: usize, roundtrips: usize) -> anyhow::Resul
     let dir = tempfile::tempdir()?;
     prepare(dir.path())?;
     let redis_at = RedisAt::Single(url.to_string());
-    let here = agentd::app::start(&settings_in(&redis_at, dir.path(), NS)?).await?;
+    let here = agentd::Builder::new(settings_in(&redis_at, dir.path(), NS)?)
+        .serve()
+        .await?;
     let me = here
         .redis
         .as_ref()

@@ -5,10 +5,7 @@
 //!
 //! `cargo run --release -p agentd-bench -- --json bench.json`
 
-use agentd_actors::{
-    AgentSystem, AgentType, AgentTypes, Deps, RuntimeConfig, SystemClock, ThreadStore,
-};
-use agentd_bus::InProcessBus;
+use agentd_actors::{AgentSystem, AgentType, AgentTypes, RuntimeConfig, SystemClock, ThreadStore};
 use agentd_models::ScriptedModel;
 use agentd_proto::{ManageOptions, SpawnRequest};
 use agentd_store::{MemoryStore, RedbStore};
@@ -56,25 +53,27 @@ fn types() -> anyhow::Result<AgentTypes> {
     AgentTypes::new([root, worker, sink, sub]).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-fn system(
+/// The agent system as the service builds it (`agentd::Builder`: the default settings, the
+/// event log's fan-out), on `store`, with the bench's script and types, one Arbiter.
+async fn system(
     store: Arc<dyn ThreadStore>,
     tweak: impl FnOnce(&mut RuntimeConfig),
 ) -> anyhow::Result<AgentSystem> {
     let clock = Arc::new(SystemClock);
     let model = ScriptedModel::from_toml_str(SCRIPT, clock.clone())?;
-    let mut config = RuntimeConfig::with_types(types()?);
-    config.arbiters = 1;
-    config.limits.max_live_agents = 1_000_000;
-    tweak(&mut config);
-    Ok(AgentSystem::start(Deps {
-        store,
-        model: Arc::new(model),
-        events: Arc::new(InProcessBus::new(16)),
-        clock,
-        config: Arc::new(config),
-        tools: Default::default(),
-        transport: None,
-    }))
+    let service = agentd::Builder::new(agentd::Settings::from_overrides("")?)
+        .clock(clock)
+        .store(store)
+        .model(Arc::new(model))
+        .types(types()?)
+        .config(|config| {
+            config.arbiters = 1;
+            config.limits.max_live_agents = 1_000_000;
+            tweak(config);
+        })
+        .build()
+        .await?;
+    Ok(service.system)
 }
 
 fn percentile(samples: &mut [f64], p: f64) -> f64 {
@@ -89,7 +88,7 @@ fn e(err: agentd_proto::AgentdError) -> anyhow::Error {
 
 /// Root → Manage send_message (sync) → worker → reply, memory store, one Arbiter.
 async fn inproc_roundtrip(store: Arc<dyn ThreadStore>, n: usize) -> anyhow::Result<(f64, f64)> {
-    let sys = system(store, |_| {})?;
+    let sys = system(store, |_| {}).await?;
     let root = sys
         .spawn(SpawnRequest {
             agent_type: Some("root".into()),
@@ -138,7 +137,7 @@ async fn msgs_per_s(
     agents: usize,
     messages: usize,
 ) -> anyhow::Result<f64> {
-    let sys = system(store.clone(), |_| {})?;
+    let sys = system(store.clone(), |_| {}).await?;
     let mut ids = Vec::with_capacity(agents);
     for _ in 0..agents {
         ids.push(
@@ -194,7 +193,8 @@ async fn msgs_per_s(
 async fn spawn_per_s(n: usize) -> anyhow::Result<f64> {
     let sys = system(Arc::new(MemoryStore::new()), |c| {
         c.limits.max_children = u32::MAX
-    })?;
+    })
+    .await?;
     let root = sys
         .spawn(SpawnRequest {
             agent_type: Some("root".into()),
@@ -230,7 +230,7 @@ fn rss_bytes() -> u64 {
 }
 
 async fn rss_per_idle_agent(n: usize) -> anyhow::Result<f64> {
-    let sys = system(Arc::new(MemoryStore::new()), |_| {})?;
+    let sys = system(Arc::new(MemoryStore::new()), |_| {}).await?;
     let before = rss_bytes();
     for _ in 0..n {
         sys.spawn(SpawnRequest {

@@ -5,7 +5,7 @@
 //! endpoint held that call (its delay, its timer's resolution and its own work), in a second
 //! round of calls (the first touches the memory the calls need).
 
-use agentd_actors::{AgentSystem, AgentType, AgentTypes, Deps, RuntimeConfig, SystemClock};
+use agentd_actors::{AgentSystem, AgentType, AgentTypes};
 use agentd_bus::InProcessBus;
 use agentd_models::{HttpSettings, OpenAiModel};
 use agentd_proto::{AgentStatus, Event, SpawnRequest};
@@ -239,20 +239,19 @@ pub async fn model_io(n: usize, delay: Duration, answers: Answers) -> anyhow::Re
         title: "Caller".into(),
         ..Default::default()
     };
-    let mut config =
-        RuntimeConfig::with_types(AgentTypes::new([caller]).map_err(|e| anyhow::anyhow!("{e}"))?);
-    config.arbiters = 1;
-    config.limits.max_live_agents = 1_000_000;
-    let bus = InProcessBus::new(4 * n + 64);
-    let sys = AgentSystem::start(Deps {
-        store: Arc::new(MemoryStore::new()),
-        model: Arc::new(model),
-        events: Arc::new(bus.clone()),
-        clock: Arc::new(SystemClock),
-        config: Arc::new(config),
-        tools: Default::default(),
-        transport: None,
-    });
+    let types = AgentTypes::new([caller]).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let service = agentd::Builder::new(agentd::Settings::from_overrides("")?)
+        .store(Arc::new(MemoryStore::new()))
+        .model(Arc::new(model))
+        .types(types)
+        .event_buffer(4 * n + 64)
+        .config(|config| {
+            config.arbiters = 1;
+            config.limits.max_live_agents = 1_000_000;
+        })
+        .build()
+        .await?;
+    let (sys, bus) = (service.system, service.bus);
     let mut ids = Vec::with_capacity(n);
     for _ in 0..n {
         let rec = sys

@@ -33,7 +33,7 @@ pub async fn run(url: &str, n: usize) -> anyhow::Result<Bytes> {
         dir.path(),
         NS,
     )?;
-    let here = agentd::app::start(&settings).await?;
+    let here = agentd::Builder::new(settings.clone()).serve().await?;
     let sys = here.system.clone();
     let partitions = crate::cluster::PARTITIONS;
     let store = RedisStore::connect(url, NS, partitions)

@@ -83,7 +83,9 @@ pub async fn run(
     let ns = format!("benchrc{processes}");
     let dir = tempfile::tempdir()?;
     cluster::prepare(dir.path())?;
-    let here = agentd::app::start(&cluster::settings_in(&redis_at, dir.path(), &ns)?).await?;
+    let here = agentd::Builder::new(cluster::settings_in(&redis_at, dir.path(), &ns)?)
+        .serve()
+        .await?;
     let me = here
         .redis
         .as_ref()

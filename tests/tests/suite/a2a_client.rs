@@ -37,7 +37,7 @@ text = "lead here"
 
 /// A system on the embedded store (in the directory it answers with) whose `ops` worker (of
 /// `lead`) is the remote agent (provider `remote`).
-fn system(remote: &RemoteAgent) -> (TestSystem, tempfile::TempDir) {
+async fn system(remote: &RemoteAgent) -> (TestSystem, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let script =
         ScriptedModel::from_toml_str(SCRIPT, Arc::new(agentd_actors::SystemClock)).unwrap();
@@ -61,7 +61,8 @@ fn system(remote: &RemoteAgent) -> (TestSystem, tempfile::TempDir) {
         .config(|c| {
             c.providers.insert("remote".into());
         })
-        .start();
+        .start()
+        .await;
     (sys, dir)
 }
 
@@ -88,7 +89,7 @@ macro_rules! remote_or_skip {
 async fn a_remote_agent_answers_as_a_sync_manage_worker_in_one_remote_context() {
     for streams in [false, true] {
         let remote = remote_or_skip!(streams);
-        let (sys, _dir) = system(&remote);
+        let (sys, _dir) = system(&remote).await;
         let lead = sys.root("lead", None).await;
         let send = |message: &str, alias: &str| json!({"command": "send_message", "worker": "Ops", "message": message, "threadAlias": alias});
         let first = manage(&sys, &lead.id, send("hello there", "r")).await;
@@ -143,7 +144,7 @@ async fn a_remote_agent_answers_as_a_sync_manage_worker_in_one_remote_context() 
 #[actix_rt::test]
 async fn a_remote_agent_answers_an_async_manage_worker_and_the_answer_is_forwarded() {
     let remote = remote_or_skip!(true);
-    let (sys, _dir) = system(&remote);
+    let (sys, _dir) = system(&remote).await;
     let lead = sys.root("lead", None).await;
     let sent = manage(
         &sys,
@@ -162,7 +163,7 @@ async fn a_remote_agent_answers_an_async_manage_worker_and_the_answer_is_forward
 #[actix_rt::test]
 async fn a_streaming_remote_sends_text_deltas_and_a_spawned_remote_yields_its_answer() {
     let remote = remote_or_skip!(true);
-    let (sys, _dir) = system(&remote);
+    let (sys, _dir) = system(&remote).await;
     let mut events = sys.events();
     let lead = sys.root("lead", None).await;
     let child = sys
@@ -191,7 +192,7 @@ async fn a_streaming_remote_sends_text_deltas_and_a_spawned_remote_yields_its_an
 async fn input_required_makes_the_agent_wait_and_the_answer_goes_to_the_same_remote_task() {
     for streams in [true, false] {
         let remote = remote_or_skip!(streams);
-        let (sys, _dir) = system(&remote);
+        let (sys, _dir) = system(&remote).await;
         let ops = sys.root("ops", Some("ask me where")).await;
         let rec = sys
             .wait_for_status(&ops.id, AgentStatus::WaitingQuestion)
@@ -225,7 +226,7 @@ async fn input_required_makes_the_agent_wait_and_the_answer_goes_to_the_same_rem
 async fn a_remotes_data_parts_are_json_text_and_its_reported_tokens_count() {
     for streams in [true, false] {
         let remote = remote_or_skip!(streams);
-        let (sys, _dir) = system(&remote);
+        let (sys, _dir) = system(&remote).await;
         let ops = sys.root("ops", Some("data please")).await;
         // (Protocol Buffers' JSON writes the `Struct`'s number as a double.)
         sys.wait_for_entry(&ops.id, Role::Assistant, "counted\n{\"ships\":3.0}")
@@ -241,7 +242,7 @@ async fn a_remotes_data_parts_are_json_text_and_its_reported_tokens_count() {
     }
     // A budget of fewer tokens than the remote reports pauses the agent after its answer.
     let remote = remote_or_skip!(true);
-    let (sys, _dir) = system(&remote);
+    let (sys, _dir) = system(&remote).await;
     let capped = sys
         .system
         .spawn(agentd_proto::SpawnRequest {
@@ -265,7 +266,7 @@ async fn a_remotes_data_parts_are_json_text_and_its_reported_tokens_count() {
 #[actix_rt::test]
 async fn cancel_terminate_and_interrupt_cancel_the_agents_remote_task() {
     let remote = remote_or_skip!(true);
-    let (sys, _dir) = system(&remote);
+    let (sys, _dir) = system(&remote).await;
     let ops = sys.root("ops", Some("slow work")).await;
     wait_until("the remote to receive the message", || async {
         !remote.received().is_empty()
@@ -338,7 +339,7 @@ async fn a_remote_serving_http_json_only_answers_asks_and_is_cancelled() {
                 ..Options::default()
             },
         );
-        let (sys, _dir) = system(&remote);
+        let (sys, _dir) = system(&remote).await;
         let lead = sys.root("lead", None).await;
         for (n, message) in ["hello there", "and again"].iter().enumerate() {
             let r = manage(

@@ -40,7 +40,8 @@ async fn a_spawn_that_names_no_type_starts_the_built_in_subagent() {
     let sys = TestSystem::builder()
         .script(DELEGATING_LEAD)
         .types(types.iter().cloned().collect())
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", Some("delegate two errands")).await;
     let children = || async {
         sys.system

@@ -47,7 +47,8 @@ async fn phase_completion_takes_a_checkpoint_with_phase_and_progress() {
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .types(phased_cast())
-        .start();
+        .start()
+        .await;
     let a = sys.root("plain", Some("phase one")).await;
     wait_until("phase checkpoint", || async {
         !sys.system.checkpoints(&a.id).await.unwrap().is_empty()
@@ -73,7 +74,8 @@ async fn pause_rate_limit_error_and_terminate_each_take_one() {
         .script(SCRIPT)
         .types(phased_cast())
         .manual_clock()
-        .start();
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let a = sys.root("plain", None).await;
     sys.system.control(&a.id, Control::Pause).await.unwrap();
@@ -122,7 +124,8 @@ async fn a_manual_checkpoint_restores_conversation_phase_and_environment_exactly
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .types(phased_cast())
-        .start();
+        .start()
+        .await;
     let a = sys
         .system
         .spawn(agentd_proto::SpawnRequest {
@@ -174,7 +177,8 @@ async fn restoring_a_rate_limit_checkpoint_runs_its_pending_turn_once() {
         .script(SCRIPT)
         .types(phased_cast())
         .manual_clock()
-        .start();
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let a = sys.root("plain", Some("limited run")).await;
     sys.wait_for_status(&a.id, AgentStatus::WaitingRateLimit)
@@ -206,7 +210,8 @@ async fn old_checkpoints_are_pruned_and_unknown_ones_are_refused() {
         .script(SCRIPT)
         .types(phased_cast())
         .config(|c| c.checkpoints_keep = 2)
-        .start();
+        .start()
+        .await;
     let a = sys.root("plain", None).await;
     for _ in 0..4 {
         sys.system.checkpoint(&a.id).await.unwrap();
@@ -261,7 +266,8 @@ async fn agent_compact_checkpoints_the_whole_thread_first_and_logs_the_sizes() {
     let sys = TestSystem::builder()
         .script(COMPACTING_LEAD)
         .config(|c| c.limits.compact_keep_recent = 2)
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", None).await;
     // Early messages long enough that their summary is shorter.
     let long = |m: &str| format!("{m} {}", "and some detail ".repeat(20));
@@ -375,7 +381,11 @@ text = "seven"
 [[rule]]
 text = "ok: {{input}}"
 "#;
-    let sys = TestSystem::builder().script(script).manual_clock().start();
+    let sys = TestSystem::builder()
+        .script(script)
+        .manual_clock()
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let lead = sys.root("lead", Some("ask ops")).await;
     wait_until("the model asked", || async { clock.sleepers() == 1 }).await;

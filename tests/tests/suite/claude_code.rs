@@ -86,12 +86,12 @@ const PROVIDER_MODEL: &str = "claude-agentd-test";
 
 /// An agent system whose agents run the CLI, on `store`, with `home` holding the agents'
 /// directories (the data directory's `claude-code`).
-fn cli_system(store: Arc<dyn ThreadStore>, home: &std::path::Path, timeout: Duration) -> Cli {
-    cli_system_running(vec![claude().display().to_string()], store, home, timeout)
+async fn cli_system(store: Arc<dyn ThreadStore>, home: &std::path::Path, timeout: Duration) -> Cli {
+    cli_system_running(vec![claude().display().to_string()], store, home, timeout).await
 }
 
 /// [`cli_system`] whose backend starts the CLI with `command`.
-fn cli_system_running(
+async fn cli_system_running(
     command: Vec<String>,
     store: Arc<dyn ThreadStore>,
     home: &std::path::Path,
@@ -139,20 +139,22 @@ fn cli_system_running(
             c.providers.insert("claude".into());
             c.limits.compact_keep_recent = 1;
         })
-        .start();
+        .start()
+        .await;
     Cli { sys, backend }
 }
 
 /// A temporary home, the endpoint, and a system on a memory store whose calls may take a
 /// minute: what most tests start from.
-fn fresh() -> (tempfile::TempDir, AnthropicSse, Cli) {
+async fn fresh() -> (tempfile::TempDir, AnthropicSse, Cli) {
     let tmp = tempfile::tempdir().unwrap();
     let ep = endpoint();
     let cli = cli_system(
         Arc::new(MemoryStore::new()),
         tmp.path(),
         Duration::from_secs(60),
-    );
+    )
+    .await;
     (tmp, ep, cli)
 }
 
@@ -231,7 +233,7 @@ async fn wait_long(what: &str, mut cond: impl FnMut() -> bool) {
 
 #[actix_rt::test]
 async fn a_turn_lands_in_the_thread_and_inspect_and_a_follow_up_continues_the_session() {
-    let (tmp, ep, cli) = fresh();
+    let (tmp, ep, cli) = fresh().await;
     let id = spawn(&cli, &ep, tmp.path(), "remember the word kiwi").await;
     answer(&cli.sys, &id, "answer to: remember the word kiwi").await;
     let rec = cli.sys.wait_for_status(&id, AgentStatus::Idle).await;
@@ -341,7 +343,7 @@ async fn a_turn_lands_in_the_thread_and_inspect_and_a_follow_up_continues_the_se
 
 #[actix_rt::test]
 async fn a_tool_the_cli_runs_is_recorded_as_executed_and_paired() {
-    let (tmp, ep, cli) = fresh();
+    let (tmp, ep, cli) = fresh().await;
     let id = spawn(&cli, &ep, tmp.path(), "use bash to say hi").await;
     let thread = answer(&cli.sys, &id, "the tool said").await;
     let call = thread
@@ -369,7 +371,7 @@ async fn a_paused_call_outlasts_its_timeout_and_finishes_on_resume() {
     let tmp = tempfile::tempdir().unwrap();
     let ep = endpoint();
     let timeout = Duration::from_secs(4);
-    let cli = cli_system(Arc::new(MemoryStore::new()), tmp.path(), timeout);
+    let cli = cli_system(Arc::new(MemoryStore::new()), tmp.path(), timeout).await;
     let id = spawn(&cli, &ep, tmp.path(), "a slow one").await;
     wait_long("the CLI's call at the endpoint", || !ep.turns().is_empty()).await;
     let pid = cli.backend.pid(&id).expect("a process");
@@ -393,7 +395,7 @@ async fn a_restart_resumes_the_session_in_a_new_process() {
     let tmp = tempfile::tempdir().unwrap();
     let ep = endpoint();
     let store: Arc<dyn ThreadStore> = Arc::new(MemoryStore::new());
-    let first = cli_system(store.clone(), tmp.path(), Duration::from_secs(60));
+    let first = cli_system(store.clone(), tmp.path(), Duration::from_secs(60)).await;
     let id = spawn(&first, &ep, tmp.path(), "remember the word fig").await;
     answer(&first.sys, &id, "answer to: remember the word fig").await;
     first.sys.wait_for_status(&id, AgentStatus::Idle).await;
@@ -403,7 +405,7 @@ async fn a_restart_resumes_the_session_in_a_new_process() {
     wait_long("the first process gone", || state_of(pid).is_none()).await;
 
     // A new agentd on the same store and data directory: the record names the session.
-    let second = cli_system(store, tmp.path(), Duration::from_secs(60));
+    let second = cli_system(store, tmp.path(), Duration::from_secs(60)).await;
     second
         .sys
         .system
@@ -480,7 +482,8 @@ async fn the_cli_s_process_group_gets_the_signals_of_each_control() {
         Arc::new(MemoryStore::new()),
         &home,
         Duration::from_secs(60),
-    );
+    )
+    .await;
     let id = spawn(&cli, &ep, &home, "a slow one").await;
     wait_long("the CLI's call at the endpoint", || !ep.turns().is_empty()).await;
     let pid = cli.backend.pid(&id).expect("a process");
@@ -525,7 +528,7 @@ async fn the_cli_s_process_group_gets_the_signals_of_each_control() {
 
 #[actix_rt::test]
 async fn cancel_stops_the_process() {
-    let (tmp, ep, cli) = fresh();
+    let (tmp, ep, cli) = fresh().await;
     let id = spawn(&cli, &ep, tmp.path(), "slow work").await;
     wait_long("the CLI's call at the endpoint", || !ep.turns().is_empty()).await;
     let pid = cli.backend.pid(&id).expect("a process");
@@ -539,7 +542,7 @@ async fn cancel_stops_the_process() {
 
 #[actix_rt::test]
 async fn the_provider_model_is_asked_for_close_keeps_the_session_and_delete_removes_it() {
-    let (tmp, ep, cli) = fresh();
+    let (tmp, ep, cli) = fresh().await;
     let id = spawn(&cli, &ep, tmp.path(), "say hello").await;
     answer(&cli.sys, &id, "answer to: say hello").await;
     let asked = ep.turns().pop().unwrap();
@@ -561,7 +564,7 @@ async fn the_provider_model_is_asked_for_close_keeps_the_session_and_delete_remo
 
 #[actix_rt::test]
 async fn an_interrupt_ends_the_cli_turn_and_the_next_continues_the_session() {
-    let (tmp, ep, cli) = fresh();
+    let (tmp, ep, cli) = fresh().await;
     let id = spawn(&cli, &ep, tmp.path(), "first things").await;
     answer(&cli.sys, &id, "answer to: first things").await;
     cli.sys.wait_for_status(&id, AgentStatus::Idle).await;
@@ -609,7 +612,7 @@ async fn an_interrupt_ends_the_cli_turn_and_the_next_continues_the_session() {
 
 #[actix_rt::test]
 async fn a_sub_agent_the_cli_runs_yields_its_answer_to_its_parent() {
-    let (tmp, ep, cli) = fresh();
+    let (tmp, ep, cli) = fresh().await;
     let parent = cli.sys.root("plain", None).await;
     let child = spawn_under(
         &cli,
@@ -666,7 +669,8 @@ async fn a_usage_limit_waits_until_the_reset_the_cli_reports() {
         Arc::new(MemoryStore::new()),
         tmp.path(),
         Duration::from_secs(60),
-    );
+    )
+    .await;
     let id = cli
         .sys
         .system
@@ -730,7 +734,8 @@ async fn an_interrupted_cli_turn_counts_what_it_cost_so_far() {
         Arc::new(MemoryStore::new()),
         tmp.path(),
         Duration::from_secs(60),
-    );
+    )
+    .await;
     let id = spawn(&cli, &ep, tmp.path(), "use bash to say hi").await;
     wait_long("the call answering the tool's result", || {
         ep.turns().iter().any(|t| answers_a_tool(&t.body))
@@ -791,7 +796,7 @@ fn last_user_message(ep: &AnthropicSse) -> String {
 
 #[actix_rt::test]
 async fn a_forward_that_starts_a_turn_is_the_message_the_cli_is_sent() {
-    let (tmp, ep, cli) = fresh();
+    let (tmp, ep, cli) = fresh().await;
     let lead = cli_lead_asked_ops(&cli, &ep, tmp.path(), "cli_lead").await;
     // The CLI's answer quotes the message it was sent: the forward, its sender named.
     let thread = answer(&cli.sys, &lead, "] From Ops: parent heard it").await;
@@ -807,7 +812,7 @@ async fn a_forward_that_starts_a_turn_is_the_message_the_cli_is_sent() {
 
 #[actix_rt::test]
 async fn a_relayed_forward_goes_to_the_cli_with_the_next_message() {
-    let (tmp, ep, cli) = fresh();
+    let (tmp, ep, cli) = fresh().await;
     let lead = cli_lead_asked_ops(&cli, &ep, tmp.path(), "cli_relay").await;
     cli.sys
         .wait_for_entry(&lead, Role::Assistant, "From Ops: parent heard it")

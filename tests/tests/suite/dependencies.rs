@@ -63,7 +63,11 @@ async fn busy_worker(sys: &TestSystem, lead: &str, message: &str) -> String {
 
 #[actix_rt::test]
 async fn a_root_is_met_once_it_has_handled_what_was_queued_when_the_dependent_was_spawned() {
-    let sys = TestSystem::builder().script(SCRIPT).manual_clock().start();
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .manual_clock()
+        .start()
+        .await;
     let clock = sys.manual_clock();
     // An idle root with nothing queued is met at once.
     let idle = sys.root("plain", None).await;
@@ -147,7 +151,11 @@ async fn a_root_is_met_once_it_has_handled_what_was_queued_when_the_dependent_wa
 
 #[actix_rt::test]
 async fn a_manage_worker_is_met_once_it_has_handled_its_queued_work() {
-    let sys = TestSystem::builder().script(SCRIPT).manual_clock().start();
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .manual_clock()
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let lead = sys.root("lead", None).await;
     let worker = busy_worker(&sys, &lead.id, "slow job").await;
@@ -217,7 +225,8 @@ async fn every_failure_of(kind: Kind) {
                 .script(SCRIPT)
                 .manual_clock()
                 .config(|c| c.limits.on_dependency_failure = policy.into())
-                .start();
+                .start()
+                .await;
             let clock = sys.manual_clock();
             let mut events = sys.events();
             let lead = sys.root("lead", None).await;
@@ -309,7 +318,11 @@ async fn a_failing_sub_agent_fails_or_holds_its_dependents() {
 
 #[actix_rt::test]
 async fn an_agent_waiting_for_depends_on_takes_no_provided_value() {
-    let sys = TestSystem::builder().script(SCRIPT).manual_clock().start();
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .manual_clock()
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let root = sys.root("plain", Some("slow job")).await;
     wait_until("the root busy", || async { clock.sleepers() == 1 }).await;
@@ -349,7 +362,8 @@ async fn a_failed_dependency_is_held_in_the_queue_not_ready() {
         .script(SCRIPT)
         .manual_clock()
         .config(|c| c.limits.on_dependency_failure = "hold".into())
-        .start();
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let dep = sys.root("plain", Some("broken job")).await.id;
     wait_until("the dependency busy", || async { clock.sleepers() == 1 }).await;
@@ -389,7 +403,8 @@ async fn a_dependent_stopped_while_it_waits_shows_its_stored_work_and_runs_after
         .script(SCRIPT)
         .store(store.clone())
         .clock(Arc::new(clock.clone()))
-        .start();
+        .start()
+        .await;
     let root = first.root("plain", Some("slow first")).await;
     wait_until("the root busy", || async { clock.sleepers() == 1 }).await;
     first
@@ -408,7 +423,8 @@ async fn a_dependent_stopped_while_it_waits_shows_its_stored_work_and_runs_after
         .script(SCRIPT)
         .store(store.clone())
         .clock(Arc::new(clock.clone()))
-        .start();
+        .start()
+        .await;
     // Not activated yet: what it shows is what its durable inbox holds, as the queue says.
     let view = second.system.inspect(&d).await.unwrap();
     assert_eq!(view.live.live, Some(false));
@@ -543,7 +559,8 @@ async fn a_spawn_s_on_dependency_failure_goes_before_the_limit() {
                 .script(SCRIPT)
                 .manual_clock()
                 .config(|c| c.limits.on_dependency_failure = limit.into())
-                .start();
+                .start()
+                .await;
             let clock = sys.manual_clock();
             let mut events = sys.events();
             let dep = sys.root("plain", Some("slow job")).await.id;

@@ -67,7 +67,8 @@ async fn lead_after_one_exchange(dialect: Dialect, forward: AsyncForward) -> Sce
         .model(model)
         .types(types)
         .config(|c| c.limits.compact_keep_recent = 2)
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", Some("hello")).await.id;
     sys.wait_for_entry(&lead, Role::Assistant, "lead ok").await;
     sys.wait_for_status(&lead, AgentStatus::Idle).await;

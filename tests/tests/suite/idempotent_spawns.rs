@@ -63,14 +63,14 @@ async fn retries_answer_the_first_agent(sys: &TestSystem) -> String {
 
 #[actix_rt::test]
 async fn a_retried_spawn_answers_its_first_agent_on_the_memory_store() {
-    let sys = TestSystem::builder().start();
+    let sys = TestSystem::builder().start().await;
     retries_answer_the_first_agent(&sys).await;
 }
 
 #[actix_rt::test]
 async fn a_retried_spawn_answers_its_first_agent_on_the_embedded_store_after_its_claim_is_gone() {
     let dir = tempfile::tempdir().unwrap();
-    let sys = TestSystem::builder().embedded(dir.path()).start();
+    let sys = TestSystem::builder().embedded(dir.path()).start().await;
     let id = retries_answer_the_first_agent(&sys).await;
     // A restart forgets the process's claims (as does their expiry): the agent's id, derived
     // from the key, still finds it.
@@ -95,7 +95,7 @@ async fn a_retried_spawn_answers_its_first_agent_on_the_embedded_store_after_its
 #[actix_rt::test]
 async fn a_spawn_answers_once_its_first_message_is_durable() {
     let store = Arc::new(FailingWrites::default());
-    let sys = TestSystem::builder().store(store.clone()).start();
+    let sys = TestSystem::builder().store(store.clone()).start().await;
     store.delay_pushes(300);
     let started = Instant::now();
     let rec = sys
@@ -117,7 +117,7 @@ async fn a_spawn_answers_once_its_first_message_is_durable() {
 #[actix_rt::test]
 async fn a_retried_spawn_queues_the_first_message_its_first_attempt_lost() {
     let store = Arc::new(FailingWrites::default());
-    let sys = TestSystem::builder().store(store.clone()).start();
+    let sys = TestSystem::builder().store(store.clone()).start().await;
     store.fail_pushes(true);
     let failed = sys.system.spawn(keyed("job-lost", "work")).await;
     assert!(failed.is_err(), "{failed:?}");

@@ -346,7 +346,7 @@ proptest! {
     #[test]
     fn persisted_status_follows_the_model(ops in proptest::collection::vec(op(), 1..14)) {
         actix_rt::System::new().block_on(async {
-            let sys = TestSystem::builder().script(SCRIPT).start();
+            let sys = TestSystem::builder().script(SCRIPT).start().await;
             let a = sys.root("plain", None).await;
             let mut model = Model { status: AgentStatus::Idle, answered: 0, held: 0 };
             for (step, op) in ops.iter().enumerate() {

@@ -85,7 +85,8 @@ async fn a_root_turn_calls_manage_sync_and_gets_the_answer_as_tool_result() {
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .types(ops_with_clock(ManageOptions::default()))
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", Some("please delegate this")).await;
     let thread = sys
         .wait_for_entry(&lead.id, Role::Assistant, "Tool said")
@@ -118,7 +119,8 @@ async fn two_workers_two_aliases_same_alias_same_child_and_check_status() {
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .types(ops_with_clock(ManageOptions::default()))
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", None).await;
     let a = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "  Ops ", "message": "first", "threadAlias": "a1"})).await.unwrap();
     let b = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "QA", "message": "check it", "threadAlias": "b1"})).await.unwrap();
@@ -185,7 +187,8 @@ async fn an_alias_follows_its_child_through_deletion_and_a_missing_spawn() {
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .types(ops_with_clock(ManageOptions::default()))
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", None).await;
     let send = |text: &str| json!({"command": "send_message", "worker": "Ops", "message": text, "threadAlias": "w"});
     let first = manage(&sys, &lead.id, send("one")).await.unwrap();
@@ -237,7 +240,8 @@ async fn a_known_alias_is_sent_to_without_a_store_look_up() {
         .script(SCRIPT)
         .types(ops_with_clock(ManageOptions::default()))
         .store(store.clone())
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", None).await;
     let send = |text: &str, alias: &str| json!({"command": "send_message", "worker": "Ops", "message": text, "threadAlias": alias});
     for (i, alias) in ["w", "w", "v", "w", "v"].into_iter().enumerate() {
@@ -254,7 +258,8 @@ async fn sync_max_messages_collects_several_assistant_messages() {
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .types(ops_with_clock(ManageOptions::default()))
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", None).await;
     let r = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "Ops", "message": "two answers please", "threadAlias": "m", "syncMaxMessages": 2})).await.unwrap();
     assert_eq!(r["status"], "ok");
@@ -266,7 +271,8 @@ async fn async_mode_forwards_the_reply_to_the_parent_as_user_input_with_prefix()
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .types(ops_with_clock(ManageOptions::default()))
-        .start();
+        .start()
+        .await;
     let mut events = sys.events();
     let lead = sys.root("lead", Some("go async")).await;
     let thread = sys
@@ -308,7 +314,8 @@ async fn async_prefix_and_correlation_are_configurable() {
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .types(default_types(opts))
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", None).await;
     let r = manage(&sys, &lead.id, json!({"command": "send_message", "worker": "QA", "message": "hello", "threadAlias": "corr"})).await.unwrap();
     assert_eq!(r["status"], "sent");
@@ -324,7 +331,8 @@ async fn the_sync_wait_defaults_to_15000_ms_then_times_out_and_keeps_the_late_re
         .script(SCRIPT)
         .types(ops_with_clock(ManageOptions::default()))
         .manual_clock()
-        .start();
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let lead = sys.root("lead", None).await;
     let s2 = sys.system.clone();
@@ -363,7 +371,8 @@ async fn a_per_call_sync_timeout_overrides_the_default() {
         .script(SCRIPT)
         .types(ops_with_clock(ManageOptions::default()))
         .manual_clock()
-        .start();
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let lead = sys.root("lead", None).await;
     let s2 = sys.system.clone();
@@ -388,7 +397,8 @@ async fn a_sync_worker_failure_nobody_waits_for_is_forwarded_as_user_input() {
         .script(SCRIPT)
         .types(ops_with_clock(ManageOptions::default()))
         .manual_clock()
-        .start();
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let lead = sys.root("lead", None).await;
     let s2 = sys.system.clone();
@@ -421,7 +431,8 @@ async fn every_seed_error_has_its_code() {
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .types(ops_with_clock(ManageOptions::default()))
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", None).await;
     let code = |r: Result<Value, agentd_proto::AgentdError>| r.err().map(|e| e.code);
 
@@ -514,7 +525,8 @@ async fn forwarding_to_a_parent_that_is_gone_is_manage_missing_parent() {
         .script(SCRIPT)
         .types(ops_with_clock(ManageOptions::default()))
         .manual_clock()
-        .start();
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let mut events = sys.events();
     let lead = sys.root("lead", None).await;
@@ -546,7 +558,8 @@ async fn forwarding_to_a_parent_without_a_live_channel_is_missing_parent_channel
         .script(SCRIPT)
         .types(ops_with_clock(ManageOptions::default()))
         .manual_clock()
-        .start();
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let mut events = sys.events();
     let lead = sys.root("lead", None).await;
@@ -591,7 +604,8 @@ async fn a_relaying_root_keeps_the_forward_without_running_a_turn_on_it() {
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .types(relaying_types())
-        .start();
+        .start()
+        .await;
     let mut events = sys.events();
     let lead = sys.root("lead", Some("go async")).await;
     next_event(

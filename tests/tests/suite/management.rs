@@ -109,7 +109,8 @@ async fn every_management_tool_succeeds_on_its_path() {
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .types(managing_cast())
-        .start();
+        .start()
+        .await;
     let mut events = sys.events();
     let lead = sys.root("lead", None).await;
     let child = spawn_coder(&sys, &lead.id, "write a parser").await;
@@ -289,7 +290,8 @@ async fn every_rule_is_enforced_with_its_code() {
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .types(managing_cast())
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", None).await;
     let other = sys.root("lead", None).await;
     let child = spawn_coder(&sys, &lead.id, "hello").await;
@@ -467,7 +469,8 @@ async fn an_interrupting_follow_up_aborts_the_turn_and_goes_first() {
         .script(SCRIPT)
         .types(managing_cast())
         .manual_clock()
-        .start();
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let lead = sys.root("lead", None).await;
     let child = spawn_coder(&sys, &lead.id, "long task").await;
@@ -521,7 +524,8 @@ async fn cancel_cascades_through_a_three_level_tree_deepest_first() {
         .types(managing_cast())
         .manual_clock()
         .config(|c| c.limits.max_depth = 2)
-        .start();
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let lead = sys.root("lead", None).await;
     let r = tool(
@@ -602,7 +606,8 @@ async fn fifty_concurrent_spawns_against_a_fanout_of_ten_make_exactly_ten() {
         .script(SCRIPT)
         .types(managing_cast())
         .config(|c| c.limits.max_children = 10)
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", None).await;
     let calls = (0..50).map(|i| {
         let s = sys.system.clone();
@@ -631,7 +636,8 @@ async fn pause_holds_work_resume_releases_it_terminate_stops() {
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .types(managing_cast())
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", None).await;
     let rec = sys
         .system
@@ -675,7 +681,8 @@ async fn delete_leaves_no_row_behind_in_the_embedded_store() {
         .script(SCRIPT)
         .types(managing_cast())
         .store(store.clone())
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", Some("hi")).await;
     let keep = sys.root("lead", Some("keep me")).await;
     let child = spawn_coder(&sys, &lead.id, "work").await;
@@ -718,7 +725,8 @@ async fn external_callers_are_scoped_to_the_root_they_name() {
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .types(managing_cast())
-        .start();
+        .start()
+        .await;
     let a = sys.root("lead", None).await;
     let b = sys.root("lead", None).await;
     let scoped = |cmd: Command| {
@@ -776,7 +784,8 @@ async fn the_live_agent_limit_is_enforced_and_freed_by_close() {
         .script(SCRIPT)
         .types(managing_cast())
         .config(|c| c.limits.max_live_agents = 2)
-        .start();
+        .start()
+        .await;
     let a = sys.root("lead", None).await;
     let _b = sys.root("lead", None).await;
     let third = sys
@@ -805,7 +814,8 @@ async fn a_tool_using_sub_agent_runs_its_allowed_tool() {
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .types(managing_cast())
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", None).await;
     let child = spawn_coder(&sys, &lead.id, "use the clock").await;
     let t = sys
@@ -842,7 +852,8 @@ async fn context_files_are_attached_only_from_allowed_directories_and_capped() {
             c.context_dirs = vec![dir];
             c.limits.context_file_max_bytes = 1024;
         })
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", None).await;
     let spec = allowed.path().join("spec.md").display().to_string();
     let r = tool(
@@ -939,7 +950,8 @@ async fn the_system_prompt_stacks_base_subagent_and_type_overlays() {
             c.base_prompt = "BASE".into();
             c.subagent_prompt = "SUBAGENT ROLE".into();
         })
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", Some("hi")).await;
     let root_prompt = sys.wait_for_entry(&lead.id, Role::Assistant, "BASE").await;
     assert_eq!(
@@ -960,7 +972,8 @@ async fn tool_arguments_are_checked_against_the_schema_the_model_sees() {
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .types(managing_cast())
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", None).await;
     for (name, args, expected) in [
         (
@@ -1014,7 +1027,8 @@ async fn reset_and_compact_take_seed_003_arguments_and_nothing_else() {
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .types(managing_cast())
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", None).await;
     let child = spawn_coder(&sys, &lead.id, "hello").await;
     sys.wait_for_entry(&child, Role::Assistant, "coder: hello")
@@ -1104,7 +1118,8 @@ async fn a_background_root_neither_sees_nor_calls_management_tools() {
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .types(managing_cast())
-        .start();
+        .start()
+        .await;
     let foreground = sys.root("lead", None).await;
     let child = spawn_coder(&sys, &foreground.id, "hello").await;
     // A cron-like job: a root of a managing type, and one whose type grants management.

@@ -49,7 +49,8 @@ async fn openai_tool_call_round_trip_with_usage_and_cost() {
     let sys = TestSystem::builder()
         .model(model)
         .types(plain_with_clock())
-        .start();
+        .start()
+        .await;
     let a = sys.root("plain", Some("what time is it?")).await;
     let t = sys
         .wait_for_entry(&a.id, Role::Assistant, "It is late.")
@@ -107,7 +108,8 @@ async fn openai_429_waits_then_resumes_by_itself() {
         .model(model)
         .types(plain_with_clock())
         .clock(Arc::new(clock.clone()))
-        .start();
+        .start()
+        .await;
     let a = sys.root("plain", Some("hello")).await;
     sys.wait_for_status(&a.id, AgentStatus::WaitingRateLimit)
         .await;
@@ -143,7 +145,8 @@ async fn a_provider_down_for_now_is_retried_and_one_that_refuses_is_not() {
         .model(model)
         .types(plain_with_clock())
         .clock(Arc::new(clock.clone()))
-        .start();
+        .start()
+        .await;
     let a = sys.root("plain", Some("hello")).await;
     let rec = sys.wait_for_status(&a.id, AgentStatus::Queued).await;
     assert_eq!(
@@ -173,7 +176,8 @@ async fn a_malformed_response_fails_the_agent_with_a_clear_error() {
     let sys = TestSystem::builder()
         .model(model)
         .types(plain_with_clock())
-        .start();
+        .start()
+        .await;
     let a = sys.root("plain", Some("hello")).await;
     let rec = sys.wait_for_status(&a.id, AgentStatus::Failed).await;
     assert!(
@@ -213,7 +217,8 @@ async fn anthropic_tool_use_round_trip_with_four_usage_kinds() {
     let sys = TestSystem::builder()
         .model(model)
         .types(plain_with_clock())
-        .start();
+        .start()
+        .await;
     let a = sys.root("plain", Some("time?")).await;
     sys.wait_for_entry(&a.id, Role::Assistant, "Done.").await;
     let rec = sys.wait_for_status(&a.id, AgentStatus::Idle).await;
@@ -367,7 +372,8 @@ async fn a_rate_limit_holds_every_agent_of_the_provider_until_its_reset() {
         .model(model)
         .types(plain_with_clock())
         .clock(Arc::new(clock.clone()))
-        .start();
+        .start()
+        .await;
     let a = sys.root("plain", Some("first")).await;
     let limited_a = sys
         .wait_for_status(&a.id, AgentStatus::WaitingRateLimit)
@@ -412,7 +418,8 @@ async fn an_answer_cut_off_at_max_tokens_is_not_taken_as_finished() {
         let sys = TestSystem::builder()
             .model(model)
             .types(plain_with_clock())
-            .start();
+            .start()
+            .await;
         let a = sys.root("plain", Some("what is the answer?")).await;
         let rec = sys.wait_for_status(&a.id, AgentStatus::Failed).await;
         let error = rec.last_error.unwrap_or_default();

@@ -35,12 +35,13 @@ fn anthropic(url: &str) -> Arc<dyn ModelClient> {
     Arc::new(AnthropicModel::new(http(url), "claude-test".into(), 64).unwrap())
 }
 
-fn system(model: Arc<dyn ModelClient>, clock: Arc<dyn agentd_actors::Clock>) -> TestSystem {
+async fn system(model: Arc<dyn ModelClient>, clock: Arc<dyn agentd_actors::Clock>) -> TestSystem {
     TestSystem::builder()
         .model(model)
         .types(plain_with_clock())
         .clock(clock)
         .start()
+        .await
 }
 
 /// The text of `agent`'s `text_delta` events received so far, in order, with their seqs.
@@ -70,7 +71,7 @@ async fn openai_streamed_text_reaches_the_thread_and_the_events() {
         "stop",
         Some((100, 7)),
     )]);
-    let sys = system(openai(&provider.url), Arc::new(SystemClock));
+    let sys = system(openai(&provider.url), Arc::new(SystemClock)).await;
     let mut rx = sys.events();
     let a = sys.root("plain", Some("hi")).await;
     sys.wait_for_entry(&a.id, Role::Assistant, "Hello, streamed world")
@@ -98,7 +99,7 @@ async fn tool_call_deltas_are_assembled_into_calls() {
         ),
         openai_text(&["It is ", "late."], "stop", Some((120, 5))),
     ]);
-    let sys = system(openai(&provider.url), Arc::new(SystemClock));
+    let sys = system(openai(&provider.url), Arc::new(SystemClock)).await;
     let a = sys.root("plain", Some("what time is it?")).await;
     let thread = sys
         .wait_for_entry(&a.id, Role::Assistant, "It is late.")
@@ -140,7 +141,7 @@ async fn tool_call_deltas_are_assembled_into_calls() {
         ),
         anthropic_text(&["It is ", "noon."], "end_turn", 90, 4),
     ]);
-    let sys = system(anthropic(&provider.url), Arc::new(SystemClock));
+    let sys = system(anthropic(&provider.url), Arc::new(SystemClock)).await;
     let a = sys.root("plain", Some("what time is it?")).await;
     let thread = sys
         .wait_for_entry(&a.id, Role::Assistant, "It is noon.")
@@ -194,7 +195,7 @@ async fn a_length_stop_is_not_an_answer() {
         } else {
             anthropic(&provider.url)
         };
-        let sys = system(model, Arc::new(SystemClock));
+        let sys = system(model, Arc::new(SystemClock)).await;
         let a = sys.root("plain", Some("what is the answer?")).await;
         let rec = sys.wait_for_status(&a.id, AgentStatus::Failed).await;
         let error = rec.last_error.clone().unwrap_or_default();
@@ -225,7 +226,7 @@ async fn a_429_waits_and_a_5xx_before_the_first_byte_is_retried() {
         openai_text(&["done ", "after all"], "stop", Some((10, 2))),
     ]);
     let clock = ManualClock::new(1_000);
-    let sys = system(openai(&provider.url), Arc::new(clock.clone()));
+    let sys = system(openai(&provider.url), Arc::new(clock.clone())).await;
     let a = sys.root("plain", Some("hello")).await;
     let rec = sys
         .wait_for_status(&a.id, AgentStatus::WaitingRateLimit)
@@ -253,7 +254,7 @@ async fn a_silent_stream_times_out_between_chunks() {
     settings.max_retries = 0;
     let model: Arc<dyn ModelClient> =
         Arc::new(OpenAiModel::new(settings, "gpt-test".into()).unwrap());
-    let sys = system(model, Arc::new(SystemClock));
+    let sys = system(model, Arc::new(SystemClock)).await;
     let a = sys.root("plain", Some("hello")).await;
     let rec = sys.wait_for_status(&a.id, AgentStatus::Failed).await;
     let error = rec.last_error.unwrap_or_default();
@@ -284,7 +285,7 @@ async fn a_call_cancelled_mid_stream_is_aborted_and_its_tokens_estimated() {
     let provider = StreamingProvider::start(vec![
         openai_text(&slow_pieces(), "stop", Some((500, 300))).paced(3, Duration::from_millis(50)),
     ]);
-    let sys = system(openai(&provider.url), Arc::new(SystemClock));
+    let sys = system(openai(&provider.url), Arc::new(SystemClock)).await;
     let a = answering(&sys, "tell me a long story").await;
     sys.system.control(&a.id, Control::Cancel).await.unwrap();
     let rec = sys.wait_for_status(&a.id, AgentStatus::Cancelled).await;
@@ -319,7 +320,7 @@ async fn a_call_interrupted_after_the_provider_reported_usage_counts_the_report(
         reply.paced(stop_at, Duration::from_secs(30)),
         anthropic_text(&["next"], "end_turn", 10, 1),
     ]);
-    let sys = system(anthropic(&provider.url), Arc::new(SystemClock));
+    let sys = system(anthropic(&provider.url), Arc::new(SystemClock)).await;
     let a = answering(&sys, "first").await;
     // The report is in once the whole text arrived (the usage precedes message_stop).
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -343,7 +344,7 @@ async fn a_pause_aborts_the_call_in_flight_and_resume_runs_the_step_again() {
         anthropic_text(&slow_pieces(), "end_turn", 300, 200).paced(4, Duration::from_millis(50)),
         anthropic_text(&["resumed ", "answer"], "end_turn", 300, 2),
     ]);
-    let sys = system(anthropic(&provider.url), Arc::new(SystemClock));
+    let sys = system(anthropic(&provider.url), Arc::new(SystemClock)).await;
     let a = answering(&sys, "tell me a long story").await;
     sys.system.control(&a.id, Control::Pause).await.unwrap();
     let rec = sys.wait_for_status(&a.id, AgentStatus::Paused).await;
@@ -375,7 +376,7 @@ async fn a_shutdown_aborts_the_call_in_flight_and_stores_what_it_cost() {
     let provider = StreamingProvider::start(vec![
         openai_text(&slow_pieces(), "stop", Some((500, 300))).paced(3, Duration::from_millis(50)),
     ]);
-    let sys = system(openai(&provider.url), Arc::new(SystemClock));
+    let sys = system(openai(&provider.url), Arc::new(SystemClock)).await;
     let a = answering(&sys, "tell me a long story").await;
     sys.system.shutdown().await;
     wait_until("the provider to see the hang-up", || async {

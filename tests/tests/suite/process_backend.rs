@@ -56,15 +56,15 @@ async fn noting_signals(sys: &TestSystem, file: &std::path::Path) -> agentd_prot
 
 /// A system whose agents each run `program` on `source` (written to a temporary file, kept as
 /// long as the answer's directory) through the process backend.
-fn on_process_backend(
+async fn on_process_backend(
     program: &str,
     source: &str,
 ) -> (tempfile::TempDir, Arc<ProcessModel>, TestSystem) {
-    on_process_backend_with(program, source, default_types(ManageOptions::default()))
+    on_process_backend_with(program, source, default_types(ManageOptions::default())).await
 }
 
 /// [`on_process_backend`] with these agent types.
-fn on_process_backend_with(
+async fn on_process_backend_with(
     program: &str,
     source: &str,
     types: Vec<agentd_actors::AgentType>,
@@ -78,7 +78,11 @@ fn on_process_backend_with(
         Duration::from_secs(10),
     ));
     let model: Arc<dyn ModelClient> = backend.clone();
-    let sys = TestSystem::builder().model(model).types(types).start();
+    let sys = TestSystem::builder()
+        .model(model)
+        .types(types)
+        .start()
+        .await;
     (dir, backend, sys)
 }
 
@@ -89,7 +93,7 @@ fn state_of(pid: u32) -> Option<char> {
 
 #[actix_rt::test]
 async fn a_process_per_agent_follows_pause_resume_and_terminate() {
-    let (dir, backend, sys) = on_process_backend("bash", AGENT);
+    let (dir, backend, sys) = on_process_backend("bash", AGENT).await;
     let noted = dir.path().join("signals-a");
     let rec = noting_signals(&sys, &noted).await;
     let a = rec.clone();
@@ -177,7 +181,7 @@ done
 
 #[actix_rt::test]
 async fn restoring_a_checkpoint_reinjects_its_environment_into_a_new_process() {
-    let (_dir, backend, sys) = on_process_backend("bash", ENV_AGENT);
+    let (_dir, backend, sys) = on_process_backend("bash", ENV_AGENT).await;
     let a = sys
         .system
         .spawn(agentd_proto::SpawnRequest {
@@ -244,7 +248,7 @@ for line in sys.stdin:
 /// late, and the next call discards that answer (another request's id) and reads its own.
 #[actix_rt::test]
 async fn a_late_answer_to_an_aborted_call_is_discarded() {
-    let (_dir, backend, sys) = on_process_backend("python3", ECHOING_AGENT);
+    let (_dir, backend, sys) = on_process_backend("python3", ECHOING_AGENT).await;
     let a = sys.root("plain", Some("slow one")).await;
     // The process is started by the call, which writes its request at once.
     wait_until("the slow call under way", || async {
@@ -296,7 +300,8 @@ async fn lead_asked_ops(
             async_forward: forward,
             ..ManageOptions::default()
         }),
-    );
+    )
+    .await;
     let lead = sys.root("lead", Some("hello")).await.id;
     sys.wait_for_entry(&lead, Role::Assistant, "lead ok").await;
     sys.wait_for_status(&lead, AgentStatus::Idle).await;

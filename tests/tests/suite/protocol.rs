@@ -91,7 +91,7 @@ text = "ok: {{input}}"
 
 #[actix_rt::test]
 async fn markers_drive_phase_dependency_and_question_states() {
-    let sys = TestSystem::builder().script(SCRIPT).start();
+    let sys = TestSystem::builder().script(SCRIPT).start().await;
     let mut events = sys.events();
     let a = sys.root("plain", Some("plan the work")).await;
     let rec = sys
@@ -169,7 +169,7 @@ async fn markers_drive_phase_dependency_and_question_states() {
 
 #[actix_rt::test]
 async fn error_markers_are_recorded_and_malformed_ones_reported() {
-    let sys = TestSystem::builder().script(SCRIPT).start();
+    let sys = TestSystem::builder().script(SCRIPT).start().await;
     let mut events = sys.events();
     let a = sys.root("plain", Some("report error")).await;
     sys.wait_for_entry(&a.id, Role::Assistant, "disk full")
@@ -200,7 +200,8 @@ async fn an_error_marker_fails_the_agent_when_configured() {
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .config(|c| c.limits.fail_on_error_marker = true)
-        .start();
+        .start()
+        .await;
     let a = sys.root("plain", Some("report error")).await;
     let rec = sys.wait_for_status(&a.id, AgentStatus::Failed).await;
     assert_eq!(
@@ -214,7 +215,11 @@ async fn an_error_marker_fails_the_agent_when_configured() {
 
 #[actix_rt::test]
 async fn a_rate_limit_waits_then_resumes_by_itself_on_the_clock() {
-    let sys = TestSystem::builder().script(SCRIPT).manual_clock().start();
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .manual_clock()
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let mut events = sys.events();
     let a = sys.root("plain", Some("busy work")).await;
@@ -250,7 +255,11 @@ async fn a_rate_limit_waits_then_resumes_by_itself_on_the_clock() {
 
 #[actix_rt::test]
 async fn a_retried_turn_does_not_repeat_tool_side_effects() {
-    let sys = TestSystem::builder().script(SCRIPT).manual_clock().start();
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .manual_clock()
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let lead = sys.root("lead", Some("spawn then limit")).await;
     sys.wait_for_status(&lead.id, AgentStatus::WaitingRateLimit)
@@ -277,7 +286,7 @@ async fn a_retried_turn_does_not_repeat_tool_side_effects() {
 
 #[actix_rt::test]
 async fn a_budget_pauses_the_agent_and_raising_it_continues() {
-    let sys = TestSystem::builder().script(SCRIPT).start();
+    let sys = TestSystem::builder().script(SCRIPT).start().await;
     let mut events = sys.events();
     let budget = agentd_proto::Budget {
         max_tokens: Some(20),
@@ -423,7 +432,7 @@ async fn budgeted_tree(
 
 #[actix_rt::test]
 async fn a_root_budget_covers_its_whole_tree_and_raising_it_resumes_the_tree() {
-    let sys = TestSystem::builder().script(SPENDING).start();
+    let sys = TestSystem::builder().script(SPENDING).start().await;
     let (root, children) = budgeted_tree(&sys, 40, 3).await;
     let mut kids = Vec::new();
     for (n, kid) in children.into_iter().enumerate() {
@@ -477,7 +486,8 @@ async fn a_tree_budget_check_does_not_read_the_whole_tree_every_time() {
     let sys = TestSystem::builder()
         .script(SPENDING)
         .store(store.clone())
-        .start();
+        .start()
+        .await;
     let (root, children) = budgeted_tree(&sys, 1_000, 10).await;
     let kids: Vec<String> = children.into_iter().map(|k| k.id).collect();
     for (n, kid) in kids.iter().enumerate() {
@@ -566,7 +576,11 @@ arguments = { result = "finished" }
 
 #[actix_rt::test]
 async fn the_status_view_says_what_the_agent_does_now() {
-    let sys = TestSystem::builder().script(STEPS).manual_clock().start();
+    let sys = TestSystem::builder()
+        .script(STEPS)
+        .manual_clock()
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let view = |id: String| {
         let sys = &sys;
@@ -640,7 +654,7 @@ async fn the_status_view_says_what_the_agent_does_now() {
 #[actix_rt::test]
 async fn each_kind_of_token_costs_its_default_price() {
     // Seed 001's Claude-class prices, USD per million tokens, each kind on its own.
-    let sys = TestSystem::builder().script(SCRIPT).start();
+    let sys = TestSystem::builder().script(SCRIPT).start().await;
     for (kind, usd) in [
         ("input", 3.0),
         ("output", 15.0),

@@ -46,7 +46,8 @@ async fn a_call_that_would_overflow_the_window_compacts_the_thread_first() {
                 },
             );
         })
-        .start();
+        .start()
+        .await;
     let mut events = sys.events();
     // A background root sees no management tools: the request is the prompt and the thread.
     let a = sys
@@ -125,7 +126,8 @@ async fn calls_beyond_a_provider_s_rate_wait_their_turn_without_calling() {
                 },
             );
         })
-        .start();
+        .start()
+        .await;
     let mut ids = Vec::new();
     for n in 1..=3 {
         let a = sys.root("plain", Some(&format!("call {n}"))).await;
@@ -202,7 +204,8 @@ async fn a_rate_limit_holds_the_provider_s_agents_only_when_the_backend_says_it_
         let sys = TestSystem::builder()
             .model(Arc::new(model))
             .clock(Arc::new(clock.clone()))
-            .start();
+            .start()
+            .await;
         let a = sys.root("plain", Some("first")).await;
         let limited = sys
             .wait_for_status(&a.id, AgentStatus::WaitingRateLimit)

@@ -43,7 +43,8 @@ async fn one_parent_runs_one_child_turn_at_a_time_others_are_not_held_back() {
         .script(SLOW)
         .manual_clock()
         .config(|c| c.limits.max_running_turns_per_parent = 1)
-        .start();
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let p1 = sys.root("plain", None).await;
     let p2 = sys.root("plain", None).await;
@@ -87,7 +88,8 @@ async fn providers_are_chosen_per_spawn_and_limited_each_on_its_own() {
             c.providers.insert("fast".into());
             c.provider_limits.insert("fast".into(), 1);
         })
-        .start();
+        .start()
+        .await;
     let d = spawn(&sys, None, None, "hello").await;
     let f = spawn(&sys, None, Some("fast"), "hello").await;
     sys.wait_for_entry(&d.id, Role::Assistant, "ok: hello")
@@ -151,7 +153,10 @@ async fn the_service_routes_agent_types_to_their_configured_provider() {
         types.display()
     ))
     .unwrap();
-    let running = agentd::app::start(&settings).await.unwrap();
+    let running = agentd::Builder::new(settings.clone())
+        .serve()
+        .await
+        .unwrap();
     let sys = &running.system;
     let by_type = sys
         .spawn(SpawnRequest {
@@ -195,6 +200,11 @@ async fn the_service_routes_agent_types_to_their_configured_provider() {
         types.display()
     ))
     .unwrap();
-    let err = agentd::app::start(&bad).await.err().unwrap().to_string();
+    let err = agentd::Builder::new(bad.clone())
+        .serve()
+        .await
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains("provider `fast`"), "{err}");
 }

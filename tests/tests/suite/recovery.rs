@@ -27,7 +27,8 @@ async fn queued_work_survives_a_stop_and_resumes_in_order_once() {
         .script(SCRIPT)
         .store(store.clone())
         .clock(Arc::new(clock.clone()))
-        .start();
+        .start()
+        .await;
     let a = first.root("plain", Some("slow m0")).await;
     wait_until("m0 running", || async { clock.sleepers() == 1 }).await;
     first.system.send(&a.id, "m1", false).await.unwrap();
@@ -48,7 +49,8 @@ async fn queued_work_survives_a_stop_and_resumes_in_order_once() {
         .script(SCRIPT)
         .store(store.clone())
         .clock(Arc::new(clock2.clone()))
-        .start();
+        .start()
+        .await;
     second.system.send(&a.id, "m3", false).await.unwrap();
     wait_until("m0 re-run armed", || async { clock2.sleepers() == 1 }).await;
     clock2.advance(1000);
@@ -93,7 +95,8 @@ async fn a_stored_but_unqueued_item_delivered_again_keeps_its_place_in_the_inbox
         .script(SCRIPT)
         .store(store.clone())
         .clock(Arc::new(clock.clone()))
-        .start();
+        .start()
+        .await;
     let a = t.root("plain", Some("slow m0")).await;
     wait_until("m0 running", || async { clock.sleepers() == 1 }).await;
     t.system.send(&a.id, "m1", false).await.unwrap();
@@ -129,7 +132,8 @@ async fn on_failing_store() -> (
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .store(store.clone())
-        .start();
+        .start()
+        .await;
     let a = sys.root("plain", None).await;
     (sys, store, a)
 }
@@ -262,7 +266,8 @@ async fn a_child_output_kept_when_its_process_died_reaches_the_parent_after_a_re
     let first = TestSystem::builder()
         .script(script)
         .embedded(dir.path())
-        .start();
+        .start()
+        .await;
     let store = first.store.clone();
     let lead = first.root("lead", Some("hi")).await;
     let child = first.spawn_child(&lead.id, "coding", "work").await;
@@ -293,7 +298,8 @@ async fn a_child_output_kept_when_its_process_died_reaches_the_parent_after_a_re
     let second = TestSystem::builder()
         .script(script)
         .store(store.clone())
-        .start();
+        .start()
+        .await;
     second.system.recover().await.unwrap();
     second
         .wait_for_entry(&lead.id, Role::User, "left behind")
@@ -336,7 +342,8 @@ async fn a_step_reply_and_a_failure_leave_in_the_batch_of_what_they_answer() {
         .script(script)
         .types(ops_with_clock(ManageOptions::default()))
         .store(store.clone())
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", None).await;
     let answer = sys
         .system
@@ -397,7 +404,8 @@ async fn a_turn_ending_during_the_next_push_is_written_with_the_next_turns_start
     let sys = TestSystem::builder()
         .script("[[rule]]\ntext = \"ok\"\n")
         .store(store.clone())
-        .start();
+        .start()
+        .await;
     let agent = sys.root("lead", None).await.id;
     store.delay_pushes(20);
     store.keep_batches();
@@ -469,7 +477,8 @@ async fn a_crash_between_steps(persisted_first: bool) {
         .types(with_clock_tool())
         .store(dying.clone())
         .clock(clock)
-        .start();
+        .start()
+        .await;
     let agent = a.root("plain", None).await;
     a.system.send(&agent.id, "two steps", false).await.unwrap();
     wait_until("the first step recorded", || async {
@@ -504,7 +513,8 @@ async fn a_crash_between_steps(persisted_first: bool) {
         .script(&TWO_STEPS.replace("DELAY", "0"))
         .types(with_clock_tool())
         .store(inner.clone())
-        .start();
+        .start()
+        .await;
     b.system.recover().await.unwrap();
     b.wait_for_entry(&agent.id, Role::Assistant, "step two")
         .await;

@@ -148,7 +148,8 @@ async fn actors_on_the_redis_store_delete_leaves_no_key_behind() {
     let sys = TestSystem::builder()
         .script(script)
         .store(Arc::new(store.clone()))
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", Some("hi")).await;
     let keep = sys.root("lead", Some("keep")).await;
     let child = sys.spawn_child(&lead.id, "coding", "work").await;

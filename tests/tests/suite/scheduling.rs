@@ -27,7 +27,8 @@ async fn priority_then_fifo_under_a_limit_of_one() {
         .script(SCRIPT)
         .manual_clock()
         .config(|c| c.limits.max_running_turns = 1)
-        .start();
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let blocker = sys.root("plain", Some("busy")).await;
     wait_until("the slot is taken", || async { clock.sleepers() == 1 }).await;
@@ -116,7 +117,8 @@ async fn a_pause_while_waiting_for_a_turn_slot_withdraws_the_request() {
         .script(SCRIPT)
         .manual_clock()
         .config(|c| c.limits.max_running_turns = 1)
-        .start();
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let blocker = sys.root("plain", Some("busy")).await;
     wait_until("the slot is taken", || async { clock.sleepers() == 1 }).await;
@@ -183,7 +185,11 @@ async fn spawn_dep(
 
 #[actix_rt::test]
 async fn dependency_chain_and_diamond_run_in_order() {
-    let sys = TestSystem::builder().script(DEPS).manual_clock().start();
+    let sys = TestSystem::builder()
+        .script(DEPS)
+        .manual_clock()
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let lead = sys.root("lead", None).await;
     let a = spawn_dep(&sys, &lead.id, "slow a", &[]).await.unwrap();
@@ -239,7 +245,11 @@ async fn dependency_chain_and_diamond_run_in_order() {
 /// resume (not `idle`), and runs once they are met.
 #[actix_rt::test]
 async fn a_resume_while_dependencies_are_unmet_waits_for_them_again() {
-    let sys = TestSystem::builder().script(DEPS).manual_clock().start();
+    let sys = TestSystem::builder()
+        .script(DEPS)
+        .manual_clock()
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let lead = sys.root("lead", None).await;
     let a = spawn_dep(&sys, &lead.id, "slow a", &[]).await.unwrap();
@@ -267,7 +277,8 @@ async fn a_failed_dependency_holds_or_fails_its_dependents_by_config() {
             .script(DEPS)
             .manual_clock()
             .config(|c| c.limits.on_dependency_failure = policy.into())
-            .start();
+            .start()
+            .await;
         let clock = sys.manual_clock();
         let lead = sys.root("lead", None).await;
         let f = spawn_dep(&sys, &lead.id, "broken f", &[]).await.unwrap();
@@ -320,7 +331,8 @@ async fn failed_turns_are_retried_with_backoff_and_attempts_show() {
             c.limits.retry_backoff_ms = 500;
             c.limits.retry_backoff_max_ms = 800;
         })
-        .start();
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let a = sys.root("plain", Some("flaky job")).await;
     let rec = sys.wait_for_status(&a.id, AgentStatus::Queued).await;
@@ -375,7 +387,11 @@ async fn failed_turns_are_retried_with_backoff_and_attempts_show() {
 /// attempt, with attempts left; the default retries a failure of the moment.
 #[actix_rt::test]
 async fn only_failures_a_retry_can_fix_are_retried_by_default() {
-    let sys = TestSystem::builder().script(FLAKY).manual_clock().start();
+    let sys = TestSystem::builder()
+        .script(FLAKY)
+        .manual_clock()
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let broken = sys.root("plain", Some("broken job")).await;
     let rec = sys.wait_for_status(&broken.id, AgentStatus::Failed).await;
@@ -399,7 +415,8 @@ async fn the_queue_lists_work_by_priority_with_its_queue_state() {
         .script(SCRIPT)
         .manual_clock()
         .config(|c| c.limits.max_running_turns = 1)
-        .start();
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let blocker = sys.root("plain", Some("busy")).await;
     wait_until("the slot is taken", || async { clock.sleepers() == 1 }).await;
@@ -472,7 +489,8 @@ async fn stored_work_not_started_is_ready_and_a_rate_limited_agent_waits_for_its
         .types(types())
         .store(store.clone())
         .clock(std::sync::Arc::new(clock.clone()))
-        .start();
+        .start()
+        .await;
     let idle = first.root("plain", None).await;
     let limited = first.root("plain", Some("rate limit me")).await;
     first
@@ -496,7 +514,8 @@ async fn stored_work_not_started_is_ready_and_a_rate_limited_agent_waits_for_its
         .types(types())
         .store(store.clone())
         .clock(std::sync::Arc::new(clock2.clone()))
-        .start();
+        .start()
+        .await;
     let tasks = second.system.queue(None).await.unwrap();
     let rows: Vec<(&str, QueueState, usize)> = tasks
         .iter()

@@ -135,7 +135,7 @@ async fn spawn_work_yield_answer_round_trip() {
             _ => {}
         }
     }
-    let (sys, model) = on_a_recording_model_with(types.clone());
+    let (sys, model) = on_a_recording_model_with(types.clone()).await;
     let mut events = sys.events();
     let lead = sys.root("lead", Some("spawn one")).await;
     let thread = sys
@@ -196,7 +196,11 @@ async fn spawn_work_yield_answer_round_trip() {
 
 #[actix_rt::test]
 async fn a_yield_is_handled_before_messages_already_queued_for_the_parent() {
-    let sys = TestSystem::builder().script(SCRIPT).manual_clock().start();
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .manual_clock()
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let lead = sys.root("lead", Some("busy")).await;
     wait_until("lead model busy", || async { clock.sleepers() == 1 }).await;
@@ -228,7 +232,11 @@ async fn a_yield_is_handled_before_messages_already_queued_for_the_parent() {
 
 #[actix_rt::test]
 async fn a_background_sub_agent_s_result_waits_its_turn_in_the_parent_s_inbox() {
-    let sys = TestSystem::builder().script(SCRIPT).manual_clock().start();
+    let sys = TestSystem::builder()
+        .script(SCRIPT)
+        .manual_clock()
+        .start()
+        .await;
     let clock = sys.manual_clock();
     let lead = sys.root("lead", Some("busy")).await;
     wait_until("lead model busy", || async { clock.sleepers() == 1 }).await;
@@ -292,7 +300,8 @@ async fn a_yielded_sub_agent_is_passivated_and_frees_its_live_slot() {
     let sys = TestSystem::builder()
         .script(SCRIPT)
         .config(|c| c.limits.max_live_agents = 2)
-        .start();
+        .start()
+        .await;
     let live = || async { sys.system.live_count().await.unwrap() };
     let lead = sys.root("lead", None).await;
     let child = sys.spawn_child(&lead.id, "coding", "write the code").await;
@@ -343,12 +352,12 @@ async fn a_yielded_sub_agent_is_passivated_and_frees_its_live_slot() {
 }
 
 /// A system on [`SCRIPT`] whose model calls are recorded.
-fn on_a_recording_model() -> (TestSystem, Arc<RecordingModel>) {
-    on_a_recording_model_with(cast())
+async fn on_a_recording_model() -> (TestSystem, Arc<RecordingModel>) {
+    on_a_recording_model_with(cast()).await
 }
 
 /// [`on_a_recording_model`] with agent types `types`.
-fn on_a_recording_model_with(
+async fn on_a_recording_model_with(
     types: Vec<agentd_actors::AgentType>,
 ) -> (TestSystem, Arc<RecordingModel>) {
     let clock: Arc<dyn agentd_actors::Clock> = Arc::new(agentd_actors::SystemClock);
@@ -358,13 +367,14 @@ fn on_a_recording_model_with(
         .model(model.clone())
         .types(types)
         .clock(clock)
-        .start();
+        .start()
+        .await;
     (sys, model)
 }
 
 #[actix_rt::test]
 async fn no_model_call_follows_a_yield_to_parent() {
-    let (sys, model) = on_a_recording_model();
+    let (sys, model) = on_a_recording_model().await;
     let lead = sys.root("lead", None).await;
     let child = sys.spawn_child(&lead.id, "coding", "write the code").await;
     sys.wait_for_entry(&lead.id, Role::Assistant, "Thanks, coder")
@@ -388,7 +398,7 @@ async fn no_model_call_follows_a_yield_to_parent() {
 /// complete and its parent hears nothing; the model's next, well-formed call yields.
 #[actix_rt::test]
 async fn a_yield_without_a_result_is_refused_and_the_model_tries_again() {
-    let (sys, model) = on_a_recording_model();
+    let (sys, model) = on_a_recording_model().await;
     let mut events = sys.events();
     let lead = sys.root("lead", None).await;
     let child = sys.spawn_child(&lead.id, "coding", "yield badly").await;
@@ -434,7 +444,7 @@ async fn a_yield_without_a_result_is_refused_and_the_model_tries_again() {
 
 #[actix_rt::test]
 async fn a_json_result_is_kept_as_json() {
-    let sys = TestSystem::builder().script(SCRIPT).start();
+    let sys = TestSystem::builder().script(SCRIPT).start().await;
     let lead = sys.root("lead", None).await;
     let r = sys
         .system
@@ -459,7 +469,7 @@ async fn a_json_result_is_kept_as_json() {
 /// result (an `interrupted` error), so the thread stays one a provider takes.
 #[actix_rt::test]
 async fn calls_after_a_yield_in_the_same_step_are_closed_not_run() {
-    let sys = TestSystem::builder().script(SCRIPT).start();
+    let sys = TestSystem::builder().script(SCRIPT).start().await;
     let lead = sys.root("lead", None).await;
     let child = sys.spawn_child(&lead.id, "coding", "yield then more").await;
     sys.wait_for_status(&child, AgentStatus::Completed).await;
@@ -473,7 +483,7 @@ async fn calls_after_a_yield_in_the_same_step_are_closed_not_run() {
 
 #[actix_rt::test]
 async fn management_tools_are_hidden_from_sub_agents_and_refused_when_called() {
-    let sys = TestSystem::builder().script(SCRIPT).start();
+    let sys = TestSystem::builder().script(SCRIPT).start().await;
     let lead = sys.root("lead", None).await;
     let root_tools: Vec<String> = sys
         .system
@@ -591,7 +601,7 @@ async fn management_tools_are_hidden_from_sub_agents_and_refused_when_called() {
 
 #[actix_rt::test]
 async fn a_panicking_turn_fails_only_its_agent() {
-    let sys = TestSystem::builder().script(SCRIPT).start();
+    let sys = TestSystem::builder().script(SCRIPT).start().await;
     let mut events = sys.events();
     let a = sys.root("plain", Some("explode now")).await;
     let b = sys.root("plain", None).await;
@@ -626,7 +636,7 @@ async fn a_panicking_turn_fails_only_its_agent() {
 
 #[actix_rt::test]
 async fn items_are_handled_in_arrival_order_per_agent() {
-    let sys = TestSystem::builder().script(SCRIPT).start();
+    let sys = TestSystem::builder().script(SCRIPT).start().await;
     let a = sys.root("plain", None).await;
     for i in 0..20 {
         sys.system

@@ -94,7 +94,8 @@ async fn lead_waiting_on_a_call(dialect: Dialect) -> Scene {
         .model(model)
         .types(types)
         .config(|c| c.limits.compact_keep_recent = 2)
-        .start();
+        .start()
+        .await;
     let lead = sys.root("lead", Some("delegate")).await;
     wait_until("the lead's Manage call waits on the worker", || async {
         let t = sys.thread(&lead.id).await;
@@ -315,7 +316,8 @@ async fn a_thread_already_broken_is_paired_in_every_request() {
         let sys = TestSystem::builder()
             .model(model)
             .store(store.clone())
-            .start();
+            .start()
+            .await;
         let a = sys.root("plain", None).await;
         // Written while no actor holds the thread, so that its next activation reads it.
         sys.system.control(&a.id, Control::Close).await.unwrap();

@@ -1,8 +1,19 @@
-//! Starting and stopping one agentd: actors, event bus and HTTP server, wired from settings
-//! with the real clock. [`start`] serves `main`, the bench's two-process scenarios
-//! (`services/bench`) and one in-process test of providers (`tests/tests/suite/providers.rs`).
-//! The other tests start the `agentd` binary itself (`agentd_tests::AgentdProcess`), or assemble
-//! an agent system of their own, without HTTP, through `TestSystem::builder` (`tests/src`).
+//! Making agentd and serving it. [`Builder`] makes the whole service from settings, a clock
+//! and whatever ports the caller supplies in its place (`main`: none; the bench: a store; the
+//! tests: stores, models, clocks, types and limits of their own); [`serve`] puts the HTTP API
+//! in front of it. The tests that need the real process start the `agentd` binary itself
+//! (`agentd_tests::AgentdProcess`).
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`builder`] | [`Builder`]: settings, clock and overrides in; a [`Service`] or a [`Running`] service out |
+//! | [`service`] | [`Service`]: the actors on their ports and, with Redis, the readers that feed them |
+
+mod builder;
+mod service;
+
+pub use builder::Builder;
+pub use service::Service;
 
 use crate::auth::{Auth, require_token};
 use crate::body_deadline::{RequestTimeout, body_deadline};
@@ -10,33 +21,28 @@ use crate::errors;
 use crate::http::{ApiState, routes};
 use crate::settings::Settings;
 use crate::start_error::StartError;
-use crate::wiring::wire;
 use actix_web::middleware::from_fn;
 use actix_web::{App, HttpServer, web};
-use agentd_actors::{AgentSystem, SystemClock};
-use agentd_bus::{CommandConsumer, CommandLimits, DeadLetters, InProcessBus, RedisBus};
+use agentd_actors::AgentSystem;
+use agentd_bus::{InProcessBus, RedisBus};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// A started service.
+/// A started service with its HTTP server.
 pub struct Running {
     /// The Redis bus, when Redis is configured.
     pub redis: Option<Arc<RedisBus>>,
-    commands_stop: Option<Arc<AtomicBool>>,
-    replies_stop: Option<Arc<AtomicBool>>,
-    events_tail: Option<agentd_bus::RedisEventsTail>,
     /// Where the HTTP API listens (the real port when `bind` asked for port 0).
     pub addr: SocketAddr,
     /// The actors.
     pub system: AgentSystem,
     /// The event bus.
     pub bus: InProcessBus,
+    service: Service,
     server: actix_web::dev::ServerHandle,
     shutdown: tokio::sync::watch::Sender<bool>,
     shutdown_timeout: Duration,
-    mcp: Option<Arc<agentd_mcp::McpClient>>,
 }
 
 impl Running {
@@ -55,113 +61,21 @@ impl Running {
                 "requests still in flight after server.shutdown_timeout_ms; stopping agents"
             );
         }
-        for flag in [&self.commands_stop, &self.replies_stop]
-            .into_iter()
-            .flatten()
-        {
-            flag.store(true, Ordering::SeqCst);
-        }
-        if let Some(tail) = &self.events_tail {
-            tail.stop();
-        }
-        self.system.shutdown().await;
-        if let Some(mcp) = &self.mcp {
-            mcp.stop();
-        }
-        if let Some(bus) = &self.redis {
-            bus.shutdown().await;
-        }
+        self.service.stop().await;
     }
 }
 
-/// Starts agentd from `settings` with the real clock. Must run inside an actix `System`.
-pub async fn start(settings: &Settings) -> Result<Running, StartError> {
-    let wired = wire(settings, Arc::new(SystemClock)).await?;
-    if let Some(mcp) = &wired.mcp {
-        mcp.start();
-    }
-    let system = AgentSystem::start(wired.deps);
-    let mut commands_stop = None;
-    let mut replies_stop = None;
-    if let (Some(bus), Some(store)) = (&wired.redis, &wired.redis_store) {
-        bus.start(system.clone())
-            .await
-            .map_err(|e| StartError::bus("starting the Redis bus", e))?;
-        let consumer = CommandConsumer::new(
-            &settings.redis.target(),
-            store.keys().commands(),
-            bus.process_id().to_string(),
-            store.keys().members(),
-            settings.redis.max_envelope_bytes,
-            store.connection(),
-            DeadLetters::new(
-                store.connection(),
-                store.keys().dead(),
-                settings.redis.dead_maxlen,
-            ),
-        );
-        let consumer = consumer.with_limits(CommandLimits {
-            running: settings.redis.commands_running,
-            taken: settings.redis.commands_taken,
-            reply_maxlen: settings.redis.command_replies_maxlen,
-        });
-        commands_stop = Some(consumer.stop_flag());
-        consumer
-            .start(system.clone())
-            .await
-            .map_err(|e| StartError::bus("starting the command consumer", e))?;
-        let replies = agentd_bus::ToolReplies::new(
-            &settings.redis.target(),
-            store.keys().tool_replies(),
-            bus.process_id().to_string(),
-            settings.redis.max_envelope_bytes,
-            store.connection(),
-            DeadLetters::new(
-                store.connection(),
-                store.keys().dead(),
-                settings.redis.dead_maxlen,
-            ),
-        );
-        for tool in system.deps().tools.configured() {
-            if tool.kind() == agentd_proto::ToolKind::Service {
-                bus.create_tool_group(&tool.name).await.map_err(|e| {
-                    StartError::bus(format!("creating the stream of `{}`", tool.name), e)
-                })?;
-            }
-        }
-        replies_stop = Some(replies.stop_flag());
-        replies
-            .start(system.clone())
-            .await
-            .map_err(|e| StartError::bus("starting the tool reply reader", e))?;
-    }
-    system.recover().await.map_err(StartError::Recovery)?;
-    // With Redis, `/v1/events` follows `<ns>:events` and `<ns>:deltas`: every process's
-    // events, not only ours.
-    let (redis_events, events_tail) = match &wired.redis_store {
-        Some(store) => {
-            let streams = crate::sse::RedisEventStreams {
-                target: settings.redis.target(),
-                events: store.keys().events(),
-                deltas: store.keys().deltas(),
-            };
-            let tail = agentd_bus::RedisEventsTail::start(
-                streams.target.clone(),
-                streams.events.clone(),
-                streams.deltas.clone(),
-                wired.event_log.clone(),
-            );
-            (Some(streams), Some(tail))
-        }
-        None => (None, None),
-    };
+/// Puts the HTTP API (and the A2A routes `[a2a] expose` asks for) in front of `service` on
+/// `server.bind`.
+pub async fn serve(service: Service) -> Result<Running, StartError> {
+    let settings = &service.settings;
     let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
     let state = web::Data::new(ApiState {
-        system: system.clone(),
-        redis: wired.redis.clone(),
+        system: service.system.clone(),
+        redis: service.redis.clone(),
         events: crate::sse::EventFeed {
-            log: wired.event_log.clone(),
-            redis: redis_events,
+            log: service.event_log.clone(),
+            redis: service.redis_events.clone(),
         },
         shutdown: shutdown_rx,
         trace_url: Some(settings.telemetry.trace_url.clone()).filter(|u| !u.is_empty()),
@@ -232,17 +146,14 @@ pub async fn start(settings: &Settings) -> Result<Running, StartError> {
     let handle = server.handle();
     actix_rt::spawn(server);
     Ok(Running {
-        redis: wired.redis,
-        commands_stop,
-        replies_stop,
-        events_tail,
+        redis: service.redis.clone(),
         addr,
-        system,
-        bus: wired.bus,
+        system: service.system.clone(),
+        bus: service.bus.clone(),
+        service,
         server: handle,
         shutdown,
         shutdown_timeout,
-        mcp: wired.mcp,
     })
 }
 
