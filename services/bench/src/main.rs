@@ -4,6 +4,15 @@
 //! Redis Cluster of three masters and three replicas).
 //!
 //! `cargo run --release -p agentd-bench -- --json bench.json`
+//!
+//! The in-process and embedded scenarios are in this file; the others in their modules:
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | `cluster` | the two-process Redis scenarios: this process's agentd and this binary re-executed with `--serve` |
+//! | `model_io` | the model path under load: agents on the OpenAI-compatible backend against a local endpoint |
+//! | `redis_bytes` | `redis_bytes_per_agent`: what a small agent costs in Redis |
+//! | `redis_cluster` | the Redis Cluster scenario: one-way messages and each node's CPU per message |
 
 use agentd_actors::{
     AgentSystem, AgentType, AgentTypes, Deps, RuntimeConfig, SystemClock, ThreadStore,
