@@ -530,8 +530,8 @@ fn main() -> anyhow::Result<()> {
         })?;
         put("inproc_msgs_per_s", rate);
         // The kernel's share of the scenario's CPU: on a fresh VM, first touches of guest
-        // memory (page faults the host also serves) make it swing from ~0 to ~20 % between
-        // runs of the same binary, and the figure above with it.
+        // memory (page faults the host also serves) make it swing between runs of the same
+        // binary, and the figure above with it (BENCHMARKS.md, "Method").
         let after = cluster::cpu_seconds_split("self");
         let (user, system) = (after.0 - before.0, after.1 - before.1);
         note(
