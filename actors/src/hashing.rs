@@ -2,8 +2,9 @@
 //!
 //! Hash maps for the per-message path. Agent ids are 36-character strings and every message
 //! looks some of them up (the directory, the memory store's agents, the status gauge of an
-//! agent that has not run a turn); foldhash (seeded at random per process) hashes them several
-//! times faster than std's SipHash, which showed in profiles of the in-process message path.
+//! agent that has not run a turn), so their hashing is on the hot path: foldhash (seeded at
+//! random per process) hashes them, not std's SipHash (why: BENCHMARKS.md, "Choices the figures
+//! settled").
 
 /// A `HashMap` with foldhash's per-process random seed.
 pub type FastHashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;

@@ -6,6 +6,7 @@
 //! | floor | module | what it holds |
 //! |---|---|---|
 //! | 9 | [`system`] | [`AgentSystem`]: the facade services and tests use |
+//! | 9 | `testing` | helpers of the unit tests (records as spawns make them; built for tests only) |
 //! | 8 | `ops` | operations shared by the tools and the facade; implements `tools::Agents` |
 //! | 7 | `agent` | `AgentActor`: one agent's activity, inbox queue, write-behind buffer, turns |
 //! | 7 | `supervisor` | `Supervisor`: the live-agent directory, spawn, activation, cascades |

@@ -1,8 +1,8 @@
 //! What each agent tree has spent, as this process last summed it, and its root's budget, as
 //! this process last read it. A root's budget covers its whole tree and is checked after every
 //! model call of every agent in it; summing the tree takes a store read per agent and per child
-//! list, so a check that summed every time cost O(tree) store round trips per model call
-//! (thousands per second in a tree of a hundred busy agents on Redis). A sum is reused for
+//! list, so a check that summed every time cost O(tree) store round trips per model call of
+//! every agent in the tree: O(tree²) for a tree whose agents are all busy. A sum is reused for
 //! [`SUM_TTL_MS`], with what this process's agents spend meanwhile added to it; what agents in
 //! other processes spend shows at the next sum. The root's budget is reused as long (a read of
 //! the root's record per model call of every sub-agent, which most trees, having no budget,

@@ -27,6 +27,7 @@
 //! | [`manage`] | arguments and options of the `Manage` tool (seed 000) |
 //! | [`output`] | [`Output`]: what a child produces for its parent |
 //! | [`view`] | [`Inspection`], [`AgentTrees`], [`WorkQueue`]: what agentd answers about agents |
+//! | [`strict`] | reading requests strictly: a nested object only from a map, never from a sequence |
 //! | [`codec`] | MessagePack encode/decode with size and version checks |
 //! | [`trace`] | [`TraceContext`]: W3C trace context, carried by envelopes and kept by records |
 //! | [`ids`] | id generation: v7 for new things, v8 (XXH3-128) for derived (replay-stable) ids |

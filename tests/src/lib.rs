@@ -2,6 +2,24 @@
 //! agent system on a scripted model, built by the service's own `agentd::Builder` ([`TestSystem::builder`]), the usual agent types, real
 //! `agentd` processes and servers, and condition polling ([`eventually`]: tests wait for a state,
 //! they never sleep a fixed time and assert).
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`mod@eventually`] | polling for a condition with a time limit |
+//! | [`process`] | a real `agentd` process ([`AgentdProcess`]) and the workspace's binaries |
+//! | [`scripted_files`] | the files of a real `agentd` on the scripted model: types, script, `agentd.toml` |
+//! | [`redis_server`] | a private `redis-server` ([`RedisServer`]) a test can stop, kill and restart |
+//! | [`redis_cluster`] | a private Redis Cluster ([`RedisCluster`]), and [`TestRedis`]: the Redis a suite runs on |
+//! | [`tcp_cut`] | a TCP relay a test can cut ([`TcpCut`]) |
+//! | [`failing_store`] | a store whose batch writes can be made to fail, and that keeps what was written |
+//! | [`recording_model`] | a model that notes every request before another answers it ([`RecordingModel`]) |
+//! | [`mock_http`] | a canned HTTP server for the model backends ([`MockHttp`]) |
+//! | [`streaming_provider`] | a provider that streams as the OpenAI and Anthropic APIs do ([`StreamingProvider`]) |
+//! | [`strict_provider`] | a provider that refuses what the real APIs refuse about tool calls ([`StrictProvider`]) |
+//! | [`anthropic_sse`] | a local Anthropic Messages endpoint streaming SSE, for the real Claude Code CLI offline |
+//! | [`a2a_remote`] | a remote A2A agent on the official SDK's server, for agentd as an A2A client |
+//! | [`mcp`] | the MCP servers the MCP tests run (npm reference servers, a Python SDK server) |
+//! | `workers` | driving a lead's Manage workers from a test, as the lead's `Manage` would |
 
 pub mod a2a_remote;
 pub mod anthropic_sse;

@@ -526,7 +526,8 @@ async fn send_paced(
 /// polling sent (one `LLEN` per sink per poll): the caller subtracts them from the Redis
 /// commands it reports per message, which are agentd's, not the bench's. A poll is one pipeline
 /// per partition (one slot, for a Redis Cluster), so that its cost in Redis CPU, which the
-/// caller cannot subtract, stays small: a round trip per sink cost Redis ~0.6 µs per message.
+/// caller cannot subtract, stays small (what a round trip per sink cost: BENCHMARKS.md, "A
+/// flood waits in its stream, events after the flush, plain acknowledgements").
 pub(crate) async fn wait_handled(
     con: &mut impl redis::aio::ConnectionLike,
     keys: &Keys,

@@ -4,6 +4,15 @@
 //! Redis Cluster of three masters and three replicas).
 //!
 //! `cargo run --release -p agentd-bench -- --json bench.json`
+//!
+//! The in-process and embedded scenarios are in this file; the others in their modules:
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | `cluster` | the two-process Redis scenarios: this process's agentd and this binary re-executed with `--serve` |
+//! | `model_io` | the model path under load: agents on the OpenAI-compatible backend against a local endpoint |
+//! | `redis_bytes` | `redis_bytes_per_agent`: what a small agent costs in Redis |
+//! | `redis_cluster` | the Redis Cluster scenario: one-way messages and each node's CPU per message |
 
 use agentd_actors::{AgentSystem, AgentType, AgentTypes, RuntimeConfig, SystemClock, ThreadStore};
 use agentd_models::ScriptedModel;
@@ -521,8 +530,8 @@ fn main() -> anyhow::Result<()> {
         })?;
         put("inproc_msgs_per_s", rate);
         // The kernel's share of the scenario's CPU: on a fresh VM, first touches of guest
-        // memory (page faults the host also serves) make it swing from ~0 to ~20 % between
-        // runs of the same binary, and the figure above with it.
+        // memory (page faults the host also serves) make it swing between runs of the same
+        // binary, and the figure above with it (BENCHMARKS.md, "Method").
         let after = cluster::cpu_seconds_split("self");
         let (user, system) = (after.0 - before.0, after.1 - before.1);
         note(

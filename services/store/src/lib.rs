@@ -3,8 +3,10 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`memory`] | [`MemoryStore`]: everything in process memory (tests, throwaway runs) |
+//! | `claims` | the memory store's idempotency claims, kept in the process's memory |
 //! | [`embedded`] | [`RedbStore`]: the durable embedded default, one redb file under the data dir |
 //! | [`redis_store`] | [`RedisStore`]: records, threads, maps and inboxes in Redis; its [`PushFence`] |
+//! | [`redis_connection`] | where Redis is ([`RedisTarget`]: one server or a Redis Cluster) and the command connection ([`RedisConnection`]) the store and the bus share |
 //! | [`redis_keys`] | [`Keys`]: the Redis key names of one namespace (the store's and the bus's), and a key's Cluster [`slot`] |
 //! | [`conformance`] | the suite every implementation must pass |
 //!
