@@ -72,8 +72,8 @@ impl Shared {
         let way = match self.straight_to(&env) {
             Some(agent) => Ok(deliver_acked(&agent, env)),
             // Boxed: actix's request keeps the whole message for a full mailbox, and unboxed
-            // it would make this future, and every sender's future that awaits it, ~1 KB
-            // larger, copied whole each time one of them is moved or boxed.
+            // it would make this future, and every sender's future that awaits it, larger by
+            // that message, copied whole each time one of them is moved or boxed.
             None => Err(Box::pin(self.envelope_to_router().send(RouteAcked {
                 env,
                 abandonable: crate::deadline::current().is_some(),
