@@ -207,6 +207,7 @@ pub struct TestSystemBuilder<'a> {
     store: Option<Arc<dyn ThreadStore>>,
     clock: ClockChoice,
     tweaks: Vec<ConfigTweak<'a>>,
+    recover: bool,
 }
 
 impl<'a> TestSystemBuilder<'a> {
@@ -259,6 +260,13 @@ impl<'a> TestSystemBuilder<'a> {
         self
     }
 
+    /// Starts without recovering what the store holds: the test looks at it first, then calls
+    /// `system.recover()` (else the system recovers at start, as the service does).
+    pub fn without_recovery(mut self) -> Self {
+        self.recover = false;
+        self
+    }
+
     /// Starts the system through the service's own [`agentd::Builder`] (the wiring `main`
     /// uses), from the default settings with this builder's store, model, types, clock and
     /// config changes in place of what the settings would make.
@@ -287,6 +295,9 @@ impl<'a> TestSystemBuilder<'a> {
         for tweak in self.tweaks {
             builder = builder.config(tweak);
         }
+        if !self.recover {
+            builder = builder.without_recovery();
+        }
         let service = builder.build().await.expect("the agent system starts");
         TestSystem {
             system: service.system.clone(),
@@ -306,6 +317,7 @@ impl TestSystem {
             store: None,
             clock: ClockChoice::System,
             tweaks: Vec::new(),
+            recover: true,
         }
     }
 

@@ -1,7 +1,6 @@
 //! Why agentd did not start: [`StartError`], one variant per cause, each keeping the error
 //! underneath as its [`source`](std::error::Error::source). The library's start-up path
-//! ([`crate::Builder`], [`crate::wiring::wire`], [`crate::telemetry::Telemetry::start`],
-//! [`crate::logs::install`]) answers it; the binaries turn it into `anyhow` at their edge
+//! (`Builder`, `wiring::wire`, `Telemetry::start`, `logs::install`) answers it; the binaries turn it into `anyhow` at their edge
 //! (`main.rs` prints it as one line of its causes).
 //!
 //! A variant's message says what was being done and leaves its cause to the source, so the

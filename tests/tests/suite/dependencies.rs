@@ -423,6 +423,7 @@ async fn a_dependent_stopped_while_it_waits_shows_its_stored_work_and_runs_after
         .script(SCRIPT)
         .store(store.clone())
         .clock(Arc::new(clock.clone()))
+        .without_recovery()
         .start()
         .await;
     // Not activated yet: what it shows is what its durable inbox holds, as the queue says.

@@ -298,6 +298,7 @@ async fn a_child_output_kept_when_its_process_died_reaches_the_parent_after_a_re
     let second = TestSystem::builder()
         .script(script)
         .store(store.clone())
+        .without_recovery()
         .start()
         .await;
     second.system.recover().await.unwrap();
@@ -513,6 +514,7 @@ async fn a_crash_between_steps(persisted_first: bool) {
         .script(&TWO_STEPS.replace("DELAY", "0"))
         .types(with_clock_tool())
         .store(inner.clone())
+        .without_recovery()
         .start()
         .await;
     b.system.recover().await.unwrap();

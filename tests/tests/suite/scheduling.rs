@@ -514,6 +514,7 @@ async fn stored_work_not_started_is_ready_and_a_rate_limited_agent_waits_for_its
         .types(types())
         .store(store.clone())
         .clock(std::sync::Arc::new(clock2.clone()))
+        .without_recovery()
         .start()
         .await;
     let tasks = second.system.queue(None).await.unwrap();

@@ -17,6 +17,7 @@ pub struct Builder<'a> {
     settings: Settings,
     clock: Arc<dyn Clock>,
     overrides: Overrides<'a>,
+    recover: bool,
 }
 
 impl<'a> Builder<'a> {
@@ -26,6 +27,7 @@ impl<'a> Builder<'a> {
             settings,
             clock: Arc::new(SystemClock),
             overrides: Overrides::default(),
+            recover: true,
         }
     }
 
@@ -65,11 +67,19 @@ impl<'a> Builder<'a> {
         self
     }
 
+    /// Leaves the agents the store holds as they are until the caller runs
+    /// `AgentSystem::recover` (a test that looks at a restarted store first).
+    pub fn without_recovery(mut self) -> Self {
+        self.recover = false;
+        self
+    }
+
     /// The service without its HTTP server: actors started, Redis readers running (with
-    /// Redis), agents recovered. Must run inside an actix `System`.
+    /// Redis), agents recovered (unless [`Self::without_recovery`]). Must run inside an actix
+    /// `System`.
     pub async fn build(self) -> Result<Service, StartError> {
         let wired = wire(&self.settings, self.clock, self.overrides).await?;
-        Service::start(self.settings, wired).await
+        Service::start(self.settings, wired, self.recover).await
     }
 
     /// The whole service, listening on `server.bind`. Must run inside an actix `System`.

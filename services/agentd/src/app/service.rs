@@ -37,8 +37,12 @@ pub struct Service {
 
 impl Service {
     /// Starts the actors on `wired`'s ports, then (with Redis) the readers that feed them, and
-    /// recovers the agents the store holds.
-    pub(super) async fn start(settings: Settings, wired: Wired) -> Result<Service, StartError> {
+    /// (with `recover`) recovers the agents the store holds.
+    pub(super) async fn start(
+        settings: Settings,
+        wired: Wired,
+        recover: bool,
+    ) -> Result<Service, StartError> {
         if let Some(mcp) = &wired.mcp {
             mcp.start();
         }
@@ -96,7 +100,9 @@ impl Service {
                 .await
                 .map_err(|e| StartError::bus("starting the tool reply reader", e))?;
         }
-        system.recover().await.map_err(StartError::Recovery)?;
+        if recover {
+            system.recover().await.map_err(StartError::Recovery)?;
+        }
         // With Redis, `/v1/events` follows `<ns>:events` and `<ns>:deltas`: every process's
         // events, not only ours.
         let (redis_events, events_tail) = match &wired.redis_store {

@@ -1,9 +1,17 @@
 //! Typed settings, layered: built-in `deploy/default.toml` < `--config FILE` < environment
 //! variables `AGENTD__SECTION__KEY`. Unknown keys are an error, so a typo never silently
 //! falls back to a default.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | `model` | `[model]` and `[providers.*]`: each backend's own keys, what providers inherit, prices |
+//! | `service` | the service's sections: server, store, Redis, auth, agents, prompts, runtime, log |
+//! | `tools` | `[tools.*]` and `[mcp]` |
+//! | `telemetry` | `[telemetry]`: OpenTelemetry export |
 
 mod model;
 mod service;
+mod telemetry;
 mod tools;
 
 pub use model::{
@@ -14,6 +22,7 @@ pub use service::{
     AgentsSettings, AuthSettings, CheckpointSettings, LogSettings, PromptSettings, RedisSettings,
     RuntimeSettings, ServerSettings, StoreBackend, StoreKind, StoreSettings,
 };
+pub use telemetry::TelemetrySettings;
 pub use tools::{McpSettings, ToolSettings};
 
 use agentd_actors::Limits;
@@ -80,7 +89,7 @@ pub struct Settings {
     pub a2a: A2aSettings,
     /// OpenTelemetry export (off unless an endpoint is set).
     #[serde(default)]
-    pub telemetry: crate::telemetry::TelemetrySettings,
+    pub telemetry: TelemetrySettings,
 }
 
 /// `[a2a]`: which agent types are A2A agents.
