@@ -1,7 +1,7 @@
 //! `agentd-actors`: the actors of agentd and the ports they talk through.
 //!
 //! The modules, floor by floor from the top (a module names only its own floor or lower ones;
-//! `tests/architecture.rs` checks it, `docs/architecture.md` draws it):
+//! `tests/tests/suite/architecture.rs` checks it, `docs/architecture.md` draws it):
 //!
 //! | floor | module | what it holds |
 //! |---|---|---|

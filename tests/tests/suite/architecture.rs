@@ -1,6 +1,7 @@
-//! No import cycle among the files of one folder, in any crate of the workspace: imports read
-//! one way within each module as they do between `actors`' floors (`actors/tests/architecture.rs`
-//! checks those floors, and leaves one cycle, the actors that address one another).
+//! Imports read one way (docs/architecture.md, "Floors"): `actors`' top-level modules name only
+//! modules of their own floor or a lower one, and no folder of any crate of the workspace holds
+//! an import cycle among its files — but one, `actors`' floor 7, the actors that address one
+//! another.
 //!
 //! In the manner of rust-analyzer's tidy tests this reads the sources. Every path a file names
 //! through `crate::`, `super::` or `self::` (in `use` trees, expressions and doc links alike;
@@ -13,6 +14,51 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+/// Each top-level module of `actors/src` and its floor: a module may name modules of its floor
+/// or below. A new module gets a floor here (the test says so), and docs/architecture.md draws
+/// the same table.
+const FLOORS: &[(&str, u8)] = &[
+    // 0: leaves, named by everything.
+    ("clock", 0),
+    ("deadline", 0),
+    ("errors", 0),
+    ("failpoints", 0),
+    ("hashing", 0),
+    ("metrics", 0),
+    ("telemetry", 0),
+    // 1: plain data and the ports to the outside.
+    ("config", 1),
+    ("ports", 1),
+    ("rate_gate", 1),
+    ("tree_spend", 1),
+    // 2: what tools exist (data about tools, no behaviour).
+    ("catalogue", 2),
+    // 3: the bundle of ports, config and catalogue every actor holds.
+    ("deps", 3),
+    // 4: the messages several floors send, and services over the ports.
+    ("messages", 4),
+    ("lineage", 4),
+    ("context_files", 4),
+    ("depends_on", 4),
+    ("checkpoints", 4),
+    ("scheduler", 4),
+    // 5: how tools run (the system seen through the `Agents` port).
+    ("tools", 5),
+    // 6: one turn.
+    ("turn", 6),
+    // 7: the actors that address one another.
+    ("agent", 7),
+    ("supervisor", 7),
+    ("parent_router", 7),
+    ("process", 7),
+    ("channel_router", 7),
+    // 8: operations over the actors (implements `Agents`).
+    ("ops", 8),
+    // 9: the facade, and the unit tests' helpers.
+    ("system", 9),
+    ("testing", 9),
+];
 
 /// The one cycle allowed, in `actors`' root: a supervisor starts agents and routers, an agent
 /// sends to the routers and the supervisor, the routers deliver to agents and ask the
@@ -305,6 +351,66 @@ fn unwanted_cycles(name: &str, src: &Path) -> Vec<String> {
     found
 }
 
+fn floor(module: &str) -> Option<u8> {
+    FLOORS.iter().find(|(m, _)| *m == module).map(|(_, f)| *f)
+}
+
+/// `actors`' top-level modules and the ones each names (with the files that name them).
+fn actors_top_level() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let src = workspace().join("actors").join("src");
+    graphs(&src).remove(&Vec::new()).unwrap_or_default()
+}
+
+/// Every edge that goes up a floor, as `from (floor) → to (floor): files`.
+fn upward(edges: &BTreeMap<String, BTreeMap<String, BTreeSet<String>>>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (from, tos) in edges {
+        for (to, files) in tos {
+            if let (Some(a), Some(b)) = (floor(from), floor(to))
+                && b > a
+            {
+                out.push(format!("{from} ({a}) → {to} ({b}): {files:?}"));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_actors_module_has_a_floor_and_names_none_above_it() {
+    let edges = actors_top_level();
+    let src = workspace().join("actors").join("src");
+    let modules: BTreeSet<String> = std::fs::read_dir(&src)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter_map(|p| {
+            let name = p.file_stem()?.to_str()?.to_string();
+            (p.is_dir() || p.extension().is_some_and(|e| e == "rs")).then_some(name)
+        })
+        .filter(|m| m != "lib")
+        .collect();
+    let unplaced: Vec<&String> = modules.iter().filter(|m| floor(m).is_none()).collect();
+    assert!(
+        unplaced.is_empty(),
+        "give these modules a floor in FLOORS (and docs/architecture.md): {unplaced:?}"
+    );
+    let gone: Vec<&str> = FLOORS
+        .iter()
+        .map(|(m, _)| *m)
+        .filter(|m| !modules.contains(*m))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "FLOORS names modules that no longer exist: {gone:?}"
+    );
+    let found = upward(&edges);
+    assert!(
+        found.is_empty(),
+        "imports that go up a floor:\n{}",
+        found.join("\n")
+    );
+}
+
 #[test]
 fn no_folder_of_any_crate_holds_an_import_cycle() {
     let crates = crates();
@@ -375,4 +481,20 @@ fn paths_resolve_and_a_cycle_between_siblings_is_caught() {
     )
     .unwrap();
     assert!(unwanted_cycles("example", src).is_empty());
+
+    // An edge up a floor is caught, one down is not.
+    let mut edges: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    let mut edge = |a: &str, b: &str| {
+        edges
+            .entry(a.to_string())
+            .or_default()
+            .entry(b.to_string())
+            .or_default()
+            .insert(format!("{a}.rs"));
+    };
+    edge("config", "tools");
+    edge("tools", "deps");
+    let found = upward(&edges);
+    assert_eq!(found.len(), 1, "config (1) → tools (5): {found:?}");
+    assert!(found[0].starts_with("config (1) → tools (5)"), "{found:?}");
 }
