@@ -105,6 +105,10 @@ export RUSTC_WORKSPACE_WRAPPER="${RUSTC_WORKSPACE_WRAPPER:-$(command -v clippy-d
 export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 cargo test --workspace --all-targets --no-run --quiet
+# Four tests at a time (libtest's default is one per core): most of a test's time is waiting —
+# for the processes and servers it starts, for timers, for Redis failovers —, so two cores run
+# four of them with room to spare.
+export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
 status=0
 cargo test --workspace --no-fail-fast || status=$?
 # The Redis suites once more on a Redis Cluster (three masters and three replicas started per

@@ -81,8 +81,10 @@ impl AgentActor {
             counter.add(n as f64);
         }
         meters.cost.add(cost);
-        self.rec.usage += usage;
-        self.rec.cost_usd += cost;
+        // One copy-on-write access for both fields.
+        let rec = &mut *self.rec;
+        rec.usage += usage;
+        rec.cost_usd += cost;
         if self.deps().events.is_listened() {
             self.deps().events.publish(&Event::TokenUsage {
                 agent_id: self.rec.id.clone(),

@@ -13,7 +13,8 @@ use agentd_actors::{
     check_type_tools, split_exposed,
 };
 use agentd_bus::{
-    CappedStream, EventLog, Fanout, InProcessBus, RedisBus, RedisBusConfig, RedisEvents,
+    CappedStream, EventLog, Fanout, InProcessBus, LocalEvents, RedisBus, RedisBusConfig,
+    RedisEvents,
 };
 use agentd_mcp::McpClient;
 use agentd_models::{
@@ -292,7 +293,10 @@ pub async fn wire(
     let event_log = Arc::new(EventLog::new(EVENT_HISTORY, clock.now_ms()));
     if redis.is_none() {
         // One process: its own events are all `/v1/events` shows, named as they happen.
-        events = Arc::new(Fanout(vec![events, event_log.clone()]));
+        events = Arc::new(LocalEvents {
+            bus: bus.clone(),
+            log: event_log.clone(),
+        });
     }
     let model: Arc<dyn ModelClient> = match overrides.model {
         Some(model) => model,

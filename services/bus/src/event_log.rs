@@ -10,10 +10,17 @@
 //! Invariant: ids in the ring and on the broadcast appear in append order, and a subscriber
 //! gets every event appended after the ones its replay ends with, none twice (subscribing and
 //! appending take the same lock).
+//!
+//! The log keeps the process's own events from its first subscriber on: before anyone
+//! followed it, no client holds an id of it to resume after, so there is nothing to keep, and
+//! a process nobody watches (the bench's, a test's) neither names nor stores its events — nor
+//! do its agents build them ([`EventSink::is_listened`]). A service serving A2A subscribes at
+//! start (its watcher), so its ring holds everything from then on.
 
 use agentd_actors::EventSink;
 use agentd_proto::Event;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::broadcast;
 
@@ -47,8 +54,10 @@ pub struct EventLog {
     ring: Mutex<Ring>,
     capacity: usize,
     tx: broadcast::Sender<Arc<Logged>>,
-    /// Prefix of the ids the log gives its own events (the process's start, ms).
-    epoch: u64,
+    /// Prefix of the ids the log gives its own events: the process's start (ms) and `-`.
+    prefix: String,
+    /// Whether anyone has subscribed yet: until then the process's own events are not kept.
+    followed: AtomicBool,
 }
 
 impl EventLog {
@@ -64,7 +73,8 @@ impl EventLog {
             }),
             capacity,
             tx,
-            epoch,
+            prefix: format!("{epoch}-"),
+            followed: AtomicBool::new(false),
         }
     }
 
@@ -94,6 +104,7 @@ impl EventLog {
         after: Option<&str>,
     ) -> (broadcast::Receiver<Arc<Logged>>, Option<Replay>) {
         let ring = self.ring();
+        self.followed.store(true, Ordering::Release);
         let rx = self.tx.subscribe();
         let replay = after.map(
             |id| match ring.events.iter().position(|logged| logged.id == id) {
@@ -109,6 +120,7 @@ impl EventLog {
     /// nothing and sees nothing twice (both are taken under the same lock).
     pub fn subscribe_with_ring(&self) -> (broadcast::Receiver<Arc<Logged>>, Vec<Arc<Logged>>) {
         let ring = self.ring();
+        self.followed.store(true, Ordering::Release);
         let rx = self.tx.subscribe();
         (rx, ring.events.iter().cloned().collect())
     }
@@ -120,10 +132,17 @@ impl EventLog {
 }
 
 impl EventSink for EventLog {
-    /// Names the event (`<epoch>-<n>`) and appends it.
+    /// Names the event (`<epoch>-<n>`) and appends it, once anyone has subscribed.
     fn publish(&self, event: &Event) {
+        if !self.followed.load(Ordering::Acquire) {
+            return;
+        }
         let mut ring = self.ring();
-        let id = format!("{}-{}", self.epoch, ring.next);
+        // Every event of the process is named here, on the agents' path: the prefix is made
+        // once, and the number written without the formatting machinery.
+        let mut id = String::with_capacity(self.prefix.len() + 20);
+        id.push_str(&self.prefix);
+        push_decimal(&mut id, ring.next);
         ring.next += 1;
         self.push(
             &mut ring,
@@ -134,9 +153,49 @@ impl EventSink for EventLog {
         );
     }
 
-    /// Always: the ring keeps events for clients that come back.
+    /// From the first subscriber on: the ring keeps events for clients that come back, even
+    /// while none is connected.
     fn is_listened(&self) -> bool {
-        true
+        self.followed.load(Ordering::Acquire)
+    }
+}
+
+/// The events of a process on its own (no Redis): its in-process subscribers' bus and its log.
+/// One sink of two known kinds rather than a [`crate::Fanout`] of any: agents ask
+/// [`EventSink::is_listened`] before every status change and usage count, and this answers
+/// without a virtual call per sink (the log's flag first, an atomic read).
+pub struct LocalEvents {
+    /// The in-process subscribers (tests, the bench).
+    pub bus: crate::InProcessBus,
+    /// What `/v1/events` shows.
+    pub log: Arc<EventLog>,
+}
+
+impl EventSink for LocalEvents {
+    fn publish(&self, event: &Event) {
+        self.bus.publish(event);
+        self.log.publish(event);
+    }
+
+    fn is_listened(&self) -> bool {
+        self.log.is_listened() || self.bus.is_listened()
+    }
+}
+
+/// Appends `n` in decimal.
+fn push_decimal(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[at..] {
+        out.push(char::from(d));
     }
 }
 
@@ -150,6 +209,15 @@ mod tests {
         }
     }
 
+    #[test]
+    fn numbers_are_written_in_decimal() {
+        for n in [0, 7, 10, 1_000_000, u64::MAX] {
+            let mut out = String::from("x-");
+            push_decimal(&mut out, n);
+            assert_eq!(out, format!("x-{n}"));
+        }
+    }
+
     fn ids(replay: Option<Replay>) -> Option<Vec<String>> {
         match replay? {
             Replay::After(events) => Some(events.iter().map(|l| l.id.clone()).collect()),
@@ -160,6 +228,7 @@ mod tests {
     #[test]
     fn a_resume_gets_what_came_after_its_id_and_an_id_too_old_is_not_kept() {
         let log = EventLog::new(16, 7);
+        let _first = log.subscribe(None);
         for n in 0..20 {
             log.publish(&deleted(n));
         }
@@ -179,6 +248,21 @@ mod tests {
         );
         let (_, replay) = log.subscribe(None);
         assert!(replay.is_none());
+    }
+
+    #[test]
+    fn nothing_is_kept_or_listened_before_the_first_subscriber() {
+        let log = EventLog::new(16, 7);
+        assert!(!log.is_listened());
+        log.publish(&deleted(0));
+        let (_, ring) = log.subscribe_with_ring();
+        assert!(ring.is_empty(), "an event nobody could resume after");
+        assert!(log.is_listened());
+        log.publish(&deleted(1));
+        let (_, replay) = log.subscribe(Some("7-1"));
+        assert_eq!(ids(replay), Some(vec![]), "numbered from 1 once followed");
+        let (_, ring) = log.subscribe_with_ring();
+        assert_eq!(ring.len(), 1);
     }
 
     #[test]

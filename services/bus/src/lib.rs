@@ -5,7 +5,7 @@
 //! | `inproc` | [`InProcessBus`]: a broadcast of events to in-process subscribers (SSE, tests) |
 //! | `redis_bus` | [`RedisBus`]: partition streams, leases, failover; the `Transport` of the ChannelRouter |
 //! | `commands` | [`CommandConsumer`]: the `<ns>:commands` stream other services write to |
-//! | `event_log` | [`EventLog`]: the events `/v1/events` shows, with ids, the recent ones kept for clients that resume |
+//! | `event_log` | [`EventLog`]: the events `/v1/events` shows, with ids, the recent ones kept for clients that resume; [`LocalEvents`]: it and the in-process bus, as one process without Redis publishes |
 //! | `redis_events` | [`RedisEvents`]: events to `<ns>:events`, text deltas to `<ns>:deltas`; [`Fanout`] to several sinks; [`RedisEventsTail`] back into an [`EventLog`] |
 //! | `tool_replies` | [`ToolReplies`]: workers' answers to service tools' calls, on `<ns>:tool_replies` |
 //! | `dead` | [`DeadLetters`]: the `<ns>:dead` stream |
@@ -26,7 +26,7 @@ mod tool_replies;
 
 pub use commands::{CommandConsumer, CommandLimits};
 pub use dead::DeadLetters;
-pub use event_log::{EventLog, Logged, Replay};
+pub use event_log::{EventLog, LocalEvents, Logged, Replay};
 pub use inproc::InProcessBus;
 pub use redis_bus::{Readiness, RedisBus, RedisBusConfig};
 pub use redis_events::{
