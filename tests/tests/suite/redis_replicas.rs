@@ -260,6 +260,10 @@ fn a_202_and_a_201_wait_for_the_replica_and_a_retried_spawn_answers_its_first_ag
             ("AGENTD__REDIS__URL", master.url()),
             ("AGENTD__REDIS__MIN_REPLICAS", "1".to_string()),
             ("AGENTD__REDIS__REPLICA_WAIT_MS", "1500".to_string()),
+            // The replica's wait is what is checked here, not the request's bound (the
+            // failover tests hold that): on a loaded machine a write and its `WAIT` may take
+            // longer than the default second, and the replica's own limit decides.
+            ("AGENTD__REDIS__REQUEST_WAIT_MS", "10000".to_string()),
         ],
         &dir,
     );
