@@ -72,11 +72,12 @@ pub use config::{AgentType, AgentTypes, ContextWindow, Limits, ProviderRates, Ru
 pub use deps::Deps;
 pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 pub use ports::{
-    AnswerObserver, Claim, ClaimEnd, CliRun, CliStep, CliTools, DEDUP_WINDOW, EventSink,
-    ExternalKey, McpCallResult, McpServerStatus, McpToolDef, McpTools, ModelCapabilities,
-    ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, Pushed, StoreError,
-    StoreErrorKind, StoreResult, StoreWrite, ThreadEntries, ThreadStore, ToolCallClosing, ToolSpec,
-    Transport, WebhookCall, WebhookClient, WebhookError, WorkerAlias,
+    A2aTasks, AgentRecords, AnswerObserver, Batches, Checkpoints, Claim, ClaimEnd, CliRun, CliStep,
+    CliTools, DEDUP_WINDOW, EventSink, ExternalIds, ExternalKey, IdempotencyClaims, Inboxes,
+    McpCallResult, McpServerStatus, McpToolDef, McpTools, ModelCapabilities, ModelClient,
+    ModelError, ModelRequest, ModelResponse, Purpose, Pushed, StoreError, StoreErrorKind,
+    StoreKind, StoreResult, StoreWrite, ThreadEntries, ThreadStore, Threads, ToolCallClosing,
+    ToolCalls, ToolSpec, Transport, Tree, WebhookCall, WebhookClient, WebhookError, WorkerAlias,
 };
 pub use system::AgentSystem;
 /// The token a [`ModelRequest`] is cancelled by (re-exported so backends and tests name one

@@ -4,7 +4,7 @@
 //!
 //! | module | port |
 //! |---|---|
-//! | [`store`] | `ThreadStore`, its batch writes and its typed `StoreError` |
+//! | [`store`] | `ThreadStore`: the store's concerns (records, threads, tree, inboxes, batches, …), one trait each, and its typed `StoreError` |
 //! | [`model`] | `ModelClient`: one model call in, one answer out |
 //! | [`transport`] | `Transport`: envelopes for agents of other processes |
 //! | [`stream_entry`] | `StreamEntry`: a partition stream entry delivered to an agent, which may hold it instead of pushing it |
@@ -26,9 +26,10 @@ pub use model::{
     ModelRequest, ModelResponse, Purpose, ThreadEntries, ToolSpec,
 };
 pub use store::{
-    Claim, ClaimEnd, DEDUP_WINDOW, ExternalKey, Pushed, StoreError, StoreErrorKind, StoreResult,
-    StoreWrite, ThreadStore, ToolCallClosing, WorkerAlias, forwards_not_taken, is_transient,
-    outbox_not_kept, tool_calls_not_kept,
+    A2aTasks, AgentRecords, Batches, Checkpoints, Claim, ClaimEnd, DEDUP_WINDOW, ExternalIds,
+    ExternalKey, IdempotencyClaims, Inboxes, Pushed, StoreError, StoreErrorKind, StoreKind,
+    StoreResult, StoreWrite, ThreadStore, Threads, ToolCallClosing, ToolCalls, Tree, WorkerAlias,
+    forwards_not_taken, is_transient, outbox_not_kept,
 };
 pub use stream_entry::{EntryWatch, StreamEntry};
 pub use transport::Transport;

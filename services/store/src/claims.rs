@@ -15,7 +15,7 @@ pub(crate) struct Claims {
 
 impl Claims {
     /// Claims `key` of `home` for `fingerprint` for `ttl_ms`: `None` if the claim is new, else
-    /// the live claim (see `ThreadStore::idempotency_claim`).
+    /// the live claim (see `IdempotencyClaims::idempotency_claim`).
     pub(crate) fn claim(
         &self,
         home: &str,

@@ -2,8 +2,9 @@
 
 use agentd_actors::DEDUP_WINDOW;
 use agentd_actors::{
-    Claim, ClaimEnd, ExternalKey, FastHashSet, Pushed, StoreResult, StoreWrite, ThreadStore,
-    WorkerAlias,
+    A2aTasks, AgentRecords, Batches, Checkpoints, Claim, ClaimEnd, ExternalIds, ExternalKey,
+    FastHashSet, IdempotencyClaims, Inboxes, Pushed, StoreKind, StoreResult, StoreWrite, Threads,
+    ToolCalls, Tree, WorkerAlias,
 };
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
@@ -297,12 +298,14 @@ impl MemoryStore {
     }
 }
 
-#[async_trait]
-impl ThreadStore for MemoryStore {
+impl StoreKind for MemoryStore {
     fn kind(&self) -> &'static str {
         "memory"
     }
+}
 
+#[async_trait]
+impl AgentRecords for MemoryStore {
     async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()> {
         self.lock().put_agent(Arc::new(record.clone()));
         Ok(())
@@ -334,6 +337,37 @@ impl ThreadStore for MemoryStore {
         Ok(roots)
     }
 
+    async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
+        let mut inner = self.lock();
+        let parent = inner
+            .agents
+            .remove(agent_id)
+            .and_then(|kept| kept.record?.parent_id.clone());
+        inner.checkpoints.remove(agent_id);
+        inner.children.remove(agent_id);
+        inner.dependents.remove(agent_id);
+        inner.aliases.remove(agent_id);
+        inner.a2a_tasks.remove(agent_id);
+        for key in inner.external_ids_of.remove(agent_id).unwrap_or_default() {
+            if inner.external_ids.get(&key).is_some_and(|a| a == agent_id) {
+                inner.external_ids.remove(&key);
+            }
+        }
+        if let Some(parent) = parent {
+            if let Some((order, set)) = inner.children.get_mut(&*parent) {
+                order.retain(|c| c != agent_id);
+                set.remove(agent_id);
+            }
+            if let Some(map) = inner.aliases.get_mut(&*parent) {
+                map.retain(|_, child| child != agent_id);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Threads for MemoryStore {
     async fn append(&self, agent_id: &str, entry: &ThreadEntry) -> StoreResult<bool> {
         let mut inner = self.lock();
         let kept = inner.agents.slot(agent_id, || Kept::named(agent_id));
@@ -363,7 +397,10 @@ impl ThreadStore for MemoryStore {
         (rest.thread, rest.seen) = (thread, seen);
         Ok(())
     }
+}
 
+#[async_trait]
+impl Tree for MemoryStore {
     async fn add_child(&self, parent_id: &str, child_id: &str) -> StoreResult<()> {
         let mut inner = self.lock();
         let (order, set) = inner.children.entry(parent_id.to_string()).or_default();
@@ -449,50 +486,10 @@ impl ThreadStore for MemoryStore {
             })
             .unwrap_or_default())
     }
+}
 
-    async fn idempotency_claim(
-        &self,
-        home: &str,
-        key: &str,
-        fingerprint: &str,
-        ttl_ms: u64,
-    ) -> StoreResult<Option<Claim>> {
-        Ok(self.claims.claim(home, key, fingerprint, ttl_ms))
-    }
-
-    async fn idempotency_claim_end(&self, home: &str, key: &str, end: ClaimEnd) -> StoreResult<()> {
-        self.claims.end(home, key, end);
-        Ok(())
-    }
-
-    async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
-        let mut inner = self.lock();
-        let parent = inner
-            .agents
-            .remove(agent_id)
-            .and_then(|kept| kept.record?.parent_id.clone());
-        inner.checkpoints.remove(agent_id);
-        inner.children.remove(agent_id);
-        inner.dependents.remove(agent_id);
-        inner.aliases.remove(agent_id);
-        inner.a2a_tasks.remove(agent_id);
-        for key in inner.external_ids_of.remove(agent_id).unwrap_or_default() {
-            if inner.external_ids.get(&key).is_some_and(|a| a == agent_id) {
-                inner.external_ids.remove(&key);
-            }
-        }
-        if let Some(parent) = parent {
-            if let Some((order, set)) = inner.children.get_mut(&*parent) {
-                order.retain(|c| c != agent_id);
-                set.remove(agent_id);
-            }
-            if let Some(map) = inner.aliases.get_mut(&*parent) {
-                map.retain(|_, child| child != agent_id);
-            }
-        }
-        Ok(())
-    }
-
+#[async_trait]
+impl Inboxes for MemoryStore {
     async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
         let mut inner = self.lock();
         Ok(inner
@@ -524,6 +521,40 @@ impl ThreadStore for MemoryStore {
         Ok(())
     }
 
+    async fn inbox_push_then(
+        &self,
+        agent_id: &str,
+        env: &Envelope,
+        then: &[StoreWrite],
+    ) -> StoreResult<Pushed> {
+        // Under one lock, with no nested store calls (each would box a future of its own:
+        // this runs for every message).
+        refuse_unkept(then)?;
+        let mut inner = self.lock();
+        let kept = inner.agents.slot(agent_id, || Kept::named(agent_id));
+        let fresh = kept.rest().inbox_push(env);
+        if fresh {
+            if then
+                .iter()
+                .all(|w| agent_of(w).is_none_or(|a| a == agent_id))
+            {
+                // The agent's own turn start: found once, with the push.
+                for w in then {
+                    kept.apply(w);
+                }
+            } else {
+                inner.apply(then);
+            }
+        }
+        Ok(Pushed {
+            fresh,
+            then_applied: fresh,
+        })
+    }
+}
+
+#[async_trait]
+impl Checkpoints for MemoryStore {
     async fn checkpoint_put(&self, checkpoint: &Checkpoint, keep: usize) -> StoreResult<()> {
         let mut inner = self.lock();
         let list = inner
@@ -537,6 +568,48 @@ impl ThreadStore for MemoryStore {
         Ok(())
     }
 
+    async fn checkpoints(&self, agent_id: &str) -> StoreResult<Vec<Checkpoint>> {
+        Ok(self
+            .lock()
+            .checkpoints
+            .get(agent_id)
+            .map(|l| l.iter().rev().cloned().collect())
+            .unwrap_or_default())
+    }
+}
+
+#[async_trait]
+impl Batches for MemoryStore {
+    async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
+        self.write_now(writes)
+    }
+
+    async fn write_own_batch(&self, _agent_id: &str, writes: &[StoreWrite]) -> StoreResult<()> {
+        // As `write_batch` (no fence to check), without a nested store call.
+        self.write_now(writes)
+    }
+}
+
+#[async_trait]
+impl IdempotencyClaims for MemoryStore {
+    async fn idempotency_claim(
+        &self,
+        home: &str,
+        key: &str,
+        fingerprint: &str,
+        ttl_ms: u64,
+    ) -> StoreResult<Option<Claim>> {
+        Ok(self.claims.claim(home, key, fingerprint, ttl_ms))
+    }
+
+    async fn idempotency_claim_end(&self, home: &str, key: &str, end: ClaimEnd) -> StoreResult<()> {
+        self.claims.end(home, key, end);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ToolCalls for MemoryStore {
     async fn tool_call_put(&self, call: &agentd_proto::ToolCallRecord) -> StoreResult<()> {
         let mut inner = self.lock();
         if inner
@@ -574,6 +647,21 @@ impl ThreadStore for MemoryStore {
         Ok(ToolCallClose::Closed(call.clone()))
     }
 
+    async fn tool_calls_open(&self) -> StoreResult<Vec<agentd_proto::ToolCallRecord>> {
+        let mut open: Vec<_> = self
+            .lock()
+            .tool_calls
+            .values()
+            .filter(|c| c.status.is_open())
+            .cloned()
+            .collect();
+        open.sort_by_key(|c| (c.requested_at_ms, c.call_id));
+        Ok(open)
+    }
+}
+
+#[async_trait]
+impl A2aTasks for MemoryStore {
     async fn a2a_task_put(&self, agent_id: &str, task_id: &str, value: &[u8]) -> StoreResult<()> {
         self.lock()
             .a2a_tasks
@@ -615,7 +703,10 @@ impl ThreadStore for MemoryStore {
             .map(|m| m.values().cloned().collect())
             .unwrap_or_default())
     }
+}
 
+#[async_trait]
+impl ExternalIds for MemoryStore {
     async fn external_id_claim(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<String> {
         let key = key.encoded();
         let mut inner = self.lock();
@@ -648,66 +739,5 @@ impl ThreadStore for MemoryStore {
             keys.remove(&key);
         }
         Ok(())
-    }
-
-    async fn tool_calls_open(&self) -> StoreResult<Vec<agentd_proto::ToolCallRecord>> {
-        let mut open: Vec<_> = self
-            .lock()
-            .tool_calls
-            .values()
-            .filter(|c| c.status.is_open())
-            .cloned()
-            .collect();
-        open.sort_by_key(|c| (c.requested_at_ms, c.call_id));
-        Ok(open)
-    }
-
-    async fn checkpoints(&self, agent_id: &str) -> StoreResult<Vec<Checkpoint>> {
-        Ok(self
-            .lock()
-            .checkpoints
-            .get(agent_id)
-            .map(|l| l.iter().rev().cloned().collect())
-            .unwrap_or_default())
-    }
-
-    async fn inbox_push_then(
-        &self,
-        agent_id: &str,
-        env: &Envelope,
-        then: &[StoreWrite],
-    ) -> StoreResult<Pushed> {
-        // Under one lock, with no nested store calls (each would box a future of its own:
-        // this runs for every message).
-        refuse_unkept(then)?;
-        let mut inner = self.lock();
-        let kept = inner.agents.slot(agent_id, || Kept::named(agent_id));
-        let fresh = kept.rest().inbox_push(env);
-        if fresh {
-            if then
-                .iter()
-                .all(|w| agent_of(w).is_none_or(|a| a == agent_id))
-            {
-                // The agent's own turn start: found once, with the push.
-                for w in then {
-                    kept.apply(w);
-                }
-            } else {
-                inner.apply(then);
-            }
-        }
-        Ok(Pushed {
-            fresh,
-            then_applied: fresh,
-        })
-    }
-
-    async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
-        self.write_now(writes)
-    }
-
-    async fn write_own_batch(&self, _agent_id: &str, writes: &[StoreWrite]) -> StoreResult<()> {
-        // As `write_batch` (no fence to check), without a nested store call.
-        self.write_now(writes)
     }
 }

@@ -1,7 +1,7 @@
 //! Every store passes the same conformance suite; the embedded one also survives a re-open.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_actors::ThreadStore;
+use agentd_actors::{AgentRecords, Batches, IdempotencyClaims, Inboxes, Threads, Tree};
 use agentd_store::conformance::{self, entry, record};
 use agentd_store::{MemoryStore, RedbStore};
 use std::sync::Arc;

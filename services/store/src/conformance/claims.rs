@@ -128,3 +128,8 @@ pub async fn the_first_claim_wins_until_released_or_expired(store: Arc<dyn Threa
         "{seen:?} vs {winners:?}"
     );
 }
+
+/// Runs every property of idempotency claims against `store`, which must be empty of the ids they use.
+pub async fn run(store: Arc<dyn ThreadStore>) {
+    the_first_claim_wins_until_released_or_expired(store.clone()).await;
+}

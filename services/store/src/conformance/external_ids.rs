@@ -83,3 +83,8 @@ pub(super) async fn outside_ids_map_to_one_agent_until_it_is_deleted(store: Arc<
     s.delete_agent("x-other").await.unwrap();
     assert_eq!(s.external_id_get(&other_door).await.unwrap(), None);
 }
+
+/// Runs every property of outside ids against `store`, which must be empty of the ids they use.
+pub async fn run(store: Arc<dyn ThreadStore>) {
+    outside_ids_map_to_one_agent_until_it_is_deleted(store.clone()).await;
+}

@@ -100,3 +100,8 @@ pub(super) async fn tool_calls_close_once(store: Arc<dyn ThreadStore>) {
         ToolCallClose::NotFound
     );
 }
+
+/// Runs every property of tool calls against `store`, which must be empty of the ids they use.
+pub async fn run(store: Arc<dyn ThreadStore>) {
+    tool_calls_close_once(store.clone()).await;
+}

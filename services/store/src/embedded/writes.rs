@@ -447,7 +447,7 @@ fn drop_expired_claims(t: &mut Tables<'_>, now_ms: u64) -> StoreResult<()> {
 }
 
 /// Claims `key` of `home` for `fingerprint` until `now_ms + ttl_ms` (see
-/// `ThreadStore::idempotency_claim`), dropping the claims expired by `now_ms` first.
+/// `IdempotencyClaims::idempotency_claim`), dropping the claims expired by `now_ms` first.
 pub(super) fn claim_in(
     t: &mut Tables<'_>,
     home: &str,

@@ -67,7 +67,7 @@ impl RedisStore {
 
     /// Queues `env` in `agent_id`'s inbox unless its id is in the de-duplication window;
     /// answers whether it was new
-    /// ([`ThreadStore::inbox_push`](agentd_actors::ThreadStore::inbox_push)).
+    /// ([`Inboxes::inbox_push`](agentd_actors::Inboxes::inbox_push)).
     pub(super) async fn push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
         let bytes = encode(env).map_err(de)?;
         let n = self.push_grouped(agent_id, env, bytes, None).await?;
@@ -76,7 +76,7 @@ impl RedisStore {
     }
 
     /// [`Self::push`], and for a new envelope the writes `then` that start its turn
-    /// ([`ThreadStore::inbox_push_then`](agentd_actors::ThreadStore::inbox_push_then)).
+    /// ([`Inboxes::inbox_push_then`](agentd_actors::Inboxes::inbox_push_then)).
     pub(super) async fn push_then(
         &self,
         agent_id: &str,

@@ -38,7 +38,7 @@ pub(super) fn append() -> Script {
     Script::new(&with_append_once(APPEND))
 }
 
-/// Appends an entry its writer knows is new (see `ThreadStore::append_new`) while the agent's
+/// Appends an entry its writer knows is new (see `Threads::append_new`) while the agent's
 /// partition's lease holds this process's token (`return -1`: nothing written): appended
 /// without a look-up, an entry written twice would be doubled, so a process that stalled past
 /// its lease must not write one behind the partition's next owner, which may be running the

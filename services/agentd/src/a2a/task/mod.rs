@@ -7,7 +7,7 @@
 //! pending?) and the thread (the turn's input entry, then its steps, whose ids derive from the
 //! item's id) — and kept, once read, in a [`Settled`] record any process may write: the answer
 //! survives a later compaction or reset of the thread. Both live under the context agent's keys
-//! (`ThreadStore::a2a_task_put`), so deleting the context deletes its tasks.
+//! (`A2aTasks::a2a_task_put`), so deleting the context deletes its tasks.
 //!
 //! Invariant: a [`TaskRecord`] is saved before its item is posted (`unposted` until the post
 //! returns), so no reader ever takes a client's item for output no client message started.

@@ -1,4 +1,4 @@
-//! The context's task map (`ThreadStore::a2a_task_put`, under the context agent's keys): the
+//! The context's task map (`A2aTasks::a2a_task_put`, under the context agent's keys): the
 //! task records, their settled states, push configs and notifications, each a [`Stored`]
 //! value.
 
