@@ -72,9 +72,9 @@ pub use config::{AgentType, AgentTypes, ContextWindow, Limits, ProviderRates, Ru
 pub use deps::Deps;
 pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 pub use ports::{
-    A2aTasks, AgentRecords, AnswerObserver, Batches, Checkpoints, Claim, ClaimEnd, CliRun, CliStep,
-    CliTools, DEDUP_WINDOW, EventSink, ExternalIds, ExternalKey, IdempotencyClaims, Inboxes,
-    McpCallResult, McpServerStatus, McpToolDef, McpTools, ModelCapabilities, ModelClient,
+    AgentRecords, AgentValues, AnswerObserver, Batches, Checkpoints, Claim, ClaimEnd, CliRun,
+    CliStep, CliTools, DEDUP_WINDOW, EventSink, ExternalIds, ExternalKey, IdempotencyClaims,
+    Inboxes, McpCallResult, McpServerStatus, McpToolDef, McpTools, ModelCapabilities, ModelClient,
     ModelError, ModelRequest, ModelResponse, Purpose, Pushed, StoreError, StoreErrorKind,
     StoreKind, StoreResult, StoreWrite, ThreadEntries, ThreadStore, Threads, ToolCallClosing,
     ToolCalls, ToolSpec, Transport, Tree, WebhookCall, WebhookClient, WebhookError, WorkerAlias,

@@ -6,7 +6,7 @@
 //! what a spawn answers.
 
 use agentd_actors::{
-    A2aTasks, AgentRecords, Batches, Checkpoints, ExternalIds, IdempotencyClaims, Inboxes,
+    AgentRecords, AgentValues, Batches, Checkpoints, ExternalIds, IdempotencyClaims, Inboxes,
     StoreError, StoreErrorKind, StoreKind, StoreResult, StoreWrite, ThreadStore, Threads,
     ToolCalls, Tree, WorkerAlias,
 };
@@ -337,23 +337,30 @@ impl ToolCalls for FailingWrites {
 }
 
 #[async_trait]
-impl A2aTasks for FailingWrites {
-    async fn a2a_task_put(&self, agent_id: &str, task_id: &str, value: &[u8]) -> StoreResult<()> {
-        self.inner.a2a_task_put(agent_id, task_id, value).await
+impl AgentValues for FailingWrites {
+    async fn agent_value_put(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<()> {
+        self.inner.agent_value_put(agent_id, task_id, value).await
     }
-    async fn a2a_task_put_new(
+    async fn agent_value_put_new(
         &self,
         agent_id: &str,
         task_id: &str,
         value: &[u8],
     ) -> StoreResult<bool> {
-        self.inner.a2a_task_put_new(agent_id, task_id, value).await
+        self.inner
+            .agent_value_put_new(agent_id, task_id, value)
+            .await
     }
-    async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
-        self.inner.a2a_task_get(agent_id, task_id).await
+    async fn agent_value_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.inner.agent_value_get(agent_id, task_id).await
     }
-    async fn a2a_tasks(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
-        self.inner.a2a_tasks(agent_id).await
+    async fn agent_values(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
+        self.inner.agent_values(agent_id).await
     }
 }
 

@@ -26,7 +26,7 @@ pub use model::{
     ModelRequest, ModelResponse, Purpose, ThreadEntries, ToolSpec,
 };
 pub use store::{
-    A2aTasks, AgentRecords, Batches, Checkpoints, Claim, ClaimEnd, DEDUP_WINDOW, ExternalIds,
+    AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, DEDUP_WINDOW, ExternalIds,
     ExternalKey, IdempotencyClaims, Inboxes, Pushed, StoreError, StoreErrorKind, StoreKind,
     StoreResult, StoreWrite, ThreadStore, Threads, ToolCallClosing, ToolCalls, Tree, WorkerAlias,
     forwards_not_taken, is_transient, outbox_not_kept,

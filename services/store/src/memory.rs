@@ -2,7 +2,7 @@
 
 use agentd_actors::DEDUP_WINDOW;
 use agentd_actors::{
-    A2aTasks, AgentRecords, Batches, Checkpoints, Claim, ClaimEnd, ExternalIds, ExternalKey,
+    AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, ExternalIds, ExternalKey,
     FastHashSet, IdempotencyClaims, Inboxes, Pushed, StoreKind, StoreResult, StoreWrite, Threads,
     ToolCalls, Tree, WorkerAlias,
 };
@@ -661,8 +661,13 @@ impl ToolCalls for MemoryStore {
 }
 
 #[async_trait]
-impl A2aTasks for MemoryStore {
-    async fn a2a_task_put(&self, agent_id: &str, task_id: &str, value: &[u8]) -> StoreResult<()> {
+impl AgentValues for MemoryStore {
+    async fn agent_value_put(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<()> {
         self.lock()
             .a2a_tasks
             .entry(agent_id.to_string())
@@ -671,7 +676,7 @@ impl A2aTasks for MemoryStore {
         Ok(())
     }
 
-    async fn a2a_task_put_new(
+    async fn agent_value_put_new(
         &self,
         agent_id: &str,
         task_id: &str,
@@ -686,7 +691,7 @@ impl A2aTasks for MemoryStore {
         Ok(true)
     }
 
-    async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
+    async fn agent_value_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
         Ok(self
             .lock()
             .a2a_tasks
@@ -695,7 +700,7 @@ impl A2aTasks for MemoryStore {
             .cloned())
     }
 
-    async fn a2a_tasks(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
+    async fn agent_values(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
         Ok(self
             .lock()
             .a2a_tasks

@@ -15,28 +15,28 @@
 //! | [`IdempotencyClaims`] | the claims of `Idempotency-Key`s | `claims` |
 //! | [`ExternalIds`] | outside ids mapped to agents | `claims` |
 //! | [`ToolCalls`] | service tool calls answered outside their turn | `tool_calls` |
-//! | [`A2aTasks`] | the A2A task map, opaque values under a context agent | `a2a` |
+//! | [`AgentValues`] | opaque values keyed by id under an agent, gone with it (the A2A task map) | `values` |
 //!
 //! Every backend passes the conformance suite of every concern (`agentd_store::conformance`,
 //! a module per concern).
 
 use agentd_proto::{AgentdError, ErrorCode};
 
-mod a2a;
 mod batch;
 mod claims;
 mod inbox;
 mod records;
 mod tool_calls;
 mod tree;
+mod values;
 
-pub use a2a::A2aTasks;
 pub use batch::{Batches, StoreWrite, forwards_not_taken, outbox_not_kept};
 pub use claims::{Claim, ClaimEnd, ExternalIds, ExternalKey, IdempotencyClaims};
 pub use inbox::{DEDUP_WINDOW, Inboxes, Pushed};
 pub use records::{AgentRecords, Checkpoints, Threads};
 pub use tool_calls::{ToolCallClosing, ToolCalls};
 pub use tree::{Tree, WorkerAlias};
+pub use values::AgentValues;
 
 /// Results of store calls.
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -213,7 +213,7 @@ pub trait ThreadStore:
     + IdempotencyClaims
     + ExternalIds
     + ToolCalls
-    + A2aTasks
+    + AgentValues
 {
 }
 
@@ -229,7 +229,7 @@ impl<T> ThreadStore for T where
         + IdempotencyClaims
         + ExternalIds
         + ToolCalls
-        + A2aTasks
+        + AgentValues
 {
 }
 

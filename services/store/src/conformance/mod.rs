@@ -8,7 +8,7 @@ use agentd_actors::ThreadStore;
 use agentd_proto::{AgentRecord, AgentStatus, Channel, ManageOptions, Role, ThreadEntry, Usage};
 use std::sync::Arc;
 
-pub mod a2a;
+pub mod agent_values;
 pub mod batches;
 pub mod checkpoints;
 pub mod claims;
@@ -155,5 +155,5 @@ pub async fn run_all(store: Arc<dyn ThreadStore>) {
     claims::run(store.clone()).await;
     external_ids::run(store.clone()).await;
     tool_calls::run(store.clone()).await;
-    a2a::run(store.clone()).await;
+    agent_values::run(store.clone()).await;
 }

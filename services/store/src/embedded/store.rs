@@ -8,7 +8,7 @@ use super::tables::Tables;
 use super::writer::Writer;
 use super::{be, de, inbox, reads, writes};
 use agentd_actors::{
-    A2aTasks, AgentRecords, Batches, Checkpoints, Claim, ClaimEnd, ExternalIds, ExternalKey,
+    AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, ExternalIds, ExternalKey,
     IdempotencyClaims, Inboxes, Pushed, StoreError, StoreErrorKind, StoreKind, StoreResult,
     StoreWrite, Threads, ToolCalls, Tree, WorkerAlias,
 };
@@ -352,15 +352,20 @@ impl ToolCalls for RedbStore {
 }
 
 #[async_trait]
-impl A2aTasks for RedbStore {
-    async fn a2a_task_put(&self, agent_id: &str, task_id: &str, value: &[u8]) -> StoreResult<()> {
+impl AgentValues for RedbStore {
+    async fn agent_value_put(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<()> {
         let (a, task, bytes) = (agent_id.to_string(), task_id.to_string(), value.to_vec());
         self.writer
             .write(move |t| writes::a2a_task_put_in(t, &a, &task, &bytes))
             .await
     }
 
-    async fn a2a_task_put_new(
+    async fn agent_value_put_new(
         &self,
         agent_id: &str,
         task_id: &str,
@@ -372,12 +377,12 @@ impl A2aTasks for RedbStore {
             .await
     }
 
-    async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
+    async fn agent_value_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
         let (a, task) = (agent_id.to_string(), task_id.to_string());
         self.run(move |db| reads::a2a_task(db, &a, &task)).await
     }
 
-    async fn a2a_tasks(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
+    async fn agent_values(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
         let a = agent_id.to_string();
         self.run(move |db| reads::a2a_tasks(db, &a)).await
     }

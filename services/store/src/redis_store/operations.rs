@@ -4,7 +4,7 @@
 use super::{RedisStore, be, de};
 use crate::redis_keys::assert_one_slot;
 use agentd_actors::{
-    A2aTasks, AgentRecords, Batches, Checkpoints, Claim, ClaimEnd, ExternalIds, ExternalKey,
+    AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, ExternalIds, ExternalKey,
     IdempotencyClaims, Inboxes, Pushed, StoreError, StoreKind, StoreResult, StoreWrite, Threads,
     ToolCalls, Tree, WorkerAlias,
 };
@@ -520,8 +520,13 @@ impl ToolCalls for RedisStore {
 }
 
 #[async_trait]
-impl A2aTasks for RedisStore {
-    async fn a2a_task_put(&self, agent_id: &str, task_id: &str, value: &[u8]) -> StoreResult<()> {
+impl AgentValues for RedisStore {
+    async fn agent_value_put(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<()> {
         let mut con = self.con.clone();
         cmd("HSET")
             .arg(self.keys.a2a_tasks(agent_id))
@@ -532,7 +537,7 @@ impl A2aTasks for RedisStore {
             .map_err(be)
     }
 
-    async fn a2a_task_put_new(
+    async fn agent_value_put_new(
         &self,
         agent_id: &str,
         task_id: &str,
@@ -548,7 +553,7 @@ impl A2aTasks for RedisStore {
             .map_err(be)
     }
 
-    async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
+    async fn agent_value_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
         let mut con = self.con.clone();
         cmd("HGET")
             .arg(self.keys.a2a_tasks(agent_id))
@@ -558,7 +563,7 @@ impl A2aTasks for RedisStore {
             .map_err(be)
     }
 
-    async fn a2a_tasks(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
+    async fn agent_values(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
         let mut con = self.con.clone();
         cmd("HVALS")
             .arg(self.keys.a2a_tasks(agent_id))
