@@ -1,4 +1,5 @@
-//! `agentd-actors`: the actors of agentd and the ports they talk through.
+//! `agentd-actors`: the actors of agentd, and (re-exported from `agentd-ports`) the ports they
+//! talk through.
 //!
 //! The modules, floor by floor from the top (a module names only its own floor or lower ones;
 //! `tests/architecture.rs` checks it, `docs/architecture.md` draws it):
@@ -22,10 +23,10 @@
 //! | 3 | [`deps`] | the ports, config and tool catalogue the actors of a process share |
 //! | 2 | [`catalogue`] | what tools exist: built-in, configured and MCP tools, the catalogue's versions |
 //! | 1 | [`config`] | limits, agent types (validated titles), prices, prompts: plain data |
-//! | 1 | [`ports`] | `ThreadStore`, `ModelClient`, `EventSink`, `Transport`: what the actors need from outside |
+//! | 1 | [`ports`] | `ThreadStore`, `ModelClient`, `EventSink`, `Transport`: what the actors need from outside (the `agentd-ports` crate, re-exported) |
 //! | 1 | `rate_gate`, `tree_spend` | providers' rate limits; what each agent tree has spent |
 //! | 0 | [`telemetry`] | the trace context of the work at hand; GenAI spans and metrics (with export on) |
-//! | 0 | [`clock`], [`metrics`], [`hashing`], `errors` | time as a port, the metrics registry, hash maps, actix/serde failures as `AgentdError`s |
+//! | 0 | [`clock`], [`metrics`], [`hashing`], `errors` | time as a port, the metrics registry, hash maps (`agentd-ports`'s), actix/serde failures as `AgentdError`s |
 //! | 0 | [`failpoints`] | where a test may stop the process as `kill -9` would (the `failpoints` feature) |
 //! | 0 | [`deadline`] | the deadline of the request being served, where its caller stops waiting |
 //!

@@ -1,7 +1,7 @@
 //! [`Claims`]: the idempotency claims of the memory store, kept in the process's memory (the
 //! store itself lives no longer).
 
-use agentd_actors::{Claim, ClaimEnd};
+use agentd_ports::{Claim, ClaimEnd};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

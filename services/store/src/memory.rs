@@ -1,7 +1,7 @@
 //! In-memory `ThreadStore`: the same semantics as the durable stores, nothing on disk.
 
-use agentd_actors::DEDUP_WINDOW;
-use agentd_actors::{
+use agentd_ports::DEDUP_WINDOW;
+use agentd_ports::{
     AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, ExternalIds, ExternalKey,
     FastHashSet, IdempotencyClaims, Inboxes, Pushed, StoreKind, StoreResult, StoreWrite, Threads,
     ToolCalls, Tree, WorkerAlias,
@@ -56,7 +56,7 @@ struct Rest {
     /// Its thread, each entry shared: a thread grows one entry at a time, and moving pointers
     /// when its vector grows costs less than moving whole entries; an entry written in a batch
     /// is the very one the agent keeps in its own copy of the thread.
-    thread: agentd_actors::ThreadEntries,
+    thread: agentd_ports::ThreadEntries,
     /// The ids of its thread's entries.
     seen: FastHashSet<Uuid>,
     inbox: Inbox,
@@ -253,10 +253,10 @@ fn refuse_unkept(writes: &[StoreWrite]) -> StoreResult<()> {
     for w in writes {
         match w {
             StoreWrite::Forward { .. } | StoreWrite::Acknowledge { .. } => {
-                return Err(agentd_actors::ports::forwards_not_taken("memory"));
+                return Err(agentd_ports::forwards_not_taken("memory"));
             }
             StoreWrite::Outbox { .. } => {
-                return Err(agentd_actors::ports::outbox_not_kept("memory"));
+                return Err(agentd_ports::outbox_not_kept("memory"));
             }
             _ => {}
         }
@@ -633,7 +633,7 @@ impl ToolCalls for MemoryStore {
     async fn tool_call_close(
         &self,
         call_id: Uuid,
-        closing: &agentd_actors::ToolCallClosing,
+        closing: &agentd_ports::ToolCallClosing,
     ) -> StoreResult<agentd_proto::ToolCallClose> {
         use agentd_proto::ToolCallClose;
         let mut inner = self.lock();

@@ -5,7 +5,7 @@ use super::*;
 
 /// A batch does what its writes do one by one, in order; duplicates stay out.
 pub(super) async fn batches_apply_in_order(store: &dyn ThreadStore) {
-    use agentd_actors::StoreWrite;
+    use agentd_ports::StoreWrite;
     let (e1, e2) = (entry("batch one"), entry("batch two"));
     let env = envelope("batched");
     assert!(store.inbox_push("b-agent", &env).await.unwrap());
@@ -107,11 +107,11 @@ pub(super) async fn concurrent_writes_all_land(store: Arc<dyn ThreadStore>) {
 }
 
 /// A store that cannot append to the bus's streams refuses a batch with a
-/// [`agentd_actors::StoreWrite::Forward`] before applying any of it (agents never send it one:
+/// [`agentd_ports::StoreWrite::Forward`] before applying any of it (agents never send it one:
 /// they ask `takes_forwards` first); the store that can is checked against its streams by its
 /// own test.
 pub(super) async fn a_store_that_is_not_the_bus_refuses_forwards_whole(store: &dyn ThreadStore) {
-    use agentd_actors::StoreWrite;
+    use agentd_ports::StoreWrite;
     if store.takes_forwards() {
         return;
     }

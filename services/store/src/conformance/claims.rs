@@ -2,7 +2,7 @@
 //! its fingerprint, and whether what it guards is done — until it is released or expires; keys
 //! of different homes are different claims.
 
-use agentd_actors::{Claim, ClaimEnd, ThreadStore};
+use agentd_ports::{Claim, ClaimEnd, ThreadStore};
 use std::sync::Arc;
 
 fn claim(fingerprint: &str, settled: bool) -> Option<Claim> {

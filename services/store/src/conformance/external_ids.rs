@@ -2,7 +2,7 @@
 //! to one agent per door, tenant and owner, and the mappings go with their agent.
 
 use super::*;
-use agentd_actors::ExternalKey;
+use agentd_ports::ExternalKey;
 
 pub(super) async fn outside_ids_map_to_one_agent_until_it_is_deleted(store: Arc<dyn ThreadStore>) {
     let s = store.as_ref();

@@ -42,7 +42,7 @@ pub(super) async fn inbox_is_durable_once_and_ordered(store: &dyn ThreadStore) {
 /// `inbox_push_then` queues the envelope and, only if it was new, applies the writes that
 /// start its turn (the shape an agent sends, and any other); a duplicate changes nothing.
 pub(super) async fn a_push_carries_the_turn_start_only_when_new(store: &dyn ThreadStore) {
-    use agentd_actors::StoreWrite;
+    use agentd_ports::StoreWrite;
     let id = "p-agent";
     let idle = record(id, None, 70);
     store.put_agent(&idle).await.unwrap();
@@ -86,7 +86,7 @@ pub(super) async fn a_push_carries_the_turn_start_only_when_new(store: &dyn Thre
 /// written, until it is done (a repeat keeps its first place; an unknown id is no error); one
 /// that keeps none refuses such a batch before applying any of it.
 pub(super) async fn the_outbox_keeps_outputs_in_order_until_done(store: &dyn ThreadStore) {
-    use agentd_actors::StoreWrite;
+    use agentd_ports::StoreWrite;
     let output = |text: &str| {
         Arc::new(agentd_proto::Envelope::new(
             agentd_proto::Address::agent("o-child"),

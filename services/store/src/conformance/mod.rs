@@ -4,7 +4,7 @@
 //! It panics on the first broken property: that is the test failing.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use agentd_actors::ThreadStore;
+use agentd_ports::ThreadStore;
 use agentd_proto::{AgentRecord, AgentStatus, Channel, ManageOptions, Role, ThreadEntry, Usage};
 use std::sync::Arc;
 

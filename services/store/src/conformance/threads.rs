@@ -45,7 +45,7 @@ pub(super) async fn threads_keep_order_and_deduplicate(store: &dyn ThreadStore) 
 /// entry once, in order; replaced by a long thread or a short one, it still refuses the new
 /// entries again and takes back one it no longer holds.
 pub(super) async fn long_threads_keep_order_and_deduplicate(store: &dyn ThreadStore) {
-    use agentd_actors::StoreWrite;
+    use agentd_ports::StoreWrite;
     let id = "t-long";
     let entries: Vec<ThreadEntry> = (0..LONG_THREAD).map(|i| entry(&format!("e{i}"))).collect();
     store.put_agent(&record(id, None, 1)).await.unwrap();

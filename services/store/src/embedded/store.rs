@@ -7,7 +7,7 @@ use super::migrate::migrate;
 use super::tables::Tables;
 use super::writer::Writer;
 use super::{be, de, inbox, reads, writes};
-use agentd_actors::{
+use agentd_ports::{
     AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, ExternalIds, ExternalKey,
     IdempotencyClaims, Inboxes, Pushed, StoreError, StoreErrorKind, StoreKind, StoreResult,
     StoreWrite, Threads, ToolCalls, Tree, WorkerAlias,
@@ -338,7 +338,7 @@ impl ToolCalls for RedbStore {
     async fn tool_call_close(
         &self,
         call_id: Uuid,
-        closing: &agentd_actors::ToolCallClosing,
+        closing: &agentd_ports::ToolCallClosing,
     ) -> StoreResult<agentd_proto::ToolCallClose> {
         let closing = closing.clone();
         self.writer

@@ -6,7 +6,7 @@
 //! found settled after a failover was settled after its work was written.
 
 use super::{RedisStore, be};
-use agentd_actors::{Claim, ClaimEnd, StoreResult};
+use agentd_ports::{Claim, ClaimEnd, StoreResult};
 use redis::Script;
 
 /// `KEYS[1]` = the claim, `ARGV[1]` = the new claim's text, `ARGV[2]` = its time to live

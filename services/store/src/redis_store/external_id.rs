@@ -6,7 +6,7 @@
 //! it still names the agent dropping it.
 
 use super::{RedisStore, be};
-use agentd_actors::{ExternalKey, StoreResult};
+use agentd_ports::{ExternalKey, StoreResult};
 use redis::{Script, cmd};
 
 /// `KEYS[1]` = the hash, `ARGV[1]` = the encoded key, `ARGV[2]` = the agent: drops the key's

@@ -3,7 +3,7 @@
 
 use super::{RedisStore, be, de};
 use crate::redis_keys::assert_one_slot;
-use agentd_actors::{
+use agentd_ports::{
     AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, ExternalIds, ExternalKey,
     IdempotencyClaims, Inboxes, Pushed, StoreError, StoreKind, StoreResult, StoreWrite, Threads,
     ToolCalls, Tree, WorkerAlias,
@@ -447,7 +447,7 @@ impl ToolCalls for RedisStore {
     async fn tool_call_close(
         &self,
         call_id: Uuid,
-        closing: &agentd_actors::ToolCallClosing,
+        closing: &agentd_ports::ToolCallClosing,
     ) -> StoreResult<agentd_proto::ToolCallClose> {
         use agentd_proto::{ToolCallClose, ToolCallStatus};
         let Some(mut call) = self.tool_call_get(call_id).await? else {

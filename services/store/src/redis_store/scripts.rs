@@ -185,7 +185,7 @@ pub(super) fn push_many() -> Script {
 /// its children-to-parent forwards (onto the partition's stream when the parent is in the same
 /// partition, else into the partition's outbox, see `batch`), its record and the
 /// acknowledgements of the partition stream entries it held (see
-/// `agentd_actors::ports::StreamEntry`). A fenced flush writes nothing: entries known new are
+/// `agentd_ports::StreamEntry`). A fenced flush writes nothing: entries known new are
 /// appended without a look-up, and the partition's next owner may be running the same turn
 /// again. The entries held are acknowledged with one `XACK` at the end, so an entry and the end
 /// of the item it carried are durable together or not at all.

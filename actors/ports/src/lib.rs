@@ -1,6 +1,9 @@
-//! The ports the actors talk through. Actors know storage, models and event transport only
-//! through these traits, so the same actors run on memory, redb or Redis, and on a scripted or
-//! a real model.
+//! `agentd-ports`: the ports the actors talk through, in a crate of their own. Actors know
+//! storage, models and event transport only through these traits, so the same actors run on
+//! memory, redb or Redis, and on a scripted or a real model; and an adapter (the stores, the
+//! bus, the model clients, the MCP client) compiles against these traits and `agentd-proto`,
+//! not against the actors. `agentd-actors` re-exports all of it (`agentd_actors::ports`, and
+//! the names its users know at its root).
 //!
 //! | module | port |
 //! |---|---|
@@ -10,7 +13,11 @@
 //! | [`stream_entry`] | `StreamEntry`: a partition stream entry delivered to an agent, which may hold it instead of pushing it |
 //! | [`events`] | `EventSink`: where events go |
 //! | [`mcp`] | `McpTools`: the tools of the configured MCP servers |
+//! | [`webhook`] | `WebhookClient`: the calls of webhook tools |
+//! | [`hashing`] | the hash maps of the per-message path and the stable hash that places agents (shared by the actors and the stores) |
 
+pub mod hashing;
+pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 mod events;
 mod mcp;
 mod model;

@@ -38,7 +38,7 @@ pub enum StoreWrite {
         env_id: Uuid,
     },
     /// Appends `env` to `stream`, the partition stream its receiver is read from
-    /// ([`Transport::stream_for`](crate::ports::Transport::stream_for)), after the writes before
+    /// ([`Transport::stream_for`](crate::Transport::stream_for)), after the writes before
     /// it: a child's output to its parent leaves exactly when the writes it was made from are
     /// stored, in the same round trip, and is written again with them if they fail. Only a store
     /// that is also the bus takes it ([`Batches::takes_forwards`]).
@@ -49,7 +49,7 @@ pub enum StoreWrite {
         env: Arc<Envelope>,
     },
     /// Acknowledges `entry`, a partition stream entry `agent_id` held instead of pushing it to its
-    /// durable inbox ([`StreamEntry`](crate::ports::StreamEntry)), in the batch that records the
+    /// durable inbox ([`StreamEntry`](crate::StreamEntry)), in the batch that records the
     /// end of the item it carried (or that adopted the item into the inbox): only while the
     /// partition's lease holds, like the agent's record. Only a store that is also the bus takes it
     /// ([`Batches::takes_forwards`]).
@@ -57,7 +57,7 @@ pub enum StoreWrite {
         /// Whose partition.
         agent_id: Arc<str>,
         /// The entry; kept alive until written, so the transport knows an agent still holds it.
-        entry: Arc<crate::ports::StreamEntry>,
+        entry: Arc<crate::StreamEntry>,
     },
     /// Keeps `env`, a child's output to its parent in this process (with no bus to carry it),
     /// until [`Inboxes::outbox_done`]: written in the batch it was made from, it outlives a
