@@ -1,4 +1,5 @@
-//! `agentd-actors`: the actors of agentd and the ports they talk through.
+//! `agentd-actors`: the actors of agentd, and (re-exported from `agentd-ports`) the ports they
+//! talk through.
 //!
 //! The modules, floor by floor from the top (a module names only its own floor or lower ones;
 //! `tests/tests/suite/architecture.rs` checks it, `docs/architecture.md` draws it):
@@ -22,10 +23,10 @@
 //! | 3 | [`deps`] | the ports, config and tool catalogue the actors of a process share |
 //! | 2 | [`catalogue`] | what tools exist: built-in, configured and MCP tools, the catalogue's versions |
 //! | 1 | [`config`] | limits, agent types (validated titles), prices, prompts: plain data |
-//! | 1 | [`ports`] | `ThreadStore`, `ModelClient`, `EventSink`, `Transport`: what the actors need from outside |
+//! | 1 | [`ports`] | `ThreadStore`, `ModelClient`, `EventSink`, `Transport`: what the actors need from outside (the `agentd-ports` crate, re-exported) |
 //! | 1 | `rate_gate`, `tree_spend` | providers' rate limits; what each agent tree has spent |
 //! | 0 | [`telemetry`] | the trace context of the work at hand; GenAI spans and metrics (with export on) |
-//! | 0 | [`clock`], [`metrics`], [`hashing`], `errors` | time as a port, the metrics registry, hash maps, actix/serde failures as `AgentdError`s |
+//! | 0 | [`clock`], [`metrics`], [`hashing`], `errors` | time as a port, the metrics registry, hash maps (`agentd-ports`'s), actix/serde failures as `AgentdError`s |
 //! | 0 | [`failpoints`] | where a test may stop the process as `kill -9` would (the `failpoints` feature) |
 //! | 0 | [`deadline`] | the deadline of the request being served, where its caller stops waiting |
 //!
@@ -72,11 +73,12 @@ pub use config::{AgentType, AgentTypes, ContextWindow, Limits, ProviderRates, Ru
 pub use deps::Deps;
 pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 pub use ports::{
-    AnswerObserver, Claim, ClaimEnd, CliRun, CliStep, CliTools, DEDUP_WINDOW, EventSink,
-    ExternalKey, McpCallResult, McpServerStatus, McpToolDef, McpTools, ModelCapabilities,
-    ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, Pushed, StoreError,
-    StoreErrorKind, StoreResult, StoreWrite, ThreadEntries, ThreadStore, ToolCallClosing, ToolSpec,
-    Transport, WebhookCall, WebhookClient, WebhookError, WorkerAlias,
+    AgentRecords, AgentValues, AnswerObserver, Batches, Checkpoints, Claim, ClaimEnd, CliRun,
+    CliStep, CliTools, DEDUP_WINDOW, EventSink, ExternalIds, ExternalKey, IdempotencyClaims,
+    Inboxes, McpCallResult, McpServerStatus, McpToolDef, McpTools, ModelCapabilities, ModelClient,
+    ModelError, ModelRequest, ModelResponse, Purpose, Pushed, StoreError, StoreErrorKind,
+    StoreKind, StoreResult, StoreWrite, ThreadEntries, ThreadStore, Threads, ToolCallClosing,
+    ToolCalls, ToolSpec, Transport, Tree, WebhookCall, WebhookClient, WebhookError, WorkerAlias,
 };
 pub use system::AgentSystem;
 /// The token a [`ModelRequest`] is cancelled by (re-exported so backends and tests name one

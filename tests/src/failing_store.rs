@@ -6,9 +6,12 @@
 //! what a spawn answers.
 
 use agentd_actors::{
-    StoreError, StoreErrorKind, StoreResult, StoreWrite, ThreadStore, WorkerAlias,
+    AgentRecords, AgentValues, Batches, Checkpoints, ExternalIds, IdempotencyClaims, Inboxes,
+    StoreError, StoreErrorKind, StoreKind, StoreResult, StoreWrite, ThreadStore, Threads,
+    ToolCalls, Tree, WorkerAlias,
 };
-use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
+use agentd_actors::{ExternalKey, ToolCallClosing};
+use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry, ToolCallClose, ToolCallRecord};
 use agentd_store::MemoryStore;
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -130,24 +133,38 @@ impl FailingWrites {
     }
 }
 
-#[async_trait]
-impl ThreadStore for FailingWrites {
+impl StoreKind for FailingWrites {
     fn kind(&self) -> &'static str {
         "failing-writes"
     }
+}
+
+#[async_trait]
+impl AgentRecords for FailingWrites {
     async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()> {
         self.inner.put_agent(record).await
     }
+
     async fn get_agent(&self, agent_id: &str) -> StoreResult<Option<AgentRecord>> {
         self.tree_reads.fetch_add(1, Ordering::SeqCst);
         self.inner.get_agent(agent_id).await
     }
+
     async fn list_roots(&self) -> StoreResult<Vec<AgentRecord>> {
         self.inner.list_roots().await
     }
+
+    async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
+        self.inner.delete_agent(agent_id).await
+    }
+}
+
+#[async_trait]
+impl Threads for FailingWrites {
     async fn append(&self, agent_id: &str, entry: &ThreadEntry) -> StoreResult<bool> {
         self.inner.append(agent_id, entry).await
     }
+
     async fn thread(&self, agent_id: &str) -> StoreResult<Vec<ThreadEntry>> {
         let failure = *self
             .thread_failure
@@ -159,12 +176,18 @@ impl ThreadStore for FailingWrites {
         }
         self.inner.thread(agent_id).await
     }
+
     async fn replace_thread(&self, agent_id: &str, entries: &[ThreadEntry]) -> StoreResult<()> {
         self.inner.replace_thread(agent_id, entries).await
     }
+}
+
+#[async_trait]
+impl Tree for FailingWrites {
     async fn add_child(&self, parent_id: &str, child_id: &str) -> StoreResult<()> {
         self.inner.add_child(parent_id, child_id).await
     }
+
     async fn add_dependent(&self, dependency: &str, dependent: &str) -> StoreResult<()> {
         self.inner.add_dependent(dependency, dependent).await
     }
@@ -181,6 +204,7 @@ impl ThreadStore for FailingWrites {
         self.tree_reads.fetch_add(1, Ordering::SeqCst);
         self.inner.children(parent_id).await
     }
+
     async fn alias_get_or_create(
         &self,
         parent_id: &str,
@@ -193,34 +217,14 @@ impl ThreadStore for FailingWrites {
             .alias_get_or_create(parent_id, worker_title, alias, candidate)
             .await
     }
+
     async fn aliases(&self, parent_id: &str) -> StoreResult<Vec<WorkerAlias>> {
         self.inner.aliases(parent_id).await
     }
-    async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
-        self.inner.delete_agent(agent_id).await
-    }
-    async fn replicated(&self, agent_id: &str) -> StoreResult<()> {
-        self.inner.replicated(agent_id).await
-    }
-    async fn idempotency_claim(
-        &self,
-        home: &str,
-        key: &str,
-        fingerprint: &str,
-        ttl_ms: u64,
-    ) -> StoreResult<Option<agentd_actors::Claim>> {
-        self.inner
-            .idempotency_claim(home, key, fingerprint, ttl_ms)
-            .await
-    }
-    async fn idempotency_claim_end(
-        &self,
-        home: &str,
-        key: &str,
-        end: agentd_actors::ClaimEnd,
-    ) -> StoreResult<()> {
-        self.inner.idempotency_claim_end(home, key, end).await
-    }
+}
+
+#[async_trait]
+impl Inboxes for FailingWrites {
     async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
         self.push_delay().await;
         if self.failing_pushes.load(Ordering::SeqCst) {
@@ -228,18 +232,45 @@ impl ThreadStore for FailingWrites {
         }
         self.inner.inbox_push(agent_id, env).await
     }
+
     async fn inbox_pending(&self, agent_id: &str) -> StoreResult<Vec<Envelope>> {
         self.inner.inbox_pending(agent_id).await
     }
+
     async fn inbox_done(&self, agent_id: &str, env_id: Uuid) -> StoreResult<()> {
         self.inner.inbox_done(agent_id, env_id).await
     }
+
+    fn keeps_outbox(&self) -> bool {
+        self.inner.keeps_outbox()
+    }
+
+    async fn outbox_pending(&self) -> StoreResult<Vec<Envelope>> {
+        self.inner.outbox_pending().await
+    }
+
+    async fn outbox_done(&self, env_id: Uuid) -> StoreResult<()> {
+        self.inner.outbox_done(env_id).await
+    }
+}
+
+#[async_trait]
+impl Checkpoints for FailingWrites {
     async fn checkpoint_put(&self, checkpoint: &Checkpoint, keep: usize) -> StoreResult<()> {
         self.inner.checkpoint_put(checkpoint, keep).await
     }
+
     async fn checkpoints(&self, agent_id: &str) -> StoreResult<Vec<Checkpoint>> {
         self.inner.checkpoints(agent_id).await
     }
+}
+
+#[async_trait]
+impl Batches for FailingWrites {
+    async fn replicated(&self, agent_id: &str) -> StoreResult<()> {
+        self.inner.replicated(agent_id).await
+    }
+
     async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
         if self.failing.load(Ordering::SeqCst) {
             self.refused.fetch_add(1, Ordering::SeqCst);
@@ -255,16 +286,93 @@ impl ThreadStore for FailingWrites {
         }
         Ok(())
     }
+
     fn takes_forwards(&self) -> bool {
         self.inner.takes_forwards()
     }
-    fn keeps_outbox(&self) -> bool {
-        self.inner.keeps_outbox()
+}
+
+#[async_trait]
+impl IdempotencyClaims for FailingWrites {
+    async fn idempotency_claim(
+        &self,
+        home: &str,
+        key: &str,
+        fingerprint: &str,
+        ttl_ms: u64,
+    ) -> StoreResult<Option<agentd_actors::Claim>> {
+        self.inner
+            .idempotency_claim(home, key, fingerprint, ttl_ms)
+            .await
     }
-    async fn outbox_pending(&self) -> StoreResult<Vec<Envelope>> {
-        self.inner.outbox_pending().await
+
+    async fn idempotency_claim_end(
+        &self,
+        home: &str,
+        key: &str,
+        end: agentd_actors::ClaimEnd,
+    ) -> StoreResult<()> {
+        self.inner.idempotency_claim_end(home, key, end).await
     }
-    async fn outbox_done(&self, env_id: Uuid) -> StoreResult<()> {
-        self.inner.outbox_done(env_id).await
+}
+
+#[async_trait]
+impl ToolCalls for FailingWrites {
+    async fn tool_call_put(&self, call: &ToolCallRecord) -> StoreResult<()> {
+        self.inner.tool_call_put(call).await
+    }
+    async fn tool_call_get(&self, call_id: Uuid) -> StoreResult<Option<ToolCallRecord>> {
+        self.inner.tool_call_get(call_id).await
+    }
+    async fn tool_call_close(
+        &self,
+        call_id: Uuid,
+        closing: &ToolCallClosing,
+    ) -> StoreResult<ToolCallClose> {
+        self.inner.tool_call_close(call_id, closing).await
+    }
+    async fn tool_calls_open(&self) -> StoreResult<Vec<ToolCallRecord>> {
+        self.inner.tool_calls_open().await
+    }
+}
+
+#[async_trait]
+impl AgentValues for FailingWrites {
+    async fn agent_value_put(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<()> {
+        self.inner.agent_value_put(agent_id, task_id, value).await
+    }
+    async fn agent_value_put_new(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<bool> {
+        self.inner
+            .agent_value_put_new(agent_id, task_id, value)
+            .await
+    }
+    async fn agent_value_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.inner.agent_value_get(agent_id, task_id).await
+    }
+    async fn agent_values(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
+        self.inner.agent_values(agent_id).await
+    }
+}
+
+#[async_trait]
+impl ExternalIds for FailingWrites {
+    async fn external_id_claim(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<String> {
+        self.inner.external_id_claim(key, agent_id).await
+    }
+    async fn external_id_get(&self, key: &ExternalKey) -> StoreResult<Option<String>> {
+        self.inner.external_id_get(key).await
+    }
+    async fn external_id_release(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<()> {
+        self.inner.external_id_release(key, agent_id).await
     }
 }

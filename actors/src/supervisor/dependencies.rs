@@ -6,7 +6,7 @@
 //!   when the dependent was spawned: at once if it was idle (or completed) with an empty inbox,
 //!   or closed; otherwise the spawn puts a watch ([`InboxItem::Watch`]) into its durable inbox,
 //!   and when it reaches the watch, in order and without a turn, it forgets the dependent
-//!   ([`ThreadStore::remove_dependent`](crate::ports::ThreadStore::remove_dependent)) and
+//!   ([`Tree::remove_dependent`](crate::ports::Tree::remove_dependent)) and
 //!   tells it. Closing it meets every dependent.
 //!
 //! A dependency that fails, is cancelled or terminated tells its dependents, which fail under

@@ -6,6 +6,7 @@
 //! N. Process-wide keys (members, reply streams) and the events stream are not counted: they
 //! do not grow with the agents.
 
+use agentd_actors::Threads;
 use agentd_proto::SpawnRequest;
 use agentd_store::RedisStore;
 use anyhow::{Context as _, bail};
@@ -56,7 +57,6 @@ pub async fn run(url: &str, n: usize) -> anyhow::Result<Bytes> {
     let t = Instant::now();
     for id in &ids {
         loop {
-            use agentd_actors::ThreadStore;
             if store
                 .thread(id)
                 .await

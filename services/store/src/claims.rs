@@ -1,7 +1,7 @@
 //! [`Claims`]: the idempotency claims of the memory store, kept in the process's memory (the
 //! store itself lives no longer).
 
-use agentd_actors::{Claim, ClaimEnd};
+use agentd_ports::{Claim, ClaimEnd};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -15,7 +15,7 @@ pub(crate) struct Claims {
 
 impl Claims {
     /// Claims `key` of `home` for `fingerprint` for `ttl_ms`: `None` if the claim is new, else
-    /// the live claim (see `ThreadStore::idempotency_claim`).
+    /// the live claim (see `IdempotencyClaims::idempotency_claim`).
     pub(crate) fn claim(
         &self,
         home: &str,

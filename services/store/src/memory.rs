@@ -1,9 +1,10 @@
 //! In-memory `ThreadStore`: the same semantics as the durable stores, nothing on disk.
 
-use agentd_actors::DEDUP_WINDOW;
-use agentd_actors::{
-    Claim, ClaimEnd, ExternalKey, FastHashSet, Pushed, StoreResult, StoreWrite, ThreadStore,
-    WorkerAlias,
+use agentd_ports::DEDUP_WINDOW;
+use agentd_ports::{
+    AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, ExternalIds, ExternalKey,
+    FastHashSet, IdempotencyClaims, Inboxes, Pushed, StoreKind, StoreResult, StoreWrite, Threads,
+    ToolCalls, Tree, WorkerAlias,
 };
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;
@@ -55,7 +56,7 @@ struct Rest {
     /// Its thread, each entry shared: a thread grows one entry at a time, and moving pointers
     /// when its vector grows costs less than moving whole entries; an entry written in a batch
     /// is the very one the agent keeps in its own copy of the thread.
-    thread: agentd_actors::ThreadEntries,
+    thread: agentd_ports::ThreadEntries,
     /// The ids of its thread's entries.
     seen: FastHashSet<Uuid>,
     inbox: Inbox,
@@ -252,10 +253,10 @@ fn refuse_unkept(writes: &[StoreWrite]) -> StoreResult<()> {
     for w in writes {
         match w {
             StoreWrite::Forward { .. } | StoreWrite::Acknowledge { .. } => {
-                return Err(agentd_actors::ports::forwards_not_taken("memory"));
+                return Err(agentd_ports::forwards_not_taken("memory"));
             }
             StoreWrite::Outbox { .. } => {
-                return Err(agentd_actors::ports::outbox_not_kept("memory"));
+                return Err(agentd_ports::outbox_not_kept("memory"));
             }
             _ => {}
         }
@@ -297,12 +298,14 @@ impl MemoryStore {
     }
 }
 
-#[async_trait]
-impl ThreadStore for MemoryStore {
+impl StoreKind for MemoryStore {
     fn kind(&self) -> &'static str {
         "memory"
     }
+}
 
+#[async_trait]
+impl AgentRecords for MemoryStore {
     async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()> {
         self.lock().put_agent(Arc::new(record.clone()));
         Ok(())
@@ -334,6 +337,37 @@ impl ThreadStore for MemoryStore {
         Ok(roots)
     }
 
+    async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
+        let mut inner = self.lock();
+        let parent = inner
+            .agents
+            .remove(agent_id)
+            .and_then(|kept| kept.record?.parent_id.clone());
+        inner.checkpoints.remove(agent_id);
+        inner.children.remove(agent_id);
+        inner.dependents.remove(agent_id);
+        inner.aliases.remove(agent_id);
+        inner.a2a_tasks.remove(agent_id);
+        for key in inner.external_ids_of.remove(agent_id).unwrap_or_default() {
+            if inner.external_ids.get(&key).is_some_and(|a| a == agent_id) {
+                inner.external_ids.remove(&key);
+            }
+        }
+        if let Some(parent) = parent {
+            if let Some((order, set)) = inner.children.get_mut(&*parent) {
+                order.retain(|c| c != agent_id);
+                set.remove(agent_id);
+            }
+            if let Some(map) = inner.aliases.get_mut(&*parent) {
+                map.retain(|_, child| child != agent_id);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Threads for MemoryStore {
     async fn append(&self, agent_id: &str, entry: &ThreadEntry) -> StoreResult<bool> {
         let mut inner = self.lock();
         let kept = inner.agents.slot(agent_id, || Kept::named(agent_id));
@@ -363,7 +397,10 @@ impl ThreadStore for MemoryStore {
         (rest.thread, rest.seen) = (thread, seen);
         Ok(())
     }
+}
 
+#[async_trait]
+impl Tree for MemoryStore {
     async fn add_child(&self, parent_id: &str, child_id: &str) -> StoreResult<()> {
         let mut inner = self.lock();
         let (order, set) = inner.children.entry(parent_id.to_string()).or_default();
@@ -449,50 +486,10 @@ impl ThreadStore for MemoryStore {
             })
             .unwrap_or_default())
     }
+}
 
-    async fn idempotency_claim(
-        &self,
-        home: &str,
-        key: &str,
-        fingerprint: &str,
-        ttl_ms: u64,
-    ) -> StoreResult<Option<Claim>> {
-        Ok(self.claims.claim(home, key, fingerprint, ttl_ms))
-    }
-
-    async fn idempotency_claim_end(&self, home: &str, key: &str, end: ClaimEnd) -> StoreResult<()> {
-        self.claims.end(home, key, end);
-        Ok(())
-    }
-
-    async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
-        let mut inner = self.lock();
-        let parent = inner
-            .agents
-            .remove(agent_id)
-            .and_then(|kept| kept.record?.parent_id.clone());
-        inner.checkpoints.remove(agent_id);
-        inner.children.remove(agent_id);
-        inner.dependents.remove(agent_id);
-        inner.aliases.remove(agent_id);
-        inner.a2a_tasks.remove(agent_id);
-        for key in inner.external_ids_of.remove(agent_id).unwrap_or_default() {
-            if inner.external_ids.get(&key).is_some_and(|a| a == agent_id) {
-                inner.external_ids.remove(&key);
-            }
-        }
-        if let Some(parent) = parent {
-            if let Some((order, set)) = inner.children.get_mut(&*parent) {
-                order.retain(|c| c != agent_id);
-                set.remove(agent_id);
-            }
-            if let Some(map) = inner.aliases.get_mut(&*parent) {
-                map.retain(|_, child| child != agent_id);
-            }
-        }
-        Ok(())
-    }
-
+#[async_trait]
+impl Inboxes for MemoryStore {
     async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
         let mut inner = self.lock();
         Ok(inner
@@ -522,153 +519,6 @@ impl ThreadStore for MemoryStore {
             rest.inbox_done(env_id);
         }
         Ok(())
-    }
-
-    async fn checkpoint_put(&self, checkpoint: &Checkpoint, keep: usize) -> StoreResult<()> {
-        let mut inner = self.lock();
-        let list = inner
-            .checkpoints
-            .entry(checkpoint.agent_id.clone())
-            .or_default();
-        list.push_back(checkpoint.clone());
-        while keep > 0 && list.len() > keep {
-            list.pop_front();
-        }
-        Ok(())
-    }
-
-    async fn tool_call_put(&self, call: &agentd_proto::ToolCallRecord) -> StoreResult<()> {
-        let mut inner = self.lock();
-        if inner
-            .tool_calls
-            .get(&call.call_id)
-            .is_some_and(|c| !c.status.is_open())
-        {
-            return Ok(());
-        }
-        inner.tool_calls.insert(call.call_id, call.clone());
-        Ok(())
-    }
-
-    async fn tool_call_get(
-        &self,
-        call_id: Uuid,
-    ) -> StoreResult<Option<agentd_proto::ToolCallRecord>> {
-        Ok(self.lock().tool_calls.get(&call_id).cloned())
-    }
-
-    async fn tool_call_close(
-        &self,
-        call_id: Uuid,
-        closing: &agentd_actors::ToolCallClosing,
-    ) -> StoreResult<agentd_proto::ToolCallClose> {
-        use agentd_proto::ToolCallClose;
-        let mut inner = self.lock();
-        let Some(call) = inner.tool_calls.get_mut(&call_id) else {
-            return Ok(ToolCallClose::NotFound);
-        };
-        if !closing.applies_to(call.status) {
-            return Ok(ToolCallClose::AlreadyClosed(call.clone()));
-        }
-        closing.apply(call);
-        Ok(ToolCallClose::Closed(call.clone()))
-    }
-
-    async fn a2a_task_put(&self, agent_id: &str, task_id: &str, value: &[u8]) -> StoreResult<()> {
-        self.lock()
-            .a2a_tasks
-            .entry(agent_id.to_string())
-            .or_default()
-            .insert(task_id.to_string(), value.to_vec());
-        Ok(())
-    }
-
-    async fn a2a_task_put_new(
-        &self,
-        agent_id: &str,
-        task_id: &str,
-        value: &[u8],
-    ) -> StoreResult<bool> {
-        let mut inner = self.lock();
-        let tasks = inner.a2a_tasks.entry(agent_id.to_string()).or_default();
-        if tasks.contains_key(task_id) {
-            return Ok(false);
-        }
-        tasks.insert(task_id.to_string(), value.to_vec());
-        Ok(true)
-    }
-
-    async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
-        Ok(self
-            .lock()
-            .a2a_tasks
-            .get(agent_id)
-            .and_then(|m| m.get(task_id))
-            .cloned())
-    }
-
-    async fn a2a_tasks(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
-        Ok(self
-            .lock()
-            .a2a_tasks
-            .get(agent_id)
-            .map(|m| m.values().cloned().collect())
-            .unwrap_or_default())
-    }
-
-    async fn external_id_claim(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<String> {
-        let key = key.encoded();
-        let mut inner = self.lock();
-        let mapped = inner
-            .external_ids
-            .entry(key.clone())
-            .or_insert_with(|| agent_id.to_string())
-            .clone();
-        if mapped == agent_id {
-            inner
-                .external_ids_of
-                .entry(mapped.clone())
-                .or_default()
-                .insert(key);
-        }
-        Ok(mapped)
-    }
-
-    async fn external_id_get(&self, key: &ExternalKey) -> StoreResult<Option<String>> {
-        Ok(self.lock().external_ids.get(&key.encoded()).cloned())
-    }
-
-    async fn external_id_release(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<()> {
-        let key = key.encoded();
-        let mut inner = self.lock();
-        if inner.external_ids.get(&key).is_some_and(|a| a == agent_id) {
-            inner.external_ids.remove(&key);
-        }
-        if let Some(keys) = inner.external_ids_of.get_mut(agent_id) {
-            keys.remove(&key);
-        }
-        Ok(())
-    }
-
-    async fn tool_calls_open(&self) -> StoreResult<Vec<agentd_proto::ToolCallRecord>> {
-        let mut open: Vec<_> = self
-            .lock()
-            .tool_calls
-            .values()
-            .filter(|c| c.status.is_open())
-            .cloned()
-            .collect();
-        open.sort_by_key(|c| (c.requested_at_ms, c.call_id));
-        Ok(open)
-    }
-
-    async fn checkpoints(&self, agent_id: &str) -> StoreResult<Vec<Checkpoint>> {
-        Ok(self
-            .lock()
-            .checkpoints
-            .get(agent_id)
-            .map(|l| l.iter().rev().cloned().collect())
-            .unwrap_or_default())
     }
 
     async fn inbox_push_then(
@@ -701,7 +551,35 @@ impl ThreadStore for MemoryStore {
             then_applied: fresh,
         })
     }
+}
 
+#[async_trait]
+impl Checkpoints for MemoryStore {
+    async fn checkpoint_put(&self, checkpoint: &Checkpoint, keep: usize) -> StoreResult<()> {
+        let mut inner = self.lock();
+        let list = inner
+            .checkpoints
+            .entry(checkpoint.agent_id.clone())
+            .or_default();
+        list.push_back(checkpoint.clone());
+        while keep > 0 && list.len() > keep {
+            list.pop_front();
+        }
+        Ok(())
+    }
+
+    async fn checkpoints(&self, agent_id: &str) -> StoreResult<Vec<Checkpoint>> {
+        Ok(self
+            .lock()
+            .checkpoints
+            .get(agent_id)
+            .map(|l| l.iter().rev().cloned().collect())
+            .unwrap_or_default())
+    }
+}
+
+#[async_trait]
+impl Batches for MemoryStore {
     async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
         self.write_now(writes)
     }
@@ -709,5 +587,162 @@ impl ThreadStore for MemoryStore {
     async fn write_own_batch(&self, _agent_id: &str, writes: &[StoreWrite]) -> StoreResult<()> {
         // As `write_batch` (no fence to check), without a nested store call.
         self.write_now(writes)
+    }
+}
+
+#[async_trait]
+impl IdempotencyClaims for MemoryStore {
+    async fn idempotency_claim(
+        &self,
+        home: &str,
+        key: &str,
+        fingerprint: &str,
+        ttl_ms: u64,
+    ) -> StoreResult<Option<Claim>> {
+        Ok(self.claims.claim(home, key, fingerprint, ttl_ms))
+    }
+
+    async fn idempotency_claim_end(&self, home: &str, key: &str, end: ClaimEnd) -> StoreResult<()> {
+        self.claims.end(home, key, end);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ToolCalls for MemoryStore {
+    async fn tool_call_put(&self, call: &agentd_proto::ToolCallRecord) -> StoreResult<()> {
+        let mut inner = self.lock();
+        if inner
+            .tool_calls
+            .get(&call.call_id)
+            .is_some_and(|c| !c.status.is_open())
+        {
+            return Ok(());
+        }
+        inner.tool_calls.insert(call.call_id, call.clone());
+        Ok(())
+    }
+
+    async fn tool_call_get(
+        &self,
+        call_id: Uuid,
+    ) -> StoreResult<Option<agentd_proto::ToolCallRecord>> {
+        Ok(self.lock().tool_calls.get(&call_id).cloned())
+    }
+
+    async fn tool_call_close(
+        &self,
+        call_id: Uuid,
+        closing: &agentd_ports::ToolCallClosing,
+    ) -> StoreResult<agentd_proto::ToolCallClose> {
+        use agentd_proto::ToolCallClose;
+        let mut inner = self.lock();
+        let Some(call) = inner.tool_calls.get_mut(&call_id) else {
+            return Ok(ToolCallClose::NotFound);
+        };
+        if !closing.applies_to(call.status) {
+            return Ok(ToolCallClose::AlreadyClosed(call.clone()));
+        }
+        closing.apply(call);
+        Ok(ToolCallClose::Closed(call.clone()))
+    }
+
+    async fn tool_calls_open(&self) -> StoreResult<Vec<agentd_proto::ToolCallRecord>> {
+        let mut open: Vec<_> = self
+            .lock()
+            .tool_calls
+            .values()
+            .filter(|c| c.status.is_open())
+            .cloned()
+            .collect();
+        open.sort_by_key(|c| (c.requested_at_ms, c.call_id));
+        Ok(open)
+    }
+}
+
+#[async_trait]
+impl AgentValues for MemoryStore {
+    async fn agent_value_put(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<()> {
+        self.lock()
+            .a2a_tasks
+            .entry(agent_id.to_string())
+            .or_default()
+            .insert(task_id.to_string(), value.to_vec());
+        Ok(())
+    }
+
+    async fn agent_value_put_new(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<bool> {
+        let mut inner = self.lock();
+        let tasks = inner.a2a_tasks.entry(agent_id.to_string()).or_default();
+        if tasks.contains_key(task_id) {
+            return Ok(false);
+        }
+        tasks.insert(task_id.to_string(), value.to_vec());
+        Ok(true)
+    }
+
+    async fn agent_value_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
+        Ok(self
+            .lock()
+            .a2a_tasks
+            .get(agent_id)
+            .and_then(|m| m.get(task_id))
+            .cloned())
+    }
+
+    async fn agent_values(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
+        Ok(self
+            .lock()
+            .a2a_tasks
+            .get(agent_id)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default())
+    }
+}
+
+#[async_trait]
+impl ExternalIds for MemoryStore {
+    async fn external_id_claim(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<String> {
+        let key = key.encoded();
+        let mut inner = self.lock();
+        let mapped = inner
+            .external_ids
+            .entry(key.clone())
+            .or_insert_with(|| agent_id.to_string())
+            .clone();
+        if mapped == agent_id {
+            inner
+                .external_ids_of
+                .entry(mapped.clone())
+                .or_default()
+                .insert(key);
+        }
+        Ok(mapped)
+    }
+
+    async fn external_id_get(&self, key: &ExternalKey) -> StoreResult<Option<String>> {
+        Ok(self.lock().external_ids.get(&key.encoded()).cloned())
+    }
+
+    async fn external_id_release(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<()> {
+        let key = key.encoded();
+        let mut inner = self.lock();
+        if inner.external_ids.get(&key).is_some_and(|a| a == agent_id) {
+            inner.external_ids.remove(&key);
+        }
+        if let Some(keys) = inner.external_ids_of.get_mut(agent_id) {
+            keys.remove(&key);
+        }
+        Ok(())
     }
 }

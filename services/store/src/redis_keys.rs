@@ -11,7 +11,7 @@
 //! part of every agent key's name: it is fixed for a namespace's life, written in
 //! [`Keys::layout`] when the namespace is first used and checked at every start.
 
-use agentd_actors::fnv1a64;
+use agentd_ports::fnv1a64;
 use std::borrow::Cow;
 use std::sync::Arc;
 

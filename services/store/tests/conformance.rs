@@ -1,7 +1,7 @@
 //! Every store passes the same conformance suite; the embedded one also survives a re-open.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_actors::ThreadStore;
+use agentd_ports::{AgentRecords, Batches, IdempotencyClaims, Inboxes, Threads, Tree};
 use agentd_store::conformance::{self, entry, record};
 use agentd_store::{MemoryStore, RedbStore};
 use std::sync::Arc;
@@ -37,7 +37,7 @@ async fn embedded_store_keeps_everything_across_a_reopen() {
         s.add_child("p", "c").await.unwrap();
         s.append("c", &e1).await.unwrap();
         s.alias_get_or_create("p", "Ops", "a1", "c").await.unwrap();
-        s.write_batch(&[agentd_actors::StoreWrite::Outbox { env: kept.clone() }])
+        s.write_batch(&[agentd_ports::StoreWrite::Outbox { env: kept.clone() }])
             .await
             .unwrap();
         s.idempotency_claim("c", "message 1", "fp", 60_000)
@@ -46,7 +46,7 @@ async fn embedded_store_keeps_everything_across_a_reopen() {
         s.idempotency_claim_end(
             "c",
             "message 1",
-            agentd_actors::ClaimEnd::Settled { keep_ms: 60_000 },
+            agentd_ports::ClaimEnd::Settled { keep_ms: 60_000 },
         )
         .await
         .unwrap();
@@ -56,7 +56,7 @@ async fn embedded_store_keeps_everything_across_a_reopen() {
         s.idempotency_claim("c", "message 1", "other", 60_000)
             .await
             .unwrap(),
-        Some(agentd_actors::Claim {
+        Some(agentd_ports::Claim {
             fingerprint: "fp".into(),
             settled: true
         }),
@@ -80,7 +80,7 @@ async fn embedded_store_keeps_everything_across_a_reopen() {
     );
     assert_eq!(s.list_roots().await.unwrap().len(), 1);
     // The outbox too, and what is kept after the re-open queues after it.
-    s.write_batch(&[agentd_actors::StoreWrite::Outbox { env: later.clone() }])
+    s.write_batch(&[agentd_ports::StoreWrite::Outbox { env: later.clone() }])
         .await
         .unwrap();
     assert_eq!(

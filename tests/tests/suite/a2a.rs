@@ -837,3 +837,35 @@ fn a_context_the_client_chose_outlives_a_restart_and_goes_with_its_agent() {
         assert_eq!(printed(&out, "TASKS"), "1", "{out}");
     }
 }
+
+/// Deleting a context agent deletes its tasks with it (they live under its keys, docs/a2a.md):
+/// a task found before the delete is not found after it, and its context lists none.
+#[test]
+fn deleting_a_context_deletes_its_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = AgentdProcess::start(&env(&[
+        ("AGENTD__STORE__KIND", "embedded".to_string()),
+        ("AGENTD__STORE__DATA_DIR", dir.path().display().to_string()),
+    ]));
+    let base = format!("{}/a2a/research", p.url);
+    let send = r#"{"message":{"messageId":"m-del","role":"ROLE_USER","parts":[{"text":"hello"}]}}"#;
+    let (status, sent) = raw("POST", &format!("{base}/message:send"), true, Some(send));
+    assert_eq!(status, 200, "{sent}");
+    let id = sent["task"]["id"].as_str().unwrap().to_string();
+    let ctx = sent["task"]["contextId"].as_str().unwrap().to_string();
+    let agent = id.split('.').next().unwrap().to_string();
+    let listed = |p: &AgentdProcess| {
+        let url = format!("{}/a2a/research/tasks?contextId={ctx}", p.url);
+        let (status, body) = raw("GET", &url, true, None);
+        assert_eq!(status, 200, "{body}");
+        body["tasks"].as_array().map_or(0, Vec::len)
+    };
+    assert_eq!(raw("GET", &format!("{base}/tasks/{id}"), true, None).0, 200);
+    assert_eq!(listed(&p), 1);
+    ureq::delete(&format!("{}/v1/agents/{agent}", p.url))
+        .call()
+        .expect("delete the context");
+    let (status, body) = raw("GET", &format!("{base}/tasks/{id}"), true, None);
+    assert_eq!(status, 404, "the task went with its context: {body}");
+    assert_eq!(listed(&p), 0, "the context lists no task");
+}

@@ -1,6 +1,7 @@
 //! The durable inbox: work queued when a process stops is resumed by the next one, in order,
 //! each item once.
 
+use agentd_actors::{AgentRecords, Inboxes};
 use agentd_actors::{ManualClock, StoreErrorKind, ThreadStore};
 use agentd_proto::{AgentStatus, ManageOptions, Role};
 use agentd_store::MemoryStore;

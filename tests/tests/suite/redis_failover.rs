@@ -7,6 +7,7 @@
 //! stay ready, `/readyz` naming the partitions they cannot serve
 //! meanwhile; and nothing acknowledged is lost or doubled.
 
+use agentd_actors::Threads;
 use agentd_store::{Keys, RedisStore, RedisTarget};
 use agentd_tests::process::wait_balanced;
 use agentd_tests::{AgentdProcess, RedisCluster};
@@ -137,7 +138,6 @@ fn probe_readiness(processes: [&AgentdProcess; 2], stop: &AtomicBool) -> Vec<Pro
 
 /// The user texts of `id`'s thread, as the store has them (read from the test, not agentd).
 async fn texts(store: &RedisStore, id: &str) -> Vec<String> {
-    use agentd_actors::ThreadStore;
     store
         .thread(id)
         .await

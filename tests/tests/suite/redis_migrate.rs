@@ -8,7 +8,7 @@
 //! The earlier layouts are written here with their key names spelled out, as the earlier code
 //! wrote them, not with any of this version's code.
 
-use agentd_actors::ThreadStore;
+use agentd_actors::{AgentRecords, Checkpoints, Inboxes, Threads, ToolCalls, Tree};
 use agentd_proto::codec::encode;
 use agentd_proto::{
     AgentStatus, Checkpoint, Envelope, ThreadEntry, ToolCallRecord, ToolCallStatus, ToolKind,

@@ -6,7 +6,8 @@
 //! `kill -9` under load, its replica promoted, loses no message answered `202` and doubles none.
 
 use agentd_actors::system::idempotent_agent_id;
-use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
+use agentd_actors::{AgentRecords, Batches, Threads};
+use agentd_actors::{StoreErrorKind, StoreWrite};
 use agentd_proto::codec::{decode_envelope, encode_envelope};
 use agentd_proto::{
     Address, AgentdError, Command, Envelope, ErrorCode, Item, SpawnRequest, ThreadEntry,

@@ -4,6 +4,7 @@
 //! an unreachable server, a namespace's partitions, a cluster-mode node, Redis's script counts —
 //! always run on one server).
 
+use agentd_actors::{AgentRecords, Batches, Inboxes, Threads};
 use agentd_store::RedisStore;
 use agentd_store::conformance;
 use agentd_tests::{RedisServer, TestConnection, TestRedis};
@@ -44,7 +45,6 @@ async fn redis_store_conforms() {
 /// is a list of `<id> <entry>` pairs, with an id set beside it only once it is long.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_and_threads_are_stored_compactly() {
-    use agentd_actors::ThreadStore;
     let (redis, store) = store_on("compact").await;
     let keys = store.keys().clone();
     let mut con = redis.client();
@@ -181,7 +181,7 @@ async fn actors_on_the_redis_store_delete_leaves_no_key_behind() {
 /// writes, in the same round trip (what carries a child's output to its parent's process).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forward_in_a_batch_lands_on_its_stream_after_the_writes_before_it() {
-    use agentd_actors::{StoreWrite, ThreadStore};
+    use agentd_actors::StoreWrite;
     let (redis, store) = store_on("fw").await;
     assert!(store.takes_forwards());
     let rec = conformance::record("fw-child", Some("fw-parent"), 1);
@@ -227,7 +227,7 @@ async fn a_forward_in_a_batch_lands_on_its_stream_after_the_writes_before_it() {
 /// a turn alike).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fenced_push_lands_only_while_the_lease_names_this_process() {
-    use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
+    use agentd_actors::{StoreErrorKind, StoreWrite};
     let (redis, store, lease) = fenced_store_on("fence", "fence-agent").await;
     let mut con = redis.client();
     let set_lease = |con: &mut TestConnection, holder: &str| set_key(con, &lease, holder);
@@ -292,7 +292,7 @@ async fn a_fenced_push_lands_only_while_the_lease_names_this_process() {
 /// not fenced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_agents_flush_writes_its_record_only_while_the_lease_names_this_process() {
-    use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
+    use agentd_actors::{StoreErrorKind, StoreWrite};
     use agentd_proto::AgentStatus;
     let (redis, store, lease) = fenced_store_on("ownfence", "own-agent").await;
     let mut con = redis.client();
@@ -444,7 +444,6 @@ fn set_key(con: &mut impl redis::ConnectionLike, key: &str, value: &str) {
 /// more than 63 ids beyond it, and an envelope that has left it is taken again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dedup_window_refuses_repeats_and_stays_near_its_size() {
-    use agentd_actors::ThreadStore;
     let (redis, store) = store_on("win").await;
     let store = store.with_dedup_window(5);
     store
@@ -489,7 +488,7 @@ async fn the_dedup_window_refuses_repeats_and_stays_near_its_size() {
 /// checked by `assert_one_slot` in every debug build, so in every test.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_store_touches_one_slot_per_command_script_and_pipeline() {
-    use agentd_actors::{StoreWrite, ThreadStore};
+    use agentd_actors::StoreWrite;
     let server = RedisServer::start_cluster_node();
     let store = RedisStore::connect(&server.url(), "slots", 16)
         .await
@@ -632,7 +631,6 @@ async fn pushes_of_one_envelope_reach_redis_in_order_from_any_thread() {
 
 /// 50 agents' pushes, each made twice at once, in at most `most_calls` script calls.
 async fn grouped_pushes(most_calls: u64) {
-    use agentd_actors::ThreadStore;
     let server = RedisServer::start();
     let store = RedisStore::connect(&server.url(), "group", 4)
         .await
@@ -697,7 +695,7 @@ async fn grouped_pushes(most_calls: u64) {
 /// with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flush_of_new_entries_writes_only_while_the_lease_names_this_process() {
-    use agentd_actors::{StoreErrorKind, StoreWrite, ThreadStore};
+    use agentd_actors::{StoreErrorKind, StoreWrite};
     let (redis, store, lease) = fenced_store_on("txfence", "tx-agent").await;
     let keys = store.keys().clone();
     let mut con = redis.client();
@@ -826,8 +824,8 @@ async fn flushes_made_at_once_are_grouped_and_each_gets_its_own_answer() {
 /// [`flushes_made_at_once_are_grouped_and_each_gets_its_own_answer`] with `store`, whose flush
 /// calls Redis counts in `INFO commandstats` under `call`.
 async fn grouped_flushes(server: &RedisServer, store: RedisStore, call: &str) {
+    use agentd_actors::StoreWrite;
     use agentd_actors::ports::StreamEntry;
-    use agentd_actors::{StoreWrite, ThreadStore};
     let transaction = call == "cmdstat_exec:";
     let keys = store.keys().clone();
     let agents: Vec<String> = (0..400)

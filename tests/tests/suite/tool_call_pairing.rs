@@ -6,6 +6,7 @@
 //! closed with an `interrupted` error result before the interruption marker) and every request
 //! it makes afterwards is accepted.
 
+use agentd_actors::Threads;
 use agentd_proto::conversation::is_paired;
 use agentd_proto::{AgentRecord, AgentStatus, Control, InboxItem, ManageOptions, Role};
 use agentd_store::MemoryStore;
@@ -340,7 +341,6 @@ async fn a_thread_already_broken_is_paired_in_every_request() {
                 3,
             )
         };
-        use agentd_actors::ThreadStore;
         for e in [&first, &call, &marker] {
             store.append(&a.id, e).await.unwrap();
         }

@@ -40,3 +40,8 @@ pub(super) async fn checkpoints_are_kept_newest_first_and_pruned(store: &dyn Thr
     store.delete_agent("c-agent").await.unwrap();
     assert!(store.checkpoints("c-agent").await.unwrap().is_empty());
 }
+
+/// Runs every property of checkpoints against `store`, which must be empty of the ids they use.
+pub async fn run(store: Arc<dyn ThreadStore>) {
+    checkpoints_are_kept_newest_first_and_pruned(store.as_ref()).await;
+}

@@ -2,7 +2,7 @@
 //! its fingerprint, and whether what it guards is done — until it is released or expires; keys
 //! of different homes are different claims.
 
-use agentd_actors::{Claim, ClaimEnd, ThreadStore};
+use agentd_ports::{Claim, ClaimEnd, ThreadStore};
 use std::sync::Arc;
 
 fn claim(fingerprint: &str, settled: bool) -> Option<Claim> {
@@ -127,4 +127,9 @@ pub async fn the_first_claim_wins_until_released_or_expired(store: Arc<dyn Threa
         seen.iter().all(|s| *s == winners[0]),
         "{seen:?} vs {winners:?}"
     );
+}
+
+/// Runs every property of idempotency claims against `store`, which must be empty of the ids they use.
+pub async fn run(store: Arc<dyn ThreadStore>) {
+    the_first_claim_wins_until_released_or_expired(store.clone()).await;
 }

@@ -2,7 +2,7 @@
 //! to one agent per door, tenant and owner, and the mappings go with their agent.
 
 use super::*;
-use agentd_actors::ExternalKey;
+use agentd_ports::ExternalKey;
 
 pub(super) async fn outside_ids_map_to_one_agent_until_it_is_deleted(store: Arc<dyn ThreadStore>) {
     let s = store.as_ref();
@@ -82,4 +82,9 @@ pub(super) async fn outside_ids_map_to_one_agent_until_it_is_deleted(store: Arc<
     s.delete_agent("x-again").await.unwrap();
     s.delete_agent("x-other").await.unwrap();
     assert_eq!(s.external_id_get(&other_door).await.unwrap(), None);
+}
+
+/// Runs every property of outside ids against `store`, which must be empty of the ids they use.
+pub async fn run(store: Arc<dyn ThreadStore>) {
+    outside_ids_map_to_one_agent_until_it_is_deleted(store.clone()).await;
 }

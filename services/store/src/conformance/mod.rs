@@ -1,19 +1,23 @@
-//! The conformance suite of the `ThreadStore` port. Every implementation runs it (memory and
-//! embedded here, Redis with its own server), so the actors can rely on one set of semantics.
+//! The conformance suite of the store port, a module per concern (each with its `run`;
+//! [`run_all`] runs them all). Every implementation runs it (memory and embedded here, Redis
+//! with its own server), so the actors can rely on one set of semantics.
 //! It panics on the first broken property: that is the test failing.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use agentd_actors::ThreadStore;
+use agentd_ports::ThreadStore;
 use agentd_proto::{AgentRecord, AgentStatus, Channel, ManageOptions, Role, ThreadEntry, Usage};
 use std::sync::Arc;
 
-mod agents;
-mod checkpoints;
-mod claims;
-mod external_ids;
-mod inbox;
-mod tool_calls;
-mod writes;
+pub mod agent_values;
+pub mod batches;
+pub mod checkpoints;
+pub mod claims;
+pub mod external_ids;
+pub mod inbox;
+pub mod records;
+pub mod threads;
+pub mod tool_calls;
+pub mod tree;
 
 /// A record for tests.
 pub fn record(id: &str, parent: Option<&str>, created: u64) -> AgentRecord {
@@ -139,26 +143,17 @@ fn envelope(text: &str) -> agentd_proto::Envelope {
 /// index from some length on: the Redis store of layout 3 kept one from 32 entries).
 pub const LONG_THREAD: usize = 100;
 
-/// Runs every property against `store`, which must be empty.
+/// Runs every property of every concern against `store`, which must be empty (records first:
+/// they list the roots).
 pub async fn run_all(store: Arc<dyn ThreadStore>) {
-    agents::records_round_trip(store.as_ref()).await;
-    agents::records_at_their_defaults_round_trip(store.as_ref()).await;
-    writes::threads_keep_order_and_deduplicate(store.as_ref()).await;
-    writes::long_threads_keep_order_and_deduplicate(store.as_ref()).await;
-    agents::children_keep_order_and_are_idempotent(store.as_ref()).await;
-    agents::dependents_are_a_set(store.as_ref()).await;
-    agents::aliases_get_or_create(store.as_ref()).await;
-    agents::racing_aliases_agree(store.clone()).await;
-    agents::delete_removes_everything(store.as_ref()).await;
-    agents::a2a_tasks_live_and_die_with_their_agent(store.as_ref()).await;
-    external_ids::outside_ids_map_to_one_agent_until_it_is_deleted(store.clone()).await;
-    inbox::inbox_is_durable_once_and_ordered(store.as_ref()).await;
-    checkpoints::checkpoints_are_kept_newest_first_and_pruned(store.as_ref()).await;
-    writes::batches_apply_in_order(store.as_ref()).await;
-    writes::a_push_carries_the_turn_start_only_when_new(store.as_ref()).await;
-    writes::concurrent_writes_all_land(store.clone()).await;
-    writes::a_store_that_is_not_the_bus_refuses_forwards_whole(store.as_ref()).await;
-    writes::the_outbox_keeps_outputs_in_order_until_done(store.as_ref()).await;
-    tool_calls::tool_calls_close_once(store.clone()).await;
-    claims::the_first_claim_wins_until_released_or_expired(store.clone()).await;
+    records::run(store.clone()).await;
+    threads::run(store.clone()).await;
+    checkpoints::run(store.clone()).await;
+    tree::run(store.clone()).await;
+    inbox::run(store.clone()).await;
+    batches::run(store.clone()).await;
+    claims::run(store.clone()).await;
+    external_ids::run(store.clone()).await;
+    tool_calls::run(store.clone()).await;
+    agent_values::run(store.clone()).await;
 }

@@ -6,7 +6,7 @@ use super::*;
 /// closings exactly one wins and the others find it closed with the winner's answer. An
 /// approval moves it from `awaiting_approval` to `pending` (still open), once.
 pub(super) async fn tool_calls_close_once(store: Arc<dyn ThreadStore>) {
-    use agentd_actors::ToolCallClosing;
+    use agentd_ports::ToolCallClosing;
     use agentd_proto::{ToolAnswer, ToolCallClose, ToolCallRecord, ToolCallStatus, ToolKind};
     let call = |n: u128, status| ToolCallRecord {
         call_id: uuid::Uuid::from_u128(0x7c00 + n),
@@ -99,4 +99,9 @@ pub(super) async fn tool_calls_close_once(store: Arc<dyn ThreadStore>) {
             .unwrap(),
         ToolCallClose::NotFound
     );
+}
+
+/// Runs every property of tool calls against `store`, which must be empty of the ids they use.
+pub async fn run(store: Arc<dyn ThreadStore>) {
+    tool_calls_close_once(store.clone()).await;
 }

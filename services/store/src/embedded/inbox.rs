@@ -7,7 +7,7 @@
 use super::be;
 use super::layout::{next_row_seq, row, seq_key, seq_of, uuid_key};
 use super::tables::{NextSeqs, Tables, put_new};
-use agentd_actors::{DEDUP_WINDOW, StoreResult};
+use agentd_ports::{DEDUP_WINDOW, StoreResult};
 use agentd_proto::Envelope;
 use agentd_proto::codec::decode;
 use redb::ReadableTable;

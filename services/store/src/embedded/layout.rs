@@ -2,7 +2,7 @@
 //! range scans over an agent's keys. Tables of earlier layouts live in `migrate.rs`.
 
 use super::be;
-use agentd_actors::{StoreError, StoreErrorKind, StoreResult};
+use agentd_ports::{StoreError, StoreErrorKind, StoreResult};
 use redb::{ReadableTable, TableDefinition};
 use uuid::Uuid;
 
@@ -75,7 +75,7 @@ pub(super) const THREADS: TableDefinition<(&str, u64), &[u8]> = TableDefinition:
 pub(super) const INBOX: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("inbox_by_seen");
 
 /// envelope id → (seq, MessagePack envelope): child outputs kept until their parent's router
-/// has handled them ([`StoreWrite::Outbox`](agentd_actors::StoreWrite::Outbox)), the seq
+/// has handled them ([`StoreWrite::Outbox`](agentd_ports::StoreWrite::Outbox)), the seq
 /// keeping their order.
 pub(super) const OUTBOX: TableDefinition<&str, (u64, &[u8])> = TableDefinition::new("outbox");
 

@@ -5,7 +5,7 @@ use super::be;
 use super::inbox::envelope_id;
 use super::layout::{NO_KEY, row, seq_key, seq_of, uuid_key};
 use super::tables::Tables;
-use agentd_actors::StoreResult;
+use agentd_ports::StoreResult;
 use redb::{ReadableTable, TableDefinition, TableHandle, WriteTransaction};
 use uuid::Uuid;
 

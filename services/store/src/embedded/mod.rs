@@ -13,7 +13,7 @@
 //! | [`layout`] | the tables, the kinds of an agent's rows, key encodings and range scans |
 //! | [`tables`] | the tables of one write transaction, and the writer's guesses of next sequence numbers |
 //! | [`writer`] | the writer thread: batching writes into one transaction, one commit for all |
-//! | [`writes`] | what each write does to the tables, and batches of [`StoreWrite`](agentd_actors::StoreWrite)s |
+//! | [`writes`] | what each write does to the tables, and batches of [`StoreWrite`](agentd_ports::StoreWrite)s |
 //! | [`inbox`] | the durable inbox and its de-duplication window |
 //! | [`reads`] | reads, each in a read transaction of its own |
 //! | [`migrate`] | moving a file written in an earlier layout into the current one, on open |
@@ -29,7 +29,7 @@ mod writes;
 
 pub use store::RedbStore;
 
-use agentd_actors::{StoreError, StoreErrorKind};
+use agentd_ports::{StoreError, StoreErrorKind};
 
 /// A redb failure, as a transient store error.
 fn be(e: impl Into<redb::Error>) -> StoreError {

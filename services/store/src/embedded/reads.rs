@@ -6,7 +6,7 @@ use super::layout::{
     scan_rows,
 };
 use super::{be, de};
-use agentd_actors::{StoreResult, WorkerAlias};
+use agentd_ports::{StoreResult, WorkerAlias};
 use agentd_proto::codec::decode;
 use agentd_proto::{AgentRecord, Envelope};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};

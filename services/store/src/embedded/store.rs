@@ -7,9 +7,10 @@ use super::migrate::migrate;
 use super::tables::Tables;
 use super::writer::Writer;
 use super::{be, de, inbox, reads, writes};
-use agentd_actors::{
-    Claim, ClaimEnd, ExternalKey, Pushed, StoreError, StoreErrorKind, StoreResult, StoreWrite,
-    ThreadStore, WorkerAlias,
+use agentd_ports::{
+    AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, ExternalIds, ExternalKey,
+    IdempotencyClaims, Inboxes, Pushed, StoreError, StoreErrorKind, StoreKind, StoreResult,
+    StoreWrite, Threads, ToolCalls, Tree, WorkerAlias,
 };
 use agentd_proto::codec::encode;
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
@@ -82,12 +83,14 @@ impl RedbStore {
     }
 }
 
-#[async_trait]
-impl ThreadStore for RedbStore {
+impl StoreKind for RedbStore {
     fn kind(&self) -> &'static str {
         "embedded"
     }
+}
 
+#[async_trait]
+impl AgentRecords for RedbStore {
     async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()> {
         let bytes = encode(record).map_err(de)?;
         let id = record.id.clone();
@@ -110,6 +113,16 @@ impl ThreadStore for RedbStore {
         self.run(reads::list_roots).await
     }
 
+    async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
+        let id = agent_id.to_string();
+        self.writer
+            .write(move |t| writes::delete_agent_in(t, &id))
+            .await
+    }
+}
+
+#[async_trait]
+impl Threads for RedbStore {
     async fn append(&self, agent_id: &str, entry: &ThreadEntry) -> StoreResult<bool> {
         let bytes = encode(entry).map_err(de)?;
         let id = agent_id.to_string();
@@ -135,7 +148,10 @@ impl ThreadStore for RedbStore {
             .write(move |t| writes::replace_thread_in(t, &id, &encoded))
             .await
     }
+}
 
+#[async_trait]
+impl Tree for RedbStore {
     async fn add_child(&self, parent_id: &str, child_id: &str) -> StoreResult<()> {
         let (parent, child) = (parent_id.to_string(), child_id.to_string());
         self.writer
@@ -186,36 +202,10 @@ impl ThreadStore for RedbStore {
         let parent = parent_id.to_string();
         self.run(move |db| reads::aliases(db, &parent)).await
     }
+}
 
-    async fn idempotency_claim(
-        &self,
-        home: &str,
-        key: &str,
-        fingerprint: &str,
-        ttl_ms: u64,
-    ) -> StoreResult<Option<Claim>> {
-        let (home, key, fingerprint) = (home.to_string(), key.to_string(), fingerprint.to_string());
-        let now = now_ms();
-        self.writer
-            .write(move |t| writes::claim_in(t, &home, &key, &fingerprint, ttl_ms, now))
-            .await
-    }
-
-    async fn idempotency_claim_end(&self, home: &str, key: &str, end: ClaimEnd) -> StoreResult<()> {
-        let (home, key) = (home.to_string(), key.to_string());
-        let now = now_ms();
-        self.writer
-            .write(move |t| writes::claim_end_in(t, &home, &key, end, now))
-            .await
-    }
-
-    async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
-        let id = agent_id.to_string();
-        self.writer
-            .write(move |t| writes::delete_agent_in(t, &id))
-            .await
-    }
-
+#[async_trait]
+impl Inboxes for RedbStore {
     async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
         Ok(self.inbox_push_then(agent_id, env, &[]).await?.fresh)
     }
@@ -257,6 +247,24 @@ impl ThreadStore for RedbStore {
             .await
     }
 
+    fn keeps_outbox(&self) -> bool {
+        true
+    }
+
+    async fn outbox_pending(&self) -> StoreResult<Vec<Envelope>> {
+        self.run(reads::outbox_pending).await
+    }
+
+    async fn outbox_done(&self, env_id: Uuid) -> StoreResult<()> {
+        let id = env_id.to_string();
+        self.writer
+            .write(move |t| writes::outbox_done_in(t, &id))
+            .await
+    }
+}
+
+#[async_trait]
+impl Checkpoints for RedbStore {
     async fn checkpoint_put(&self, checkpoint: &Checkpoint, keep: usize) -> StoreResult<()> {
         let bytes = encode(checkpoint).map_err(de)?;
         let id = checkpoint.agent_id.clone();
@@ -265,6 +273,53 @@ impl ThreadStore for RedbStore {
             .await
     }
 
+    async fn checkpoints(&self, agent_id: &str) -> StoreResult<Vec<Checkpoint>> {
+        let id = agent_id.to_string();
+        let mut list: Vec<Checkpoint> = self
+            .run(move |db| reads::read_sequence(db, CHECKPOINTS, &id))
+            .await?;
+        list.reverse();
+        Ok(list)
+    }
+}
+
+#[async_trait]
+impl Batches for RedbStore {
+    async fn write_batch(&self, batch: &[StoreWrite]) -> StoreResult<()> {
+        let encoded = writes::encode_writes(batch, &self.outbox_seq)?;
+        self.writer
+            .write(move |t| writes::apply_writes(t, &encoded))
+            .await
+    }
+}
+
+#[async_trait]
+impl IdempotencyClaims for RedbStore {
+    async fn idempotency_claim(
+        &self,
+        home: &str,
+        key: &str,
+        fingerprint: &str,
+        ttl_ms: u64,
+    ) -> StoreResult<Option<Claim>> {
+        let (home, key, fingerprint) = (home.to_string(), key.to_string(), fingerprint.to_string());
+        let now = now_ms();
+        self.writer
+            .write(move |t| writes::claim_in(t, &home, &key, &fingerprint, ttl_ms, now))
+            .await
+    }
+
+    async fn idempotency_claim_end(&self, home: &str, key: &str, end: ClaimEnd) -> StoreResult<()> {
+        let (home, key) = (home.to_string(), key.to_string());
+        let now = now_ms();
+        self.writer
+            .write(move |t| writes::claim_end_in(t, &home, &key, end, now))
+            .await
+    }
+}
+
+#[async_trait]
+impl ToolCalls for RedbStore {
     async fn tool_call_put(&self, call: &agentd_proto::ToolCallRecord) -> StoreResult<()> {
         let bytes = serde_json::to_vec(call).map_err(|e| StoreError::corrupt(e.to_string()))?;
         let key = super::layout::uuid_key(&call.call_id);
@@ -283,7 +338,7 @@ impl ThreadStore for RedbStore {
     async fn tool_call_close(
         &self,
         call_id: Uuid,
-        closing: &agentd_actors::ToolCallClosing,
+        closing: &agentd_ports::ToolCallClosing,
     ) -> StoreResult<agentd_proto::ToolCallClose> {
         let closing = closing.clone();
         self.writer
@@ -291,14 +346,26 @@ impl ThreadStore for RedbStore {
             .await
     }
 
-    async fn a2a_task_put(&self, agent_id: &str, task_id: &str, value: &[u8]) -> StoreResult<()> {
+    async fn tool_calls_open(&self) -> StoreResult<Vec<agentd_proto::ToolCallRecord>> {
+        self.run(reads::tool_calls_open).await
+    }
+}
+
+#[async_trait]
+impl AgentValues for RedbStore {
+    async fn agent_value_put(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<()> {
         let (a, task, bytes) = (agent_id.to_string(), task_id.to_string(), value.to_vec());
         self.writer
             .write(move |t| writes::a2a_task_put_in(t, &a, &task, &bytes))
             .await
     }
 
-    async fn a2a_task_put_new(
+    async fn agent_value_put_new(
         &self,
         agent_id: &str,
         task_id: &str,
@@ -310,16 +377,19 @@ impl ThreadStore for RedbStore {
             .await
     }
 
-    async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
+    async fn agent_value_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
         let (a, task) = (agent_id.to_string(), task_id.to_string());
         self.run(move |db| reads::a2a_task(db, &a, &task)).await
     }
 
-    async fn a2a_tasks(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
+    async fn agent_values(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
         let a = agent_id.to_string();
         self.run(move |db| reads::a2a_tasks(db, &a)).await
     }
+}
 
+#[async_trait]
+impl ExternalIds for RedbStore {
     async fn external_id_claim(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<String> {
         let (key, a) = (key.encoded(), agent_id.to_string());
         self.writer
@@ -336,41 +406,6 @@ impl ThreadStore for RedbStore {
         let (key, a) = (key.encoded(), agent_id.to_string());
         self.writer
             .write(move |t| writes::external_id_release_in(t, &key, &a))
-            .await
-    }
-
-    async fn tool_calls_open(&self) -> StoreResult<Vec<agentd_proto::ToolCallRecord>> {
-        self.run(reads::tool_calls_open).await
-    }
-
-    async fn checkpoints(&self, agent_id: &str) -> StoreResult<Vec<Checkpoint>> {
-        let id = agent_id.to_string();
-        let mut list: Vec<Checkpoint> = self
-            .run(move |db| reads::read_sequence(db, CHECKPOINTS, &id))
-            .await?;
-        list.reverse();
-        Ok(list)
-    }
-
-    async fn write_batch(&self, batch: &[StoreWrite]) -> StoreResult<()> {
-        let encoded = writes::encode_writes(batch, &self.outbox_seq)?;
-        self.writer
-            .write(move |t| writes::apply_writes(t, &encoded))
-            .await
-    }
-
-    fn keeps_outbox(&self) -> bool {
-        true
-    }
-
-    async fn outbox_pending(&self) -> StoreResult<Vec<Envelope>> {
-        self.run(reads::outbox_pending).await
-    }
-
-    async fn outbox_done(&self, env_id: Uuid) -> StoreResult<()> {
-        let id = env_id.to_string();
-        self.writer
-            .write(move |t| writes::outbox_done_in(t, &id))
             .await
     }
 }

@@ -3,7 +3,7 @@
 
 use super::be;
 use super::layout::{CHECKPOINTS, INBOX, OUTBOX, ROWS, RowTable, SEEN, THREADS, seq_key};
-use agentd_actors::{FastHashMap, StoreResult};
+use agentd_ports::{FastHashMap, StoreResult};
 use redb::WriteTransaction;
 
 /// The tables of one write transaction, each opened once for all the writes of a batch
@@ -116,7 +116,7 @@ mod tests {
     use super::super::layout::{row, scan, scan_rows, seq_of, uuid_key};
     use super::super::writes::append_in;
     use super::*;
-    use agentd_actors::StoreError;
+    use agentd_ports::StoreError;
     use redb::{Database, ReadableTable};
     use uuid::Uuid;
 

@@ -5,7 +5,7 @@
 
 use super::be;
 use super::tables::{NextSeqs, Tables};
-use agentd_actors::{StoreError, StoreErrorKind, StoreResult};
+use agentd_ports::{StoreError, StoreErrorKind, StoreResult};
 use redb::Database;
 use std::sync::{Arc, mpsc};
 

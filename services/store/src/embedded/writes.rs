@@ -11,7 +11,7 @@ use super::layout::{
 use super::layout::{scan_rows, seq_key, uuid_key};
 use super::tables::{NextSeqs, Tables, put_new};
 use super::{be, de};
-use agentd_actors::{StoreResult, StoreWrite};
+use agentd_ports::{StoreResult, StoreWrite};
 use agentd_proto::AgentRecord;
 use agentd_proto::codec::{decode, encode};
 use redb::ReadableTable;
@@ -241,7 +241,7 @@ fn encode_write(w: &StoreWrite, outbox_seq: &AtomicU64) -> StoreResult<Encoded> 
             encode(&**env).map_err(de)?,
         ),
         StoreWrite::Forward { .. } | StoreWrite::Acknowledge { .. } => {
-            return Err(agentd_actors::ports::forwards_not_taken("embedded"));
+            return Err(agentd_ports::forwards_not_taken("embedded"));
         }
     })
 }
@@ -271,7 +271,7 @@ pub(super) fn apply_writes(t: &mut Tables<'_>, writes: &[Encoded]) -> StoreResul
 /// Decodes a stored tool call record (JSON).
 pub(super) fn decode_tool_call(bytes: &[u8]) -> StoreResult<agentd_proto::ToolCallRecord> {
     serde_json::from_slice(bytes)
-        .map_err(|e| agentd_actors::StoreError::corrupt(format!("a tool call record: {e}")))
+        .map_err(|e| agentd_ports::StoreError::corrupt(format!("a tool call record: {e}")))
 }
 
 /// Closes tool call `call_id` if `closing` applies to it, in the writer's transaction (so two
@@ -279,7 +279,7 @@ pub(super) fn decode_tool_call(bytes: &[u8]) -> StoreResult<agentd_proto::ToolCa
 pub(super) fn tool_call_close_in(
     t: &mut Tables<'_>,
     call_id: &uuid::Uuid,
-    closing: &agentd_actors::ToolCallClosing,
+    closing: &agentd_ports::ToolCallClosing,
 ) -> StoreResult<agentd_proto::ToolCallClose> {
     use agentd_proto::ToolCallClose;
     let key = super::layout::uuid_key(call_id);
@@ -298,7 +298,7 @@ pub(super) fn tool_call_close_in(
     }
     closing.apply(&mut call);
     let bytes =
-        serde_json::to_vec(&call).map_err(|e| agentd_actors::StoreError::corrupt(e.to_string()))?;
+        serde_json::to_vec(&call).map_err(|e| agentd_ports::StoreError::corrupt(e.to_string()))?;
     t.rows.insert(row_key, bytes.as_slice()).map_err(be)?;
     Ok(ToolCallClose::Closed(call))
 }
@@ -398,7 +398,7 @@ fn claim_expiry(until: u64, id: &[u8]) -> Vec<u8> {
 }
 
 /// A [`row::CLAIM`] value: until, settled, fingerprint.
-fn claim_value(until: u64, claim: &agentd_actors::Claim) -> Vec<u8> {
+fn claim_value(until: u64, claim: &agentd_ports::Claim) -> Vec<u8> {
     let mut v = seq_key(until).to_vec();
     v.push(u8::from(claim.settled));
     v.extend_from_slice(claim.fingerprint.as_bytes());
@@ -406,19 +406,19 @@ fn claim_value(until: u64, claim: &agentd_actors::Claim) -> Vec<u8> {
 }
 
 /// A [`row::CLAIM`] value read back: until and the claim.
-fn claim_of(bytes: &[u8]) -> StoreResult<(u64, agentd_actors::Claim)> {
+fn claim_of(bytes: &[u8]) -> StoreResult<(u64, agentd_ports::Claim)> {
     if bytes.len() < 9 {
-        return Err(agentd_actors::StoreError::corrupt(format!(
+        return Err(agentd_ports::StoreError::corrupt(format!(
             "a claim of {} bytes",
             bytes.len()
         )));
     }
     let until = super::layout::seq_of(&bytes[..8])?;
     let fingerprint = std::str::from_utf8(&bytes[9..])
-        .map_err(|e| agentd_actors::StoreError::corrupt(format!("a claim's fingerprint: {e}")))?;
+        .map_err(|e| agentd_ports::StoreError::corrupt(format!("a claim's fingerprint: {e}")))?;
     Ok((
         until,
-        agentd_actors::Claim {
+        agentd_ports::Claim {
             fingerprint: fingerprint.to_string(),
             settled: bytes[8] == 1,
         },
@@ -447,7 +447,7 @@ fn drop_expired_claims(t: &mut Tables<'_>, now_ms: u64) -> StoreResult<()> {
 }
 
 /// Claims `key` of `home` for `fingerprint` until `now_ms + ttl_ms` (see
-/// `ThreadStore::idempotency_claim`), dropping the claims expired by `now_ms` first.
+/// `IdempotencyClaims::idempotency_claim`), dropping the claims expired by `now_ms` first.
 pub(super) fn claim_in(
     t: &mut Tables<'_>,
     home: &str,
@@ -455,7 +455,7 @@ pub(super) fn claim_in(
     fingerprint: &str,
     ttl_ms: u64,
     now_ms: u64,
-) -> StoreResult<Option<agentd_actors::Claim>> {
+) -> StoreResult<Option<agentd_ports::Claim>> {
     drop_expired_claims(t, now_ms)?;
     let id = claim_id(home, key);
     if let Some(v) = t
@@ -466,7 +466,7 @@ pub(super) fn claim_in(
         return Ok(Some(claim_of(v.value())?.1));
     }
     let until = now_ms.saturating_add(ttl_ms);
-    let claim = agentd_actors::Claim {
+    let claim = agentd_ports::Claim {
         fingerprint: fingerprint.to_string(),
         settled: false,
     };
@@ -494,7 +494,7 @@ pub(super) fn claim_end_in(
     t: &mut Tables<'_>,
     home: &str,
     key: &str,
-    end: agentd_actors::ClaimEnd,
+    end: agentd_ports::ClaimEnd,
     now_ms: u64,
 ) -> StoreResult<()> {
     let id = claim_id(home, key);
@@ -515,12 +515,12 @@ pub(super) fn claim_end_in(
         ))
         .map_err(be)?;
     match end {
-        agentd_actors::ClaimEnd::Released => {
+        agentd_ports::ClaimEnd::Released => {
             t.rows
                 .remove((CLAIMS_OWNER, row::CLAIM, &id[..]))
                 .map_err(be)?;
         }
-        agentd_actors::ClaimEnd::Settled { keep_ms } => {
+        agentd_ports::ClaimEnd::Settled { keep_ms } => {
             let until = now_ms.saturating_add(keep_ms);
             claim.settled = true;
             t.rows

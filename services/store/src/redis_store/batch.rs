@@ -22,7 +22,8 @@
 
 use super::{RedisStore, be, de, fenced, record_bytes};
 use crate::redis_keys::assert_one_slot;
-use agentd_actors::{StoreError, StoreResult, StoreWrite, ThreadStore};
+use agentd_ports::StoreKind;
+use agentd_ports::{StoreError, StoreResult, StoreWrite};
 use agentd_proto::codec::{encode, encode_envelope};
 use agentd_proto::{AgentRecord, Envelope};
 use redis::cmd;
@@ -52,7 +53,7 @@ impl RedisStore {
         {
             // Outputs travel through the partition streams here; refused before anything is
             // sent.
-            return Err(agentd_actors::ports::outbox_not_kept(self.kind()));
+            return Err(agentd_ports::outbox_not_kept(self.kind()));
         }
         let forwards: Vec<(&str, &Envelope)> = writes
             .iter()
@@ -243,7 +244,7 @@ impl RedisStore {
         Ok(())
     }
 
-    /// Adds [`ThreadStore::append_new`] of `entry` to `agent_id`'s thread to `pipe`, fenced by
+    /// Adds [`Threads::append_new`](agentd_ports::Threads::append_new) of `entry` to `agent_id`'s thread to `pipe`, fenced by
     /// the agent's partition's lease if pushes are fenced; it answers `1`, or `-1` fenced.
     pub(super) fn pipe_append_new(
         &self,
@@ -263,7 +264,7 @@ impl RedisStore {
         Ok(())
     }
 
-    /// Adds the writes of [`ThreadStore::put_agent`] to `pipe`: the record, then (for a root)
+    /// Adds the writes of [`AgentRecords::put_agent`](agentd_ports::AgentRecords::put_agent) to `pipe`: the record, then (for a root)
     /// its partition's roots index, in the same slot.
     pub(super) fn pipe_put_agent(
         &self,
@@ -284,7 +285,7 @@ impl RedisStore {
         Ok(())
     }
 
-    /// Adds the writes of [`ThreadStore::inbox_done`] to `pipe`.
+    /// Adds the writes of [`Inboxes::inbox_done`](agentd_ports::Inboxes::inbox_done) to `pipe`.
     pub(super) fn pipe_inbox_done(&self, pipe: &mut redis::Pipeline, agent_id: &str, env_id: Uuid) {
         let id = env_id.to_string();
         pipe.cmd("ZREM")

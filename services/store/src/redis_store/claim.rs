@@ -1,4 +1,4 @@
-//! Idempotency claims (`Idempotency-Key`, `ThreadStore::idempotency_claim`): a string
+//! Idempotency claims (`Idempotency-Key`, `IdempotencyClaims::idempotency_claim`): a string
 //! `{<ns>:p<k>}:a:<home>:claim:<key>` in the slot of the agent the guarded work writes to,
 //! holding the first request's claim (`Claim::encode`: settled or not, its fingerprint) with an
 //! expiry. The claim and what it guards are in one slot, so a failover keeps both or neither
@@ -6,7 +6,7 @@
 //! found settled after a failover was settled after its work was written.
 
 use super::{RedisStore, be};
-use agentd_actors::{Claim, ClaimEnd, StoreResult};
+use agentd_ports::{Claim, ClaimEnd, StoreResult};
 use redis::Script;
 
 /// `KEYS[1]` = the claim, `ARGV[1]` = the new claim's text, `ARGV[2]` = its time to live
@@ -34,7 +34,7 @@ impl RedisStore {
         self.keys.agent_part(home, &format!("claim:{key}"))
     }
 
-    /// See `ThreadStore::idempotency_claim`.
+    /// See `IdempotencyClaims::idempotency_claim`.
     pub(super) async fn claim(
         &self,
         home: &str,
@@ -56,7 +56,7 @@ impl RedisStore {
         Ok(first.as_deref().map(Claim::decode))
     }
 
-    /// See `ThreadStore::idempotency_claim_end`.
+    /// See `IdempotencyClaims::idempotency_claim_end`.
     pub(super) async fn end_claim(&self, home: &str, key: &str, end: ClaimEnd) -> StoreResult<()> {
         let key = self.claim_key(home, key);
         match end {

@@ -6,7 +6,7 @@ use super::{RedisStore, be, scripts};
 use crate::RedisConnection;
 use crate::RedisTarget;
 use crate::redis_keys::Keys;
-use agentd_actors::{DEDUP_WINDOW, StoreResult};
+use agentd_ports::{DEDUP_WINDOW, StoreResult};
 use redis::Script;
 use std::sync::Arc;
 

@@ -1,4 +1,4 @@
-//! Outside ids mapped to agents (`ThreadStore::external_id_claim`): a hash per partition slot,
+//! Outside ids mapped to agents (`ExternalIds::external_id_claim`): a hash per partition slot,
 //! `{<ns>:p<k>}:extids` (`ExternalKey::encoded` → agent id, `k` the encoded key's partition),
 //! and beside each agent the set of keys that map to it (`…:a:<id>:extids`, deleted with its
 //! other keys). The two are in different slots: the agent's set is written first, so a key
@@ -6,7 +6,7 @@
 //! it still names the agent dropping it.
 
 use super::{RedisStore, be};
-use agentd_actors::{ExternalKey, StoreResult};
+use agentd_ports::{ExternalKey, StoreResult};
 use redis::{Script, cmd};
 
 /// `KEYS[1]` = the hash, `ARGV[1]` = the encoded key, `ARGV[2]` = the agent: drops the key's
@@ -23,7 +23,7 @@ impl RedisStore {
         self.keys.agent_part(agent_id, "extids")
     }
 
-    /// See `ThreadStore::external_id_claim`.
+    /// See `ExternalIds::external_id_claim`.
     pub(super) async fn claim_external_id(
         &self,
         key: &ExternalKey,
@@ -69,7 +69,7 @@ impl RedisStore {
         }
     }
 
-    /// See `ThreadStore::external_id_get`.
+    /// See `ExternalIds::external_id_get`.
     pub(super) async fn get_external_id(&self, key: &ExternalKey) -> StoreResult<Option<String>> {
         let encoded = key.encoded();
         cmd("HGET")
@@ -80,7 +80,7 @@ impl RedisStore {
             .map_err(be)
     }
 
-    /// See `ThreadStore::external_id_release`.
+    /// See `ExternalIds::external_id_release`.
     pub(super) async fn release_external_id(
         &self,
         key: &ExternalKey,

@@ -18,7 +18,7 @@
 
 use super::be;
 use crate::RedisTarget;
-use agentd_actors::{StoreError, StoreResult};
+use agentd_ports::{StoreError, StoreResult};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::{Cmd, Value};
 use std::collections::HashMap;
@@ -203,7 +203,7 @@ impl Transactions {
                         _ => None,
                     });
                     return Err(StoreError::new(
-                        agentd_actors::StoreErrorKind::Rejected,
+                        agentd_ports::StoreErrorKind::Rejected,
                         format!(
                             "redis: a flush transaction was refused: {e}{}",
                             refused.map(|r| format!(" ({r})")).unwrap_or_default()

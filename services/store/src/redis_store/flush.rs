@@ -14,7 +14,7 @@
 use super::fenced::{Outcome, Transaction};
 use super::group::{Groups, result_of};
 use super::{RedisStore, be, de};
-use agentd_actors::{StoreResult, StoreWrite};
+use agentd_ports::{StoreResult, StoreWrite};
 use agentd_proto::Envelope;
 use agentd_proto::codec::{encode, encode_envelope};
 use tokio::sync::oneshot;
@@ -225,7 +225,7 @@ impl RedisStore {
             tokio::spawn(async move { me.send_flushes(k).await });
         }
         rx.await
-            .map_err(|_| agentd_actors::StoreError::transient("the flush was dropped unanswered"))?
+            .map_err(|_| agentd_ports::StoreError::transient("the flush was dropped unanswered"))?
     }
 
     /// Sends what waits for partition `k` as one call: a fenced transaction ([`super::fenced`])
@@ -268,7 +268,7 @@ impl RedisStore {
         &self,
         k: u32,
         batch: &[Waiting],
-    ) -> Result<Vec<redis::Value>, agentd_actors::StoreError> {
+    ) -> Result<Vec<redis::Value>, agentd_ports::StoreError> {
         if batch.is_empty() {
             return Ok(Vec::new());
         }

@@ -4,7 +4,7 @@
 //! its own answer. Nothing waits for an earlier call: calls go out one after another on the
 //! connection.
 
-use agentd_actors::{StoreError, StoreErrorKind, StoreResult};
+use agentd_ports::{StoreError, StoreErrorKind, StoreResult};
 use std::collections::HashMap;
 use std::sync::Mutex;
 

@@ -11,7 +11,7 @@
 use super::be;
 use crate::RedisConnection;
 use crate::redis_keys::{Keys, LAYOUT_VERSION};
-use agentd_actors::{StoreError, StoreErrorKind, StoreResult};
+use agentd_ports::{StoreError, StoreErrorKind, StoreResult};
 use redis::aio::ConnectionLike;
 use redis::{Script, cmd};
 use std::collections::HashMap;

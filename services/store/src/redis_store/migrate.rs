@@ -26,7 +26,7 @@ use super::layout::{self, TOMBSTONE, legacy_partition};
 use super::{RedisStore, be, de};
 use crate::RedisConnection;
 use crate::redis_keys::{AGENT_PARTS, Keys, LAYOUT_VERSION};
-use agentd_actors::{StoreError, StoreErrorKind, StoreResult};
+use agentd_ports::{StoreError, StoreErrorKind, StoreResult};
 use agentd_proto::codec::{decode, encode};
 use agentd_proto::{AgentRecord, ThreadEntry};
 use redis::streams::StreamRangeReply;

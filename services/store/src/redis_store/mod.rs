@@ -41,7 +41,7 @@ pub use push::PushFence;
 
 use crate::RedisConnection;
 use crate::redis_keys::Keys;
-use agentd_actors::{StoreError, StoreErrorKind, StoreResult};
+use agentd_ports::{StoreError, StoreErrorKind, StoreResult};
 use redis::Script;
 use std::sync::Arc;
 

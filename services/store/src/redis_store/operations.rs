@@ -3,9 +3,10 @@
 
 use super::{RedisStore, be, de};
 use crate::redis_keys::assert_one_slot;
-use agentd_actors::{
-    Claim, ClaimEnd, ExternalKey, Pushed, StoreError, StoreResult, StoreWrite, ThreadStore,
-    WorkerAlias,
+use agentd_ports::{
+    AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, ExternalIds, ExternalKey,
+    IdempotencyClaims, Inboxes, Pushed, StoreError, StoreKind, StoreResult, StoreWrite, Threads,
+    ToolCalls, Tree, WorkerAlias,
 };
 use agentd_proto::codec::{decode, encode};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
@@ -13,16 +14,14 @@ use async_trait::async_trait;
 use redis::cmd;
 use uuid::Uuid;
 
-#[async_trait]
-impl ThreadStore for RedisStore {
+impl StoreKind for RedisStore {
     fn kind(&self) -> &'static str {
         "redis"
     }
+}
 
-    fn takes_forwards(&self) -> bool {
-        true
-    }
-
+#[async_trait]
+impl AgentRecords for RedisStore {
     async fn put_agent(&self, record: &AgentRecord) -> StoreResult<()> {
         let mut pipe = redis::pipe();
         self.pipe_put_agent(&mut pipe, record)?;
@@ -87,6 +86,59 @@ impl ThreadStore for RedisStore {
         Ok(out)
     }
 
+    async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
+        let parent = self.get_agent(agent_id).await?.and_then(|r| r.parent_id);
+        // The outside ids that map to it first (other slots): cut off after them, the agent
+        // is still whole, only no longer found by those ids.
+        self.release_external_ids_of(agent_id).await?;
+        let mut con = self.con.clone();
+        // The agent's keys and its roots entry (its partition's slot) first, then its parent's
+        // references to it (the parent's): cut off between the two, a parent lists a child
+        // whose record is gone (listings skip it), never an agent that no parent lists.
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("DEL")
+            .arg(self.keys.all_of_agent(agent_id))
+            .ignore()
+            .cmd("ZREM")
+            .arg(self.keys.roots(self.keys.partition_of(agent_id)))
+            .arg(agent_id)
+            .ignore();
+        assert_one_slot(&pipe);
+        pipe.query_async::<()>(&mut con).await.map_err(be)?;
+        if let Some(parent) = parent {
+            cmd("ZREM")
+                .arg(self.keys.agent_part(&parent, "children"))
+                .arg(agent_id)
+                .query_async::<()>(&mut con)
+                .await
+                .map_err(be)?;
+            let key = self.keys.agent_part(&parent, "workers");
+            let pairs: Vec<(String, String)> = cmd("HGETALL")
+                .arg(&key)
+                .query_async(&mut con)
+                .await
+                .map_err(be)?;
+            let fields: Vec<&String> = pairs
+                .iter()
+                .filter(|(_, c)| c == agent_id)
+                .map(|(f, _)| f)
+                .collect();
+            if !fields.is_empty() {
+                cmd("HDEL")
+                    .arg(&key)
+                    .arg(fields)
+                    .query_async::<()>(&mut con)
+                    .await
+                    .map_err(be)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Threads for RedisStore {
     async fn append(&self, agent_id: &str, entry: &ThreadEntry) -> StoreResult<bool> {
         let bytes = encode(entry).map_err(de)?;
         let mut con = self.con.clone();
@@ -141,7 +193,10 @@ impl ThreadStore for RedisStore {
         inv.invoke_async::<i64>(&mut con).await.map_err(be)?;
         Ok(())
     }
+}
 
+#[async_trait]
+impl Tree for RedisStore {
     async fn add_child(&self, parent_id: &str, child_id: &str) -> StoreResult<()> {
         let mut con = self.con.clone();
         self.add_child
@@ -245,57 +300,10 @@ impl ThreadStore for RedisStore {
             })
             .collect())
     }
+}
 
-    async fn delete_agent(&self, agent_id: &str) -> StoreResult<()> {
-        let parent = self.get_agent(agent_id).await?.and_then(|r| r.parent_id);
-        // The outside ids that map to it first (other slots): cut off after them, the agent
-        // is still whole, only no longer found by those ids.
-        self.release_external_ids_of(agent_id).await?;
-        let mut con = self.con.clone();
-        // The agent's keys and its roots entry (its partition's slot) first, then its parent's
-        // references to it (the parent's): cut off between the two, a parent lists a child
-        // whose record is gone (listings skip it), never an agent that no parent lists.
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .cmd("DEL")
-            .arg(self.keys.all_of_agent(agent_id))
-            .ignore()
-            .cmd("ZREM")
-            .arg(self.keys.roots(self.keys.partition_of(agent_id)))
-            .arg(agent_id)
-            .ignore();
-        assert_one_slot(&pipe);
-        pipe.query_async::<()>(&mut con).await.map_err(be)?;
-        if let Some(parent) = parent {
-            cmd("ZREM")
-                .arg(self.keys.agent_part(&parent, "children"))
-                .arg(agent_id)
-                .query_async::<()>(&mut con)
-                .await
-                .map_err(be)?;
-            let key = self.keys.agent_part(&parent, "workers");
-            let pairs: Vec<(String, String)> = cmd("HGETALL")
-                .arg(&key)
-                .query_async(&mut con)
-                .await
-                .map_err(be)?;
-            let fields: Vec<&String> = pairs
-                .iter()
-                .filter(|(_, c)| c == agent_id)
-                .map(|(f, _)| f)
-                .collect();
-            if !fields.is_empty() {
-                cmd("HDEL")
-                    .arg(&key)
-                    .arg(fields)
-                    .query_async::<()>(&mut con)
-                    .await
-                    .map_err(be)?;
-            }
-        }
-        Ok(())
-    }
-
+#[async_trait]
+impl Inboxes for RedisStore {
     async fn inbox_push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
         self.push(agent_id, env).await
     }
@@ -341,7 +349,74 @@ impl ThreadStore for RedisStore {
             .await
             .map_err(be)
     }
+}
 
+#[async_trait]
+impl Checkpoints for RedisStore {
+    async fn checkpoint_put(&self, checkpoint: &Checkpoint, keep: usize) -> StoreResult<()> {
+        let bytes = encode(checkpoint).map_err(de)?;
+        let key = self.keys.agent_part(&checkpoint.agent_id, "checkpoints");
+        let mut con = self.con.clone();
+        let mut pipe = redis::pipe();
+        pipe.atomic().cmd("LPUSH").arg(&key).arg(bytes).ignore();
+        if keep > 0 {
+            pipe.cmd("LTRIM").arg(&key).arg(0).arg(keep - 1).ignore();
+        }
+        assert_one_slot(&pipe);
+        pipe.query_async::<()>(&mut con).await.map_err(be)
+    }
+
+    async fn checkpoints(&self, agent_id: &str) -> StoreResult<Vec<Checkpoint>> {
+        let mut con = self.con.clone();
+        let items: Vec<Vec<u8>> = cmd("LRANGE")
+            .arg(self.keys.agent_part(agent_id, "checkpoints"))
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut con)
+            .await
+            .map_err(be)?;
+        items.iter().map(|b| decode(b).map_err(de)).collect()
+    }
+}
+
+#[async_trait]
+impl Batches for RedisStore {
+    fn takes_forwards(&self) -> bool {
+        true
+    }
+
+    async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
+        self.write_batch_fenced(writes, None).await
+    }
+
+    async fn write_own_batch(&self, agent_id: &str, writes: &[StoreWrite]) -> StoreResult<()> {
+        self.write_batch_fenced(writes, Some(agent_id)).await
+    }
+
+    async fn replicated(&self, agent_id: &str) -> StoreResult<()> {
+        self.wait_replicas_of(agent_id).await
+    }
+}
+
+#[async_trait]
+impl IdempotencyClaims for RedisStore {
+    async fn idempotency_claim(
+        &self,
+        home: &str,
+        key: &str,
+        fingerprint: &str,
+        ttl_ms: u64,
+    ) -> StoreResult<Option<Claim>> {
+        self.claim(home, key, fingerprint, ttl_ms).await
+    }
+
+    async fn idempotency_claim_end(&self, home: &str, key: &str, end: ClaimEnd) -> StoreResult<()> {
+        self.end_claim(home, key, end).await
+    }
+}
+
+#[async_trait]
+impl ToolCalls for RedisStore {
     async fn tool_call_put(&self, call: &agentd_proto::ToolCallRecord) -> StoreResult<()> {
         let json = serde_json::to_vec(call).map_err(|e| StoreError::corrupt(e.to_string()))?;
         self.tool_call_put
@@ -372,7 +447,7 @@ impl ThreadStore for RedisStore {
     async fn tool_call_close(
         &self,
         call_id: Uuid,
-        closing: &agentd_actors::ToolCallClosing,
+        closing: &agentd_ports::ToolCallClosing,
     ) -> StoreResult<agentd_proto::ToolCallClose> {
         use agentd_proto::{ToolCallClose, ToolCallStatus};
         let Some(mut call) = self.tool_call_get(call_id).await? else {
@@ -412,64 +487,6 @@ impl ThreadStore for RedisStore {
         }
     }
 
-    async fn a2a_task_put(&self, agent_id: &str, task_id: &str, value: &[u8]) -> StoreResult<()> {
-        let mut con = self.con.clone();
-        cmd("HSET")
-            .arg(self.keys.a2a_tasks(agent_id))
-            .arg(task_id)
-            .arg(value)
-            .query_async::<()>(&mut con)
-            .await
-            .map_err(be)
-    }
-
-    async fn a2a_task_put_new(
-        &self,
-        agent_id: &str,
-        task_id: &str,
-        value: &[u8],
-    ) -> StoreResult<bool> {
-        let mut con = self.con.clone();
-        cmd("HSETNX")
-            .arg(self.keys.a2a_tasks(agent_id))
-            .arg(task_id)
-            .arg(value)
-            .query_async(&mut con)
-            .await
-            .map_err(be)
-    }
-
-    async fn a2a_task_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
-        let mut con = self.con.clone();
-        cmd("HGET")
-            .arg(self.keys.a2a_tasks(agent_id))
-            .arg(task_id)
-            .query_async(&mut con)
-            .await
-            .map_err(be)
-    }
-
-    async fn a2a_tasks(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
-        let mut con = self.con.clone();
-        cmd("HVALS")
-            .arg(self.keys.a2a_tasks(agent_id))
-            .query_async(&mut con)
-            .await
-            .map_err(be)
-    }
-
-    async fn external_id_claim(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<String> {
-        self.claim_external_id(key, agent_id).await
-    }
-
-    async fn external_id_get(&self, key: &ExternalKey) -> StoreResult<Option<String>> {
-        self.get_external_id(key).await
-    }
-
-    async fn external_id_release(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<()> {
-        self.release_external_id(key, agent_id).await
-    }
-
     async fn tool_calls_open(&self) -> StoreResult<Vec<agentd_proto::ToolCallRecord>> {
         let mut con = self.con.clone();
         let statuses: Vec<(String, String)> = cmd("HGETALL")
@@ -500,56 +517,74 @@ impl ThreadStore for RedisStore {
         calls.sort_by_key(|c| (c.requested_at_ms, c.call_id));
         Ok(calls)
     }
+}
 
-    async fn checkpoint_put(&self, checkpoint: &Checkpoint, keep: usize) -> StoreResult<()> {
-        let bytes = encode(checkpoint).map_err(de)?;
-        let key = self.keys.agent_part(&checkpoint.agent_id, "checkpoints");
+#[async_trait]
+impl AgentValues for RedisStore {
+    async fn agent_value_put(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<()> {
         let mut con = self.con.clone();
-        let mut pipe = redis::pipe();
-        pipe.atomic().cmd("LPUSH").arg(&key).arg(bytes).ignore();
-        if keep > 0 {
-            pipe.cmd("LTRIM").arg(&key).arg(0).arg(keep - 1).ignore();
-        }
-        assert_one_slot(&pipe);
-        pipe.query_async::<()>(&mut con).await.map_err(be)
+        cmd("HSET")
+            .arg(self.keys.a2a_tasks(agent_id))
+            .arg(task_id)
+            .arg(value)
+            .query_async::<()>(&mut con)
+            .await
+            .map_err(be)
     }
 
-    async fn checkpoints(&self, agent_id: &str) -> StoreResult<Vec<Checkpoint>> {
+    async fn agent_value_put_new(
+        &self,
+        agent_id: &str,
+        task_id: &str,
+        value: &[u8],
+    ) -> StoreResult<bool> {
         let mut con = self.con.clone();
-        let items: Vec<Vec<u8>> = cmd("LRANGE")
-            .arg(self.keys.agent_part(agent_id, "checkpoints"))
-            .arg(0)
-            .arg(-1)
+        cmd("HSETNX")
+            .arg(self.keys.a2a_tasks(agent_id))
+            .arg(task_id)
+            .arg(value)
             .query_async(&mut con)
             .await
-            .map_err(be)?;
-        items.iter().map(|b| decode(b).map_err(de)).collect()
+            .map_err(be)
     }
 
-    async fn write_batch(&self, writes: &[StoreWrite]) -> StoreResult<()> {
-        self.write_batch_fenced(writes, None).await
+    async fn agent_value_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
+        let mut con = self.con.clone();
+        cmd("HGET")
+            .arg(self.keys.a2a_tasks(agent_id))
+            .arg(task_id)
+            .query_async(&mut con)
+            .await
+            .map_err(be)
     }
 
-    async fn write_own_batch(&self, agent_id: &str, writes: &[StoreWrite]) -> StoreResult<()> {
-        self.write_batch_fenced(writes, Some(agent_id)).await
+    async fn agent_values(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
+        let mut con = self.con.clone();
+        cmd("HVALS")
+            .arg(self.keys.a2a_tasks(agent_id))
+            .query_async(&mut con)
+            .await
+            .map_err(be)
+    }
+}
+
+#[async_trait]
+impl ExternalIds for RedisStore {
+    async fn external_id_claim(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<String> {
+        self.claim_external_id(key, agent_id).await
     }
 
-    async fn replicated(&self, agent_id: &str) -> StoreResult<()> {
-        self.wait_replicas_of(agent_id).await
+    async fn external_id_get(&self, key: &ExternalKey) -> StoreResult<Option<String>> {
+        self.get_external_id(key).await
     }
 
-    async fn idempotency_claim(
-        &self,
-        home: &str,
-        key: &str,
-        fingerprint: &str,
-        ttl_ms: u64,
-    ) -> StoreResult<Option<Claim>> {
-        self.claim(home, key, fingerprint, ttl_ms).await
-    }
-
-    async fn idempotency_claim_end(&self, home: &str, key: &str, end: ClaimEnd) -> StoreResult<()> {
-        self.end_claim(home, key, end).await
+    async fn external_id_release(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<()> {
+        self.release_external_id(key, agent_id).await
     }
 }
 

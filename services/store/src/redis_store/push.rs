@@ -8,7 +8,7 @@
 
 use super::group::{Groups, result_of};
 use super::{RedisStore, be, de, fenced, record_bytes};
-use agentd_actors::{Pushed, StoreError, StoreResult, StoreWrite};
+use agentd_ports::{Pushed, StoreError, StoreResult, StoreWrite};
 use agentd_proto::Envelope;
 use agentd_proto::codec::encode;
 use std::sync::Arc;
@@ -45,7 +45,7 @@ pub(super) struct PushQueue {
 impl RedisStore {
     /// Fences every durable push from now on: a push for an agent lands only while the lease
     /// `fence` names for it holds the token it names, else it fails with
-    /// [`StoreErrorKind::Fenced`](agentd_actors::StoreErrorKind::Fenced). The Redis bus sets
+    /// [`StoreErrorKind::Fenced`](agentd_ports::StoreErrorKind::Fenced). The Redis bus sets
     /// its partition leases and its process id; a second call changes nothing.
     pub fn fence_pushes_with(&self, fence: PushFence) {
         let _ = self.fence.set(fence);
@@ -67,7 +67,7 @@ impl RedisStore {
 
     /// Queues `env` in `agent_id`'s inbox unless its id is in the de-duplication window;
     /// answers whether it was new
-    /// ([`ThreadStore::inbox_push`](agentd_actors::ThreadStore::inbox_push)).
+    /// ([`Inboxes::inbox_push`](agentd_ports::Inboxes::inbox_push)).
     pub(super) async fn push(&self, agent_id: &str, env: &Envelope) -> StoreResult<bool> {
         let bytes = encode(env).map_err(de)?;
         let n = self.push_grouped(agent_id, env, bytes, None).await?;
@@ -76,7 +76,7 @@ impl RedisStore {
     }
 
     /// [`Self::push`], and for a new envelope the writes `then` that start its turn
-    /// ([`ThreadStore::inbox_push_then`](agentd_actors::ThreadStore::inbox_push_then)).
+    /// ([`Inboxes::inbox_push_then`](agentd_ports::Inboxes::inbox_push_then)).
     pub(super) async fn push_then(
         &self,
         agent_id: &str,

@@ -17,7 +17,7 @@
 //! [`RedisConnection::query_on_slot_of`]: crate::RedisConnection::query_on_slot_of
 
 use super::{RedisStore, be};
-use agentd_actors::{StoreError, StoreResult};
+use agentd_ports::{StoreError, StoreResult};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

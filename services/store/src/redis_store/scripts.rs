@@ -38,7 +38,7 @@ pub(super) fn append() -> Script {
     Script::new(&with_append_once(APPEND))
 }
 
-/// Appends an entry its writer knows is new (see `ThreadStore::append_new`) while the agent's
+/// Appends an entry its writer knows is new (see `Threads::append_new`) while the agent's
 /// partition's lease holds this process's token (`return -1`: nothing written): appended
 /// without a look-up, an entry written twice would be doubled, so a process that stalled past
 /// its lease must not write one behind the partition's next owner, which may be running the
@@ -185,7 +185,7 @@ pub(super) fn push_many() -> Script {
 /// its children-to-parent forwards (onto the partition's stream when the parent is in the same
 /// partition, else into the partition's outbox, see `batch`), its record and the
 /// acknowledgements of the partition stream entries it held (see
-/// `agentd_actors::ports::StreamEntry`). A fenced flush writes nothing: entries known new are
+/// `agentd_ports::StreamEntry`). A fenced flush writes nothing: entries known new are
 /// appended without a look-up, and the partition's next owner may be running the same turn
 /// again. The entries held are acknowledged with one `XACK` at the end, so an entry and the end
 /// of the item it carried are durable together or not at all.

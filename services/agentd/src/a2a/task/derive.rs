@@ -1,7 +1,7 @@
 //! What became of one task, read from its context agent's durable state: is its item still
 //! in the inbox, and what does the thread hold after the turn's input entry.
 
-use super::stored::store_err;
+use super::map::store_err;
 use super::{State, TaskRecord, now_ms};
 use crate::a2a::error::A2aError;
 use agentd_actors::AgentSystem;

@@ -7,14 +7,16 @@
 //! pending?) and the thread (the turn's input entry, then its steps, whose ids derive from the
 //! item's id) — and kept, once read, in a [`Settled`] record any process may write: the answer
 //! survives a later compaction or reset of the thread. Both live under the context agent's keys
-//! (`ThreadStore::a2a_task_put`), so deleting the context deletes its tasks.
+//! (the task map of `map`: values the store keeps under an agent), so deleting the context
+//! deletes its tasks.
 //!
 //! Invariant: a [`TaskRecord`] is saved before its item is posted (`unposted` until the post
 //! returns), so no reader ever takes a client's item for output no client message started.
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | `stored` | the context's task map: what is kept there, reading and writing it |
+//! | `map` | the context's task map: what is kept there, and [`TaskMap`](map::TaskMap), the trait it is kept through |
+//! | `stored` | reading and writing the task map through the agent system's store |
 //! | `derive` | what became of one task, read from the context agent's inbox and thread |
 //! | `reconcile` | every task of a context brought up to date, output no client started taken up |
 //! | `notices` | push notification configs and the outbox of notices, as the task map keeps them |
@@ -23,6 +25,7 @@
 
 mod derive;
 mod json;
+mod map;
 mod notices;
 mod reconcile;
 mod stored;
@@ -30,11 +33,12 @@ mod timestamp;
 
 pub use derive::TaskView;
 pub use json::{artifact, task_json};
+pub(super) use map::{Contents, Stored};
 pub(super) use notices::enqueue;
 pub use notices::{Auth, Delivery, Notice, PushConfig};
 pub use reconcile::{get, reconcile};
-pub(super) use stored::{Contents, Stored, put, put_new, stored};
 pub use stored::{is_context, save};
+pub(super) use stored::{put, put_new, stored};
 pub use timestamp::parse_timestamp;
 
 use serde::{Deserialize, Serialize};

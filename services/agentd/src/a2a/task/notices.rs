@@ -4,7 +4,7 @@
 //! them.
 
 use super::TaskView;
-use super::stored::Stored;
+use super::map::Stored;
 use crate::a2a::error::A2aError;
 use agentd_actors::AgentSystem;
 use agentd_proto::ids::derived_id;

@@ -3,7 +3,8 @@
 //! tasks of its own.
 
 use super::derive::{Seen, TaskView, derive};
-use super::stored::{Contents, save_settled, stored};
+use super::map::Contents;
+use super::stored::{save_settled, stored};
 use super::{Origin, Settled, State, TaskRecord, context_of, now_ms, save, task_id};
 use crate::a2a::error::A2aError;
 use agentd_actors::AgentSystem;

@@ -180,7 +180,7 @@ pub struct ModelCapabilities {
     /// Its rate limits are its provider's, shared by every caller (an HTTP API's `429`), not
     /// the calling agent's own (a process or a script of its own): one agent's limit holds
     /// every agent of the provider until the reset, in every process of the deployment (the
-    /// [`crate::ports::Transport`]'s provider gate).
+    /// [`crate::Transport`]'s provider gate).
     pub shared_rate_limit: bool,
     /// Its provider bills a call's input even when the call is aborted, and may say what the
     /// input was only at the answer's end (usage at the end of a stream): the turn estimates
