@@ -22,39 +22,16 @@ pub(super) async fn values_live_and_die_with_their_agent(store: &dyn ThreadStore
         .await
         .unwrap();
     assert_eq!(
-        store
-            .agent_value_get("c-a2a", "t1")
-            .await
-            .unwrap()
-            .as_deref(),
+        value(store, "c-a2a", "t1").await.as_deref(),
         Some(&b"one again"[..])
     );
     assert_eq!(store.agent_value_get("c-a2a", "t3").await.unwrap(), None);
     // A value put only if new is not replaced, and replaces nothing.
-    assert!(
-        !store
-            .agent_value_put_new("c-a2a", "t1", b"not this")
-            .await
-            .unwrap()
-    );
-    assert!(
-        store
-            .agent_value_put_new("c-a2a", "t3", b"three")
-            .await
-            .unwrap()
-    );
-    assert!(
-        !store
-            .agent_value_put_new("c-a2a", "t3", b"not this")
-            .await
-            .unwrap()
-    );
+    assert!(!put_new(store, "c-a2a", "t1", b"not this").await);
+    assert!(put_new(store, "c-a2a", "t3", b"three").await);
+    assert!(!put_new(store, "c-a2a", "t3", b"not this").await);
     assert_eq!(
-        store
-            .agent_value_get("c-a2a", "t3")
-            .await
-            .unwrap()
-            .as_deref(),
+        value(store, "c-a2a", "t3").await.as_deref(),
         Some(&b"three"[..])
     );
     store
@@ -62,11 +39,7 @@ pub(super) async fn values_live_and_die_with_their_agent(store: &dyn ThreadStore
         .await
         .unwrap();
     assert_eq!(
-        store
-            .agent_value_get("c-a2a", "t3")
-            .await
-            .unwrap()
-            .as_deref(),
+        value(store, "c-a2a", "t3").await.as_deref(),
         Some(&b"three again"[..])
     );
     let mut all = store.agent_values("c-a2a").await.unwrap();
@@ -83,13 +56,19 @@ pub(super) async fn values_live_and_die_with_their_agent(store: &dyn ThreadStore
     assert!(store.agent_values("c-a2a").await.unwrap().is_empty());
     assert_eq!(store.agent_value_get("c-a2a", "t2").await.unwrap(), None);
     assert_eq!(
-        store
-            .agent_value_get("c-a2a-other", "t1")
-            .await
-            .unwrap()
-            .as_deref(),
+        value(store, "c-a2a-other", "t1").await.as_deref(),
         Some(&b"theirs"[..])
     );
+}
+
+/// The value under `key` of `agent`.
+async fn value(store: &dyn ThreadStore, agent: &str, key: &str) -> Option<Vec<u8>> {
+    store.agent_value_get(agent, key).await.unwrap()
+}
+
+/// Whether a put of `key` only if new wrote it.
+async fn put_new(store: &dyn ThreadStore, agent: &str, key: &str, value: &[u8]) -> bool {
+    store.agent_value_put_new(agent, key, value).await.unwrap()
 }
 
 /// Runs every property of the values kept under an agent against `store`, which must be empty of the ids they use.
