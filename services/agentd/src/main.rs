@@ -207,6 +207,11 @@ fn healthcheck(addr: &str) -> anyhow::Result<()> {
 }
 
 async fn run(settings: Settings) -> anyhow::Result<()> {
+    // Listened to before anything starts: a signal that arrives while agentd is still starting
+    // (recovering agents, connecting to Redis) stops it as soon as it is up, instead of the
+    // default action killing it halfway.
+    let mut signals = StopSignals::listen().context("listening for SIGTERM and SIGINT")?;
+    tracing::info!("agentd starting");
     let running = agentd::Builder::new(settings.clone()).serve().await?;
     let url = format!("http://{}", running.addr);
     let backend = settings.model.backend.name();
@@ -234,13 +239,13 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
     println!(
         "then: cargo run -p agentctl -- tree   and   cargo run -p agentctl -- thread <agent_id>"
     );
-    shutdown_signal().await;
+    signals.next().await;
     tracing::info!(
         "shutting down: no new work; queued and in-flight items stay in the durable inboxes"
     );
     // A second signal exits at once.
-    actix_rt::spawn(async {
-        shutdown_signal().await;
+    actix_rt::spawn(async move {
+        signals.next().await;
         tracing::warn!("second signal: exiting now");
         std::process::exit(130);
     });
@@ -262,24 +267,42 @@ fn client_url(addr: std::net::SocketAddr) -> String {
     format!("http://{addr}")
 }
 
-async fn shutdown_signal() {
+/// SIGTERM and SIGINT (Ctrl-C), each noted from the moment it is listened to.
+struct StopSignals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {},
-                    _ = term.recv() => {},
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn listen() -> std::io::Result<StopSignals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(StopSignals {
+                term: signal(SignalKind::terminate())?,
+                interrupt: signal(SignalKind::interrupt())?,
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            Ok(StopSignals {})
         }
     }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+
+    /// The next signal, or the first one that arrived since [`Self::listen`].
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.term.recv() => {}
+                _ = self.interrupt.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

@@ -268,6 +268,45 @@ fn sigterm_with_event_streams_connected_exits_at_once() {
 }
 
 #[test]
+fn sigterm_while_it_starts_stops_it_cleanly_once_it_is_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(binary("agentd"))
+        .env("AGENTD__SERVER__BIND", "127.0.0.1:0")
+        .env("AGENTD__STORE__DATA_DIR", dir.path().join("data"))
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    // The first thing it logs, before it opens its store or binds its port.
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let starting = line.contains("agentd starting");
+        seen.push(line);
+        if starting {
+            break;
+        }
+    }
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    seen.extend(lines.map_while(Result::ok));
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "killed by the signal instead of stopping: {status}; logged {seen:#?}"
+    );
+    assert!(
+        seen.iter().any(|l| l.contains("shutting down")),
+        "{seen:#?}"
+    );
+}
+
+#[test]
 fn sigterm_in_the_middle_of_a_run_exits_cleanly_and_the_run_finishes_after_restart() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("script.toml");
