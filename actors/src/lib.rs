@@ -10,8 +10,7 @@
 //! | 9 | `testing` | helpers of the unit tests (records as spawns make them; built for tests only) |
 //! | 8 | `ops` | operations shared by the tools and the facade; implements `tools::Agents` |
 //! | 7 | `agent` | `AgentActor`: one agent's activity, inbox queue, write-behind buffer, turns |
-//! | 7 | `supervisor` | `Supervisor`: the live-agent directory, spawn, activation, cascades |
-//! | 7 | `process` | `SystemHandle`: what the actors of a process share; sends straight to a live actor |
+//! | 7 | `supervisor` | `Supervisor`: the live-agent directory, spawn, activation, cascades; `SystemHandle` and the sends straight to a live actor |
 //! | 7 | `channel_router` | `ChannelRouter`: where every envelope and child output goes |
 //! | 7 | `parent_router` | `ParentRouter`: worker aliases, sync waits, forwarding to the parent |
 //! | 6 | `turn` | one turn: model call → tools → repeat; reset and compaction |
@@ -52,7 +51,6 @@ pub mod metrics;
 mod ops;
 mod parent_router;
 pub mod ports;
-mod process;
 mod rate_gate;
 mod scheduler;
 mod supervisor;

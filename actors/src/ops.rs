@@ -7,7 +7,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::deps::Deps;
 use crate::errors::mailbox;
 use crate::messages::{Dispatched, ManageSend, Spawn, SpawnSpec};
-use crate::process::Shared;
+use crate::supervisor::Shared;
 use crate::supervisor::messages::{Activate, Lifecycle, ParentRouterFor};
 use crate::tools::Agents;
 use agentd_proto::{

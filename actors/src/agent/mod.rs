@@ -57,7 +57,7 @@ mod tool_wait;
 mod write_behind;
 
 use crate::deps::Deps;
-use crate::process::SystemHandle;
+use crate::supervisor::SystemHandle;
 use activity::Activity;
 use actix::prelude::*;
 use agentd_proto::AgentRecord;

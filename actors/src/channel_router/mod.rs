@@ -1,5 +1,5 @@
 //! `ChannelRouter`: one per process. Every envelope and every child output that cannot go
-//! straight to a live actor of this process passes through it (`process::shortcuts` decides):
+//! straight to a live actor of this process passes through it (`supervisor::shortcuts` decides):
 //! envelopes go to the receiving agent's actor (activated from the store when needed), child
 //! output goes to the parent's [`ParentRouter`](crate::parent_router::ParentRouter). It is the
 //! one place that decides *where* a thing goes, so a remote transport (Redis partitions) plugs
@@ -15,7 +15,7 @@
 //! agent gets each at once (`do_send` queues behind everything sent before, full mailbox or
 //! not); anything else waits in the receiver's lane, which is worked off one envelope at a
 //! time. The router counts what it was handed and has not routed, and its open lanes, so that
-//! senders may go straight to a live agent while both are zero (`process::shortcuts`).
+//! senders may go straight to a live agent while both are zero (`supervisor::shortcuts`).
 
 mod lanes;
 pub(crate) mod messages;
@@ -23,7 +23,7 @@ mod outputs;
 
 use crate::agent::messages::Delivery;
 use crate::hashing::FastHashMap;
-use crate::process::SystemHandle;
+use crate::supervisor::SystemHandle;
 use actix::prelude::*;
 use agentd_proto::{AgentRecord, AgentdError, Envelope, ErrorCode};
 use lanes::Lane;

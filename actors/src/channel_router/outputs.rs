@@ -7,7 +7,7 @@ use super::ChannelRouter;
 use super::messages::RemoteOutput;
 use crate::errors::mailbox;
 use crate::messages::{ChildOutput, output_envelope};
-use crate::process::SystemHandle;
+use crate::supervisor::SystemHandle;
 use crate::supervisor::messages::ParentRouterFor;
 use actix::prelude::*;
 use agentd_proto::{AgentdError, ErrorCode, Item};

@@ -13,7 +13,7 @@ use crate::hashing::FastHashMap;
 use crate::messages::ChildOutput;
 use crate::messages::{CancelWait, Dispatched, ManageSend, Wait, WaitResult};
 use crate::messages::{Spawn, SpawnSpec};
-use crate::process::SystemHandle;
+use crate::supervisor::SystemHandle;
 use actix::WeakRecipient;
 use actix::prelude::*;
 use agentd_proto::Output;

@@ -21,10 +21,10 @@
 //! stands, and places its watches again, so nothing depends on that envelope arriving.
 
 use super::Supervisor;
+use super::SystemHandle;
 use super::messages::TellDependents;
 use crate::depends_on::{met_by_yield, news};
 use crate::deps::Deps;
-use crate::process::SystemHandle;
 use actix::prelude::*;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{

@@ -107,7 +107,7 @@ impl Handler<Lifecycle> for Supervisor {
 /// Applies `control` to its targets; answers the target's record afterwards (`None` after a
 /// delete).
 async fn apply(
-    system: &crate::process::SystemHandle,
+    system: &super::SystemHandle,
     agent_id: String,
     control: Control,
     (rec, targets, live): Targets,

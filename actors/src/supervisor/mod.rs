@@ -12,22 +12,28 @@
 //! | [`activate`] | bringing a persisted agent to life, with its pending inbox |
 //! | [`dependencies`] | who waits for whom (`depends_on`) |
 //! | [`lifecycle`] | controls and their cascades; passivation and shutdown |
+//! | [`handle`] | [`SystemHandle`]: what every actor of a process shares (ports, the supervisor's and the router's addresses, the scheduler, the directory), behind one pointer |
+//! | [`in_router`] | what the process router holds that a shortcut could overtake |
+//! | [`shortcuts`] | envelopes and child outputs sent straight to a live actor, past the process router, when nothing can be overtaken |
 
 mod activate;
 mod dependencies;
 mod directory;
+mod handle;
+mod in_router;
 mod lifecycle;
 pub(crate) mod messages;
+mod shortcuts;
 mod spawn;
 
 pub(crate) use directory::{Directory, SharedAgentAddr};
+pub(crate) use handle::{Shared, SystemHandle};
 pub(crate) use lifecycle::forward_control;
 pub(crate) use spawn::first_message;
 
 use crate::agent::AgentActor;
 use crate::hashing::fnv1a64;
 use crate::parent_router::ParentRouter;
-use crate::process::SystemHandle;
 use actix::prelude::*;
 use agentd_proto::{AgentRecord, AgentdError, ErrorCode};
 use messages::{AgentStopped, ParentRouterFor, PauseTree};

@@ -67,7 +67,7 @@ impl Supervisor {
         let unmet = std::mem::take(&mut dependencies.unmet);
         let addr = self.start_agent(rec.clone(), unmet);
         let first_message = first
-            .map(|env| -> FirstMessage { Box::pin(crate::process::deliver_acked(&addr, env)) });
+            .map(|env| -> FirstMessage { Box::pin(super::shortcuts::deliver_acked(&addr, env)) });
         dependencies.announce(&self.system, &rec.id);
         Ok(Spawned {
             record: Arc::unwrap_or_clone(rec),

@@ -51,7 +51,6 @@ const FLOORS: &[(&str, u8)] = &[
     ("agent", 7),
     ("supervisor", 7),
     ("parent_router", 7),
-    ("process", 7),
     ("channel_router", 7),
     // 8: operations over the actors (implements `Agents`).
     ("ops", 8),
@@ -62,17 +61,10 @@ const FLOORS: &[(&str, u8)] = &[
 
 /// The one cycle allowed, in `actors`' root: a supervisor starts agents and routers, an agent
 /// sends to the routers and the supervisor, the routers deliver to agents and ask the
-/// supervisor, and the process's `SystemHandle` holds their addresses (docs/architecture.md,
-/// "Floors").
+/// supervisor (docs/architecture.md, "Floors").
 const ALLOWED: (&str, &[&str]) = (
     "actors",
-    &[
-        "agent",
-        "channel_router",
-        "parent_router",
-        "process",
-        "supervisor",
-    ],
+    &["agent", "channel_router", "parent_router", "supervisor"],
 );
 
 /// parent module → (child → (named child → files naming it)).

@@ -10,6 +10,7 @@
 //! handed before is then in the receiver's mailbox already (it passes things on before it
 //! uncounts them), and `do_send` queues behind it.
 
+use super::SharedAgentAddr;
 use super::handle::Shared;
 use crate::agent::AgentActor;
 use crate::agent::messages::Delivery;
@@ -18,7 +19,6 @@ use crate::channel_router::messages::{Refused, Route, RouteAcked, RouteFromStrea
 use crate::errors::mailbox;
 use crate::messages::{ChildOutput, OutputPort};
 use crate::ports::StreamEntry;
-use crate::supervisor::SharedAgentAddr;
 use actix::Addr;
 use agentd_proto::{AgentdError, Envelope, ErrorCode};
 use std::future::Future;

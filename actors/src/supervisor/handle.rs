@@ -7,12 +7,12 @@
 //! pointer implements ([`SystemHandle::agents`]).
 
 use super::in_router::InRouter;
+use super::{Directory, Supervisor};
 use crate::channel_router::ChannelRouter;
 use crate::deps::Deps;
 use crate::messages::OutputPort;
 use crate::rate_gate::RateGates;
 use crate::scheduler::Scheduler;
-use crate::supervisor::{Directory, Supervisor};
 use crate::tools::Agents;
 use crate::tree_spend::TreeSpend;
 use actix::Addr;
