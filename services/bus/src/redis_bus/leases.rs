@@ -189,24 +189,33 @@ impl RedisBus {
         });
     }
 
+    /// Renews partition `k`'s lease for this process, waiting a round at most: `0` when the
+    /// lease is no longer this process's.
+    async fn renew(
+        &self,
+        k: u32,
+        times: LeaseTimes,
+    ) -> Result<redis::RedisResult<i64>, tokio::time::error::Elapsed> {
+        let mut con = self.lease_con.clone();
+        tokio::time::timeout(
+            times.wait(),
+            self.scripts
+                .renew
+                .key(self.keys.lease(k))
+                .arg(&self.cfg.process_id)
+                .arg(self.cfg.lease_ms)
+                .invoke_async::<i64>(&mut con),
+        )
+        .await
+    }
+
     /// Renews the lease of every owned partition, all at once, each waiting a round at most;
     /// answers those whose lease is no longer this process's. A renewal that fails or does not
     /// answer in time leaves its partition to go stale if it keeps failing.
     async fn renew_owned(&self, times: LeaseTimes) -> Vec<u32> {
         let renewals = self.owned().into_iter().map(|k| async move {
             let sent = Instant::now();
-            let mut con = self.lease_con.clone();
-            let kept = tokio::time::timeout(
-                times.wait(),
-                self.scripts
-                    .renew
-                    .key(self.keys.lease(k))
-                    .arg(&self.cfg.process_id)
-                    .arg(self.cfg.lease_ms)
-                    .invoke_async::<i64>(&mut con),
-            )
-            .await;
-            (k, sent, kept)
+            (k, sent, self.renew(k, times).await)
         });
         let mut lost = Vec::new();
         for (k, sent, kept) in futures::future::join_all(renewals).await {
@@ -236,17 +245,7 @@ impl RedisBus {
             })
             .unwrap_or_default();
         let renewals = handing.into_iter().map(|k| async move {
-            let mut con = self.lease_con.clone();
-            let _ = tokio::time::timeout(
-                times.wait(),
-                self.scripts
-                    .renew
-                    .key(self.keys.lease(k))
-                    .arg(&self.cfg.process_id)
-                    .arg(self.cfg.lease_ms)
-                    .invoke_async::<i64>(&mut con),
-            )
-            .await;
+            let _ = self.renew(k, times).await;
         });
         futures::future::join_all(renewals).await;
     }
