@@ -10,7 +10,7 @@ use agentd_actors::{
     StoreError, StoreErrorKind, StoreKind, StoreResult, StoreWrite, ThreadStore, Threads,
     ToolCalls, Tree, WorkerAlias,
 };
-use agentd_actors::{ExternalKey, ToolCallClosing};
+use agentd_actors::{ExternalKey, Runs, ToolCallClosing};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry, ToolCallClose, ToolCallRecord};
 use agentd_store::MemoryStore;
 use async_trait::async_trait;
@@ -359,10 +359,14 @@ impl AgentValues for FailingWrites {
     async fn agent_value_get(&self, agent_id: &str, task_id: &str) -> StoreResult<Option<Vec<u8>>> {
         self.inner.agent_value_get(agent_id, task_id).await
     }
-    async fn agent_values(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
+    async fn agent_values(&self, agent_id: &str) -> StoreResult<Vec<(String, Vec<u8>)>> {
         self.inner.agent_values(agent_id).await
     }
 }
+
+/// Runs pass through the wrapped store's values (the concern's defaults), so they fail as
+/// those do.
+impl Runs for FailingWrites {}
 
 #[async_trait]
 impl ExternalIds for FailingWrites {

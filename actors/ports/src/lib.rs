@@ -34,9 +34,10 @@ pub use model::{
 };
 pub use store::{
     AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, DEDUP_WINDOW, ExternalIds,
-    ExternalKey, IdempotencyClaims, Inboxes, Pushed, StoreError, StoreErrorKind, StoreKind,
-    StoreResult, StoreWrite, ThreadStore, Threads, ToolCallClosing, ToolCalls, Tree, WorkerAlias,
-    forwards_not_taken, is_transient, outbox_not_kept,
+    ExternalKey, IdempotencyClaims, Inboxes, OUTCOME_PREFIX, Pushed, RUN_PREFIX, Run, RunOrigin,
+    RunOutcome, RunState, Runs, StoreError, StoreErrorKind, StoreKind, StoreResult, StoreWrite,
+    StoredRun, ThreadStore, Threads, ToolCallClosing, ToolCalls, Tree, WorkerAlias,
+    forwards_not_taken, is_run_key, is_transient, outbox_not_kept,
 };
 pub use stream_entry::{EntryWatch, StreamEntry};
 pub use transport::Transport;

@@ -840,6 +840,59 @@ fn a_context_the_client_chose_outlives_a_restart_and_goes_with_its_agent() {
 
 /// Deleting a context agent deletes its tasks with it (they live under its keys, docs/a2a.md):
 /// a task found before the delete is not found after it, and its context lists none.
+/// An A2A task is a run of door `a2a` under its context agent (the store's `Runs` concern),
+/// and its completed state the run's outcome: the answer, the thread entries it is made of, the
+/// tokens used — what the LangGraph and MCP doors read runs by.
+#[test]
+fn an_a2a_task_is_kept_as_a_run_of_its_context_with_its_outcome() {
+    use agentd_actors::{RunOrigin, RunState, Runs, Threads};
+    let dir = tempfile::tempdir().unwrap();
+    let p = AgentdProcess::start(&env(&[
+        ("AGENTD__STORE__KIND", "embedded".to_string()),
+        ("AGENTD__STORE__DATA_DIR", dir.path().display().to_string()),
+    ]));
+    let base = format!("{}/a2a/research", p.url);
+    let send = r#"{"message":{"messageId":"m-run","role":"ROLE_USER","parts":[{"text":"hello"}]}}"#;
+    let (status, sent) = raw("POST", &format!("{base}/message:send"), true, Some(send));
+    assert_eq!(status, 200, "{sent}");
+    assert_eq!(
+        sent["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{sent}"
+    );
+    let id = sent["task"]["id"].as_str().unwrap().to_string();
+    let agent = id.split('.').next().unwrap().to_string();
+    p.stop();
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = agentd_store::RedbStore::open(dir.path()).unwrap();
+        let runs = store.runs(&agent).await.unwrap();
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        let (run, outcome) = (&runs[0].run, runs[0].outcome.as_ref().expect("an outcome"));
+        assert_eq!((run.id.as_str(), run.door.as_str()), (id.as_str(), "a2a"));
+        assert_eq!(run.origin, RunOrigin::Door);
+        assert_eq!(run.items.len(), 1);
+        assert_eq!(run.fields["history"][0]["messageId"], "m-run");
+        assert_eq!(outcome.state, RunState::Completed);
+        assert_eq!(outcome.answer.as_deref(), Some("echo: hello"));
+        let thread = store.thread(&agent).await.unwrap();
+        let answered: Vec<_> = thread
+            .iter()
+            .filter(|e| outcome.answer_entries.contains(&e.id))
+            .map(|e| e.text.as_str())
+            .collect();
+        assert_eq!(
+            answered,
+            ["echo: hello"],
+            "the answer's entries in the thread"
+        );
+        assert!(outcome.usage.total() > 0, "{:?}", outcome.usage);
+    });
+}
+
 #[test]
 fn deleting_a_context_deletes_its_tasks() {
     let dir = tempfile::tempdir().unwrap();

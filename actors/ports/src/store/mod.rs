@@ -15,7 +15,8 @@
 //! | [`IdempotencyClaims`] | the claims of `Idempotency-Key`s | `claims` |
 //! | [`ExternalIds`] | outside ids mapped to agents | `claims` |
 //! | [`ToolCalls`] | service tool calls answered outside their turn | `tool_calls` |
-//! | [`AgentValues`] | opaque values keyed by id under an agent, gone with it (the A2A task map) | `values` |
+//! | [`AgentValues`] | opaque values keyed by id under an agent, gone with it (A2A's push configs and notices) | `values` |
+//! | [`Runs`] | each agent's runs (an A2A task, …) and what became of them, composed of [`AgentValues`] | `runs` |
 //!
 //! Every backend passes the conformance suite of every concern (`agentd_store::conformance`,
 //! a module per concern).
@@ -26,6 +27,7 @@ mod batch;
 mod claims;
 mod inbox;
 mod records;
+mod runs;
 mod tool_calls;
 mod tree;
 mod values;
@@ -34,6 +36,9 @@ pub use batch::{Batches, StoreWrite, forwards_not_taken, outbox_not_kept};
 pub use claims::{Claim, ClaimEnd, ExternalIds, ExternalKey, IdempotencyClaims};
 pub use inbox::{DEDUP_WINDOW, Inboxes, Pushed};
 pub use records::{AgentRecords, Checkpoints, Threads};
+pub use runs::{
+    OUTCOME_PREFIX, RUN_PREFIX, Run, RunOrigin, RunOutcome, RunState, Runs, StoredRun, is_run_key,
+};
 pub use tool_calls::{ToolCallClosing, ToolCalls};
 pub use tree::{Tree, WorkerAlias};
 pub use values::AgentValues;
@@ -214,6 +219,7 @@ pub trait ThreadStore:
     + ExternalIds
     + ToolCalls
     + AgentValues
+    + Runs
 {
 }
 
@@ -230,6 +236,7 @@ impl<T> ThreadStore for T where
         + ExternalIds
         + ToolCalls
         + AgentValues
+        + Runs
 {
 }
 

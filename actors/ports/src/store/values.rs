@@ -7,13 +7,13 @@ use async_trait::async_trait;
 /// Values a service keeps under an agent: opaque bytes (the service's own encoding) keyed by an
 /// id the service chooses, living under the agent's own keys, so that deleting the agent
 /// ([`AgentRecords::delete_agent`](super::AgentRecords::delete_agent)) removes them, in every
-/// process, with no event to hear. The store knows no more of them: the A2A layer's task map
-/// (`TaskMap` in `services/agentd/src/a2a/task/map.rs`) is built on this concern, its values a
-/// context's tasks, their settled states and push notifications. One service uses them today;
-/// a second one shares an agent's values by keys of its own (a prefix) and skips the values it
-/// cannot decode. The backends keep them where they kept the A2A task map before this concern
-/// had its name (Redis: the hash `…:a:<agent>:a2atasks`; embedded: the agent's `A2A_TASK`
-/// rows), so values stored before stay readable.
+/// process, with no event to hear. The store knows no more of them. Their users share an
+/// agent's values by keys of their own: the [`Runs`](super::Runs) concern is composed of them
+/// (keys [`RUN_PREFIX`](super::RUN_PREFIX)…, [`OUTCOME_PREFIX`](super::OUTCOME_PREFIX)…), and
+/// the A2A layer keeps a task's push notification configs and notices among them
+/// (`services/agentd/src/a2a/task/map.rs`). The backends keep them where they kept the A2A task
+/// map before this concern had its name (Redis: the hash `…:a:<agent>:a2atasks`; embedded: the
+/// agent's `A2A_TASK` rows), so values stored before stay readable.
 #[async_trait]
 pub trait AgentValues: StoreKind {
     /// Stores `value` as value `key` of agent `agent_id`, replacing what was stored under that
@@ -34,6 +34,6 @@ pub trait AgentValues: StoreKind {
     /// Value `key` of agent `agent_id`, if stored.
     async fn agent_value_get(&self, agent_id: &str, key: &str) -> StoreResult<Option<Vec<u8>>>;
 
-    /// Every value of agent `agent_id`, in no particular order.
-    async fn agent_values(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>>;
+    /// Every value of agent `agent_id` with its key, in no particular order.
+    async fn agent_values(&self, agent_id: &str) -> StoreResult<Vec<(String, Vec<u8>)>>;
 }

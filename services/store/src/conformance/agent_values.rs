@@ -1,5 +1,5 @@
-//! Values kept under an agent (the A2A task map): replaced by key, written once by a put of a
-//! new key, gone with the agent.
+//! Values kept under an agent (runs, A2A's push notifications): replaced by key, written once
+//! by a put of a new key, listed with their keys, gone with the agent.
 
 use super::*;
 
@@ -47,9 +47,9 @@ pub(super) async fn values_live_and_die_with_their_agent(store: &dyn ThreadStore
     assert_eq!(
         all,
         vec![
-            b"one again".to_vec(),
-            b"three again".to_vec(),
-            b"two".to_vec()
+            ("t1".to_string(), b"one again".to_vec()),
+            ("t2".to_string(), b"two".to_vec()),
+            ("t3".to_string(), b"three again".to_vec()),
         ]
     );
     store.delete_agent("c-a2a").await.unwrap();

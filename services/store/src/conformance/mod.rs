@@ -15,6 +15,7 @@ pub mod claims;
 pub mod external_ids;
 pub mod inbox;
 pub mod records;
+pub mod runs;
 pub mod threads;
 pub mod tool_calls;
 pub mod tree;
@@ -156,4 +157,5 @@ pub async fn run_all(store: Arc<dyn ThreadStore>) {
     external_ids::run(store.clone()).await;
     tool_calls::run(store.clone()).await;
     agent_values::run(store.clone()).await;
+    runs::run(store.clone()).await;
 }

@@ -6,7 +6,7 @@ use super::layout::{
     scan_rows,
 };
 use super::{be, de};
-use agentd_ports::{StoreResult, WorkerAlias};
+use agentd_ports::{StoreError, StoreErrorKind, StoreResult, WorkerAlias};
 use agentd_proto::codec::decode;
 use agentd_proto::{AgentRecord, Envelope};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
@@ -178,11 +178,15 @@ pub(super) fn a2a_task(db: &Database, agent: &str, task: &str) -> StoreResult<Op
     Ok(got.map(|v| v.value().to_vec()))
 }
 
-/// Every A2A task of context agent `agent`.
-pub(super) fn a2a_tasks(db: &Database, agent: &str) -> StoreResult<Vec<Vec<u8>>> {
+/// Every value of agent `agent` (`AgentValues`), with its key.
+pub(super) fn a2a_tasks(db: &Database, agent: &str) -> StoreResult<Vec<(String, Vec<u8>)>> {
     let tx = db.begin_read().map_err(be)?;
     let rows = tx.open_table(ROWS).map_err(be)?;
-    super::layout::scan_rows(&rows, agent, row::A2A_TASK, |_, v| Ok(v.to_vec()))
+    super::layout::scan_rows(&rows, agent, row::A2A_TASK, |k, v| {
+        let key = std::str::from_utf8(k)
+            .map_err(|e| StoreError::caused_by(StoreErrorKind::Corrupt, "a value's key", e))?;
+        Ok((key.to_string(), v.to_vec()))
+    })
 }
 
 /// The agent outside id `key` (encoded) maps to.

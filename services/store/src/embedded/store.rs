@@ -9,7 +9,7 @@ use super::writer::Writer;
 use super::{be, de, inbox, reads, writes};
 use agentd_ports::{
     AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, ExternalIds, ExternalKey,
-    IdempotencyClaims, Inboxes, Pushed, StoreError, StoreErrorKind, StoreKind, StoreResult,
+    IdempotencyClaims, Inboxes, Pushed, Runs, StoreError, StoreErrorKind, StoreKind, StoreResult,
     StoreWrite, Threads, ToolCalls, Tree, WorkerAlias,
 };
 use agentd_proto::codec::encode;
@@ -382,11 +382,13 @@ impl AgentValues for RedbStore {
         self.run(move |db| reads::a2a_task(db, &a, &task)).await
     }
 
-    async fn agent_values(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
+    async fn agent_values(&self, agent_id: &str) -> StoreResult<Vec<(String, Vec<u8>)>> {
         let a = agent_id.to_string();
         self.run(move |db| reads::a2a_tasks(db, &a)).await
     }
 }
+
+impl Runs for RedbStore {}
 
 #[async_trait]
 impl ExternalIds for RedbStore {

@@ -18,8 +18,8 @@ mod writes;
 use agentd_ports::DEDUP_WINDOW;
 use agentd_ports::{
     AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, ExternalIds, ExternalKey,
-    FastHashSet, IdempotencyClaims, Inboxes, Pushed, StoreKind, StoreResult, StoreWrite, Threads,
-    ToolCalls, Tree, WorkerAlias,
+    FastHashSet, IdempotencyClaims, Inboxes, Pushed, Runs, StoreKind, StoreResult, StoreWrite,
+    Threads, ToolCalls, Tree, WorkerAlias,
 };
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
 use async_trait::async_trait;

@@ -113,15 +113,17 @@ impl AgentValues for MemoryStore {
             .cloned())
     }
 
-    async fn agent_values(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
+    async fn agent_values(&self, agent_id: &str) -> StoreResult<Vec<(String, Vec<u8>)>> {
         Ok(self
             .lock()
             .a2a_tasks
             .get(agent_id)
-            .map(|m| m.values().cloned().collect())
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
             .unwrap_or_default())
     }
 }
+
+impl Runs for MemoryStore {}
 
 #[async_trait]
 impl ExternalIds for MemoryStore {

@@ -5,8 +5,8 @@ use super::{RedisStore, be, de};
 use crate::redis_keys::assert_one_slot;
 use agentd_ports::{
     AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, ExternalIds, ExternalKey,
-    IdempotencyClaims, Inboxes, Pushed, StoreError, StoreKind, StoreResult, StoreWrite, Threads,
-    ToolCalls, Tree, WorkerAlias,
+    IdempotencyClaims, Inboxes, Pushed, Runs, StoreError, StoreKind, StoreResult, StoreWrite,
+    Threads, ToolCalls, Tree, WorkerAlias,
 };
 use agentd_proto::codec::{decode, encode};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
@@ -136,6 +136,8 @@ impl AgentRecords for RedisStore {
         Ok(())
     }
 }
+
+impl Runs for RedisStore {}
 
 #[async_trait]
 impl Threads for RedisStore {
@@ -563,9 +565,9 @@ impl AgentValues for RedisStore {
             .map_err(be)
     }
 
-    async fn agent_values(&self, agent_id: &str) -> StoreResult<Vec<Vec<u8>>> {
+    async fn agent_values(&self, agent_id: &str) -> StoreResult<Vec<(String, Vec<u8>)>> {
         let mut con = self.con.clone();
-        cmd("HVALS")
+        cmd("HGETALL")
             .arg(self.keys.a2a_tasks(agent_id))
             .query_async(&mut con)
             .await

@@ -20,6 +20,8 @@ pub struct TaskView {
     pub status_text: Option<String>,
     /// The answer so far (working) or the answer.
     pub answer: Option<String>,
+    /// The ids of the thread entries the answer is made of.
+    pub answer_entries: Vec<Uuid>,
     /// When the state was reached.
     pub at_ms: u64,
     /// The item whose turn runs now, with the ids its steps have (for text deltas).
@@ -79,6 +81,7 @@ struct Turn {
     interrupted: bool,
     usage: Usage,
     answer: String,
+    answer_entries: Vec<Uuid>,
     answered: bool,
     reaches_end: bool,
 }
@@ -88,6 +91,7 @@ fn turn_at(thread: &[ThreadEntry], pos: usize) -> Turn {
         interrupted: false,
         usage: Usage::default(),
         answer: String::new(),
+        answer_entries: Vec::new(),
         answered: false,
         reaches_end: true,
     };
@@ -102,7 +106,10 @@ fn turn_at(thread: &[ThreadEntry], pos: usize) -> Turn {
                 if let Some(u) = &e.usage {
                     t.usage += **u;
                 }
-                t.answer.push_str(&e.text);
+                if !e.text.is_empty() {
+                    t.answer.push_str(&e.text);
+                    t.answer_entries.push(e.id);
+                }
                 t.answered = e.tool_calls.is_empty();
             }
             _ => t.answered = false,
@@ -125,11 +132,13 @@ pub(super) fn derive(task: &TaskRecord, seen: &Seen, pending_inputs: &HashSet<Uu
 /// What became of `task`, read from `seen`.
 fn state_of(task: &TaskRecord, seen: &Seen, pending_inputs: &HashSet<Uuid>) -> TaskView {
     let now = now_ms();
-    let view = |state, status_text: Option<String>, answer: Option<String>| TaskView {
+    // `turn`: the turn whose answer (so far) the task shows.
+    let view = |state, status_text: Option<String>, turn: Option<&Turn>| TaskView {
         task: task.clone(),
         state,
         status_text,
-        answer,
+        answer: turn.map(|t| t.answer.clone()).filter(|a| !a.is_empty()),
+        answer_entries: turn.map(|t| t.answer_entries.clone()).unwrap_or_default(),
         at_ms: now,
         running_item: None,
         usage: Usage::default(),
@@ -147,10 +156,8 @@ fn state_of(task: &TaskRecord, seen: &Seen, pending_inputs: &HashSet<Uuid>) -> T
         } else {
             State::Submitted
         };
-        let answer = pos
-            .map(|p| turn_at(&seen.thread, p).answer)
-            .filter(|a| !a.is_empty());
-        let mut v = view(state, None, answer);
+        let turn = pos.map(|p| turn_at(&seen.thread, p));
+        let mut v = view(state, None, turn.as_ref());
         if pos.is_some() {
             v.running_item = task.items.last().copied();
         }
@@ -183,7 +190,7 @@ fn state_of(task: &TaskRecord, seen: &Seen, pending_inputs: &HashSet<Uuid>) -> T
         return view(state, None, None);
     };
     let turn = turn_at(&seen.thread, pos);
-    let answer = Some(turn.answer.clone()).filter(|a| !a.is_empty());
+    let answer = Some(&turn);
     if turn.interrupted {
         return view(
             State::Canceled,

@@ -1,29 +1,38 @@
-//! The A2A task map: what the A2A layer keeps of a context — its tasks, their settled states,
-//! push notification configs and notifications, each a [`Stored`] value under a key of its
-//! own — and [`TaskMap`], the trait it is kept through.
+//! The A2A task map: what the A2A layer keeps of a context — its tasks (runs of door `a2a`,
+//! the store's `Runs` concern, see `as_run`) with their settled states (the runs' outcomes),
+//! and push notification configs and notifications, each a [`Stored`] value under a key of its
+//! own among the agent's values — and [`TaskMap`], the trait it is kept through.
 //!
-//! The map is the A2A layer's, not the store's: the store port knows only values kept under an
-//! agent ([`AgentValues`]), opaque bytes by key, and `TaskMap` is implemented for every store
-//! that keeps them (the memory, embedded and Redis stores, and anything that wraps one), here,
-//! over that concern. (The store crate cannot implement a trait of this crate, which depends
-//! on it; and the A2A layer holds the store as `dyn ThreadStore`, so it reaches the map through
-//! a concern every store has.)
+//! The map is the A2A layer's, not the store's: the store port knows runs and values kept
+//! under an agent ([`AgentValues`], opaque bytes by key), and `TaskMap` is implemented for
+//! every store that keeps them (the memory, embedded and Redis stores, and anything that wraps
+//! one), here, over those concerns. (The store crate cannot implement a trait of this crate,
+//! which depends on it; and the A2A layer holds the store as `dyn ThreadStore`, so it reaches
+//! the map through concerns every store has.)
 //!
-//! Deleting a context deletes its tasks: the values live under the context agent's own keys,
-//! and deleting the agent (`AgentRecords::delete_agent`, whichever process or door deletes
-//! it) removes them with it; no process needs to hear of the deletion.
+//! Tasks and settled states stored before tasks were runs (the [`Stored::Task`] and
+//! [`Stored::Settled`] values) are read as they were, never written: a task written again is
+//! written as a run, which wins over the value it replaces.
+//!
+//! Deleting a context deletes its tasks: the runs and values live under the context agent's
+//! own keys, and deleting the agent (`AgentRecords::delete_agent`, whichever process or door
+//! deletes it) removes them with it; no process needs to hear of the deletion.
 
+use super::{Settled, TaskRecord};
 use crate::a2a::error::A2aError;
-use agentd_actors::AgentValues;
+use agentd_actors::{AgentValues, Runs};
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 use std::future::Future;
 
-/// What one stored value is (the kinds share the context's task map).
+/// What one stored value is (the kinds share the context's values).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub(in crate::a2a) enum Stored {
-    Task(super::TaskRecord),
-    Settled(super::Settled),
+    /// A task stored before tasks were runs: read, never written.
+    Task(TaskRecord),
+    /// A settled state stored before tasks were runs: read, never written.
+    Settled(Settled),
     /// A push notification config of a task (`notices.rs`).
     Push(super::PushConfig),
     /// A push notification in the outbox (`notices.rs`).
@@ -33,8 +42,10 @@ pub(in crate::a2a) enum Stored {
 /// What a context's task map holds, read.
 #[derive(Default)]
 pub(in crate::a2a) struct Contents {
-    pub tasks: Vec<super::TaskRecord>,
-    pub settled: Vec<super::Settled>,
+    pub tasks: Vec<TaskRecord>,
+    /// The settled states, the runs' outcomes before any stored before tasks were runs (a
+    /// reader takes the first of a task's it finds).
+    pub settled: Vec<Settled>,
     pub push: Vec<super::PushConfig>,
     pub notices: Vec<super::Notice>,
 }
@@ -43,9 +54,20 @@ pub(super) fn store_err(e: impl std::fmt::Display) -> A2aError {
     A2aError::Internal(format!("the store failed: {e}"))
 }
 
-/// The task map of each context (a context is its agent, `ctx` its id). Values are JSON.
+/// The task map of each context (a context is its agent, `ctx` its id).
 pub(in crate::a2a) trait TaskMap {
-    /// Stores `value` under `key` in context `ctx`'s map, replacing what was stored there.
+    /// Saves `task` as its run, replacing what was saved of it (not its settled state).
+    fn task_save(&self, task: &TaskRecord) -> impl Future<Output = Result<(), A2aError>> + Send;
+
+    /// Keeps `settled` as the settled state of its task, a task of context `ctx`.
+    fn task_settle(
+        &self,
+        ctx: &str,
+        settled: &Settled,
+    ) -> impl Future<Output = Result<(), A2aError>> + Send;
+
+    /// Stores `value` (a push config or notice) under `key` in context `ctx`'s map, replacing
+    /// what was stored there.
     fn task_put(
         &self,
         ctx: &str,
@@ -62,7 +84,7 @@ pub(in crate::a2a) trait TaskMap {
         value: &Stored,
     ) -> impl Future<Output = Result<bool, A2aError>> + Send;
 
-    /// Every value of context `ctx`'s map, read (a value that cannot be read is logged and
+    /// Everything context `ctx`'s map holds, read (a value that cannot be read is logged and
     /// skipped).
     fn task_map(&self, ctx: &str) -> impl Future<Output = Result<Contents, A2aError>> + Send;
 
@@ -70,7 +92,17 @@ pub(in crate::a2a) trait TaskMap {
     fn has_task_map(&self, ctx: &str) -> impl Future<Output = Result<bool, A2aError>> + Send;
 }
 
-impl<S: AgentValues + ?Sized> TaskMap for S {
+impl<S: Runs + ?Sized> TaskMap for S {
+    async fn task_save(&self, task: &TaskRecord) -> Result<(), A2aError> {
+        self.run_put(&task.to_run()).await.map_err(store_err)
+    }
+
+    async fn task_settle(&self, ctx: &str, settled: &Settled) -> Result<(), A2aError> {
+        self.run_settle(ctx, &settled.task_id, &settled.to_outcome())
+            .await
+            .map_err(store_err)
+    }
+
     async fn task_put(&self, ctx: &str, key: &str, value: &Stored) -> Result<(), A2aError> {
         let bytes = serde_json::to_vec(value).map_err(store_err)?;
         self.agent_value_put(ctx, key, &bytes)
@@ -86,16 +118,32 @@ impl<S: AgentValues + ?Sized> TaskMap for S {
     }
 
     async fn task_map(&self, ctx: &str) -> Result<Contents, A2aError> {
-        let values = self.agent_values(ctx).await.map_err(store_err)?;
         let mut c = Contents::default();
-        for v in values {
+        for stored in self.runs(ctx).await.map_err(store_err)? {
+            let Some(task) = TaskRecord::from_run(stored.run) else {
+                continue;
+            };
+            if let Some(o) = stored.outcome {
+                c.settled.push(Settled::from_outcome(task.id.clone(), o));
+            }
+            c.tasks.push(task);
+        }
+        let runs: HashSet<String> = c.tasks.iter().map(|t| t.id.clone()).collect();
+        for (key, v) in AgentValues::agent_values(self, ctx)
+            .await
+            .map_err(store_err)?
+        {
+            if agentd_actors::ports::is_run_key(&key) {
+                continue;
+            }
             match serde_json::from_slice::<Stored>(&v) {
-                Ok(Stored::Task(t)) => c.tasks.push(t),
+                Ok(Stored::Task(t)) if !runs.contains(&t.id) => c.tasks.push(t),
+                Ok(Stored::Task(_)) => {}
                 Ok(Stored::Settled(s)) => c.settled.push(s),
                 Ok(Stored::Push(p)) => c.push.push(p),
                 Ok(Stored::Notice(n)) => c.notices.push(n),
                 Err(e) => {
-                    tracing::warn!(context = ctx, error = %e, "an A2A task could not be read")
+                    tracing::warn!(context = ctx, key, error = %e, "an A2A value could not be read")
                 }
             }
         }
@@ -103,7 +151,8 @@ impl<S: AgentValues + ?Sized> TaskMap for S {
     }
 
     async fn has_task_map(&self, ctx: &str) -> Result<bool, A2aError> {
-        Ok(!self.agent_values(ctx).await.map_err(store_err)?.is_empty())
+        let c = self.task_map(ctx).await?;
+        Ok(!(c.tasks.is_empty() && c.push.is_empty() && c.notices.is_empty()))
     }
 }
 
@@ -111,60 +160,108 @@ impl<S: AgentValues + ?Sized> TaskMap for S {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::a2a::task::{Settled, State};
+    use crate::a2a::task::{Origin, State};
     use agentd_actors::ThreadStore;
     use std::sync::Arc;
+    use uuid::Uuid;
 
-    fn settled(task: &str) -> Stored {
-        Stored::Settled(Settled {
-            task_id: task.into(),
-            for_input: uuid::Uuid::nil(),
-            state: State::Completed,
-            status_text: None,
-            answer: Some("done".into()),
-            at_ms: 1,
-            usage: Default::default(),
-        })
+    fn task(id: &str, created_ms: u64) -> TaskRecord {
+        TaskRecord {
+            id: id.into(),
+            context_id: "ctx".into(),
+            client_context_id: Some("chosen".into()),
+            items: vec![Uuid::from_u128(1)],
+            inputs: vec![Uuid::from_u128(2)],
+            history: vec![serde_json::json!({"messageId": id})],
+            origin: Origin::Client,
+            rejected: None,
+            cancel_requested: false,
+            unposted: false,
+            created_ms,
+        }
     }
 
-    /// A store is a task map: values written once by `task_put_new`, read back typed, and
-    /// gone with the context agent.
+    fn settled(task: &str, state: State) -> Settled {
+        Settled {
+            task_id: task.into(),
+            for_input: Uuid::from_u128(2),
+            state,
+            status_text: None,
+            answer: Some("done".into()),
+            answer_entries: vec![Uuid::from_u128(3)],
+            at_ms: 1,
+            usage: Default::default(),
+        }
+    }
+
+    /// A store is a task map: tasks saved as runs and settled as their outcomes, read back
+    /// typed beside the push values, and gone with the context agent.
     #[tokio::test]
     async fn a_task_map_lives_under_its_context_and_goes_with_it() {
         let store: Arc<dyn ThreadStore> = Arc::new(agentd_store::MemoryStore::new());
         let ctx = agentd_store::conformance::bare_record("ctx");
         store.put_agent(&ctx).await.unwrap();
         assert!(!store.has_task_map("ctx").await.unwrap());
+        store.task_save(&task("ctx.t1", 1)).await.unwrap();
         store
-            .task_put("ctx", "t1#settled", &settled("t1"))
+            .task_settle("ctx", &settled("ctx.t1", State::Completed))
             .await
             .unwrap();
-        assert!(
-            !store
-                .task_put_new("ctx", "t1#settled", &settled("other"))
-                .await
-                .unwrap()
-        );
-        assert!(
-            store
-                .task_put_new("ctx", "t2", &settled("t2"))
-                .await
-                .unwrap()
-        );
-        let mut read: Vec<String> = store
-            .task_map("ctx")
-            .await
-            .unwrap()
-            .settled
-            .into_iter()
-            .map(|s| s.task_id)
-            .collect();
-        read.sort();
-        assert_eq!(read, ["t1", "t2"]);
+        let runs = store.runs("ctx").await.unwrap();
+        assert_eq!(runs.len(), 1, "the task is a run");
+        assert_eq!(runs[0].run.door, "a2a");
+        let read = store.task_map("ctx").await.unwrap();
+        assert_eq!(read.tasks, vec![task("ctx.t1", 1)]);
+        assert_eq!(read.settled, vec![settled("ctx.t1", State::Completed)]);
+        assert!(store.has_task_map("ctx").await.unwrap());
         store.delete_agent("ctx").await.unwrap();
         assert!(
             !store.has_task_map("ctx").await.unwrap(),
             "the tasks went with the context"
         );
+    }
+
+    /// Tasks and settled states stored before tasks were runs are read as they were; a task
+    /// saved again is a run, which is read instead of the old value, and its outcome before the
+    /// old settled state.
+    #[tokio::test]
+    async fn tasks_stored_before_runs_are_read_and_a_run_wins_over_them() {
+        let store: Arc<dyn ThreadStore> = Arc::new(agentd_store::MemoryStore::new());
+        store
+            .put_agent(&agentd_store::conformance::bare_record("ctx"))
+            .await
+            .unwrap();
+        let old = |v: Stored| serde_json::to_vec(&v).unwrap();
+        let (t1, t2) = (task("ctx.t1", 1), task("ctx.t2", 2));
+        for (key, value) in [
+            ("ctx.t1", old(Stored::Task(t1.clone()))),
+            ("ctx.t2", old(Stored::Task(t2.clone()))),
+            (
+                "ctx.t2#settled",
+                old(Stored::Settled(settled("ctx.t2", State::Working))),
+            ),
+        ] {
+            store.agent_value_put("ctx", key, &value).await.unwrap();
+        }
+        let read = store.task_map("ctx").await.unwrap();
+        let mut ids: Vec<&str> = read.tasks.iter().map(|t| t.id.as_str()).collect();
+        ids.sort();
+        assert_eq!(ids, ["ctx.t1", "ctx.t2"]);
+        assert!(store.has_task_map("ctx").await.unwrap());
+
+        let cancelled = TaskRecord {
+            cancel_requested: true,
+            ..t2.clone()
+        };
+        store.task_save(&cancelled).await.unwrap();
+        store
+            .task_settle("ctx", &settled("ctx.t2", State::Canceled))
+            .await
+            .unwrap();
+        let read = store.task_map("ctx").await.unwrap();
+        assert_eq!(read.tasks.len(), 2, "one task each: {:?}", read.tasks);
+        assert!(read.tasks.contains(&cancelled) && read.tasks.contains(&t1));
+        let first = read.settled.iter().find(|s| s.task_id == "ctx.t2");
+        assert_eq!(first.map(|s| s.state), Some(State::Canceled));
     }
 }

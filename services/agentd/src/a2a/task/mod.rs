@@ -6,9 +6,9 @@
 //! write; what *became* of it is read from agentd's own durable state — the inbox (still
 //! pending?) and the thread (the turn's input entry, then its steps, whose ids derive from the
 //! item's id) — and kept, once read, in a [`Settled`] record any process may write: the answer
-//! survives a later compaction or reset of the thread. Both live under the context agent's keys
-//! (the task map of `map`: values the store keeps under an agent), so deleting the context
-//! deletes its tasks.
+//! survives a later compaction or reset of the thread. A task is a run of door `a2a` (the
+//! store's `Runs` concern) and its settled state the run's outcome (`as_run`); both live under
+//! the context agent's keys (the task map of `map`), so deleting the context deletes its tasks.
 //!
 //! Invariant: a [`TaskRecord`] is saved before its item is posted (`unposted` until the post
 //! returns), so no reader ever takes a client's item for output no client message started.
@@ -16,6 +16,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | `map` | the context's task map: what is kept there, and [`TaskMap`](map::TaskMap), the trait it is kept through |
+//! | `as_run` | a task as a run of door `a2a`, its settled state as the run's outcome |
 //! | `stored` | reading and writing the task map through the agent system's store |
 //! | `derive` | what became of one task, read from the context agent's inbox and thread |
 //! | `reconcile` | every task of a context brought up to date, output no client started taken up |
@@ -23,6 +24,7 @@
 //! | `json` | the ProtoJSON of a task and its artifact, as every method answers it |
 //! | `timestamp` | RFC 3339 timestamps (`statusTimestampAfter`) |
 
+mod as_run;
 mod derive;
 mod json;
 mod map;
@@ -181,6 +183,10 @@ pub struct Settled {
     /// The answer (the artifact's text).
     #[serde(default)]
     pub answer: Option<String>,
+    /// The ids of the thread entries the answer is made of (absent in records written before
+    /// tasks were runs).
+    #[serde(default)]
+    pub answer_entries: Vec<Uuid>,
     /// When this state was first seen, ms since the epoch.
     pub at_ms: u64,
     /// The tokens the task's turns used (absent in records written before it was kept).

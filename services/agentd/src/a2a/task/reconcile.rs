@@ -67,6 +67,7 @@ pub async fn reconcile(
                 state: v.state,
                 status_text: v.status_text.clone(),
                 answer: v.answer.clone(),
+                answer_entries: v.answer_entries.clone(),
                 at_ms: v.at_ms,
                 usage: v.usage,
             };
@@ -85,6 +86,7 @@ fn view_of(task: TaskRecord, s: &Settled) -> TaskView {
         state: s.state,
         status_text: s.status_text.clone(),
         answer: s.answer.clone(),
+        answer_entries: s.answer_entries.clone(),
         at_ms: s.at_ms,
         running_item: None,
         usage: s.usage,
@@ -178,6 +180,7 @@ async fn discover(
                 state: State::Completed,
                 status_text: None,
                 answer: Some(e.text.clone()),
+                answer_entries: vec![e.id],
                 at_ms: e.at_ms,
                 usage: agentd_proto::Usage::default(),
             };

@@ -1,22 +1,15 @@
 //! The context's task map as the A2A layer uses it, through the agent system's store
-//! ([`TaskMap`]): saving task records and settled states, storing values, reading them.
+//! ([`TaskMap`]): saving task records (as runs) and settled states (as their outcomes),
+//! storing values, reading them.
 
 use super::map::{Contents, Stored, TaskMap};
 use super::{Settled, TaskRecord};
 use crate::a2a::error::A2aError;
 use agentd_actors::AgentSystem;
 
-/// The key a task's settled state is stored under, beside the task.
-pub(super) fn settled_key(task_id: &str) -> String {
-    format!("{task_id}#settled")
-}
-
 /// Saves a task record.
 pub async fn save(system: &AgentSystem, task: &TaskRecord) -> Result<(), A2aError> {
-    let store = &system.deps().store;
-    store
-        .task_put(&task.context_id, &task.id, &Stored::Task(task.clone()))
-        .await
+    system.deps().store.task_save(task).await
 }
 
 /// Stores `value` under `key` in context `ctx`'s task map.
@@ -45,10 +38,7 @@ pub(super) async fn save_settled(
     ctx: &str,
     s: &Settled,
 ) -> Result<(), A2aError> {
-    let store = &system.deps().store;
-    store
-        .task_put(ctx, &settled_key(&s.task_id), &Stored::Settled(s.clone()))
-        .await
+    system.deps().store.task_settle(ctx, s).await
 }
 
 /// The context's tasks, settled states, push configs and notifications, read.
