@@ -18,7 +18,7 @@
 //! | `map` | the context's task map: what is kept there, and [`TaskMap`](map::TaskMap), the trait it is kept through |
 //! | `as_run` | a task as a run of door `a2a`, its settled state as the run's outcome |
 //! | `stored` | reading and writing the task map through the agent system's store |
-//! | `derive` | what became of one task, read from the context agent's inbox and thread |
+//! | `derive` | what became of one task: its run's view (`crate::runs`) in A2A's words |
 //! | `reconcile` | every task of a context brought up to date, output no client started taken up |
 //! | `notices` | push notification configs and the outbox of notices, as the task map keeps them |
 //! | `json` | the ProtoJSON of a task and its artifact, as every method answers it |
@@ -33,6 +33,7 @@ mod reconcile;
 mod stored;
 mod timestamp;
 
+pub use crate::runs::now_ms;
 pub use derive::TaskView;
 pub use json::{artifact, task_json};
 pub(super) use map::{Contents, Stored};
@@ -192,13 +193,6 @@ pub struct Settled {
     /// The tokens the task's turns used (absent in records written before it was kept).
     #[serde(default)]
     pub usage: agentd_proto::Usage,
-}
-
-/// Now, ms since the epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// A task's id: its context and the id of what started it.

@@ -2,11 +2,13 @@
 //! (with its push notifications first), and output no client's message started taken up as
 //! tasks of its own.
 
-use super::derive::{Seen, TaskView, derive};
+use super::derive::{TaskView, derive};
 use super::map::Contents;
+use super::map::store_err;
 use super::stored::{save_settled, stored};
 use super::{Origin, Settled, State, TaskRecord, context_of, now_ms, save, task_id};
 use crate::a2a::error::A2aError;
+use crate::runs::{Seen, pending_inputs};
 use agentd_actors::AgentSystem;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{InboxItem, Item, Role, ThreadEntry};
@@ -27,15 +29,11 @@ pub async fn reconcile(
         push,
         mut notices,
     } = stored(system, ctx).await?;
-    let Some(mut seen) = Seen::load(system, ctx).await? else {
+    let Some(mut seen) = Seen::load(system, ctx).await.map_err(store_err)? else {
         return Ok(None);
     };
     discover(system, ctx, &seen, &mut tasks).await?;
-    let pending_inputs: HashSet<Uuid> = seen
-        .pending
-        .iter()
-        .map(|e| derived_id(e.id, "input"))
-        .collect();
+    let pending_inputs = pending_inputs(&seen);
     let mut views = Vec::with_capacity(tasks.len());
     for task in tasks {
         let last = task.inputs.last().copied().unwrap_or_default();
