@@ -129,12 +129,12 @@ impl Follow {
             }
         };
         self.running(v.running_item);
-        if v.state == self.state {
+        if v.state() == self.state {
             return;
         }
-        self.state = v.state;
-        if v.state.ends_wait() {
-            if let Some(answer) = v.answer.as_ref().filter(|a| !a.is_empty()) {
+        self.state = v.state();
+        if v.state().ends_wait() {
+            if let Some(answer) = v.outcome.answer.as_ref().filter(|a| !a.is_empty()) {
                 let update = match answer.strip_prefix(self.sent.text.as_str()) {
                     Some(rest) if !self.sent.text.is_empty() => {
                         self.artifact_update(rest, true, true)
@@ -164,15 +164,15 @@ pub async fn follow(a2a: &A2a, id: &str) -> Result<impl Stream<Item = Value> + u
         shown_ctx: v.task.shown_context().to_string(),
         rx,
         queue: Default::default(),
-        state: v.state,
+        state: v.state(),
         sent: Sent {
-            text: v.answer.clone().unwrap_or_default(),
+            text: v.outcome.answer.clone().unwrap_or_default(),
             steps: Vec::new(),
             seqs: HashMap::new(),
             finished: Vec::new(),
             running: None,
         },
-        done: v.state.ends_wait(),
+        done: v.state().ends_wait(),
         max_steps,
     };
     let mut snapshot = v.clone();
@@ -203,7 +203,7 @@ pub async fn follow(a2a: &A2a, id: &str) -> Result<impl Stream<Item = Value> + u
                 f.sent.text.push_str(text);
             }
         }
-        snapshot.answer = Some(f.sent.text.clone()).filter(|t| !t.is_empty());
+        snapshot.outcome.answer = Some(f.sent.text.clone()).filter(|t| !t.is_empty());
     }
     f.queue
         .push_back(json!({"task": task_json(&snapshot, None, true)}));

@@ -1,7 +1,7 @@
 //! What became of one run, read from its agent's durable state: is its item still in the
 //! inbox, and what does the thread hold after the turn's input entry.
 
-use agentd_actors::{AgentSystem, Run, RunState, StoreResult};
+use agentd_actors::{AgentSystem, Run, RunOutcome, RunState, StoreResult};
 use agentd_proto::{AgentRecord, AgentStatus, Envelope, Role, ThreadEntry, Usage};
 use std::collections::HashSet;
 use uuid::Uuid;
@@ -9,20 +9,10 @@ use uuid::Uuid;
 /// What became of a run, as its agent's state says now.
 #[derive(Debug, Clone)]
 pub struct RunView {
-    /// Its state.
-    pub state: RunState,
-    /// The question, the error, the reason.
-    pub status_text: Option<String>,
-    /// The answer so far (working) or the answer.
-    pub answer: Option<String>,
-    /// The ids of the thread entries the answer is made of.
-    pub answer_entries: Vec<Uuid>,
-    /// When the state was reached.
-    pub at_ms: u64,
+    /// The outcome (`for_input`: the run's last input), as a door keeps it once read.
+    pub outcome: RunOutcome,
     /// The item whose turn runs now, with the ids its steps have (for text deltas).
     pub running_item: Option<Uuid>,
-    /// The tokens its turns used so far (reported as `metadata["agentd.usage"]`).
-    pub usage: Usage,
 }
 
 /// The agent's state that runs are read from.
@@ -128,7 +118,7 @@ pub fn derive(run: &Run, seen: &Seen, pending_inputs: &HashSet<Uuid>) -> RunView
     let mut v = state_of(run, seen, pending_inputs);
     for input in &run.inputs {
         if let Some(pos) = seen.thread.iter().position(|e| e.id == *input) {
-            v.usage += turn_at(&seen.thread, pos).usage;
+            v.outcome.usage += turn_at(&seen.thread, pos).usage;
         }
     }
     v
@@ -139,13 +129,16 @@ fn state_of(run: &Run, seen: &Seen, pending_inputs: &HashSet<Uuid>) -> RunView {
     let now = now_ms();
     // `turn`: the turn whose answer (so far) the run shows.
     let view = |state, status_text: Option<String>, turn: Option<&Turn>| RunView {
-        state,
-        status_text,
-        answer: turn.map(|t| t.answer.clone()).filter(|a| !a.is_empty()),
-        answer_entries: turn.map(|t| t.answer_entries.clone()).unwrap_or_default(),
-        at_ms: now,
+        outcome: RunOutcome {
+            for_input: run.inputs.last().copied().unwrap_or_default(),
+            state,
+            status_text,
+            answer: turn.map(|t| t.answer.clone()).filter(|a| !a.is_empty()),
+            answer_entries: turn.map(|t| t.answer_entries.clone()).unwrap_or_default(),
+            at_ms: now,
+            usage: Usage::default(),
+        },
         running_item: None,
-        usage: Usage::default(),
     };
     if let Some(why) = &run.rejected {
         return view(RunState::Rejected, Some(why.clone()), None);
@@ -290,7 +283,7 @@ mod tests {
         let item = env.id;
         let (run, input) = run_of(item);
         let queued = seen(AgentStatus::Idle, vec![env.clone()], vec![]);
-        assert_eq!(view(&run, &queued).state, RunState::Pending);
+        assert_eq!(view(&run, &queued).outcome.state, RunState::Pending);
 
         let asked = ThreadEntry::text(input, Role::User, "hi", 2);
         let mut step = ThreadEntry::text(Uuid::now_v7(), Role::Assistant, "hel", 3);
@@ -306,7 +299,7 @@ mod tests {
             vec![asked.clone(), step.clone()],
         );
         let v = view(&run, &running);
-        assert_eq!(v.state, RunState::Running);
+        assert_eq!(v.outcome.state, RunState::Running);
         assert_eq!(v.running_item, Some(item));
 
         let mut result = ThreadEntry::text(Uuid::now_v7(), Role::Tool, "12:00", 4);
@@ -318,14 +311,15 @@ mod tests {
             ..Usage::default()
         }));
         let thread = vec![asked, step.clone(), result, last.clone()];
-        let v = view(&run, &seen(AgentStatus::Idle, vec![], thread.clone()));
+        let v = view(&run, &seen(AgentStatus::Idle, vec![], thread.clone())).outcome;
         assert_eq!(v.state, RunState::Completed);
+        assert_eq!(v.for_input, input);
         assert_eq!(v.answer.as_deref(), Some("hello"));
         assert_eq!(v.answer_entries, vec![step.id, last.id]);
         assert_eq!(v.usage.total(), 5);
 
         // The same thread with the agent asking its caller: the run waits for an answer.
-        let v = view(&run, &seen(AgentStatus::WaitingQuestion, vec![], thread));
+        let v = view(&run, &seen(AgentStatus::WaitingQuestion, vec![], thread)).outcome;
         assert_eq!(v.state, RunState::InputRequired);
         assert_eq!(v.status_text.as_deref(), Some("Which region?"));
     }
@@ -338,18 +332,18 @@ mod tests {
 
         let mut failed = seen(AgentStatus::Failed, vec![], vec![asked.clone()]);
         failed.rec.last_error = Some("model_error: down".into());
-        let v = view(&run, &failed);
+        let v = view(&run, &failed).outcome;
         assert_eq!(
             (v.state, v.status_text.as_deref()),
             (RunState::Failed, Some("model_error: down"))
         );
 
         run.cancel_requested = true;
-        let v = view(&run, &seen(AgentStatus::Idle, vec![], vec![]));
+        let v = view(&run, &seen(AgentStatus::Idle, vec![], vec![])).outcome;
         assert_eq!(v.state, RunState::Cancelled);
 
         run.rejected = Some("over budget".into());
-        let v = view(&run, &seen(AgentStatus::Idle, vec![], vec![asked]));
+        let v = view(&run, &seen(AgentStatus::Idle, vec![], vec![asked])).outcome;
         assert_eq!(
             (v.state, v.status_text.as_deref()),
             (RunState::Rejected, Some("over budget"))

@@ -16,10 +16,10 @@ pub async fn cancel_task(a2a: &A2a, p: &Value) -> Result<Value, A2aError> {
     let id = task_id(p)?;
     let system = &a2a.system;
     let (seen, view) = task::get(system, &id).await?;
-    if view.state.is_terminal() {
+    if view.state().is_terminal() {
         return Err(A2aError::TaskNotCancelable(format!(
             "task `{id}` is {}: there is nothing to cancel",
-            view.state.wire()
+            view.state().wire()
         )));
     }
     let mut t = view.task.clone();
@@ -27,7 +27,7 @@ pub async fn cancel_task(a2a: &A2a, p: &Value) -> Result<Value, A2aError> {
     task::save(system, &t).await?;
     let ctx = t.context_id.clone();
     if let Some(item) = t.items.last().copied()
-        && view.state != State::InputRequired
+        && view.state() != State::InputRequired
     {
         let turn_started = seen
             .thread
@@ -53,16 +53,16 @@ pub async fn cancel_task(a2a: &A2a, p: &Value) -> Result<Value, A2aError> {
     // The agent marks the item done with its next write: the task is read until it shows.
     let mut v = task::get(system, &id).await?.1;
     for _ in 0..100 {
-        if v.state.is_terminal() {
+        if v.state().is_terminal() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
         v = task::get(system, &id).await?.1;
     }
-    if v.state != State::Canceled {
+    if v.state() != State::Canceled {
         return Err(A2aError::TaskNotCancelable(format!(
             "task `{id}` became {} before the cancel reached it",
-            v.state.wire()
+            v.state().wire()
         )));
     }
     Ok(task_json(&v, None, true))
@@ -95,10 +95,10 @@ async fn cancel_children_since(a2a: &A2a, ctx: &str, since_ms: u64) {
 pub async fn subscribable(a2a: &A2a, p: &Value) -> Result<String, A2aError> {
     let id = task_id(p)?;
     let (_, v) = task::get(&a2a.system, &id).await?;
-    if v.state.is_terminal() {
+    if v.state().is_terminal() {
         return Err(A2aError::Unsupported(format!(
             "task `{id}` is {}: there is nothing to subscribe to",
-            v.state.wire()
+            v.state().wire()
         )));
     }
     Ok(id)

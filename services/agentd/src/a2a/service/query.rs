@@ -94,10 +94,13 @@ pub async fn list_tasks(a2a: &A2a, agent_type: &str, p: &Value) -> Result<Value,
         }
         views.extend(vs);
     }
-    views.retain(|v| state.is_none_or(|s| v.state == s) && after.is_none_or(|a| v.at_ms >= a));
+    views.retain(|v| {
+        state.is_none_or(|s| v.state() == s) && after.is_none_or(|a| v.outcome.at_ms >= a)
+    });
     views.sort_by(|a, b| {
-        b.at_ms
-            .cmp(&a.at_ms)
+        b.outcome
+            .at_ms
+            .cmp(&a.outcome.at_ms)
             .then_with(|| b.task.id.cmp(&a.task.id))
     });
     let total = views.len();
@@ -112,14 +115,14 @@ pub async fn list_tasks(a2a: &A2a, agent_type: &str, p: &Value) -> Result<Value,
                 })?;
             views
                 .iter()
-                .position(|v| (v.at_ms, v.task.id.as_str()) < (ms, id))
+                .position(|v| (v.outcome.at_ms, v.task.id.as_str()) < (ms, id))
                 .unwrap_or(views.len())
         }
     };
     let page: Vec<&TaskView> = views.iter().skip(start).take(page_size).collect();
     let next = if start + page.len() < total {
         page.last()
-            .map(|v| format!("{}~{}", v.at_ms, v.task.id))
+            .map(|v| format!("{}~{}", v.outcome.at_ms, v.task.id))
             .unwrap_or_default()
     } else {
         String::new()

@@ -94,6 +94,7 @@ async fn answer_task(
     push: Option<&Value>,
 ) -> Result<String, A2aError> {
     let (_, view) = task::get(&a2a.system, id).await?;
+    let state = view.state();
     let mut t = view.task;
     if let Some(ctx) = &msg.context_id
         && *ctx != t.shown_context()
@@ -108,7 +109,7 @@ async fn answer_task(
     if t.items.contains(&item) {
         return Ok(t.id); // a resend
     }
-    match view.state {
+    match state {
         State::InputRequired => {}
         s if s.is_terminal() => {
             return Err(A2aError::Unsupported(format!(
@@ -252,7 +253,7 @@ pub async fn wait(a2a: &A2a, id: &str) -> Result<TaskView, A2aError> {
     let ctx = task::context_of(id).unwrap_or_default().to_string();
     loop {
         let (_, v) = task::get(&a2a.system, id).await?;
-        if v.state.ends_wait() {
+        if v.state().ends_wait() {
             return Ok(v);
         }
         let deadline = tokio::time::sleep(Duration::from_millis(500));

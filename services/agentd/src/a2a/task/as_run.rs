@@ -1,10 +1,11 @@
 //! A2A's tasks as runs: a task is a run of door [`DOOR`] (the store's `Runs` concern), and its
-//! settled state the run's outcome. [`TaskRecord`] is the A2A layer's view of the run — the
-//! `contextId` the client chose and the client's messages are the door's own fields — and
-//! [`Settled`] its view of the outcome; both convert both ways without loss.
+//! settled state ([`Settled`](super::Settled)) the run's outcome. [`TaskRecord`] is the A2A
+//! layer's view of the run — the `contextId` the client chose and the client's messages are the
+//! door's own fields —, converted both ways without loss; A2A's [`State`] is a [`RunState`] in
+//! A2A's words.
 
-use super::{Origin, Settled, State, TaskRecord};
-use agentd_actors::{Run, RunOrigin, RunOutcome, RunState};
+use super::{Origin, State, TaskRecord};
+use agentd_actors::{Run, RunOrigin, RunState};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -114,35 +115,6 @@ impl TaskRecord {
     }
 }
 
-impl Settled {
-    /// The run outcome this settled state is.
-    pub(super) fn to_outcome(&self) -> RunOutcome {
-        RunOutcome {
-            for_input: self.for_input,
-            state: self.state.into(),
-            status_text: self.status_text.clone(),
-            answer: self.answer.clone(),
-            answer_entries: self.answer_entries.clone(),
-            at_ms: self.at_ms,
-            usage: self.usage,
-        }
-    }
-
-    /// The settled state of task `task_id` that outcome `o` is.
-    pub(super) fn from_outcome(task_id: String, o: RunOutcome) -> Settled {
-        Settled {
-            task_id,
-            for_input: o.for_input,
-            state: o.state.into(),
-            status_text: o.status_text,
-            answer: o.answer,
-            answer_entries: o.answer_entries,
-            at_ms: o.at_ms,
-            usage: o.usage,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,7 +122,7 @@ mod tests {
     use uuid::Uuid;
 
     #[test]
-    fn a_task_and_its_settled_state_are_a_run_and_its_outcome_both_ways() {
+    fn a_task_is_a_run_and_its_state_a_run_state_both_ways() {
         for (origin, client_context_id) in [
             (Origin::Client, Some("chosen".to_string())),
             (Origin::Agent, None),
@@ -182,21 +154,7 @@ mod tests {
             State::Canceled,
             State::Rejected,
         ] {
-            let settled = Settled {
-                task_id: "ctx.first".into(),
-                for_input: Uuid::from_u128(2),
-                state,
-                status_text: Some("why".into()),
-                answer: Some("the answer".into()),
-                answer_entries: vec![Uuid::from_u128(3)],
-                at_ms: 7,
-                usage: agentd_proto::Usage {
-                    input: 1,
-                    ..Default::default()
-                },
-            };
-            let back = Settled::from_outcome("ctx.first".into(), settled.to_outcome());
-            assert_eq!(back, settled);
+            assert_eq!(State::from(RunState::from(state)), state);
         }
     }
 

@@ -10,13 +10,13 @@ use uuid::Uuid;
 pub fn task_json(v: &TaskView, history: Option<usize>, artifacts: bool) -> Value {
     let t = &v.task;
     let mut status = json!({
-        "state": v.state.wire(),
-        "timestamp": agentd_proto::time::rfc3339_utc(v.at_ms),
+        "state": v.state().wire(),
+        "timestamp": agentd_proto::time::rfc3339_utc(v.outcome.at_ms),
     });
-    if let Some(text) = &v.status_text {
+    if let Some(text) = &v.outcome.status_text {
         status["message"] = json!({
             "messageId": derived_id(Uuid::try_parse(&t.context_id).unwrap_or_default(),
-                &format!("{}:{}", t.id, v.state.wire())).to_string(),
+                &format!("{}:{}", t.id, v.state().wire())).to_string(),
             "contextId": t.shown_context(),
             "taskId": t.id,
             "role": "ROLE_AGENT",
@@ -27,15 +27,15 @@ pub fn task_json(v: &TaskView, history: Option<usize>, artifacts: bool) -> Value
     if t.origin == Origin::Agent {
         out["metadata"] = json!({"agentd.origin": "agent"});
     }
-    if v.usage.total() > 0 {
+    if v.outcome.usage.total() > 0 {
         // No standard field: agentd's own key, which agentd's A2A client reads back.
-        let u = &v.usage;
+        let u = &v.outcome.usage;
         out["metadata"][USAGE_KEY] = json!({
             "input": u.input, "output": u.output,
             "cacheWrite": u.cache_write, "cacheRead": u.cache_read,
         });
     }
-    if artifacts && let Some(a) = v.answer.as_ref().filter(|a| !a.is_empty()) {
+    if artifacts && let Some(a) = v.outcome.answer.as_ref().filter(|a| !a.is_empty()) {
         out["artifacts"] = json!([artifact(a)]);
     }
     let keep = history.unwrap_or(usize::MAX);

@@ -18,12 +18,13 @@
 //! own keys, and deleting the agent (`AgentRecords::delete_agent`, whichever process or door
 //! deletes it) removes them with it; no process needs to hear of the deletion.
 
-use super::{Settled, TaskRecord};
+use super::{Settled, State, TaskRecord};
 use crate::a2a::error::A2aError;
-use agentd_actors::{AgentValues, Runs};
+use agentd_actors::{AgentValues, RunOutcome, Runs};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::future::Future;
+use uuid::Uuid;
 
 /// What one stored value is (the kinds share the context's values).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -32,11 +33,44 @@ pub(in crate::a2a) enum Stored {
     /// A task stored before tasks were runs: read, never written.
     Task(TaskRecord),
     /// A settled state stored before tasks were runs: read, never written.
-    Settled(Settled),
+    Settled(LegacySettled),
     /// A push notification config of a task (`notices.rs`).
     Push(super::PushConfig),
     /// A push notification in the outbox (`notices.rs`).
     Notice(super::Notice),
+}
+
+/// A task's settled state as it was stored before tasks were runs (A2A's state names, the
+/// outcome's fields beside the task's id).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(in crate::a2a) struct LegacySettled {
+    task_id: String,
+    for_input: Uuid,
+    state: State,
+    #[serde(default)]
+    status_text: Option<String>,
+    #[serde(default)]
+    answer: Option<String>,
+    at_ms: u64,
+    #[serde(default)]
+    usage: agentd_proto::Usage,
+}
+
+impl From<LegacySettled> for Settled {
+    fn from(s: LegacySettled) -> Settled {
+        Settled {
+            task_id: s.task_id,
+            outcome: RunOutcome {
+                for_input: s.for_input,
+                state: s.state.into(),
+                status_text: s.status_text,
+                answer: s.answer,
+                answer_entries: Vec::new(),
+                at_ms: s.at_ms,
+                usage: s.usage,
+            },
+        }
+    }
 }
 
 /// What a context's task map holds, read.
@@ -98,7 +132,7 @@ impl<S: Runs + ?Sized> TaskMap for S {
     }
 
     async fn task_settle(&self, ctx: &str, settled: &Settled) -> Result<(), A2aError> {
-        self.run_settle(ctx, &settled.task_id, &settled.to_outcome())
+        self.run_settle(ctx, &settled.task_id, &settled.outcome)
             .await
             .map_err(store_err)
     }
@@ -123,8 +157,11 @@ impl<S: Runs + ?Sized> TaskMap for S {
             let Some(task) = TaskRecord::from_run(stored.run) else {
                 continue;
             };
-            if let Some(o) = stored.outcome {
-                c.settled.push(Settled::from_outcome(task.id.clone(), o));
+            if let Some(outcome) = stored.outcome {
+                c.settled.push(Settled {
+                    task_id: task.id.clone(),
+                    outcome,
+                });
             }
             c.tasks.push(task);
         }
@@ -139,7 +176,7 @@ impl<S: Runs + ?Sized> TaskMap for S {
             match serde_json::from_slice::<Stored>(&v) {
                 Ok(Stored::Task(t)) if !runs.contains(&t.id) => c.tasks.push(t),
                 Ok(Stored::Task(_)) => {}
-                Ok(Stored::Settled(s)) => c.settled.push(s),
+                Ok(Stored::Settled(s)) => c.settled.push(s.into()),
                 Ok(Stored::Push(p)) => c.push.push(p),
                 Ok(Stored::Notice(n)) => c.notices.push(n),
                 Err(e) => {
@@ -161,9 +198,9 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::a2a::task::{Origin, State};
+    use agentd_actors::RunState;
     use agentd_actors::ThreadStore;
     use std::sync::Arc;
-    use uuid::Uuid;
 
     fn task(id: &str, created_ms: u64) -> TaskRecord {
         TaskRecord {
@@ -184,11 +221,26 @@ mod tests {
     fn settled(task: &str, state: State) -> Settled {
         Settled {
             task_id: task.into(),
+            outcome: RunOutcome {
+                for_input: Uuid::from_u128(2),
+                state: state.into(),
+                status_text: None,
+                answer: Some("done".into()),
+                answer_entries: vec![Uuid::from_u128(3)],
+                at_ms: 1,
+                usage: Default::default(),
+            },
+        }
+    }
+
+    /// A settled state as stored before tasks were runs.
+    fn legacy(task: &str, state: State) -> LegacySettled {
+        LegacySettled {
+            task_id: task.into(),
             for_input: Uuid::from_u128(2),
             state,
             status_text: None,
             answer: Some("done".into()),
-            answer_entries: vec![Uuid::from_u128(3)],
             at_ms: 1,
             usage: Default::default(),
         }
@@ -238,7 +290,7 @@ mod tests {
             ("ctx.t2", old(Stored::Task(t2.clone()))),
             (
                 "ctx.t2#settled",
-                old(Stored::Settled(settled("ctx.t2", State::Working))),
+                old(Stored::Settled(legacy("ctx.t2", State::Working))),
             ),
         ] {
             store.agent_value_put("ctx", key, &value).await.unwrap();
@@ -247,6 +299,12 @@ mod tests {
         let mut ids: Vec<&str> = read.tasks.iter().map(|t| t.id.as_str()).collect();
         ids.sort();
         assert_eq!(ids, ["ctx.t1", "ctx.t2"]);
+        let states: Vec<_> = read
+            .settled
+            .iter()
+            .map(|s| (s.task_id.as_str(), s.outcome.state))
+            .collect();
+        assert_eq!(states, [("ctx.t2", RunState::Running)]);
         assert!(store.has_task_map("ctx").await.unwrap());
 
         let cancelled = TaskRecord {
@@ -262,6 +320,6 @@ mod tests {
         assert_eq!(read.tasks.len(), 2, "one task each: {:?}", read.tasks);
         assert!(read.tasks.contains(&cancelled) && read.tasks.contains(&t1));
         let first = read.settled.iter().find(|s| s.task_id == "ctx.t2");
-        assert_eq!(first.map(|s| s.state), Some(State::Canceled));
+        assert_eq!(first.map(|s| s.outcome.state), Some(RunState::Cancelled));
     }
 }

@@ -169,30 +169,14 @@ impl TaskRecord {
     }
 }
 
-/// What became of a task, as last read from the agent's state (any process writes it).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What became of a task, as last read from the agent's state (any process writes it): its
+/// run's outcome.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Settled {
     /// The task.
     pub task_id: String,
-    /// The input it was read for (a later item makes it stale).
-    pub for_input: Uuid,
-    /// The state.
-    pub state: State,
-    /// The question, the error, or why it was cancelled.
-    #[serde(default)]
-    pub status_text: Option<String>,
-    /// The answer (the artifact's text).
-    #[serde(default)]
-    pub answer: Option<String>,
-    /// The ids of the thread entries the answer is made of (absent in records written before
-    /// tasks were runs).
-    #[serde(default)]
-    pub answer_entries: Vec<Uuid>,
-    /// When this state was first seen, ms since the epoch.
-    pub at_ms: u64,
-    /// The tokens the task's turns used (absent in records written before it was kept).
-    #[serde(default)]
-    pub usage: agentd_proto::Usage,
+    /// The outcome.
+    pub outcome: agentd_actors::RunOutcome,
 }
 
 /// A task's id: its context and the id of what started it.

@@ -120,7 +120,7 @@ pub(in crate::a2a) async fn enqueue(
     for c in configs.iter().filter(|c| c.task_id == t.id && !c.deleted) {
         let id = derived_id(
             Uuid::try_parse(&t.context_id).unwrap_or_default(),
-            &format!("push:{}:{}:{input}:{}", t.id, c.id, v.state.wire()),
+            &format!("push:{}:{}:{input}:{}", t.id, c.id, v.state().wire()),
         );
         if notices.iter().any(|n| n.id == id) {
             continue;

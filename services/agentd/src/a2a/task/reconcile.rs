@@ -6,10 +6,11 @@ use super::derive::{TaskView, derive};
 use super::map::Contents;
 use super::map::store_err;
 use super::stored::{save_settled, stored};
-use super::{Origin, Settled, State, TaskRecord, context_of, now_ms, save, task_id};
+use super::{Origin, Settled, TaskRecord, context_of, now_ms, save, task_id};
 use crate::a2a::error::A2aError;
 use crate::runs::{Seen, pending_inputs};
 use agentd_actors::AgentSystem;
+use agentd_actors::{RunOutcome, RunState};
 use agentd_proto::ids::derived_id;
 use agentd_proto::{InboxItem, Item, Role, ThreadEntry};
 use serde_json::{Value, json};
@@ -39,35 +40,35 @@ pub async fn reconcile(
         let last = task.inputs.last().copied().unwrap_or_default();
         let known = settled
             .iter()
-            .find(|s| s.task_id == task.id && s.for_input == last);
+            .find(|s| s.task_id == task.id && s.outcome.for_input == last)
+            .map(|s| &s.outcome);
         if let Some(s) = known.filter(|s| s.state.is_terminal()) {
-            views.push(view_of(task, s));
+            views.push(TaskView {
+                task,
+                outcome: s.clone(),
+                running_item: None,
+            });
             continue;
         }
         let mut v = derive(&task, &seen, &pending_inputs);
+        let now = &mut v.outcome;
         let changed = known.is_none_or(|s| {
-            s.state != v.state || s.status_text != v.status_text || s.answer != v.answer
+            s.state != now.state || s.status_text != now.status_text || s.answer != now.answer
         });
         match known {
-            Some(s) if s.state == v.state => v.at_ms = s.at_ms,
+            Some(s) if s.state == now.state => now.at_ms = s.at_ms,
             _ => {}
         }
         // A working task's answer grows with each step: written when the state changes or
         // settles, not at every step.
-        let worth_writing = known.is_none_or(|s| s.state != v.state) || v.state.is_terminal();
+        let worth_writing = known.is_none_or(|s| s.state != now.state) || now.state.is_terminal();
         if changed && worth_writing && !task.unposted {
             // The notifications first: a crash between the two writes finds the state
             // unsettled and writes the same notifications (same ids) again.
             super::enqueue(system, &push, &mut notices, &v, last).await?;
             let s = Settled {
                 task_id: task.id.clone(),
-                for_input: last,
-                state: v.state,
-                status_text: v.status_text.clone(),
-                answer: v.answer.clone(),
-                answer_entries: v.answer_entries.clone(),
-                at_ms: v.at_ms,
-                usage: v.usage,
+                outcome: v.outcome.clone(),
             };
             save_settled(system, ctx, &s).await?;
         }
@@ -76,19 +77,6 @@ pub async fn reconcile(
     seen.push_pending = notices.iter().any(super::Notice::is_pending);
     seen.has_push = push.iter().any(|c| !c.deleted);
     Ok(Some((seen, views)))
-}
-
-fn view_of(task: TaskRecord, s: &Settled) -> TaskView {
-    TaskView {
-        task,
-        state: s.state,
-        status_text: s.status_text.clone(),
-        answer: s.answer.clone(),
-        answer_entries: s.answer_entries.clone(),
-        at_ms: s.at_ms,
-        running_item: None,
-        usage: s.usage,
-    }
 }
 
 /// Takes up as tasks what made the context agent run that no client's message started: a
@@ -174,13 +162,15 @@ async fn discover(
             // A relayed forward: kept on the thread without a turn; it is its own answer.
             let s = Settled {
                 task_id: id.clone(),
-                for_input: e.id,
-                state: State::Completed,
-                status_text: None,
-                answer: Some(e.text.clone()),
-                answer_entries: vec![e.id],
-                at_ms: e.at_ms,
-                usage: agentd_proto::Usage::default(),
+                outcome: RunOutcome {
+                    for_input: e.id,
+                    state: RunState::Completed,
+                    status_text: None,
+                    answer: Some(e.text.clone()),
+                    answer_entries: vec![e.id],
+                    at_ms: e.at_ms,
+                    usage: agentd_proto::Usage::default(),
+                },
             };
             save_settled(system, ctx, &s).await?;
         }
