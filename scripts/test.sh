@@ -115,9 +115,10 @@ cargo test --workspace --no-fail-fast || status=$?
 # test): the cross-process suite, the Redis store's suite, and the A2A and event-resume tests
 # across two processes. Run even when the first run failed, so that both are reported.
 AGENTD_TEST_REDIS=cluster cargo test --workspace --test suite --no-fail-fast -- \
-  redis_cluster:: redis_store:: a2a::every_method_works_on_a_process_that_does_not_own \
-  a2a::push_notifications_survive_the_death a2a::the_sdk_client_works_across_two \
-  a2a::a_context_the_client_chose_is_one_context a2a::push_notifications_leave_as_the_state_changes_when \
+  redis_cluster:: redis_store:: a2a::sdk::every_method_works_on_a_process_that_does_not_own \
+  a2a::push::push_notifications_survive_the_death a2a::sdk::the_sdk_client_works_across_two \
+  a2a::contexts::a_context_the_client_chose_is_one_context \
+  a2a::push::push_notifications_leave_as_the_state_changes_when \
   event_resume::with_redis idempotent_messages::a_keyed_message_is_queued_once \
   exactly_once::a_sync_manage_wait_cut_by_kill_9_on_redis || status=$?
 exit "$status"
