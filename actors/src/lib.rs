@@ -72,11 +72,12 @@ pub use deps::Deps;
 pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 pub use ports::{
     AgentRecords, AgentValues, AnswerObserver, Batches, Checkpoints, Claim, ClaimEnd, CliRun,
-    CliStep, CliTools, DEDUP_WINDOW, EventSink, ExternalIds, ExternalKey, IdempotencyClaims,
-    Inboxes, McpCallResult, McpServerStatus, McpToolDef, McpTools, ModelCapabilities, ModelClient,
-    ModelError, ModelRequest, ModelResponse, Purpose, Pushed, StoreError, StoreErrorKind,
-    StoreKind, StoreResult, StoreWrite, ThreadEntries, ThreadStore, Threads, ToolCallClosing,
-    ToolCalls, ToolSpec, Transport, Tree, WebhookCall, WebhookClient, WebhookError, WorkerAlias,
+    CliStep, CliTools, DEDUP_WINDOW, EventSink, ExternalClaim, ExternalIds, ExternalKey,
+    IdempotencyClaims, Inboxes, McpCallResult, McpServerStatus, McpToolDef, McpTools,
+    ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, Pushed,
+    Retention, StoreError, StoreErrorKind, StoreKind, StoreResult, StoreWrite, ThreadEntries,
+    ThreadStore, Threads, ToolCallClosing, ToolCalls, ToolSpec, Transport, Tree, WebhookCall,
+    WebhookClient, WebhookError, WorkerAlias,
 };
 pub use system::AgentSystem;
 /// The token a [`ModelRequest`] is cancelled by (re-exported so backends and tests name one

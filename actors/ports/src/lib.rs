@@ -33,10 +33,10 @@ pub use model::{
     ModelRequest, ModelResponse, Purpose, ThreadEntries, ToolSpec,
 };
 pub use store::{
-    AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, DEDUP_WINDOW, ExternalIds,
-    ExternalKey, IdempotencyClaims, Inboxes, Pushed, StoreError, StoreErrorKind, StoreKind,
-    StoreResult, StoreWrite, ThreadStore, Threads, ToolCallClosing, ToolCalls, Tree, WorkerAlias,
-    forwards_not_taken, is_transient, outbox_not_kept,
+    AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, DEDUP_WINDOW, ExternalClaim,
+    ExternalIds, ExternalKey, IdempotencyClaims, Inboxes, Pushed, Retention, StoreError,
+    StoreErrorKind, StoreKind, StoreResult, StoreWrite, ThreadStore, Threads, ToolCallClosing,
+    ToolCalls, Tree, WorkerAlias, forwards_not_taken, is_transient, outbox_not_kept,
 };
 pub use stream_entry::{EntryWatch, StreamEntry};
 pub use transport::Transport;
