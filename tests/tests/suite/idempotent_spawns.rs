@@ -4,8 +4,8 @@
 //! by parent, a retry whose key's mapping is gone (an expiry, a failover) still finds the agent,
 //! and one whose mapping outlived its agent makes the agent again.
 
-use agentd_actors::system::{idempotent_agent_id, spawn_key};
 use agentd_actors::Retention;
+use agentd_actors::system::{idempotent_agent_id, spawn_key};
 use agentd_proto::{Control, ErrorCode, Role, SpawnRequest};
 use agentd_tests::{TestSystem, failing_store::FailingWrites};
 use std::sync::Arc;

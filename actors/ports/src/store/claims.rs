@@ -1,5 +1,6 @@
-//! The concerns of what outside callers name: the claims of idempotency keys, and outside ids
-//! mapped to agents.
+//! The concerns of what outside callers name: the claims of messages' idempotency keys (an
+//! agent's own de-duplication), and outside ids mapped to agents (A2A `contextId`s, spawns'
+//! idempotency keys: ids that name an agent).
 
 use super::{StoreKind, StoreResult};
 use async_trait::async_trait;
@@ -52,8 +53,10 @@ impl Claim {
     }
 }
 
-/// Idempotency claims: a caller's `Idempotency-Key` claimed once, atomically, by the first
-/// request (its fingerprint), until released, expired or kept settled for retries to find.
+/// Idempotency claims: a caller's `Idempotency-Key` for work on one agent (a message to it)
+/// claimed once, atomically, by the first request (its fingerprint), until released, expired
+/// or kept settled for retries to find. (A key that names an agent, a spawn's, is an outside
+/// id: [`ExternalIds`].)
 #[async_trait]
 pub trait IdempotencyClaims: StoreKind {
     /// Claims idempotency key `key` (derived from a caller's `Idempotency-Key`) for the request
@@ -78,14 +81,16 @@ pub trait IdempotencyClaims: StoreKind {
     async fn idempotency_claim_end(&self, home: &str, key: &str, end: ClaimEnd) -> StoreResult<()>;
 }
 
-/// An id an outside client gives one of agentd's agents (an A2A `contextId` it chose, …), as
-/// the store keys it: the door it came through, the tenant and the owner it belongs to, and the
-/// id itself, which may be any string. Tenant and owner are empty until agentd has tenants;
-/// they are in the key already, so a key written now stays the same key then.
+/// An id an outside client gives one of agentd's agents (an A2A `contextId` it chose, a
+/// spawn's `Idempotency-Key`, …), as the store keys it: the door it came through, the tenant
+/// and the owner it belongs to, and the id itself, which may be any string. Tenant and owner
+/// are empty until agentd has tenants; they are in the key already, so a key written now
+/// stays the same key then.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ExternalKey {
     /// What the id came through and what it names there (`a2a/<agent type>`: a context of
-    /// that A2A agent).
+    /// that A2A agent; `spawn/<parent id>`, `spawn/` for a root: the agent a spawn's
+    /// `Idempotency-Key` made there).
     pub door: String,
     /// The tenant (empty: none).
     pub tenant: String,
