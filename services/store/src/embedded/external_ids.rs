@@ -133,13 +133,11 @@ fn drop_expired(rows: &mut RowTable<'_>, now_ms: u64) -> StoreResult<()> {
         .map(|r| r.map(|(k, _)| k.value().2.to_vec()).map_err(be))
         .collect::<StoreResult<_>>()?;
     for expiry in expired {
+        rows.remove((EXTERNAL_IDS_OWNER, row::EXTERNAL_ID_EXPIRY, &expiry[..]))
+            .map_err(be)?;
         let key = &expiry[8..];
-        match stored(rows, key)? {
-            Some(m) if !m.live(now_ms) => remove(rows, key, &m)?,
-            _ => {
-                rows.remove((EXTERNAL_IDS_OWNER, row::EXTERNAL_ID_EXPIRY, &expiry[..]))
-                    .map_err(be)?;
-            }
+        if let Some(m) = stored(rows, key)?.filter(|m| !m.live(now_ms)) {
+            remove(rows, key, &m)?;
         }
     }
     Ok(())
