@@ -72,12 +72,12 @@ pub use deps::Deps;
 pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 pub use ports::{
     AgentRecords, AgentValues, AnswerObserver, Batches, Checkpoints, Claim, ClaimEnd, CliRun,
-    CliStep, CliTools, DEDUP_WINDOW, EventSink, ExternalIds, ExternalKey, IdempotencyClaims,
-    Inboxes, McpCallResult, McpServerStatus, McpToolDef, McpTools, ModelCapabilities, ModelClient,
-    ModelError, ModelRequest, ModelResponse, Purpose, Pushed, Run, RunOrigin, RunOutcome, RunState,
-    Runs, StoreError, StoreErrorKind, StoreKind, StoreResult, StoreWrite, StoredRun, ThreadEntries,
-    ThreadStore, Threads, ToolCallClosing, ToolCalls, ToolSpec, Transport, Tree, WebhookCall,
-    WebhookClient, WebhookError, WorkerAlias,
+    CliStep, CliTools, DEDUP_WINDOW, EventSink, ExternalClaim, ExternalIds, ExternalKey,
+    IdempotencyClaims, Inboxes, McpCallResult, McpServerStatus, McpToolDef, McpTools,
+    ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, Pushed,
+    Retention, Run, RunOrigin, RunOutcome, RunState, Runs, StoreError, StoreErrorKind, StoreKind,
+    StoreResult, StoreWrite, StoredRun, ThreadEntries, ThreadStore, Threads, ToolCallClosing,
+    ToolCalls, ToolSpec, Transport, Tree, WebhookCall, WebhookClient, WebhookError, WorkerAlias,
 };
 pub use system::AgentSystem;
 /// The token a [`ModelRequest`] is cancelled by (re-exported so backends and tests name one

@@ -10,7 +10,7 @@ use agentd_actors::{
     StoreError, StoreErrorKind, StoreKind, StoreResult, StoreWrite, ThreadStore, Threads,
     ToolCalls, Tree, WorkerAlias,
 };
-use agentd_actors::{ExternalKey, Runs, ToolCallClosing};
+use agentd_actors::{ExternalClaim, ExternalKey, Retention, Runs, ToolCallClosing};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry, ToolCallClose, ToolCallRecord};
 use agentd_store::MemoryStore;
 use async_trait::async_trait;
@@ -370,13 +370,30 @@ impl Runs for FailingWrites {}
 
 #[async_trait]
 impl ExternalIds for FailingWrites {
-    async fn external_id_claim(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<String> {
-        self.inner.external_id_claim(key, agent_id).await
+    async fn external_id_claim(
+        &self,
+        key: &ExternalKey,
+        claim: &ExternalClaim,
+        keep: Retention,
+    ) -> StoreResult<Option<ExternalClaim>> {
+        self.inner.external_id_claim(key, claim, keep).await
     }
-    async fn external_id_get(&self, key: &ExternalKey) -> StoreResult<Option<String>> {
+    async fn external_id_settle(
+        &self,
+        key: &ExternalKey,
+        agent_id: &str,
+        keep: Retention,
+    ) -> StoreResult<()> {
+        self.inner.external_id_settle(key, agent_id, keep).await
+    }
+    async fn external_id_get(&self, key: &ExternalKey) -> StoreResult<Option<ExternalClaim>> {
         self.inner.external_id_get(key).await
     }
-    async fn external_id_release(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<()> {
-        self.inner.external_id_release(key, agent_id).await
+    async fn external_id_release(
+        &self,
+        key: &ExternalKey,
+        claim: &ExternalClaim,
+    ) -> StoreResult<()> {
+        self.inner.external_id_release(key, claim).await
     }
 }

@@ -33,11 +33,11 @@ pub use model::{
     ModelRequest, ModelResponse, Purpose, ThreadEntries, ToolSpec,
 };
 pub use store::{
-    AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, DEDUP_WINDOW, ExternalIds,
-    ExternalKey, IdempotencyClaims, Inboxes, OUTCOME_PREFIX, Pushed, RUN_PREFIX, Run, RunOrigin,
-    RunOutcome, RunState, Runs, StoreError, StoreErrorKind, StoreKind, StoreResult, StoreWrite,
-    StoredRun, ThreadStore, Threads, ToolCallClosing, ToolCalls, Tree, WorkerAlias,
-    forwards_not_taken, is_run_key, is_transient, outbox_not_kept,
+    AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, DEDUP_WINDOW, ExternalClaim,
+    ExternalIds, ExternalKey, IdempotencyClaims, Inboxes, OUTCOME_PREFIX, Pushed, RUN_PREFIX,
+    Retention, Run, RunOrigin, RunOutcome, RunState, Runs, StoreError, StoreErrorKind, StoreKind,
+    StoreResult, StoreWrite, StoredRun, ThreadStore, Threads, ToolCallClosing, ToolCalls, Tree,
+    WorkerAlias, forwards_not_taken, is_run_key, is_transient, outbox_not_kept,
 };
 pub use stream_entry::{EntryWatch, StreamEntry};
 pub use transport::Transport;

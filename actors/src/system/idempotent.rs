@@ -5,51 +5,88 @@
 //!
 //! A message's id is derived from the agent and the key, so every attempt sends the same
 //! envelope, and its claim (the first request's fingerprint, settled once the message is
-//! queued) is kept in the agent's own slot beside its inbox for [`KEPT_MS`]: a retry of a
-//! settled claim answers at once, a retry of one under way (or of an attempt that died
-//! half-way, or was answered `unavailable` though it landed) sends the envelope again, which the
-//! agent's inbox takes once. Retention is by time, not by a count of recent ids: a key is
-//! remembered however many messages the agent got since.
+//! queued) is an [`IdempotencyClaims`](crate::ports::IdempotencyClaims) claim kept in the
+//! agent's own slot beside its inbox for [`KEPT_MS`]: a retry of a settled claim answers at
+//! once, a retry of one under way (or of an attempt that died half-way, or was answered
+//! `unavailable` though it landed) sends the envelope again, which the agent's inbox takes
+//! once. Retention is by time, not by a count of recent ids: a key is remembered however many
+//! messages the agent got since. (A message key is the agent's own de-duplication, not an
+//! outside id naming an agent.)
 //!
-//! The agent's id is derived from the scope (the parent, or none for a root) and the key, so
-//! every attempt names the same agent, and a store with slots keeps the key's claim in that
-//! agent's own slot: a failover keeps both or neither. The claim holds the first request's
-//! fingerprint: a retry with the same request answers the agent (once its record is written),
-//! the key with another request is `idempotency_key_reused` (422, as the IETF
-//! `Idempotency-Key` draft says). A claim is made for [`IN_FLIGHT_MS`] and kept for
-//! [`KEPT_MS`] once the agent is written, so a spawn that died half-way frees its key soon;
-//! after that, a retry still finds the agent by its derived id while it exists.
+//! A spawn's key is an outside id ([`spawn_key`]: door `spawn/<parent>`, `spawn/` for a root;
+//! tenant and owner empty until agentd has tenants) mapped to the agent it makes through the
+//! store's [`ExternalIds`](crate::ports::ExternalIds), with the first request's fingerprint.
+//! The agent's id is derived from that key ([`spawn_agent_id`]; the same id as before keys had
+//! tenants, when they are empty), so every attempt names the same agent. A retry with the same
+//! request answers the agent (once its record is written), the key with another request is
+//! `idempotency_key_reused` (422, as the IETF `Idempotency-Key` draft says). The mapping is
+//! made for [`IN_FLIGHT_MS`] and kept for [`KEPT_MS`] once the agent is written (settled), so a
+//! spawn that died half-way frees its key soon; deleting the agent drops it. After that, a
+//! retry claims the key afresh and still finds the agent by its derived id while it exists
+//! (the mapping is settled again).
+//!
+//! The mapping lives where the store keeps the key (with Redis, in the slot of the key's
+//! partition, not the agent's), so a failover may keep one of the two and lose the other: a
+//! lost mapping is the case above; a settled mapping whose agent is missing (the agent lost,
+//! or its deletion cut off before the mapping went) is dropped and the agent made again under
+//! the same derived id, as a first attempt would.
 
 use super::AgentSystem;
-use crate::ports::ClaimEnd;
+use crate::ports::{ClaimEnd, ExternalClaim, ExternalKey, Retention};
 use agentd_proto::ids::derived_id;
 use agentd_proto::{AgentRecord, AgentdError, ErrorCode, InboxItem, SpawnRequest};
 use std::time::Duration;
 use uuid::Uuid;
 
-/// How long a claim lasts while its spawn runs: a spawn that died before writing its agent
-/// holds the key this long.
+/// How long a claim lasts while its spawn or message runs: one that died before writing
+/// what it guards holds the key this long.
 const IN_FLIGHT_MS: u64 = 30_000;
-/// How long a key is remembered once its agent is written (24 h).
+/// How long a key is remembered once its agent is written or its message queued (24 h).
 pub const KEPT_MS: u64 = 24 * 60 * 60 * 1000;
 /// How long a retry waits for the agent of a first attempt still under way.
 const FIRST_ATTEMPT_WAIT: Duration = Duration::from_secs(3);
+/// How many times a spawn claims its key: a settled mapping found without its agent is
+/// dropped and the key claimed again.
+const SPAWN_CLAIMS: usize = 3;
 /// The longest key taken.
 const MAX_KEY_CHARS: usize = 255;
-/// The claim of an idempotent spawn, in the slot of the agent it makes.
-const SPAWN_CLAIM: &str = "spawn";
-/// A settled claim, kept [`KEPT_MS`].
+/// The door of spawns' keys: `spawn/<parent>`, `spawn/` for a root.
+const SPAWN_DOOR: &str = "spawn/";
+/// A settled message claim, kept [`KEPT_MS`].
 const KEEP: ClaimEnd = ClaimEnd::Settled { keep_ms: KEPT_MS };
+/// A spawn's key while its first attempt runs.
+const SPAWN_IN_FLIGHT: Retention = Retention::For { ms: IN_FLIGHT_MS };
+/// A spawn's key once its agent is written.
+const SPAWN_KEPT: Retention = Retention::For { ms: KEPT_MS };
 
 /// The id of the message key `key` sends to `agent_id`.
 pub fn idempotent_message_id(agent_id: &str, key: &str) -> Uuid {
     derived_id(Uuid::nil(), &format!("message\u{1f}{agent_id}\u{1f}{key}"))
 }
 
+/// The outside id of spawn key `key` under `parent` (`None`: a root): door `spawn/<parent>`
+/// (`spawn/` for a root), no tenant or owner yet.
+pub fn spawn_key(parent: Option<&str>, key: &str) -> ExternalKey {
+    ExternalKey::new(format!("{SPAWN_DOOR}{}", parent.unwrap_or_default()), key)
+}
+
+/// The id of the agent spawn key `key` ([`spawn_key`]) makes. Without tenant or owner it is
+/// the id spawn keys derived before they had them (a retry across an upgrade finds its agent);
+/// with either, another one, from the whole key.
+pub fn spawn_agent_id(key: &ExternalKey) -> String {
+    let seed = if key.tenant.is_empty() && key.owner.is_empty() {
+        let scope = key.door.strip_prefix(SPAWN_DOOR).unwrap_or(&key.door);
+        format!("spawn\u{1f}{scope}\u{1f}{}", key.id)
+    } else {
+        // One separator (the encoded key escapes its own): never a seed of the kind above.
+        format!("spawn\u{1f}{}", key.encoded())
+    };
+    derived_id(Uuid::nil(), &seed).to_string()
+}
+
 /// The id of the agent spawn key `key` makes under `parent` (`None`: a root).
 pub fn idempotent_agent_id(parent: Option<&str>, key: &str) -> String {
-    let scope = parent.unwrap_or_default();
-    derived_id(Uuid::nil(), &format!("spawn\u{1f}{scope}\u{1f}{key}")).to_string()
+    spawn_agent_id(&spawn_key(parent, key))
 }
 
 /// What tells two requests with one key apart: a digest of the whole request but its key.
@@ -84,54 +121,72 @@ impl AgentSystem {
         key: &str,
     ) -> Result<AgentRecord, AgentdError> {
         check_key(key)?;
-        let id = idempotent_agent_id(req.parent_id.as_deref(), key);
-        let fingerprint = fingerprint(&req)?;
+        let outside = spawn_key(req.parent_id.as_deref(), key);
+        let id = spawn_agent_id(&outside);
+        let claim = ExternalClaim {
+            agent_id: id.clone(),
+            fingerprint: fingerprint(&req)?,
+            settled: false,
+        };
         let store = &self.system.deps.store;
-        match store
-            .idempotency_claim(&id, SPAWN_CLAIM, &fingerprint, IN_FLIGHT_MS)
-            .await?
-            .map(|c| c.fingerprint)
-        {
-            Some(first) if first != fingerprint => {
+        for _ in 0..SPAWN_CLAIMS {
+            let first = store
+                .external_id_claim(&outside, &claim, SPAWN_IN_FLIGHT)
+                .await?;
+            let Some(first) = first else {
+                if let Some(rec) = store.get_agent(&id).await? {
+                    // The key's mapping expired (or a failover lost it); its agent lives on.
+                    store.external_id_settle(&outside, &id, SPAWN_KEPT).await?;
+                    store.replicated(&id).await?;
+                    return Ok(rec);
+                }
+                return self.spawn_claimed(req, &outside, &claim).await;
+            };
+            if first.fingerprint != claim.fingerprint {
                 return Err(AgentdError::new(
                     ErrorCode::IdempotencyKeyReused,
                     format!("idempotency key `{key}` was used with another spawn request"),
                 ));
             }
-            Some(_) => {
-                // A retry: the first attempt's agent, once it is written.
-                return match self.first_attempts_agent(&id).await? {
-                    Some(rec) => {
-                        self.first_message_again(&rec, &req).await?;
-                        store.replicated(&id).await?;
-                        Ok(rec)
-                    }
-                    None => Err(AgentdError::new(
-                        ErrorCode::Unavailable,
-                        format!("a spawn with idempotency key `{key}` is still under way; retry"),
-                    )),
-                };
+            // A retry: the first attempt's agent, once it is written.
+            if let Some(rec) = self.first_attempts_agent(&id, !first.settled).await? {
+                self.first_message_again(&rec, &req).await?;
+                store.replicated(&id).await?;
+                return Ok(rec);
             }
-            None => {
-                if let Some(rec) = store.get_agent(&id).await? {
-                    // The key's claim expired; its agent lives on.
-                    store.idempotency_claim_end(&id, SPAWN_CLAIM, KEEP).await?;
-                    store.replicated(&id).await?;
-                    return Ok(rec);
-                }
+            if !first.settled {
+                break;
             }
+            // Settled, and its agent is missing (lost in a failover that kept the mapping, or
+            // its deletion cut off): the stale mapping goes, and the key is claimed again. Of
+            // retries racing here, one drops it and claims; the others find that claim.
+            store.external_id_release(&outside, &first).await?;
         }
+        Err(AgentdError::new(
+            ErrorCode::Unavailable,
+            format!("a spawn with idempotency key `{key}` is still under way; retry"),
+        ))
+    }
+
+    /// Spawns agent `claim.agent_id` of `req`, whose key `outside` this call claimed (`claim`):
+    /// settled once the agent is written, released if the spawn is refused before anything is
+    /// written.
+    async fn spawn_claimed(
+        &self,
+        req: SpawnRequest,
+        outside: &ExternalKey,
+        claim: &ExternalClaim,
+    ) -> Result<AgentRecord, AgentdError> {
+        let store = &self.system.deps.store;
+        let id = &claim.agent_id;
         match self.spawn_as(req, Some(id.clone())).await {
             Ok(rec) => {
-                store.idempotency_claim_end(&id, SPAWN_CLAIM, KEEP).await?;
+                store.external_id_settle(outside, id, SPAWN_KEPT).await?;
                 Ok(rec)
             }
             Err(e) if !crate::ports::is_transient(&e) => {
                 // Refused before anything was written: the key is free again.
-                let release = store
-                    .idempotency_claim_end(&id, SPAWN_CLAIM, ClaimEnd::Released)
-                    .await;
-                if let Err(release) = release {
+                if let Err(release) = store.external_id_release(outside, claim).await {
                     tracing::warn!(error = %release, agent_id = %id, "an idempotency key stays claimed until it expires");
                 }
                 Err(e)
@@ -206,14 +261,18 @@ impl AgentSystem {
     }
 
     /// The record of idempotent spawn `id`, waiting up to [`FIRST_ATTEMPT_WAIT`] for a first
-    /// attempt still under way to write it.
-    async fn first_attempts_agent(&self, id: &str) -> Result<Option<AgentRecord>, AgentdError> {
+    /// attempt still under way to write it if `wait` (a settled one wrote it already).
+    async fn first_attempts_agent(
+        &self,
+        id: &str,
+        wait: bool,
+    ) -> Result<Option<AgentRecord>, AgentdError> {
         let deadline = tokio::time::Instant::now() + FIRST_ATTEMPT_WAIT;
         loop {
             if let Some(rec) = self.system.deps.store.get_agent(id).await? {
                 return Ok(Some(rec));
             }
-            if tokio::time::Instant::now() >= deadline {
+            if !wait || tokio::time::Instant::now() >= deadline {
                 return Ok(None);
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
@@ -224,6 +283,38 @@ impl AgentSystem {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `idempotent_agent_id(None, "k1")` before spawn keys were outside ids.
+    const PINNED_ROOT: &str = "3b33f992-3d5e-8e4e-80de-e4ba76825381";
+    /// `idempotent_agent_id(Some("p"), "k1")` before spawn keys were outside ids.
+    const PINNED_CHILD: &str = "8012fa57-758b-820d-9157-49c446ec9e31";
+
+    #[test]
+    fn a_key_names_the_agent_it_named_before_keys_had_tenants() {
+        // The ids spawn keys derived before they were outside ids: a retry across the
+        // upgrade names the agent its first attempt made.
+        assert_eq!(idempotent_agent_id(None, "k1"), PINNED_ROOT);
+        assert_eq!(idempotent_agent_id(Some("p"), "k1"), PINNED_CHILD);
+    }
+
+    #[test]
+    fn a_key_with_a_tenant_or_an_owner_names_another_agent() {
+        let plain = spawn_key(None, "k1");
+        let tenant = ExternalKey {
+            tenant: "t1".into(),
+            ..plain.clone()
+        };
+        let owner = ExternalKey {
+            owner: "o1".into(),
+            ..plain.clone()
+        };
+        let ids = [&plain, &tenant, &owner].map(spawn_agent_id);
+        assert_ne!(ids[0], ids[1]);
+        assert_ne!(ids[0], ids[2]);
+        assert_ne!(ids[1], ids[2]);
+        assert_eq!(spawn_agent_id(&tenant), spawn_agent_id(&tenant.clone()));
+        assert!(ids.iter().all(|id| Uuid::parse_str(id).is_ok()));
+    }
 
     #[test]
     fn a_key_names_one_agent_per_scope() {

@@ -27,7 +27,7 @@ use agentd_proto::{Address, AgentdError, Envelope};
 use std::sync::Arc;
 
 pub use commands::{Unfinished, deadline_passed, unfinished};
-pub use idempotent::idempotent_agent_id;
+pub use idempotent::{idempotent_agent_id, spawn_agent_id, spawn_key};
 
 /// The running actors of one process. Its operations act in this process;
 /// [`Self::execute`] (what the HTTP API and the command stream call) runs a command that acts

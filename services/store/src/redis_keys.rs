@@ -124,12 +124,19 @@ impl Keys {
         self.agent_part(id, "a2atasks")
     }
 
-    /// Outside ids mapped to agents (hash: `ExternalKey::encoded` → agent id), spread over the
-    /// partitions' slots by the encoded key: `{<ns>:p<k>}:extids`, `k` the key's partition.
+    /// Outside ids mapped to agents and kept with them (hash: `ExternalKey::encoded` →
+    /// `ExternalClaim::encode`, the bare agent id for a settled claim without a fingerprint),
+    /// spread over the partitions' slots by the encoded key: `{<ns>:p<k>}:extids`, `k` the key's partition.
     /// Each agent's own `…:a:<id>:extids` (a set) lists the keys that map to it, for its
     /// deletion.
     pub fn external_ids(&self, encoded: &str) -> String {
         format!("{}:extids", self.tag(self.partition_of(encoded)))
+    }
+
+    /// A timed mapping of an outside id (string: `ExternalClaim::encode`, with its expiry),
+    /// `{<ns>:p<k>}:extid:<encoded key>`, in the slot of [`Self::external_ids`] for that key.
+    pub fn external_id_timed(&self, encoded: &str) -> String {
+        format!("{}:extid:{encoded}", self.tag(self.partition_of(encoded)))
     }
 
     /// Every per-agent key, for deletion (all in the agent's partition's slot).

@@ -1,10 +1,12 @@
 //! Idempotent spawns in one process, on the memory and the embedded store (the Redis store, and
 //! across processes, are in `redis_replicas.rs`): a spawn retried under one key answers the
 //! first agent and makes no second, another request under the key is refused, keys are scoped
-//! by parent, and a retry whose claim is gone (a restart, an expiry) still finds the agent.
+//! by parent, a retry whose key's mapping is gone (an expiry, a failover) still finds the agent,
+//! and one whose mapping outlived its agent makes the agent again.
 
-use agentd_actors::system::idempotent_agent_id;
-use agentd_proto::{ErrorCode, Role, SpawnRequest};
+use agentd_actors::Retention;
+use agentd_actors::system::{idempotent_agent_id, spawn_key};
+use agentd_proto::{Control, ErrorCode, Role, SpawnRequest};
 use agentd_tests::{TestSystem, failing_store::FailingWrites};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -72,12 +74,12 @@ async fn a_retried_spawn_answers_its_first_agent_on_the_embedded_store_after_its
     let dir = tempfile::tempdir().unwrap();
     let sys = TestSystem::builder().embedded(dir.path()).start().await;
     let id = retries_answer_the_first_agent(&sys).await;
-    // A restart forgets the process's claims (as does their expiry): the agent's id, derived
-    // from the key, still finds it.
-    sys.store
-        .idempotency_claim_end(&id, "spawn", agentd_actors::ClaimEnd::Released)
-        .await
-        .unwrap();
+    // The key's mapping expires (or a failover loses it): the agent's id, derived from the
+    // key, still finds it.
+    let key = spawn_key(None, "job-1");
+    let mapped = sys.store.external_id_get(&key).await.unwrap().unwrap();
+    assert!(mapped.settled && mapped.agent_id == id, "{mapped:?}");
+    sys.store.external_id_release(&key, &mapped).await.unwrap();
     let again = sys.system.spawn(keyed("job-1", "work")).await.unwrap();
     assert_eq!(again.id, id);
     assert_eq!(sys.system.list(None).await.unwrap().len(), 2);
@@ -131,4 +133,62 @@ async fn a_retried_spawn_queues_the_first_message_its_first_attempt_lost() {
     sys.system.spawn(keyed("job-lost", "work")).await.unwrap();
     let inputs = sys.texts_of(&id, Role::User).await;
     assert_eq!(inputs, vec!["work"]);
+}
+
+/// Deleting the agent drops its key's mapping: the key is free for any request. A mapping that
+/// outlived its agent (a failover that kept it and lost the agent, a deletion cut off before
+/// it) is settled with no agent: a retry makes the agent again, under the same id.
+#[actix_rt::test]
+async fn a_retried_spawn_whose_agent_is_gone_makes_it_again() {
+    let sys = TestSystem::builder().start().await;
+    let first = sys.system.spawn(keyed("job-gone", "work")).await.unwrap();
+    let id = first.id.clone();
+    let key = spawn_key(None, "job-gone");
+    let mapped = sys.store.external_id_get(&key).await.unwrap().unwrap();
+    let delete = |sys: &TestSystem| {
+        let (system, id) = (sys.system.clone(), id.clone());
+        async move {
+            system.control(&id, Control::Delete).await.unwrap();
+        }
+    };
+    delete(&sys).await;
+    assert!(sys.store.get_agent(&id).await.unwrap().is_none());
+    assert_eq!(
+        sys.store.external_id_get(&key).await.unwrap(),
+        None,
+        "the deletion dropped the key's mapping"
+    );
+    // The mapping back, as a failover that lost the agent would leave it.
+    let kept = Retention::For {
+        ms: 24 * 60 * 60 * 1000,
+    };
+    assert_eq!(
+        sys.store
+            .external_id_claim(&key, &mapped, kept)
+            .await
+            .unwrap(),
+        None
+    );
+    let started = Instant::now();
+    let again = sys.system.spawn(keyed("job-gone", "work")).await.unwrap();
+    assert_eq!(again.id, id, "made again under the key's id");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "a settled mapping's missing agent is not waited for"
+    );
+    assert!(sys.store.get_agent(&id).await.unwrap().is_some());
+    sys.wait_for_entry(&id, Role::Assistant, "echo: work").await;
+    let remapped = sys.store.external_id_get(&key).await.unwrap().unwrap();
+    assert!(remapped.settled, "{remapped:?}");
+    // Deleted for good, the key is free: another request takes it.
+    delete(&sys).await;
+    let other = sys
+        .system
+        .spawn(keyed("job-gone", "other work"))
+        .await
+        .unwrap();
+    assert_eq!(other.id, id);
+    sys.wait_for_entry(&id, Role::Assistant, "echo: other work")
+        .await;
+    assert_eq!(sys.system.list(None).await.unwrap().len(), 1);
 }

@@ -41,6 +41,83 @@ async fn redis_store_conforms() {
     assert_eq!(store.keys_mentioning("i-agent").await.unwrap(), 0);
 }
 
+/// An outside id mapped before mappings had fingerprints (a bare agent id in the partition's
+/// `extids` hash: an A2A `contextId`) reads as a settled claim, and a new claim loses to it; a
+/// timed mapping is a string that Redis expires, which an unsettled claim does not list beside
+/// the agent (the agent may never be written) and a settled one does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outside_ids_of_before_read_as_settled_and_timed_ones_expire_in_redis() {
+    use agentd_actors::{ExternalClaim, ExternalIds, ExternalKey, Retention};
+    let (redis, store) = store_on("extids").await;
+    let keys = store.keys().clone();
+    let mut con = redis.client();
+    let old = ExternalKey::new("a2a/lead", "ctx-old");
+    let _: () = redis::cmd("HSET")
+        .arg(keys.external_ids(&old.encoded()))
+        .arg(old.encoded())
+        .arg("agent-old")
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(
+        store.external_id_get(&old).await.unwrap(),
+        Some(ExternalClaim::settled("agent-old"))
+    );
+    assert_eq!(
+        store
+            .external_id_claim(
+                &old,
+                &ExternalClaim::settled("agent-new"),
+                Retention::WithAgent
+            )
+            .await
+            .unwrap(),
+        Some(ExternalClaim::settled("agent-old"))
+    );
+    let exists = |con: &mut TestConnection, key: &str| -> bool {
+        redis::cmd("EXISTS").arg(key).query(con).unwrap()
+    };
+    let timed = ExternalKey::new("spawn/", "brief");
+    let claim = ExternalClaim {
+        agent_id: "t-agent".into(),
+        fingerprint: "fp".into(),
+        settled: false,
+    };
+    let listed = keys.agent_part("t-agent", "extids");
+    assert_eq!(
+        store
+            .external_id_claim(&timed, &claim, Retention::For { ms: 100 })
+            .await
+            .unwrap(),
+        None
+    );
+    let string = keys.external_id_timed(&timed.encoded());
+    assert!(exists(&mut con, &string));
+    assert!(
+        !exists(&mut con, &listed),
+        "an unsettled claim is not listed"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(
+        !exists(&mut con, &string),
+        "Redis forgot the expired mapping"
+    );
+    assert_eq!(store.external_id_get(&timed).await.unwrap(), None);
+    store
+        .external_id_claim(&timed, &claim, Retention::For { ms: 60_000 })
+        .await
+        .unwrap();
+    store
+        .external_id_settle(&timed, "t-agent", Retention::For { ms: 60_000 })
+        .await
+        .unwrap();
+    assert!(exists(&mut con, &listed), "a settled one is listed");
+    let ttl: i64 = redis::cmd("PTTL").arg(&string).query(&mut con).unwrap();
+    assert!(ttl > 0 && ttl <= 60_000, "{ttl}");
+    store.delete_agent("t-agent").await.unwrap();
+    assert!(!exists(&mut con, &string), "gone with its agent");
+    assert!(!exists(&mut con, &listed));
+}
+
 /// A record is one MessagePack string holding only the fields not at their defaults; a thread
 /// is a list of `<id> <entry>` pairs, with an id set beside it only once it is long.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,8 +12,8 @@
 //! | [`Tree`] | children, dependents, worker aliases | `tree` |
 //! | [`Inboxes`] | each agent's durable inbox; the outbox of outputs in this process | `inbox` |
 //! | [`Batches`] | a flush's writes as one unit; waiting for replicas | `batch` |
-//! | [`IdempotencyClaims`] | the claims of `Idempotency-Key`s | `claims` |
-//! | [`ExternalIds`] | outside ids mapped to agents | `claims` |
+//! | [`IdempotencyClaims`] | the claims of messages' `Idempotency-Key`s (per agent) | `claims` |
+//! | [`ExternalIds`] | outside ids mapped to agents (A2A `contextId`s, spawns' `Idempotency-Key`s), with their fingerprint, settledness and retention | `claims` |
 //! | [`ToolCalls`] | service tool calls answered outside their turn | `tool_calls` |
 //! | [`AgentValues`] | opaque values keyed by id under an agent, gone with it (A2A's push configs and notices) | `values` |
 //! | [`Runs`] | each agent's runs (an A2A task, …) and what became of them, composed of [`AgentValues`] | `runs` |
@@ -33,7 +33,9 @@ mod tree;
 mod values;
 
 pub use batch::{Batches, StoreWrite, forwards_not_taken, outbox_not_kept};
-pub use claims::{Claim, ClaimEnd, ExternalIds, ExternalKey, IdempotencyClaims};
+pub use claims::{
+    Claim, ClaimEnd, ExternalClaim, ExternalIds, ExternalKey, IdempotencyClaims, Retention,
+};
 pub use inbox::{DEDUP_WINDOW, Inboxes, Pushed};
 pub use records::{AgentRecords, Checkpoints, Threads};
 pub use runs::{

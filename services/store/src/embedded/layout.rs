@@ -35,8 +35,9 @@ pub(super) mod row {
     pub const TOOL_CALL: u8 = 6;
     /// A2A task id → the A2A layer's encoding of the task (the agent is its context).
     pub const A2A_TASK: u8 = 7;
-    /// Under [`super::EXTERNAL_IDS_OWNER`]: an outside id (`ExternalKey::encoded`) → the
-    /// agent it maps to. Under that agent: the same key → nothing (the mappings its deletion
+    /// Under [`super::EXTERNAL_IDS_OWNER`]: an outside id (`ExternalKey::encoded`) → its
+    /// mapping (the agent, the claim's fingerprint and settledness, a timed one's expiry:
+    /// `external_ids.rs`). Under that agent: the same key → nothing (the mappings its deletion
     /// drops).
     pub const EXTERNAL_ID: u8 = 8;
     /// Under [`super::CLAIMS_OWNER`]: an idempotency claim's `home \x1f key` → until (ms, 8
@@ -46,6 +47,10 @@ pub(super) mod row {
     /// `home \x1f key` → nothing: the claims in the order they expire, so the expired ones are
     /// dropped by a scan from the start.
     pub const CLAIM_EXPIRY: u8 = 10;
+    /// Under [`super::EXTERNAL_IDS_OWNER`]: until (ms, 8 bytes big-endian) and an outside id
+    /// (`ExternalKey::encoded`) → nothing: the timed mappings in the order they expire, so the
+    /// expired ones are dropped by a scan from the start.
+    pub const EXTERNAL_ID_EXPIRY: u8 = 11;
 }
 
 /// The (empty, so no agent's) owner of the [`row::CLAIM`] and [`row::CLAIM_EXPIRY`] rows:
@@ -57,7 +62,8 @@ pub(super) const CLAIMS_OWNER: &str = "";
 pub(super) const TOOL_CALLS_OWNER: &str = "";
 
 /// The (empty, so no agent's) owner of the [`row::EXTERNAL_ID`] rows that map outside ids to
-/// agents: they are looked up by the outside id.
+/// agents and of their [`row::EXTERNAL_ID_EXPIRY`] rows: they are looked up by the outside id,
+/// and expire across agents.
 pub(super) const EXTERNAL_IDS_OWNER: &str = "";
 
 /// (envelope id, agent) → seen seq (8 bytes, big-endian): the de-duplication window. Keyed by

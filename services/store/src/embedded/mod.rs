@@ -15,9 +15,11 @@
 //! | [`writer`] | the writer thread: batching writes into one transaction, one commit for all |
 //! | [`writes`] | what each write does to the tables, and batches of [`StoreWrite`](agentd_ports::StoreWrite)s |
 //! | [`inbox`] | the durable inbox and its de-duplication window |
+//! | [`external_ids`] | outside ids mapped to agents, with their expiry |
 //! | [`reads`] | reads, each in a read transaction of its own |
 //! | [`migrate`] | moving a file written in an earlier layout into the current one, on open |
 
+mod external_ids;
 mod inbox;
 mod layout;
 mod migrate;

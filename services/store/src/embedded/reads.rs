@@ -188,18 +188,3 @@ pub(super) fn a2a_tasks(db: &Database, agent: &str) -> StoreResult<Vec<(String, 
         Ok((key.to_string(), v.to_vec()))
     })
 }
-
-/// The agent outside id `key` (encoded) maps to.
-pub(super) fn external_id(db: &Database, key: &str) -> StoreResult<Option<String>> {
-    let tx = db.begin_read().map_err(be)?;
-    let rows = tx.open_table(ROWS).map_err(be)?;
-    let got = rows
-        .get((
-            super::layout::EXTERNAL_IDS_OWNER,
-            row::EXTERNAL_ID,
-            key.as_bytes(),
-        ))
-        .map_err(be)?;
-    got.map(|v| super::layout::agent_id_of(v.value()).map(str::to_string))
-        .transpose()
-}

@@ -6,11 +6,11 @@ use super::layout::{CHECKPOINTS, INBOX, THREADS, alias_key};
 use super::migrate::migrate;
 use super::tables::Tables;
 use super::writer::Writer;
-use super::{be, de, inbox, reads, writes};
+use super::{be, de, external_ids, inbox, reads, writes};
 use agentd_ports::{
-    AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, ExternalIds, ExternalKey,
-    IdempotencyClaims, Inboxes, Pushed, Runs, StoreError, StoreErrorKind, StoreKind, StoreResult,
-    StoreWrite, Threads, ToolCalls, Tree, WorkerAlias,
+    AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, ExternalClaim, ExternalIds,
+    ExternalKey, IdempotencyClaims, Inboxes, Pushed, Retention, Runs, StoreError, StoreErrorKind,
+    StoreKind, StoreResult, StoreWrite, Threads, ToolCalls, Tree, WorkerAlias,
 };
 use agentd_proto::codec::encode;
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
@@ -392,22 +392,47 @@ impl Runs for RedbStore {}
 
 #[async_trait]
 impl ExternalIds for RedbStore {
-    async fn external_id_claim(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<String> {
-        let (key, a) = (key.encoded(), agent_id.to_string());
+    async fn external_id_claim(
+        &self,
+        key: &ExternalKey,
+        claim: &ExternalClaim,
+        keep: Retention,
+    ) -> StoreResult<Option<ExternalClaim>> {
+        let (key, claim) = (key.encoded(), claim.clone());
+        let now = now_ms();
         self.writer
-            .write(move |t| writes::external_id_claim_in(t, &key, &a))
+            .write(move |t| external_ids::claim_in(t, &key, &claim, keep, now))
             .await
     }
 
-    async fn external_id_get(&self, key: &ExternalKey) -> StoreResult<Option<String>> {
-        let key = key.encoded();
-        self.run(move |db| reads::external_id(db, &key)).await
+    async fn external_id_settle(
+        &self,
+        key: &ExternalKey,
+        agent_id: &str,
+        keep: Retention,
+    ) -> StoreResult<()> {
+        let (key, a) = (key.encoded(), agent_id.to_string());
+        let now = now_ms();
+        self.writer
+            .write(move |t| external_ids::settle_in(t, &key, &a, keep, now))
+            .await
     }
 
-    async fn external_id_release(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<()> {
-        let (key, a) = (key.encoded(), agent_id.to_string());
+    async fn external_id_get(&self, key: &ExternalKey) -> StoreResult<Option<ExternalClaim>> {
+        let key = key.encoded();
+        let now = now_ms();
+        self.run(move |db| external_ids::get(db, &key, now)).await
+    }
+
+    async fn external_id_release(
+        &self,
+        key: &ExternalKey,
+        claim: &ExternalClaim,
+    ) -> StoreResult<()> {
+        let (key, claim) = (key.encoded(), claim.clone());
+        let now = now_ms();
         self.writer
-            .write(move |t| writes::external_id_release_in(t, &key, &a))
+            .write(move |t| external_ids::release_in(t, &key, &claim, now))
             .await
     }
 }

@@ -5,8 +5,7 @@
 
 use super::inbox::inbox_done_in;
 use super::layout::{
-    CLAIMS_OWNER, EXTERNAL_IDS_OWNER, NO_KEY, after, agent_id_of, next_row_seq, next_seq,
-    remove_rows, row,
+    CLAIMS_OWNER, NO_KEY, after, agent_id_of, next_row_seq, next_seq, remove_rows, row,
 };
 use super::layout::{scan_rows, seq_key, uuid_key};
 use super::tables::{NextSeqs, Tables, put_new};
@@ -161,7 +160,7 @@ pub(super) fn delete_agent_in(t: &mut Tables<'_>, a: &str) -> StoreResult<()> {
     }
     let external = scan_rows(&t.rows, a, row::EXTERNAL_ID, |key, _| Ok(key.to_vec()))?;
     for key in external {
-        release_external_id(t, &key, a)?;
+        super::external_ids::drop_of_agent(t, &key, a)?;
     }
     let end = after(a);
     t.rows
@@ -351,38 +350,6 @@ pub(super) fn a2a_task_put_new_in(
     }
     t.rows.insert(key, bytes).map_err(be)?;
     Ok(true)
-}
-
-/// Maps outside id `key` (encoded) to agent `a` unless it maps to an agent already; answers
-/// the agent it maps to.
-pub(super) fn external_id_claim_in(t: &mut Tables<'_>, key: &str, a: &str) -> StoreResult<String> {
-    let forward = (EXTERNAL_IDS_OWNER, row::EXTERNAL_ID, key.as_bytes());
-    if let Some(v) = t.rows.get(forward).map_err(be)? {
-        return Ok(agent_id_of(v.value())?.to_string());
-    }
-    t.rows.insert(forward, a.as_bytes()).map_err(be)?;
-    t.rows
-        .insert((a, row::EXTERNAL_ID, key.as_bytes()), NO_KEY)
-        .map_err(be)?;
-    Ok(a.to_string())
-}
-
-/// Drops the mapping of outside id `key` (encoded) if it maps to agent `a`.
-pub(super) fn external_id_release_in(t: &mut Tables<'_>, key: &str, a: &str) -> StoreResult<()> {
-    release_external_id(t, key.as_bytes(), a)
-}
-
-fn release_external_id(t: &mut Tables<'_>, key: &[u8], a: &str) -> StoreResult<()> {
-    let forward = (EXTERNAL_IDS_OWNER, row::EXTERNAL_ID, key);
-    let mapped = match t.rows.get(forward).map_err(be)? {
-        Some(v) => agent_id_of(v.value())? == a,
-        None => false,
-    };
-    if mapped {
-        t.rows.remove(forward).map_err(be)?;
-    }
-    t.rows.remove((a, row::EXTERNAL_ID, key)).map_err(be)?;
-    Ok(())
 }
 
 /// The [`row::CLAIM`] key of claim `key` of `home`.

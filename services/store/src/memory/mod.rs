@@ -7,8 +7,10 @@
 //! | `tree` | `Tree`: children, dependents, worker aliases |
 //! | `inbox` | `Inboxes` (and the outbox) |
 //! | `writes` | `Checkpoints`, `Batches` |
-//! | `outside` | what outside callers name: `IdempotencyClaims`, `ToolCalls`, `AgentValues`, `ExternalIds` |
+//! | `outside` | what outside callers name: `IdempotencyClaims`, `ToolCalls`, `AgentValues` |
+//! | `external_ids` | `ExternalIds`: outside ids, with their retention |
 
+mod external_ids;
 mod inbox;
 mod outside;
 mod records;
@@ -47,10 +49,8 @@ struct Inner {
     tool_calls: HashMap<Uuid, agentd_proto::ToolCallRecord>,
     /// A2A tasks per context agent: task id → the A2A layer's encoding.
     a2a_tasks: HashMap<String, BTreeMap<String, Vec<u8>>>,
-    /// Outside ids (`ExternalKey::encoded`) → the agent each maps to.
-    external_ids: HashMap<String, String>,
-    /// agent → the outside ids that map to it (dropped with it).
-    external_ids_of: HashMap<String, HashSet<String>>,
+    /// Outside ids: their mappings, with their expiry, and the ids that map to each agent.
+    external_ids: external_ids::ExternalMap,
 }
 
 /// What the store keeps of one agent: two pointers for an agent that never got a message, so

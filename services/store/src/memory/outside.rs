@@ -1,5 +1,5 @@
 //! What outside callers name, in the memory store: idempotency claims, tool calls answered
-//! outside a turn, values kept under an agent, outside ids.
+//! outside a turn, values kept under an agent (outside ids are in `external_ids`).
 
 use super::*;
 
@@ -124,40 +124,3 @@ impl AgentValues for MemoryStore {
 }
 
 impl Runs for MemoryStore {}
-
-#[async_trait]
-impl ExternalIds for MemoryStore {
-    async fn external_id_claim(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<String> {
-        let key = key.encoded();
-        let mut inner = self.lock();
-        let mapped = inner
-            .external_ids
-            .entry(key.clone())
-            .or_insert_with(|| agent_id.to_string())
-            .clone();
-        if mapped == agent_id {
-            inner
-                .external_ids_of
-                .entry(mapped.clone())
-                .or_default()
-                .insert(key);
-        }
-        Ok(mapped)
-    }
-
-    async fn external_id_get(&self, key: &ExternalKey) -> StoreResult<Option<String>> {
-        Ok(self.lock().external_ids.get(&key.encoded()).cloned())
-    }
-
-    async fn external_id_release(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<()> {
-        let key = key.encoded();
-        let mut inner = self.lock();
-        if inner.external_ids.get(&key).is_some_and(|a| a == agent_id) {
-            inner.external_ids.remove(&key);
-        }
-        if let Some(keys) = inner.external_ids_of.get_mut(agent_id) {
-            keys.remove(&key);
-        }
-        Ok(())
-    }
-}

@@ -46,11 +46,7 @@ impl AgentRecords for MemoryStore {
         inner.dependents.remove(agent_id);
         inner.aliases.remove(agent_id);
         inner.a2a_tasks.remove(agent_id);
-        for key in inner.external_ids_of.remove(agent_id).unwrap_or_default() {
-            if inner.external_ids.get(&key).is_some_and(|a| a == agent_id) {
-                inner.external_ids.remove(&key);
-            }
-        }
+        inner.external_ids.drop_agent(agent_id);
         if let Some(parent) = parent {
             if let Some((order, set)) = inner.children.get_mut(&*parent) {
                 order.retain(|c| c != agent_id);

@@ -19,8 +19,8 @@
 //! | [`layout`] | the namespace's key layout and partition count, checked at every start |
 //! | [`migrate`] | `agentd migrate`: the earlier layout moved to this one, once |
 //! | [`replicas`] | `WAIT` for `redis.min_replicas` after a write an acknowledgement depends on |
-//! | [`claim`] | idempotency claims (`Idempotency-Key`): spawns, messages |
-//! | [`external_id`] | outside ids (an A2A client's `contextId`, …) mapped to agents |
+//! | [`claim`] | idempotency claims (`Idempotency-Key`) of messages, in their agent's slot |
+//! | [`external_id`] | outside ids (an A2A client's `contextId`, a spawn's `Idempotency-Key`, …) mapped to agents, kept with them or for a time |
 
 mod batch;
 mod claim;

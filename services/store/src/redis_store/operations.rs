@@ -4,9 +4,9 @@
 use super::{RedisStore, be, de};
 use crate::redis_keys::assert_one_slot;
 use agentd_ports::{
-    AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, ExternalIds, ExternalKey,
-    IdempotencyClaims, Inboxes, Pushed, Runs, StoreError, StoreKind, StoreResult, StoreWrite,
-    Threads, ToolCalls, Tree, WorkerAlias,
+    AgentRecords, AgentValues, Batches, Checkpoints, Claim, ClaimEnd, ExternalClaim, ExternalIds,
+    ExternalKey, IdempotencyClaims, Inboxes, Pushed, Retention, Runs, StoreError, StoreKind,
+    StoreResult, StoreWrite, Threads, ToolCalls, Tree, WorkerAlias,
 };
 use agentd_proto::codec::{decode, encode};
 use agentd_proto::{AgentRecord, Checkpoint, Envelope, ThreadEntry};
@@ -577,16 +577,34 @@ impl AgentValues for RedisStore {
 
 #[async_trait]
 impl ExternalIds for RedisStore {
-    async fn external_id_claim(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<String> {
-        self.claim_external_id(key, agent_id).await
+    async fn external_id_claim(
+        &self,
+        key: &ExternalKey,
+        claim: &ExternalClaim,
+        keep: Retention,
+    ) -> StoreResult<Option<ExternalClaim>> {
+        self.claim_external_id(key, claim, keep).await
     }
 
-    async fn external_id_get(&self, key: &ExternalKey) -> StoreResult<Option<String>> {
+    async fn external_id_settle(
+        &self,
+        key: &ExternalKey,
+        agent_id: &str,
+        keep: Retention,
+    ) -> StoreResult<()> {
+        self.settle_external_id(key, agent_id, keep).await
+    }
+
+    async fn external_id_get(&self, key: &ExternalKey) -> StoreResult<Option<ExternalClaim>> {
         self.get_external_id(key).await
     }
 
-    async fn external_id_release(&self, key: &ExternalKey, agent_id: &str) -> StoreResult<()> {
-        self.release_external_id(key, agent_id).await
+    async fn external_id_release(
+        &self,
+        key: &ExternalKey,
+        claim: &ExternalClaim,
+    ) -> StoreResult<()> {
+        self.release_external_id(key, claim).await
     }
 }
 

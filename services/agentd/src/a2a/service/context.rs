@@ -6,7 +6,7 @@
 
 use crate::a2a::A2a;
 use crate::a2a::error::A2aError;
-use agentd_actors::ExternalKey;
+use agentd_actors::{ExternalClaim, ExternalKey, Retention};
 use agentd_proto::{AgentRecord, Control, SpawnRequest};
 use uuid::Uuid;
 
@@ -53,6 +53,7 @@ pub(super) async fn find(
         .external_id_get(&key(agent_type, id))
         .await
         .map_err(store_err)?
+        .map(|mapped| mapped.agent_id)
     else {
         return Ok(None);
     };
@@ -78,11 +79,11 @@ pub(super) async fn find_or_open(
     let store = &system.deps().store;
     let key = key(agent_type, id);
     if let Some(mapped) = store.external_id_get(&key).await.map_err(store_err)? {
-        match store.get_agent(&mapped).await.map_err(store_err)? {
+        match store.get_agent(&mapped.agent_id).await.map_err(store_err)? {
             // Opened since the look above (by another request).
             Some(rec) if is_context_of(&rec, agent_type) => {
                 return Ok(Context {
-                    agent: mapped,
+                    agent: mapped.agent_id,
                     client_id: Some(id.to_string()),
                 });
             }
@@ -105,10 +106,11 @@ pub(super) async fn find_or_open(
         })
         .await
         .map_err(A2aError::from)?;
-    let won = store
-        .external_id_claim(&key, &rec.id)
+    let first = store
+        .external_id_claim(&key, &ExternalClaim::settled(&rec.id), Retention::WithAgent)
         .await
         .map_err(store_err)?;
+    let won = first.map_or_else(|| rec.id.clone(), |first| first.agent_id);
     if won != rec.id {
         // Another request opened the context first: that root is the context, this one goes.
         if let Err(e) = system.control(&rec.id, Control::Delete).await {
