@@ -20,13 +20,10 @@ use std::path::{Path, PathBuf};
 /// the same table.
 const FLOORS: &[(&str, u8)] = &[
     // 0: leaves, named by everything.
-    ("clock", 0),
     ("deadline", 0),
     ("errors", 0),
     ("failpoints", 0),
     ("hashing", 0),
-    ("metrics", 0),
-    ("telemetry", 0),
     // 1: plain data and the ports to the outside.
     ("config", 1),
     ("ports", 1),
