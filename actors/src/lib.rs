@@ -27,7 +27,7 @@
 //! | 0 | [`hashing`], `errors` | hash maps (`agentd-ports`'s), actix/serde failures as `AgentdError`s |
 //! | 0 | [`failpoints`] | where a test may stop the process as `kill -9` would (the `failpoints` feature; the command stream's is the bus's own) |
 //! | 0 | [`deadline`] | the deadline of the request being served, where its caller stops waiting |
-//!
+//! | — | the root | re-exports: [`AgentSystem`], and the names of `agentd-ports` the service and the tests use everywhere (below) |
 //!
 //! Beside them, the crates the actors share with the adapters, named directly: `agentd-ports`
 //! (through [`ports`]) and `agentd-observe` (`agentd_observe::telemetry`: the trace context of
