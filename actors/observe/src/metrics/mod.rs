@@ -58,6 +58,7 @@ pub struct StatusCell(Arc<AtomicU8>);
 
 impl StatusCell {
     /// The agent's status is now `status`.
+    #[inline]
     pub fn set(&self, status: AgentStatus) {
         self.0.store(status as u8, Ordering::Relaxed);
     }

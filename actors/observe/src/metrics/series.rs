@@ -16,14 +16,17 @@ pub(super) const BUCKETS: [f64; 16] = [
 pub(super) struct AtomicF64(AtomicU64);
 
 impl AtomicF64 {
+    #[inline]
     pub(super) fn get(&self) -> f64 {
         f64::from_bits(self.0.load(Ordering::Relaxed))
     }
 
+    #[inline]
     pub(super) fn set(&self, v: f64) {
         self.0.store(v.to_bits(), Ordering::Relaxed);
     }
 
+    #[inline]
     pub(super) fn add(&self, by: f64) {
         let _ = self
             .0
@@ -43,6 +46,7 @@ pub(super) struct Histogram {
 }
 
 impl Histogram {
+    #[inline]
     pub(super) fn observe(&self, seconds: f64) {
         let at = BUCKETS
             .iter()
@@ -87,6 +91,7 @@ pub struct Counter(pub(super) Arc<AtomicF64>);
 
 impl Counter {
     /// Adds `by` (a gauge's may be negative).
+    #[inline]
     pub fn add(&self, by: f64) {
         self.0.add(by);
     }
@@ -98,6 +103,7 @@ pub struct Timer(pub(super) Arc<Histogram>);
 
 impl Timer {
     /// Records one observation, in seconds.
+    #[inline]
     pub fn observe(&self, seconds: f64) {
         self.0.observe(seconds);
     }
