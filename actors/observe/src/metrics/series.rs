@@ -85,7 +85,8 @@ impl Kind {
     }
 }
 
-/// updating it takes no look-up.
+/// A counter's or gauge's series kept by its user (see
+/// [`Metrics::counter`](super::Metrics::counter)): updating it takes no look-up.
 #[derive(Clone)]
 pub struct Counter(pub(super) Arc<AtomicF64>);
 
@@ -97,7 +98,7 @@ impl Counter {
     }
 }
 
-/// A histogram series kept by its user (see [`Metrics::histogram`]).
+/// A histogram series kept by its user (see [`Metrics::histogram`](super::Metrics::histogram)).
 #[derive(Clone)]
 pub struct Timer(pub(super) Arc<Histogram>);
 
