@@ -68,7 +68,7 @@ async fn save(
     deps.store
         .checkpoint_put(&cp, deps.config.checkpoints_keep)
         .await?;
-    crate::metrics::global().inc(
+    agentd_observe::metrics::global().inc(
         "agentd_checkpoints_total",
         "Checkpoints saved, by reason.",
         &[("reason", reason.as_str())],

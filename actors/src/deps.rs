@@ -2,8 +2,8 @@
 //! tool catalogue.
 
 use crate::catalogue::ToolCatalogue;
-use crate::clock::Clock;
 use crate::config::RuntimeConfig;
+use crate::ports::Clock;
 use crate::ports::{EventSink, ModelClient, ThreadStore, Transport};
 use std::sync::Arc;
 

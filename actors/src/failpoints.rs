@@ -2,12 +2,13 @@
 //! that what happened before is not done twice when the work runs again. They exist only with
 //! the `failpoints` feature, which the test suite turns on (a build of the service alone has
 //! none), and act only when the `FAILPOINTS` environment variable names them (the `fail`
-//! crate's syntax), read by [`setup`] at start:
+//! crate's syntax), read by [`setup`] at start — for these and for the bus's own
+//! (`before-command-ack`, in `agentd-bus`'s `failpoints` module: the `fail` crate keeps one
+//! registry per process):
 //!
 //! | fail point | where | its argument |
 //! |---|---|---|
 //! | `after-tool-effect` | a tool call did what it does; its result is not written yet | the tool's name: only its calls stop the process |
-//! | `before-command-ack` | a command of the Redis command stream ran; its entry is not acknowledged yet | the command's `type` (`send`, `reset`, …) |
 //!
 //! `FAILPOINTS='after-tool-effect=1*return(spawn_agent)'` kills the process (`SIGKILL`, sent to
 //! itself) right after the first `spawn_agent` call made its agent.
@@ -27,31 +28,6 @@ pub(crate) fn after_tool_effect(tool: &str) {
         }
     });
     let _ = tool;
-}
-
-/// What names `command` for [`before_command_ack`]: its `type` (with the `failpoints` feature;
-/// nothing otherwise, and nothing is computed).
-pub fn kind_of(command: &agentd_proto::Command) -> Option<String> {
-    #[cfg(feature = "failpoints")]
-    return serde_json::to_value(command)
-        .ok()
-        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_string));
-    #[cfg(not(feature = "failpoints"))]
-    {
-        let _ = command;
-        None
-    }
-}
-
-/// The `before-command-ack` fail point, for a command of type `kind` ([`kind_of`]).
-pub fn before_command_ack(kind: &Option<String>) {
-    #[cfg(feature = "failpoints")]
-    fail::fail_point!("before-command-ack", |named: Option<String>| {
-        if named.is_some() && named == *kind {
-            killed();
-        }
-    });
-    let _ = kind;
 }
 
 /// Stops the process at once, as `kill -9` does: no shutdown, nothing flushed.

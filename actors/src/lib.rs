@@ -22,12 +22,19 @@
 //! | 3 | [`deps`] | the ports, config and tool catalogue the actors of a process share |
 //! | 2 | [`catalogue`] | what tools exist: built-in, configured and MCP tools, the catalogue's versions |
 //! | 1 | [`config`] | limits, agent types (validated titles), prices, prompts: plain data |
-//! | 1 | [`ports`] | `ThreadStore`, `ModelClient`, `EventSink`, `Transport`: what the actors need from outside (the `agentd-ports` crate, re-exported) |
+//! | 1 | [`ports`] | `ThreadStore`, `ModelClient`, `EventSink`, `Transport`, `Clock`: what the actors need from outside, and `Inbound`, what a transport asks of them (the `agentd-ports` crate, re-exported) |
 //! | 1 | `rate_gate`, `tree_spend` | providers' rate limits; what each agent tree has spent |
-//! | 0 | [`telemetry`] | the trace context of the work at hand; GenAI spans and metrics (with export on) |
-//! | 0 | [`clock`], [`metrics`], [`hashing`], `errors` | time as a port, the metrics registry, hash maps (`agentd-ports`'s), actix/serde failures as `AgentdError`s |
-//! | 0 | [`failpoints`] | where a test may stop the process as `kill -9` would (the `failpoints` feature) |
+//! | 0 | [`hashing`], `errors` | hash maps (`agentd-ports`'s), actix/serde failures as `AgentdError`s |
+//! | 0 | [`failpoints`] | where a test may stop the process as `kill -9` would (the `failpoints` feature; the command stream's is the bus's own) |
 //! | 0 | [`deadline`] | the deadline of the request being served, where its caller stops waiting |
+//! | — | the root | re-exports: [`AgentSystem`], and the names of `agentd-ports` the service and the tests use everywhere (below) |
+//!
+//! Beside them, the crates the actors share with the adapters, named directly: `agentd-ports`
+//! (through [`ports`]) and `agentd-observe` (`agentd_observe::telemetry`: the trace context of
+//! the work at hand, GenAI spans and metrics; `agentd_observe::metrics`: the metrics registry).
+//! The root re-exports the port names the service and the tests use everywhere (the store's
+//! concerns, `ModelClient`, `Clock`, `SystemClock`, `ManualClock`, the MCP names' rules, …);
+//! `agentd-observe` is not re-exported: its users depend on it.
 //!
 //! "Seed 000" … "seed 004" in comments name the reference documents summarised in
 //! `docs/reference.md`; `docs/architecture.md` maps this crate and states its invariants.
@@ -36,7 +43,6 @@ mod agent;
 pub mod catalogue;
 mod channel_router;
 mod checkpoints;
-pub mod clock;
 pub mod config;
 mod context_files;
 pub mod deadline;
@@ -47,7 +53,6 @@ pub mod failpoints;
 pub mod hashing;
 mod lineage;
 mod messages;
-pub mod metrics;
 mod ops;
 mod parent_router;
 pub mod ports;
@@ -55,7 +60,6 @@ mod rate_gate;
 mod scheduler;
 mod supervisor;
 pub mod system;
-pub mod telemetry;
 #[cfg(test)]
 mod testing;
 mod tools;
@@ -64,20 +68,19 @@ mod turn;
 
 pub use catalogue::{
     Approval, ConfiguredRun, ConfiguredTool, Secret, ToolCatalogue, ToolPattern, check_type_tools,
-    is_valid_exposed_name, is_valid_server_name, split_exposed,
 };
-pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{AgentType, AgentTypes, ContextWindow, Limits, ProviderRates, RuntimeConfig};
 pub use deps::Deps;
 pub use hashing::{FastHashMap, FastHashSet, fnv1a64};
 pub use ports::{
     AgentRecords, AgentValues, AnswerObserver, Batches, Checkpoints, Claim, ClaimEnd, CliRun,
-    CliStep, CliTools, DEDUP_WINDOW, EventSink, ExternalClaim, ExternalIds, ExternalKey,
-    IdempotencyClaims, Inboxes, McpCallResult, McpServerStatus, McpToolDef, McpTools,
-    ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose, Pushed,
-    Retention, Run, RunOrigin, RunOutcome, RunState, Runs, StoreError, StoreErrorKind, StoreKind,
-    StoreResult, StoreWrite, StoredRun, ThreadEntries, ThreadStore, Threads, ToolCallClosing,
-    ToolCalls, ToolSpec, Transport, Tree, WebhookCall, WebhookClient, WebhookError, WorkerAlias,
+    CliStep, CliTools, Clock, DEDUP_WINDOW, EventSink, ExternalClaim, ExternalIds, ExternalKey,
+    IdempotencyClaims, Inbound, Inboxes, ManualClock, McpCallResult, McpServerStatus, McpToolDef,
+    McpTools, ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose,
+    Pushed, Retention, Run, RunOrigin, RunOutcome, RunState, Runs, StoreError, StoreErrorKind,
+    StoreKind, StoreResult, StoreWrite, StoredRun, SystemClock, ThreadEntries, ThreadStore,
+    Threads, ToolCallClosing, ToolCalls, ToolSpec, Transport, Tree, WebhookCall, WebhookClient,
+    WebhookError, WorkerAlias, is_valid_exposed_name, is_valid_server_name, split_exposed,
 };
 pub use system::AgentSystem;
 /// The token a [`ModelRequest`] is cancelled by (re-exported so backends and tests name one

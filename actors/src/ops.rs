@@ -3,10 +3,10 @@
 //! one implementation, two doors.
 
 use crate::agent::messages::{ApplyControl, RuntimeState, Snapshot};
-use crate::clock::{Clock, SystemClock};
 use crate::deps::Deps;
 use crate::errors::mailbox;
 use crate::messages::{Dispatched, ManageSend, Spawn, SpawnSpec};
+use crate::ports::{Clock, SystemClock};
 use crate::supervisor::Shared;
 use crate::supervisor::messages::{Activate, Lifecycle, ParentRouterFor};
 use crate::tools::Agents;
@@ -105,7 +105,7 @@ pub(crate) async fn post(
     check_item(&system.deps, &item)?;
     let mut env = Envelope::new(from, Address::agent(target), Item::Inbox(item), 0);
     env.sent_at = SystemClock.now_ms();
-    env.trace = crate::telemetry::current();
+    env.trace = agentd_observe::telemetry::current();
     if let Some(cause) = cause {
         env.causation_id = Some(cause);
         env.correlation_id = Some(cause);
@@ -132,7 +132,7 @@ pub(crate) async fn post_as(
     // took before (see `Envelope::is_first_send`).
     env.attempt = 2;
     env.sent_at = SystemClock.now_ms();
-    env.trace = crate::telemetry::current();
+    env.trace = agentd_observe::telemetry::current();
     if let Some(cause) = cause {
         env.causation_id = Some(cause);
         env.correlation_id = Some(cause);

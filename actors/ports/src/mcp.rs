@@ -1,12 +1,49 @@
 //! `McpTools`: the tools of the configured MCP servers, as the actors see them. The service
 //! implements it with an MCP client (`services/mcp`); the actors never name the client, its
-//! transports or its processes.
+//! transports or its processes. The rules of the names come first: a server's, and the name a
+//! tool is exposed under (`mcp__<server>__<tool>`), which the catalogue checks in agent types'
+//! `tools` and the client checks in what a server lists.
 
 use agentd_proto::AgentdError;
 use async_trait::async_trait;
 use serde::Serialize;
 use serde_json::Value;
 use std::sync::Arc;
+
+/// The prefix of every exposed MCP tool name.
+pub const PREFIX: &str = "mcp__";
+
+/// The separator between a server's name and its tool's in an exposed name (a server name
+/// never holds it).
+pub const SEPARATOR: &str = "__";
+
+/// `(server, tool)` of an exposed name `mcp__<server>__<tool>`, if it is one (`tool` may be
+/// `*`, a whole server in a type's `tools`).
+pub fn split_exposed(name: &str) -> Option<(&str, &str)> {
+    let rest = name.strip_prefix(PREFIX)?;
+    let (server, tool) = rest.split_once(SEPARATOR)?;
+    (!server.is_empty() && !tool.is_empty()).then_some((server, tool))
+}
+
+/// Whether `name` fits what the providers take as a tool name: `^[A-Za-z0-9_-]{1,64}$`.
+pub fn is_valid_exposed_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Whether `name` is a valid MCP server name: `^[a-z0-9][a-z0-9_-]{0,31}$` without `__` (which
+/// separates the server from the tool in an exposed name).
+pub fn is_valid_server_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    (1..=32).contains(&bytes.len())
+        && bytes[0].is_ascii_lowercase() | bytes[0].is_ascii_digit()
+        && bytes
+            .iter()
+            .all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        && !name.contains("__")
+}
 
 /// One tool of an MCP server, as agents are shown it.
 ///
@@ -86,4 +123,42 @@ pub trait McpTools: Send + Sync {
     /// gets it as a tool error, like a result with `is_error`.
     async fn call(&self, tool: &McpToolDef, arguments: Value)
     -> Result<McpCallResult, AgentdError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposed_names_split_into_server_and_tool() {
+        assert_eq!(
+            split_exposed("mcp__files__read_text_file"),
+            Some(("files", "read_text_file"))
+        );
+        assert_eq!(split_exposed("mcp__files__*"), Some(("files", "*")));
+        assert_eq!(split_exposed("mcp__a__b__c"), Some(("a", "b__c")));
+        assert_eq!(split_exposed("mcp__files"), None);
+        assert_eq!(split_exposed("current_time"), None);
+    }
+
+    #[test]
+    fn exposed_names_must_fit_the_providers_rule() {
+        assert!(is_valid_exposed_name("mcp__everything__get-sum"));
+        assert!(!is_valid_exposed_name("mcp__x__a.b"));
+        assert!(!is_valid_exposed_name(&format!(
+            "mcp__x__{}",
+            "a".repeat(60)
+        )));
+        assert!(!is_valid_exposed_name(""));
+    }
+
+    #[test]
+    fn server_names_follow_the_rule() {
+        for good in ["files", "a", "0x", "my-server_2", &"a".repeat(32)] {
+            assert!(is_valid_server_name(good), "{good}");
+        }
+        for bad in ["", "Files", "-x", "_x", "a__b", "a.b", &"a".repeat(33)] {
+            assert!(!is_valid_server_name(bad), "{bad}");
+        }
+    }
 }

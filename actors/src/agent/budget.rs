@@ -5,9 +5,9 @@
 use super::AgentActor;
 use super::messages::{BudgetPause, SetBudget};
 use crate::deps::Deps;
-use crate::metrics;
 use crate::tree_spend::Spent;
 use actix::prelude::*;
+use agentd_observe::metrics;
 use agentd_proto::{AgentRecord, AgentStatus, ErrorCode, Event, Usage};
 
 /// The price of an agent's model, the counters its usage adds to and its turn-duration

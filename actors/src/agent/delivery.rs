@@ -11,9 +11,9 @@ use super::activity::Activity;
 use super::messages::{Deliver, Delivery, Provide, Restore, answer};
 use super::queue;
 use super::start::Prestart;
-use crate::metrics;
 use crate::ports::StreamEntry;
 use actix::prelude::*;
+use agentd_observe::metrics;
 use agentd_proto::{AgentRecord, AgentStatus, AgentdError, Envelope, ErrorCode, Event, Item};
 use std::sync::Arc;
 

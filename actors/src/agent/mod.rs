@@ -146,9 +146,9 @@ impl AgentActor {
     /// `trace`: a `wait {what}` span with telemetry on, nothing otherwise. A wait this one
     /// takes over from ends first, so the two never overlap.
     fn waits(&mut self, what: &'static str, trace: Option<agentd_proto::TraceContext>) {
-        if crate::telemetry::enabled() {
+        if agentd_observe::telemetry::enabled() {
             self.wait_over();
-            let span = crate::telemetry::wait(what, &self.rec.id, trace.as_ref());
+            let span = agentd_observe::telemetry::wait(what, &self.rec.id, trace.as_ref());
             self.wait_span = Some(Box::new(span));
         }
     }

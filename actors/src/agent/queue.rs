@@ -232,10 +232,11 @@ impl InboxQueue {
 
 /// Moves the `agentd_inbox_depth` gauge (inbox items queued in this process) by `delta`.
 fn depth_changed(delta: f64) {
-    static DEPTH: std::sync::OnceLock<crate::metrics::Counter> = std::sync::OnceLock::new();
+    static DEPTH: std::sync::OnceLock<agentd_observe::metrics::Counter> =
+        std::sync::OnceLock::new();
     DEPTH
         .get_or_init(|| {
-            crate::metrics::global().gauge(
+            agentd_observe::metrics::global().gauge(
                 "agentd_inbox_depth",
                 "Inbox items queued in this process.",
                 &[],

@@ -34,8 +34,8 @@ pub(super) struct TurnSetup {
     /// Where the agent's turns report their progress (the actor's own address, made once).
     progress: Option<Arc<Recipient<TurnProgress>>>,
     /// The agent's entry in the status gauge, taken at its first status change once it runs
-    /// turns ([`crate::metrics::StatusCell`]).
-    pub(super) status: Option<crate::metrics::StatusCell>,
+    /// turns ([`agentd_observe::metrics::StatusCell`]).
+    pub(super) status: Option<agentd_observe::metrics::StatusCell>,
 }
 
 impl TurnSetup {
@@ -463,14 +463,15 @@ impl AgentActor {
         // whole. Whatever the turn sends to other agents carries its trace context; with
         // telemetry on, the turn runs in its `invoke_agent` span.
         let run = Box::pin(turn.run(input));
-        let (run, trace) = if crate::telemetry::enabled() {
+        let (run, trace) = if agentd_observe::telemetry::enabled() {
             let (otel, trace) = self.invoke_agent_span(trace, env.as_ref(), continuing);
             (futures::future::Either::Left(run.instrument(otel)), trace)
         } else {
             (futures::future::Either::Right(run), trace)
         };
-        let fut = AssertUnwindSafe(crate::telemetry::scope(Some(trace), run).instrument(span))
-            .catch_unwind();
+        let fut =
+            AssertUnwindSafe(agentd_observe::telemetry::scope(Some(trace), run).instrument(span))
+                .catch_unwind();
         let handle = ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
             act.turn_done(cause, res, ctx);
         }));
@@ -527,7 +528,7 @@ impl AgentActor {
             .types
             .get(&rec.agent_type)
             .and_then(|t| t.model.as_deref());
-        let span = crate::telemetry::invoke_agent(&crate::telemetry::AgentSpan {
+        let span = agentd_observe::telemetry::invoke_agent(&agentd_observe::telemetry::AgentSpan {
             agent_id: &rec.id,
             agent_type: &rec.agent_type,
             title: &rec.title,
@@ -537,7 +538,7 @@ impl AgentActor {
             parent,
             links: [before, forward],
         });
-        let exported = crate::telemetry::context_of(&span).unwrap_or(trace);
+        let exported = agentd_observe::telemetry::context_of(&span).unwrap_or(trace);
         (span, exported)
     }
 }

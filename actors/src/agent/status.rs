@@ -3,8 +3,8 @@
 //! error).
 
 use super::AgentActor;
-use crate::metrics;
 use actix::prelude::*;
+use agentd_observe::metrics;
 use agentd_proto::{AgentStatus, AgentdError, CheckpointReason, ErrorCode, Event};
 
 impl AgentActor {

@@ -1,16 +1,9 @@
 //! [`McpTool`]: a tool of a configured MCP server, exposed as `mcp__<server>__<tool>`; its
-//! spec is the server's (its run: `tools::mcp`).
+//! spec is the server's (its run: `tools::mcp`; the rules of the names: `agentd_ports::mcp`).
 
 use crate::ports::{McpToolDef, ToolSpec};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-
-/// The prefix of every exposed MCP tool name.
-pub const PREFIX: &str = "mcp__";
-
-/// The separator between a server's name and its tool's in an exposed name (a server name
-/// never holds it).
-pub const SEPARATOR: &str = "__";
 
 /// A tool of an MCP server. Two are equal when they have the same exposed name: the catalogue
 /// version tells an old definition from a new one.
@@ -29,22 +22,6 @@ impl Hash for McpTool {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.0.exposed.hash(state);
     }
-}
-
-/// `(server, tool)` of an exposed name `mcp__<server>__<tool>`, if it is one (`tool` may be
-/// `*`, a whole server in a type's `tools`).
-pub fn split_exposed(name: &str) -> Option<(&str, &str)> {
-    let rest = name.strip_prefix(PREFIX)?;
-    let (server, tool) = rest.split_once(SEPARATOR)?;
-    (!server.is_empty() && !tool.is_empty()).then_some((server, tool))
-}
-
-/// Whether `name` fits what the providers take as a tool name: `^[A-Za-z0-9_-]{1,64}$`.
-pub fn is_valid_exposed_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 impl McpTool {
@@ -96,28 +73,5 @@ mod tests {
         assert!(!Tool::Mcp(McpTool(def(false))).needs_approval());
         assert!(!Tool::Builtin(BuiltinTool::CurrentTime).needs_approval());
         assert_eq!(Tool::Mcp(McpTool(def(true))).mcp_server(), Some("files"));
-    }
-
-    #[test]
-    fn exposed_names_split_into_server_and_tool() {
-        assert_eq!(
-            split_exposed("mcp__files__read_text_file"),
-            Some(("files", "read_text_file"))
-        );
-        assert_eq!(split_exposed("mcp__files__*"), Some(("files", "*")));
-        assert_eq!(split_exposed("mcp__a__b__c"), Some(("a", "b__c")));
-        assert_eq!(split_exposed("mcp__files"), None);
-        assert_eq!(split_exposed("current_time"), None);
-    }
-
-    #[test]
-    fn exposed_names_must_fit_the_providers_rule() {
-        assert!(is_valid_exposed_name("mcp__everything__get-sum"));
-        assert!(!is_valid_exposed_name("mcp__x__a.b"));
-        assert!(!is_valid_exposed_name(&format!(
-            "mcp__x__{}",
-            "a".repeat(60)
-        )));
-        assert!(!is_valid_exposed_name(""));
     }
 }

@@ -28,12 +28,12 @@ mod tool;
 pub(crate) use builtin::unknown;
 pub use builtin::{BuiltinTool, ToolGroup};
 pub use configured::{Approval, ConfiguredRun, ConfiguredTool, Secret, check_name};
-pub use mcp::{McpTool, PREFIX, SEPARATOR, is_valid_exposed_name, split_exposed};
-pub use pattern::{ToolPattern, any_matches, check_type_tools, is_valid_server_name};
+pub use mcp::McpTool;
+pub use pattern::{ToolPattern, any_matches, check_type_tools};
 pub use tool::Tool;
 
 use crate::hashing::FastHashSet;
-use crate::ports::{McpTools, ToolSpec, WebhookClient};
+use crate::ports::{McpTools, ToolSpec, WebhookClient, split_exposed};
 use agentd_proto::AgentdError;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

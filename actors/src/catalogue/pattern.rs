@@ -5,8 +5,8 @@
 use super::Tool;
 use super::ToolCatalogue;
 use super::builtin::BuiltinTool;
-use super::mcp::{is_valid_exposed_name, split_exposed};
 use crate::config::AgentTypes;
+use crate::ports::{PREFIX, is_valid_exposed_name, split_exposed};
 use agentd_proto::{AgentdError, ErrorCode};
 
 /// One entry of `tools` or `allowed_tools`.
@@ -46,18 +46,6 @@ pub fn any_matches<S: AsRef<str>>(entries: &[S], tool: &Tool) -> bool {
         .any(|e| ToolPattern::parse(e.as_ref()).matches(tool))
 }
 
-/// Whether `name` is a valid MCP server name: `^[a-z0-9][a-z0-9_-]{0,31}$` without `__` (which
-/// separates the server from the tool in an exposed name).
-pub fn is_valid_server_name(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    (1..=32).contains(&bytes.len())
-        && bytes[0].is_ascii_lowercase() | bytes[0].is_ascii_digit()
-        && bytes
-            .iter()
-            .all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-        && !name.contains("__")
-}
-
 /// Checks every type's `tools` at start-up: an MCP entry must name a configured server and fit
 /// the providers' name rule; any other entry must name a tool the catalogue has (a built-in
 /// tool or a configured one). An MCP tool its server does not list (yet) is not an error: a
@@ -72,7 +60,7 @@ pub fn check_type_tools(types: &AgentTypes, catalogue: &ToolCatalogue) -> Result
     };
     for ty in types.iter() {
         for entry in &ty.tools {
-            if let Some(rest) = entry.strip_prefix(super::mcp::PREFIX) {
+            if let Some(rest) = entry.strip_prefix(PREFIX) {
                 let Some((server, tool)) = split_exposed(entry) else {
                     return Err(invalid(
                         &ty.name,
@@ -137,15 +125,5 @@ mod tests {
             ToolPattern::parse("spawn_subagent").matches(&spawn),
             "aliases count"
         );
-    }
-
-    #[test]
-    fn server_names_follow_the_rule() {
-        for good in ["files", "a", "0x", "my-server_2", &"a".repeat(32)] {
-            assert!(is_valid_server_name(good), "{good}");
-        }
-        for bad in ["", "Files", "-x", "_x", "a__b", "a.b", &"a".repeat(33)] {
-            assert!(!is_valid_server_name(bad), "{bad}");
-        }
     }
 }

@@ -502,7 +502,7 @@ impl ParentRouter {
             // The turn the parent runs on it follows (links to) the child's span.
             env.trace = child.trace;
             system.route_acked(env).await?;
-            crate::metrics::global().inc(
+            agentd_observe::metrics::global().inc(
                 "agentd_messages_out_total",
                 "Child output forwarded to parents, by kind.",
                 &[("kind", kind)],

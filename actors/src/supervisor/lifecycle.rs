@@ -209,7 +209,7 @@ async fn apply(
                 // What a process-per-agent backend keeps of the agent (e.g. a CLI's sessions).
                 deps.model.control(id, Control::Delete);
                 system.directory.remove_parent_router(id, false);
-                crate::metrics::global().agent_status(id, None);
+                agentd_observe::metrics::global().agent_status(id, None);
                 deps.events.publish(&Event::Deleted {
                     agent_id: id.clone(),
                 });

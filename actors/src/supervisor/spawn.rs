@@ -63,7 +63,7 @@ impl Supervisor {
                 first_message,
             });
         }
-        crate::metrics::global().agent_status(&rec.id, Some(rec.status));
+        agentd_observe::metrics::global().agent_status(&rec.id, Some(rec.status));
         let unmet = std::mem::take(&mut dependencies.unmet);
         let addr = self.start_agent(rec.clone(), unmet);
         let first_message = first

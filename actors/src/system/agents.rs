@@ -64,7 +64,7 @@ impl AgentSystem {
                 model: req.model.clone(),
                 env: req.env.clone(),
                 background: req.background,
-                trace: crate::telemetry::current(),
+                trace: agentd_observe::telemetry::current(),
             },
         )
         .await?;
@@ -230,7 +230,7 @@ impl AgentSystem {
             env.id = id;
         }
         // The turn the answer starts joins the caller's trace.
-        env.trace = crate::telemetry::current();
+        env.trace = agentd_observe::telemetry::current();
         let addr = self.live(agent_id).await?;
         addr.send(crate::agent::messages::Provide { env, waiting_for })
             .await

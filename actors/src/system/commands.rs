@@ -76,8 +76,8 @@ impl AgentSystem {
             }
             Unfinished::Finished => {
                 let system = self.clone();
-                let trace = crate::telemetry::current();
-                let work = actix_rt::spawn(crate::telemetry::scope(trace, async move {
+                let trace = agentd_observe::telemetry::current();
+                let work = actix_rt::spawn(agentd_observe::telemetry::scope(trace, async move {
                     system.execute_scoped(cmd, scope.as_deref()).await
                 }));
                 match tokio::time::timeout(within, work).await {
@@ -183,7 +183,7 @@ impl AgentSystem {
                 self.system.deps.clock.now_ms(),
             );
             // The owner runs it in the caller's trace.
-            env.trace = crate::telemetry::current();
+            env.trace = agentd_observe::telemetry::current();
             return transport.call(env, timeout).await?.into_result();
         }
         // The reply waits until the command's effects are held by the replicas the store waits

@@ -254,8 +254,13 @@ impl AgentSystem {
         let prompt =
             crate::context_files::first_message(deps, req.prompt.as_deref(), &req.context_files)?;
         if let Some(prompt) = prompt {
-            crate::ops::first_message_again(&self.system, rec, prompt, crate::telemetry::current())
-                .await?;
+            crate::ops::first_message_again(
+                &self.system,
+                rec,
+                prompt,
+                agentd_observe::telemetry::current(),
+            )
+            .await?;
         }
         Ok(())
     }

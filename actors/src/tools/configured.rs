@@ -38,7 +38,7 @@ impl ConfiguredTool {
             call_id,
             arguments: args,
             timeout: Duration::from_millis(self.timeout_ms),
-            trace: crate::telemetry::current(),
+            trace: agentd_observe::telemetry::current(),
         };
         match client.call(call).await {
             Ok(value) => Ok(ToolOutcome::Value(value)),

@@ -92,7 +92,7 @@ impl<'a> CallMeter<'a> {
 
     /// The call has its result, `took` after it was requested: counted, timed, published.
     pub(crate) fn finished(&self, outcome: Outcome, took: Duration) {
-        let m = crate::metrics::global();
+        let m = agentd_observe::metrics::global();
         let kind = self.kind.as_str();
         m.inc(
             CALLS.0,

@@ -2,7 +2,7 @@
 //! so a fast stream costs observers about ten events a second per agent), and what it has cost
 //! so far is known, so a call aborted before its end still counts its tokens.
 
-use crate::clock::Clock;
+use crate::ports::Clock;
 use crate::ports::{AnswerObserver, EventSink};
 use agentd_proto::{Event, Usage};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -165,7 +165,7 @@ impl AnswerObserver for LiveAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::ManualClock;
+    use crate::ports::ManualClock;
 
     #[derive(Default)]
     struct Seen(Mutex<Vec<Event>>);

@@ -39,8 +39,8 @@ pub(crate) struct RequestNames {
 /// its labels on every call cost more than the count itself.
 pub(crate) struct ModelCallMeters {
     provider: Option<String>,
-    seconds: crate::metrics::Timer,
-    errors: crate::metrics::Counter,
+    seconds: agentd_observe::metrics::Timer,
+    errors: agentd_observe::metrics::Counter,
 }
 
 impl ModelCallMeters {
@@ -50,7 +50,7 @@ impl ModelCallMeters {
             ("provider", provider.as_deref().unwrap_or("default")),
             ("backend", backend),
         ];
-        let m = crate::metrics::global();
+        let m = agentd_observe::metrics::global();
         ModelCallMeters {
             seconds: m.histogram(MODEL_CALL_SECONDS.0, MODEL_CALL_SECONDS.1, &labels),
             errors: m.counter(MODEL_ERRORS.0, MODEL_ERRORS.1, &labels),
@@ -113,7 +113,7 @@ fn cli_tools(rec: &AgentRecord, deps: &Deps) -> CliTools {
 #[cold]
 fn request_contents(span: &tracing::Span, req: &ModelRequest) {
     let system = serde_json::json!([{"type": "text", "content": &*req.system_prompt}]);
-    crate::telemetry::set_content(span, "gen_ai.system_instructions", system.to_string());
+    agentd_observe::telemetry::set_content(span, "gen_ai.system_instructions", system.to_string());
     let messages: Vec<serde_json::Value> = req
         .thread
         .iter()
@@ -130,7 +130,7 @@ fn request_contents(span: &tracing::Span, req: &ModelRequest) {
             serde_json::json!({"role": e.role, "parts": parts})
         })
         .collect();
-    crate::telemetry::set_content(
+    agentd_observe::telemetry::set_content(
         span,
         "gen_ai.input.messages",
         serde_json::Value::Array(messages).to_string(),
@@ -232,9 +232,9 @@ impl Turn {
         let other = (req.provider != self.names.calls.provider)
             .then(|| ModelCallMeters::of(req.provider.clone(), &self.deps));
         let started = std::time::Instant::now();
-        let chat = if crate::telemetry::enabled() {
+        let chat = if agentd_observe::telemetry::enabled() {
             let provider = req.provider.as_deref();
-            crate::telemetry::chat(
+            agentd_observe::telemetry::chat(
                 self.deps.model.backend_of(provider),
                 // The model asked for: the agent's, else its provider's configured one.
                 req.model
@@ -248,13 +248,14 @@ impl Turn {
         let res = if chat.is_disabled() {
             self.deps.model.complete(req).await
         } else {
-            if crate::telemetry::capture_content() {
+            if agentd_observe::telemetry::capture_content() {
                 request_contents(&chat, &req);
             }
             // What the backend sends (an A2A remote's `traceparent`) names the `chat` span.
-            let ctx = crate::telemetry::context_of(&chat).or_else(crate::telemetry::current);
+            let ctx = agentd_observe::telemetry::context_of(&chat)
+                .or_else(agentd_observe::telemetry::current);
             let call = tracing::Instrument::instrument(self.deps.model.complete(req), chat.clone());
-            crate::telemetry::scope(ctx, call).await
+            agentd_observe::telemetry::scope(ctx, call).await
         };
         self.shared.call_ended();
         answer.finish();
@@ -324,8 +325,8 @@ impl Turn {
                 };
                 // The model that answered, as the provider names it; else the one asked for.
                 let answered = r.model.as_deref().or(model);
-                crate::telemetry::chat_answered(span, answered, &r.usage, finish);
-                if crate::telemetry::capture_content() {
+                agentd_observe::telemetry::chat_answered(span, answered, &r.usage, finish);
+                if agentd_observe::telemetry::capture_content() {
                     let mut parts = vec![serde_json::json!({"type": "text", "content": r.text})];
                     parts.extend(r.tool_calls.iter().map(|c| {
                         serde_json::json!({"type": "tool_call", "id": c.id, "name": c.name,
@@ -333,9 +334,13 @@ impl Turn {
                     }));
                     let out = serde_json::json!([{"role": "assistant", "parts": parts,
                                                   "finish_reason": finish}]);
-                    crate::telemetry::set_content(span, "gen_ai.output.messages", out.to_string());
+                    agentd_observe::telemetry::set_content(
+                        span,
+                        "gen_ai.output.messages",
+                        out.to_string(),
+                    );
                 }
-                crate::telemetry::meters::model_call(
+                agentd_observe::telemetry::meters::model_call(
                     backend,
                     model,
                     answered,
@@ -351,8 +356,8 @@ impl Turn {
                     ModelError::Failed(_) => "model_error",
                     ModelError::Unavailable(_) => "model_unavailable",
                 };
-                crate::telemetry::failed(span, kind);
-                crate::telemetry::meters::model_call(
+                agentd_observe::telemetry::failed(span, kind);
+                agentd_observe::telemetry::meters::model_call(
                     backend,
                     model,
                     None,

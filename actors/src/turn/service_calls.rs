@@ -134,13 +134,14 @@ impl Turn {
             // Stored, not yet handed to the workers (new, or stored just before a crash):
             // published now under its id, then marked so. With telemetry on, it is handed
             // over in an `execute_tool` span, whose context the workers get.
-            let span = crate::telemetry::execute_tool(tool.name.as_str(), &call.id, None);
-            let ctx = crate::telemetry::context_of(&span).or_else(crate::telemetry::current);
+            let span = agentd_observe::telemetry::execute_tool(tool.name.as_str(), &call.id, None);
+            let ctx = agentd_observe::telemetry::context_of(&span)
+                .or_else(agentd_observe::telemetry::current);
             let publish =
                 tracing::Instrument::instrument(transport.publish_tool_call(&stored), span.clone());
-            let published = crate::telemetry::scope(ctx, publish).await;
+            let published = agentd_observe::telemetry::scope(ctx, publish).await;
             if let Err(e) = &published {
-                crate::telemetry::failed(&span, e.code.as_str());
+                agentd_observe::telemetry::failed(&span, e.code.as_str());
             }
             published?;
             stored.published = true;

@@ -140,7 +140,7 @@ mod tests {
 
     #[test]
     fn a_stop_aborts_the_call_in_flight_and_an_abort_answers_its_cost_once() {
-        let clock: Arc<dyn crate::clock::Clock> = Arc::new(crate::clock::ManualClock::new(1));
+        let clock: Arc<dyn crate::ports::Clock> = Arc::new(crate::ports::ManualClock::new(1));
         let shared = TurnShared::default();
         let answer = Arc::new(LiveAnswer::new(None, clock.clone(), 10));
         let cancel = CancellationToken::new();

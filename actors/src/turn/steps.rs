@@ -485,7 +485,7 @@ impl Turn {
                     run_as,
                     &call.arguments,
                 ));
-                if crate::telemetry::enabled() {
+                if agentd_observe::telemetry::enabled() {
                     traced_tool(&tool, call, run).await
                 } else {
                     run.await
@@ -617,18 +617,19 @@ where
     F: std::future::Future<Output = Result<ToolOutcome, AgentdError>>,
 {
     use tracing::Instrument;
-    let span = crate::telemetry::execute_tool(tool.name(), &call.id, tool.mcp_server());
-    let ctx = crate::telemetry::context_of(&span).or_else(crate::telemetry::current);
-    let capture = crate::telemetry::capture_content();
+    let span = agentd_observe::telemetry::execute_tool(tool.name(), &call.id, tool.mcp_server());
+    let ctx =
+        agentd_observe::telemetry::context_of(&span).or_else(agentd_observe::telemetry::current);
+    let capture = agentd_observe::telemetry::capture_content();
     if capture {
         let args = call.arguments.to_string();
-        crate::telemetry::set_content(&span, "gen_ai.tool.call.arguments", args);
+        agentd_observe::telemetry::set_content(&span, "gen_ai.tool.call.arguments", args);
     }
-    let outcome = crate::telemetry::scope(ctx, run.instrument(span.clone())).await;
+    let outcome = agentd_observe::telemetry::scope(ctx, run.instrument(span.clone())).await;
     match &outcome {
-        Err(e) => crate::telemetry::failed(&span, e.code.as_str()),
+        Err(e) => agentd_observe::telemetry::failed(&span, e.code.as_str()),
         Ok(ToolOutcome::Value(v)) if capture => {
-            crate::telemetry::set_content(&span, "gen_ai.tool.call.result", v.to_string());
+            agentd_observe::telemetry::set_content(&span, "gen_ai.tool.call.result", v.to_string());
         }
         Ok(_) => {}
     }

@@ -65,7 +65,7 @@ where
     }
     // The GenAI spans are the exporter's only.
     filter = filter.add_directive(
-        format!("{}=off", agentd_actors::telemetry::TARGET)
+        format!("{}=off", agentd_observe::telemetry::TARGET)
             .parse()
             .map_err(|e| StartError::logs("the telemetry directive", e))?,
     );
@@ -86,8 +86,8 @@ where
             .with(telemetry.layer())
             .try_init()
             .map_err(|e| StartError::logs("installing the log subscriber", e))?;
-        agentd_actors::telemetry::set_enabled(true);
-        agentd_actors::telemetry::set_capture_content(telemetry.capture_content);
+        agentd_observe::telemetry::set_enabled(true);
+        agentd_observe::telemetry::set_capture_content(telemetry.capture_content);
         return Ok(());
     }
     let builder = tracing_subscriber::fmt()

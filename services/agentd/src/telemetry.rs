@@ -3,20 +3,20 @@
 //!
 //! - **Off by default**: nothing is installed while neither `telemetry.otlp_endpoint` nor
 //!   `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set, and the
-//!   actors then make no spans ([`agentd_actors::telemetry::enabled`]).
+//!   actors then make no spans ([`agentd_observe::telemetry::enabled`]).
 //! - **Bounded**: at most `max_queue_spans` spans wait for export. A span past that, and every
 //!   span of a batch the collector did not take (down, refusing, timing out), is dropped and
 //!   counted in `agentd_telemetry_spans_dropped_total`; the first drop is logged once, and so is
 //!   the first export that works again. agentd's work never waits for the collector.
 //! - **No loop**: the SDK is built without its internal logs, and the exporter's layer takes
-//!   the spans of [`agentd_actors::telemetry::TARGET`] alone, so nothing the exporter (or its
+//!   the spans of [`agentd_observe::telemetry::TARGET`] alone, so nothing the exporter (or its
 //!   HTTP client) logs becomes a span it exports.
 //! - **agentd's ids**: the SDK's id generator takes the ids the actors chose for a turn's span
-//!   ([`agentd_actors::telemetry::next_ids`]), so a turn's stored trace context names the span
+//!   ([`agentd_observe::telemetry::next_ids`]), so a turn's stored trace context names the span
 //!   the collector receives.
 
 pub use crate::settings::TelemetrySettings;
-use agentd_actors::metrics::Counter;
+use agentd_observe::metrics::Counter;
 use opentelemetry::trace::{SpanId, TraceId, TracerProvider as _};
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::error::OTelSdkResult;
@@ -142,14 +142,14 @@ impl Telemetry {
             .with_tracked_inactivity(false)
             .with_filter(
                 tracing_subscriber::filter::Targets::new()
-                    .with_target(agentd_actors::telemetry::TARGET, tracing::Level::TRACE),
+                    .with_target(agentd_observe::telemetry::TARGET, tracing::Level::TRACE),
             )
     }
 }
 
 impl Drop for Telemetry {
     fn drop(&mut self) {
-        agentd_actors::telemetry::set_enabled(false);
+        agentd_observe::telemetry::set_enabled(false);
         // What is queued goes out now, if the collector takes it.
         let _ = self.traces.shutdown();
         let _ = self.metrics.shutdown();
@@ -163,14 +163,14 @@ struct AgentdIds(RandomIdGenerator);
 
 impl IdGenerator for AgentdIds {
     fn new_trace_id(&self) -> TraceId {
-        match agentd_actors::telemetry::next_ids() {
+        match agentd_observe::telemetry::next_ids() {
             Some((trace, _)) => TraceId::from(trace),
             None => self.0.new_trace_id(),
         }
     }
 
     fn new_span_id(&self) -> SpanId {
-        match agentd_actors::telemetry::next_ids() {
+        match agentd_observe::telemetry::next_ids() {
             Some((_, span)) => SpanId::from(span),
             None => self.0.new_span_id(),
         }
@@ -206,7 +206,7 @@ impl Gate {
         Gate {
             max,
             waiting: AtomicUsize::new(0),
-            dropped: agentd_actors::metrics::global().counter(DROPPED.0, DROPPED.1, &[]),
+            dropped: agentd_observe::metrics::global().counter(DROPPED.0, DROPPED.1, &[]),
             dropping: AtomicBool::new(false),
         }
     }
@@ -310,7 +310,7 @@ pub async fn trace_context(
     req: actix_web::dev::ServiceRequest,
     next: actix_web::middleware::Next<impl actix_web::body::MessageBody + 'static>,
 ) -> Result<actix_web::dev::ServiceResponse<impl actix_web::body::MessageBody>, actix_web::Error> {
-    use agentd_actors::telemetry;
+    use agentd_observe::telemetry;
     use agentd_proto::TraceContext;
     let incoming = req
         .headers()

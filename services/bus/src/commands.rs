@@ -15,7 +15,7 @@ use crate::dead::DeadLetters;
 use crate::streams::{
     Backoff, GroupReader, ack, be, claim_from_gone, decode_stream_entry, ensure_group, now_ms,
 };
-use agentd_actors::AgentSystem;
+use agentd_ports::Inbound;
 use agentd_proto::codec::encode_envelope;
 use agentd_proto::{Address, AgentdError, Envelope, ErrorCode, Item, PROTOCOL_VERSION, Reply};
 use agentd_store::{RedisConnection, RedisTarget};
@@ -132,14 +132,14 @@ impl CommandConsumer {
     }
 
     /// Creates the group and runs the loop in the background.
-    pub async fn start(self, system: AgentSystem) -> Result<(), AgentdError> {
+    pub async fn start(self, system: Arc<dyn Inbound>) -> Result<(), AgentdError> {
         let mut con = self.con.clone();
         ensure_group(&mut con, &self.key).await?;
         actix_rt::spawn(async move { self.run(system).await });
         Ok(())
     }
 
-    async fn run(self, system: AgentSystem) {
+    async fn run(self, system: Arc<dyn Inbound>) {
         let mut backoff = Backoff::new();
         let mut running = Running::new(self.limits);
         while !self.stopping.load(Ordering::SeqCst) {
@@ -150,7 +150,11 @@ impl CommandConsumer {
         }
     }
 
-    async fn read(&self, system: &AgentSystem, running: &mut Running) -> Result<(), AgentdError> {
+    async fn read(
+        &self,
+        system: &Arc<dyn Inbound>,
+        running: &mut Running,
+    ) -> Result<(), AgentdError> {
         let mut reader = GroupReader::connect(&self.target, &self.key, &self.consumer).await?;
         let mut con = self.con.clone();
         let mut next_claim = std::time::Instant::now();
@@ -247,7 +251,7 @@ impl CommandConsumer {
     /// reader reads its pending list again).
     async fn run_command(
         &self,
-        system: &AgentSystem,
+        system: &Arc<dyn Inbound>,
         env: Envelope,
         id: String,
         running: &mut Running,
@@ -298,7 +302,7 @@ impl CommandConsumer {
 
     async fn execute(
         &self,
-        system: &AgentSystem,
+        system: &Arc<dyn Inbound>,
         env: Envelope,
         con: &mut RedisConnection,
     ) -> Result<(), AgentdError> {
@@ -307,10 +311,10 @@ impl CommandConsumer {
             // Run as request `env.id`: an entry read again (a crash before its acknowledgement)
             // repeats none of what the first run queued.
             Item::Command(command) => {
-                let kind = agentd_actors::failpoints::kind_of(&command);
-                let run = system.execute_request(command, env.id);
-                let result = agentd_actors::telemetry::scope(env.trace, run).await;
-                agentd_actors::failpoints::before_command_ack(&kind);
+                let kind = crate::failpoints::kind_of(&command);
+                let run = system.execute(command, Some(env.id));
+                let result = agentd_observe::telemetry::scope(env.trace, run).await;
+                crate::failpoints::before_command_ack(&kind);
                 result
             }
             _ => Err(AgentdError::new(

@@ -40,7 +40,7 @@ impl DeadLetters {
         raw: Option<Vec<u8>>,
     ) {
         self.count.fetch_add(1, Ordering::Relaxed);
-        agentd_actors::metrics::global().inc(
+        agentd_observe::metrics::global().inc(
             "agentd_dead_letters_total",
             "Entries moved to the dead-letter stream.",
             &[("stream", stream)],

@@ -17,7 +17,7 @@
 //! do its agents build them ([`EventSink::is_listened`]). A service serving A2A subscribes at
 //! start (its watcher), so its ring holds everything from then on.
 
-use agentd_actors::EventSink;
+use agentd_ports::EventSink;
 use agentd_proto::Event;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};

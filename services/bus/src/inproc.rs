@@ -1,7 +1,7 @@
 //! In-process event bus: a tokio broadcast channel. Publishing never blocks; a subscriber that
 //! falls behind by more than the capacity loses the oldest events (and is told how many).
 
-use agentd_actors::EventSink;
+use agentd_ports::EventSink;
 use agentd_proto::Event;
 use tokio::sync::broadcast;
 

@@ -1,5 +1,10 @@
 //! `agentd-bus`: how envelopes and events cross process boundaries.
 //!
+//! An adapter of the ports: it compiles against `agentd-ports` (it implements `Transport` and
+//! `EventSink`, and feeds the agent system through `Inbound`, an `Arc<dyn Inbound>` the
+//! service hands each reader), `agentd-observe` (metrics, the trace context a command joins),
+//! the store's Redis connection and `agentd-proto`, never against the actors.
+//!
 //! | module | what it holds |
 //! |---|---|
 //! | `inproc` | [`InProcessBus`]: a broadcast of events to in-process subscribers (SSE, tests) |
@@ -11,6 +16,7 @@
 //! | `dead` | [`DeadLetters`]: the `<ns>:dead` stream |
 //! | `streams` | what every stream reader shares: the consumer group and one process's reading in it (`GroupReader`, `ack`), entry decoding, reconnection backoff |
 //! | `blocking` | connections of their own for blocking reads; on a Redis Cluster, one follows its slot's node through `MOVED`/`ASK`/`TRYAGAIN` |
+//! | `failpoints` | `before-command-ack`: where a test may stop the process before a command's entry is acknowledged (the `failpoints` feature) |
 //!
 //! Other crates use the items re-exported here; the modules are the crate's own.
 
@@ -18,6 +24,7 @@ mod blocking;
 mod commands;
 mod dead;
 mod event_log;
+mod failpoints;
 mod inproc;
 mod redis_bus;
 mod redis_events;

@@ -7,7 +7,7 @@
 use crate::blocking::BlockingConnection;
 use crate::event_log::{EventLog, Logged};
 use crate::streams::Backoff;
-use agentd_actors::EventSink;
+use agentd_ports::EventSink;
 use agentd_proto::Event;
 use agentd_proto::codec::encode;
 use agentd_store::{RedisConnection, RedisTarget};

@@ -9,7 +9,7 @@
 
 use crate::dead::DeadLetters;
 use crate::streams::{Backoff, GroupReader, ack, ensure_group};
-use agentd_actors::AgentSystem;
+use agentd_ports::{Inbound, ToolCalls};
 use agentd_proto::{AgentdError, Command, ErrorCode, ToolAnswerError};
 use agentd_store::{RedisConnection, RedisTarget};
 use redis::streams::StreamId;
@@ -48,6 +48,10 @@ struct WorkerError {
 
 /// Reads `<ns>:tool_replies` and applies the answers.
 pub struct ToolReplies {
+    /// Where a call's record is read, to tell its agent: the store itself. The agent system
+    /// would add nothing to that read, so the inbound port leaves it out and the reader holds
+    /// the store's port of its own.
+    calls: Arc<dyn ToolCalls>,
     target: RedisTarget,
     key: String,
     consumer: String,
@@ -58,8 +62,10 @@ pub struct ToolReplies {
 }
 
 impl ToolReplies {
-    /// A reader of `key` as consumer `consumer` (the process id).
+    /// A reader of `key` as consumer `consumer` (the process id), reading the calls' records
+    /// from `calls`.
     pub fn new(
+        calls: Arc<dyn ToolCalls>,
         target: &RedisTarget,
         key: String,
         consumer: String,
@@ -68,6 +74,7 @@ impl ToolReplies {
         dead: DeadLetters,
     ) -> Self {
         ToolReplies {
+            calls,
             target: target.clone(),
             key,
             consumer,
@@ -84,14 +91,14 @@ impl ToolReplies {
     }
 
     /// Creates the group (and the stream) and runs the loop in the background.
-    pub async fn start(self, system: AgentSystem) -> Result<(), AgentdError> {
+    pub async fn start(self, system: Arc<dyn Inbound>) -> Result<(), AgentdError> {
         let mut con = self.con.clone();
         ensure_group(&mut con, &self.key).await?;
         actix_rt::spawn(async move { self.run(system).await });
         Ok(())
     }
 
-    async fn run(self, system: AgentSystem) {
+    async fn run(self, system: Arc<dyn Inbound>) {
         let mut backoff = Backoff::new();
         while !self.stopping.load(Ordering::SeqCst) {
             if let Err(e) = self.read(&system).await {
@@ -101,7 +108,7 @@ impl ToolReplies {
         }
     }
 
-    async fn read(&self, system: &AgentSystem) -> Result<(), AgentdError> {
+    async fn read(&self, system: &Arc<dyn Inbound>) -> Result<(), AgentdError> {
         let mut reader = GroupReader::connect(&self.target, &self.key, &self.consumer).await?;
         let mut con = self.con.clone();
         while !self.stopping.load(Ordering::SeqCst) {
@@ -116,7 +123,7 @@ impl ToolReplies {
     }
 
     /// Applies one entry; `Err` only for an entry that is no answer at all (dead-lettered).
-    async fn apply(&self, system: &AgentSystem, sid: &StreamId) -> Result<(), AgentdError> {
+    async fn apply(&self, system: &Arc<dyn Inbound>, sid: &StreamId) -> Result<(), AgentdError> {
         let bad = |why: String| AgentdError::new(ErrorCode::BadEnvelope, why);
         let bytes: Vec<u8> = sid
             .get("m")
@@ -152,7 +159,7 @@ impl ToolReplies {
             ),
             None => (Some(entry.item.result.unwrap_or(Value::Null)), None),
         };
-        let Some(call) = system.deps().store.tool_call_get(call_id).await? else {
+        let Some(call) = self.calls.tool_call_get(call_id).await? else {
             tracing::warn!(%call_id, "a tool reply for no known call; dropped");
             return Ok(());
         };
@@ -162,7 +169,7 @@ impl ToolReplies {
             result,
             error,
         };
-        match system.execute(cmd).await {
+        match system.execute(cmd, None).await {
             Ok(_) => {}
             Err(e) if e.code == ErrorCode::ToolCallClosed => {
                 // Expected now and then (delivery to workers is at least once): logged, not

@@ -4,7 +4,7 @@
 
 use crate::config::McpServerConfig;
 use crate::server::{Server, ToolsChanged};
-use agentd_actors::{McpCallResult, McpServerStatus, McpToolDef, McpTools};
+use agentd_ports::{McpCallResult, McpServerStatus, McpToolDef, McpTools};
 use agentd_proto::{AgentdError, ErrorCode};
 use async_trait::async_trait;
 use serde_json::Value;

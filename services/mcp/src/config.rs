@@ -2,7 +2,7 @@
 //! start-up (its name checked, its `${VAR}` references expanded).
 
 use crate::expand::{ExpandError, expand};
-use agentd_actors::is_valid_server_name;
+use agentd_ports::is_valid_server_name;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! are shown (names checked, schemas normalised), and a call's result becomes what the model
 //! reads (text kept, other content kinds described rather than dropped).
 
-use agentd_actors::{McpCallResult, McpToolDef, is_valid_exposed_name};
+use agentd_ports::{McpCallResult, McpToolDef, is_valid_exposed_name};
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 

@@ -1,6 +1,8 @@
 //! The MCP client of agentd: the configured MCP servers (`[mcp.servers.<name>]`, stdio or
-//! streamable HTTP) behind the actors' [`McpTools`](agentd_actors::McpTools) port, built on
-//! the official Rust SDK (`rmcp`). The actors never name it.
+//! streamable HTTP) behind the actors' [`McpTools`](agentd_ports::McpTools) port, built on
+//! the official Rust SDK (`rmcp`). The actors never name it, nor it them: it compiles against
+//! `agentd-ports` (the port, the rules of a server's and an exposed tool's names),
+//! `agentd-observe` (a server's metrics, the trace context a call carries) and `agentd-proto`.
 //!
 //! | module | what it holds |
 //! |---|---|

@@ -18,7 +18,7 @@ use crate::content::{ListedTools, RemoteTool, call_result, listed_tools};
 use crate::session::{
     Lost, SessionCheckingClient, SessionLoss, initialisation_failure, never_sent,
 };
-use agentd_actors::{McpCallResult, McpServerStatus, McpToolDef};
+use agentd_ports::{McpCallResult, McpServerStatus, McpToolDef};
 use agentd_proto::{AgentdError, ErrorCode};
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{NotificationContext, Peer, RoleClient, ServiceExt};
@@ -153,7 +153,7 @@ impl Server {
     }
 
     fn set_up(&self, up: bool) {
-        agentd_actors::metrics::global().set(
+        agentd_observe::metrics::global().set(
             "agentd_mcp_server_up",
             "Whether the MCP server is connected (1) or not (0).",
             &[("server", &self.config.name)],
@@ -361,7 +361,7 @@ impl Server {
                 let mut params =
                     CallToolRequestParams::new(tool.tool.clone()).with_arguments(arguments.clone());
                 // The MCP semantic conventions' propagation: W3C trace context in `params._meta`.
-                if let Some(trace) = agentd_actors::telemetry::current() {
+                if let Some(trace) = agentd_observe::telemetry::current() {
                     let mut meta = serde_json::Map::new();
                     meta.insert("traceparent".into(), Value::String(trace.to_string()));
                     params.meta = Some(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(

@@ -6,7 +6,7 @@
 //! aborted call counts what the provider said it used.
 
 use crate::http::{HttpClient, HttpSettings, event_json};
-use agentd_actors::{
+use agentd_ports::{
     AnswerObserver, ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse,
 };
 use agentd_proto::{Role, ToolCall, Usage};

@@ -15,13 +15,14 @@
 //! [`ModelError::Cancelled`]) or when its future is dropped (an interrupt, a cancel, a shutdown
 //! aborting the turn): either closes its request at once instead of letting it run on.
 
-use agentd_actors::{CancellationToken, ModelError};
+use agentd_ports::ModelError;
 use backon::BackoffBuilder;
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 use std::time::{Duration, SystemTime};
+use tokio_util::sync::CancellationToken;
 
 /// Transport settings of an HTTP backend.
 #[derive(Debug, Clone)]

@@ -1,4 +1,6 @@
-//! `agentd-models`: implementations of the `ModelClient` port.
+//! `agentd-models`: implementations of the `ModelClient` port. An adapter: it compiles
+//! against `agentd-ports` (the port, `Clock`), `agentd-observe` (the trace context a remote
+//! call carries) and `agentd-proto`, not against the actors.
 //!
 //! | module | what it holds |
 //! |---|---|

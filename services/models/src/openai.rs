@@ -5,7 +5,7 @@
 //! arrives, tool calls are assembled from their deltas.
 
 use crate::http::{HttpClient, HttpSettings};
-use agentd_actors::{
+use agentd_ports::{
     AnswerObserver, ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse,
 };
 use agentd_proto::{Role, ToolCall, Usage};

@@ -17,7 +17,7 @@
 //! grace period; terminate = SIGKILL. Every child is reaped, and killed when agentd drops the
 //! backend (`kill_on_drop`).
 
-use agentd_actors::{ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse};
+use agentd_ports::{ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse};
 use agentd_proto::{Control, ToolCall, Usage};
 use async_trait::async_trait;
 use nix::sys::signal::{Signal, kill};

@@ -3,7 +3,7 @@
 //! names, or to the default one (`[model]`). Lifecycle controls reach every provider, so a
 //! process-per-agent backend follows its agents whichever provider they use.
 
-use agentd_actors::{ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse};
+use agentd_ports::{ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse};
 use agentd_proto::Control;
 use async_trait::async_trait;
 use std::collections::BTreeMap;

@@ -26,7 +26,7 @@
 //! arguments = { command = "send_message", worker = "Ops", message = "{{input}}", threadAlias = "a" }
 //! ```
 
-use agentd_actors::{
+use agentd_ports::{
     Clock, ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose,
 };
 use agentd_proto::{Role, ToolCall, Usage};

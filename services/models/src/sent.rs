@@ -6,7 +6,7 @@
 //! goes out: it would give the model nothing to answer (on Anthropic, a prefill it continues as
 //! its own words).
 
-use agentd_actors::{ModelError, ModelRequest, Purpose};
+use agentd_ports::{ModelError, ModelRequest, Purpose};
 use agentd_proto::conversation::{as_sent, ends_with_answer};
 use agentd_proto::ids::derived_id;
 use agentd_proto::{Role, ThreadEntry};
@@ -56,7 +56,7 @@ mod tests {
             cli_session_id: None,
             cli_tools: Arc::default(),
             observer: None,
-            cancel: agentd_actors::CancellationToken::new(),
+            cancel: tokio_util::sync::CancellationToken::new(),
         }
     }
 

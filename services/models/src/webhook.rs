@@ -11,7 +11,7 @@
 //! exponential backoff, within the tool's timeout (which bounds the whole call); any other
 //! status is a tool error carrying the status and a bounded excerpt of the body.
 
-use agentd_actors::{WebhookCall, WebhookClient, WebhookError};
+use agentd_ports::{WebhookCall, WebhookClient, WebhookError};
 use async_trait::async_trait;
 use backon::BackoffBuilder;
 use hmac::{Hmac, Mac};

@@ -1,8 +1,8 @@
 //! The scripted model: matching, placeholders, ids, failures and the injected clock.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agentd_actors::{ManualClock, ModelClient, ModelError, ModelRequest, Purpose, SystemClock};
 use agentd_models::ScriptedModel;
+use agentd_ports::{ManualClock, ModelClient, ModelError, ModelRequest, Purpose, SystemClock};
 use agentd_proto::{Role, ThreadEntry};
 use futures::FutureExt;
 use serde_json::json;
@@ -30,7 +30,7 @@ fn req(agent_type: &str, title: &str, entries: &[(Role, &str)]) -> ModelRequest 
         cli_session_id: None,
         cli_tools: Default::default(),
         observer: None,
-        cancel: agentd_actors::CancellationToken::new(),
+        cancel: tokio_util::sync::CancellationToken::new(),
     }
 }
 

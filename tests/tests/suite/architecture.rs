@@ -1,7 +1,9 @@
 //! Imports read one way (docs/architecture.md, "Floors"): `actors`' top-level modules name only
 //! modules of their own floor or a lower one, and no folder of any crate of the workspace holds
 //! an import cycle among its files — but one, `actors`' floor 7, the actors that address one
-//! another.
+//! another. And crates depend one way (docs/architecture.md, "Crates"): no adapter
+//! (`services/store`, `bus`, `models`, `mcp`) depends on `agentd-actors`, and the ports and
+//! `agentd-observe` on nothing of the workspace but `agentd-proto`, as their manifests say.
 //!
 //! In the manner of rust-analyzer's tidy tests this reads the sources. Every path a file names
 //! through `crate::`, `super::` or `self::` (in `use` trees, expressions and doc links alike;
@@ -20,13 +22,10 @@ use std::path::{Path, PathBuf};
 /// the same table.
 const FLOORS: &[(&str, u8)] = &[
     // 0: leaves, named by everything.
-    ("clock", 0),
     ("deadline", 0),
     ("errors", 0),
     ("failpoints", 0),
     ("hashing", 0),
-    ("metrics", 0),
-    ("telemetry", 0),
     // 1: plain data and the ports to the outside.
     ("config", 1),
     ("ports", 1),
@@ -494,4 +493,134 @@ fn paths_resolve_and_a_cycle_between_siblings_is_caught() {
     let found = upward(&edges);
     assert_eq!(found.len(), 1, "config (1) → tools (5): {found:?}");
     assert!(found[0].starts_with("config (1) → tools (5)"), "{found:?}");
+}
+
+/// The adapters that feed the actors or serve them, each on the ports: none of them may depend
+/// on `agentd-actors` (docs/architecture.md, "Crates").
+const ADAPTERS: &[&str] = &[
+    "services/store",
+    "services/bus",
+    "services/models",
+    "services/mcp",
+];
+
+/// The crates under the actors and the adapters, and the workspace crates each may depend on:
+/// the ports and the observability leaf name only the wire vocabulary.
+const LEAVES: &[(&str, &[&str])] = &[
+    ("actors/ports", &["agentd-proto"]),
+    ("actors/observe", &["agentd-proto"]),
+    ("proto", &[]),
+];
+
+/// Each member folder (`services/bus`, …) with its package name and the names of the packages
+/// its `[dependencies]` list (a renamed one by its `package`), target-specific tables too.
+fn manifests() -> Vec<(String, String, BTreeSet<String>)> {
+    let root = workspace();
+    let manifest: toml::Value =
+        toml::from_str(&std::fs::read_to_string(root.join("Cargo.toml")).unwrap()).unwrap();
+    let mut out = Vec::new();
+    for member in manifest["workspace"]["members"].as_array().unwrap() {
+        let member = member.as_str().unwrap();
+        let text = std::fs::read_to_string(root.join(member).join("Cargo.toml")).unwrap();
+        out.push(manifest_of(member, &text));
+    }
+    out
+}
+
+/// [`manifests`]' entry of the member at `folder` whose `Cargo.toml` is `text`.
+fn manifest_of(folder: &str, text: &str) -> (String, String, BTreeSet<String>) {
+    let value: toml::Value = toml::from_str(text).unwrap();
+    let name = value["package"]["name"].as_str().unwrap().to_string();
+    let mut tables: Vec<&toml::Value> = value.get("dependencies").into_iter().collect();
+    if let Some(targets) = value.get("target").and_then(toml::Value::as_table) {
+        tables.extend(targets.values().filter_map(|t| t.get("dependencies")));
+    }
+    let deps = tables
+        .iter()
+        .filter_map(|t| t.as_table())
+        .flat_map(|t| t.iter())
+        .map(|(key, spec)| {
+            spec.get("package")
+                .and_then(toml::Value::as_str)
+                .unwrap_or(key)
+                .to_string()
+        })
+        .collect();
+    (folder.to_string(), name, deps)
+}
+
+/// What breaks the crate graph: an adapter on the actors, a leaf on more of the workspace
+/// than it may name.
+fn crate_graph_breaches(manifests: &[(String, String, BTreeSet<String>)]) -> Vec<String> {
+    let ours: BTreeSet<&str> = manifests.iter().map(|(_, name, _)| name.as_str()).collect();
+    let mut found = Vec::new();
+    for (folder, name, deps) in manifests {
+        if ADAPTERS.contains(&folder.as_str()) && deps.contains("agentd-actors") {
+            found.push(format!("{folder} ({name}) depends on agentd-actors"));
+        }
+        if let Some((_, allowed)) = LEAVES.iter().find(|(f, _)| f == folder) {
+            for dep in deps.iter().filter(|d| ours.contains(d.as_str())) {
+                if !allowed.contains(&dep.as_str()) {
+                    found.push(format!("{folder} ({name}) depends on {dep}"));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn adapters_compile_against_the_ports_not_the_actors() {
+    let manifests = manifests();
+    for folder in ADAPTERS.iter().chain(LEAVES.iter().map(|(f, _)| f)) {
+        assert!(
+            manifests.iter().any(|(f, _, _)| f == folder),
+            "{folder} is no workspace member: {manifests:?}"
+        );
+    }
+    let found = crate_graph_breaches(&manifests);
+    assert!(
+        found.is_empty(),
+        "dependencies that break the crate graph:\n{}",
+        found.join("\n")
+    );
+}
+
+/// The reader sees a dependency however it is written, so the test above can fail.
+#[test]
+fn a_dependency_on_the_actors_is_caught_however_written() {
+    let clean = manifests();
+    let written = [
+        "[package]\nname = \"agentd-bus\"\n[dependencies]\nagentd-actors.workspace = true\n",
+        "[package]\nname = \"agentd-bus\"\n[dependencies]\nactors = { package = \"agentd-actors\", path = \"../../actors\" }\n",
+        "[package]\nname = \"agentd-bus\"\n[target.'cfg(unix)'.dependencies]\nagentd-actors = { workspace = true }\n",
+    ];
+    for text in written {
+        let mut manifests = clean.clone();
+        let bus = manifests
+            .iter()
+            .position(|(f, _, _)| f == "services/bus")
+            .unwrap();
+        manifests[bus] = manifest_of("services/bus", text);
+        let found = crate_graph_breaches(&manifests);
+        assert!(
+            found.contains(&"services/bus (agentd-bus) depends on agentd-actors".to_string()),
+            "{text}: {found:?}"
+        );
+    }
+    let mut manifests = clean;
+    let ports = manifests
+        .iter()
+        .position(|(f, _, _)| f == "actors/ports")
+        .unwrap();
+    manifests[ports] = manifest_of(
+        "actors/ports",
+        "[package]\nname = \"agentd-ports\"\n[dependencies]\nagentd-proto.workspace = true\nagentd-observe.workspace = true\nserde.workspace = true\n",
+    );
+    let found = crate_graph_breaches(&manifests);
+    assert!(
+        found.contains(&"actors/ports (agentd-ports) depends on agentd-observe".to_string()),
+        "{found:?}"
+    );
+    assert!(!found.iter().any(|f| f.contains("serde")), "{found:?}");
 }

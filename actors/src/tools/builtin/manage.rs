@@ -108,7 +108,7 @@ pub(super) async fn run(ctx: &ToolContext, call: Call, args: &Value) -> Result<V
                     cause: ctx.cause,
                     message_id: derived_v7(call.id, "manage", call.made_at_ms),
                     again: call.again,
-                    trace: crate::telemetry::current(),
+                    trace: agentd_observe::telemetry::current(),
                 })
                 .await?;
             let child = dispatched.child_id;

@@ -64,7 +64,7 @@ pub(super) async fn run(ctx: &ToolContext, call: Call, args: &Value) -> Result<V
         model: text("model"),
         env: Default::default(),
         background: false,
-        trace: crate::telemetry::current(),
+        trace: agentd_observe::telemetry::current(),
         channel: Channel::Spawn {
             parent_id: ctx.caller.id.clone(),
             background: typed(args, "background")?.unwrap_or(false),

@@ -7,7 +7,7 @@ use crate::settings::Settings;
 use crate::sse::RedisEventStreams;
 use crate::start_error::StartError;
 use crate::wiring::Wired;
-use agentd_actors::AgentSystem;
+use agentd_actors::{AgentSystem, Inbound};
 use agentd_bus::{
     CommandConsumer, CommandLimits, DeadLetters, EventLog, InProcessBus, RedisBus, RedisEventsTail,
     ToolReplies,
@@ -50,7 +50,9 @@ impl Service {
         let mut commands_stop = None;
         let mut replies_stop = None;
         if let (Some(bus), Some(store)) = (&wired.redis, &wired.redis_store) {
-            bus.start(system.clone())
+            // The readers feed the actors through the inbound port, not the facade.
+            let inbound: Arc<dyn Inbound> = Arc::new(system.clone());
+            bus.start(inbound.clone())
                 .await
                 .map_err(|e| StartError::bus("starting the Redis bus", e))?;
             let dead = || {
@@ -76,10 +78,11 @@ impl Service {
             });
             commands_stop = Some(consumer.stop_flag());
             consumer
-                .start(system.clone())
+                .start(inbound.clone())
                 .await
                 .map_err(|e| StartError::bus("starting the command consumer", e))?;
             let replies = ToolReplies::new(
+                system.deps().store.clone(),
                 &settings.redis.target(),
                 store.keys().tool_replies(),
                 bus.process_id().to_string(),
@@ -96,7 +99,7 @@ impl Service {
             }
             replies_stop = Some(replies.stop_flag());
             replies
-                .start(system.clone())
+                .start(inbound)
                 .await
                 .map_err(|e| StartError::bus("starting the tool reply reader", e))?;
         }

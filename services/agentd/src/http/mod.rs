@@ -167,7 +167,7 @@ pub(crate) fn scope(req: &HttpRequest) -> Option<String> {
 /// it names one already.
 fn with_trace_id(mut answer: Value) -> Value {
     if let (Some(fields), Some(trace)) =
-        (answer.as_object_mut(), agentd_actors::telemetry::current())
+        (answer.as_object_mut(), agentd_observe::telemetry::current())
     {
         let id = Value::String(trace.trace_id_hex().to_string());
         match fields.get_mut("trace_id") {

@@ -27,7 +27,7 @@ pub(crate) async fn healthz() -> HttpResponse {
     )
 )]
 pub(crate) async fn metrics(st: web::Data<ApiState>) -> HttpResponse {
-    let m = agentd_actors::metrics::global();
+    let m = agentd_observe::metrics::global();
     if let Some(bus) = &st.redis {
         m.set(
             "agentd_partitions_owned",

@@ -7,11 +7,11 @@
 //! A reply stream lives as long as its process: the reply reader renews its expiry, so a dead
 //! caller's stream goes by itself.
 //!
-//! [`Transport::call`]: agentd_actors::Transport::call
+//! [`Transport::call`]: agentd_ports::Transport::call
 
 use super::{RedisBus, partition_target};
 use crate::streams::{Backoff, be, decode_stream_entry};
-use agentd_actors::AgentSystem;
+use agentd_ports::Inbound;
 use agentd_proto::codec::encode_envelope;
 use agentd_proto::{AgentdError, Envelope, ErrorCode, Item, Reply};
 use redis::cmd;
@@ -200,7 +200,7 @@ impl RedisBus {
     /// Manage sync wait), so the reader must not wait for it.
     /// Its entry is acknowledged at once: a call lost with this process is answered by the
     /// caller's timeout, and a caller may retry it.
-    pub(super) fn run_call(&self, system: &AgentSystem, env: Envelope) {
+    pub(super) fn run_call(&self, system: &Arc<dyn Inbound>, env: Envelope) {
         let system = system.clone();
         let mut con = self.con.clone();
         let replies = self.keys.replies_prefix();
@@ -213,7 +213,7 @@ impl RedisBus {
             let Item::Command(command) = env.item.clone() else {
                 return;
             };
-            let result = system.execute(command).await;
+            let result = system.execute(command, None).await;
             // The caller's reply stream goes away by itself once no process reads it (a caller
             // that died); its live reader keeps renewing this.
             let expire = env

@@ -6,20 +6,21 @@
 use super::RedisBus;
 use super::in_flight::InFlight;
 use crate::streams::{GROUP, be};
-use agentd_actors::AgentSystem;
+use agentd_ports::Inbound;
 use agentd_proto::AgentdError;
 use agentd_proto::codec::decode_envelope;
 use agentd_store::RedisConnection;
 use redis::cmd;
 use redis::streams::{StreamAutoClaimReply, StreamId};
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 impl RedisBus {
     /// Claims what the partitions marked to be claimed hold pending, those with a fresh lease
     /// (a stale one waits until its lease is renewed).
     pub(super) async fn claim_taken(
         &self,
-        system: &AgentSystem,
+        system: &Arc<dyn Inbound>,
         inflight: &mut InFlight,
         con: &mut RedisConnection,
     ) -> Result<(), AgentdError> {
@@ -59,7 +60,7 @@ impl RedisBus {
     pub(super) async fn claim(
         &self,
         k: u32,
-        system: &AgentSystem,
+        system: &Arc<dyn Inbound>,
         con: &mut RedisConnection,
     ) -> Result<(), AgentdError> {
         self.send_outbox(k, con).await?;

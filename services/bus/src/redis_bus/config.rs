@@ -22,7 +22,7 @@ pub struct RedisBusConfig {
     /// outage does not count: while Redis is unreachable, nothing is delivered.
     pub max_deliveries: u64,
     /// How long an agent may hold an entry it read before adopting it into its durable inbox,
-    /// ms (see `agentd_actors::ports::StreamEntry`); 0: no entry is offered to be held.
+    /// ms (see `agentd_ports::StreamEntry`); 0: no entry is offered to be held.
     pub hold_ms: u64,
     /// This process's id (consumer name and lease value).
     pub process_id: String,

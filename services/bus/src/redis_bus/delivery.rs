@@ -2,14 +2,14 @@
 //! acknowledged (`XACK`) only once it is durably with its agent, or dead-lettered: it could
 //! not be decoded, failed for good, or kept failing with store errors. One that failed
 //! transiently stays pending, to be claimed again. An entry read for the first time is offered
-//! to its agent to hold ([`agentd_actors::ports::StreamEntry`]): one it holds stays pending, and
+//! to its agent to hold ([`agentd_ports::StreamEntry`]): one it holds stays pending, and
 //! the agent's write that records the item's end acknowledges it.
 
 use super::RedisBus;
 use super::in_flight::Batch;
 use crate::streams::{GROUP, be, decode_stream_entry};
-use agentd_actors::AgentSystem;
-use agentd_actors::ports::StreamEntry;
+use agentd_ports::Inbound;
+use agentd_ports::StreamEntry;
 use agentd_proto::{AgentdError, Control, Envelope, ErrorCode, Event, Item};
 use agentd_store::RedisConnection;
 use redis::cmd;
@@ -34,7 +34,7 @@ impl RedisBus {
         key: String,
         ids: Vec<StreamId>,
         envs: Vec<Envelope>,
-        system: &AgentSystem,
+        system: &Arc<dyn Inbound>,
     ) -> Batch {
         let n = ids.len();
         if let Some(c) = self.delivering.get(partition as usize) {
@@ -84,7 +84,7 @@ impl RedisBus {
         key: &str,
         ids: &[&StreamId],
         decoded: Vec<Result<Envelope, AgentdError>>,
-        system: &AgentSystem,
+        system: &Arc<dyn Inbound>,
         con: &mut RedisConnection,
     ) -> Result<(), AgentdError> {
         let stream: Arc<str> = key.into();
@@ -135,7 +135,7 @@ impl RedisBus {
                 // claimed again after reconnecting. Dead-lettering it would lose a message
                 // that was acknowledged to its sender.
                 Err(e)
-                    if agentd_actors::ports::is_transient(&e)
+                    if agentd_ports::is_transient(&e)
                         && !self.delivered_too_often(key, &sid.id, &e, con).await =>
                 {
                     transient.get_or_insert(e);
@@ -221,7 +221,7 @@ pub(super) fn routes_directly(env: &Envelope) -> bool {
 
 /// Hands one envelope from a partition (from its entry `entry`) to the local actors.
 async fn deliver(
-    system: &AgentSystem,
+    system: &Arc<dyn Inbound>,
     env: Envelope,
     entry: Option<Arc<StreamEntry>>,
 ) -> Result<(), AgentdError> {
@@ -241,7 +241,7 @@ async fn deliver(
             // larger than a read batch), so envelopes handed over together keep their order.
             system.route_from_stream(env, entry).await.map(|_| ())
         }
-        Item::Control(c) => system.control(&target, *c).await.map(|_| ()),
+        Item::Control(c) => system.control(&target, *c).await,
         Item::Output(_) => system.take_output(env).await,
         _ => Err(AgentdError::new(
             ErrorCode::BadEnvelope,

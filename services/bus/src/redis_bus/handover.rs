@@ -7,7 +7,7 @@
 use super::status::lease_changed;
 use super::{RedisBus, partition_index};
 use crate::streams::be;
-use agentd_actors::AgentSystem;
+use agentd_ports::Inbound;
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, RwLock};
@@ -28,7 +28,12 @@ impl RedisBus {
     /// forgets them at once, then, in the background (a lease round goes on meanwhile), waits
     /// for the reads and deliveries under way, passivates their agents and releases the
     /// surplus leases. A partition is not taken again while it is being handed over.
-    pub(super) fn give_up(self: Arc<Self>, system: &AgentSystem, lost: &[u32], surplus: &[u32]) {
+    pub(super) fn give_up(
+        self: Arc<Self>,
+        system: &Arc<dyn Inbound>,
+        lost: &[u32],
+        surplus: &[u32],
+    ) {
         let gone: Vec<u32> = lost.iter().chain(surplus.iter()).copied().collect();
         if let Ok(mut h) = self.handing_over.write() {
             h.extend(lost.iter().map(|k| (*k, Handing::Lost)));
@@ -79,12 +84,12 @@ impl RedisBus {
     /// when a partition moved (here, after a lost lease, or in a dead owner) hold acknowledged
     /// work only in their durable inboxes: activated, or they would wait for another message
     /// to arrive.
-    pub(super) fn resume_taken(&self, system: &AgentSystem, taken: BTreeSet<u32>) {
+    pub(super) fn resume_taken(&self, system: &Arc<dyn Inbound>, taken: BTreeSet<u32>) {
         let system = system.clone();
         let partitions = self.cfg.partitions;
         actix_rt::spawn(async move {
             let filter = move |id: &str| taken.contains(&partition_index(id, partitions));
-            match system.recover_where(filter).await {
+            match system.recover_where(Box::new(filter)).await {
                 Ok(n) => tracing::info!(agents = n, "agents of taken partitions resumed"),
                 Err(e) => {
                     tracing::warn!(error = %e, "resuming the agents of taken partitions failed")

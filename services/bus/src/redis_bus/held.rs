@@ -15,7 +15,7 @@
 //! push a write of its own.
 
 use super::RedisBus;
-use agentd_actors::ports::{EntryWatch, StreamEntry};
+use agentd_ports::{EntryWatch, StreamEntry};
 use agentd_store::RedisConnection;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

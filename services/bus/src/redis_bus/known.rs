@@ -10,7 +10,7 @@
 //! [`KNOWN_FOR`]. Meanwhile a message to it is answered `202` and then dead-lettered by the
 //! partition's owner (`agent_not_found`), as one that reached the stream just before the delete.
 //!
-//! [`Transport::deleted`]: agentd_actors::Transport::deleted
+//! [`Transport::deleted`]: agentd_ports::Transport::deleted
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -23,8 +23,8 @@ use super::status::lease_changed;
 use super::times::LeaseTimes;
 use crate::blocking::BlockingConnection;
 use crate::streams::be;
-use agentd_actors::AgentSystem;
-use agentd_actors::fnv1a64;
+use agentd_ports::Inbound;
+use agentd_ports::fnv1a64;
 use agentd_proto::AgentdError;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -78,7 +78,7 @@ impl Heartbeats {
 impl RedisBus {
     /// Runs lease rounds until the bus stops: every lease round, or sooner when a process found
     /// gone will have been silent long enough for its partitions to be taken.
-    pub(super) async fn lease_loop(self: Arc<Self>, system: AgentSystem) {
+    pub(super) async fn lease_loop(self: Arc<Self>, system: Arc<dyn Inbound>) {
         let times = self.times();
         let mut next = times.round;
         while !self.stopping.load(Ordering::SeqCst) {
@@ -108,7 +108,7 @@ impl RedisBus {
     /// background.
     pub(super) async fn lease_round(
         self: Arc<Self>,
-        system: &AgentSystem,
+        system: &Arc<dyn Inbound>,
     ) -> Result<Duration, AgentdError> {
         let times = self.times();
         // Renewals first, then the heartbeat: a member's heartbeat is never older than its

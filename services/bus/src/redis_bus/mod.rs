@@ -43,8 +43,8 @@
 //! | [`known`] | the agents seen to exist lately, whose messages skip the check of their record |
 //! | [`status`] | readiness (what this process can serve now) and per-partition metrics |
 //!
-//! [`Transport`]: agentd_actors::Transport
-//! [`Transport::call`]: agentd_actors::Transport::call
+//! [`Transport`]: agentd_ports::Transport
+//! [`Transport::call`]: agentd_ports::Transport::call
 
 mod calls;
 mod claim;
@@ -67,7 +67,7 @@ pub use status::Readiness;
 use crate::blocking::BlockingConnection;
 use crate::dead::DeadLetters;
 use crate::streams::{be, ensure_group};
-use agentd_actors::AgentSystem;
+use agentd_ports::Inbound;
 use agentd_proto::{AgentdError, Envelope, ErrorCode, Reply};
 use agentd_store::RedisConnection;
 use agentd_store::{Keys, partition_index};
@@ -83,7 +83,7 @@ use uuid::Uuid;
 /// The Redis bus of one process: a [`Transport`] for the ChannelRouter plus the lease and
 /// consumer loops started by [`RedisBus::start`].
 ///
-/// [`Transport`]: agentd_actors::Transport
+/// [`Transport`]: agentd_ports::Transport
 pub struct RedisBus {
     cfg: RedisBusConfig,
     keys: Keys,
@@ -126,7 +126,7 @@ pub struct RedisBus {
     /// Calls this process handed to the owners of other partitions ([`Transport::call`]), by
     /// their envelope's id; the reply reader completes them.
     ///
-    /// [`Transport::call`]: agentd_actors::Transport::call
+    /// [`Transport::call`]: agentd_ports::Transport::call
     calls: Mutex<HashMap<Uuid, oneshot::Sender<Reply>>>,
     dead: DeadLetters,
     scripts: Scripts,
@@ -193,7 +193,7 @@ impl RedisBus {
     /// before pushing ([`Transport::may_deliver`]) cannot see a push that was still in this
     /// process's socket buffer when it stalled past its lease; Redis can.
     ///
-    /// [`Transport::may_deliver`]: agentd_actors::Transport::may_deliver
+    /// [`Transport::may_deliver`]: agentd_ports::Transport::may_deliver
     pub fn push_fence(&self) -> agentd_store::PushFence {
         let keys = self.keys.clone();
         let partitions = self.cfg.partitions;
@@ -221,7 +221,7 @@ impl RedisBus {
 
     /// Takes the first leases, then runs the lease loop and the partition reader in the
     /// background until [`RedisBus::shutdown`].
-    pub async fn start(self: &Arc<Self>, system: AgentSystem) -> Result<(), AgentdError> {
+    pub async fn start(self: &Arc<Self>, system: Arc<dyn Inbound>) -> Result<(), AgentdError> {
         let mut con = self.con.clone();
         for k in 0..self.cfg.partitions {
             ensure_group(&mut con, &self.keys.partition(k)).await?;

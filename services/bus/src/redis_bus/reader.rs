@@ -12,7 +12,7 @@ use super::delivery::routes_directly;
 use super::in_flight::InFlight;
 use crate::blocking::BlockingConnection;
 use crate::streams::{Backoff, GROUP, be};
-use agentd_actors::AgentSystem;
+use agentd_ports::Inbound;
 use agentd_proto::AgentdError;
 use agentd_store::RedisConnection;
 use futures::StreamExt;
@@ -49,7 +49,7 @@ struct EachPartition {
 
 impl RedisBus {
     /// Runs the partition reader until the bus stops, reconnecting after errors.
-    pub(super) async fn read_loop(self: Arc<Self>, system: AgentSystem) {
+    pub(super) async fn read_loop(self: Arc<Self>, system: Arc<dyn Inbound>) {
         let mut backoff = Backoff::new();
         while !self.stopping.load(Ordering::SeqCst) {
             match self.clone().read_until_error(&system).await {
@@ -62,7 +62,10 @@ impl RedisBus {
         }
     }
 
-    async fn read_until_error(self: Arc<Self>, system: &AgentSystem) -> Result<(), AgentdError> {
+    async fn read_until_error(
+        self: Arc<Self>,
+        system: &Arc<dyn Inbound>,
+    ) -> Result<(), AgentdError> {
         let mut inflight = InFlight::default();
         let res = self.read_with(system, &mut inflight).await;
         // Nothing is claimed again (after an error) or given up (stopping) while deliveries of
@@ -73,7 +76,7 @@ impl RedisBus {
 
     async fn read_with(
         self: &Arc<Self>,
-        system: &AgentSystem,
+        system: &Arc<dyn Inbound>,
         inflight: &mut InFlight,
     ) -> Result<(), AgentdError> {
         let mut readers = if self.cfg.target.is_cluster() {
@@ -401,7 +404,7 @@ impl RedisBus {
         self: &Arc<Self>,
         epochs: &HashMap<u32, u64>,
         stream: StreamKey,
-        system: &AgentSystem,
+        system: &Arc<dyn Inbound>,
         inflight: &mut InFlight,
         con: &mut RedisConnection,
     ) -> Result<(), AgentdError> {

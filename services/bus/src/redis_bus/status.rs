@@ -69,7 +69,7 @@ pub struct Readiness {
 
 /// Counts `n` lease changes of kind `change` (`taken`, `lost`, `released`).
 pub(super) fn lease_changed(change: &str, n: usize) {
-    agentd_actors::metrics::global().inc(
+    agentd_observe::metrics::global().inc(
         "agentd_lease_changes_total",
         "Partition lease changes.",
         &[("change", change)],

@@ -4,7 +4,7 @@
 
 use super::{RedisBus, partition_target};
 use crate::streams::be;
-use agentd_actors::{Clock, SystemClock, Transport};
+use agentd_ports::{Clock, SystemClock, Transport};
 use agentd_proto::codec::encode_envelope;
 use agentd_proto::{AgentdError, Envelope, Reply};
 use async_trait::async_trait;
@@ -63,7 +63,7 @@ impl Transport for RedisBus {
         self.owns(agent_id) && !self.fresh(self.partition_of(agent_id))
     }
 
-    fn may_take(&self, agent_id: &str, entry: &agentd_actors::ports::StreamEntry) -> bool {
+    fn may_take(&self, agent_id: &str, entry: &agentd_ports::StreamEntry) -> bool {
         self.may_deliver(agent_id) && entry.epoch == self.held.epoch(entry.partition)
     }
 
@@ -128,7 +128,7 @@ impl Transport for RedisBus {
         env.correlation_id = Some(call.call_id);
         env.reply_to = Some(self.keys.tool_replies());
         // The calling turn's trace: a worker that reads it joins the trace.
-        env.trace = agentd_actors::telemetry::current();
+        env.trace = agentd_observe::telemetry::current();
         let bytes = encode_envelope(&env)?;
         redis::cmd("XADD")
             .arg(&stream)

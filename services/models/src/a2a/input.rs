@@ -1,7 +1,7 @@
 //! What a turn sends to the remote, and the response that keeps the remote conversation.
 
 use super::Session;
-use agentd_actors::{CliRun, ModelResponse};
+use agentd_ports::{CliRun, ModelResponse};
 use agentd_proto::conversation::heard_role;
 use agentd_proto::{Role, ThreadEntry, Usage};
 use std::sync::Arc;

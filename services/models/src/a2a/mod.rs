@@ -35,7 +35,7 @@ pub use agentd_proto::RemoteA2aSession as Session;
 pub use seen::USAGE_KEY;
 
 use crate::http::HttpSettings;
-use agentd_actors::{
+use agentd_ports::{
     ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose,
 };
 use agentd_proto::Control;

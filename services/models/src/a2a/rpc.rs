@@ -1,9 +1,10 @@
 //! JSON-RPC calls to a remote A2A agent, its Agent Card, and the cancel a dropped call owes.
 
 use crate::http::{HttpClient, event_json};
-use agentd_actors::{CancellationToken, ModelError};
+use agentd_ports::ModelError;
 use serde_json::{Value, json};
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 /// The protocol version agentd speaks to remotes (sent as `A2A-Version`).
 pub(super) const VERSION: &str = "1.0";
@@ -46,7 +47,7 @@ impl Rpc {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        if let Some(trace) = agentd_actors::telemetry::current() {
+        if let Some(trace) = agentd_observe::telemetry::current() {
             all.push(("traceparent", trace.write(traceparent)));
         }
         all

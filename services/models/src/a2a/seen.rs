@@ -1,7 +1,7 @@
 //! What a call has seen of a remote task: the events of a stream, a `SendMessage` answer, a
 //! task read again, folded into its state, its answer so far and the usage it reported.
 
-use agentd_actors::AnswerObserver;
+use agentd_ports::AnswerObserver;
 use agentd_proto::Usage;
 use serde_json::Value;
 

@@ -3,7 +3,7 @@
 //!
 //! Each model call writes the agent's new message as one `user` line to the process's stdin and
 //! reads the CLI's lines until its `result` line. The CLI runs its own tools: the calls and
-//! results it reports come back as [`agentd_actors::CliRun`] steps, which the turn records as
+//! results it reports come back as [`agentd_ports::CliRun`] steps, which the turn records as
 //! already executed. stdin stays open between calls, so one process keeps one session; the
 //! session's id (from `system/init`) goes to the agent's record, and a new process for the
 //! agent — after a restart, a cancel, a new environment — resumes it (`--resume`). Each agent
@@ -23,7 +23,7 @@
 
 pub mod protocol;
 
-use agentd_actors::{
+use agentd_ports::{
     ModelCapabilities, ModelClient, ModelError, ModelRequest, ModelResponse, Purpose,
 };
 use agentd_proto::Control;

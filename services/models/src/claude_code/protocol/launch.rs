@@ -1,6 +1,6 @@
 //! The flags agentd starts the CLI with.
 
-use agentd_actors::CliTools;
+use agentd_ports::CliTools;
 
 /// What a call asks of the CLI beyond its message: how to start a process for it.
 pub struct Launch<'a> {

@@ -1,6 +1,6 @@
 //! The Claude Code CLI's stream-json protocol, as plain code (no I/O): the flags agentd starts
 //! the CLI with, the `user` line each agentd message becomes, and the assembly of the lines
-//! the CLI writes during one turn into one [`ModelResponse`](agentd_actors::ModelResponse).
+//! the CLI writes during one turn into one [`ModelResponse`](agentd_ports::ModelResponse).
 //!
 //! The CLI writes, per turn: a `system` line with `subtype: "init"` (its `session_id`), then
 //! `assistant` lines (one message's content blocks: `text`, `tool_use`, `thinking`, each with
@@ -16,7 +16,7 @@
 //! |---|---|
 //! | [`launch`] | the flags the CLI is started with |
 //! | [`message`] | the `user` line an agentd message becomes: what the CLI has not seen yet |
-//! | [`turn`] | the lines of one turn assembled into one [`ModelResponse`](agentd_actors::ModelResponse) |
+//! | [`turn`] | the lines of one turn assembled into one [`ModelResponse`](agentd_ports::ModelResponse) |
 //! | [`usage`] | usage in four kinds, and the turn's cost, as the CLI reports them |
 
 mod launch;

@@ -3,7 +3,7 @@
 //! its usage and cost, or why it failed.
 
 use super::usage::{reported_cost, usage_in, usage_of};
-use agentd_actors::{AnswerObserver, CliRun, CliStep, ModelError, ModelResponse};
+use agentd_ports::{AnswerObserver, CliRun, CliStep, ModelError, ModelResponse};
 use agentd_proto::{ToolCall, Usage};
 use serde_json::{Value, json};
 

@@ -68,6 +68,7 @@ tokio::task_local! {
 
 /// The trace context of the work being polled now (a turn, a tool call, an HTTP request), if
 /// any set one.
+#[inline]
 pub fn current() -> Option<TraceContext> {
     CURRENT.try_with(|c| *c).ok().flatten()
 }

@@ -2,17 +2,21 @@
 //! [`ManualClock`] instead of sleeping (tokio's paused time covers one runtime only, and actix
 //! runs one per Arbiter).
 
-use futures::future::BoxFuture;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::oneshot;
+
+/// What [`Clock::sleep`] answers.
+pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
 /// Wall-clock time and sleeping.
 pub trait Clock: Send + Sync + 'static {
     /// Milliseconds since the Unix epoch.
     fn now_ms(&self) -> u64;
     /// A future that completes `ms` milliseconds from now.
-    fn sleep(&self, ms: u64) -> BoxFuture<'static, ()>;
+    fn sleep(&self, ms: u64) -> Sleep;
 }
 
 /// The real clock.
@@ -27,7 +31,7 @@ impl Clock for SystemClock {
             .unwrap_or(0)
     }
 
-    fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
+    fn sleep(&self, ms: u64) -> Sleep {
         Box::pin(tokio::time::sleep(std::time::Duration::from_millis(ms)))
     }
 }
@@ -88,7 +92,7 @@ impl Clock for ManualClock {
         self.lock().now
     }
 
-    fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
+    fn sleep(&self, ms: u64) -> Sleep {
         let (tx, rx) = oneshot::channel();
         {
             let mut st = self.lock();
@@ -102,7 +106,7 @@ impl Clock for ManualClock {
         Box::pin(async move {
             // A dropped sender means the clock is gone; never wake in that case.
             if rx.await.is_err() {
-                futures::future::pending::<()>().await;
+                std::future::pending::<()>().await;
             }
         })
     }

@@ -16,14 +16,17 @@ pub(super) const BUCKETS: [f64; 16] = [
 pub(super) struct AtomicF64(AtomicU64);
 
 impl AtomicF64 {
+    #[inline]
     pub(super) fn get(&self) -> f64 {
         f64::from_bits(self.0.load(Ordering::Relaxed))
     }
 
+    #[inline]
     pub(super) fn set(&self, v: f64) {
         self.0.store(v.to_bits(), Ordering::Relaxed);
     }
 
+    #[inline]
     pub(super) fn add(&self, by: f64) {
         let _ = self
             .0
@@ -43,6 +46,7 @@ pub(super) struct Histogram {
 }
 
 impl Histogram {
+    #[inline]
     pub(super) fn observe(&self, seconds: f64) {
         let at = BUCKETS
             .iter()
@@ -81,23 +85,26 @@ impl Kind {
     }
 }
 
-/// updating it takes no look-up.
+/// A counter's or gauge's series kept by its user (see
+/// [`Metrics::counter`](super::Metrics::counter)): updating it takes no look-up.
 #[derive(Clone)]
 pub struct Counter(pub(super) Arc<AtomicF64>);
 
 impl Counter {
     /// Adds `by` (a gauge's may be negative).
+    #[inline]
     pub fn add(&self, by: f64) {
         self.0.add(by);
     }
 }
 
-/// A histogram series kept by its user (see [`Metrics::histogram`]).
+/// A histogram series kept by its user (see [`Metrics::histogram`](super::Metrics::histogram)).
 #[derive(Clone)]
 pub struct Timer(pub(super) Arc<Histogram>);
 
 impl Timer {
     /// Records one observation, in seconds.
+    #[inline]
     pub fn observe(&self, seconds: f64) {
         self.0.observe(seconds);
     }

@@ -16,7 +16,7 @@ pub use series::{Counter, Timer};
 
 use agentd_proto::AgentStatus;
 use series::{AtomicF64, Kind, Labels, Series};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -26,7 +26,7 @@ struct Inner {
     series: BTreeMap<(Kind, &'static str, Labels), Series>,
     help: BTreeMap<&'static str, (&'static str, Kind)>,
     /// Each known agent's status, by [`status_key`] of its id (no copy of the id per agent).
-    statuses: crate::FastHashMap<(u64, u64), StatusSlot>,
+    statuses: HashMap<(u64, u64), StatusSlot, foldhash::fast::RandomState>,
 }
 
 /// Where the gauge keeps one agent's status.
@@ -58,6 +58,7 @@ pub struct StatusCell(Arc<AtomicU8>);
 
 impl StatusCell {
     /// The agent's status is now `status`.
+    #[inline]
     pub fn set(&self, status: AgentStatus) {
         self.0.store(status as u8, Ordering::Relaxed);
     }
