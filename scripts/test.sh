@@ -51,7 +51,7 @@ if [ ! -d tests/claude/node_modules ]; then
 fi
 
 # The MCP reference servers (server-everything, server-filesystem) for the MCP tests
-# (tests/tests/suite/mcp_tools.rs), pinned by tests/mcp/package-lock.json.
+# (tests/tests/suite/mcp_tools/), pinned by tests/mcp/package-lock.json.
 if [ ! -d tests/mcp/node_modules ]; then
   npm ci --prefix tests/mcp --no-audit --no-fund
 fi
