@@ -44,7 +44,7 @@ fi
 if [ ! -d tests/browser/node_modules ]; then
   npm ci --prefix tests/browser --no-audit --no-fund
 fi
-# The real Claude Code CLI for tests/tests/suite/claude_code.rs, pinned (with its platform binary
+# The real Claude Code CLI for tests/tests/suite/claude_code/, pinned (with its platform binary
 # package, e.g. linux-x64) by tests/claude/package-lock.json.
 if [ ! -d tests/claude/node_modules ]; then
   npm ci --prefix tests/claude --no-audit --no-fund
