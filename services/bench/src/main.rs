@@ -5,85 +5,39 @@
 //!
 //! `cargo run --release -p agentd-bench -- --json bench.json`
 //!
-//! The in-process and embedded scenarios are in this file; the others in their modules:
+//! This file reads the command line and runs the scenarios it names; the scenarios are in
+//! their modules:
 //!
 //! | module | what it holds |
 //! |---|---|
+//! | `inproc` | the in-process and embedded scenarios: Manage round trips, messages, spawns, an idle agent's memory |
+//! | `redis_raw` | raw Redis, the baseline: a private redis-server and a plain client's figures on it |
 //! | `cluster` | the two-process Redis scenarios: this process's agentd and this binary re-executed with `--serve` |
 //! | `model_io` | the model path under load: agents on the OpenAI-compatible backend against a local endpoint |
 //! | `redis_bytes` | `redis_bytes_per_agent`: what a small agent costs in Redis |
 //! | `redis_cluster` | the Redis Cluster scenario: one-way messages and each node's CPU per message |
 
-use agentd_actors::{AgentSystem, AgentType, AgentTypes, RuntimeConfig, SystemClock, ThreadStore};
-use agentd_models::ScriptedModel;
-use agentd_proto::{ManageOptions, SpawnRequest};
+use agentd_actors::ThreadStore;
 use agentd_store::{MemoryStore, RedbStore};
-use anyhow::{Context as _, bail};
 use serde_json::{Map, Value, json};
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod cluster;
+mod inproc;
 mod model_io;
 mod redis_bytes;
 mod redis_cluster;
+mod redis_raw;
+
+use inproc::{inproc_roundtrip, msgs_per_s, rss_in_fresh_process, rss_per_idle_agent, spawn_per_s};
+use redis_raw::{redis_raw_msgs_per_s, redis_raw_roundtrip_p50_us, start_redis};
 
 /// The same allocator as the service binary, so the figures are the service's.
 #[global_allocator]
 static GLOBAL: agentd_alloc::Mimalloc = agentd_alloc::Mimalloc;
 
 const SCRIPT: &str = "[[rule]]\nagent = \"worker\"\ntext = \"done\"\nusage = { input = 1, output = 1 }\n\n[[rule]]\nagent = \"sink\"\ntext = \"\"\nusage = { input = 1, output = 1 }\n\n[[rule]]\ntext = \"\"\n";
-
-fn types() -> anyhow::Result<AgentTypes> {
-    let mut root = AgentType {
-        name: "root".into(),
-        title: "Root".into(),
-        workers: vec!["worker".into()],
-        ..Default::default()
-    };
-    root.manage = ManageOptions::default();
-    let worker = AgentType {
-        name: "worker".into(),
-        title: "Worker".into(),
-        ..Default::default()
-    };
-    let sink = AgentType {
-        name: "sink".into(),
-        title: "Sink".into(),
-        ..Default::default()
-    };
-    let sub = AgentType {
-        name: "subagent".into(),
-        title: "Sub".into(),
-        ..Default::default()
-    };
-    AgentTypes::new([root, worker, sink, sub]).map_err(|e| anyhow::anyhow!("{e}"))
-}
-
-/// The agent system as the service builds it (`agentd::Builder`: the default settings, the
-/// event log's fan-out), on `store`, with the bench's script and types, one Arbiter.
-async fn system(
-    store: Arc<dyn ThreadStore>,
-    tweak: impl FnOnce(&mut RuntimeConfig),
-) -> anyhow::Result<AgentSystem> {
-    let clock = Arc::new(SystemClock);
-    let model = ScriptedModel::from_toml_str(SCRIPT, clock.clone())?;
-    let service = agentd::Builder::new(agentd::Settings::from_overrides("")?)
-        .clock(clock)
-        .store(store)
-        .model(Arc::new(model))
-        .types(types()?)
-        .config(|config| {
-            config.arbiters = 1;
-            config.limits.max_live_agents = 1_000_000;
-            tweak(config);
-        })
-        .build()
-        .await?;
-    Ok(service.system)
-}
 
 fn percentile(samples: &mut [f64], p: f64) -> f64 {
     samples.sort_by(|a, b| a.total_cmp(b));
@@ -93,338 +47,6 @@ fn percentile(samples: &mut [f64], p: f64) -> f64 {
 
 fn e(err: agentd_proto::AgentdError) -> anyhow::Error {
     anyhow::anyhow!("{err}")
-}
-
-/// Root → Manage send_message (sync) → worker → reply, memory store, one Arbiter.
-async fn inproc_roundtrip(store: Arc<dyn ThreadStore>, n: usize) -> anyhow::Result<(f64, f64)> {
-    let sys = system(store, |_| {}).await?;
-    let root = sys
-        .spawn(SpawnRequest {
-            agent_type: Some("root".into()),
-            ..Default::default()
-        })
-        .await
-        .map_err(e)?;
-    let args_for = |alias: &str| json!({"command": "send_message", "worker": "Worker", "message": "ping", "threadAlias": alias});
-    let mut args = args_for("bench");
-    for _ in 0..50 {
-        sys.invoke_tool(Some(&root.id), "Manage", &args)
-            .await
-            .map_err(e)?;
-    }
-    let mut samples = Vec::with_capacity(n);
-    for i in 0..n {
-        // A new worker thread every 100 round trips keeps threads short (each turn reads its
-        // whole thread; long conversations are what compaction is for). The arguments are
-        // made once per thread and lent to each call: the harness's own JSON is not counted.
-        if i % 100 == 0 {
-            args = args_for(&format!("bench-{}", i / 100));
-            sys.invoke_tool(Some(&root.id), "Manage", &args)
-                .await
-                .map_err(e)?;
-        }
-        let t = Instant::now();
-        let r = sys
-            .invoke_tool(Some(&root.id), "Manage", &args)
-            .await
-            .map_err(e)?;
-        samples.push(t.elapsed().as_secs_f64() * 1e6);
-        if r["status"] != "ok" {
-            bail!("round trip answered {r}");
-        }
-    }
-    sys.shutdown().await;
-    Ok((
-        percentile(&mut samples, 0.5),
-        percentile(&mut samples, 0.99),
-    ))
-}
-
-/// One-way messages into the threads of `agents` agents whose script answers nothing.
-async fn msgs_per_s(
-    store: Arc<dyn ThreadStore>,
-    agents: usize,
-    messages: usize,
-) -> anyhow::Result<f64> {
-    let sys = system(store.clone(), |_| {}).await?;
-    let mut ids = Vec::with_capacity(agents);
-    for _ in 0..agents {
-        ids.push(
-            sys.spawn(SpawnRequest {
-                agent_type: Some("sink".into()),
-                ..Default::default()
-            })
-            .await
-            .map_err(e)?
-            .id,
-        );
-    }
-    let t = Instant::now();
-    let mut sends = futures::stream::FuturesUnordered::new();
-    for i in 0..messages {
-        let s = sys.clone();
-        let id = ids[i % agents].clone();
-        sends.push(async move { s.send(&id, &format!("m{i}"), false).await });
-        if sends.len() >= 256 {
-            use futures::StreamExt;
-            if let Some(r) = sends.next().await {
-                r.map_err(e)?;
-            }
-        }
-    }
-    use futures::StreamExt;
-    while let Some(r) = sends.next().await {
-        r.map_err(e)?;
-    }
-    // Delivered into the threads: the last agents have all their inputs.
-    let per = messages / agents;
-    loop {
-        let mut done = true;
-        for id in ids.iter().rev().take(8) {
-            if store.thread(id).await?.len() < per * 2 {
-                done = false;
-                break;
-            }
-        }
-        if done {
-            break;
-        }
-        if t.elapsed() > Duration::from_secs(300) {
-            bail!("messages not delivered in 300 s");
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    let rate = messages as f64 / t.elapsed().as_secs_f64();
-    sys.shutdown().await;
-    Ok(rate)
-}
-
-async fn spawn_per_s(n: usize) -> anyhow::Result<f64> {
-    let sys = system(Arc::new(MemoryStore::new()), |c| {
-        c.limits.max_children = u32::MAX
-    })
-    .await?;
-    let root = sys
-        .spawn(SpawnRequest {
-            agent_type: Some("root".into()),
-            ..Default::default()
-        })
-        .await
-        .map_err(e)?;
-    let t = Instant::now();
-    for _ in 0..n {
-        sys.spawn(SpawnRequest {
-            agent_type: Some("subagent".into()),
-            parent_id: Some(root.id.clone()),
-            ..Default::default()
-        })
-        .await
-        .map_err(e)?;
-    }
-    let rate = n as f64 / t.elapsed().as_secs_f64();
-    sys.shutdown().await;
-    Ok(rate)
-}
-
-fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<u64>().ok())
-        })
-        .map(|pages| pages * 4096)
-        .unwrap_or(0)
-}
-
-async fn rss_per_idle_agent(n: usize) -> anyhow::Result<f64> {
-    let sys = system(Arc::new(MemoryStore::new()), |_| {}).await?;
-    let before = rss_bytes();
-    for _ in 0..n {
-        sys.spawn(SpawnRequest {
-            agent_type: Some("subagent".into()),
-            ..Default::default()
-        })
-        .await
-        .map_err(e)?;
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let after = rss_bytes();
-    sys.shutdown().await;
-    Ok((after.saturating_sub(before)) as f64 / n as f64)
-}
-
-/// [`rss_per_idle_agent`] in a new process (this binary, `--rss N`): memory that earlier
-/// scenarios freed would otherwise be reused by the idle agents and flatter the figure, and
-/// 100,000 agents' leftovers would slow the scenarios after it.
-fn rss_in_fresh_process(n: usize) -> anyhow::Result<f64> {
-    let out = std::process::Command::new(std::env::current_exe()?)
-        .args(["--rss", &n.to_string()])
-        .output()?;
-    if !out.status.success() {
-        bail!(
-            "the rss scenario failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().parse()?)
-}
-
-/// A private redis-server (killed on drop; its directory removed with it).
-struct Redis(Child, u16, #[allow(dead_code)] tempfile::TempDir);
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_redis() -> anyhow::Result<Redis> {
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let dir = tempfile::tempdir()?;
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .arg("--dir")
-        .arg(dir.path())
-        .stdout(Stdio::null())
-        .spawn()
-        .context("redis-server must be installed")?;
-    let url = format!("redis://127.0.0.1:{port}/");
-    let t = Instant::now();
-    while redis::Client::open(url.as_str())?.get_connection().is_err() {
-        if t.elapsed() > Duration::from_secs(10) {
-            bail!("redis-server did not start");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(Redis(child, port, dir))
-}
-
-/// Raw XADD → XREADGROUP → XACK of `payload`-byte entries, 100 per pipeline / COUNT 100.
-fn redis_raw_msgs_per_s(url: &str, n: usize, payload: usize) -> anyhow::Result<f64> {
-    let mut con = redis::Client::open(url)?.get_connection()?;
-    let _: redis::RedisResult<()> = redis::cmd("XGROUP")
-        .arg("CREATE")
-        .arg("raw")
-        .arg("g")
-        .arg("0")
-        .arg("MKSTREAM")
-        .query(&mut con);
-    let body = vec![b'x'; payload];
-    let t = Instant::now();
-    let mut sent = 0;
-    let mut got = 0;
-    while got < n {
-        if sent < n {
-            let mut p = redis::pipe();
-            for _ in 0..100 {
-                p.cmd("XADD")
-                    .arg("raw")
-                    .arg("*")
-                    .arg("m")
-                    .arg(&body)
-                    .ignore();
-            }
-            p.query::<()>(&mut con)?;
-            sent += 100;
-        }
-        let reply: Option<redis::streams::StreamReadReply> = redis::cmd("XREADGROUP")
-            .arg("GROUP")
-            .arg("g")
-            .arg("c")
-            .arg("COUNT")
-            .arg(100)
-            .arg("STREAMS")
-            .arg("raw")
-            .arg(">")
-            .query(&mut con)?;
-        let ids: Vec<String> = reply
-            .map(|r| r.keys)
-            .unwrap_or_default()
-            .into_iter()
-            .flat_map(|k| k.ids)
-            .map(|i| i.id)
-            .collect();
-        if !ids.is_empty() {
-            redis::cmd("XACK")
-                .arg("raw")
-                .arg("g")
-                .arg(&ids)
-                .query::<i64>(&mut con)?;
-            got += ids.len();
-        }
-    }
-    Ok(n as f64 / t.elapsed().as_secs_f64())
-}
-
-/// Raw ping-pong through two streams (XADD, blocking XREAD on the other side).
-fn redis_raw_roundtrip_p50_us(url: &str, n: usize, payload: usize) -> anyhow::Result<f64> {
-    let client = redis::Client::open(url)?;
-    let mut echo = client.get_connection()?;
-    let mut con = client.get_connection()?;
-    let body = vec![b'x'; payload];
-    let echoer = std::thread::spawn(move || -> anyhow::Result<()> {
-        let mut last = "0".to_string();
-        for _ in 0..n {
-            let reply: redis::streams::StreamReadReply = redis::cmd("XREAD")
-                .arg("BLOCK")
-                .arg(0)
-                .arg("STREAMS")
-                .arg("ping")
-                .arg(&last)
-                .query(&mut echo)?;
-            for k in reply.keys {
-                for id in k.ids {
-                    last = id.id.clone();
-                    let m: Vec<u8> = id.get("m").unwrap_or_default();
-                    redis::cmd("XADD")
-                        .arg("pong")
-                        .arg("*")
-                        .arg("m")
-                        .arg(m)
-                        .query::<String>(&mut echo)?;
-                }
-            }
-        }
-        Ok(())
-    });
-    let mut last = "0".to_string();
-    let mut samples = Vec::with_capacity(n);
-    for _ in 0..n {
-        let t = Instant::now();
-        redis::cmd("XADD")
-            .arg("ping")
-            .arg("*")
-            .arg("m")
-            .arg(&body)
-            .query::<String>(&mut con)?;
-        let reply: redis::streams::StreamReadReply = redis::cmd("XREAD")
-            .arg("BLOCK")
-            .arg(0)
-            .arg("STREAMS")
-            .arg("pong")
-            .arg(&last)
-            .query(&mut con)?;
-        if let Some(id) = reply.keys.first().and_then(|k| k.ids.last()) {
-            last = id.id.clone();
-        }
-        samples.push(t.elapsed().as_secs_f64() * 1e6);
-    }
-    echoer
-        .join()
-        .map_err(|_| anyhow::anyhow!("echo thread"))??;
-    Ok(percentile(&mut samples, 0.5))
 }
 
 fn main() -> anyhow::Result<()> {
