@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// Why a checkpoint was taken (the seed's four reasons, and a compaction).
+/// Why a checkpoint was taken (the seed's four reasons, a compaction and a fork).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
@@ -20,6 +20,9 @@ pub enum CheckpointReason {
     /// Taken before a compaction that was asked for replaced the older history with a
     /// summary: it holds the whole thread as it was.
     Compact,
+    /// The first checkpoint of a fork: the conversation it was forked with, and (its trigger)
+    /// the agent and the point it was forked from.
+    Fork,
 }
 
 impl CheckpointReason {
@@ -31,6 +34,7 @@ impl CheckpointReason {
             CheckpointReason::Manual => "manual",
             CheckpointReason::Error => "error",
             CheckpointReason::Compact => "compact",
+            CheckpointReason::Fork => "fork",
         }
     }
 }

@@ -199,6 +199,19 @@ pub enum Command {
         #[serde(default)]
         checkpoint_id: Option<uuid::Uuid>,
     },
+    /// Fork an agent: a new root of its type whose thread is a copy of the source's up to a
+    /// point, the source untouched. Answers the fork.
+    Fork {
+        /// The source agent.
+        agent_id: String,
+        /// Where the copy ends: one of the source's checkpoints (its conversation), or an entry
+        /// of its thread (that entry included); `None` = its thread now.
+        #[serde(default)]
+        at: Option<uuid::Uuid>,
+        /// A retry with the same key answers the fork the first attempt made (as a spawn's).
+        #[serde(default)]
+        idempotency_key: Option<String>,
+    },
     /// Answer a pending call of a service tool of `agent_id` with `result` or `error` (one
     /// of them). The first answer is applied; later ones get `tool_call_closed`.
     ToolResult {
@@ -293,6 +306,7 @@ impl Command {
             | Command::Checkpoint { agent_id }
             | Command::Checkpoints { agent_id }
             | Command::Restore { agent_id, .. }
+            | Command::Fork { agent_id, .. }
             | Command::ToolResult { agent_id, .. }
             | Command::ApproveTool { agent_id, .. }
             | Command::CancelItem { agent_id, .. } => Some(agent_id),

@@ -171,7 +171,7 @@ impl AgentSystem {
             .map_err(mailbox)?
     }
 
-    async fn require_exists(&self, agent_id: &str) -> Result<AgentRecord, AgentdError> {
+    pub(super) async fn require_exists(&self, agent_id: &str) -> Result<AgentRecord, AgentdError> {
         self.system
             .deps
             .store

@@ -338,6 +338,18 @@ impl AgentSystem {
                 .restore(&agent_id, checkpoint_id)
                 .await
                 .and_then(|r| crate::errors::to_json(&AgentView::of(&r, 0))),
+            Command::Fork {
+                agent_id,
+                at,
+                mut idempotency_key,
+            } => {
+                if let (Some(request), None) = (request, &idempotency_key) {
+                    idempotency_key = Some(format!("request {request}"));
+                }
+                Box::pin(self.fork(&agent_id, at, idempotency_key))
+                    .await
+                    .and_then(|r| crate::errors::to_json(&AgentView::of(&r, 0)))
+            }
         }
     }
 }
@@ -347,6 +359,7 @@ impl AgentSystem {
 fn effects_on(cmd: &Command) -> Option<&str> {
     match cmd {
         Command::Spawn(_)
+        | Command::Fork { .. }
         | Command::Inspect { .. }
         | Command::List { .. }
         | Command::Thread { .. }

@@ -7,11 +7,13 @@
 //! | [`views`] | what the API shows: inspect (relayed to the owning process), list, tree, queue |
 //! | [`commands`] | commands from other services, scoped to a tree, run where the agent lives; a request's bounded wait for them |
 //! | [`idempotent`] | spawns under an idempotency key: a retry answers the first attempt's agent |
+//! | [`fork`] | a new root whose thread is a copy of an agent's up to a point |
 //! | [`inbound`] | the facade as the inbound port a transport holds (`agentd_ports::Inbound`) |
 //! | [`recovery`] | resuming, after a restart or a takeover, the agents that had work |
 
 mod agents;
 mod commands;
+mod fork;
 mod idempotent;
 mod inbound;
 mod recovery;

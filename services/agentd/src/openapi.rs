@@ -63,6 +63,7 @@ use utoipa::openapi::{ContentBuilder, OpenApi as Doc, Ref, RefOr, Response, Resp
         crate::http::take_checkpoint,
         crate::http::checkpoint,
         crate::http::restore,
+        crate::http::fork,
     ),
     components(schemas(AgentdError, Usage))
 )]

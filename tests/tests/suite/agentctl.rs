@@ -84,6 +84,7 @@ const ROUTES: &[(&str, &[&str])] = &[
         &["checkpoints", "A", "K"],
     ),
     ("POST /v1/agents/{id}/restore", &["restore", "A"]),
+    ("POST /v1/agents/{id}/fork", &["fork", "A"]),
 ];
 
 /// `POST /v1/tools/{tool}` is `POST /v1/agents/{id}/tools/{tool}` with the agent id in the

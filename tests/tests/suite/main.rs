@@ -23,6 +23,7 @@ mod dependencies;
 mod deploy_files;
 mod event_resume;
 mod exactly_once;
+mod fork;
 mod forwards;
 mod http_api;
 mod idempotent_messages;

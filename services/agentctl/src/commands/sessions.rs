@@ -1,4 +1,4 @@
-//! Commands on an agent's session: reset, compact, checkpoints and restore.
+//! Commands on an agent's session: reset, compact, checkpoints, restore and fork.
 
 use crate::client::{Client, Failure};
 use crate::output::{self, Output};
@@ -39,6 +39,14 @@ pub enum SessionCommands {
         /// Checkpoint id.
         #[arg(long)]
         checkpoint: Option<String>,
+    },
+    /// Fork an agent: a new root whose thread is a copy of its thread up to a point.
+    Fork {
+        /// Agent id.
+        agent_id: String,
+        /// Where the copy ends: a checkpoint id or a thread entry id (default: now).
+        #[arg(long)]
+        at: Option<String>,
     },
 }
 
@@ -82,6 +90,10 @@ impl SessionCommands {
                     &format!("/v1/agents/{agent_id}/restore"),
                     json!({"checkpoint_id": checkpoint}),
                 )?,
+                output::pretty,
+            ),
+            SessionCommands::Fork { agent_id, at } => (
+                client.post(&format!("/v1/agents/{agent_id}/fork"), json!({"at": at}))?,
                 output::pretty,
             ),
         };

@@ -39,6 +39,49 @@ pub(crate) async fn spawn(
     Ok(HttpResponse::Created().json(super::with_trace_id(view)))
 }
 
+/// `fork`'s optional body: none, `{}` or `{at}`.
+#[derive(Deserialize, utoipa::ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ForkBody {
+    /// Where the copy ends: one of the agent's checkpoints, or an entry of its thread (that
+    /// entry included). Absent: its thread now.
+    #[serde(default)]
+    #[schema(value_type = Option<String>, format = Uuid)]
+    at: Option<uuid::Uuid>,
+}
+
+/// Fork the agent: a new root of its type whose thread is a copy of the agent's up to `at`
+/// (one of its checkpoints, or an entry of its thread; default: now), the agent untouched. A
+/// copy cut between a tool call and its result closes the call as an interrupt does. The
+/// fork's first checkpoint (reason `fork`) holds the copy and names where it came from.
+#[utoipa::path(
+    post, path = "/v1/agents/{id}/fork", tag = "agents",
+    params(
+        ("id" = String, Path, format = Uuid, description = "The agent to fork"),
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes the fork idempotent: a retry with the same key answers the first attempt's fork (as a spawn's key, kept 24 h)."),
+    ),
+    request_body(content = Option<ForkBody>, content_type = "application/json", description = "Optional: no body, or `{}`, forks the thread as it is now"),
+    responses(
+        (status = 201, description = "The fork", body = agentd_proto::AgentView),
+        (status = 400, description = "`invalid_argument`: `at` names no checkpoint and no thread entry of the agent", body = AgentdError),
+        (status = 422, description = "`idempotency_key_reused`: the key came with another fork (of another agent, or at another point) before", body = AgentdError),
+    )
+)]
+pub(crate) async fn fork(
+    st: web::Data<ApiState>,
+    req: HttpRequest,
+    id: web::Path<AgentId>,
+    body: web::Bytes,
+) -> ApiResult {
+    let cmd = Command::Fork {
+        agent_id: id.into_inner().into_string(),
+        at: crate::errors::optional_json::<ForkBody>(&req, &body)?.at,
+        idempotency_key: idempotency_key(&req)?,
+    };
+    let view = run(&st, &req, cmd).await?;
+    Ok(HttpResponse::Created().json(super::with_trace_id(view)))
+}
+
 /// The request's `Idempotency-Key` header, if it has one.
 fn idempotency_key(req: &HttpRequest) -> Result<Option<String>, AgentdError> {
     let Some(key) = req.headers().get(IDEMPOTENCY_KEY) else {

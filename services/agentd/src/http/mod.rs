@@ -150,6 +150,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                         .route(web::get().to(checkpoint)),
                 )
                 .service(web::resource("/agents/{id}/restore").route(web::post().to(restore)))
+                .service(web::resource("/agents/{id}/fork").route(web::post().to(fork)))
                 .service(web::resource("/agents/{id}/env").route(web::post().to(set_env))),
         );
 }
