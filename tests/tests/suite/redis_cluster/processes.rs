@@ -545,3 +545,42 @@ fn a_child_output_left_in_the_outbox_is_sent_on_by_the_next_owner() {
     });
     assert_eq!(entries_added(&mut con, &stream), before + 1);
 }
+
+/// A fork made through one process whose partition the other owns is restored there: it holds
+/// the copy, answers through either process, and the source is untouched.
+#[test]
+fn a_fork_made_in_one_process_lives_in_the_other() {
+    let cluster = Cluster::new();
+    let (a, b) = cluster.balanced_pair();
+    let source = root_on(&a, "research");
+    a.post(
+        &format!("/v1/agents/{source}/messages"),
+        json!({"text": "tides"}),
+    )
+    .unwrap();
+    a.wait_for("the source's answer", |p| {
+        p.texts(&source).iter().any(|t| t == "Findings for: tides")
+    });
+    let copied = a.texts(&source);
+    let fork = (0..40)
+        .map(|_| {
+            a.post(&format!("/v1/agents/{source}/fork"), json!({}))
+                .unwrap()["agent_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .find(|id| b.partitions_owned().contains(&partition(id)))
+        .expect("a fork in the other process's partitions");
+    b.wait_for("the copy in the fork", |p| p.texts(&fork) == copied);
+    assert_eq!(a.texts(&fork), copied);
+    a.post(
+        &format!("/v1/agents/{fork}/messages"),
+        json!({"text": "currents"}),
+    )
+    .unwrap();
+    b.wait_for("the fork's own answer", |p| {
+        p.texts(&fork).iter().any(|t| t == "Findings for: currents")
+    });
+    assert_eq!(a.texts(&source), copied, "the source is untouched");
+}
