@@ -1,0 +1,172 @@
+//! One `ask_<type>` call: the conversation it talks to (its thread's root, or a fresh root),
+//! the run of door [`DOOR`] it is recorded as, its message in the root's durable inbox, and
+//! the wait for what became of the run — read through [`crate::runs`], as A2A's tasks are.
+
+use super::error::McpServerError;
+use super::thread;
+use super::tools::AskArgs;
+use crate::runs::{Seen, derive, now_ms, pending_inputs};
+use crate::sse::{EventFeed, Shutdown};
+use agentd_actors::{AgentSystem, Run, RunOrigin, RunOutcome, RunState};
+use agentd_proto::ids::derived_id;
+use agentd_proto::{AgentdError, Control, ErrorCode, Event, InboxItem};
+use serde_json::{Map, Value, json};
+use std::time::Duration;
+use uuid::Uuid;
+
+/// The door MCP's runs carry, and the sender of the items they post.
+pub const DOOR: &str = "mcp";
+
+/// What a call ends with.
+#[derive(Debug, Clone)]
+pub struct Asked {
+    /// The root agent that answered.
+    pub agent_id: String,
+    /// The run the call was recorded as.
+    pub run_id: String,
+    /// What became of it.
+    pub outcome: RunOutcome,
+}
+
+/// agentd refused the item before it ran for a reason a run's `rejected` state stands for.
+fn refused_before_running(e: &AgentdError) -> bool {
+    matches!(
+        e.code,
+        ErrorCode::BudgetExceeded
+            | ErrorCode::DepthLimit
+            | ErrorCode::FanoutLimit
+            | ErrorCode::Unavailable
+    )
+}
+
+/// Asks agent type `agent_type` `args.message`, in `args.thread`'s conversation or a fresh
+/// one, and waits for the answer. A fresh conversation's root is closed once it answered.
+pub async fn ask(
+    system: &AgentSystem,
+    events: &EventFeed,
+    shutdown: &Shutdown,
+    agent_type: &str,
+    args: &AskArgs,
+) -> Result<Asked, McpServerError> {
+    let root = match &args.thread {
+        Some(alias) => thread::find_or_open(system, agent_type, alias).await?,
+        None => thread::spawn_root(system, agent_type).await?.id,
+    };
+    // Subscribed before the post: no event of the turn is missed.
+    let (rx, _) = events.log.subscribe_with_ring();
+    let run = post(system, &root, args).await?;
+    let outcome = wait(system, rx, shutdown, &run).await?;
+    if let Err(e) = system
+        .deps()
+        .store
+        .run_settle(&root, &run.id, &outcome)
+        .await
+    {
+        tracing::warn!(agent_id = %root, run = %run.id, error = %e, "keeping an MCP run's outcome");
+    }
+    if args.thread.is_none()
+        && let Err(e) = system.control(&root, Control::Close).await
+    {
+        tracing::warn!(agent_id = %root, error = %e, "closing the root of an MCP call");
+    }
+    Ok(Asked {
+        agent_id: root,
+        run_id: run.id,
+        outcome,
+    })
+}
+
+/// The run of the call, stored before its item is posted (the `Runs` invariant), then the
+/// item in `root`'s inbox.
+async fn post(system: &AgentSystem, root: &str, args: &AskArgs) -> Result<Run, McpServerError> {
+    let store = &system.deps().store;
+    let item = Uuid::now_v7();
+    let mut fields = Map::new();
+    if let Some(t) = &args.thread {
+        fields.insert("thread".into(), Value::String(t.clone()));
+    }
+    let mut run = Run {
+        id: format!("mcp-{item}"),
+        agent_id: root.to_string(),
+        door: DOOR.to_string(),
+        origin: RunOrigin::Door,
+        items: vec![item],
+        inputs: vec![derived_id(item, "input")],
+        rejected: None,
+        cancel_requested: false,
+        unposted: true,
+        created_ms: now_ms(),
+        fields,
+    };
+    store.run_put(&run).await.map_err(McpServerError::store)?;
+    let posted = system
+        .post_as_from(DOOR, root, item, InboxItem::followup(&args.message, false))
+        .await;
+    run.unposted = false;
+    if let Err(e) = posted {
+        run.rejected = Some(e.to_string());
+        store.run_put(&run).await.map_err(McpServerError::store)?;
+        return Err(if refused_before_running(&e) {
+            McpServerError::Refused(e.to_string())
+        } else {
+            McpServerError::Internal(e.to_string())
+        });
+    }
+    store.run_put(&run).await.map_err(McpServerError::store)?;
+    Ok(run)
+}
+
+/// Waits until `run` is terminal or asks for input. Its agent's events wake the wait; a
+/// periodic look covers a missed one (or an agent of another process, with Redis).
+async fn wait(
+    system: &AgentSystem,
+    mut rx: tokio::sync::broadcast::Receiver<std::sync::Arc<agentd_bus::Logged>>,
+    shutdown: &Shutdown,
+    run: &Run,
+) -> Result<RunOutcome, McpServerError> {
+    let mut shutdown = shutdown.clone();
+    loop {
+        let seen = Seen::load(system, &run.agent_id)
+            .await
+            .map_err(McpServerError::store)?
+            .ok_or_else(|| McpServerError::Internal(format!("agent `{}` is gone", run.agent_id)))?;
+        let view = derive(run, &seen, &pending_inputs(&seen));
+        if view.outcome.state.is_terminal() || view.outcome.state == RunState::InputRequired {
+            return Ok(view.outcome);
+        }
+        let deadline = tokio::time::sleep(Duration::from_millis(500));
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                got = rx.recv() => match got {
+                    Ok(l) if concerns(&l.event, &run.agent_id) => break,
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
+                    // No more events: the periodic look alone.
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                        (&mut deadline).await;
+                        break;
+                    }
+                },
+                _ = &mut deadline => break,
+                _ = shutdown.changed() => {
+                    return Err(McpServerError::Internal("agentd is stopping".into()));
+                }
+            }
+        }
+    }
+}
+
+/// Whether `event` may change what became of a run of agent `agent_id`.
+fn concerns(event: &Event, agent_id: &str) -> bool {
+    !matches!(event, Event::TextDelta { .. }) && event.agent_id() == agent_id
+}
+
+/// The structured content of a call's result: the agent, the run's state, its usage.
+pub fn structured(asked: &Asked) -> Value {
+    json!({
+        "agent_id": asked.agent_id,
+        "status": asked.outcome.state,
+        "usage": asked.outcome.usage,
+    })
+}

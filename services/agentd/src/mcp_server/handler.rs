@@ -1,0 +1,135 @@
+//! The MCP server's handler (rmcp's [`ServerHandler`]): the tools it lists and their calls.
+//! A call's work runs on the actix arbiter the service started on (the actors' messages and
+//! spawns need one), handed over and answered through a channel.
+
+use super::McpServer;
+use super::ask::{Asked, ask, structured};
+use super::error::McpServerError;
+use super::tools::{ASK_PREFIX, ask_args, ask_tool};
+use agentd_actors::RunState;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use std::sync::Arc;
+
+/// The handler of one request (rmcp makes one per request when it serves statelessly).
+#[derive(Clone)]
+pub struct Handler {
+    /// What every request shares.
+    pub server: Arc<McpServer>,
+}
+
+impl Handler {
+    /// The tools, one per exposed type, in the order the settings list them.
+    fn tools(&self) -> Vec<Tool> {
+        let types = &self.server.system.deps().config.types;
+        self.server
+            .exposed
+            .iter()
+            .map(|t| {
+                let description = types.get(t).map(|ty| ty.description.clone());
+                ask_tool(t, description.as_deref().unwrap_or(""))
+            })
+            .collect()
+    }
+
+    /// The call of tool `name` with `arguments`, up to its result.
+    async fn call(&self, params: CallToolRequestParams) -> Result<CallToolResult, McpServerError> {
+        let name = params.name.to_string();
+        let agent_type = name
+            .strip_prefix(ASK_PREFIX)
+            .filter(|t| self.server.serves(t))
+            .ok_or_else(|| McpServerError::UnknownTool(name.clone()))?
+            .to_string();
+        let args = ask_args(&name, params.arguments.as_ref())?;
+        self.server
+            .system
+            .deps()
+            .config
+            .limits
+            .input()
+            .message("message", &args.message)
+            .map_err(|e| McpServerError::TooLarge(e.message))?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let server = self.server.clone();
+        let handed = self.server.arbiter.spawn_fn(move || {
+            actix_rt::spawn(async move {
+                let asked = ask(
+                    &server.system,
+                    &server.events,
+                    &server.shutdown,
+                    &agent_type,
+                    &args,
+                )
+                .await;
+                let _ = tx.send(asked);
+            });
+        });
+        if !handed {
+            return Err(McpServerError::Internal("agentd is stopping".into()));
+        }
+        let asked = rx
+            .await
+            .map_err(|_| McpServerError::Internal("the call was dropped".into()))??;
+        Ok(result(&asked))
+    }
+}
+
+/// The result of a call that ran: the answer as text (or why there is none), and the
+/// structured content; an error result unless it completed or asks for input.
+fn result(asked: &Asked) -> CallToolResult {
+    let o = &asked.outcome;
+    let text = match (&o.answer, &o.status_text) {
+        (Some(a), _) if o.state == RunState::Completed => a.clone(),
+        (_, Some(why)) => why.clone(),
+        (Some(a), None) => a.clone(),
+        (None, None) => String::new(),
+    };
+    let content = vec![ContentBlock::text(text)];
+    let mut r = match o.state {
+        RunState::Completed | RunState::InputRequired => CallToolResult::success(content),
+        _ => CallToolResult::error(content),
+    };
+    r.structured_content = Some(structured(asked));
+    r
+}
+
+impl ServerHandler for Handler {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("agentd", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Each tool asks one agentd agent type and waits for its answer. Pass `thread` \
+                 to continue a conversation.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools().into_iter().find(|t| t.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        match self.call(request).await {
+            Ok(r) => Ok(r.into()),
+            Err(e) => {
+                tracing::debug!(code = e.code(), error = %e, "an MCP tool call refused");
+                Err(e.into())
+            }
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! The tools the server lists: one `ask_<type>` per exposed agent type, with its input and
+//! output schemas, and the arguments of a call read against them.
+
+use super::error::McpServerError;
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
+
+/// What the name of an `ask_<type>` tool starts with.
+pub const ASK_PREFIX: &str = "ask_";
+
+/// The longest thread alias taken, in bytes.
+pub const MAX_THREAD_BYTES: usize = 256;
+
+/// The arguments of an `ask_<type>` call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AskArgs {
+    /// The message for the agent.
+    pub message: String,
+    /// The caller's name for a persistent conversation (`None`: a fresh one).
+    pub thread: Option<String>,
+}
+
+fn object(v: Value) -> Arc<JsonObject> {
+    match v {
+        Value::Object(m) => Arc::new(m),
+        _ => Arc::new(Map::new()),
+    }
+}
+
+/// The input schema of every `ask_<type>` tool.
+fn input_schema() -> Arc<JsonObject> {
+    object(json!({
+        "type": "object",
+        "properties": {
+            "message": {
+                "type": "string",
+                "minLength": 1,
+                "description": "What to ask the agent."
+            },
+            "thread": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_THREAD_BYTES,
+                "description": "A name for a persistent conversation: calls with the same \
+                    thread talk to the same agent, which sees the earlier turns. Without it \
+                    each call is a fresh conversation."
+            }
+        },
+        "required": ["message"],
+        "additionalProperties": false
+    }))
+}
+
+/// The output schema of every `ask_<type>` tool (its structured content).
+fn output_schema() -> Arc<JsonObject> {
+    object(json!({
+        "type": "object",
+        "properties": {
+            "agent_id": {"type": "string"},
+            "status": {
+                "type": "string",
+                "enum": ["pending", "running", "input_required", "completed", "failed",
+                         "cancelled", "rejected"]
+            },
+            "usage": {"type": "object"}
+        },
+        "required": ["agent_id", "status", "usage"]
+    }))
+}
+
+/// The tool of agent type `agent_type`, described by `description` (the type's own, if any).
+pub fn ask_tool(agent_type: &str, description: &str) -> Tool {
+    let mut about = format!(
+        "Ask the agentd agent `{agent_type}` and wait for its answer. Pass `thread` to keep a \
+         conversation across calls."
+    );
+    if !description.trim().is_empty() {
+        about = format!("{} {about}", description.trim());
+    }
+    // Not read-only (it runs an agent), not destructive, not idempotent, open world.
+    let annotations =
+        ToolAnnotations::from_raw(None, Some(false), Some(false), Some(false), Some(true));
+    Tool::new(format!("{ASK_PREFIX}{agent_type}"), about, input_schema())
+        .with_raw_output_schema(output_schema())
+        .with_annotations(annotations)
+}
+
+/// `arguments` of a call to `tool` read as [`AskArgs`].
+pub fn ask_args(tool: &str, arguments: Option<&JsonObject>) -> Result<AskArgs, McpServerError> {
+    let invalid = |why: String| McpServerError::InvalidArguments {
+        tool: tool.to_string(),
+        why,
+    };
+    let empty = Map::new();
+    let args = arguments.unwrap_or(&empty);
+    if let Some(other) = args.keys().find(|k| *k != "message" && *k != "thread") {
+        return Err(invalid(format!(
+            "unknown argument `{other}` (it takes `message` and `thread`)"
+        )));
+    }
+    let message = match args.get("message") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        Some(Value::String(_)) => return Err(invalid("`message` is empty".into())),
+        Some(other) => {
+            return Err(invalid(format!(
+                "`message` must be a string, not {}",
+                kind(other)
+            )));
+        }
+        None => return Err(invalid("`message` is required".into())),
+    };
+    let thread = match args.get("thread") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => {
+            return Err(invalid(
+                "`thread` is empty (leave it out for a fresh conversation)".into(),
+            ));
+        }
+        Some(Value::String(s)) if s.len() > MAX_THREAD_BYTES => {
+            return Err(invalid(format!(
+                "`thread` is {} bytes, over {MAX_THREAD_BYTES}",
+                s.len()
+            )));
+        }
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => {
+            return Err(invalid(format!(
+                "`thread` must be a string, not {}",
+                kind(other)
+            )));
+        }
+    };
+    Ok(AskArgs { message, thread })
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(v: Value) -> Result<AskArgs, McpServerError> {
+        let Value::Object(m) = v else {
+            unreachable!("an object")
+        };
+        ask_args("ask_research", Some(&m))
+    }
+
+    #[test]
+    fn a_message_and_an_optional_thread_are_taken() {
+        assert_eq!(
+            args(json!({"message": "hi", "thread": "t1"})).ok(),
+            Some(AskArgs {
+                message: "hi".into(),
+                thread: Some("t1".into())
+            })
+        );
+        assert_eq!(
+            args(json!({"message": "hi"})).ok().and_then(|a| a.thread),
+            None
+        );
+    }
+
+    #[test]
+    fn wrong_arguments_are_refused_saying_what_is_wrong() {
+        for (v, says) in [
+            (json!({}), "`message` is required"),
+            (json!({"message": ""}), "`message` is empty"),
+            (
+                json!({"message": 3}),
+                "`message` must be a string, not a number",
+            ),
+            (
+                json!({"message": "hi", "thread": 1}),
+                "`thread` must be a string",
+            ),
+            (json!({"message": "hi", "thread": ""}), "`thread` is empty"),
+            (
+                json!({"message": "hi", "other": 1}),
+                "unknown argument `other`",
+            ),
+            (
+                json!({"message": "hi", "thread": "x".repeat(MAX_THREAD_BYTES + 1)}),
+                "over 256",
+            ),
+        ] {
+            let e = args(v.clone()).err().map(|e| (e.code(), e.to_string()));
+            assert!(
+                e.as_ref()
+                    .is_some_and(|(code, m)| *code == "invalid_arguments" && m.contains(says)),
+                "{v}: {e:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_tool_names_its_type_and_requires_a_message() {
+        let t = ask_tool("research", "Finds things.");
+        assert_eq!(t.name, "ask_research");
+        assert!(
+            t.description
+                .as_deref()
+                .is_some_and(|d| d.starts_with("Finds things."))
+        );
+        assert_eq!(t.input_schema["required"], json!(["message"]));
+        assert_eq!(
+            t.input_schema["properties"]["message"]["minLength"],
+            json!(1)
+        );
+    }
+}
