@@ -1,0 +1,55 @@
+"""The official MCP Python SDK (`mcp`, pinned in target/.venv-mcp) as a client of agentd's MCP
+server (tests/tests/suite/mcp_server.rs): lists the tools, asks `ask_research` twice in one
+thread and once without, then calls an unknown tool and `ask_research` with wrong arguments.
+Prints one line per step, which the test asserts on.
+
+Usage: server_client.py URL MODE THREAD   (MODE: legacy = the initialize handshake, auto =
+discover the current revision, falling back to the handshake)
+"""
+
+import asyncio
+import json
+import sys
+
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+
+def text_of(result) -> str:
+    return "".join(getattr(c, "text", "") for c in result.content)
+
+
+async def main(url: str, mode: str, thread: str) -> None:
+    async with Client(url, mode=mode) as client:
+        print(f"revision {client.protocol_version}")
+        tools = await client.list_tools()
+        for t in tools.tools:
+            schema = t.input_schema if hasattr(t, "input_schema") else t.inputSchema
+            print(f"tool {t.name} required={','.join(schema.get('required', []))}")
+
+        for n, message in enumerate(["remember the harbour", "what did I say?"], start=1):
+            r = await client.call_tool("ask_research", {"message": message, "thread": thread})
+            sc = r.structured_content if hasattr(r, "structured_content") else r.structuredContent
+            print(f"thread call {n}: {text_of(r)} | {json.dumps(sc, sort_keys=True)}")
+
+        r = await client.call_tool("ask_research", {"message": "alone"})
+        sc = r.structured_content if hasattr(r, "structured_content") else r.structuredContent
+        print(f"fresh call: {text_of(r)} | {json.dumps(sc, sort_keys=True)}")
+
+        for name, args in [
+            ("ask_nobody", {"message": "hi"}),
+            ("ask_research", {"message": 3}),
+            ("ask_research", {"thread": "t"}),
+            ("ask_research", {"message": "x" * 200_000}),
+        ]:
+            try:
+                r = await client.call_tool(name, args)
+                print(f"error {name}: none (is_error={r.is_error if hasattr(r, 'is_error') else r.isError}: {text_of(r)[:200]})")
+            except MCPError as e:
+                err = e.error
+                print(f"error {name}: {err.code} {err.message[:200]} {json.dumps(err.data)}")
+    print("ok")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))
