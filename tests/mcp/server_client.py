@@ -36,7 +36,23 @@ async def main(url: str, mode: str, thread: str) -> None:
         sc = r.structured_content if hasattr(r, "structured_content") else r.structuredContent
         print(f"fresh call: {text_of(r)} | {json.dumps(sc, sort_keys=True)}")
 
+        sc_of = lambda r: r.structured_content if hasattr(r, "structured_content") else r.structuredContent
+        later = thread + "-async"
+        r = await client.call_tool("send_message", {"type": "research", "thread": later, "message": "later"})
+        print(f"sent: {json.dumps(sc_of(r)['status'])}")
+        for _ in range(100):
+            r = await client.call_tool("get_thread", {"type": "research", "thread": later})
+            last = sc_of(r)["last_run"]
+            if last and last["status"] == "completed":
+                break
+            await asyncio.sleep(0.1)
+        print(f"async answer: {json.dumps(sc_of(r)['last_run']['answer'])}")
+        r = await client.call_tool("get_thread", {"type": "research", "thread": thread})
+        print(f"history: {json.dumps(text_of(r))}")
+
         for name, args in [
+            ("get_thread", {"type": "research", "thread": "never-opened"}),
+            ("send_message", {"type": "nobody", "thread": "t", "message": "hi"}),
             ("ask_nobody", {"message": "hi"}),
             ("ask_research", {"message": 3}),
             ("ask_research", {"thread": "t"}),

@@ -3,7 +3,8 @@
 //! model (`tests/mcp/server_script.toml`: it says which user turn of its conversation it
 //! answers). The client lists the tools, asks `ask_research` twice in one thread (the second
 //! answer is turn 2 of the same root) and once without (turn 1 of a fresh root), then calls an
-//! unknown tool, bad arguments and an oversized message, answered as MCP errors with nothing
+//! `send_message` that answers at once and `get_thread` that shows the answer and a thread's
+//! turns, then an unknown tool, an unknown thread, bad arguments and an oversized message, answered as MCP errors with nothing
 //! queued; in both the handshake-era mode and the current revision's. `/mcp` needs the API's
 //! token when it has one, and a start-up naming an agent type that does not exist is refused.
 
@@ -95,7 +96,9 @@ fn the_sdk_client_asks_an_agent_in_a_thread_and_alone_and_bad_calls_are_refused(
             tools,
             [
                 "tool ask_research required=message",
-                "tool ask_lead required=message"
+                "tool ask_lead required=message",
+                "tool send_message required=type,thread,message",
+                "tool get_thread required=type,thread",
             ],
             "{mode}:\n{out}"
         );
@@ -118,8 +121,32 @@ fn the_sdk_client_asks_an_agent_in_a_thread_and_alone_and_bad_calls_are_refused(
         let fresh = line(&out, "fresh call: ");
         assert!(fresh.contains("echo: alone (turn 1)"), "{mode}: {fresh}");
         assert_ne!(structured(fresh)["agent_id"], s1["agent_id"], "{mode}");
+        // A message sent without waiting: pending at once, its answer read through get_thread.
+        assert!(out.contains("sent: \"pending\"\n"), "{mode}:\n{out}");
+        assert!(
+            out.contains("async answer: \"echo: later (turn 1)\"\n"),
+            "{mode}:\n{out}"
+        );
+        // The first thread as text: both turns, in order.
+        let history = line(&out, "history: ");
+        assert!(
+            history.contains(
+                "user: remember the harbour\\n\\nassistant: echo: remember the harbour (turn 1)\\n\\nuser: what did I say?"
+            ),
+            "{mode}: {history}"
+        );
         // Bad calls: MCP errors (invalid params) with a stable code.
         for (tool, code, says) in [
+            (
+                "get_thread",
+                "unknown_thread",
+                "unknown thread `never-opened`",
+            ),
+            (
+                "send_message",
+                "unknown_type",
+                "agent type `nobody` is not served",
+            ),
             ("ask_nobody", "unknown_tool", "unknown tool `ask_nobody`"),
             (
                 "ask_research",
@@ -142,9 +169,9 @@ fn the_sdk_client_asks_an_agent_in_a_thread_and_alone_and_bad_calls_are_refused(
             "{mode}: an oversized message:\n{out}"
         );
     }
-    // Per mode: one thread root and one fresh root; the bad calls made none and queued nothing.
+    // Per mode: two thread roots and one fresh root; the bad calls made none, queued nothing.
     let agents = agents(&p);
-    assert_eq!(agents.len(), 4, "{agents:#?}");
+    assert_eq!(agents.len(), 6, "{agents:#?}");
     let closed = agents.iter().filter(|a| a["status"] == "closed").count();
     assert_eq!(
         closed, 2,

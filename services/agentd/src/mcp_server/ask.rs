@@ -170,3 +170,79 @@ pub fn structured(asked: &Asked) -> Value {
         "usage": asked.outcome.usage,
     })
 }
+
+/// `send_message`: `message` posted to thread `alias` of `agent_type` (opened if new), not
+/// waited for: the root and the run it started.
+pub async fn send(
+    system: &AgentSystem,
+    agent_type: &str,
+    alias: &str,
+    message: &str,
+) -> Result<Value, McpServerError> {
+    let root = thread::find_or_open(system, agent_type, alias).await?;
+    let args = AskArgs {
+        message: message.to_string(),
+        thread: Some(alias.to_string()),
+    };
+    let run = post(system, &root, &args).await?;
+    Ok(json!({
+        "agent_id": root,
+        "run_id": run.id,
+        "status": RunState::Pending,
+    }))
+}
+
+/// `get_thread`: thread `alias` of `agent_type` as text (the user's and the agent's messages,
+/// in order), and what became of its last MCP run.
+pub async fn show(
+    system: &AgentSystem,
+    agent_type: &str,
+    alias: &str,
+) -> Result<(String, Value), McpServerError> {
+    let unknown = || McpServerError::UnknownThread {
+        agent_type: agent_type.to_string(),
+        thread: alias.to_string(),
+    };
+    let root = thread::find(system, agent_type, alias)
+        .await?
+        .ok_or_else(unknown)?;
+    let seen = Seen::load(system, &root)
+        .await
+        .map_err(McpServerError::store)?
+        .ok_or_else(unknown)?;
+    let text = seen
+        .thread
+        .iter()
+        .filter_map(|e| match e.role {
+            agentd_proto::Role::User => Some(format!("user: {}", e.text)),
+            agentd_proto::Role::Assistant if !e.text.is_empty() => {
+                Some(format!("assistant: {}", e.text))
+            }
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    let runs = system
+        .deps()
+        .store
+        .runs(&root)
+        .await
+        .map_err(McpServerError::store)?;
+    let last = runs.iter().rev().find(|r| r.run.door == DOOR).map(|r| {
+        let v = derive(&r.run, &seen, &pending_inputs(&seen));
+        json!({
+            "run_id": r.run.id,
+            "status": v.outcome.state,
+            "answer": v.outcome.answer,
+            "usage": v.outcome.usage,
+        })
+    });
+    Ok((
+        text,
+        json!({
+            "agent_id": root,
+            "status": seen.rec.status.to_string(),
+            "last_run": last,
+        }),
+    ))
+}

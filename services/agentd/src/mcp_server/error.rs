@@ -18,6 +18,19 @@ pub enum McpServerError {
         /// What is wrong.
         why: String,
     },
+    /// The thread was never opened (or its root was deleted).
+    #[error(
+        "unknown thread `{thread}` of `{agent_type}`: an ask_{agent_type} or send_message call with it opens it"
+    )]
+    UnknownThread {
+        /// The agent type.
+        agent_type: String,
+        /// The alias.
+        thread: String,
+    },
+    /// The agent type is not exposed.
+    #[error("agent type `{0}` is not served here: tools/list names the tools of this server")]
+    UnknownType(String),
     /// The message is larger than `limits.max_message_bytes`.
     #[error("{0}")]
     TooLarge(String),
@@ -30,12 +43,14 @@ pub enum McpServerError {
 }
 
 impl McpServerError {
-    /// The stable code: `unknown_tool`, `invalid_arguments`, `message_too_large`, `refused`
-    /// or `internal`.
+    /// The stable code: `unknown_tool`, `invalid_arguments`, `unknown_thread`,
+    /// `unknown_type`, `message_too_large`, `refused` or `internal`.
     pub fn code(&self) -> &'static str {
         match self {
             McpServerError::UnknownTool(_) => "unknown_tool",
             McpServerError::InvalidArguments { .. } => "invalid_arguments",
+            McpServerError::UnknownThread { .. } => "unknown_thread",
+            McpServerError::UnknownType(_) => "unknown_type",
             McpServerError::TooLarge(_) => "message_too_large",
             McpServerError::Refused(_) => "refused",
             McpServerError::Internal(_) => "internal",
@@ -55,6 +70,8 @@ impl From<McpServerError> for ErrorData {
         match e {
             McpServerError::UnknownTool(_)
             | McpServerError::InvalidArguments { .. }
+            | McpServerError::UnknownThread { .. }
+            | McpServerError::UnknownType(_)
             | McpServerError::TooLarge(_) => ErrorData::invalid_params(message, data),
             McpServerError::Refused(_) | McpServerError::Internal(_) => {
                 ErrorData::internal_error(message, data)

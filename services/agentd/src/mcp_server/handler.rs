@@ -3,9 +3,12 @@
 //! spawns need one), handed over and answered through a channel.
 
 use super::McpServer;
-use super::ask::{Asked, ask, structured};
+use super::ask::{Asked, ask, send, show, structured};
 use super::error::McpServerError;
-use super::tools::{ASK_PREFIX, ask_args, ask_tool};
+use super::tools::{
+    ASK_PREFIX, GET_THREAD, SEND_MESSAGE, ask_args, ask_tool, get_thread_tool, send_message_tool,
+    thread_args,
+};
 use agentd_actors::RunState;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -33,12 +36,87 @@ impl Handler {
                 let description = types.get(t).map(|ty| ty.description.clone());
                 ask_tool(t, description.as_deref().unwrap_or(""))
             })
+            .chain([
+                send_message_tool(&self.server.exposed),
+                get_thread_tool(&self.server.exposed),
+            ])
             .collect()
+    }
+
+    /// `f`'s future run on the service's arbiter (where the actors may be sent to), its
+    /// output answered here.
+    async fn on_arbiter<T, F, Fut>(&self, f: F) -> Result<T, McpServerError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<McpServer>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<T, McpServerError>> + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let server = self.server.clone();
+        let handed = self.server.arbiter.spawn_fn(move || {
+            actix_rt::spawn(async move {
+                let _ = tx.send(f(server).await);
+            });
+        });
+        if !handed {
+            return Err(McpServerError::Internal("agentd is stopping".into()));
+        }
+        rx.await
+            .map_err(|_| McpServerError::Internal("the call was dropped".into()))?
+    }
+
+    /// A `send_message` (`message`) or `get_thread` call.
+    async fn thread_call(
+        &self,
+        name: &str,
+        params: &CallToolRequestParams,
+        message: bool,
+    ) -> Result<CallToolResult, McpServerError> {
+        let args = thread_args(name, params.arguments.as_ref(), message)?;
+        if !self.server.serves(&args.agent_type) {
+            return Err(McpServerError::UnknownType(args.agent_type));
+        }
+        if let Some(m) = &args.message {
+            self.server
+                .system
+                .deps()
+                .config
+                .limits
+                .input()
+                .message("message", m)
+                .map_err(|e| McpServerError::TooLarge(e.message))?;
+        }
+        let (text, structured) = self
+            .on_arbiter(move |server| async move {
+                match &args.message {
+                    Some(m) => {
+                        let sent = send(&server.system, &args.agent_type, &args.thread, m).await?;
+                        Ok((
+                            format!(
+                                "sent: run {} of thread `{}`; get_thread shows the answer",
+                                sent["run_id"].as_str().unwrap_or_default(),
+                                args.thread
+                            ),
+                            sent,
+                        ))
+                    }
+                    None => show(&server.system, &args.agent_type, &args.thread).await,
+                }
+            })
+            .await?;
+        let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+        r.structured_content = Some(structured);
+        Ok(r)
     }
 
     /// The call of tool `name` with `arguments`, up to its result.
     async fn call(&self, params: CallToolRequestParams) -> Result<CallToolResult, McpServerError> {
         let name = params.name.to_string();
+        match name.as_str() {
+            SEND_MESSAGE => return self.thread_call(&name, &params, true).await,
+            GET_THREAD => return self.thread_call(&name, &params, false).await,
+            _ => {}
+        }
         let agent_type = name
             .strip_prefix(ASK_PREFIX)
             .filter(|t| self.server.serves(t))
@@ -53,27 +131,18 @@ impl Handler {
             .input()
             .message("message", &args.message)
             .map_err(|e| McpServerError::TooLarge(e.message))?;
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let server = self.server.clone();
-        let handed = self.server.arbiter.spawn_fn(move || {
-            actix_rt::spawn(async move {
-                let asked = ask(
+        let asked = self
+            .on_arbiter(move |server| async move {
+                ask(
                     &server.system,
                     &server.events,
                     &server.shutdown,
                     &agent_type,
                     &args,
                 )
-                .await;
-                let _ = tx.send(asked);
-            });
-        });
-        if !handed {
-            return Err(McpServerError::Internal("agentd is stopping".into()));
-        }
-        let asked = rx
-            .await
-            .map_err(|_| McpServerError::Internal("the call was dropped".into()))??;
+                .await
+            })
+            .await?;
         Ok(result(&asked))
     }
 }

@@ -12,6 +12,23 @@ pub const ASK_PREFIX: &str = "ask_";
 /// The longest thread alias taken, in bytes.
 pub const MAX_THREAD_BYTES: usize = 256;
 
+/// The name of the tool that posts a message to a thread without waiting.
+pub const SEND_MESSAGE: &str = "send_message";
+
+/// The name of the tool that shows a thread.
+pub const GET_THREAD: &str = "get_thread";
+
+/// The arguments of a `send_message` or `get_thread` call: a thread of an exposed type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadArgs {
+    /// The agent type.
+    pub agent_type: String,
+    /// The thread's alias.
+    pub thread: String,
+    /// The message (`send_message` only).
+    pub message: Option<String>,
+}
+
 /// The arguments of an `ask_<type>` call.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AskArgs {
@@ -84,6 +101,114 @@ pub fn ask_tool(agent_type: &str, description: &str) -> Tool {
     Tool::new(format!("{ASK_PREFIX}{agent_type}"), about, input_schema())
         .with_raw_output_schema(output_schema())
         .with_annotations(annotations)
+}
+
+/// The schema of a thread of one of `types`, with a message if `message`.
+fn thread_schema(types: &[String], message: bool) -> Arc<JsonObject> {
+    let mut properties = json!({
+        "type": {
+            "type": "string",
+            "enum": types,
+            "description": "The agent type the thread is with."
+        },
+        "thread": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_THREAD_BYTES,
+            "description": "The thread's name, as the `ask_<type>` calls gave it."
+        }
+    });
+    let mut required = vec!["type", "thread"];
+    if message {
+        properties["message"] = json!({
+            "type": "string",
+            "minLength": 1,
+            "description": "The message for the agent."
+        });
+        required.push("message");
+    }
+    object(json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false
+    }))
+}
+
+/// `send_message`: a message to a thread (opened if new), answered at once with the run it
+/// started; `get_thread` shows the answer once it is there.
+pub fn send_message_tool(types: &[String]) -> Tool {
+    let annotations =
+        ToolAnnotations::from_raw(None, Some(false), Some(false), Some(false), Some(true));
+    Tool::new(
+        SEND_MESSAGE,
+        "Send a message to an agentd agent's thread without waiting for its answer (the \
+         thread is opened if new). Returns the run it started; read the answer with get_thread.",
+        thread_schema(types, true),
+    )
+    .with_annotations(annotations)
+}
+
+/// `get_thread`: a thread's conversation as text, and the state of its last run.
+pub fn get_thread_tool(types: &[String]) -> Tool {
+    let annotations =
+        ToolAnnotations::from_raw(None, Some(true), Some(false), Some(true), Some(false));
+    Tool::new(
+        GET_THREAD,
+        "Show an agentd thread: its conversation as text, and the state of its last run.",
+        thread_schema(types, false),
+    )
+    .with_annotations(annotations)
+}
+
+/// `arguments` of a call to `tool` (`send_message` if `message`, else `get_thread`) read as
+/// [`ThreadArgs`].
+pub fn thread_args(
+    tool: &str,
+    arguments: Option<&JsonObject>,
+    message: bool,
+) -> Result<ThreadArgs, McpServerError> {
+    let invalid = |why: String| McpServerError::InvalidArguments {
+        tool: tool.to_string(),
+        why,
+    };
+    let empty = Map::new();
+    let args = arguments.unwrap_or(&empty);
+    let known: &[&str] = if message {
+        &["type", "thread", "message"]
+    } else {
+        &["type", "thread"]
+    };
+    if let Some(other) = args.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(invalid(format!("unknown argument `{other}`")));
+    }
+    let string = |name: &str| match args.get(name) {
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
+        Some(Value::String(_)) => Err(invalid(format!("`{name}` is empty"))),
+        Some(other) => Err(invalid(format!(
+            "`{name}` must be a string, not {}",
+            kind(other)
+        ))),
+        None => Err(invalid(format!("`{name}` is required"))),
+    };
+    let agent_type = string("type")?;
+    let thread = string("thread")?;
+    if thread.len() > MAX_THREAD_BYTES {
+        return Err(invalid(format!(
+            "`thread` is {} bytes, over {MAX_THREAD_BYTES}",
+            thread.len()
+        )));
+    }
+    let message = if message {
+        Some(string("message")?)
+    } else {
+        None
+    };
+    Ok(ThreadArgs {
+        agent_type,
+        thread,
+        message,
+    })
 }
 
 /// `arguments` of a call to `tool` read as [`AskArgs`].
