@@ -50,7 +50,16 @@ async def main(url: str, mode: str, thread: str) -> None:
         r = await client.call_tool("get_thread", {"type": "research", "thread": thread})
         print(f"history: {json.dumps(text_of(r))}")
 
+        slow = thread + "-slow"
+        await client.call_tool("send_message", {"type": "research", "thread": slow, "message": "slow please"})
+        await asyncio.sleep(0.5)
+        r = await client.call_tool("cancel", {"type": "research", "thread": slow})
+        print(f"cancel: {json.dumps(sc_of(r)['status'])}")
+        r = await client.call_tool("get_thread", {"type": "research", "thread": slow})
+        print(f"after cancel: {json.dumps(sc_of(r)['last_run']['status'])}")
+
         for name, args in [
+            ("cancel", {"type": "research", "thread": slow}),
             ("get_thread", {"type": "research", "thread": "never-opened"}),
             ("send_message", {"type": "nobody", "thread": "t", "message": "hi"}),
             ("ask_nobody", {"message": "hi"}),

@@ -4,7 +4,7 @@
 //! answers). The client lists the tools, asks `ask_research` twice in one thread (the second
 //! answer is turn 2 of the same root) and once without (turn 1 of a fresh root), then calls an
 //! `send_message` that answers at once and `get_thread` that shows the answer and a thread's
-//! turns, then an unknown tool, an unknown thread, bad arguments and an oversized message, answered as MCP errors with nothing
+//! turns, a `cancel` of a running turn, then an unknown tool, an unknown thread, bad arguments and an oversized message, answered as MCP errors with nothing
 //! queued; in both the handshake-era mode and the current revision's. `/mcp` needs the API's
 //! token when it has one, and a start-up naming an agent type that does not exist is refused.
 
@@ -99,6 +99,7 @@ fn the_sdk_client_asks_an_agent_in_a_thread_and_alone_and_bad_calls_are_refused(
                 "tool ask_lead required=message",
                 "tool send_message required=type,thread,message",
                 "tool get_thread required=type,thread",
+                "tool cancel required=type,thread",
             ],
             "{mode}:\n{out}"
         );
@@ -135,8 +136,20 @@ fn the_sdk_client_asks_an_agent_in_a_thread_and_alone_and_bad_calls_are_refused(
             ),
             "{mode}: {history}"
         );
+        // A slow run cancelled while it runs: cancelled, and so it stays; a second cancel finds
+        // nothing to cancel.
+        assert!(out.contains("cancel: \"cancelled\"\n"), "{mode}:\n{out}");
+        assert!(
+            out.contains("after cancel: \"cancelled\"\n"),
+            "{mode}:\n{out}"
+        );
         // Bad calls: MCP errors (invalid params) with a stable code.
         for (tool, code, says) in [
+            (
+                "cancel",
+                "not_cancelable",
+                "is cancelled: there is nothing to cancel",
+            ),
             (
                 "get_thread",
                 "unknown_thread",
@@ -169,9 +182,9 @@ fn the_sdk_client_asks_an_agent_in_a_thread_and_alone_and_bad_calls_are_refused(
             "{mode}: an oversized message:\n{out}"
         );
     }
-    // Per mode: two thread roots and one fresh root; the bad calls made none, queued nothing.
+    // Per mode: three thread roots and one fresh root; the bad calls made none, queued nothing.
     let agents = agents(&p);
-    assert_eq!(agents.len(), 6, "{agents:#?}");
+    assert_eq!(agents.len(), 8, "{agents:#?}");
     let closed = agents.iter().filter(|a| a["status"] == "closed").count();
     assert_eq!(
         closed, 2,

@@ -246,3 +246,76 @@ pub async fn show(
         }),
     ))
 }
+
+/// A run's state as the wire names it (`completed`, `input_required`, …).
+fn state_name(state: RunState) -> String {
+    serde_json::to_value(state)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// `cancel`: the last MCP run of thread `alias` of `agent_type` cancelled — taken out of the
+/// inbox if queued, its turn interrupted and the sub-agents it started cancelled if running
+/// (the cancel every door shares, [`crate::runs::cancel_item`]); the thread goes on.
+pub async fn cancel(
+    system: &AgentSystem,
+    agent_type: &str,
+    alias: &str,
+) -> Result<Value, McpServerError> {
+    let unknown = || McpServerError::UnknownThread {
+        agent_type: agent_type.to_string(),
+        thread: alias.to_string(),
+    };
+    let store = &system.deps().store;
+    let root = thread::find(system, agent_type, alias)
+        .await?
+        .ok_or_else(unknown)?;
+    let load = || async {
+        Seen::load(system, &root)
+            .await
+            .map_err(McpServerError::store)?
+            .ok_or_else(unknown)
+    };
+    let seen = load().await?;
+    let runs = store.runs(&root).await.map_err(McpServerError::store)?;
+    let Some(mut run) = runs
+        .into_iter()
+        .rev()
+        .find(|r| r.run.door == DOOR)
+        .map(|r| r.run)
+    else {
+        return Err(McpServerError::NotCancelable(format!(
+            "thread `{alias}` has no run to cancel"
+        )));
+    };
+    let state = derive(&run, &seen, &pending_inputs(&seen)).outcome.state;
+    if state.is_terminal() {
+        return Err(McpServerError::NotCancelable(format!(
+            "the last run of thread `{alias}` is {}: there is nothing to cancel",
+            state_name(state)
+        )));
+    }
+    run.cancel_requested = true;
+    store.run_put(&run).await.map_err(McpServerError::store)?;
+    if state != RunState::InputRequired {
+        crate::runs::cancel_item(system, &run, &seen.thread)
+            .await
+            .map_err(|e| McpServerError::Internal(e.to_string()))?;
+    }
+    // The agent marks the item done with its next write: the run is read until it shows.
+    let mut state = state;
+    for _ in 0..100 {
+        let seen = load().await?;
+        state = derive(&run, &seen, &pending_inputs(&seen)).outcome.state;
+        if state.is_terminal() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(json!({
+        "agent_id": root,
+        "run_id": run.id,
+        "status": state,
+    }))
+}

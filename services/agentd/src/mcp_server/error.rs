@@ -28,6 +28,9 @@ pub enum McpServerError {
         /// The alias.
         thread: String,
     },
+    /// There is nothing to cancel (no run, or its last run ended).
+    #[error("{0}")]
+    NotCancelable(String),
     /// The agent type is not exposed.
     #[error("agent type `{0}` is not served here: tools/list names the tools of this server")]
     UnknownType(String),
@@ -44,12 +47,13 @@ pub enum McpServerError {
 
 impl McpServerError {
     /// The stable code: `unknown_tool`, `invalid_arguments`, `unknown_thread`,
-    /// `unknown_type`, `message_too_large`, `refused` or `internal`.
+    /// `not_cancelable`, `unknown_type`, `message_too_large`, `refused` or `internal`.
     pub fn code(&self) -> &'static str {
         match self {
             McpServerError::UnknownTool(_) => "unknown_tool",
             McpServerError::InvalidArguments { .. } => "invalid_arguments",
             McpServerError::UnknownThread { .. } => "unknown_thread",
+            McpServerError::NotCancelable(_) => "not_cancelable",
             McpServerError::UnknownType(_) => "unknown_type",
             McpServerError::TooLarge(_) => "message_too_large",
             McpServerError::Refused(_) => "refused",
@@ -72,6 +76,7 @@ impl From<McpServerError> for ErrorData {
             | McpServerError::InvalidArguments { .. }
             | McpServerError::UnknownThread { .. }
             | McpServerError::UnknownType(_)
+            | McpServerError::NotCancelable(_)
             | McpServerError::TooLarge(_) => ErrorData::invalid_params(message, data),
             McpServerError::Refused(_) | McpServerError::Internal(_) => {
                 ErrorData::internal_error(message, data)

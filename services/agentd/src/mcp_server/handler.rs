@@ -3,11 +3,11 @@
 //! spawns need one), handed over and answered through a channel.
 
 use super::McpServer;
-use super::ask::{Asked, ask, send, show, structured};
+use super::ask::{Asked, ask, cancel, send, show, structured};
 use super::error::McpServerError;
 use super::tools::{
-    ASK_PREFIX, GET_THREAD, SEND_MESSAGE, ask_args, ask_tool, get_thread_tool, send_message_tool,
-    thread_args,
+    ASK_PREFIX, CANCEL, GET_THREAD, SEND_MESSAGE, ask_args, ask_tool, cancel_tool, get_thread_tool,
+    send_message_tool, thread_args,
 };
 use agentd_actors::RunState;
 use rmcp::model::{
@@ -39,6 +39,7 @@ impl Handler {
             .chain([
                 send_message_tool(&self.server.exposed),
                 get_thread_tool(&self.server.exposed),
+                cancel_tool(&self.server.exposed),
             ])
             .collect()
     }
@@ -65,7 +66,7 @@ impl Handler {
             .map_err(|_| McpServerError::Internal("the call was dropped".into()))?
     }
 
-    /// A `send_message` (`message`) or `get_thread` call.
+    /// A `send_message` (`message`), `get_thread` or `cancel` call.
     async fn thread_call(
         &self,
         name: &str,
@@ -73,6 +74,7 @@ impl Handler {
         message: bool,
     ) -> Result<CallToolResult, McpServerError> {
         let args = thread_args(name, params.arguments.as_ref(), message)?;
+        let is_cancel = name == CANCEL;
         if !self.server.serves(&args.agent_type) {
             return Err(McpServerError::UnknownType(args.agent_type));
         }
@@ -100,6 +102,18 @@ impl Handler {
                             sent,
                         ))
                     }
+                    None if is_cancel => {
+                        let done = cancel(&server.system, &args.agent_type, &args.thread).await?;
+                        Ok((
+                            format!(
+                                "run {} of thread `{}`: {}",
+                                done["run_id"].as_str().unwrap_or_default(),
+                                args.thread,
+                                done["status"].as_str().unwrap_or_default()
+                            ),
+                            done,
+                        ))
+                    }
                     None => show(&server.system, &args.agent_type, &args.thread).await,
                 }
             })
@@ -114,7 +128,7 @@ impl Handler {
         let name = params.name.to_string();
         match name.as_str() {
             SEND_MESSAGE => return self.thread_call(&name, &params, true).await,
-            GET_THREAD => return self.thread_call(&name, &params, false).await,
+            GET_THREAD | CANCEL => return self.thread_call(&name, &params, false).await,
             _ => {}
         }
         let agent_type = name

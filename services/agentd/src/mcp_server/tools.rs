@@ -15,6 +15,9 @@ pub const MAX_THREAD_BYTES: usize = 256;
 /// The name of the tool that posts a message to a thread without waiting.
 pub const SEND_MESSAGE: &str = "send_message";
 
+/// The name of the tool that cancels a thread's last run.
+pub const CANCEL: &str = "cancel";
+
 /// The name of the tool that shows a thread.
 pub const GET_THREAD: &str = "get_thread";
 
@@ -161,7 +164,21 @@ pub fn get_thread_tool(types: &[String]) -> Tool {
     .with_annotations(annotations)
 }
 
-/// `arguments` of a call to `tool` (`send_message` if `message`, else `get_thread`) read as
+/// `cancel`: the thread's last run cancelled, the thread kept.
+pub fn cancel_tool(types: &[String]) -> Tool {
+    let annotations =
+        ToolAnnotations::from_raw(None, Some(false), Some(true), Some(true), Some(false));
+    Tool::new(
+        CANCEL,
+        "Cancel the last run of an agentd thread (queued: dropped; running: its turn \
+         interrupted and the sub-agents it started cancelled). The thread is kept.",
+        thread_schema(types, false),
+    )
+    .with_annotations(annotations)
+}
+
+/// `arguments` of a call to `tool` (`send_message` if `message`, else `get_thread` or
+/// `cancel`) read as
 /// [`ThreadArgs`].
 pub fn thread_args(
     tool: &str,
