@@ -58,6 +58,12 @@ async def main(url: str, mode: str, thread: str) -> None:
         r = await client.call_tool("get_thread", {"type": "research", "thread": slow})
         print(f"after cancel: {json.dumps(sc_of(r)['last_run']['status'])}")
 
+        r = await client.call_tool("list_threads", {"type": "research"})
+        names = sorted(t["thread"] for t in sc_of(r)["threads"])
+        print(f"threads: {json.dumps(names)}")
+        r = await client.call_tool("list_threads", {"type": "lead"})
+        print(f"lead threads: {json.dumps(sc_of(r)['threads'])}")
+
         for name, args in [
             ("cancel", {"type": "research", "thread": slow}),
             ("get_thread", {"type": "research", "thread": "never-opened"}),

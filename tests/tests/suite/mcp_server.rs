@@ -4,7 +4,7 @@
 //! answers). The client lists the tools, asks `ask_research` twice in one thread (the second
 //! answer is turn 2 of the same root) and once without (turn 1 of a fresh root), then calls an
 //! `send_message` that answers at once and `get_thread` that shows the answer and a thread's
-//! turns, a `cancel` of a running turn, then an unknown tool, an unknown thread, bad arguments and an oversized message, answered as MCP errors with nothing
+//! turns, a `cancel` of a running turn, `list_threads`, then an unknown tool, an unknown thread, bad arguments and an oversized message, answered as MCP errors with nothing
 //! queued; in both the handshake-era mode and the current revision's. `/mcp` needs the API's
 //! token when it has one, and a start-up naming an agent type that does not exist is refused.
 
@@ -80,9 +80,19 @@ fn agents(p: &AgentdProcess) -> Vec<Value> {
 #[test]
 fn the_sdk_client_asks_an_agent_in_a_thread_and_alone_and_bad_calls_are_refused() {
     let p = AgentdProcess::start(&env(&[]));
-    for (mode, thread, revision) in [
-        ("legacy", "harbour", "2025-11-25"),
-        ("auto", "harbour-2", "2026-07-28"),
+    for (mode, thread, revision, threads) in [
+        (
+            "legacy",
+            "harbour",
+            "2025-11-25",
+            r#"["harbour", "harbour-async", "harbour-slow"]"#,
+        ),
+        (
+            "auto",
+            "harbour-2",
+            "2026-07-28",
+            r#"["harbour", "harbour-2", "harbour-2-async", "harbour-2-slow", "harbour-async", "harbour-slow"]"#,
+        ),
     ] {
         let out = client(&p.url, mode, thread);
         // The handshake era's newest revision, and the current one.
@@ -100,6 +110,7 @@ fn the_sdk_client_asks_an_agent_in_a_thread_and_alone_and_bad_calls_are_refused(
                 "tool send_message required=type,thread,message",
                 "tool get_thread required=type,thread",
                 "tool cancel required=type,thread",
+                "tool list_threads required=",
             ],
             "{mode}:\n{out}"
         );
@@ -143,6 +154,12 @@ fn the_sdk_client_asks_an_agent_in_a_thread_and_alone_and_bad_calls_are_refused(
             out.contains("after cancel: \"cancelled\"\n"),
             "{mode}:\n{out}"
         );
+        // The threads opened so far (not the fresh root), of the type asked only.
+        assert!(
+            out.contains(&format!("threads: {threads}\n")),
+            "{mode}:\n{out}"
+        );
+        assert!(out.contains("lead threads: []\n"), "{mode}:\n{out}");
         // Bad calls: MCP errors (invalid params) with a stable code.
         for (tool, code, says) in [
             (

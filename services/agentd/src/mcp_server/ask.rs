@@ -319,3 +319,41 @@ pub async fn cancel(
         "status": state,
     }))
 }
+
+/// `list_threads`: the threads of the exposed types `types` (of `only`, if given), each with
+/// its root's state, oldest root first. Read from the roots' MCP runs (a thread's alias is in
+/// its runs' fields), each checked against the store's outside ids: one pass over the roots.
+pub async fn list_threads(
+    system: &AgentSystem,
+    types: &[String],
+    only: Option<&str>,
+) -> Result<Vec<Value>, McpServerError> {
+    let store = &system.deps().store;
+    let roots = store.list_roots().await.map_err(McpServerError::store)?;
+    let mut out = Vec::new();
+    for rec in roots {
+        let ty = rec.agent_type.to_string();
+        if !types.contains(&ty) || only.is_some_and(|o| o != ty) {
+            continue;
+        }
+        let runs = store.runs(&rec.id).await.map_err(McpServerError::store)?;
+        let Some(alias) = runs
+            .iter()
+            .filter(|r| r.run.door == DOOR)
+            .find_map(|r| r.run.fields.get("thread").and_then(Value::as_str))
+        else {
+            continue;
+        };
+        if thread::find(system, &ty, alias).await?.as_deref() != Some(rec.id.as_str()) {
+            continue;
+        }
+        out.push(json!({
+            "type": ty,
+            "thread": alias,
+            "agent_id": rec.id,
+            "status": rec.status.to_string(),
+            "updated_at_ms": rec.updated_at_ms,
+        }));
+    }
+    Ok(out)
+}

@@ -3,11 +3,11 @@
 //! spawns need one), handed over and answered through a channel.
 
 use super::McpServer;
-use super::ask::{Asked, ask, cancel, send, show, structured};
+use super::ask::{Asked, ask, cancel, list_threads, send, show, structured};
 use super::error::McpServerError;
 use super::tools::{
-    ASK_PREFIX, CANCEL, GET_THREAD, SEND_MESSAGE, ask_args, ask_tool, cancel_tool, get_thread_tool,
-    send_message_tool, thread_args,
+    ASK_PREFIX, CANCEL, GET_THREAD, LIST_THREADS, SEND_MESSAGE, ask_args, ask_tool, cancel_tool,
+    get_thread_tool, list_args, list_threads_tool, send_message_tool, thread_args,
 };
 use agentd_actors::RunState;
 use rmcp::model::{
@@ -40,6 +40,7 @@ impl Handler {
                 send_message_tool(&self.server.exposed),
                 get_thread_tool(&self.server.exposed),
                 cancel_tool(&self.server.exposed),
+                list_threads_tool(&self.server.exposed),
             ])
             .collect()
     }
@@ -64,6 +65,40 @@ impl Handler {
         }
         rx.await
             .map_err(|_| McpServerError::Internal("the call was dropped".into()))?
+    }
+
+    /// A `list_threads` call.
+    async fn list_call(
+        &self,
+        params: &CallToolRequestParams,
+    ) -> Result<CallToolResult, McpServerError> {
+        let only = list_args(params.arguments.as_ref())?;
+        if let Some(t) = &only
+            && !self.server.serves(t)
+        {
+            return Err(McpServerError::UnknownType(t.to_string()));
+        }
+        let threads = self
+            .on_arbiter(move |server| async move {
+                list_threads(&server.system, &server.exposed, only.as_deref()).await
+            })
+            .await?;
+        let text = threads
+            .iter()
+            .map(|t| {
+                format!(
+                    "{}/{}: {} ({})",
+                    t["type"].as_str().unwrap_or_default(),
+                    t["thread"].as_str().unwrap_or_default(),
+                    t["status"].as_str().unwrap_or_default(),
+                    t["agent_id"].as_str().unwrap_or_default()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+        r.structured_content = Some(serde_json::json!({ "threads": threads }));
+        Ok(r)
     }
 
     /// A `send_message` (`message`), `get_thread` or `cancel` call.
@@ -129,6 +164,7 @@ impl Handler {
         match name.as_str() {
             SEND_MESSAGE => return self.thread_call(&name, &params, true).await,
             GET_THREAD | CANCEL => return self.thread_call(&name, &params, false).await,
+            LIST_THREADS => return self.list_call(&params).await,
             _ => {}
         }
         let agent_type = name

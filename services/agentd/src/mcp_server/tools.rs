@@ -15,6 +15,9 @@ pub const MAX_THREAD_BYTES: usize = 256;
 /// The name of the tool that posts a message to a thread without waiting.
 pub const SEND_MESSAGE: &str = "send_message";
 
+/// The name of the tool that lists the threads.
+pub const LIST_THREADS: &str = "list_threads";
+
 /// The name of the tool that cancels a thread's last run.
 pub const CANCEL: &str = "cancel";
 
@@ -162,6 +165,50 @@ pub fn get_thread_tool(types: &[String]) -> Tool {
         thread_schema(types, false),
     )
     .with_annotations(annotations)
+}
+
+/// `list_threads`: the threads, of one type if `type` is given.
+pub fn list_threads_tool(types: &[String]) -> Tool {
+    let annotations =
+        ToolAnnotations::from_raw(None, Some(true), Some(false), Some(true), Some(false));
+    Tool::new(
+        LIST_THREADS,
+        "List the agentd threads opened through this server (of one agent type if `type` is \
+         given), each with its agent's state.",
+        object(json!({
+            "type": "object",
+            "properties": {
+                "type": {
+                    "type": "string",
+                    "enum": types,
+                    "description": "Only the threads with this agent type."
+                }
+            },
+            "additionalProperties": false
+        })),
+    )
+    .with_annotations(annotations)
+}
+
+/// `arguments` of a `list_threads` call: the agent type it is limited to, if any.
+pub fn list_args(arguments: Option<&JsonObject>) -> Result<Option<String>, McpServerError> {
+    let invalid = |why: String| McpServerError::InvalidArguments {
+        tool: LIST_THREADS.to_string(),
+        why,
+    };
+    let empty = Map::new();
+    let args = arguments.unwrap_or(&empty);
+    if let Some(other) = args.keys().find(|k| *k != "type") {
+        return Err(invalid(format!("unknown argument `{other}`")));
+    }
+    match args.get("type") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(invalid(format!(
+            "`type` must be a string, not {}",
+            kind(other)
+        ))),
+    }
 }
 
 /// `cancel`: the thread's last run cancelled, the thread kept.
