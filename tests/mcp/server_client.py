@@ -5,6 +5,7 @@ Prints one line per step, which the test asserts on.
 
 Usage: server_client.py URL MODE THREAD   (MODE: legacy = the initialize handshake, auto =
 discover the current revision, falling back to the handshake)
+       server_client.py across THREAD URL...   (one thread asked through each URL in turn)
 """
 
 import asyncio
@@ -82,5 +83,18 @@ async def main(url: str, mode: str, thread: str) -> None:
     print("ok")
 
 
+async def across(urls: list[str], thread: str) -> None:
+    """One thread asked through each of `urls` in turn (agentd processes on one Redis)."""
+    for n, url in enumerate(urls, start=1):
+        async with Client(url, mode="auto") as client:
+            r = await client.call_tool("ask_research", {"message": f"step {n}", "thread": thread})
+            sc = r.structured_content if hasattr(r, "structured_content") else r.structuredContent
+            print(f"across {n}: {text_of(r)} | {json.dumps(sc, sort_keys=True)}")
+    print("ok")
+
+
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))
+    if sys.argv[1] == "across":
+        asyncio.run(across(sys.argv[3:], sys.argv[2]))
+    else:
+        asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))

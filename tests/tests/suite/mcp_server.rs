@@ -2,11 +2,13 @@
 //! `scripts/test.sh` in `target/.venv-mcp`) against the real `agentd` binary with the scripted
 //! model (`tests/mcp/server_script.toml`: it says which user turn of its conversation it
 //! answers). The client lists the tools, asks `ask_research` twice in one thread (the second
-//! answer is turn 2 of the same root) and once without (turn 1 of a fresh root), then calls an
-//! `send_message` that answers at once and `get_thread` that shows the answer and a thread's
-//! turns, a `cancel` of a running turn, `list_threads`, then an unknown tool, an unknown thread, bad arguments and an oversized message, answered as MCP errors with nothing
-//! queued; in both the handshake-era mode and the current revision's. `/mcp` needs the API's
-//! token when it has one, and a start-up naming an agent type that does not exist is refused.
+//! answer is turn 2 of the same root) and once without (turn 1 of a fresh root, closed after),
+//! sends a message with `send_message` (answered at once) and reads its answer with
+//! `get_thread`, cancels a running turn, lists the threads, then calls an unknown tool, an
+//! unknown thread, bad arguments and an oversized message, answered as MCP errors with nothing
+//! queued; in both the handshake-era mode and the current revision's. With Redis, a thread
+//! asked through two processes in turn is one conversation. `/mcp` needs the API's token when
+//! it has one, and a start-up naming an agent type that does not exist is refused.
 
 use agentd_tests::AgentdProcess;
 use agentd_tests::mcp::python;
@@ -207,6 +209,47 @@ fn the_sdk_client_asks_an_agent_in_a_thread_and_alone_and_bad_calls_are_refused(
         closed, 2,
         "the fresh roots are closed once they answered: {agents:#?}"
     );
+}
+
+/// With Redis, no process keeps anything of a call or a thread in memory (rmcp serves
+/// statelessly, the alias is in the store): one thread asked through two processes in turn is
+/// one root, which sees every turn, whichever process owns it.
+#[test]
+fn a_thread_is_one_conversation_through_either_of_two_processes_on_redis() {
+    let redis = agentd_tests::TestRedis::from_env();
+    let settings = || {
+        let mut extra = redis.env();
+        extra.extend([
+            ("AGENTD__REDIS__PARTITIONS", "4".to_string()),
+            ("AGENTD__REDIS__LEASE_MS", "1000".to_string()),
+        ]);
+        let mut all = env(&extra);
+        all.retain(|(k, _)| *k != "AGENTD__STORE__KIND");
+        all
+    };
+    let a = AgentdProcess::start(&settings());
+    let b = AgentdProcess::start(&settings());
+    agentd_tests::process::wait_balanced(&a, &b, 4);
+    let (ua, ub) = (format!("{}/mcp", a.url), format!("{}/mcp", b.url));
+    let out = Command::new(python())
+        .arg(root().join("tests/mcp/server_client.py"))
+        .args(["across", "quay", &ua, &ub, &ua, &ub])
+        .output()
+        .expect("run the MCP client");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success() && stdout.ends_with("ok\n"),
+        "the MCP client failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut roots = Vec::new();
+    for n in 1..=4 {
+        let l = line(&stdout, &format!("across {n}: "));
+        assert!(l.contains(&format!("echo: step {n} (turn {n})")), "{l}");
+        roots.push(structured(l)["agent_id"].clone());
+    }
+    roots.dedup();
+    assert_eq!(roots.len(), 1, "one root: {stdout}");
 }
 
 #[test]
