@@ -26,7 +26,8 @@ pub struct Handler {
 }
 
 impl Handler {
-    /// The tools, one per exposed type, in the order the settings list them.
+    /// The tools: `ask_<type>` per exposed type, in the order the settings list them, then
+    /// `send_message`, `get_thread`, `cancel` and `list_threads`.
     fn tools(&self) -> Vec<Tool> {
         let types = &self.server.system.deps().config.types;
         self.server

@@ -393,6 +393,54 @@ mod tests {
     }
 
     #[test]
+    fn thread_tools_take_a_type_and_a_thread_and_list_threads_an_optional_type() {
+        let obj = |v: Value| match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        };
+        let send = thread_args(
+            SEND_MESSAGE,
+            Some(&obj(
+                json!({"type": "research", "thread": "t", "message": "hi"}),
+            )),
+            true,
+        );
+        assert_eq!(
+            send.ok(),
+            Some(ThreadArgs {
+                agent_type: "research".into(),
+                thread: "t".into(),
+                message: Some("hi".into())
+            })
+        );
+        for (v, message, says) in [
+            (json!({"type": "research"}), false, "`thread` is required"),
+            (json!({"thread": "t"}), false, "`type` is required"),
+            (
+                json!({"type": "research", "thread": "t"}),
+                true,
+                "`message` is required",
+            ),
+            (
+                json!({"type": "research", "thread": "t", "message": "hi"}),
+                false,
+                "unknown argument `message`",
+            ),
+        ] {
+            let e = thread_args(GET_THREAD, Some(&obj(v.clone())), message)
+                .err()
+                .map(|e| e.to_string());
+            assert!(e.as_ref().is_some_and(|m| m.contains(says)), "{v}: {e:?}");
+        }
+        assert_eq!(list_args(None).ok(), Some(None));
+        assert_eq!(
+            list_args(Some(&obj(json!({"type": "lead"})))).ok(),
+            Some(Some("lead".into()))
+        );
+        assert!(list_args(Some(&obj(json!({"type": 1})))).is_err());
+    }
+
+    #[test]
     fn the_tool_names_its_type_and_requires_a_message() {
         let t = ask_tool("research", "Finds things.");
         assert_eq!(t.name, "ask_research");
