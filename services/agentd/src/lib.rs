@@ -7,7 +7,8 @@
 //! | [`wiring`] | settings → store, model, types, event bus |
 //! | [`http`] | the `/v1` HTTP API |
 //! | [`a2a`] | the A2A protocol 1.0 at `/a2a/<agent type>` (JSON-RPC and HTTP+JSON bindings) |
-//! | [`runs`] | what became of a door's run, read from its agent's durable state (A2A's tasks) |
+//! | [`mcp_server`] | agentd as an MCP server: tools `ask_<type>` at `/mcp` (streamable HTTP) |
+//! | [`runs`] | what became of a door's run, read from its agent's durable state (A2A's tasks, MCP's calls) |
 //! | [`openapi`] | its OpenAPI document, generated from the handlers and the wire types |
 //! | [`errors`] | every API error as `{code, message}`: handlers, extractors, no route, the framework |
 //! | [`body_deadline`] | the deadline of a request's body (`408 request_timeout`) |
@@ -28,6 +29,7 @@ pub mod dashboard;
 pub mod errors;
 pub mod http;
 pub mod logs;
+pub mod mcp_server;
 pub mod openapi;
 pub mod runs;
 pub mod settings;

@@ -16,6 +16,7 @@
 //! once = false                     # fire at most once per agent
 //! text = "Deploying {{input}}"     # {{input}} {{title}} {{agent_type}} {{agent_id}} {{system_prompt}}
 //!                                  # {{tools}} (the names of the tools shown, comma-separated)
+//!                                  # {{user_turns}} (the user entries of the thread shown)
 //! delay_ms = 0                     # wait on the clock first
 //! # instead of an answer: error = "…" (a failure no retry fixes), unavailable = "…" (a
 //! # provider down for now: the turn is retried), rate_limit_ms = N (a 429), panic = "…"
@@ -244,6 +245,13 @@ fn substitute(text: &str, req: &ModelRequest, input: &str) -> String {
         .replace("{{agent_id}}", &req.agent_id)
         .replace("{{system_prompt}}", &req.system_prompt)
         .replace("{{tools}}", &tool_names(req))
+        .replace("{{user_turns}}", &user_turns(req).to_string())
+}
+
+/// How many user entries the thread `req` shows the model holds (what `{{user_turns}}`
+/// reads): a conversation's turns, the one asked now included.
+fn user_turns(req: &ModelRequest) -> usize {
+    req.thread.iter().filter(|e| e.role == Role::User).count()
 }
 
 /// The names of the tools `req` shows the model, comma-separated (what `{{tools}}` reads).

@@ -243,3 +243,32 @@ fn bad_scripts_are_refused_with_a_reason() {
     .unwrap();
     assert!(e.to_string().contains("cannot read script"), "{e}");
 }
+
+/// `{{user_turns}}` counts the user entries of the thread the model is shown, the one asked now
+/// included: a conversation's later turn says so.
+#[tokio::test]
+async fn user_turns_counts_the_user_entries_shown() {
+    let m = ScriptedModel::from_toml_str(
+        "[defaults]\ntext = \"{{input}} (turn {{user_turns}})\"\n",
+        Arc::new(SystemClock),
+    )
+    .unwrap();
+    let first = m
+        .complete(req("research", "R", &[(Role::User, "hi")]))
+        .await
+        .unwrap();
+    assert_eq!(first.text, "hi (turn 1)");
+    let later = m
+        .complete(req(
+            "research",
+            "R",
+            &[
+                (Role::User, "hi"),
+                (Role::Assistant, "hi (turn 1)"),
+                (Role::User, "again"),
+            ],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(later.text, "again (turn 2)");
+}

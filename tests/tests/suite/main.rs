@@ -32,6 +32,7 @@ mod lifecycle_model;
 mod log_lines;
 mod manage;
 mod management;
+mod mcp_server;
 mod mcp_tools;
 mod model_backends;
 mod model_streaming;

@@ -65,8 +65,8 @@ impl Running {
     }
 }
 
-/// Puts the HTTP API (and the A2A routes `[a2a] expose` asks for) in front of `service` on
-/// `server.bind`.
+/// Puts the HTTP API (and the A2A routes `[a2a] expose` asks for, and `/mcp` for
+/// `[mcp_server] expose`) in front of `service` on `server.bind`.
 pub async fn serve(service: Service) -> Result<Running, StartError> {
     let settings = &service.settings;
     let (shutdown, shutdown_rx) = tokio::sync::watch::channel(false);
@@ -91,6 +91,13 @@ pub async fn serve(service: Service) -> Result<Running, StartError> {
     if let Some(a) = &a2a {
         crate::a2a::start_watcher(a.get_ref().clone());
     }
+    let mcp = crate::mcp_server::state(
+        settings,
+        &state.system,
+        &state.events,
+        &state.shutdown,
+        auth.token.is_some(),
+    )?;
     let limit = settings.server.max_body_bytes;
     let request_timeout = web::Data::new(RequestTimeout(Duration::from_millis(
         settings.server.request_timeout_ms,
@@ -116,6 +123,10 @@ pub async fn serve(service: Service) -> Result<Running, StartError> {
                 if let Some(a) = &a2a {
                     cfg.app_data(a.clone());
                     crate::a2a::routes(cfg);
+                }
+                if let Some(m) = &mcp {
+                    cfg.app_data(m.clone());
+                    crate::mcp_server::routes(cfg);
                 }
             })
             .configure(crate::openapi::routes)

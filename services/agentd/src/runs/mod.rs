@@ -7,10 +7,13 @@
 //!
 //! | module | what it holds |
 //! |---|---|
+//! | `cancel` | a run's cancel: its item out of the inbox, or its turn interrupted and the sub-agents that turn started cancelled |
 //! | `derive` | [`Seen`] (the agent's state read in an order that keeps it consistent), [`RunView`] and [`derive`] |
 //!
 //! [`RunState`]: agentd_actors::RunState
 
+mod cancel;
 mod derive;
 
+pub use cancel::{cancel_children_since, cancel_item};
 pub use derive::{RunView, Seen, derive, now_ms, pending_inputs};

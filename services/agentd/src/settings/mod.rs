@@ -87,6 +87,9 @@ pub struct Settings {
     /// The A2A protocol (docs/a2a.md).
     #[serde(default)]
     pub a2a: A2aSettings,
+    /// agentd as an MCP server (docs/mcp-server.md).
+    #[serde(default)]
+    pub mcp_server: McpServerSettings,
     /// OpenTelemetry export (off unless an endpoint is set).
     #[serde(default)]
     pub telemetry: TelemetrySettings,
@@ -108,6 +111,22 @@ pub struct A2aSettings {
     /// closed (its actor freed, its history and tasks kept; a new message re-opens it). 0: never.
     #[serde(default)]
     pub context_idle_close_ms: u64,
+}
+
+/// `[mcp_server]`: which agent types MCP hosts can call, as tools `ask_<type>` at `/mcp`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerSettings {
+    /// The agent types served as tools `ask_<type>` at `/mcp` on the API's port (none: the
+    /// MCP server is off). A list, or (from the environment) one string of names separated by
+    /// commas.
+    #[serde(default, deserialize_with = "names")]
+    pub expose: Vec<String>,
+    /// The `Host` names `/mcp` answers (a defence against DNS rebinding; `name` or
+    /// `name:port`). Empty: the loopback names when the API has no token, any host when it has
+    /// one (the token guards it then).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// A list of names, or one string of them separated by commas.

@@ -453,3 +453,26 @@ fn unknown_keys_are_refused() {
         .map(|e| e.to_string());
     assert!(err.unwrap_or_default().contains("max_deptth"));
 }
+
+#[test]
+fn the_mcp_server_is_off_by_default_and_takes_types_and_hosts() {
+    let s = Settings::from_overrides("").map_err(|e| e.to_string());
+    assert!(
+        matches!(&s, Ok(s) if s.mcp_server.expose.is_empty() && s.mcp_server.allowed_hosts.is_empty()),
+        "{s:?}"
+    );
+    let s = Settings::from_overrides(
+        "[mcp_server]\nexpose = [\" research \", \"lead\", \"\"]\nallowed_hosts = [\"agents.example.com\"]\n",
+    )
+    .map_err(|e| e.to_string());
+    assert!(
+        matches!(&s, Ok(s) if s.mcp_server.expose == ["research", "lead"]
+            && s.mcp_server.allowed_hosts == ["agents.example.com"]),
+        "{s:?}"
+    );
+    // A typo is an error, never a silent default.
+    let e = Settings::from_overrides("[mcp_server]\nexpse = [\"research\"]\n")
+        .map(|_| ())
+        .map_err(|e| e.to_string());
+    assert!(matches!(&e, Err(m) if m.contains("expse")), "{e:?}");
+}

@@ -57,7 +57,7 @@ impl From<RunState> for State {
 
 impl TaskRecord {
     /// The run this task is.
-    pub(super) fn to_run(&self) -> Run {
+    pub(crate) fn to_run(&self) -> Run {
         let fields = Fields {
             client_context_id: self.client_context_id.clone(),
             history: self.history.clone(),
