@@ -9,7 +9,7 @@ use crate::runs::{Seen, derive, now_ms, pending_inputs};
 use crate::sse::{EventFeed, Shutdown};
 use agentd_actors::{AgentSystem, Run, RunOrigin, RunOutcome, RunState};
 use agentd_proto::ids::derived_id;
-use agentd_proto::{AgentdError, Control, ErrorCode, Event, InboxItem};
+use agentd_proto::{Control, Event, InboxItem};
 use serde_json::{Map, Value, json};
 use std::time::Duration;
 use uuid::Uuid;
@@ -26,17 +26,6 @@ pub struct Asked {
     pub run_id: String,
     /// What became of it.
     pub outcome: RunOutcome,
-}
-
-/// agentd refused the item before it ran for a reason a run's `rejected` state stands for.
-fn refused_before_running(e: &AgentdError) -> bool {
-    matches!(
-        e.code,
-        ErrorCode::BudgetExceeded
-            | ErrorCode::DepthLimit
-            | ErrorCode::FanoutLimit
-            | ErrorCode::Unavailable
-    )
 }
 
 /// Asks agent type `agent_type` `args.message`, in `args.thread`'s conversation or a fresh
@@ -106,7 +95,7 @@ async fn post(system: &AgentSystem, root: &str, args: &AskArgs) -> Result<Run, M
     if let Err(e) = posted {
         run.rejected = Some(e.to_string());
         store.run_put(&run).await.map_err(McpServerError::store)?;
-        return Err(if refused_before_running(&e) {
+        return Err(if crate::runs::refused_before_running(&e) {
             McpServerError::Refused(e.to_string())
         } else {
             McpServerError::Internal(e.to_string())

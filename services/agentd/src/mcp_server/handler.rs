@@ -26,6 +26,18 @@ pub struct Handler {
 }
 
 impl Handler {
+    /// Refuses a message over `limits.max_message_bytes`, as every other door does.
+    fn check_message(&self, message: &str) -> Result<(), McpServerError> {
+        self.server
+            .system
+            .deps()
+            .config
+            .limits
+            .input()
+            .message("message", message)
+            .map_err(|e| McpServerError::TooLarge(e.message))
+    }
+
     /// The tools: `ask_<type>` per exposed type, in the order the settings list them, then
     /// `send_message`, `get_thread`, `cancel` and `list_threads`.
     fn tools(&self) -> Vec<Tool> {
@@ -115,14 +127,7 @@ impl Handler {
             return Err(McpServerError::UnknownType(args.agent_type));
         }
         if let Some(m) = &args.message {
-            self.server
-                .system
-                .deps()
-                .config
-                .limits
-                .input()
-                .message("message", m)
-                .map_err(|e| McpServerError::TooLarge(e.message))?;
+            self.check_message(m)?;
         }
         let (text, structured) = self
             .on_arbiter(move |server| async move {
@@ -174,14 +179,7 @@ impl Handler {
             .ok_or_else(|| McpServerError::UnknownTool(name.clone()))?
             .to_string();
         let args = ask_args(&name, params.arguments.as_ref())?;
-        self.server
-            .system
-            .deps()
-            .config
-            .limits
-            .input()
-            .message("message", &args.message)
-            .map_err(|e| McpServerError::TooLarge(e.message))?;
+        self.check_message(&args.message)?;
         let asked = self
             .on_arbiter(move |server| async move {
                 ask(

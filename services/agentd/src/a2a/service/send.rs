@@ -9,7 +9,7 @@ use crate::a2a::A2a;
 use crate::a2a::error::A2aError;
 use crate::a2a::task::{self, Origin, State, TaskRecord, TaskView};
 use agentd_proto::ids::derived_id;
-use agentd_proto::{AgentdError, Command, ErrorCode, InboxItem, SpawnRequest};
+use agentd_proto::{Command, InboxItem, SpawnRequest};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -41,17 +41,6 @@ pub struct Sent {
     pub return_immediately: bool,
     /// Its `historyLength`.
     pub history: Option<usize>,
-}
-
-/// agentd refused the item before it ran for a reason the task's `rejected` state stands for.
-fn refused_before_running(e: &AgentdError) -> bool {
-    matches!(
-        e.code,
-        ErrorCode::BudgetExceeded
-            | ErrorCode::DepthLimit
-            | ErrorCode::FanoutLimit
-            | ErrorCode::Unavailable
-    )
 }
 
 /// The A2A sender of every item this layer posts.
@@ -233,7 +222,7 @@ async fn new_task(
     t.unposted = false;
     match posted {
         Ok(_) => task::save(system, &t).await?,
-        Err(e) if refused_before_running(&e) => {
+        Err(e) if crate::runs::refused_before_running(&e) => {
             t.rejected = Some(e.to_string());
             task::save(system, &t).await?;
         }
