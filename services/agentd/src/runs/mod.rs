@@ -1,9 +1,9 @@
 //! Runs as the doors read them: what became of a run (the store's `Runs` concern: the record
 //! of one piece of work a door started on an agent), derived from the agent's own durable
 //! state — is the run's item still in the inbox, what does the thread hold after its turn's
-//! input entry, what does the record say. Every door that has runs (A2A's tasks, the MCP server's calls) reads
-//! them here, so a run's state means the same through each; a door maps [`RunState`] to its
-//! own words and keeps what it reads as the run's outcome.
+//! input entry, what does the record say. Every door that has runs (A2A's tasks, the MCP
+//! server's calls) reads them here, so a run's state means the same through each; a door maps
+//! [`RunState`] to its own words and keeps what it reads as the run's outcome.
 //!
 //! | module | what it holds |
 //! |---|---|
