@@ -8,6 +8,7 @@
 //! | [`http`] | the `/v1` HTTP API |
 //! | [`a2a`] | the A2A protocol 1.0 at `/a2a/<agent type>` (JSON-RPC and HTTP+JSON bindings) |
 //! | [`mcp_server`] | agentd as an MCP server: tools `ask_<type>` at `/mcp` (streamable HTTP) |
+//! | [`named_roots`] | roots a caller names from outside (an A2A `contextId`, an MCP thread), found or opened once |
 //! | [`runs`] | what became of a door's run, read from its agent's durable state (A2A's tasks, MCP's calls) |
 //! | [`openapi`] | its OpenAPI document, generated from the handlers and the wire types |
 //! | [`errors`] | every API error as `{code, message}`: handlers, extractors, no route, the framework |
@@ -30,6 +31,7 @@ pub mod errors;
 pub mod http;
 pub mod logs;
 pub mod mcp_server;
+pub mod named_roots;
 pub mod openapi;
 pub mod runs;
 pub mod settings;

@@ -2,12 +2,13 @@
 //! id of the root agent that is the context), or one the client chose — any string, as the
 //! specification allows — which the first message naming it opens: a new root of the agent
 //! type, mapped to that id in the store's outside ids (door `a2a/<type>`, no tenant or owner
-//! yet), so every process finds it, across restarts, until the root is deleted.
+//! yet; `crate::named_roots`), so every process finds it, across restarts, until the root is
+//! deleted.
 
 use crate::a2a::A2a;
 use crate::a2a::error::A2aError;
-use agentd_actors::{ExternalClaim, ExternalKey, Retention};
-use agentd_proto::{AgentRecord, Control, SpawnRequest};
+use crate::named_roots::{self, OpenError};
+use agentd_actors::ExternalKey;
 use uuid::Uuid;
 
 /// A context: its root agent, and the id its client chose for it.
@@ -28,9 +29,28 @@ fn store_err(e: impl std::fmt::Display) -> A2aError {
     A2aError::Internal(format!("the store failed: {e}"))
 }
 
-/// Whether `rec` is a context of `agent_type` (a root of that type).
-fn is_context_of(rec: &AgentRecord, agent_type: &str) -> bool {
-    *rec.agent_type == *agent_type && rec.parent_id.is_none()
+/// The context agentd opened that `id` names (the id of a root of `agent_type`), if it is one.
+async fn opened_by_agentd(
+    a2a: &A2a,
+    agent_type: &str,
+    id: &str,
+) -> Result<Option<Context>, A2aError> {
+    if id.len() != 36 || Uuid::try_parse(id).is_err() {
+        return Ok(None);
+    }
+    let rec = a2a
+        .system
+        .deps()
+        .store
+        .get_agent(id)
+        .await
+        .map_err(store_err)?;
+    Ok(rec
+        .filter(|r| *r.agent_type == *agent_type && r.parent_id.is_none())
+        .map(|_| Context {
+            agent: id.to_string(),
+            client_id: None,
+        }))
 }
 
 /// The context `id` names for `agent_type`, if there is one.
@@ -39,31 +59,16 @@ pub(super) async fn find(
     agent_type: &str,
     id: &str,
 ) -> Result<Option<Context>, A2aError> {
-    let store = &a2a.system.deps().store;
-    if id.len() == 36 && Uuid::try_parse(id).is_ok() {
-        let rec = store.get_agent(id).await.map_err(store_err)?;
-        if rec.is_some_and(|r| is_context_of(&r, agent_type)) {
-            return Ok(Some(Context {
-                agent: id.to_string(),
-                client_id: None,
-            }));
-        }
+    if let Some(c) = opened_by_agentd(a2a, agent_type, id).await? {
+        return Ok(Some(c));
     }
-    let Some(agent) = store
-        .external_id_get(&key(agent_type, id))
+    let agent = named_roots::find(&a2a.system, &key(agent_type, id), agent_type)
         .await
-        .map_err(store_err)?
-        .map(|mapped| mapped.agent_id)
-    else {
-        return Ok(None);
-    };
-    let rec = store.get_agent(&agent).await.map_err(store_err)?;
-    Ok(rec
-        .filter(|r| is_context_of(r, agent_type))
-        .map(|_| Context {
-            agent,
-            client_id: Some(id.to_string()),
-        }))
+        .map_err(store_err)?;
+    Ok(agent.map(|agent| Context {
+        agent,
+        client_id: Some(id.to_string()),
+    }))
 }
 
 /// The context `id` names for `agent_type`, opened if there is none.
@@ -72,53 +77,20 @@ pub(super) async fn find_or_open(
     agent_type: &str,
     id: &str,
 ) -> Result<Context, A2aError> {
-    if let Some(c) = find(a2a, agent_type, id).await? {
+    if let Some(c) = opened_by_agentd(a2a, agent_type, id).await? {
         return Ok(c);
     }
-    let system = &a2a.system;
-    let store = &system.deps().store;
-    let key = key(agent_type, id);
-    if let Some(mapped) = store.external_id_get(&key).await.map_err(store_err)? {
-        match store.get_agent(&mapped.agent_id).await.map_err(store_err)? {
-            // Opened since the look above (by another request).
-            Some(rec) if is_context_of(&rec, agent_type) => {
-                return Ok(Context {
-                    agent: mapped.agent_id,
-                    client_id: Some(id.to_string()),
-                });
-            }
-            Some(_) => {
-                return Err(A2aError::InvalidParams(format!(
-                    "contextId `{id}` names no context of agent `{agent_type}`"
-                )));
-            }
-            // Mapped to an agent that is no more (its deletion was cut off): mapped afresh.
-            None => store
-                .external_id_release(&key, &mapped)
-                .await
-                .map_err(store_err)?,
-        }
-    }
-    let rec = system
-        .spawn(SpawnRequest {
-            agent_type: Some(agent_type.to_string()),
-            ..SpawnRequest::default()
-        })
+    let agent = named_roots::find_or_open(&a2a.system, &key(agent_type, id), agent_type)
         .await
-        .map_err(A2aError::from)?;
-    let first = store
-        .external_id_claim(&key, &ExternalClaim::settled(&rec.id), Retention::WithAgent)
-        .await
-        .map_err(store_err)?;
-    let won = first.map_or_else(|| rec.id.clone(), |first| first.agent_id);
-    if won != rec.id {
-        // Another request opened the context first: that root is the context, this one goes.
-        if let Err(e) = system.control(&rec.id, Control::Delete).await {
-            tracing::warn!(agent_id = %rec.id, error = %e, "deleting the root of a context opened twice");
-        }
-    }
+        .map_err(|e| match e {
+            OpenError::Store(e) => store_err(e),
+            OpenError::Spawn(e) => A2aError::from(e),
+            OpenError::NotARoot => A2aError::InvalidParams(format!(
+                "contextId `{id}` names no context of agent `{agent_type}`"
+            )),
+        })?;
     Ok(Context {
-        agent: won,
+        agent,
         client_id: Some(id.to_string()),
     })
 }
