@@ -42,6 +42,11 @@ pub enum A2aError {
 }
 
 impl A2aError {
+    /// A failure of the store, as the A2A layer answers it.
+    pub fn store(e: impl std::fmt::Display) -> Self {
+        A2aError::Internal(format!("the store failed: {e}"))
+    }
+
     /// The JSON-RPC error code.
     pub fn code(&self) -> i64 {
         match self {

@@ -22,12 +22,6 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
-/// Whether `event` may change a task of context `ctx` (its status, its markers, its end); the
-/// text deltas are followed apart.
-pub fn concerns(event: &Event, ctx: &str) -> bool {
-    !matches!(event, Event::TextDelta { .. }) && event.agent_id() == ctx
-}
-
 /// The ids the steps of the turn of `item` have, step by step.
 fn step_ids(item: Uuid, max_steps: u32) -> Vec<Uuid> {
     (0..=u64::from(max_steps) + 1)
@@ -226,7 +220,7 @@ pub async fn follow(a2a: &A2a, id: &str) -> Result<impl Stream<Item = Value> + u
                             }
                             f.delta(*step_id, *seq, text);
                         }
-                        e if concerns(e, &f.ctx) => f.look().await,
+                        e if crate::runs::concerns(e, &f.ctx) => f.look().await,
                         _ => {}
                     },
                     Err(RecvError::Lagged(_)) => f.look().await,

@@ -5,11 +5,11 @@
 use super::error::McpServerError;
 use super::thread;
 use super::tools::AskArgs;
-use crate::runs::{Seen, derive, now_ms, pending_inputs};
+use crate::runs::{PostError, Seen, derive, now_ms, pending_inputs};
 use crate::sse::{EventFeed, Shutdown};
 use agentd_actors::{AgentSystem, Run, RunOrigin, RunOutcome, RunState};
 use agentd_proto::ids::derived_id;
-use agentd_proto::{Control, Event, InboxItem};
+use agentd_proto::{Control, InboxItem};
 use serde_json::{Map, Value, json};
 use std::time::Duration;
 use uuid::Uuid;
@@ -88,25 +88,18 @@ async fn post(system: &AgentSystem, root: &str, args: &AskArgs) -> Result<Run, M
         fields,
     };
     store.run_put(&run).await.map_err(McpServerError::store)?;
-    let posted = system
-        .post_as_from(DOOR, root, item, InboxItem::followup(&args.message, false))
-        .await;
-    run.unposted = false;
-    if let Err(e) = posted {
-        run.rejected = Some(e.to_string());
-        store.run_put(&run).await.map_err(McpServerError::store)?;
-        return Err(if crate::runs::refused_before_running(&e) {
-            McpServerError::Refused(e.to_string())
-        } else {
-            McpServerError::Internal(e.to_string())
-        });
+    let message = InboxItem::followup(&args.message, false);
+    match crate::runs::post(system, &mut run, DOOR, item, message).await {
+        Ok(()) => Ok(run),
+        Err(PostError::Store(e)) => Err(McpServerError::store(e)),
+        Err(PostError::Refused(e)) if crate::runs::refused_before_running(&e) => {
+            Err(McpServerError::Refused(e.to_string()))
+        }
+        Err(PostError::Refused(e)) => Err(McpServerError::Internal(e.to_string())),
     }
-    store.run_put(&run).await.map_err(McpServerError::store)?;
-    Ok(run)
 }
 
-/// Waits until `run` is terminal or asks for input. Its agent's events wake the wait; a
-/// periodic look covers a missed one (or an agent of another process, with Redis).
+/// Waits until `run` is terminal or asks for input (`crate::runs::until`), or agentd stops.
 async fn wait(
     system: &AgentSystem,
     mut rx: tokio::sync::broadcast::Receiver<std::sync::Arc<agentd_bus::Logged>>,
@@ -114,41 +107,19 @@ async fn wait(
     run: &Run,
 ) -> Result<RunOutcome, McpServerError> {
     let mut shutdown = shutdown.clone();
-    loop {
+    let outcome = crate::runs::until(&mut rx, &run.agent_id, || async {
         let seen = Seen::load(system, &run.agent_id)
             .await
             .map_err(McpServerError::store)?
             .ok_or_else(|| McpServerError::Internal(format!("agent `{}` is gone", run.agent_id)))?;
-        let view = derive(run, &seen, &pending_inputs(&seen));
-        if view.outcome.state.is_terminal() || view.outcome.state == RunState::InputRequired {
-            return Ok(view.outcome);
-        }
-        let deadline = tokio::time::sleep(Duration::from_millis(500));
-        tokio::pin!(deadline);
-        loop {
-            tokio::select! {
-                got = rx.recv() => match got {
-                    Ok(l) if concerns(&l.event, &run.agent_id) => break,
-                    Ok(_) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
-                    // No more events: the periodic look alone.
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                        (&mut deadline).await;
-                        break;
-                    }
-                },
-                _ = &mut deadline => break,
-                _ = shutdown.changed() => {
-                    return Err(McpServerError::Internal("agentd is stopping".into()));
-                }
-            }
-        }
+        let outcome = derive(run, &seen, &pending_inputs(&seen)).outcome;
+        let ends = outcome.state.is_terminal() || outcome.state == RunState::InputRequired;
+        Ok(ends.then_some(outcome))
+    });
+    tokio::select! {
+        outcome = outcome => outcome,
+        _ = shutdown.changed() => Err(McpServerError::Internal("agentd is stopping".into())),
     }
-}
-
-/// Whether `event` may change what became of a run of agent `agent_id`.
-fn concerns(event: &Event, agent_id: &str) -> bool {
-    !matches!(event, Event::TextDelta { .. }) && event.agent_id() == agent_id
 }
 
 /// The structured content of a call's result: the agent, the run's state, its usage.

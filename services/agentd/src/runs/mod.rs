@@ -9,14 +9,20 @@
 //! |---|---|
 //! | `cancel` | a run's cancel: its item out of the inbox, or its turn interrupted and the sub-agents that turn started cancelled |
 //! | `derive` | [`Seen`] (the agent's state read in an order that keeps it consistent), [`RunView`] and [`derive`] |
+//! | `post` | a run's item posted after the run is stored, and the run stored again, posted or rejected |
+//! | `wait` | waiting for what becomes of a run: a look at each event of its agent, and every half second |
 //!
 //! [`RunState`]: agentd_actors::RunState
 
 mod cancel;
 mod derive;
+mod post;
+mod wait;
 
 pub use cancel::{cancel_children_since, cancel_item};
 pub use derive::{RunView, Seen, derive, now_ms, pending_inputs};
+pub use post::{PostError, post};
+pub use wait::{concerns, until};
 
 use agentd_proto::{AgentdError, ErrorCode};
 

@@ -25,10 +25,6 @@ fn key(agent_type: &str, id: &str) -> ExternalKey {
     ExternalKey::new(format!("a2a/{agent_type}"), id)
 }
 
-fn store_err(e: impl std::fmt::Display) -> A2aError {
-    A2aError::Internal(format!("the store failed: {e}"))
-}
-
 /// The context agentd opened that `id` names (the id of a root of `agent_type`), if it is one.
 async fn opened_by_agentd(
     a2a: &A2a,
@@ -44,7 +40,7 @@ async fn opened_by_agentd(
         .store
         .get_agent(id)
         .await
-        .map_err(store_err)?;
+        .map_err(A2aError::store)?;
     Ok(rec
         .filter(|r| *r.agent_type == *agent_type && r.parent_id.is_none())
         .map(|_| Context {
@@ -64,7 +60,7 @@ pub(super) async fn find(
     }
     let agent = named_roots::find(&a2a.system, &key(agent_type, id), agent_type)
         .await
-        .map_err(store_err)?;
+        .map_err(A2aError::store)?;
     Ok(agent.map(|agent| Context {
         agent,
         client_id: Some(id.to_string()),
@@ -83,7 +79,7 @@ pub(super) async fn find_or_open(
     let agent = named_roots::find_or_open(&a2a.system, &key(agent_type, id), agent_type)
         .await
         .map_err(|e| match e {
-            OpenError::Store(e) => store_err(e),
+            OpenError::Store(e) => A2aError::store(e),
             OpenError::Spawn(e) => A2aError::from(e),
             OpenError::NotARoot => A2aError::InvalidParams(format!(
                 "contextId `{id}` names no context of agent `{agent_type}`"

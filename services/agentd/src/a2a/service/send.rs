@@ -8,11 +8,11 @@ use super::params::{history_length, params};
 use crate::a2a::A2a;
 use crate::a2a::error::A2aError;
 use crate::a2a::task::{self, Origin, State, TaskRecord, TaskView};
+use crate::runs::PostError;
 use agentd_proto::ids::derived_id;
 use agentd_proto::{Command, InboxItem, SpawnRequest};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::time::Duration;
 use uuid::Uuid;
 
 #[derive(Debug, Default, Deserialize)]
@@ -191,20 +191,20 @@ async fn new_task(
             (rec.id, None)
         }
     };
-    let item = item_id(&ctx, &msg.message_id);
-    let id = task::task_id(&ctx, item);
+    let item_id = item_id(&ctx, &msg.message_id);
+    let id = task::task_id(&ctx, item_id);
     if let Ok((_, existing)) = task::get(system, &id).await
         && !existing.task.unposted
     {
         return Ok(id); // a resend of the same message
     }
     let shown = client_context_id.clone().unwrap_or_else(|| ctx.clone());
-    let mut t = TaskRecord {
+    let t = TaskRecord {
         id: id.clone(),
         context_id: ctx.clone(),
         client_context_id,
-        items: vec![item],
-        inputs: vec![derived_id(item, "input")],
+        items: vec![item_id],
+        inputs: vec![derived_id(item_id, "input")],
         history: vec![with_ids(&msg.json, &shown, &id)],
         origin: Origin::Client,
         rejected: None,
@@ -216,23 +216,13 @@ async fn new_task(
     if let Some(c) = push {
         crate::a2a::push::save_with_message(system, &ctx, &id, c).await?;
     }
-    let posted = system
-        .post_as_from(SENDER, &ctx, item, InboxItem::followup(&msg.text, false))
-        .await;
-    t.unposted = false;
-    match posted {
-        Ok(_) => task::save(system, &t).await?,
-        Err(e) if crate::runs::refused_before_running(&e) => {
-            t.rejected = Some(e.to_string());
-            task::save(system, &t).await?;
-        }
-        Err(e) => {
-            t.rejected = Some(e.to_string());
-            task::save(system, &t).await?;
-            return Err(e.into());
-        }
+    let item = InboxItem::followup(&msg.text, false);
+    match crate::runs::post(system, &mut t.to_run(), SENDER, item_id, item).await {
+        Ok(()) => Ok(id),
+        Err(PostError::Refused(e)) if crate::runs::refused_before_running(&e) => Ok(id),
+        Err(PostError::Refused(e)) => Err(e.into()),
+        Err(PostError::Store(e)) => Err(A2aError::store(e)),
     }
-    Ok(id)
 }
 
 /// Waits until task `id` is terminal or asks for input (a blocking `SendMessage`), and answers
@@ -240,22 +230,9 @@ async fn new_task(
 pub async fn wait(a2a: &A2a, id: &str) -> Result<TaskView, A2aError> {
     let (mut rx, _) = a2a.events.log.subscribe_with_ring();
     let ctx = task::context_of(id).unwrap_or_default().to_string();
-    loop {
+    crate::runs::until(&mut rx, &ctx, || async {
         let (_, v) = task::get(&a2a.system, id).await?;
-        if v.state().ends_wait() {
-            return Ok(v);
-        }
-        let deadline = tokio::time::sleep(Duration::from_millis(500));
-        tokio::pin!(deadline);
-        loop {
-            tokio::select! {
-                got = rx.recv() => match got {
-                    Ok(l) if crate::a2a::stream::concerns(&l.event, &ctx) => break,
-                    Ok(_) => {}
-                    Err(_) => break,
-                },
-                _ = &mut deadline => break,
-            }
-        }
-    }
+        Ok(v.state().ends_wait().then_some(v))
+    })
+    .await
 }

@@ -84,10 +84,6 @@ pub(in crate::a2a) struct Contents {
     pub notices: Vec<super::Notice>,
 }
 
-pub(super) fn store_err(e: impl std::fmt::Display) -> A2aError {
-    A2aError::Internal(format!("the store failed: {e}"))
-}
-
 /// The task map of each context (a context is its agent, `ctx` its id).
 pub(in crate::a2a) trait TaskMap {
     /// Saves `task` as its run, replacing what was saved of it (not its settled state).
@@ -128,32 +124,32 @@ pub(in crate::a2a) trait TaskMap {
 
 impl<S: Runs + ?Sized> TaskMap for S {
     async fn task_save(&self, task: &TaskRecord) -> Result<(), A2aError> {
-        self.run_put(&task.to_run()).await.map_err(store_err)
+        self.run_put(&task.to_run()).await.map_err(A2aError::store)
     }
 
     async fn task_settle(&self, ctx: &str, settled: &Settled) -> Result<(), A2aError> {
         self.run_settle(ctx, &settled.task_id, &settled.outcome)
             .await
-            .map_err(store_err)
+            .map_err(A2aError::store)
     }
 
     async fn task_put(&self, ctx: &str, key: &str, value: &Stored) -> Result<(), A2aError> {
-        let bytes = serde_json::to_vec(value).map_err(store_err)?;
+        let bytes = serde_json::to_vec(value).map_err(A2aError::store)?;
         self.agent_value_put(ctx, key, &bytes)
             .await
-            .map_err(store_err)
+            .map_err(A2aError::store)
     }
 
     async fn task_put_new(&self, ctx: &str, key: &str, value: &Stored) -> Result<bool, A2aError> {
-        let bytes = serde_json::to_vec(value).map_err(store_err)?;
+        let bytes = serde_json::to_vec(value).map_err(A2aError::store)?;
         self.agent_value_put_new(ctx, key, &bytes)
             .await
-            .map_err(store_err)
+            .map_err(A2aError::store)
     }
 
     async fn task_map(&self, ctx: &str) -> Result<Contents, A2aError> {
         let mut c = Contents::default();
-        for stored in self.runs(ctx).await.map_err(store_err)? {
+        for stored in self.runs(ctx).await.map_err(A2aError::store)? {
             let Some(task) = TaskRecord::from_run(stored.run) else {
                 continue;
             };
@@ -168,7 +164,7 @@ impl<S: Runs + ?Sized> TaskMap for S {
         let runs: HashSet<String> = c.tasks.iter().map(|t| t.id.clone()).collect();
         for (key, v) in AgentValues::agent_values(self, ctx)
             .await
-            .map_err(store_err)?
+            .map_err(A2aError::store)?
         {
             if agentd_actors::ports::is_run_key(&key) {
                 continue;

@@ -4,7 +4,6 @@
 
 use super::derive::{TaskView, derive};
 use super::map::Contents;
-use super::map::store_err;
 use super::stored::{save_settled, stored};
 use super::{Origin, Settled, TaskRecord, context_of, now_ms, save, task_id};
 use crate::a2a::error::A2aError;
@@ -30,7 +29,7 @@ pub async fn reconcile(
         push,
         mut notices,
     } = stored(system, ctx).await?;
-    let Some(mut seen) = Seen::load(system, ctx).await.map_err(store_err)? else {
+    let Some(mut seen) = Seen::load(system, ctx).await.map_err(A2aError::store)? else {
         return Ok(None);
     };
     discover(system, ctx, &seen, &mut tasks).await?;
