@@ -23,7 +23,7 @@ pub enum OpenError {
 }
 
 /// Whether `rec` is a root of `agent_type`.
-fn is_root_of(rec: &AgentRecord, agent_type: &str) -> bool {
+pub fn is_root_of(rec: &AgentRecord, agent_type: &str) -> bool {
     *rec.agent_type == *agent_type && rec.parent_id.is_none()
 }
 

@@ -42,7 +42,7 @@ async fn opened_by_agentd(
         .await
         .map_err(A2aError::store)?;
     Ok(rec
-        .filter(|r| *r.agent_type == *agent_type && r.parent_id.is_none())
+        .filter(|r| named_roots::is_root_of(r, agent_type))
         .map(|_| Context {
             agent: id.to_string(),
             client_id: None,
